@@ -1,0 +1,97 @@
+/* flags.c — the flag parser shared by every `tower` subcommand (see flags.h). */
+#include "cmd/flags.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *flags_value_str(const Flag *f, char *buf, int n) {
+    switch (f->type) {
+    case FLAG_INT: snprintf(buf, n, "%d", *(int *)f->target); break;
+    case FLAG_LONG: snprintf(buf, n, "%ld", *(long *)f->target); break;
+    case FLAG_FLOAT: snprintf(buf, n, "%g", (double)*(float *)f->target); break;
+    case FLAG_BOOL: snprintf(buf, n, "%s", *(int *)f->target ? "true" : "false"); break;
+    case FLAG_STRING: {
+        const char *s = *(const char **)f->target;
+        snprintf(buf, n, "%s", s ? s : "\"\"");
+        break;
+    }
+    }
+    return buf;
+}
+
+void flags_print_usage(const char *command, const char *synopsis, const Flag *flags, int n) {
+    printf("usage: tower %s %s\n\nflags (default in brackets):\n", command, synopsis);
+    for (int i = 0; i < n; i++) {
+        char buf[256];
+        printf("  --%-26s %s [%s]\n", flags[i].name, flags[i].help, flags_value_str(&flags[i], buf, sizeof buf));
+    }
+}
+
+static int set_value(const Flag *f, const char *v) {
+    char *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case FLAG_INT: {
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end || x < -2147483647L || x > 2147483647L) return -1;
+        *(int *)f->target = (int)x;
+        return 0;
+    }
+    case FLAG_LONG: {
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end) return -1;
+        *(long *)f->target = x;
+        return 0;
+    }
+    case FLAG_FLOAT: {
+        float x = strtof(v, &end);
+        if (errno || end == v || *end) return -1;
+        *(float *)f->target = x;
+        return 0;
+    }
+    case FLAG_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes")) *(int *)f->target = 1;
+        else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no")) *(int *)f->target = 0;
+        else return -1;
+        return 0;
+    case FLAG_STRING: *(const char **)f->target = v; return 0;
+    }
+    return -1;
+}
+
+int flags_parse(const Flag *flags, int n, int argc, char **argv, char **positional, int *n_positional) {
+    *n_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            positional[(*n_positional)++] = argv[i];
+            continue;
+        }
+        const char *name = a + 2;
+        if (!strcmp(name, "help")) return 1;
+        const char *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const Flag *f = NULL;
+        for (int k = 0; k < n; k++)
+            if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) { f = &flags[k]; break; }
+        if (!f) {
+            fprintf(stderr, "tower %s: unknown flag --%.*s (see --help)\n", argv[0], (int)len, name);
+            return -1;
+        }
+        const char *v;
+        if (eq) v = eq + 1;
+        else if (f->type == FLAG_BOOL) v = "true";
+        else if (i + 1 < argc) v = argv[++i];
+        else {
+            fprintf(stderr, "tower %s: flag --%s needs a value\n", argv[0], f->name);
+            return -1;
+        }
+        if (set_value(f, v) != 0) {
+            fprintf(stderr, "tower %s: bad value '%s' for --%s\n", argv[0], v, f->name);
+            return -1;
+        }
+    }
+    return 0;
+}

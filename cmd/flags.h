@@ -1,0 +1,36 @@
+/* flags.h — command-line flags for the `tower` subcommands.
+ *
+ * Where it sits: cmd/ only; every subcommand declares one table of Flag
+ * entries whose targets already hold the defaults, so `--help`, the parser
+ * and docs/cli.md (checked by a test) read the same table.
+ * Accepted forms: --name value, --name=value; booleans also bare --name.
+ */
+#ifndef TOWER_CMD_FLAGS_H
+#define TOWER_CMD_FLAGS_H
+
+typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_BOOL, FLAG_STRING } FlagType;
+
+typedef struct {
+    const char *name;  /* without the leading "--" */
+    FlagType type;
+    void *target;      /* int*, long*, float*, int* (bool), const char** (string) */
+    const char *help;
+} Flag;
+
+/* Parse argv[1..argc-1] (argv[0] is the subcommand name) against `flags`.
+ * Arguments that are not flags are collected, in order, into positional
+ * (an array of at least argc entries owned by the caller) and counted in
+ * *n_positional.  Returns 0 on success, 1 when --help was given (usage has
+ * been printed to stdout), and -1 on a bad flag or value (one line on
+ * stderr naming it). */
+int flags_parse(const Flag *flags, int n_flags, int argc, char **argv,
+                char **positional, int *n_positional);
+
+/* Print "usage: tower <command> ..." and every flag with its default. */
+void flags_print_usage(const char *command, const char *synopsis,
+                       const Flag *flags, int n_flags);
+
+/* Format a flag's current value (its default before parsing) into buf. */
+const char *flags_value_str(const Flag *flag, char *buf, int buf_n_bytes);
+
+#endif

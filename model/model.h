@@ -1,0 +1,89 @@
+/* model.h — the models a tower drives: `mnist` and `cifar10`.
+ *
+ * Where it sits: a tower (tower/) owns one ModelActs per device and calls
+ * model_forward / model_backward on its shard; the parameter server (ps/)
+ * only sees the flat parameter block described by ModelSpec's table of
+ * named variables.  This file knows nothing of towers, threads or devices.
+ *
+ * Parameters are ONE contiguous float block.  The table `vars` says where
+ * each named variable (TensorFlow's names, e.g. "conv1/weights") lives in it
+ * and its shape in TensorFlow's layout: conv weights (KH, KW, C_in, C_out),
+ * fully connected weights (n_in, n_out), biases (n_out).  Gradients use the
+ * same layout, so a gradient block and a parameter block are interchangeable
+ * in size and offsets.
+ */
+#ifndef TOWER_MODEL_MODEL_H
+#define TOWER_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MODEL_MAX_VARS 16
+#define MODEL_VAR_NAME_MAX 64
+
+typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1 } ModelKind;
+typedef enum { INIT_TRUNCATED_NORMAL = 0, INIT_CONSTANT = 1 } InitKind;
+
+typedef struct {
+    char name[MODEL_VAR_NAME_MAX]; /* TensorFlow's variable name */
+    int ndim;                      /* 1, 2 or 4 */
+    int shape[4];                  /* TensorFlow layout (see above); unused dims 0 */
+    size_t offset;                 /* in floats, from the start of the block */
+    size_t n_floats;               /* product of shape */
+    float wd;                      /* weight decay: adds wd * sum(w^2) / 2 to the loss; 0 = none */
+    InitKind init;
+    float init_value;              /* stddev (truncated normal) or the constant */
+} ModelVar;
+
+typedef struct {
+    ModelKind kind;
+    const char *name;              /* "mnist" or "cifar10" */
+    int H, W, C;                   /* input shape of one example, after augmentation */
+    int num_classes;
+    int n_vars;
+    ModelVar vars[MODEL_MAX_VARS];
+    size_t n_params;               /* floats in the whole block */
+} ModelSpec;
+
+/* Fill `spec` for the model `name` ("mnist" or "cifar10") on inputs of shape
+ * (H, W, C) with `num_classes` classes.  Returns 0, or -1 for an unknown name
+ * or a shape the model cannot take (a message is written to err). */
+int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
+                    int num_classes, char *err, size_t err_n_bytes);
+
+/* Index of the variable called `name`, or -1. */
+int model_spec_find(const ModelSpec *spec, const char *name);
+
+/* Initialise every variable as the table says (truncated normal resampled
+ * beyond 2 stddev, or constant) from a seeded RNG: the same seed gives the
+ * same bits on every machine.  params: (n_params) floats, owned by the caller. */
+void model_init_params(float *params, const ModelSpec *spec, uint64_t seed);
+
+/* Per-tower workspace: activations saved by forward for backward, and
+ * scratch (im2col, ...) for batches of up to max_batch examples.  Owns its
+ * memory; NULL on allocation failure. */
+typedef struct ModelActs ModelActs;
+ModelActs *model_acts_create(const ModelSpec *spec, int max_batch);
+void model_acts_free(ModelActs *acts);
+
+/* Forward pass on a batch of B <= max_batch examples.
+ *   x      : (B, H, W, C) float inputs
+ *   labels : (B) class indices in [0, num_classes)
+ *   params : (n_params) the variables
+ * Saves what backward needs in `acts`.  Returns the loss: the mean sparse
+ * softmax cross-entropy over the B examples plus every weight-decay term.
+ * If logits is not NULL, copies the (B, num_classes) logits there.
+ * If ce_loss is not NULL, stores the cross-entropy part alone. */
+float model_forward(float *logits, float *ce_loss, ModelActs *acts,
+                    const float *x, const int32_t *labels, const float *params, int B);
+
+/* Backward pass for the batch of the last model_forward on `acts`.
+ *   dparams: (n_params) OVERWRITTEN with d(loss)/d(params), where loss is
+ *            exactly the value model_forward returned (mean over the batch
+ *            plus weight decay). */
+void model_backward(float *dparams, ModelActs *acts, const float *params);
+
+/* Multiply-add counts of one example's forward pass, for FLOP/s figures. */
+double model_forward_flops_per_example(const ModelSpec *spec);
+
+#endif
