@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# install-deps.sh — install what Tower needs from Debian 12's packages.
+# Runs as root, or through sudo; does nothing when everything is present.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler libdnnl-dev
+      zlib1g-dev libpng-dev libjpeg-dev dataset-fashion-mnist python3 python3-venv)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

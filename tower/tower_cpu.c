@@ -1,0 +1,130 @@
+/* tower_cpu.c — the CPU backend: a tower whose device is a share of the
+ * host's cores.
+ *
+ * Where it sits: behind TowerBackend (tower.h).  A CPU tower keeps its own
+ * copy of the weights (copied in from the master variables each step, as a
+ * GPU tower would), its own activations (ModelActs), and computes its
+ * gradients straight into the host gradient buffer the parameter server gave
+ * it, so its copy-out is empty.  Its OpenMP threads: about C/N of the C cores
+ * for N towers, set on the tower's own thread.
+ */
+#include "tower/tower.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    const ModelSpec *spec;
+    ModelActs *acts;
+    float *weights;        /* (n_params) the tower's own copy of the variables */
+    float *grads_host;     /* (n_params) the parameter server's buffer for this tower */
+    const float *x;        /* (n, H, W, C) the shard, read in place from the staging buffer */
+    const int32_t *labels; /* (n) */
+    int n;
+    int max_batch;
+    int n_threads;
+    int threads_set;
+} CpuTower;
+
+static HostAlloc cpu_host_alloc(void) { return host_alloc_default(); }
+
+static int cpu_device_count(char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    return 1;
+}
+
+static void cpu_describe_device(int device, char *out, size_t out_n_bytes) {
+    (void)device;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(out, out_n_bytes, "/cpu:0 (%ld cores)", n);
+}
+
+static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, int n_threads,
+                              float *grads_host, char *err, size_t err_n_bytes) {
+    (void)device;
+    CpuTower *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, err_n_bytes, "out of memory");
+        return NULL;
+    }
+    t->spec = spec;
+    t->max_batch = max_batch;
+    t->n_threads = n_threads;
+    t->grads_host = grads_host;
+    t->weights = host_alloc_page_aligned(spec->n_params * sizeof(float), NULL);
+    t->acts = model_acts_create(spec, max_batch);
+    if (!t->weights || !t->acts) {
+        snprintf(err, err_n_bytes, "out of memory for the weights and activations of batch %d", max_batch);
+        free(t->weights);
+        model_acts_free(t->acts);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void cpu_tower_free(void *dev) {
+    CpuTower *t = dev;
+    if (!t) return;
+    free(t->weights);
+    model_acts_free(t->acts);
+    free(t);
+}
+
+static int cpu_copy_params_in(void *dev, const float *params_host, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    CpuTower *t = dev;
+    memcpy(t->weights, params_host, t->spec->n_params * sizeof(float));
+    return 0;
+}
+
+static int cpu_copy_shard_in(void *dev, const float *x_host, const int32_t *labels_host, int n,
+                             char *err, size_t err_n_bytes) {
+    CpuTower *t = dev;
+    if (n < 1 || n > t->max_batch) {
+        snprintf(err, err_n_bytes, "shard of %d examples, this tower holds 1 to %d", n, t->max_batch);
+        return -1;
+    }
+    t->x = x_host;
+    t->labels = labels_host;
+    t->n = n;
+    return 0;
+}
+
+static int cpu_compute(void *dev, float *loss, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    CpuTower *t = dev;
+    if (!t->threads_set) {
+        omp_set_num_threads(t->n_threads);
+        t->threads_set = 1;
+    }
+    *loss = model_forward(NULL, NULL, t->acts, t->x, t->labels, t->weights, t->n);
+    model_backward(t->grads_host, t->acts, t->weights);
+    return 0;
+}
+
+static int cpu_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
+    (void)dev;
+    (void)err;
+    (void)err_n_bytes;
+    return 0; /* compute already wrote them into the host gradient buffer */
+}
+
+const TowerBackend tower_backend_cpu = {
+    .name = "cpu",
+    .host_alloc = cpu_host_alloc,
+    .device_count = cpu_device_count,
+    .describe_device = cpu_describe_device,
+    .tower_create = cpu_tower_create,
+    .tower_free = cpu_tower_free,
+    .copy_params_in = cpu_copy_params_in,
+    .copy_shard_in = cpu_copy_shard_in,
+    .compute = cpu_compute,
+    .copy_grads_out = cpu_copy_grads_out,
+};
