@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# test_train_errors.sh TOWER — failures are one clear line and a non-zero exit:
+# divergence, bad flags, no GPU, missing data; SIGTERM checkpoints and exits.
+source "$(dirname "$0")/train_common.sh"
+convert_fashion_mnist
+data="$work/train-*.tfrecord"
+
+# Divergence: a huge learning rate; the last good checkpoint stays.
+"$tower" train --model mnist --data "$data" --train_dir "$work/nan" --batch_size 16 --max_steps 2 --save_every 1 \
+  --learning_rate 0.001 >/dev/null
+set +e
+"$tower" train --model mnist --data "$data" --train_dir "$work/nan" --batch_size 16 --max_steps 100 --save_every 1 \
+  --learning_rate 1e30 --resume >"$work/nan.out" 2>"$work/nan.err"
+rc=$?
+set -e
+cat "$work/nan.err"
+[ $rc -ne 0 ] || fail "a diverged run exited 0"
+grep -Eq "Model diverged with loss = (NaN|Inf) at step [0-9]+" "$work/nan.err" || fail "no divergence message"
+last=$(sed -n 's/^model_checkpoint_path: "\(.*\)"/\1/p' "$work/nan/checkpoint")
+"$tower" eval --checkpoint_dir "$work/nan" --data "$work/test-*.tfrecord" --no_moving_average >/dev/null ||
+  fail "the last good checkpoint ($last) does not evaluate"
+
+expect_error() { # expect_error PATTERN ARGS... : exit non-zero with PATTERN in a one-line stderr
+  local pattern=$1; shift
+  set +e; "$tower" "$@" >/dev/null 2>"$work/err"; local rc=$?; set -e
+  [ $rc -ne 0 ] || fail "tower $* exited 0"
+  grep -q -- "$pattern" "$work/err" || { cat "$work/err"; fail "tower $*: no '$pattern' in the message"; }
+  [ "$(wc -l <"$work/err")" -le 2 ] || { cat "$work/err"; fail "tower $*: more than a line or two of error"; }
+  echo "ok: tower $* -> $(head -1 "$work/err")"
+}
+expect_error "unknown flag --no_such_flag" train --no_such_flag 1
+expect_error "bad value 'abc' for --batch_size" train --batch_size abc
+expect_error "unknown command" frobnicate
+expect_error "--data" train --data "$work/none-*.tfrecord" --train_dir "$work/x"
+expect_error "--model" train --model resnet --data "$data" --train_dir "$work/x"
+expect_error "--device gpu" train --device gpu --data "$data" --train_dir "$work/x"
+expect_error "no checkpoint" eval --checkpoint_dir "$work/empty" --data "$work/test-*.tfrecord"
+
+# SIGTERM: finish the step, write a checkpoint, exit 0.
+"$tower" train --model mnist --data "$data" --train_dir "$work/sig" --batch_size 16 --max_steps 100000 \
+  --save_every 100000 --log_every 1 >"$work/sig.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do grep -q "step 3," "$work/sig.log" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid || fail "SIGTERM: exit status $?"
+grep -q "stop requested" "$work/sig.log" || fail "SIGTERM: no stop message"
+ls "$work/sig"/model.ckpt-* >/dev/null 2>&1 || fail "SIGTERM: no checkpoint written"
+echo "ok: SIGTERM wrote $(sed -n 's/^model_checkpoint_path: //p' "$work/sig/checkpoint") and exited 0"

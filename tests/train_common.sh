@@ -1,0 +1,19 @@
+# train_common.sh — sourced by the training tests: a temporary directory and
+# Fashion-MNIST converted to TFRecords in it (skip, exit 77, without the
+# Debian package dataset-fashion-mnist).
+set -euo pipefail
+tower=$1
+src=/usr/share/datasets/fashion-mnist
+if [ ! -f "$src/train-images-idx3-ubyte.gz" ]; then
+  echo "skipped: $src is missing (Debian package dataset-fashion-mnist)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+convert_fashion_mnist() {
+  "$tower" convert --from idx --images "$src/train-images-idx3-ubyte.gz" --labels "$src/train-labels-idx1-ubyte.gz" \
+    --out "$work/train" --num_shards 2 >/dev/null
+  "$tower" convert --from idx --images "$src/t10k-images-idx3-ubyte.gz" --labels "$src/t10k-labels-idx1-ubyte.gz" \
+    --out "$work/test" --num_shards 1 >/dev/null
+}
+fail() { echo "FAIL: $*"; exit 1; }
