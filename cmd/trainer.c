@@ -342,6 +342,14 @@ int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
 }
 
 int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
+    /* Never replace a good checkpoint with variables that have blown up. */
+    for (size_t i = 0; i < tr->spec.n_params; i++) {
+        if (!isfinite(tr->ps->params[i])) {
+            snprintf(err, err_n_bytes, "not saving step %ld: its variables are not finite (the model diverged)",
+                     tr->ps->global_step);
+            return -1;
+        }
+    }
     CkptRunState run = {
         .seed = (uint64_t)tr->opt.seed,
         .examples_consumed = tr->examples_consumed,
