@@ -1,0 +1,597 @@
+/* checkpoint.c — model.ckpt-STEP files and the `checkpoint` index
+ * (format, atomicity and errors: ps/checkpoint.h).
+ *
+ * Where it sits: beside the parameter server; it serialises a ParamServer's
+ * host arrays (no copies: the protobuf tensors point into them) and restores
+ * them, mapping tensors onto the ModelSpec table by name.  It does not
+ * decide when to save and never touches a tower.
+ */
+#include "ps/checkpoint.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "ps/checkpoint.pb-c.h"
+
+static const unsigned char CKPT_MAGIC[8] = {'T', 'W', 'R', 'C', 'K', 'P', 'T', '\0'};
+#define CKPT_PREFIX "model.ckpt-"
+#define CKPT_TMP_SUFFIX ".tmp"
+#define CKPT_MAX_INDEX_ENTRIES 1024
+
+static CkptFault g_fault = CKPT_FAULT_NONE;
+
+void ckpt_set_fault(CkptFault fault) { g_fault = fault; }
+
+/* ---- small helpers ---- */
+
+static int fail(char *err, size_t err_n_bytes, const char *fmt, ...) {
+    if (err && err_n_bytes) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_n_bytes, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int join_path(char *out, size_t out_n_bytes, const char *dir, const char *name) {
+    int n = snprintf(out, out_n_bytes, "%s/%s", dir, name);
+    return (n < 0 || (size_t)n >= out_n_bytes) ? -1 : 0;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t crc32_of(const uint8_t *data, size_t n_bytes) {
+    return (uint32_t)crc32_z(crc32_z(0L, Z_NULL, 0), data, n_bytes);
+}
+
+/* 1 when name is exactly "model.ckpt-<digits>" (no directory, no suffix). */
+static int is_ckpt_name(const char *name) {
+    size_t plen = strlen(CKPT_PREFIX);
+    if (strncmp(name, CKPT_PREFIX, plen) != 0 || name[plen] == '\0') return 0;
+    for (const char *p = name + plen; *p; p++)
+        if (!isdigit((unsigned char)*p)) return 0;
+    return 1;
+}
+
+static int fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+/* Write the n_parts buffers to dir/name through dir/name.tmp: fwrite,
+ * fflush, fsync, rename, fsync(dir).  `fault_here` stops after the fsync of
+ * the temporary file (the test hook). */
+static int write_atomic(const char *dir, const char *name, const void *const *parts,
+                        const size_t *part_n_bytes, int n_parts, int fault_here,
+                        char *err, size_t err_n_bytes) {
+    char final_path[4096], tmp_path[4096];
+    if (join_path(final_path, sizeof final_path, dir, name) != 0 ||
+        snprintf(tmp_path, sizeof tmp_path, "%s" CKPT_TMP_SUFFIX, final_path) >= (int)sizeof tmp_path)
+        return fail(err, err_n_bytes, "%s/%s: path too long", dir, name);
+    FILE *f = fopen(tmp_path, "wb");
+    if (!f) return fail(err, err_n_bytes, "%s: cannot create: %s", tmp_path, strerror(errno));
+    for (int i = 0; i < n_parts; i++) {
+        if (part_n_bytes[i] && fwrite(parts[i], 1, part_n_bytes[i], f) != part_n_bytes[i]) {
+            int e = errno;
+            fclose(f);
+            unlink(tmp_path);
+            return fail(err, err_n_bytes, "%s: write failed: %s", tmp_path, strerror(e));
+        }
+    }
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        int e = errno;
+        fclose(f);
+        unlink(tmp_path);
+        return fail(err, err_n_bytes, "%s: flush/fsync failed: %s", tmp_path, strerror(e));
+    }
+    if (fclose(f) != 0) {
+        int e = errno;
+        unlink(tmp_path);
+        return fail(err, err_n_bytes, "%s: close failed: %s", tmp_path, strerror(e));
+    }
+    if (fault_here)
+        return fail(err, err_n_bytes, "%s: simulated crash before rename (test hook)", tmp_path);
+    if (rename(tmp_path, final_path) != 0) {
+        int e = errno;
+        unlink(tmp_path);
+        return fail(err, err_n_bytes, "%s: cannot rename to %s: %s", tmp_path, final_path, strerror(e));
+    }
+    if (fsync_dir(dir) != 0)
+        return fail(err, err_n_bytes, "%s: fsync of the directory failed: %s", dir, strerror(errno));
+    return 0;
+}
+
+/* ---- the index file ---- */
+
+typedef struct {
+    int n;
+    char names[CKPT_MAX_INDEX_ENTRIES][256];
+} IndexList;
+
+/* Parse `line` of the form  key: "value"  into value; returns 1 if the key
+ * matched, 0 if not, -1 if malformed. */
+static int index_line_value(const char *line, const char *key, char *value, size_t value_n_bytes) {
+    size_t klen = strlen(key);
+    if (strncmp(line, key, klen) != 0 || line[klen] != ':') return 0;
+    const char *p = line + klen + 1;
+    while (*p == ' ') p++;
+    if (*p != '"') return -1;
+    p++;
+    const char *end = strchr(p, '"');
+    if (!end || end == p || (size_t)(end - p) >= value_n_bytes) return -1;
+    memcpy(value, p, (size_t)(end - p));
+    value[end - p] = '\0';
+    return 1;
+}
+
+/* Read dir/checkpoint.  Returns 1 (read), 0 (no index), -1 (unreadable or
+ * malformed).  latest and list may be NULL. */
+static int index_read(const char *dir, char *latest, size_t latest_n_bytes, IndexList *list) {
+    char path[4096];
+    if (join_path(path, sizeof path, dir, CKPT_INDEX_NAME) != 0) return -1;
+    FILE *f = fopen(path, "r");
+    if (!f) return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+    char line[1024], value[256];
+    int have_latest = 0, bad = 0;
+    if (list) list->n = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0') continue;
+        int r = index_line_value(line, "model_checkpoint_path", value, sizeof value);
+        if (r == 1) {
+            if (latest) {
+                if (strlen(value) >= latest_n_bytes) { bad = 1; break; }
+                strcpy(latest, value);
+            }
+            have_latest = 1;
+            continue;
+        }
+        if (r == 0) r = index_line_value(line, "all_model_checkpoint_paths", value, sizeof value);
+        if (r != 1) { bad = 1; break; }
+        if (list && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], value);
+    }
+    fclose(f);
+    return (bad || !have_latest) ? -1 : 1;
+}
+
+int ckpt_latest(const char *dir, char *path, size_t path_n_bytes) {
+    char name[256];
+    int r = index_read(dir, name, sizeof name, NULL);
+    if (r <= 0) return r;
+    if (name[0] == '/') {
+        if (strlen(name) >= path_n_bytes) return -1;
+        strcpy(path, name);
+        return 1;
+    }
+    return join_path(path, path_n_bytes, dir, name) == 0 ? 1 : -1;
+}
+
+/* ---- saving ---- */
+
+static Tower__Tensor *tensors_for(const ModelSpec *spec, const float *block,
+                                  Tower__Tensor *storage, Tower__Tensor **ptrs,
+                                  int32_t shapes[][4]) {
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        tower__tensor__init(&storage[v]);
+        storage[v].name = (char *)mv->name;
+        for (int d = 0; d < mv->ndim; d++) shapes[v][d] = mv->shape[d];
+        storage[v].n_shape = (size_t)mv->ndim;
+        storage[v].shape = shapes[v];
+        storage[v].n_data = mv->n_floats;
+        storage[v].data = (float *)(block + mv->offset);
+        ptrs[v] = &storage[v];
+    }
+    return storage;
+}
+
+/* Remove leftover temporary files of checkpoints or of the index. */
+static void remove_stale_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    size_t slen = strlen(CKPT_TMP_SUFFIX);
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len <= slen || strcmp(e->d_name + len - slen, CKPT_TMP_SUFFIX) != 0) continue;
+        char base[256];
+        if (len - slen >= sizeof base) continue;
+        memcpy(base, e->d_name, len - slen);
+        base[len - slen] = '\0';
+        if (!is_ckpt_name(base) && strcmp(base, CKPT_INDEX_NAME) != 0) continue;
+        char path[4096];
+        if (join_path(path, sizeof path, dir, e->d_name) == 0) unlink(path);
+    }
+    closedir(d);
+}
+
+int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
+              int keep_last, char *err, size_t err_n_bytes) {
+    const ModelSpec *spec = &ps->spec;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return fail(err, err_n_bytes, "%s: cannot create the train dir: %s", dir, strerror(errno));
+    char name[64];
+    snprintf(name, sizeof name, CKPT_PREFIX "%ld", ps->global_step);
+
+    Tower__Tensor vars[MODEL_MAX_VARS], moms[MODEL_MAX_VARS], emas[MODEL_MAX_VARS];
+    Tower__Tensor *var_ptrs[MODEL_MAX_VARS], *mom_ptrs[MODEL_MAX_VARS], *ema_ptrs[MODEL_MAX_VARS];
+    int32_t shapes[MODEL_MAX_VARS][4];
+    Tower__Checkpoint msg;
+    Tower__RunState rs;
+    tower__checkpoint__init(&msg);
+    tower__run_state__init(&rs);
+    msg.model = (char *)spec->name;
+    msg.height = spec->H;
+    msg.width = spec->W;
+    msg.channels = spec->C;
+    msg.num_classes = spec->num_classes;
+    msg.global_step = ps->global_step;
+    tensors_for(spec, ps->params, vars, var_ptrs, shapes);
+    msg.n_variables = (size_t)spec->n_vars;
+    msg.variables = var_ptrs;
+    if (ps->accum) {
+        tensors_for(spec, ps->accum, moms, mom_ptrs, shapes);
+        msg.n_momentum = (size_t)spec->n_vars;
+        msg.momentum = mom_ptrs;
+    }
+    if (ps->ema) {
+        tensors_for(spec, ps->ema, emas, ema_ptrs, shapes);
+        msg.n_moving_averages = (size_t)spec->n_vars;
+        msg.moving_averages = ema_ptrs;
+    }
+    if (run) {
+        rs.seed = run->seed;
+        rs.examples_consumed = run->examples_consumed;
+        rs.n_towers = run->n_towers;
+        rs.batch_size = run->batch_size;
+    }
+    msg.run = &rs;
+
+    size_t payload_n_bytes = tower__checkpoint__get_packed_size(&msg);
+    uint8_t *payload = malloc(payload_n_bytes ? payload_n_bytes : 1);
+    if (!payload)
+        return fail(err, err_n_bytes, "%s/%s: cannot allocate %zu bytes for the payload", dir, name, payload_n_bytes);
+    tower__checkpoint__pack(&msg, payload);
+    unsigned char header[CKPT_HEADER_N_BYTES];
+    memcpy(header, CKPT_MAGIC, 8);
+    put_u32(header + 8, CKPT_FORMAT_VERSION);
+    put_u64(header + 12, (uint64_t)payload_n_bytes);
+    put_u32(header + 20, crc32_of(payload, payload_n_bytes));
+    const void *parts[2] = {header, payload};
+    size_t part_n_bytes[2] = {sizeof header, payload_n_bytes};
+    int rc = write_atomic(dir, name, parts, part_n_bytes, 2, g_fault == CKPT_FAULT_BEFORE_RENAME, err, err_n_bytes);
+    free(payload);
+    if (rc != 0) return -1;
+
+    /* The new index: the previous list without `name`, then `name`; the
+     * newest keep_last stay, the others are deleted after the index is in
+     * place. */
+    IndexList *old = calloc(1, sizeof *old);
+    if (!old)
+        return fail(err, err_n_bytes, "%s: out of memory for the index", dir);
+    if (index_read(dir, NULL, 0, old) < 0) old->n = 0; /* unreadable: start a new list */
+    int n_all = 0;
+    const char *all[CKPT_MAX_INDEX_ENTRIES + 1];
+    for (int i = 0; i < old->n; i++)
+        if (strcmp(old->names[i], name) != 0) all[n_all++] = old->names[i];
+    all[n_all++] = name;
+    int first_kept = (keep_last > 0 && n_all > keep_last) ? n_all - keep_last : 0;
+    if (first_kept == 0 && n_all > CKPT_MAX_INDEX_ENTRIES) first_kept = n_all - CKPT_MAX_INDEX_ENTRIES;
+
+    size_t text_cap = 128 + (size_t)(n_all + 1) * 300, text_n = 0;
+    char *text = malloc(text_cap);
+    if (!text) {
+        free(old);
+        return fail(err, err_n_bytes, "%s: out of memory for the index", dir);
+    }
+    text_n += (size_t)snprintf(text + text_n, text_cap - text_n, "model_checkpoint_path: \"%s\"\n", name);
+    for (int i = first_kept; i < n_all; i++)
+        text_n += (size_t)snprintf(text + text_n, text_cap - text_n, "all_model_checkpoint_paths: \"%s\"\n", all[i]);
+    const void *iparts[1] = {text};
+    size_t ipart_n_bytes[1] = {text_n};
+    rc = write_atomic(dir, CKPT_INDEX_NAME, iparts, ipart_n_bytes, 1,
+                      g_fault == CKPT_FAULT_BEFORE_INDEX_RENAME, err, err_n_bytes);
+    free(text);
+    if (rc == 0) {
+        int removed = 0;
+        for (int i = 0; keep_last > 0 && i < first_kept; i++) {
+            char path[4096];
+            if (!is_ckpt_name(all[i]) || join_path(path, sizeof path, dir, all[i]) != 0) continue;
+            if (unlink(path) == 0) removed = 1;
+        }
+        remove_stale_tmp(dir);
+        if (removed) fsync_dir(dir);
+    }
+    free(old);
+    return rc;
+}
+
+/* ---- loading ---- */
+
+/* Read and check the header and checksum of path; returns the decoded
+ * message or NULL with a message in err. */
+static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t err_n_bytes) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fail(err, err_n_bytes, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: not a regular file", path);
+        return NULL;
+    }
+    const uint64_t file_n_bytes = (uint64_t)st.st_size;
+    unsigned char header[CKPT_HEADER_N_BYTES];
+    size_t got = fread(header, 1, sizeof header, f);
+    size_t magic_n = got < 8 ? got : 8;
+    if (got == 0) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: empty file (0 bytes), not a checkpoint", path);
+        return NULL;
+    }
+    if (memcmp(header, CKPT_MAGIC, magic_n) != 0) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: not a checkpoint (bad magic)", path);
+        return NULL;
+    }
+    if (got < sizeof header) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: truncated: %zu bytes, the header alone needs %d", path, got, CKPT_HEADER_N_BYTES);
+        return NULL;
+    }
+    uint32_t version = get_u32(header + 8);
+    uint64_t payload_n_bytes = get_u64(header + 12);
+    uint32_t crc_stored = get_u32(header + 20);
+    if (version != CKPT_FORMAT_VERSION) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: unsupported checkpoint format version %u (this build reads version %u)",
+             path, version, CKPT_FORMAT_VERSION);
+        return NULL;
+    }
+    const uint64_t have = file_n_bytes - CKPT_HEADER_N_BYTES;
+    if (payload_n_bytes > have) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: truncated: the header says %llu payload bytes at offset %d, the file has %llu",
+             path, (unsigned long long)payload_n_bytes, CKPT_HEADER_N_BYTES, (unsigned long long)have);
+        return NULL;
+    }
+    if (payload_n_bytes < have) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: %llu unexpected bytes after the payload (the header says %llu payload bytes)",
+             path, (unsigned long long)(have - payload_n_bytes), (unsigned long long)payload_n_bytes);
+        return NULL;
+    }
+    uint8_t *payload = malloc(payload_n_bytes ? (size_t)payload_n_bytes : 1);
+    if (!payload) {
+        fclose(f);
+        fail(err, err_n_bytes, "%s: cannot allocate %llu bytes for the payload", path, (unsigned long long)payload_n_bytes);
+        return NULL;
+    }
+    got = fread(payload, 1, (size_t)payload_n_bytes, f);
+    fclose(f);
+    if (got != payload_n_bytes) {
+        free(payload);
+        fail(err, err_n_bytes, "%s: truncated: read %zu of %llu payload bytes", path, got, (unsigned long long)payload_n_bytes);
+        return NULL;
+    }
+    uint32_t crc = crc32_of(payload, (size_t)payload_n_bytes);
+    if (crc != crc_stored) {
+        free(payload);
+        fail(err, err_n_bytes, "%s: checksum mismatch: file is corrupted (crc32 stored 0x%08x, computed 0x%08x)",
+             path, crc_stored, crc);
+        return NULL;
+    }
+    Tower__Checkpoint *msg = tower__checkpoint__unpack(NULL, (size_t)payload_n_bytes, payload);
+    free(payload);
+    if (!msg) {
+        fail(err, err_n_bytes, "%s: cannot decode the payload (protobuf tower.Checkpoint)", path);
+        return NULL;
+    }
+    if (!msg->run) {
+        tower__checkpoint__free_unpacked(msg, NULL);
+        fail(err, err_n_bytes, "%s: the run state is missing", path);
+        return NULL;
+    }
+    if (msg->global_step < 0) {
+        fail(err, err_n_bytes, "%s: negative global_step %lld", path, (long long)msg->global_step);
+        tower__checkpoint__free_unpacked(msg, NULL);
+        return NULL;
+    }
+    return msg;
+}
+
+static void shape_str(char *out, size_t out_n_bytes, const int32_t *shape, size_t ndim) {
+    size_t n = 0;
+    n += (size_t)snprintf(out + n, out_n_bytes - n, "(");
+    for (size_t d = 0; d < ndim && n < out_n_bytes; d++)
+        n += (size_t)snprintf(out + n, out_n_bytes - n, d ? ", %d" : "%d", shape[d]);
+    if (n < out_n_bytes) snprintf(out + n, out_n_bytes - n, ")");
+}
+
+static int find_var(const ModelSpec *spec, const char *name) {
+    for (int v = 0; v < spec->n_vars; v++)
+        if (strcmp(spec->vars[v].name, name) == 0) return v;
+    return -1;
+}
+
+/* Map one section's tensors onto the spec by name: map[v] = the tensor of
+ * spec->vars[v].  Returns 1 (complete), 0 (section empty), -1 (error). */
+static int map_section(Tower__Tensor *const *tensors, size_t n_tensors, const ModelSpec *spec,
+                       const char *section, const Tower__Tensor **map, const char *path,
+                       char *err, size_t err_n_bytes) {
+    if (n_tensors == 0) return 0;
+    for (int v = 0; v < spec->n_vars; v++) map[v] = NULL;
+    for (size_t t = 0; t < n_tensors; t++) {
+        const Tower__Tensor *x = tensors[t];
+        int v = find_var(spec, x->name);
+        if (v < 0)
+            return fail(err, err_n_bytes, "%s: %s: unexpected variable '%s' (not in model '%s')",
+                        path, section, x->name, spec->name);
+        if (map[v])
+            return fail(err, err_n_bytes, "%s: %s: variable '%s' appears twice", path, section, x->name);
+        const ModelVar *mv = &spec->vars[v];
+        int same = x->n_shape == (size_t)mv->ndim;
+        for (int d = 0; same && d < mv->ndim; d++) same = x->shape[d] == mv->shape[d];
+        if (!same) {
+            char got[96], want[96];
+            int32_t want_shape[4];
+            for (int d = 0; d < mv->ndim; d++) want_shape[d] = mv->shape[d];
+            shape_str(got, sizeof got, x->shape, x->n_shape);
+            shape_str(want, sizeof want, want_shape, (size_t)mv->ndim);
+            return fail(err, err_n_bytes, "%s: %s: variable '%s' has shape %s, expected %s",
+                        path, section, x->name, got, want);
+        }
+        if (x->n_data != mv->n_floats)
+            return fail(err, err_n_bytes, "%s: %s: variable '%s' holds %zu floats, its shape needs %zu",
+                        path, section, x->name, x->n_data, mv->n_floats);
+        map[v] = x;
+    }
+    for (int v = 0; v < spec->n_vars; v++)
+        if (!map[v])
+            return fail(err, err_n_bytes, "%s: %s: variable '%s' missing", path, section, spec->vars[v].name);
+    return 1;
+}
+
+static void copy_section(float *block, const ModelSpec *spec, const Tower__Tensor **map) {
+    for (int v = 0; v < spec->n_vars; v++)
+        memcpy(block + spec->vars[v].offset, map[v]->data, spec->vars[v].n_floats * sizeof(float));
+}
+
+typedef struct {
+    const Tower__Tensor *vars[MODEL_MAX_VARS];
+    const Tower__Tensor *mom[MODEL_MAX_VARS];
+    const Tower__Tensor *ema[MODEL_MAX_VARS];
+    int has_mom, has_ema;
+} SectionMaps;
+
+static int map_all(const Tower__Checkpoint *msg, const ModelSpec *spec, SectionMaps *m,
+                   const char *path, char *err, size_t err_n_bytes) {
+    int r = map_section(msg->variables, msg->n_variables, spec, "variables", m->vars, path, err, err_n_bytes);
+    if (r < 0) return -1;
+    if (r == 0) return fail(err, err_n_bytes, "%s: the checkpoint holds no variables", path);
+    m->has_mom = map_section(msg->momentum, msg->n_momentum, spec, "momentum", m->mom, path, err, err_n_bytes);
+    if (m->has_mom < 0) return -1;
+    m->has_ema = map_section(msg->moving_averages, msg->n_moving_averages, spec, "moving_averages",
+                             m->ema, path, err, err_n_bytes);
+    if (m->has_ema < 0) return -1;
+    return 0;
+}
+
+static void run_from_msg(CkptRunState *run, const Tower__RunState *rs) {
+    run->seed = rs->seed;
+    run->examples_consumed = (long)rs->examples_consumed;
+    run->n_towers = rs->n_towers;
+    run->batch_size = rs->batch_size;
+}
+
+int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, size_t err_n_bytes) {
+    const ModelSpec *spec = &ps->spec;
+    Tower__Checkpoint *msg = read_checkpoint(path, err, err_n_bytes);
+    if (!msg) return -1;
+    int rc = 0;
+    SectionMaps m;
+    if (strcmp(msg->model, spec->name) != 0 || msg->height != spec->H || msg->width != spec->W ||
+        msg->channels != spec->C || msg->num_classes != spec->num_classes) {
+        rc = fail(err, err_n_bytes, "%s: the checkpoint is for model '%s' on %dx%dx%d inputs with %d classes, "
+                  "expected '%s' on %dx%dx%d inputs with %d classes", path, msg->model, msg->height, msg->width,
+                  msg->channels, msg->num_classes, spec->name, spec->H, spec->W, spec->C, spec->num_classes);
+    } else if (map_all(msg, spec, &m, path, err, err_n_bytes) != 0) {
+        rc = -1;
+    } else if (ps->accum && !m.has_mom) {
+        rc = fail(err, err_n_bytes, "%s: no momentum accumulators (saved with sgd): cannot resume with %s",
+                  path, optimizer_name(&ps->cfg.opt));
+    } else if (ps->ema && !m.has_ema) {
+        rc = fail(err, err_n_bytes, "%s: no moving averages (saved with the moving average disabled)", path);
+    }
+    if (rc == 0) {
+        copy_section(ps->params, spec, m.vars);
+        if (ps->accum) copy_section(ps->accum, spec, m.mom);
+        if (ps->ema) copy_section(ps->ema, spec, m.ema);
+        ps->global_step = (long)msg->global_step;
+        if (run) run_from_msg(run, msg->run);
+    }
+    tower__checkpoint__free_unpacked(msg, NULL);
+    return rc;
+}
+
+int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes) {
+    memset(out, 0, sizeof *out);
+    Tower__Checkpoint *msg = read_checkpoint(path, err, err_n_bytes);
+    if (!msg) return -1;
+    ModelSpec spec;
+    char spec_err[256] = "";
+    SectionMaps m;
+    int rc = 0;
+    if (strlen(msg->model) >= sizeof out->model) {
+        rc = fail(err, err_n_bytes, "%s: model name '%.40s...' too long", path, msg->model);
+    } else if (model_spec_init(&spec, msg->model, msg->height, msg->width, msg->channels, msg->num_classes,
+                               spec_err, sizeof spec_err) != 0) {
+        rc = fail(err, err_n_bytes, "%s: model '%s' on %dx%dx%d inputs with %d classes is not known to this build: %s",
+                  path, msg->model, msg->height, msg->width, msg->channels, msg->num_classes, spec_err);
+    } else if (map_all(msg, &spec, &m, path, err, err_n_bytes) != 0) {
+        rc = -1;
+    }
+    if (rc == 0) {
+        size_t n_bytes = spec.n_params * sizeof(float);
+        out->params = malloc(n_bytes);
+        out->accum = m.has_mom ? malloc(n_bytes) : NULL;
+        out->ema = m.has_ema ? malloc(n_bytes) : NULL;
+        if (!out->params || (m.has_mom && !out->accum) || (m.has_ema && !out->ema)) {
+            ckpt_contents_free(out);
+            rc = fail(err, err_n_bytes, "%s: cannot allocate 3 x %zu bytes", path, n_bytes);
+        }
+    }
+    if (rc == 0) {
+        strcpy(out->model, msg->model);
+        out->H = msg->height;
+        out->W = msg->width;
+        out->C = msg->channels;
+        out->num_classes = msg->num_classes;
+        out->global_step = (long)msg->global_step;
+        out->n_params = spec.n_params;
+        copy_section(out->params, &spec, m.vars);
+        if (out->accum) copy_section(out->accum, &spec, m.mom);
+        if (out->ema) copy_section(out->ema, &spec, m.ema);
+        run_from_msg(&out->run, msg->run);
+    }
+    tower__checkpoint__free_unpacked(msg, NULL);
+    return rc;
+}
+
+void ckpt_contents_free(CkptContents *c) {
+    if (!c) return;
+    free(c->params);
+    free(c->ema);
+    free(c->accum);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,112 @@
+/* checkpoint.h — saving and restoring the parameter server's state.
+ *
+ * Where it sits: the trainer calls ckpt_save every N synchronous steps (after
+ * ps_apply_gradients, while no tower is running) and ckpt_latest/ckpt_load
+ * to resume; eval and export call ckpt_read, which needs no ParamServer.
+ * This file does not decide when to save, and it saves only what resuming
+ * needs: no gradients, no activations, no data.
+ *
+ * File layout of model.ckpt-STEP (format version 1), little-endian:
+ *   offset  0  8 bytes   magic "TWRCKPT\0"
+ *   offset  8  uint32    format version (1)
+ *   offset 12  uint64    payload length in bytes
+ *   offset 20  uint32    zlib crc32 of the payload
+ *   offset 24  payload   a tower.Checkpoint message (ps/checkpoint.proto):
+ *              model name and input shape, every variable by name with its
+ *              shape, the momentum accumulators, the moving averages,
+ *              global_step and the run state below.
+ * The train dir also holds `checkpoint`, a text index in TensorFlow's form:
+ *   model_checkpoint_path: "model.ckpt-3000"
+ *   all_model_checkpoint_paths: "model.ckpt-1000"     (oldest first)
+ *   all_model_checkpoint_paths: "model.ckpt-2000"
+ *   all_model_checkpoint_paths: "model.ckpt-3000"
+ * Both files are written atomically: a temporary file in the same directory
+ * (name + ".tmp"), fwrite, fflush, fsync, rename, fsync of the directory.
+ * Temporary files are never read: ckpt_latest follows the index only, and
+ * the index only ever names renamed files.
+ *
+ * Errors: every function that takes err writes ONE line there (no newline)
+ * that names the file and says what is wrong, and returns -1.
+ */
+#ifndef TOWER_PS_CHECKPOINT_H
+#define TOWER_PS_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ps/ps.h"
+
+#define CKPT_FORMAT_VERSION 1u
+#define CKPT_HEADER_N_BYTES 24
+#define CKPT_INDEX_NAME "checkpoint"
+
+/* What resuming needs besides the variables. */
+typedef struct {
+    uint64_t seed;           /* the run's RNG seed */
+    long examples_consumed;  /* examples handed out by the input pipeline so far */
+    int n_towers;
+    int batch_size;          /* per tower */
+} CkptRunState;
+
+/* Write dir/model.ckpt-<global_step> from ps and run (run may be NULL: zeros),
+ * then the index dir/checkpoint naming it as the latest, then delete the
+ * checkpoints that fall out of the newest keep_last (keep_last <= 0 keeps
+ * all) and stale temporary files.  Creates dir (one level) if missing.
+ * Saving twice at the same step replaces the file.  Returns 0, or -1 with a
+ * message in err; on failure the previous checkpoint and index are intact. */
+int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
+              int keep_last, char *err, size_t err_n_bytes);
+
+/* The latest checkpoint of dir, from its index: writes "dir/<name>" (or the
+ * index's absolute path) to path.  Returns 1 when found, 0 when dir has no
+ * index (or does not exist), -1 when the index cannot be read or names
+ * nothing, or path_n_bytes is too small.  It does not open the checkpoint. */
+int ckpt_latest(const char *dir, char *path, size_t path_n_bytes);
+
+/* Read the checkpoint at path into ps: params, accum (when ps has one),
+ * ema (when ps has one), global_step, and *run (when run is not NULL).
+ * Everything is validated before ps is touched: header, checksum, decoding,
+ * model name and input shape against ps->spec, and every variable by name
+ * and shape (missing, unexpected, duplicate or misshapen is an error; so is
+ * a checkpoint without momentum accumulators or moving averages when ps
+ * keeps them).  Returns 0, or -1 with one line in err and ps unchanged. */
+int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run,
+              char *err, size_t err_n_bytes);
+
+/* A checkpoint read without a ParamServer, for eval and export.  The arrays
+ * are malloc'ed and laid out as model_spec_init(model, H, W, C, num_classes)
+ * lays out the flat block; accum and ema are NULL when the file has none. */
+typedef struct {
+    char model[32];
+    int H, W, C, num_classes;
+    long global_step;
+    size_t n_params;
+    float *params;  /* (n_params) */
+    float *ema;     /* (n_params) or NULL */
+    float *accum;   /* (n_params) or NULL */
+    CkptRunState run;
+} CkptContents;
+
+/* Read and validate the checkpoint at path (as ckpt_load, against the spec
+ * of the model it names) into out, which the caller releases with
+ * ckpt_contents_free.  Returns 0, or -1 with one line in err and out
+ * zeroed. */
+int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes);
+
+/* Free the arrays of c and zero it.  NULL is a no-op. */
+void ckpt_contents_free(CkptContents *c);
+
+/* Test hook: simulate a crash inside ckpt_save.  The fault stays set until
+ * ckpt_set_fault(CKPT_FAULT_NONE).  Not thread-safe; for tests only.
+ *   CKPT_FAULT_BEFORE_RENAME: stop after fsync of the checkpoint's temporary
+ *     file, leave it behind, return -1.
+ *   CKPT_FAULT_BEFORE_INDEX_RENAME: the checkpoint is renamed into place, but
+ *     stop after fsync of the index's temporary file, return -1. */
+typedef enum {
+    CKPT_FAULT_NONE = 0,
+    CKPT_FAULT_BEFORE_RENAME = 1,
+    CKPT_FAULT_BEFORE_INDEX_RENAME = 2
+} CkptFault;
+void ckpt_set_fault(CkptFault fault);
+
+#endif

@@ -1,0 +1,98 @@
+/* ps.c — the parameter server (API and step order: ps/ps.h).
+ *
+ * Where it sits: between the towers' gradient buffers and the master
+ * variables they read next step.  It allocates the one host block, averages
+ * the delivered gradients in tower order and calls ps/optimizer.c.  It does
+ * not move data to or from devices and does not save checkpoints
+ * (ps/checkpoint.c does).
+ */
+#include "ps/ps.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PS_SLICE_ALIGN_BYTES 4096
+/* Elements per block of the averaging loop: small enough that a block of
+ * grads stays in L1 while every tower's slice is added into it. */
+#define PS_AVG_BLOCK_FLOATS 2048
+
+void ps_config_defaults(PsConfig *c) {
+    optimizer_config_defaults(&c->opt);
+    c->lr.initial_lr = 0.01f;
+    c->lr.decay_factor = 1.0f;
+    c->lr.decay_steps = 0;
+    c->lr.staircase = 1;
+    c->ema_decay = 0.9999f;
+}
+
+ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
+                       HostAlloc alloc, uint64_t seed) {
+    if (!spec || !cfg || n_towers < 1 || spec->n_params == 0 || !alloc.alloc || !alloc.free)
+        return NULL;
+    if (cfg->opt.kind != OPT_SGD && cfg->opt.kind != OPT_MOMENTUM) return NULL;
+    ParamServer *ps = calloc(1, sizeof *ps);
+    if (!ps) return NULL;
+    ps->spec = *spec;
+    ps->cfg = *cfg;
+    ps->alloc = alloc;
+    ps->n_towers = n_towers;
+    ps->tower_grads = calloc((size_t)n_towers, sizeof *ps->tower_grads);
+    if (!ps->tower_grads) { free(ps); return NULL; }
+
+    const int has_accum = cfg->opt.kind == OPT_MOMENTUM;
+    const int has_ema = cfg->ema_decay > 0.0f;
+    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
+    const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
+    const size_t n_slices = 2 + (size_t)has_accum + (size_t)has_ema + (size_t)n_towers; /* params, grads, ... */
+    ps->block_n_bytes = n_slices * slice_n_floats * sizeof(float);
+    ps->block = alloc.alloc(ps->block_n_bytes, alloc.ctx);
+    if (!ps->block) { free(ps->tower_grads); free(ps); return NULL; }
+    memset(ps->block, 0, ps->block_n_bytes);
+
+    float *next = ps->block;
+    ps->params = next; next += slice_n_floats;
+    ps->grads = next; next += slice_n_floats;
+    if (has_accum) { ps->accum = next; next += slice_n_floats; }
+    if (has_ema) { ps->ema = next; next += slice_n_floats; }
+    for (int t = 0; t < n_towers; t++) { ps->tower_grads[t] = next; next += slice_n_floats; }
+
+    model_init_params(ps->params, &ps->spec, seed);
+    if (ps->ema) memcpy(ps->ema, ps->params, spec->n_params * sizeof(float));
+    return ps;
+}
+
+void ps_free(ParamServer *ps) {
+    if (!ps) return;
+    ps->alloc.free(ps->block, ps->alloc.ctx);
+    free(ps->tower_grads);
+    free(ps);
+}
+
+void ps_average_grads(ParamServer *ps) {
+    const size_t n = ps->spec.n_params;
+    const int n_towers = ps->n_towers;
+    float *const *tg = ps->tower_grads;
+    float *grads = ps->grads;
+    const float n_towers_f = (float)n_towers;
+    const size_t n_blocks = (n + PS_AVG_BLOCK_FLOATS - 1) / PS_AVG_BLOCK_FLOATS;
+    #pragma omp parallel for schedule(static) if(n_blocks > 8)
+    for (size_t b = 0; b < n_blocks; b++) {
+        const size_t lo = b * PS_AVG_BLOCK_FLOATS;
+        const size_t hi = lo + PS_AVG_BLOCK_FLOATS < n ? lo + PS_AVG_BLOCK_FLOATS : n;
+        memcpy(grads + lo, tg[0] + lo, (hi - lo) * sizeof(float));
+        for (int t = 1; t < n_towers; t++) {
+            const float *g = tg[t];
+            for (size_t i = lo; i < hi; i++) grads[i] += g[i];
+        }
+        for (size_t i = lo; i < hi; i++) grads[i] /= n_towers_f;
+    }
+}
+
+void ps_apply_gradients(ParamServer *ps) {
+    const size_t n = ps->spec.n_params;
+    const float lr = lr_schedule_at(&ps->cfg.lr, ps->global_step);
+    optimizer_apply(ps->params, ps->accum, ps->grads, n, lr, &ps->cfg.opt);
+    ps->global_step++;
+    if (ps->ema) ema_apply(ps->ema, ps->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
+    ps->last_lr = lr;
+}

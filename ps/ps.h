@@ -1,0 +1,92 @@
+/* ps.h — the parameter server: master variables, gradient averaging and the
+ * update, on the host.
+ *
+ * Where it sits: the centre of the tower pattern (TensorFlow's
+ * cifar10_multi_gpu_train with every variable on /cpu:0).  Each step, tower
+ * i reads `params`, computes its shard's gradient and delivers it into
+ * `tower_grads[i]`; then the trainer calls ps_average_grads and
+ * ps_apply_gradients on one thread, which run OpenMP loops over elements.
+ * The server knows the model only as ModelSpec's flat block and table of
+ * named variables; it knows nothing of a tower's insides, devices or data.
+ * It does not synchronise towers: the caller must not run both calls while a
+ * tower is still writing its gradient or reading params.
+ *
+ * Memory: params, accum, ema, grads and every tower_grads[i] are slices of
+ * ONE contiguous block from the backend's HostAlloc (pinned with the CUDA
+ * backend, page-aligned otherwise); each slice starts on a 4096-byte
+ * boundary.
+ *
+ * One step, in this order (formulas: ps/optimizer.h):
+ *   1. grads = (tower_grads[0] + tower_grads[1] + ... + tower_grads[n-1]) / n,
+ *      summed left to right in tower order for every element, so a run is
+ *      bitwise deterministic for a given tower count;
+ *   2. lr = lr_schedule_at(global_step)  (step before the increment);
+ *   3. the optimizer updates params (and accum);
+ *   4. global_step += 1;
+ *   5. ema (if enabled) moves toward the NEW params with
+ *      decay = ema_decay_at(ema_decay, global_step), global_step being the
+ *      value after the increment.
+ * Step 5's choice: TensorFlow's cifar10_multi_gpu_train groups
+ * apply_gradients and the moving-average op without ordering them (a race);
+ * the older cifar10.py ran the average under
+ * control_dependencies([apply_gradient_op]), i.e. after the update, reading
+ * global_step after its increment.  Tower always uses that ordered form.
+ */
+#ifndef TOWER_PS_PS_H
+#define TOWER_PS_PS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "ps/optimizer.h"
+#include "tower/host_alloc.h"
+
+typedef struct {
+    OptimizerConfig opt;
+    LrSchedule lr;
+    float ema_decay; /* MOVING_AVERAGE_DECAY, 0.9999; <= 0 disables the moving average */
+} PsConfig;
+
+/* Fill c with momentum 0.9 Nesterov, a constant learning rate of 0.01
+ * (decay_factor 1, decay_steps 0, staircase 1) and ema_decay 0.9999. */
+void ps_config_defaults(PsConfig *c);
+
+typedef struct {
+    ModelSpec spec;          /* copy of the caller's spec */
+    PsConfig cfg;
+    HostAlloc alloc;
+    int n_towers;
+    float *params;           /* (n_params) the master variables, from alloc */
+    float *accum;            /* (n_params) momentum slots (NULL for sgd), from alloc */
+    float *ema;              /* (n_params) moving averages (NULL when disabled), from alloc */
+    float *grads;            /* (n_params) the averaged gradient, from alloc */
+    float **tower_grads;     /* [n_towers] -> (n_params) each tower's delivered gradient, from alloc */
+    long global_step;        /* synchronous steps applied */
+    float last_lr;           /* the learning rate of the last ps_apply_gradients; 0 before */
+    void *block;             /* the one allocation all slices above live in */
+    size_t block_n_bytes;
+} ParamServer;
+
+/* Create a server for `spec` with n_towers >= 1 gradient slots.  params are
+ * initialised with model_init_params(seed), ema = params, accum = 0,
+ * grads and tower_grads = 0, global_step = 0.  The server keeps `alloc` and
+ * frees its block with it.  Returns NULL (and prints nothing) for
+ * n_towers < 1, an empty spec, an unknown optimizer kind, or when the
+ * allocation fails. */
+ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
+                       HostAlloc alloc, uint64_t seed);
+
+/* Free the block and the server.  NULL is a no-op. */
+void ps_free(ParamServer *ps);
+
+/* grads = (sum over towers in order 0..n-1 of tower_grads[t]) / n_towers:
+ * per element, s = g0; s += g1; ...; grads = s / (float)n_towers.
+ * OpenMP over elements; bitwise equal to that serial loop. */
+void ps_average_grads(ParamServer *ps);
+
+/* Steps 2-5 above on ps->grads: lr from the schedule at global_step, the
+ * optimizer, global_step++, the moving average; sets last_lr. */
+void ps_apply_gradients(ParamServer *ps);
+
+#endif

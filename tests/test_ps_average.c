@@ -1,0 +1,218 @@
+/* test_ps_average.c — gradient averaging and one full server step.
+ *
+ * Where it sits: tests of the point where the towers' gradients meet on the
+ * CPU (ps_average_grads) and of the step order of ps_apply_gradients
+ * (lr before the increment, optimizer, global_step++, moving average after).
+ * Uses a small hand-made ModelSpec, so it does not depend on the layout of
+ * the real models; it does not test checkpoints.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps/ps.h"
+
+static int g_failures;
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            g_failures++;                                                      \
+        }                                                                      \
+    } while (0)
+
+static int close_to(double got, double want, double rel) {
+    return fabs(got - want) <= rel * fabs(want) + 1e-12;
+}
+
+/* A spec of two variables: "w" (rows, cols) then "b" (cols). */
+static void make_spec(ModelSpec *s, int rows, int cols) {
+    memset(s, 0, sizeof *s);
+    s->kind = MODEL_MNIST;
+    s->name = "tiny";
+    s->H = 4; s->W = 4; s->C = 1; s->num_classes = cols;
+    ModelVar *w = &s->vars[0], *b = &s->vars[1];
+    snprintf(w->name, sizeof w->name, "w");
+    w->ndim = 2; w->shape[0] = rows; w->shape[1] = cols;
+    w->offset = 0; w->n_floats = (size_t)rows * cols;
+    w->init = INIT_TRUNCATED_NORMAL; w->init_value = 0.1f;
+    snprintf(b->name, sizeof b->name, "b");
+    b->ndim = 1; b->shape[0] = cols;
+    b->offset = w->n_floats; b->n_floats = (size_t)cols;
+    b->init = INIT_CONSTANT; b->init_value = 0.1f;
+    s->n_vars = 2;
+    s->n_params = w->n_floats + b->n_floats;
+}
+
+static uint64_t g_rng = 88172645463325252ull;
+static float rnd(void) { /* xorshift64, uniform in [-0.5, 0.5) */
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / 9007199254740992.0) - 0.5f;
+}
+
+static void test_create(void) {
+    ModelSpec spec;
+    make_spec(&spec, 7, 3); /* 24 floats */
+    PsConfig cfg;
+    ps_config_defaults(&cfg);
+    CHECK(cfg.opt.kind == OPT_MOMENTUM && cfg.opt.nesterov == 1 && cfg.opt.momentum == 0.9f,
+          "defaults must be momentum 0.9 Nesterov");
+    CHECK(cfg.lr.initial_lr == 0.01f && lr_schedule_at(&cfg.lr, 123456) == 0.01f, "default lr must be a constant 0.01");
+    CHECK(cfg.ema_decay == 0.9999f, "default ema decay must be 0.9999");
+
+    ParamServer *ps = ps_create(&spec, 3, &cfg, host_alloc_default(), 42);
+    CHECK(ps != NULL, "ps_create failed");
+    if (!ps) return;
+    CHECK(ps->global_step == 0 && ps->n_towers == 3, "fresh server: step %ld, towers %d", ps->global_step, ps->n_towers);
+    CHECK(ps->accum && ps->ema && ps->grads && ps->tower_grads, "slices missing");
+    CHECK(memcmp(ps->ema, ps->params, spec.n_params * sizeof(float)) == 0, "ema must start equal to params");
+    int zero = 1;
+    for (size_t i = 0; i < spec.n_params; i++) zero &= ps->accum[i] == 0.0f;
+    CHECK(zero, "accum must start at 0");
+    float *slices[6] = {ps->params, ps->grads, ps->accum, ps->ema, ps->tower_grads[0], ps->tower_grads[1]};
+    const char *blk = ps->block;
+    for (int i = 0; i < 6; i++) {
+        CHECK(((uintptr_t)slices[i] & 4095) == 0, "slice %d not page-aligned", i);
+        CHECK((const char *)slices[i] >= blk && (const char *)(slices[i] + spec.n_params) <= blk + ps->block_n_bytes,
+              "slice %d outside the one block", i);
+        for (int j = 0; j < i; j++) CHECK(slices[i] != slices[j], "slices %d and %d alias", i, j);
+    }
+    /* same seed, same params */
+    ParamServer *again = ps_create(&spec, 1, &cfg, host_alloc_default(), 42);
+    CHECK(again && memcmp(again->params, ps->params, spec.n_params * sizeof(float)) == 0, "same seed gave other params");
+    ps_free(again);
+    ps_free(ps);
+
+    PsConfig sgd = cfg;
+    sgd.opt.kind = OPT_SGD;
+    sgd.ema_decay = 0.0f;
+    ps = ps_create(&spec, 1, &sgd, host_alloc_default(), 1);
+    CHECK(ps && ps->accum == NULL && ps->ema == NULL, "sgd without ema must have no accum and no ema");
+    ps_free(ps);
+    CHECK(ps_create(&spec, 0, &cfg, host_alloc_default(), 1) == NULL, "0 towers must fail");
+    PsConfig bad = cfg;
+    bad.opt.kind = (OptimizerKind)7;
+    CHECK(ps_create(&spec, 1, &bad, host_alloc_default(), 1) == NULL, "unknown optimizer must fail");
+    ps_free(NULL);
+}
+
+/* The reference: per element s = g0; s += g1; ...; s / n, serially. */
+static void serial_average(float *out, float *const *tg, int n_towers, size_t n, int reverse) {
+    for (size_t i = 0; i < n; i++) {
+        float s = tg[reverse ? n_towers - 1 : 0][i];
+        for (int k = 1; k < n_towers; k++) s += tg[reverse ? n_towers - 1 - k : k][i];
+        out[i] = s / (float)n_towers;
+    }
+}
+
+static void test_average(void) {
+    ModelSpec spec;
+    make_spec(&spec, 1000, 100); /* 100,100 floats: several OpenMP blocks, a partial last block */
+    const size_t n = spec.n_params;
+    PsConfig cfg;
+    ps_config_defaults(&cfg);
+    float *want = malloc(n * sizeof *want), *rev = malloc(n * sizeof *rev), *first = malloc(n * sizeof *first);
+    const int tower_counts[5] = {1, 2, 3, 4, 8};
+    for (int c = 0; c < 5; c++) {
+        const int nt = tower_counts[c];
+        ParamServer *ps = ps_create(&spec, nt, &cfg, host_alloc_default(), 7);
+        CHECK(ps != NULL, "ps_create(%d towers) failed", nt);
+        if (!ps) continue;
+        /* magnitudes spread over 8 decades so that the summation order shows */
+        for (int t = 0; t < nt; t++)
+            for (size_t i = 0; i < n; i++) ps->tower_grads[t][i] = rnd() * powf(10.0f, (float)((i + (size_t)t) % 9) - 4.0f);
+        serial_average(want, ps->tower_grads, nt, n, 0);
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            memset(ps->grads, 0xff, n * sizeof(float));
+            ps_average_grads(ps);
+            CHECK(memcmp(ps->grads, want, n * sizeof(float)) == 0,
+                  "%d towers, %d threads: not bitwise equal to the serial loop in tower order", nt, threads);
+            if (threads == 1) memcpy(first, ps->grads, n * sizeof(float));
+            else CHECK(memcmp(ps->grads, first, n * sizeof(float)) == 0, "%d towers: 1 and 2 threads differ", nt);
+        }
+        ps_average_grads(ps);
+        CHECK(memcmp(ps->grads, first, n * sizeof(float)) == 0, "%d towers: a second run differs", nt);
+        /* equal to sum / N in double within float tolerance */
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            double s = 0, mag = 0;
+            for (int t = 0; t < nt; t++) { s += ps->tower_grads[t][i]; mag += fabs(ps->tower_grads[t][i]); }
+            /* recursive summation: error <= (nt - 1) u sum|g|, then / nt, then one rounding */
+            if (fabs(ps->grads[i] - s / nt) > 2.4e-7 * mag) bad++;
+        }
+        CHECK(bad == 0, "%d towers: %zu elements differ from sum/N beyond float tolerance", nt, bad);
+        if (nt == 1) CHECK(memcmp(ps->grads, ps->tower_grads[0], n * sizeof(float)) == 0, "1 tower must copy exactly");
+        /* the order is observable: summing in reverse gives other bits, so the
+         * bitwise checks above would catch a wrong order */
+        if (nt >= 3) {
+            serial_average(rev, ps->tower_grads, nt, n, 1);
+            CHECK(memcmp(rev, want, n * sizeof(float)) != 0, "%d towers: reverse order should differ somewhere", nt);
+        }
+        ps_free(ps);
+    }
+    omp_set_num_threads(2);
+    free(want); free(rev); free(first);
+}
+
+/* Three full steps on 2 towers, by hand.  One scalar element x of "w":
+ * x0 = 1.0; tower gradients (0.3, 0.1), (-0.2, 0.6), (0.5, 0.5) -> averages
+ * 0.2, 0.2, 0.5.  Nesterov 0.9; lr staircase 0.1 * 0.5^floor(step / 2)
+ * read before the increment: 0.1, 0.1, 0.05.  EMA 0.9999 with num_updates =
+ * global_step after the increment: decays 2/11, 3/12, 4/13. */
+static void test_three_steps(void) {
+    ModelSpec spec;
+    make_spec(&spec, 2, 2);
+    PsConfig cfg;
+    ps_config_defaults(&cfg);
+    cfg.lr.initial_lr = 0.1f;
+    cfg.lr.decay_factor = 0.5f;
+    cfg.lr.decay_steps = 2;
+    cfg.lr.staircase = 1;
+    ParamServer *ps = ps_create(&spec, 2, &cfg, host_alloc_default(), 3);
+    CHECK(ps != NULL, "ps_create failed");
+    if (!ps) return;
+    for (size_t i = 0; i < spec.n_params; i++) ps->params[i] = ps->ema[i] = 1.0f;
+    const float g[3][2] = {{0.3f, 0.1f}, {-0.2f, 0.6f}, {0.5f, 0.5f}};
+
+    /* a1 = 0.2;                x1 = 1      - 0.1  * (0.2 + 0.18)   = 0.962
+     * a2 = 0.18 + 0.2 = 0.38;  x2 = 0.962  - 0.1  * (0.2 + 0.342)  = 0.9078
+     * a3 = 0.342 + 0.5 = 0.842; x3 = 0.9078 - 0.05 * (0.5 + 0.7578) = 0.84491 */
+    const double x[4] = {1.0, 0.962, 0.9078, 0.84491};
+    const double lr[3] = {0.1, 0.1, 0.05};
+    const double e1 = (2.0 / 11) * x[0] + (9.0 / 11) * x[1];
+    const double e2 = (3.0 / 12) * e1 + (9.0 / 12) * x[2];
+    const double e3 = (4.0 / 13) * e2 + (9.0 / 13) * x[3];
+    const double e[3] = {e1, e2, e3};
+    for (int s = 0; s < 3; s++) {
+        for (int t = 0; t < 2; t++)
+            for (size_t i = 0; i < spec.n_params; i++) ps->tower_grads[t][i] = g[s][t];
+        ps_average_grads(ps);
+        ps_apply_gradients(ps);
+        CHECK(ps->global_step == s + 1, "global_step after step %d = %ld", s + 1, ps->global_step);
+        CHECK(close_to(ps->last_lr, lr[s], 1e-6), "lr of step %d = %.9g, want %.9g", s + 1, ps->last_lr, lr[s]);
+        for (size_t i = 0; i < spec.n_params; i++) {
+            CHECK(close_to(ps->params[i], x[s + 1], 1e-6), "param %zu after step %d = %.9g, want %.9g",
+                  i, s + 1, ps->params[i], x[s + 1]);
+            CHECK(close_to(ps->ema[i], e[s], 1e-6), "ema %zu after step %d = %.9g, want %.9g", i, s + 1, ps->ema[i], e[s]);
+        }
+    }
+    /* Had the average used num_updates before the increment (0, 1, 2) it
+     * would be 0.1*1 + 0.9*0.962 = 0.9658 after step 1, not e1 = 0.9690909. */
+    CHECK(!close_to(e1, 0.1 * 1.0 + 0.9 * 0.962, 1e-4), "the two EMA rules must be distinguishable here");
+    ps_free(ps);
+}
+
+int main(void) {
+    test_create();
+    test_average();
+    test_three_steps();
+    if (g_failures) fprintf(stderr, "test_ps_average: %d check(s) failed\n", g_failures);
+    else printf("test_ps_average: all checks passed\n");
+    return g_failures ? 1 : 0;
+}

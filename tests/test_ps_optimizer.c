@@ -1,0 +1,235 @@
+/* test_ps_optimizer.c — ps/optimizer.{h,c} against arithmetic done by hand.
+ *
+ * Where it sits: tests of the last stage of a synchronous step (the update
+ * of the master variables).  Every expected value below is written out step
+ * by step in double in this file; none is produced by the code under test.
+ * It does not test averaging or checkpoints (test_ps_average.c,
+ * test_ps_checkpoint.c).
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps/optimizer.h"
+
+static int g_failures;
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            g_failures++;                                                      \
+        }                                                                      \
+    } while (0)
+
+/* |got - want| within rel relative (or 1e-12 absolute near 0). */
+static int close_to(double got, double want, double rel) {
+    return fabs(got - want) <= rel * fabs(want) + 1e-12;
+}
+
+/* Two scalars: x starts at 0.5 with gradients 0.2, -0.1, 0.4;
+ *              y starts at -1.0 with gradients -2.0, 1.0, 0.5.  lr 0.1. */
+static const float X0 = 0.5f, Y0 = -1.0f;
+static const float GX[3] = {0.2f, -0.1f, 0.4f};
+static const float GY[3] = {-2.0f, 1.0f, 0.5f};
+
+static void run3(OptimizerKind kind, int nesterov, float out_p[3][2], float out_a[3][2], int with_accum) {
+    OptimizerConfig cfg = {kind, 0.9f, nesterov};
+    float p[2] = {X0, Y0}, a[2] = {0, 0};
+    for (int s = 0; s < 3; s++) {
+        float g[2] = {GX[s], GY[s]};
+        optimizer_apply(p, with_accum ? a : NULL, g, 2, 0.1f, &cfg);
+        out_p[s][0] = p[0];
+        out_p[s][1] = p[1];
+        out_a[s][0] = a[0];
+        out_a[s][1] = a[1];
+    }
+}
+
+static void test_sgd(void) {
+    /* var -= lr * g
+     * x: 0.5 - 0.1*0.2 = 0.48;  0.48 - 0.1*(-0.1) = 0.49;  0.49 - 0.1*0.4 = 0.45
+     * y: -1 - 0.1*(-2) = -0.8; -0.8 - 0.1*1 = -0.9;       -0.9 - 0.1*0.5 = -0.95 */
+    const double want_x[3] = {0.48, 0.49, 0.45}, want_y[3] = {-0.8, -0.9, -0.95};
+    float p[3][2], a[3][2];
+    run3(OPT_SGD, 0, p, a, 0);
+    for (int s = 0; s < 3; s++) {
+        CHECK(close_to(p[s][0], want_x[s], 1e-6), "sgd step %d x = %.9g, want %.9g", s + 1, p[s][0], want_x[s]);
+        CHECK(close_to(p[s][1], want_y[s], 1e-6), "sgd step %d y = %.9g, want %.9g", s + 1, p[s][1], want_y[s]);
+    }
+}
+
+static void test_momentum_plain(void) {
+    /* accum = 0.9 * accum + g;  var -= lr * accum
+     * x: a1 = 0.2,                   x1 = 0.5   - 0.1*0.2   = 0.48
+     *    a2 = 0.9*0.2 - 0.1 = 0.08,  x2 = 0.48  - 0.1*0.08  = 0.472
+     *    a3 = 0.9*0.08 + 0.4 = 0.472, x3 = 0.472 - 0.1*0.472 = 0.4248
+     * y: a1 = -2,                    y1 = -1    + 0.2       = -0.8
+     *    a2 = -1.8 + 1 = -0.8,       y2 = -0.8  + 0.08      = -0.72
+     *    a3 = -0.72 + 0.5 = -0.22,   y3 = -0.72 + 0.022     = -0.698 */
+    const double want_x[3] = {0.48, 0.472, 0.4248}, want_y[3] = {-0.8, -0.72, -0.698};
+    const double want_ax[3] = {0.2, 0.08, 0.472}, want_ay[3] = {-2.0, -0.8, -0.22};
+    float p[3][2], a[3][2];
+    run3(OPT_MOMENTUM, 0, p, a, 1);
+    for (int s = 0; s < 3; s++) {
+        CHECK(close_to(p[s][0], want_x[s], 1e-6), "momentum step %d x = %.9g, want %.9g", s + 1, p[s][0], want_x[s]);
+        CHECK(close_to(p[s][1], want_y[s], 1e-6), "momentum step %d y = %.9g, want %.9g", s + 1, p[s][1], want_y[s]);
+        CHECK(close_to(a[s][0], want_ax[s], 1e-6), "momentum step %d accum x = %.9g, want %.9g", s + 1, a[s][0], want_ax[s]);
+        CHECK(close_to(a[s][1], want_ay[s], 1e-6), "momentum step %d accum y = %.9g, want %.9g", s + 1, a[s][1], want_ay[s]);
+    }
+}
+
+static void test_momentum_nesterov(void) {
+    /* accum = 0.9 * accum + g;  var -= lr * (g + 0.9 * accum)
+     * x: a1 = 0.2,   x1 = 0.5    - 0.1*(0.2  + 0.18)   = 0.462
+     *    a2 = 0.08,  x2 = 0.462  - 0.1*(-0.1 + 0.072)  = 0.4648
+     *    a3 = 0.472, x3 = 0.4648 - 0.1*(0.4  + 0.4248) = 0.38232
+     * y: a1 = -2,    y1 = -1     - 0.1*(-2   - 1.8)    = -0.62
+     *    a2 = -0.8,  y2 = -0.62  - 0.1*(1    - 0.72)   = -0.648
+     *    a3 = -0.22, y3 = -0.648 - 0.1*(0.5  - 0.198)  = -0.6782 */
+    const double want_x[3] = {0.462, 0.4648, 0.38232}, want_y[3] = {-0.62, -0.648, -0.6782};
+    float p[3][2], a[3][2];
+    run3(OPT_MOMENTUM, 1, p, a, 1);
+    for (int s = 0; s < 3; s++) {
+        CHECK(close_to(p[s][0], want_x[s], 1e-6), "nesterov step %d x = %.9g, want %.9g", s + 1, p[s][0], want_x[s]);
+        CHECK(close_to(p[s][1], want_y[s], 1e-6), "nesterov step %d y = %.9g, want %.9g", s + 1, p[s][1], want_y[s]);
+    }
+    CHECK(close_to(a[2][0], 0.472, 1e-6) && close_to(a[2][1], -0.22, 1e-6),
+          "nesterov accum after 3 steps = (%.9g, %.9g), want (0.472, -0.22)", a[2][0], a[2][1]);
+}
+
+/* Large arrays (OpenMP path): bitwise equal to a serial loop written in
+ * TensorFlow's float evaluation order, on 1 and 2 threads. */
+static void test_large_arrays_match_tf_order(void) {
+    const size_t n = 100003;
+    float *p = malloc(n * sizeof *p), *a = malloc(n * sizeof *a), *g = malloc(n * sizeof *g);
+    float *rp = malloc(n * sizeof *rp), *ra = malloc(n * sizeof *ra);
+    unsigned s = 12345u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1103515245u + 12345u;
+        p[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 3.0f;
+        s = s * 1103515245u + 12345u;
+        g[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.01f;
+        a[i] = g[i] * 7.0f;
+    }
+    const float lr = 0.0375f, m = 0.9f;
+    for (int nesterov = 0; nesterov <= 1; nesterov++) {
+        for (int threads = 1; threads <= 2; threads++) {
+            memcpy(rp, p, n * sizeof *p);
+            memcpy(ra, a, n * sizeof *a);
+            float *xp = malloc(n * sizeof *xp), *xa = malloc(n * sizeof *xa);
+            memcpy(xp, p, n * sizeof *p);
+            memcpy(xa, a, n * sizeof *a);
+            for (size_t i = 0; i < n; i++) {
+                float acc = ra[i] * m + g[i];
+                ra[i] = acc;
+                if (nesterov) rp[i] = rp[i] - (g[i] * lr + (acc * m) * lr);
+                else rp[i] = rp[i] - acc * lr;
+            }
+            omp_set_num_threads(threads);
+            OptimizerConfig cfg = {OPT_MOMENTUM, m, nesterov};
+            optimizer_apply(xp, xa, g, n, lr, &cfg);
+            CHECK(memcmp(xp, rp, n * sizeof *rp) == 0 && memcmp(xa, ra, n * sizeof *ra) == 0,
+                  "momentum (nesterov=%d) on %d threads differs from the serial TF-order loop", nesterov, threads);
+            /* and within float tolerance of the double formula */
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) {
+                double acc = (double)a[i] * m + g[i];
+                double want = nesterov ? p[i] - lr * ((double)g[i] + m * acc) : p[i] - lr * acc;
+                if (fabs(xp[i] - want) > 1e-6 * fabs(want) + 1e-7) bad++;
+            }
+            CHECK(bad == 0, "%zu elements off the double formula (nesterov=%d)", bad, nesterov);
+            free(xp);
+            free(xa);
+        }
+    }
+    /* sgd, large */
+    memcpy(rp, p, n * sizeof *p);
+    for (size_t i = 0; i < n; i++) rp[i] = rp[i] - g[i] * lr;
+    OptimizerConfig sgd = {OPT_SGD, 0.9f, 1};
+    omp_set_num_threads(2);
+    optimizer_apply(p, NULL, g, n, lr, &sgd);
+    CHECK(memcmp(p, rp, n * sizeof *rp) == 0, "sgd on 2 threads differs from the serial loop");
+    free(p); free(a); free(g); free(rp); free(ra);
+}
+
+static void test_lr_schedule(void) {
+    /* cifar10: lr0 0.1, factor 0.1, decay_steps int(50000 / 128 * 350) = 136718 */
+    LrSchedule st = {0.1f, 0.1f, 136718, 1};
+    struct { long step; double want; } stair[] = {
+        {0, 0.1}, {1, 0.1}, {136717, 0.1},            /* floor(136717/136718) = 0 */
+        {136718, 0.1 * 0.1}, {136719, 0.01},          /* exactly at the boundary: 0.1^1 */
+        {273435, 0.01}, {273436, 0.1 * 0.1 * 0.1},    /* 0.1^2 */
+    };
+    for (size_t i = 0; i < sizeof stair / sizeof stair[0]; i++) {
+        float lr = lr_schedule_at(&st, stair[i].step);
+        CHECK(close_to(lr, stair[i].want, 1e-6), "staircase lr at step %ld = %.9g, want %.9g", stair[i].step, lr, stair[i].want);
+    }
+    LrSchedule smooth = {0.1f, 0.1f, 136718, 0};
+    struct { long step; double want; } sm[] = {
+        {0, 0.1},
+        {68359, 0.1 * 0.31622776601683794},           /* 0.1 * 0.1^0.5 */
+        {136718, 0.01},                               /* 0.1 * 0.1^1 */
+        {205077, 0.1 * 0.1 * 0.31622776601683794},    /* 0.1 * 0.1^1.5 */
+    };
+    for (size_t i = 0; i < sizeof sm / sizeof sm[0]; i++) {
+        float lr = lr_schedule_at(&smooth, sm[i].step);
+        CHECK(close_to(lr, sm[i].want, 1e-6), "smooth lr at step %ld = %.9g, want %.9g", sm[i].step, lr, sm[i].want);
+    }
+    /* a small staircase with boundaries at 3 steps: 1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25 */
+    LrSchedule small = {1.0f, 0.5f, 3, 1};
+    const double want_small[7] = {1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25};
+    for (long step = 0; step < 7; step++) {
+        float lr = lr_schedule_at(&small, step);
+        CHECK(lr == (float)want_small[step], "small staircase lr at step %ld = %.9g, want %.9g", step, lr, want_small[step]);
+    }
+    /* constant schedules */
+    LrSchedule c1 = {0.01f, 0.1f, 0, 1}, c2 = {0.01f, 1.0f, 100, 0};
+    CHECK(lr_schedule_at(&c1, 1000000) == 0.01f, "decay_steps 0 must be constant");
+    CHECK(lr_schedule_at(&c2, 1000000) == 0.01f, "factor 1 must be constant");
+}
+
+static void test_ema(void) {
+    /* decay = min(0.9999, (1 + n) / (10 + n)) */
+    struct { long n; double want; } d[] = {
+        {0, 1.0 / 10.0}, {1, 2.0 / 11.0}, {2, 3.0 / 12.0}, {3, 4.0 / 13.0},
+        {1000, 1001.0 / 1010.0}, {1000000, 0.9999},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        float got = ema_decay_at(0.9999f, d[i].n);
+        CHECK(close_to(got, d[i].want, 1e-6), "ema decay at num_updates %ld = %.9g, want %.9g", d[i].n, got, d[i].want);
+    }
+    CHECK(ema_decay_at(0.9999f, -1) == 0.9999f, "num_updates < 0 must disable the rule");
+
+    /* shadow starts at 1.0 (= the initial variable); the variable then
+     * takes the values 0.8, 0.5, 0.6 after steps 1, 2, 3 (num_updates 1, 2, 3):
+     *   s1 = (2/11) * 1.0 + (9/11) * 0.8
+     *   s2 = (3/12) * s1  + (9/12) * 0.5
+     *   s3 = (4/13) * s2  + (9/13) * 0.6 */
+    const double s1 = (2.0 / 11) * 1.0 + (9.0 / 11) * 0.8;
+    const double s2 = (3.0 / 12) * s1 + (9.0 / 12) * 0.5;
+    const double s3 = (4.0 / 13) * s2 + (9.0 / 13) * 0.6;
+    const double want[3] = {s1, s2, s3};
+    const float vars[3] = {0.8f, 0.5f, 0.6f};
+    float shadow = 1.0f;
+    for (int step = 1; step <= 3; step++) {
+        ema_apply(&shadow, &vars[step - 1], 1, ema_decay_at(0.9999f, step));
+        CHECK(close_to(shadow, want[step - 1], 1e-6), "ema after step %d = %.9g, want %.9g", step, shadow, want[step - 1]);
+    }
+    CHECK(close_to(s3, 0.5951048951, 1e-9), "hand arithmetic itself: s3 = %.10f", s3);
+}
+
+int main(void) {
+    test_sgd();
+    test_momentum_plain();
+    test_momentum_nesterov();
+    test_large_arrays_match_tf_order();
+    test_lr_schedule();
+    test_ema();
+    if (g_failures) fprintf(stderr, "test_ps_optimizer: %d check(s) failed\n", g_failures);
+    else printf("test_ps_optimizer: all checks passed\n");
+    return g_failures ? 1 : 0;
+}
