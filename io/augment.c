@@ -1,0 +1,120 @@
+/* augment.c — TensorFlow cifar10_input preprocessing (see augment.h).
+ *
+ * Where it sits: io/, inside the pipeline's workers.  Three passes over the
+ * out_H x out_W x C window: (1) crop + flip + convert, summing each channel;
+ * (2) brightness and contrast, summing for the mean; (3) standardization
+ * with a two-pass variance.  Sums are kept in double.
+ */
+#include "io/augment.h"
+
+#include <math.h>
+
+#include "io/rng.h"
+
+#define AUGMENT_MAX_C 16
+
+AugmentHparams augment_hparams_cifar10(void) {
+    AugmentHparams hp = {63.0f, 0.2f, 1.8f, 1};
+    return hp;
+}
+
+void augment_draw_train(AugmentParams *p, const AugmentHparams *hp, uint64_t seed, uint64_t example_index,
+                        int in_H, int in_W, int out_H, int out_W) {
+    uint64_t s = rng_seed(seed, RNG_STREAM_AUGMENT, example_index);
+    p->crop_y = (int)rng_below(&s, (uint64_t)(in_H - out_H + 1));
+    p->crop_x = (int)rng_below(&s, (uint64_t)(in_W - out_W + 1));
+    float u_flip = rng_uniform01(&s);
+    p->flip = hp->random_flip && u_flip < 0.5f;
+    p->adjust_color = 1;
+    p->brightness_delta = -hp->max_brightness_delta + 2.0f * hp->max_brightness_delta * rng_uniform01(&s);
+    p->contrast_factor = hp->contrast_lower + (hp->contrast_upper - hp->contrast_lower) * rng_uniform01(&s);
+}
+
+void augment_params_eval(AugmentParams *p, int in_H, int in_W, int out_H, int out_W) {
+    p->crop_y = (in_H - out_H) / 2;
+    p->crop_x = (in_W - out_W) / 2;
+    p->flip = 0;
+    p->adjust_color = 0;
+    p->brightness_delta = 0.0f;
+    p->contrast_factor = 1.0f;
+}
+
+void per_image_standardization(float *x, size_t n) {
+    if (n == 0) return;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += x[i];
+    float mean = (float)(sum / (double)n);
+    double ss = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)x[i] - (double)mean;
+        ss += d * d;
+    }
+    float stddev = (float)sqrt(ss / (double)n);
+    float min_stddev = (float)(1.0 / sqrt((double)n));
+    float adj = stddev > min_stddev ? stddev : min_stddev;
+    for (size_t i = 0; i < n; i++) x[i] = (x[i] - mean) / adj;
+}
+
+/* Passes 2 and 3, shared by the uint8 and float paths; chan_sum (C) holds pass 1's sums. */
+static void color_and_standardize(float *out, int out_H, int out_W, int C, const double *chan_sum,
+                                  const AugmentParams *p) {
+    size_t n_pixels = (size_t)out_H * (size_t)out_W, n = n_pixels * (size_t)C;
+    if (p->adjust_color) {
+        float mean_c[AUGMENT_MAX_C];
+        float delta = p->brightness_delta, f = p->contrast_factor;
+        for (int c = 0; c < C; c++) mean_c[c] = (float)(chan_sum[c] / (double)n_pixels) + delta;
+        for (size_t i = 0; i < n_pixels; i++) {
+            float *px = out + i * (size_t)C;
+            for (int c = 0; c < C; c++) px[c] = (px[c] + delta - mean_c[c]) * f + mean_c[c];
+        }
+    }
+    per_image_standardization(out, n);
+}
+
+void augment_cifar_u8(float *out, const uint8_t *in, int in_H, int in_W, int C, int out_H, int out_W,
+                      const AugmentParams *p) {
+    (void)in_H;
+    double chan_sum[AUGMENT_MAX_C] = {0};
+    for (int y = 0; y < out_H; y++) {
+        const uint8_t *row = in + ((size_t)(p->crop_y + y) * (size_t)in_W + (size_t)p->crop_x) * (size_t)C;
+        float *orow = out + (size_t)y * (size_t)out_W * (size_t)C;
+        for (int x = 0; x < out_W; x++) {
+            int sx = p->flip ? out_W - 1 - x : x;
+            const uint8_t *src = row + (size_t)sx * (size_t)C;
+            float *dst = orow + (size_t)x * (size_t)C;
+            for (int c = 0; c < C; c++) {
+                dst[c] = (float)src[c];
+                chan_sum[c] += src[c];
+            }
+        }
+    }
+    color_and_standardize(out, out_H, out_W, C, chan_sum, p);
+}
+
+void augment_cifar_f32(float *out, const float *in_f, int in_H, int in_W, int C, int out_H, int out_W,
+                       const AugmentParams *p) {
+    (void)in_H;
+    double chan_sum[AUGMENT_MAX_C] = {0};
+    for (int y = 0; y < out_H; y++) {
+        const float *row = in_f + ((size_t)(p->crop_y + y) * (size_t)in_W + (size_t)p->crop_x) * (size_t)C;
+        float *orow = out + (size_t)y * (size_t)out_W * (size_t)C;
+        for (int x = 0; x < out_W; x++) {
+            int sx = p->flip ? out_W - 1 - x : x;
+            const float *src = row + (size_t)sx * (size_t)C;
+            float *dst = orow + (size_t)x * (size_t)C;
+            for (int c = 0; c < C; c++) {
+                dst[c] = src[c];
+                chan_sum[c] += src[c];
+            }
+        }
+    }
+    color_and_standardize(out, out_H, out_W, C, chan_sum, p);
+}
+
+void augment_mnist_u8(float *out, const uint8_t *in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = (float)in[i] / 255.0f - 0.5f;
+}
+
+void augment_none_u8(float *out, const uint8_t *in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = (float)in[i];
+}

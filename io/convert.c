@@ -1,0 +1,463 @@
+/* convert.c — IDX and CIFAR-10 binary to sharded TFRecord (see convert.h).
+ *
+ * Where it sits: io/, behind `tower convert`.  Inputs are read through
+ * zlib's gzread, which reads gzip files and passes raw files through, so
+ * train-images-idx3-ubyte.gz and an uncompressed copy both work.
+ * What it does not do: no image decoding (PNG/JPEG: a later image-folder
+ * source), no validation split.
+ */
+#include "io/convert.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "io/example.h"
+#include "io/tfrecord.h"
+
+void convert_config_defaults(ConvertConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->num_shards = 1;
+    c->compression = IO_COMPRESSION_NONE;
+    c->image_key = "image_raw";
+    c->label_key = "label";
+    c->height_key = "height";
+    c->width_key = "width";
+    c->depth_key = "depth";
+}
+
+int convert_shard_path(char *buf, size_t n, const char *prefix, int shard, int num_shards) {
+    int k = snprintf(buf, n, "%s-%05d-of-%05d.tfrecord", prefix, shard, num_shards);
+    return (k < 0 || (size_t)k >= n) ? -1 : 0;
+}
+
+/* Reads exactly n bytes; returns the count read (< n at the end), or -1 on a gzip error. */
+static long gz_read_full(gzFile f, void *dst, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        size_t want = n - done > (1u << 30) ? (1u << 30) : n - done;
+        int got = gzread(f, (char *)dst + done, (unsigned)want);
+        if (got < 0) return -1;
+        if (got == 0) break;
+        done += (size_t)got;
+    }
+    return (long)done;
+}
+
+static const char *gz_why(gzFile f) {
+    int e;
+    const char *m = gzerror(f, &e);
+    if (e == Z_ERRNO) return strerror(errno);
+    return m && *m ? m : "read error";
+}
+
+static uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* ---------------------------------------------------------------- IDX */
+
+typedef struct {
+    char *images_path, *labels_path;
+    gzFile images, labels;
+    long n, next;
+    int H, W, C;
+    size_t image_n_bytes, images_header_n_bytes, labels_header_n_bytes;
+    uint8_t *image; /* (H, W, C) */
+} IdxState;
+
+static void idx_close(ConvertSource *s) {
+    IdxState *st = s->state;
+    if (st) {
+        if (st->images) gzclose(st->images);
+        if (st->labels) gzclose(st->labels);
+        free(st->images_path);
+        free(st->labels_path);
+        free(st->image);
+        free(st);
+    }
+    free(s);
+}
+
+static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
+    IdxState *st = s->state;
+    if (st->next >= st->n) {
+        uint8_t extra;
+        if (gzread(st->images, &extra, 1) == 1) {
+            snprintf(err, err_n, "%s: record %ld at offset %zu: trailing bytes after the %ld images the header announces",
+                     st->images_path, st->n, st->images_header_n_bytes + (size_t)st->n * st->image_n_bytes, st->n);
+            return -1;
+        }
+        if (gzread(st->labels, &extra, 1) == 1) {
+            snprintf(err, err_n, "%s: record %ld at offset %zu: trailing bytes after the %ld labels the header announces",
+                     st->labels_path, st->n, st->labels_header_n_bytes + (size_t)st->n, st->n);
+            return -1;
+        }
+        return 0;
+    }
+    long i = st->next;
+    size_t img_off = st->images_header_n_bytes + (size_t)i * st->image_n_bytes;
+    long got = gz_read_full(st->images, st->image, st->image_n_bytes);
+    if (got < 0) {
+        snprintf(err, err_n, "%s: record %ld at offset %zu: %s", st->images_path, i, img_off, gz_why(st->images));
+        return -1;
+    }
+    if ((size_t)got < st->image_n_bytes) {
+        snprintf(err, err_n, "%s: record %ld at offset %zu: truncated: end of file inside the image (%ld of %zu bytes; the header announces %ld images)",
+                 st->images_path, i, img_off, got, st->image_n_bytes, st->n);
+        return -1;
+    }
+    uint8_t label;
+    got = gz_read_full(st->labels, &label, 1);
+    size_t lab_off = st->labels_header_n_bytes + (size_t)i;
+    if (got < 0) {
+        snprintf(err, err_n, "%s: record %ld at offset %zu: %s", st->labels_path, i, lab_off, gz_why(st->labels));
+        return -1;
+    }
+    if (got < 1) {
+        snprintf(err, err_n, "%s: record %ld at offset %zu: truncated: end of file before the label (the header announces %ld labels)",
+                 st->labels_path, i, lab_off, st->n);
+        return -1;
+    }
+    item->image = st->image;
+    item->H = st->H;
+    item->W = st->W;
+    item->C = st->C;
+    item->label = label;
+    st->next++;
+    return 1;
+}
+
+/* Reads an IDX header: magic (type 0x08, ndims) and dims.  0, or -1 with err. */
+static int idx_header(gzFile f, const char *path, int want_ndims_min, int want_ndims_max, uint32_t *dims, int *ndims,
+                      char *err, size_t err_n) {
+    uint8_t magic[4];
+    long got = gz_read_full(f, magic, 4);
+    if (got < 0) {
+        snprintf(err, err_n, "%s: offset 0: %s", path, gz_why(f));
+        return -1;
+    }
+    if (got < 4) {
+        snprintf(err, err_n, "%s: offset 0: truncated: end of file inside the IDX magic (%ld of 4 bytes)", path, got);
+        return -1;
+    }
+    if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] < want_ndims_min || magic[3] > want_ndims_max) {
+        snprintf(err, err_n, "%s: offset 0: not an IDX %s file (magic 0x%02x%02x%02x%02x, expected 0x000008%02x)", path,
+                 want_ndims_min == 1 ? "label" : "image", magic[0], magic[1], magic[2], magic[3], want_ndims_min);
+        return -1;
+    }
+    *ndims = magic[3];
+    uint8_t raw[4 * 4];
+    got = gz_read_full(f, raw, (size_t)*ndims * 4);
+    if (got < 0 || got < *ndims * 4) {
+        snprintf(err, err_n, "%s: offset 4: truncated: end of file inside the IDX dimensions (%ld of %d bytes)", path,
+                 got < 0 ? 0 : got, *ndims * 4);
+        return -1;
+    }
+    for (int d = 0; d < *ndims; d++) dims[d] = be32(raw + 4 * d);
+    return 0;
+}
+
+ConvertSource *convert_open_idx(const char *images_path, const char *labels_path, char *err, size_t err_n) {
+    ConvertSource *s = calloc(1, sizeof *s);
+    IdxState *st = calloc(1, sizeof *st);
+    if (!s || !st) {
+        free(s);
+        free(st);
+        snprintf(err, err_n, "convert: out of memory");
+        return NULL;
+    }
+    s->format = "idx";
+    s->next = idx_next;
+    s->close = idx_close;
+    s->state = st;
+    st->images_path = strdup(images_path ? images_path : "");
+    st->labels_path = strdup(labels_path ? labels_path : "");
+    if (!st->images_path || !st->labels_path) {
+        snprintf(err, err_n, "convert: out of memory");
+        goto fail;
+    }
+    if (!(st->images = gzopen(images_path, "rb"))) {
+        snprintf(err, err_n, "%s: cannot open: %s", images_path, strerror(errno ? errno : ENOENT));
+        goto fail;
+    }
+    if (!(st->labels = gzopen(labels_path, "rb"))) {
+        snprintf(err, err_n, "%s: cannot open: %s", labels_path, strerror(errno ? errno : ENOENT));
+        goto fail;
+    }
+    gzbuffer(st->images, 1 << 17);
+    uint32_t idims[4], ldims[4];
+    int in_d, ln_d;
+    if (idx_header(st->images, images_path, 3, 4, idims, &in_d, err, err_n) != 0) goto fail;
+    if (idx_header(st->labels, labels_path, 1, 1, ldims, &ln_d, err, err_n) != 0) goto fail;
+    st->images_header_n_bytes = 4 + 4 * (size_t)in_d;
+    st->labels_header_n_bytes = 8;
+    st->H = (int)idims[1];
+    st->W = (int)idims[2];
+    st->C = in_d == 4 ? (int)idims[3] : 1;
+    if (idims[1] == 0 || idims[2] == 0 || st->C == 0 || idims[1] > 65536 || idims[2] > 65536 || (in_d == 4 && idims[3] > 4096)) {
+        snprintf(err, err_n, "%s: offset 4: implausible image size %u x %u x %d", images_path, idims[1], idims[2], st->C);
+        goto fail;
+    }
+    if (idims[0] != ldims[0]) {
+        snprintf(err, err_n, "%s: offset 4: %u images but %s has %u labels", images_path, idims[0], labels_path, ldims[0]);
+        goto fail;
+    }
+    if (idims[0] > 0x7fffffffu) {
+        snprintf(err, err_n, "%s: offset 4: implausible image count %u", images_path, idims[0]);
+        goto fail;
+    }
+    st->n = (long)idims[0];
+    s->n_examples = st->n;
+    st->image_n_bytes = (size_t)st->H * (size_t)st->W * (size_t)st->C;
+    if (!(st->image = malloc(st->image_n_bytes))) {
+        snprintf(err, err_n, "convert: out of memory");
+        goto fail;
+    }
+    return s;
+fail:
+    idx_close(s);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- CIFAR-10 */
+
+#define CIFAR_H 32
+#define CIFAR_W 32
+#define CIFAR_C 3
+#define CIFAR_RECORD_N_BYTES (1 + CIFAR_H * CIFAR_W * CIFAR_C)
+#define CIFAR_NUM_CLASSES 10
+
+typedef struct {
+    char **paths;
+    int n_paths, cur;
+    gzFile f;
+    long index;                       /* record index in the current file */
+    uint8_t rec[CIFAR_RECORD_N_BYTES];
+    uint8_t image[CIFAR_H * CIFAR_W * CIFAR_C]; /* (32, 32, 3) */
+} CifarState;
+
+static void cifar_close(ConvertSource *s) {
+    CifarState *st = s->state;
+    if (st) {
+        if (st->f) gzclose(st->f);
+        for (int i = 0; i < st->n_paths; i++) free(st->paths[i]);
+        free(st->paths);
+        free(st);
+    }
+    free(s);
+}
+
+static int cifar_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
+    CifarState *st = s->state;
+    for (;;) {
+        if (!st->f) {
+            if (st->cur >= st->n_paths) return 0;
+            const char *path = st->paths[st->cur];
+            if (!(st->f = gzopen(path, "rb"))) {
+                snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+                return -1;
+            }
+            gzbuffer(st->f, 1 << 17);
+            st->index = 0;
+        }
+        const char *path = st->paths[st->cur];
+        size_t off = (size_t)st->index * CIFAR_RECORD_N_BYTES;
+        long got = gz_read_full(st->f, st->rec, CIFAR_RECORD_N_BYTES);
+        if (got < 0) {
+            snprintf(err, err_n, "%s: record %ld at offset %zu: %s", path, st->index, off, gz_why(st->f));
+            return -1;
+        }
+        if (got == 0) {
+            gzclose(st->f);
+            st->f = NULL;
+            st->cur++;
+            continue;
+        }
+        if (got < CIFAR_RECORD_N_BYTES) {
+            snprintf(err, err_n, "%s: record %ld at offset %zu: truncated: end of file inside the record (%ld of %d bytes)",
+                     path, st->index, off, got, CIFAR_RECORD_N_BYTES);
+            return -1;
+        }
+        if (st->rec[0] >= CIFAR_NUM_CLASSES) {
+            snprintf(err, err_n, "%s: record %ld at offset %zu: label %d outside [0, %d)", path, st->index, off, st->rec[0],
+                     CIFAR_NUM_CLASSES);
+            return -1;
+        }
+        const uint8_t *chw = st->rec + 1;
+        const size_t plane = CIFAR_H * CIFAR_W;
+        for (size_t i = 0; i < plane; i++)
+            for (int c = 0; c < CIFAR_C; c++) st->image[i * CIFAR_C + (size_t)c] = chw[(size_t)c * plane + i];
+        item->image = st->image;
+        item->H = CIFAR_H;
+        item->W = CIFAR_W;
+        item->C = CIFAR_C;
+        item->label = st->rec[0];
+        st->index++;
+        return 1;
+    }
+}
+
+ConvertSource *convert_open_cifar10(const char *const *paths, int n_paths, char *err, size_t err_n) {
+    if (n_paths < 1) {
+        snprintf(err, err_n, "convert: no CIFAR-10 files given");
+        return NULL;
+    }
+    ConvertSource *s = calloc(1, sizeof *s);
+    CifarState *st = calloc(1, sizeof *st);
+    if (!s || !st) {
+        free(s);
+        free(st);
+        snprintf(err, err_n, "convert: out of memory");
+        return NULL;
+    }
+    s->format = "cifar10";
+    s->next = cifar_next;
+    s->close = cifar_close;
+    s->state = st;
+    s->n_examples = 0;
+    st->paths = calloc((size_t)n_paths, sizeof *st->paths);
+    if (!st->paths) goto oom;
+    st->n_paths = n_paths;
+    for (int i = 0; i < n_paths; i++) {
+        if (!(st->paths[i] = strdup(paths[i]))) goto oom;
+        struct stat sb;
+        if (stat(paths[i], &sb) != 0) {
+            snprintf(err, err_n, "%s: cannot open: %s", paths[i], strerror(errno));
+            cifar_close(s);
+            return NULL;
+        }
+        /* Known for raw files only; a gzip input makes the total unknown. */
+        if (s->n_examples >= 0 && sb.st_size % CIFAR_RECORD_N_BYTES == 0) s->n_examples += (long)(sb.st_size / CIFAR_RECORD_N_BYTES);
+        else s->n_examples = -1;
+    }
+    return s;
+oom:
+    snprintf(err, err_n, "convert: out of memory");
+    cifar_close(s);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- writer loop */
+
+/* mkdir -p of the directory part of prefix. */
+static int make_parent_dirs(const char *prefix, char *err, size_t err_n) {
+    char *dir = strdup(prefix);
+    if (!dir) return -1;
+    char *slash = strrchr(dir, '/');
+    int rc = 0;
+    if (slash && slash != dir) {
+        *slash = '\0';
+        for (char *q = dir + 1; ; q++) {
+            if (*q == '/' || *q == '\0') {
+                char save = *q;
+                *q = '\0';
+                if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+                    snprintf(err, err_n, "%s: cannot create directory: %s", dir, strerror(errno));
+                    rc = -1;
+                }
+                *q = save;
+                if (rc || save == '\0') break;
+            }
+        }
+    }
+    free(dir);
+    return rc;
+}
+
+int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stats, char *err, size_t err_n) {
+    memset(stats, 0, sizeof *stats);
+    int N = cfg->num_shards;
+    if (N < 1 || N > 99999) {
+        snprintf(err, err_n, "convert: num_shards %d outside [1, 99999]", N);
+        return -1;
+    }
+    if (!cfg->out_prefix || !cfg->out_prefix[0]) {
+        snprintf(err, err_n, "convert: no output prefix");
+        return -1;
+    }
+    if (cfg->compression != IO_COMPRESSION_NONE && cfg->compression != IO_COMPRESSION_GZIP &&
+        cfg->compression != IO_COMPRESSION_ZLIB) {
+        snprintf(err, err_n, "convert: compression must be none, gzip or zlib");
+        return -1;
+    }
+    if (make_parent_dirs(cfg->out_prefix, err, err_n) != 0) return -1;
+    size_t path_n = strlen(cfg->out_prefix) + 64;
+    char **final_paths = calloc((size_t)N, sizeof *final_paths);
+    char **tmp_paths = calloc((size_t)N, sizeof *tmp_paths);
+    TfrWriter **w = calloc((size_t)N, sizeof *w);
+    ExampleBuilder eb;
+    example_builder_init(&eb);
+    int rc = -1;
+    if (!final_paths || !tmp_paths || !w) {
+        snprintf(err, err_n, "convert: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < N; i++) {
+        final_paths[i] = malloc(path_n);
+        tmp_paths[i] = malloc(path_n + 4);
+        if (!final_paths[i] || !tmp_paths[i]) {
+            snprintf(err, err_n, "convert: out of memory");
+            goto out;
+        }
+        convert_shard_path(final_paths[i], path_n, cfg->out_prefix, i, N);
+        snprintf(tmp_paths[i], path_n + 4, "%s.tmp", final_paths[i]);
+        if (!(w[i] = tfr_writer_open(tmp_paths[i], cfg->compression, err, err_n))) goto out;
+    }
+    for (long i = 0;; i++) {
+        ConvertItem item;
+        int st = src->next(src, &item, err, err_n);
+        if (st < 0) goto out;
+        if (st == 0) break;
+        if (i == 0) {
+            stats->H = item.H;
+            stats->W = item.W;
+            stats->C = item.C;
+        }
+        example_builder_reset(&eb);
+        example_add_bytes(&eb, cfg->image_key, item.image, (size_t)item.H * (size_t)item.W * (size_t)item.C);
+        example_add_int64(&eb, cfg->label_key, item.label);
+        example_add_int64(&eb, cfg->height_key, item.H);
+        example_add_int64(&eb, cfg->width_key, item.W);
+        example_add_int64(&eb, cfg->depth_key, item.C);
+        const uint8_t *data;
+        size_t n = example_builder_encode(&eb, &data);
+        if (!data) {
+            snprintf(err, err_n, "convert: out of memory");
+            goto out;
+        }
+        if (tfr_writer_write(w[i % N], data, n, err, err_n) != 0) goto out;
+        stats->n_examples++;
+        if (item.label >= 0 && item.label < 256) stats->label_count[item.label]++;
+        else stats->n_labels_over_255++;
+    }
+    for (int i = 0; i < N; i++) {
+        int c = tfr_writer_close(w[i], err, err_n);
+        w[i] = NULL;
+        if (c != 0) goto out;
+    }
+    for (int i = 0; i < N; i++) {
+        if (rename(tmp_paths[i], final_paths[i]) != 0) {
+            snprintf(err, err_n, "%s: cannot rename to %s: %s", tmp_paths[i], final_paths[i], strerror(errno));
+            goto out;
+        }
+        free(tmp_paths[i]);
+        tmp_paths[i] = NULL;
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < N && w; i++) tfr_writer_close(w[i], NULL, 0);
+    for (int i = 0; i < N && tmp_paths; i++) {
+        if (tmp_paths[i]) remove(tmp_paths[i]);
+        free(tmp_paths[i]);
+    }
+    for (int i = 0; i < N && final_paths; i++) free(final_paths[i]);
+    free(final_paths);
+    free(tmp_paths);
+    free(w);
+    example_builder_free(&eb);
+    return rc;
+}

@@ -1,0 +1,74 @@
+/* convert.h — dataset converters: IDX (MNIST, Fashion-MNIST) and CIFAR-10 binary to TFRecord.
+ *
+ * Where it sits: io/, offline, before training (`tower convert`): it turns a
+ * raw dataset into the sharded TFRecord files of tf.train.Example the
+ * pipeline reads.  Every example gets image_raw (bytes, uint8, HWC), label
+ * (int64), height, width, depth (int64), under configurable keys.
+ * A converter is a ConvertSource (an iterator of images and labels) plus one
+ * writer loop, convert_run(); a new input format (e.g. an image folder) is a
+ * new convert_open_* returning a ConvertSource.
+ * Shards: example i goes to shard i % num_shards, named
+ * PREFIX-00000-of-00004.tfrecord (TensorFlow style); files are written as
+ * NAME.tmp and renamed only when complete.
+ * What it does not do: no resizing, no label remapping, no shuffling (the
+ * pipeline shuffles).
+ */
+#ifndef TOWER_IO_CONVERT_H
+#define TOWER_IO_CONVERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    const uint8_t *image; /* (H, W, C) uint8, owned by the source, valid until its next call */
+    int H, W, C;
+    int64_t label;
+} ConvertItem;
+
+typedef struct ConvertSource ConvertSource;
+struct ConvertSource {
+    const char *format;   /* "idx", "cifar10" */
+    long n_examples;      /* total, or -1 when unknown until the end */
+    /* Fills item with the next example: 1, 0 at the end, -1 with one line in
+     * err ("<file>: record <i> at offset <o>: <what>"). */
+    int (*next)(ConvertSource *s, ConvertItem *item, char *err, size_t err_n_bytes);
+    void (*close)(ConvertSource *s); /* frees the source */
+    void *state;
+};
+
+/* IDX images (magic 0x00000803, dims n x rows x cols [x channels], uint8)
+ * and labels (0x00000801, n, uint8), gzip-compressed or raw (detected).
+ * Checks both headers and that the counts agree.  NULL + message on error. */
+ConvertSource *convert_open_idx(const char *images_path, const char *labels_path, char *err, size_t err_n_bytes);
+
+/* CIFAR-10 binary files (records of 1 label byte + 3072 bytes, channel-major
+ * 3 x 32 x 32), converted to HWC; labels must be < 10.  The paths are
+ * copied.  NULL + message on error. */
+ConvertSource *convert_open_cifar10(const char *const *paths, int n_paths, char *err, size_t err_n_bytes);
+
+typedef struct {
+    const char *out_prefix;  /* shards are OUT_PREFIX-%05d-of-%05d.tfrecord; missing directories are created */
+    int num_shards;          /* >= 1 */
+    int compression;         /* IO_COMPRESSION_NONE / GZIP / ZLIB */
+    const char *image_key, *label_key, *height_key, *width_key, *depth_key;
+} ConvertConfig;
+
+/* num_shards 1, no compression, keys image_raw, label, height, width, depth. */
+void convert_config_defaults(ConvertConfig *cfg);
+
+typedef struct {
+    long n_examples;
+    long label_count[256];   /* histogram of labels 0..255 */
+    long n_labels_over_255;
+    int H, W, C;             /* shape of the first image */
+} ConvertStats;
+
+/* Drains src into the shards.  Returns 0 with stats filled, or -1 with one
+ * line in err (and no shard left behind: the .tmp files are removed).  Does
+ * not close src. */
+int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stats, char *err, size_t err_n_bytes);
+
+/* Writes "PREFIX-%05d-of-%05d.tfrecord" into buf.  Returns 0, -1 if it does not fit. */
+int convert_shard_path(char *buf, size_t buf_n_bytes, const char *prefix, int shard, int num_shards);
+
+#endif

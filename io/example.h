@@ -1,0 +1,116 @@
+/* example.h — tf.train.Example encode and decode through protobuf-c.
+ *
+ * Where it sits: io/, between the TFRecord framing (tfrecord.h) and the
+ * pipeline: every record's payload is a serialized tensorflow.Example
+ * (io/example.proto, TensorFlow's package and field numbers).  Decoding
+ * accepts everything protobuf-c accepts: packed and unpacked repeated
+ * scalars, map entries in any order; for a key given twice the last entry
+ * wins, as in protobuf map semantics.
+ * What it does not do: no SequenceExample, no schema (callers say which keys
+ * and kinds they need and get a one-line reason when a record disagrees).
+ */
+#ifndef TOWER_IO_EXAMPLE_H
+#define TOWER_IO_EXAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/example.pb-c.h"
+
+typedef enum {
+    FEATURE_NONE = 0,  /* key absent, or a Feature with no kind set */
+    FEATURE_BYTES = 1, /* bytes_list */
+    FEATURE_FLOAT = 2, /* float_list */
+    FEATURE_INT64 = 3, /* int64_list */
+} FeatureKind;
+
+/* "none", "bytes_list", "float_list", "int64_list". */
+const char *feature_kind_name(FeatureKind kind);
+
+/* ---- decoding ---- */
+
+/* A reusable decoder: decoded messages live in its arena until the next
+ * decode, so steady-state decoding does not call malloc.  One per thread. */
+typedef struct ExampleDecoder ExampleDecoder;
+
+/* Returns a new decoder, or NULL when out of memory.  Free with example_decoder_free. */
+ExampleDecoder *example_decoder_new(void);
+void example_decoder_free(ExampleDecoder *d);
+
+/* Decodes a serialized Example (data, n_bytes).  Returns the message, owned
+ * by the decoder and valid until its next decode or free, or NULL when the
+ * bytes are not a valid Example (protobuf-c rejects them). */
+const Tensorflow__Example *example_decode(ExampleDecoder *d, const uint8_t *data, size_t n_bytes);
+
+/* Number of map entries and the i-th entry's key and feature (in wire
+ * order; feature may be NULL for an entry without a value). */
+size_t example_n_features(const Tensorflow__Example *ex);
+const char *example_feature_key(const Tensorflow__Example *ex, size_t i);
+const Tensorflow__Feature *example_feature_at(const Tensorflow__Example *ex, size_t i);
+
+/* The feature stored under key (the last entry with that key), or NULL. */
+const Tensorflow__Feature *example_find(const Tensorflow__Example *ex, const char *key);
+
+/* Kind of a feature (FEATURE_NONE for NULL) and its number of values. */
+FeatureKind feature_kind(const Tensorflow__Feature *f);
+size_t feature_n_values(const Tensorflow__Feature *f);
+
+/* Typed lookups.  Each returns 0 on success; otherwise -1 and a reason in
+ * why (e.g. "missing feature 'label'", "feature 'label' is bytes_list,
+ * expected int64_list", "feature 'label' has 3 values, expected 1").
+ * Pointers returned point into ex. */
+int example_get_int64(const Tensorflow__Example *ex, const char *key, int64_t *value, char *why, size_t why_n_bytes);
+int example_get_bytes(const Tensorflow__Example *ex, const char *key, const uint8_t **data, size_t *n_bytes,
+                      char *why, size_t why_n_bytes);
+int example_get_floats(const Tensorflow__Example *ex, const char *key, const float **values, size_t *n_values,
+                       char *why, size_t why_n_bytes);
+int example_get_int64s(const Tensorflow__Example *ex, const char *key, const int64_t **values, size_t *n_values,
+                       char *why, size_t why_n_bytes);
+
+/* ---- encoding ---- */
+
+#define EXAMPLE_BUILDER_MAX_FEATURES 32
+
+/* Collects features, then serializes them.  The builder references the
+ * caller's keys and values (not copied) until example_builder_encode; it
+ * owns only its output buffer.  Features are written in the order added. */
+typedef struct {
+    Tensorflow__Example example;
+    Tensorflow__Features features;
+    Tensorflow__Features__FeatureEntry entries[EXAMPLE_BUILDER_MAX_FEATURES];
+    Tensorflow__Features__FeatureEntry *entry_ptrs[EXAMPLE_BUILDER_MAX_FEATURES];
+    Tensorflow__Feature feature[EXAMPLE_BUILDER_MAX_FEATURES];
+    Tensorflow__BytesList bytes_list[EXAMPLE_BUILDER_MAX_FEATURES];
+    Tensorflow__FloatList float_list[EXAMPLE_BUILDER_MAX_FEATURES];
+    Tensorflow__Int64List int64_list[EXAMPLE_BUILDER_MAX_FEATURES];
+    ProtobufCBinaryData one_bytes[EXAMPLE_BUILDER_MAX_FEATURES]; /* storage for single-value bytes lists */
+    int64_t one_int64[EXAMPLE_BUILDER_MAX_FEATURES];              /* storage for single-value int64 lists */
+    int n_features;
+    uint8_t *buf;       /* (buf_cap) encoded output, owned */
+    size_t buf_cap;
+} ExampleBuilder;
+
+/* Starts an empty builder (buf NULL). */
+void example_builder_init(ExampleBuilder *b);
+
+/* Drops the features added so far (keeps the output buffer). */
+void example_builder_reset(ExampleBuilder *b);
+
+/* Adders.  Each returns 0, or -1 when the builder already holds
+ * EXAMPLE_BUILDER_MAX_FEATURES features.  values may be NULL when n is 0. */
+int example_add_bytes(ExampleBuilder *b, const char *key, const void *data, size_t n_bytes);
+int example_add_bytes_list(ExampleBuilder *b, const char *key, ProtobufCBinaryData *values, size_t n_values);
+int example_add_floats(ExampleBuilder *b, const char *key, const float *values, size_t n_values);
+int example_add_int64s(ExampleBuilder *b, const char *key, const int64_t *values, size_t n_values);
+int example_add_int64(ExampleBuilder *b, const char *key, int64_t value);
+
+/* Serializes the features added so far.  Returns the byte count and sets
+ * *data to the builder's buffer (valid until the next encode or free), or
+ * returns 0 with *data NULL when out of memory.  (An empty Example encodes
+ * to 2 bytes: an empty features message.) */
+size_t example_builder_encode(ExampleBuilder *b, const uint8_t **data);
+
+/* Frees the output buffer. */
+void example_builder_free(ExampleBuilder *b);
+
+#endif

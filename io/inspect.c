@@ -1,0 +1,228 @@
+/* inspect.c — `tower inspect`'s engine (see inspect.h).
+ *
+ * Where it sits: io/, reading files one record at a time through TfrReader
+ * and ExampleDecoder; memory is one record plus the report.
+ */
+#include "io/inspect.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/tfrecord.h"
+
+void inspect_config_defaults(InspectConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->compression = IO_COMPRESSION_AUTO;
+    c->image_key = "image_raw";
+    c->label_key = "label";
+    c->height_key = "height";
+    c->width_key = "width";
+    c->depth_key = "depth";
+}
+
+static void note_feature(InspectReport *rep, const char *key, const Tensorflow__Feature *f) {
+    InspectFeature *x = NULL;
+    for (int i = 0; i < rep->n_features; i++)
+        if (!strcmp(rep->features[i].key, key)) {
+            x = &rep->features[i];
+            break;
+        }
+    FeatureKind kind = feature_kind(f);
+    size_t n = feature_n_values(f);
+    if (!x) {
+        if (rep->n_features == INSPECT_MAX_KEYS) {
+            rep->n_extra_keys++;
+            return;
+        }
+        x = &rep->features[rep->n_features++];
+        snprintf(x->key, sizeof x->key, "%s", key);
+        x->kind = kind;
+        x->min_values = x->max_values = n;
+        x->min_value_bytes = (size_t)-1;
+    }
+    if (kind != x->kind) x->mixed_kinds = 1;
+    x->n_records++;
+    if (n < x->min_values) x->min_values = n;
+    if (n > x->max_values) x->max_values = n;
+    if (kind == FEATURE_BYTES)
+        for (size_t i = 0; i < n; i++) {
+            size_t len = f->bytes_list->value[i].len;
+            if (len < x->min_value_bytes) x->min_value_bytes = len;
+            if (len > x->max_value_bytes) x->max_value_bytes = len;
+        }
+}
+
+/* An optional single int64: 1 present, 0 absent or not one int64. */
+static int get_dim(const Tensorflow__Example *ex, const char *key, int64_t *v) {
+    if (!key || !key[0]) return 0;
+    return example_get_int64(ex, key, v, NULL, 0) == 0;
+}
+
+/* Checks one decoded record; 0 good, -1 bad with why. */
+static int check_example(const Tensorflow__Example *ex, const InspectConfig *cfg, InspectReport *rep, char *why,
+                         size_t why_n) {
+    for (size_t i = 0; i < example_n_features(ex); i++) note_feature(rep, example_feature_key(ex, i), example_feature_at(ex, i));
+    int64_t h, w, c;
+    int have_dims = get_dim(ex, cfg->height_key, &h) && get_dim(ex, cfg->width_key, &w) && get_dim(ex, cfg->depth_key, &c);
+    if (have_dims) {
+        if (!rep->shape_seen) {
+            rep->shape_seen = 1;
+            rep->H = (long)h;
+            rep->W = (long)w;
+            rep->C = (long)c;
+        } else if (rep->H != h || rep->W != w || rep->C != c) {
+            rep->shape_varies = 1;
+        }
+        const Tensorflow__Feature *img = example_find(ex, cfg->image_key);
+        FeatureKind k = feature_kind(img);
+        if ((k == FEATURE_BYTES && img->bytes_list->n_value == 1) || k == FEATURE_FLOAT) {
+            size_t n = k == FEATURE_BYTES ? img->bytes_list->value[0].len : img->float_list->n_value;
+            if (h < 0 || w < 0 || c < 0 || (uint64_t)h * (uint64_t)w * (uint64_t)c != (uint64_t)n) {
+                snprintf(why, why_n, "image '%s' has %zu %s but height x width x depth is %lld x %lld x %lld", cfg->image_key, n,
+                         k == FEATURE_BYTES ? "bytes" : "floats", (long long)h, (long long)w, (long long)c);
+                return -1;
+            }
+        }
+    }
+    int64_t label;
+    char lwhy[256];
+    if (example_get_int64(ex, cfg->label_key, &label, lwhy, sizeof lwhy) == 0) {
+        if (cfg->num_classes > 0 && (label < 0 || label >= cfg->num_classes)) {
+            snprintf(why, why_n, "label %lld outside [0, %d)", (long long)label, cfg->num_classes);
+            return -1;
+        }
+        if (label >= 0 && label < INSPECT_MAX_LABEL) {
+            if (label >= rep->label_cap) {
+                long cap = rep->label_cap ? rep->label_cap : 16;
+                while (cap <= label) cap *= 2;
+                long *p = realloc(rep->label_count, (size_t)cap * sizeof *p);
+                if (!p) {
+                    snprintf(why, why_n, "out of memory");
+                    return -2;
+                }
+                memset(p + rep->label_cap, 0, (size_t)(cap - rep->label_cap) * sizeof *p);
+                rep->label_count = p;
+                rep->label_cap = cap;
+            }
+            rep->label_count[label]++;
+        } else {
+            rep->n_labels_other++;
+        }
+    } else {
+        rep->n_without_label++;
+        if (cfg->num_classes > 0) {
+            snprintf(why, why_n, "%s", lwhy);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, InspectReport *rep, FILE *out,
+               FILE *err_out) {
+    memset(rep, 0, sizeof *rep);
+    ExampleDecoder *dec = example_decoder_new();
+    if (!dec) return -1;
+    int stopped = 0, oom = 0;
+    char err[768], why[384];
+    for (int fi = 0; fi < n_files && !stopped; fi++) {
+        rep->n_files++;
+        TfrReader *r = tfr_reader_open(files[fi], cfg->compression, cfg->max_record_n_bytes, err, sizeof err);
+        if (!r) {
+            fprintf(err_out, "%s\n", err);
+            rep->n_bad++;
+            if (!cfg->skip_corrupt) stopped = 1;
+            continue;
+        }
+        long n_rec = 0, n_bad = 0;
+        for (;;) {
+            const uint8_t *data;
+            size_t n;
+            int st = tfr_reader_next(r, &data, &n, err, sizeof err);
+            if (st == TFR_END) break;
+            int bad = st < 0;
+            if (!bad) {
+                const Tensorflow__Example *ex = example_decode(dec, data, n);
+                int crc = 0;
+                if (!ex) {
+                    snprintf(why, sizeof why, "payload is not a tf.train.Example (protobuf parse error)");
+                    crc = -1;
+                } else {
+                    crc = check_example(ex, cfg, rep, why, sizeof why);
+                }
+                if (crc == -2) {
+                    oom = 1;
+                    stopped = 1;
+                    break;
+                }
+                if (crc != 0) {
+                    bad = 1;
+                    snprintf(err, sizeof err, "%s: record %ld at offset %llu: %s", files[fi], tfr_reader_record_index(r),
+                             (unsigned long long)tfr_reader_record_offset(r), why);
+                }
+            }
+            if (bad) {
+                n_bad++;
+                fprintf(err_out, "%s\n", err);
+                if (!cfg->skip_corrupt) {
+                    stopped = 1;
+                    break;
+                }
+                if (st == TFR_BAD_STREAM) break;
+            } else {
+                n_rec++;
+            }
+        }
+        fprintf(out, "%s: %ld records, %s%s", files[fi], n_rec, io_compression_name(tfr_reader_compression(r)),
+                n_bad ? "" : ", every CRC verified\n");
+        if (n_bad) fprintf(out, ", %ld bad record%s%s\n", n_bad, n_bad > 1 ? "s" : "", stopped ? " (stopped at the first)" : "");
+        rep->n_records += n_rec;
+        rep->n_bad += n_bad;
+        tfr_reader_close(r);
+    }
+    example_decoder_free(dec);
+    if (oom) return -1;
+    return rep->n_bad ? 1 : 0;
+}
+
+static const char *kind_short(FeatureKind k) { return feature_kind_name(k); }
+
+void inspect_report_print(const InspectReport *rep, const InspectConfig *cfg, FILE *out) {
+    fprintf(out, "total: %ld good records in %ld file%s", rep->n_records, rep->n_files, rep->n_files == 1 ? "" : "s");
+    if (rep->n_bad) fprintf(out, ", %ld bad", rep->n_bad);
+    fprintf(out, "\n");
+    if (rep->n_features) fprintf(out, "features (key, kind, values per record, records that have it):\n");
+    for (int i = 0; i < rep->n_features; i++) {
+        const InspectFeature *x = &rep->features[i];
+        char vals[64], bytes[96] = "";
+        if (x->min_values == x->max_values) snprintf(vals, sizeof vals, "[%zu]", x->min_values);
+        else snprintf(vals, sizeof vals, "[%zu..%zu]", x->min_values, x->max_values);
+        if (x->kind == FEATURE_BYTES && x->max_value_bytes > 0) {
+            if (x->min_value_bytes == x->max_value_bytes) snprintf(bytes, sizeof bytes, " x %zu bytes", x->max_value_bytes);
+            else snprintf(bytes, sizeof bytes, " x %zu..%zu bytes", x->min_value_bytes, x->max_value_bytes);
+        }
+        fprintf(out, "  %-16s %-10s %s%s%s  %ld\n", x->key, kind_short(x->kind), vals, bytes,
+                x->mixed_kinds ? " (other kinds too)" : "", x->n_records);
+    }
+    if (rep->n_extra_keys) fprintf(out, "  (%ld more occurrences of further keys not listed)\n", rep->n_extra_keys);
+    if (rep->shape_seen) {
+        if (rep->shape_varies) fprintf(out, "image shape (%s x %s x %s): varies\n", cfg->height_key, cfg->width_key, cfg->depth_key);
+        else fprintf(out, "image shape (%s x %s x %s): %ld x %ld x %ld\n", cfg->height_key, cfg->width_key, cfg->depth_key,
+                     rep->H, rep->W, rep->C);
+    }
+    long n_labelled = 0;
+    for (long k = 0; k < rep->label_cap; k++) n_labelled += rep->label_count[k];
+    if (n_labelled || rep->n_labels_other) {
+        fprintf(out, "label histogram ('%s': count):\n", cfg->label_key);
+        for (long k = 0; k < rep->label_cap; k++)
+            if (rep->label_count[k]) fprintf(out, "  %ld: %ld\n", k, rep->label_count[k]);
+        if (rep->n_labels_other) fprintf(out, "  other (negative or >= %d): %ld\n", INSPECT_MAX_LABEL, rep->n_labels_other);
+    }
+    if (rep->n_without_label) fprintf(out, "records without a single int64 '%s': %ld\n", cfg->label_key, rep->n_without_label);
+}
+
+void inspect_report_free(InspectReport *rep) {
+    free(rep->label_count);
+    rep->label_count = NULL;
+    rep->label_cap = 0;
+}

@@ -1,0 +1,146 @@
+/* pipeline.h — the parallel input pipeline: TFRecord files in, per-tower shards out.
+ *
+ * Where it sits: the io -> shards step of the tower pattern.  One reader
+ * thread streams records (file order reshuffled each epoch), verifies and
+ * decodes them, and runs TensorFlow's shuffle-queue semantics; n_workers
+ * threads augment each example straight into a staging buffer that came
+ * from the caller's HostAlloc (pinned memory with the CUDA backend); the
+ * caller takes whole global batches, each split into per-tower shards.
+ *
+ * Order and determinism: the output is one stream of examples, epoch after
+ * epoch; each epoch is a permutation of the (good) records, so every example
+ * is seen exactly once per epoch, and batches are consecutive runs of the
+ * stream (a batch may span an epoch boundary).  The stream, the shuffle and
+ * every augmentation are pure functions of (seed, data): an example's random
+ * distortion is seeded from (seed, its index in the stream).  Same seed =>
+ * same batches bit for bit, whatever n_workers or timing.
+ * Shuffle: a buffer of `capacity` examples is filled, then each new record
+ * replaces one drawn uniformly at random (TensorFlow's RandomShuffleQueue
+ * with a producer ahead of the consumer); at the end of an epoch the buffer
+ * drains, so epochs never mix.  capacity must exceed min_after_dequeue.
+ *
+ * What it does not do: no training, no device copies (the tower backends
+ * copy shards out of the staging buffers), no variable image sizes.
+ */
+#ifndef TOWER_IO_PIPELINE_H
+#define TOWER_IO_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/augment.h"
+#include "io/tfrecord.h"
+#include "tower/host_alloc.h"
+
+typedef enum {
+    AUGMENT_NONE = 0,        /* uint8 -> float, unscaled (float images pass through) */
+    AUGMENT_MNIST = 1,       /* x / 255 - 0.5 (float images pass through) */
+    AUGMENT_CIFAR_TRAIN = 2, /* random crop, flip, brightness, contrast, standardization */
+    AUGMENT_CIFAR_EVAL = 3,  /* central crop, standardization */
+} AugmentKind;
+
+#define PIPELINE_MAX_SHARDS 64
+
+typedef struct {
+    const char *const *files; int n_files;  /* paths, already expanded (see io_expand_globs); copied at open */
+    const char *image_key, *label_key;       /* defaults "image_raw", "label" */
+    const char *height_key, *width_key, *depth_key; /* optional int64 features checked against in_H/W/C when present; defaults "height", "width", "depth" */
+    int image_float;                         /* 0: image is a bytes_list of uint8 (H, W, C); 1: a float_list of H*W*C floats */
+    int compression;                         /* IO_COMPRESSION_AUTO / NONE / GZIP / ZLIB */
+    int in_H, in_W, in_C;                    /* stored image shape */
+    int out_H, out_W;                        /* after crop (== in for no crop) */
+    int num_classes;                         /* labels must lie in [0, num_classes) */
+    AugmentKind augment;
+    AugmentHparams augment_hparams;          /* AUGMENT_CIFAR_TRAIN's ranges; default TF cifar10 */
+    int n_shards; int shard_sizes[PIPELINE_MAX_SHARDS]; /* per-tower examples; global batch = sum */
+    int shuffle;                             /* 0: file order, no shuffle (eval) */
+    long min_after_dequeue, capacity;        /* TF shuffle-queue semantics; capacity 0: min_after_dequeue + 3 x global batch */
+    int num_epochs;                          /* 0 = forever */
+    uint64_t seed;
+    int n_workers;                           /* decode/augment threads (>=1) */
+    int prefetch_batches;                    /* ring of staging buffers; raised to >= 2 * n_shards (0: that) */
+    HostAlloc alloc;                         /* staging buffers come from here */
+    int skip_corrupt;                        /* 1: count and skip bad records (stats.corrupt_skipped) */
+    int log_corrupt;                         /* with skip_corrupt: print the first this-many skipped records to stderr */
+    size_t max_record_n_bytes;               /* 64 MiB default */
+    int drop_remainder;                      /* 0: the last batch of the data may be short (eval) */
+    long skip_examples;                      /* resume: fast-forward this many examples deterministically, without augmenting them */
+} PipelineConfig;
+
+/* Defaults: TensorFlow cifar10 training input (32x32x3 -> 24x24, 10
+ * classes, AUGMENT_CIFAR_TRAIN, one shard of 128, shuffle with
+ * min_after_dequeue 20000, forever), 2 workers, host_alloc_default(),
+ * drop_remainder 1, the keys above.  files must still be set. */
+void pipeline_config_defaults(PipelineConfig *cfg);
+
+typedef struct Pipeline Pipeline;
+
+typedef struct {
+    float *x;          /* (n, out_H, out_W, in_C) staging buffer from cfg.alloc */
+    int32_t *labels;   /* (n) */
+    int n;             /* examples in this batch (global batch, or fewer for the last one when !drop_remainder) */
+    int shard_offset[PIPELINE_MAX_SHARDS], shard_n[PIPELINE_MAX_SHARDS]; /* tower t's shard: examples [offset, offset+n) */
+    long epoch;        /* epoch of its first example */
+    long first_example;/* index of its first example in the pipeline's output stream (for resume) */
+    size_t example_n_floats; /* out_H * out_W * in_C: tower t's images start at x + shard_offset[t] * example_n_floats */
+} PipelineBatch;
+
+typedef struct {
+    double examples_per_sec;  /* examples delivered into batches / seconds since open */
+    double queue_fill;        /* mean over pipeline_next calls of (batches ready / prefetch_batches) on entry */
+    double consumer_wait_sec; /* total seconds pipeline_next spent waiting for a batch */
+    long examples_produced;   /* examples augmented into batches */
+    long corrupt_skipped;     /* bad records skipped (skip_corrupt) */
+    long batches_delivered;
+    int prefetch_batches;     /* the ring depth in use */
+} PipelineStats;
+
+/* Starts the threads.  Checks the configuration (and that every file opens)
+ * first: NULL + one line in err on any problem.  The pipeline copies cfg and
+ * the file names; staging buffers are allocated from cfg->alloc here. */
+Pipeline *pipeline_open(const PipelineConfig *cfg, char *err, size_t err_n_bytes);
+
+/* Waits for the next global batch.  Returns 1 with *out set (the batch
+ * belongs to the caller until pipeline_release), 0 at the end of the data
+ * (num_epochs done), or -1 with one line in err ("<file>: record <i> at
+ * offset <o>: <what>") when a bad record stopped the pipeline; batches
+ * complete before the bad record are delivered first.  Release every batch:
+ * holding all prefetch_batches of them blocks the reader. */
+int pipeline_next(Pipeline *p, PipelineBatch **out, char *err, size_t err_n_bytes);
+
+/* Gives the staging buffer back (any order). */
+void pipeline_release(Pipeline *p, PipelineBatch *b);
+
+/* A snapshot of the pipeline's own statistics. */
+void pipeline_stats(Pipeline *p, PipelineStats *s);
+
+/* Stops and joins the threads, frees everything (staging buffers through
+ * cfg.alloc).  Batches not yet released become invalid.  NULL is fine. */
+void pipeline_close(Pipeline *p);
+
+/* ---- helpers (io/files.c) ---- */
+
+/* Expands comma-separated globs or paths into *files (n_files), sorted and
+ * without duplicates; free with io_free_files.  Returns 0, or -1 with a
+ * message when a pattern matches nothing or a path does not exist. */
+int io_expand_globs(const char *pattern_list, char ***files, int *n_files, char *err, size_t err_n_bytes);
+void io_free_files(char **files, int n_files);
+
+/* Image shape from the first record of file: the height/width/depth int64
+ * features ("height", "width", "depth") when present, else, for a square
+ * single-channel image, sqrt of its size.  *is_float: 1 for a float_list
+ * image.  Returns 0, or -1 with a message. */
+int io_probe_image_shape(const char *file, const char *image_key, int compression, int *H, int *W, int *C,
+                         int *is_float, char *err, size_t err_n_bytes);
+
+/* Number of records in the files, every CRC verified.  -1 with a message on
+ * the first bad record or unreadable file. */
+long io_count_records(const char *const *files, int n_files, int compression, char *err, size_t err_n_bytes);
+
+/* Splits n examples into n_shards shards proportionally to sizes (the
+ * configured shard sizes, summing to B): equal to sizes when n == B; for a
+ * short batch floor(n * size / B) each, the remainder one by one from shard
+ * 0.  Fills offset and count (n_shards each). */
+void pipeline_split_shards(int n, int n_shards, const int *sizes, int *offset, int *count);
+
+#endif

@@ -1,0 +1,122 @@
+/* tfrecord.h — TFRecord files: streaming reader and writer, TensorFlow's format.
+ *
+ * Where it sits: io/, the first step of io -> shards: the input pipeline,
+ * `tower inspect` and the converters read and write through it; later the
+ * TensorBoard event writer reuses TfrWriter and the fuzzers TfrReader.
+ * Framing (little-endian), byte for byte TensorFlow's record_writer.cc:
+ *     uint64 length | uint32 masked_crc32c(length bytes) | data[length] | uint32 masked_crc32c(data)
+ * Compression (TensorFlow's compression_type "", "GZIP", "ZLIB") wraps the
+ * whole stream: GZIP is a gzip member (deflate, window 15, gzip header),
+ * ZLIB a zlib stream (deflate, window 15, zlib header).
+ * Records are streamed: memory held is one record plus fixed buffers, never
+ * a whole file; a length over max_record_n_bytes is never allocated.
+ * What it does not do: no random access, no index files, no threads (one
+ * reader or writer per thread; different ones may run in parallel).
+ *
+ * Errors are one line, "<file>: record <index> at offset <byte offset>: <what>",
+ * where the offset is that of the record's header in the uncompressed record
+ * stream (the file offset for uncompressed files).
+ */
+#ifndef TOWER_IO_TFRECORD_H
+#define TOWER_IO_TFRECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    IO_COMPRESSION_AUTO = 0, /* reader: detect from the first bytes; writer: from the extension */
+    IO_COMPRESSION_NONE = 1,
+    IO_COMPRESSION_GZIP = 2,
+    IO_COMPRESSION_ZLIB = 3,
+} IoCompression;
+
+#define TFR_HEADER_N_BYTES 12
+#define TFR_FOOTER_N_BYTES 4
+#define TFR_DEFAULT_MAX_RECORD_N_BYTES ((size_t)64 << 20)
+
+/* "auto", "none", "gzip", "zlib" (or "?" for anything else). */
+const char *io_compression_name(int compression);
+
+/* Parses "auto", "none" (also "" as TensorFlow spells it), "gzip", "zlib",
+ * case-insensitively.  Returns the IoCompression, or -1 if unknown. */
+int io_compression_parse(const char *name);
+
+/* ---- reading ---- */
+
+typedef struct TfrReader TfrReader;
+
+typedef enum {
+    TFR_RECORD = 1,      /* a record was returned */
+    TFR_END = 0,         /* clean end of the file */
+    TFR_BAD_RECORD = -1, /* this record is bad (data CRC mismatch, over the length limit); the
+                            reader is positioned at the next record, so reading may go on */
+    TFR_BAD_STREAM = -2, /* the file cannot be read further (truncated, length CRC mismatch,
+                            corrupt compressed stream, I/O error); every later call repeats it */
+} TfrStatus;
+
+/* Opens path for reading.  compression IO_COMPRESSION_AUTO detects it from
+ * the first bytes: a valid uncompressed record header wins, else the gzip
+ * magic 1f 8b means GZIP, else a zlib header means ZLIB, else uncompressed
+ * (whose first read then reports the bad header).  max_record_n_bytes 0
+ * means TFR_DEFAULT_MAX_RECORD_N_BYTES.  Returns NULL with a one-line
+ * message in err when the file cannot be opened or memory is short.
+ * The reader owns everything it allocates; free with tfr_reader_close. */
+TfrReader *tfr_reader_open(const char *path, int compression, size_t max_record_n_bytes,
+                           char *err, size_t err_n_bytes);
+
+/* Same over a caller-owned buffer (data, n_bytes), which must outlive the
+ * reader; name is used in messages (copied).  For tests and fuzzing. */
+TfrReader *tfr_reader_open_memory(const void *data, size_t n_bytes, const char *name, int compression,
+                                  size_t max_record_n_bytes, char *err, size_t err_n_bytes);
+
+/* Reads the next record.  On TFR_RECORD, *data (n_bytes) points into a
+ * buffer owned by the reader, valid until the next call or close.  On
+ * TFR_BAD_RECORD / TFR_BAD_STREAM, err holds one line in the format above.
+ * Both CRCs are always verified. */
+int tfr_reader_next(TfrReader *r, const uint8_t **data, size_t *n_bytes, char *err, size_t err_n_bytes);
+
+/* Index (0-based, bad records included) and header offset of the record the
+ * last tfr_reader_next call returned or reported. */
+long tfr_reader_record_index(const TfrReader *r);
+uint64_t tfr_reader_record_offset(const TfrReader *r);
+
+/* The compression in use (never AUTO after open) and the name given at open. */
+int tfr_reader_compression(const TfrReader *r);
+const char *tfr_reader_name(const TfrReader *r);
+
+/* Closes the file and frees the reader.  NULL is fine. */
+void tfr_reader_close(TfrReader *r);
+
+/* ---- writing ---- */
+
+typedef struct TfrWriter TfrWriter;
+
+/* Creates (truncates) path.  compression IO_COMPRESSION_AUTO picks GZIP for
+ * names ending ".gz", ZLIB for ".zz" or ".zlib", else NONE.  Returns NULL
+ * with a message in err if the file cannot be created. */
+TfrWriter *tfr_writer_open(const char *path, int compression, char *err, size_t err_n_bytes);
+
+/* Appends one record (data, n_bytes: caller-owned, not retained).  Returns 0,
+ * or -1 with "<file>: write error: ..." in err (the writer is then unusable;
+ * close it). */
+int tfr_writer_write(TfrWriter *w, const void *data, size_t n_bytes, char *err, size_t err_n_bytes);
+
+/* Pushes everything written so far to the file (a sync flush of the
+ * compressed stream), so a reader sees complete records.  0 or -1. */
+int tfr_writer_flush(TfrWriter *w, char *err, size_t err_n_bytes);
+
+/* Records written so far. */
+long tfr_writer_n_records(const TfrWriter *w);
+
+/* Finishes the compressed stream, closes the file and frees the writer.
+ * Returns 0, or -1 with a message if any write or the close failed (the file
+ * is then incomplete).  NULL is fine (returns 0). */
+int tfr_writer_close(TfrWriter *w, char *err, size_t err_n_bytes);
+
+/* The framing, for callers that assemble records themselves:
+ * header = length (8 bytes LE) + masked crc32c of those 8 bytes;
+ * footer = masked crc32c of data (n_bytes). */
+void tfr_encode_header(uint8_t header[TFR_HEADER_N_BYTES], uint64_t n_bytes);
+void tfr_encode_footer(uint8_t footer[TFR_FOOTER_N_BYTES], const void *data, size_t n_bytes);
+
+#endif
