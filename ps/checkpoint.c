@@ -196,9 +196,13 @@ int ckpt_latest(const char *dir, char *path, size_t path_n_bytes) {
 
 /* ---- saving ---- */
 
-static Tower__Tensor *tensors_for(const ModelSpec *spec, const float *block,
-                                  Tower__Tensor *storage, Tower__Tensor **ptrs,
-                                  int32_t shapes[][4]) {
+/* Point storage[v] (and ptrs[v]) at variable v of block, without copying.
+ *   block   : (n_params) params, accum or ema
+ *   storage : [n_vars] tensors filled here; ptrs: [n_vars] -> storage
+ *   shapes  : [n_vars][4] the int32 shapes the tensors point to */
+static void tensors_for(const ModelSpec *spec, const float *block,
+                        Tower__Tensor *storage, Tower__Tensor **ptrs,
+                        int32_t shapes[][4]) {
     for (int v = 0; v < spec->n_vars; v++) {
         const ModelVar *mv = &spec->vars[v];
         tower__tensor__init(&storage[v]);
@@ -210,7 +214,6 @@ static Tower__Tensor *tensors_for(const ModelSpec *spec, const float *block,
         storage[v].data = (float *)(block + mv->offset);
         ptrs[v] = &storage[v];
     }
-    return storage;
 }
 
 /* Remove leftover temporary files of checkpoints or of the index. */

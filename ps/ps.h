@@ -82,11 +82,12 @@ void ps_free(ParamServer *ps);
 
 /* grads = (sum over towers in order 0..n-1 of tower_grads[t]) / n_towers:
  * per element, s = g0; s += g1; ...; grads = s / (float)n_towers.
- * OpenMP over elements; bitwise equal to that serial loop. */
+ * OpenMP over elements; bitwise equal to that serial loop.  Never fails. */
 void ps_average_grads(ParamServer *ps);
 
 /* Steps 2-5 above on ps->grads: lr from the schedule at global_step, the
- * optimizer, global_step++, the moving average; sets last_lr. */
+ * optimizer, global_step++, the moving average; sets last_lr.  Never
+ * fails; a non-finite gradient propagates into params (the caller checks). */
 void ps_apply_gradients(ParamServer *ps);
 
 #endif
