@@ -86,4 +86,25 @@ void model_backward(float *dparams, ModelActs *acts, const float *params);
 /* Multiply-add counts of one example's forward pass, for FLOP/s figures. */
 double model_forward_flops_per_example(const ModelSpec *spec);
 
+/* ---- added by the model/ implementation (issue 2) ---- */
+
+/* Check that every label of a batch lies in [0, num_classes).  Returns 0,
+ * or -1 with one line in err naming the first bad example (model_forward
+ * itself only returns NAN for such a batch). */
+int model_check_labels(const ModelSpec *spec, const int32_t *labels, int B,
+                       char *err, size_t err_n_bytes);
+
+/* Wall-clock time spent in each layer by model_forward/model_backward on
+ * one ModelActs since it was created or last reset (TensorFlow's scope
+ * names, then "loss" for the cross-entropy and weight decay). */
+typedef struct {
+    const char *name;      /* static string, e.g. "conv1" */
+    double forward_s, backward_s;
+    long n_forward, n_backward;  /* calls counted */
+} ModelLayerTime;
+
+/* Fills up to max_n entries of times; returns how many were written. */
+int model_layer_times(ModelLayerTime *times, int max_n, const ModelActs *acts);
+void model_layer_times_reset(ModelActs *acts);
+
 #endif

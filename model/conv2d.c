@@ -1,0 +1,201 @@
+/* conv2d.c — TensorFlow's padding arithmetic and conv2d (+ bias, + relu)
+ * as im2col + sgemm, NHWC with HWIO weights.
+ *
+ * Where it sits: model.c runs conv1/conv2 of both models through here; a
+ * tower never calls it directly.  One image per OpenMP thread: each thread
+ * lays its image out as an im2col matrix (OH*OW, KH*KW*C_in) in its own
+ * scratch and multiplies by the weights seen as (KH*KW*C_in, C_out), which
+ * is exactly TensorFlow's HWIO layout, so no weight reshuffling is needed.
+ * What it does not do: allocate (scratch comes from the caller), or check
+ * shapes after conv2d_init.
+ */
+#include "model/layers.h"
+#include "model/sgemm.h"
+
+#include <omp.h>
+#include <string.h>
+
+int tf_padding(int *out_size, int *pad_before, int in_size, int k, int stride, Padding padding) {
+    if (in_size <= 0 || k <= 0 || stride <= 0) return -1;
+    int out, pad_total;
+    if (padding == PAD_SAME) {
+        out = (in_size + stride - 1) / stride;
+        pad_total = (out - 1) * stride + k - in_size;
+        if (pad_total < 0) pad_total = 0;
+    } else {
+        if (in_size < k) return -1;
+        out = (in_size - k + stride) / stride; /* ceil((in - k + 1) / stride) */
+        pad_total = 0;
+    }
+    if (out < 1) return -1;
+    *out_size = out;
+    *pad_before = pad_total / 2;
+    return 0;
+}
+
+int conv2d_init(Conv2d *c, int H, int W, int C_in, int KH, int KW, int C_out,
+                int stride_h, int stride_w, Padding padding, Activation act) {
+    memset(c, 0, sizeof *c);
+    if (C_in <= 0 || C_out <= 0) return -1;
+    c->H = H; c->W = W; c->C_in = C_in;
+    c->KH = KH; c->KW = KW; c->C_out = C_out;
+    c->stride_h = stride_h; c->stride_w = stride_w;
+    c->padding = padding; c->act = act;
+    if (tf_padding(&c->OH, &c->pad_top, H, KH, stride_h, padding) != 0) return -1;
+    if (tf_padding(&c->OW, &c->pad_left, W, KW, stride_w, padding) != 0) return -1;
+    return 0;
+}
+
+/* Per-thread scratch layout, each part rounded up to 16 floats (64 bytes). */
+static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t col_n_floats(const Conv2d *c) {
+    return round16((size_t)c->OH * c->OW * c->KH * c->KW * c->C_in);
+}
+static size_t img_out_n_floats(const Conv2d *c) { return round16((size_t)c->OH * c->OW * c->C_out); }
+static size_t dw_n_floats(const Conv2d *c) {
+    return round16((size_t)c->KH * c->KW * c->C_in * c->C_out);
+}
+static size_t per_thread_n_floats(const Conv2d *c) {
+    /* col, dcol, dpre, dweight partial, dbias partial */
+    return 2 * col_n_floats(c) + img_out_n_floats(c) + dw_n_floats(c) + round16((size_t)c->C_out);
+}
+
+size_t conv2d_scratch_n_floats(const Conv2d *c, int n_threads) {
+    return (size_t)(n_threads > 0 ? n_threads : 1) * per_thread_n_floats(c);
+}
+
+static int team_size(int n_threads) {
+    int nt = omp_get_max_threads();
+    if (n_threads < 1) n_threads = 1;
+    return nt < n_threads ? nt : n_threads;
+}
+
+/* col: (OH*OW, KH*KW*C_in) from one image img: (H, W, C_in); zero where the
+ * window hangs over the padding.  For a fixed output pixel and kernel row the
+ * KW input pixels are adjacent in NHWC, so each piece is one memcpy. */
+static void im2col(float *col, const float *img, const Conv2d *c) {
+    const int C = c->C_in, KW = c->KW, row_n = c->KH * KW * C;
+    for (int oh = 0; oh < c->OH; oh++) {
+        for (int ow = 0; ow < c->OW; ow++) {
+            float *row = col + (size_t)(oh * c->OW + ow) * row_n;
+            int ih0 = oh * c->stride_h - c->pad_top;
+            int iw0 = ow * c->stride_w - c->pad_left;
+            int kw_lo = iw0 < 0 ? -iw0 : 0;
+            int kw_hi = c->W - iw0 < KW ? c->W - iw0 : KW;
+            for (int kh = 0; kh < c->KH; kh++) {
+                float *dst = row + (size_t)kh * KW * C;
+                int ih = ih0 + kh;
+                if (ih < 0 || ih >= c->H || kw_lo >= kw_hi) {
+                    memset(dst, 0, sizeof(float) * KW * C);
+                    continue;
+                }
+                if (kw_lo > 0) memset(dst, 0, sizeof(float) * kw_lo * C);
+                memcpy(dst + (size_t)kw_lo * C, img + ((size_t)ih * c->W + iw0 + kw_lo) * C,
+                       sizeof(float) * (kw_hi - kw_lo) * C);
+                if (kw_hi < KW) memset(dst + (size_t)kw_hi * C, 0, sizeof(float) * (KW - kw_hi) * C);
+            }
+        }
+    }
+}
+
+/* The adjoint of im2col: dimg: (H, W, C_in) OVERWRITTEN with the sum of every
+ * col entry that was copied from each input cell. */
+static void col2im(float *dimg, const float *dcol, const Conv2d *c) {
+    const int C = c->C_in, KW = c->KW, row_n = c->KH * KW * C;
+    memset(dimg, 0, sizeof(float) * c->H * c->W * C);
+    for (int oh = 0; oh < c->OH; oh++) {
+        for (int ow = 0; ow < c->OW; ow++) {
+            const float *row = dcol + (size_t)(oh * c->OW + ow) * row_n;
+            int ih0 = oh * c->stride_h - c->pad_top;
+            int iw0 = ow * c->stride_w - c->pad_left;
+            int kw_lo = iw0 < 0 ? -iw0 : 0;
+            int kw_hi = c->W - iw0 < KW ? c->W - iw0 : KW;
+            if (kw_lo >= kw_hi) continue;
+            const int n = (kw_hi - kw_lo) * C;
+            for (int kh = 0; kh < c->KH; kh++) {
+                int ih = ih0 + kh;
+                if (ih < 0 || ih >= c->H) continue;
+                const float *src = row + (size_t)kh * KW * C + (size_t)kw_lo * C;
+                float *dst = dimg + ((size_t)ih * c->W + iw0 + kw_lo) * C;
+                for (int i = 0; i < n; i++) dst[i] += src[i];
+            }
+        }
+    }
+}
+
+void conv2d_forward(float *out, float *scratch, const float *inp, const float *weight,
+                    const float *bias, const Conv2d *c, int B, int n_threads) {
+    const int rows = c->OH * c->OW, K = c->KH * c->KW * c->C_in, N = c->C_out;
+    const size_t in_n = (size_t)c->H * c->W * c->C_in, out_n = (size_t)rows * N;
+    const size_t per_thread = per_thread_n_floats(c);
+#pragma omp parallel num_threads(team_size(n_threads))
+    {
+        float *col = scratch + (size_t)omp_get_thread_num() * per_thread;
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            float *out_b = out + (size_t)b * out_n;
+            im2col(col, inp + (size_t)b * in_n, c);
+            sgemm(0, 0, rows, N, K, 1.0f, col, K, weight, N, 0.0f, out_b, N);
+            if (bias) bias_add_forward(out_b, out_b, bias, rows, N);
+            if (c->act == ACT_RELU) relu_forward(out_b, out_b, out_n);
+        }
+    }
+}
+
+/* Thread u's partial weight gradient (K, N) and bias gradient (N) in scratch. */
+static float *partial_dw(float *scratch, const Conv2d *c, int u) {
+    return scratch + (size_t)u * per_thread_n_floats(c) + 2 * col_n_floats(c) + img_out_n_floats(c);
+}
+static float *partial_db(float *scratch, const Conv2d *c, int u) {
+    return partial_dw(scratch, c, u) + dw_n_floats(c);
+}
+
+void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
+                     const float *out, const float *dout, const float *inp,
+                     const float *weight, const Conv2d *c, int B, int n_threads) {
+    const int rows = c->OH * c->OW, K = c->KH * c->KW * c->C_in, N = c->C_out;
+    const size_t in_n = (size_t)c->H * c->W * c->C_in, out_n = (size_t)rows * N;
+    const size_t per_thread = per_thread_n_floats(c), w_n = (size_t)K * N;
+#pragma omp parallel num_threads(team_size(n_threads))
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        float *col = scratch + (size_t)t * per_thread;  /* (rows, K) */
+        float *dcol = col + col_n_floats(c);             /* (rows, K) */
+        float *dpre = dcol + col_n_floats(c);            /* (rows, N) */
+        float *dw_t = partial_dw(scratch, c, t);         /* (K, N) */
+        float *db_t = partial_db(scratch, c, t);         /* (N) */
+        memset(dw_t, 0, sizeof(float) * w_n);
+        memset(db_t, 0, sizeof(float) * N);
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            const float *g = dout + (size_t)b * out_n;
+            if (c->act == ACT_RELU) {
+                relu_backward(dpre, out + (size_t)b * out_n, g, out_n);
+                g = dpre;
+            }
+            bias_add_backward(db_t, g, rows, N);
+            im2col(col, inp + (size_t)b * in_n, c);
+            sgemm(1, 0, K, N, rows, 1.0f, col, K, g, N, 1.0f, dw_t, N);
+            if (dinp) {
+                sgemm(0, 1, rows, K, N, 1.0f, g, N, weight, N, 0.0f, dcol, K);
+                col2im(dinp + (size_t)b * in_n, dcol, c);
+            }
+        }
+        /* Sum the partials in thread order (deterministic for a given team
+         * size); the loop's implicit barrier makes every partial complete. */
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < w_n; i++) {
+            float s = 0.0f;
+            for (int u = 0; u < nt; u++) s += partial_dw(scratch, c, u)[i];
+            dweight[i] = s;
+        }
+#pragma omp single
+        if (dbias) {
+            for (int n = 0; n < N; n++) {
+                float s = 0.0f;
+                for (int u = 0; u < nt; u++) s += partial_db(scratch, c, u)[n];
+                dbias[n] = s;
+            }
+        }
+    }
+}

@@ -1,0 +1,330 @@
+/* conv2d_cuda.cu — conv2d (+ bias, + relu) on the GPU with cuDNN, NHWC,
+ * the CUDA mirror of conv2d.c.
+ *
+ * Where it sits: conv1/conv2 of both models on a GPU tower (model_cuda.cu).
+ * The activations are NHWC as on the CPU; the weights arrive in
+ * TensorFlow's HWIO layout (the parameter block's), which cuDNN has no
+ * filter format for: HWIO seen as a (KH*KW*C_in, C_out) matrix is the
+ * transpose of cuDNN's NHWC filter layout (C_out, KH, KW, C_in), so a small
+ * tiled transpose kernel converts the weights each step and the filter
+ * gradient back.  cuDNN convolves, our kernels add the bias and apply relu.
+ * What it does not do: asymmetric padding (TensorFlow's SAME with an odd
+ * total is rejected at init: cuDNN only pads symmetrically), allocate
+ * during forward/backward, or synchronise.
+ */
+#include "model/layers_cuda.h"
+#include "tower/cuda_check.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* ---- transpose ------------------------------------------------------------- */
+
+#define TILE 32
+#define TILE_ROWS 8
+
+/* dst (cols, rows) = src (rows, cols)^T through a padded shared tile, so
+ * reads and writes are both coalesced.  Block (TILE, TILE_ROWS). */
+__global__ static void transpose_kernel(float *dst, const float *src, int rows, int cols) {
+    __shared__ float tile[TILE][TILE + 1];
+    const int c = blockIdx.x * TILE + threadIdx.x;
+    const int r0 = blockIdx.y * TILE;
+    for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
+        int r = r0 + j;
+        if (r < rows && c < cols) tile[j][threadIdx.x] = src[(size_t)r * cols + c];
+    }
+    __syncthreads();
+    const int r = r0 + threadIdx.x;
+    for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
+        int cc = blockIdx.x * TILE + j;
+        if (cc < cols && r < rows) dst[(size_t)cc * rows + r] = tile[threadIdx.x][j];
+    }
+}
+
+extern "C" void transpose_cuda(float *dst, const float *src, int rows, int cols, cudaStream_t stream) {
+    dim3 block(TILE, TILE_ROWS);
+    dim3 grid((unsigned)((cols + TILE - 1) / TILE), (unsigned)((rows + TILE - 1) / TILE));
+    transpose_kernel<<<grid, block, 0, stream>>>(dst, src, rows, cols);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* ---- scratch layout ------------------------------------------------------------ */
+
+static size_t align256(size_t n_bytes) { return (n_bytes + 255) / 256 * 256; }
+
+typedef struct {
+    size_t w_krsc, dw_krsc, dpre, partials, workspace, total; /* byte offsets, 256-aligned */
+} ConvScratchLayout;
+
+static ConvScratchLayout scratch_layout(const Conv2dCuda *c) {
+    const Conv2d *g = &c->geom;
+    const size_t w_n = (size_t)g->KH * g->KW * g->C_in * g->C_out;
+    const size_t out_n = (size_t)c->max_batch * g->OH * g->OW * g->C_out;
+    ConvScratchLayout L;
+    size_t off = 0;
+    L.w_krsc = off;    off += align256(w_n * sizeof(float));
+    L.dw_krsc = off;   off += align256(w_n * sizeof(float));
+    L.dpre = off;      off += align256(out_n * sizeof(float));
+    L.partials = off;  off += align256(bias_grad_cuda_partials_n_floats(g->C_out) * sizeof(float));
+    L.workspace = off; off += align256(c->workspace_n_bytes);
+    L.total = off;
+    return L;
+}
+
+extern "C" size_t conv2d_cuda_scratch_n_bytes(const Conv2dCuda *c) { return scratch_layout(c).total; }
+
+/* ---- algorithm choice ------------------------------------------------------------ */
+
+static int is_tensor_op(cudnnMathType_t m) {
+    return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+/* The math type the descriptor of a direction carries while its algorithm
+ * is chosen: FMA-only (no TF32) unless TF32 is allowed. */
+static cudnnMathType_t query_math(const Conv2dCuda *c) { return c->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+
+/* The first usable entry of a heuristics list (best first): status SUCCESS,
+ * no tensor-op math unless TF32 is allowed, workspace within cap, and
+ * deterministic if any such entry exists.  The workspace is asked of cuDNN
+ * (ws_query(algo, &n_bytes)) with the entry's math type set on desc, which
+ * stays set.  Returns the index, or -1. */
+template <typename Perf, typename WsQuery>
+static int pick_algo(const Perf *perf, int n_got, cudnnConvolutionDescriptor_t desc, int allow_tf32,
+                     size_t cap, size_t *ws_out, WsQuery ws_query) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < n_got; i++) {
+            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (!allow_tf32 && is_tensor_op(perf[i].mathType)) continue;
+            if (pass == 0 && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
+            cudnnMathType_t m = allow_tf32 ? perf[i].mathType : CUDNN_FMA_MATH;
+            if (cudnnSetConvolutionMathType(desc, m) != CUDNN_STATUS_SUCCESS) continue;
+            size_t ws = 0;
+            if (ws_query(perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS || ws > cap) continue;
+            *ws_out = ws;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Choose the three algorithms for the current descriptors within cap bytes
+ * of workspace.  Returns 0, or -1 with err. */
+static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, size_t err_n_bytes) {
+    enum { MAX_PERF = 16 };
+    int n_max = 0, n_got = 0, i;
+    cudnnConvolutionFwdAlgoPerf_t fwd[MAX_PERF];
+    cudnnConvolutionBwdDataAlgoPerf_t bd[MAX_PERF];
+    cudnnConvolutionBwdFilterAlgoPerf_t bf[MAX_PERF];
+
+    /* forward */
+    if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[0], query_math(c)), err, err_n_bytes) ||
+        CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
+        return -1;
+    if (n_max > MAX_PERF) n_max = MAX_PERF;
+    if (CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithm_v7(h, c->x_desc, c->w_desc, c->conv_desc[0], n_max, &n_got, fwd),
+                   err, err_n_bytes))
+        return -1;
+    i = pick_algo(fwd, n_got, c->conv_desc[0], c->allow_tf32, cap, &c->ws_need_n_bytes[0],
+                  [&](cudnnConvolutionFwdAlgo_t algo, size_t *ws) {
+                      return cudnnGetConvolutionForwardWorkspaceSize(h, c->x_desc, c->w_desc, c->conv_desc[0], c->y_desc,
+                                                                     algo, ws);
+                  });
+    if (i < 0) goto none;
+    c->algo_fwd = fwd[i].algo;
+
+    /* backward data */
+    if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[1], query_math(c)), err, err_n_bytes) ||
+        CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
+        return -1;
+    if (n_max > MAX_PERF) n_max = MAX_PERF;
+    if (CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->w_desc, c->y_desc, c->conv_desc[1], c->x_desc, n_max,
+                                                              &n_got, bd),
+                   err, err_n_bytes))
+        return -1;
+    i = pick_algo(bd, n_got, c->conv_desc[1], c->allow_tf32, cap, &c->ws_need_n_bytes[1],
+                  [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *ws) {
+                      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c->w_desc, c->y_desc, c->conv_desc[1],
+                                                                          c->x_desc, algo, ws);
+                  });
+    if (i < 0) goto none;
+    c->algo_bwd_data = bd[i].algo;
+
+    /* backward filter */
+    if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[2], query_math(c)), err, err_n_bytes) ||
+        CUDNN_SOFT(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
+        return -1;
+    if (n_max > MAX_PERF) n_max = MAX_PERF;
+    if (CUDNN_SOFT(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c->x_desc, c->y_desc, c->conv_desc[2], c->w_desc,
+                                                                n_max, &n_got, bf),
+                   err, err_n_bytes))
+        return -1;
+    i = pick_algo(bf, n_got, c->conv_desc[2], c->allow_tf32, cap, &c->ws_need_n_bytes[2],
+                  [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *ws) {
+                      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c->x_desc, c->y_desc, c->conv_desc[2],
+                                                                            c->w_desc, algo, ws);
+                  });
+    if (i < 0) goto none;
+    c->algo_bwd_filter = bf[i].algo;
+    return 0;
+none:
+    snprintf(err, err_n_bytes,
+             "conv2d %dx%dx%d -> %dx%dx%d (kernel %dx%d) at batch %d: cuDNN offers no usable algorithm within %zu bytes "
+             "of workspace%s",
+             c->geom.H, c->geom.W, c->geom.C_in, c->geom.OH, c->geom.OW, c->geom.C_out, c->geom.KH, c->geom.KW, c->batch,
+             cap, c->allow_tf32 ? "" : " without TF32");
+    return -1;
+}
+
+/* ---- init / batch / free ---------------------------------------------------------- */
+
+/* x and y descriptors for batch B; checks cuDNN's output size against the
+ * CPU geometry's. */
+static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
+    const Conv2d *g = &c->geom;
+    if (CUDNN_SOFT(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, B, g->C_in, g->H, g->W),
+                   err, err_n_bytes) ||
+        CUDNN_SOFT(cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, B, g->C_out, g->OH, g->OW),
+                   err, err_n_bytes))
+        return -1;
+    int n = 0, ch = 0, h = 0, w = 0;
+    if (CUDNN_SOFT(cudnnGetConvolution2dForwardOutputDim(c->conv_desc[0], c->x_desc, c->w_desc, &n, &ch, &h, &w), err,
+                   err_n_bytes))
+        return -1;
+    if (n != B || ch != g->C_out || h != g->OH || w != g->OW) {
+        snprintf(err, err_n_bytes, "conv2d: cuDNN computes an output of %dx%dx%dx%d (NCHW), TensorFlow's padding %dx%dx%dx%d",
+                 n, ch, h, w, B, g->C_out, g->OH, g->OW);
+        return -1;
+    }
+    c->batch = B;
+    return 0;
+}
+
+/* TensorFlow's total padding along one dimension (layers.h). */
+static int pad_total(int in, int out, int k, int stride) {
+    int t = (out - 1) * stride + k - in;
+    return t > 0 ? t : 0;
+}
+
+extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
+                                cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+    memset(c, 0, sizeof *c);
+    c->geom = *geom;
+    c->max_batch = max_batch;
+    c->allow_tf32 = allow_tf32 != 0;
+    const Conv2d *g = &c->geom;
+    if (max_batch < 1) {
+        snprintf(err, err_n_bytes, "conv2d_cuda_init: max_batch must be at least 1, got %d", max_batch);
+        return -1;
+    }
+    const int pt_h = pad_total(g->H, g->OH, g->KH, g->stride_h), pt_w = pad_total(g->W, g->OW, g->KW, g->stride_w);
+    if (pt_h % 2 || pt_w % 2) {
+        snprintf(err, err_n_bytes,
+                 "conv2d %dx%dx%d, kernel %dx%d, stride %dx%d, SAME: TensorFlow pads %d rows and %d columns in total, "
+                 "split unevenly, which cuDNN (symmetric padding only) cannot express; not supported on the GPU",
+                 g->H, g->W, g->C_in, g->KH, g->KW, g->stride_h, g->stride_w, pt_h, pt_w);
+        return -1;
+    }
+    if (CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->x_desc), err, err_n_bytes) ||
+        CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->y_desc), err, err_n_bytes) ||
+        CUDNN_SOFT(cudnnCreateFilterDescriptor(&c->w_desc), err, err_n_bytes))
+        goto fail;
+    for (int d = 0; d < 3; d++) {
+        if (CUDNN_SOFT(cudnnCreateConvolutionDescriptor(&c->conv_desc[d]), err, err_n_bytes) ||
+            CUDNN_SOFT(cudnnSetConvolution2dDescriptor(c->conv_desc[d], g->pad_top, g->pad_left, g->stride_h, g->stride_w, 1, 1,
+                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                       err, err_n_bytes))
+            goto fail;
+    }
+    if (CUDNN_SOFT(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g->C_out, g->C_in, g->KH, g->KW),
+                   err, err_n_bytes))
+        goto fail;
+    if (describe_batch(c, max_batch, err, err_n_bytes)) goto fail;
+    /* At init the workspace is whatever the best algorithms need, up to 256 MiB a layer. */
+    if (choose_algos(c, cudnn, (size_t)256 << 20, err, err_n_bytes)) goto fail;
+    c->workspace_n_bytes = c->ws_need_n_bytes[0];
+    for (int d = 1; d < 3; d++)
+        if (c->ws_need_n_bytes[d] > c->workspace_n_bytes) c->workspace_n_bytes = c->ws_need_n_bytes[d];
+    return 0;
+fail:
+    conv2d_cuda_free(c);
+    return -1;
+}
+
+extern "C" int conv2d_cuda_set_batch(Conv2dCuda *c, int B, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+    if (B == c->batch) return 0;
+    if (B < 1 || B > c->max_batch) {
+        snprintf(err, err_n_bytes, "conv2d_cuda_set_batch: batch %d outside [1, %d]", B, c->max_batch);
+        return -1;
+    }
+    if (describe_batch(c, B, err, err_n_bytes) || choose_algos(c, cudnn, c->workspace_n_bytes, err, err_n_bytes)) {
+        c->batch = 0; /* forward/backward refuse until a batch is described again */
+        return -1;
+    }
+    return 0;
+}
+
+extern "C" void conv2d_cuda_free(Conv2dCuda *c) {
+    if (c->x_desc) cudnnDestroyTensorDescriptor(c->x_desc);
+    if (c->y_desc) cudnnDestroyTensorDescriptor(c->y_desc);
+    if (c->w_desc) cudnnDestroyFilterDescriptor(c->w_desc);
+    for (int d = 0; d < 3; d++)
+        if (c->conv_desc[d]) cudnnDestroyConvolutionDescriptor(c->conv_desc[d]);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- forward / backward -------------------------------------------------------------- */
+
+static void check_batch(const Conv2dCuda *c, int B, const char *fn) {
+    if (B != c->batch || B < 1) {
+        fprintf(stderr, "%s: batch %d, but the descriptors describe batch %d (call conv2d_cuda_set_batch first)\n", fn,
+                B, c->batch);
+        exit(2);
+    }
+}
+
+extern "C" void conv2d_forward_cuda(float *out, void *scratch, const float *inp, const float *weight,
+                                    const float *bias, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
+                                    cudaStream_t stream) {
+    check_batch(c, B, "conv2d_forward_cuda");
+    const Conv2d *g = &c->geom;
+    const ConvScratchLayout L = scratch_layout(c);
+    char *base = (char *)scratch;
+    float *w_krsc = (float *)(base + L.w_krsc);
+    const int K = g->KH * g->KW * g->C_in;
+    const float one = 1.0f, zero = 0.0f;
+    transpose_cuda(w_krsc, weight, K, g->C_out, stream); /* (K, C_out) -> (C_out, K) */
+    CUDNN_CHECK(cudnnConvolutionForward(cudnn, &one, c->x_desc, inp, c->w_desc, w_krsc, c->conv_desc[0], c->algo_fwd,
+                                        base + L.workspace, c->workspace_n_bytes, &zero, c->y_desc, out));
+    if (bias || g->act != ACT_NONE)
+        bias_act_forward_cuda(out, bias, (size_t)B * g->OH * g->OW, g->C_out, g->act, stream);
+}
+
+extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, void *scratch,
+                                     const float *out, const float *dout, const float *inp,
+                                     const float *weight, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
+                                     cudaStream_t stream) {
+    check_batch(c, B, "conv2d_backward_cuda");
+    const Conv2d *g = &c->geom;
+    const ConvScratchLayout L = scratch_layout(c);
+    char *base = (char *)scratch;
+    float *w_krsc = (float *)(base + L.w_krsc), *dw_krsc = (float *)(base + L.dw_krsc);
+    float *dpre = (float *)(base + L.dpre), *partials = (float *)(base + L.partials);
+    void *ws = base + L.workspace;
+    const int K = g->KH * g->KW * g->C_in;
+    const size_t rows = (size_t)B * g->OH * g->OW;
+    const float one = 1.0f, zero = 0.0f;
+    const float *grad = dout;
+    if (g->act == ACT_RELU) {
+        relu_backward_cuda(dpre, out, dout, rows * g->C_out, stream);
+        grad = dpre;
+    }
+    if (dbias) bias_grad_cuda(dbias, partials, grad, rows, g->C_out, stream);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn, &one, c->x_desc, inp, c->y_desc, grad, c->conv_desc[2],
+                                               c->algo_bwd_filter, ws, c->workspace_n_bytes, &zero, c->w_desc, dw_krsc));
+    transpose_cuda(dweight, dw_krsc, g->C_out, K, stream); /* (C_out, K) -> (K, C_out) */
+    if (dinp) {
+        transpose_cuda(w_krsc, weight, K, g->C_out, stream);
+        CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn, &one, c->w_desc, w_krsc, c->y_desc, grad, c->conv_desc[1],
+                                                 c->algo_bwd_data, ws, c->workspace_n_bytes, &zero, c->x_desc, dinp));
+    }
+}

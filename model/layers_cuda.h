@@ -1,0 +1,296 @@
+/* layers_cuda.h — the CUDA versions of the tower models' layers (layers.h),
+ * NHWC float32, each call enqueued on one stream.
+ *
+ * Where it sits: model_cuda.cu builds the `mnist` and `cifar10` networks out
+ * of these layers for a GPU tower (tower/tower_cuda.cu); each layer lives in
+ * <layer>_cuda.cu beside the CPU file it mirrors, takes the CPU arguments in
+ * the CPU order, plus the library handle it needs and the stream.  The CPU
+ * functions are the reference: tests/test_gpu_layers.c compares every
+ * forward and backward here with them.
+ * What it does not do: allocate during forward/backward (scratch belongs to
+ * the caller, sized by the *_scratch_n_bytes functions), synchronise (every
+ * call is asynchronous on `stream`), or keep global state.
+ *
+ * Conventions (as layers.h):
+ *   - Every pointer passed to forward/backward is DEVICE memory unless it
+ *     says host.  Tensors are NHWC, conv weights HWIO (KH, KW, C_in, C_out),
+ *     dense weights (n_in, n_out): the parameter block's own layout, so a
+ *     tower copies the master variables to the GPU as they are.
+ *   - A cuDNN or cuBLAS handle passed with a stream must already be bound
+ *     to that stream (cudnnSetStream / cublasSetStream); the caller owns
+ *     handles and streams.
+ *   - Each backward says whether it OVERWRITES or ADDS.
+ *   - Layers with descriptors (conv2d, LRN) have <layer>_cuda_init, which
+ *     builds them once from the CPU geometry and returns 0, or -1 with one
+ *     line in err; a CUDA/cuDNN/cuBLAS failure inside forward/backward is
+ *     not recoverable and exits through tower/cuda_check.h's macros, naming
+ *     the call, the file and the line.
+ *   - TF32: off unless allow_tf32 (then cuDNN may pick tensor-op math for
+ *     convolutions and the caller may set CUBLAS_TF32_TENSOR_OP_MATH); off,
+ *     results agree with the CPU to float32 rounding.
+ */
+#ifndef TOWER_MODEL_LAYERS_CUDA_H
+#define TOWER_MODEL_LAYERS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "model/layers.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- soft checks, for init functions that report instead of exiting -----
+ * CUDA_SOFT(call, err, err_n_bytes) evaluates to 0 on success, or writes
+ * "CUDA error: <call> failed: <reason> (<file>:<line>)" to err and evaluates
+ * to -1 (likewise CUDNN_SOFT, CUBLAS_SOFT).  Used where a failure (no
+ * memory, an unsupported shape) must become a message, not an exit. */
+static inline int tower_cuda_soft_fail(const char *what, const char *call, const char *msg,
+                                       const char *file, int line, char *err, size_t err_n_bytes) {
+    snprintf(err, err_n_bytes, "%s error: %s failed: %s (%s:%d)", what, call, msg, file, line);
+    return -1;
+}
+#define CUDA_SOFT(call, err, err_n_bytes) tower_cuda_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
+#define CUDNN_SOFT(call, err, err_n_bytes) tower_cudnn_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
+#define CUBLAS_SOFT(call, err, err_n_bytes) tower_cublas_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
+static inline int tower_cuda_soft(cudaError_t e, const char *call, const char *file, int line,
+                                  char *err, size_t err_n_bytes) {
+    if (e == cudaSuccess) return 0;
+    (void)cudaGetLastError(); /* clear a non-sticky error so later checks do not see it */
+    return tower_cuda_soft_fail("CUDA", call, cudaGetErrorString(e), file, line, err, err_n_bytes);
+}
+static inline int tower_cudnn_soft(cudnnStatus_t s, const char *call, const char *file, int line,
+                                   char *err, size_t err_n_bytes) {
+    return s == CUDNN_STATUS_SUCCESS ? 0
+                                     : tower_cuda_soft_fail("cuDNN", call, cudnnGetErrorString(s), file, line, err, err_n_bytes);
+}
+static inline int tower_cublas_soft(cublasStatus_t s, const char *call, const char *file, int line,
+                                    char *err, size_t err_n_bytes) {
+    return s == CUBLAS_STATUS_SUCCESS ? 0
+                                      : tower_cuda_soft_fail("cuBLAS", call, cublasGetStatusString(s), file, line, err, err_n_bytes);
+}
+
+/* ---- conv2d: cuDNN, NHWC activations, TensorFlow's conv2d + bias_add [+ relu]
+ * cuDNN's NHWC filter layout is (C_out, KH, KW, C_in) ("KRSC"), not
+ * TensorFlow's HWIO: forward and backward transpose the weights into
+ * scratch with a small kernel, and the filter gradient back.  cuDNN pads
+ * symmetrically; TensorFlow's SAME puts the odd cell, if any, after, so a
+ * geometry whose total padding is odd in either dimension is rejected at
+ * init (the 5x5 stride-1 SAME convs of both models pad 2 + 2).
+ * Algorithms: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7), chosen
+ * at init for max_batch and again whenever the batch changes, preferring
+ * deterministic ones, and never needing more workspace than init sized. */
+typedef struct {
+    Conv2d geom;                 /* the CPU geometry, from conv2d_init */
+    int max_batch;               /* scratch is sized for batches up to this */
+    int batch;                   /* the batch the descriptors describe now */
+    int allow_tf32;
+    cudnnTensorDescriptor_t x_desc;       /* (batch, H, W, C_in) NHWC */
+    cudnnTensorDescriptor_t y_desc;       /* (batch, OH, OW, C_out) NHWC */
+    cudnnFilterDescriptor_t w_desc;       /* (C_out, KH, KW, C_in) */
+    cudnnConvolutionDescriptor_t conv_desc[3]; /* forward, backward data, backward filter: each carries its algorithm's math type */
+    cudnnConvolutionFwdAlgo_t algo_fwd;
+    cudnnConvolutionBwdDataAlgo_t algo_bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t algo_bwd_filter;
+    size_t workspace_n_bytes;    /* capacity: the largest need of the algorithms chosen at init */
+    size_t ws_need_n_bytes[3];   /* what the current algorithms need (<= capacity) */
+} Conv2dCuda;
+
+/* Build descriptors for batch max_batch from geom (conv2d_init's result) and
+ * choose the algorithms.  cudnn: a handle on the device the layer will run
+ * on.  Returns 0, or -1 with one line in err (odd SAME padding, no
+ * algorithm, a cuDNN failure); c is then left freed. */
+int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
+                     cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
+
+/* Describe batch B (1 <= B <= max_batch) and choose algorithms for it within
+ * the workspace capacity; a no-op when B is already the batch.  Host-only
+ * (no GPU work).  Returns 0, or -1 with one line in err. */
+int conv2d_cuda_set_batch(Conv2dCuda *c, int B, cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
+
+/* Destroy the descriptors; c may be zeroed or half-built. */
+void conv2d_cuda_free(Conv2dCuda *c);
+
+/* Device bytes of scratch conv2d_forward_cuda/backward_cuda need: the
+ * weights and their gradient in KRSC layout, the pre-activation gradient
+ * (max_batch, OH, OW, C_out), bias-gradient partial sums and the cuDNN
+ * workspace, each 256-byte aligned. */
+size_t conv2d_cuda_scratch_n_bytes(const Conv2dCuda *c);
+
+/* out = act(conv(inp, weight) + bias).
+ *   out    : (B, OH, OW, C_out)                 written
+ *   scratch: conv2d_cuda_scratch_n_bytes(c)     clobbered, 256-byte aligned
+ *   inp    : (B, H, W, C_in)
+ *   weight : (KH, KW, C_in, C_out)              HWIO, as the parameter block
+ *   bias   : (C_out), or NULL for none
+ * B must be the batch c describes (conv2d_cuda_set_batch); anything else is
+ * a programming error: one line on stderr and exit(2). */
+void conv2d_forward_cuda(float *out, void *scratch, const float *inp, const float *weight,
+                         const float *bias, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
+                         cudaStream_t stream);
+
+/* Gradients of conv2d_forward_cuda, as conv2d_backward:
+ *   dinp   : (B, H, W, C_in)        OVERWRITTEN; may be NULL
+ *   dweight: (KH, KW, C_in, C_out)  OVERWRITTEN (HWIO)
+ *   dbias  : (C_out)                OVERWRITTEN; may be NULL
+ *   scratch: as for forward, clobbered
+ *   out    : (B, OH, OW, C_out) forward's output (read only when act == ACT_RELU)
+ *   dout   : (B, OH, OW, C_out) not modified
+ *   inp, weight: as for forward.
+ * The relu derivative at exactly 0 is 0.  Deterministic when cuDNN offered
+ * deterministic algorithms (it does for these shapes). */
+void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, void *scratch,
+                          const float *out, const float *dout, const float *inp,
+                          const float *weight, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
+                          cudaStream_t stream);
+
+/* ---- max pooling: our own kernels ------------------------------------------
+ * cuDNN pads symmetrically and cannot express TensorFlow's SAME padding of
+ * the 3x3/2 pools (24 -> 12 pads 0 before and 1 after), so these kernels
+ * mirror maxpool_forward/backward exactly: same windows, same argmax
+ * (index (h * W + w) * C + c inside the image, the first maximum in
+ * row-major window order wins), and a backward that gathers each input
+ * cell's contributions in output order: bitwise the CPU's results. */
+
+/*   out   : (B, OH, OW, C) written
+ *   argmax: (B, OH, OW, C) written
+ *   inp   : (B, H, W, C)
+ *   p     : the CPU geometry from maxpool_init (host struct, passed by value to the kernel) */
+void maxpool_forward_cuda(float *out, int32_t *argmax, const float *inp, const MaxPool *p, int B,
+                          cudaStream_t stream);
+
+/* dinp: (B, H, W, C) OVERWRITTEN; argmax: forward's; dout: (B, OH, OW, C). */
+void maxpool_backward_cuda(float *dinp, const int32_t *argmax, const float *dout, const MaxPool *p,
+                           int B, cudaStream_t stream);
+
+/* ---- local response normalisation ----------------------------------------------
+ * TensorFlow's tf.nn.lrn (layers.h) with cuDNN's cross-channel LRN, whose
+ * window is n = 2 * depth_radius + 1 and whose alpha is divided by n:
+ * lrnN = 2r + 1, lrnAlpha = alpha * lrnN, lrnBeta = beta, lrnK = bias.  The
+ * (n_pixels, C) tensor is described to cuDNN as NHWC (n_pixels, C, 1, 1)
+ * through strides.  cuDNN accepts n <= 16, k >= 1e-5, beta >= 0.01; other
+ * parameters (and LRN_CUDA_KERNEL) use our own kernels, which mirror lrn.c
+ * operation for operation and save `scale` as the CPU does. */
+typedef enum { LRN_CUDA_AUTO = 0, LRN_CUDA_CUDNN = 1, LRN_CUDA_KERNEL = 2 } LrnCudaImpl;
+
+typedef struct {
+    Lrn p;                          /* TensorFlow's parameters */
+    int C;                          /* channels */
+    int use_cudnn;                  /* 1: cuDNN, 0: our kernels */
+    size_t n_pixels;                /* what x_desc describes now; 0 before the first call */
+    cudnnLRNDescriptor_t lrn_desc;  /* cuDNN path */
+    cudnnTensorDescriptor_t x_desc; /* cuDNN path: (n_pixels, C, 1, 1) NHWC */
+} LrnCuda;
+
+/* impl: AUTO (cuDNN when the parameters fit it), CUDNN (error when they do
+ * not), KERNEL.  Returns 0, or -1 with one line in err. */
+int lrn_cuda_init(LrnCuda *l, const Lrn *p, int C, LrnCudaImpl impl, char *err, size_t err_n_bytes);
+
+/* Describe n_pixels rows (host-only; a no-op when unchanged).  0 or -1 + err. */
+int lrn_cuda_set_n_pixels(LrnCuda *l, size_t n_pixels, char *err, size_t err_n_bytes);
+
+void lrn_cuda_free(LrnCuda *l);
+
+/*   out  : (n_pixels, C) written
+ *   scale: (n_pixels, C) written by our kernels (bias + alpha * sqr_sum),
+ *          untouched by the cuDNN path; always pass the buffer
+ *   inp  : (n_pixels, C).  n_pixels must be what l describes (cuDNN path). */
+void lrn_forward_cuda(float *out, float *scale, const float *inp, const LrnCuda *l, size_t n_pixels,
+                      int C, cudnnHandle_t cudnn, cudaStream_t stream);
+
+/* dinp: (n_pixels, C) OVERWRITTEN (must not alias dout); the other
+ * arguments as lrn_backward, from the forward on the same l. */
+void lrn_backward_cuda(float *dinp, const float *scale, const float *out, const float *dout,
+                       const float *inp, const LrnCuda *l, size_t n_pixels, int C,
+                       cudnnHandle_t cudnn, cudaStream_t stream);
+
+/* ---- fully connected: cuBLAS, row-major through the transposition trick --- */
+
+/*   out   : (B, n_out) written = act(inp @ weight + bias)
+ *   inp   : (B, n_in);  weight: (n_in, n_out);  bias: (n_out) or NULL
+ * cublas: bound to stream; its math mode decides TF32 (model_cuda sets it). */
+void dense_forward_cuda(float *out, const float *inp, const float *weight, const float *bias,
+                        const Dense *d, int B, cublasHandle_t cublas, cudaStream_t stream);
+
+/*   dinp   : (B, n_in)       OVERWRITTEN; may be NULL
+ *   dweight: (n_in, n_out)   OVERWRITTEN
+ *   dbias  : (n_out)         OVERWRITTEN; may be NULL
+ *   dpre   : (B, n_out)      pre-activation gradient when act == ACT_RELU
+ *                            (may alias dout, which is then overwritten)
+ *   out    : (B, n_out)      forward's output (read only when act == ACT_RELU)
+ *   dout   : (B, n_out) */
+void dense_backward_cuda(float *dinp, float *dweight, float *dbias, float *dpre,
+                         const float *out, const float *dout, const float *inp,
+                         const float *weight, const Dense *d, int B, cublasHandle_t cublas,
+                         cudaStream_t stream);
+
+/* ---- bias add and relu: our own kernels ------------------------------------ */
+
+/* out[r, c] = inp[r, c] + bias[c].  out, inp: (n_rows, C), may alias; bias: (C). */
+void bias_add_forward_cuda(float *out, const float *inp, const float *bias, size_t n_rows, int C,
+                           cudaStream_t stream);
+
+/* dbias[c] ADDS the sum over rows of dout[r, c], rows in order (one thread
+ * per column: the CPU's order).  dbias: (C); dout: (n_rows, C). */
+void bias_add_backward_cuda(float *dbias, const float *dout, size_t n_rows, int C, cudaStream_t stream);
+
+/* out = max(inp, 0).  out, inp: (n), may alias. */
+void relu_forward_cuda(float *out, const float *inp, size_t n, cudaStream_t stream);
+
+/* dinp = out > 0 ? dout : 0 (OVERWRITTEN).  dinp, dout, out: (n); dinp may alias dout. */
+void relu_backward_cuda(float *dinp, const float *out, const float *dout, size_t n, cudaStream_t stream);
+
+/* Fused, in place: x[r, c] = act(x[r, c] + bias[c]) (bias may be NULL).  x: (n_rows, C). */
+void bias_act_forward_cuda(float *x, const float *bias, size_t n_rows, int C, Activation act,
+                           cudaStream_t stream);
+
+/* dbias OVERWRITTEN with the column sums of dout, for many rows: per chunk of
+ * rows a partial sum (fixed chunking, so deterministic), then the partials
+ * in order.  dbias: (C); dout: (n_rows, C); partials: bias_grad_cuda_partials_n_floats(C). */
+#define BIAS_GRAD_CUDA_MAX_CHUNKS 256
+static inline size_t bias_grad_cuda_partials_n_floats(int C) { return (size_t)BIAS_GRAD_CUDA_MAX_CHUNKS * (size_t)C; }
+void bias_grad_cuda(float *dbias, float *partials, const float *dout, size_t n_rows, int C,
+                    cudaStream_t stream);
+
+/* ---- sparse softmax cross-entropy, mean over the batch --------------------- */
+
+/*   ce     : (1) device scalar written: mean_b(logsumexp(logits[b]) - logits[b, labels[b]]),
+ *            each example in double, NAN if a label is outside [0, K)
+ *   probs  : (B, K) written, softmax(logits), saved for backward
+ *   example_loss: (B) doubles, scratch
+ *   logits : (B, K);  labels: (B) */
+void softmax_xent_forward_cuda(float *ce, float *probs, double *example_loss, const float *logits,
+                               const int32_t *labels, int B, int K, cudaStream_t stream);
+
+/* dlogits = dloss * (probs - onehot(labels)) / B, OVERWRITTEN (may alias probs). */
+void softmax_xent_backward_cuda(float *dlogits, const float *probs, const int32_t *labels, float dloss,
+                                int B, int K, cudaStream_t stream);
+
+/* ---- L2 weight decay ---------------------------------------------------------- */
+
+/* loss: (1) device scalar written = (float)(wd * sum(w^2) / 2), the sum in
+ * double over a fixed number of blocks (deterministic).  w: (n);
+ * partials: L2_LOSS_CUDA_BLOCKS doubles of scratch. */
+#define L2_LOSS_CUDA_BLOCKS 128
+void l2_loss_forward_cuda(float *loss, double *partials, const float *w, size_t n, float wd,
+                          cudaStream_t stream);
+
+/* dw ADDS wd * w.  dw, w: (n). */
+void l2_loss_backward_cuda(float *dw, const float *w, size_t n, float wd, cudaStream_t stream);
+
+/* ---- helpers shared by the layer files --------------------------------------- */
+
+/* dst (cols, rows) = transpose of src (rows, cols), both row-major. */
+void transpose_cuda(float *dst, const float *src, int rows, int cols, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

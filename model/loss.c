@@ -1,0 +1,55 @@
+/* loss.c — sparse softmax cross-entropy (mean over the batch) and
+ * TensorFlow's L2 weight-decay term.
+ *
+ * Where it sits: the end of both models' forward pass (model.c) and the
+ * start of backward.  Sums are accumulated in double.
+ * What it does not do: validate labels beyond returning NAN (model.c
+ * offers model_check_labels for a clear message).
+ */
+#include "model/layers.h"
+
+#include <math.h>
+
+float softmax_xent_forward(float *probs, const float *logits, const int32_t *labels, int B, int K) {
+    double total = 0.0;
+    int bad = 0;
+    for (int b = 0; b < B; b++) {
+        const float *z = logits + (size_t)b * K;
+        float *p = probs + (size_t)b * K;
+        float zmax = z[0];
+        for (int k = 1; k < K; k++) zmax = z[k] > zmax ? z[k] : zmax;
+        double sum = 0.0;
+        for (int k = 0; k < K; k++) {
+            p[k] = expf(z[k] - zmax);
+            sum += p[k];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int k = 0; k < K; k++) p[k] *= inv;
+        int y = labels[b];
+        if (y < 0 || y >= K) { bad = 1; continue; }
+        total += log(sum) - ((double)z[y] - zmax);
+    }
+    return bad ? NAN : (float)(total / B);
+}
+
+void softmax_xent_backward(float *dlogits, const float *probs, const int32_t *labels,
+                           float dloss, int B, int K) {
+    const float scale = dloss / (float)B;
+    for (int b = 0; b < B; b++) {
+        const float *p = probs + (size_t)b * K;
+        float *d = dlogits + (size_t)b * K;
+        for (int k = 0; k < K; k++) d[k] = scale * p[k];
+        int y = labels[b];
+        if (y >= 0 && y < K) d[y] -= scale;
+    }
+}
+
+float l2_loss_forward(const float *w, size_t n, float wd) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)w[i] * w[i];
+    return (float)(wd * s * 0.5);
+}
+
+void l2_loss_backward(float *dw, const float *w, size_t n, float wd) {
+    for (size_t i = 0; i < n; i++) dw[i] += wd * w[i];
+}

@@ -1,0 +1,86 @@
+/* model_cuda.h — the `mnist` and `cifar10` models on one GPU: the CUDA
+ * mirror of model.h's ModelActs, model_forward and model_backward.
+ *
+ * Where it sits: a GPU tower (tower/tower_cuda.cu) owns one ModelActsCuda on
+ * its device, with its own stream and cuDNN/cuBLAS handles, and runs it on
+ * device copies of the master variables and of its shard.  The parameter
+ * and gradient blocks have the CPU's layout (ModelSpec), so the tower
+ * copies them to and from the host as they are.  This file knows nothing of
+ * towers, threads or the parameter server.
+ * What it does not do: choose or set the device (the caller makes it
+ * current, cudaSetDevice, before every call), own the stream or handles, or
+ * copy variables or data between host and device (except the loss and
+ * logits it returns).
+ */
+#ifndef TOWER_MODEL_MODEL_CUDA_H
+#define TOWER_MODEL_MODEL_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ModelActsCuda ModelActsCuda;
+
+/* Per-tower GPU workspace for batches of up to max_batch examples: the
+ * layers' descriptors and chosen cuDNN algorithms, activations saved for
+ * backward, activation gradients, the copy of the last input and labels,
+ * and scratch (transposed weights, cuDNN workspace, loss partial sums), all
+ * in one cudaMalloc on the current device, plus a pinned loss scalar.
+ *   cudnn, cublas: handles on the current device, owned by the caller; this
+ *     call binds both to `stream` and sets cuBLAS's math mode (TF32 only if
+ *     allow_tf32, CUBLAS_DEFAULT_MATH otherwise); cuDNN convolutions use
+ *     FMA-only math unless allow_tf32.
+ * Returns NULL with one line in err (an unknown model, a plan that does not
+ * match model.c's variable table, no cuDNN algorithm, no device memory). */
+ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_batch, cudnnHandle_t cudnn,
+                                      cublasHandle_t cublas, cudaStream_t stream, int allow_tf32,
+                                      char *err, size_t err_n_bytes);
+
+/* Free everything model_acts_cuda_create allocated (synchronises the
+ * stream first).  NULL is a no-op. */
+void model_acts_cuda_free(ModelActsCuda *a);
+
+/* Enqueue the forward pass on the stream; nothing waits.
+ *   loss_host: (1) HOST float (pinned for a true asynchronous copy), written
+ *              by a copy on the stream: valid once the stream has reached it
+ *              (cudaStreamSynchronize).  The loss is model_forward's: mean
+ *              sparse softmax cross-entropy + every weight-decay term.
+ *   x_dev     : (B, H, W, C) device inputs;  labels_dev: (B) device labels
+ *   params_dev: (n_params) device variables, the parameter block's layout
+ * x and labels are copied (on the stream), so the caller may reuse its
+ * buffers once the stream has passed this call.  B outside [1, max_batch],
+ * or a batch cuDNN offers no algorithm for, prints one line, writes NAN to
+ * *loss_host at once and makes the next model_backward_cuda write zeros. */
+void model_forward_cuda_async(float *loss_host, ModelActsCuda *a, const float *x_dev,
+                              const int32_t *labels_dev, const float *params_dev, int B);
+
+/* model_forward_cuda_async, then waits for the stream and returns the loss.
+ * If logits_host is not NULL, copies the (B, num_classes) logits there
+ * (HOST memory). */
+float model_forward_cuda(float *logits_host, ModelActsCuda *a, const float *x_dev,
+                         const int32_t *labels_dev, const float *params_dev, int B);
+
+/* Enqueue the backward pass for the batch of the last forward on `a`.
+ *   dparams_dev: (n_params) device, OVERWRITTEN with d(loss)/d(params), the
+ *                loss being exactly what the forward returned.
+ *   params_dev : the same variables the forward used.
+ * Nothing waits; the gradient is complete once the stream has passed. */
+void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *params_dev);
+
+/* The stream the workspace was created with. */
+cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

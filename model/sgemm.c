@@ -1,0 +1,23 @@
+/* sgemm.c — row-major sgemm on oneDNN's dnnl_sgemm (see sgemm.h).
+ *
+ * Where it sits: under every conv2d/dense layer in model/.  dnnl_sgemm is
+ * row-major already, so this is a thin checked call.
+ */
+#include "model/sgemm.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha,
+           const float *A, int lda, const float *B, int ldb,
+           float beta, float *C, int ldc) {
+    if (M == 0 || N == 0) return;
+    dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N',
+                                  M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st != dnnl_success) {
+        fprintf(stderr, "sgemm: dnnl_sgemm failed (status %d) for %c%c M=%d N=%d K=%d lda=%d ldb=%d ldc=%d\n",
+                (int)st, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, lda, ldb, ldc);
+        abort();
+    }
+}
