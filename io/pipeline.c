@@ -81,7 +81,8 @@ struct Pipeline {
 
     /* statistics (under mu) */
     struct timespec t_open;
-    long produced, corrupt, delivered, n_next_calls;
+    long produced;            /* examples in batches that became READY */
+    long corrupt, delivered, n_next_calls;
     double fill_sum, wait_sec;
 
     /* reader-thread state */
@@ -462,6 +463,7 @@ static void *reader_main(void *arg) {
             pipeline_split_shards(p->fill_pos, c->n_shards, c->shard_sizes, e->pub.shard_offset, e->pub.shard_n);
             if (e->n_done == e->n_target) {
                 e->state = RING_READY;
+                p->produced += e->n_target;
                 pthread_cond_broadcast(&p->cv_consumer);
             }
             p->fill_seq++;
@@ -530,10 +532,10 @@ static void *worker_main(void *arg) {
             RingEntry *e = &p->ring[items[i].ring];
             if (++e->n_done == e->n_target && e->state == RING_FILLING) {
                 e->state = RING_READY;
+                p->produced += e->n_target;
                 ready = 1;
             }
         }
-        p->produced += k;
         pthread_cond_signal(&p->cv_reader);
         if (ready) pthread_cond_broadcast(&p->cv_consumer);
     }

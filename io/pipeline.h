@@ -89,7 +89,7 @@ typedef struct {
     double examples_per_sec;  /* examples delivered into batches / seconds since open */
     double queue_fill;        /* mean over pipeline_next calls of (batches ready / prefetch_batches) on entry */
     double consumer_wait_sec; /* total seconds pipeline_next spent waiting for a batch */
-    long examples_produced;   /* examples augmented into batches */
+    long examples_produced;   /* examples in completed batches */
     long corrupt_skipped;     /* bad records skipped (skip_corrupt) */
     long batches_delivered;
     int prefetch_batches;     /* the ring depth in use */

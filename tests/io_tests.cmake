@@ -4,3 +4,5 @@
 # 77 (skipped) where `import tensorflow` fails.
 tower_add_test(NAME test_io_crc32c SOURCES test_io_crc32c.c LIBS tower_io)
 tower_add_test(NAME test_io_tfrecord SOURCES test_io_tfrecord.c LIBS tower_io)
+tower_add_test(NAME test_io_example SOURCES test_io_example.c LIBS tower_io)
+tower_add_test(NAME test_io_pipeline SOURCES test_io_pipeline.c LIBS tower_io)
