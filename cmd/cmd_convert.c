@@ -115,9 +115,13 @@ int cmd_convert(int argc, char **argv) {
     printf("tower convert: wrote %ld examples (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples, st.H, st.W,
            st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
            o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
-    printf("labels:");
+    printf("labels (label: count):");
+    const char *sep = " ";
     for (int k = 0; k < 256; k++)
-        if (st.label_count[k]) printf(" %d: %ld", k, st.label_count[k]);
+        if (st.label_count[k]) {
+            printf("%s%d: %ld", sep, k, st.label_count[k]);
+            sep = ", ";
+        }
     printf("\n");
     return 0;
 }

@@ -1,0 +1,256 @@
+/* test_io_cli.c — `tower convert` and `tower inspect`, run in-process
+ * through cmd_convert / cmd_inspect with stdout and stderr captured: the
+ * exit codes (0 good, 1 bad data, 2 bad command line), the summary lines,
+ * and for every bad-record case exactly one line naming file, record and
+ * offset; --skip_corrupt goes on and prints the count. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "cmd/commands.h"
+#include "io/example.h"
+#include "io/tfrecord.h"
+#include "test_io_util.h"
+
+/* Runs a subcommand with the given arguments (NULL-terminated), capturing output. */
+static int run(int (*cmd)(int, char **), char **out, char **err, ...) {
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, err);
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL && argc < 63;) argv[argc++] = (char *)a;
+    va_end(ap);
+    argv[argc] = NULL;
+    IoCapture cap;
+    io_capture_begin(&cap);
+    int rc = cmd(argc, argv);
+    io_capture_end(&cap, out, err);
+    return rc;
+}
+
+static void put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static int label_of(int i) { return i % 3 == 0 ? 7 : i % 4; }
+
+/* 30 Fashion-MNIST-like images of 6 x 5, gzip-compressed like Debian's. */
+static void write_idx(const char *images, const char *labels) {
+    uint8_t b[16 + 30 * 30], l[8 + 30];
+    memset(b, 0, 4);
+    b[2] = 8;
+    b[3] = 3;
+    put_be32(b + 4, 30);
+    put_be32(b + 8, 6);
+    put_be32(b + 12, 5);
+    for (int i = 0; i < 30 * 30; i++) b[16 + i] = (uint8_t)(i * 7);
+    memset(l, 0, 4);
+    l[2] = 8;
+    l[3] = 1;
+    put_be32(l + 4, 30);
+    for (int i = 0; i < 30; i++) l[8 + i] = (uint8_t)label_of(i);
+    gzFile f = gzopen(images, "wb");
+    gzwrite(f, b, sizeof b);
+    gzclose(f);
+    f = gzopen(labels, "wb");
+    gzwrite(f, l, sizeof l);
+    gzclose(f);
+}
+
+static void test_convert_then_inspect(void) {
+    char *out, *err;
+    const char *images = io_tmp("train-images-idx3-ubyte.gz"), *labels = io_tmp("train-labels-idx1-ubyte.gz");
+    write_idx(images, labels);
+    const char *prefix = io_tmp("fm/train");
+    int rc = run(cmd_convert, &out, &err, "convert", "--from", "idx", "--images", images, "--labels", labels, "--out", prefix,
+                 "--num_shards", "3", "--compression=zlib", NULL);
+    CHECK_MSG(rc == 0, "convert: %s", err);
+    CHECK_CONTAINS(out, "wrote 30 examples (6 x 5 x 1, zlib) to 3 shards");
+    CHECK_CONTAINS(out, "train-00000-of-00003.tfrecord .. ");
+    int hist[8] = {0};
+    for (int i = 0; i < 30; i++) hist[label_of(i)]++;
+    char want[160];
+    snprintf(want, sizeof want, "labels (label: count): 0: %d, 1: %d, 2: %d, 3: %d, 7: %d\n", hist[0], hist[1], hist[2], hist[3],
+             hist[7]);
+    CHECK_CONTAINS(out, want);
+    CHECK(err[0] == '\0');
+    free(out);
+    free(err);
+    char glob[700];
+    snprintf(glob, sizeof glob, "%s-*-of-00003.tfrecord", prefix);
+    rc = run(cmd_inspect, &out, &err, "inspect", glob, "--num_classes", "10", NULL);
+    CHECK_MSG(rc == 0, "inspect: %s", err);
+    CHECK_CONTAINS(out, "train-00001-of-00003.tfrecord: 10 records, zlib, every CRC verified");
+    CHECK_CONTAINS(out, "total: 30 good records in 3 files");
+    CHECK_CONTAINS(out, "image_raw        bytes_list [1] x 30 bytes  30");
+    CHECK_CONTAINS(out, "label            int64_list [1]  30");
+    CHECK_CONTAINS(out, "image shape (height x width x depth): 6 x 5 x 1");
+    for (int k = 0; k < 8; k++) {
+        if (!hist[k]) continue;
+        snprintf(want, sizeof want, "\n  %d: %d\n", k, hist[k]);
+        CHECK_CONTAINS(out, want);
+    }
+    CHECK(err[0] == '\0');
+    free(out);
+    free(err);
+    /* The label range check. */
+    rc = run(cmd_inspect, &out, &err, "inspect", "--num_classes", "5", glob, NULL);
+    CHECK(rc == 1);
+    CHECK_CONTAINS(err, "train-00000-of-00003.tfrecord: record 0 at offset 0: label 7 outside [0, 5)");
+    CHECK(io_count_lines(err) == 1);
+    free(out);
+    free(err);
+}
+
+static void test_command_line_errors(void) {
+    char *out, *err;
+    struct {
+        int (*cmd)(int, char **);
+        const char *args[8];
+        int want_rc;
+        const char *want_err;
+    } cases[] = {
+        {cmd_convert, {"convert", "--from", "png", "--out", "x"}, 2, "unknown --from 'png'"},
+        {cmd_convert, {"convert", "--from", "idx", "--images", "a"}, 2, "--out PREFIX is required"},
+        {cmd_convert, {"convert", "--out", "x", "--compression", "lz4"}, 2, "bad --compression 'lz4'"},
+        {cmd_convert, {"convert", "--out", "x", "--num_shards", "0"}, 2, "--num_shards must be in [1, 99999]"},
+        {cmd_convert, {"convert", "--from", "cifar10", "--out", "x"}, 2, "needs the .bin files"},
+        {cmd_convert, {"convert", "--bogus"}, 2, "unknown flag --bogus"},
+        {cmd_inspect, {"inspect"}, 2, "no files given"},
+        {cmd_inspect, {"inspect", "--compression", "brotli", "x"}, 2, "bad --compression 'brotli'"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *argv[9] = {0};
+        int argc = 0;
+        while (argc < 8 && cases[k].args[argc]) {
+            argv[argc] = (char *)cases[k].args[argc];
+            argc++;
+        }
+        IoCapture cap;
+        io_capture_begin(&cap);
+        int rc = cases[k].cmd(argc, argv);
+        io_capture_end(&cap, &out, &err);
+        CHECK_MSG(rc == cases[k].want_rc, "case %zu: rc %d", k, rc);
+        CHECK_CONTAINS(err, cases[k].want_err);
+        CHECK_MSG(io_count_lines(err) == 1, "case %zu: %d lines", k, io_count_lines(err));
+        free(out);
+        free(err);
+    }
+    /* A missing input file is a data error (1), not a usage error. */
+    int rc = run(cmd_convert, &out, &err, "convert", "--images", io_tmp("missing-images.gz"), "--labels", "y", "--out",
+                 io_tmp("m/out"), NULL);
+    CHECK(rc == 1);
+    CHECK_CONTAINS(err, "missing-images.gz: cannot open");
+    free(out);
+    free(err);
+    rc = run(cmd_inspect, &out, &err, "inspect", io_tmp("missing.tfrecord"), NULL);
+    CHECK(rc == 1);
+    CHECK_CONTAINS(err, "missing.tfrecord: no such file");
+    free(out);
+    free(err);
+    rc = run(cmd_inspect, &out, &err, "inspect", "--help", NULL);
+    CHECK(rc == 0);
+    CHECK_CONTAINS(out, "usage: tower inspect");
+    CHECK_CONTAINS(out, "--skip_corrupt");
+    free(out);
+    free(err);
+    rc = run(cmd_convert, &out, &err, "convert", "--help", NULL);
+    CHECK(rc == 0);
+    CHECK_CONTAINS(out, "--from cifar10 --out PREFIX FILE...");
+    free(out);
+    free(err);
+}
+
+enum { BAD_DATA_CRC, BAD_LENGTH_CRC, BAD_TRUNCATED, BAD_NOT_EXAMPLE, BAD_LABEL_RANGE, BAD_IMAGE_SIZE, BAD_LENGTH };
+
+/* 8 good records with record 3 made bad; offsets[i] receives each header offset. */
+static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
+    char err[512];
+    TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err, sizeof err);
+    ExampleBuilder b;
+    example_builder_init(&b);
+    uint8_t img[12];
+    uint64_t off = 0;
+    for (int i = 0; i < 8; i++) {
+        memset(img, i, sizeof img);
+        example_builder_reset(&b);
+        example_add_bytes(&b, "image_raw", img, i == 3 && kind == BAD_IMAGE_SIZE ? 11 : 12);
+        example_add_int64(&b, "label", i == 3 && kind == BAD_LABEL_RANGE ? 12 : i % 2);
+        example_add_int64(&b, "height", 2);
+        example_add_int64(&b, "width", 2);
+        example_add_int64(&b, "depth", 3);
+        const uint8_t *data;
+        size_t n = example_builder_encode(&b, &data);
+        if (i == 3 && kind == BAD_NOT_EXAMPLE) {
+            data = (const uint8_t *)"\xff\xff\xff";
+            n = 3;
+        }
+        offsets[i] = off;
+        tfr_writer_write(w, data, n, err, sizeof err);
+        off += 16 + n;
+    }
+    tfr_writer_close(w, err, sizeof err);
+    example_builder_free(&b);
+    size_t n;
+    uint8_t *bytes = io_read_file(path, &n);
+    size_t at = (size_t)offsets[3];
+    if (kind == BAD_DATA_CRC) bytes[at + 14] ^= 0x40;
+    if (kind == BAD_LENGTH_CRC) bytes[at + 9] ^= 0x40;
+    if (kind == BAD_LENGTH) tfr_encode_header(bytes + at, (uint64_t)1 << 33);
+    io_write_file(path, bytes, kind == BAD_TRUNCATED ? at + 13 : n);
+    free(bytes);
+}
+
+static void test_bad_records(void) {
+    struct {
+        int kind;
+        const char *what;
+        int records_after; /* good records still read after it with --skip_corrupt */
+    } cases[] = {
+        {BAD_DATA_CRC, "data CRC mismatch (stored 0x", 4},
+        {BAD_LENGTH_CRC, "length CRC mismatch (stored 0x", 0},
+        {BAD_TRUNCATED, "truncated: end of file inside the data (1 of ", 0},
+        {BAD_NOT_EXAMPLE, "payload is not a tf.train.Example", 4},
+        {BAD_LABEL_RANGE, "label 12 outside [0, 10)", 4},
+        {BAD_IMAGE_SIZE, "image 'image_raw' has 11 bytes but height x width x depth is 2 x 2 x 3", 4},
+        {BAD_LENGTH, "record length 8589934592 bytes is over the limit of 1048576 bytes", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char name[64], want[900];
+        snprintf(name, sizeof name, "bad_%zu.tfrecord", k);
+        const char *path = io_tmp(name);
+        uint64_t offsets[8];
+        write_bad_file(path, cases[k].kind, offsets);
+        char *out, *err;
+        int rc = run(cmd_inspect, &out, &err, "inspect", "--num_classes", "10", "--max_record_mb", "1", path, NULL);
+        CHECK_MSG(rc == 1, "case %zu: exit %d", k, rc);
+        snprintf(want, sizeof want, "%s: record 3 at offset %llu: %s", path, (unsigned long long)offsets[3], cases[k].what);
+        CHECK_CONTAINS(err, want);
+        CHECK_MSG(io_count_lines(err) == 1, "case %zu: %d lines on stderr", k, io_count_lines(err));
+        CHECK_CONTAINS(out, "3 records, none, 1 bad record (stopped at the first)");
+        free(out);
+        free(err);
+        rc = run(cmd_inspect, &out, &err, "inspect", "--skip_corrupt", "--num_classes=10", "--max_record_mb=1", path, NULL);
+        CHECK_MSG(rc == 1, "case %zu --skip_corrupt: exit %d", k, rc);
+        CHECK_CONTAINS(err, want);
+        CHECK(io_count_lines(err) == 1);
+        char counts[96];
+        snprintf(counts, sizeof counts, "%d records, none, 1 bad record\n", 3 + cases[k].records_after);
+        CHECK_CONTAINS(out, counts);
+        CHECK_CONTAINS(out, "bad records: 1\n");
+        free(out);
+        free(err);
+    }
+}
+
+int main(void) {
+    test_convert_then_inspect();
+    test_command_line_errors();
+    test_bad_records();
+    return io_test_result("test_io_cli");
+}
