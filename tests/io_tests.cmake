@@ -12,3 +12,14 @@ tower_add_test(NAME test_io_cli
   SOURCES test_io_cli.c ${CMAKE_SOURCE_DIR}/cmd/cmd_convert.c ${CMAKE_SOURCE_DIR}/cmd/cmd_inspect.c ${CMAKE_SOURCE_DIR}/cmd/flags.c
   LIBS tower_io)
 tower_add_test(NAME test_io_fuzz SOURCES test_io_fuzz.c LIBS tower_io)
+
+# TensorFlow interoperability (label interop): TensorFlow writes, Tower reads,
+# and the other way round; `tower convert` too once cmd/ builds the binary.
+add_executable(test_io_interop_helper test_io_interop_helper.c)
+target_link_libraries(test_io_interop_helper PRIVATE tower_io)
+if(TARGET tower)
+  set(TOWER_IO_INTEROP_TOWER $<TARGET_FILE:tower>)
+endif()
+add_test(NAME test_io_interop_tensorflow
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_tf_interop.sh $<TARGET_FILE:test_io_interop_helper> ${TOWER_IO_INTEROP_TOWER})
+set_tests_properties(test_io_interop_tensorflow PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
