@@ -27,5 +27,8 @@ void relu_forward(float *out, const float *inp, size_t n) {
 }
 
 void relu_backward(float *dinp, const float *out, const float *dout, size_t n) {
-    for (size_t i = 0; i < n; i++) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        float g = dout[i]; /* loaded unconditionally, so the select vectorises */
+        dinp[i] = out[i] > 0.0f ? g : 0.0f;
+    }
 }

@@ -24,6 +24,17 @@ int maxpool_init(MaxPool *p, int H, int W, int C, int KH, int KW,
     return 0;
 }
 
+/* One window cell against the running maximum of C channels, branch-free
+ * (an all-ones mask where the cell wins) so that the loop vectorises. */
+static void take_max(float *restrict best, int32_t *restrict arg, const float *restrict v, int32_t base, int C) {
+    for (int c = 0; c < C; c++) {
+        float x = v[c], b = best[c];
+        int32_t win = -(int32_t)(x > b);
+        best[c] = x > b ? x : b;
+        arg[c] = (arg[c] & ~win) | ((base + c) & win);
+    }
+}
+
 void maxpool_forward(float *out, int32_t *argmax, const float *inp, const MaxPool *p, int B) {
     const int C = p->C;
     const size_t in_n = (size_t)p->H * p->W * C, out_n = (size_t)p->OH * p->OW * C;
@@ -47,12 +58,7 @@ void maxpool_forward(float *out, int32_t *argmax, const float *inp, const MaxPoo
                 for (int h = h_lo; h < h_hi; h++) {
                     for (int w = (h == h_lo ? w_lo + 1 : w_lo); w < w_hi; w++) {
                         int32_t base = (int32_t)(((size_t)h * p->W + w) * C);
-                        const float *v = in_b + base;
-                        for (int c = 0; c < C; c++) {
-                            int win = v[c] > best[c];
-                            best[c] = win ? v[c] : best[c];
-                            arg[c] = win ? base + c : arg[c];
-                        }
+                        take_max(best, arg, in_b + base, base, C);
                     }
                 }
             }
