@@ -1,9 +1,10 @@
 /* augment.c — TensorFlow cifar10_input preprocessing (see augment.h).
  *
- * Where it sits: io/, inside the pipeline's workers.  Three passes over the
- * out_H x out_W x C window: (1) crop + flip + convert, summing each channel;
- * (2) brightness and contrast, summing for the mean; (3) standardization
- * with a two-pass variance.  Sums are kept in double.
+ * Where it sits: io/, inside the pipeline's workers.  uint8 images take two
+ * passes over the crop window (integer channel statistics, then one
+ * multiply-add per value, see augment_cifar_u8); float images take the op
+ * by op path: crop + flip, brightness and contrast, standardization with a
+ * two-pass variance.  Sums are kept in double.
  */
 #include "io/augment.h"
 
@@ -41,18 +42,28 @@ void augment_params_eval(AugmentParams *p, int in_H, int in_W, int out_H, int ou
 
 void per_image_standardization(float *x, size_t n) {
     if (n == 0) return;
+    /* Eight independent partial sums so the loops vectorise. */
+    double acc[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += x[i + (size_t)k];
     double sum = 0.0;
-    for (size_t i = 0; i < n; i++) sum += x[i];
+    for (; i < n; i++) sum += x[i];
+    for (int k = 0; k < 8; k++) sum += acc[k];
     float mean = (float)(sum / (double)n);
+    double sq[8] = {0};
+    for (i = 0; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            double d = (double)x[i + (size_t)k] - (double)mean;
+            sq[k] += d * d;
+        }
     double ss = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)x[i] - (double)mean;
-        ss += d * d;
-    }
+    for (; i < n; i++) ss += ((double)x[i] - (double)mean) * ((double)x[i] - (double)mean);
+    for (int k = 0; k < 8; k++) ss += sq[k];
     float stddev = (float)sqrt(ss / (double)n);
     float min_stddev = (float)(1.0 / sqrt((double)n));
     float adj = stddev > min_stddev ? stddev : min_stddev;
-    for (size_t i = 0; i < n; i++) x[i] = (x[i] - mean) / adj;
+    for (i = 0; i < n; i++) x[i] = (x[i] - mean) / adj;
 }
 
 /* Passes 2 and 3, shared by the uint8 and float paths; chan_sum (C) holds pass 1's sums. */
@@ -71,24 +82,67 @@ static void color_and_standardize(float *out, int out_H, int out_W, int C, const
     per_image_standardization(out, n);
 }
 
+/* uint8 images: the channel sums and sums of squares of the crop window are
+ * exact integers, and brightness + contrast is an affine map per channel,
+ * so the standardization's mean and variance follow in closed form:
+ *   y_c = (x - m_c) * f + m_c + delta           (m_c, v_c: channel mean, variance)
+ *   mean(y) = mean_c(m_c) + delta
+ *   var(y)  = mean_c(f^2 v_c + (m_c - mean_c(m_c))^2)
+ * and the output is one multiply-add per value: (x - center_c) * f / adj.
+ * Same values as the op-by-op computation up to float rounding (~1e-6). */
 void augment_cifar_u8(float *out, const uint8_t *in, int in_H, int in_W, int C, int out_H, int out_W,
                       const AugmentParams *p) {
     (void)in_H;
-    double chan_sum[AUGMENT_MAX_C] = {0};
+    uint64_t s1[AUGMENT_MAX_C] = {0}, s2[AUGMENT_MAX_C] = {0};
+    size_t row_n = (size_t)out_W * (size_t)C;
     for (int y = 0; y < out_H; y++) {
         const uint8_t *row = in + ((size_t)(p->crop_y + y) * (size_t)in_W + (size_t)p->crop_x) * (size_t)C;
-        float *orow = out + (size_t)y * (size_t)out_W * (size_t)C;
+        for (size_t j = 0; j < row_n; j += (size_t)C)
+            for (int c = 0; c < C; c++) {
+                uint32_t v = row[j + (size_t)c];
+                s1[c] += v;
+                s2[c] += v * v;
+            }
+    }
+    double n_pix = (double)out_H * (double)out_W, n = n_pix * (double)C;
+    double f = p->adjust_color ? (double)p->contrast_factor : 1.0;
+    double delta = p->adjust_color ? (double)p->brightness_delta : 0.0;
+    double m[AUGMENT_MAX_C], m_bar = 0.0;
+    for (int c = 0; c < C; c++) {
+        m[c] = (double)s1[c] / n_pix;
+        m_bar += m[c];
+    }
+    m_bar /= (double)C;
+    double var = 0.0;
+    for (int c = 0; c < C; c++) {
+        double v_c = (double)s2[c] / n_pix - m[c] * m[c];
+        if (v_c < 0.0) v_c = 0.0;
+        var += f * f * v_c + (m[c] - m_bar) * (m[c] - m_bar);
+    }
+    var /= (double)C;
+    double mu = m_bar + delta;
+    double adj = sqrt(var), min_adj = 1.0 / sqrt(n);
+    if (adj < min_adj) adj = min_adj;
+    float scale = (float)(f / adj);
+    float center[AUGMENT_MAX_C], offset[AUGMENT_MAX_C];
+    for (int c = 0; c < C; c++) {
+        /* y - mu = f * (x - center_c) with center_c = (mu - delta - m_c (1 - f)) / f */
+        center[c] = f != 0.0 ? (float)((mu - delta - m[c] * (1.0 - f)) / f) : 0.0f;
+        offset[c] = (float)((m[c] + delta - mu) / adj); /* the f == 0 case: a constant per channel */
+    }
+    for (int y = 0; y < out_H; y++) {
+        const uint8_t *row = in + ((size_t)(p->crop_y + y) * (size_t)in_W + (size_t)p->crop_x) * (size_t)C;
+        float *orow = out + (size_t)y * row_n;
         for (int x = 0; x < out_W; x++) {
             int sx = p->flip ? out_W - 1 - x : x;
             const uint8_t *src = row + (size_t)sx * (size_t)C;
             float *dst = orow + (size_t)x * (size_t)C;
-            for (int c = 0; c < C; c++) {
-                dst[c] = (float)src[c];
-                chan_sum[c] += src[c];
-            }
+            if (f != 0.0)
+                for (int c = 0; c < C; c++) dst[c] = ((float)src[c] - center[c]) * scale;
+            else
+                for (int c = 0; c < C; c++) dst[c] = offset[c];
         }
     }
-    color_and_standardize(out, out_H, out_W, C, chan_sum, p);
 }
 
 void augment_cifar_f32(float *out, const float *in_f, int in_H, int in_W, int C, int out_H, int out_W,

@@ -400,8 +400,8 @@ static void test_augment_reference(void) {
     AugmentHparams hp = augment_hparams_cifar10();
     CHECK(hp.max_brightness_delta == 63.0f && hp.contrast_lower == 0.2f && hp.contrast_upper == 1.8f);
     uint8_t img[32 * 32 * 3];
-    float got[24 * 24 * 3], want[24 * 24 * 3];
-    int flips = 0, worst_bad = 0, crops_seen[9] = {0};
+    float got[24 * 24 * 3], want[24 * 24 * 3], img_f[32 * 32 * 3], got_f[24 * 24 * 3];
+    int flips = 0, worst_bad = 0, float_bad = 0, crops_seen[9] = {0};
     double delta_sum = 0, delta_min = 1e9, delta_max = -1e9, f_min = 1e9, f_max = -1e9;
     for (int k = 0; k < 400; k++) {
         for (int j = 0; j < 3072; j++) img[j] = (uint8_t)((j * 13 + k * 101 + (j / 96) * 7) & 0xff);
@@ -422,12 +422,21 @@ static void test_augment_reference(void) {
                 worst_bad++;
                 break;
             }
+        /* The float-image path (op by op) agrees with the uint8 path (closed form). */
+        for (int j = 0; j < 3072; j++) img_f[j] = img[j];
+        augment_cifar_f32(got_f, img_f, 32, 32, 3, 24, 24, &p);
+        for (int j = 0; j < 1728; j++)
+            if (fabsf(got[j] - got_f[j]) > 2e-4f) {
+                float_bad++;
+                break;
+            }
         /* The same draw again: a pure function of (seed, index). */
         AugmentParams q;
         augment_draw_train(&q, &hp, 1234, (uint64_t)k, 32, 32, 24, 24);
         CHECK(!memcmp(&p, &q, sizeof p));
     }
     CHECK_MSG(worst_bad == 0, "%d images differ from the reference", worst_bad);
+    CHECK_MSG(float_bad == 0, "%d float-path images differ from the uint8 path", float_bad);
     CHECK(flips > 150 && flips < 250);
     CHECK(delta_min >= -63.0 && delta_max < 63.0 && delta_min < -50 && delta_max > 50 && fabs(delta_sum / 400) < 8);
     CHECK(f_min >= 0.2 && f_max < 1.8 && f_min < 0.35 && f_max > 1.65);
