@@ -9,7 +9,9 @@
  * with the min-max spread), achieved GFLOP/s (training = 3 x forward
  * multiply-adds x 2 FLOPs, the usual estimate), and that as a fraction of a
  * dnnl_sgemm 1024^3 measured in the same process with the same threads.
- * --per_layer adds each layer's share of the step.
+ * Also the minor page faults per step (0 when nothing is allocated and
+ * freed per step, as model/ promises).  --per_layer adds each layer's
+ * share of the step.
  * A line starting "RESULT" carries the figures for scripts.
  */
 #include "cmd/flags.h"
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static double now_s(void) {
@@ -90,23 +93,29 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
         model_backward(dparams, acts, params);
     }
     model_layer_times_reset(acts);
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         model_forward(NULL, NULL, acts, x, labels, params, B);
         model_backward(dparams, acts, params);
         t[r] = now_s() - t0;
     }
+    getrusage(RUSAGE_SELF, &ru1);
+    double faults = (double)(ru1.ru_minflt - ru0.ru_minflt) / reps;
     double total = 0;
     for (int r = 0; r < reps; r++) total += t[r];
     qsort(t, reps, sizeof(double), cmp_double);
     double med = t[reps / 2];
     double train_flop = 3.0 * 2.0 * model_forward_flops_per_example(&spec) * B;
     double gflops = train_flop / med / 1e9;
-    printf("%-8s batch %4d threads %d: %8.1f img/s (min-max %.1f-%.1f)  %.1f ms/step  %.1f GFLOP/s = %.0f%% of sgemm %.0f\n",
-           name, B, threads, B / med, B / t[reps - 1], B / t[0], med * 1e3, gflops, 100 * gflops / ceiling, ceiling);
+    printf("%-8s batch %4d threads %d: %8.1f img/s (min-max %.1f-%.1f)  %.1f ms/step  %.1f GFLOP/s = %.0f%% of sgemm %.0f"
+           "  %.1f page faults/step\n",
+           name, B, threads, B / med, B / t[reps - 1], B / t[0], med * 1e3, gflops, 100 * gflops / ceiling, ceiling,
+           faults);
     printf("RESULT framework=tower model=%s batch=%d threads=%d img_s=%.1f img_s_min=%.1f img_s_max=%.1f "
-           "gflops=%.1f sgemm_gflops=%.1f\n",
-           name, B, threads, B / med, B / t[reps - 1], B / t[0], gflops, ceiling);
+           "gflops=%.1f sgemm_gflops=%.1f faults_per_step=%.1f\n",
+           name, B, threads, B / med, B / t[reps - 1], B / t[0], gflops, ceiling, faults);
     if (per_layer) {
         ModelLayerTime lt[16];
         int n = model_layer_times(lt, 16, acts);
