@@ -8,7 +8,8 @@
  *            training augmentation (crop 24x24, flip, brightness, contrast,
  *            standardization), shuffle min_after_dequeue 20000, batch 128;
  *            with 1 and --workers workers; uncompressed and GZIP files;
- *            and evaluation preprocessing (central crop + standardization).
+ *            evaluation preprocessing (central crop + standardization); and
+ *            no augmentation at all, which shows the reader thread's ceiling.
  *   fashion-mnist: the real training set converted from --fashion_mnist
  *            (Debian's dataset-fashion-mnist), x / 255 - 0.5, shuffle
  *            min_after_dequeue 20000, batch 128.
@@ -198,6 +199,14 @@ int main(int argc, char **argv) {
     c.shuffle = 0;
     snprintf(what, sizeof what, "cifar10 32x32x3, eval preprocessing (no shuffle), uncompressed, %ld records x %d epochs", cifar_records, epochs);
     row(what, &c, reps);
+    /* The reader thread's ceiling: no crop, no augmentation, shuffled. */
+    c.augment = AUGMENT_NONE;
+    c.shuffle = 1;
+    c.out_H = c.in_H;
+    c.out_W = c.in_W;
+    snprintf(what, sizeof what, "cifar10 32x32x3, no augmentation (reader ceiling), uncompressed, %ld records x %d epochs", cifar_records, epochs);
+    row(what, &c, reps);
+    c.out_H = c.out_W = 24;
     io_free_files(files, n_files);
     if (io_expand_globs(gzglob, &files, &n_files, err, sizeof err)) {
         fprintf(stderr, "%s\n", err);

@@ -127,7 +127,7 @@ void pipeline_config_defaults(PipelineConfig *c) {
     c->augment = AUGMENT_CIFAR_TRAIN;
     c->augment_hparams = augment_hparams_cifar10();
     c->n_shards = 1;
-    c->shard_sizes[0] = 128;
+    for (int t = 0; t < PIPELINE_MAX_SHARDS; t++) c->shard_sizes[t] = 128; /* equal shards for any n_shards */
     c->shuffle = 1;
     c->min_after_dequeue = 20000;
     c->capacity = 0;

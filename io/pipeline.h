@@ -6,6 +6,10 @@
  * threads augment each example straight into a staging buffer that came
  * from the caller's HostAlloc (pinned memory with the CUDA backend); the
  * caller takes whole global batches, each split into per-tower shards.
+ * Decoding and the key/shape/label checks run in the reader, before the
+ * shuffle, so a skipped bad record never leaves a hole in a batch and the
+ * stream stays a pure function of the data; the workers only augment (the
+ * reader's ceiling is in bench/RESULTS.md).
  *
  * Order and determinism: the output is one stream of examples, epoch after
  * epoch; each epoch is a permutation of the (good) records, so every example
@@ -68,7 +72,8 @@ typedef struct {
 } PipelineConfig;
 
 /* Defaults: TensorFlow cifar10 training input (32x32x3 -> 24x24, 10
- * classes, AUGMENT_CIFAR_TRAIN, one shard of 128, shuffle with
+ * classes, AUGMENT_CIFAR_TRAIN, one shard, every shard_sizes entry 128 so
+ * that setting n_shards alone gives equal shards, shuffle with
  * min_after_dequeue 20000, forever), 2 workers, host_alloc_default(),
  * drop_remainder 1, the keys above.  files must still be set. */
 void pipeline_config_defaults(PipelineConfig *cfg);

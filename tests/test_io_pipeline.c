@@ -222,6 +222,9 @@ static void test_exactly_once_and_shards(const Dataset *ds) {
 }
 
 static void test_split_shards(void) {
+    PipelineConfig d;
+    pipeline_config_defaults(&d);
+    CHECK(d.shard_sizes[0] == 128 && d.shard_sizes[3] == 128 && d.shard_sizes[PIPELINE_MAX_SHARDS - 1] == 128);
     int sizes[3] = {3, 5, 2}, off[3], cnt[3];
     pipeline_split_shards(10, 3, sizes, off, cnt);
     CHECK(cnt[0] == 3 && cnt[1] == 5 && cnt[2] == 2 && off[0] == 0 && off[1] == 3 && off[2] == 8);
