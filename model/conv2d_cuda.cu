@@ -121,7 +121,8 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
         CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
         return -1;
     if (n_max > MAX_PERF) n_max = MAX_PERF;
-    if (CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithm_v7(h, c->x_desc, c->w_desc, c->conv_desc[0], n_max, &n_got, fwd),
+    if (CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithm_v7(h, c->x_desc, c->w_desc, c->conv_desc[0], c->y_desc, n_max,
+                                                          &n_got, fwd),
                    err, err_n_bytes))
         return -1;
     i = pick_algo(fwd, n_got, c->conv_desc[0], c->allow_tf32, cap, &c->ws_need_n_bytes[0],

@@ -40,11 +40,11 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#include "model/layers.h"
-
 #ifdef __cplusplus
-extern "C" {
+extern "C" { /* the C headers included here have no guards of their own */
 #endif
+
+#include "model/layers.h"
 
 /* ---- soft checks, for init functions that report instead of exiting -----
  * CUDA_SOFT(call, err, err_n_bytes) evaluates to 0 on success, or writes

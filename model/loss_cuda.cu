@@ -72,7 +72,7 @@ __global__ static void l2_partial_kernel(double *partials, const float *w, size_
     sh[threadIdx.x] = s;
     __syncthreads();
     for (int half = L2_THREADS / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) sh[threadIdx.x] += sh[threadIdx.x + half];
+        if ((int)threadIdx.x < half) sh[threadIdx.x] += sh[threadIdx.x + half];
         __syncthreads();
     }
     if (threadIdx.x == 0) partials[blockIdx.x] = sh[0];

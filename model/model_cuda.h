@@ -22,11 +22,11 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#include "model/model.h"
-
 #ifdef __cplusplus
-extern "C" {
+extern "C" { /* the C headers included here have no guards of their own */
 #endif
+
+#include "model/model.h"
 
 typedef struct ModelActsCuda ModelActsCuda;
 
