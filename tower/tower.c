@@ -20,6 +20,10 @@ double tower_now_sec(void) {
 
 const TowerBackend *tower_backend_find(const char *name) {
     if (!strcmp(name, "cpu")) return &tower_backend_cpu;
+#ifdef TOWER_HAVE_CUDA
+    if (!strcmp(name, "cuda") || !strcmp(name, "gpu")) return &tower_backend_cuda;
+    if (!strcmp(name, "cuda-tf32")) return &tower_backend_cuda_tf32;
+#endif
     return NULL;
 }
 

@@ -66,9 +66,16 @@ extern const TowerBackend tower_backend_cpu;
  * no device); and one line naming a GPU.  Never crashes without a GPU. */
 int tower_cuda_device_count(char *err, size_t err_n_bytes);
 void tower_cuda_describe_device(int device, char *out, size_t out_n_bytes);
+
+/* tower/tower_cuda.c: GPU towers (pinned host memory, one stream and
+ * cuDNN/cuBLAS handles per tower).  _tf32 lets cuDNN and cuBLAS use TF32
+ * tensor cores (faster, about 1e-3 relative error); the plain one keeps
+ * float32 math, comparable with the CPU. */
+extern const TowerBackend tower_backend_cuda;
+extern const TowerBackend tower_backend_cuda_tf32;
 #endif
 
-/* Find a backend by name ("cpu", "cuda"); NULL when not built in. */
+/* Find a backend by name ("cpu"; "cuda" or "gpu", "cuda-tf32"); NULL when not built in. */
 const TowerBackend *tower_backend_find(const char *name);
 
 /* Seconds one tower spent in each phase of its last step. */

@@ -1,0 +1,266 @@
+/* tower_cuda.c — the CUDA backend: a tower whose device is one GPU (several
+ * towers may share a GPU, each with its own stream, handles and buffers).
+ *
+ * Where it sits: behind TowerBackend (tower.h), like tower_cpu.c.  One step
+ * of a GPU tower, on its own host thread, everything on its own stream:
+ *
+ *   copy_params_in   master variables (pinned host block) -> params_dev   async H2D
+ *   copy_shard_in    the shard (pinned staging buffer) -> x_dev, labels  async H2D, then wait
+ *   compute          forward + backward into grads_dev (model_cuda.h), then wait and read the loss
+ *   copy_grads_out   grads_dev -> grads_host (pinned, the parameter server's)  async D2H, then wait
+ *
+ * Each phase ends by waiting on the stream so that the tower's phase times
+ * (TowerTimes) are the GPU's, not the enqueueing's; the hand-off to the
+ * parameter server happens when copy_grads_out returns.  Every operation
+ * makes the tower's GPU current first (cudaSetDevice is per host thread and
+ * cheap): tower_create runs on the caller's thread, the rest on the tower's.
+ * The host allocator hands out pinned memory (cudaHostAlloc), so that the
+ * parameter server's block and the input pipeline's staging buffers copy
+ * at full speed; without a usable GPU it falls back to page-aligned memory
+ * rather than failing.
+ * What it does not do: average or apply gradients (ps/), read data (io/),
+ * or know the layers (model/model_cuda.h).
+ */
+#include "tower/tower.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "model/layers_cuda.h"
+#include "model/model_cuda.h"
+
+typedef struct {
+    const ModelSpec *spec;
+    int device;
+    int max_batch;
+    cudaStream_t stream;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    ModelActsCuda *acts;
+    float *params_dev;       /* (n_params) device: the tower's copy of the variables */
+    float *grads_dev;        /* (n_params) device: the tower's gradient */
+    float *x_dev;            /* (max_batch, H, W, C) device: the shard */
+    int32_t *labels_dev;     /* (max_batch) device */
+    float *grads_host;       /* (n_params) host: the parameter server's buffer for this tower */
+    float *loss_host;        /* (1) pinned host */
+    int n;                   /* examples in the current shard */
+} CudaTower;
+
+/* ---- host memory ---------------------------------------------------------------- */
+
+static void *pinned_alloc(size_t n_bytes, void *ctx) {
+    (void)ctx;
+    void *p = NULL;
+    if (cudaHostAlloc(&p, n_bytes ? n_bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    memset(p, 0, n_bytes);
+    return p;
+}
+
+static void pinned_free(void *p, void *ctx) {
+    (void)ctx;
+    if (p) cudaFreeHost(p);
+}
+
+/* Pinned (page-locked, portable across GPUs) when a GPU is usable; the
+ * default page-aligned allocator otherwise, so that asking for memory never
+ * crashes or fails on a machine without a GPU. */
+static HostAlloc cuda_host_alloc(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        (void)cudaGetLastError();
+        HostAlloc a = host_alloc_default();
+        a.kind = "page-aligned host memory (no usable GPU, so not pinned)";
+        return a;
+    }
+    HostAlloc a = {pinned_alloc, pinned_free, NULL, "pinned host memory (cudaHostAlloc)"};
+    return a;
+}
+
+/* ---- devices ----------------------------------------------------------------------- */
+
+static int cuda_device_count(char *err, size_t err_n_bytes) {
+    int n = tower_cuda_device_count(err, err_n_bytes);
+    if (n == 0) {
+        const char *v = getenv("CUDA_VISIBLE_DEVICES");
+        snprintf(err, err_n_bytes, "no usable GPU: no CUDA device is visible (CUDA_VISIBLE_DEVICES=%s)",
+                 v ? v : "unset");
+        return -1;
+    }
+    return n;
+}
+
+static void cuda_describe_device(int device, char *out, size_t out_n_bytes) {
+    tower_cuda_describe_device(device, out, out_n_bytes);
+}
+
+/* ---- create / free -------------------------------------------------------------------- */
+
+/* Free t's resources; its device must be current. */
+static void free_on_device(CudaTower *t) {
+    if (t->stream) cudaStreamSynchronize(t->stream);
+    model_acts_cuda_free(t->acts);
+    if (t->params_dev) cudaFree(t->params_dev);
+    if (t->grads_dev) cudaFree(t->grads_dev);
+    if (t->x_dev) cudaFree(t->x_dev);
+    if (t->labels_dev) cudaFree(t->labels_dev);
+    if (t->loss_host) cudaFreeHost(t->loss_host);
+    if (t->cublas) cublasDestroy(t->cublas);
+    if (t->cudnn) cudnnDestroy(t->cudnn);
+    if (t->stream) cudaStreamDestroy(t->stream);
+    free(t);
+}
+
+static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batch, float *grads_host,
+                                 int allow_tf32, char *err, size_t err_n_bytes) {
+    int count = cuda_device_count(err, err_n_bytes);
+    if (count < 0) return NULL;
+    if (device < 0 || device >= count) {
+        snprintf(err, err_n_bytes, "GPU %d does not exist: %d GPU(s) visible, numbered from 0", device, count);
+        return NULL;
+    }
+    if (max_batch < 1) {
+        snprintf(err, err_n_bytes, "max_batch must be at least 1, got %d", max_batch);
+        return NULL;
+    }
+    CudaTower *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, err_n_bytes, "out of host memory");
+        return NULL;
+    }
+    t->spec = spec;
+    t->device = device;
+    t->max_batch = max_batch;
+    t->grads_host = grads_host;
+    const size_t param_bytes = spec->n_params * sizeof(float);
+    const size_t x_bytes = (size_t)max_batch * spec->H * spec->W * spec->C * sizeof(float);
+    int prev = 0;
+    if (CUDA_SOFT(cudaGetDevice(&prev), err, err_n_bytes)) {
+        free(t);
+        return NULL;
+    }
+    if (CUDA_SOFT(cudaSetDevice(device), err, err_n_bytes) ||
+        CUDA_SOFT(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking), err, err_n_bytes) ||
+        CUDNN_SOFT(cudnnCreate(&t->cudnn), err, err_n_bytes) || CUBLAS_SOFT(cublasCreate(&t->cublas), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&t->params_dev, param_bytes), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&t->grads_dev, param_bytes), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&t->x_dev, x_bytes), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&t->labels_dev, (size_t)max_batch * sizeof(int32_t)), err, err_n_bytes) ||
+        CUDA_SOFT(cudaHostAlloc((void **)&t->loss_host, sizeof(float), cudaHostAllocPortable), err, err_n_bytes))
+        goto fail;
+    t->acts = model_acts_cuda_create(spec, max_batch, t->cudnn, t->cublas, t->stream, allow_tf32, err, err_n_bytes);
+    if (!t->acts) goto fail;
+    cudaSetDevice(prev);
+    return t;
+fail:
+    free_on_device(t);
+    cudaSetDevice(prev);
+    return NULL;
+}
+
+static void *cuda_tower_create(const ModelSpec *spec, int device, int max_batch, int n_threads, float *grads_host,
+                               char *err, size_t err_n_bytes) {
+    (void)n_threads;
+    return tower_create_on_gpu(spec, device, max_batch, grads_host, 0, err, err_n_bytes);
+}
+
+static void *cuda_tower_create_tf32(const ModelSpec *spec, int device, int max_batch, int n_threads,
+                                    float *grads_host, char *err, size_t err_n_bytes) {
+    (void)n_threads;
+    return tower_create_on_gpu(spec, device, max_batch, grads_host, 1, err, err_n_bytes);
+}
+
+static void cuda_tower_free(void *dev) {
+    CudaTower *t = dev;
+    if (!t) return;
+    int prev = 0;
+    int have_prev = cudaGetDevice(&prev) == cudaSuccess;
+    cudaSetDevice(t->device);
+    free_on_device(t);
+    if (have_prev) cudaSetDevice(prev);
+}
+
+/* ---- one step ------------------------------------------------------------------------------ */
+
+static int cuda_copy_params_in(void *dev, const float *params_host, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemcpyAsync(t->params_dev, params_host, t->spec->n_params * sizeof(float), cudaMemcpyHostToDevice,
+                                  t->stream),
+                  err, err_n_bytes))
+        return -1;
+    return 0;
+}
+
+static int cuda_copy_shard_in(void *dev, const float *x_host, const int32_t *labels_host, int n, char *err,
+                              size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (n < 1 || n > t->max_batch) {
+        snprintf(err, err_n_bytes, "shard of %d examples, this tower holds 1 to %d", n, t->max_batch);
+        return -1;
+    }
+    const size_t x_bytes = (size_t)n * t->spec->H * t->spec->W * t->spec->C * sizeof(float);
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemcpyAsync(t->x_dev, x_host, x_bytes, cudaMemcpyHostToDevice, t->stream), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemcpyAsync(t->labels_dev, labels_host, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                  t->stream),
+                  err, err_n_bytes) ||
+        CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
+        return -1;
+    t->n = n;
+    return 0;
+}
+
+static int cuda_compute(void *dev, float *loss, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
+    model_forward_cuda_async(t->loss_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
+    model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
+    if (CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) return -1;
+    *loss = *t->loss_host;
+    return 0;
+}
+
+static int cuda_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemcpyAsync(t->grads_host, t->grads_dev, t->spec->n_params * sizeof(float), cudaMemcpyDeviceToHost,
+                                  t->stream),
+                  err, err_n_bytes) ||
+        CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
+        return -1;
+    return 0;
+}
+
+const TowerBackend tower_backend_cuda = {
+    .name = "cuda",
+    .host_alloc = cuda_host_alloc,
+    .device_count = cuda_device_count,
+    .describe_device = cuda_describe_device,
+    .tower_create = cuda_tower_create,
+    .tower_free = cuda_tower_free,
+    .copy_params_in = cuda_copy_params_in,
+    .copy_shard_in = cuda_copy_shard_in,
+    .compute = cuda_compute,
+    .copy_grads_out = cuda_copy_grads_out,
+};
+
+const TowerBackend tower_backend_cuda_tf32 = {
+    .name = "cuda-tf32",
+    .host_alloc = cuda_host_alloc,
+    .device_count = cuda_device_count,
+    .describe_device = cuda_describe_device,
+    .tower_create = cuda_tower_create_tf32,
+    .tower_free = cuda_tower_free,
+    .copy_params_in = cuda_copy_params_in,
+    .copy_shard_in = cuda_copy_shard_in,
+    .compute = cuda_compute,
+    .copy_grads_out = cuda_copy_grads_out,
+};
