@@ -123,7 +123,7 @@ int cmd_train(int argc, char **argv) {
         if (got == -2) {
             trainer_timestamp(ts, sizeof ts);
             fprintf(stderr, "%s: Model diverged with loss = %s at step %ld\n", ts, loss != loss ? "NaN" : "Inf",
-                    tr.ps->global_step);
+                    tr.ps->global_step + 1);
             trainer_close(&tr);
             return 1;
         }

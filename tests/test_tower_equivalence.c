@@ -63,9 +63,10 @@ static float *train(const ModelSpec *spec, const PsConfig *pc, int n_towers, int
     return out;
 }
 
-/* Largest normwise relative difference over the variables, ||a - b|| / ||a||. */
-static double max_var_rel_diff(const ModelSpec *spec, const float *a, const float *b, const char **worst) {
-    double worst_rel = 0.0;
+/* Largest (or, with smallest, smallest) normwise relative difference over
+ * the variables, ||a - b|| / ||a||, and the variable where it is. */
+static double var_rel_diff(const ModelSpec *spec, const float *a, const float *b, int smallest, const char **worst) {
+    double worst_rel = smallest ? INFINITY : 0.0;
     for (int v = 0; v < spec->n_vars; v++) {
         const ModelVar *var = &spec->vars[v];
         double d2 = 0.0, a2 = 0.0;
@@ -75,7 +76,7 @@ static double max_var_rel_diff(const ModelSpec *spec, const float *a, const floa
             a2 += (double)a[var->offset + i] * a[var->offset + i];
         }
         double rel = sqrt(d2) / (sqrt(a2) + 1e-30);
-        if (rel > worst_rel) {
+        if (smallest ? rel < worst_rel : rel > worst_rel) {
             worst_rel = rel;
             *worst = var->name;
         }
@@ -104,16 +105,16 @@ int main(void) {
             PsConfig pc;
             ps_config_defaults(&pc);
             pc.opt.kind = o == 0 ? OPT_SGD : OPT_MOMENTUM;
-            pc.lr.initial_lr = 0.1f;
+            pc.lr.initial_lr = 0.3f;
             ParamServer *init = ps_create(&spec, 1, &pc, host_alloc_default(), 42);
             for (int n = 1; n <= max_towers; n++) {
                 float *towers = train(&spec, &pc, n, B, x, labels, steps);
                 float *single = train(&spec, &pc, 1, n * B, x, labels, steps);
                 const char *worst = "", *moved_worst = "";
-                double rel = max_var_rel_diff(&spec, single, towers, &worst);
-                double moved = max_var_rel_diff(&spec, single, init->params, &moved_worst);
-                int ok = rel <= 1e-5 && moved > 1e-3;
-                printf("%-7s %-8s %d tower(s) x batch %d vs 1 x %d: max relative difference %.3g (%s); update moved the variables by %.3g (%s)  %s\n",
+                double rel = var_rel_diff(&spec, single, towers, 0, &worst);
+                double moved = var_rel_diff(&spec, single, init->params, 1, &moved_worst);
+                int ok = rel <= 1e-5 && moved > 1e-4; /* every variable moved well beyond the tolerance */
+                printf("%-7s %-8s %d tower(s) x batch %d vs 1 x %d: max relative difference %.3g (%s); the update moved every variable by at least %.3g (%s)  %s\n",
                        models[m].name, o == 0 ? "sgd" : "momentum", n, B, n * B, rel, worst, moved, moved_worst,
                        ok ? "ok" : "FAIL");
                 failures += !ok;
