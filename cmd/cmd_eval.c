@@ -139,6 +139,7 @@ int cmd_eval(int argc, char **argv) {
     pc.in_H = H;
     pc.in_W = W;
     pc.in_C = C;
+    pc.image_float = is_float;
     pc.out_H = spec.H;
     pc.out_W = spec.W;
     pc.num_classes = spec.num_classes;

@@ -291,6 +291,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     pcfg.in_H = H;
     pcfg.in_W = W;
     pcfg.in_C = C;
+    pcfg.image_float = is_float;
     pcfg.out_H = out_H;
     pcfg.out_W = out_W;
     pcfg.num_classes = o->num_classes;
