@@ -326,14 +326,20 @@ int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
     if (got <= 0) return got;
 
     int rc = tower_group_step(tr->towers, ps->params, batch->x, batch->labels, batch->shard_offset,
-                              batch->shard_n, tr->tower_losses, err, err_n_bytes);
+                              batch->shard_n, err, err_n_bytes);
     int n_examples = batch->n;
+    double loss_sum = 0.0, correct = 0.0;
+    for (int t = 0; t < tr->n_towers && rc == 0; t++) {
+        tr->tower_losses[t] = tr->towers->towers[t].loss;
+        tr->tower_accuracy[t] = tr->towers->towers[t].accuracy;
+        loss_sum += tr->tower_losses[t];
+        correct += (double)tr->tower_accuracy[t] * batch->shard_n[t];
+    }
     pipeline_release(tr->pipeline, batch);
     if (rc != 0) return -1;
 
-    double sum = 0.0;
-    for (int t = 0; t < tr->n_towers; t++) sum += tr->tower_losses[t];
-    *loss = (float)(sum / tr->n_towers);
+    *loss = (float)(loss_sum / tr->n_towers);
+    tr->accuracy = (float)(correct / n_examples);
     if (!isfinite(*loss)) return -2;
 
     ps_average_grads(ps);

@@ -69,7 +69,9 @@ typedef struct {
     int global_batch;
     long examples_per_epoch;
     long examples_consumed;          /* by the steps taken so far (for resume) */
-    float tower_losses[TOWER_MAX_TOWERS];
+    float tower_losses[TOWER_MAX_TOWERS];     /* each tower's mean loss in the last step */
+    float tower_accuracy[TOWER_MAX_TOWERS];   /* each tower's batch accuracy in the last step */
+    float accuracy;                           /* the global batch's accuracy in the last step */
 } Trainer;
 
 /* Build the pipeline, the parameter server and the towers from the options

@@ -47,9 +47,8 @@ static float *train(const ModelSpec *spec, const PsConfig *pc, int n_towers, int
         offset[t] = t * B;
         n[t] = B;
     }
-    float losses[TOWER_MAX_TOWERS];
     for (int s = 0; s < steps; s++) {
-        if (tower_group_step(g, ps->params, x, labels, offset, n, losses, err, sizeof err) != 0) {
+        if (tower_group_step(g, ps->params, x, labels, offset, n, err, sizeof err) != 0) {
             fprintf(stderr, "tower_group_step: %s\n", err);
             exit(1);
         }

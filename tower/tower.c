@@ -34,7 +34,7 @@ static int ps_copy_params_to_tower(Tower *t) { return t->backend->copy_params_in
 static int tower_copy_shard_to_tower(Tower *t) { return t->backend->copy_shard_in(t->dev, t->x, t->labels, t->n, t->err, sizeof t->err); }
 
 /* Forward and backward on the shard. */
-static int tower_compute(Tower *t) { return t->backend->compute(t->dev, &t->loss, t->err, sizeof t->err); }
+static int tower_compute(Tower *t) { return t->backend->compute(t->dev, &t->loss, &t->accuracy, t->err, sizeof t->err); }
 
 /* The tower's gradients -> its host gradient buffer, which the parameter server averages. */
 static int tower_copy_grads_to_ps(Tower *t) { return t->backend->copy_grads_out(t->dev, t->err, sizeof t->err); }
@@ -116,8 +116,7 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
 }
 
 int tower_group_step(TowerGroup *g, const float *params, const float *x, const int32_t *labels,
-                     const int *shard_offset, const int *shard_n, float *losses,
-                     char *err, size_t err_n_bytes) {
+                     const int *shard_offset, const int *shard_n, char *err, size_t err_n_bytes) {
     const size_t example_n_floats = (size_t)g->spec->H * g->spec->W * g->spec->C;
     pthread_mutex_lock(&g->mu);
     for (int i = 0; i < g->n_towers; i++) {
@@ -139,7 +138,6 @@ int tower_group_step(TowerGroup *g, const float *params, const float *x, const i
             snprintf(err, err_n_bytes, "tower %d: %s", i, t->err);
             return -1;
         }
-        losses[i] = t->loss;
     }
     return 0;
 }

@@ -53,8 +53,9 @@ typedef struct TowerBackend {
     /* x_host: (n, H, W, C), labels_host: (n) -> the device. */
     int (*copy_shard_in)(void *dev, const float *x_host, const int32_t *labels_host, int n,
                          char *err, size_t err_n_bytes);
-    /* Forward and backward on the shard; *loss = the shard's mean loss. */
-    int (*compute)(void *dev, float *loss, char *err, size_t err_n_bytes);
+    /* Forward and backward on the shard; *loss = the shard's mean loss,
+     * *accuracy = the fraction of the shard whose largest logit is its label. */
+    int (*compute)(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes);
     /* The tower's gradients -> grads_host given at create; waits until they are there. */
     int (*copy_grads_out)(void *dev, char *err, size_t err_n_bytes);
 } TowerBackend;
@@ -103,6 +104,7 @@ typedef struct Tower {
     int n;
     /* the step's outputs */
     float loss;                    /* mean loss over the shard */
+    float accuracy;                /* fraction of the shard predicted right (before the update) */
     int status;                    /* 0 ok, -1 failed (err says why) */
     char err[256];
     TowerTimes times;
@@ -136,10 +138,10 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
 /* Run one synchronous step: every tower copies params in, computes on its
  * shard (x + shard_offset[t] examples, shard_n[t] of them) and delivers its
  * gradients; returns when all are done.  Returns 0, or -1 with the first
- * failing tower's message in err.  losses: [n_towers] each tower's mean loss. */
+ * failing tower's message in err.  Each tower's mean loss and batch accuracy
+ * are then in g->towers[t].loss and .accuracy. */
 int tower_group_step(TowerGroup *g, const float *params, const float *x, const int32_t *labels,
-                     const int *shard_offset, const int *shard_n, float *losses,
-                     char *err, size_t err_n_bytes);
+                     const int *shard_offset, const int *shard_n, char *err, size_t err_n_bytes);
 
 /* Stop the threads and free every tower. */
 void tower_group_free(TowerGroup *g);

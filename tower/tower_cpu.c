@@ -19,6 +19,7 @@
 typedef struct {
     const ModelSpec *spec;
     ModelActs *acts;
+    float *logits;         /* (max_batch, num_classes) of the last forward */
     float *weights;        /* (n_params) the tower's own copy of the variables */
     float *grads_host;     /* (n_params) the parameter server's buffer for this tower */
     const float *x;        /* (n, H, W, C) the shard, read in place from the staging buffer */
@@ -57,9 +58,11 @@ static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, 
     t->grads_host = grads_host;
     t->weights = host_alloc_page_aligned(spec->n_params * sizeof(float), NULL);
     t->acts = model_acts_create(spec, max_batch);
-    if (!t->weights || !t->acts) {
+    t->logits = malloc((size_t)max_batch * spec->num_classes * sizeof(float));
+    if (!t->weights || !t->acts || !t->logits) {
         snprintf(err, err_n_bytes, "out of memory for the weights and activations of batch %d", max_batch);
         free(t->weights);
+        free(t->logits);
         model_acts_free(t->acts);
         free(t);
         return NULL;
@@ -71,6 +74,7 @@ static void cpu_tower_free(void *dev) {
     CpuTower *t = dev;
     if (!t) return;
     free(t->weights);
+    free(t->logits);
     model_acts_free(t->acts);
     free(t);
 }
@@ -96,7 +100,20 @@ static int cpu_copy_shard_in(void *dev, const float *x_host, const int32_t *labe
     return 0;
 }
 
-static int cpu_compute(void *dev, float *loss, char *err, size_t err_n_bytes) {
+/* Fraction of the n examples whose largest logit is the label.  logits: (n, K); labels: (n). */
+static float batch_accuracy(const float *logits, const int32_t *labels, int n, int K) {
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *l = logits + (size_t)i * K;
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (l[k] > l[best]) best = k;
+        correct += best == labels[i];
+    }
+    return (float)correct / (float)n;
+}
+
+static int cpu_compute(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     (void)err;
     (void)err_n_bytes;
     CpuTower *t = dev;
@@ -104,7 +121,8 @@ static int cpu_compute(void *dev, float *loss, char *err, size_t err_n_bytes) {
         omp_set_num_threads(t->n_threads);
         t->threads_set = 1;
     }
-    *loss = model_forward(NULL, NULL, t->acts, t->x, t->labels, t->weights, t->n);
+    *loss = model_forward(t->logits, NULL, t->acts, t->x, t->labels, t->weights, t->n);
+    *accuracy = batch_accuracy(t->logits, t->labels, t->n, t->spec->num_classes);
     model_backward(t->grads_host, t->acts, t->weights);
     return 0;
 }
