@@ -2,9 +2,11 @@
  *
  * Where it sits: bench/; the measurement behind model/sgemm.c's choice of
  * oneDNN's dnnl_sgemm.  Compares dnnl_sgemm with OpenBLAS's cblas_sgemm as
- * installed and with OPENBLAS_CORETYPE=SkylakeX (OpenBLAS reads that
- * variable when it loads, so those rows come from a child process: this
- * program runs itself again with the variable set).
+ * installed (OPENBLAS_CORETYPE unset: OpenBLAS's own CPU detection), with
+ * the OPENBLAS_CORETYPE the environment exports if it exports one, and with
+ * OPENBLAS_CORETYPE=SkylakeX.  OpenBLAS reads the variable when it loads,
+ * so each OpenBLAS row set comes from a child process: this program runs
+ * itself again with the variable set or unset.
  * Shapes: 1024^3, and the GEMMs model/ issues at batch 128 for both
  * models: the per-image conv GEMMs (forward, weight gradient, im2col
  * gradient), which model/ runs one image per thread, each single-threaded,
@@ -133,7 +135,11 @@ static void measure(double *med, double *lo, double *hi, int use_dnnl, const Sha
 
 static void run_backend(const char *backend, int reps) {
     int use_dnnl = strcmp(backend, "dnnl") == 0;
-    const char *label = use_dnnl ? "dnnl_sgemm" : getenv("OPENBLAS_CORETYPE") ? "openblas CORETYPE=SkylakeX" : "openblas as installed";
+    char label[80];
+    const char *core_env = getenv("OPENBLAS_CORETYPE");
+    if (use_dnnl) snprintf(label, sizeof label, "dnnl_sgemm");
+    else if (core_env) snprintf(label, sizeof label, "openblas CORETYPE=%s", core_env);
+    else snprintf(label, sizeof label, "openblas as installed");
     char core[64] = "-";
     if (!use_dnnl) snprintf(core, sizeof core, "%s", openblas_get_corename());
     for (int i = 0; i < N_SHAPES; i++) {
@@ -182,11 +188,18 @@ int main(int argc, char **argv) {
     }
     self[n] = 0;
     snprintf(reps_s, sizeof reps_s, "--reps=%d", reps);
-    const char *runs[3][2] = {{"dnnl", NULL}, {"openblas", NULL}, {"openblas", "SkylakeX"}};
-    for (int r = 0; r < 3; r++) {
+    /* dnnl; OpenBLAS detecting the CPU itself; the environment's core type
+     * (if any, and not SkylakeX); SkylakeX. */
+    const char *env_core = getenv("OPENBLAS_CORETYPE");
+    char env_assign[96] = "";
+    if (env_core && strcmp(env_core, "SkylakeX") != 0 && strspn(env_core, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") == strlen(env_core))
+        snprintf(env_assign, sizeof env_assign, "OPENBLAS_CORETYPE=%s", env_core);
+    const char *runs[4][2] = {{"dnnl", "env -u OPENBLAS_CORETYPE"}, {"openblas", "env -u OPENBLAS_CORETYPE"},
+                              {"openblas", env_assign}, {"openblas", "OPENBLAS_CORETYPE=SkylakeX"}};
+    for (int r = 0; r < 4; r++) {
+        if (!runs[r][1][0]) continue;
         char cmd[8300];
-        snprintf(cmd, sizeof cmd, "%s '%s' --backend=%s %s", runs[r][1] ? "OPENBLAS_CORETYPE=SkylakeX" : "env -u OPENBLAS_CORETYPE",
-                 self, runs[r][0], reps_s);
+        snprintf(cmd, sizeof cmd, "%s '%s' --backend=%s %s", runs[r][1], self, runs[r][0], reps_s);
         fflush(stdout);
         if (system(cmd) != 0) {
             fprintf(stderr, "bench_sgemm: child run failed: %s\n", cmd);
