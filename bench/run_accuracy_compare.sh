@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=("$@")
 [ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3)
-tower=build/cmd/tower
+tower=${TOWER:-build/cmd/tower}
 src=/usr/share/datasets/fashion-mnist
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
