@@ -64,6 +64,9 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
 void ps_free(ParamServer *ps) {
     if (!ps) return;
     ps->alloc.free(ps->block, ps->alloc.ctx);
+    if (ps->replica_block) ps->alloc.free(ps->replica_block, ps->alloc.ctx);
+    free(ps->replica_params);
+    free(ps->replica_accum);
     free(ps->tower_grads);
     free(ps);
 }
@@ -94,5 +97,60 @@ void ps_apply_gradients(ParamServer *ps) {
     optimizer_apply(ps->params, ps->accum, ps->grads, n, lr, &ps->cfg.opt);
     ps->global_step++;
     if (ps->ema) ema_apply(ps->ema, ps->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
+    ps->last_lr = lr;
+}
+
+int ps_create_replicas(ParamServer *ps, int n_replicas) {
+    if (n_replicas < 1 || ps->n_replicas > 0) return -1;
+    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
+    const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;
+    const size_t per_replica = 1 + (ps->accum ? 1u : 0u);
+    float **params = calloc((size_t)n_replicas, sizeof *params);
+    float **accum = calloc((size_t)n_replicas, sizeof *accum);
+    void *block = params && accum
+                      ? ps->alloc.alloc((size_t)n_replicas * per_replica * slice_n_floats * sizeof(float), ps->alloc.ctx)
+                      : NULL;
+    if (!block) {
+        free(params);
+        free(accum);
+        return -1;
+    }
+    float *next = block;
+    for (int r = 0; r < n_replicas; r++) {
+        params[r] = next; next += slice_n_floats;
+        if (ps->accum) { accum[r] = next; next += slice_n_floats; }
+    }
+    ps->replica_block = block;
+    ps->replica_params = params;
+    ps->replica_accum = accum;
+    ps->n_replicas = n_replicas;
+    ps_broadcast_replicas(ps);
+    return 0;
+}
+
+void ps_broadcast_replicas(ParamServer *ps) {
+    const size_t n_bytes = ps->spec.n_params * sizeof(float);
+    for (int r = 0; r < ps->n_replicas; r++) {
+        memcpy(ps->replica_params[r], ps->params, n_bytes);
+        if (ps->accum) memcpy(ps->replica_accum[r], ps->accum, n_bytes);
+    }
+}
+
+void ps_gather_replica(ParamServer *ps, int r) {
+    const size_t n_bytes = ps->spec.n_params * sizeof(float);
+    memcpy(ps->params, ps->replica_params[r], n_bytes);
+    if (ps->accum) memcpy(ps->accum, ps->replica_accum[r], n_bytes);
+}
+
+float ps_step_lr(const ParamServer *ps) { return lr_schedule_at(&ps->cfg.lr, ps->global_step); }
+
+void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr) {
+    optimizer_apply(ps->replica_params[r], ps->replica_accum[r], grads, ps->spec.n_params, lr, &ps->cfg.opt);
+}
+
+void ps_finish_replicated_step(ParamServer *ps, float lr) {
+    const size_t n = ps->spec.n_params;
+    ps->global_step++;
+    if (ps->ema) ema_apply(ps->ema, ps->replica_params[0], n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
     ps->last_lr = lr;
 }

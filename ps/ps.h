@@ -66,6 +66,11 @@ typedef struct {
     float last_lr;           /* the learning rate of the last ps_apply_gradients; 0 before */
     void *block;             /* the one allocation all slices above live in */
     size_t block_n_bytes;
+    /* Replicated modes only (ps_create_replicas); 0 / NULL otherwise. */
+    int n_replicas;
+    float **replica_params;  /* [n_replicas] -> (n_params) tower r's own variables, from alloc */
+    float **replica_accum;   /* [n_replicas] -> (n_params) tower r's own momentum slots (NULL entries for sgd) */
+    void *replica_block;     /* the one allocation the replica slices live in */
 } ParamServer;
 
 /* Create a server for `spec` with n_towers >= 1 gradient slots.  params are
@@ -89,5 +94,45 @@ void ps_average_grads(ParamServer *ps);
  * optimizer, global_step++, the moving average; sets last_lr.  Never
  * fails; a non-finite gradient propagates into params (the caller checks). */
 void ps_apply_gradients(ParamServer *ps);
+
+/* ---- replicated modes (docs/modes.md) ----
+ * With `--variable_update replicated` every tower keeps its own copy of the
+ * variables and of the momentum slots and applies the update itself, on its
+ * own thread, after the towers have all-reduced their gradients.  The server
+ * stays the holder of global_step, the learning-rate schedule, the moving
+ * averages and of what a checkpoint saves:
+ *   ps->params / ps->accum are a snapshot of replica 0, refreshed by
+ *   ps_gather_replica before a save; after a load, ps_broadcast_replicas
+ *   hands them to every replica.  One replicated step, in this order:
+ *     lr = ps_step_lr(ps)                          (the server thread)
+ *     every tower r: its gradient all-reduced to the mean (ps/allreduce_host.h),
+ *                    ps_replica_apply(ps, r, mean, lr)   (tower r's thread)
+ *     ps_finish_replicated_step(ps, lr)            (the server thread)
+ * which is steps 2-5 of the parameter-server step with replica 0 in place
+ * of params. */
+
+/* Allocate n_replicas (>= 1) replicas from ps->alloc and broadcast params
+ * and accum into each.  Returns 0, or -1 when the allocation fails or
+ * replicas exist already (ps unchanged). */
+int ps_create_replicas(ParamServer *ps, int n_replicas);
+
+/* params and accum -> every replica (after ckpt_load).  Never fails. */
+void ps_broadcast_replicas(ParamServer *ps);
+
+/* Replica r's variables and momentum slots -> params and accum (before
+ * ckpt_save, or to read the trained variables).  Never fails. */
+void ps_gather_replica(ParamServer *ps, int r);
+
+/* The learning rate of the step about to run: lr_schedule_at(global_step). */
+float ps_step_lr(const ParamServer *ps);
+
+/* The optimizer on replica r only: replica_params[r] and replica_accum[r]
+ * updated with grads (n_params), lr given.  Safe to call concurrently for
+ * different r (each call touches only its replica).  Never fails. */
+void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr);
+
+/* After every replica applied lr: global_step += 1, the moving averages
+ * follow replica 0 (as ps_apply_gradients's step 5), last_lr = lr. */
+void ps_finish_replicated_step(ParamServer *ps, float lr);
 
 #endif

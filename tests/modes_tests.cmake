@@ -1,0 +1,4 @@
+# Tests of the variable placement modes (docs/modes.md): the host ring
+# all-reduce, every mode's trajectory against parameter_server/cpu, the
+# --trace timeline and `tower bench`'s table, CSV and SVG.
+tower_add_test(NAME test_modes_allreduce SOURCES test_modes_allreduce.c LIBS tower_ps Threads::Threads)
