@@ -2,11 +2,14 @@
  *
  * The parameter server thread publishes a step (a new go_generation), every
  * tower thread runs its step on its own device and increments n_done, and
- * the parameter server thread waits until n_done == n_towers.  Nothing here
- * averages or updates variables: that is ps/.
+ * the parameter server thread waits until n_done == n_towers.  With hooks
+ * (the replicated modes) the tower threads first meet at tower_sync and then
+ * run the caller's reduce and apply.  Nothing here averages or updates
+ * variables: that is ps/ (through the hooks the trainer wires).
  */
 #include "tower/tower.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +30,21 @@ const TowerBackend *tower_backend_find(const char *name) {
     return NULL;
 }
 
-/* The master variables -> the tower's own weights. */
-static int ps_copy_params_to_tower(Tower *t) { return t->backend->copy_params_in(t->dev, t->params, t->err, sizeof t->err); }
+const char *tower_phase_name(TowerPhase p) {
+    static const char *const names[TOWER_N_PHASES] = {"copy_in", "forward", "backward", "copy_out",
+                                                       "sync", "reduce", "apply"};
+    return p >= 0 && p < TOWER_N_PHASES ? names[p] : "?";
+}
+
+/* The variables -> the tower's own weights (skipped when they are bound). */
+static int ps_copy_params_to_tower(Tower *t) {
+    if (!t->params) {
+        if (t->bound) return 0;
+        snprintf(t->err, sizeof t->err, "no variables to copy in and none bound");
+        return -1;
+    }
+    return t->backend->copy_params_in(t->dev, t->params, t->err, sizeof t->err);
+}
 
 /* The tower's shard of the staged batch -> the tower's device. */
 static int tower_copy_shard_to_tower(Tower *t) { return t->backend->copy_shard_in(t->dev, t->x, t->labels, t->n, t->err, sizeof t->err); }
@@ -39,20 +55,92 @@ static int tower_compute(Tower *t) { return t->backend->compute(t->dev, &t->loss
 /* The tower's gradients -> its host gradient buffer, which the parameter server averages. */
 static int tower_copy_grads_to_ps(Tower *t) { return t->backend->copy_grads_out(t->dev, t->err, sizeof t->err); }
 
-static void tower_run_step(Tower *t, double go_time) {
-    double t0 = tower_now_sec();
-    t->times.wait_sec = t0 - go_time;
+/* Wait until every tower of the step has arrived; ok = this tower may go on.
+ * Returns 1 when every tower arrived ok, 0 otherwise. */
+static int tower_sync(TowerGroup *g, int ok) {
+    pthread_mutex_lock(&g->mu);
+    if (!ok) g->sync_failed = 1;
+    long gen = g->sync_generation;
+    if (++g->n_synced == g->n_towers) {
+        g->n_synced = 0;
+        g->sync_generation++;
+        pthread_cond_broadcast(&g->sync_cv);
+    } else {
+        while (g->sync_generation == gen) pthread_cond_wait(&g->sync_cv, &g->mu);
+    }
+    int all_ok = !g->sync_failed;
+    pthread_mutex_unlock(&g->mu);
+    return all_ok;
+}
+
+static double span_sec(const TowerSpan *s) { return s->end_sec - s->start_sec; }
+
+/* Split the compute span (recorded as FORWARD) at the backend's forward end, when it reports one. */
+static void split_compute(Tower *t) {
+    TowerSpan *f = &t->times.span[TOWER_PHASE_FORWARD], *b = &t->times.span[TOWER_PHASE_BACKWARD];
+    double compute_end = f->end_sec;
+    double mid = t->backend->forward_end_sec ? t->backend->forward_end_sec(t->dev) : 0.0;
+    if (mid > f->start_sec && mid < compute_end) f->end_sec = mid;
+    else mid = compute_end; /* not split: all of it shows as forward */
+    b->start_sec = mid;
+    b->end_sec = compute_end;
+}
+
+/* One tower's step; every phase's span is recorded as it runs.  A phase
+ * runs only if the ones before it succeeded; with hooks, the sync runs in
+ * any case (a tower that failed must still arrive, or the others would wait
+ * forever), and the hooks run only when every tower arrived ok. */
+static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
+    TowerTimes *tt = &t->times;
+    TowerSpan *sp = tt->span;
+    memset(tt, 0, sizeof *tt);
+    tt->go_sec = go_time;
     t->status = -1;
-    if (ps_copy_params_to_tower(t) || tower_copy_shard_to_tower(t)) return;
-    double t1 = tower_now_sec();
-    if (tower_compute(t)) return;
-    double t2 = tower_now_sec();
-    if (tower_copy_grads_to_ps(t)) return;
-    double t3 = tower_now_sec();
-    t->times.copy_in_sec = t1 - t0;
-    t->times.compute_sec = t2 - t1;
-    t->times.copy_out_sec = t3 - t2;
-    t->status = 0;
+
+    sp[TOWER_PHASE_COPY_IN].start_sec = tower_now_sec();
+    int ok = ps_copy_params_to_tower(t) == 0 && tower_copy_shard_to_tower(t) == 0;
+    sp[TOWER_PHASE_COPY_IN].end_sec = tower_now_sec();
+    if (ok) {
+        sp[TOWER_PHASE_FORWARD].start_sec = sp[TOWER_PHASE_COPY_IN].end_sec;
+        ok = tower_compute(t) == 0;
+        sp[TOWER_PHASE_FORWARD].end_sec = tower_now_sec();
+        split_compute(t);
+    }
+    if (ok) {
+        sp[TOWER_PHASE_COPY_OUT].start_sec = sp[TOWER_PHASE_BACKWARD].end_sec;
+        ok = tower_copy_grads_to_ps(t) == 0;
+        sp[TOWER_PHASE_COPY_OUT].end_sec = tower_now_sec();
+    }
+    tt->wait_sec = sp[TOWER_PHASE_COPY_IN].start_sec - go_time;
+    tt->copy_in_sec = span_sec(&sp[TOWER_PHASE_COPY_IN]);
+    tt->compute_sec = span_sec(&sp[TOWER_PHASE_FORWARD]) + span_sec(&sp[TOWER_PHASE_BACKWARD]);
+    tt->copy_out_sec = span_sec(&sp[TOWER_PHASE_COPY_OUT]);
+    if (!hooks) {
+        if (ok) t->status = 0;
+        return;
+    }
+
+    sp[TOWER_PHASE_SYNC].start_sec = tower_now_sec();
+    int all_ok = tower_sync(t->group, ok && isfinite(t->loss));
+    sp[TOWER_PHASE_SYNC].end_sec = tower_now_sec();
+    tt->sync_sec = span_sec(&sp[TOWER_PHASE_SYNC]);
+    if (!all_ok) {
+        if (ok) t->status = 0; /* this tower was fine: another one failed, or a loss is not finite */
+        return;
+    }
+    if (hooks->reduce) {
+        sp[TOWER_PHASE_REDUCE].start_sec = sp[TOWER_PHASE_SYNC].end_sec;
+        ok = hooks->reduce(hooks->ctx, t->index, t->err, sizeof t->err) == 0;
+        sp[TOWER_PHASE_REDUCE].end_sec = tower_now_sec();
+    }
+    if (ok && hooks->apply) {
+        sp[TOWER_PHASE_APPLY].start_sec = tower_now_sec();
+        ok = hooks->apply(hooks->ctx, t->index, t->err, sizeof t->err) == 0;
+        sp[TOWER_PHASE_APPLY].end_sec = tower_now_sec();
+    }
+    tt->reduce_sec = span_sec(&sp[TOWER_PHASE_REDUCE]);
+    tt->apply_sec = span_sec(&sp[TOWER_PHASE_APPLY]);
+    if (ok) t->status = 0;
 }
 
 static void *tower_thread_main(void *arg) {
@@ -65,9 +153,10 @@ static void *tower_thread_main(void *arg) {
         seen = g->go_generation;
         int quit = g->quit;
         double go_time = g->go_time;
+        const TowerHooks *hooks = g->hooks;
         pthread_mutex_unlock(&g->mu);
         if (quit) return NULL;
-        tower_run_step(t, go_time);
+        tower_run_step(t, go_time, hooks);
         pthread_mutex_lock(&g->mu);
         if (++g->n_done == g->n_towers) pthread_cond_signal(&g->done_cv);
         pthread_mutex_unlock(&g->mu);
@@ -89,6 +178,7 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->go_cv, NULL);
     pthread_cond_init(&g->done_cv, NULL);
+    pthread_cond_init(&g->sync_cv, NULL);
     for (int i = 0; i < cfg->n_towers; i++) {
         Tower *t = &g->towers[i];
         t->group = g;
@@ -115,17 +205,18 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
     return g;
 }
 
-int tower_group_step(TowerGroup *g, const float *params, const float *x, const int32_t *labels,
-                     const int *shard_offset, const int *shard_n, char *err, size_t err_n_bytes) {
+int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes) {
     const size_t example_n_floats = (size_t)g->spec->H * g->spec->W * g->spec->C;
     pthread_mutex_lock(&g->mu);
     for (int i = 0; i < g->n_towers; i++) {
         Tower *t = &g->towers[i];
-        t->params = params;
-        t->x = x + (size_t)shard_offset[i] * example_n_floats;
-        t->labels = labels + shard_offset[i];
-        t->n = shard_n[i];
+        t->params = step->params[i];
+        t->x = step->x + (size_t)step->shard_offset[i] * example_n_floats;
+        t->labels = step->labels + step->shard_offset[i];
+        t->n = step->shard_n[i];
     }
+    g->hooks = step->hooks;
+    g->sync_failed = 0;
     g->n_done = 0;
     g->go_time = tower_now_sec();
     g->go_generation++;
@@ -142,6 +233,27 @@ int tower_group_step(TowerGroup *g, const float *params, const float *x, const i
     return 0;
 }
 
+int tower_group_step(TowerGroup *g, const float *params, const float *x, const int32_t *labels,
+                     const int *shard_offset, const int *shard_n, char *err, size_t err_n_bytes) {
+    TowerStep step = {.x = x, .labels = labels, .shard_offset = shard_offset, .shard_n = shard_n, .hooks = NULL};
+    for (int i = 0; i < g->n_towers; i++) step.params[i] = params;
+    return tower_group_run(g, &step, err, err_n_bytes);
+}
+
+int tower_group_bind_params(TowerGroup *g, float *const *params, char *err, size_t err_n_bytes) {
+    if (g->n_towers < 1 || !g->towers[0].backend->bind_params) return 0;
+    for (int i = 0; i < g->n_towers; i++) {
+        Tower *t = &g->towers[i];
+        char e[256];
+        if (t->backend->bind_params(t->dev, params[i], e, sizeof e) != 0) {
+            snprintf(err, err_n_bytes, "tower %d: cannot bind its variables: %s", i, e);
+            return -1;
+        }
+        t->bound = 1;
+    }
+    return 1;
+}
+
 void tower_group_free(TowerGroup *g) {
     if (!g) return;
     pthread_mutex_lock(&g->mu);
@@ -156,5 +268,6 @@ void tower_group_free(TowerGroup *g) {
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->go_cv);
     pthread_cond_destroy(&g->done_cv);
+    pthread_cond_destroy(&g->sync_cv);
     free(g);
 }

@@ -16,6 +16,16 @@
  * The parameter server thread (the caller of tower_group_step) waits for every
  * tower — the synchronisation point — and then averages and applies (ps/).
  *
+ * The replicated modes (docs/modes.md) run the same step through
+ * tower_group_run with two differences: a tower whose variables are bound
+ * to a host buffer (tower_group_bind_params) skips the copy-in, and after
+ * the copy-out every tower thread waits for the others (tower_sync) and then
+ * runs the step's hooks, `reduce` (the all-reduce of the gradients) and
+ * `apply` (the update of its own variables), which the caller supplies:
+ * this file still knows nothing of how gradients are combined or variables
+ * updated.  Every phase's start and end are recorded (TowerTimes) so that a
+ * trace and the benchmark can show them.
+ *
  * What a device is lives behind TowerBackend: "cpu" (here) and "cuda"
  * (tower_cuda.cu, when built with CUDA).  This file knows nothing of how a
  * variable is updated or how a batch is read.
@@ -58,6 +68,15 @@ typedef struct TowerBackend {
     int (*compute)(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes);
     /* The tower's gradients -> grads_host given at create; waits until they are there. */
     int (*copy_grads_out)(void *dev, char *err, size_t err_n_bytes);
+    /* Optional (NULL: not supported).  From now on the tower's variables ARE
+     * params_host (n_params floats owned by the caller), read in place by
+     * compute and updated in place by the caller between steps; copy_params_in
+     * is then not needed.  The CPU backend supports it; a GPU cannot. */
+    int (*bind_params)(void *dev, float *params_host, char *err, size_t err_n_bytes);
+    /* Optional (NULL: compute is not split).  tower_now_sec() at which the
+     * forward pass of the last compute ended, so that the phase times can
+     * show forward and backward apart. */
+    double (*forward_end_sec)(const void *dev);
 } TowerBackend;
 
 extern const TowerBackend tower_backend_cpu;
@@ -79,13 +98,52 @@ extern const TowerBackend tower_backend_cuda_tf32;
 /* Find a backend by name ("cpu"; "cuda" or "gpu", "cuda-tf32"); NULL when not built in. */
 const TowerBackend *tower_backend_find(const char *name);
 
-/* Seconds one tower spent in each phase of its last step. */
+/* The phases of a tower's step, in the order they run. */
+typedef enum {
+    TOWER_PHASE_COPY_IN = 0, /* variables (unless bound) + shard -> the device */
+    TOWER_PHASE_FORWARD,     /* forward (the whole compute when the backend does not split it) */
+    TOWER_PHASE_BACKWARD,    /* backward */
+    TOWER_PHASE_COPY_OUT,    /* gradients -> the host gradient buffer */
+    TOWER_PHASE_SYNC,        /* hooks only: waiting for the other towers (stragglers show here) */
+    TOWER_PHASE_REDUCE,      /* hooks only: the reduce hook (all-reduce of the gradients) */
+    TOWER_PHASE_APPLY,       /* hooks only: the apply hook (update of the tower's variables) */
+    TOWER_N_PHASES
+} TowerPhase;
+
+/* "copy_in", "forward", "backward", "copy_out", "sync", "reduce", "apply". */
+const char *tower_phase_name(TowerPhase p);
+
+/* An interval on the tower_now_sec() clock; both 0 when it did not happen. */
 typedef struct {
+    double start_sec, end_sec;
+} TowerSpan;
+
+/* What one tower did in its last step: absolute spans of every phase, and
+ * the durations derived from them (seconds). */
+typedef struct {
+    double go_sec;         /* when the step was published (tower_now_sec clock) */
+    TowerSpan span[TOWER_N_PHASES];
     double wait_sec;       /* from the go to the start of copy-in (thread wake-up) */
     double copy_in_sec;    /* params + shard to the device */
     double compute_sec;    /* forward + backward */
     double copy_out_sec;   /* gradients to the host */
+    double sync_sec;       /* waiting for the other towers before the hooks (0 without hooks) */
+    double reduce_sec;     /* the reduce hook (0 without hooks) */
+    double apply_sec;      /* the apply hook (0 without hooks) */
 } TowerTimes;
+
+/* Per-step work run on every tower thread after its gradients are
+ * delivered (the replicated modes).  Each returns 0, or -1 with one line in
+ * err; `tower` is the tower's index.  Both run only when every tower got
+ * through its copy-out and every tower's loss is finite, so a failure or a
+ * diverged step changes no variable.  reduce is collective (every tower's
+ * call waits for the others): it must return on every tower or on none.
+ * Either may be NULL. */
+typedef struct {
+    int (*reduce)(void *ctx, int tower, char *err, size_t err_n_bytes);
+    int (*apply)(void *ctx, int tower, char *err, size_t err_n_bytes);
+    void *ctx;
+} TowerHooks;
 
 typedef struct TowerGroup TowerGroup;
 
@@ -98,7 +156,8 @@ typedef struct Tower {
     void *dev;                     /* the backend's state */
     pthread_t thread;
     /* the step's inputs, set by the parameter server thread before the go */
-    const float *params;           /* (n_params) master variables, read only during the step */
+    const float *params;           /* (n_params) variables to copy in, read only during the step; NULL: no copy-in */
+    int bound;                     /* 1: the tower's variables are bound to a host buffer (tower_group_bind_params) */
     const float *x;                /* (n, H, W, C) this tower's shard in the staging buffer */
     const int32_t *labels;         /* (n) */
     int n;
@@ -120,6 +179,11 @@ struct TowerGroup {
     double go_time;                /* tower_now_sec() at the go */
     int n_done;
     int quit;
+    const TowerHooks *hooks;       /* this step's hooks, or NULL */
+    pthread_cond_t sync_cv;        /* tower_sync: the towers wait for each other before the hooks */
+    int n_synced;
+    long sync_generation;
+    int sync_failed;               /* some tower failed or lost a finite loss this step */
 };
 
 typedef struct {
@@ -142,6 +206,29 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
  * are then in g->towers[t].loss and .accuracy. */
 int tower_group_step(TowerGroup *g, const float *params, const float *x, const int32_t *labels,
                      const int *shard_offset, const int *shard_n, char *err, size_t err_n_bytes);
+
+/* One step, in general form (tower_group_step is this with the same params
+ * for every tower and no hooks). */
+typedef struct {
+    const float *params[TOWER_MAX_TOWERS]; /* (n_params) what tower t copies in; NULL when tower t is bound */
+    const float *x;                        /* (global batch, H, W, C) the staged batch */
+    const int32_t *labels;                 /* (global batch) */
+    const int *shard_offset, *shard_n;     /* [n_towers]: tower t takes examples [offset, offset + n) */
+    const TowerHooks *hooks;               /* NULL: none (the parameter-server modes) */
+} TowerStep;
+
+/* Run one synchronous step as tower_group_step does, then, with hooks,
+ * every tower's sync, reduce and apply.  Returns 0, or -1 with the first
+ * failing tower's message in err (with hooks, no tower ran them then).
+ * A tower with an unbound backend and a NULL params entry is an error. */
+int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes);
+
+/* Bind tower t's variables to params[t] (n_params floats each, owned by the
+ * caller, which must keep them alive until tower_group_free): the replicated
+ * modes' towers then compute on them in place and skip the copy-in.
+ * Returns 1 when every tower is bound, 0 when the backend cannot bind
+ * (nothing changed: copy in every step instead), -1 with err on a failure. */
+int tower_group_bind_params(TowerGroup *g, float *const *params, char *err, size_t err_n_bytes);
 
 /* Stop the threads and free every tower. */
 void tower_group_free(TowerGroup *g);

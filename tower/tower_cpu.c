@@ -5,8 +5,10 @@
  * copy of the weights (copied in from the master variables each step, as a
  * GPU tower would), its own activations (ModelActs), and computes its
  * gradients straight into the host gradient buffer the parameter server gave
- * it, so its copy-out is empty.  Its OpenMP threads: about C/N of the C cores
- * for N towers, set on the tower's own thread.
+ * it, so its copy-out is empty.  In the replicated modes its weights are
+ * bound to its replica's host buffer instead (bind_params): no copy-in, the
+ * update is applied to them in place.  Its OpenMP threads: about C/N of the
+ * C cores for N towers, set on the tower's own thread.
  */
 #include "tower/tower.h"
 
@@ -20,7 +22,8 @@ typedef struct {
     const ModelSpec *spec;
     ModelActs *acts;
     float *logits;         /* (max_batch, num_classes) of the last forward */
-    float *weights;        /* (n_params) the tower's own copy of the variables */
+    float *weights;        /* (n_params) the variables compute reads: own_weights, or the bound buffer */
+    float *own_weights;    /* (n_params) the tower's own copy, filled by copy_params_in */
     float *grads_host;     /* (n_params) the parameter server's buffer for this tower */
     const float *x;        /* (n, H, W, C) the shard, read in place from the staging buffer */
     const int32_t *labels; /* (n) */
@@ -28,6 +31,7 @@ typedef struct {
     int max_batch;
     int n_threads;
     int threads_set;
+    double forward_end_sec; /* tower_now_sec() when the last forward ended */
 } CpuTower;
 
 static HostAlloc cpu_host_alloc(void) { return host_alloc_default(); }
@@ -56,12 +60,13 @@ static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, 
     t->max_batch = max_batch;
     t->n_threads = n_threads;
     t->grads_host = grads_host;
-    t->weights = host_alloc_page_aligned(spec->n_params * sizeof(float), NULL);
+    t->own_weights = host_alloc_page_aligned(spec->n_params * sizeof(float), NULL);
+    t->weights = t->own_weights;
     t->acts = model_acts_create(spec, max_batch);
     t->logits = malloc((size_t)max_batch * spec->num_classes * sizeof(float));
     if (!t->weights || !t->acts || !t->logits) {
         snprintf(err, err_n_bytes, "out of memory for the weights and activations of batch %d", max_batch);
-        free(t->weights);
+        free(t->own_weights);
         free(t->logits);
         model_acts_free(t->acts);
         free(t);
@@ -73,7 +78,7 @@ static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, 
 static void cpu_tower_free(void *dev) {
     CpuTower *t = dev;
     if (!t) return;
-    free(t->weights);
+    free(t->own_weights);
     free(t->logits);
     model_acts_free(t->acts);
     free(t);
@@ -83,9 +88,22 @@ static int cpu_copy_params_in(void *dev, const float *params_host, char *err, si
     (void)err;
     (void)err_n_bytes;
     CpuTower *t = dev;
+    t->weights = t->own_weights;
     memcpy(t->weights, params_host, t->spec->n_params * sizeof(float));
     return 0;
 }
+
+static int cpu_bind_params(void *dev, float *params_host, char *err, size_t err_n_bytes) {
+    CpuTower *t = dev;
+    if (!params_host) {
+        snprintf(err, err_n_bytes, "no buffer to bind the variables to");
+        return -1;
+    }
+    t->weights = params_host;
+    return 0;
+}
+
+static double cpu_forward_end_sec(const void *dev) { return ((const CpuTower *)dev)->forward_end_sec; }
 
 static int cpu_copy_shard_in(void *dev, const float *x_host, const int32_t *labels_host, int n,
                              char *err, size_t err_n_bytes) {
@@ -123,6 +141,7 @@ static int cpu_compute(void *dev, float *loss, float *accuracy, char *err, size_
     }
     *loss = model_forward(t->logits, NULL, t->acts, t->x, t->labels, t->weights, t->n);
     *accuracy = batch_accuracy(t->logits, t->labels, t->n, t->spec->num_classes);
+    t->forward_end_sec = tower_now_sec();
     model_backward(t->grads_host, t->acts, t->weights);
     return 0;
 }
@@ -145,4 +164,6 @@ const TowerBackend tower_backend_cpu = {
     .copy_shard_in = cpu_copy_shard_in,
     .compute = cpu_compute,
     .copy_grads_out = cpu_copy_grads_out,
+    .bind_params = cpu_bind_params,
+    .forward_end_sec = cpu_forward_end_sec,
 };
