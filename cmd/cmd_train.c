@@ -72,6 +72,10 @@ int train_flags(TrainerOptions *o, Flag *flags) {
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
         {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir"},
         {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir"},
+        {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},
+        {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu or gpu (gpu needs GPU towers)"},
+        {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (needs GPU towers), auto"},
+        {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     if (flags) memcpy(flags, table, sizeof table);

@@ -1,15 +1,21 @@
 /* trainer.c — the training loop's parts wired together (see trainer.h).
- * No math lives here: it calls io/, tower/ and ps/ in the order of a step.
+ * No math lives here: it calls io/, tower/ and ps/ in the order of a step,
+ * one function per variable placement mode (step_parameter_server_cpu,
+ * step_replicated_host), and records where the time went (TrainerStepTimes,
+ * the --trace file).
  */
 #include "cmd/trainer.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "io/rng.h"
 
 void trainer_options_defaults(TrainerOptions *o) {
     memset(o, 0, sizeof *o);
@@ -40,7 +46,87 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->keep_checkpoints = 5;
     o->min_after_dequeue = 20000;
     o->input_threads = 0;
+    o->variable_update = "parameter_server";
+    o->local_parameter_device = "cpu";
+    o->all_reduce = "auto";
+    o->trace = "";
 }
+
+/* ---- variable placement modes ---- */
+
+static const char *const mode_names[TRAINER_N_MODES] = {"ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl"};
+
+const char *trainer_mode_name(TrainerMode m) { return m >= 0 && m < TRAINER_N_MODES ? mode_names[m] : "?"; }
+
+int trainer_mode_from_flags(const char *variable_update, const char *local_parameter_device,
+                            const char *all_reduce, TrainerMode *mode, char *err, size_t err_n_bytes) {
+    if (!strcmp(variable_update, "parameter_server")) {
+        if (!strcmp(local_parameter_device, "cpu")) *mode = TRAINER_PS_CPU;
+        else if (!strcmp(local_parameter_device, "gpu")) *mode = TRAINER_PS_GPU;
+        else {
+            snprintf(err, err_n_bytes, "--local_parameter_device '%s': expected cpu or gpu", local_parameter_device);
+            return -1;
+        }
+        return 0;
+    }
+    if (!strcmp(variable_update, "replicated")) {
+        if (!strcmp(all_reduce, "host") || !strcmp(all_reduce, "auto")) *mode = TRAINER_REPLICATED_HOST;
+        else if (!strcmp(all_reduce, "nccl")) *mode = TRAINER_REPLICATED_NCCL;
+        else {
+            snprintf(err, err_n_bytes, "--all_reduce '%s': expected auto, host or nccl", all_reduce);
+            return -1;
+        }
+        return 0;
+    }
+    snprintf(err, err_n_bytes, "--variable_update '%s': expected parameter_server or replicated", variable_update);
+    return -1;
+}
+
+int trainer_mode_from_name(const char *name, TrainerMode *mode, char *err, size_t err_n_bytes) {
+    static const struct { const char *name; TrainerMode mode; } aliases[] = {
+        {"ps_cpu", TRAINER_PS_CPU}, {"parameter_server", TRAINER_PS_CPU}, {"parameter_server/cpu", TRAINER_PS_CPU},
+        {"ps_gpu", TRAINER_PS_GPU}, {"parameter_server/gpu", TRAINER_PS_GPU},
+        {"replicated_host", TRAINER_REPLICATED_HOST}, {"replicated", TRAINER_REPLICATED_HOST},
+        {"replicated/host", TRAINER_REPLICATED_HOST},
+        {"replicated_nccl", TRAINER_REPLICATED_NCCL}, {"replicated/nccl", TRAINER_REPLICATED_NCCL},
+    };
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+        if (!strcmp(name, aliases[i].name)) {
+            *mode = aliases[i].mode;
+            return 0;
+        }
+    }
+    snprintf(err, err_n_bytes, "unknown mode '%s': expected ps_cpu, ps_gpu, replicated_host or replicated_nccl "
+             "(or parameter_server/cpu, parameter_server/gpu, replicated/host, replicated/nccl)", name);
+    return -1;
+}
+
+void trainer_mode_set_flags(TrainerMode m, TrainerOptions *o) {
+    const int replicated = m == TRAINER_REPLICATED_HOST || m == TRAINER_REPLICATED_NCCL;
+    o->variable_update = replicated ? "replicated" : "parameter_server";
+    o->local_parameter_device = m == TRAINER_PS_GPU ? "gpu" : "cpu";
+    o->all_reduce = m == TRAINER_REPLICATED_NCCL ? "nccl" : replicated ? "host" : "auto";
+}
+
+int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes) {
+    switch (m) {
+    case TRAINER_PS_CPU:
+    case TRAINER_REPLICATED_HOST: return 1;
+    case TRAINER_PS_GPU:
+        snprintf(err, err_n_bytes, "--variable_update parameter_server --local_parameter_device gpu needs GPU towers, "
+                 "which this version does not run yet (CPU towers only; see docs/modes.md)");
+        return 0;
+    case TRAINER_REPLICATED_NCCL:
+        snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl needs GPU towers and NCCL, "
+                 "which this version does not run yet (use --all_reduce host; see docs/modes.md)");
+        return 0;
+    default: break;
+    }
+    snprintf(err, err_n_bytes, "unknown mode %d", (int)m);
+    return 0;
+}
+
+static int is_replicated(TrainerMode m) { return m == TRAINER_REPLICATED_HOST || m == TRAINER_REPLICATED_NCCL; }
 
 void trainer_timestamp(char *out, size_t out_n_bytes) {
     struct timeval tv;
@@ -142,20 +228,83 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
         printf("%s: tower_%d: %s backend, device %s, %d OpenMP thread(s), batch %d\n", ts, t,
                tr->backend->name, d, tc->n_threads[t], tr->shard_sizes[t]);
     }
-    printf("%s: global batch %d = %d tower(s); gradients averaged and applied on /cpu:0\n", ts,
-           tr->global_batch, tr->n_towers);
+    if (is_replicated(tr->mode))
+        printf("%s: global batch %d = %d tower(s); mode %s: every tower keeps its own variables and momentum slots "
+               "(%s), gradients all-reduced by a ring over the towers' host buffers, every tower applies the update; "
+               "global_step and moving averages (of tower_0) on /cpu:0\n",
+               ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode),
+               tr->replicas_bound ? "computed on in place" : "copied in each step");
+    else
+        printf("%s: global batch %d = %d tower(s); mode %s: gradients averaged and applied on /cpu:0\n", ts,
+               tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode));
     fflush(stdout);
 }
 
 void trainer_close(Trainer *tr) {
     if (tr->pipeline) pipeline_close(tr->pipeline);
     if (tr->towers) tower_group_free(tr->towers);
+    if (tr->allreduce) allreduce_host_free(tr->allreduce);
+    if (tr->trace) {
+        char e[1200];
+        if (trace_close(tr->trace, e, sizeof e) != 0) fprintf(stderr, "tower: %s\n", e);
+    }
+    if (tr->synthetic_x) tr->alloc.free(tr->synthetic_x, tr->alloc.ctx);
+    if (tr->synthetic_labels) tr->alloc.free(tr->synthetic_labels, tr->alloc.ctx);
     if (tr->ps) ps_free(tr->ps);
     if (tr->files) {
         for (int i = 0; i < tr->n_files; i++) free(tr->files[i]);
         free(tr->files);
     }
     memset(tr, 0, sizeof *tr);
+}
+
+/* opt.synthetic: one global batch of seeded uniform [-1, 1) images and uniform labels,
+ * handed out every step (tf_cnn_benchmarks' synthetic data), from the backend's allocator. */
+static int make_synthetic_batch(Trainer *tr, char *err, size_t err_n_bytes) {
+    const size_t example_n_floats = (size_t)tr->spec.H * tr->spec.W * tr->spec.C;
+    const size_t n = (size_t)tr->global_batch;
+    tr->synthetic_x = tr->alloc.alloc(n * example_n_floats * sizeof(float), tr->alloc.ctx);
+    tr->synthetic_labels = tr->alloc.alloc(n * sizeof(int32_t), tr->alloc.ctx);
+    if (!tr->synthetic_x || !tr->synthetic_labels) {
+        snprintf(err, err_n_bytes, "out of memory for a synthetic batch of %zu examples", n);
+        return -1;
+    }
+    float *x = tr->synthetic_x;
+    int32_t *labels = tr->synthetic_labels;
+    uint64_t state = rng_seed((uint64_t)tr->opt.seed, 0x5e17, 0);
+    for (size_t i = 0; i < n * example_n_floats; i++) x[i] = 2.0f * rng_uniform01(&state) - 1.0f;
+    for (size_t i = 0; i < n; i++) labels[i] = (int32_t)rng_below(&state, (uint64_t)tr->spec.num_classes);
+    PipelineBatch *b = &tr->synthetic;
+    b->x = x;
+    b->labels = labels;
+    b->n = (int)n;
+    b->example_n_floats = example_n_floats;
+    pipeline_split_shards((int)n, tr->n_towers, tr->shard_sizes, b->shard_offset, b->shard_n);
+    return 0;
+}
+
+/* The last part of trainer_open: the --trace file with its rows named, and the placement log. */
+static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
+    if (o->trace && o->trace[0]) {
+        char process[128];
+        snprintf(process, sizeof process, "tower %s %s, %d tower(s)", tr->spec.name, trainer_mode_name(tr->mode),
+                 tr->n_towers);
+        tr->trace = trace_open(o->trace, process, err, err_n_bytes);
+        if (!tr->trace) {
+            trainer_close(tr);
+            return -1;
+        }
+        trace_name_row(tr->trace, 0, is_replicated(tr->mode) ? "server: input, global_step, EMA" : "parameter server");
+        for (int t = 0; t < tr->n_towers; t++) {
+            char name[32];
+            snprintf(name, sizeof name, "tower_%d", t);
+            trace_name_row(tr->trace, 1 + t, name);
+        }
+        if (is_replicated(tr->mode)) trace_name_row(tr->trace, 1 + tr->n_towers, "all-reduce (ring)");
+    }
+    if (o->log_device_placement) log_device_placement(tr, tc);
+    return 0;
 }
 
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
@@ -167,6 +316,10 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         snprintf(err, err_n_bytes, "--batch_size must be at least 1, got %d", o->batch_size);
         return -1;
     }
+    if (trainer_mode_from_flags(o->variable_update, o->local_parameter_device, o->all_reduce, &tr->mode, err,
+                                err_n_bytes) != 0 ||
+        !trainer_mode_available(tr->mode, err, err_n_bytes))
+        return -1;
     int compression = parse_compression(o->compression);
     if (compression < 0) {
         snprintf(err, err_n_bytes, "--compression '%s': expected auto, none, gzip or zlib", o->compression);
@@ -179,18 +332,24 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
     tr->alloc = tr->backend->host_alloc();
 
-    /* The data: its files and the shape of one stored image. */
-    if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {
-        snprintf(err, err_n_bytes, "--data: %s", e);
-        return -1;
-    }
-    int H, W, C, is_float;
-    if (io_probe_image_shape(tr->files[0], o->image_key, compression, &H, &W, &C, &is_float, e, sizeof e) != 0) {
-        snprintf(err, err_n_bytes, "%s", e);
-        trainer_close(tr);
-        return -1;
-    }
+    /* The data: its files and the shape of one stored image (synthetic: the model's input shape). */
     int is_cifar = !strcmp(o->model, "cifar10");
+    int H, W, C, is_float;
+    if (o->synthetic) {
+        H = W = is_cifar ? 32 : 28;
+        C = is_cifar ? 3 : 1;
+        is_float = 1;
+    } else {
+        if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {
+            snprintf(err, err_n_bytes, "--data: %s", e);
+            return -1;
+        }
+        if (io_probe_image_shape(tr->files[0], o->image_key, compression, &H, &W, &C, &is_float, e, sizeof e) != 0) {
+            snprintf(err, err_n_bytes, "%s", e);
+            trainer_close(tr);
+            return -1;
+        }
+    }
     int out_H = H, out_W = W;
     if (is_cifar && o->image_size > 0) {
         if (o->image_size > H || o->image_size > W) {
@@ -207,7 +366,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         return -1;
     }
     tr->examples_per_epoch = o->num_examples_per_epoch;
-    if (tr->examples_per_epoch <= 0 && o->num_epochs_per_decay > 0) {
+    if (tr->examples_per_epoch <= 0 && o->num_epochs_per_decay > 0 && !o->synthetic) {
         tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
         if (tr->examples_per_epoch < 0) {
             snprintf(err, err_n_bytes, "%s", e);
@@ -272,12 +431,43 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
     }
 
+    /* Replicated modes: every tower's own variables and slots (the initial broadcast), and the ring. */
+    if (is_replicated(tr->mode)) {
+        if (ps_create_replicas(tr->ps, tr->n_towers) != 0) {
+            snprintf(err, err_n_bytes, "cannot allocate %d replicas of %zu variables (out of memory?)", tr->n_towers,
+                     tr->spec.n_params);
+            trainer_close(tr);
+            return -1;
+        }
+        tr->allreduce = allreduce_host_create(tr->n_towers, err, err_n_bytes);
+        if (!tr->allreduce) {
+            trainer_close(tr);
+            return -1;
+        }
+    }
+
     /* The towers, each delivering into its own host gradient buffer. */
     tr->towers = tower_group_create(&tc, &tr->spec, tr->ps->tower_grads, e, sizeof e);
     if (!tr->towers) {
         snprintf(err, err_n_bytes, "%s", e);
         trainer_close(tr);
         return -1;
+    }
+    if (is_replicated(tr->mode)) {
+        tr->replicas_bound = tower_group_bind_params(tr->towers, tr->ps->replica_params, e, sizeof e);
+        if (tr->replicas_bound < 0) {
+            snprintf(err, err_n_bytes, "%s", e);
+            trainer_close(tr);
+            return -1;
+        }
+    }
+
+    if (o->synthetic) {
+        if (make_synthetic_batch(tr, err, err_n_bytes) != 0) {
+            trainer_close(tr);
+            return -1;
+        }
+        return open_trace(tr, &tc, err, err_n_bytes);
     }
 
     /* The input pipeline, writing batches into staging buffers from the same allocator. */
@@ -315,19 +505,33 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         trainer_close(tr);
         return -1;
     }
-    if (o->log_device_placement) log_device_placement(tr, &tc);
-    return 0;
+    return open_trace(tr, &tc, err, err_n_bytes);
 }
 
-int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
-    ParamServer *ps = tr->ps;
-    PipelineBatch *batch;
-    int got = pipeline_next(tr->pipeline, &batch, err, err_n_bytes);
-    if (got <= 0) return got;
+/* The next global batch: from the pipeline, or the synthetic one. */
+static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_n_bytes) {
+    if (tr->opt.synthetic) {
+        *batch = &tr->synthetic;
+        return 1;
+    }
+    return pipeline_next(tr->pipeline, batch, err, err_n_bytes);
+}
 
-    int rc = tower_group_step(tr->towers, ps->params, batch->x, batch->labels, batch->shard_offset,
-                              batch->shard_n, err, err_n_bytes);
-    int n_examples = batch->n;
+static void release_batch(Trainer *tr, PipelineBatch *batch) {
+    if (!tr->opt.synthetic) pipeline_release(tr->pipeline, batch);
+}
+
+/* Run the towers on the batch (step's params and hooks already set), keep
+ * their losses, give the batch back.  Returns 1, -1 (err) or -2 (a loss is
+ * not finite: with hooks, no tower has applied anything). */
+static int run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    step->x = batch->x;
+    step->labels = batch->labels;
+    step->shard_offset = batch->shard_offset;
+    step->shard_n = batch->shard_n;
+    tr->times.towers.start_sec = tower_now_sec();
+    int rc = tower_group_run(tr->towers, step, err, err_n_bytes);
+    tr->times.towers.end_sec = tower_now_sec();
     double loss_sum = 0.0, correct = 0.0;
     for (int t = 0; t < tr->n_towers && rc == 0; t++) {
         tr->tower_losses[t] = tr->towers->towers[t].loss;
@@ -335,20 +539,145 @@ int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
         loss_sum += tr->tower_losses[t];
         correct += (double)tr->tower_accuracy[t] * batch->shard_n[t];
     }
-    pipeline_release(tr->pipeline, batch);
+    int n_examples = batch->n;
+    release_batch(tr, batch);
     if (rc != 0) return -1;
-
     *loss = (float)(loss_sum / tr->n_towers);
     tr->accuracy = (float)(correct / n_examples);
-    if (!isfinite(*loss)) return -2;
+    return isfinite(*loss) ? 1 : -2;
+}
 
+/* parameter_server, cpu: every tower copies the master variables in; the
+ * server thread averages the gradients and applies the update. */
+static int step_parameter_server_cpu(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    TowerStep step = {.hooks = NULL};
+    for (int t = 0; t < tr->n_towers; t++) step.params[t] = ps->params;
+    int rc = run_towers(tr, &step, batch, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    tr->times.average.start_sec = tower_now_sec();
     ps_average_grads(ps);
+    tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     ps_apply_gradients(ps);
-    tr->examples_consumed += n_examples;
+    tr->times.apply.end_sec = tower_now_sec();
     return 1;
 }
 
+/* The replicated modes' hooks, on each tower's thread. */
+static int replicated_reduce_host(void *ctx, int tower, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    Trainer *tr = ctx;
+    allreduce_host_ring_mean(tr->allreduce, tower, tr->ps->tower_grads, tr->spec.n_params);
+    return 0;
+}
+
+static int replicated_apply(void *ctx, int tower, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    Trainer *tr = ctx;
+    ps_replica_apply(tr->ps, tower, tr->ps->tower_grads[tower], tr->step_lr);
+    return 0;
+}
+
+/* replicated, host: every tower computes on its own variables, the tower
+ * threads ring-all-reduce their gradients and each applies the same update
+ * to its own variables; the server thread only advances global_step and
+ * the moving averages. */
+static int step_replicated_host(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    tr->step_lr = ps_step_lr(ps);
+    const TowerHooks hooks = {.reduce = replicated_reduce_host, .apply = replicated_apply, .ctx = tr};
+    TowerStep step = {.hooks = &hooks};
+    for (int t = 0; t < tr->n_towers; t++) step.params[t] = tr->replicas_bound ? NULL : ps->replica_params[t];
+    int rc = run_towers(tr, &step, batch, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    tr->times.apply.start_sec = tower_now_sec();
+    ps_finish_replicated_step(ps, tr->step_lr);
+    tr->times.apply.end_sec = tower_now_sec();
+    return 1;
+}
+
+/* One step's spans into the --trace file: the server row, a row per tower, the all-reduce row. */
+static void trace_step(Trainer *tr, long step) {
+    static const char *const labels[TOWER_N_PHASES] = {"copy-in", "forward", "backward", "copy-out",
+                                                       "wait for towers", "all-reduce", "apply"};
+    static const char *const cats[TOWER_N_PHASES] = {"copy", "compute", "compute", "copy", "wait", "reduce", "apply"};
+    Trace *trc = tr->trace;
+    const TrainerStepTimes *st = &tr->times;
+    char name[48];
+    snprintf(name, sizeof name, "step %ld", step);
+    trace_marker(trc, name, st->start_sec);
+    trace_span(trc, 0, "input", "input", st->input.start_sec, st->input.end_sec);
+    trace_span(trc, 0, "average", "reduce", st->average.start_sec, st->average.end_sec);
+    trace_span(trc, 0, is_replicated(tr->mode) ? "global_step + EMA" : "apply", "apply", st->apply.start_sec,
+               st->apply.end_sec);
+    double reduce_start = 0.0, reduce_end = 0.0;
+    for (int t = 0; t < tr->n_towers; t++) {
+        const TowerTimes *tt = &tr->towers->towers[t].times;
+        trace_span(trc, 1 + t, "waiting for input", "wait", st->start_sec, tt->go_sec);
+        for (int p = 0; p < TOWER_N_PHASES; p++)
+            trace_span(trc, 1 + t, labels[p], cats[p], tt->span[p].start_sec, tt->span[p].end_sec);
+        const TowerSpan *r = &tt->span[TOWER_PHASE_REDUCE];
+        if (r->start_sec > 0.0 && (reduce_start == 0.0 || r->start_sec < reduce_start)) reduce_start = r->start_sec;
+        if (r->end_sec > reduce_end) reduce_end = r->end_sec;
+    }
+    if (is_replicated(tr->mode)) trace_span(trc, 1 + tr->n_towers, "ring all-reduce", "reduce", reduce_start, reduce_end);
+}
+
+int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
+    TrainerStepTimes *st = &tr->times;
+    memset(st, 0, sizeof *st);
+    st->start_sec = st->input.start_sec = tower_now_sec();
+    PipelineBatch *batch;
+    int got = next_batch(tr, &batch, err, err_n_bytes);
+    st->input.end_sec = tower_now_sec();
+    if (got <= 0) return got;
+
+    long step = tr->ps->global_step + 1;
+    int n_examples = batch->n;
+    int rc;
+    switch (tr->mode) {
+    case TRAINER_REPLICATED_HOST: rc = step_replicated_host(tr, batch, loss, err, err_n_bytes); break;
+    case TRAINER_PS_CPU: rc = step_parameter_server_cpu(tr, batch, loss, err, err_n_bytes); break;
+    default:
+        trainer_mode_available(tr->mode, err, err_n_bytes);
+        release_batch(tr, batch);
+        return -1;
+    }
+    st->end_sec = tower_now_sec();
+    if (rc == 1) tr->examples_consumed += n_examples;
+    if (tr->trace && rc != -1) trace_step(tr, step);
+    return rc;
+}
+
+const float *trainer_variables(const Trainer *tr) {
+    return tr->ps->n_replicas > 0 ? tr->ps->replica_params[0] : tr->ps->params;
+}
+
+void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out) {
+    const TrainerStepTimes *st = &tr->times;
+    memset(out, 0, sizeof *out);
+    out->step = st->end_sec - st->start_sec;
+    out->input = st->input.end_sec - st->input.start_sec;
+    double copy = 0.0, compute = 0.0, reduce = 0.0, apply = 0.0;
+    for (int t = 0; t < tr->n_towers; t++) {
+        const TowerTimes *tt = &tr->towers->towers[t].times;
+        copy += tt->copy_in_sec + tt->copy_out_sec;
+        compute += tt->compute_sec;
+        reduce += tt->reduce_sec;
+        apply += tt->apply_sec;
+    }
+    out->copy = copy / tr->n_towers;
+    out->compute = compute / tr->n_towers;
+    out->reduce = reduce / tr->n_towers + (st->average.end_sec - st->average.start_sec);
+    out->apply = apply / tr->n_towers + (st->apply.end_sec - st->apply.start_sec);
+    out->other = out->step - out->input - out->copy - out->compute - out->reduce - out->apply;
+}
+
 int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
+    /* Replicated: every tower holds the same variables; save tower 0's. */
+    if (tr->ps->n_replicas > 0) ps_gather_replica(tr->ps, 0);
     /* Never replace a good checkpoint with variables that have blown up. */
     for (size_t i = 0; i < tr->spec.n_params; i++) {
         if (!isfinite(tr->ps->params[i])) {

@@ -2,19 +2,36 @@
  * (io/), the towers (tower/) and the parameter server (ps/).
  *
  * Where it sits: cmd/; `tower train` drives it, and the tests drive the same
- * functions.  It owns nothing of the math: one call of trainer_step is
+ * functions.  It owns nothing of the math.  One call of trainer_step, in
+ * the default mode (--variable_update parameter_server
+ * --local_parameter_device cpu, TensorFlow's cifar10_multi_gpu_train):
  *
  *     pipeline_next          the next global batch, split into tower shards
  *     tower_group_step       each tower: copy the variables in, forward and
  *                            backward on its shard, deliver its gradients
  *     ps_average_grads       the mean of the tower gradients, in tower order
  *     ps_apply_gradients     the optimizer, global_step + 1, moving averages
+ *
+ * and in --variable_update replicated --all_reduce host (MirroredStrategy,
+ * DistributedDataParallel, Horovod on CPU towers):
+ *
+ *     pipeline_next          as above
+ *     tower_group_run        each tower, on its own variables (no copy-in):
+ *                            forward and backward, then on the tower threads
+ *                            allreduce_host_ring_mean (every tower's gradient
+ *                            becomes the mean) and ps_replica_apply (each
+ *                            tower updates its own variables and slots)
+ *     ps_finish_replicated_step   global_step + 1, moving averages of tower 0
+ *
+ * The modes, what moves where and when each wins: docs/modes.md.
  */
 #ifndef TOWER_CMD_TRAINER_H
 #define TOWER_CMD_TRAINER_H
 
 #include "io/pipeline.h"
 #include "model/model.h"
+#include "cmd/trace.h"
+#include "ps/allreduce_host.h"
 #include "ps/checkpoint.h"
 #include "ps/ps.h"
 #include "tower/tower.h"
@@ -50,7 +67,63 @@ typedef struct {
     int input_threads;
     int skip_corrupt;
     int num_epochs;                 /* 0: as many as max_steps needs */
+    const char *variable_update;    /* "parameter_server" | "replicated" (tf_cnn_benchmarks' names) */
+    const char *local_parameter_device; /* parameter_server: where the variables live, "cpu" | "gpu" */
+    const char *all_reduce;         /* replicated: "auto" | "host" | "nccl" (auto: host for CPU towers) */
+    const char *trace;              /* "": none; else a Chrome trace-event JSON file (cmd/trace.h) */
+    int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
 } TrainerOptions;
+
+/* Where the variables live and how the gradients are combined. */
+typedef enum {
+    TRAINER_PS_CPU = 0,          /* parameter_server, cpu: variables in host memory, CPU averages and applies */
+    TRAINER_PS_GPU = 1,          /* parameter_server, gpu: variables on tower 0's GPU (needs GPU towers) */
+    TRAINER_REPLICATED_HOST = 2, /* replicated, host: per-tower variables, ring all-reduce over host buffers */
+    TRAINER_REPLICATED_NCCL = 3, /* replicated, nccl: per-tower variables, NCCL all-reduce (needs GPU towers) */
+    TRAINER_N_MODES = 4
+} TrainerMode;
+
+/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl". */
+const char *trainer_mode_name(TrainerMode m);
+
+/* The mode for tf_cnn_benchmarks' flag values (all_reduce "auto" = host on
+ * CPU towers).  Returns 0, or -1 with one line in err naming the bad flag. */
+int trainer_mode_from_flags(const char *variable_update, const char *local_parameter_device,
+                            const char *all_reduce, TrainerMode *mode, char *err, size_t err_n_bytes);
+
+/* The mode for a short name (trainer_mode_name's) or a tf_cnn_benchmarks
+ * pair "parameter_server/cpu", "parameter_server/gpu", "replicated/host",
+ * "replicated/nccl" ("parameter_server" alone = ps_cpu, "replicated" alone =
+ * replicated_host).  Returns 0, or -1 with one line in err. */
+int trainer_mode_from_name(const char *name, TrainerMode *mode, char *err, size_t err_n_bytes);
+
+/* Set o's variable_update, local_parameter_device and all_reduce to select m. */
+void trainer_mode_set_flags(TrainerMode m, TrainerOptions *o);
+
+/* 1 when this build can run the mode on its towers; 0 with one line in err
+ * saying what it needs (the GPU modes need GPU towers). */
+int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes);
+
+/* Where the time of the last step went, on the tower_now_sec() clock. */
+typedef struct {
+    double start_sec, end_sec;  /* the whole trainer_step */
+    TowerSpan input;            /* pipeline_next, or handing out the synthetic batch */
+    TowerSpan towers;           /* tower_group_run: the go to the last tower done */
+    TowerSpan average;          /* parameter_server: ps_average_grads; replicated: empty */
+    TowerSpan apply;            /* parameter_server: ps_apply_gradients; replicated: global_step + moving averages */
+} TrainerStepTimes;
+
+/* The last step's time split into the phases `tower bench` reports, in
+ * seconds.  Per-tower phases are means over the towers. */
+typedef struct {
+    double step;      /* the whole trainer_step */
+    double input;     /* waiting for the global batch */
+    double copy;      /* copy-in + copy-out of a tower (variables, shard, gradients) */
+    double compute;   /* forward + backward of a tower */
+    double reduce;    /* parameter_server: the server's average; replicated: a tower's all-reduce */
+    double apply;     /* the server's update (parameter_server) or a tower's update + the server's global_step and moving averages (replicated) */
+    double other;     /* the rest: waking threads, waiting for the slowest tower, loss bookkeeping */
+} TrainerPhaseSec;
 
 void trainer_options_defaults(TrainerOptions *o);
 
@@ -72,6 +145,14 @@ typedef struct {
     float tower_losses[TOWER_MAX_TOWERS];     /* each tower's mean loss in the last step */
     float tower_accuracy[TOWER_MAX_TOWERS];   /* each tower's batch accuracy in the last step */
     float accuracy;                           /* the global batch's accuracy in the last step */
+    TrainerMode mode;
+    int replicas_bound;              /* replicated: the towers compute on ps->replica_params in place */
+    AllreduceHost *allreduce;        /* replicated_host: the ring the tower threads run */
+    float step_lr;                   /* replicated: the learning rate of the step in flight */
+    Trace *trace;                    /* --trace, or NULL */
+    TrainerStepTimes times;          /* of the last step */
+    PipelineBatch synthetic;         /* opt.synthetic: the batch every step gets */
+    void *synthetic_x, *synthetic_labels; /* its buffers, from alloc */
 } Trainer;
 
 /* Build the pipeline, the parameter server and the towers from the options
@@ -86,9 +167,20 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
  * variables as they were before the step. */
 int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes);
 
-/* Write a checkpoint of the current state to train_dir. */
+/* Write a checkpoint of the current state to train_dir (in the replicated
+ * modes: tower 0's variables and momentum slots, which every tower shares). */
 int trainer_save(Trainer *tr, char *err, size_t err_n_bytes);
 
+/* The current variables, (n_params) floats owned by the trainer and valid
+ * until the next trainer_step: ps->params, or tower 0's replica in the
+ * replicated modes (where ps->params is only refreshed at a save). */
+const float *trainer_variables(const Trainer *tr);
+
+/* The last step's time in `tower bench`'s phases (see TrainerPhaseSec). */
+void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out);
+
+/* Stop everything and free it; also closes the --trace file (a write
+ * failure is reported as one line on stderr). */
 void trainer_close(Trainer *tr);
 
 /* "2026-11-21 12:00:00.123456" (local time), as Python's datetime.now(). */

@@ -2,3 +2,4 @@
 # all-reduce, every mode's trajectory against parameter_server/cpu, the
 # --trace timeline and `tower bench`'s table, CSV and SVG.
 tower_add_test(NAME test_modes_allreduce SOURCES test_modes_allreduce.c LIBS tower_ps Threads::Threads)
+tower_add_test(NAME test_modes_equivalence SOURCES test_modes_equivalence.c LIBS tower_cmd)
