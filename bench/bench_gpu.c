@@ -119,14 +119,13 @@ static int bench(const Opts *o, const char *name, int n_towers) {
         fprintf(stderr, "bench_gpu: %s\n", err);
         return -1;
     }
-    float losses[TOWER_MAX_TOWERS];
     const int n_steps = o->reps * o->steps;
     double *rate = calloc(o->reps, sizeof(double));
     double *ph[5];
     for (int p = 0; p < 5; p++) ph[p] = calloc(n_steps, sizeof(double));
     int rc = 0;
     for (int i = 0; i < o->warmup && !rc; i++) {
-        rc = tower_group_step(g, ps->params, x, labels, offset, shard, losses, err, sizeof err);
+        rc = tower_group_step(g, ps->params, x, labels, offset, shard, err, sizeof err);
         ps_average_grads(ps);
         ps_apply_gradients(ps);
     }
@@ -134,7 +133,7 @@ static int bench(const Opts *o, const char *name, int n_towers) {
         double t0 = tower_now_sec();
         for (int i = 0; i < o->steps && !rc; i++) {
             const int k = r * o->steps + i;
-            rc = tower_group_step(g, ps->params, x, labels, offset, shard, losses, err, sizeof err);
+            rc = tower_group_step(g, ps->params, x, labels, offset, shard, err, sizeof err);
             double p0 = tower_now_sec();
             ps_average_grads(ps);
             ps_apply_gradients(ps);
@@ -164,7 +163,7 @@ static int bench(const Opts *o, const char *name, int n_towers) {
         printf("%-8s %d tower(s) x %d on GPU %d%s: %9.0f img/s (min-max %.0f-%.0f)  step %.2f ms: copy in %.2f, "
                "compute %.2f, copy out %.2f, wake-up %.2f, ps %.2f; variables H2D alone %.2f ms, loss %.3f\n",
                name, n_towers, B, o->device, o->tf32 ? " (TF32)" : "", img_s, lo, hi, 1e3 * total / img_s, ms[0], ms[1],
-               ms[2], ms[3], ms[4], h2d, losses[0]);
+               ms[2], ms[3], ms[4], h2d, g->towers[0].loss);
         printf("RESULT framework=tower model=%s towers=%d batch=%d img_s=%.1f img_s_min=%.1f img_s_max=%.1f "
                "copy_in_ms=%.3f compute_ms=%.3f copy_out_ms=%.3f wake_ms=%.3f ps_ms=%.3f h2d_vars_ms=%.3f tf32=%d\n",
                name, n_towers, B, img_s, lo, hi, ms[0], ms[1], ms[2], ms[3], ms[4], h2d, o->tf32);

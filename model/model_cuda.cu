@@ -353,7 +353,7 @@ __global__ static void total_loss_kernel(float *scalars, unsigned wd_mask, int n
     scalars[SCALAR_LOSS] = (float)loss;
 }
 
-extern "C" void model_forward_cuda_async(float *loss_host, ModelActsCuda *a, const float *x_dev,
+extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, ModelActsCuda *a, const float *x_dev,
                                          const int32_t *labels_dev, const float *params_dev, int B) {
     const ModelSpec *s = &a->spec;
     char e[384];
@@ -405,15 +405,14 @@ extern "C" void model_forward_cuda_async(float *loss_host, ModelActsCuda *a, con
     total_loss_kernel<<<1, 1, 0, st>>>(a->scalars, wd_mask, s->n_vars);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaMemcpyAsync(loss_host, &a->scalars[SCALAR_LOSS], sizeof(float), cudaMemcpyDeviceToHost, st));
+    if (logits_host)
+        CUDA_CHECK(cudaMemcpyAsync(logits_host, in, sizeof(float) * B * s->num_classes, cudaMemcpyDeviceToHost, st));
 }
 
 extern "C" float model_forward_cuda(float *logits_host, ModelActsCuda *a, const float *x_dev,
                                     const int32_t *labels_dev, const float *params_dev, int B) {
-    model_forward_cuda_async(a->loss_pinned, a, x_dev, labels_dev, params_dev, B);
+    model_forward_cuda_async(a->loss_pinned, logits_host, a, x_dev, labels_dev, params_dev, B);
     if (a->B == 0) return NAN;
-    if (logits_host)
-        CUDA_CHECK(cudaMemcpyAsync(logits_host, a->layers[a->n_layers - 1].out, sizeof(float) * B * a->spec.num_classes,
-                                   cudaMemcpyDeviceToHost, a->stream));
     CUDA_CHECK(cudaStreamSynchronize(a->stream));
     return *a->loss_pinned;
 }

@@ -54,13 +54,15 @@ void model_acts_cuda_free(ModelActsCuda *a);
  *              by a copy on the stream: valid once the stream has reached it
  *              (cudaStreamSynchronize).  The loss is model_forward's: mean
  *              sparse softmax cross-entropy + every weight-decay term.
+ *   logits_host: (B, num_classes) HOST floats, or NULL: likewise written by
+ *              a copy on the stream.
  *   x_dev     : (B, H, W, C) device inputs;  labels_dev: (B) device labels
  *   params_dev: (n_params) device variables, the parameter block's layout
  * x and labels are copied (on the stream), so the caller may reuse its
  * buffers once the stream has passed this call.  B outside [1, max_batch],
  * or a batch cuDNN offers no algorithm for, prints one line, writes NAN to
  * *loss_host at once and makes the next model_backward_cuda write zeros. */
-void model_forward_cuda_async(float *loss_host, ModelActsCuda *a, const float *x_dev,
+void model_forward_cuda_async(float *loss_host, float *logits_host, ModelActsCuda *a, const float *x_dev,
                               const int32_t *labels_dev, const float *params_dev, int B);
 
 /* model_forward_cuda_async, then waits for the stream and returns the loss.

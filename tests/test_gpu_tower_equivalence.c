@@ -54,16 +54,17 @@ static float *train(const ModelSpec *spec, const PsConfig *pc, int n_towers, con
         offset[t] = t * B;
         n[t] = B;
     }
-    float losses[TOWER_MAX_TOWERS];
     for (int s = 0; s < steps; s++) {
-        if (tower_group_step(g, ps->params, x, labels, offset, n, losses, err, sizeof err) != 0) {
+        if (tower_group_step(g, ps->params, x, labels, offset, n, err, sizeof err) != 0) {
             fprintf(stderr, "tower_group_step: %s\n", err);
             exit(1);
         }
         for (int t = 0; t < n_towers; t++) {
             /* about ln(10) = 2.3 of cross-entropy, plus cifar10's weight decay (about 2.4 at init) */
-            if (!isfinite(losses[t]) || losses[t] < 0.5f || losses[t] > 20.0f) {
-                fprintf(stderr, "tower %d: loss %g at step %d, expected a few units\n", t, losses[t], s);
+            const float loss = g->towers[t].loss, acc = g->towers[t].accuracy;
+            if (!isfinite(loss) || loss < 0.5f || loss > 20.0f || !(acc >= 0.0f && acc <= 1.0f)) {
+                fprintf(stderr, "tower %d: loss %g, accuracy %g at step %d: expected a loss of a few units\n", t, loss,
+                        acc, s);
                 exit(1);
             }
         }

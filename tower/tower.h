@@ -27,7 +27,7 @@
  * trace and the benchmark can show them.
  *
  * What a device is lives behind TowerBackend: "cpu" (here) and "cuda"
- * (tower_cuda.cu, when built with CUDA).  This file knows nothing of how a
+ * (tower_cuda.c, when built with CUDA).  This file knows nothing of how a
  * variable is updated or how a batch is read.
  */
 #ifndef TOWER_TOWER_TOWER_H

@@ -6,7 +6,8 @@
  *
  *   copy_params_in   master variables (pinned host block) -> params_dev   async H2D
  *   copy_shard_in    the shard (pinned staging buffer) -> x_dev, labels  async H2D, then wait
- *   compute          forward + backward into grads_dev (model_cuda.h), then wait and read the loss
+ *   compute          forward + backward into grads_dev (model_cuda.h), then wait and read the
+ *                    loss and the logits (for the batch accuracy)
  *   copy_grads_out   grads_dev -> grads_host (pinned, the parameter server's)  async D2H, then wait
  *
  * Each phase ends by waiting on the stream so that the tower's phase times
@@ -48,6 +49,8 @@ typedef struct {
     int32_t *labels_dev;     /* (max_batch) device */
     float *grads_host;       /* (n_params) host: the parameter server's buffer for this tower */
     float *loss_host;        /* (1) pinned host */
+    float *logits_host;      /* (max_batch, num_classes) pinned host, for the batch accuracy */
+    const int32_t *labels;   /* (n) host: the shard's labels in the staging buffer */
     int n;                   /* examples in the current shard */
 } CudaTower;
 
@@ -112,6 +115,7 @@ static void free_on_device(CudaTower *t) {
     if (t->x_dev) cudaFree(t->x_dev);
     if (t->labels_dev) cudaFree(t->labels_dev);
     if (t->loss_host) cudaFreeHost(t->loss_host);
+    if (t->logits_host) cudaFreeHost(t->logits_host);
     if (t->cublas) cublasDestroy(t->cublas);
     if (t->cudnn) cudnnDestroy(t->cudnn);
     if (t->stream) cudaStreamDestroy(t->stream);
@@ -153,7 +157,10 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
         CUDA_SOFT(cudaMalloc((void **)&t->grads_dev, param_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->x_dev, x_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->labels_dev, (size_t)max_batch * sizeof(int32_t)), err, err_n_bytes) ||
-        CUDA_SOFT(cudaHostAlloc((void **)&t->loss_host, sizeof(float), cudaHostAllocPortable), err, err_n_bytes))
+        CUDA_SOFT(cudaHostAlloc((void **)&t->loss_host, sizeof(float), cudaHostAllocPortable), err, err_n_bytes) ||
+        CUDA_SOFT(cudaHostAlloc((void **)&t->logits_host, (size_t)max_batch * spec->num_classes * sizeof(float),
+                                cudaHostAllocPortable),
+                  err, err_n_bytes))
         goto fail;
     t->acts = model_acts_cuda_create(spec, max_batch, t->cudnn, t->cublas, t->stream, allow_tf32, err, err_n_bytes);
     if (!t->acts) goto fail;
@@ -214,17 +221,33 @@ static int cuda_copy_shard_in(void *dev, const float *x_host, const int32_t *lab
                   err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
         return -1;
+    t->labels = labels_host;
     t->n = n;
     return 0;
 }
 
-static int cuda_compute(void *dev, float *loss, char *err, size_t err_n_bytes) {
+/* Fraction of the n examples whose largest logit is the label (as the CPU
+ * backend counts it).  logits: (n, K); labels: (n). */
+static float batch_accuracy(const float *logits, const int32_t *labels, int n, int K) {
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *l = logits + (size_t)i * K;
+        int best = 0;
+        for (int k = 1; k < K; k++)
+            if (l[k] > l[best]) best = k;
+        correct += best == labels[i];
+    }
+    return (float)correct / (float)n;
+}
+
+static int cuda_compute(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
-    model_forward_cuda_async(t->loss_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
+    model_forward_cuda_async(t->loss_host, t->logits_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
     model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
     if (CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) return -1;
     *loss = *t->loss_host;
+    *accuracy = batch_accuracy(t->logits_host, t->labels, t->n, t->spec->num_classes);
     return 0;
 }
 
