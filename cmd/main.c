@@ -16,6 +16,7 @@ static const Command commands[] = {
     {"eval", cmd_eval, "evaluate a checkpoint on a TFRecord set: precision @ 1"},
     {"convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST) or CIFAR-10 binary files to TFRecord"},
     {"inspect", cmd_inspect, "count and verify the records of TFRecord files, list their features"},
+    {"bench", cmd_bench, "compare variable placement modes (parameter server, all-reduce) x towers x models: table, CSV, SVG"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,692 @@
+/* cmd_bench.c — `tower bench`: the variable placement modes side by side.
+ *
+ * Where it sits: cmd/; it only wires.  For every model x mode x tower count
+ * of the matrix it opens a Trainer (cmd/trainer.h) on synthetic data held in
+ * memory (or --data), runs --warmup steps, then --steps timed steps, and
+ * reports what trainer_step recorded: images/sec, the step time's median and
+ * spread, the speedup over one tower and the per-phase breakdown (input,
+ * copies, forward+backward, gradient reduction, apply).  It writes the table
+ * as CSV and an SVG chart (images/sec against towers, a line per mode), and
+ * with --predict fits the cost model of docs/modes.md to microbenchmarks of
+ * this machine and prints its predictions beside the measured points.
+ * What it does not do: train anything to accuracy, or assert timings (the
+ * numbers are for bench/RESULTS.md and for the user's own machine).
+ */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/commands.h"
+#include "cmd/flags.h"
+#include "cmd/trainer.h"
+#include "ps/optimizer.h"
+
+#define BENCH_MAX_ROWS 256
+#define BENCH_MAX_LIST 16
+
+typedef struct {
+    const char *models;        /* comma-separated: mnist, cifar10 */
+    const char *modes;         /* comma-separated mode names (trainer_mode_from_name) */
+    const char *towers;        /* comma-separated tower counts */
+    const char *data;          /* "": synthetic data; else TFRecord globs (one model) */
+    const char *csv, *svg;     /* output files; "" = not written */
+    const char *trace;         /* "": none; else FILE.json -> FILE-<model>-<mode>-<N>.json */
+    int batch_size;            /* per tower */
+    int steps, warmup;
+    int predict;
+    int predict_max_towers;    /* the what-if table goes up to this many towers */
+    float predict_copy_gbps;   /* 0: measured (memcpy of the variables) */
+    float predict_allreduce_gbps; /* 0: measured (2-rank ring) */
+    float predict_compute_ms;  /* 0: the measured 1-tower forward+backward */
+    long seed;
+} BenchOptions;
+
+/* One row of the matrix: its configuration and what was measured (times in ms). */
+typedef struct {
+    const char *model;
+    TrainerMode mode;
+    int towers, batch, global_batch, steps, cores;
+    size_t n_params;
+    double images_per_sec;
+    double step_median, step_p10, step_p90;
+    double speedup, efficiency;       /* NAN without a 1-tower row of the same model and mode */
+    TrainerPhaseSec phase;            /* medians over the steps, in ms */
+    double predicted;                 /* the cost model's step time (ms); NAN without --predict */
+} BenchRow;
+
+/* ---- small helpers ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile (0..1) of v (n values, sorted in place): linear interpolation. */
+static double quantile(double *v, int n, double q) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double pos = q * (n - 1);
+    int lo = (int)pos;
+    int hi = lo + 1 < n ? lo + 1 : lo;
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+/* Split a comma-separated list into at most max items (pointers into buf). */
+static int split_list(const char *list, char *buf, size_t buf_n_bytes, char **items, int max) {
+    snprintf(buf, buf_n_bytes, "%s", list);
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
+        if (*tok) items[n++] = tok;
+    return n;
+}
+
+static long online_cores(void) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c > 0 ? c : 1;
+}
+
+static double load_average(void) {
+    double l = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
+        fclose(f);
+    }
+    return l;
+}
+
+/* FILE.json -> FILE-<model>-<mode>-<N>.json */
+static void trace_path_for(const char *trace, const BenchRow *r, char *out, size_t out_n_bytes) {
+    size_t len = strlen(trace);
+    size_t stem = len > 5 && !strcmp(trace + len - 5, ".json") ? len - 5 : len;
+    snprintf(out, out_n_bytes, "%.*s-%s-%s-%d.json", (int)stem, trace, r->model, trainer_mode_name(r->mode), r->towers);
+}
+
+/* ---- one configuration ---- */
+
+static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err_n_bytes) {
+    TrainerOptions o;
+    trainer_options_defaults(&o);
+    o.model = r->model;
+    o.num_towers = r->towers;
+    o.batch_size = r->batch;
+    o.seed = bo->seed;
+    o.min_after_dequeue = 1000;
+    trainer_mode_set_flags(r->mode, &o);
+    if (bo->data[0]) o.data = bo->data;
+    else o.synthetic = 1;
+    char trace_path[1200];
+    if (bo->trace[0]) {
+        trace_path_for(bo->trace, r, trace_path, sizeof trace_path);
+        o.trace = trace_path;
+    }
+    Trainer tr;
+    if (trainer_open(&tr, &o, err, err_n_bytes) != 0) return -1;
+    r->global_batch = tr.global_batch;
+    r->n_params = tr.spec.n_params;
+    r->cores = (int)online_cores();
+    int total = bo->warmup + bo->steps;
+    double *step = calloc((size_t)bo->steps, sizeof *step);
+    double *ph[6];
+    for (int k = 0; k < 6; k++) ph[k] = calloc((size_t)bo->steps, sizeof(double));
+    double t0 = 0.0, images = 0.0;
+    int rc = 0;
+    for (int s = 0; s < total; s++) {
+        if (s == bo->warmup) t0 = tower_now_sec();
+        float loss;
+        int got = trainer_step(&tr, &loss, err, err_n_bytes);
+        if (got == 0) {
+            snprintf(err, err_n_bytes, "--data ran out after %d steps (need --warmup + --steps = %d)", s, total);
+            rc = -1;
+            break;
+        }
+        if (got == -2) {
+            snprintf(err, err_n_bytes, "the loss diverged at step %d (%s, %s, %d towers)", s + 1, r->model,
+                     trainer_mode_name(r->mode), r->towers);
+            rc = -1;
+            break;
+        }
+        if (got < 0) {
+            rc = -1;
+            break;
+        }
+        if (s < bo->warmup) continue;
+        int i = s - bo->warmup;
+        TrainerPhaseSec p;
+        trainer_phase_breakdown(&tr, &p);
+        step[i] = p.step * 1e3;
+        ph[0][i] = p.input * 1e3;
+        ph[1][i] = p.copy * 1e3;
+        ph[2][i] = p.compute * 1e3;
+        ph[3][i] = p.reduce * 1e3;
+        ph[4][i] = p.apply * 1e3;
+        ph[5][i] = p.other * 1e3;
+        images += tr.global_batch;
+    }
+    if (rc == 0) {
+        double wall = tower_now_sec() - t0;
+        r->steps = bo->steps;
+        r->images_per_sec = images / wall;
+        r->step_median = quantile(step, bo->steps, 0.5);
+        r->step_p10 = quantile(step, bo->steps, 0.1);
+        r->step_p90 = quantile(step, bo->steps, 0.9);
+        r->phase.input = quantile(ph[0], bo->steps, 0.5);
+        r->phase.copy = quantile(ph[1], bo->steps, 0.5);
+        r->phase.compute = quantile(ph[2], bo->steps, 0.5);
+        r->phase.reduce = quantile(ph[3], bo->steps, 0.5);
+        r->phase.apply = quantile(ph[4], bo->steps, 0.5);
+        r->phase.other = quantile(ph[5], bo->steps, 0.5);
+        r->phase.step = r->step_median;
+    }
+    free(step);
+    for (int k = 0; k < 6; k++) free(ph[k]);
+    trainer_close(&tr);
+    return rc;
+}
+
+/* ---- the cost model (docs/modes.md) ---- */
+
+/* Figures of this machine for one model size, from microbenchmarks. */
+typedef struct {
+    double model_n_bytes;      /* M: the variables (= a gradient) in bytes */
+    double copy_gbps;          /* one thread copying M (a CPU tower's copy-in) */
+    double reduce_gbps;        /* ps_average_grads: bytes read + written per second, 2 towers */
+    double ps_apply_ms;        /* ps_apply_gradients (optimizer + moving averages), all cores */
+    double opt_1thread_ms;     /* optimizer_apply on one thread (a replica's update) */
+    double ema_ms;             /* the moving averages alone (the server's part in replicated) */
+    double ring_gbps;          /* 2-rank ring: bytes a rank moves (2(N-1)/N M) per second */
+    double barrier_ms;         /* one ring phase on a tiny buffer (alpha) */
+    int cores;
+} CostFigures;
+
+typedef struct {
+    AllreduceHost *ar;
+    int rank, reps;
+    float *const *bufs;
+    size_t n_floats;
+} RingArgs;
+
+static void *ring_rank(void *arg) {
+    RingArgs *a = arg;
+    for (int i = 0; i < a->reps; i++) allreduce_host_ring_mean(a->ar, a->rank, a->bufs, a->n_floats);
+    return NULL;
+}
+
+/* Median seconds of one 2-rank ring all-reduce of n_floats (over 5 timings of reps calls). */
+static double time_ring(float *const *bufs, size_t n_floats, int reps) {
+    char e[256];
+    AllreduceHost *ar = allreduce_host_create(2, e, sizeof e);
+    double t[5];
+    for (int k = 0; k < 5; k++) {
+        pthread_t th;
+        RingArgs a0 = {ar, 0, reps, bufs, n_floats}, a1 = {ar, 1, reps, bufs, n_floats};
+        double t0 = tower_now_sec();
+        pthread_create(&th, NULL, ring_rank, &a1);
+        ring_rank(&a0);
+        pthread_join(th, NULL);
+        t[k] = (tower_now_sec() - t0) / reps;
+    }
+    allreduce_host_free(ar);
+    return quantile(t, 5, 0.5);
+}
+
+static int measure_figures(const char *model, CostFigures *f, char *err, size_t err_n_bytes) {
+    ModelSpec spec;
+    int cifar = !strcmp(model, "cifar10");
+    if (model_spec_init(&spec, model, cifar ? 24 : 28, cifar ? 24 : 28, cifar ? 3 : 1, 10, err, err_n_bytes) != 0)
+        return -1;
+    PsConfig pc;
+    ps_config_defaults(&pc);
+    ParamServer *ps = ps_create(&spec, 2, &pc, host_alloc_default(), 1);
+    float *src = host_alloc_page_aligned(spec.n_params * sizeof(float), NULL);
+    float *dst = host_alloc_page_aligned(spec.n_params * sizeof(float), NULL);
+    if (!ps || !src || !dst) {
+        snprintf(err, err_n_bytes, "--predict: out of memory for the microbenchmarks");
+        ps_free(ps);
+        free(src);
+        free(dst);
+        return -1;
+    }
+    const size_t n = spec.n_params;
+    const double M = (double)n * sizeof(float);
+    f->model_n_bytes = M;
+    f->cores = (int)online_cores();
+    double t[7];
+    for (int k = 0; k < 7; k++) {
+        double t0 = tower_now_sec();
+        memcpy(dst, src, n * sizeof(float));
+        t[k] = tower_now_sec() - t0;
+    }
+    f->copy_gbps = M / quantile(t, 7, 0.5) / 1e9;
+    for (int k = 0; k < 7; k++) {
+        double t0 = tower_now_sec();
+        ps_average_grads(ps);
+        t[k] = tower_now_sec() - t0;
+    }
+    f->reduce_gbps = 3.0 * M / quantile(t, 7, 0.5) / 1e9;
+    for (int k = 0; k < 7; k++) {
+        double t0 = tower_now_sec();
+        ps_apply_gradients(ps);
+        t[k] = tower_now_sec() - t0;
+    }
+    f->ps_apply_ms = quantile(t, 7, 0.5) * 1e3;
+    for (int k = 0; k < 7; k++) {
+        double t0 = tower_now_sec();
+        ema_apply(ps->ema, ps->params, n, 0.99f);
+        t[k] = tower_now_sec() - t0;
+    }
+    f->ema_ms = quantile(t, 7, 0.5) * 1e3;
+    /* one replica's update with one OpenMP thread (a tower on one core) */
+    const int threads_before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    for (int k = 0; k < 7; k++) {
+        double t0 = tower_now_sec();
+        optimizer_apply(dst, ps->accum, ps->grads, n, 0.01f, &pc.opt);
+        t[k] = tower_now_sec() - t0;
+    }
+    omp_set_num_threads(threads_before);
+    f->opt_1thread_ms = quantile(t, 7, 0.5) * 1e3;
+    float *bufs[2] = {ps->tower_grads[0], ps->tower_grads[1]};
+    double t_big = time_ring(bufs, n, 3);
+    double t_tiny = time_ring(bufs, 2, 200);
+    f->barrier_ms = t_tiny * 1e3; /* N = 2: one barrier and two tiny phases */
+    f->ring_gbps = M / (t_big - t_tiny > 1e-9 ? t_big - t_tiny : t_big) / 1e9; /* each rank moves 2(N-1)/N M = M */
+    ps_free(ps);
+    free(src);
+    free(dst);
+    return 0;
+}
+
+/* Predicted step time (ms) of a measured row: its own input and compute
+ * times plus the modelled communication and update for its mode. */
+static double predict_row(const BenchRow *r, const CostFigures *f) {
+    const double M = f->model_n_bytes, N = r->towers;
+    const double share = N / (N < f->cores ? N : f->cores); /* CPU towers share the cores */
+    double t = r->phase.input + r->phase.compute;
+    if (r->mode == TRAINER_PS_CPU) {
+        t += M / (f->copy_gbps * 1e9) * 1e3 * share;                     /* each tower copies the variables in */
+        t += (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3;                /* the server reads N gradients, writes one */
+        t += f->ps_apply_ms;
+    } else {
+        if (N > 1) {
+            t += 2 * (N - 1) / N * M / (f->ring_gbps * 1e9) * 1e3 * share; /* each rank moves 2(N-1)/N of M */
+            t += (2 * N - 3) * f->barrier_ms;
+        }
+        t += f->opt_1thread_ms * share + f->ema_ms;
+    }
+    return t;
+}
+
+/* The what-if table: N towers each on its own device (compute per tower
+ * constant), the parameter server moving the model once each way per tower
+ * through the host, the ring moving 2(N-1)/N of it per tower in parallel. */
+static void print_what_if(const BenchOptions *bo, const char *model, const CostFigures *f, double compute_ms) {
+    const double M = f->model_n_bytes;
+    const double copy = bo->predict_copy_gbps > 0 ? bo->predict_copy_gbps : f->copy_gbps;
+    const double ar = bo->predict_allreduce_gbps > 0 ? bo->predict_allreduce_gbps : f->ring_gbps;
+    const double comp = bo->predict_compute_ms > 0 ? bo->predict_compute_ms : compute_ms;
+    printf("\nwhat-if, %s (M = %.1f MB): N towers each on its own device, forward+backward %.1f ms per tower, "
+           "host<->device %.1f GB/s, all-reduce %.1f GB/s per link, CPU reduce %.1f GB/s, barrier %.3f ms\n",
+           model, M / 1e6, comp, copy, ar, f->reduce_gbps, f->barrier_ms);
+    printf("  %6s  %14s  %14s  %8s  %s\n", "towers", "ps step ms", "ring step ms", "faster", "model size above which the ring wins");
+    int crossover = 0;
+    for (int n = 1; n <= bo->predict_max_towers; n++) {
+        const double N = n;
+        double ps = comp + 2 * N * M / (copy * 1e9) * 1e3 + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
+        double ring = comp + (n > 1 ? 2 * (N - 1) / N * M / (ar * 1e9) * 1e3 + (2 * N - 3) * f->barrier_ms : 0.0) +
+                      f->opt_1thread_ms + f->ema_ms;
+        /* M* where both are equal: the ring's per-byte cost is lower, its latency higher */
+        double per_byte_ps = 2 * N / (copy * 1e9) + (N + 1) / (f->reduce_gbps * 1e9);
+        double per_byte_ring = n > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0.0;
+        double fixed = (n > 1 ? (2 * N - 3) * f->barrier_ms : 0.0) + f->opt_1thread_ms + f->ema_ms - f->ps_apply_ms;
+        char mstar[64];
+        if (per_byte_ps > per_byte_ring && fixed > 0)
+            snprintf(mstar, sizeof mstar, "%.2f MB", fixed * 1e-3 / (per_byte_ps - per_byte_ring) / 1e6);
+        else snprintf(mstar, sizeof mstar, "%s", per_byte_ps > per_byte_ring ? "any size" : "never");
+        if (!crossover && ring < ps) crossover = n;
+        printf("  %6d  %14.2f  %14.2f  %8s  %s\n", n, ps, ring, ring < ps ? "ring" : "ps", mstar);
+    }
+    if (crossover) printf("  the ring all-reduce is predicted faster from %d tower(s) on for this model\n", crossover);
+    else printf("  the parameter server is predicted faster for every N up to %d for this model\n", bo->predict_max_towers);
+}
+
+/* ---- output ---- */
+
+static void print_table(const BenchRow *rows, int n_rows, int predict) {
+    printf("\n%-8s %-16s %6s %6s %9s %24s %8s %6s | %7s %7s %8s %7s %7s %7s%s\n", "model", "mode", "towers", "batch",
+           "img/s", "step ms median (p10-p90)", "speedup", "eff", "input", "copy", "fwd+bwd", "reduce", "apply", "other",
+           predict ? " | predicted ms" : "");
+    for (int i = 0; i < n_rows; i++) {
+        const BenchRow *r = &rows[i];
+        char spread[64], speed[16], eff[16], pred[32] = "";
+        snprintf(spread, sizeof spread, "%.1f (%.1f-%.1f)", r->step_median, r->step_p10, r->step_p90);
+        if (isnan(r->speedup)) snprintf(speed, sizeof speed, "-"), snprintf(eff, sizeof eff, "-");
+        else snprintf(speed, sizeof speed, "%.2fx", r->speedup), snprintf(eff, sizeof eff, "%.0f%%", 100 * r->efficiency);
+        if (predict) snprintf(pred, sizeof pred, " | %12.1f", r->predicted);
+        printf("%-8s %-16s %6d %6d %9.1f %24s %8s %6s | %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f%s\n", r->model,
+               trainer_mode_name(r->mode), r->towers, r->global_batch, r->images_per_sec, spread, speed, eff,
+               r->phase.input, r->phase.copy, r->phase.compute, r->phase.reduce, r->phase.apply, r->phase.other, pred);
+    }
+    printf("(batch = global batch; phases are medians in ms, per-tower phases averaged over the towers)\n");
+}
+
+static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *err, size_t err_n_bytes) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, err_n_bytes, "--csv %s: cannot create the file: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "model,mode,variable_update,local_parameter_device,all_reduce,towers,batch_per_tower,global_batch,steps,"
+               "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
+               "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores\n");
+    for (int i = 0; i < n_rows; i++) {
+        const BenchRow *r = &rows[i];
+        TrainerOptions o;
+        trainer_mode_set_flags(r->mode, &o);
+        fprintf(f, "%s,%s,%s,%s,%s,%d,%d,%d,%d,%.2f,%.3f,%.3f,%.3f,", r->model, trainer_mode_name(r->mode),
+                o.variable_update, o.local_parameter_device, o.all_reduce, r->towers, r->batch, r->global_batch,
+                r->steps, r->images_per_sec, r->step_median, r->step_p10, r->step_p90);
+        if (isnan(r->speedup)) fprintf(f, ",,");
+        else fprintf(f, "%.4f,%.4f,", r->speedup, r->efficiency);
+        fprintf(f, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,", r->phase.input, r->phase.copy, r->phase.compute, r->phase.reduce,
+                r->phase.apply, r->phase.other);
+        if (!isnan(r->predicted)) fprintf(f, "%.3f", r->predicted);
+        fprintf(f, ",%d\n", r->cores);
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        snprintf(err, err_n_bytes, "--csv %s: writing the file failed", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* A "nice" axis maximum >= v: 1, 2 or 5 times a power of ten. */
+static double nice_ceiling(double v) {
+    if (v <= 0) return 1.0;
+    double p = pow(10.0, floor(log10(v)));
+    for (int i = 0; i < 3; i++) {
+        double m = (double[]){1, 2, 5}[i] * p;
+        if (m >= v) return m;
+    }
+    return 10 * p;
+}
+
+static const char *const mode_colors[TRAINER_N_MODES] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
+
+/* One panel per model: images/sec against towers, a solid line per mode
+ * (and a dashed one for its prediction with --predict). */
+static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **models, int n_models, int predict,
+                     const char *subtitle, char *err, size_t err_n_bytes) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, err_n_bytes, "--svg %s: cannot create the file: %s", path, strerror(errno));
+        return -1;
+    }
+    const int pw = 420, ph = 300, ml = 70, mr = 20, mt = 76, mb = 110;
+    const int W = n_models * (pw + ml + mr) > 780 ? n_models * (pw + ml + mr) : 780, H = ph + mt + mb;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
+    fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"15\">tower bench: images/sec against towers, a line per variable "
+               "placement mode</text>\n");
+    fprintf(f, "<text x=\"10\" y=\"38\" fill=\"#555\">%s</text>\n", subtitle);
+    for (int m = 0; m < n_models; m++) {
+        const int x0 = m * (pw + ml + mr) + ml, y0 = mt;
+        int max_towers = 1;
+        double max_ips = 0.0;
+        for (int i = 0; i < n_rows; i++) {
+            if (strcmp(rows[i].model, models[m])) continue;
+            if (rows[i].towers > max_towers) max_towers = rows[i].towers;
+            if (rows[i].images_per_sec > max_ips) max_ips = rows[i].images_per_sec;
+            if (predict && !isnan(rows[i].predicted)) {
+                double p = rows[i].global_batch / (rows[i].predicted * 1e-3);
+                if (p > max_ips) max_ips = p;
+            }
+        }
+        const double ymax = nice_ceiling(max_ips * 1.05);
+        fprintf(f, "<g>\n<text x=\"%d\" y=\"%d\" font-size=\"14\" text-anchor=\"middle\">%s</text>\n", x0 + pw / 2,
+                y0 - 8, models[m]);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", x0, y0, pw, ph);
+        for (int k = 0; k <= 5; k++) {
+            double v = ymax * k / 5;
+            int y = y0 + ph - (int)(ph * k / 5);
+            fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#eee\"/>", x0, y, x0 + pw, y);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.0f</text>\n", x0 - 6, y + 4, v);
+        }
+        for (int n = 1; n <= max_towers; n++) {
+            int x = x0 + (max_towers == 1 ? pw / 2 : (int)((double)(n - 1) / (max_towers - 1) * (pw - 40)) + 20);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%d</text>\n", x, y0 + ph + 16, n);
+        }
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">towers</text>\n", x0 + pw / 2, y0 + ph + 34);
+        fprintf(f, "<text transform=\"translate(%d,%d) rotate(-90)\" text-anchor=\"middle\">images/sec</text>\n",
+                x0 - 52, y0 + ph / 2);
+        int legend = 0;
+        for (int mode = 0; mode < TRAINER_N_MODES; mode++) {
+            for (int pass = 0; pass < (predict ? 2 : 1); pass++) {
+                char points[4096] = "";
+                size_t used = 0;
+                int n_points = 0;
+                for (int i = 0; i < n_rows; i++) {
+                    const BenchRow *r = &rows[i];
+                    if (strcmp(r->model, models[m]) || (int)r->mode != mode) continue;
+                    double v = pass == 0 ? r->images_per_sec : r->global_batch / (r->predicted * 1e-3);
+                    if (!(v >= 0)) continue;
+                    int x = x0 + (max_towers == 1 ? pw / 2
+                                                  : (int)((double)(r->towers - 1) / (max_towers - 1) * (pw - 40)) + 20);
+                    int y = y0 + ph - (int)(v / ymax * ph);
+                    used += (size_t)snprintf(points + used, sizeof points - used, "%d,%d ", x, y);
+                    if (used >= sizeof points) used = sizeof points - 1;
+                    if (pass == 0)
+                        fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"><title>%s %d tower(s): %.1f "
+                                   "images/sec</title></circle>\n", x, y, mode_colors[mode],
+                                trainer_mode_name((TrainerMode)mode), r->towers, v);
+                    n_points++;
+                }
+                if (!n_points) continue;
+                fprintf(f, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", points,
+                        mode_colors[mode], pass ? " stroke-dasharray=\"6,4\"" : "");
+                int ly = y0 + ph + 52 + 16 * legend++;
+                fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>", x0,
+                        ly - 4, x0 + 24, ly - 4, mode_colors[mode], pass ? " stroke-dasharray=\"6,4\"" : "");
+                fprintf(f, "<text x=\"%d\" y=\"%d\">%s%s</text>\n", x0 + 30, ly, trainer_mode_name((TrainerMode)mode),
+                        pass ? " (cost model)" : " (measured)");
+            }
+        }
+        fprintf(f, "</g>\n");
+    }
+    fprintf(f, "</svg>\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        snprintf(err, err_n_bytes, "--svg %s: writing the file failed", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the command ---- */
+
+static int bench_flags(BenchOptions *o, Flag *flags) {
+    const Flag table[] = {
+        {"models", FLAG_STRING, &o->models, "comma-separated models: mnist, cifar10"},
+        {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl (or parameter_server/cpu, replicated/host, ...)"},
+        {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step"},
+        {"steps", FLAG_INT, &o->steps, "timed steps per configuration"},
+        {"warmup", FLAG_INT, &o->warmup, "untimed steps first"},
+        {"data", FLAG_STRING, &o->data, "TFRecord files (comma-separated globs) instead of synthetic data in memory; give one model"},
+        {"csv", FLAG_STRING, &o->csv, "write the table here as CSV (\"\": not written)"},
+        {"svg", FLAG_STRING, &o->svg, "write the chart here as SVG (\"\": not written)"},
+        {"trace", FLAG_STRING, &o->trace, "FILE.json: write each configuration's timeline to FILE-<model>-<mode>-<towers>.json"},
+        {"predict", FLAG_BOOL, &o->predict, "fit the cost model of docs/modes.md and print its predictions beside the measurements"},
+        {"predict_max_towers", FLAG_INT, &o->predict_max_towers, "--predict: the what-if table goes up to this many towers"},
+        {"predict_copy_gbps", FLAG_FLOAT, &o->predict_copy_gbps, "--predict what-if: host<->device GB/s per tower (0: measured memcpy)"},
+        {"predict_allreduce_gbps", FLAG_FLOAT, &o->predict_allreduce_gbps, "--predict what-if: all-reduce GB/s per link (0: measured host ring)"},
+        {"predict_compute_ms", FLAG_FLOAT, &o->predict_compute_ms, "--predict what-if: forward+backward ms per tower (0: measured, 1 tower)"},
+        {"seed", FLAG_LONG, &o->seed, "seed of the variables and of the synthetic data"},
+    };
+    int n = (int)(sizeof table / sizeof table[0]);
+    if (flags) memcpy(flags, table, sizeof table);
+    return n;
+}
+
+int cmd_bench(int argc, char **argv) {
+    BenchOptions o = {
+        .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .towers = "1,2,4", .data = "",
+        .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3,
+        .predict = 0, .predict_max_towers = 8, .seed = 1,
+    };
+    Flag flags[32];
+    int n_flags = bench_flags(&o, flags);
+    char *positional[argc > 0 ? argc : 1];
+    int n_positional;
+    int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
+    if (rc == 1) {
+        flags_print_usage("bench", "[flags]", flags, n_flags);
+        return 0;
+    }
+    if (rc != 0) return 2;
+    if (n_positional > 0) {
+        fprintf(stderr, "tower bench: unexpected argument '%s' (see --help)\n", positional[0]);
+        return 2;
+    }
+
+    char err[1200];
+    char models_buf[256], modes_buf[512], towers_buf[256];
+    char *models[BENCH_MAX_LIST], *mode_names[BENCH_MAX_LIST], *tower_items[BENCH_MAX_LIST];
+    int n_models = split_list(o.models, models_buf, sizeof models_buf, models, BENCH_MAX_LIST);
+    int n_modes = split_list(o.modes, modes_buf, sizeof modes_buf, mode_names, BENCH_MAX_LIST);
+    int n_tower_counts = split_list(o.towers, towers_buf, sizeof towers_buf, tower_items, BENCH_MAX_LIST);
+    TrainerMode modes[BENCH_MAX_LIST];
+    int tower_counts[BENCH_MAX_LIST];
+    if (n_models < 1 || n_modes < 1 || n_tower_counts < 1) {
+        fprintf(stderr, "tower bench: --models, --modes and --towers each need at least one value\n");
+        return 2;
+    }
+    for (int i = 0; i < n_models; i++) {
+        if (strcmp(models[i], "mnist") && strcmp(models[i], "cifar10")) {
+            fprintf(stderr, "tower bench: --models: unknown model '%s' (expected mnist or cifar10)\n", models[i]);
+            return 2;
+        }
+    }
+    for (int i = 0; i < n_modes; i++) {
+        if (trainer_mode_from_name(mode_names[i], &modes[i], err, sizeof err) != 0) {
+            fprintf(stderr, "tower bench: --modes: %s\n", err);
+            return 2;
+        }
+        if (!trainer_mode_available(modes[i], err, sizeof err)) {
+            fprintf(stderr, "tower bench: --modes %s: %s\n", mode_names[i], err);
+            return 1;
+        }
+    }
+    for (int i = 0; i < n_tower_counts; i++) {
+        char *end;
+        long v = strtol(tower_items[i], &end, 10);
+        if (end == tower_items[i] || *end || v < 1 || v > TOWER_MAX_TOWERS) {
+            fprintf(stderr, "tower bench: --towers: '%s' is not a tower count in [1, %d]\n", tower_items[i], TOWER_MAX_TOWERS);
+            return 2;
+        }
+        tower_counts[i] = (int)v;
+    }
+    if (o.batch_size < 1 || o.steps < 1 || o.warmup < 0 || o.predict_max_towers < 1) {
+        fprintf(stderr, "tower bench: --batch_size and --steps must be at least 1, --warmup at least 0\n");
+        return 2;
+    }
+    if (o.data[0] && n_models != 1) {
+        fprintf(stderr, "tower bench: --data holds one kind of image: give exactly one --models\n");
+        return 2;
+    }
+
+    const double load = load_average();
+    char ts[64], subtitle[512];
+    trainer_timestamp(ts, sizeof ts);
+    snprintf(subtitle, sizeof subtitle, "%ld CPU cores, batch %d per tower, %s data, %d timed steps after %d warm-up; %.19s",
+             online_cores(), o.batch_size, o.data[0] ? "TFRecord" : "synthetic", o.steps, o.warmup, ts);
+    printf("%s: tower bench: %d model(s) x %d mode(s) x %d tower count(s); %ld cores, load average %.2f at the start%s\n",
+           ts, n_models, n_modes, n_tower_counts, online_cores(), load,
+           load > online_cores() * 0.5 ? " (other work is running: figures will be noisy)" : "");
+    fflush(stdout);
+
+    static BenchRow rows[BENCH_MAX_ROWS];
+    int n_rows = 0;
+    for (int m = 0; m < n_models; m++) {
+        for (int k = 0; k < n_modes; k++) {
+            for (int t = 0; t < n_tower_counts && n_rows < BENCH_MAX_ROWS; t++) {
+                BenchRow *r = &rows[n_rows];
+                memset(r, 0, sizeof *r);
+                r->model = models[m];
+                r->mode = modes[k];
+                r->towers = tower_counts[t];
+                r->batch = o.batch_size;
+                r->speedup = r->efficiency = r->predicted = NAN;
+                if (run_config(&o, r, err, sizeof err) != 0) {
+                    fprintf(stderr, "tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
+                            r->towers, err);
+                    return 1;
+                }
+                printf("  %-8s %-16s %2d tower(s): %8.1f images/sec, step %.1f ms\n", r->model,
+                       trainer_mode_name(r->mode), r->towers, r->images_per_sec, r->step_median);
+                fflush(stdout);
+                n_rows++;
+            }
+        }
+    }
+    for (int i = 0; i < n_rows; i++) {
+        for (int j = 0; j < n_rows; j++) {
+            if (rows[j].towers == 1 && rows[j].mode == rows[i].mode && !strcmp(rows[j].model, rows[i].model)) {
+                rows[i].speedup = rows[i].images_per_sec / rows[j].images_per_sec;
+                rows[i].efficiency = rows[i].speedup / rows[i].towers;
+            }
+        }
+    }
+
+    if (o.predict) {
+        for (int m = 0; m < n_models; m++) {
+            CostFigures f;
+            if (measure_figures(models[m], &f, err, sizeof err) != 0) {
+                fprintf(stderr, "tower bench: %s\n", err);
+                return 1;
+            }
+            double compute_1 = NAN;
+            for (int i = 0; i < n_rows; i++) {
+                if (strcmp(rows[i].model, models[m])) continue;
+                rows[i].predicted = predict_row(&rows[i], &f);
+                if (rows[i].towers == 1 && isnan(compute_1)) compute_1 = rows[i].phase.compute;
+            }
+            if (isnan(compute_1)) {
+                for (int i = 0; i < n_rows; i++)
+                    if (!strcmp(rows[i].model, models[m]) && isnan(compute_1))
+                        compute_1 = rows[i].phase.compute * rows[i].towers / (rows[i].towers < f.cores ? rows[i].towers : f.cores);
+            }
+            printf("\ncost model figures, %s: variables %.1f MB; memcpy %.1f GB/s (1 thread); CPU average %.1f GB/s; "
+                   "server update %.2f ms; replica update %.2f ms (1 thread); moving averages %.2f ms; ring %.1f GB/s "
+                   "per rank, %.3f ms per phase; %d cores\n",
+                   models[m], f.model_n_bytes / 1e6, f.copy_gbps, f.reduce_gbps, f.ps_apply_ms, f.opt_1thread_ms,
+                   f.ema_ms, f.ring_gbps, f.barrier_ms, f.cores);
+            print_what_if(&o, models[m], &f, compute_1);
+        }
+    }
+    print_table(rows, n_rows, o.predict);
+    if (o.csv[0]) {
+        if (write_csv(o.csv, rows, n_rows, err, sizeof err) != 0) {
+            fprintf(stderr, "tower bench: %s\n", err);
+            return 1;
+        }
+        printf("table written to %s\n", o.csv);
+    }
+    if (o.svg[0]) {
+        if (write_svg(o.svg, rows, n_rows, models, n_models, o.predict, subtitle, err, sizeof err) != 0) {
+            fprintf(stderr, "tower bench: %s\n", err);
+            return 1;
+        }
+        printf("chart written to %s\n", o.svg);
+    }
+    if (o.trace[0]) printf("timelines written to %.*s-<model>-<mode>-<towers>.json\n",
+                           (int)(strlen(o.trace) > 5 && !strcmp(o.trace + strlen(o.trace) - 5, ".json") ? strlen(o.trace) - 5 : strlen(o.trace)), o.trace);
+    return 0;
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# test_modes_cli.sh TOWER — the modes from the command line:
+#   - `tower bench` on a tiny matrix (2 models x 2 modes x 1,2 towers, with
+#     --predict and --trace) prints its table and writes a CSV with the
+#     documented header and one row per configuration, an SVG that parses as
+#     XML with a line per model x mode (measured and predicted), and one
+#     Chrome trace per configuration;
+#   - every trace is valid JSON with a row per tower, the parameter server's
+#     row (average, apply) or the all-reduce row, a marker per step, every
+#     phase once per step per tower, in order within a step;
+#   - `tower train --variable_update replicated --trace` on Fashion-MNIST's
+#     test set logs its mode and writes a trace;
+#   - bad mode flags, GPU modes without GPU towers and an unwritable trace
+#     fail with one line on stderr and a non-zero exit.
+set -euo pipefail
+tower=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$tower" bench --models mnist,cifar10 --modes ps_cpu,replicated/host --towers 1,2 --batch_size 2 --steps 3 --warmup 1 \
+  --csv "$work/bench.csv" --svg "$work/bench.svg" --trace "$work/t.json" --predict >"$work/bench.log"
+grep -q "^model .*img/s.*fwd+bwd.*reduce.*apply" "$work/bench.log" || fail "no table header in the bench output"
+grep -q "what-if, mnist" "$work/bench.log" || fail "--predict printed no what-if table"
+
+python3 - "$work" <<'EOF'
+import csv, json, sys, xml.etree.ElementTree as ET
+work = sys.argv[1]
+def fail(msg):
+    print("FAIL:", msg); sys.exit(1)
+
+# ---- the CSV ----
+header = ("model,mode,variable_update,local_parameter_device,all_reduce,towers,batch_per_tower,global_batch,steps,"
+          "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
+          "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores").split(",")
+with open(f"{work}/bench.csv") as f:
+    rows = list(csv.reader(f))
+if rows[0] != header: fail(f"CSV header {rows[0]}")
+recs = [dict(zip(header, r)) for r in rows[1:]]
+want = {(m, mode, t) for m in ("mnist", "cifar10") for mode in ("ps_cpu", "replicated_host") for t in ("1", "2")}
+if {(r["model"], r["mode"], r["towers"]) for r in recs} != want or len(recs) != 8: fail(f"CSV rows {rows[1:]}")
+for r in recs:
+    tag = f'{r["model"]} {r["mode"]} {r["towers"]}'
+    if int(r["global_batch"]) != 2 * int(r["towers"]) or r["steps"] != "3": fail(f"{tag}: batch/steps {r}")
+    ips, med, p10, p90 = (float(r[k]) for k in ("images_per_sec", "step_ms_median", "step_ms_p10", "step_ms_p90"))
+    if not (ips > 0 and 0 < p10 <= med <= p90): fail(f"{tag}: images/sec {ips}, step {p10} <= {med} <= {p90}?")
+    for k in ("input_ms", "copy_ms", "compute_ms", "reduce_ms", "apply_ms"):
+        if float(r[k]) < 0: fail(f"{tag}: negative {k}")
+    if float(r["compute_ms"]) <= 0: fail(f"{tag}: no forward+backward time")
+    if float(r["predicted_step_ms"]) <= 0: fail(f"{tag}: no prediction")
+    if r["towers"] == "1" and abs(float(r["speedup"]) - 1) > 1e-9: fail(f"{tag}: speedup of one tower {r['speedup']}")
+    expect = ("replicated", "host") if r["mode"] == "replicated_host" else ("parameter_server", "auto")
+    if (r["variable_update"], r["all_reduce"]) != expect: fail(f"{tag}: flags {r['variable_update']} {r['all_reduce']}")
+    if r["mode"] == "replicated_host" and float(r["copy_ms"]) > float(r["compute_ms"]):
+        fail(f"{tag}: replicated towers copy more than they compute ({r['copy_ms']} ms): the variables were copied in")
+
+# ---- the SVG ----
+svg = ET.parse(f"{work}/bench.svg").getroot()
+ns = "{http://www.w3.org/2000/svg}"
+if svg.tag != ns + "svg": fail(f"SVG root {svg.tag}")
+lines = svg.findall(f".//{ns}polyline")
+if len(lines) != 8: fail(f"SVG: {len(lines)} lines, expected 2 models x 2 modes x (measured, predicted)")
+for l in lines:
+    if len(l.get("points").split()) != 2: fail(f"SVG line with points {l.get('points')}")
+texts = " ".join(t.text or "" for t in svg.iter(ns + "text"))
+for word in ("mnist", "cifar10", "ps_cpu (measured)", "replicated_host (cost model)", "towers", "images/sec"):
+    if word not in texts: fail(f"SVG has no text '{word}'")
+
+# ---- the traces ----
+tower_phases = ["copy-in", "forward", "backward", "copy-out"]
+for model in ("mnist", "cifar10"):
+    for mode in ("ps_cpu", "replicated_host"):
+        for n in (1, 2):
+            path = f"{work}/t-{model}-{mode}-{n}.json"
+            ev = json.load(open(path))["traceEvents"]
+            rows = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+            want_rows = {f"tower_{t}" for t in range(n)}
+            want_rows.add("parameter server" if mode == "ps_cpu" else "server: input, global_step, EMA")
+            if mode == "replicated_host": want_rows.add("all-reduce (ring)")
+            if set(rows.values()) != want_rows: fail(f"{path}: rows {sorted(rows.values())}")
+            markers = [e["name"] for e in ev if e["ph"] == "i"]
+            if markers != ["step 1", "step 2", "step 3", "step 4"]: fail(f"{path}: markers {markers}")
+            spans = [e for e in ev if e["ph"] == "X"]
+            if any(e["dur"] < 0 or e["ts"] < 0 for e in spans): fail(f"{path}: a negative span")
+            by_row = {}
+            for e in spans: by_row.setdefault(rows[e["tid"]], []).append(e)
+            server = [e["name"] for e in by_row[[r for r in want_rows if "server" in r][0]]]
+            want_server = ["input", "average", "apply"] if mode == "ps_cpu" else ["input", "global_step + EMA"]
+            if server != want_server * 4: fail(f"{path}: server row {server}")
+            if mode == "replicated_host" and n == 2 and len(by_row["all-reduce (ring)"]) != 4:
+                fail(f"{path}: all-reduce row {by_row['all-reduce (ring)']}")
+            for t in range(n):
+                names = [e["name"] for e in by_row[f"tower_{t}"]]
+                per_step = ["waiting for input"] + tower_phases
+                if mode == "replicated_host": per_step += ["wait for towers", "all-reduce", "apply"]
+                if names != per_step * 4: fail(f"{path}: tower_{t} row {names[:12]}")
+                ev_t = by_row[f"tower_{t}"]
+                for a, b in zip(ev_t, ev_t[1:]):
+                    if b["ts"] + 1.0 < a["ts"] + a["dur"]: fail(f"{path}: tower_{t}: {b['name']} starts before {a['name']} ends")
+print("bench CSV, SVG and 8 traces check out")
+EOF
+
+# ---- tower train with a mode and a trace, on Fashion-MNIST's test set ----
+src=/usr/share/datasets/fashion-mnist
+if [ -f "$src/t10k-images-idx3-ubyte.gz" ]; then
+  "$tower" convert --from idx --images "$src/t10k-images-idx3-ubyte.gz" --labels "$src/t10k-labels-idx1-ubyte.gz" \
+    --out "$work/fm" --num_shards 1 >/dev/null
+  "$tower" train --model mnist --data "$work/fm-*.tfrecord" --train_dir "$work/train" --num_towers 2 --batch_size 4 \
+    --max_steps 6 --log_every 3 --min_after_dequeue 100 --variable_update replicated --all_reduce host \
+    --log_device_placement --trace "$work/train.json" >"$work/train.log" 2>&1 ||
+    { cat "$work/train.log"; fail "tower train --variable_update replicated failed"; }
+  grep -q "mode replicated_host" "$work/train.log" || fail "the placement log does not name the mode"
+  grep -q "step 6, loss = " "$work/train.log" || fail "no log line for step 6"
+  [ -f "$work/train/model.ckpt-6" ] || fail "no checkpoint after 6 replicated steps"
+  python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+n = sum(1 for e in ev if e['ph'] == 'X' and e['name'] == 'all-reduce')
+assert n == 12, f'{n} all-reduce spans, expected 2 towers x 6 steps'
+" "$work/train.json" || fail "the training trace"
+  echo "tower train --variable_update replicated --trace: ok"
+else
+  echo "skipped the training run: $src is missing (Debian package dataset-fashion-mnist)"
+fi
+
+# ---- errors: one line, non-zero exit ----
+expect_error() { # expect_error CODE PATTERN ARGS...
+  local code=$1 pattern=$2
+  shift 2
+  set +e
+  "$tower" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  set -e
+  [ "$rc" -eq "$code" ] || fail "tower $* exited $rc, expected $code ($(cat "$work/err"))"
+  [ "$(wc -l <"$work/err")" -eq 1 ] || fail "tower $*: expected one line on stderr, got: $(cat "$work/err")"
+  grep -q -- "$pattern" "$work/err" || fail "tower $*: '$(cat "$work/err")' does not say '$pattern'"
+}
+expect_error 1 "--variable_update 'mirrored'" train --train_dir "$work/e" --variable_update mirrored
+expect_error 1 "--all_reduce 'mpi'" train --train_dir "$work/e" --variable_update replicated --all_reduce mpi
+expect_error 1 "needs GPU towers" train --train_dir "$work/e" --local_parameter_device gpu
+expect_error 1 "needs GPU towers" train --train_dir "$work/e" --variable_update replicated --all_reduce nccl
+expect_error 1 "needs GPU towers" bench --modes ps_gpu
+expect_error 1 "needs GPU towers" bench --modes replicated/nccl
+expect_error 2 "unknown mode 'allreduce'" bench --modes allreduce
+expect_error 2 "'0' is not a tower count" bench --towers 0
+expect_error 2 "unknown model 'resnet'" bench --models resnet
+expect_error 1 "cannot create the file" bench --models mnist --towers 1 --steps 1 --warmup 0 --batch_size 1 --csv "" --svg "" --trace "$work/no/such/dir/t.json"
+expect_error 1 "cannot create the file" bench --models mnist --towers 1 --steps 1 --warmup 0 --batch_size 1 --svg "" --csv "$work/no/such/dir/b.csv"
+echo "mode flag errors: one line each"
