@@ -183,10 +183,11 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
         }
         /* Sum the partials in thread order (deterministic for a given team
          * size); the loop's implicit barrier makes every partial complete. */
+        const float *dw_0 = partial_dw(scratch, c, 0);
 #pragma omp for schedule(static)
         for (size_t i = 0; i < w_n; i++) {
             float s = 0.0f;
-            for (int u = 0; u < nt; u++) s += partial_dw(scratch, c, u)[i];
+            for (int u = 0; u < nt; u++) s += dw_0[(size_t)u * per_thread + i];
             dweight[i] = s;
         }
 #pragma omp single
