@@ -1,0 +1,569 @@
+/* imagefolder.c — DIR/<class>/FILE.png|jpg|jpeg to uint8 images (see imagefolder.h).
+ *
+ * Where it sits: io/, a ConvertSource for convert_run.  Opening lists the
+ * folders; next() decodes one file at a time (libpng's simplified API,
+ * libjpeg-turbo with a longjmp error handler so a bad file never exits the
+ * process), converts the channels and resamples.  Memory: the file list
+ * plus one decoded image and one output image.
+ * What it does not do: no recursion, no threads, no writing of TFRecords
+ * (convert_run does that).
+ */
+#include "io/imagefolder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+void imagefolder_config_defaults(ImageFolderConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->image_size = 32;
+    c->channels = 3;
+    c->mode = IMAGEFOLDER_RESIZE;
+}
+
+/* ---------------------------------------------------------------- decoding */
+
+static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_file(&img, path)) {
+        snprintf(err, err_n, "%s: not a readable PNG: %s", path, img.message);
+        png_image_free(&img);
+        return -1;
+    }
+    if (img.width == 0 || img.height == 0 || (size_t)img.width * img.height > IMAGEFOLDER_MAX_PIXELS) {
+        snprintf(err, err_n, "%s: PNG of %u x %u pixels (at most %zu pixels are read)", path, img.width, img.height,
+                 IMAGEFOLDER_MAX_PIXELS);
+        png_image_free(&img);
+        return -1;
+    }
+    /* With alpha, read RGBA and drop A (PIL's convert("RGB") keeps the colour
+     * under transparent pixels); without, libpng expands grey and palettes. */
+    int has_alpha = (img.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+    img.format = has_alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
+    size_t n_bytes = PNG_IMAGE_SIZE(img);
+    uint8_t *buf = malloc(n_bytes);
+    if (!buf) {
+        snprintf(err, err_n, "%s: out of memory for a %u x %u image", path, img.width, img.height);
+        png_image_free(&img);
+        return -1;
+    }
+    if (!png_image_finish_read(&img, NULL, buf, 0, NULL)) {
+        snprintf(err, err_n, "%s: PNG does not decode: %s", path, img.message);
+        free(buf);
+        png_image_free(&img);
+        return -1;
+    }
+    size_t n_pixels = (size_t)img.width * img.height;
+    if (has_alpha)
+        for (size_t i = 0; i < n_pixels; i++) memmove(buf + 3 * i, buf + 4 * i, 3);
+    *H = (int)img.height;
+    *W = (int)img.width;
+    *pixels = buf;
+    return 0;
+}
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    int truncated;            /* libjpeg reached the end of the file inside the image */
+    char msg[JMSG_LENGTH_MAX];
+} JpegError;
+
+static void jpeg_on_error(j_common_ptr cinfo) {
+    JpegError *e = (JpegError *)cinfo->err;
+    (*cinfo->err->format_message)(cinfo, e->msg);
+    longjmp(e->jump, 1);
+}
+
+/* Warnings (level -1) are not printed; a premature end of data is remembered. */
+static void jpeg_on_message(j_common_ptr cinfo, int level) {
+    JpegError *e = (JpegError *)cinfo->err;
+    if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1;
+}
+
+static int decode_jpeg(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+    struct jpeg_decompress_struct cinfo;
+    JpegError jerr;
+    FILE *volatile f = fopen(path, "rb");
+    uint8_t *volatile buf = NULL;
+    if (!f) {
+        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    memset(&jerr, 0, sizeof jerr);
+    cinfo.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = jpeg_on_error;
+    jerr.pub.emit_message = jpeg_on_message;
+    if (setjmp(jerr.jump)) {
+        snprintf(err, err_n, "%s: JPEG does not decode: %s", path, jerr.msg);
+        jpeg_destroy_decompress(&cinfo);
+        free(buf);
+        fclose(f);
+        return -1;
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_stdio_src(&cinfo, f);
+    jpeg_read_header(&cinfo, TRUE);
+    if ((size_t)cinfo.image_width * cinfo.image_height > IMAGEFOLDER_MAX_PIXELS) {
+        snprintf(err, err_n, "%s: JPEG of %u x %u pixels (at most %zu pixels are read)", path, cinfo.image_width,
+                 cinfo.image_height, IMAGEFOLDER_MAX_PIXELS);
+        jpeg_destroy_decompress(&cinfo);
+        fclose(f);
+        return -1;
+    }
+    cinfo.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&cinfo);
+    size_t row_n_bytes = (size_t)cinfo.output_width * 3;
+    buf = malloc(row_n_bytes * cinfo.output_height);
+    if (!buf) {
+        snprintf(err, err_n, "%s: out of memory for a %u x %u image", path, cinfo.output_width, cinfo.output_height);
+        jpeg_destroy_decompress(&cinfo);
+        fclose(f);
+        return -1;
+    }
+    while (cinfo.output_scanline < cinfo.output_height) {
+        JSAMPROW row = buf + row_n_bytes * cinfo.output_scanline;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    *H = (int)cinfo.output_height;
+    *W = (int)cinfo.output_width;
+    jpeg_destroy_decompress(&cinfo);
+    fclose(f);
+    if (jerr.truncated) {
+        snprintf(err, err_n, "%s: JPEG is truncated (premature end of data)", path);
+        free(buf);
+        return -1;
+    }
+    *pixels = buf;
+    return 0;
+}
+
+int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+    *pixels = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    uint8_t magic[8];
+    size_t got = fread(magic, 1, sizeof magic, f);
+    fclose(f);
+    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (got == 8 && !memcmp(magic, png_sig, 8)) return decode_png(path, pixels, H, W, err, err_n);
+    if (got >= 3 && magic[0] == 0xff && magic[1] == 0xd8 && magic[2] == 0xff)
+        return decode_jpeg(path, pixels, H, W, err, err_n);
+    if (got == 0) snprintf(err, err_n, "%s: empty file, not an image", path);
+    else snprintf(err, err_n, "%s: not a PNG or JPEG image (first bytes %02x %02x)", path, magic[0], got > 1 ? magic[1] : 0);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- resampling */
+
+/* PIL's bilinear filter: a triangle of half-width 1. */
+static double triangle(double x) {
+    if (x < 0.0) x = -x;
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+/* PIL's precompute_coeffs: for each output index, the first input index
+ * (*first), the number of inputs (*count) and their normalised weights
+ * (k + out * ksize).  Returns ksize, or -1 when memory is short. */
+static int resample_coeffs(int in_size, int out_size, int **first, int **count, double **k) {
+    double scale = (double)in_size / out_size;
+    double filterscale = scale < 1.0 ? 1.0 : scale;
+    double support = 1.0 * filterscale;
+    int ksize = (int)ceil(support) * 2 + 1;
+    *first = malloc((size_t)out_size * sizeof(int));
+    *count = malloc((size_t)out_size * sizeof(int));
+    *k = calloc((size_t)out_size * (size_t)ksize, sizeof(double));
+    if (!*first || !*count || !*k) {
+        free(*first);
+        free(*count);
+        free(*k);
+        return -1;
+    }
+    for (int xx = 0; xx < out_size; xx++) {
+        double center = (xx + 0.5) * scale;
+        double ss = 1.0 / filterscale;
+        int xmin = (int)(center - support + 0.5);
+        if (xmin < 0) xmin = 0;
+        int xmax = (int)(center + support + 0.5);
+        if (xmax > in_size) xmax = in_size;
+        xmax -= xmin;
+        if (xmax > ksize) xmax = ksize;
+        double *kk = *k + (size_t)xx * ksize, ww = 0.0;
+        for (int x = 0; x < xmax; x++) {
+            double w = triangle((x + xmin - center + 0.5) * ss);
+            kk[x] = w;
+            ww += w;
+        }
+        for (int x = 0; x < xmax && ww != 0.0; x++) kk[x] /= ww;
+        (*first)[xx] = xmin;
+        (*count)[xx] = xmax;
+    }
+    return ksize;
+}
+
+int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C) {
+    if (dH == sH && dW == sW) {
+        memcpy(dst, src, (size_t)sH * sW * C);
+        return 0;
+    }
+    int *xf = NULL, *xc = NULL, *yf = NULL, *yc = NULL;
+    double *xk = NULL, *yk = NULL;
+    float *tmp = malloc((size_t)sH * dW * C * sizeof(float)); /* (sH, dW, C) after the horizontal pass */
+    int xks = resample_coeffs(sW, dW, &xf, &xc, &xk);
+    int yks = xks < 0 ? -1 : resample_coeffs(sH, dH, &yf, &yc, &yk);
+    if (!tmp || xks < 0 || yks < 0) {
+        free(tmp);
+        if (xks >= 0) free(xf), free(xc), free(xk);
+        if (yks >= 0) free(yf), free(yc), free(yk);
+        return -1;
+    }
+    for (int y = 0; y < sH; y++)
+        for (int x = 0; x < dW; x++)
+            for (int c = 0; c < C; c++) {
+                const double *kk = xk + (size_t)x * xks;
+                double s = 0.0;
+                for (int i = 0; i < xc[x]; i++) s += kk[i] * src[((size_t)y * sW + xf[x] + i) * C + c];
+                tmp[((size_t)y * dW + x) * C + c] = (float)s;
+            }
+    for (int y = 0; y < dH; y++)
+        for (int x = 0; x < dW; x++)
+            for (int c = 0; c < C; c++) {
+                const double *kk = yk + (size_t)y * yks;
+                double s = 0.0;
+                for (int i = 0; i < yc[y]; i++) s += kk[i] * tmp[((size_t)(yf[y] + i) * dW + x) * C + c];
+                double r = floor(s + 0.5);
+                dst[((size_t)y * dW + x) * C + c] = (uint8_t)(r < 0.0 ? 0.0 : r > 255.0 ? 255.0 : r);
+            }
+    free(tmp);
+    free(xf), free(xc), free(xk);
+    free(yf), free(yc), free(yk);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the source */
+
+typedef struct {
+    char *path;
+    int label;
+} FolderFile;
+
+typedef struct {
+    ImageFolderConfig cfg;
+    char **classes;        /* (n_classes) sorted names */
+    int n_classes;
+    FolderFile *files;     /* (n_files) class after class, names sorted */
+    long n_files, next;
+    long n_skipped;
+    uint8_t *out;          /* (image_size, image_size, channels) */
+    uint8_t *scaled;       /* (scaled_H, scaled_W, 3) before the crop, grown on demand */
+    size_t scaled_n_bytes;
+} FolderState;
+
+static void warn_line(const FolderState *st, const char *line) {
+    if (st->cfg.warn) st->cfg.warn(st->cfg.warn_ctx, line);
+    else fprintf(stderr, "warning: %s\n", line);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorted names of dir's entries, without "." ".." and dot files.  0 or -1 (errno set). */
+static int list_dir(const char *dir, char ***names, int *n_names) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    char **v = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            char **nv = realloc(v, (size_t)cap * sizeof *nv);
+            if (!nv) goto oom;
+            v = nv;
+        }
+        if (!(v[n] = strdup(e->d_name))) goto oom;
+        n++;
+    }
+    closedir(d);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *names = v;
+    *n_names = n;
+    return 0;
+oom:
+    closedir(d);
+    for (int i = 0; i < n; i++) free(v[i]);
+    free(v);
+    errno = ENOMEM;
+    return -1;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+static void folder_close(ConvertSource *s) {
+    FolderState *st = s->state;
+    if (st) {
+        free_names(st->classes, st->n_classes);
+        for (long i = 0; i < st->n_files; i++) free(st->files[i].path);
+        free(st->files);
+        free(st->out);
+        free(st->scaled);
+        free(st);
+    }
+    free(s);
+}
+
+/* Into st->out: RGB (H, W, 3) resized or centre-cropped, then channels converted. */
+static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
+    int S = st->cfg.image_size;
+    int tH = S, tW = S; /* size to scale to before cropping */
+    if (st->cfg.mode == IMAGEFOLDER_CENTER_CROP) {
+        /* torchvision Resize(S): the shorter side becomes S, the longer int(S * long / short). */
+        if (H <= W) tW = (int)((double)S * W / H);
+        else tH = (int)((double)S * H / W);
+        if (tW < S) tW = S;
+        if (tH < S) tH = S;
+    }
+    size_t need = (size_t)tH * tW * 3;
+    if (need > st->scaled_n_bytes) {
+        uint8_t *b = realloc(st->scaled, need);
+        if (!b) return -1;
+        st->scaled = b;
+        st->scaled_n_bytes = need;
+    }
+    if (imagefolder_resize(st->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
+    /* torchvision CenterCrop: top = int(round((h - S) / 2)), left likewise. */
+    int top = (int)lround((tH - S) / 2.0), left = (int)lround((tW - S) / 2.0);
+    int C = st->cfg.channels;
+    for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++) {
+            const uint8_t *p = st->scaled + ((size_t)(y + top) * tW + (x + left)) * 3;
+            uint8_t *q = st->out + ((size_t)y * S + x) * C;
+            if (C == 3) {
+                q[0] = p[0];
+                q[1] = p[1];
+                q[2] = p[2];
+            } else {
+                q[0] = (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 0x8000u) >> 16);
+            }
+        }
+    return 0;
+}
+
+static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
+    FolderState *st = s->state;
+    while (st->next < st->n_files) {
+        const FolderFile *f = &st->files[st->next++];
+        uint8_t *rgb;
+        int H, W;
+        char why[1024];
+        if (imagefolder_decode(f->path, &rgb, &H, &W, why, sizeof why) != 0) {
+            char line[1200];
+            snprintf(line, sizeof line, "%s (skipped)", why);
+            warn_line(st, line);
+            st->n_skipped++;
+            continue;
+        }
+        int rc = folder_transform(st, rgb, H, W);
+        free(rgb);
+        if (rc != 0) {
+            snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", f->path, H, W);
+            return -1;
+        }
+        item->image = st->out;
+        item->H = item->W = st->cfg.image_size;
+        item->C = st->cfg.channels;
+        item->label = f->label;
+        return 1;
+    }
+    return 0;
+}
+
+ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig *cfg, char *err, size_t err_n) {
+    if (cfg->image_size < 1 || cfg->image_size > 4096) {
+        snprintf(err, err_n, "image folder: image_size %d outside [1, 4096]", cfg->image_size);
+        return NULL;
+    }
+    if (cfg->channels != 1 && cfg->channels != 3) {
+        snprintf(err, err_n, "image folder: channels must be 1 or 3, got %d", cfg->channels);
+        return NULL;
+    }
+    if (cfg->mode != IMAGEFOLDER_RESIZE && cfg->mode != IMAGEFOLDER_CENTER_CROP) {
+        snprintf(err, err_n, "image folder: unknown resize mode %d", (int)cfg->mode);
+        return NULL;
+    }
+    ConvertSource *s = calloc(1, sizeof *s);
+    FolderState *st = calloc(1, sizeof *st);
+    if (!s || !st) {
+        free(s);
+        free(st);
+        snprintf(err, err_n, "image folder: out of memory");
+        return NULL;
+    }
+    s->format = "imagefolder";
+    s->next = folder_next;
+    s->close = folder_close;
+    s->state = st;
+    st->cfg = *cfg;
+    char **entries = NULL;
+    int n_entries = 0;
+    size_t dir_len = strlen(dir);
+    char *path = NULL;
+    long cap_files = 0;
+    if (list_dir(dir, &entries, &n_entries) != 0) {
+        snprintf(err, err_n, "%s: cannot read the image folder: %s", dir, strerror(errno));
+        goto fail;
+    }
+    if (!(st->classes = calloc((size_t)(n_entries > 0 ? n_entries : 1), sizeof *st->classes))) goto oom;
+    for (int i = 0; i < n_entries; i++) {
+        if (!(path = malloc(dir_len + strlen(entries[i]) + 2))) goto oom;
+        sprintf(path, "%s/%s", dir, entries[i]);
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            if (strchr(entries[i], '\n')) {
+                snprintf(err, err_n, "%s: a class folder name holds a newline, which labels.txt cannot store", path);
+                goto fail;
+            }
+            st->classes[st->n_classes++] = entries[i];
+            entries[i] = NULL;
+        } else {
+            char line[4200];
+            snprintf(line, sizeof line, "%s: not inside a class folder (skipped)", path);
+            warn_line(st, line);
+            st->n_skipped++;
+        }
+        free(path);
+        path = NULL;
+    }
+    if (st->n_classes == 0) {
+        snprintf(err, err_n, "%s: no class folders (expected %s/<class>/*.png|jpg|jpeg)", dir, dir);
+        goto fail;
+    }
+    for (int c = 0; c < st->n_classes; c++) {
+        size_t cdir_n = dir_len + strlen(st->classes[c]) + 2;
+        char *cdir = malloc(cdir_n);
+        if (!cdir) goto oom;
+        snprintf(cdir, cdir_n, "%s/%s", dir, st->classes[c]);
+        char **names;
+        int n_names;
+        if (list_dir(cdir, &names, &n_names) != 0) {
+            snprintf(err, err_n, "%s: cannot read the class folder: %s", cdir, strerror(errno));
+            free(cdir);
+            goto fail;
+        }
+        long found = 0;
+        for (int i = 0; i < n_names; i++) {
+            size_t fp_n = cdir_n + strlen(names[i]) + 1;
+            char *fp = malloc(fp_n);
+            if (!fp) {
+                free_names(names, n_names);
+                free(cdir);
+                goto oom;
+            }
+            snprintf(fp, fp_n, "%s/%s", cdir, names[i]);
+            struct stat sb;
+            int stat_rc = stat(fp, &sb), stat_errno = errno;
+            if (stat_rc != 0 || !S_ISREG(sb.st_mode)) {
+                char line[4200];
+                snprintf(line, sizeof line, "%s: %s (skipped)", fp,
+                         stat_rc != 0 ? strerror(stat_errno) : "not a regular file (subfolders are not read)");
+                warn_line(st, line);
+                st->n_skipped++;
+                free(fp);
+                continue;
+            }
+            if (st->n_files == cap_files) {
+                long cap = cap_files ? 2 * cap_files : 256;
+                FolderFile *nf = realloc(st->files, (size_t)cap * sizeof *nf);
+                if (!nf) {
+                    free(fp);
+                    free_names(names, n_names);
+                    free(cdir);
+                    goto oom;
+                }
+                st->files = nf;
+                cap_files = cap;
+            }
+            st->files[st->n_files].path = fp;
+            st->files[st->n_files].label = c;
+            st->n_files++;
+            found++;
+        }
+        if (found == 0) {
+            char line[4200];
+            snprintf(line, sizeof line, "%s: class %d ('%s') has no files", cdir, c, st->classes[c]);
+            warn_line(st, line);
+        }
+        free_names(names, n_names);
+        free(cdir);
+    }
+    s->n_examples = st->n_files;
+    if (!(st->out = malloc((size_t)cfg->image_size * cfg->image_size * cfg->channels))) goto oom;
+    free_names(entries, n_entries);
+    return s;
+oom:
+    snprintf(err, err_n, "%s: out of memory listing the image folder", dir);
+fail:
+    free(path);
+    free_names(entries, n_entries);
+    folder_close(s);
+    return NULL;
+}
+
+const char *const *imagefolder_classes(const ConvertSource *src, int *n_classes) {
+    const FolderState *st = src->state;
+    *n_classes = st->n_classes;
+    return (const char *const *)st->classes;
+}
+
+long imagefolder_n_skipped(const ConvertSource *src) { return ((const FolderState *)src->state)->n_skipped; }
+
+int imagefolder_write_labels(const ConvertSource *src, const char *path, char *err, size_t err_n) {
+    const FolderState *st = src->state;
+    size_t tmp_n = strlen(path) + 5;
+    char *tmp = malloc(tmp_n);
+    if (!tmp) {
+        snprintf(err, err_n, "%s: out of memory", path);
+        return -1;
+    }
+    snprintf(tmp, tmp_n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, err_n, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    for (int c = 0; c < st->n_classes; c++) fprintf(f, "%s\n", st->classes[c]);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        snprintf(err, err_n, "%s: write error: %s", tmp, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        snprintf(err, err_n, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}

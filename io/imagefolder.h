@@ -1,0 +1,82 @@
+/* imagefolder.h — image-folder datasets: DIR/<class>/FILE.png|jpg|jpeg as a ConvertSource.
+ *
+ * Where it sits: io/, offline, before training: `tower convert --from
+ * imagefolder DIR` drains this source through convert_run into sharded
+ * TFRecords, as for the IDX and CIFAR-10 converters (convert.h).
+ * Labels: the class folders' names sorted bytewise (Python's sorted() on
+ * the names, as torchvision's ImageFolder and the seed scripts do), label k
+ * being the k-th name; imagefolder_write_labels writes them one per line.
+ * Files: every regular file directly inside a class folder, in bytewise
+ * name order, class after class; names starting with '.' are skipped
+ * silently.  The format is taken from the content (PNG signature, JPEG SOI
+ * marker), not the extension.  PNG goes through libpng (palette, 16-bit,
+ * grey and alpha are converted; alpha is dropped, as PIL's convert("RGB")),
+ * JPEG through libjpeg-turbo.  A file that is not a PNG or JPEG, or does not
+ * decode, gets one warning line and is skipped; imagefolder_n_skipped counts
+ * them, and the conversion goes on.
+ * Every image comes out image_size x image_size x channels, uint8:
+ *   IMAGEFOLDER_RESIZE       both sides scaled to image_size (aspect ratio not kept);
+ *   IMAGEFOLDER_CENTER_CROP  the shorter side scaled to image_size, then the central
+ *                            square kept (torchvision's Resize(s) + CenterCrop(s)).
+ * Scaling is PIL's bilinear filter (a triangle filter widened by the scale
+ * factor when shrinking, so downscaling averages instead of aliasing; plain
+ * bilinear with half-pixel centres when enlarging), separable, in float,
+ * rounded to nearest.  channels 1 is PIL's convert("L"):
+ * L = (19595 R + 38470 G + 7471 B + 32768) >> 16.
+ * What it does not do: no recursion into subfolders, no other formats, no
+ * EXIF orientation, no colour management (gAMA/ICC are ignored), no
+ * train/validation split.
+ */
+#ifndef TOWER_IO_IMAGEFOLDER_H
+#define TOWER_IO_IMAGEFOLDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/convert.h"
+
+typedef enum { IMAGEFOLDER_RESIZE = 0, IMAGEFOLDER_CENTER_CROP = 1 } ImageFolderResizeMode;
+
+#define IMAGEFOLDER_MAX_PIXELS ((size_t)1 << 28) /* larger images are skipped with a warning */
+
+typedef struct {
+    int image_size;                   /* output height and width, in [1, 4096] */
+    int channels;                     /* 3 (RGB) or 1 (grey) */
+    ImageFolderResizeMode mode;
+    /* Called with each warning line (no newline), e.g.
+     * "DIR/cat/x.png: skipped: not a PNG or JPEG image"; NULL prints it to stderr. */
+    void (*warn)(void *ctx, const char *line);
+    void *warn_ctx;
+} ImageFolderConfig;
+
+/* image_size 32, channels 3, IMAGEFOLDER_RESIZE, warnings to stderr. */
+void imagefolder_config_defaults(ImageFolderConfig *cfg);
+
+/* Lists dir's class folders and their files (nothing is decoded yet).
+ * n_examples of the source is the number of candidate files (skipped ones
+ * still count).  NULL + one line in err when dir cannot be read, holds no
+ * class folder, the configuration is bad, or memory is short.  The source
+ * copies cfg; free it with its close. */
+ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig *cfg, char *err, size_t err_n_bytes);
+
+/* For a source from convert_open_imagefolder: the class names in label
+ * order (owned by the source) and their number. */
+const char *const *imagefolder_classes(const ConvertSource *src, int *n_classes);
+
+/* Files skipped so far (one warning each). */
+long imagefolder_n_skipped(const ConvertSource *src);
+
+/* Writes the class names, one per line in label order, to path (path.tmp,
+ * then rename).  Returns 0, or -1 with one line in err. */
+int imagefolder_write_labels(const ConvertSource *src, const char *path, char *err, size_t err_n_bytes);
+
+/* Decodes the PNG or JPEG file at path to 8-bit RGB: *pixels (H, W, 3) is
+ * malloc'ed for the caller.  Returns 0, or -1 with one line in err
+ * ("PATH: ..."). */
+int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n_bytes);
+
+/* PIL-style bilinear resampling of src (sH, sW, C) to dst (dH, dW, C),
+ * uint8, both caller-owned.  Returns 0, or -1 when memory is short. */
+int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C);
+
+#endif
