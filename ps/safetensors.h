@@ -1,0 +1,54 @@
+/* safetensors.h — writing variables in the safetensors format.
+ *
+ * Where it sits: ps/, beside the checkpoints: `tower export` reads a
+ * checkpoint (ckpt_read) and writes its variables here, under TensorFlow's
+ * names and shapes, for PyTorch, JAX and NumPy users.  The format
+ * (huggingface/safetensors):
+ *     uint64 N (little-endian) | N bytes of JSON header | data
+ * The header maps each tensor name to {"dtype":"F32","shape":[...],
+ * "data_offsets":[begin,end]} (byte offsets from the start of the data) and
+ * holds string-to-string "__metadata__".  As the reference writer does,
+ * "__metadata__" comes first, tensors follow sorted by name (all are F32, so
+ * its dtype-then-name order is the name order), their data is laid out
+ * contiguously in that order, and the header is padded with spaces to a
+ * multiple of 8 bytes so the data starts 8-byte aligned.
+ * What it does not do: no reading, no dtypes other than F32, no sharded
+ * (index.json) files.
+ *
+ * Errors: one line in err naming the file, and -1.
+ */
+#ifndef TOWER_PS_SAFETENSORS_H
+#define TOWER_PS_SAFETENSORS_H
+
+#include <stddef.h>
+
+#include "model/model.h"
+
+#define SAFETENSORS_MAX_DIMS 8
+
+typedef struct {
+    const char *name;                 /* tensor name, unique, not "__metadata__" */
+    int ndim;                         /* 0 (a scalar) .. SAFETENSORS_MAX_DIMS */
+    int shape[SAFETENSORS_MAX_DIMS];  /* (ndim) */
+    const float *data;                /* (prod(shape)) row-major, caller-owned */
+} SafetensorsTensor;
+
+typedef struct {
+    const char *key, *value;          /* both strings, as the format requires */
+} SafetensorsMeta;
+
+/* Writes the tensors (n_tensors, any order: they are sorted by name) and
+ * the metadata (n_meta pairs, written sorted by key) to path, atomically:
+ * path.tmp, fsync, rename.  Everything is checked before anything is
+ * written: empty or duplicate names, negative dimensions.  Returns 0, or -1
+ * with one line in err (no file left behind). */
+int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_tensors, const SafetensorsMeta *meta,
+                      int n_meta, char *err, size_t err_n_bytes);
+
+/* The variables of a flat parameter block: one tensor per spec->vars entry,
+ * named and shaped as the table says (TensorFlow's names and layouts),
+ * data pointing into params (n_params floats, caller-owned).  Fills
+ * tensors[0 .. spec->n_vars) and returns spec->n_vars. */
+int safetensors_tensors_from_spec(SafetensorsTensor *tensors, const ModelSpec *spec, const float *params);
+
+#endif
