@@ -1,27 +1,34 @@
 /* cmd_convert.c — `tower convert`: a raw dataset to sharded TFRecord files.
  *
  * Where it sits: cmd/ only wires flags to io/convert.h, offline, before
- * training.  Formats: --from idx (MNIST, Fashion-MNIST; --images, --labels)
- * and --from cifar10 (the .bin files as arguments); a new format is one more
- * convert_open_* and one more branch in open_source().
- * What it does not do: no shuffling (the pipeline shuffles), no resizing.
+ * training.  Formats: --from idx (MNIST, Fashion-MNIST; --images, --labels),
+ * --from cifar10 (the .bin files as arguments) and --from imagefolder (one
+ * DIR argument of DIR/<class>/FILE.png|jpg|jpeg, io/imagefolder.h, which
+ * also writes labels.txt beside the shards); a new format is one more
+ * convert_open_* and one more branch in open_source().  On a terminal a
+ * progress line (cmd/progress.h) follows the examples as they are written.
+ * What it does not do: no shuffling (the pipeline shuffles); only image
+ * folders are resized.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/commands.h"
 #include "cmd/flags.h"
+#include "cmd/progress.h"
 #include "io/convert.h"
+#include "io/imagefolder.h"
 #include "io/tfrecord.h"
 
 typedef struct {
-    const char *from, *images, *labels, *out, *compression, *image_key, *label_key;
-    int num_shards;
+    const char *from, *images, *labels, *out, *compression, *image_key, *label_key, *resize_mode;
+    int num_shards, image_size, channels, no_progress;
 } ConvertOptions;
 
 static int convert_flags(ConvertOptions *o, Flag *flags) {
     const Flag table[] = {
-        {"from", FLAG_STRING, &o->from, "input format: idx (MNIST, Fashion-MNIST; .gz or raw) or cifar10 (binary .bin files given as arguments)"},
+        {"from", FLAG_STRING, &o->from, "input format: idx (MNIST, Fashion-MNIST; .gz or raw), cifar10 (binary .bin files given as arguments) or imagefolder (one DIR argument holding DIR/<class>/*.png|jpg|jpeg)"},
         {"images", FLAG_STRING, &o->images, "--from idx: the images file (e.g. train-images-idx3-ubyte.gz)"},
         {"labels", FLAG_STRING, &o->labels, "--from idx: the labels file (e.g. train-labels-idx1-ubyte.gz)"},
         {"out", FLAG_STRING, &o->out, "output prefix: writes PREFIX-00000-of-0000N.tfrecord"},
@@ -29,14 +36,24 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"compression", FLAG_STRING, &o->compression, "output compression: none, gzip or zlib (TensorFlow's compression_type)"},
         {"image_key", FLAG_STRING, &o->image_key, "feature key of the image (bytes, uint8, HWC)"},
         {"label_key", FLAG_STRING, &o->label_key, "feature key of the label (int64)"},
+        {"image_size", FLAG_INT, &o->image_size, "--from imagefolder: output height and width in pixels"},
+        {"resize_mode", FLAG_STRING, &o->resize_mode, "--from imagefolder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
+        {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
+        {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
     };
     memcpy(flags, table, sizeof table);
     return (int)(sizeof table / sizeof table[0]);
 }
 
+/* Image-folder warnings: one line on stderr each, with the progress line cleared first. */
+static void warn_line(void *ctx, const char *line) {
+    progress_clear((Progress *)ctx);
+    fprintf(stderr, "tower convert: warning: %s\n", line);
+}
+
 /* The source for --from, or NULL with err; *usage_error is 1 when the command line is at fault. */
-static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_files, int *usage_error, char *err,
-                                  size_t err_n) {
+static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_files, Progress *bar,
+                                  int *usage_error, char *err, size_t err_n) {
     *usage_error = 1;
     if (!strcmp(o->from, "idx")) {
         if (n_files > 0) {
@@ -58,19 +75,78 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
         *usage_error = 0;
         return convert_open_cifar10((const char *const *)files, n_files, err, err_n);
     }
-    snprintf(err, err_n, "unknown --from '%s' (idx or cifar10)", o->from);
+    if (!strcmp(o->from, "imagefolder")) {
+        if (n_files != 1) {
+            snprintf(err, err_n, "--from imagefolder takes exactly one DIR argument (DIR/<class>/*.png|jpg|jpeg), got %d",
+                     n_files);
+            return NULL;
+        }
+        ImageFolderConfig ic;
+        imagefolder_config_defaults(&ic);
+        ic.image_size = o->image_size;
+        ic.channels = o->channels;
+        if (!strcmp(o->resize_mode, "resize")) {
+            ic.mode = IMAGEFOLDER_RESIZE;
+        } else if (!strcmp(o->resize_mode, "center_crop")) {
+            ic.mode = IMAGEFOLDER_CENTER_CROP;
+        } else {
+            snprintf(err, err_n, "unknown --resize_mode '%s' (resize or center_crop)", o->resize_mode);
+            return NULL;
+        }
+        if (o->image_size < 1 || o->image_size > 4096) {
+            snprintf(err, err_n, "--image_size %d outside [1, 4096]", o->image_size);
+            return NULL;
+        }
+        if (o->channels != 1 && o->channels != 3) {
+            snprintf(err, err_n, "--channels %d: 1 or 3", o->channels);
+            return NULL;
+        }
+        ic.warn = warn_line;
+        ic.warn_ctx = bar;
+        *usage_error = 0;
+        return convert_open_imagefolder(files[0], &ic, err, err_n);
+    }
+    snprintf(err, err_n, "unknown --from '%s' (idx, cifar10 or imagefolder)", o->from);
     return NULL;
 }
 
+/* A source that counts what the wrapped one yields into the progress line. */
+typedef struct {
+    ConvertSource *inner;
+    Progress *bar;
+    long done;
+} CountingState;
+
+static int counting_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
+    CountingState *st = s->state;
+    int got = st->inner->next(st->inner, item, err, err_n);
+    if (got == 1) {
+        st->done++;
+        char post[64];
+        snprintf(post, sizeof post, "%ld examples", st->done);
+        progress_update(st->bar, st->done, post);
+    }
+    return got;
+}
+
+/* labels.txt beside the shards: the directory part of the --out prefix. */
+static void labels_path(char *buf, size_t n, const char *out_prefix) {
+    const char *slash = strrchr(out_prefix, '/');
+    if (!slash) snprintf(buf, n, "labels.txt");
+    else snprintf(buf, n, "%.*s/labels.txt", (int)(slash - out_prefix), out_prefix);
+}
+
 int cmd_convert(int argc, char **argv) {
-    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", 1};
+    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0};
     Flag flags[16];
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional = 0;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
     if (rc == 1) {
-        flags_print_usage("convert", "--from idx --images F --labels F --out PREFIX [flags] | --from cifar10 --out PREFIX FILE...",
+        flags_print_usage("convert",
+                          "--from idx --images F --labels F --out PREFIX [flags] | --from cifar10 --out PREFIX FILE... | "
+                          "--from imagefolder --out PREFIX DIR",
                           flags, n_flags);
         return 0;
     }
@@ -90,11 +166,21 @@ int cmd_convert(int argc, char **argv) {
     }
     char err[1024];
     int usage_error = 0;
-    ConvertSource *src = open_source(&o, positional, n_positional, &usage_error, err, sizeof err);
+    Progress bar;
+    progress_start(&bar, stdout, 0, "convert", "ex", 0, 0, 0.0);
+    ConvertSource *src = open_source(&o, positional, n_positional, &bar, &usage_error, err, sizeof err);
     if (!src) {
         fprintf(stderr, "tower convert: %s\n", err);
         return usage_error ? 2 : 1;
     }
+    /* Long inputs get a live line on a terminal; a short one finishes within the delay and shows none. */
+    progress_start(&bar, stdout, progress_wanted(stdout, o.no_progress), "convert", "ex", 0,
+                   src->n_examples > 0 ? src->n_examples : 0, 0.5);
+    CountingState counting = {src, &bar, 0};
+    ConvertSource counted = *src;
+    counted.next = counting_next;
+    counted.close = NULL;
+    counted.state = &counting;
     ConvertConfig cfg;
     convert_config_defaults(&cfg);
     cfg.out_prefix = o.out;
@@ -103,7 +189,18 @@ int cmd_convert(int argc, char **argv) {
     cfg.image_key = o.image_key;
     cfg.label_key = o.label_key;
     ConvertStats st;
-    rc = convert_run(src, &cfg, &st, err, sizeof err);
+    rc = convert_run(&counted, &cfg, &st, err, sizeof err);
+    char post[64];
+    snprintf(post, sizeof post, "%ld examples", counting.done);
+    if (rc == 0) progress_end(&bar, counting.done, post);
+    else progress_clear(&bar);
+    long n_skipped = 0;
+    char labels_file[4096] = "";
+    if (rc == 0 && !strcmp(src->format, "imagefolder")) {
+        n_skipped = imagefolder_n_skipped(src);
+        labels_path(labels_file, sizeof labels_file, o.out);
+        rc = imagefolder_write_labels(src, labels_file, err, sizeof err);
+    }
     src->close(src);
     if (rc != 0) {
         fprintf(stderr, "tower convert: %s\n", err);
@@ -123,5 +220,8 @@ int cmd_convert(int argc, char **argv) {
             sep = ", ";
         }
     printf("\n");
+    if (labels_file[0])
+        printf("tower convert: class names in label order in %s; %ld file%s skipped%s\n", labels_file, n_skipped,
+               n_skipped == 1 ? "" : "s", n_skipped ? " (one warning line each above)" : "");
     return 0;
 }

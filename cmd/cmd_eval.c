@@ -7,21 +7,32 @@
  * Where it sits: cmd/; it wires a checkpoint (ps/), the input pipeline (io/)
  * and the model's forward pass (model/).  No towers: evaluation is one
  * forward pass per batch on all the cores.
+ * The result also goes to TensorBoard: an events file in --eval_dir (by
+ * default the checkpoint directory's eval/ subdirectory, so that
+ * `tensorboard --logdir TRAIN_DIR` shows the training curves and the
+ * evaluations together) with TensorFlow's tag "Precision @ 1", the loss and
+ * the cross-entropy, at the checkpoint's global step.  On a terminal a
+ * progress line follows long evaluations (cmd/progress.h).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmd/commands.h"
+#include "cmd/progress.h"
 #include "cmd/trainer.h"
+#include "io/events.h"
 
 typedef struct {
-    const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression;
+    const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression, *eval_dir;
     int batch_size, num_classes, image_size, no_moving_average, confusion_matrix, input_threads, skip_corrupt;
+    int no_progress;
 } EvalOptions;
 
-int eval_flags(EvalOptions *o, Flag *flags) {
+static int eval_flags(EvalOptions *o, Flag *flags) {
     const Flag table[] = {
         {"checkpoint_dir", FLAG_STRING, &o->checkpoint_dir, "directory whose latest checkpoint is evaluated"},
         {"checkpoint", FLAG_STRING, &o->checkpoint, "a checkpoint file (overrides --checkpoint_dir)"},
@@ -36,16 +47,47 @@ int eval_flags(EvalOptions *o, Flag *flags) {
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
         {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)"},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
+        {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
+        {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     if (flags) memcpy(flags, table, sizeof table);
     return n;
 }
 
+/* mkdir -p.  0, or -1 with errno set. */
+static int make_dirs(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+/* The events directory: --eval_dir, or the checkpoint's directory + "/eval";
+ * "" when --eval_dir none. */
+static void events_dir(char *buf, size_t n, const char *eval_dir, const char *checkpoint_path) {
+    if (!strcmp(eval_dir, "none")) {
+        buf[0] = '\0';
+    } else if (eval_dir[0]) {
+        snprintf(buf, n, "%s", eval_dir);
+    } else {
+        const char *slash = strrchr(checkpoint_path, '/');
+        if (!slash) snprintf(buf, n, "eval");
+        else snprintf(buf, n, "%.*s/eval", (int)(slash - checkpoint_path), checkpoint_path);
+    }
+}
+
 int cmd_eval(int argc, char **argv) {
     EvalOptions o = {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
-        .image_key = "image_raw", .label_key = "label", .compression = "auto", .batch_size = 500, .num_classes = 10,
+        .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .batch_size = 500,
+        .num_classes = 10,
     };
     Flag flags[32];
     int n_flags = eval_flags(&o, flags);
@@ -110,6 +152,20 @@ int cmd_eval(int argc, char **argv) {
     ModelActs *acts = NULL;
     float *logits = NULL;
     long *confusion = NULL;
+    EventWriter *events = NULL;
+    char edir[4096];
+    events_dir(edir, sizeof edir, o.eval_dir, path);
+    if (edir[0]) {
+        if (make_dirs(edir) != 0) {
+            fprintf(stderr, "tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
+                    edir, strerror(errno));
+            goto done;
+        }
+        if (!(events = event_writer_open(edir, err, sizeof err))) {
+            fprintf(stderr, "tower eval: %s (--eval_dir none writes no events file)\n", err);
+            goto done;
+        }
+    }
     if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0) {
         fprintf(stderr, "tower eval: --data: %s\n", err);
         goto done;
@@ -164,18 +220,23 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "tower eval: out of memory for batch %d\n", o.batch_size);
         goto done;
     }
+    Progress bar;
+    int live = progress_wanted(stdout, o.no_progress);
+    long n_expected = live ? io_count_records((const char *const *)files, n_files, compression, err, sizeof err) : 0;
+    progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
     long n_total = 0, n_correct = 0;
-    double loss_sum = 0.0;
+    double loss_sum = 0.0, total_loss_sum = 0.0;
     for (;;) {
         PipelineBatch *b;
         int got = pipeline_next(pipe, &b, err, sizeof err);
         if (got < 0) {
+            progress_clear(&bar);
             fprintf(stderr, "tower eval: %s\n", err);
             goto done;
         }
         if (got == 0) break;
         float ce;
-        model_forward(logits, &ce, acts, b->x, b->labels, params, b->n);
+        float total_loss = model_forward(logits, &ce, acts, b->x, b->labels, params, b->n);
         for (int i = 0; i < b->n; i++) {
             const float *l = logits + (size_t)i * spec.num_classes;
             int best = 0;
@@ -185,16 +246,36 @@ int cmd_eval(int argc, char **argv) {
             confusion[(size_t)b->labels[i] * spec.num_classes + best]++;
         }
         loss_sum += (double)ce * b->n;
+        total_loss_sum += (double)total_loss * b->n;
         n_total += b->n;
         pipeline_release(pipe, b);
+        char post[96];
+        snprintf(post, sizeof post, "%ld examples, precision %.3f", n_total, (double)n_correct / (double)n_total);
+        progress_update(&bar, n_total, post);
+    }
+    if (n_total > 0) {
+        char post[96];
+        snprintf(post, sizeof post, "%ld examples, precision %.3f", n_total, (double)n_correct / (double)n_total);
+        progress_end(&bar, n_total, post);
     }
     if (n_total == 0) {
         fprintf(stderr, "tower eval: %s holds no examples\n", o.data);
         goto done;
     }
+    double precision = (double)n_correct / (double)n_total;
+    if (events) {
+        /* TensorFlow's cifar10_eval tag; "loss" is the training loss's definition (cross-entropy + weight decay). */
+        if (event_writer_add_scalar(events, "Precision @ 1", (float)precision, err, sizeof err) != 0 ||
+            event_writer_add_scalar(events, "loss", (float)(total_loss_sum / (double)n_total), err, sizeof err) != 0 ||
+            event_writer_add_scalar(events, "cross_entropy", (float)(loss_sum / (double)n_total), err, sizeof err) != 0 ||
+            event_writer_write(events, ck.global_step, event_wall_time_now(), err, sizeof err) != 0) {
+            fprintf(stderr, "tower eval: %s\n", err);
+            goto done;
+        }
+    }
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: precision @ 1 = %.3f\n", ts, (double)n_correct / (double)n_total);
+    printf("%s: precision @ 1 = %.3f\n", ts, precision);
     printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
            n_total, loss_sum / (double)n_total, path, ck.global_step,
            params == ck.ema ? "moving averages" : "raw variables");
@@ -210,6 +291,10 @@ int cmd_eval(int argc, char **argv) {
     }
     exit_code = 0;
 done:
+    if (event_writer_close(events, err, sizeof err) != 0 && exit_code == 0) {
+        fprintf(stderr, "tower eval: %s\n", err);
+        exit_code = 1;
+    }
     if (pipe) pipeline_close(pipe);
     model_acts_free(acts);
     free(logits);

@@ -7,8 +7,14 @@
  * with two deliberate differences: the loss is the mean over the towers (the
  * original logs the last tower's), and the rate is averaged over the steps
  * since the previous line (the original times one step).
+ * On a terminal (and without --no_progress) the log lines give way to a live
+ * progress line per epoch (cmd/progress.h).  Every --summary_every steps the
+ * TensorBoard scalars, and every --histogram_every steps the variables'
+ * histograms, go to an events file in --train_dir (io/events.h; the tags are
+ * listed in docs/tensorboard.md).
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,7 +22,9 @@
 
 #include "cmd/commands.h"
 #include "cmd/flags.h"
+#include "cmd/progress.h"
 #include "cmd/trainer.h"
+#include "io/events.h"
 
 static volatile sig_atomic_t stop_requested = 0;
 
@@ -38,7 +46,14 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
-int train_flags(TrainerOptions *o, Flag *flags) {
+/* What `tower train` adds around the trainer: summaries and the display. */
+typedef struct {
+    int summary_every;   /* steps between TensorBoard scalars (0: no events file) */
+    int histogram_every; /* steps between variable histograms (0: none) */
+    int no_progress;     /* 1: log lines even on a terminal */
+} TrainDisplayOptions;
+
+static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     const Flag table[] = {
         {"model", FLAG_STRING, &o->model, "model to train: mnist or cifar10"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs"},
@@ -72,6 +87,9 @@ int train_flags(TrainerOptions *o, Flag *flags) {
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
         {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir"},
         {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir"},
+        {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)"},
+        {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)"},
+        {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
         {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},
         {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu or gpu (gpu needs GPU towers)"},
         {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (needs GPU towers), auto"},
@@ -82,11 +100,97 @@ int train_flags(TrainerOptions *o, Flag *flags) {
     return n;
 }
 
+/* Queues and writes one summary event at `step`: the scalars, and the
+ * variables' histograms when with_histograms.  0, or -1 with err. */
+static int write_summaries(EventWriter *ev, const Trainer *tr, long step, float loss, double examples_per_sec,
+                           double steps_per_sec, int with_scalars, int with_histograms, char *err, size_t err_n) {
+    char tag[MODEL_VAR_NAME_MAX + 32];
+    const float *vars = trainer_variables(tr);
+    int rc = 0;
+    if (with_scalars) {
+        rc |= event_writer_add_scalar(ev, "loss", loss, err, err_n);
+        rc |= event_writer_add_scalar(ev, "accuracy", tr->accuracy, err, err_n);
+        for (int t = 0; t < tr->n_towers && rc == 0; t++) {
+            snprintf(tag, sizeof tag, "tower_%d/loss", t);
+            rc |= event_writer_add_scalar(ev, tag, tr->tower_losses[t], err, err_n);
+            snprintf(tag, sizeof tag, "tower_%d/accuracy", t);
+            rc |= event_writer_add_scalar(ev, tag, tr->tower_accuracy[t], err, err_n);
+        }
+        rc |= event_writer_add_scalar(ev, "learning_rate", tr->ps->last_lr, err, err_n);
+        rc |= event_writer_add_scalar(ev, "examples_per_sec", (float)examples_per_sec, err, err_n);
+        rc |= event_writer_add_scalar(ev, "global_step/sec", (float)steps_per_sec, err, err_n);
+        for (int i = 0; i < tr->spec.n_vars && rc == 0; i++) {
+            const ModelVar *v = &tr->spec.vars[i];
+            double sum_sq = 0.0;
+            for (size_t k = 0; k < v->n_floats; k++) sum_sq += (double)vars[v->offset + k] * vars[v->offset + k];
+            snprintf(tag, sizeof tag, "%s/norm", v->name);
+            rc |= event_writer_add_scalar(ev, tag, (float)sqrt(sum_sq), err, err_n);
+        }
+    }
+    for (int i = 0; with_histograms && i < tr->spec.n_vars && rc == 0; i++) {
+        const ModelVar *v = &tr->spec.vars[i];
+        rc |= event_writer_add_histogram(ev, v->name, vars + v->offset, v->n_floats, err, err_n);
+    }
+    if (rc != 0) return -1;
+    return event_writer_write(ev, step, event_wall_time_now(), err, err_n);
+}
+
+/* The progress display's view of the run: which epoch, how far into it. */
+typedef struct {
+    Progress bar;
+    int live;                 /* drawing at all */
+    long examples_per_epoch;  /* <= 0: unknown (one open-ended line) */
+    long n_epochs;            /* epochs the run will reach (for "epoch e/N") */
+    long epoch;               /* 0-based epoch of the current line */
+} TrainDisplay;
+
+static void display_start_epoch(TrainDisplay *d, long examples_consumed) {
+    char label[PROGRESS_LABEL_MAX];
+    if (d->examples_per_epoch <= 0) {
+        progress_start(&d->bar, stdout, d->live, "train", "ex", examples_consumed, 0, 0.0);
+        return;
+    }
+    d->epoch = examples_consumed / d->examples_per_epoch;
+    snprintf(label, sizeof label, "epoch %ld/%ld", d->epoch + 1, d->n_epochs);
+    progress_start(&d->bar, stdout, d->live, label, "ex", examples_consumed % d->examples_per_epoch,
+                   d->examples_per_epoch, 0.0);
+}
+
+/* After a step: close the epoch's line when the step crossed into the next
+ * epoch (and open the next one), else redraw. */
+static void display_step(TrainDisplay *d, const Trainer *tr, float loss) {
+    if (!d->live) return;
+    char post[128];
+    snprintf(post, sizeof post, "step %ld, loss %.3f, acc %.3f", tr->ps->global_step, loss, tr->accuracy);
+    long consumed = tr->examples_consumed;
+    if (d->examples_per_epoch <= 0) {
+        progress_update(&d->bar, consumed, post);
+        return;
+    }
+    if (consumed / d->examples_per_epoch > d->epoch) {
+        progress_end(&d->bar, d->examples_per_epoch, post);
+        display_start_epoch(d, consumed);
+        return;
+    }
+    progress_update(&d->bar, consumed % d->examples_per_epoch, post);
+}
+
+/* Ends the current line (keeping it on the screen) before other output. */
+static void display_finish(TrainDisplay *d, const Trainer *tr, float loss) {
+    if (!d->live) return;
+    char post[128];
+    snprintf(post, sizeof post, "step %ld, loss %.3f, acc %.3f", tr->ps->global_step, loss, tr->accuracy);
+    long consumed = tr->examples_consumed;
+    long done = d->examples_per_epoch > 0 ? consumed % d->examples_per_epoch : consumed;
+    if (d->bar.drawn) progress_end(&d->bar, done, post);
+}
+
 int cmd_train(int argc, char **argv) {
     TrainerOptions o;
     trainer_options_defaults(&o);
+    TrainDisplayOptions dopt = {.summary_every = 100, .histogram_every = 1000, .no_progress = 0};
     Flag flags[64];
-    int n_flags = train_flags(&o, flags);
+    int n_flags = train_flags(&o, &dopt, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
@@ -97,6 +201,10 @@ int cmd_train(int argc, char **argv) {
     if (rc != 0) return 2;
     if (n_positional > 0) {
         fprintf(stderr, "tower train: unexpected argument '%s' (see --help)\n", positional[0]);
+        return 2;
+    }
+    if (dopt.summary_every < 0 || dopt.histogram_every < 0) {
+        fprintf(stderr, "tower train: --summary_every and --histogram_every must be >= 0\n");
         return 2;
     }
     if (make_dirs(o.train_dir) != 0) {
@@ -110,6 +218,34 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: %s\n", err);
         return 1;
     }
+    EventWriter *events = NULL;
+    if (dopt.summary_every > 0 || dopt.histogram_every > 0) {
+        if (!(events = event_writer_open(o.train_dir, err, sizeof err))) {
+            fprintf(stderr, "tower train: %s\n", err);
+            trainer_close(&tr);
+            return 1;
+        }
+    }
+    TrainDisplay disp;
+    memset(&disp, 0, sizeof disp);
+    disp.live = progress_wanted(stdout, dopt.no_progress);
+    if (disp.live) {
+        disp.examples_per_epoch = tr.examples_per_epoch;
+        if (disp.examples_per_epoch <= 0 && tr.n_files > 0) {
+            /* Unknown until counted: one pass over the records, CRCs only. */
+            int compression = io_compression_parse(o.compression);
+            disp.examples_per_epoch = io_count_records((const char *const *)tr.files, tr.n_files,
+                                                       compression < 0 ? IO_COMPRESSION_AUTO : compression, err,
+                                                       sizeof err);
+        }
+        if (disp.examples_per_epoch > 0) {
+            long total = o.max_steps * (long)tr.global_batch;
+            disp.n_epochs = (total + disp.examples_per_epoch - 1) / disp.examples_per_epoch;
+            if (o.num_epochs > 0 && o.num_epochs < disp.n_epochs) disp.n_epochs = o.num_epochs;
+            if (disp.n_epochs < 1) disp.n_epochs = 1;
+        }
+        display_start_epoch(&disp, tr.examples_consumed);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -117,28 +253,33 @@ int cmd_train(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     int exit_code = 0;
-    long last_saved = tr.ps->global_step;
-    double interval_start = tower_now_sec();
-    long interval_steps = 0;
+    long last_saved = tr.ps->global_step, last_scalars = tr.ps->global_step, last_histograms = tr.ps->global_step;
+    double interval_start = tower_now_sec(), summary_start = interval_start;
+    long interval_steps = 0, summary_steps = 0;
+    float loss = 0.0f;
     while (tr.ps->global_step < o.max_steps) {
-        float loss;
         int got = trainer_step(&tr, &loss, err, sizeof err);
         if (got == 0) break;
         if (got == -2) {
+            display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
             fprintf(stderr, "%s: Model diverged with loss = %s at step %ld\n", ts, loss != loss ? "NaN" : "Inf",
                     tr.ps->global_step + 1);
+            event_writer_close(events, NULL, 0);
             trainer_close(&tr);
             return 1;
         }
         if (got < 0) {
+            display_finish(&disp, &tr, loss);
             fprintf(stderr, "tower train: %s\n", err);
             exit_code = 1;
             break;
         }
         interval_steps++;
+        summary_steps++;
         long step = tr.ps->global_step;
-        if (o.log_every > 0 && (step % o.log_every == 0 || step == 1)) {
+        display_step(&disp, &tr, loss);
+        if (!disp.live && o.log_every > 0 && (step % o.log_every == 0 || step == 1)) {
             double now = tower_now_sec();
             double duration = (now - interval_start) / (double)interval_steps;
             trainer_timestamp(ts, sizeof ts);
@@ -148,8 +289,27 @@ int cmd_train(int argc, char **argv) {
             interval_start = now;
             interval_steps = 0;
         }
+        int scalars_due = dopt.summary_every > 0 && step % dopt.summary_every == 0;
+        int histograms_due = dopt.histogram_every > 0 && step % dopt.histogram_every == 0;
+        if (events && (scalars_due || histograms_due)) {
+            double now = tower_now_sec(), secs = now - summary_start > 1e-9 ? now - summary_start : 1e-9;
+            if (write_summaries(events, &tr, step, loss, summary_steps * (double)tr.global_batch / secs,
+                                summary_steps / secs, scalars_due, histograms_due, err, sizeof err) != 0) {
+                display_finish(&disp, &tr, loss);
+                fprintf(stderr, "tower train: summaries at step %ld: %s\n", step, err);
+                exit_code = 1;
+                break;
+            }
+            if (scalars_due) {
+                summary_start = now;
+                summary_steps = 0;
+                last_scalars = step;
+            }
+            if (histograms_due) last_histograms = step;
+        }
         if (o.save_every > 0 && step % o.save_every == 0) {
             if (trainer_save(&tr, err, sizeof err) != 0) {
+                display_finish(&disp, &tr, loss);
                 fprintf(stderr, "tower train: checkpoint at step %ld: %s\n", step, err);
                 exit_code = 1;
                 break;
@@ -157,10 +317,29 @@ int cmd_train(int argc, char **argv) {
             last_saved = step;
         }
         if (stop_requested) {
+            display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
             printf("%s: stop requested by a signal after step %ld\n", ts, step);
             break;
         }
+    }
+    display_finish(&disp, &tr, loss);
+    /* The last step's scalars and histograms, where the schedule did not just write them. */
+    long final_step = tr.ps->global_step;
+    int final_scalars = dopt.summary_every > 0 && final_step != last_scalars && summary_steps > 0;
+    int final_histograms = dopt.histogram_every > 0 && final_step != last_histograms && final_step > 0;
+    if (exit_code == 0 && events && (final_scalars || final_histograms)) {
+        double secs = tower_now_sec() - summary_start;
+        if (secs < 1e-9) secs = 1e-9;
+        if (write_summaries(events, &tr, final_step, loss, summary_steps * (double)tr.global_batch / secs,
+                            summary_steps / secs, final_scalars, final_histograms, err, sizeof err) != 0) {
+            fprintf(stderr, "tower train: summaries at step %ld: %s\n", final_step, err);
+            exit_code = 1;
+        }
+    }
+    if (event_writer_close(events, err, sizeof err) != 0 && exit_code == 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        exit_code = 1;
     }
     if (exit_code == 0 && tr.ps->global_step != last_saved) {
         if (trainer_save(&tr, err, sizeof err) != 0) {

@@ -9,6 +9,7 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 #endif

@@ -14,8 +14,9 @@ typedef struct {
 static const Command commands[] = {
     {"train", cmd_train, "train a model with the tower pattern (parameter server on the CPU, N towers)"},
     {"eval", cmd_eval, "evaluate a checkpoint on a TFRecord set: precision @ 1"},
-    {"convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST) or CIFAR-10 binary files to TFRecord"},
+    {"convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST), CIFAR-10 binary files or an image folder to TFRecord"},
     {"inspect", cmd_inspect, "count and verify the records of TFRecord files, list their features"},
+    {"export", cmd_export, "write a checkpoint's variables to a .safetensors file (PyTorch, JAX, NumPy)"},
     {"bench", cmd_bench, "compare variable placement modes (parameter server, all-reduce) x towers x models: table, CSV, SVG"},
 };
 

@@ -1,0 +1,116 @@
+/* cmd_export.c — `tower export`: a checkpoint's variables to a .safetensors file.
+ *
+ * Where it sits: cmd/ only wires ckpt_read (ps/checkpoint.h) to the
+ * safetensors writer (ps/safetensors.h), after training: the variables leave
+ * the tower pattern for PyTorch, JAX or NumPy, under TensorFlow's names and
+ * shapes (conv weights (KH, KW, C_in, C_out), dense (n_in, n_out)).  By
+ * default the moving averages are exported, as `tower eval` evaluates them;
+ * --no_moving_average exports the raw variables.
+ * What it does not do: no momentum slots, no conversion to PyTorch's layouts
+ * (docs/export.md shows the transposes), no other formats.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/commands.h"
+#include "cmd/flags.h"
+#include "model/model.h"
+#include "ps/checkpoint.h"
+#include "ps/safetensors.h"
+
+typedef struct {
+    const char *checkpoint_dir, *checkpoint, *out;
+    int no_moving_average;
+} ExportOptions;
+
+static int export_flags(ExportOptions *o, Flag *flags) {
+    const Flag table[] = {
+        {"checkpoint_dir", FLAG_STRING, &o->checkpoint_dir, "directory whose latest checkpoint is exported"},
+        {"checkpoint", FLAG_STRING, &o->checkpoint, "a checkpoint file (overrides --checkpoint_dir)"},
+        {"out", FLAG_STRING, &o->out, "the .safetensors file to write (replaced atomically)"},
+        {"no_moving_average", FLAG_BOOL, &o->no_moving_average, "export the raw variables, not their moving averages"},
+    };
+    memcpy(flags, table, sizeof table);
+    return (int)(sizeof table / sizeof table[0]);
+}
+
+int cmd_export(int argc, char **argv) {
+    ExportOptions o = {.checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .out = "", .no_moving_average = 0};
+    Flag flags[8];
+    int n_flags = export_flags(&o, flags);
+    char *positional[argc > 0 ? argc : 1];
+    int n_positional = 0;
+    int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
+    if (rc == 1) {
+        flags_print_usage("export", "--checkpoint_dir DIR --out FILE.safetensors [flags]", flags, n_flags);
+        return 0;
+    }
+    if (rc != 0) return 2;
+    if (n_positional > 0) {
+        fprintf(stderr, "tower export: unexpected argument '%s' (see --help)\n", positional[0]);
+        return 2;
+    }
+    if (!o.out[0]) {
+        fprintf(stderr, "tower export: --out FILE.safetensors is required\n");
+        return 2;
+    }
+    char err[1024], path[4096];
+    if (o.checkpoint[0]) {
+        snprintf(path, sizeof path, "%s", o.checkpoint);
+    } else {
+        int found = ckpt_latest(o.checkpoint_dir, path, sizeof path);
+        if (found != 1) {
+            fprintf(stderr, "tower export: %s in %s\n",
+                    found == 0 ? "no checkpoint found" : "cannot read the checkpoint index", o.checkpoint_dir);
+            return 1;
+        }
+    }
+    CkptContents ck;
+    if (ckpt_read(path, &ck, err, sizeof err) != 0) {
+        fprintf(stderr, "tower export: %s\n", err);
+        return 1;
+    }
+    ModelSpec spec;
+    if (model_spec_init(&spec, ck.model, ck.H, ck.W, ck.C, ck.num_classes, err, sizeof err) != 0 ||
+        spec.n_params != ck.n_params) {
+        fprintf(stderr, "tower export: %s: the checkpoint's model does not build (%s)\n", path, err);
+        ckpt_contents_free(&ck);
+        return 1;
+    }
+    const float *params = ck.params;
+    const char *which = "raw";
+    if (!o.no_moving_average) {
+        if (ck.ema) {
+            params = ck.ema;
+            which = "moving_average";
+        } else {
+            fprintf(stderr, "tower export: note: %s holds no moving averages; exporting the raw variables\n", path);
+        }
+    }
+    SafetensorsTensor tensors[MODEL_MAX_VARS];
+    int n_tensors = safetensors_tensors_from_spec(tensors, &spec, params);
+    char step[32], shape[64], classes[16];
+    snprintf(step, sizeof step, "%ld", ck.global_step);
+    snprintf(shape, sizeof shape, "[%d, %d, %d]", spec.H, spec.W, spec.C);
+    snprintf(classes, sizeof classes, "%d", spec.num_classes);
+    const SafetensorsMeta meta[] = {
+        {"source", "tower"},
+        {"model", spec.name},
+        {"global_step", step},
+        {"variables", which},
+        {"input_shape_hwc", shape},
+        {"num_classes", classes},
+        {"layout", "tensorflow"},
+    };
+    rc = safetensors_write(o.out, tensors, n_tensors, meta, (int)(sizeof meta / sizeof meta[0]), err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "tower export: %s\n", err);
+        ckpt_contents_free(&ck);
+        return 1;
+    }
+    printf("tower export: wrote %d tensors (%zu floats, %s) of model %s at step %ld from %s to %s\n", n_tensors,
+           spec.n_params, !strcmp(which, "moving_average") ? "moving averages" : "raw variables",
+           spec.name, ck.global_step, path, o.out);
+    ckpt_contents_free(&ck);
+    return 0;
+}
