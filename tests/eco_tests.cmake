@@ -1,0 +1,21 @@
+# tests/eco_tests.cmake — tests of the ecosystem features: TensorBoard event
+# files (io/events.h), the safetensors writer (ps/safetensors.h), image-folder
+# datasets (io/imagefolder.h), the progress line (cmd/progress.h), and all of
+# them through the `tower` binary (test_eco_cli.sh: convert an image folder,
+# train, eval, export, the terminal and non-terminal output).  The checks by
+# TensorBoard's and safetensors' own readers carry the label `interop` and
+# exit 77 (skipped) where `import tensorboard` / `import safetensors` fails.
+tower_add_test(NAME test_events SOURCES test_events.c LIBS tower_io tower_ps)
+tower_add_test(NAME test_safetensors SOURCES test_safetensors.c LIBS tower_ps)
+tower_add_test(NAME test_imagefolder SOURCES test_imagefolder.c LIBS tower_io)
+tower_add_test(NAME test_progress SOURCES test_progress.c ${CMAKE_SOURCE_DIR}/cmd/progress.c LIBS m)
+
+if(TARGET tower)
+  add_test(NAME test_eco_cli
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eco_cli.sh $<TARGET_FILE:tower>
+            $<TARGET_FILE:test_imagefolder> $<TARGET_FILE:test_events> $<TARGET_FILE:test_safetensors>)
+  set_tests_properties(test_eco_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS train TIMEOUT 300)
+  add_test(NAME test_eco_interop
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_eco_interop.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)
+  set_tests_properties(test_eco_interop PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
+endif()

@@ -1,0 +1,33 @@
+#!/bin/sh
+# run_eco_interop.sh TOWER TEST_IMAGEFOLDER — the `interop` ctest of the
+# ecosystem features: finds a Python with TensorBoard and safetensors
+# (TOWER_PYTHON, else python3), makes a small image-folder dataset, converts
+# it, trains, evaluates and exports with TOWER, then runs eco_interop.py,
+# which reads the event files with TensorBoard's own EventAccumulator and the
+# .safetensors files with the safetensors package (and, where TensorFlow is
+# importable, recomputes the histograms and the evaluation with TensorFlow).
+# Exits 77 (skipped) when `import tensorboard` or `import safetensors` fails.
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+tower=$1
+images=$2
+py=${TOWER_PYTHON:-python3}
+for mod in tensorboard safetensors numpy; do
+  if ! "$py" -c "import $mod" >/dev/null 2>&1; then
+    echo "skipped: '$py' cannot import $mod (pip install tensorboard safetensors numpy, or set TOWER_PYTHON)"
+    exit 77
+  fi
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/tower_eco_interop_XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+"$images" make "$work/imgs" 40
+"$tower" convert --from imagefolder "$work/imgs" --out "$work/data/train" --image_size 28 --channels 1 \
+  --num_shards 2 --no_progress >/dev/null 2>&1
+"$tower" train --model mnist --num_classes 3 --data "$work/data/train-*.tfrecord" --num_towers 2 --batch_size 8 \
+  --min_after_dequeue 50 --learning_rate 0.05 --train_dir "$work/run" --max_steps 30 --summary_every 10 \
+  --histogram_every 20 --no_progress >/dev/null
+"$tower" eval --checkpoint_dir "$work/run" --data "$work/data/train-*.tfrecord" --num_classes 3 --batch_size 50 \
+  --no_progress >"$work/eval.out"
+"$tower" export --checkpoint_dir "$work/run" --out "$work/ema.safetensors" >/dev/null
+"$tower" export --checkpoint_dir "$work/run" --out "$work/raw.safetensors" --no_moving_average >/dev/null
+"$py" "$here/eco_interop.py" "$work"

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# test_eco_cli.sh TOWER TEST_IMAGEFOLDER TEST_EVENTS TEST_SAFETENSORS — the
+# ecosystem features through the `tower` binary, on a dataset made here:
+#   convert --from imagefolder: warnings for the bad files, the count, labels.txt;
+#   train (not a terminal): TensorFlow log lines only, and an events file whose
+#     tags, steps and values (checked by test_events' own decoder against the
+#     checkpoint) are right;
+#   eval: "Precision @ 1" in train_dir/eval at the checkpoint's step;
+#   export: moving averages and raw variables, checked by test_safetensors'
+#     own parser against the checkpoint;
+#   train on a terminal (script(1)): one live bar line per epoch, no log lines;
+#     --no_progress on a terminal: log lines, no bar;
+#   failures: one line and a non-zero exit.
+set -euo pipefail
+tower=$1 images=$2 events=$3 safetensors=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+# ---- convert an image folder (3 classes x 40 grey 28x28 images, 2 bad files)
+"$images" make "$work/imgs" 40
+"$tower" convert --from imagefolder "$work/imgs" --out "$work/data/train" --image_size 28 --channels 1 \
+  --num_shards 2 >"$work/convert.out" 2>"$work/convert.err"
+cat "$work/convert.out" "$work/convert.err"
+[ "$(wc -l <"$work/convert.err")" -eq 2 ] || fail "expected 2 warning lines"
+grep -q "warning: .*circle/broken.png" "$work/convert.err" || fail "no warning for broken.png"
+grep -q "warning: .*square/notes.txt" "$work/convert.err" || fail "no warning for notes.txt"
+grep -q "wrote 120 examples (28 x 28 x 1, none) to 2 shards" "$work/convert.out" || fail "not 120 examples"
+grep -q "0: 40, 1: 40, 2: 40" "$work/convert.out" || fail "labels not 40 each"
+grep -q "2 files skipped" "$work/convert.out" || fail "no count of the skipped files"
+[ "$(cat "$work/data/labels.txt")" = "$(printf 'circle\ncross\nsquare')" ] || fail "labels.txt: $(cat "$work/data/labels.txt")"
+
+data="$work/data/train-*.tfrecord"
+common=(--model mnist --num_classes 3 --data "$data" --num_towers 2 --batch_size 8 --min_after_dequeue 50
+        --learning_rate 0.02)
+
+# ---- train, output not a terminal: the TensorFlow log lines only
+"$tower" train "${common[@]}" --train_dir "$work/run" --max_steps 12 --summary_every 5 --histogram_every 10 \
+  --log_every 1 >"$work/train.out"
+! grep -q $'\r' "$work/train.out" || fail "carriage returns in non-terminal output"
+bad=$(grep -Ev '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+: (step [0-9]+, loss = [0-9.]+ \([0-9.]+ examples/sec; [0-9.]+ sec/batch\)|done at step 12; .*)$' \
+  "$work/train.out" || true)
+[ -z "$bad" ] || fail "lines other than log lines: $bad"
+[ "$(grep -c ': step ' "$work/train.out")" -eq 12 ] || fail "expected 12 step lines"
+"$events" train "$work/run" 5 10 12 2 0.02 16 || fail "events file of tower train"
+echo "ok: train wrote $(ls "$work/run" | grep -c tfevents) events file with the expected tags, steps and values"
+
+# ---- eval: Precision @ 1 beside the run
+"$tower" eval --checkpoint_dir "$work/run" --data "$data" --num_classes 3 --batch_size 50 >"$work/eval.out"
+precision=$(sed -n 's/.*: precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval.out")
+[ -n "$precision" ] || fail "no precision line: $(cat "$work/eval.out")"
+"$events" eval "$work/run/eval" 12 "$precision" || fail "events file of tower eval"
+echo "ok: eval wrote Precision @ 1 = $precision at step 12 to $work/run/eval"
+
+# ---- export: moving averages by default, raw with --no_moving_average
+"$tower" export --checkpoint_dir "$work/run" --out "$work/ema.safetensors" >"$work/export.out"
+grep -q "wrote 10 tensors (.* floats, moving averages) of model mnist at step 12" "$work/export.out" ||
+  fail "export: $(cat "$work/export.out")"
+"$safetensors" check "$work/ema.safetensors" "$work/run" ema || fail "exported moving averages"
+"$tower" export --checkpoint_dir "$work/run" --out "$work/raw.safetensors" --no_moving_average >/dev/null
+"$safetensors" check "$work/raw.safetensors" "$work/run" raw || fail "exported raw variables"
+echo "ok: export of the moving averages and of the raw variables"
+
+# ---- on a terminal: the live line, one per epoch (48 examples = 3 steps of 16)
+if command -v script >/dev/null 2>&1; then
+  q() { printf '%q ' "$@"; }
+  script -q -e -c "$(q "$tower" train "${common[@]}" --train_dir "$work/tty" --max_steps 9 \
+    --num_examples_per_epoch 48 --summary_every 0 --histogram_every 0)" /dev/null >"$work/tty.out"
+  grep -q $'\r' "$work/tty.out" || fail "terminal: no carriage-return updates"
+  ! grep -q "loss = " "$work/tty.out" || fail "terminal: log lines printed"
+  # Each epoch ends as one kept line: its last redraw, then a newline.
+  for e in 1 2 3; do
+    tr '\r' '\n' <"$work/tty.out" | grep -Eq "^epoch $e/3 100%\|#+\| step $((3 * e)), loss [0-9.]+, acc [0-9.]+ \[[0-9:]+<[0-9:]+, [0-9.]+ ex/s\]" ||
+      fail "terminal: no finished line for epoch $e"
+  done
+  [ "$(grep -c 'epoch' "$work/tty.out")" -eq 3 ] || fail "terminal: not one line per epoch"
+  ! ls "$work/tty"/events.out.tfevents.* >/dev/null 2>&1 || fail "an events file with --summary_every 0 --histogram_every 0"
+  script -q -e -c "$(q "$tower" train "${common[@]}" --train_dir "$work/tty2" --max_steps 3 --log_every 1 --no_progress)" \
+    /dev/null >"$work/tty2.out"
+  grep -q "step 3, loss = " "$work/tty2.out" || fail "--no_progress: no log lines on a terminal"
+  ! grep -q "%|" "$work/tty2.out" || fail "--no_progress: a bar was drawn"
+  echo "ok: terminal output: one bar line per epoch; --no_progress: log lines"
+else
+  echo "note: script(1) is missing (util-linux): the terminal checks are not run"
+fi
+
+# ---- failures: one line, non-zero exit
+expect_error() { # expect_error CODE PATTERN ARGS...
+  local code=$1 pattern=$2; shift 2
+  set +e; "$tower" "$@" >/dev/null 2>"$work/err"; local rc=$?; set -e
+  [ $rc -eq "$code" ] || { cat "$work/err"; fail "tower $*: exit $rc, expected $code"; }
+  grep -q -- "$pattern" "$work/err" || { cat "$work/err"; fail "tower $*: no '$pattern' in the message"; }
+  [ "$(wc -l <"$work/err")" -eq 1 ] || { cat "$work/err"; fail "tower $*: not one line"; }
+  echo "ok: tower $* -> $(cat "$work/err")"
+}
+mkdir -p "$work/empty"
+expect_error 1 "no checkpoint found" export --checkpoint_dir "$work/empty" --out "$work/x.safetensors"
+expect_error 2 "--out" export --checkpoint_dir "$work/run"
+expect_error 1 "cannot read the image folder" convert --from imagefolder "$work/missing" --out "$work/o/x"
+expect_error 1 "no class folders" convert --from imagefolder "$work/empty" --out "$work/o/x"
+expect_error 2 "exactly one DIR" convert --from imagefolder --out "$work/o/x"
+expect_error 2 "resize_mode" convert --from imagefolder "$work/imgs" --out "$work/o/x" --resize_mode zoom
+expect_error 1 "eval_dir" eval --checkpoint_dir "$work/run" --data "$data" --num_classes 3 \
+  --eval_dir "$work/ema.safetensors/sub"
+expect_error 2 "summary_every" train "${common[@]}" --train_dir "$work/neg" --summary_every -1
+[ ! -e "$work/x.safetensors" ] || fail "a failed export left a file"

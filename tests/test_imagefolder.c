@@ -1,0 +1,486 @@
+/* test_imagefolder.c — image-folder datasets (io/imagefolder.h), on images made here.
+ *
+ * What it proves: the tiny PNGs (RGB, grey, RGBA, palette) and JPEGs this
+ * test writes with libpng and libjpeg decode to the colours written; labels
+ * follow the sorted class folder names; resampling keeps constant images
+ * constant, enlarges with bilinear weights, keeps left/right and top/bottom
+ * where they were, and the centre crop keeps the centre; grey output is
+ * PIL's luma; every unreadable or non-image file is skipped with exactly
+ * one warning naming it; convert_run writes every good image with its label
+ * and labels.txt lists the classes.
+ *
+ * Modes:
+ *   test_imagefolder                  the unit tests
+ *   test_imagefolder make DIR N       a small dataset for tests/test_eco_cli.sh:
+ *       DIR/{circle,cross,square}/ with N 28x28 grey images each (PNG and
+ *       JPEG), plus two files that must be skipped (broken.png, notes.txt)
+ */
+#include <math.h>
+#include <png.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+
+#include "io/convert.h"
+#include "io/example.h"
+#include "io/imagefolder.h"
+#include "io/tfrecord.h"
+
+static int n_fail = 0;
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            n_fail++;                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                  \
+            fprintf(stderr, "\n");                         \
+        }                                                  \
+    } while (0)
+
+/* ---------------------------------------------------------------- writing test images */
+
+/* format: PNG_FORMAT_RGB, _GRAY, _RGBA, or _RGB_COLORMAP (then colormap has n_colors RGB entries). */
+static void write_png(const char *path, int H, int W, uint32_t format, const uint8_t *pixels, const uint8_t *colormap,
+                      int n_colors) {
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    img.width = (png_uint_32)W;
+    img.height = (png_uint_32)H;
+    img.format = format;
+    img.colormap_entries = (png_uint_32)n_colors;
+    if (!png_image_write_to_file(&img, path, 0, pixels, 0, (void *)colormap)) {
+        fprintf(stderr, "cannot write test image %s: %s\n", path, img.message);
+        exit(1);
+    }
+}
+
+static void write_jpeg(const char *path, int H, int W, int C, const uint8_t *pixels, int quality) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr jerr;
+    c.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&c);
+    jpeg_stdio_dest(&c, f);
+    c.image_width = (JDIMENSION)W;
+    c.image_height = (JDIMENSION)H;
+    c.input_components = C;
+    c.in_color_space = C == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, quality, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * W * C);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    fclose(f);
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n) {
+        perror(path);
+        exit(1);
+    }
+    fclose(f);
+}
+
+/* The first n bytes of src copied to dst (a truncated file). */
+static void write_truncated(const char *dst, const char *src, double keep) {
+    FILE *f = fopen(src, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) exit(1);
+    fclose(f);
+    write_bytes(dst, b, (size_t)(n * keep));
+    free(b);
+}
+
+static uint8_t *solid(int H, int W, int C, const uint8_t *color) {
+    uint8_t *p = malloc((size_t)H * W * C);
+    for (int i = 0; i < H * W; i++) memcpy(p + (size_t)i * C, color, (size_t)C);
+    return p;
+}
+
+static void mkdir_or_die(const char *path) {
+    if (mkdir(path, 0755) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+/* ---------------------------------------------------------------- the warning collector */
+
+typedef struct {
+    char lines[32][1024];
+    int n;
+} Warnings;
+
+static void collect(void *ctx, const char *line) {
+    Warnings *w = ctx;
+    if (w->n < 32) snprintf(w->lines[w->n], sizeof w->lines[0], "%s", line);
+    w->n++;
+}
+
+static int warned_about(const Warnings *w, const char *name) {
+    int k = 0;
+    for (int i = 0; i < w->n && i < 32; i++)
+        if (strstr(w->lines[i], name)) k++;
+    return k;
+}
+
+/* ---------------------------------------------------------------- unit tests */
+
+static void test_resize(void) {
+    /* Enlarging 1x2 -> 1x4 is bilinear with half-pixel centres: 0, 25, 75, 100. */
+    uint8_t src[2] = {0, 100}, dst[4];
+    CHECK(imagefolder_resize(dst, 1, 4, src, 1, 2, 1) == 0, "resize");
+    CHECK(dst[0] == 0 && dst[1] == 25 && dst[2] == 75 && dst[3] == 100, "1x2 -> 1x4: %d %d %d %d", dst[0], dst[1],
+          dst[2], dst[3]);
+    /* Same along the other axis. */
+    CHECK(imagefolder_resize(dst, 4, 1, src, 2, 1, 1) == 0, "resize");
+    CHECK(dst[0] == 0 && dst[1] == 25 && dst[2] == 75 && dst[3] == 100, "2x1 -> 4x1: %d %d %d %d", dst[0], dst[1],
+          dst[2], dst[3]);
+    /* Constant images stay constant, whatever the sizes. */
+    uint8_t color[3] = {12, 200, 77};
+    uint8_t *c = solid(37, 53, 3, color), out[13 * 7 * 3];
+    CHECK(imagefolder_resize(out, 13, 7, c, 37, 53, 3) == 0, "resize");
+    int same = 1;
+    for (int i = 0; i < 13 * 7; i++) same &= !memcmp(out + 3 * i, color, 3);
+    CHECK(same, "a constant 37x53 image is not constant at 13x7");
+    uint8_t big[90 * 70 * 3];
+    CHECK(imagefolder_resize(big, 90, 70, c, 37, 53, 3) == 0, "resize");
+    same = 1;
+    for (int i = 0; i < 90 * 70; i++) same &= !memcmp(big + 3 * i, color, 3);
+    CHECK(same, "a constant 37x53 image is not constant at 90x70");
+    free(c);
+    /* Shrinking averages: a 1-pixel checkerboard halved is mid-grey, not aliased to one phase. */
+    uint8_t cb[8 * 8], half[4 * 4];
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 8; x++) cb[y * 8 + x] = (uint8_t)(((x + y) & 1) ? 255 : 0);
+    CHECK(imagefolder_resize(half, 4, 4, cb, 8, 8, 1) == 0, "resize");
+    for (int i = 0; i < 16; i++) CHECK(half[i] > 90 && half[i] < 165, "checkerboard halved: pixel %d is %d", i, half[i]);
+    /* Shrinking by 4 sees every input pixel: a bright pixel in each group of 4 is not lost between samples. */
+    uint8_t stripes[16], quarter[4];
+    for (int x = 0; x < 16; x++) stripes[x] = x % 4 == 3 ? 255 : 0;
+    CHECK(imagefolder_resize(quarter, 1, 4, stripes, 1, 16, 1) == 0, "resize");
+    for (int x = 0; x < 4; x++) CHECK(quarter[x] > 40 && quarter[x] < 90, "1-in-4 stripes shrunk by 4: pixel %d is %d", x, quarter[x]);
+    /* Orientation: left half dark and right half bright stay so; same for top/bottom. */
+    uint8_t lr[8 * 8], tb[8 * 8], o[4 * 4];
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 8; x++) {
+            lr[y * 8 + x] = x < 4 ? 10 : 240;
+            tb[y * 8 + x] = y < 4 ? 10 : 240;
+        }
+    imagefolder_resize(o, 4, 4, lr, 8, 8, 1);
+    for (int y = 0; y < 4; y++) CHECK(o[y * 4] < 60 && o[y * 4 + 3] > 190, "left/right lost in row %d", y);
+    imagefolder_resize(o, 4, 4, tb, 8, 8, 1);
+    for (int x = 0; x < 4; x++) CHECK(o[x] < 60 && o[12 + x] > 190, "top/bottom lost in column %d", x);
+    /* Same size: a copy. */
+    uint8_t id[8 * 8];
+    imagefolder_resize(id, 8, 8, lr, 8, 8, 1);
+    CHECK(!memcmp(id, lr, 64), "same size is not a copy");
+}
+
+static void test_folder(void) {
+    char dir[] = "/tmp/tower_test_imagefolder_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    char p[4096], q[4096];
+    /* Classes given out of order on disk; labels follow the sorted names: a_cat 0, b_dog 1, c_bird 2. */
+    const char *classes[] = {"b_dog", "c_bird", "a_cat"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, classes[i]);
+        mkdir_or_die(p);
+    }
+    uint8_t red[3] = {255, 0, 0}, green[3] = {0, 200, 0}, blue_a[4] = {0, 0, 255, 40}, grey[1] = {90};
+    /* a_cat: an RGB PNG (8x6), a grey PNG, a green JPEG, and files to skip. */
+    uint8_t *img = solid(6, 8, 3, red);
+    snprintf(p, sizeof p, "%s/a_cat/1.png", dir);
+    write_png(p, 6, 8, PNG_FORMAT_RGB, img, NULL, 0);
+    free(img);
+    img = solid(5, 5, 1, grey);
+    snprintf(p, sizeof p, "%s/a_cat/2_grey.PNG", dir);
+    write_png(p, 5, 5, PNG_FORMAT_GRAY, img, NULL, 0);
+    free(img);
+    img = solid(16, 16, 3, green);
+    snprintf(p, sizeof p, "%s/a_cat/3.jpg", dir);
+    write_jpeg(p, 16, 16, 3, img, 100);
+    free(img);
+    /* A noisy 64x64 JPEG cut at 70%: the end of the file falls inside the scan data. */
+    img = malloc(64 * 64 * 3);
+    for (int i = 0; i < 64 * 64 * 3; i++) img[i] = (uint8_t)((i * 2654435761u) >> 24);
+    snprintf(p, sizeof p, "%s/noisy.jpg", dir);
+    write_jpeg(p, 64, 64, 3, img, 90);
+    snprintf(q, sizeof q, "%s/a_cat/trunc.jpg", dir);
+    write_truncated(q, p, 0.7);
+    remove(p);
+    free(img);
+    snprintf(p, sizeof p, "%s/a_cat/bad.png", dir);
+    write_bytes(p, "this is not a png", 17);
+    snprintf(p, sizeof p, "%s/a_cat/empty.jpeg", dir);
+    write_bytes(p, "", 0);
+    snprintf(p, sizeof p, "%s/a_cat/notes.txt", dir);
+    write_bytes(p, "notes\n", 6);
+    snprintf(p, sizeof p, "%s/a_cat/.hidden", dir);
+    write_bytes(p, "x", 1);
+    snprintf(p, sizeof p, "%s/a_cat/sub", dir);
+    mkdir_or_die(p);
+    /* b_dog: a palette PNG (2 colours) and a truncated PNG. */
+    uint8_t cmap[6] = {10, 20, 30, 200, 100, 50}, idx[4 * 4];
+    for (int i = 0; i < 16; i++) idx[i] = 1;
+    snprintf(p, sizeof p, "%s/b_dog/pal.png", dir);
+    write_png(p, 4, 4, PNG_FORMAT_RGB_COLORMAP, idx, cmap, 2);
+    img = solid(40, 40, 3, red);
+    snprintf(q, sizeof q, "%s/b_dog/full.png", dir);
+    write_png(q, 40, 40, PNG_FORMAT_RGB, img, NULL, 0);
+    snprintf(p, sizeof p, "%s/b_dog/trunc.png", dir);
+    write_truncated(p, q, 0.6);
+    remove(q);
+    free(img);
+    /* c_bird: an RGBA PNG (alpha dropped, colour kept). */
+    img = solid(3, 3, 4, blue_a);
+    snprintf(p, sizeof p, "%s/c_bird/x.png", dir);
+    write_png(p, 3, 3, PNG_FORMAT_RGBA, img, NULL, 0);
+    free(img);
+    /* A file outside the class folders. */
+    snprintf(p, sizeof p, "%s/README", dir);
+    write_bytes(p, "readme\n", 7);
+
+    /* Decoding alone. */
+    uint8_t *pix;
+    int H, W;
+    char err[1024];
+    snprintf(p, sizeof p, "%s/a_cat/1.png", dir);
+    CHECK(imagefolder_decode(p, &pix, &H, &W, err, sizeof err) == 0 && H == 6 && W == 8, "decode 1.png: %s", err);
+    if (pix) CHECK(pix[0] == 255 && pix[1] == 0 && pix[2] == 0 && pix[3 * 47] == 255, "1.png is not red");
+    free(pix);
+    snprintf(p, sizeof p, "%s/a_cat/bad.png", dir);
+    CHECK(imagefolder_decode(p, &pix, &H, &W, err, sizeof err) == -1 && strstr(err, p) && !strchr(err, '\n'),
+          "bad.png: '%s'", err);
+
+    /* The source, RGB 4x4, resize. */
+    Warnings warn = {.n = 0};
+    ImageFolderConfig cfg;
+    imagefolder_config_defaults(&cfg);
+    CHECK(cfg.image_size == 32 && cfg.channels == 3 && cfg.mode == IMAGEFOLDER_RESIZE, "defaults");
+    cfg.image_size = 4;
+    cfg.warn = collect;
+    cfg.warn_ctx = &warn;
+    ConvertSource *src = convert_open_imagefolder(dir, &cfg, err, sizeof err);
+    CHECK(src != NULL, "open: %s", err);
+    if (!src) return;
+    int n_classes;
+    const char *const *names = imagefolder_classes(src, &n_classes);
+    CHECK(n_classes == 3 && !strcmp(names[0], "a_cat") && !strcmp(names[1], "b_dog") && !strcmp(names[2], "c_bird"),
+          "classes not sorted");
+    /* Candidates: a_cat 1.png, 2_grey.PNG, 3.jpg, bad.png, empty.jpeg, notes.txt, trunc.jpg; b_dog pal.png, trunc.png; c_bird x.png. */
+    CHECK(src->n_examples == 10, "%ld candidate files, expected 10", src->n_examples);
+    struct {
+        int label;
+        uint8_t rgb[3];
+        int tol;
+    } want[] = {{0, {255, 0, 0}, 0}, {0, {90, 90, 90}, 0}, {0, {0, 200, 0}, 4}, {1, {200, 100, 50}, 0}, {2, {0, 0, 255}, 0}};
+    ConvertItem item;
+    int k = 0, got;
+    while ((got = src->next(src, &item, err, sizeof err)) == 1) {
+        CHECK(item.H == 4 && item.W == 4 && item.C == 3, "item %d is %dx%dx%d", k, item.H, item.W, item.C);
+        if (k < 5) {
+            CHECK(item.label == want[k].label, "item %d label %ld, expected %d", k, (long)item.label, want[k].label);
+            int ok = 1;
+            for (int i = 0; i < 16 * 3; i++) ok &= abs(item.image[i] - want[k].rgb[i % 3]) <= want[k].tol;
+            CHECK(ok, "item %d: pixel (%d %d %d), expected (%d %d %d)", k, item.image[0], item.image[1], item.image[2],
+                  want[k].rgb[0], want[k].rgb[1], want[k].rgb[2]);
+        }
+        k++;
+    }
+    CHECK(got == 0, "next failed: %s", err);
+    CHECK(k == 5, "%d images, expected 5", k);
+    /* One warning per skipped file, each naming it: README and sub at open, then the six bad files. */
+    const char *skipped[] = {"README", "a_cat/sub", "bad.png", "empty.jpeg", "notes.txt", "trunc.jpg", "trunc.png"};
+    for (size_t i = 0; i < sizeof skipped / sizeof skipped[0]; i++)
+        CHECK(warned_about(&warn, skipped[i]) == 1, "%d warnings name %s", warned_about(&warn, skipped[i]), skipped[i]);
+    CHECK(warn.n == 7 && imagefolder_n_skipped(src) == 7, "%d warnings, %ld skipped; expected 7", warn.n,
+          imagefolder_n_skipped(src));
+    CHECK(warned_about(&warn, ".hidden") == 0, "a dot file was warned about");
+    for (int i = 0; i < warn.n && i < 32; i++) CHECK(!strchr(warn.lines[i], '\n'), "warning with a newline");
+    snprintf(p, sizeof p, "%s/labels.txt", dir);
+    CHECK(imagefolder_write_labels(src, p, err, sizeof err) == 0, "labels: %s", err);
+    FILE *lf = fopen(p, "r");
+    char lbuf[256] = "";
+    size_t ln = lf ? fread(lbuf, 1, sizeof lbuf - 1, lf) : 0;
+    lbuf[ln] = '\0';
+    if (lf) fclose(lf);
+    CHECK(!strcmp(lbuf, "a_cat\nb_dog\nc_bird\n"), "labels.txt is '%s'", lbuf);
+    src->close(src);
+
+    /* Grey output: PIL's luma of the colours. */
+    warn.n = 0;
+    cfg.channels = 1;
+    src = convert_open_imagefolder(dir, &cfg, err, sizeof err);
+    CHECK(src != NULL, "open grey: %s", err);
+    if (src) {
+        uint8_t luma[5];
+        for (int i = 0; i < 5; i++)
+            luma[i] = (uint8_t)((19595u * want[i].rgb[0] + 38470u * want[i].rgb[1] + 7471u * want[i].rgb[2] + 0x8000u) >> 16);
+        k = 0;
+        while (src->next(src, &item, err, sizeof err) == 1) {
+            CHECK(item.C == 1, "grey item has %d channels", item.C);
+            if (k < 5) CHECK(abs(item.image[5] - luma[k]) <= (k == 2 ? 3 : 0), "grey item %d: %d, expected %d", k,
+                             item.image[5], luma[k]);
+            k++;
+        }
+        CHECK(k == 5, "grey: %d images", k);
+        src->close(src);
+    }
+
+    /* Centre crop: a 16x8 image whose two outer columns each side differ from its centre. */
+    char dir2[1024];
+    snprintf(dir2, sizeof dir2, "%s/crop", dir);
+    mkdir_or_die(dir2);
+    snprintf(p, sizeof p, "%s/one", dir2);
+    mkdir_or_die(p);
+    uint8_t wide[8 * 16 * 3];
+    for (int y = 0; y < 8; y++)
+        for (int x = 0; x < 16; x++) {
+            uint8_t *px = wide + ((size_t)y * 16 + x) * 3;
+            int edge = x < 2 || x >= 14;
+            px[0] = edge ? 255 : 0;
+            px[1] = edge ? 255 : 120;
+            px[2] = edge ? 0 : 10;
+        }
+    snprintf(p, sizeof p, "%s/one/w.png", dir2);
+    write_png(p, 8, 16, PNG_FORMAT_RGB, wide, NULL, 0);
+    cfg.channels = 3;
+    cfg.mode = IMAGEFOLDER_CENTER_CROP;
+    src = convert_open_imagefolder(dir2, &cfg, err, sizeof err);
+    CHECK(src && src->next(src, &item, err, sizeof err) == 1, "centre crop: %s", err);
+    if (src) {
+        int ok = 1;
+        for (int i = 0; i < 16; i++) ok &= item.image[3 * i] == 0 && item.image[3 * i + 1] == 120 && item.image[3 * i + 2] == 10;
+        CHECK(ok, "the centre crop holds edge colour (%d %d %d)", item.image[0], item.image[1], item.image[2]);
+        src->close(src);
+    }
+    /* Resize mode on the same image keeps the edges (squeezed, not cropped). */
+    cfg.mode = IMAGEFOLDER_RESIZE;
+    src = convert_open_imagefolder(dir2, &cfg, err, sizeof err);
+    CHECK(src && src->next(src, &item, err, sizeof err) == 1, "resize: %s", err);
+    if (src) {
+        CHECK(item.image[0] > 100, "resize lost the left edge (%d)", item.image[0]);
+        src->close(src);
+    }
+
+    /* convert_run over the whole folder: every good image, with its label, in TFRecords. */
+    warn.n = 0;
+    cfg.image_size = 6;
+    src = convert_open_imagefolder(dir, &cfg, err, sizeof err);
+    ConvertConfig cc;
+    convert_config_defaults(&cc);
+    snprintf(p, sizeof p, "%s/out/train", dir);
+    cc.out_prefix = p;
+    cc.num_shards = 2;
+    ConvertStats st;
+    CHECK(src && convert_run(src, &cc, &st, err, sizeof err) == 0, "convert_run: %s", err);
+    CHECK(st.n_examples == 5 && st.label_count[0] == 3 && st.label_count[1] == 1 && st.label_count[2] == 1,
+          "convert_run: %ld examples, labels %ld %ld %ld", st.n_examples, st.label_count[0], st.label_count[1],
+          st.label_count[2]);
+    CHECK(st.H == 6 && st.W == 6 && st.C == 3, "shape %dx%dx%d", st.H, st.W, st.C);
+    if (src) src->close(src);
+    long n_read = 0;
+    ExampleDecoder *dec = example_decoder_new();
+    for (int s = 0; s < 2; s++) {
+        convert_shard_path(q, sizeof q, p, s, 2);
+        TfrReader *r = tfr_reader_open(q, IO_COMPRESSION_AUTO, 0, err, sizeof err);
+        CHECK(r != NULL, "%s", err);
+        const uint8_t *data;
+        size_t n;
+        while (r && tfr_reader_next(r, &data, &n, err, sizeof err) == TFR_RECORD) {
+            const Tensorflow__Example *ex = example_decode(dec, data, n);
+            const Tensorflow__Feature *img_f = ex ? example_find(ex, "image_raw") : NULL;
+            CHECK(img_f && feature_kind(img_f) == FEATURE_BYTES && img_f->bytes_list->value[0].len == 6 * 6 * 3,
+                  "record without a 6x6x3 image");
+            n_read++;
+        }
+        tfr_reader_close(r);
+    }
+    example_decoder_free(dec);
+    CHECK(n_read == 5, "%ld records read back, expected 5", n_read);
+
+    /* Refusals: one line each. */
+    snprintf(p, sizeof p, "%s/a_cat/sub", dir); /* an empty folder: no class folders */
+    CHECK(convert_open_imagefolder(p, &cfg, err, sizeof err) == NULL && strstr(err, "no class folders"), "'%s'", err);
+    snprintf(p, sizeof p, "%s/missing", dir);
+    CHECK(convert_open_imagefolder(p, &cfg, err, sizeof err) == NULL && strstr(err, p) && !strchr(err, '\n'), "'%s'", err);
+    cfg.image_size = 0;
+    CHECK(convert_open_imagefolder(dir, &cfg, err, sizeof err) == NULL && strstr(err, "image_size"), "'%s'", err);
+    cfg.image_size = 4;
+    cfg.channels = 2;
+    CHECK(convert_open_imagefolder(dir, &cfg, err, sizeof err) == NULL && strstr(err, "channels"), "'%s'", err);
+
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
+}
+
+/* ---------------------------------------------------------------- `make`: a dataset for the CLI test */
+
+static void make_dataset(const char *dir, int n_per_class) {
+    const char *classes[] = {"circle", "cross", "square"};
+    char p[4096];
+    mkdir_or_die(dir);
+    uint32_t seed = 12345;
+    for (int c = 0; c < 3; c++) {
+        snprintf(p, sizeof p, "%s/%s", dir, classes[c]);
+        mkdir_or_die(p);
+        for (int i = 0; i < n_per_class; i++) {
+            uint8_t img[28 * 28];
+            int cx = 10 + (int)((seed = seed * 1664525u + 1013904223u) >> 29), cy = 10 + (int)((seed = seed * 1664525u + 1013904223u) >> 29);
+            for (int y = 0; y < 28; y++)
+                for (int x = 0; x < 28; x++) {
+                    int dx = x - cx, dy = y - cy, on;
+                    if (c == 0) on = abs(dx * dx + dy * dy - 36) < 8;
+                    else if (c == 1) on = (abs(dx) <= 1 && abs(dy) <= 7) || (abs(dy) <= 1 && abs(dx) <= 7);
+                    else on = (abs(dx) == 6 && abs(dy) <= 6) || (abs(dy) == 6 && abs(dx) <= 6);
+                    seed = seed * 1664525u + 1013904223u;
+                    img[y * 28 + x] = (uint8_t)((on ? 200 : 20) + (seed >> 28));
+                }
+            snprintf(p, sizeof p, "%s/%s/%03d.%s", dir, classes[c], i, i % 4 == 3 ? "jpg" : "png");
+            if (i % 4 == 3) write_jpeg(p, 28, 28, 1, img, 95);
+            else write_png(p, 28, 28, PNG_FORMAT_GRAY, img, NULL, 0);
+        }
+    }
+    snprintf(p, sizeof p, "%s/circle/broken.png", dir);
+    write_bytes(p, "\x89PNG\r\n\x1a\n garbage", 17);
+    snprintf(p, sizeof p, "%s/square/notes.txt", dir);
+    write_bytes(p, "not an image\n", 13);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "make")) {
+        make_dataset(argv[2], atoi(argv[3]));
+        return 0;
+    }
+    test_resize();
+    test_folder();
+    if (n_fail) {
+        fprintf(stderr, "%d check(s) failed\n", n_fail);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

@@ -1,0 +1,165 @@
+/* test_progress.c — the progress line's formatting and drawing (cmd/progress.h).
+ *
+ * What it proves: durations and bars are rendered as documented (tqdm's
+ * forms), the line fits the terminal width and carries the caller's text,
+ * rate and time left are computed from the line's own progress, and the
+ * drawing writes carriage-return updates and one newline per line only when
+ * enabled (a disabled or not-yet-due line writes nothing).  The tty path of
+ * `tower train` itself is tested by tests/test_eco_cli.sh under script(1).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/progress.h"
+
+static int n_fail = 0;
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        if (!(cond)) {                                     \
+            n_fail++;                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                  \
+            fprintf(stderr, "\n");                         \
+        }                                                  \
+    } while (0)
+
+static void expect_duration(double s, const char *want) {
+    char buf[32];
+    progress_format_duration(buf, sizeof buf, s);
+    CHECK(!strcmp(buf, want), "duration %g -> '%s', expected '%s'", s, buf, want);
+}
+
+static void expect_bar(double fraction, int width, const char *want) {
+    char buf[64];
+    progress_format_bar(buf, sizeof buf, fraction, width);
+    CHECK(!strcmp(buf, want), "bar(%g, %d) -> '%s', expected '%s'", fraction, width, buf, want);
+}
+
+/* The text between the first two '|' of a line (the bar), or "" */
+static void bar_of(const char *line, char *out, size_t n) {
+    const char *a = strchr(line, '|'), *b = a ? strchr(a + 1, '|') : NULL;
+    out[0] = '\0';
+    if (a && b && (size_t)(b - a - 1) < n) {
+        memcpy(out, a + 1, (size_t)(b - a - 1));
+        out[b - a - 1] = '\0';
+    }
+}
+
+/* Everything written to f so far. */
+static char *contents(FILE *f) {
+    fflush(f);
+    long n = ftell(f);
+    char *s = calloc((size_t)n + 1, 1);
+    rewind(f);
+    if (fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
+    fseek(f, 0, SEEK_END);
+    return s;
+}
+
+int main(void) {
+    /* Durations: MM:SS under an hour, H:MM:SS from an hour, rounded down; "?" when unknown. */
+    expect_duration(0, "00:00");
+    expect_duration(59.99, "00:59");
+    expect_duration(61, "01:01");
+    expect_duration(3599.5, "59:59");
+    expect_duration(3600, "1:00:00");
+    expect_duration(86399, "23:59:59");
+    expect_duration(90061, "25:01:01");
+    expect_duration(-1, "?");
+    expect_duration(NAN, "?");
+    expect_duration(INFINITY, "?");
+    char small[4];
+    progress_format_duration(small, sizeof small, 3725);
+    CHECK(strlen(small) == 3, "a small buffer is not respected ('%s')", small);
+
+    /* Bars: '#' per full cell, a digit for the tenths of the next, spaces after. */
+    expect_bar(0.0, 10, "          ");
+    expect_bar(0.5, 10, "#####     ");
+    expect_bar(0.25, 10, "##5       ");
+    expect_bar(0.99, 10, "#########9");
+    expect_bar(1.0, 10, "##########");
+    expect_bar(1.7, 4, "####");
+    expect_bar(-0.3, 4, "    ");
+    expect_bar(NAN, 4, "    ");
+    expect_bar(0.5, 0, "");
+    expect_bar(1.0 / 3.0, 3, "#  ");
+    char tiny[4];
+    progress_format_bar(tiny, sizeof tiny, 1.0, 10);
+    CHECK(!strcmp(tiny, "###"), "bar in a 4-byte buffer: '%s'", tiny);
+
+    /* A line: label, percentage, bar, the caller's text, [elapsed<left, rate]. */
+    char line[512], bar[64];
+    int len = progress_format_line(line, sizeof line, "epoch 2/5", "ex", 50, 0, 100, 10.0, "step 7, loss 0.532", 100);
+    CHECK(len == (int)strlen(line) && len <= 99, "length %d of '%s'", len, line);
+    CHECK(!strncmp(line, "epoch 2/5  50%|", 15), "start of '%s'", line);
+    CHECK(strstr(line, "| step 7, loss 0.532 [00:10<00:10, 5.0 ex/s]") != NULL, "end of '%s'", line);
+    bar_of(line, bar, sizeof bar);
+    CHECK(strlen(bar) == 30 && !strncmp(bar, "###############", 15) && bar[15] == ' ', "bar '%s' (30 cells, half full)", bar);
+    /* The bar takes what room is left: a narrower terminal, a shorter bar, never wider than cols - 1. */
+    len = progress_format_line(line, sizeof line, "epoch 2/5", "ex", 50, 0, 100, 10.0, "step 7, loss 0.532", 70);
+    bar_of(line, bar, sizeof bar);
+    CHECK(len <= 69 && strlen(bar) >= 5 && strlen(bar) < 30, "70 columns: '%s' (bar %zu)", line, strlen(bar));
+    CHECK(len == 69, "70 columns: the bar does not fill the line (%d)", len);
+    len = progress_format_line(line, sizeof line, "epoch 2/5", "ex", 50, 0, 100, 10.0,
+                               "a very long text that cannot fit in a narrow terminal at all", 40);
+    CHECK(len <= 39 && (int)strlen(line) == len, "40 columns: %d characters", len);
+    /* Rate and time left count from the line's start (a resumed epoch). */
+    progress_format_line(line, sizeof line, "eval", "ex", 60, 50, 100, 5.0, NULL, 120);
+    CHECK(strstr(line, "[00:05<00:20, 2.0 ex/s]") != NULL, "rate from start_done: '%s'", line);
+    CHECK(strstr(line, " 60%|") != NULL, "percentage in '%s'", line);
+    /* Nothing done yet: the time left is unknown. */
+    progress_format_line(line, sizeof line, "eval", "ex", 0, 0, 100, 0.0, NULL, 120);
+    CHECK(strstr(line, "[00:00<?, 0.0 ex/s]") != NULL, "start: '%s'", line);
+    /* Unknown total: no bar, no percentage. */
+    progress_format_line(line, sizeof line, "train", "ex", 300, 0, 0, 3.0, "step 3", 120);
+    CHECK(!strcmp(line, "train step 3 [00:03, 100.0 ex/s]"), "open-ended line '%s'", line);
+    /* Past 100% (a batch crossing the end) stays at 100%. */
+    progress_format_line(line, sizeof line, "x", "ex", 130, 0, 100, 1.0, NULL, 120);
+    CHECK(strstr(line, "100%|") != NULL, "over 100%%: '%s'", line);
+
+    /* Drawing: carriage-return updates, throttled, one newline at the end. */
+    FILE *f = tmpfile();
+    Progress p;
+    progress_start(&p, f, 1, "epoch 1/1", "ex", 0, 10, 0.0);
+    progress_update(&p, 3, "step 3");
+    progress_update(&p, 4, "step 4"); /* within 0.1 s of the last draw: skipped */
+    char *s = contents(f);
+    CHECK(!strncmp(s, "\repoch 1/1  30%|", 16) && !strstr(s, "step 4") && !strchr(s, '\n'), "first draw '%s'", s);
+    free(s);
+    progress_clear(&p);
+    s = contents(f);
+    CHECK(strstr(s, "\r\033[K") && !p.drawn, "clear did not erase the line");
+    free(s);
+    progress_update(&p, 5, "step 5"); /* after a clear: drawn again at once */
+    progress_end(&p, 10, "step 10");
+    s = contents(f);
+    CHECK(strstr(s, "step 5") && strstr(s, "100%|") && strstr(s, "step 10"), "end draw missing in '%s'", s);
+    CHECK(s[strlen(s) - 1] == '\n' && strchr(s, '\n') == s + strlen(s) - 1, "not exactly one newline, at the end");
+    free(s);
+    fclose(f);
+
+    /* Disabled, or within the delay: nothing at all. */
+    f = tmpfile();
+    progress_start(&p, f, 0, "eval", "ex", 0, 10, 0.0);
+    progress_update(&p, 5, "x");
+    progress_end(&p, 10, "x");
+    progress_start(&p, f, 1, "eval", "ex", 0, 10, 60.0);
+    progress_update(&p, 5, "x");
+    progress_end(&p, 10, "x");
+    fflush(f);
+    CHECK(ftell(f) == 0, "%ld bytes written by a disabled or delayed line", ftell(f));
+    fclose(f);
+    /* Not a terminal: not wanted. */
+    f = tmpfile();
+    CHECK(!progress_wanted(f, 0) && !progress_wanted(f, 1), "a regular file counts as a terminal");
+    fclose(f);
+
+    if (n_fail) {
+        fprintf(stderr, "%d check(s) failed\n", n_fail);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
