@@ -143,8 +143,8 @@ void conv2d_forward_cuda(float *out, void *scratch, const float *inp, const floa
  *   out    : (B, OH, OW, C_out) forward's output (read only when act == ACT_RELU)
  *   dout   : (B, OH, OW, C_out) not modified
  *   inp, weight: as for forward.
- * The relu derivative at exactly 0 is 0.  Deterministic when cuDNN offered
- * deterministic algorithms (it does for these shapes). */
+ * The relu derivative at exactly 0 is 0.  Run to run deterministic when
+ * cuDNN offers deterministic algorithms for the shape (they are preferred). */
 void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, void *scratch,
                           const float *out, const float *dout, const float *inp,
                           const float *weight, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,

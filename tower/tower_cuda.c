@@ -12,7 +12,10 @@
  *
  * Each phase ends by waiting on the stream so that the tower's phase times
  * (TowerTimes) are the GPU's, not the enqueueing's; the hand-off to the
- * parameter server happens when copy_grads_out returns.  Every operation
+ * parameter server happens when copy_grads_out returns.  Two CUDA events
+ * around the forward pass let the phase times split compute into forward
+ * and backward (forward_end_sec).  bind_params is not offered: a GPU
+ * computes on its own copy, so every mode copies the variables in.  Every operation
  * makes the tower's GPU current first (cudaSetDevice is per host thread and
  * cheap): tower_create runs on the caller's thread, the rest on the tower's.
  * The host allocator hands out pinned memory (cudaHostAlloc), so that the
@@ -52,6 +55,9 @@ typedef struct {
     float *logits_host;      /* (max_batch, num_classes) pinned host, for the batch accuracy */
     const int32_t *labels;   /* (n) host: the shard's labels in the staging buffer */
     int n;                   /* examples in the current shard */
+    cudaEvent_t ev_start;    /* recorded on the stream when compute starts */
+    cudaEvent_t ev_forward;  /* recorded on the stream when the forward pass is enqueued in full */
+    double forward_end_sec;  /* tower_now_sec() clock: when the last forward pass ended on the GPU */
 } CudaTower;
 
 /* ---- host memory ---------------------------------------------------------------- */
@@ -116,6 +122,8 @@ static void free_on_device(CudaTower *t) {
     if (t->labels_dev) cudaFree(t->labels_dev);
     if (t->loss_host) cudaFreeHost(t->loss_host);
     if (t->logits_host) cudaFreeHost(t->logits_host);
+    if (t->ev_start) cudaEventDestroy(t->ev_start);
+    if (t->ev_forward) cudaEventDestroy(t->ev_forward);
     if (t->cublas) cublasDestroy(t->cublas);
     if (t->cudnn) cudnnDestroy(t->cudnn);
     if (t->stream) cudaStreamDestroy(t->stream);
@@ -153,6 +161,8 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
     if (CUDA_SOFT(cudaSetDevice(device), err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreate(&t->cudnn), err, err_n_bytes) || CUBLAS_SOFT(cublasCreate(&t->cublas), err, err_n_bytes) ||
+        CUDA_SOFT(cudaEventCreate(&t->ev_start), err, err_n_bytes) ||
+        CUDA_SOFT(cudaEventCreate(&t->ev_forward), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->params_dev, param_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->grads_dev, param_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->x_dev, x_bytes), err, err_n_bytes) ||
@@ -240,12 +250,22 @@ static float batch_accuracy(const float *logits, const int32_t *labels, int n, i
     return (float)correct / (float)n;
 }
 
+/* The stream is idle when compute starts (copy_shard_in waited), so the
+ * forward pass ends at the host time of the start plus the GPU time between
+ * the two events. */
 static int cuda_compute(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
+    const double start_sec = tower_now_sec();
+    if (CUDA_SOFT(cudaEventRecord(t->ev_start, t->stream), err, err_n_bytes)) return -1;
     model_forward_cuda_async(t->loss_host, t->logits_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
+    if (CUDA_SOFT(cudaEventRecord(t->ev_forward, t->stream), err, err_n_bytes)) return -1;
     model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
-    if (CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) return -1;
+    float forward_ms = 0.0f;
+    if (CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes) ||
+        CUDA_SOFT(cudaEventElapsedTime(&forward_ms, t->ev_start, t->ev_forward), err, err_n_bytes))
+        return -1;
+    t->forward_end_sec = start_sec + 1e-3 * forward_ms;
     *loss = *t->loss_host;
     *accuracy = batch_accuracy(t->logits_host, t->labels, t->n, t->spec->num_classes);
     return 0;
@@ -262,6 +282,8 @@ static int cuda_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
     return 0;
 }
 
+static double cuda_forward_end_sec(const void *dev) { return ((const CudaTower *)dev)->forward_end_sec; }
+
 const TowerBackend tower_backend_cuda = {
     .name = "cuda",
     .host_alloc = cuda_host_alloc,
@@ -273,6 +295,7 @@ const TowerBackend tower_backend_cuda = {
     .copy_shard_in = cuda_copy_shard_in,
     .compute = cuda_compute,
     .copy_grads_out = cuda_copy_grads_out,
+    .forward_end_sec = cuda_forward_end_sec, /* bind_params stays NULL: a GPU cannot compute on host memory */
 };
 
 const TowerBackend tower_backend_cuda_tf32 = {
@@ -286,4 +309,5 @@ const TowerBackend tower_backend_cuda_tf32 = {
     .copy_shard_in = cuda_copy_shard_in,
     .compute = cuda_compute,
     .copy_grads_out = cuda_copy_grads_out,
+    .forward_end_sec = cuda_forward_end_sec, /* bind_params stays NULL: a GPU cannot compute on host memory */
 };
