@@ -52,15 +52,18 @@ const double *event_default_bucket_limits(int *n_limits) {
     return default_limits;
 }
 
-/* Index of the first limit > v (std::upper_bound), in [0, n]. */
+/* Index of the first limit > v (std::upper_bound), in [0, n], n >= 1.
+ * Branch-free halving (a conditional move per level, no mispredicted
+ * branches): invariant, every limit before base is <= v and the answer lies
+ * in [base, base + len]. */
 static int upper_bound(const double *limits, int n, double v) {
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (limits[mid] <= v) lo = mid + 1;
-        else hi = mid;
+    int base = 0, len = n;
+    while (len > 1) {
+        int half = len / 2;
+        base = limits[base + half] <= v ? base + half : base;
+        len -= half;
     }
-    return lo;
+    return base + (limits[base] <= v);
 }
 
 void event_histogram_free(EventHistogram *h) {

@@ -1,9 +1,8 @@
 /* imagefolder.c — DIR/<class>/FILE.png|jpg|jpeg to uint8 images (see imagefolder.h).
  *
  * Where it sits: io/, a ConvertSource for convert_run.  Opening lists the
- * folders; next() decodes one file at a time (libpng's simplified API,
- * libjpeg-turbo with a longjmp error handler so a bad file never exits the
- * process), converts the channels and resamples.  Memory: the file list
+ * folders; next() decodes one file at a time (libpng and libjpeg-turbo,
+ * each with a longjmp error handler so a bad file never exits the process), converts the channels and resamples.  Memory: the file list
  * plus one decoded image and one output image.
  * What it does not do: no recursion, no threads, no writing of TFRecords
  * (convert_run does that).
@@ -32,43 +31,93 @@ void imagefolder_config_defaults(ImageFolderConfig *c) {
 
 /* ---------------------------------------------------------------- decoding */
 
+typedef struct {
+    jmp_buf jump;
+    char msg[256];
+} PngError;
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+    PngError *e = png_get_error_ptr(png);
+    snprintf(e->msg, sizeof e->msg, "%s", msg);
+    longjmp(e->jump, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg) {
+    (void)png;
+    (void)msg;
+}
+
+/* libpng's low-level reader with only the format transforms (no gamma or
+ * colour-space conversion, as PIL): 16-bit keeps the high byte, palettes
+ * and 1/2/4-bit grey expand, grey becomes RGB, alpha is dropped. */
 static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    if (!png_image_begin_read_from_file(&img, path)) {
-        snprintf(err, err_n, "%s: not a readable PNG: %s", path, img.message);
-        png_image_free(&img);
+    FILE *volatile f = fopen(path, "rb");
+    uint8_t *volatile buf = NULL;
+    png_bytep *volatile rows = NULL;
+    if (!f) {
+        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    if (img.width == 0 || img.height == 0 || (size_t)img.width * img.height > IMAGEFOLDER_MAX_PIXELS) {
-        snprintf(err, err_n, "%s: PNG of %u x %u pixels (at most %zu pixels are read)", path, img.width, img.height,
-                 IMAGEFOLDER_MAX_PIXELS);
-        png_image_free(&img);
+    PngError e;
+    memset(&e, 0, sizeof e);
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &e, png_on_error, png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!png || !info) {
+        snprintf(err, err_n, "%s: out of memory for the PNG reader", path);
+        png_destroy_read_struct(png ? &png : NULL, NULL, NULL);
+        fclose(f);
         return -1;
     }
-    /* With alpha, read RGBA and drop A (PIL's convert("RGB") keeps the colour
-     * under transparent pixels); without, libpng expands grey and palettes. */
-    int has_alpha = (img.format & PNG_FORMAT_FLAG_ALPHA) != 0;
-    img.format = has_alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
-    size_t n_bytes = PNG_IMAGE_SIZE(img);
-    uint8_t *buf = malloc(n_bytes);
-    if (!buf) {
-        snprintf(err, err_n, "%s: out of memory for a %u x %u image", path, img.width, img.height);
-        png_image_free(&img);
-        return -1;
-    }
-    if (!png_image_finish_read(&img, NULL, buf, 0, NULL)) {
-        snprintf(err, err_n, "%s: PNG does not decode: %s", path, img.message);
+    if (setjmp(e.jump)) {
+        snprintf(err, err_n, "%s: PNG does not decode: %s", path, e.msg);
+        png_destroy_read_struct(&png, &info, NULL);
         free(buf);
-        png_image_free(&img);
+        free(rows);
+        fclose(f);
         return -1;
     }
-    size_t n_pixels = (size_t)img.width * img.height;
-    if (has_alpha)
-        for (size_t i = 0; i < n_pixels; i++) memmove(buf + 3 * i, buf + 4 * i, 3);
-    *H = (int)img.height;
-    *W = (int)img.width;
+    png_init_io(png, f);
+    png_read_info(png, info);
+    png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
+    if (w == 0 || h == 0 || (size_t)w * h > IMAGEFOLDER_MAX_PIXELS) {
+        snprintf(err, err_n, "%s: PNG of %u x %u pixels (at most %zu pixels are read)", path, (unsigned)w, (unsigned)h,
+                 IMAGEFOLDER_MAX_PIXELS);
+        png_destroy_read_struct(&png, &info, NULL);
+        fclose(f);
+        return -1;
+    }
+    if (depth == 16) png_set_strip_16(png);
+    if (color == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (color == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+    if (color & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_rowbytes(png, info) != (size_t)w * 3) {
+        snprintf(err, err_n, "%s: PNG of colour type %d, depth %d does not convert to RGB", path, color, depth);
+        png_destroy_read_struct(&png, &info, NULL);
+        fclose(f);
+        return -1;
+    }
+    buf = malloc((size_t)w * h * 3);
+    rows = malloc((size_t)h * sizeof *rows);
+    if (!buf || !rows) {
+        snprintf(err, err_n, "%s: out of memory for a %u x %u image", path, (unsigned)w, (unsigned)h);
+        png_destroy_read_struct(&png, &info, NULL);
+        free(buf);
+        free(rows);
+        fclose(f);
+        return -1;
+    }
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * w * 3;
+    png_read_image(png, rows);
+    png_read_end(png, NULL);
+    png_destroy_read_struct(&png, &info, NULL);
+    free(rows);
+    fclose(f);
+    *H = (int)h;
+    *W = (int)w;
     *pixels = buf;
     return 0;
 }

@@ -9,9 +9,9 @@
  * Files: every regular file directly inside a class folder, in bytewise
  * name order, class after class; names starting with '.' are skipped
  * silently.  The format is taken from the content (PNG signature, JPEG SOI
- * marker), not the extension.  PNG goes through libpng (palette, 16-bit,
- * grey and alpha are converted; alpha is dropped, as PIL's convert("RGB")),
- * JPEG through libjpeg-turbo.  A file that is not a PNG or JPEG, or does not
+ * marker), not the extension.  PNG goes through libpng (palettes and grey
+ * expand to RGB, 16-bit keeps the high byte, alpha is dropped, as PIL's
+ * convert("RGB")), JPEG through libjpeg-turbo.  A file that is not a PNG or JPEG, or does not
  * decode, gets one warning line and is skipped; imagefolder_n_skipped counts
  * them, and the conversion goes on.
  * Every image comes out image_size x image_size x channels, uint8:

@@ -1,6 +1,6 @@
 /* test_imagefolder.c — image-folder datasets (io/imagefolder.h), on images made here.
  *
- * What it proves: the tiny PNGs (RGB, grey, RGBA, palette) and JPEGs this
+ * What it proves: the tiny PNGs (RGB, grey, 16-bit grey, RGBA, palette) and JPEGs this
  * test writes with libpng and libjpeg decode to the colours written; labels
  * follow the sorted class folder names; resampling keeps constant images
  * constant, enlarges with bilinear weights, keeps left/right and top/bottom
@@ -241,7 +241,11 @@ static void test_folder(void) {
     write_bytes(p, "x", 1);
     snprintf(p, sizeof p, "%s/a_cat/sub", dir);
     mkdir_or_die(p);
-    /* b_dog: a palette PNG (2 colours) and a truncated PNG. */
+    /* b_dog: a 16-bit grey PNG (the high byte is kept: 0xff00 -> 255, where scaling would give 254), a palette PNG (2 colours) and a truncated PNG. */
+    uint16_t g16[3 * 3];
+    for (int i = 0; i < 9; i++) g16[i] = 0xff00;
+    snprintf(p, sizeof p, "%s/b_dog/g16.png", dir);
+    write_png(p, 3, 3, PNG_FORMAT_LINEAR_Y, (const uint8_t *)g16, NULL, 0);
     uint8_t cmap[6] = {10, 20, 30, 200, 100, 50}, idx[4 * 4];
     for (int i = 0; i < 16; i++) idx[i] = 1;
     snprintf(p, sizeof p, "%s/b_dog/pal.png", dir);
@@ -289,18 +293,20 @@ static void test_folder(void) {
     const char *const *names = imagefolder_classes(src, &n_classes);
     CHECK(n_classes == 3 && !strcmp(names[0], "a_cat") && !strcmp(names[1], "b_dog") && !strcmp(names[2], "c_bird"),
           "classes not sorted");
-    /* Candidates: a_cat 1.png, 2_grey.PNG, 3.jpg, bad.png, empty.jpeg, notes.txt, trunc.jpg; b_dog pal.png, trunc.png; c_bird x.png. */
-    CHECK(src->n_examples == 10, "%ld candidate files, expected 10", src->n_examples);
+    /* Candidates: a_cat 1.png, 2_grey.PNG, 3.jpg, bad.png, empty.jpeg, notes.txt, trunc.jpg; b_dog g16.png,
+     * pal.png, trunc.png; c_bird x.png. */
+    CHECK(src->n_examples == 11, "%ld candidate files, expected 11", src->n_examples);
     struct {
         int label;
         uint8_t rgb[3];
         int tol;
-    } want[] = {{0, {255, 0, 0}, 0}, {0, {90, 90, 90}, 0}, {0, {0, 200, 0}, 4}, {1, {200, 100, 50}, 0}, {2, {0, 0, 255}, 0}};
+    } want[] = {{0, {255, 0, 0}, 0},   {0, {90, 90, 90}, 0},    {0, {0, 200, 0}, 4},
+                {1, {255, 255, 255}, 0}, {1, {200, 100, 50}, 0}, {2, {0, 0, 255}, 0}};
     ConvertItem item;
     int k = 0, got;
     while ((got = src->next(src, &item, err, sizeof err)) == 1) {
         CHECK(item.H == 4 && item.W == 4 && item.C == 3, "item %d is %dx%dx%d", k, item.H, item.W, item.C);
-        if (k < 5) {
+        if (k < 6) {
             CHECK(item.label == want[k].label, "item %d label %ld, expected %d", k, (long)item.label, want[k].label);
             int ok = 1;
             for (int i = 0; i < 16 * 3; i++) ok &= abs(item.image[i] - want[k].rgb[i % 3]) <= want[k].tol;
@@ -310,7 +316,7 @@ static void test_folder(void) {
         k++;
     }
     CHECK(got == 0, "next failed: %s", err);
-    CHECK(k == 5, "%d images, expected 5", k);
+    CHECK(k == 6, "%d images, expected 6", k);
     /* One warning per skipped file, each naming it: README and sub at open, then the six bad files. */
     const char *skipped[] = {"README", "a_cat/sub", "bad.png", "empty.jpeg", "notes.txt", "trunc.jpg", "trunc.png"};
     for (size_t i = 0; i < sizeof skipped / sizeof skipped[0]; i++)
@@ -335,17 +341,17 @@ static void test_folder(void) {
     src = convert_open_imagefolder(dir, &cfg, err, sizeof err);
     CHECK(src != NULL, "open grey: %s", err);
     if (src) {
-        uint8_t luma[5];
-        for (int i = 0; i < 5; i++)
+        uint8_t luma[6];
+        for (int i = 0; i < 6; i++)
             luma[i] = (uint8_t)((19595u * want[i].rgb[0] + 38470u * want[i].rgb[1] + 7471u * want[i].rgb[2] + 0x8000u) >> 16);
         k = 0;
         while (src->next(src, &item, err, sizeof err) == 1) {
             CHECK(item.C == 1, "grey item has %d channels", item.C);
-            if (k < 5) CHECK(abs(item.image[5] - luma[k]) <= (k == 2 ? 3 : 0), "grey item %d: %d, expected %d", k,
+            if (k < 6) CHECK(abs(item.image[5] - luma[k]) <= (k == 2 ? 3 : 0), "grey item %d: %d, expected %d", k,
                              item.image[5], luma[k]);
             k++;
         }
-        CHECK(k == 5, "grey: %d images", k);
+        CHECK(k == 6, "grey: %d images", k);
         src->close(src);
     }
 
@@ -396,7 +402,7 @@ static void test_folder(void) {
     cc.num_shards = 2;
     ConvertStats st;
     CHECK(src && convert_run(src, &cc, &st, err, sizeof err) == 0, "convert_run: %s", err);
-    CHECK(st.n_examples == 5 && st.label_count[0] == 3 && st.label_count[1] == 1 && st.label_count[2] == 1,
+    CHECK(st.n_examples == 6 && st.label_count[0] == 3 && st.label_count[1] == 2 && st.label_count[2] == 1,
           "convert_run: %ld examples, labels %ld %ld %ld", st.n_examples, st.label_count[0], st.label_count[1],
           st.label_count[2]);
     CHECK(st.H == 6 && st.W == 6 && st.C == 3, "shape %dx%dx%d", st.H, st.W, st.C);
@@ -419,7 +425,7 @@ static void test_folder(void) {
         tfr_reader_close(r);
     }
     example_decoder_free(dec);
-    CHECK(n_read == 5, "%ld records read back, expected 5", n_read);
+    CHECK(n_read == 6, "%ld records read back, expected 6", n_read);
 
     /* Refusals: one line each. */
     snprintf(p, sizeof p, "%s/a_cat/sub", dir); /* an empty folder: no class folders */
