@@ -580,7 +580,7 @@ static void check_train(int argc, char **argv) {
             n_scalar_steps++;
             CHECK(step % every == 0 || step == max_steps, "scalars at step %ld (every %ld)", step, every);
             double sum = 0;
-            char tag[64];
+            char tag[MODEL_VAR_NAME_MAX + 32];
             for (int t = 0; t < n_towers; t++) {
                 snprintf(tag, sizeof tag, "tower_%d/loss", t);
                 const Value *tl = find_value(ev, tag);
