@@ -33,6 +33,7 @@ for s in "${seeds[@]}"; do
     "$s" "$raw" "$ema" "$steps" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$rate" | tee -a "$work/summary"
   /usr/bin/python3 bench/pytorch_fashion_mnist.py --seed "$s" --threads "$(nproc)" | tee -a "$work/summary"
 done
-awk '/^tower/ { t += $6; nt++ } /^pytorch/ { p += $6; np++ }
+awk '{ for (i = 1; i < NF; i++) if ($i == "=") { v = $(i + 1) + 0; break } }
+     /^tower/ { t += v; nt++ } /^pytorch/ { p += v; np++ }
      END { printf "mean precision @ 1 over %d seeds: tower %.4f, pytorch %.4f, difference %+.4f\n", nt, t / nt, p / np, t / nt - p / np }' \
   "$work/summary"
