@@ -5,7 +5,10 @@
  * memory (or --data), runs --warmup steps, then --steps timed steps, and
  * reports what trainer_step recorded: images/sec, the step time's median and
  * spread, the speedup over one tower and the per-phase breakdown (input,
- * copies, forward+backward, gradient reduction, apply).  It writes the table
+ * copies, forward+backward, gradient reduction, apply).  With --repeat R the
+ * whole matrix runs R times, configurations interleaved so that a burst of
+ * other work on the machine hits different ones, and each row is the run
+ * with the median images/sec, with the range over the R runs beside it.  It writes the table
  * as CSV and an SVG chart (images/sec against towers, a line per mode), and
  * with --predict fits the cost model of docs/modes.md to microbenchmarks of
  * this machine and prints its predictions beside the measured points.
@@ -38,6 +41,7 @@ typedef struct {
     const char *trace;         /* "": none; else FILE.json -> FILE-<model>-<mode>-<N>.json */
     int batch_size;            /* per tower */
     int steps, warmup;
+    int repeat;                /* runs of the whole matrix, interleaved; each row reports the median run */
     int predict;
     int predict_max_towers;    /* the what-if table goes up to this many towers */
     float predict_copy_gbps;   /* 0: measured (memcpy of the variables) */
@@ -53,6 +57,8 @@ typedef struct {
     int towers, batch, global_batch, steps, cores;
     size_t n_params;
     double images_per_sec;
+    double images_per_sec_min, images_per_sec_max; /* over the --repeat runs */
+    int repeats;
     double step_median, step_p10, step_p90;
     double speedup, efficiency;       /* NAN without a 1-tower row of the same model and mode */
     TrainerPhaseSec phase;            /* medians over the steps, in ms */
@@ -357,21 +363,25 @@ static void print_what_if(const BenchOptions *bo, const char *model, const CostF
 /* ---- output ---- */
 
 static void print_table(const BenchRow *rows, int n_rows, int predict) {
-    printf("\n%-8s %-16s %6s %6s %9s %24s %8s %6s | %7s %7s %8s %7s %7s %7s%s\n", "model", "mode", "towers", "batch",
-           "img/s", "step ms median (p10-p90)", "speedup", "eff", "input", "copy", "fwd+bwd", "reduce", "apply", "other",
-           predict ? " | predicted ms" : "");
+    printf("\n%-8s %-16s %6s %6s %24s %24s %8s %6s | %7s %7s %8s %7s %7s %7s%s\n", "model", "mode", "towers", "batch",
+           "img/s (min-max of runs)", "step ms median (p10-p90)", "speedup", "eff", "input", "copy", "fwd+bwd", "reduce",
+           "apply", "other", predict ? " | predicted ms" : "");
     for (int i = 0; i < n_rows; i++) {
         const BenchRow *r = &rows[i];
-        char spread[64], speed[16], eff[16], pred[32] = "";
+        char ips[64], spread[64], speed[16], eff[16], pred[32] = "";
+        if (r->repeats > 1)
+            snprintf(ips, sizeof ips, "%.1f (%.0f-%.0f)", r->images_per_sec, r->images_per_sec_min, r->images_per_sec_max);
+        else snprintf(ips, sizeof ips, "%.1f", r->images_per_sec);
         snprintf(spread, sizeof spread, "%.1f (%.1f-%.1f)", r->step_median, r->step_p10, r->step_p90);
         if (isnan(r->speedup)) snprintf(speed, sizeof speed, "-"), snprintf(eff, sizeof eff, "-");
         else snprintf(speed, sizeof speed, "%.2fx", r->speedup), snprintf(eff, sizeof eff, "%.0f%%", 100 * r->efficiency);
         if (predict) snprintf(pred, sizeof pred, " | %12.1f", r->predicted);
-        printf("%-8s %-16s %6d %6d %9.1f %24s %8s %6s | %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f%s\n", r->model,
-               trainer_mode_name(r->mode), r->towers, r->global_batch, r->images_per_sec, spread, speed, eff,
+        printf("%-8s %-16s %6d %6d %24s %24s %8s %6s | %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f%s\n", r->model,
+               trainer_mode_name(r->mode), r->towers, r->global_batch, ips, spread, speed, eff,
                r->phase.input, r->phase.copy, r->phase.compute, r->phase.reduce, r->phase.apply, r->phase.other, pred);
     }
-    printf("(batch = global batch; phases are medians in ms, per-tower phases averaged over the towers)\n");
+    printf("(batch = global batch; phases are medians in ms over the steps of the median run, per-tower phases "
+           "averaged over the towers)\n");
 }
 
 static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *err, size_t err_n_bytes) {
@@ -382,7 +392,8 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
     }
     fprintf(f, "model,mode,variable_update,local_parameter_device,all_reduce,towers,batch_per_tower,global_batch,steps,"
                "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
-               "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores\n");
+               "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores,repeats,images_per_sec_min,"
+               "images_per_sec_max\n");
     for (int i = 0; i < n_rows; i++) {
         const BenchRow *r = &rows[i];
         TrainerOptions o;
@@ -395,7 +406,7 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
         fprintf(f, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,", r->phase.input, r->phase.copy, r->phase.compute, r->phase.reduce,
                 r->phase.apply, r->phase.other);
         if (!isnan(r->predicted)) fprintf(f, "%.3f", r->predicted);
-        fprintf(f, ",%d\n", r->cores);
+        fprintf(f, ",%d,%d,%.2f,%.2f\n", r->cores, r->repeats, r->images_per_sec_min, r->images_per_sec_max);
     }
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
@@ -519,6 +530,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step"},
         {"steps", FLAG_INT, &o->steps, "timed steps per configuration"},
         {"warmup", FLAG_INT, &o->warmup, "untimed steps first"},
+        {"repeat", FLAG_INT, &o->repeat, "run the matrix this many times, interleaved; report each configuration's median run"},
         {"data", FLAG_STRING, &o->data, "TFRecord files (comma-separated globs) instead of synthetic data in memory; give one model"},
         {"csv", FLAG_STRING, &o->csv, "write the table here as CSV (\"\": not written)"},
         {"svg", FLAG_STRING, &o->svg, "write the chart here as SVG (\"\": not written)"},
@@ -538,7 +550,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
 int cmd_bench(int argc, char **argv) {
     BenchOptions o = {
         .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .towers = "1,2,4", .data = "",
-        .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3,
+        .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3, .repeat = 1,
         .predict = 0, .predict_max_towers = 8, .seed = 1,
     };
     Flag flags[32];
@@ -593,8 +605,9 @@ int cmd_bench(int argc, char **argv) {
         }
         tower_counts[i] = (int)v;
     }
-    if (o.batch_size < 1 || o.steps < 1 || o.warmup < 0 || o.predict_max_towers < 1) {
-        fprintf(stderr, "tower bench: --batch_size and --steps must be at least 1, --warmup at least 0\n");
+    if (o.batch_size < 1 || o.steps < 1 || o.warmup < 0 || o.predict_max_towers < 1 || o.repeat < 1 || o.repeat > 99) {
+        fprintf(stderr, "tower bench: --batch_size, --steps and --predict_max_towers must be at least 1, --warmup at "
+                "least 0, --repeat in [1, 99]\n");
         return 2;
     }
     if (o.data[0] && n_models != 1) {
@@ -617,25 +630,56 @@ int cmd_bench(int argc, char **argv) {
     for (int m = 0; m < n_models; m++) {
         for (int k = 0; k < n_modes; k++) {
             for (int t = 0; t < n_tower_counts && n_rows < BENCH_MAX_ROWS; t++) {
-                BenchRow *r = &rows[n_rows];
+                BenchRow *r = &rows[n_rows++];
                 memset(r, 0, sizeof *r);
                 r->model = models[m];
                 r->mode = modes[k];
                 r->towers = tower_counts[t];
                 r->batch = o.batch_size;
-                r->speedup = r->efficiency = r->predicted = NAN;
-                if (run_config(&o, r, err, sizeof err) != 0) {
-                    fprintf(stderr, "tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
-                            r->towers, err);
-                    return 1;
-                }
-                printf("  %-8s %-16s %2d tower(s): %8.1f images/sec, step %.1f ms\n", r->model,
-                       trainer_mode_name(r->mode), r->towers, r->images_per_sec, r->step_median);
-                fflush(stdout);
-                n_rows++;
             }
         }
     }
+    /* runs[i * repeat + k]: configuration i's k-th run */
+    BenchRow *runs = calloc((size_t)n_rows * (size_t)o.repeat, sizeof *runs);
+    if (!runs) {
+        fprintf(stderr, "tower bench: out of memory\n");
+        return 1;
+    }
+    for (int k = 0; k < o.repeat; k++) {
+        for (int i = 0; i < n_rows; i++) {
+            BenchRow *r = &runs[i * o.repeat + k];
+            *r = rows[i];
+            if (run_config(&o, r, err, sizeof err) != 0) {
+                fprintf(stderr, "tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
+                        r->towers, err);
+                free(runs);
+                return 1;
+            }
+            printf("  run %d/%d  %-8s %-16s %2d tower(s): %8.1f images/sec, step %.1f ms\n", k + 1, o.repeat, r->model,
+                   trainer_mode_name(r->mode), r->towers, r->images_per_sec, r->step_median);
+            fflush(stdout);
+        }
+    }
+    for (int i = 0; i < n_rows; i++) {
+        BenchRow *rs = &runs[i * o.repeat];
+        double ips[100];
+        for (int k = 0; k < o.repeat; k++) ips[k] = rs[k].images_per_sec;
+        double lo = ips[0], hi = ips[0];
+        for (int k = 1; k < o.repeat; k++) {
+            if (ips[k] < lo) lo = ips[k];
+            if (ips[k] > hi) hi = ips[k];
+        }
+        double target = quantile(ips, o.repeat, 0.5);
+        int best = 0; /* the run closest to the median (the median run itself for odd R) */
+        for (int k = 1; k < o.repeat; k++)
+            if (fabs(rs[k].images_per_sec - target) < fabs(rs[best].images_per_sec - target)) best = k;
+        rows[i] = rs[best];
+        rows[i].images_per_sec_min = lo;
+        rows[i].images_per_sec_max = hi;
+        rows[i].repeats = o.repeat;
+        rows[i].speedup = rows[i].efficiency = rows[i].predicted = NAN;
+    }
+    free(runs);
     for (int i = 0; i < n_rows; i++) {
         for (int j = 0; j < n_rows; j++) {
             if (rows[j].towers == 1 && rows[j].mode == rows[i].mode && !strcmp(rows[j].model, rows[i].model)) {

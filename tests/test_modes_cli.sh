@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_modes_cli.sh TOWER — the modes from the command line:
-#   - `tower bench` on a tiny matrix (2 models x 2 modes x 1,2 towers, with
-#     --predict and --trace) prints its table and writes a CSV with the
+#   - `tower bench` on a tiny matrix (2 models x 2 modes x 1,2 towers, run
+#     twice, with --predict and --trace) prints its table and writes a CSV with the
 #     documented header and one row per configuration, an SVG that parses as
 #     XML with a line per model x mode (measured and predicted), and one
 #     Chrome trace per configuration;
@@ -19,7 +19,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$tower" bench --models mnist,cifar10 --modes ps_cpu,replicated/host --towers 1,2 --batch_size 2 --steps 3 --warmup 1 \
-  --csv "$work/bench.csv" --svg "$work/bench.svg" --trace "$work/t.json" --predict >"$work/bench.log"
+  --repeat 2 --csv "$work/bench.csv" --svg "$work/bench.svg" --trace "$work/t.json" --predict >"$work/bench.log"
 grep -q "^model .*img/s.*fwd+bwd.*reduce.*apply" "$work/bench.log" || fail "no table header in the bench output"
 grep -q "what-if, mnist" "$work/bench.log" || fail "--predict printed no what-if table"
 
@@ -32,7 +32,8 @@ def fail(msg):
 # ---- the CSV ----
 header = ("model,mode,variable_update,local_parameter_device,all_reduce,towers,batch_per_tower,global_batch,steps,"
           "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
-          "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores").split(",")
+          "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores,repeats,images_per_sec_min,"
+          "images_per_sec_max").split(",")
 with open(f"{work}/bench.csv") as f:
     rows = list(csv.reader(f))
 if rows[0] != header: fail(f"CSV header {rows[0]}")
@@ -44,6 +45,8 @@ for r in recs:
     if int(r["global_batch"]) != 2 * int(r["towers"]) or r["steps"] != "3": fail(f"{tag}: batch/steps {r}")
     ips, med, p10, p90 = (float(r[k]) for k in ("images_per_sec", "step_ms_median", "step_ms_p10", "step_ms_p90"))
     if not (ips > 0 and 0 < p10 <= med <= p90): fail(f"{tag}: images/sec {ips}, step {p10} <= {med} <= {p90}?")
+    lo, hi = float(r["images_per_sec_min"]), float(r["images_per_sec_max"])
+    if r["repeats"] != "2" or not lo <= ips <= hi: fail(f"{tag}: {r['repeats']} runs, {lo} <= {ips} <= {hi}?")
     for k in ("input_ms", "copy_ms", "compute_ms", "reduce_ms", "apply_ms"):
         if float(r[k]) < 0: fail(f"{tag}: negative {k}")
     if float(r["compute_ms"]) <= 0: fail(f"{tag}: no forward+backward time")
