@@ -30,6 +30,7 @@
 #include "ps/optimizer.h"
 
 #define BENCH_MAX_ROWS 256
+#define COST_REPS 15   /* timings per microbenchmark of --predict; the median is used */
 #define BENCH_MAX_LIST 16
 
 typedef struct {
@@ -222,12 +223,12 @@ static void *ring_rank(void *arg) {
     return NULL;
 }
 
-/* Median seconds of one 2-rank ring all-reduce of n_floats (over 5 timings of reps calls). */
+/* Median seconds of one 2-rank ring all-reduce of n_floats (over COST_REPS timings of reps calls). */
 static double time_ring(float *const *bufs, size_t n_floats, int reps) {
     char e[256];
     AllreduceHost *ar = allreduce_host_create(2, e, sizeof e);
-    double t[5];
-    for (int k = 0; k < 5; k++) {
+    double t[COST_REPS];
+    for (int k = 0; k < COST_REPS; k++) {
         pthread_t th;
         RingArgs a0 = {ar, 0, reps, bufs, n_floats}, a1 = {ar, 1, reps, bufs, n_floats};
         double t0 = tower_now_sec();
@@ -237,7 +238,7 @@ static double time_ring(float *const *bufs, size_t n_floats, int reps) {
         t[k] = (tower_now_sec() - t0) / reps;
     }
     allreduce_host_free(ar);
-    return quantile(t, 5, 0.5);
+    return quantile(t, COST_REPS, 0.5);
 }
 
 static int measure_figures(const char *model, CostFigures *f, char *err, size_t err_n_bytes) {
@@ -261,41 +262,41 @@ static int measure_figures(const char *model, CostFigures *f, char *err, size_t 
     const double M = (double)n * sizeof(float);
     f->model_n_bytes = M;
     f->cores = (int)online_cores();
-    double t[7];
-    for (int k = 0; k < 7; k++) {
+    double t[COST_REPS];
+    for (int k = 0; k < COST_REPS; k++) {
         double t0 = tower_now_sec();
         memcpy(dst, src, n * sizeof(float));
         t[k] = tower_now_sec() - t0;
     }
-    f->copy_gbps = M / quantile(t, 7, 0.5) / 1e9;
-    for (int k = 0; k < 7; k++) {
+    f->copy_gbps = M / quantile(t, COST_REPS, 0.5) / 1e9;
+    for (int k = 0; k < COST_REPS; k++) {
         double t0 = tower_now_sec();
         ps_average_grads(ps);
         t[k] = tower_now_sec() - t0;
     }
-    f->reduce_gbps = 3.0 * M / quantile(t, 7, 0.5) / 1e9;
-    for (int k = 0; k < 7; k++) {
+    f->reduce_gbps = 3.0 * M / quantile(t, COST_REPS, 0.5) / 1e9;
+    for (int k = 0; k < COST_REPS; k++) {
         double t0 = tower_now_sec();
         ps_apply_gradients(ps);
         t[k] = tower_now_sec() - t0;
     }
-    f->ps_apply_ms = quantile(t, 7, 0.5) * 1e3;
-    for (int k = 0; k < 7; k++) {
+    f->ps_apply_ms = quantile(t, COST_REPS, 0.5) * 1e3;
+    for (int k = 0; k < COST_REPS; k++) {
         double t0 = tower_now_sec();
         ema_apply(ps->ema, ps->params, n, 0.99f);
         t[k] = tower_now_sec() - t0;
     }
-    f->ema_ms = quantile(t, 7, 0.5) * 1e3;
+    f->ema_ms = quantile(t, COST_REPS, 0.5) * 1e3;
     /* one replica's update with one OpenMP thread (a tower on one core) */
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(1);
-    for (int k = 0; k < 7; k++) {
+    for (int k = 0; k < COST_REPS; k++) {
         double t0 = tower_now_sec();
         optimizer_apply(dst, ps->accum, ps->grads, n, 0.01f, &pc.opt);
         t[k] = tower_now_sec() - t0;
     }
     omp_set_num_threads(threads_before);
-    f->opt_1thread_ms = quantile(t, 7, 0.5) * 1e3;
+    f->opt_1thread_ms = quantile(t, COST_REPS, 0.5) * 1e3;
     float *bufs[2] = {ps->tower_grads[0], ps->tower_grads[1]};
     double t_big = time_ring(bufs, n, 3);
     double t_tiny = time_ring(bufs, 2, 200);
@@ -416,14 +417,13 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
     return 0;
 }
 
-/* A "nice" axis maximum >= v: 1, 2 or 5 times a power of ten. */
+/* A "nice" axis maximum >= v: 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten. */
 static double nice_ceiling(double v) {
+    static const double steps[] = {1, 1.5, 2, 2.5, 3, 4, 5, 6, 8};
     if (v <= 0) return 1.0;
     double p = pow(10.0, floor(log10(v)));
-    for (int i = 0; i < 3; i++) {
-        double m = (double[]){1, 2, 5}[i] * p;
-        if (m >= v) return m;
-    }
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        if (steps[i] * p >= v) return steps[i] * p;
     return 10 * p;
 }
 
@@ -625,6 +625,15 @@ int cmd_bench(int argc, char **argv) {
            load > online_cores() * 0.5 ? " (other work is running: figures will be noisy)" : "");
     fflush(stdout);
 
+    /* --predict: this machine's figures first, before the matrix loads it with threads and buffers */
+    static CostFigures figures[BENCH_MAX_LIST];
+    for (int m = 0; o.predict && m < n_models; m++) {
+        if (measure_figures(models[m], &figures[m], err, sizeof err) != 0) {
+            fprintf(stderr, "tower bench: %s\n", err);
+            return 1;
+        }
+    }
+
     static BenchRow rows[BENCH_MAX_ROWS];
     int n_rows = 0;
     for (int m = 0; m < n_models; m++) {
@@ -691,28 +700,24 @@ int cmd_bench(int argc, char **argv) {
 
     if (o.predict) {
         for (int m = 0; m < n_models; m++) {
-            CostFigures f;
-            if (measure_figures(models[m], &f, err, sizeof err) != 0) {
-                fprintf(stderr, "tower bench: %s\n", err);
-                return 1;
-            }
+            const CostFigures *f = &figures[m];
             double compute_1 = NAN;
             for (int i = 0; i < n_rows; i++) {
                 if (strcmp(rows[i].model, models[m])) continue;
-                rows[i].predicted = predict_row(&rows[i], &f);
+                rows[i].predicted = predict_row(&rows[i], f);
                 if (rows[i].towers == 1 && isnan(compute_1)) compute_1 = rows[i].phase.compute;
             }
             if (isnan(compute_1)) {
                 for (int i = 0; i < n_rows; i++)
                     if (!strcmp(rows[i].model, models[m]) && isnan(compute_1))
-                        compute_1 = rows[i].phase.compute * rows[i].towers / (rows[i].towers < f.cores ? rows[i].towers : f.cores);
+                        compute_1 = rows[i].phase.compute * rows[i].towers / (rows[i].towers < f->cores ? rows[i].towers : f->cores);
             }
-            printf("\ncost model figures, %s: variables %.1f MB; memcpy %.1f GB/s (1 thread); CPU average %.1f GB/s; "
-                   "server update %.2f ms; replica update %.2f ms (1 thread); moving averages %.2f ms; ring %.1f GB/s "
-                   "per rank, %.3f ms per phase; %d cores\n",
-                   models[m], f.model_n_bytes / 1e6, f.copy_gbps, f.reduce_gbps, f.ps_apply_ms, f.opt_1thread_ms,
-                   f.ema_ms, f.ring_gbps, f.barrier_ms, f.cores);
-            print_what_if(&o, models[m], &f, compute_1);
+            printf("\ncost model figures, %s (measured before the matrix): variables %.1f MB; memcpy %.1f GB/s (1 thread); "
+                   "CPU average %.1f GB/s; server update %.2f ms; replica update %.2f ms (1 thread); moving averages "
+                   "%.2f ms; ring %.1f GB/s per rank, %.3f ms per phase; %d cores\n",
+                   models[m], f->model_n_bytes / 1e6, f->copy_gbps, f->reduce_gbps, f->ps_apply_ms, f->opt_1thread_ms,
+                   f->ema_ms, f->ring_gbps, f->barrier_ms, f->cores);
+            print_what_if(&o, models[m], f, compute_1);
         }
     }
     print_table(rows, n_rows, o.predict);
