@@ -339,26 +339,33 @@ static void print_what_if(const BenchOptions *bo, const char *model, const CostF
     printf("\nwhat-if, %s (M = %.1f MB): N towers each on its own device, forward+backward %.1f ms per tower, "
            "host<->device %.1f GB/s, all-reduce %.1f GB/s per link, CPU reduce %.1f GB/s, barrier %.3f ms\n",
            model, M / 1e6, comp, copy, ar, f->reduce_gbps, f->barrier_ms);
-    printf("  %6s  %14s  %14s  %8s  %s\n", "towers", "ps step ms", "ring step ms", "faster", "model size above which the ring wins");
-    int crossover = 0;
+    printf("  %6s  %14s  %14s  %8s  %s\n", "towers", "ps step ms", "ring step ms", "faster",
+           "the ring is faster for models of");
+    char ring_at[256] = "", ps_at[256] = "";
     for (int n = 1; n <= bo->predict_max_towers; n++) {
         const double N = n;
         double ps = comp + 2 * N * M / (copy * 1e9) * 1e3 + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
         double ring = comp + (n > 1 ? 2 * (N - 1) / N * M / (ar * 1e9) * 1e3 + (2 * N - 3) * f->barrier_ms : 0.0) +
                       f->opt_1thread_ms + f->ema_ms;
-        /* M* where both are equal: the ring's per-byte cost is lower, its latency higher */
-        double per_byte_ps = 2 * N / (copy * 1e9) + (N + 1) / (f->reduce_gbps * 1e9);
-        double per_byte_ring = n > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0.0;
+        /* ps - ring = size * (per_byte_ps - per_byte_ring) - fixed: the ring wins where that is > 0 */
+        double delta = 2 * N / (copy * 1e9) + (N + 1) / (f->reduce_gbps * 1e9) - (n > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0.0);
         double fixed = (n > 1 ? (2 * N - 3) * f->barrier_ms : 0.0) + f->opt_1thread_ms + f->ema_ms - f->ps_apply_ms;
-        char mstar[64];
-        if (per_byte_ps > per_byte_ring && fixed > 0)
-            snprintf(mstar, sizeof mstar, "%.2f MB", fixed * 1e-3 / (per_byte_ps - per_byte_ring) / 1e6);
-        else snprintf(mstar, sizeof mstar, "%s", per_byte_ps > per_byte_ring ? "any size" : "never");
-        if (!crossover && ring < ps) crossover = n;
-        printf("  %6d  %14.2f  %14.2f  %8s  %s\n", n, ps, ring, ring < ps ? "ring" : "ps", mstar);
+        char sizes[64];
+        if (delta > 0) {
+            if (fixed <= 0) snprintf(sizes, sizeof sizes, "any size");
+            else snprintf(sizes, sizeof sizes, "more than %.2f MB", fixed * 1e-3 / delta / 1e6);
+        } else {
+            if (fixed < 0 && delta < 0) snprintf(sizes, sizeof sizes, "less than %.2f MB", fixed * 1e-3 / delta / 1e6);
+            else if (fixed < 0) snprintf(sizes, sizeof sizes, "any size");
+            else snprintf(sizes, sizeof sizes, "no size");
+        }
+        char *list = ring < ps ? ring_at : ps_at;
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof ring_at - used, "%s%d", used ? ", " : "", n);
+        printf("  %6d  %14.2f  %14.2f  %8s  %s\n", n, ps, ring, ring < ps ? "ring" : "ps", sizes);
     }
-    if (crossover) printf("  the ring all-reduce is predicted faster from %d tower(s) on for this model\n", crossover);
-    else printf("  the parameter server is predicted faster for every N up to %d for this model\n", bo->predict_max_towers);
+    printf("  predicted faster for this model: the ring at N = %s; the parameter server at N = %s\n",
+           ring_at[0] ? ring_at : "none", ps_at[0] ? ps_at : "none");
 }
 
 /* ---- output ---- */
