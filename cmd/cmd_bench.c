@@ -204,7 +204,7 @@ typedef struct {
     double reduce_gbps;        /* ps_average_grads: bytes read + written per second, 2 towers */
     double ps_apply_ms;        /* ps_apply_gradients (optimizer + moving averages), all cores */
     double opt_1thread_ms;     /* optimizer_apply on one thread (a replica's update) */
-    double ema_ms;             /* the moving averages alone (the server's part in replicated) */
+    double ema_1thread_ms;     /* all the moving averages on one thread (a replica does 1/N of them) */
     double ring_gbps;          /* 2-rank ring: bytes a rank moves (2(N-1)/N M) per second */
     double barrier_ms;         /* one ring phase on a tiny buffer (alpha) */
     int cores;
@@ -281,13 +281,7 @@ static int measure_figures(const char *model, CostFigures *f, char *err, size_t 
         t[k] = tower_now_sec() - t0;
     }
     f->ps_apply_ms = quantile(t, COST_REPS, 0.5) * 1e3;
-    for (int k = 0; k < COST_REPS; k++) {
-        double t0 = tower_now_sec();
-        ema_apply(ps->ema, ps->params, n, 0.99f);
-        t[k] = tower_now_sec() - t0;
-    }
-    f->ema_ms = quantile(t, COST_REPS, 0.5) * 1e3;
-    /* one replica's update with one OpenMP thread (a tower on one core) */
+    /* a replica's update and the moving averages with one OpenMP thread (a tower on one core) */
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(1);
     for (int k = 0; k < COST_REPS; k++) {
@@ -295,8 +289,14 @@ static int measure_figures(const char *model, CostFigures *f, char *err, size_t 
         optimizer_apply(dst, ps->accum, ps->grads, n, 0.01f, &pc.opt);
         t[k] = tower_now_sec() - t0;
     }
-    omp_set_num_threads(threads_before);
     f->opt_1thread_ms = quantile(t, COST_REPS, 0.5) * 1e3;
+    for (int k = 0; k < COST_REPS; k++) {
+        double t0 = tower_now_sec();
+        ema_apply(ps->ema, ps->params, n, 0.99f);
+        t[k] = tower_now_sec() - t0;
+    }
+    f->ema_1thread_ms = quantile(t, COST_REPS, 0.5) * 1e3;
+    omp_set_num_threads(threads_before);
     float *bufs[2] = {ps->tower_grads[0], ps->tower_grads[1]};
     double t_big = time_ring(bufs, n, 3);
     double t_tiny = time_ring(bufs, 2, 200);
@@ -323,7 +323,7 @@ static double predict_row(const BenchRow *r, const CostFigures *f) {
             t += 2 * (N - 1) / N * M / (f->ring_gbps * 1e9) * 1e3 * share; /* each rank moves 2(N-1)/N of M */
             t += (2 * N - 3) * f->barrier_ms;
         }
-        t += f->opt_1thread_ms * share + f->ema_ms;
+        t += (f->opt_1thread_ms + f->ema_1thread_ms / N) * share;
     }
     return t;
 }
@@ -346,10 +346,11 @@ static void print_what_if(const BenchOptions *bo, const char *model, const CostF
         const double N = n;
         double ps = comp + 2 * N * M / (copy * 1e9) * 1e3 + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
         double ring = comp + (n > 1 ? 2 * (N - 1) / N * M / (ar * 1e9) * 1e3 + (2 * N - 3) * f->barrier_ms : 0.0) +
-                      f->opt_1thread_ms + f->ema_ms;
+                      f->opt_1thread_ms + f->ema_1thread_ms / N;
         /* ps - ring = size * (per_byte_ps - per_byte_ring) - fixed: the ring wins where that is > 0 */
         double delta = 2 * N / (copy * 1e9) + (N + 1) / (f->reduce_gbps * 1e9) - (n > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0.0);
-        double fixed = (n > 1 ? (2 * N - 3) * f->barrier_ms : 0.0) + f->opt_1thread_ms + f->ema_ms - f->ps_apply_ms;
+        double fixed =
+            (n > 1 ? (2 * N - 3) * f->barrier_ms : 0.0) + f->opt_1thread_ms + f->ema_1thread_ms / N - f->ps_apply_ms;
         char sizes[64];
         if (delta > 0) {
             if (fixed <= 0) snprintf(sizes, sizeof sizes, "any size");
@@ -721,9 +722,9 @@ int cmd_bench(int argc, char **argv) {
             }
             printf("\ncost model figures, %s (measured before the matrix): variables %.1f MB; memcpy %.1f GB/s (1 thread); "
                    "CPU average %.1f GB/s; server update %.2f ms; replica update %.2f ms (1 thread); moving averages "
-                   "%.2f ms; ring %.1f GB/s per rank, %.3f ms per phase; %d cores\n",
+                   "%.2f ms (1 thread); ring %.1f GB/s per rank, %.3f ms per phase; %d cores\n",
                    models[m], f->model_n_bytes / 1e6, f->copy_gbps, f->reduce_gbps, f->ps_apply_ms, f->opt_1thread_ms,
-                   f->ema_ms, f->ring_gbps, f->barrier_ms, f->cores);
+                   f->ema_1thread_ms, f->ring_gbps, f->barrier_ms, f->cores);
             print_what_if(&o, models[m], f, compute_1);
         }
     }

@@ -231,7 +231,7 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
     if (is_replicated(tr->mode))
         printf("%s: global batch %d = %d tower(s); mode %s: every tower keeps its own variables and momentum slots "
                "(%s), gradients all-reduced by a ring over the towers' host buffers, every tower applies the update; "
-               "global_step and moving averages (of tower_0) on /cpu:0\n",
+               "each tower also updates its share of the moving averages; global_step on /cpu:0\n",
                ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode),
                tr->replicas_bound ? "computed on in place" : "copied in each step");
     else
@@ -295,7 +295,7 @@ static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
             trainer_close(tr);
             return -1;
         }
-        trace_name_row(tr->trace, 0, is_replicated(tr->mode) ? "server: input, global_step, EMA" : "parameter server");
+        trace_name_row(tr->trace, 0, is_replicated(tr->mode) ? "server: input, global_step" : "parameter server");
         for (int t = 0; t < tr->n_towers; t++) {
             char name[32];
             snprintf(name, sizeof name, "tower_%d", t);
@@ -582,8 +582,8 @@ static int replicated_apply(void *ctx, int tower, char *err, size_t err_n_bytes)
 
 /* replicated, host: every tower computes on its own variables, the tower
  * threads ring-all-reduce their gradients and each applies the same update
- * to its own variables; the server thread only advances global_step and
- * the moving averages. */
+ * to its own variables and its share of the moving averages; the server
+ * thread only advances global_step. */
 static int step_replicated_host(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     tr->step_lr = ps_step_lr(ps);
@@ -610,7 +610,7 @@ static void trace_step(Trainer *tr, long step) {
     trace_marker(trc, name, st->start_sec);
     trace_span(trc, 0, "input", "input", st->input.start_sec, st->input.end_sec);
     trace_span(trc, 0, "average", "reduce", st->average.start_sec, st->average.end_sec);
-    trace_span(trc, 0, is_replicated(tr->mode) ? "global_step + EMA" : "apply", "apply", st->apply.start_sec,
+    trace_span(trc, 0, is_replicated(tr->mode) ? "global_step" : "apply", "apply", st->apply.start_sec,
                st->apply.end_sec);
     double reduce_start = 0.0, reduce_end = 0.0;
     for (int t = 0; t < tr->n_towers; t++) {

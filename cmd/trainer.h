@@ -20,8 +20,9 @@
  *                            forward and backward, then on the tower threads
  *                            allreduce_host_ring_mean (every tower's gradient
  *                            becomes the mean) and ps_replica_apply (each
- *                            tower updates its own variables and slots)
- *     ps_finish_replicated_step   global_step + 1, moving averages of tower 0
+ *                            tower updates its own variables and slots, and
+ *                            its 1/N share of the moving averages)
+ *     ps_finish_replicated_step   global_step + 1
  *
  * The modes, what moves where and when each wins: docs/modes.md.
  */
@@ -110,7 +111,7 @@ typedef struct {
     TowerSpan input;            /* pipeline_next, or handing out the synthetic batch */
     TowerSpan towers;           /* tower_group_run: the go to the last tower done */
     TowerSpan average;          /* parameter_server: ps_average_grads; replicated: empty */
-    TowerSpan apply;            /* parameter_server: ps_apply_gradients; replicated: global_step + moving averages */
+    TowerSpan apply;            /* parameter_server: ps_apply_gradients; replicated: global_step + 1 */
 } TrainerStepTimes;
 
 /* The last step's time split into the phases `tower bench` reports, in
@@ -121,7 +122,7 @@ typedef struct {
     double copy;      /* copy-in + copy-out of a tower (variables, shard, gradients) */
     double compute;   /* forward + backward of a tower */
     double reduce;    /* parameter_server: the server's average; replicated: a tower's all-reduce */
-    double apply;     /* the server's update (parameter_server) or a tower's update + the server's global_step and moving averages (replicated) */
+    double apply;     /* the server's update (parameter_server) or a tower's update and share of the moving averages (replicated) */
     double other;     /* the rest: waking threads, waiting for the slowest tower, loss bookkeeping */
 } TrainerPhaseSec;
 

@@ -145,12 +145,14 @@ void ps_gather_replica(ParamServer *ps, int r) {
 float ps_step_lr(const ParamServer *ps) { return lr_schedule_at(&ps->cfg.lr, ps->global_step); }
 
 void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr) {
-    optimizer_apply(ps->replica_params[r], ps->replica_accum[r], grads, ps->spec.n_params, lr, &ps->cfg.opt);
+    const size_t n = ps->spec.n_params;
+    optimizer_apply(ps->replica_params[r], ps->replica_accum[r], grads, n, lr, &ps->cfg.opt);
+    if (!ps->ema) return;
+    const size_t lo = n * (size_t)r / (size_t)ps->n_replicas, hi = n * (size_t)(r + 1) / (size_t)ps->n_replicas;
+    ema_apply(ps->ema + lo, ps->replica_params[r] + lo, hi - lo, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1));
 }
 
 void ps_finish_replicated_step(ParamServer *ps, float lr) {
-    const size_t n = ps->spec.n_params;
     ps->global_step++;
-    if (ps->ema) ema_apply(ps->ema, ps->replica_params[0], n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
     ps->last_lr = lr;
 }

@@ -98,9 +98,11 @@ void ps_apply_gradients(ParamServer *ps);
 /* ---- replicated modes (docs/modes.md) ----
  * With `--variable_update replicated` every tower keeps its own copy of the
  * variables and of the momentum slots and applies the update itself, on its
- * own thread, after the towers have all-reduced their gradients.  The server
- * stays the holder of global_step, the learning-rate schedule, the moving
- * averages and of what a checkpoint saves:
+ * own thread, after the towers have all-reduced their gradients; the towers
+ * also update the moving averages, each its 1/N share of them (the replicas
+ * are bitwise equal, so each reads its own).  The server stays the holder
+ * of global_step, the learning-rate schedule, the moving averages and of
+ * what a checkpoint saves, and its own thread only increments global_step:
  *   ps->params / ps->accum are a snapshot of replica 0, refreshed by
  *   ps_gather_replica before a save; after a load, ps_broadcast_replicas
  *   hands them to every replica.  One replicated step, in this order:
@@ -109,7 +111,8 @@ void ps_apply_gradients(ParamServer *ps);
  *                    ps_replica_apply(ps, r, mean, lr)   (tower r's thread)
  *     ps_finish_replicated_step(ps, lr)            (the server thread)
  * which is steps 2-5 of the parameter-server step with replica 0 in place
- * of params. */
+ * of params (step 5 reads global_step + 1 before the server increments it,
+ * the same value). */
 
 /* Allocate n_replicas (>= 1) replicas from ps->alloc and broadcast params
  * and accum into each.  Returns 0, or -1 when the allocation fails or
@@ -126,13 +129,15 @@ void ps_gather_replica(ParamServer *ps, int r);
 /* The learning rate of the step about to run: lr_schedule_at(global_step). */
 float ps_step_lr(const ParamServer *ps);
 
-/* The optimizer on replica r only: replica_params[r] and replica_accum[r]
- * updated with grads (n_params), lr given.  Safe to call concurrently for
- * different r (each call touches only its replica).  Never fails. */
+/* Replica r's part of the step: the optimizer on replica_params[r] and
+ * replica_accum[r] with grads (n_params) and lr, then the moving averages
+ * of elements [r * n_params / n_replicas, (r + 1) * n_params / n_replicas)
+ * from replica r's new variables, with the decay of global_step + 1.  Safe
+ * to call concurrently for different r (each call writes only its replica
+ * and its share of ema); global_step must not change meanwhile.  Never fails. */
 void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr);
 
-/* After every replica applied lr: global_step += 1, the moving averages
- * follow replica 0 (as ps_apply_gradients's step 5), last_lr = lr. */
+/* After every replica's ps_replica_apply: global_step += 1, last_lr = lr. */
 void ps_finish_replicated_step(ParamServer *ps, float lr);
 
 #endif

@@ -78,7 +78,7 @@ for model in ("mnist", "cifar10"):
             ev = json.load(open(path))["traceEvents"]
             rows = {e["tid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
             want_rows = {f"tower_{t}" for t in range(n)}
-            want_rows.add("parameter server" if mode == "ps_cpu" else "server: input, global_step, EMA")
+            want_rows.add("parameter server" if mode == "ps_cpu" else "server: input, global_step")
             if mode == "replicated_host": want_rows.add("all-reduce (ring)")
             if set(rows.values()) != want_rows: fail(f"{path}: rows {sorted(rows.values())}")
             markers = [e["name"] for e in ev if e["ph"] == "i"]
@@ -88,7 +88,7 @@ for model in ("mnist", "cifar10"):
             by_row = {}
             for e in spans: by_row.setdefault(rows[e["tid"]], []).append(e)
             server = [e["name"] for e in by_row[[r for r in want_rows if "server" in r][0]]]
-            want_server = ["input", "average", "apply"] if mode == "ps_cpu" else ["input", "global_step + EMA"]
+            want_server = ["input", "average", "apply"] if mode == "ps_cpu" else ["input", "global_step"]
             if server != want_server * 4: fail(f"{path}: server row {server}")
             if mode == "replicated_host" and n == 2 and len(by_row["all-reduce (ring)"]) != 4:
                 fail(f"{path}: all-reduce row {by_row['all-reduce (ring)']}")
