@@ -4,12 +4,18 @@
  * oneDNN's dnnl_sgemm, chosen by measurement (bench/bench_sgemm.c,
  * bench/RESULTS.md) because it picks the CPU's best kernels (AVX-512 here)
  * by itself, with no environment variable to set.
- * What it does not do: allocate, or choose threads.  Called inside an
- * OpenMP parallel region it runs on the calling thread only; outside one it
- * uses the calling thread's omp_get_max_threads().
+ * What it does not do: allocate.  Called inside an OpenMP parallel region
+ * it runs on the calling thread only; outside one it uses the calling
+ * thread's omp_get_max_threads(), except for products under
+ * SGEMM_SERIAL_MACS multiply-adds (softmax_linear, mnist's local4), which
+ * run on the calling thread alone: splitting them costs more in
+ * synchronisation than it saves, and much more when other processes
+ * compete for the cores.
  */
 #ifndef TOWER_MODEL_SGEMM_H
 #define TOWER_MODEL_SGEMM_H
+
+#define SGEMM_SERIAL_MACS (2.0 * 1024 * 1024)
 
 /* C = alpha * op(A) @ op(B) + beta * C, all row-major.
  *   op(A): (M, K) — A is (M, K) with row stride lda if !trans_a, else (K, M) with stride lda
