@@ -7,6 +7,7 @@
 #include "cmd/trainer.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,11 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
     }
     tr->backend = &tower_backend_cpu;
     tr->n_towers = o->num_towers > 0 ? o->num_towers : 1;
+    /* The server's average and update run while the towers wait.  With as many CPU
+     * towers as cores, a second OpenMP thread of the server would, after those loops,
+     * keep spinning (libgomp waits actively for its next region) on a core that a tower
+     * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md). */
+    tr->server_threads = tr->n_towers >= sysconf(_SC_NPROCESSORS_ONLN) ? 1 : omp_get_max_threads();
     if (tr->n_towers > TOWER_MAX_TOWERS) {
         snprintf(err, err_n_bytes, "--num_towers %d: at most %d", tr->n_towers, TOWER_MAX_TOWERS);
         return -1;
@@ -235,8 +241,8 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
                ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode),
                tr->replicas_bound ? "computed on in place" : "copied in each step");
     else
-        printf("%s: global batch %d = %d tower(s); mode %s: gradients averaged and applied on /cpu:0\n", ts,
-               tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode));
+        printf("%s: global batch %d = %d tower(s); mode %s: gradients averaged and applied on /cpu:0 by %d OpenMP "
+               "thread(s)\n", ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode), tr->server_threads);
     fflush(stdout);
 }
 
@@ -555,11 +561,14 @@ static int step_parameter_server_cpu(Trainer *tr, PipelineBatch *batch, float *l
     for (int t = 0; t < tr->n_towers; t++) step.params[t] = ps->params;
     int rc = run_towers(tr, &step, batch, loss, err, err_n_bytes);
     if (rc != 1) return rc;
+    const int threads_before = omp_get_max_threads();
+    omp_set_num_threads(tr->server_threads);
     tr->times.average.start_sec = tower_now_sec();
     ps_average_grads(ps);
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     ps_apply_gradients(ps);
     tr->times.apply.end_sec = tower_now_sec();
+    omp_set_num_threads(threads_before);
     return 1;
 }
 

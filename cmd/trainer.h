@@ -148,6 +148,7 @@ typedef struct {
     float accuracy;                           /* the global batch's accuracy in the last step */
     TrainerMode mode;
     int replicas_bound;              /* replicated: the towers compute on ps->replica_params in place */
+    int server_threads;              /* parameter_server: OpenMP threads of the average and the update */
     AllreduceHost *allreduce;        /* replicated_host: the ring the tower threads run */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
     Trace *trace;                    /* --trace, or NULL */
