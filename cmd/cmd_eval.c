@@ -55,19 +55,6 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
     return n;
 }
 
-/* mkdir -p.  0, or -1 with errno set. */
-static int make_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-    return 0;
-}
 
 /* The events directory: --eval_dir, or the checkpoint's directory + "/eval";
  * "" when --eval_dir none. */
@@ -117,27 +104,9 @@ int cmd_eval(int argc, char **argv) {
     }
 
     char err[1024], path[4096];
-    if (o.checkpoint[0]) {
-        snprintf(path, sizeof path, "%s", o.checkpoint);
-    } else {
-        int found = ckpt_latest(o.checkpoint_dir, path, sizeof path);
-        if (found != 1) {
-            fprintf(stderr, "tower eval: no checkpoint found in %s\n", o.checkpoint_dir);
-            return 1;
-        }
-    }
     CkptContents ck;
-    if (ckpt_read(path, &ck, err, sizeof err) != 0) {
-        fprintf(stderr, "tower eval: %s\n", err);
-        return 1;
-    }
     ModelSpec spec;
-    if (model_spec_init(&spec, ck.model, ck.H, ck.W, ck.C, ck.num_classes, err, sizeof err) != 0 ||
-        spec.n_params != ck.n_params) {
-        fprintf(stderr, "tower eval: %s: the checkpoint's model does not build (%s)\n", path, err);
-        ckpt_contents_free(&ck);
-        return 1;
-    }
+    if (cmd_open_checkpoint("eval", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
     if (o.num_classes != spec.num_classes) {
         fprintf(stderr, "tower eval: --num_classes %d but %s was trained for %d classes\n", o.num_classes, path,
                 spec.num_classes);
@@ -156,7 +125,7 @@ int cmd_eval(int argc, char **argv) {
     char edir[4096];
     events_dir(edir, sizeof edir, o.eval_dir, path);
     if (edir[0]) {
-        if (make_dirs(edir) != 0) {
+        if (cmd_make_dirs(edir) != 0) {
             fprintf(stderr, "tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
                     edir, strerror(errno));
             goto done;

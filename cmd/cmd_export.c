@@ -55,28 +55,9 @@ int cmd_export(int argc, char **argv) {
         return 2;
     }
     char err[1024], path[4096];
-    if (o.checkpoint[0]) {
-        snprintf(path, sizeof path, "%s", o.checkpoint);
-    } else {
-        int found = ckpt_latest(o.checkpoint_dir, path, sizeof path);
-        if (found != 1) {
-            fprintf(stderr, "tower export: %s in %s\n",
-                    found == 0 ? "no checkpoint found" : "cannot read the checkpoint index", o.checkpoint_dir);
-            return 1;
-        }
-    }
     CkptContents ck;
-    if (ckpt_read(path, &ck, err, sizeof err) != 0) {
-        fprintf(stderr, "tower export: %s\n", err);
-        return 1;
-    }
     ModelSpec spec;
-    if (model_spec_init(&spec, ck.model, ck.H, ck.W, ck.C, ck.num_classes, err, sizeof err) != 0 ||
-        spec.n_params != ck.n_params) {
-        fprintf(stderr, "tower export: %s: the checkpoint's model does not build (%s)\n", path, err);
-        ckpt_contents_free(&ck);
-        return 1;
-    }
+    if (cmd_open_checkpoint("export", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
     const float *params = ck.params;
     const char *which = "raw";
     if (!o.no_moving_average) {

@@ -33,18 +33,6 @@ static void on_signal(int sig) {
     stop_requested = 1;
 }
 
-static int make_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-    return 0;
-}
 
 /* What `tower train` adds around the trainer: summaries and the display. */
 typedef struct {
@@ -207,7 +195,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: --summary_every and --histogram_every must be >= 0\n");
         return 2;
     }
-    if (make_dirs(o.train_dir) != 0) {
+    if (cmd_make_dirs(o.train_dir) != 0) {
         fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
         return 1;
     }
