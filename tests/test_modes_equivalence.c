@@ -131,11 +131,8 @@ static int check_models(const char *model, int H, int W, int C) {
         RunResult rep_off = n == 3 ? run(&o, STEPS) : (RunResult){NULL, NULL, 1};
         base_options(&o, model, 1, n * B);
         RunResult single = run(&o, STEPS);
-        base_options(&o, model, n, B);
-        Trainer *tr = open_or_die(&o);
         float *init = malloc(spec.n_params * sizeof(float));
-        memcpy(init, trainer_variables(tr), spec.n_params * sizeof(float));
-        trainer_close(tr);
+        model_init_params(init, &spec, (uint64_t)o.seed); /* what trainer_open starts from */
 
         const char *w_rep = "", *w_ema = "", *w_single = "", *w_off = "(checked at N = 3 only)", *w_moved = "";
         double d_rep = var_rel_diff(&spec, ps.params, rep.params, 0, &w_rep);
