@@ -33,6 +33,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->batch_size = 128;
     o->num_towers = 0;
     o->num_gpus = 1;
+    o->gpus = "";
     o->num_classes = 10;
     o->image_size = 24;
     o->learning_rate = 0.01f;
@@ -114,12 +115,12 @@ int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes) {
     case TRAINER_PS_CPU:
     case TRAINER_REPLICATED_HOST: return 1;
     case TRAINER_PS_GPU:
-        snprintf(err, err_n_bytes, "--variable_update parameter_server --local_parameter_device gpu needs GPU towers, "
-                 "which this version does not run yet (CPU towers only; see docs/modes.md)");
+        snprintf(err, err_n_bytes, "--variable_update parameter_server --local_parameter_device gpu is not implemented yet "
+                 "(GPU towers train with --local_parameter_device cpu; see docs/modes.md)");
         return 0;
     case TRAINER_REPLICATED_NCCL:
-        snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl needs GPU towers and NCCL, "
-                 "which this version does not run yet (use --all_reduce host; see docs/modes.md)");
+        snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl is not implemented yet "
+                 "(use --all_reduce host; see docs/modes.md)");
         return 0;
     default: break;
     }
@@ -177,27 +178,88 @@ static int plan_shards(Trainer *tr, char *err, size_t err_n_bytes) {
 }
 
 /* Which backend, how many towers, and on which devices. */
+#ifdef TOWER_HAVE_CUDA
+/* The GPUs the towers use: --gpus "0,2,3", else the first --num_gpus of the
+ * n_visible ones.  Returns how many, or -1 with err. */
+static int plan_gpus(const TrainerOptions *o, int n_visible, int *gpus, char *err, size_t err_n_bytes) {
+    int n = 0;
+    if (o->gpus[0]) {
+        for (const char *p = o->gpus; *p;) {
+            char *end;
+            long g = strtol(p, &end, 10);
+            if (end == p || (*end && *end != ',') || g < 0 || g >= n_visible || n == TOWER_MAX_TOWERS) {
+                snprintf(err, err_n_bytes, "--gpus '%s': need comma-separated GPU numbers below %d (the visible GPUs)",
+                         o->gpus, n_visible);
+                return -1;
+            }
+            gpus[n++] = (int)g;
+            p = *end ? end + 1 : end;
+        }
+        return n;
+    }
+    if (o->num_gpus < 1 || o->num_gpus > n_visible) {
+        snprintf(err, err_n_bytes, "--num_gpus %d: %d GPU(s) are visible", o->num_gpus, n_visible);
+        return -1;
+    }
+    for (n = 0; n < o->num_gpus; n++) gpus[n] = n;
+    return n;
+}
+#endif
+
+/* Which backend, how many towers, and on which devices.  --device auto takes
+ * GPU towers when a GPU is usable and says which it chose. */
 static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     const char *dev = o->device;
-    if (!strcmp(dev, "gpu")) {
-#ifdef TOWER_HAVE_CUDA
-        char e[256];
-        int n = tower_cuda_device_count(e, sizeof e);
-        if (n <= 0) {
-            snprintf(err, err_n_bytes, "--device gpu: %s", n < 0 ? e : "no GPU is visible");
-            return -1;
-        }
-        snprintf(err, err_n_bytes, "--device gpu: %d GPU(s) found, but GPU towers are not built yet in this version; use --device cpu", n);
-#else
-        snprintf(err, err_n_bytes, "--device gpu: this tower was built without CUDA (cmake -DTOWER_CUDA=ON)");
-#endif
-        return -1;
-    }
-    if (strcmp(dev, "cpu") != 0 && strcmp(dev, "auto") != 0) {
+    if (strcmp(dev, "cpu") != 0 && strcmp(dev, "gpu") != 0 && strcmp(dev, "auto") != 0) {
         snprintf(err, err_n_bytes, "--device '%s': expected cpu, gpu or auto", dev);
         return -1;
     }
+    char why_cpu[300] = "";
+    int gpus[TOWER_MAX_TOWERS], n_gpus = 0;
+    if (strcmp(dev, "cpu") != 0) {
+#ifdef TOWER_HAVE_CUDA
+        char e[256];
+        int n_visible = tower_cuda_device_count(e, sizeof e);
+        if (n_visible > 0) {
+            n_gpus = plan_gpus(o, n_visible, gpus, err, err_n_bytes);
+            if (n_gpus < 0) return -1;
+        } else if (!strcmp(dev, "gpu")) {
+            snprintf(err, err_n_bytes, "--device gpu: %s", n_visible < 0 ? e : "no GPU is visible");
+            return -1;
+        } else {
+            snprintf(why_cpu, sizeof why_cpu, "%s", n_visible < 0 ? e : "no GPU is visible");
+        }
+#else
+        if (!strcmp(dev, "gpu")) {
+            snprintf(err, err_n_bytes, "--device gpu: this tower was built without CUDA (cmake -DTOWER_CUDA=ON)");
+            return -1;
+        }
+        snprintf(why_cpu, sizeof why_cpu, "built without CUDA");
+#endif
+    }
+    memset(tc, 0, sizeof *tc);
+    if (n_gpus > 0) {
+#ifdef TOWER_HAVE_CUDA
+        tr->backend = o->allow_tf32 ? &tower_backend_cuda_tf32 : &tower_backend_cuda;
+#endif
+        tr->n_towers = o->num_towers > 0 ? o->num_towers : n_gpus;
+        if (tr->n_towers > TOWER_MAX_TOWERS) {
+            snprintf(err, err_n_bytes, "--num_towers %d: at most %d", tr->n_towers, TOWER_MAX_TOWERS);
+            return -1;
+        }
+        tr->server_threads = omp_get_max_threads();
+        tc->backend = tr->backend;
+        tc->n_towers = tr->n_towers;
+        for (int t = 0; t < tr->n_towers; t++) {
+            tc->devices[t] = gpus[t % n_gpus]; /* several towers on a GPU: each its own stream */
+            tc->n_threads[t] = 1;
+        }
+        if (!strcmp(dev, "auto"))
+            printf("device auto: %d GPU tower(s) on %d GPU(s)\n", tr->n_towers, n_gpus);
+        return 0;
+    }
+    if (!strcmp(dev, "auto")) printf("device auto: CPU towers (%s)\n", why_cpu);
     tr->backend = &tower_backend_cpu;
     tr->n_towers = o->num_towers > 0 ? o->num_towers : 1;
     /* The server's average and update run while the towers wait.  With as many CPU
@@ -211,7 +273,6 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
-    memset(tc, 0, sizeof *tc);
     tc->backend = tr->backend;
     tc->n_towers = tr->n_towers;
     for (int t = 0; t < tr->n_towers; t++) {

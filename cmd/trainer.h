@@ -50,7 +50,9 @@ typedef struct {
     long max_steps;
     int batch_size;                 /* per tower, as in TensorFlow's script */
     int num_towers;                 /* 0: one per device */
-    int num_gpus;
+    int num_gpus;                   /* GPU towers: use the first num_gpus visible GPUs */
+    const char *gpus;               /* GPU towers: "0,2,3" names them (overrides num_gpus) */
+    int allow_tf32;                 /* GPU towers: TF32 tensor-core math in cuBLAS/cuDNN */
     int num_classes;
     int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop) */
     float learning_rate;

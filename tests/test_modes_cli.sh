@@ -140,10 +140,10 @@ expect_error() { # expect_error CODE PATTERN ARGS...
 }
 expect_error 1 "--variable_update 'mirrored'" train --train_dir "$work/e" --variable_update mirrored
 expect_error 1 "--all_reduce 'mpi'" train --train_dir "$work/e" --variable_update replicated --all_reduce mpi
-expect_error 1 "needs GPU towers" train --train_dir "$work/e" --local_parameter_device gpu
-expect_error 1 "needs GPU towers" train --train_dir "$work/e" --variable_update replicated --all_reduce nccl
-expect_error 1 "needs GPU towers" bench --modes ps_gpu
-expect_error 1 "needs GPU towers" bench --modes replicated/nccl
+expect_error 1 "is not implemented yet" train --train_dir "$work/e" --local_parameter_device gpu
+expect_error 1 "is not implemented yet" train --train_dir "$work/e" --variable_update replicated --all_reduce nccl
+expect_error 1 "is not implemented yet" bench --modes ps_gpu
+expect_error 1 "is not implemented yet" bench --modes replicated/nccl
 expect_error 2 "unknown mode 'allreduce'" bench --modes allreduce
 expect_error 2 "'0' is not a tower count" bench --towers 0
 expect_error 2 "unknown model 'resnet'" bench --models resnet

@@ -223,7 +223,7 @@ static int check_unavailable(void) {
         Trainer tr;
         char err[1024] = "";
         int rc = trainer_open(&tr, &o, err, sizeof err);
-        int ok = rc != 0 && strstr(err, "needs GPU towers") && !strchr(err, '\n');
+        int ok = rc != 0 && strstr(err, "is not implemented yet") && !strchr(err, '\n');
         printf("%s/%s/%s without GPU towers: %s  %s\n", o.variable_update, o.local_parameter_device, o.all_reduce,
                err, ok ? "ok" : "FAIL");
         failures += !ok;
