@@ -9,7 +9,26 @@
 #include "model/layers.h"
 #include "model/sgemm.h"
 
+#include <omp.h>
 #include <string.h>
+
+/* dinp (B, K) = g (B, N) @ weight (K, N)^T.  dnnl_sgemm runs this shape
+ * (few rows, B operand transposed) on one thread however many it is given
+ * (bench/RESULTS.md: mnist local3 at ~150 GFLOP/s with 1 or 2 threads), so
+ * the K output columns are split across the OpenMP team instead, one
+ * single-threaded sgemm per thread on its own column block. */
+static void input_grad(float *dinp, const float *g, const float *weight, int B, int K, int N) {
+    if ((double)B * K * N < SGEMM_SERIAL_MACS || omp_get_max_threads() == 1) {
+        sgemm(0, 1, B, K, N, 1.0f, g, N, weight, N, 0.0f, dinp, K);
+        return;
+    }
+#pragma omp parallel
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int k0 = (int)((long)K * t / nt), k1 = (int)((long)K * (t + 1) / nt);
+        sgemm(0, 1, B, k1 - k0, N, 1.0f, g, N, weight + (size_t)k0 * N, N, 0.0f, dinp + k0, K);
+    }
+}
 
 void dense_forward(float *out, const float *inp, const float *weight, const float *bias,
                    const Dense *d, int B) {
@@ -35,5 +54,5 @@ void dense_backward(float *dinp, float *dweight, float *dbias, float *dpre,
         bias_add_backward(dbias, g, B, N);
     }
     sgemm(1, 0, K, N, B, 1.0f, inp, K, g, N, 0.0f, dweight, N);
-    if (dinp) sgemm(0, 1, B, K, N, 1.0f, g, N, weight, N, 0.0f, dinp, K);
+    if (dinp) input_grad(dinp, g, weight, B, K, N);
 }

@@ -279,6 +279,50 @@ static void test_dense_reference(void) {
     free(in); free(w);
 }
 
+/* dense_backward on a product big enough to be split across threads
+ * (dense.c's input_grad), against direct loops. */
+static void test_dense_backward_reference(void) {
+    const int B = 16, n_in = 515, n_out = 301; /* 2.5M multiply-adds, odd sizes */
+    Dense d = {n_in, n_out, ACT_RELU};
+    size_t in_n = (size_t)B * n_in, w_n = (size_t)n_in * n_out, out_n = (size_t)B * n_out;
+    float *in = malloc(sizeof(float) * in_n), *w = malloc(sizeof(float) * w_n), *bias = malloc(sizeof(float) * n_out);
+    float *out = malloc(sizeof(float) * out_n), *g = malloc(sizeof(float) * out_n), *dpre = malloc(sizeof(float) * out_n);
+    float *dinp = malloc(sizeof(float) * in_n), *dw = malloc(sizeof(float) * w_n), *db = malloc(sizeof(float) * n_out);
+    gradcheck_fill_uniform(in, in_n, -1, 1, 91);
+    gradcheck_fill_uniform(w, w_n, -1, 1, 92);
+    gradcheck_fill_uniform(bias, n_out, -1, 1, 93);
+    gradcheck_fill_uniform(g, out_n, -1, 1, 94);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(2);
+    dense_forward(out, in, w, bias, &d, B);
+    dense_backward(dinp, dw, db, dpre, out, g, in, w, &d, B);
+    omp_set_num_threads(saved);
+    double e_in = 0, e_w = 0, e_b = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < n_in; i++) {
+            double s = 0;
+            for (int j = 0; j < n_out; j++)
+                if (out[b * n_out + j] > 0) s += (double)g[b * n_out + j] * w[(size_t)i * n_out + j];
+            e_in = fmax(e_in, fabs(dinp[(size_t)b * n_in + i] - s));
+        }
+    for (int i = 0; i < n_in; i++)
+        for (int j = 0; j < n_out; j++) {
+            double s = 0;
+            for (int b = 0; b < B; b++)
+                if (out[b * n_out + j] > 0) s += (double)in[(size_t)b * n_in + i] * g[b * n_out + j];
+            e_w = fmax(e_w, fabs(dw[(size_t)i * n_out + j] - s));
+        }
+    for (int j = 0; j < n_out; j++) {
+        double s = 0;
+        for (int b = 0; b < B; b++)
+            if (out[b * n_out + j] > 0) s += g[b * n_out + j];
+        e_b = fmax(e_b, fabs(db[j] - s));
+    }
+    EXPECT(e_in < 1e-4 && e_w < 1e-4 && e_b < 1e-4,
+           "dense_backward (16x515x301, 2 threads) vs direct loops: max error dinp %g dweight %g dbias %g", e_in, e_w, e_b);
+    free(in); free(w); free(bias); free(out); free(g); free(dpre); free(dinp); free(dw); free(db);
+}
+
 /* ---- cross-entropy ------------------------------------------------------------------ */
 
 static void test_xent_stable(void) {
@@ -320,6 +364,7 @@ int main(void) {
     test_conv_reference(4, 6, 6, 64, 5, 5, 64, 1, 1, PAD_SAME, ACT_RELU, 2, 85);
     test_conv_fused_relu();
     test_dense_reference();
+    test_dense_backward_reference();
     test_xent_stable();
     if (g_failures) {
         printf("%d known-answer checks FAILED\n", g_failures);
