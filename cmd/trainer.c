@@ -255,11 +255,18 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
             tc->devices[t] = gpus[t % n_gpus]; /* several towers on a GPU: each its own stream */
             tc->n_threads[t] = 1;
         }
-        if (!strcmp(dev, "auto"))
-            printf("device auto: %d GPU tower(s) on %d GPU(s)\n", tr->n_towers, n_gpus);
+        if (!strcmp(dev, "auto")) {
+            char ts[64];
+            trainer_timestamp(ts, sizeof ts);
+            printf("%s: device auto: %d GPU tower(s) on %d GPU(s)\n", ts, tr->n_towers, n_gpus);
+        }
         return 0;
     }
-    if (!strcmp(dev, "auto")) printf("device auto: CPU towers (%s)\n", why_cpu);
+    if (!strcmp(dev, "auto")) {
+        char ts[64];
+        trainer_timestamp(ts, sizeof ts);
+        printf("%s: device auto: CPU towers (%s)\n", ts, why_cpu);
+    }
     tr->backend = &tower_backend_cpu;
     tr->n_towers = o->num_towers > 0 ? o->num_towers : 1;
     /* The server's average and update run while the towers wait.  With as many CPU
