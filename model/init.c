@@ -23,7 +23,7 @@ static uint64_t splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-void rng_seed(Rng *r, uint64_t seed, uint64_t stream) {
+void init_rng_seed(InitRng *r, uint64_t seed, uint64_t stream) {
     uint64_t s = seed;
     uint64_t a = splitmix64(&s);
     s = stream ^ 0x6A09E667F3BCC909ULL;
@@ -33,9 +33,9 @@ void rng_seed(Rng *r, uint64_t seed, uint64_t stream) {
     r->spare = 0.0;
 }
 
-uint64_t rng_next_u64(Rng *r) { return splitmix64(&r->state); }
+uint64_t init_rng_next_u64(InitRng *r) { return splitmix64(&r->state); }
 
-double rng_uniform(Rng *r) { return (double)(rng_next_u64(r) >> 11) * 0x1.0p-53; }
+double init_rng_uniform(InitRng *r) { return (double)(init_rng_next_u64(r) >> 11) * 0x1.0p-53; }
 
 /* ln(x) for x > 0 with basic operations only: x = m * 2^e, m in [sqrt(1/2), sqrt(2)),
  * ln(m) = 2 * atanh(t), t = (m - 1) / (m + 1), |t| < 0.172, by its series to
@@ -50,15 +50,15 @@ static double det_log(double x) {
     return 2.0 * t * sum + e * 0.69314718055994530942;
 }
 
-double rng_normal(Rng *r) {
+double init_rng_normal(InitRng *r) {
     if (r->have_spare) {
         r->have_spare = 0;
         return r->spare;
     }
     double u, v, s;
     do {
-        u = 2.0 * rng_uniform(r) - 1.0;
-        v = 2.0 * rng_uniform(r) - 1.0;
+        u = 2.0 * init_rng_uniform(r) - 1.0;
+        v = 2.0 * init_rng_uniform(r) - 1.0;
         s = u * u + v * v;
     } while (s >= 1.0 || s == 0.0);
     double f = sqrt(-2.0 * det_log(s) / s);
@@ -67,10 +67,10 @@ double rng_normal(Rng *r) {
     return u * f;
 }
 
-void init_truncated_normal(float *out, size_t n, float stddev, Rng *r) {
+void init_truncated_normal(float *out, size_t n, float stddev, InitRng *r) {
     for (size_t i = 0; i < n; i++) {
         double z;
-        do z = rng_normal(r); while (z < -2.0 || z > 2.0);
+        do z = init_rng_normal(r); while (z < -2.0 || z > 2.0);
         out[i] = (float)(z * stddev);
     }
 }

@@ -196,24 +196,24 @@ void l2_loss_backward(float *dw, const float *w, size_t n, float wd);
  * The generator is splitmix64 (64-bit state, integer arithmetic only).  A
  * uniform double is the top 53 bits times 2^-53.  Normals come from
  * Marsaglia's polar method with a logarithm computed here from +, -, *, /
- * and frexp/ldexp (never libm's log, whose last bit varies between libms),
- * and sqrt (correctly rounded by IEEE 754).  The file is compiled with
+ * and frexp (never libm's log, whose last bit varies between libms),
+ * and sqrt (correctly rounded by IEEE 754).  init.c is compiled with
  * -ffp-contract=off so no compiler fuses a multiply-add differently. */
 typedef struct {
     uint64_t state;
     int have_spare;         /* the polar method makes normals in pairs */
     double spare;
-} Rng;
+} InitRng;
 
 /* Seed a stream: the same (seed, stream) gives the same sequence everywhere. */
-void rng_seed(Rng *r, uint64_t seed, uint64_t stream);
-uint64_t rng_next_u64(Rng *r);
-double rng_uniform(Rng *r);          /* in [0, 1) */
-double rng_normal(Rng *r);           /* standard normal */
+void init_rng_seed(InitRng *r, uint64_t seed, uint64_t stream);
+uint64_t init_rng_next_u64(InitRng *r);
+double init_rng_uniform(InitRng *r);          /* in [0, 1) */
+double init_rng_normal(InitRng *r);           /* standard normal */
 
 /* TensorFlow's truncated_normal(stddev): normal samples, redrawn while
  * |z| > 2, times stddev.  out: (n). */
-void init_truncated_normal(float *out, size_t n, float stddev, Rng *r);
+void init_truncated_normal(float *out, size_t n, float stddev, InitRng *r);
 
 /* out[i] = value.  out: (n). */
 void init_constant(float *out, size_t n, float value);

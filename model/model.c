@@ -233,8 +233,8 @@ void model_init_params(float *params, const ModelSpec *spec, uint64_t seed) {
     for (int i = 0; i < spec->n_vars; i++) {
         const ModelVar *v = &spec->vars[i];
         if (v->init == INIT_TRUNCATED_NORMAL) {
-            Rng r;
-            rng_seed(&r, seed, name_hash(v->name));
+            InitRng r;
+            init_rng_seed(&r, seed, name_hash(v->name));
             init_truncated_normal(params + v->offset, v->n_floats, v->init_value, &r);
         } else {
             init_constant(params + v->offset, v->n_floats, v->init_value);

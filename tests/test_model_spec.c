@@ -127,40 +127,40 @@ static void test_tables(void) {
 
 static void test_rng(void) {
     /* splitmix64 from state 1234567: the reference outputs of Vigna's splitmix64.c. */
-    Rng r = {1234567, 0, 0.0};
+    InitRng r = {1234567, 0, 0.0};
     const uint64_t want[5] = {6457827717110365317ULL, 3203168211198807973ULL, 9817491932198370423ULL,
                               4593380528125082431ULL, 16408922859458223821ULL};
     for (int i = 0; i < 5; i++) {
-        uint64_t got = rng_next_u64(&r);
+        uint64_t got = init_rng_next_u64(&r);
         EXPECT(got == want[i], "splitmix64 output %d: %llu, want %llu", i, (unsigned long long)got,
                (unsigned long long)want[i]);
     }
     /* The polar method with libm's log on the same uniforms must agree with
-     * rng_normal (whose log is computed from basic operations) to ~1 ulp. */
-    Rng a, b;
-    rng_seed(&a, 99, 5);
-    rng_seed(&b, 99, 5);
+     * init_rng_normal (whose log is computed from basic operations) to ~1 ulp. */
+    InitRng a, b;
+    init_rng_seed(&a, 99, 5);
+    init_rng_seed(&b, 99, 5);
     double worst = 0;
     for (int i = 0; i < 20000; i++) {
         double u, v, s;
         do {
-            u = 2.0 * rng_uniform(&b) - 1.0;
-            v = 2.0 * rng_uniform(&b) - 1.0;
+            u = 2.0 * init_rng_uniform(&b) - 1.0;
+            v = 2.0 * init_rng_uniform(&b) - 1.0;
             s = u * u + v * v;
         } while (s >= 1.0 || s == 0.0);
         double f = sqrt(-2.0 * log(s) / s);
-        double z0 = rng_normal(&a), z1 = rng_normal(&a);
+        double z0 = init_rng_normal(&a), z1 = init_rng_normal(&a);
         worst = fmax(worst, fabs(z0 - u * f) / fabs(u * f));
         worst = fmax(worst, fabs(z1 - v * f) / fabs(v * f));
     }
-    EXPECT(worst < 1e-13, "rng_normal vs libm polar method: worst relative difference %g", worst);
+    EXPECT(worst < 1e-13, "init_rng_normal vs libm polar method: worst relative difference %g", worst);
     /* Moments of 200k normals. */
-    Rng n;
-    rng_seed(&n, 7, 0);
+    InitRng n;
+    init_rng_seed(&n, 7, 0);
     double m = 0, m2 = 0;
     const int N = 200000;
     for (int i = 0; i < N; i++) {
-        double z = rng_normal(&n);
+        double z = init_rng_normal(&n);
         m += z;
         m2 += z * z;
     }
