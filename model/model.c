@@ -474,3 +474,15 @@ void model_layer_times_reset(ModelActs *a) {
     a->loss_forward_s = a->loss_backward_s = 0.0;
     a->n_loss_forward = a->n_loss_backward = 0;
 }
+
+int model_count_correct(const float *logits, const int32_t *labels, int n, int num_classes) {
+    int correct = 0;
+    for (int i = 0; i < n; i++) {
+        const float *l = logits + (size_t)i * num_classes;
+        int best = 0;
+        for (int k = 1; k < num_classes; k++)
+            if (l[k] > l[best]) best = k;
+        correct += best == labels[i];
+    }
+    return correct;
+}

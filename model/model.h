@@ -83,6 +83,10 @@ float model_forward(float *logits, float *ce_loss, ModelActs *acts,
  *            plus weight decay). */
 void model_backward(float *dparams, ModelActs *acts, const float *params);
 
+/* Number of the n examples whose largest logit is their label (ties: the
+ * first largest wins).  logits: (n, num_classes); labels: (n). */
+int model_count_correct(const float *logits, const int32_t *labels, int n, int num_classes);
+
 /* Multiply-add counts of one example's forward pass, for FLOP/s figures. */
 double model_forward_flops_per_example(const ModelSpec *spec);
 

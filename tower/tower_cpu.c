@@ -118,19 +118,6 @@ static int cpu_copy_shard_in(void *dev, const float *x_host, const int32_t *labe
     return 0;
 }
 
-/* Fraction of the n examples whose largest logit is the label.  logits: (n, K); labels: (n). */
-static float batch_accuracy(const float *logits, const int32_t *labels, int n, int K) {
-    int correct = 0;
-    for (int i = 0; i < n; i++) {
-        const float *l = logits + (size_t)i * K;
-        int best = 0;
-        for (int k = 1; k < K; k++)
-            if (l[k] > l[best]) best = k;
-        correct += best == labels[i];
-    }
-    return (float)correct / (float)n;
-}
-
 static int cpu_compute(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     (void)err;
     (void)err_n_bytes;
@@ -140,7 +127,7 @@ static int cpu_compute(void *dev, float *loss, float *accuracy, char *err, size_
         t->threads_set = 1;
     }
     *loss = model_forward(t->logits, NULL, t->acts, t->x, t->labels, t->weights, t->n);
-    *accuracy = batch_accuracy(t->logits, t->labels, t->n, t->spec->num_classes);
+    *accuracy = (float)model_count_correct(t->logits, t->labels, t->n, t->spec->num_classes) / (float)t->n;
     t->forward_end_sec = tower_now_sec();
     model_backward(t->grads_host, t->acts, t->weights);
     return 0;

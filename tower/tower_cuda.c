@@ -236,20 +236,6 @@ static int cuda_copy_shard_in(void *dev, const float *x_host, const int32_t *lab
     return 0;
 }
 
-/* Fraction of the n examples whose largest logit is the label (as the CPU
- * backend counts it).  logits: (n, K); labels: (n). */
-static float batch_accuracy(const float *logits, const int32_t *labels, int n, int K) {
-    int correct = 0;
-    for (int i = 0; i < n; i++) {
-        const float *l = logits + (size_t)i * K;
-        int best = 0;
-        for (int k = 1; k < K; k++)
-            if (l[k] > l[best]) best = k;
-        correct += best == labels[i];
-    }
-    return (float)correct / (float)n;
-}
-
 /* The stream is idle when compute starts (copy_shard_in waited), so the
  * forward pass ends at the host time of the start plus the GPU time between
  * the two events. */
@@ -267,7 +253,7 @@ static int cuda_compute(void *dev, float *loss, float *accuracy, char *err, size
         return -1;
     t->forward_end_sec = start_sec + 1e-3 * forward_ms;
     *loss = *t->loss_host;
-    *accuracy = batch_accuracy(t->logits_host, t->labels, t->n, t->spec->num_classes);
+    *accuracy = (float)model_count_correct(t->logits_host, t->labels, t->n, t->spec->num_classes) / (float)t->n;
     return 0;
 }
 
