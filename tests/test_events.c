@@ -32,16 +32,7 @@
 #include "model/model.h"
 #include "ps/checkpoint.h"
 
-static int n_fail = 0;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            n_fail++;                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                  \
-            fprintf(stderr, "\n");                         \
-        }                                                  \
-    } while (0)
+#include "tests/check.h"
 
 /* ---------------------------------------------------------------- independent decoding */
 
@@ -556,10 +547,10 @@ static void check_train(int argc, char **argv) {
     char path[4096], ckpt_path[4096], err[512];
     CHECK(find_events_file(dir, path, sizeof path) == 0, "%s: not exactly one events file", dir);
     CHECK(ckpt_latest(dir, ckpt_path, sizeof ckpt_path) == 1, "%s: no checkpoint", dir);
-    if (n_fail) return;
+    if (check_failures) return;
     CkptContents ck;
     CHECK(ckpt_read(ckpt_path, &ck, err, sizeof err) == 0, "%s", err);
-    if (n_fail) return;
+    if (check_failures) return;
     CHECK(ck.global_step == max_steps, "checkpoint at step %ld, expected %ld", ck.global_step, max_steps);
     ModelSpec spec;
     CHECK(model_spec_init(&spec, ck.model, ck.H, ck.W, ck.C, ck.num_classes, err, sizeof err) == 0, "%s", err);
@@ -646,7 +637,7 @@ static void check_eval(int argc, char **argv) {
     }
     char path[4096];
     CHECK(find_events_file(argv[2], path, sizeof path) == 0, "%s: not exactly one events file", argv[2]);
-    if (n_fail) return;
+    if (check_failures) return;
     Event *evs;
     int n_evs;
     CHECK(read_events(path, &evs, &n_evs) == 0, "reading %s", path);
@@ -668,8 +659,8 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "train")) check_train(argc, argv);
     else if (argc >= 2 && !strcmp(argv[1], "eval")) check_eval(argc, argv);
     else unit_tests();
-    if (n_fail) {
-        fprintf(stderr, "%d check(s) failed\n", n_fail);
+    if (check_failures) {
+        fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;
     }
     printf("ok\n");

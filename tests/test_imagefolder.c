@@ -31,16 +31,7 @@
 #include "io/imagefolder.h"
 #include "io/tfrecord.h"
 
-static int n_fail = 0;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            n_fail++;                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                  \
-            fprintf(stderr, "\n");                         \
-        }                                                  \
-    } while (0)
+#include "tests/check.h"
 
 /* ---------------------------------------------------------------- writing test images */
 
@@ -483,8 +474,8 @@ int main(int argc, char **argv) {
     }
     test_resize();
     test_folder();
-    if (n_fail) {
-        fprintf(stderr, "%d check(s) failed\n", n_fail);
+    if (check_failures) {
+        fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;
     }
     printf("ok\n");

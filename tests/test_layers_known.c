@@ -16,20 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_failures = 0;
-
-#define EXPECT(cond, ...)                       \
-    do {                                        \
-        if (!(cond)) {                          \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                \
-            printf("\n");                       \
-            g_failures++;                       \
-        }                                       \
-    } while (0)
+#include "tests/check.h"
 
 static void expect_close(const char *what, double got, double want, double rtol) {
-    EXPECT(fabs(got - want) <= rtol * fmax(fabs(want), 1e-30) || (got == want),
+    CHECK(fabs(got - want) <= rtol * fmax(fabs(want), 1e-30) || (got == want),
            "%s: got %.9g, want %.9g", what, got, want);
 }
 
@@ -38,7 +28,7 @@ static void expect_close(const char *what, double got, double want, double rtol)
 static void expect_pad(int in, int k, int s, Padding pad, int want_out, int want_before) {
     int out = -7, before = -7;
     int rc = tf_padding(&out, &before, in, k, s, pad);
-    EXPECT(rc == 0 && out == want_out && before == want_before,
+    CHECK(rc == 0 && out == want_out && before == want_before,
            "tf_padding(in %d, k %d, stride %d, %s) = rc %d out %d pad_before %d; want out %d pad_before %d",
            in, k, s, pad == PAD_SAME ? "SAME" : "VALID", rc, out, before, want_out, want_before);
 }
@@ -68,12 +58,12 @@ static void test_padding(void) {
     expect_pad(8, 3, 2, PAD_VALID, 3, 0);
     expect_pad(5, 5, 1, PAD_VALID, 1, 0);
     int out, before;
-    EXPECT(tf_padding(&out, &before, 4, 5, 1, PAD_VALID) == -1, "VALID with k > in must be rejected");
-    EXPECT(tf_padding(&out, &before, 0, 3, 1, PAD_SAME) == -1, "in 0 must be rejected");
-    EXPECT(tf_padding(&out, &before, 5, 3, 0, PAD_SAME) == -1, "stride 0 must be rejected");
+    CHECK(tf_padding(&out, &before, 4, 5, 1, PAD_VALID) == -1, "VALID with k > in must be rejected");
+    CHECK(tf_padding(&out, &before, 0, 3, 1, PAD_SAME) == -1, "in 0 must be rejected");
+    CHECK(tf_padding(&out, &before, 5, 3, 0, PAD_SAME) == -1, "stride 0 must be rejected");
 
     Conv2d c;
-    EXPECT(conv2d_init(&c, 7, 5, 3, 3, 4, 8, 2, 1, PAD_SAME, ACT_NONE) == 0 &&
+    CHECK(conv2d_init(&c, 7, 5, 3, 3, 4, 8, 2, 1, PAD_SAME, ACT_NONE) == 0 &&
            c.OH == 4 && c.pad_top == 1 && c.OW == 5 && c.pad_left == 1,
            "conv2d_init 7x5 k3x4 s(2,1) SAME: OH %d pad_top %d OW %d pad_left %d; want 4 1 5 1",
            c.OH, c.pad_top, c.OW, c.pad_left);
@@ -89,7 +79,7 @@ static void test_pool_padding(void) {
     for (int h = 0; h < 4; h++)
         for (int w = 0; w < 4; w++) x[h * 4 + w] = -(float)(1 + 4 * h + w);
     MaxPool p;
-    EXPECT(maxpool_init(&p, 4, 4, 1, 3, 3, 2, 2, PAD_SAME) == 0 && p.OH == 2 && p.OW == 2 && p.pad_top == 0,
+    CHECK(maxpool_init(&p, 4, 4, 1, 3, 3, 2, 2, PAD_SAME) == 0 && p.OH == 2 && p.OW == 2 && p.pad_top == 0,
            "maxpool_init 4x4 3x3/2 SAME");
     float out[4];
     int32_t arg[4];
@@ -97,7 +87,7 @@ static void test_pool_padding(void) {
     const float want[4] = {-1.0f, -3.0f, -9.0f, -11.0f};
     const int32_t want_arg[4] = {0, 2, 8, 10};
     for (int i = 0; i < 4; i++)
-        EXPECT(out[i] == want[i] && arg[i] == want_arg[i], "pool out[%d] = %g (arg %d), want %g (arg %d)",
+        CHECK(out[i] == want[i] && arg[i] == want_arg[i], "pool out[%d] = %g (arg %d), want %g (arg %d)",
                i, out[i], arg[i], want[i], want_arg[i]);
     /* Backward routes each gradient to its winner; overlapping windows add. */
     float dout[4] = {1, 2, 3, 4}, dinp[16];
@@ -105,13 +95,13 @@ static void test_pool_padding(void) {
     maxpool_backward(dinp, arg, dout, &p, 1);
     for (int i = 0; i < 16; i++) {
         float want_d = i == 0 ? 1 : i == 2 ? 2 : i == 8 ? 3 : i == 10 ? 4 : 0;
-        EXPECT(dinp[i] == want_d, "pool dinp[%d] = %g, want %g", i, dinp[i], want_d);
+        CHECK(dinp[i] == want_d, "pool dinp[%d] = %g, want %g", i, dinp[i], want_d);
     }
     /* Two channels, a cell that wins two overlapping windows. 3x3 input, 3x3/2 SAME
      * gives 2x2 with 1 pad before and after?  pad_total = (2-1)*2+3-3 = 2 -> 1 before. */
     float y[18];
     for (int i = 0; i < 9; i++) { y[2 * i] = (i == 4) ? 5.0f : (float)i * 0.1f; y[2 * i + 1] = -(float)i; }
-    EXPECT(maxpool_init(&p, 3, 3, 2, 3, 3, 2, 2, PAD_SAME) == 0 && p.OH == 2 && p.pad_top == 1, "maxpool 3x3 SAME");
+    CHECK(maxpool_init(&p, 3, 3, 2, 3, 3, 2, 2, PAD_SAME) == 0 && p.OH == 2 && p.pad_top == 1, "maxpool 3x3 SAME");
     float o2[8];
     int32_t a2[8];
     maxpool_forward(o2, a2, y, &p, 1);
@@ -119,12 +109,12 @@ static void test_pool_padding(void) {
      * largest real cell of each window (-0 at (0,0); -1 at (0,1); -3; -4). */
     const float want0[4] = {5, 5, 5, 5}, want1[4] = {-0.0f, -1, -3, -4};
     for (int i = 0; i < 4; i++) {
-        EXPECT(o2[2 * i] == want0[i], "pool ch0 out[%d] = %g, want %g", i, o2[2 * i], want0[i]);
-        EXPECT(o2[2 * i + 1] == want1[i], "pool ch1 out[%d] = %g, want %g", i, o2[2 * i + 1], want1[i]);
+        CHECK(o2[2 * i] == want0[i], "pool ch0 out[%d] = %g, want %g", i, o2[2 * i], want0[i]);
+        CHECK(o2[2 * i + 1] == want1[i], "pool ch1 out[%d] = %g, want %g", i, o2[2 * i + 1], want1[i]);
     }
     float g2[8] = {1, 0, 1, 0, 1, 0, 1, 0}, d2[18];
     maxpool_backward(d2, a2, g2, &p, 1);
-    EXPECT(d2[8] == 4.0f, "the centre wins 4 windows: its gradient is 4, got %g", d2[8]);
+    CHECK(d2[8] == 4.0f, "the centre wins 4 windows: its gradient is 4, got %g", d2[8]);
 }
 
 /* ---- LRN ------------------------------------------------------------------------- */
@@ -176,7 +166,7 @@ static void test_lrn_reference(void) {
         lrn_reference(want, x + px * C, C, 4, 1.0, (double)p.alpha, 0.75);
         for (int d = 0; d < C; d++) worst = fmax(worst, fabs(out[px * C + d] - want[d]) / fmax(fabs(want[d]), 1e-3));
     }
-    EXPECT(worst < 1e-5, "lrn (cifar10 constants, C 64) vs double reference: worst relative error %g", worst);
+    CHECK(worst < 1e-5, "lrn (cifar10 constants, C 64) vs double reference: worst relative error %g", worst);
     free(x); free(out); free(scale);
 }
 
@@ -205,7 +195,7 @@ static void test_conv_reference(int B, int H, int W, int Ci, int KH, int KW, int
                                 Padding pad, Activation act, int threads, uint64_t seed) {
     Conv2d c;
     if (conv2d_init(&c, H, W, Ci, KH, KW, Co, sh, sw, pad, act) != 0) {
-        EXPECT(0, "conv2d_init rejected a valid shape");
+        CHECK(0, "conv2d_init rejected a valid shape");
         return;
     }
     size_t in_n = (size_t)B * H * W * Ci, w_n = (size_t)KH * KW * Ci * Co, out_n = (size_t)B * c.OH * c.OW * Co;
@@ -222,7 +212,7 @@ static void test_conv_reference(int B, int H, int W, int Ci, int KH, int KW, int
     conv_reference(want, in, w, bias, &c, B);
     double worst = 0;
     for (size_t i = 0; i < out_n; i++) worst = fmax(worst, fabs(out[i] - want[i]));
-    EXPECT(worst < 1e-4, "conv2d %dx%dx%d k%dx%d s(%d,%d) %s %s, %d threads: max |out - reference| = %g",
+    CHECK(worst < 1e-4, "conv2d %dx%dx%d k%dx%d s(%d,%d) %s %s, %d threads: max |out - reference| = %g",
            H, W, Ci, KH, KW, sh, sw, pad == PAD_SAME ? "SAME" : "VALID", act == ACT_RELU ? "relu" : "linear",
            threads, worst);
     free(in); free(w); free(bias); free(out); free(scratch); free(want);
@@ -248,11 +238,11 @@ static void test_conv_fused_relu(void) {
     conv2d_forward(o1, scratch, in, w, bias, &lin, B, 2);
     relu_forward(o1, o1, out_n);
     conv2d_forward(o2, scratch, in, w, bias, &fused, B, 2);
-    EXPECT(memcmp(o1, o2, sizeof(float) * out_n) == 0, "fused conv+relu forward differs from relu(conv)");
+    CHECK(memcmp(o1, o2, sizeof(float) * out_n) == 0, "fused conv+relu forward differs from relu(conv)");
     relu_backward(gm, o1, g, out_n);
     conv2d_backward(di1, dw1, db1, scratch, NULL, gm, in, w, &lin, B, 2);
     conv2d_backward(di2, dw2, db2, scratch, o2, g, in, w, &fused, B, 2);
-    EXPECT(memcmp(di1, di2, sizeof(float) * in_n) == 0 && memcmp(dw1, dw2, sizeof(float) * w_n) == 0 &&
+    CHECK(memcmp(di1, di2, sizeof(float) * in_n) == 0 && memcmp(dw1, dw2, sizeof(float) * w_n) == 0 &&
            memcmp(db1, db2, sizeof db1) == 0, "fused conv+relu backward differs from relu_backward + conv backward");
     free(in); free(w); free(bias); free(o1); free(o2); free(g); free(gm); free(scratch);
     free(di1); free(di2); free(dw1); free(dw2);
@@ -275,7 +265,7 @@ static void test_dense_reference(void) {
             s = s > 0 ? s : 0;
             worst = fmax(worst, fabs(out[b * n_out + j] - s));
         }
-    EXPECT(worst < 1e-5, "dense vs direct loop: max error %g", worst);
+    CHECK(worst < 1e-5, "dense vs direct loop: max error %g", worst);
     free(in); free(w);
 }
 
@@ -318,7 +308,7 @@ static void test_dense_backward_reference(void) {
             if (out[b * n_out + j] > 0) s += g[b * n_out + j];
         e_b = fmax(e_b, fabs(db[j] - s));
     }
-    EXPECT(e_in < 1e-4 && e_w < 1e-4 && e_b < 1e-4,
+    CHECK(e_in < 1e-4 && e_w < 1e-4 && e_b < 1e-4,
            "dense_backward (16x515x301, 2 threads) vs direct loops: max error dinp %g dweight %g dbias %g", e_in, e_w, e_b);
     free(in); free(w); free(bias); free(out); free(g); free(dpre); free(dinp); free(dw); free(db);
 }
@@ -340,7 +330,7 @@ static void test_xent_stable(void) {
     const int32_t l0[1] = {0};
     loss = softmax_xent_forward(probs2, logits + 3, l0, 1, 2);
     expect_close("xent -1000", loss, 1000.0, 1e-7);
-    EXPECT(isfinite(loss), "xent must stay finite for large logits");
+    CHECK(isfinite(loss), "xent must stay finite for large logits");
     /* Mean over the batch: the two examples together. */
     const float two[6] = {1000, 1001, 999, 3, 1, 2};
     const int32_t l2[2] = {1, 2};
@@ -349,7 +339,7 @@ static void test_xent_stable(void) {
     double want = 0.5 * (log(z) + (log(exp(3.0) + exp(1.0) + exp(2.0)) - 2.0));
     expect_close("xent mean of two", loss, want, 1e-6);
     const int32_t bad[1] = {3};
-    EXPECT(isnan(softmax_xent_forward(probs3, logits, bad, 1, 3)), "label outside [0, K) must give NAN");
+    CHECK(isnan(softmax_xent_forward(probs3, logits, bad, 1, 3)), "label outside [0, K) must give NAN");
 }
 
 int main(void) {
@@ -366,8 +356,8 @@ int main(void) {
     test_dense_reference();
     test_dense_backward_reference();
     test_xent_stable();
-    if (g_failures) {
-        printf("%d known-answer checks FAILED\n", g_failures);
+    if (check_failures) {
+        printf("%d known-answer checks FAILED\n", check_failures);
         return 1;
     }
     printf("all known-answer checks passed\n");

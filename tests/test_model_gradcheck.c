@@ -34,17 +34,7 @@
 #define REF_RTOL 1e-3
 #define REF_ATOL 1e-7
 
-static int g_failures = 0;
-
-#define EXPECT(cond, ...)                               \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            g_failures++;                               \
-        }                                               \
-    } while (0)
+#include "tests/check.h"
 
 /* ---- the double-precision reference networks ------------------------------- */
 
@@ -212,7 +202,7 @@ static void check_model(const char *model, int H, int W, int C, int num_classes,
 
     /* 1. The same function: model_forward's loss against the reference's. */
     double ref = ref_obj(&f);
-    EXPECT(fabs(loss - ref) <= 1e-5 * fabs(ref), "%s: model_forward loss %.9g, double reference %.9g", model, loss, ref);
+    CHECK(fabs(loss - ref) <= 1e-5 * fabs(ref), "%s: model_forward loss %.9g, double reference %.9g", model, loss, ref);
 
     /* 2. Every variable, coordinate by coordinate, against the reference. */
     int total_checked = 0, total_skipped = 0;
@@ -228,13 +218,13 @@ static void check_model(const char *model, int H, int W, int C, int num_classes,
         GradcheckResult r = gradcheck(f.params + var->offset, var->n_floats, f.dparams + var->offset, ref_obj, &f, &o);
         total_checked += r.n_checked;
         total_skipped += r.n_skipped;
-        EXPECT(r.n_failed == 0, "%s: %d of %d coordinates disagree with finite differences", what, r.n_failed,
+        CHECK(r.n_failed == 0, "%s: %d of %d coordinates disagree with finite differences", what, r.n_failed,
                r.n_checked);
-        EXPECT(r.n_checked >= (int)(var->n_floats < 16 ? var->n_floats : 16) * 3 / 4,
+        CHECK(r.n_checked >= (int)(var->n_floats < 16 ? var->n_floats : 16) * 3 / 4,
                "%s: only %d coordinates judged (%d skipped as kinks)", what, r.n_checked, r.n_skipped);
-        EXPECT(gmax > 0, "%s: gradient is all zero", what);
+        CHECK(gmax > 0, "%s: gradient is all zero", what);
     }
-    EXPECT(total_skipped * 10 <= total_checked, "%s: %d kinks skipped for %d judged: too many", model, total_skipped,
+    CHECK(total_skipped * 10 <= total_checked, "%s: %d kinks skipped for %d judged: too many", model, total_skipped,
            total_checked);
 
     /* 3. The float model itself: directional derivative along g equals |g|^2. */
@@ -248,7 +238,7 @@ static void check_model(const char *model, int H, int W, int C, int num_classes,
     double fm = model_forward(NULL, NULL, f.acts, f.x, f.labels, p, B);
     double dir = (fp - fm) / (2 * h);
     printf("%s: directional derivative along the gradient %.6g, |g|^2 %.6g\n", model, dir, g2);
-    EXPECT(fabs(dir - g2) <= 0.02 * g2, "%s: directional derivative %.6g but |g|^2 = %.6g", model, dir, g2);
+    CHECK(fabs(dir - g2) <= 0.02 * g2, "%s: directional derivative %.6g but |g|^2 = %.6g", model, dir, g2);
     free(p);
 
     /* 4. A 5% error in the largest gradient of conv2/weights and of
@@ -268,7 +258,7 @@ static void check_model(const char *model, int H, int W, int C, int num_classes,
         snprintf(what, sizeof what, "%s %s (perturbed)", model, var->name);
         GradcheckOpts o = {what, REF_EPS, REF_RTOL, REF_ATOL + 1e-4 * gmax, 16, seed, 1, 0};
         GradcheckResult r = gradcheck(f.params + var->offset, var->n_floats, g, ref_obj, &f, &o);
-        EXPECT(r.n_failed == 1, "%s: the checker must reject the perturbed coordinate (failed %d)", what, r.n_failed);
+        CHECK(r.n_failed == 1, "%s: the checker must reject the perturbed coordinate (failed %d)", what, r.n_failed);
         g[top] = saved;
     }
     fixture_free(&f);
@@ -286,7 +276,7 @@ static void check_contract(const char *model, int H, int W, int C, int num_class
     model_backward(f.dparams, f.acts, f.params);
     for (size_t i = 0; i < n; i++) d2[i] = NAN;
     model_backward(d2, f.acts, f.params);
-    EXPECT(memcmp(f.dparams, d2, sizeof(float) * n) == 0, "%s: model_backward must overwrite dparams", model);
+    CHECK(memcmp(f.dparams, d2, sizeof(float) * n) == 0, "%s: model_backward must overwrite dparams", model);
     /* loss = mean cross-entropy of the logits + sum over variables of wd * sum(w^2) / 2. */
     double want_ce = 0, wd = 0;
     for (int b = 0; b < B; b++) {
@@ -301,20 +291,20 @@ static void check_contract(const char *model, int H, int W, int C, int num_class
             double w = f.params[f.spec.vars[v].offset + i];
             wd += 0.5 * f.spec.vars[v].wd * w * w;
         }
-    EXPECT(fabs(ce - want_ce) < 1e-5 * fmax(1, want_ce), "%s: ce_loss %.8g, want %.8g", model, ce, want_ce);
-    EXPECT(fabs(loss - (want_ce + wd)) < 1e-5 * fmax(1, want_ce + wd), "%s: loss %.8g, want ce + wd = %.8g",
+    CHECK(fabs(ce - want_ce) < 1e-5 * fmax(1, want_ce), "%s: ce_loss %.8g, want %.8g", model, ce, want_ce);
+    CHECK(fabs(loss - (want_ce + wd)) < 1e-5 * fmax(1, want_ce + wd), "%s: loss %.8g, want ce + wd = %.8g",
            model, loss, want_ce + wd);
-    if (strcmp(model, "cifar10") == 0) EXPECT(wd > 0, "cifar10 must carry weight decay");
-    else EXPECT(wd == 0, "mnist has no weight decay");
+    if (strcmp(model, "cifar10") == 0) CHECK(wd > 0, "cifar10 must carry weight decay");
+    else CHECK(wd == 0, "mnist has no weight decay");
     /* A forward on a smaller batch, then back: still the gradient of that batch. */
     float l1 = model_forward(NULL, NULL, f.acts, f.x, f.labels, f.params, 1);
-    EXPECT(isfinite(l1), "%s: batch 1 forward", model);
+    CHECK(isfinite(l1), "%s: batch 1 forward", model);
     /* Bad batch sizes. */
-    EXPECT(isnan(model_forward(NULL, NULL, f.acts, f.x, f.labels, f.params, B + 1)), "%s: B > max_batch must give NAN",
+    CHECK(isnan(model_forward(NULL, NULL, f.acts, f.x, f.labels, f.params, B + 1)), "%s: B > max_batch must give NAN",
            model);
-    EXPECT(isnan(model_forward(NULL, NULL, f.acts, f.x, f.labels, f.params, 0)), "%s: B = 0 must give NAN", model);
+    CHECK(isnan(model_forward(NULL, NULL, f.acts, f.x, f.labels, f.params, 0)), "%s: B = 0 must give NAN", model);
     int32_t bad = num_classes;
-    EXPECT(isnan(model_forward(NULL, NULL, f.acts, f.x, &bad, f.params, 1)), "%s: a bad label must give NAN", model);
+    CHECK(isnan(model_forward(NULL, NULL, f.acts, f.x, &bad, f.params, 1)), "%s: a bad label must give NAN", model);
     free(d2); free(logits);
     fixture_free(&f);
 }
@@ -326,8 +316,8 @@ int main(void) {
     check_model("cifar10", 7, 9, 2, 4, 2, 3);   /* odd sizes through the SAME pools */
     check_contract("mnist", 12, 12, 1, 10, 4);
     check_contract("cifar10", 12, 12, 3, 10, 4);
-    if (g_failures) {
-        printf("%d model checks FAILED\n", g_failures);
+    if (check_failures) {
+        printf("%d model checks FAILED\n", check_failures);
         return 1;
     }
     printf("all model gradient checks passed\n");

@@ -16,17 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_failures = 0;
-
-#define EXPECT(cond, ...)                               \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            g_failures++;                               \
-        }                                               \
-    } while (0)
+#include "tests/check.h"
 
 typedef struct {
     const char *name;
@@ -36,31 +26,31 @@ typedef struct {
 } WantVar;
 
 static void expect_table(const ModelSpec *s, const WantVar *want, int n_want, size_t want_params) {
-    EXPECT(s->n_vars == n_want, "%s: %d variables, want %d", s->name, s->n_vars, n_want);
+    CHECK(s->n_vars == n_want, "%s: %d variables, want %d", s->name, s->n_vars, n_want);
     size_t offset = 0;
     for (int i = 0; i < n_want && i < s->n_vars; i++) {
         const ModelVar *v = &s->vars[i];
         const WantVar *w = &want[i];
-        EXPECT(strcmp(v->name, w->name) == 0, "%s var %d: name %s, want %s", s->name, i, v->name, w->name);
-        EXPECT(v->ndim == w->ndim, "%s %s: ndim %d, want %d", s->name, w->name, v->ndim, w->ndim);
+        CHECK(strcmp(v->name, w->name) == 0, "%s var %d: name %s, want %s", s->name, i, v->name, w->name);
+        CHECK(v->ndim == w->ndim, "%s %s: ndim %d, want %d", s->name, w->name, v->ndim, w->ndim);
         size_t n = 1;
         for (int d = 0; d < 4; d++) {
-            EXPECT(v->shape[d] == w->shape[d], "%s %s: shape[%d] = %d, want %d", s->name, w->name, d,
+            CHECK(v->shape[d] == w->shape[d], "%s %s: shape[%d] = %d, want %d", s->name, w->name, d,
                    v->shape[d], w->shape[d]);
             if (d < w->ndim) n *= (size_t)w->shape[d];
         }
-        EXPECT(v->n_floats == n, "%s %s: n_floats %zu, want %zu", s->name, w->name, v->n_floats, n);
-        EXPECT(v->offset == offset, "%s %s: offset %zu, want %zu (packed in table order)", s->name, w->name,
+        CHECK(v->n_floats == n, "%s %s: n_floats %zu, want %zu", s->name, w->name, v->n_floats, n);
+        CHECK(v->offset == offset, "%s %s: offset %zu, want %zu (packed in table order)", s->name, w->name,
                v->offset, offset);
-        EXPECT(v->init == w->init && v->init_value == w->value, "%s %s: init %d %g, want %d %g", s->name,
+        CHECK(v->init == w->init && v->init_value == w->value, "%s %s: init %d %g, want %d %g", s->name,
                w->name, v->init, v->init_value, w->init, w->value);
-        EXPECT(v->wd == w->wd, "%s %s: wd %g, want %g", s->name, w->name, v->wd, w->wd);
-        EXPECT(model_spec_find(s, w->name) == i, "model_spec_find(%s) = %d, want %d", w->name,
+        CHECK(v->wd == w->wd, "%s %s: wd %g, want %g", s->name, w->name, v->wd, w->wd);
+        CHECK(model_spec_find(s, w->name) == i, "model_spec_find(%s) = %d, want %d", w->name,
                model_spec_find(s, w->name), i);
         offset += n;
     }
-    EXPECT(s->n_params == want_params, "%s: %zu parameters, want %zu", s->name, s->n_params, want_params);
-    EXPECT(offset == s->n_params, "%s: variables cover %zu floats of %zu", s->name, offset, s->n_params);
+    CHECK(s->n_params == want_params, "%s: %zu parameters, want %zu", s->name, s->n_params, want_params);
+    CHECK(offset == s->n_params, "%s: variables cover %zu floats of %zu", s->name, offset, s->n_params);
 }
 
 static void test_tables(void) {
@@ -75,13 +65,13 @@ static void test_tables(void) {
         {"local4/weights", 2, {1024, 10}, T, 0.04f, 0}, {"local4/biases", 1, {10}, K, 0.1f, 0},
         {"softmax_linear/weights", 2, {10, 10}, T, 1.0f / 192.0f, 0},
         {"softmax_linear/biases", 1, {10}, K, 0.0f, 0}};
-    EXPECT(model_spec_init(&s, "mnist", 28, 28, 1, 10, err, sizeof err) == 0, "mnist 28x28x1: %s", err);
+    CHECK(model_spec_init(&s, "mnist", 28, 28, 1, 10, err, sizeof err) == 0, "mnist 28x28x1: %s", err);
     expect_table(&s, mnist, 10, 3274744);
-    EXPECT(s.H == 28 && s.W == 28 && s.C == 1 && s.num_classes == 10 && s.kind == MODEL_MNIST &&
+    CHECK(s.H == 28 && s.W == 28 && s.C == 1 && s.num_classes == 10 && s.kind == MODEL_MNIST &&
            strcmp(s.name, "mnist") == 0, "mnist spec header");
     /* Forward cost: 27.8 MFLOP per image (multiply-add = 2 FLOPs). */
     double macs = model_forward_flops_per_example(&s);
-    EXPECT(fabs(2 * macs / 1e6 - 27.8) < 0.05, "mnist forward %.3f MFLOP, want about 27.8", 2 * macs / 1e6);
+    CHECK(fabs(2 * macs / 1e6 - 27.8) < 0.05, "mnist forward %.3f MFLOP, want about 27.8", 2 * macs / 1e6);
 
     /* ../shared/REFERENCE.md, the cifar10 table. */
     const WantVar cifar[] = {
@@ -91,37 +81,37 @@ static void test_tables(void) {
         {"local4/weights", 2, {384, 192}, T, 0.04f, 0.004f}, {"local4/biases", 1, {192}, K, 0.1f, 0},
         {"softmax_linear/weights", 2, {192, 10}, T, 1.0f / 192.0f, 0},
         {"softmax_linear/biases", 1, {10}, K, 0.0f, 0}};
-    EXPECT(model_spec_init(&s, "cifar10", 24, 24, 3, 10, err, sizeof err) == 0, "cifar10 24x24x3: %s", err);
+    CHECK(model_spec_init(&s, "cifar10", 24, 24, 3, 10, err, sizeof err) == 0, "cifar10 24x24x3: %s", err);
     expect_table(&s, cifar, 10, 1068298);
     macs = model_forward_flops_per_example(&s);
-    EXPECT(fabs(2 * macs / 1e6 - 36.9) < 0.05, "cifar10 forward %.3f MFLOP, want about 36.9", 2 * macs / 1e6);
+    CHECK(fabs(2 * macs / 1e6 - 36.9) < 0.05, "cifar10 forward %.3f MFLOP, want about 36.9", 2 * macs / 1e6);
 
     /* The input shape comes from the data: 32x32x3 uncropped gives 8x8x64 = 4096 into local3;
      * 28x28x1 cifar10 (grayscale) 7x7x64 = 3136. */
-    EXPECT(model_spec_init(&s, "cifar10", 32, 32, 3, 10, err, sizeof err) == 0 &&
+    CHECK(model_spec_init(&s, "cifar10", 32, 32, 3, 10, err, sizeof err) == 0 &&
            s.vars[model_spec_find(&s, "local3/weights")].shape[0] == 4096, "cifar10 32x32x3 local3 input");
-    EXPECT(model_spec_init(&s, "cifar10", 28, 28, 1, 7, err, sizeof err) == 0 &&
+    CHECK(model_spec_init(&s, "cifar10", 28, 28, 1, 7, err, sizeof err) == 0 &&
            s.vars[4].shape[0] == 3136 && s.vars[0].shape[2] == 1 && s.vars[8].shape[1] == 7,
            "cifar10 28x28x1, 7 classes");
-    EXPECT(model_spec_init(&s, "mnist", 9, 11, 3, 4, err, sizeof err) == 0 &&
+    CHECK(model_spec_init(&s, "mnist", 9, 11, 3, 4, err, sizeof err) == 0 &&
            s.vars[4].shape[0] == 3 * 3 * 64 && s.vars[8].shape[1] == 4, "mnist 9x11x3 (odd: 9->5->3, 11->6->3)");
-    EXPECT(model_spec_find(&s, "no/such") == -1, "model_spec_find of an unknown name must be -1");
+    CHECK(model_spec_find(&s, "no/such") == -1, "model_spec_find of an unknown name must be -1");
 
     /* Bad input: one clear message, -1. */
     err[0] = 0;
-    EXPECT(model_spec_init(&s, "resnet", 24, 24, 3, 10, err, sizeof err) == -1 && strstr(err, "resnet"),
+    CHECK(model_spec_init(&s, "resnet", 24, 24, 3, 10, err, sizeof err) == -1 && strstr(err, "resnet"),
            "unknown model must fail naming it (err: %s)", err);
     err[0] = 0;
-    EXPECT(model_spec_init(&s, "mnist", 0, 28, 1, 10, err, sizeof err) == -1 && strstr(err, "0x28x1"),
+    CHECK(model_spec_init(&s, "mnist", 0, 28, 1, 10, err, sizeof err) == -1 && strstr(err, "0x28x1"),
            "0x28x1 must fail naming the shape (err: %s)", err);
     err[0] = 0;
-    EXPECT(model_spec_init(&s, "cifar10", 24, 24, 3, 0, err, sizeof err) == -1 && strstr(err, "num_classes"),
+    CHECK(model_spec_init(&s, "cifar10", 24, 24, 3, 0, err, sizeof err) == -1 && strstr(err, "num_classes"),
            "0 classes must fail (err: %s)", err);
     model_spec_init(&s, "cifar10", 24, 24, 3, 10, err, sizeof err);
     int32_t labels[3] = {0, 9, 10};
     err[0] = 0;
-    EXPECT(model_check_labels(&s, labels, 2, err, sizeof err) == 0, "labels 0, 9 are valid");
-    EXPECT(model_check_labels(&s, labels, 3, err, sizeof err) == -1 && strstr(err, "example 2"),
+    CHECK(model_check_labels(&s, labels, 2, err, sizeof err) == 0, "labels 0, 9 are valid");
+    CHECK(model_check_labels(&s, labels, 3, err, sizeof err) == -1 && strstr(err, "example 2"),
            "label 10 of 10 classes must be rejected naming example 2 (err: %s)", err);
 }
 
@@ -132,7 +122,7 @@ static void test_rng(void) {
                               4593380528125082431ULL, 16408922859458223821ULL};
     for (int i = 0; i < 5; i++) {
         uint64_t got = init_rng_next_u64(&r);
-        EXPECT(got == want[i], "splitmix64 output %d: %llu, want %llu", i, (unsigned long long)got,
+        CHECK(got == want[i], "splitmix64 output %d: %llu, want %llu", i, (unsigned long long)got,
                (unsigned long long)want[i]);
     }
     /* The polar method with libm's log on the same uniforms must agree with
@@ -153,7 +143,7 @@ static void test_rng(void) {
         worst = fmax(worst, fabs(z0 - u * f) / fabs(u * f));
         worst = fmax(worst, fabs(z1 - v * f) / fabs(v * f));
     }
-    EXPECT(worst < 1e-13, "init_rng_normal vs libm polar method: worst relative difference %g", worst);
+    CHECK(worst < 1e-13, "init_rng_normal vs libm polar method: worst relative difference %g", worst);
     /* Moments of 200k normals. */
     InitRng n;
     init_rng_seed(&n, 7, 0);
@@ -166,7 +156,7 @@ static void test_rng(void) {
     }
     m /= N;
     m2 = m2 / N - m * m;
-    EXPECT(fabs(m) < 0.01 && fabs(m2 - 1.0) < 0.01, "normal mean %g variance %g", m, m2);
+    CHECK(fabs(m) < 0.01 && fabs(m2 - 1.0) < 0.01, "normal mean %g variance %g", m, m2);
 }
 
 static void test_init(void) {
@@ -178,7 +168,7 @@ static void test_init(void) {
     model_init_params(p1, &s, 42);
     model_init_params(p2, &s, 42);
     model_init_params(p3, &s, 43);
-    EXPECT(memcmp(p1, p2, sizeof(float) * s.n_params) == 0, "same seed must give the same bits");
+    CHECK(memcmp(p1, p2, sizeof(float) * s.n_params) == 0, "same seed must give the same bits");
     size_t same = 0;
     for (int v = 0; v < s.n_vars; v++) {
         const ModelVar *var = &s.vars[v];
@@ -186,7 +176,7 @@ static void test_init(void) {
         if (var->init == INIT_CONSTANT) {
             for (size_t i = 0; i < var->n_floats; i++)
                 if (x[i] != var->init_value) {
-                    EXPECT(0, "%s[%zu] = %g, want the constant %g", var->name, i, x[i], var->init_value);
+                    CHECK(0, "%s[%zu] = %g, want the constant %g", var->name, i, x[i], var->init_value);
                     break;
                 }
             continue;
@@ -203,13 +193,13 @@ static void test_init(void) {
         /* A normal truncated at +-2 sigma has stddev sigma * sqrt(1 - 4 phi(2) / (2 Phi(2) - 1)). */
         double phi2 = exp(-2.0) / sqrt(2 * M_PI), mass = erf(2 / sqrt(2.0));
         double want_sd = sd * sqrt(1 - 4 * phi2 / mass);
-        EXPECT(mx <= 2 * sd * (1 + 1e-6), "%s: |value| %g beyond 2 stddev (%g)", var->name, mx, 2 * sd);
+        CHECK(mx <= 2 * sd * (1 + 1e-6), "%s: |value| %g beyond 2 stddev (%g)", var->name, mx, 2 * sd);
         double tol = var->n_floats > 10000 ? 0.02 : 0.15; /* small tables are noisy */
-        EXPECT(fabs(stddev / want_sd - 1) < tol, "%s: stddev %g, want about %g", var->name, stddev, want_sd);
-        EXPECT(fabs(m) < 4 * want_sd / sqrt((double)var->n_floats) + 1e-9, "%s: mean %g too far from 0",
+        CHECK(fabs(stddev / want_sd - 1) < tol, "%s: stddev %g, want about %g", var->name, stddev, want_sd);
+        CHECK(fabs(m) < 4 * want_sd / sqrt((double)var->n_floats) + 1e-9, "%s: mean %g too far from 0",
                var->name, m);
     }
-    EXPECT(same < 10, "seeds 42 and 43 agree on %zu truncated-normal values", same);
+    CHECK(same < 10, "seeds 42 and 43 agree on %zu truncated-normal values", same);
     /* A variable's values depend only on (seed, name): mnist's conv2/weights equals
      * cifar10's?  No: shapes differ.  But the same model at another input size
      * keeps conv1/conv2 bit for bit. */
@@ -218,7 +208,7 @@ static void test_init(void) {
     float *q = malloc(sizeof(float) * s32.n_params);
     model_init_params(q, &s32, 42);
     int c2 = model_spec_find(&s, "conv2/weights"), c2b = model_spec_find(&s32, "conv2/weights");
-    EXPECT(memcmp(p1 + s.vars[c2].offset, q + s32.vars[c2b].offset, sizeof(float) * s.vars[c2].n_floats) == 0,
+    CHECK(memcmp(p1 + s.vars[c2].offset, q + s32.vars[c2b].offset, sizeof(float) * s.vars[c2].n_floats) == 0,
            "conv2/weights must not depend on the input size (streams are per name)");
     free(p1); free(p2); free(p3); free(q);
 }
@@ -227,8 +217,8 @@ int main(void) {
     test_tables();
     test_rng();
     test_init();
-    if (g_failures) {
-        printf("%d spec checks FAILED\n", g_failures);
+    if (check_failures) {
+        printf("%d spec checks FAILED\n", check_failures);
         return 1;
     }
     printf("all spec checks passed\n");

@@ -14,16 +14,7 @@
 
 #include "cmd/progress.h"
 
-static int n_fail = 0;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            n_fail++;                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                  \
-            fprintf(stderr, "\n");                         \
-        }                                                  \
-    } while (0)
+#include "tests/check.h"
 
 static void expect_duration(double s, const char *want) {
     char buf[32];
@@ -156,8 +147,8 @@ int main(void) {
     CHECK(!progress_wanted(f, 0) && !progress_wanted(f, 1), "a regular file counts as a terminal");
     fclose(f);
 
-    if (n_fail) {
-        fprintf(stderr, "%d check(s) failed\n", n_fail);
+    if (check_failures) {
+        fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;
     }
     printf("ok\n");

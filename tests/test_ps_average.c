@@ -15,16 +15,7 @@
 
 #include "ps/ps.h"
 
-static int g_failures;
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            g_failures++;                                                      \
-        }                                                                      \
-    } while (0)
+#include "tests/check.h"
 
 static int close_to(double got, double want, double rel) {
     return fabs(got - want) <= rel * fabs(want) + 1e-12;
@@ -212,7 +203,7 @@ int main(void) {
     test_create();
     test_average();
     test_three_steps();
-    if (g_failures) fprintf(stderr, "test_ps_average: %d check(s) failed\n", g_failures);
+    if (check_failures) fprintf(stderr, "test_ps_average: %d check(s) failed\n", check_failures);
     else printf("test_ps_average: all checks passed\n");
-    return g_failures ? 1 : 0;
+    return check_failures ? 1 : 0;
 }

@@ -20,16 +20,7 @@
 #include "ps/checkpoint.h"
 #include "ps/checkpoint.pb-c.h"
 
-static int g_failures;
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            g_failures++;                                                      \
-        }                                                                      \
-    } while (0)
+#include "tests/check.h"
 
 static char g_root[512];
 
@@ -515,9 +506,9 @@ int main(void) {
     test_corruption();
     test_mismatch();
     test_read_real_model();
-    if (!g_failures) remove_tree(g_root);
+    if (!check_failures) remove_tree(g_root);
     else fprintf(stderr, "files left in %s\n", g_root);
-    if (g_failures) fprintf(stderr, "test_ps_checkpoint: %d check(s) failed\n", g_failures);
+    if (check_failures) fprintf(stderr, "test_ps_checkpoint: %d check(s) failed\n", check_failures);
     else printf("test_ps_checkpoint: all checks passed\n");
-    return g_failures ? 1 : 0;
+    return check_failures ? 1 : 0;
 }

@@ -14,16 +14,7 @@
 
 #include "ps/optimizer.h"
 
-static int g_failures;
-#define CHECK(cond, ...)                                                       \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fputc('\n', stderr);                                               \
-            g_failures++;                                                      \
-        }                                                                      \
-    } while (0)
+#include "tests/check.h"
 
 /* |got - want| within rel relative (or 1e-12 absolute near 0). */
 static int close_to(double got, double want, double rel) {
@@ -229,7 +220,7 @@ int main(void) {
     test_large_arrays_match_tf_order();
     test_lr_schedule();
     test_ema();
-    if (g_failures) fprintf(stderr, "test_ps_optimizer: %d check(s) failed\n", g_failures);
+    if (check_failures) fprintf(stderr, "test_ps_optimizer: %d check(s) failed\n", check_failures);
     else printf("test_ps_optimizer: all checks passed\n");
-    return g_failures ? 1 : 0;
+    return check_failures ? 1 : 0;
 }

@@ -26,16 +26,7 @@
 #include "ps/checkpoint.h"
 #include "ps/safetensors.h"
 
-static int n_fail = 0;
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (!(cond)) {                                     \
-            n_fail++;                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                  \
-            fprintf(stderr, "\n");                         \
-        }                                                  \
-    } while (0)
+#include "tests/check.h"
 
 /* ---------------------------------------------------------------- a small JSON reader */
 
@@ -193,11 +184,11 @@ static int st_read(const char *path, StFile *f) {
     f->n_bytes = fread(f->bytes, 1, (size_t)size, fp);
     fclose(fp);
     CHECK(f->n_bytes == (size_t)size && size >= 8, "%s: %ld bytes", path, size);
-    if (n_fail) return -1;
+    if (check_failures) return -1;
     for (int i = 7; i >= 0; i--) f->header_n_bytes = (f->header_n_bytes << 8) | f->bytes[i];
     CHECK(f->header_n_bytes % 8 == 0, "header length %llu not a multiple of 8", (unsigned long long)f->header_n_bytes);
     CHECK(8 + f->header_n_bytes <= f->n_bytes, "header length %llu beyond the file", (unsigned long long)f->header_n_bytes);
-    if (n_fail) return -1;
+    if (check_failures) return -1;
     JIn in = {(const char *)f->bytes + 8, (const char *)f->bytes + 8 + f->header_n_bytes, 0};
     jvalue(&in, &f->header);
     CHECK(!in.bad && f->header.kind == J_OBJ, "the header is not a JSON object");
@@ -205,7 +196,7 @@ static int st_read(const char *path, StFile *f) {
     CHECK(in.end - in.p < 8, "%ld padding bytes", (long)(in.end - in.p));
     f->data = f->bytes + 8 + f->header_n_bytes;
     f->data_n_bytes = f->n_bytes - 8 - f->header_n_bytes;
-    return n_fail ? -1 : 0;
+    return check_failures ? -1 : 0;
 }
 
 static void st_free(StFile *f) {
@@ -389,17 +380,17 @@ static void check_export(int argc, char **argv) {
     }
     char ckpt_path[4096], err[512];
     CHECK(ckpt_latest(argv[3], ckpt_path, sizeof ckpt_path) == 1, "%s: no checkpoint", argv[3]);
-    if (n_fail) return;
+    if (check_failures) return;
     CkptContents ck;
     CHECK(ckpt_read(ckpt_path, &ck, err, sizeof err) == 0, "%s", err);
-    if (n_fail) return;
+    if (check_failures) return;
     int want_ema = !strcmp(argv[4], "ema");
     CHECK(!want_ema || ck.ema, "the checkpoint has no moving averages");
     const float *params = want_ema && ck.ema ? ck.ema : ck.params;
     ModelSpec spec;
     CHECK(model_spec_init(&spec, ck.model, ck.H, ck.W, ck.C, ck.num_classes, err, sizeof err) == 0, "%s", err);
     StFile f;
-    if (!n_fail && st_read(argv[2], &f) == 0) {
+    if (!check_failures && st_read(argv[2], &f) == 0) {
         CHECK(check_layout(&f) == spec.n_vars, "%s: not one tensor per variable", argv[2]);
         for (int v = 0; v < spec.n_vars; v++)
             check_tensor(&f, spec.vars[v].name, spec.vars[v].shape, spec.vars[v].ndim, params + spec.vars[v].offset);
@@ -424,8 +415,8 @@ static void check_export(int argc, char **argv) {
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "check")) check_export(argc, argv);
     else unit_tests();
-    if (n_fail) {
-        fprintf(stderr, "%d check(s) failed\n", n_fail);
+    if (check_failures) {
+        fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;
     }
     printf("ok\n");
