@@ -222,7 +222,9 @@ int safetensors_tensors_from_spec(SafetensorsTensor *tensors, const ModelSpec *s
         memset(t, 0, sizeof *t);
         t->name = v->name;
         t->ndim = v->ndim;
-        for (int d = 0; d < v->ndim && d < SAFETENSORS_MAX_DIMS; d++) t->shape[d] = v->shape[d];
+        const int max_dims = (int)(sizeof v->shape / sizeof v->shape[0]) < SAFETENSORS_MAX_DIMS
+                                 ? (int)(sizeof v->shape / sizeof v->shape[0]) : SAFETENSORS_MAX_DIMS;
+        for (int d = 0; d < v->ndim && d < max_dims; d++) t->shape[d] = v->shape[d];
         t->data = params + v->offset;
     }
     return spec->n_vars;
