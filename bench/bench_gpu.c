@@ -11,10 +11,10 @@
  * (median over --reps timed runs of --steps steps, after --warmup steps,
  * with the min-max spread) and a breakdown of one step, the median over
  * every timed step of:
- *   copy in    variables + shard host -> GPU (TowerTimes.copy_in_sec, mean over towers)
- *   compute    forward + backward on the GPU (compute_sec)
- *   copy out   gradients GPU -> host (copy_out_sec)
- *   wake-up    from the go to the tower thread's start (wait_sec)
+ *   copy in    variables + shard host -> GPU (TOWER_PHASE_COPY_IN, mean over towers)
+ *   compute    forward + backward on the GPU (TOWER_PHASE_FORWARD + _BACKWARD)
+ *   copy out   gradients GPU -> host (TOWER_PHASE_COPY_OUT)
+ *   wake-up    from the go to the tower thread's start (tower_wake_sec)
  *   ps         ps_average_grads + ps_apply_gradients on the CPU
  * plus, measured alone on the same GPU, one H2D copy of the variables.
  * A line starting "RESULT" carries the figures for run_gpu_bench.sh.
@@ -140,10 +140,10 @@ static int bench(const Opts *o, const char *name, int n_towers) {
             ph[4][k] = tower_now_sec() - p0;
             for (int t = 0; t < n_towers; t++) {
                 const TowerTimes *tt = &g->towers[t].times;
-                ph[0][k] += tt->copy_in_sec / n_towers;
-                ph[1][k] += tt->compute_sec / n_towers;
-                ph[2][k] += tt->copy_out_sec / n_towers;
-                ph[3][k] += tt->wait_sec / n_towers;
+                ph[0][k] += tower_phase_sec(tt, TOWER_PHASE_COPY_IN) / n_towers;
+                ph[1][k] += (tower_phase_sec(tt, TOWER_PHASE_FORWARD) + tower_phase_sec(tt, TOWER_PHASE_BACKWARD)) / n_towers;
+                ph[2][k] += tower_phase_sec(tt, TOWER_PHASE_COPY_OUT) / n_towers;
+                ph[3][k] += tower_wake_sec(tt) / n_towers;
             }
         }
         rate[r] = (double)total * o->steps / (tower_now_sec() - t0);

@@ -740,10 +740,10 @@ void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out) {
     double copy = 0.0, compute = 0.0, reduce = 0.0, apply = 0.0;
     for (int t = 0; t < tr->n_towers; t++) {
         const TowerTimes *tt = &tr->towers->towers[t].times;
-        copy += tt->copy_in_sec + tt->copy_out_sec;
-        compute += tt->compute_sec;
-        reduce += tt->reduce_sec;
-        apply += tt->apply_sec;
+        copy += tower_phase_sec(tt, TOWER_PHASE_COPY_IN) + tower_phase_sec(tt, TOWER_PHASE_COPY_OUT);
+        compute += tower_phase_sec(tt, TOWER_PHASE_FORWARD) + tower_phase_sec(tt, TOWER_PHASE_BACKWARD);
+        reduce += tower_phase_sec(tt, TOWER_PHASE_REDUCE);
+        apply += tower_phase_sec(tt, TOWER_PHASE_APPLY);
     }
     out->copy = copy / tr->n_towers;
     out->compute = compute / tr->n_towers;

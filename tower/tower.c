@@ -73,8 +73,6 @@ static int tower_sync(TowerGroup *g, int ok) {
     return all_ok;
 }
 
-static double span_sec(const TowerSpan *s) { return s->end_sec - s->start_sec; }
-
 /* Split the compute span (recorded as FORWARD) at the backend's forward end, when it reports one. */
 static void split_compute(Tower *t) {
     TowerSpan *f = &t->times.span[TOWER_PHASE_FORWARD], *b = &t->times.span[TOWER_PHASE_BACKWARD];
@@ -111,10 +109,6 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
         ok = tower_copy_grads_to_ps(t) == 0;
         sp[TOWER_PHASE_COPY_OUT].end_sec = tower_now_sec();
     }
-    tt->wait_sec = sp[TOWER_PHASE_COPY_IN].start_sec - go_time;
-    tt->copy_in_sec = span_sec(&sp[TOWER_PHASE_COPY_IN]);
-    tt->compute_sec = span_sec(&sp[TOWER_PHASE_FORWARD]) + span_sec(&sp[TOWER_PHASE_BACKWARD]);
-    tt->copy_out_sec = span_sec(&sp[TOWER_PHASE_COPY_OUT]);
     if (!hooks) {
         if (ok) t->status = 0;
         return;
@@ -123,7 +117,6 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
     sp[TOWER_PHASE_SYNC].start_sec = tower_now_sec();
     int all_ok = tower_sync(t->group, ok && isfinite(t->loss));
     sp[TOWER_PHASE_SYNC].end_sec = tower_now_sec();
-    tt->sync_sec = span_sec(&sp[TOWER_PHASE_SYNC]);
     if (!all_ok) {
         if (ok) t->status = 0; /* this tower was fine: another one failed, or a loss is not finite */
         return;
@@ -138,8 +131,6 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
         ok = hooks->apply(hooks->ctx, t->index, t->err, sizeof t->err) == 0;
         sp[TOWER_PHASE_APPLY].end_sec = tower_now_sec();
     }
-    tt->reduce_sec = span_sec(&sp[TOWER_PHASE_REDUCE]);
-    tt->apply_sec = span_sec(&sp[TOWER_PHASE_APPLY]);
     if (ok) t->status = 0;
 }
 

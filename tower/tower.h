@@ -118,19 +118,20 @@ typedef struct {
     double start_sec, end_sec;
 } TowerSpan;
 
-/* What one tower did in its last step: absolute spans of every phase, and
- * the durations derived from them (seconds). */
+/* What one tower did in its last step: absolute spans of every phase
+ * (durations come from tower_phase_sec, never stored twice). */
 typedef struct {
     double go_sec;         /* when the step was published (tower_now_sec clock) */
     TowerSpan span[TOWER_N_PHASES];
-    double wait_sec;       /* from the go to the start of copy-in (thread wake-up) */
-    double copy_in_sec;    /* params + shard to the device */
-    double compute_sec;    /* forward + backward */
-    double copy_out_sec;   /* gradients to the host */
-    double sync_sec;       /* waiting for the other towers before the hooks (0 without hooks) */
-    double reduce_sec;     /* the reduce hook (0 without hooks) */
-    double apply_sec;      /* the apply hook (0 without hooks) */
 } TowerTimes;
+
+/* Seconds the phase took in the last step (0 when it did not run). */
+static inline double tower_phase_sec(const TowerTimes *tt, TowerPhase p) {
+    return tt->span[p].end_sec - tt->span[p].start_sec;
+}
+
+/* Seconds from the go to the start of copy-in (the thread's wake-up). */
+static inline double tower_wake_sec(const TowerTimes *tt) { return tt->span[TOWER_PHASE_COPY_IN].start_sec - tt->go_sec; }
 
 /* Per-step work run on every tower thread after its gradients are
  * delivered (the replicated modes).  Each returns 0, or -1 with one line in
