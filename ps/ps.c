@@ -93,7 +93,7 @@ void ps_average_grads(ParamServer *ps) {
 
 void ps_apply_gradients(ParamServer *ps) {
     const size_t n = ps->spec.n_params;
-    const float lr = lr_schedule_at(&ps->cfg.lr, ps->global_step);
+    const float lr = ps_step_lr(ps);
     optimizer_apply(ps->params, ps->accum, ps->grads, n, lr, &ps->cfg.opt);
     ps->global_step++;
     if (ps->ema) ema_apply(ps->ema, ps->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
