@@ -108,6 +108,12 @@ void example_decoder_free(ExampleDecoder *d) {
     free(d);
 }
 
+size_t example_decoder_max_n_bytes(size_t record_n_bytes) {
+    const size_t decoded_n_bytes = 2 * record_n_bytes + 4096;
+    const size_t block_n_bytes = 2 * decoded_n_bytes > 65536 ? 2 * decoded_n_bytes : 65536; /* arena_alloc's minimum */
+    return sizeof(ExampleDecoder) + 4 * block_n_bytes + 4096;
+}
+
 const Tensorflow__Example *example_decode(ExampleDecoder *d, const uint8_t *data, size_t n_bytes) {
     arena_reset(d);
     d->msg = tensorflow__example__unpack(&d->allocator, n_bytes, data);

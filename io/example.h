@@ -37,6 +37,15 @@ typedef struct ExampleDecoder ExampleDecoder;
 ExampleDecoder *example_decoder_new(void);
 void example_decoder_free(ExampleDecoder *d);
 
+/* Host memory a decoder holds at most, in bytes, after decoding records of
+ * up to record_n_bytes that are image-like Examples: protobuf-c's
+ * allocations for one such record (a bytes_list or float_list image copied
+ * once, a few int64 scalars, their keys) stay below D = 2 x record_n_bytes
+ * + 4 KiB, and the arena, which grows by doubling and merges on reset,
+ * below 4 x max(2 x D, 64 KiB).  A record of thousands of tiny features
+ * decodes to up to ~24x its size and is not covered.  Never fails. */
+size_t example_decoder_max_n_bytes(size_t record_n_bytes);
+
 /* Decodes a serialized Example (data, n_bytes).  Returns the message, owned
  * by the decoder and valid until its next decode or free, or NULL when the
  * bytes are not a valid Example (protobuf-c rejects them). */

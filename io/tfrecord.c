@@ -397,6 +397,18 @@ void tfr_reader_close(TfrReader *r) {
     free(r);
 }
 
+size_t tfr_reader_max_n_bytes(int compression, size_t record_n_bytes, size_t max_record_n_bytes) {
+    if (!max_record_n_bytes) max_record_n_bytes = TFR_DEFAULT_MAX_RECORD_N_BYTES;
+    if (!record_n_bytes || record_n_bytes > max_record_n_bytes) record_n_bytes = max_record_n_bytes;
+    size_t rec_cap = 4096; /* tfr_reader_next's growth of r->rec */
+    while (rec_cap < record_n_bytes) rec_cap *= 2;
+    if (rec_cap > max_record_n_bytes) rec_cap = max_record_n_bytes;
+    if (rec_cap < record_n_bytes) rec_cap = record_n_bytes;
+    const size_t zlib_n_bytes = compression == IO_COMPRESSION_NONE ? 0 : (size_t)48 << 10; /* inflate state ~7 KiB + window */
+    const size_t fixed_n_bytes = sizeof(TfrReader) + 4096 + ((size_t)16 << 10); /* FILE buffer, name, allocator slack */
+    return TFR_IN_BUFFER_N_BYTES + rec_cap + zlib_n_bytes + fixed_n_bytes;
+}
+
 /* ================================ writer ================================ */
 
 struct TfrWriter {

@@ -87,6 +87,15 @@ const char *tfr_reader_name(const TfrReader *r);
 /* Closes the file and frees the reader.  NULL is fine. */
 void tfr_reader_close(TfrReader *r);
 
+/* Host memory one open file reader holds at most, in bytes, while the
+ * records it returns are at most record_n_bytes long (0: up to
+ * max_record_n_bytes, itself 0 for TFR_DEFAULT_MAX_RECORD_N_BYTES): the
+ * input buffer, the record buffer (grown by doubling from 4 KiB, never past
+ * the limit), zlib's inflate state and 32 KiB window unless compression is
+ * IO_COMPRESSION_NONE, stdio's FILE buffer and the reader itself.  For
+ * memory bounds (io/pipeline.h: pipeline_max_n_bytes); never fails. */
+size_t tfr_reader_max_n_bytes(int compression, size_t record_n_bytes, size_t max_record_n_bytes);
+
 /* ---- writing ---- */
 
 typedef struct TfrWriter TfrWriter;
