@@ -216,14 +216,26 @@ static void tensors_for(const ModelSpec *spec, const float *block,
     }
 }
 
-/* Remove leftover temporary files of checkpoints or of the index. */
-static void remove_stale_tmp(const char *dir) {
+/* Remove leftover temporary files of checkpoints or of the index, and, when
+ * kept is not NULL, every checkpoint not among kept[0..n_kept): those a crash
+ * left unlisted (killed after a checkpoint's rename but before the index's,
+ * or before the dropped ones were deleted), which no later save would ever
+ * delete.  Returns 1 when a checkpoint was removed. */
+static int remove_stale(const char *dir, const char *const *kept, int n_kept) {
     DIR *d = opendir(dir);
-    if (!d) return;
+    if (!d) return 0;
     struct dirent *e;
     size_t slen = strlen(CKPT_TMP_SUFFIX);
+    int removed = 0;
     while ((e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
+        if (kept && is_ckpt_name(e->d_name)) {
+            int listed = 0;
+            for (int i = 0; i < n_kept && !listed; i++) listed = strcmp(kept[i], e->d_name) == 0;
+            char path[4096];
+            if (!listed && join_path(path, sizeof path, dir, e->d_name) == 0 && unlink(path) == 0) removed = 1;
+            continue;
+        }
         if (len <= slen || strcmp(e->d_name + len - slen, CKPT_TMP_SUFFIX) != 0) continue;
         char base[256];
         if (len - slen >= sizeof base) continue;
@@ -234,6 +246,7 @@ static void remove_stale_tmp(const char *dir) {
         if (join_path(path, sizeof path, dir, e->d_name) == 0) unlink(path);
     }
     closedir(d);
+    return removed;
 }
 
 int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
@@ -300,7 +313,8 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     IndexList *old = calloc(1, sizeof *old);
     if (!old)
         return fail(err, err_n_bytes, "%s: out of memory for the index", dir);
-    if (index_read(dir, NULL, 0, old) < 0) old->n = 0; /* unreadable: start a new list */
+    int index_ok = index_read(dir, NULL, 0, old) == 1;
+    if (!index_ok) old->n = 0; /* none, or unreadable: start a new list */
     int n_all = 0;
     const char *all[CKPT_MAX_INDEX_ENTRIES + 1];
     for (int i = 0; i < old->n; i++)
@@ -330,7 +344,10 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
             if (!is_ckpt_name(all[i]) || join_path(path, sizeof path, dir, all[i]) != 0) continue;
             if (unlink(path) == 0) removed = 1;
         }
-        remove_stale_tmp(dir);
+        /* Unlisted checkpoints go only when the list is known to be whole:
+         * keep_last > 0 and the previous index was read. */
+        int sweep = keep_last > 0 && index_ok;
+        if (remove_stale(dir, sweep ? all + first_kept : NULL, n_all - first_kept)) removed = 1;
         if (removed) fsync_dir(dir);
     }
     free(old);

@@ -51,7 +51,10 @@ typedef struct {
 /* Write dir/model.ckpt-<global_step> from ps and run (run may be NULL: zeros),
  * then the index dir/checkpoint naming it as the latest, then delete the
  * checkpoints that fall out of the newest keep_last (keep_last <= 0 keeps
- * all) and stale temporary files.  Creates dir (one level) if missing.
+ * all), stale temporary files, and (keep_last > 0, previous index readable)
+ * every model.ckpt-N the new index does not list: a crash between a
+ * checkpoint's rename and the index's leaves one.  Creates dir (one level)
+ * if missing.
  * Saving twice at the same step replaces the file.  Returns 0, or -1 with a
  * message in err; on failure the previous checkpoint and index are intact. */
 int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,

@@ -299,6 +299,8 @@ static void test_crash_before_rename(void) {
     train(ps, 1);
     CHECK(ckpt_save(dir, ps, NULL, 5, err, sizeof err) == 0, "save after crash: %s", err);
     CHECK(!file_exists(dir, "model.ckpt-2.tmp") && !file_exists(dir, "checkpoint.tmp"), "stale temporary files left");
+    CHECK(!file_exists(dir, "model.ckpt-3") && file_exists(dir, "model.ckpt-1"),
+          "model.ckpt-3, never listed by the index, must go; the listed model.ckpt-1 must stay");
     CHECK(ckpt_latest(dir, path, sizeof path) == 1 && strstr(path, "/model.ckpt-4"), "latest = %s", path);
     free(saved);
     ps_free(r);
