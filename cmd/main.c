@@ -1,5 +1,6 @@
 /* main.c — the `tower` binary: picks the subcommand and hands it argv.
  * It only wires; each subcommand lives in its own cmd_<name>.c. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* A write past the file-size limit (ulimit -f) fails with EFBIG, which every
+     * writer reports in one line naming its file, instead of SIGXFSZ killing the
+     * process halfway through a checkpoint without a word. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
