@@ -113,6 +113,12 @@ int cmd_eval(int argc, char **argv) {
         ckpt_contents_free(&ck);
         return 1;
     }
+    if (o.image_size > 0 && (o.image_size != spec.H || o.image_size != spec.W)) {
+        fprintf(stderr, "tower eval: --image_size %d but %s was trained on %dx%d inputs\n", o.image_size, path, spec.H,
+                spec.W);
+        ckpt_contents_free(&ck);
+        return 1;
+    }
     const float *params = (!o.no_moving_average && ck.ema) ? ck.ema : ck.params;
 
     char **files = NULL;
