@@ -26,10 +26,10 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
     if (checkpoint && checkpoint[0]) {
         snprintf(path, path_n_bytes, "%s", checkpoint);
     } else {
-        int found = ckpt_latest(checkpoint_dir, path, path_n_bytes);
+        int found = ckpt_find_latest(checkpoint_dir, path, path_n_bytes, err, sizeof err);
         if (found != 1) {
-            fprintf(stderr, "tower %s: %s in %s\n", command,
-                    found == 0 ? "no checkpoint found" : "cannot read the checkpoint index", checkpoint_dir);
+            if (found == 0) fprintf(stderr, "tower %s: no checkpoint found in %s\n", command, checkpoint_dir);
+            else fprintf(stderr, "tower %s: %s\n", command, err);
             return -1;
         }
     }

@@ -478,9 +478,9 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     }
     if (o->resume) {
         char path[4096];
-        int found = ckpt_latest(o->train_dir, path, sizeof path);
+        int found = ckpt_find_latest(o->train_dir, path, sizeof path, e, sizeof e);
         if (found < 0) {
-            snprintf(err, err_n_bytes, "--resume: cannot read the checkpoint index in %s", o->train_dir);
+            snprintf(err, err_n_bytes, "--resume: %s", e);
             trainer_close(tr);
             return -1;
         }

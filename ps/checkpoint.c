@@ -153,16 +153,27 @@ static int index_line_value(const char *line, const char *key, char *value, size
 }
 
 /* Read dir/checkpoint.  Returns 1 (read), 0 (no index), -1 (unreadable or
- * malformed).  latest and list may be NULL. */
-static int index_read(const char *dir, char *latest, size_t latest_n_bytes, IndexList *list) {
+ * malformed, with one line in err saying why).  latest and list may be NULL. */
+static int index_read(const char *dir, char *latest, size_t latest_n_bytes, IndexList *list, char *err,
+                      size_t err_n_bytes) {
     char path[4096];
-    if (join_path(path, sizeof path, dir, CKPT_INDEX_NAME) != 0) return -1;
+    if (join_path(path, sizeof path, dir, CKPT_INDEX_NAME) != 0)
+        return fail(err, err_n_bytes, "%s: path too long", dir);
     FILE *f = fopen(path, "r");
-    if (!f) return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+    if (!f) {
+        if (errno == ENOENT || errno == ENOTDIR) return 0;
+        return fail(err, err_n_bytes, "%s: cannot open the checkpoint index: %s", path, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return fail(err, err_n_bytes, "%s: the checkpoint index is not a regular file", path);
+    }
     char line[1024], value[256];
-    int have_latest = 0, bad = 0;
+    int have_latest = 0, bad = 0, line_no = 0;
     if (list) list->n = 0;
     while (fgets(line, sizeof line, f)) {
+        line_no++;
         line[strcspn(line, "\r\n")] = '\0';
         if (line[0] == '\0') continue;
         int r = index_line_value(line, "model_checkpoint_path", value, sizeof value);
@@ -179,19 +190,31 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
         if (list && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], value);
     }
     fclose(f);
-    return (bad || !have_latest) ? -1 : 1;
+    if (bad)
+        return fail(err, err_n_bytes, "%s: line %d of the checkpoint index is not model_checkpoint_path: \"NAME\" "
+                    "or all_model_checkpoint_paths: \"NAME\"", path, line_no);
+    if (!have_latest)
+        return fail(err, err_n_bytes, "%s: the checkpoint index has no model_checkpoint_path line", path);
+    return 1;
 }
 
-int ckpt_latest(const char *dir, char *path, size_t path_n_bytes) {
+int ckpt_find_latest(const char *dir, char *path, size_t path_n_bytes, char *err, size_t err_n_bytes) {
     char name[256];
-    int r = index_read(dir, name, sizeof name, NULL);
+    int r = index_read(dir, name, sizeof name, NULL, err, err_n_bytes);
     if (r <= 0) return r;
     if (name[0] == '/') {
-        if (strlen(name) >= path_n_bytes) return -1;
+        if (strlen(name) >= path_n_bytes)
+            return fail(err, err_n_bytes, "%s/%s: the path it names is too long", dir, CKPT_INDEX_NAME);
         strcpy(path, name);
         return 1;
     }
-    return join_path(path, path_n_bytes, dir, name) == 0 ? 1 : -1;
+    if (join_path(path, path_n_bytes, dir, name) != 0)
+        return fail(err, err_n_bytes, "%s/%s: the path it names is too long", dir, CKPT_INDEX_NAME);
+    return 1;
+}
+
+int ckpt_latest(const char *dir, char *path, size_t path_n_bytes) {
+    return ckpt_find_latest(dir, path, path_n_bytes, NULL, 0);
 }
 
 /* ---- saving ---- */
@@ -313,7 +336,7 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     IndexList *old = calloc(1, sizeof *old);
     if (!old)
         return fail(err, err_n_bytes, "%s: out of memory for the index", dir);
-    int index_ok = index_read(dir, NULL, 0, old) == 1;
+    int index_ok = index_read(dir, NULL, 0, old, NULL, 0) == 1;
     if (!index_ok) old->n = 0; /* none, or unreadable: start a new list */
     int n_all = 0;
     const char *all[CKPT_MAX_INDEX_ENTRIES + 1];

@@ -66,6 +66,11 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
  * nothing, or path_n_bytes is too small.  It does not open the checkpoint. */
 int ckpt_latest(const char *dir, char *path, size_t path_n_bytes);
 
+/* ckpt_latest, and on -1 one line in err that names the index and says what
+ * is wrong with it (cannot be opened, not a regular file, which line does
+ * not parse, no model_checkpoint_path). */
+int ckpt_find_latest(const char *dir, char *path, size_t path_n_bytes, char *err, size_t err_n_bytes);
+
 /* Read the checkpoint at path into ps: params, accum (when ps has one),
  * ema (when ps has one), global_step, and *run (when run is not NULL).
  * Everything is validated before ps is touched: header, checksum, decoding,

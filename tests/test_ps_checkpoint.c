@@ -247,6 +247,8 @@ static void test_index_and_keep_last(void) {
     snprintf(ipath, sizeof ipath, "%s/checkpoint", empty);
     write_all(ipath, "garbage\n", 8);
     CHECK(ckpt_latest(empty, path, sizeof path) == -1, "malformed index must be an error");
+    CHECK(ckpt_find_latest(empty, path, sizeof path, err, sizeof err) == -1 && strstr(err, ipath) &&
+          strstr(err, "line 1 of the checkpoint index"), "malformed index: %s", err);
     CHECK(ckpt_latest(dir, path, 8) == -1, "a too small path buffer must be an error");
     /* keep_last <= 0 keeps everything */
     char all[600];
