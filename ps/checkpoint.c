@@ -33,12 +33,26 @@ void ckpt_set_fault(CkptFault fault) { g_fault = fault; }
 
 /* ---- small helpers ---- */
 
+/* Formats the message into err.  Model and variable names come from the
+ * file: control bytes (a newline, an escape sequence) are written as \xHH,
+ * so the message stays one line and prints safely. */
 static int fail(char *err, size_t err_n_bytes, const char *fmt, ...) {
     if (err && err_n_bytes) {
+        char raw[4096 + 1024];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err, err_n_bytes, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        size_t o = 0;
+        for (const unsigned char *p = (const unsigned char *)raw; *p && o + 1 < err_n_bytes; p++) {
+            if (*p >= 0x20 && *p != 0x7f) {
+                err[o++] = (char)*p;
+            } else {
+                if (o + 5 > err_n_bytes) break;
+                o += (size_t)snprintf(err + o, err_n_bytes - o, "\\x%02x", *p);
+            }
+        }
+        err[o] = '\0';
     }
     return -1;
 }
