@@ -327,6 +327,33 @@ ModelActs *model_acts_create(const ModelSpec *spec, int max_batch) {
     return a;
 }
 
+/* One array of n_bytes as the allocator hands it out: whole pages, one more for its header and alignment. */
+static size_t array_n_bytes(size_t n_bytes) { return (n_bytes + 4095) / 4096 * 4096 + 4096; }
+
+size_t model_acts_n_bytes(const ModelSpec *spec, int max_batch) {
+    Layer layers[MAX_LAYERS];
+    int n_layers = build_plan(layers, spec->kind, spec->H, spec->W, spec->C, spec->num_classes);
+    if (n_layers < 0 || max_batch < 1) return 0;
+    const size_t Bm = (size_t)max_batch, in_n = (size_t)spec->H * spec->W * spec->C;
+    const int n_threads = omp_get_max_threads();
+    size_t max_act = in_n, max_scratch = 0, n_bytes = sizeof(ModelActs);
+    for (int i = 0; i < n_layers; i++) {
+        const Layer *L = &layers[i];
+        if (L->out_n > max_act) max_act = L->out_n;
+        n_bytes += array_n_bytes(sizeof(float) * Bm * L->out_n);
+        if (L->kind == LAYER_LRN) n_bytes += array_n_bytes(sizeof(float) * Bm * L->out_n);
+        else if (L->kind == LAYER_POOL) n_bytes += array_n_bytes(sizeof(int32_t) * Bm * L->out_n);
+        else if (L->kind == LAYER_CONV) {
+            size_t s = conv2d_scratch_n_floats(&L->conv, n_threads);
+            if (s > max_scratch) max_scratch = s;
+        }
+    }
+    n_bytes += array_n_bytes(sizeof(float) * Bm * in_n) + array_n_bytes(sizeof(int32_t) * Bm) +
+               array_n_bytes(sizeof(float) * Bm * spec->num_classes) + 2 * array_n_bytes(sizeof(float) * Bm * max_act) +
+               array_n_bytes(sizeof(float) * max_scratch);
+    return n_bytes;
+}
+
 void model_acts_free(ModelActs *a) {
     if (!a) return;
     for (int i = 0; i < a->n_layers; i++) {

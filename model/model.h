@@ -66,6 +66,12 @@ typedef struct ModelActs ModelActs;
 ModelActs *model_acts_create(const ModelSpec *spec, int max_batch);
 void model_acts_free(ModelActs *acts);
 
+/* Bytes model_acts_create(spec, max_batch) allocates when called from this
+ * thread (its conv scratch is sized for omp_get_max_threads()), each array
+ * rounded up to whole pages; 0 for a spec the plan cannot take.  For memory
+ * bounds; never fails. */
+size_t model_acts_n_bytes(const ModelSpec *spec, int max_batch);
+
 /* Forward pass on a batch of B <= max_batch examples.
  *   x      : (B, H, W, C) float inputs
  *   labels : (B) class indices in [0, num_classes)
