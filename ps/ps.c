@@ -100,6 +100,16 @@ void ps_apply_gradients(ParamServer *ps) {
     ps->last_lr = lr;
 }
 
+size_t ps_host_n_bytes(const ParamServer *ps) {
+    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
+    const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;
+    const size_t per_replica = 1 + (ps->accum ? 1u : 0u);
+    size_t n_bytes = sizeof *ps + ps->block_n_bytes + (size_t)ps->n_towers * sizeof(float *);
+    if (ps->n_replicas > 0)
+        n_bytes += (size_t)ps->n_replicas * (per_replica * slice_n_floats * sizeof(float) + 2 * sizeof(float *));
+    return n_bytes;
+}
+
 int ps_create_replicas(ParamServer *ps, int n_replicas) {
     if (n_replicas < 1 || ps->n_replicas > 0) return -1;
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);

@@ -85,6 +85,11 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
 /* Free the block and the server.  NULL is a no-op. */
 void ps_free(ParamServer *ps);
 
+/* Host bytes the server holds: its block (params, grads, accum, ema, every
+ * tower_grads slice) and, in the replicated modes, the replicas' block,
+ * with the pointer tables.  For memory bounds; never fails. */
+size_t ps_host_n_bytes(const ParamServer *ps);
+
 /* grads = (sum over towers in order 0..n-1 of tower_grads[t]) / n_towers:
  * per element, s = g0; s += g1; ...; grads = s / (float)n_towers.
  * OpenMP over elements; bitwise equal to that serial loop.  Never fails. */
