@@ -27,8 +27,10 @@
 
 #include "io/example.h"
 #include "io/rng.h"
+#include "io/tfrecord.h"
 
 #define PIPELINE_GROUP 16 /* work items / slots moved per lock */
+#define PIPELINE_THREAD_N_BYTES ((size_t)128 << 10) /* a thread's touched stack and malloc arena slack (pipeline_max_n_bytes) */
 
 typedef struct {
     int slot;      /* slot holding the decoded image and label */
@@ -545,6 +547,65 @@ static void *worker_main(void *arg) {
 
 /* ------------------------------------------------------------------ public */
 
+/* The sizes pipeline_open derives from a (checked) configuration. */
+typedef struct {
+    int B;                /* global batch */
+    long capacity;        /* shuffle buffer (0 without shuffle) */
+    long n_slots;         /* decoded examples in flight: the shuffle buffer, two batches, the groups in transit */
+    int P;                /* staging buffers */
+    size_t in_n_values;   /* in_H * in_W * in_C */
+    size_t slot_n_bytes;  /* one decoded image, rounded up to 64 bytes */
+    size_t out_n_floats;  /* out_H * out_W * in_C */
+} PipelineSizes;
+
+static void plan_sizes(const PipelineConfig *c, PipelineSizes *z) {
+    z->B = 0;
+    for (int t = 0; t < c->n_shards; t++) z->B += c->shard_sizes[t];
+    z->capacity = !c->shuffle ? 0 : c->capacity ? c->capacity : c->min_after_dequeue + 3L * z->B;
+    z->n_slots = z->capacity + 2L * z->B + 2L * PIPELINE_GROUP * (c->n_workers + 1);
+    z->P = c->prefetch_batches < 2 * c->n_shards ? 2 * c->n_shards : c->prefetch_batches;
+    z->in_n_values = (size_t)c->in_H * (size_t)c->in_W * (size_t)c->in_C;
+    z->slot_n_bytes = z->in_n_values * (c->image_float ? sizeof(float) : 1);
+    z->slot_n_bytes = (z->slot_n_bytes + 63) / 64 * 64;
+    z->out_n_floats = (size_t)c->out_H * (size_t)c->out_W * (size_t)c->in_C;
+}
+
+static size_t round_up_pages(size_t n_bytes) { return (n_bytes + 4095) / 4096 * 4096; }
+
+size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, PipelineMemory *m) {
+    PipelineMemory local;
+    if (!m) m = &local;
+    memset(m, 0, sizeof *m);
+    PipelineSizes z;
+    plan_sizes(cfg, &z);
+    const size_t n_slots = (size_t)z.n_slots;
+    m->capacity = z.capacity;
+    m->n_slots = z.n_slots;
+    m->prefetch_batches = z.P;
+    m->slot_n_bytes = z.slot_n_bytes;
+    /* slot_data, slot_label, free_slots, work */
+    m->slots_n_bytes = n_slots * (z.slot_n_bytes + sizeof(int32_t) + sizeof(int) + sizeof(WorkItem));
+    m->shuffle_n_bytes = (size_t)(z.capacity > 0 ? z.capacity : 1) * sizeof(int);
+    /* Each staging buffer is zeroed by cfg->alloc (all its pages resident). */
+    m->staging_n_bytes = (size_t)z.P * (round_up_pages((size_t)z.B * z.out_n_floats * sizeof(float)) +
+                                        round_up_pages((size_t)z.B * sizeof(int32_t)) + sizeof(RingEntry));
+    const size_t max_record = cfg->max_record_n_bytes ? cfg->max_record_n_bytes : TFR_DEFAULT_MAX_RECORD_N_BYTES;
+    const size_t record = record_n_bytes && record_n_bytes < max_record ? record_n_bytes : max_record;
+    /* One reader is open at a time (pipeline_open checks the files one after another). */
+    m->reader_n_bytes = tfr_reader_max_n_bytes(cfg->compression, record, max_record) + example_decoder_max_n_bytes(record);
+    size_t names_n_bytes = 0;
+    for (int i = 0; cfg->files && i < cfg->n_files; i++)
+        names_n_bytes += sizeof(char *) + (cfg->files[i] ? strlen(cfg->files[i]) + 1 : 0);
+    /* The reader's and the workers' stacks and their malloc arenas' slack;
+     * the workers need no heap scratch (they augment straight into the
+     * staging buffer). */
+    m->threads_n_bytes = (size_t)(1 + cfg->n_workers) * (PIPELINE_THREAD_N_BYTES + sizeof(pthread_t)) + sizeof(Pipeline) +
+                         names_n_bytes + (size_t)cfg->n_files * sizeof(int);
+    m->total_n_bytes = m->slots_n_bytes + m->shuffle_n_bytes + m->staging_n_bytes + m->reader_n_bytes + m->threads_n_bytes;
+    return m->total_n_bytes;
+}
+
+
 static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
 #define BAD(...) do { snprintf(err, err_n, __VA_ARGS__); return -1; } while (0)
     if (!c->files || c->n_files < 1) BAD("pipeline: no input files");
@@ -610,21 +671,19 @@ Pipeline *pipeline_open(const PipelineConfig *cfg, char *err, size_t err_n) {
     }
     c->files = (const char *const *)p->files;
 
-    p->B = 0;
-    for (int t = 0; t < c->n_shards; t++) p->B += c->shard_sizes[t];
-    if (c->shuffle && c->capacity == 0) c->capacity = c->min_after_dequeue + 3L * p->B;
-    if (!c->shuffle) c->capacity = 0;
-    p->in_n_values = (size_t)c->in_H * (size_t)c->in_W * (size_t)c->in_C;
-    p->slot_n_bytes = p->in_n_values * (c->image_float ? sizeof(float) : 1);
-    p->slot_n_bytes = (p->slot_n_bytes + 63) / 64 * 64;
-    p->out_n_floats = (size_t)c->out_H * (size_t)c->out_W * (size_t)c->in_C;
-
-    long n_slots = c->capacity + 2L * p->B + 2L * PIPELINE_GROUP * (c->n_workers + 1);
-    if (n_slots > (1L << 28)) {
+    PipelineSizes z;
+    plan_sizes(c, &z);
+    p->B = z.B;
+    c->capacity = z.capacity;
+    c->prefetch_batches = z.P;
+    p->in_n_values = z.in_n_values;
+    p->slot_n_bytes = z.slot_n_bytes;
+    p->out_n_floats = z.out_n_floats;
+    if (z.n_slots > (1L << 28)) {
         snprintf(err, err_n, "pipeline: shuffle capacity %ld is too large", c->capacity);
         goto fail;
     }
-    p->n_slots = (int)n_slots;
+    p->n_slots = (int)z.n_slots;
     p->slot_data = malloc((size_t)p->n_slots * p->slot_n_bytes);
     p->slot_label = malloc((size_t)p->n_slots * sizeof *p->slot_label);
     p->free_slots = malloc((size_t)p->n_slots * sizeof *p->free_slots);
@@ -634,8 +693,6 @@ Pipeline *pipeline_open(const PipelineConfig *cfg, char *err, size_t err_n) {
     for (int i = 0; i < p->n_slots; i++) p->free_slots[i] = p->n_slots - 1 - i;
     p->n_free = p->n_slots;
 
-    int min_prefetch = 2 * c->n_shards;
-    if (c->prefetch_batches < min_prefetch) c->prefetch_batches = min_prefetch;
     p->P = c->prefetch_batches;
     p->ring = calloc((size_t)p->P, sizeof *p->ring);
     if (!p->ring) goto oom;

@@ -23,6 +23,8 @@
  * with a producer ahead of the consumer); at the end of an epoch the buffer
  * drains, so epochs never mix.  capacity must exceed min_after_dequeue.
  *
+ * Memory: fixed at open by the configuration (pipeline_max_n_bytes), never
+ * by the data: files are streamed one record at a time.
  * What it does not do: no training, no device copies (the tower backends
  * copy shards out of the staging buffers), no variable image sizes.
  */
@@ -118,6 +120,29 @@ void pipeline_release(Pipeline *p, PipelineBatch *b);
 
 /* A snapshot of the pipeline's own statistics. */
 void pipeline_stats(Pipeline *p, PipelineStats *s);
+
+/* The pipeline's host memory, part by part (pipeline_max_n_bytes). */
+typedef struct {
+    size_t slots_n_bytes;    /* decoded examples in flight: n_slots x (slot_n_bytes + label + bookkeeping) */
+    size_t shuffle_n_bytes;  /* the shuffle buffer's index: capacity slot ids */
+    size_t staging_n_bytes;  /* prefetch_batches staging buffers (images and labels, whole pages, from cfg.alloc) */
+    size_t reader_n_bytes;   /* the open TfrReader and the Example decoder's arena */
+    size_t threads_n_bytes;  /* the reader's and workers' stacks, the Pipeline itself, the file names */
+    size_t total_n_bytes;    /* the sum */
+    long capacity, n_slots;  /* shuffle capacity (0: no shuffle); slots = capacity + 2 batches + groups in transit */
+    int prefetch_batches;    /* staging buffers */
+    size_t slot_n_bytes;     /* one decoded image (in_H * in_W * in_C, x4 for float images, rounded up to 64) */
+} PipelineMemory;
+
+/* The most host memory a pipeline opened with cfg holds at any time, in
+ * bytes, when no record is longer than record_n_bytes (0: the reader's
+ * limit cfg->max_record_n_bytes, which every record obeys) and the records
+ * are image-like Examples (see example_decoder_max_n_bytes).  It does not
+ * depend on the number or size of the files: the pipeline streams them.
+ * Mirrors pipeline_open's sizes (capacity 0 and prefetch_batches raised as
+ * there).  Fills m (when not NULL) with the parts.  cfg must be one that
+ * pipeline_open accepts (n_shards within PIPELINE_MAX_SHARDS); never fails. */
+size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, PipelineMemory *m);
 
 /* Stops and joins the threads, frees everything (staging buffers through
  * cfg.alloc).  Batches not yet released become invalid.  NULL is fine. */
