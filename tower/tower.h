@@ -77,6 +77,11 @@ typedef struct TowerBackend {
      * forward pass of the last compute ended, so that the phase times can
      * show forward and backward apart. */
     double (*forward_end_sec)(const void *dev);
+    /* Optional (NULL: not known).  Host bytes one tower created by
+     * tower_create(spec, ..., max_batch, ...) on this thread holds at most:
+     * for memory bounds.  The CPU backend's are its weights, logits and
+     * ModelActs; a GPU tower's state lives in device memory. */
+    size_t (*host_n_bytes)(const ModelSpec *spec, int max_batch);
 } TowerBackend;
 
 extern const TowerBackend tower_backend_cpu;

@@ -140,6 +140,13 @@ static int cpu_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
     return 0; /* compute already wrote them into the host gradient buffer */
 }
 
+/* own_weights (page-aligned), logits and the activations, as cpu_tower_create allocates them. */
+static size_t cpu_host_n_bytes(const ModelSpec *spec, int max_batch) {
+    const size_t weights_n_bytes = (spec->n_params * sizeof(float) + 4095) / 4096 * 4096 + 4096;
+    const size_t logits_n_bytes = (size_t)max_batch * spec->num_classes * sizeof(float) + 4096;
+    return sizeof(CpuTower) + weights_n_bytes + logits_n_bytes + model_acts_n_bytes(spec, max_batch);
+}
+
 const TowerBackend tower_backend_cpu = {
     .name = "cpu",
     .host_alloc = cpu_host_alloc,
@@ -153,4 +160,5 @@ const TowerBackend tower_backend_cpu = {
     .copy_grads_out = cpu_copy_grads_out,
     .bind_params = cpu_bind_params,
     .forward_end_sec = cpu_forward_end_sec,
+    .host_n_bytes = cpu_host_n_bytes,
 };
