@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/events.h"
 #include "io/rng.h"
 
 void trainer_options_defaults(TrainerOptions *o) {
@@ -291,6 +292,56 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
     return 0;
 }
 
+size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
+    TrainerMemory local;
+    if (!m) m = &local;
+    memset(m, 0, sizeof *m);
+    if (tr->opt.synthetic) {
+        const size_t example_n_floats = (size_t)tr->spec.H * tr->spec.W * tr->spec.C;
+        m->input_n_bytes = (size_t)tr->global_batch * (example_n_floats * sizeof(float) + sizeof(int32_t)) + 2 * 4096;
+    } else {
+        m->input_n_bytes = pipeline_max_n_bytes(&tr->pipeline_cfg, tr->record_n_bytes, &m->pipeline);
+    }
+    m->variables_n_bytes = tr->ps ? ps_host_n_bytes(tr->ps) : 0;
+    m->towers_known = tr->backend && tr->backend->host_n_bytes;
+    if (m->towers_known) {
+        for (int t = 0; t < tr->n_towers; t++) m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t]);
+    }
+    const ParamServer *ps = tr->ps;
+    const size_t n_arrays = 1 + (ps && ps->accum ? 1 : 0) + (ps && ps->ema ? 1 : 0);
+    const size_t payload_n_bytes = n_arrays * tr->spec.n_params * sizeof(float) + ((size_t)64 << 10);
+    m->checkpoint_n_bytes = (tr->opt.resume ? 2 : 1) * payload_n_bytes;
+    int n_limits;
+    event_default_bucket_limits(&n_limits);
+    /* per variable: bucket limits and counts queued (2 doubles per bucket) and
+     * their encoding (up to 2 x 9 bytes); one counts array while computing. */
+    m->summaries_n_bytes = (size_t)tr->spec.n_vars * (size_t)n_limits * (2 * sizeof(double) + 18) +
+                           (size_t)n_limits * sizeof(double) + ((size_t)64 << 10);
+    m->runtime_n_bytes = TRAINER_RUNTIME_N_BYTES;
+    m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->checkpoint_n_bytes +
+                       m->summaries_n_bytes + m->runtime_n_bytes;
+    return m->total_n_bytes;
+}
+
+static double mib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0); }
+
+/* One line: the bound and its parts. */
+static void log_memory_bound(const Trainer *tr, const char *ts) {
+    TrainerMemory m;
+    trainer_max_n_bytes(tr, &m);
+    if (tr->opt.synthetic)
+        printf("%s: memory bound %.1f MiB = synthetic batch %.1f", ts, mib(m.total_n_bytes), mib(m.input_n_bytes));
+    else
+        printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
+               "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
+               m.pipeline.capacity, m.pipeline.n_slots, m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches,
+               tr->record_n_bytes);
+    printf(" + variables %.1f + towers %.1f%s + checkpoint %.1f + summaries %.1f + runtime %.1f\n",
+           mib(m.variables_n_bytes), mib(m.towers_n_bytes),
+           m.towers_known ? "" : " (not counted: device memory, and the CUDA runtime's host memory)",
+           mib(m.checkpoint_n_bytes), mib(m.summaries_n_bytes), mib(m.runtime_n_bytes));
+}
+
 static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) {
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
@@ -311,6 +362,7 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
     else
         printf("%s: global batch %d = %d tower(s); mode %s: gradients averaged and applied on /cpu:0 by %d OpenMP "
                "thread(s)\n", ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode), tr->server_threads);
+    log_memory_bound(tr, ts);
     fflush(stdout);
 }
 
@@ -424,6 +476,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
             return -1;
         }
     }
+    tr->record_n_bytes = (size_t)H * W * C * (is_float ? sizeof(float) : 1) + 4096;
     int out_H = H, out_W = W;
     if (is_cifar && o->image_size > 0) {
         if (o->image_size > H || o->image_size > W) {
@@ -573,6 +626,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     pcfg.skip_corrupt = o->skip_corrupt;
     pcfg.drop_remainder = 1;
     pcfg.skip_examples = tr->examples_consumed;
+    tr->pipeline_cfg = pcfg;
     tr->pipeline = pipeline_open(&pcfg, e, sizeof e);
     if (!tr->pipeline) {
         snprintf(err, err_n_bytes, "%s", e);
