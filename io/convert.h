@@ -36,9 +36,14 @@ struct ConvertSource {
     void *state;
 };
 
+/* One IDX image is at most this many bytes (its buffer is allocated from
+ * the header, before any pixel is read). */
+#define CONVERT_MAX_IMAGE_N_BYTES ((size_t)1 << 28)
+
 /* IDX images (magic 0x00000803, dims n x rows x cols [x channels], uint8)
  * and labels (0x00000801, n, uint8), gzip-compressed or raw (detected).
- * Checks both headers and that the counts agree.  NULL + message on error. */
+ * Checks both headers, that one image is at most CONVERT_MAX_IMAGE_N_BYTES
+ * and that the counts agree.  NULL + message on error. */
 ConvertSource *convert_open_idx(const char *images_path, const char *labels_path, char *err, size_t err_n_bytes);
 
 /* CIFAR-10 binary files (records of 1 label byte + 3072 bytes, channel-major
