@@ -496,9 +496,9 @@ static int writer_put(TfrWriter *w, const void *data, size_t n, int flush, char 
             size_t have = TFR_OUT_BUFFER_N_BYTES - w->zs.avail_out;
             if (have && fwrite(w->out, 1, have, w->f) != have) return writer_fail(w, err, err_n, strerror(errno ? errno : EIO));
         } while (w->zs.avail_out == 0);
-        p += chunk;
-        left -= chunk;
         if (last) break;
+        p += chunk; /* never on the NULL of a flush (NULL + 0 is undefined) */
+        left -= chunk;
     }
     return 0;
 }
