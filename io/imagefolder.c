@@ -112,8 +112,10 @@ static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *
         return -1;
     }
     for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * w * 3;
+    /* No png_read_end: the chunks after the image data hold no pixels, and a
+     * damaged one does not make PIL or libpng's simplified reader refuse the
+     * image, so it does not make this decoder refuse it either. */
     png_read_image(png, rows);
-    png_read_end(png, NULL);
     png_destroy_read_struct(&png, &info, NULL);
     free(rows);
     fclose(f);
