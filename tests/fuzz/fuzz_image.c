@@ -1,0 +1,131 @@
+/* fuzz_image.c — fuzz target of the image-folder decoders of `tower convert
+ * --from imagefolder` (io/imagefolder.h: PNG through libpng, JPEG through
+ * libjpeg-turbo, then PIL-style resizing).
+ *
+ * Where it sits: tests/fuzz/; offline, before training.  The input is one
+ * image file.  It is written to DIR/cls/img (tmpfs) and goes
+ *   1. through imagefolder_decode (format from the content);
+ *   2. through the whole source: convert_open_imagefolder(DIR) and next(),
+ *      which decodes again, resizes (or resizes and crops) and converts to
+ *      grey or keeps RGB.  The last input byte picks the configuration:
+ *      image_size 1 + (b & 63), channels 1 when b & 64, center-crop when
+ *      b & 128 (a PNG or JPEG ignores bytes after its end).
+ * Invariants: a PNG that libpng's own simplified reader (png_image_*)
+ * reads as RGB decodes, at the same size; a file that does not decode is
+ * one warning line naming it and
+ * is skipped (the source never fails for it); decode and source agree on
+ * which files are good; a good image is at least 1 x 1 and at most
+ * IMAGEFOLDER_MAX_PIXELS; the item has the configured shape; with RGB
+ * output and image_size equal to both sides, the item is the decoded
+ * image itself.
+ * What it does not do: it does not fuzz libpng or libjpeg-turbo themselves
+ * (they are not built with coverage here), only what Tower does with them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <png.h>
+
+#include "fuzz_common.h"
+#include "io/imagefolder.h"
+
+#define ORACLE_MAX_PIXELS ((size_t)1 << 22)
+
+/* libpng's own simplified reader as an oracle: 1 when it reads data as a
+ * PNG (as RGB, at most ORACLE_MAX_PIXELS), with its size in *H, *W. */
+static int libpng_reads(const uint8_t *data, size_t size, int *H, int *W) {
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&img, data, size)) return 0;
+    int ok = 0;
+    img.format = PNG_FORMAT_RGB;
+    if ((size_t)img.width * img.height <= ORACLE_MAX_PIXELS) {
+        uint8_t *buf = malloc(PNG_IMAGE_SIZE(img));
+        FUZZ_REQUIRE(buf != NULL, "out of memory");
+        ok = png_image_finish_read(&img, NULL, buf, 0, NULL) != 0;
+        *H = (int)img.height;
+        *W = (int)img.width;
+        free(buf);
+    }
+    png_image_free(&img);
+    return ok;
+}
+
+typedef struct {
+    int n;
+    char line[1200];
+} Warnings;
+
+static void on_warn(void *ctx, const char *line) {
+    Warnings *w = ctx;
+    w->n++;
+    snprintf(w->line, sizeof w->line, "%s", line);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static char dir[512], path[600];
+    if (!dir[0]) {
+        char cls[560];
+        snprintf(dir, sizeof dir, "%s/folder", fuzz_scratch_dir());
+        snprintf(cls, sizeof cls, "%s/cls", dir);
+        FUZZ_REQUIRE(mkdir(dir, 0755) == 0 && mkdir(cls, 0755) == 0, "mkdir %s failed", cls);
+        snprintf(path, sizeof path, "%s/img", cls);
+    }
+    if (size > ((size_t)16 << 20)) return 0;
+    fuzz_write_path(path, data, size);
+
+    /* 1. the decoder alone. */
+    uint8_t *pixels = NULL;
+    int H = 0, W = 0;
+    char err[1024];
+    int decoded = imagefolder_decode(path, &pixels, &H, &W, err, sizeof err) == 0;
+    if (decoded) {
+        FUZZ_REQUIRE(pixels && H >= 1 && W >= 1 && (size_t)H * W <= IMAGEFOLDER_MAX_PIXELS, "decoded %d x %d", H, W);
+        volatile unsigned sink = 0;
+        for (size_t i = 0; i < (size_t)H * W * 3; i++) sink += pixels[i];
+        (void)sink;
+    } else {
+        FUZZ_REQUIRE(pixels == NULL, "imagefolder_decode failed but left pixels");
+        fuzz_require_line(err, path, "imagefolder_decode");
+    }
+    int oH, oW;
+    if (libpng_reads(data, size, &oH, &oW))
+        FUZZ_REQUIRE(decoded && oH == H && oW == W, "libpng reads a %d x %d PNG that imagefolder_decode %s (%s)", oW, oH,
+                     decoded ? "reads at another size" : "refuses", decoded ? "" : err);
+
+    /* 2. the source, with the configuration of the last byte. */
+    uint8_t b = size ? data[size - 1] : 0;
+    ImageFolderConfig cfg;
+    imagefolder_config_defaults(&cfg);
+    cfg.image_size = 1 + (b & 63);
+    cfg.channels = b & 64 ? 1 : 3;
+    cfg.mode = b & 128 ? IMAGEFOLDER_CENTER_CROP : IMAGEFOLDER_RESIZE;
+    Warnings w = {0, ""};
+    cfg.warn = on_warn;
+    cfg.warn_ctx = &w;
+    ConvertSource *src = convert_open_imagefolder(dir, &cfg, err, sizeof err);
+    FUZZ_REQUIRE(src != NULL, "convert_open_imagefolder failed: %s", err);
+    ConvertItem item;
+    int rc = src->next(src, &item, err, sizeof err);
+    FUZZ_REQUIRE(rc == (decoded ? 1 : 0), "next returned %d for a file imagefolder_decode %s (%s)", rc,
+                 decoded ? "decodes" : "refuses", rc < 0 ? err : "");
+    if (rc == 1) {
+        int S = cfg.image_size, C = cfg.channels;
+        FUZZ_REQUIRE(item.H == S && item.W == S && item.C == C && item.label == 0, "item %d x %d x %d, label %lld", item.H, item.W,
+                     item.C, (long long)item.label);
+        if (C == 3 && H == S && W == S)
+            FUZZ_REQUIRE(!memcmp(item.image, pixels, (size_t)S * S * 3), "a %d x %d image at its own size changed", S, S);
+        FUZZ_REQUIRE(w.n == 0 && imagefolder_n_skipped(src) == 0, "a warning for a good image: %s", w.line);
+        FUZZ_REQUIRE(src->next(src, &item, err, sizeof err) == 0, "a second item from one file");
+    } else {
+        FUZZ_REQUIRE(w.n == 1 && imagefolder_n_skipped(src) == 1, "%d warnings, %ld skipped for a bad file", w.n,
+                     imagefolder_n_skipped(src));
+        fuzz_require_line(w.line, path, "imagefolder warning");
+    }
+    src->close(src);
+    free(pixels);
+    return 0;
+}
