@@ -4,8 +4,10 @@
  * fuzz_<target>_replay, which the ctests labelled `fuzz` run over the
  * committed regression inputs and seeds, so the normal suite (gcc, and its
  * sanitizer build) re-checks every input that ever broke a parser.
- * usage: fuzz_<target>_replay PATH...  (files, or directories whose regular
- * files are all run, in name order).  Exits 0 after running every input;
+ * usage: fuzz_<target>_replay [--optional=]PATH...  (files, or directories
+ * whose regular files are all run, in name order; a path given as
+ * --optional=PATH may be missing: a target's regression directory exists
+ * only once it has had a finding).  Exits 0 after running every input;
  * a broken invariant or a sanitizer report aborts it; a path that cannot be
  * read, or no input at all, exits 1 (a test that runs nothing proves nothing).
  * What it does not do: no mutation, no coverage; fuzzing is scripts/fuzz.sh.
@@ -114,13 +116,17 @@ int main(int argc, char **argv) {
     }
     int rc = 0;
     for (int i = 1; i < argc; i++) {
+        const char *path = argv[i];
+        int optional = !strncmp(path, "--optional=", 11);
+        if (optional) path += 11;
         struct stat st;
-        if (stat(argv[i], &st) != 0) {
-            fprintf(stderr, "fuzz_replay: %s: no such file or directory\n", argv[i]);
+        if (stat(path, &st) != 0) {
+            if (optional) continue;
+            fprintf(stderr, "fuzz_replay: %s: no such file or directory\n", path);
             rc = 1;
             continue;
         }
-        if ((S_ISDIR(st.st_mode) ? run_dir(argv[i]) : run_file(argv[i])) != 0) rc = 1;
+        if ((S_ISDIR(st.st_mode) ? run_dir(path) : run_file(path)) != 0) rc = 1;
     }
     if (n_inputs == 0) {
         fprintf(stderr, "fuzz_replay: no input was run\n");
