@@ -40,6 +40,8 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "tower/cuda_check.h"
+
 #ifdef __cplusplus
 extern "C" { /* the C headers included here have no guards of their own */
 #endif
@@ -47,24 +49,12 @@ extern "C" { /* the C headers included here have no guards of their own */
 #include "model/layers.h"
 
 /* ---- soft checks, for init functions that report instead of exiting -----
- * CUDA_SOFT(call, err, err_n_bytes) evaluates to 0 on success, or writes
- * "CUDA error: <call> failed: <reason> (<file>:<line>)" to err and evaluates
- * to -1 (likewise CUDNN_SOFT, CUBLAS_SOFT).  Used where a failure (no
+ * CUDA_SOFT (tower/cuda_check.h), CUDNN_SOFT and CUBLAS_SOFT evaluate to 0
+ * on success, or write "<library> error: <call> failed: <reason>
+ * (<file>:<line>)" to err and evaluate to -1.  Used where a failure (no
  * memory, an unsupported shape) must become a message, not an exit. */
-static inline int tower_cuda_soft_fail(const char *what, const char *call, const char *msg,
-                                       const char *file, int line, char *err, size_t err_n_bytes) {
-    snprintf(err, err_n_bytes, "%s error: %s failed: %s (%s:%d)", what, call, msg, file, line);
-    return -1;
-}
-#define CUDA_SOFT(call, err, err_n_bytes) tower_cuda_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
 #define CUDNN_SOFT(call, err, err_n_bytes) tower_cudnn_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
 #define CUBLAS_SOFT(call, err, err_n_bytes) tower_cublas_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
-static inline int tower_cuda_soft(cudaError_t e, const char *call, const char *file, int line,
-                                  char *err, size_t err_n_bytes) {
-    if (e == cudaSuccess) return 0;
-    (void)cudaGetLastError(); /* clear a non-sticky error so later checks do not see it */
-    return tower_cuda_soft_fail("CUDA", call, cudaGetErrorString(e), file, line, err, err_n_bytes);
-}
 static inline int tower_cudnn_soft(cudnnStatus_t s, const char *call, const char *file, int line,
                                    char *err, size_t err_n_bytes) {
     return s == CUDNN_STATUS_SUCCESS ? 0
