@@ -5,7 +5,9 @@
  * the parameter server thread waits until n_done == n_towers.  With hooks
  * (the replicated modes) the tower threads first meet at tower_sync and then
  * run the caller's reduce and apply.  Nothing here averages or updates
- * variables: that is ps/ (through the hooks the trainer wires).
+ * variables: that is ps/ (through the hooks the trainer wires).  In the GPU
+ * modes a step's TowerDeviceCopy routes the copy-in and copy-out through the
+ * backend's device operations, or skips them.
  */
 #include "tower/tower.h"
 
@@ -36,8 +38,14 @@ const char *tower_phase_name(TowerPhase p) {
     return p >= 0 && p < TOWER_N_PHASES ? names[p] : "?";
 }
 
-/* The variables -> the tower's own weights (skipped when they are bound). */
+/* The variables -> the tower's own weights (skipped when they are bound, or
+ * resident on the device in the GPU modes). */
 static int ps_copy_params_to_tower(Tower *t) {
+    if (t->has_device_copy) {
+        const TowerDeviceCopy *dc = &t->device_copy;
+        if (!dc->params_src) return 0; /* the tower's device variables are current */
+        return t->backend->copy_params_in_device(t->dev, dc->params_src, dc->params_device, t->err, sizeof t->err);
+    }
     if (!t->params) {
         if (t->bound) return 0;
         snprintf(t->err, sizeof t->err, "no variables to copy in and none bound");
@@ -52,8 +60,14 @@ static int tower_copy_shard_to_tower(Tower *t) { return t->backend->copy_shard_i
 /* Forward and backward on the shard. */
 static int tower_compute(Tower *t) { return t->backend->compute(t->dev, &t->loss, &t->accuracy, t->err, sizeof t->err); }
 
-/* The tower's gradients -> its host gradient buffer, which the parameter server averages. */
-static int tower_copy_grads_to_ps(Tower *t) { return t->backend->copy_grads_out(t->dev, t->err, sizeof t->err); }
+/* The tower's gradients -> its host gradient buffer, which the parameter
+ * server averages (or, in the GPU modes, device memory the server reads). */
+static int tower_copy_grads_to_ps(Tower *t) {
+    if (t->has_device_copy)
+        return t->backend->copy_grads_out_device(t->dev, t->device_copy.grads_dst, t->device_copy.grads_device, t->err,
+                                                 sizeof t->err);
+    return t->backend->copy_grads_out(t->dev, t->err, sizeof t->err);
+}
 
 /* Wait until every tower of the step has arrived; ok = this tower may go on.
  * Returns 1 when every tower arrived ok, 0 otherwise. */
@@ -104,11 +118,14 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
         sp[TOWER_PHASE_FORWARD].end_sec = tower_now_sec();
         split_compute(t);
     }
-    if (ok) {
+    /* In the GPU modes a gradient the server reads where it is needs no copy-out. */
+    const int copies_out = !t->has_device_copy || t->device_copy.grads_dst;
+    if (ok && copies_out) {
         sp[TOWER_PHASE_COPY_OUT].start_sec = sp[TOWER_PHASE_BACKWARD].end_sec;
         ok = tower_copy_grads_to_ps(t) == 0;
         sp[TOWER_PHASE_COPY_OUT].end_sec = tower_now_sec();
     }
+    if (ok && t->backend->device_spans) t->backend->device_spans(t->dev, sp); /* the device's own times */
     if (!hooks) {
         if (ok) t->status = 0;
         return;
@@ -198,10 +215,22 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
 
 int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes) {
     const size_t example_n_floats = (size_t)g->spec->H * g->spec->W * g->spec->C;
+    if (step->device_copy) {
+        for (int i = 0; i < g->n_towers; i++) {
+            const TowerBackend *b = g->towers[i].backend;
+            if ((step->device_copy[i].params_src && !b->copy_params_in_device) ||
+                (step->device_copy[i].grads_dst && !b->copy_grads_out_device)) {
+                snprintf(err, err_n_bytes, "tower %d: the %s backend cannot copy to or from device memory", i, b->name);
+                return -1;
+            }
+        }
+    }
     pthread_mutex_lock(&g->mu);
     for (int i = 0; i < g->n_towers; i++) {
         Tower *t = &g->towers[i];
         t->params = step->params[i];
+        t->has_device_copy = step->device_copy != NULL;
+        if (step->device_copy) t->device_copy = step->device_copy[i];
         t->x = step->x + (size_t)step->shard_offset[i] * example_n_floats;
         t->labels = step->labels + step->shard_offset[i];
         t->n = step->shard_n[i];
@@ -229,6 +258,24 @@ int tower_group_step(TowerGroup *g, const float *params, const float *x, const i
     TowerStep step = {.x = x, .labels = labels, .shard_offset = shard_offset, .shard_n = shard_n, .hooks = NULL};
     for (int i = 0; i < g->n_towers; i++) step.params[i] = params;
     return tower_group_run(g, &step, err, err_n_bytes);
+}
+
+int tower_group_device_view(const TowerGroup *g, int t, TowerDeviceView *view, char *err, size_t err_n_bytes) {
+    if (t < 0 || t >= g->n_towers) {
+        snprintf(err, err_n_bytes, "tower %d does not exist (%d towers)", t, g->n_towers);
+        return -1;
+    }
+    const Tower *tw = &g->towers[t];
+    if (!tw->backend->device_view) {
+        snprintf(err, err_n_bytes, "tower %d: %s towers keep nothing on a GPU", t, tw->backend->name);
+        return -1;
+    }
+    char e[256];
+    if (tw->backend->device_view(tw->dev, view, e, sizeof e) != 0) {
+        snprintf(err, err_n_bytes, "tower %d: %s", t, e);
+        return -1;
+    }
+    return 0;
 }
 
 int tower_group_bind_params(TowerGroup *g, float *const *params, char *err, size_t err_n_bytes) {

@@ -23,8 +23,13 @@
  * runs the step's hooks, `reduce` (the all-reduce of the gradients) and
  * `apply` (the update of its own variables), which the caller supplies:
  * this file still knows nothing of how gradients are combined or variables
- * updated.  Every phase's start and end are recorded (TowerTimes) so that a
- * trace and the benchmark can show them.
+ * updated.  The GPU modes (ps_gpu, replicated_nccl) keep variables and
+ * gradients on the devices: a step's TowerDeviceCopy makes a tower copy its
+ * variables in from, and its gradient out to, device memory (or neither),
+ * and TowerDeviceView hands the caller the device buffers of a tower, so
+ * that ps/ can average and update there without knowing a tower's insides.
+ * Every phase's start and end are recorded (TowerTimes; a GPU tower's from
+ * CUDA events on its stream) so that a trace and the benchmark can show them.
  *
  * What a device is lives behind TowerBackend: "cpu" (here) and "cuda"
  * (tower_cuda.c, when built with CUDA).  This file knows nothing of how a
@@ -41,6 +46,20 @@
 #include "tower/host_alloc.h"
 
 #define TOWER_MAX_TOWERS 64
+
+/* An interval on the tower_now_sec() clock; both 0 when it did not happen. */
+typedef struct {
+    double start_sec, end_sec;
+} TowerSpan;
+
+/* A tower's device buffers (TowerBackend.device_view), for the modes whose
+ * variables or gradients stay on the GPUs.  Owned by the tower, valid until
+ * its tower_free. */
+typedef struct {
+    int device;     /* the tower's GPU (CUDA device number) */
+    float *params;  /* (n_params) device memory on `device`: the variables compute reads */
+    float *grads;   /* (n_params) device memory on `device`: the gradient compute writes, complete when compute returns */
+} TowerDeviceView;
 
 /* A backend: what a tower's device is and how data moves to and from it.
  * Every function that can fail returns 0 or -1 with one line in err. */
@@ -77,6 +96,23 @@ typedef struct TowerBackend {
      * forward pass of the last compute ended, so that the phase times can
      * show forward and backward apart. */
     double (*forward_end_sec)(const void *dev);
+    /* Optional, the three together (NULL: the backend keeps nothing on a
+     * device of its own; the GPU modes need one that does).
+     * device_view: the tower's device buffers (TowerDeviceView). */
+    int (*device_view)(void *dev, TowerDeviceView *view, char *err, size_t err_n_bytes);
+    /* params_dev: (n_params) device memory on GPU params_device -> the
+     * tower's variables (a peer copy when the GPUs differ). */
+    int (*copy_params_in_device)(void *dev, const float *params_dev, int params_device, char *err,
+                                 size_t err_n_bytes);
+    /* The tower's gradient -> grads_dev, (n_params) device memory on GPU
+     * grads_device; waits until it is there. */
+    int (*copy_grads_out_device)(void *dev, float *grads_dev, int grads_device, char *err, size_t err_n_bytes);
+    /* Optional (NULL: the host's timestamps stand).  Called after a step's
+     * copy-in, compute and copy-out succeeded: overwrites span[] entries
+     * TOWER_PHASE_COPY_IN, _FORWARD, _BACKWARD and _COPY_OUT (the last only
+     * when a copy-out ran) with the device's own start and end of those
+     * phases in that step, on the tower_now_sec() clock. */
+    void (*device_spans)(void *dev, TowerSpan *span);
     /* Optional (NULL: not known).  Host bytes one tower created by
      * tower_create(spec, ..., max_batch, ...) on this thread holds at most:
      * for memory bounds.  The CPU backend's are its weights, logits and
@@ -118,11 +154,6 @@ typedef enum {
 /* "copy_in", "forward", "backward", "copy_out", "sync", "reduce", "apply". */
 const char *tower_phase_name(TowerPhase p);
 
-/* An interval on the tower_now_sec() clock; both 0 when it did not happen. */
-typedef struct {
-    double start_sec, end_sec;
-} TowerSpan;
-
 /* What one tower did in its last step: absolute spans of every phase
  * (durations come from tower_phase_sec, never stored twice). */
 typedef struct {
@@ -151,6 +182,18 @@ typedef struct {
     void *ctx;
 } TowerHooks;
 
+/* Where one tower's step copies its variables from and its gradient to
+ * when they stay on the GPUs (TowerStep.device_copy; the backend needs the
+ * *_device operations). */
+typedef struct {
+    const float *params_src; /* (n_params) device memory on GPU params_device to copy in; NULL: no copy-in
+                              * (the tower's device variables are current: replicated_nccl) */
+    int params_device;
+    float *grads_dst;        /* (n_params) device memory on GPU grads_device to copy the gradient to; NULL: no
+                              * copy-out (it stays in the tower's device buffer, TowerDeviceView.grads) */
+    int grads_device;
+} TowerDeviceCopy;
+
 typedef struct TowerGroup TowerGroup;
 
 typedef struct Tower {
@@ -164,6 +207,8 @@ typedef struct Tower {
     /* the step's inputs, set by the parameter server thread before the go */
     const float *params;           /* (n_params) variables to copy in, read only during the step; NULL: no copy-in */
     int bound;                     /* 1: the tower's variables are bound to a host buffer (tower_group_bind_params) */
+    int has_device_copy;           /* 1: this step's copies are device_copy's (the GPU modes), not params / the host buffer */
+    TowerDeviceCopy device_copy;
     const float *x;                /* (n, H, W, C) this tower's shard in the staging buffer */
     const int32_t *labels;         /* (n) */
     int n;
@@ -221,13 +266,20 @@ typedef struct {
     const int32_t *labels;                 /* (global batch) */
     const int *shard_offset, *shard_n;     /* [n_towers]: tower t takes examples [offset, offset + n) */
     const TowerHooks *hooks;               /* NULL: none (the parameter-server modes) */
+    const TowerDeviceCopy *device_copy;    /* [n_towers], or NULL: copy-in from params[t], copy-out to the
+                                            * host buffer (the host modes); else params[] is not used */
 } TowerStep;
 
 /* Run one synchronous step as tower_group_step does, then, with hooks,
  * every tower's sync, reduce and apply.  Returns 0, or -1 with the first
  * failing tower's message in err (with hooks, no tower ran them then).
- * A tower with an unbound backend and a NULL params entry is an error. */
+ * A tower with an unbound backend and a NULL params entry is an error, as
+ * is a device_copy for a backend without device operations. */
 int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes);
+
+/* Tower t's device buffers (TowerBackend.device_view).  Returns 0, or -1
+ * with one line in err when the backend has none (CPU towers). */
+int tower_group_device_view(const TowerGroup *g, int t, TowerDeviceView *view, char *err, size_t err_n_bytes);
 
 /* Bind tower t's variables to params[t] (n_params floats each, owned by the
  * caller, which must keep them alive until tower_group_free): the replicated

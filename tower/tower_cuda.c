@@ -10,12 +10,22 @@
  *                    loss and the logits (for the batch accuracy)
  *   copy_grads_out   grads_dev -> grads_host (pinned, the parameter server's)  async D2H, then wait
  *
- * Each phase ends by waiting on the stream so that the tower's phase times
- * (TowerTimes) are the GPU's, not the enqueueing's; the hand-off to the
- * parameter server happens when copy_grads_out returns.  Two CUDA events
- * around the forward pass let the phase times split compute into forward
- * and backward (forward_end_sec).  bind_params is not offered: a GPU
- * computes on its own copy, so every mode copies the variables in.  Every operation
+ * In the GPU modes (ps_gpu, replicated_nccl) the variables come in from, and
+ * the gradient goes out to, device memory instead (copy_params_in_device,
+ * copy_grads_out_device: a device-to-device copy on one GPU, a peer copy,
+ * cudaMemcpyPeerAsync, across two), or not at all (replicated_nccl computes
+ * on params_dev in place and leaves the gradient in grads_dev); device_view
+ * hands params_dev and grads_dev to the trainer, which gives them to ps/.
+ *
+ * The hand-off to the parameter server happens when copy_grads_out
+ * returns, and copy_shard_in, compute and the copy-outs each end by waiting
+ * on the stream, so that whatever another stream or thread reads next is
+ * complete.  The phase times are the device's: CUDA events recorded on the
+ * stream around each phase, read after the step's last wait and put on the
+ * host's clock through an anchor event recorded on the idle stream at the
+ * start of the step, at a host time taken just before (device_spans; the
+ * anchor runs within the launch latency, a few microseconds).
+ * bind_params is not offered: a GPU cannot compute on host memory.  Every operation
  * makes the tower's GPU current first (cudaSetDevice is per host thread and
  * cheap): tower_create runs on the caller's thread, the rest on the tower's.
  * The host allocator hands out pinned memory (cudaHostAlloc), so that the
@@ -38,6 +48,20 @@
 #include "model/layers_cuda.h"
 #include "model/model_cuda.h"
 
+/* The events of one step, in stream order. */
+enum {
+    TC_EV_ANCHOR = 0, /* the step's start, at anchor_sec on the host clock */
+    TC_EV_IN_START,   /* before the first copy-in (variables, or the shard when the variables stay) */
+    TC_EV_IN_END,     /* after the shard */
+    TC_EV_FWD_START,
+    TC_EV_FWD_END,
+    TC_EV_BWD_END,
+    TC_EV_OUT_START,
+    TC_EV_OUT_END,
+    TC_N_EVENTS
+};
+enum { TC_RAN_COPY_IN = 1, TC_RAN_COMPUTE = 2, TC_RAN_COPY_OUT = 4 };
+
 typedef struct {
     const ModelSpec *spec;
     int device;
@@ -55,9 +79,10 @@ typedef struct {
     float *logits_host;      /* (max_batch, num_classes) pinned host, for the batch accuracy */
     const int32_t *labels;   /* (n) host: the shard's labels in the staging buffer */
     int n;                   /* examples in the current shard */
-    cudaEvent_t ev_start;    /* recorded on the stream when compute starts */
-    cudaEvent_t ev_forward;  /* recorded on the stream when the forward pass is enqueued in full */
-    double forward_end_sec;  /* tower_now_sec() clock: when the last forward pass ended on the GPU */
+    cudaEvent_t ev[TC_N_EVENTS]; /* the phase events of the current step, on the stream */
+    double anchor_sec;       /* tower_now_sec() just before ev[TC_EV_ANCHOR] was recorded on the idle stream */
+    int copy_in_started;     /* this step's copy-in has begun (anchor and TC_EV_IN_START recorded) */
+    int ran;                 /* TC_RAN_* bits: the phases this step ran, for device_spans */
 } CudaTower;
 
 /* ---- host memory ---------------------------------------------------------------- */
@@ -122,8 +147,8 @@ static void free_on_device(CudaTower *t) {
     if (t->labels_dev) cudaFree(t->labels_dev);
     if (t->loss_host) cudaFreeHost(t->loss_host);
     if (t->logits_host) cudaFreeHost(t->logits_host);
-    if (t->ev_start) cudaEventDestroy(t->ev_start);
-    if (t->ev_forward) cudaEventDestroy(t->ev_forward);
+    for (int k = 0; k < TC_N_EVENTS; k++)
+        if (t->ev[k]) cudaEventDestroy(t->ev[k]);
     if (t->cublas) cublasDestroy(t->cublas);
     if (t->cudnn) cudnnDestroy(t->cudnn);
     if (t->stream) cudaStreamDestroy(t->stream);
@@ -161,8 +186,6 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
     if (CUDA_SOFT(cudaSetDevice(device), err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamCreateWithFlags(&t->stream, cudaStreamNonBlocking), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreate(&t->cudnn), err, err_n_bytes) || CUBLAS_SOFT(cublasCreate(&t->cublas), err, err_n_bytes) ||
-        CUDA_SOFT(cudaEventCreate(&t->ev_start), err, err_n_bytes) ||
-        CUDA_SOFT(cudaEventCreate(&t->ev_forward), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->params_dev, param_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->grads_dev, param_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&t->x_dev, x_bytes), err, err_n_bytes) ||
@@ -172,8 +195,11 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
                                 cudaHostAllocPortable),
                   err, err_n_bytes))
         goto fail;
+    for (int k = 0; k < TC_N_EVENTS; k++)
+        if (CUDA_SOFT(cudaEventCreate(&t->ev[k]), err, err_n_bytes)) goto fail;
     t->acts = model_acts_cuda_create(spec, max_batch, t->cudnn, t->cublas, t->stream, allow_tf32, err, err_n_bytes);
-    if (!t->acts) goto fail;
+    /* Idle from here on between steps: the first step's anchor event runs at once. */
+    if (!t->acts || CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) goto fail;
     cudaSetDevice(prev);
     return t;
 fail:
@@ -206,9 +232,23 @@ static void cuda_tower_free(void *dev) {
 
 /* ---- one step ------------------------------------------------------------------------------ */
 
+/* The step's first copy: the anchor (the stream is idle: the last step
+ * ended with a wait) and the copy-in's start.  The tower's GPU is current. */
+static int begin_copy_in(CudaTower *t, char *err, size_t err_n_bytes) {
+    if (t->copy_in_started) return 0;
+    t->ran = 0;
+    t->anchor_sec = tower_now_sec();
+    if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_ANCHOR], t->stream), err, err_n_bytes) ||
+        CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_IN_START], t->stream), err, err_n_bytes))
+        return -1;
+    t->copy_in_started = 1;
+    return 0;
+}
+
 static int cuda_copy_params_in(void *dev, const float *params_host, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
-    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
+    t->copy_in_started = 0; /* the variables are always a step's first copy */
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes) ||
         CUDA_SOFT(cudaMemcpyAsync(t->params_dev, params_host, t->spec->n_params * sizeof(float), cudaMemcpyHostToDevice,
                                   t->stream),
                   err, err_n_bytes))
@@ -216,59 +256,146 @@ static int cuda_copy_params_in(void *dev, const float *params_host, char *err, s
     return 0;
 }
 
+/* params_src: (n_params) device memory on GPU src_device -> params_dev, on the tower's stream. */
+static int cuda_copy_params_in_device(void *dev, const float *params_src, int src_device, char *err,
+                                      size_t err_n_bytes) {
+    CudaTower *t = dev;
+    const size_t n_bytes = t->spec->n_params * sizeof(float);
+    t->copy_in_started = 0;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes)) return -1;
+    if (src_device == t->device)
+        return CUDA_SOFT(cudaMemcpyAsync(t->params_dev, params_src, n_bytes, cudaMemcpyDeviceToDevice, t->stream), err,
+                         err_n_bytes);
+    return CUDA_SOFT(cudaMemcpyPeerAsync(t->params_dev, t->device, params_src, src_device, n_bytes, t->stream), err,
+                     err_n_bytes);
+}
+
 static int cuda_copy_shard_in(void *dev, const float *x_host, const int32_t *labels_host, int n, char *err,
                               size_t err_n_bytes) {
     CudaTower *t = dev;
     if (n < 1 || n > t->max_batch) {
         snprintf(err, err_n_bytes, "shard of %d examples, this tower holds 1 to %d", n, t->max_batch);
+        t->copy_in_started = 0;
         return -1;
     }
     const size_t x_bytes = (size_t)n * t->spec->H * t->spec->W * t->spec->C * sizeof(float);
-    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
-        CUDA_SOFT(cudaMemcpyAsync(t->x_dev, x_host, x_bytes, cudaMemcpyHostToDevice, t->stream), err, err_n_bytes) ||
-        CUDA_SOFT(cudaMemcpyAsync(t->labels_dev, labels_host, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                  t->stream),
-                  err, err_n_bytes) ||
-        CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
-        return -1;
+    const int rc = CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes) ||
+                   CUDA_SOFT(cudaMemcpyAsync(t->x_dev, x_host, x_bytes, cudaMemcpyHostToDevice, t->stream), err,
+                             err_n_bytes) ||
+                   CUDA_SOFT(cudaMemcpyAsync(t->labels_dev, labels_host, (size_t)n * sizeof(int32_t),
+                                             cudaMemcpyHostToDevice, t->stream),
+                             err, err_n_bytes) ||
+                   CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_IN_END], t->stream), err, err_n_bytes) ||
+                   CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes);
+    t->copy_in_started = 0; /* the next step anchors afresh, whatever happened here */
+    if (rc) return -1;
+    t->ran |= TC_RAN_COPY_IN;
     t->labels = labels_host;
     t->n = n;
     return 0;
 }
 
-/* The stream is idle when compute starts (copy_shard_in waited), so the
- * forward pass ends at the host time of the start plus the GPU time between
- * the two events. */
 static int cuda_compute(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
-    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
-    const double start_sec = tower_now_sec();
-    if (CUDA_SOFT(cudaEventRecord(t->ev_start, t->stream), err, err_n_bytes)) return -1;
-    model_forward_cuda_async(t->loss_host, t->logits_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
-    if (CUDA_SOFT(cudaEventRecord(t->ev_forward, t->stream), err, err_n_bytes)) return -1;
-    model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
-    float forward_ms = 0.0f;
-    if (CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes) ||
-        CUDA_SOFT(cudaEventElapsedTime(&forward_ms, t->ev_start, t->ev_forward), err, err_n_bytes))
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
+        CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_START], t->stream), err, err_n_bytes))
         return -1;
-    t->forward_end_sec = start_sec + 1e-3 * forward_ms;
+    model_forward_cuda_async(t->loss_host, t->logits_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
+    if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_END], t->stream), err, err_n_bytes)) return -1;
+    model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
+    if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_BWD_END], t->stream), err, err_n_bytes) ||
+        CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
+        return -1;
+    t->ran |= TC_RAN_COMPUTE;
     *loss = *t->loss_host;
     *accuracy = (float)model_count_correct(t->logits_host, t->labels, t->n, t->spec->num_classes) / (float)t->n;
     return 0;
 }
 
-static int cuda_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
-    CudaTower *t = dev;
+/* Enqueue a copy of the gradient between its two events, then wait. */
+static int copy_grads_timed(CudaTower *t, float *dst, int dst_device, int to_host, char *err, size_t err_n_bytes) {
+    const size_t n_bytes = t->spec->n_params * sizeof(float);
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
-        CUDA_SOFT(cudaMemcpyAsync(t->grads_host, t->grads_dev, t->spec->n_params * sizeof(float), cudaMemcpyDeviceToHost,
-                                  t->stream),
-                  err, err_n_bytes) ||
+        CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_OUT_START], t->stream), err, err_n_bytes))
+        return -1;
+    cudaError_t e;
+    if (to_host) e = cudaMemcpyAsync(dst, t->grads_dev, n_bytes, cudaMemcpyDeviceToHost, t->stream);
+    else if (dst_device == t->device) e = cudaMemcpyAsync(dst, t->grads_dev, n_bytes, cudaMemcpyDeviceToDevice, t->stream);
+    else e = cudaMemcpyPeerAsync(dst, dst_device, t->grads_dev, t->device, n_bytes, t->stream);
+    if (CUDA_SOFT(e, err, err_n_bytes) || CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_OUT_END], t->stream), err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
         return -1;
+    t->ran |= TC_RAN_COPY_OUT;
     return 0;
 }
 
-static double cuda_forward_end_sec(const void *dev) { return ((const CudaTower *)dev)->forward_end_sec; }
+static int cuda_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    return copy_grads_timed(t, t->grads_host, -1, 1, err, err_n_bytes);
+}
+
+/* grads_dev -> grads_dst, (n_params) device memory on GPU dst_device (a peer copy when it is another GPU). */
+static int cuda_copy_grads_out_device(void *dev, float *grads_dst, int dst_device, char *err, size_t err_n_bytes) {
+    return copy_grads_timed(dev, grads_dst, dst_device, 0, err, err_n_bytes);
+}
+
+static int cuda_device_view(void *dev, TowerDeviceView *view, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    const CudaTower *t = dev;
+    view->device = t->device;
+    view->params = t->params_dev;
+    view->grads = t->grads_dev;
+    return 0;
+}
+
+/* ev[k] on the host clock: the anchor's host time + the device time since the anchor.
+ * 0 when the events cannot be read (the host's spans then stand). */
+static double event_sec(const CudaTower *t, int k) {
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, t->ev[TC_EV_ANCHOR], t->ev[k]) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0.0;
+    }
+    return t->anchor_sec + 1e-3 * (double)ms;
+}
+
+/* The step's phases as the device ran them (every event was waited for:
+ * each phase ended with a cudaStreamSynchronize). */
+static void cuda_device_spans(void *dev, TowerSpan *span) {
+    CudaTower *t = dev;
+    if (!(t->ran & TC_RAN_COPY_IN) || cudaSetDevice(t->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    double sec[TC_N_EVENTS];
+    for (int k = 0; k < TC_N_EVENTS; k++) sec[k] = 0.0;
+    sec[TC_EV_IN_START] = event_sec(t, TC_EV_IN_START);
+    sec[TC_EV_IN_END] = event_sec(t, TC_EV_IN_END);
+    if (t->ran & TC_RAN_COMPUTE) {
+        sec[TC_EV_FWD_START] = event_sec(t, TC_EV_FWD_START);
+        sec[TC_EV_FWD_END] = event_sec(t, TC_EV_FWD_END);
+        sec[TC_EV_BWD_END] = event_sec(t, TC_EV_BWD_END);
+    }
+    if (t->ran & TC_RAN_COPY_OUT) {
+        sec[TC_EV_OUT_START] = event_sec(t, TC_EV_OUT_START);
+        sec[TC_EV_OUT_END] = event_sec(t, TC_EV_OUT_END);
+    }
+    const struct { TowerPhase phase; int start, end, ran; } phases[] = {
+        {TOWER_PHASE_COPY_IN, TC_EV_IN_START, TC_EV_IN_END, TC_RAN_COPY_IN},
+        {TOWER_PHASE_FORWARD, TC_EV_FWD_START, TC_EV_FWD_END, TC_RAN_COMPUTE},
+        {TOWER_PHASE_BACKWARD, TC_EV_FWD_END, TC_EV_BWD_END, TC_RAN_COMPUTE},
+        {TOWER_PHASE_COPY_OUT, TC_EV_OUT_START, TC_EV_OUT_END, TC_RAN_COPY_OUT},
+    };
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
+        const double a = sec[phases[i].start], b = sec[phases[i].end];
+        if ((t->ran & phases[i].ran) && a > 0.0 && b >= a) {
+            span[phases[i].phase].start_sec = a;
+            span[phases[i].phase].end_sec = b;
+        }
+    }
+    t->ran = 0;
+}
 
 const TowerBackend tower_backend_cuda = {
     .name = "cuda",
@@ -281,7 +408,10 @@ const TowerBackend tower_backend_cuda = {
     .copy_shard_in = cuda_copy_shard_in,
     .compute = cuda_compute,
     .copy_grads_out = cuda_copy_grads_out,
-    .forward_end_sec = cuda_forward_end_sec, /* bind_params stays NULL: a GPU cannot compute on host memory */
+    .device_view = cuda_device_view,
+    .copy_params_in_device = cuda_copy_params_in_device,
+    .copy_grads_out_device = cuda_copy_grads_out_device,
+    .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */
 };
 
 const TowerBackend tower_backend_cuda_tf32 = {
@@ -295,5 +425,8 @@ const TowerBackend tower_backend_cuda_tf32 = {
     .copy_shard_in = cuda_copy_shard_in,
     .compute = cuda_compute,
     .copy_grads_out = cuda_copy_grads_out,
-    .forward_end_sec = cuda_forward_end_sec, /* bind_params stays NULL: a GPU cannot compute on host memory */
+    .device_view = cuda_device_view,
+    .copy_params_in_device = cuda_copy_params_in_device,
+    .copy_grads_out_device = cuda_copy_grads_out_device,
+    .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */
 };
