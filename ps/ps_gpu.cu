@@ -1,0 +1,402 @@
+/* ps_gpu.cu — the parameter server's state and arithmetic on GPUs (API:
+ * ps/ps_gpu.h, ps/ps_gpu_kernels.h).
+ *
+ * Where it sits: ps/, CUDA builds only.  The kernels evaluate the formulas
+ * of ps/optimizer.h and the mean of ps/ps.h with round-to-nearest
+ * intrinsics, so that no multiply-add is fused and each element equals the
+ * CPU's bit for bit; the two objects (PsGpu for ps_gpu, PsGpuReplicas for
+ * replicated_nccl) own device copies of the host block's variables, slots
+ * and moving averages and move them between host and device.  It does not
+ * all-reduce (ps/allreduce_nccl.cu) or copy anything to or from a tower (the
+ * towers' threads do that, tower/tower_cuda.c).
+ */
+#include "ps/ps_gpu.h"
+#include "ps/ps_gpu_kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "tower/cuda_check.h"
+
+#define PS_GPU_THREADS 256
+#define PS_GPU_MAX_BLOCKS 4096
+
+/* ---- kernels (formulas: ps/optimizer.h; the mean: ps/ps.h step 1) ------------------------- */
+
+/* The source pointers, passed by value (64 pointers = 512 bytes of kernel parameters). */
+struct SrcPtrs {
+    const float *p[PS_GPU_MAX_SRCS];
+};
+
+static unsigned blocks_for(size_t n_floats) {
+    size_t b = (n_floats + PS_GPU_THREADS - 1) / PS_GPU_THREADS;
+    return (unsigned)(b < PS_GPU_MAX_BLOCKS ? b : PS_GPU_MAX_BLOCKS);
+}
+
+/* out[i] = (((s0[i] + s1[i]) + ...) + s_{n-1}[i]) / divisor; out may alias srcs.p[0]. */
+__global__ void sum_div_kernel(float *out, SrcPtrs srcs, int n_srcs, size_t n_floats, float divisor) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
+        float s = srcs.p[0][i];
+        for (int k = 1; k < n_srcs; k++) s = __fadd_rn(s, srcs.p[k][i]);
+        out[i] = __fdiv_rn(s, divisor);
+    }
+}
+
+/* optimizer_apply: sgd (kind OPT_SGD, accum unused), momentum, Nesterov momentum. */
+__global__ void optimizer_kernel(float *params, float *accum, const float *grads, size_t n_floats, float lr, int kind,
+                                 float m, int nesterov) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
+        const float g = grads[i];
+        if (kind == OPT_SGD) {
+            params[i] = __fsub_rn(params[i], __fmul_rn(g, lr));                       /* var -= g * lr */
+            continue;
+        }
+        const float a = __fadd_rn(__fmul_rn(accum[i], m), g);                        /* accum = accum * m + g */
+        accum[i] = a;
+        const float step = nesterov ? __fadd_rn(__fmul_rn(g, lr), __fmul_rn(__fmul_rn(a, m), lr)) /* g * lr + (accum * m) * lr */
+                                    : __fmul_rn(a, lr);                               /* accum * lr */
+        params[i] = __fsub_rn(params[i], step);
+    }
+}
+
+/* ema_apply: shadow -= (shadow - var) * (1 - decay), with 1 - decay computed on the host as the CPU does. */
+__global__ void ema_kernel(float *shadow, const float *params, size_t n_floats, float one_minus_decay) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
+        const float s = shadow[i];
+        shadow[i] = __fsub_rn(s, __fmul_rn(__fsub_rn(s, params[i]), one_minus_decay));
+    }
+}
+
+extern "C" void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs, size_t n_floats, float divisor,
+                               cudaStream_t stream) {
+    if (n_floats == 0) return;
+    if (n_srcs < 1 || n_srcs > PS_GPU_MAX_SRCS) {
+        fprintf(stderr, "ps_gpu_sum_div: %d source buffers, expected 1 to %d (%s:%d)\n", n_srcs, PS_GPU_MAX_SRCS,
+                __FILE__, __LINE__);
+        exit(2);
+    }
+    SrcPtrs p;
+    memset(&p, 0, sizeof p);
+    for (int k = 0; k < n_srcs; k++) p.p[k] = srcs[k];
+    sum_div_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(out, p, n_srcs, n_floats, divisor);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void ps_gpu_optimizer_apply(float *params, float *accum, const float *grads, size_t n_floats, float lr,
+                                       const OptimizerConfig *cfg, cudaStream_t stream) {
+    if (n_floats == 0) return;
+    optimizer_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(params, accum, grads, n_floats, lr,
+                                                                          (int)cfg->kind, cfg->momentum, cfg->nesterov);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_floats, float decay, cudaStream_t stream) {
+    if (n_floats == 0) return;
+    const float one_minus_decay = 1.0f - decay; /* as ema_apply computes it */
+    ema_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(shadow, params, n_floats, one_minus_decay);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* Milliseconds from event a to event b; both recorded, and the stream synchronised. */
+static float elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+}
+
+/* ---- PsGpu: the ps_gpu mode's server ---------------------------------------------------- */
+
+enum { PG_EV_ANCHOR = 0, PG_EV_AVERAGE_END, PG_EV_APPLY_END, PG_N_EVENTS };
+
+struct PsGpu {
+    int device;                           /* the server's GPU (tower 0's) */
+    int n_towers;
+    size_t n_params;
+    cudaStream_t stream;                  /* the server's stream on `device` */
+    cudaEvent_t ev[PG_N_EVENTS];
+    float *params;                        /* (n_params) device: the variables */
+    float *accum;                         /* (n_params) device: momentum slots, NULL for sgd */
+    float *ema;                           /* (n_params) device: moving averages, NULL when disabled */
+    float *grads;                         /* (n_params) device: the averaged gradient */
+    float *gather[PS_GPU_MAX_SRCS];       /* (n_params) device: tower t's gradient copied here; NULL on `device` */
+    const float *src[PS_GPU_MAX_SRCS];    /* what the average reads for tower t: gather[t] or the tower's buffer */
+    int peer[PS_GPU_MAX_SRCS];            /* ps_gpu_peer_access's answer for tower t */
+};
+
+/* Enable access from `from` to `to`'s memory; 1 when enabled (or already), 0 when not possible. */
+static int enable_peer_from(int from, int to) {
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess || !can) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (cudaSetDevice(from) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+    if (e == cudaSuccess) return 1;
+    (void)cudaGetLastError(); /* clear the non-sticky error */
+    /* Already enabled counts as enabled; anything else (too many peers...) leaves the copies staged. */
+    return e == cudaErrorPeerAccessAlreadyEnabled;
+}
+
+/* Copy ps's host variables, slots and moving averages to the GPU; waits. */
+static int ps_gpu_upload(PsGpu *g, const ParamServer *ps, char *err, size_t err_n_bytes) {
+    const size_t n_bytes = g->n_params * sizeof(float);
+    if (CUDA_SOFT(cudaSetDevice(g->device), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemcpyAsync(g->params, ps->params, n_bytes, cudaMemcpyHostToDevice, g->stream), err, err_n_bytes))
+        return -1;
+    if (g->accum &&
+        CUDA_SOFT(cudaMemcpyAsync(g->accum, ps->accum, n_bytes, cudaMemcpyHostToDevice, g->stream), err, err_n_bytes))
+        return -1;
+    if (g->ema && CUDA_SOFT(cudaMemcpyAsync(g->ema, ps->ema, n_bytes, cudaMemcpyHostToDevice, g->stream), err, err_n_bytes))
+        return -1;
+    return CUDA_SOFT(cudaStreamSynchronize(g->stream), err, err_n_bytes);
+}
+
+/* Free g's resources; its device must be current. */
+static void ps_gpu_free_on_device(PsGpu *g) {
+    if (g->stream) cudaStreamSynchronize(g->stream);
+    if (g->params) cudaFree(g->params);
+    if (g->accum) cudaFree(g->accum);
+    if (g->ema) cudaFree(g->ema);
+    if (g->grads) cudaFree(g->grads);
+    for (int t = 0; t < g->n_towers; t++)
+        if (g->gather[t]) cudaFree(g->gather[t]);
+    for (int k = 0; k < PG_N_EVENTS; k++)
+        if (g->ev[k]) cudaEventDestroy(g->ev[k]);
+    if (g->stream) cudaStreamDestroy(g->stream);
+    free(g);
+}
+
+extern "C" PsGpu *ps_gpu_create(const ParamServer *ps, int n_towers, const int *devices, float *const *tower_grads,
+                                char *err, size_t err_n_bytes) {
+    if (n_towers < 1 || n_towers > PS_GPU_MAX_SRCS) {
+        snprintf(err, err_n_bytes, "ps_gpu: %d towers, expected 1 to %d", n_towers, PS_GPU_MAX_SRCS);
+        return NULL;
+    }
+    int prev = 0;
+    if (CUDA_SOFT(cudaGetDevice(&prev), err, err_n_bytes)) return NULL;
+    PsGpu *g = (PsGpu *)calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, err_n_bytes, "ps_gpu: out of host memory");
+        return NULL;
+    }
+    g->device = devices[0];
+    g->n_towers = n_towers;
+    g->n_params = ps->spec.n_params;
+    const size_t n_bytes = g->n_params * sizeof(float);
+    /* Peer access first: enabling it changes the current device. */
+    for (int t = 0; t < n_towers; t++) {
+        if (devices[t] == g->device) {
+            g->peer[t] = -1;
+            continue;
+        }
+        const int to = enable_peer_from(g->device, devices[t]); /* the server's kernels never read peers, */
+        const int from = enable_peer_from(devices[t], g->device); /* but the copy engines go direct with both */
+        g->peer[t] = to && from;
+    }
+    if (CUDA_SOFT(cudaSetDevice(g->device), err, err_n_bytes) ||
+        CUDA_SOFT(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), err, err_n_bytes))
+        goto fail;
+    for (int k = 0; k < PG_N_EVENTS; k++)
+        if (CUDA_SOFT(cudaEventCreate(&g->ev[k]), err, err_n_bytes)) goto fail;
+    if (CUDA_SOFT(cudaMalloc((void **)&g->params, n_bytes), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&g->grads, n_bytes), err, err_n_bytes) ||
+        (ps->accum && CUDA_SOFT(cudaMalloc((void **)&g->accum, n_bytes), err, err_n_bytes)) ||
+        (ps->ema && CUDA_SOFT(cudaMalloc((void **)&g->ema, n_bytes), err, err_n_bytes)))
+        goto fail;
+    for (int t = 0; t < n_towers; t++) {
+        if (devices[t] == g->device) {
+            g->src[t] = tower_grads[t];
+        } else {
+            if (CUDA_SOFT(cudaMalloc((void **)&g->gather[t], n_bytes), err, err_n_bytes)) goto fail;
+            g->src[t] = g->gather[t];
+        }
+    }
+    if (ps_gpu_upload(g, ps, err, err_n_bytes) != 0) goto fail;
+    cudaSetDevice(prev);
+    return g;
+fail:
+    cudaSetDevice(g->device);
+    ps_gpu_free_on_device(g);
+    cudaSetDevice(prev);
+    return NULL;
+}
+
+extern "C" int ps_gpu_device(const PsGpu *g) { return g->device; }
+
+extern "C" const float *ps_gpu_params(const PsGpu *g) { return g->params; }
+
+extern "C" float *ps_gpu_gather_dst(const PsGpu *g, int tower) { return g->gather[tower]; }
+
+extern "C" int ps_gpu_peer_access(const PsGpu *g, int tower) { return g->peer[tower]; }
+
+extern "C" void ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsGpuSpanMs *apply) {
+    const size_t n = g->n_params;
+    const float lr = ps_step_lr(ps);                                       /* step 2: before the increment */
+    CUDA_CHECK(cudaSetDevice(g->device));
+    CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_ANCHOR], g->stream));
+    ps_gpu_sum_div(g->grads, g->src, g->n_towers, n, (float)g->n_towers, g->stream); /* step 1 */
+    CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_AVERAGE_END], g->stream));
+    ps_gpu_optimizer_apply(g->params, g->accum, g->grads, n, lr, &ps->cfg.opt, g->stream); /* step 3 */
+    if (g->ema)                                                            /* step 5, with step 4's global_step */
+        ps_gpu_ema_apply(g->ema, g->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), g->stream);
+    CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_APPLY_END], g->stream));
+    CUDA_CHECK(cudaStreamSynchronize(g->stream));
+    ps->global_step++;                                                     /* step 4 */
+    ps->last_lr = lr;
+    const float average_end = elapsed_ms(g->ev[PG_EV_ANCHOR], g->ev[PG_EV_AVERAGE_END]);
+    if (average) {
+        average->start_ms = 0.0f;
+        average->end_ms = average_end;
+        average->ran = 1;
+    }
+    if (apply) {
+        apply->start_ms = average_end;
+        apply->end_ms = elapsed_ms(g->ev[PG_EV_ANCHOR], g->ev[PG_EV_APPLY_END]);
+        apply->ran = 1;
+    }
+}
+
+extern "C" void ps_gpu_download(const PsGpu *g, ParamServer *ps) {
+    const size_t n_bytes = g->n_params * sizeof(float);
+    CUDA_CHECK(cudaSetDevice(g->device));
+    CUDA_CHECK(cudaMemcpyAsync(ps->params, g->params, n_bytes, cudaMemcpyDeviceToHost, g->stream));
+    if (g->accum) CUDA_CHECK(cudaMemcpyAsync(ps->accum, g->accum, n_bytes, cudaMemcpyDeviceToHost, g->stream));
+    if (g->ema) CUDA_CHECK(cudaMemcpyAsync(ps->ema, g->ema, n_bytes, cudaMemcpyDeviceToHost, g->stream));
+    CUDA_CHECK(cudaStreamSynchronize(g->stream));
+}
+
+extern "C" void ps_gpu_free(PsGpu *g) {
+    if (!g) return;
+    int prev = 0;
+    const int have_prev = cudaGetDevice(&prev) == cudaSuccess;
+    cudaSetDevice(g->device);
+    ps_gpu_free_on_device(g);
+    if (have_prev) cudaSetDevice(prev);
+}
+
+/* ---- PsGpuReplicas: replicated_nccl's slots and shares ------------------------------------- */
+
+struct PsGpuReplicas {
+    int n;                                /* replicas = towers */
+    size_t n_params;
+    int device[PS_GPU_MAX_SRCS];          /* [n] tower r's GPU */
+    float *params[PS_GPU_MAX_SRCS];       /* [n] (n_params) device: tower r's variables (the tower's) */
+    float *grads[PS_GPU_MAX_SRCS];        /* [n] (n_params) device: tower r's gradient (the tower's) */
+    float *accum[PS_GPU_MAX_SRCS];        /* [n] (n_params) device: its momentum slots (owned); NULL for sgd */
+    float *ema_share[PS_GPU_MAX_SRCS];    /* [n] (ema_hi - ema_lo) device: its share of the moving averages (owned) */
+    size_t ema_lo[PS_GPU_MAX_SRCS], ema_hi[PS_GPU_MAX_SRCS];
+    cudaStream_t stream[PS_GPU_MAX_SRCS]; /* [n] on device[r] (owned) */
+    cudaEvent_t ev_start[PS_GPU_MAX_SRCS], ev_end[PS_GPU_MAX_SRCS];
+};
+
+extern "C" void ps_gpu_replicas_free(PsGpuReplicas *rp) {
+    if (!rp) return;
+    int prev = 0;
+    const int have_prev = cudaGetDevice(&prev) == cudaSuccess;
+    for (int r = 0; r < rp->n; r++) {
+        cudaSetDevice(rp->device[r]);
+        if (rp->stream[r]) cudaStreamSynchronize(rp->stream[r]);
+        if (rp->accum[r]) cudaFree(rp->accum[r]);
+        if (rp->ema_share[r]) cudaFree(rp->ema_share[r]);
+        if (rp->ev_start[r]) cudaEventDestroy(rp->ev_start[r]);
+        if (rp->ev_end[r]) cudaEventDestroy(rp->ev_end[r]);
+        if (rp->stream[r]) cudaStreamDestroy(rp->stream[r]);
+    }
+    free(rp);
+    if (have_prev) cudaSetDevice(prev);
+}
+
+extern "C" PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_towers, const int *devices,
+                                                 float *const *tower_params, float *const *tower_grads, char *err,
+                                                 size_t err_n_bytes) {
+    if (n_towers < 1 || n_towers > PS_GPU_MAX_SRCS) {
+        snprintf(err, err_n_bytes, "replicas: %d towers, expected 1 to %d", n_towers, PS_GPU_MAX_SRCS);
+        return NULL;
+    }
+    int prev = 0;
+    if (CUDA_SOFT(cudaGetDevice(&prev), err, err_n_bytes)) return NULL;
+    PsGpuReplicas *rp = (PsGpuReplicas *)calloc(1, sizeof *rp);
+    if (!rp) {
+        snprintf(err, err_n_bytes, "replicas: out of host memory");
+        return NULL;
+    }
+    rp->n_params = ps->spec.n_params;
+    const size_t n = rp->n_params, n_bytes = n * sizeof(float);
+    for (int r = 0; r < n_towers; r++) {
+        rp->n = r + 1; /* what ps_gpu_replicas_free must look at, should this one fail half-made */
+        rp->device[r] = devices[r];
+        rp->params[r] = tower_params[r];
+        rp->grads[r] = tower_grads[r];
+        rp->ema_lo[r] = n * (size_t)r / (size_t)n_towers; /* ps_replica_apply's shares */
+        rp->ema_hi[r] = n * (size_t)(r + 1) / (size_t)n_towers;
+        const size_t share_bytes = (rp->ema_hi[r] - rp->ema_lo[r]) * sizeof(float);
+        if (CUDA_SOFT(cudaSetDevice(devices[r]), err, err_n_bytes) ||
+            CUDA_SOFT(cudaStreamCreateWithFlags(&rp->stream[r], cudaStreamNonBlocking), err, err_n_bytes) ||
+            CUDA_SOFT(cudaEventCreate(&rp->ev_start[r]), err, err_n_bytes) ||
+            CUDA_SOFT(cudaEventCreate(&rp->ev_end[r]), err, err_n_bytes) ||
+            (ps->accum && CUDA_SOFT(cudaMalloc((void **)&rp->accum[r], n_bytes), err, err_n_bytes)) ||
+            (ps->ema && share_bytes > 0 &&
+             CUDA_SOFT(cudaMalloc((void **)&rp->ema_share[r], share_bytes), err, err_n_bytes)))
+            goto fail;
+        /* The broadcast: ps's variables, slots and this replica's share of the moving averages. */
+        if (CUDA_SOFT(cudaMemcpyAsync(rp->params[r], ps->params, n_bytes, cudaMemcpyHostToDevice, rp->stream[r]), err,
+                      err_n_bytes) ||
+            (rp->accum[r] && CUDA_SOFT(cudaMemcpyAsync(rp->accum[r], ps->accum, n_bytes, cudaMemcpyHostToDevice,
+                                                       rp->stream[r]),
+                                       err, err_n_bytes)) ||
+            (rp->ema_share[r] && CUDA_SOFT(cudaMemcpyAsync(rp->ema_share[r], ps->ema + rp->ema_lo[r], share_bytes,
+                                                           cudaMemcpyHostToDevice, rp->stream[r]),
+                                           err, err_n_bytes)) ||
+            CUDA_SOFT(cudaStreamSynchronize(rp->stream[r]), err, err_n_bytes))
+            goto fail;
+    }
+    cudaSetDevice(prev);
+    return rp;
+fail:
+    ps_gpu_replicas_free(rp);
+    cudaSetDevice(prev);
+    return NULL;
+}
+
+extern "C" void ps_gpu_replica_apply(PsGpuReplicas *rp, int r, const ParamServer *ps, float lr, PsGpuSpanMs *apply) {
+    cudaStream_t s = rp->stream[r];
+    CUDA_CHECK(cudaSetDevice(rp->device[r]));
+    CUDA_CHECK(cudaEventRecord(rp->ev_start[r], s));
+    ps_gpu_optimizer_apply(rp->params[r], rp->accum[r], rp->grads[r], rp->n_params, lr, &ps->cfg.opt, s);
+    if (rp->ema_share[r])
+        ps_gpu_ema_apply(rp->ema_share[r], rp->params[r] + rp->ema_lo[r], rp->ema_hi[r] - rp->ema_lo[r],
+                         ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), s);
+    CUDA_CHECK(cudaEventRecord(rp->ev_end[r], s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    if (apply) {
+        apply->start_ms = 0.0f;
+        apply->end_ms = elapsed_ms(rp->ev_start[r], rp->ev_end[r]);
+        apply->ran = 1;
+    }
+}
+
+extern "C" void ps_gpu_replicas_download(const PsGpuReplicas *rp, ParamServer *ps) {
+    const size_t n_bytes = rp->n_params * sizeof(float);
+    for (int r = 0; r < rp->n; r++) {
+        cudaStream_t s = rp->stream[r];
+        CUDA_CHECK(cudaSetDevice(rp->device[r]));
+        if (r == 0) {
+            CUDA_CHECK(cudaMemcpyAsync(ps->params, rp->params[0], n_bytes, cudaMemcpyDeviceToHost, s));
+            if (rp->accum[0]) CUDA_CHECK(cudaMemcpyAsync(ps->accum, rp->accum[0], n_bytes, cudaMemcpyDeviceToHost, s));
+        }
+        if (rp->ema_share[r])
+            CUDA_CHECK(cudaMemcpyAsync(ps->ema + rp->ema_lo[r], rp->ema_share[r],
+                                       (rp->ema_hi[r] - rp->ema_lo[r]) * sizeof(float), cudaMemcpyDeviceToHost, s));
+        CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+}

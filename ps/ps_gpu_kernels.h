@@ -1,0 +1,59 @@
+/* ps_gpu_kernels.h — the parameter server's arithmetic on a GPU: the mean of
+ * the towers' gradients, the optimizer and the moving average, each one
+ * kernel, enqueued on a stream.
+ *
+ * Where it sits: ps/, CUDA builds only; used by ps/ps_gpu.cu (the modes
+ * ps_gpu and replicated_nccl) and ps/allreduce_nccl.cu, and tested against
+ * the CPU functions by tests/test_gpu_ps_kernels.c.  The formulas are the
+ * ones stated in ps/optimizer.h (and the mean of ps/ps.h, step 1), evaluated
+ * operation for operation in float32 with round-to-nearest intrinsics
+ * (__fadd_rn, __fmul_rn, ...), which the compiler never contracts into a
+ * fused multiply-add: each element comes out bitwise equal to the CPU loop's
+ * (the CPU build uses no FMA either: plain x86-64, no -march).  Weight decay
+ * is not here, as on the CPU: it is part of the loss, so its gradient is
+ * already in the gradient the towers deliver (model/).
+ *
+ * Conventions: every pointer is DEVICE memory on the current device, which
+ * the caller sets (cudaSetDevice) and to which `stream` belongs; nothing
+ * waits (the caller synchronises); a launch failure exits with one line
+ * (tower/cuda_check.h).  n_floats == 0 launches nothing.
+ */
+#ifndef TOWER_PS_PS_GPU_KERNELS_H
+#define TOWER_PS_PS_GPU_KERNELS_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" { /* the C headers included here have no guards of their own */
+#endif
+
+#include "ps/optimizer.h"
+
+/* The most source buffers ps_gpu_sum_div takes (the tower bound). */
+#define PS_GPU_MAX_SRCS 64
+
+/* out[i] = (((srcs[0][i] + srcs[1][i]) + srcs[2][i]) + ... + srcs[n_srcs-1][i]) / divisor,
+ * summed in source order, as ps_average_grads.  With divisor 1 it is the
+ * plain sum (x / 1 is x exactly).  out may be srcs[0] (in place).
+ *   out  : (n_floats)
+ *   srcs : [n_srcs] host array of device pointers, (n_floats) each; 1 <= n_srcs <= PS_GPU_MAX_SRCS */
+void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs, size_t n_floats, float divisor,
+                    cudaStream_t stream);
+
+/* optimizer_apply on the device: sgd, momentum or Nesterov momentum (cfg),
+ * params and accum updated in place.
+ *   params : (n_floats)   accum : (n_floats), unused (may be NULL) for OPT_SGD   grads : (n_floats) */
+void ps_gpu_optimizer_apply(float *params, float *accum, const float *grads, size_t n_floats, float lr,
+                            const OptimizerConfig *cfg, cudaStream_t stream);
+
+/* ema_apply on the device: shadow -= (shadow - params) * (1 - decay).
+ *   shadow : (n_floats) updated in place   params : (n_floats) */
+void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_floats, float decay, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
