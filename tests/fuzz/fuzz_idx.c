@@ -6,7 +6,9 @@
  * of the labels file, then the images file (scripts/fuzz-corpus.sh packs
  * real pairs that way with fuzz_seed_tool pack-idx).  Each goes into a
  * memfd; the source is opened and drained as convert_run would drain it.
- * Invariants: a refusal is one line naming a file; every item has the shape
+ * Invariants: a refusal is one line naming a file; an accepted header (of a
+ * raw images file) announces images of at most CONVERT_MAX_IMAGE_N_BYTES,
+ * the buffer allocated before any pixel is read; every item has the shape
  * of the first and a label below 256; no more items than the header
  * announces; after the end the source keeps returning 0.
  * What it does not do: no TFRecord writing (convert_run's writer loop
@@ -39,6 +41,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     FUZZ_REQUIRE(!strcmp(src->format, "idx") && src->n_examples >= 0, "format %s, %ld examples", src->format, src->n_examples);
+    /* The image buffer is allocated from the header: an accepted raw header
+     * announces at most CONVERT_MAX_IMAGE_N_BYTES per image. */
+    const uint8_t *im = rest + n_labels;
+    size_t im_n = rest_n - n_labels;
+    if (im_n >= 16 && !(im[0] == 0x1f && im[1] == 0x8b)) {
+        uint64_t n_bytes = 1;
+        for (int d = 1; d < im[3] && 4 + 4 * d + 4 <= (int)im_n; d++)
+            n_bytes *= (uint64_t)im[4 + 4 * d] << 24 | (uint64_t)im[5 + 4 * d] << 16 | (uint64_t)im[6 + 4 * d] << 8 | im[7 + 4 * d];
+        FUZZ_REQUIRE(n_bytes <= CONVERT_MAX_IMAGE_N_BYTES, "convert_open_idx accepted images of %llu bytes each",
+                     (unsigned long long)n_bytes);
+    }
     long n = 0;
     int H = 0, W = 0, C = 0;
     for (;;) {
