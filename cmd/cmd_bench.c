@@ -2,7 +2,7 @@
  *
  * Where it sits: cmd/; it only wires.  For every model x mode x tower count
  * of the matrix it opens a Trainer (cmd/trainer.h) on synthetic data held in
- * memory (or --data), runs --warmup steps, then --steps timed steps, and
+ * memory (or --data), on the towers --device picks, runs --warmup steps, then --steps timed steps, and
  * reports what trainer_step recorded: images/sec, the step time's median and
  * spread, the speedup over one tower and the per-phase breakdown (input,
  * copies, forward+backward, gradient reduction, apply).  With --repeat R the
@@ -36,6 +36,7 @@
 typedef struct {
     const char *models;        /* comma-separated: mnist, cifar10 */
     const char *modes;         /* comma-separated mode names (trainer_mode_from_name) */
+    const char *device;        /* the towers: "cpu", "gpu" or "auto" (as tower train's --device) */
     const char *towers;        /* comma-separated tower counts */
     const char *data;          /* "": synthetic data; else TFRecord globs (one model) */
     const char *csv, *svg;     /* output files; "" = not written */
@@ -123,6 +124,7 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
     o.batch_size = r->batch;
     o.seed = bo->seed;
     o.min_after_dequeue = 1000;
+    o.device = bo->device;
     trainer_mode_set_flags(r->mode, &o);
     if (bo->data[0]) o.data = bo->data;
     else o.synthetic = 1;
@@ -311,6 +313,8 @@ static int measure_figures(const char *model, CostFigures *f, char *err, size_t 
 /* Predicted step time (ms) of a measured row: its own input and compute
  * times plus the modelled communication and update for its mode. */
 static double predict_row(const BenchRow *r, const CostFigures *f) {
+    if (r->mode == TRAINER_PS_GPU || r->mode == TRAINER_REPLICATED_NCCL)
+        return NAN; /* the figures are this host's (memcpy, CPU reduce, host ring): no model of the GPU modes */
     const double M = f->model_n_bytes, N = r->towers;
     const double share = N / (N < f->cores ? N : f->cores); /* CPU towers share the cores */
     double t = r->phase.input + r->phase.compute;
@@ -534,6 +538,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
     const Flag table[] = {
         {"models", FLAG_STRING, &o->models, "comma-separated models: mnist, cifar10"},
         {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl (or parameter_server/cpu, replicated/host, ...)"},
+        {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step"},
         {"steps", FLAG_INT, &o->steps, "timed steps per configuration"},
@@ -557,7 +562,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
 
 int cmd_bench(int argc, char **argv) {
     BenchOptions o = {
-        .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .towers = "1,2,4", .data = "",
+        .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .device = "auto", .towers = "1,2,4", .data = "",
         .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3, .repeat = 1,
         .predict = 0, .predict_max_towers = 8, .seed = 1,
     };

@@ -1,8 +1,11 @@
 /* trainer.c — the training loop's parts wired together (see trainer.h).
  * No math lives here: it calls io/, tower/ and ps/ in the order of a step,
  * one function per variable placement mode (step_parameter_server_cpu,
- * step_replicated_host), and records where the time went (TrainerStepTimes,
- * the --trace file).
+ * step_replicated_host, step_parameter_server_gpu, step_replicated_nccl),
+ * and records where the time went (TrainerStepTimes, the --trace file).
+ * For the GPU modes it takes each tower's device buffers from the tower
+ * backend (tower_group_device_view) and hands them to ps/ (ps/ps_gpu.h,
+ * ps/allreduce_nccl.h).
  */
 #include "cmd/trainer.h"
 
@@ -116,13 +119,25 @@ int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes) {
     case TRAINER_PS_CPU:
     case TRAINER_REPLICATED_HOST: return 1;
     case TRAINER_PS_GPU:
-        snprintf(err, err_n_bytes, "--variable_update parameter_server --local_parameter_device gpu is not implemented yet "
-                 "(GPU towers train with --local_parameter_device cpu; see docs/modes.md)");
+#ifdef TOWER_HAVE_CUDA
+        return 1;
+#else
+        snprintf(err, err_n_bytes, "--variable_update parameter_server --local_parameter_device gpu needs GPU towers: "
+                 "this tower was built without CUDA (cmake -DTOWER_CUDA=ON)");
         return 0;
+#endif
     case TRAINER_REPLICATED_NCCL:
-        snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl is not implemented yet "
-                 "(use --all_reduce host; see docs/modes.md)");
+#if defined(TOWER_HAVE_NCCL)
+        return 1;
+#elif defined(TOWER_HAVE_CUDA)
+        snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl needs NCCL: this tower was built "
+                 "without it (cmake -DTOWER_NCCL=ON, with -DNCCL_ROOT=... when it is outside the CUDA toolkit)");
         return 0;
+#else
+        snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl needs GPU towers and NCCL: this "
+                 "tower was built without CUDA (cmake -DTOWER_CUDA=ON)");
+        return 0;
+#endif
     default: break;
     }
     snprintf(err, err_n_bytes, "unknown mode %d", (int)m);
@@ -130,6 +145,28 @@ int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes) {
 }
 
 static int is_replicated(TrainerMode m) { return m == TRAINER_REPLICATED_HOST || m == TRAINER_REPLICATED_NCCL; }
+
+/* The modes whose variables live on the GPUs. */
+static int is_gpu_mode(TrainerMode m) { return m == TRAINER_PS_GPU || m == TRAINER_REPLICATED_NCCL; }
+
+/* After plan_towers: --all_reduce auto becomes nccl on GPU towers when this
+ * build has NCCL, and the GPU modes need GPU towers.  0, or -1 with err. */
+static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
+    const int gpu_towers = tr->backend->device_view != NULL;
+#ifdef TOWER_HAVE_NCCL
+    if (tr->mode == TRAINER_REPLICATED_HOST && !strcmp(tr->opt.all_reduce, "auto") && gpu_towers)
+        tr->mode = TRAINER_REPLICATED_NCCL;
+#endif
+    if (is_gpu_mode(tr->mode) && !gpu_towers) {
+        snprintf(err, err_n_bytes, "%s needs GPU towers, and --device %s gave %s towers (use --device gpu on a "
+                 "machine with a usable GPU)",
+                 tr->mode == TRAINER_PS_GPU ? "--variable_update parameter_server --local_parameter_device gpu"
+                                            : "--variable_update replicated --all_reduce nccl",
+                 tr->opt.device, tr->backend->name);
+        return -1;
+    }
+    return 0;
+}
 
 void trainer_timestamp(char *out, size_t out_n_bytes) {
     struct timeval tv;
@@ -342,18 +379,51 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
            mib(m.checkpoint_n_bytes), mib(m.summaries_n_bytes), mib(m.runtime_n_bytes));
 }
 
+/* The GPU modes' lines of --log_device_placement. */
+static void log_gpu_mode_placement(const Trainer *tr, const char *ts) {
+#ifdef TOWER_HAVE_CUDA
+    if (tr->ps_gpu) {
+        const int d = ps_gpu_device(tr->ps_gpu);
+        printf("%s: global batch %d = %d tower(s); mode %s: variables, momentum slots and moving averages in device "
+               "memory on /gpu:%d; gradients gathered there (", ts, tr->global_batch, tr->n_towers,
+               trainer_mode_name(tr->mode), d);
+        for (int t = 0; t < tr->n_towers; t++) {
+            const int peer = ps_gpu_peer_access(tr->ps_gpu, t);
+            printf("%stower_%d %s", t ? ", " : "", t,
+                   peer < 0 ? "in place" : peer ? "peer to peer" : "staged through host memory");
+        }
+        printf("), averaged and applied by kernels on /gpu:%d, variables copied to every tower each step; "
+               "global_step on /cpu:0\n", d);
+    }
+#ifdef TOWER_HAVE_NCCL
+    if (tr->nccl)
+        printf("%s: global batch %d = %d tower(s); mode %s: every tower keeps its own variables on its GPU, with its "
+               "momentum slots and its share of the moving averages; gradients all-reduced by NCCL over %d rank(s), "
+               "one per GPU (the towers of a GPU summed on it first); every tower applies the update; global_step "
+               "on /cpu:0\n", ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode),
+               allreduce_nccl_n_ranks(tr->nccl));
+#endif
+#else
+    (void)tr;
+    (void)ts;
+#endif
+}
+
 static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) {
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: variables: %zu floats (%.1f MiB) of model %s in %s on /cpu:0, with momentum slots and moving averages beside them\n",
-           ts, tr->spec.n_params, tr->spec.n_params * 4.0 / (1024 * 1024), tr->spec.name, tr->alloc.kind);
+    printf("%s: variables: %zu floats (%.1f MiB) of model %s in %s on /cpu:0, with momentum slots and moving averages beside them%s\n",
+           ts, tr->spec.n_params, tr->spec.n_params * 4.0 / (1024 * 1024), tr->spec.name, tr->alloc.kind,
+           is_gpu_mode(tr->mode) ? " (a copy for checkpoints; the trained ones live on the GPUs)" : "");
     for (int t = 0; t < tr->n_towers; t++) {
         char d[256];
         tr->backend->describe_device(tc->devices[t], d, sizeof d);
         printf("%s: tower_%d: %s backend, device %s, %d OpenMP thread(s), batch %d\n", ts, t,
                tr->backend->name, d, tc->n_threads[t], tr->shard_sizes[t]);
     }
-    if (is_replicated(tr->mode))
+    if (is_gpu_mode(tr->mode))
+        log_gpu_mode_placement(tr, ts);
+    else if (is_replicated(tr->mode))
         printf("%s: global batch %d = %d tower(s); mode %s: every tower keeps its own variables and momentum slots "
                "(%s), gradients all-reduced by a ring over the towers' host buffers, every tower applies the update; "
                "each tower also updates its share of the moving averages; global_step on /cpu:0\n",
@@ -368,6 +438,13 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
 
 void trainer_close(Trainer *tr) {
     if (tr->pipeline) pipeline_close(tr->pipeline);
+#ifdef TOWER_HAVE_NCCL
+    allreduce_nccl_free(tr->nccl);
+#endif
+#ifdef TOWER_HAVE_CUDA
+    ps_gpu_free(tr->ps_gpu);
+    ps_gpu_replicas_free(tr->gpu_replicas);
+#endif
     if (tr->towers) tower_group_free(tr->towers);
     if (tr->allreduce) allreduce_host_free(tr->allreduce);
     if (tr->trace) {
@@ -382,6 +459,48 @@ void trainer_close(Trainer *tr) {
         free(tr->files);
     }
     memset(tr, 0, sizeof *tr);
+}
+
+/* The GPU modes' state, from the towers' device buffers: ps_gpu's server
+ * on tower 0's GPU, or replicated_nccl's per-tower slots and the NCCL
+ * communicator.  0, or -1 with err. */
+static int open_gpu_state(Trainer *tr, char *err, size_t err_n_bytes) {
+#ifdef TOWER_HAVE_CUDA
+    int devices[TOWER_MAX_TOWERS];
+    float *params[TOWER_MAX_TOWERS], *grads[TOWER_MAX_TOWERS];
+    char e[512];
+    for (int t = 0; t < tr->n_towers; t++) {
+        TowerDeviceView v;
+        if (tower_group_device_view(tr->towers, t, &v, err, err_n_bytes) != 0) return -1;
+        devices[t] = v.device;
+        params[t] = v.params;
+        grads[t] = v.grads;
+    }
+    if (tr->mode == TRAINER_PS_GPU) {
+        tr->ps_gpu = ps_gpu_create(tr->ps, tr->n_towers, devices, grads, e, sizeof e);
+        if (!tr->ps_gpu) {
+            snprintf(err, err_n_bytes, "--local_parameter_device gpu: %s", e);
+            return -1;
+        }
+        return 0;
+    }
+#ifdef TOWER_HAVE_NCCL
+    tr->gpu_replicas = ps_gpu_replicas_create(tr->ps, tr->n_towers, devices, params, grads, e, sizeof e);
+    if (!tr->gpu_replicas) {
+        snprintf(err, err_n_bytes, "--all_reduce nccl: %s", e);
+        return -1;
+    }
+    tr->nccl = allreduce_nccl_create(tr->n_towers, devices, grads, tr->spec.n_params, e, sizeof e);
+    if (!tr->nccl) {
+        snprintf(err, err_n_bytes, "--all_reduce nccl: %s", e);
+        return -1;
+    }
+    return 0;
+#else
+    (void)params; /* replicated_nccl is not built in: trainer_mode_available refused it */
+#endif
+#endif
+    return trainer_mode_available(tr->mode, err, err_n_bytes) ? 0 : -1;
 }
 
 /* opt.synthetic: one global batch of seeded uniform [-1, 1) images and uniform labels,
@@ -421,13 +540,17 @@ static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
             trainer_close(tr);
             return -1;
         }
-        trace_name_row(tr->trace, 0, is_replicated(tr->mode) ? "server: input, global_step" : "parameter server");
+        trace_name_row(tr->trace, 0, is_replicated(tr->mode)       ? "server: input, global_step"
+                                     : tr->mode == TRAINER_PS_GPU ? "parameter server (GPU)"
+                                                                  : "parameter server");
         for (int t = 0; t < tr->n_towers; t++) {
             char name[32];
             snprintf(name, sizeof name, "tower_%d", t);
             trace_name_row(tr->trace, 1 + t, name);
         }
-        if (is_replicated(tr->mode)) trace_name_row(tr->trace, 1 + tr->n_towers, "all-reduce (ring)");
+        if (is_replicated(tr->mode))
+            trace_name_row(tr->trace, 1 + tr->n_towers,
+                           tr->mode == TRAINER_REPLICATED_NCCL ? "all-reduce (NCCL)" : "all-reduce (ring)");
     }
     if (o->log_device_placement) log_device_placement(tr, tc);
     return 0;
@@ -452,7 +575,8 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         return -1;
     }
     TowerGroupConfig tc;
-    if (plan_towers(tr, &tc, err, err_n_bytes) || plan_shards(tr, err, err_n_bytes)) return -1;
+    if (plan_towers(tr, &tc, err, err_n_bytes) || settle_mode(tr, err, err_n_bytes) || plan_shards(tr, err, err_n_bytes))
+        return -1;
     tc.max_batch = 0;
     for (int t = 0; t < tr->n_towers; t++)
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
@@ -558,8 +682,8 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
     }
 
-    /* Replicated modes: every tower's own variables and slots (the initial broadcast), and the ring. */
-    if (is_replicated(tr->mode)) {
+    /* replicated_host: every tower's own variables and slots (the initial broadcast), and the ring. */
+    if (tr->mode == TRAINER_REPLICATED_HOST) {
         if (ps_create_replicas(tr->ps, tr->n_towers) != 0) {
             snprintf(err, err_n_bytes, "cannot allocate %d replicas of %zu variables (out of memory?)", tr->n_towers,
                      tr->spec.n_params);
@@ -580,13 +704,18 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         trainer_close(tr);
         return -1;
     }
-    if (is_replicated(tr->mode)) {
+    if (tr->mode == TRAINER_REPLICATED_HOST) {
         tr->replicas_bound = tower_group_bind_params(tr->towers, tr->ps->replica_params, e, sizeof e);
         if (tr->replicas_bound < 0) {
             snprintf(err, err_n_bytes, "%s", e);
             trainer_close(tr);
             return -1;
         }
+    }
+    /* The GPU modes: the server's state on the GPUs, made from the (initial or resumed) host block. */
+    if (is_gpu_mode(tr->mode) && open_gpu_state(tr, err, err_n_bytes) != 0) {
+        trainer_close(tr);
+        return -1;
     }
 
     if (o->synthetic) {
@@ -729,6 +858,84 @@ static int step_replicated_host(Trainer *tr, PipelineBatch *batch, float *loss, 
     return 1;
 }
 
+#ifdef TOWER_HAVE_CUDA
+/* A device span (ms after `host_sec`, the host time just before the call
+ * that measured it) on the host clock; empty when it did not run. */
+static TowerSpan device_span(double host_sec, const PsGpuSpanMs *ms) {
+    TowerSpan s = {0.0, 0.0};
+    if (ms->ran) {
+        s.start_sec = host_sec + 1e-3 * ms->start_ms;
+        s.end_sec = host_sec + 1e-3 * ms->end_ms;
+    }
+    return s;
+}
+
+/* parameter_server, gpu: every tower copies the variables in from the
+ * server's GPU and its gradient out to it (peer copies; nothing for a
+ * gradient already there); the server averages and applies there. */
+static int step_parameter_server_gpu(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    PsGpu *g = tr->ps_gpu;
+    TowerDeviceCopy dc[TOWER_MAX_TOWERS];
+    for (int t = 0; t < tr->n_towers; t++) {
+        dc[t].params_src = ps_gpu_params(g);
+        dc[t].params_device = ps_gpu_device(g);
+        dc[t].grads_dst = ps_gpu_gather_dst(g, t);
+        dc[t].grads_device = ps_gpu_device(g);
+    }
+    TowerStep step = {.hooks = NULL, .device_copy = dc};
+    int rc = run_towers(tr, &step, batch, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    PsGpuSpanMs average, apply;
+    const double t0 = tower_now_sec();
+    ps_gpu_step(g, tr->ps, &average, &apply);
+    tr->times.average = device_span(t0, &average);
+    tr->times.apply = device_span(t0, &apply);
+    return 1;
+}
+#endif
+
+#ifdef TOWER_HAVE_NCCL
+/* replicated_nccl's hooks, on each tower's thread. */
+static int replicated_reduce_nccl(void *ctx, int tower, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    Trainer *tr = ctx;
+    PsGpuSpanMs nccl;
+    const double t0 = tower_now_sec();
+    allreduce_nccl_mean(tr->nccl, tower, &nccl);
+    tr->nccl_spans[tower] = device_span(t0, &nccl);
+    return 0;
+}
+
+static int replicated_apply_gpu(void *ctx, int tower, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    Trainer *tr = ctx;
+    ps_gpu_replica_apply(tr->gpu_replicas, tower, tr->ps, tr->step_lr, NULL);
+    return 0;
+}
+
+/* replicated, nccl: every tower computes on its own device variables (no
+ * copy-in) and keeps its gradient on the device (no copy-out); the tower
+ * threads all-reduce the gradients with NCCL and each applies the update
+ * on its GPU; the server thread only advances global_step. */
+static int step_replicated_nccl(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    tr->step_lr = ps_step_lr(ps);
+    const TowerHooks hooks = {.reduce = replicated_reduce_nccl, .apply = replicated_apply_gpu, .ctx = tr};
+    TowerDeviceCopy dc[TOWER_MAX_TOWERS];
+    memset(dc, 0, sizeof dc); /* no copy-in, no copy-out */
+    for (int t = 0; t < tr->n_towers; t++) tr->nccl_spans[t] = (TowerSpan){0.0, 0.0};
+    TowerStep step = {.hooks = &hooks, .device_copy = dc};
+    int rc = run_towers(tr, &step, batch, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    tr->times.apply.start_sec = tower_now_sec();
+    ps_finish_replicated_step(ps, tr->step_lr);
+    tr->times.apply.end_sec = tower_now_sec();
+    return 1;
+}
+#endif
+
 /* One step's spans into the --trace file: the server row, a row per tower, the all-reduce row. */
 static void trace_step(Trainer *tr, long step) {
     static const char *const labels[TOWER_N_PHASES] = {"copy-in", "forward", "backward", "copy-out",
@@ -753,7 +960,18 @@ static void trace_step(Trainer *tr, long step) {
         if (r->start_sec > 0.0 && (reduce_start == 0.0 || r->start_sec < reduce_start)) reduce_start = r->start_sec;
         if (r->end_sec > reduce_end) reduce_end = r->end_sec;
     }
-    if (is_replicated(tr->mode)) trace_span(trc, 1 + tr->n_towers, "ring all-reduce", "reduce", reduce_start, reduce_end);
+    if (tr->mode == TRAINER_REPLICATED_NCCL) { /* the device's ncclAllReduce, first leader in to last out */
+        reduce_start = reduce_end = 0.0;
+        for (int t = 0; t < tr->n_towers; t++) {
+            const TowerSpan *n = &tr->nccl_spans[t];
+            if (n->start_sec <= 0.0) continue;
+            if (reduce_start == 0.0 || n->start_sec < reduce_start) reduce_start = n->start_sec;
+            if (n->end_sec > reduce_end) reduce_end = n->end_sec;
+        }
+        trace_span(trc, 1 + tr->n_towers, "ncclAllReduce", "reduce", reduce_start, reduce_end);
+    } else if (is_replicated(tr->mode)) {
+        trace_span(trc, 1 + tr->n_towers, "ring all-reduce", "reduce", reduce_start, reduce_end);
+    }
 }
 
 int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
@@ -771,6 +989,12 @@ int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
     switch (tr->mode) {
     case TRAINER_REPLICATED_HOST: rc = step_replicated_host(tr, batch, loss, err, err_n_bytes); break;
     case TRAINER_PS_CPU: rc = step_parameter_server_cpu(tr, batch, loss, err, err_n_bytes); break;
+#ifdef TOWER_HAVE_CUDA
+    case TRAINER_PS_GPU: rc = step_parameter_server_gpu(tr, batch, loss, err, err_n_bytes); break;
+#endif
+#ifdef TOWER_HAVE_NCCL
+    case TRAINER_REPLICATED_NCCL: rc = step_replicated_nccl(tr, batch, loss, err, err_n_bytes); break;
+#endif
     default:
         trainer_mode_available(tr->mode, err, err_n_bytes);
         release_batch(tr, batch);
@@ -782,7 +1006,18 @@ int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
     return rc;
 }
 
+/* The GPU modes: the host block <- the GPUs' variables, slots and moving averages. */
+static void download_gpu_state(const Trainer *tr) {
+#ifdef TOWER_HAVE_CUDA
+    if (tr->ps_gpu) ps_gpu_download(tr->ps_gpu, tr->ps);
+    if (tr->gpu_replicas) ps_gpu_replicas_download(tr->gpu_replicas, tr->ps);
+#else
+    (void)tr;
+#endif
+}
+
 const float *trainer_variables(const Trainer *tr) {
+    download_gpu_state(tr);
     return tr->ps->n_replicas > 0 ? tr->ps->replica_params[0] : tr->ps->params;
 }
 
@@ -807,8 +1042,9 @@ void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out) {
 }
 
 int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
-    /* Replicated: every tower holds the same variables; save tower 0's. */
+    /* Replicated: every tower holds the same variables; save tower 0's.  GPU modes: bring them to the host. */
     if (tr->ps->n_replicas > 0) ps_gather_replica(tr->ps, 0);
+    download_gpu_state(tr);
     /* Never replace a good checkpoint with variables that have blown up. */
     for (size_t i = 0; i < tr->spec.n_params; i++) {
         if (!isfinite(tr->ps->params[i])) {

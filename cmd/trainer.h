@@ -24,6 +24,29 @@
  *                            its 1/N share of the moving averages)
  *     ps_finish_replicated_step   global_step + 1
  *
+ * The GPU modes keep the variables on the GPUs (ps/ps_gpu.h); the host
+ * block is then a copy for checkpoints, refreshed by trainer_save and
+ * trainer_variables.  --variable_update parameter_server
+ * --local_parameter_device gpu (PyTorch's DataParallel):
+ *
+ *     pipeline_next          as above
+ *     tower_group_run        each tower: the variables in from the server's
+ *                            GPU (tower 0's; peer copies), forward and
+ *                            backward, its gradient out to that GPU
+ *     ps_gpu_step            mean, optimizer, global_step + 1, moving
+ *                            averages, all by kernels on that GPU
+ *
+ * and --variable_update replicated --all_reduce nccl (MirroredStrategy,
+ * DistributedDataParallel with NCCL):
+ *
+ *     pipeline_next          as above
+ *     tower_group_run        each tower, on its own device variables (no
+ *                            copy-in, no copy-out): forward and backward,
+ *                            then on the tower threads allreduce_nccl_mean
+ *                            (summed per GPU, NCCL across GPUs, divided by
+ *                            the tower count) and ps_gpu_replica_apply
+ *     ps_finish_replicated_step   global_step + 1
+ *
  * The modes, what moves where and when each wins: docs/modes.md.
  */
 #ifndef TOWER_CMD_TRAINER_H
@@ -33,8 +56,10 @@
 #include "model/model.h"
 #include "cmd/trace.h"
 #include "ps/allreduce_host.h"
+#include "ps/allreduce_nccl.h"
 #include "ps/checkpoint.h"
 #include "ps/ps.h"
+#include "ps/ps_gpu.h"
 #include "tower/tower.h"
 
 /* Everything `tower train` can be told; defaults in trainer_options_defaults. */
@@ -72,7 +97,7 @@ typedef struct {
     int num_epochs;                 /* 0: as many as max_steps needs */
     const char *variable_update;    /* "parameter_server" | "replicated" (tf_cnn_benchmarks' names) */
     const char *local_parameter_device; /* parameter_server: where the variables live, "cpu" | "gpu" */
-    const char *all_reduce;         /* replicated: "auto" | "host" | "nccl" (auto: host for CPU towers) */
+    const char *all_reduce;         /* replicated: "auto" | "host" | "nccl" (auto: nccl for GPU towers when built with NCCL, else host) */
     const char *trace;              /* "": none; else a Chrome trace-event JSON file (cmd/trace.h) */
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
 } TrainerOptions;
@@ -89,8 +114,9 @@ typedef enum {
 /* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl". */
 const char *trainer_mode_name(TrainerMode m);
 
-/* The mode for tf_cnn_benchmarks' flag values (all_reduce "auto" = host on
- * CPU towers).  Returns 0, or -1 with one line in err naming the bad flag. */
+/* The mode for tf_cnn_benchmarks' flag values (all_reduce "auto" = host
+ * here; trainer_open makes it nccl once it has GPU towers and NCCL is built
+ * in).  Returns 0, or -1 with one line in err naming the bad flag. */
 int trainer_mode_from_flags(const char *variable_update, const char *local_parameter_device,
                             const char *all_reduce, TrainerMode *mode, char *err, size_t err_n_bytes);
 
@@ -103,8 +129,9 @@ int trainer_mode_from_name(const char *name, TrainerMode *mode, char *err, size_
 /* Set o's variable_update, local_parameter_device and all_reduce to select m. */
 void trainer_mode_set_flags(TrainerMode m, TrainerOptions *o);
 
-/* 1 when this build can run the mode on its towers; 0 with one line in err
- * saying what it needs (the GPU modes need GPU towers). */
+/* 1 when this build can run the mode; 0 with one line in err saying what
+ * it needs (ps_gpu a CUDA build, replicated_nccl one with NCCL).  The GPU
+ * modes also need GPU towers at run time: trainer_open says so otherwise. */
 int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes);
 
 /* Where the time of the last step went, on the tower_now_sec() clock. */
@@ -112,8 +139,8 @@ typedef struct {
     double start_sec, end_sec;  /* the whole trainer_step */
     TowerSpan input;            /* pipeline_next, or handing out the synthetic batch */
     TowerSpan towers;           /* tower_group_run: the go to the last tower done */
-    TowerSpan average;          /* parameter_server: ps_average_grads; replicated: empty */
-    TowerSpan apply;            /* parameter_server: ps_apply_gradients; replicated: global_step + 1 */
+    TowerSpan average;          /* parameter_server: ps_average_grads (ps_gpu: the device's time of the mean); replicated: empty */
+    TowerSpan apply;            /* parameter_server: ps_apply_gradients (ps_gpu: the device's time of the update); replicated: global_step + 1 */
 } TrainerStepTimes;
 
 /* The last step's time split into the phases `tower bench` reports, in
@@ -152,6 +179,10 @@ typedef struct {
     int replicas_bound;              /* replicated: the towers compute on ps->replica_params in place */
     int server_threads;              /* parameter_server: OpenMP threads of the average and the update */
     AllreduceHost *allreduce;        /* replicated_host: the ring the tower threads run */
+    PsGpu *ps_gpu;                   /* ps_gpu: variables, slots and moving averages on tower 0's GPU */
+    PsGpuReplicas *gpu_replicas;     /* replicated_nccl: each tower's slots and share of the moving averages, on its GPU */
+    AllreduceNccl *nccl;             /* replicated_nccl: the communicator over the towers' GPUs */
+    TowerSpan nccl_spans[TOWER_MAX_TOWERS]; /* replicated_nccl: each GPU leader's ncclAllReduce in the last step (device time) */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */
@@ -206,12 +237,16 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
 int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes);
 
 /* Write a checkpoint of the current state to train_dir (in the replicated
- * modes: tower 0's variables and momentum slots, which every tower shares). */
+ * modes: tower 0's variables and momentum slots, which every tower shares;
+ * in the GPU modes they are first copied from the GPUs to the host block). */
 int trainer_save(Trainer *tr, char *err, size_t err_n_bytes);
 
 /* The current variables, (n_params) floats owned by the trainer and valid
- * until the next trainer_step: ps->params, or tower 0's replica in the
- * replicated modes (where ps->params is only refreshed at a save). */
+ * until the next trainer_step: ps->params, or tower 0's replica in
+ * replicated_host (where ps->params is only refreshed at a save).  In the
+ * GPU modes it first copies the variables, slots and moving averages from
+ * the GPUs into ps->params, ps->accum and ps->ema (a device-to-host copy of
+ * the model: for summaries and tests, not every step). */
 const float *trainer_variables(const Trainer *tr);
 
 /* The last step's time in `tower bench`'s phases (see TrainerPhaseSec). */

@@ -10,15 +10,15 @@
 #     phase once per step per tower, in order within a step;
 #   - `tower train --variable_update replicated --trace` on Fashion-MNIST's
 #     test set logs its mode and writes a trace;
-#   - bad mode flags, GPU modes without GPU towers and an unwritable trace
-#     fail with one line on stderr and a non-zero exit.
+#   - bad mode flags, GPU modes on CPU towers (--device cpu) and an
+#     unwritable trace fail with one line on stderr and a non-zero exit.
 set -euo pipefail
 tower=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$tower" bench --models mnist,cifar10 --modes ps_cpu,replicated/host --towers 1,2 --batch_size 2 --steps 3 --warmup 1 \
+"$tower" bench --device cpu --models mnist,cifar10 --modes ps_cpu,replicated/host --towers 1,2 --batch_size 2 --steps 3 --warmup 1 \
   --repeat 2 --csv "$work/bench.csv" --svg "$work/bench.svg" --trace "$work/t.json" --predict >"$work/bench.log"
 grep -q "^model .*img/s.*fwd+bwd.*reduce.*apply" "$work/bench.log" || fail "no table header in the bench output"
 grep -q "what-if, mnist" "$work/bench.log" || fail "--predict printed no what-if table"
@@ -140,10 +140,10 @@ expect_error() { # expect_error CODE PATTERN ARGS...
 }
 expect_error 1 "--variable_update 'mirrored'" train --train_dir "$work/e" --variable_update mirrored
 expect_error 1 "--all_reduce 'mpi'" train --train_dir "$work/e" --variable_update replicated --all_reduce mpi
-expect_error 1 "is not implemented yet" train --train_dir "$work/e" --local_parameter_device gpu
-expect_error 1 "is not implemented yet" train --train_dir "$work/e" --variable_update replicated --all_reduce nccl
-expect_error 1 "is not implemented yet" bench --modes ps_gpu
-expect_error 1 "is not implemented yet" bench --modes replicated/nccl
+expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --local_parameter_device gpu
+expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --variable_update replicated --all_reduce nccl
+expect_error 1 "needs GPU towers\|needs NCCL" bench --device cpu --modes ps_gpu --models mnist --towers 1 --csv "" --svg ""
+expect_error 1 "needs GPU towers\|needs NCCL" bench --device cpu --modes replicated/nccl --models mnist --towers 1 --csv "" --svg ""
 expect_error 2 "unknown mode 'allreduce'" bench --modes allreduce
 expect_error 2 "'0' is not a tower count" bench --towers 0
 expect_error 2 "unknown model 'resnet'" bench --models resnet
