@@ -1,10 +1,16 @@
 #!/bin/sh
-# run_gpu_bench.sh — GPU towers beside PyTorch on the same GPU (not a test).
+# run_gpu_bench.sh — GPU towers beside PyTorch on the same GPU, and the
+# variable placement modes on GPU towers (not a test).
 #
-# Where it sits: bench/; builds bench_gpu when it is missing (Release, CUDA
-# on, in build_dir), runs it (1, 2, 4 towers of 128 on one GPU, each model)
-# and bench/pytorch_gpu.py (the same networks at the same global batch),
-# and prints one table with both and the step breakdown of Tower's.
+# Where it sits: bench/; builds bench_gpu and tower when they are missing
+# (Release, CUDA on, in build_dir), runs bench_gpu (1, 2, 4 towers of 128 on
+# one GPU, each model) and bench/pytorch_gpu.py (the same networks at the
+# same global batch), and prints one table with both and the step breakdown
+# of Tower's.  Then the modes matrix: `tower bench --device gpu` over
+# ps_cpu, replicated_host, ps_gpu and replicated_nccl (when built with NCCL)
+# x 1, 2, 4 towers of 128 on GPU 0 x both models, median of 3 interleaved
+# runs, with its CSV, SVG chart and one Chrome trace per configuration in
+# build_dir/gpu_modes* (docs/modes.md says how to read them).
 # Needs a GPU; PyTorch with CUDA is optional (its column shows "-" without).
 #
 # usage: bench/run_gpu_bench.sh [build_dir] [extra bench_gpu/pytorch_gpu flags, e.g. --tf32]
@@ -12,11 +18,11 @@ set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu-bench}
 [ $# -gt 0 ] && shift
-if [ ! -x "$BUILD/bench/bench_gpu" ]; then
+if [ ! -x "$BUILD/bench/bench_gpu" ] || [ ! -x "$BUILD/cmd/tower" ]; then
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTOWER_CUDA=ON -DTOWER_BENCH=ON >"$BUILD.configure.log" 2>&1 ||
         { cat "$BUILD.configure.log"; exit 1; }
-    cmake --build "$BUILD" -j"$(nproc)" --target bench_gpu ||
-        { echo "run_gpu_bench.sh: cannot build bench_gpu (does bench/CMakeLists.txt include gpu.cmake when TOWER_HAVE_CUDA?)" >&2; exit 1; }
+    cmake --build "$BUILD" -j"$(nproc)" --target bench_gpu tower ||
+        { echo "run_gpu_bench.sh: cannot build bench_gpu and tower (does bench/CMakeLists.txt include gpu.cmake when TOWER_HAVE_CUDA?)" >&2; exit 1; }
 fi
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
@@ -53,3 +59,17 @@ for (fw, model, towers), t in sorted(rows.items(), key=lambda r: (r[0][1] != "mn
         "%.0f (%.0f-%.0f)" % (float(p["img_s"]), float(p["img_s_min"]), float(p["img_s_max"])) if p else "-",
         ratio, t["copy_in_ms"], t["compute_ms"], t["copy_out_ms"], t["wake_ms"], t["ps_ms"], t["h2d_vars_ms"]))
 PYEOF
+
+# ---- the variable placement modes on GPU towers (docs/modes.md) ----
+MODES=ps_cpu,replicated_host,ps_gpu,replicated_nccl
+if ! "$BUILD/cmd/tower" bench --device gpu --models mnist --modes replicated_nccl --towers 1 --batch_size 2 --steps 1 \
+       --warmup 0 --csv "" --svg "" >"$BUILD/gpu_modes_probe.log" 2>&1; then
+    echo "# replicated_nccl left out: $(tail -1 "$BUILD/gpu_modes_probe.log")"
+    MODES=ps_cpu,replicated_host,ps_gpu
+fi
+echo
+echo "# tower bench --device gpu, modes $MODES, 1, 2, 4 towers of 128 on GPU 0"
+"$BUILD/cmd/tower" bench --device gpu --models mnist,cifar10 --modes "$MODES" --towers 1,2,4 --batch_size 128 \
+    --steps 20 --warmup 5 --repeat 3 --csv "$BUILD/gpu_modes.csv" --svg "$BUILD/gpu_modes.svg" \
+    --trace "$BUILD/gpu_modes_trace.json"
+echo "# modes table: $BUILD/gpu_modes.csv, chart: $BUILD/gpu_modes.svg, traces: $BUILD/gpu_modes_trace-<model>-<mode>-<towers>.json"
