@@ -145,7 +145,9 @@ fail=0
 verdict() { # verdict CONDITION(python expr) MESSAGE
   if python3 -c "import sys; sys.exit(0 if ($1) else 1)"; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi
 }
-verdict "$full_bound == $tenth_bound" "the bound does not depend on the data ($full_bound MiB for both sets)"
+# The bound's only measured part (what is resident when trainer_open begins:
+# code and libraries) differs between two processes by a few pages.
+verdict "abs($full_bound - $tenth_bound) <= 1.0" "the bound does not depend on the data ($full_bound and $tenth_bound MiB)"
 verdict "$full_mib <= $full_bound" "full set: peak $full_mib MiB within the bound $full_bound MiB"
 verdict "$tenth_mib <= $tenth_bound" "tenth: peak $tenth_mib MiB within the bound $tenth_bound MiB"
 growth=$(python3 -c "print('%.1f' % ($full_mib - $tenth_mib))")

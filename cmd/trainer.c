@@ -329,6 +329,19 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
     return 0;
 }
 
+/* The process's resident set (VmRSS of /proc/self/status) in bytes, or 0
+ * where it cannot be read (the bound is then lower by it). */
+static size_t resident_n_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %zu kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
+
 size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     TrainerMemory local;
     if (!m) m = &local;
@@ -354,9 +367,10 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
      * their encoding (up to 2 x 9 bytes); one counts array while computing. */
     m->summaries_n_bytes = (size_t)tr->spec.n_vars * (size_t)n_limits * (2 * sizeof(double) + 18) +
                            (size_t)n_limits * sizeof(double) + ((size_t)64 << 10);
+    m->loaded_n_bytes = tr->loaded_n_bytes;
     m->runtime_n_bytes = TRAINER_RUNTIME_N_BYTES;
     m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->checkpoint_n_bytes +
-                       m->summaries_n_bytes + m->runtime_n_bytes;
+                       m->summaries_n_bytes + m->loaded_n_bytes + m->runtime_n_bytes;
     return m->total_n_bytes;
 }
 
@@ -373,10 +387,10 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
                "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
                m.pipeline.capacity, m.pipeline.n_slots, m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches,
                tr->record_n_bytes);
-    printf(" + variables %.1f + towers %.1f%s + checkpoint %.1f + summaries %.1f + runtime %.1f\n",
+    printf(" + variables %.1f + towers %.1f%s + checkpoint %.1f + summaries %.1f + loaded %.1f + runtime %.1f\n",
            mib(m.variables_n_bytes), mib(m.towers_n_bytes),
            m.towers_known ? "" : " (not counted: device memory, and the CUDA runtime's host memory)",
-           mib(m.checkpoint_n_bytes), mib(m.summaries_n_bytes), mib(m.runtime_n_bytes));
+           mib(m.checkpoint_n_bytes), mib(m.summaries_n_bytes), mib(m.loaded_n_bytes), mib(m.runtime_n_bytes));
 }
 
 /* The GPU modes' lines of --log_device_placement. */
@@ -558,6 +572,7 @@ static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
 
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
     memset(tr, 0, sizeof *tr);
+    tr->loaded_n_bytes = resident_n_bytes();
     tr->opt = *opt;
     const TrainerOptions *o = &tr->opt;
     char e[512];

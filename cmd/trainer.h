@@ -190,6 +190,7 @@ typedef struct {
     void *synthetic_x, *synthetic_labels; /* its buffers, from alloc */
     PipelineConfig pipeline_cfg;     /* what the pipeline was opened with (for trainer_max_n_bytes) */
     size_t record_n_bytes;           /* the longest record the memory bound assumes: the image + 4 KiB */
+    size_t loaded_n_bytes;           /* the process's resident memory when trainer_open began (trainer_max_n_bytes) */
 } Trainer;
 
 /* Host memory a training process holds, part by part (trainer_max_n_bytes).
@@ -202,24 +203,28 @@ typedef struct {
     size_t towers_n_bytes;     /* n_towers x the backend's host_n_bytes: a CPU tower's weights, logits, activations and scratch */
     size_t checkpoint_n_bytes; /* a save's payload, or twice it at a --resume load (payload + decoded copy) */
     size_t summaries_n_bytes;  /* the events writer: queued histograms of every variable and the encoded event */
-    size_t runtime_n_bytes;    /* TRAINER_RUNTIME_N_BYTES: code, libraries, thread stacks, allocator and oneDNN buffers */
+    size_t loaded_n_bytes;     /* measured: resident when trainer_open began — the executable and its shared libraries
+                                * as loaded (about 7 MiB; about 220 MiB more when the CUDA libraries are linked in) */
+    size_t runtime_n_bytes;    /* TRAINER_RUNTIME_N_BYTES: thread stacks, allocator and oneDNN buffers, pages touched later */
     size_t total_n_bytes;      /* the sum: peak RSS stays below it */
     int towers_known;          /* 0: the backend does not report its towers' host memory (GPU towers; nor the CUDA runtime) */
 } TrainerMemory;
 
-/* The allowance for what no buffer size gives: the executable's and shared
- * libraries' resident pages (about 7 MiB), the stacks of the tower, OpenMP
- * and pipeline threads, malloc's per-thread arenas and oneDNN's packing
- * buffers inside sgemm.  Measured as peak RSS minus the other parts: 12-14
- * MiB for cifar10 and 18-21 MiB for mnist on the 2-core development
- * machine, with 1 to 8 OpenMP threads (bench/run_memory_bench.sh). */
+/* The allowance for what no buffer size gives, beyond what is resident when
+ * trainer_open begins (loaded_n_bytes): the stacks of the tower, OpenMP and
+ * pipeline threads, malloc's per-thread arenas, oneDNN's packing buffers
+ * inside sgemm and library pages first touched later.  Measured as peak RSS
+ * minus the other parts (libraries included): 12-14 MiB for cifar10 and
+ * 18-21 MiB for mnist on the 2-core development machine, with 1 to 8 OpenMP
+ * threads (bench/run_memory_bench.sh). */
 #define TRAINER_RUNTIME_N_BYTES ((size_t)32 << 20)
 
 /* The most host memory (bytes) an open trainer's process holds while it
  * trains, as the sum of the parts in m (filled when not NULL), for records
  * no longer than tr->record_n_bytes.  A bound, not an estimate: each part
  * is what its module allocates for this configuration (rounded up to whole
- * pages), and the parts are summed although some never coexist (the
+ * pages), plus what was resident when trainer_open began (measured: code and
+ * libraries) and a fixed allowance, and the parts are summed although some never coexist (the
  * checkpoint load happens before the towers exist).  Never fails. */
 size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m);
 
