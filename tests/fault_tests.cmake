@@ -1,0 +1,29 @@
+# tests/fault_tests.cmake — faults a long training run meets, through the
+# `tower` binary (label `fault`): kill -9 at random moments (test_fault_kill),
+# a full disk while writing (test_fault_disk), checkpoints that are corrupt or
+# of another model (test_fault_ckpt), TFRecord files truncated or deleted
+# under a running pipeline (test_fault_input); and a short training run under
+# valgrind memcheck (label `valgrind`; not in the sanitizer build, where
+# valgrind cannot run).  test_fault_helper makes the synthetic data, checks a
+# train dir's checkpoints and forges wrong-content checkpoints for the tests.
+add_executable(test_fault_helper test_fault_helper.c)
+target_link_libraries(test_fault_helper PRIVATE tower_ps)
+
+if(TARGET tower)
+  foreach(t test_fault_kill test_fault_ckpt test_fault_input)
+    add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${t}.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
+  endforeach()
+  # The full disk twice: a file-size limit (always runs) and a small tmpfs (skips where mount is refused).
+  add_test(NAME test_fault_disk
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_fault_disk.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper> ulimit)
+  add_test(NAME test_fault_disk_tmpfs
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_fault_disk.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper> tmpfs)
+  set_tests_properties(test_fault_kill test_fault_ckpt test_fault_input test_fault_disk test_fault_disk_tmpfs
+    PROPERTIES SKIP_RETURN_CODE 77 LABELS fault TIMEOUT 300)
+  if(NOT TOWER_SANITIZE)
+    add_test(NAME test_fault_valgrind
+      COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_fault_valgrind.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>
+              ${CMAKE_CURRENT_SOURCE_DIR}/valgrind.supp)
+    set_tests_properties(test_fault_valgrind PROPERTIES SKIP_RETURN_CODE 77 LABELS valgrind TIMEOUT 900)
+  endif()
+endif()

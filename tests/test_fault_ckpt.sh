@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# test_fault_ckpt.sh TOWER HELPER — checkpoints that must be refused, through
+# the three commands that read one: `tower eval`, `tower export` and
+# `tower train --resume`.  Each refusal is exit 1 and EXACTLY one line on
+# stderr, compared in full: which file, and what is wrong with it.  A refused
+# --resume leaves the train dir as it was (the bad file is not replaced and
+# no checkpoint is added).  The files: a flipped byte, cut short (in the
+# payload and in the header), empty, a directory, not a checkpoint at all,
+# bytes appended, a newer format version, valid files of another variable
+# table (renamed, missing, extra, reshaped variable; forged by HELPER with a
+# correct CRC), no momentum slots; a checkpoint of another model (mnist vs
+# cifar10), of another input shape (cifar10 24 vs 28) and another class
+# count; a broken `checkpoint` index.
+set -euo pipefail
+tower=$1
+helper=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+re() { printf '%s' "$1" | sed 's/[].[*^$()+?{}|\\]/\\&/g'; } # a literal as an extended regex
+
+"$helper" idx "$work/img" "$work/lab" 1000
+"$tower" convert --from idx --images "$work/img" --labels "$work/lab" --out "$work/mnist" >/dev/null
+"$helper" cifar "$work/cifar.bin" 300
+"$tower" convert --from cifar10 --out "$work/cifar" "$work/cifar.bin" >/dev/null
+mnist_data="$work/mnist-*.tfrecord"
+cifar_data="$work/cifar-*.tfrecord"
+small=(--device cpu --num_towers 2 --batch_size 4 --min_after_dequeue 50 --no_progress --save_every 1)
+"$tower" train --model mnist --data "$mnist_data" --train_dir "$work/m" --max_steps 2 "${small[@]}" >/dev/null
+"$tower" train --model cifar10 --image_size 24 --data "$cifar_data" --train_dir "$work/c24" --max_steps 1 "${small[@]}" >/dev/null
+good=$work/m/model.ckpt-2
+cgood=$work/c24/model.ckpt-1
+n_checked=0
+
+# expect WHAT REGEX ARGS...: tower ARGS exits 1 with exactly one stderr line matching REGEX in full.
+expect() {
+  local what=$1 regex=$2
+  shift 2
+  local rc=0
+  "$tower" "$@" >/dev/null 2>"$work/err" || rc=$?
+  [ $rc -eq 1 ] || { cat "$work/err"; fail "$what: tower $1 exited $rc, expected 1"; }
+  [ "$(wc -l <"$work/err")" -eq 1 ] || { cat "$work/err"; fail "$what: tower $1: not exactly one line on stderr"; }
+  grep -Eqx -- "$regex" "$work/err" || { cat "$work/err"; fail "$what: tower $1: the line is not /$regex/"; }
+  echo "ok: $what: $(cat "$work/err")"
+  n_checked=$((n_checked + 1))
+}
+
+# refused FILE WHAT REGEX: eval, export and train --resume all refuse FILE with "FILE: REGEX".
+refused() {
+  local file=$1 what=$2 why=$3
+  expect "$what (eval)" "tower eval: $(re "$file"): $why" eval --checkpoint "$file" --data "$mnist_data" --eval_dir none
+  expect "$what (export)" "tower export: $(re "$file"): $why" export --checkpoint "$file" --out "$work/x.safetensors"
+  [ ! -e "$work/x.safetensors" ] || fail "$what: export wrote a file"
+  resume_refused "$file" "$what" "$why" --model mnist --data "$mnist_data"
+}
+
+# resume_refused FILE WHAT REGEX TRAIN_ARGS...: FILE as the latest checkpoint of a train dir; --resume refuses it
+# and leaves the dir as it was.
+resume_refused() {
+  local file=$1 what=$2 why=$3
+  shift 3
+  local dir=$work/resume
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp -r "$file" "$dir/model.ckpt-2"
+  printf 'model_checkpoint_path: "model.ckpt-2"\nall_model_checkpoint_paths: "model.ckpt-2"\n' >"$dir/checkpoint"
+  local before
+  before=$(cd "$dir" && find . -type f -exec md5sum {} + | sort)
+  expect "$what (train --resume)" "tower train: --resume: $(re "$dir/model.ckpt-2"): $why" \
+    train "$@" --train_dir "$dir" --resume --max_steps 5 "${small[@]}" --summary_every 0
+  [ "$(cd "$dir" && find . -type f -exec md5sum {} + | sort)" = "$before" ] || { ls -la "$dir"; fail "$what: --resume changed the train dir"; }
+}
+
+size=$(stat -c %s "$good")
+payload=$((size - 24))
+cp "$good" "$work/flipped"
+printf '\x5a' | dd of="$work/flipped" bs=1 seek=$((24 + payload / 2)) conv=notrunc 2>/dev/null
+cmp -s "$good" "$work/flipped" && fail "the byte flip changed nothing"
+refused "$work/flipped" "a flipped byte" \
+  "checksum mismatch: file is corrupted \(crc32 stored 0x[0-9a-f]{8}, computed 0x[0-9a-f]{8}\)"
+head -c $((size / 2)) "$good" >"$work/truncated"
+refused "$work/truncated" "cut short" \
+  "truncated: the header says $payload payload bytes at offset 24, the file has $((size / 2 - 24))"
+head -c 10 "$good" >"$work/short_header"
+refused "$work/short_header" "cut inside the header" "truncated: 10 bytes, the header alone needs 24"
+: >"$work/empty"
+refused "$work/empty" "an empty file" "empty file \(0 bytes\), not a checkpoint"
+mkdir "$work/a_directory"
+refused "$work/a_directory" "a directory" "not a regular file"
+cp "$work/mnist-00000-of-00001.tfrecord" "$work/a_tfrecord"
+refused "$work/a_tfrecord" "a TFRecord file" "not a checkpoint \(bad magic\)"
+{ cat "$good"; printf 'junk'; } >"$work/appended"
+refused "$work/appended" "bytes appended" "4 unexpected bytes after the payload \(the header says $payload payload bytes\)"
+"$helper" forge "$good" "$work/version" version
+refused "$work/version" "a newer format" "unsupported checkpoint format version 99 \(this build reads version 1\)"
+"$helper" forge "$good" "$work/renamed" rename_var
+refused "$work/renamed" "a renamed variable" "variables: unexpected variable 'forged/weights' \(not in model 'mnist'\)"
+"$helper" forge "$good" "$work/dropped" drop_var
+refused "$work/dropped" "a missing variable" "variables: variable '[^']+' missing"
+"$helper" forge "$good" "$work/extra" extra_var
+refused "$work/extra" "an extra variable" "variables: unexpected variable 'forged/biases' \(not in model 'mnist'\)"
+"$helper" forge "$good" "$work/reshaped" reshape_var
+refused "$work/reshaped" "a reshaped variable" \
+  "variables: variable '[^']+' has shape \([0-9, ]+\), expected \([0-9, ]+\)"
+
+# No momentum slots (an sgd run's): eval and export read it; resuming momentum does not.
+"$helper" forge "$good" "$work/sgd" no_momentum
+"$tower" eval --checkpoint "$work/sgd" --data "$mnist_data" --eval_dir none >/dev/null || fail "eval of a checkpoint without momentum slots"
+resume_refused "$work/sgd" "no momentum slots" "no momentum accumulators \(saved with sgd\): cannot resume with nesterov" \
+  --model mnist --data "$mnist_data"
+
+# Another model, another input shape, another class count.
+resume_refused "$good" "an mnist checkpoint for cifar10" \
+  "the checkpoint is for model 'mnist' on 28x28x1 inputs with 10 classes, expected 'cifar10' on 24x24x3 inputs with 10 classes" \
+  --model cifar10 --data "$cifar_data"
+resume_refused "$cgood" "a cifar10 checkpoint for mnist" \
+  "the checkpoint is for model 'cifar10' on 24x24x3 inputs with 10 classes, expected 'mnist' on 28x28x1 inputs with 10 classes" \
+  --model mnist --data "$mnist_data"
+resume_refused "$cgood" "cifar10 at 24 resumed at 28" \
+  "the checkpoint is for model 'cifar10' on 24x24x3 inputs with 10 classes, expected 'cifar10' on 28x28x3 inputs with 10 classes" \
+  --model cifar10 --image_size 28 --data "$cifar_data"
+resume_refused "$good" "10 classes resumed with 5" \
+  "the checkpoint is for model 'mnist' on 28x28x1 inputs with 10 classes, expected 'mnist' on 28x28x1 inputs with 5 classes" \
+  --model mnist --num_classes 5 --data "$mnist_data"
+expect "an mnist checkpoint on cifar10 data (eval)" \
+  "tower eval: $(re "$work")/cifar-00000-of-00001\.tfrecord holds 32x32x3 images; the checkpoint's model takes 28x28x1" \
+  eval --checkpoint "$good" --data "$cifar_data" --eval_dir none
+expect "cifar10 at 24 evaluated at 28 (eval)" "tower eval: --image_size 28 but $(re "$cgood") was trained on 24x24 inputs" \
+  eval --checkpoint "$cgood" --image_size 28 --data "$cifar_data" --eval_dir none
+expect "10 classes evaluated with 5 (eval)" "tower eval: --num_classes 5 but $(re "$good") was trained for 10 classes" \
+  eval --checkpoint "$good" --num_classes 5 --data "$mnist_data" --eval_dir none
+"$tower" eval --checkpoint "$cgood" --image_size 24 --data "$cifar_data" --eval_dir none >/dev/null ||
+  fail "eval at the checkpoint's own --image_size 24"
+
+# A broken index: garbage, a directory, a name that is not there.
+idx=$work/idx
+for kind in garbage directory missing; do
+  rm -rf "$idx"
+  mkdir -p "$idx"
+  cp "$good" "$idx/model.ckpt-2"
+  case $kind in
+    garbage)
+      printf 'model_checkpoint_path: "model.ckpt-2"\nthis is not an index line\n' >"$idx/checkpoint"
+      why="$(re "$idx/checkpoint"): line 2 of the checkpoint index is not model_checkpoint_path: \"NAME\" or all_model_checkpoint_paths: \"NAME\"" ;;
+    directory)
+      mkdir "$idx/checkpoint"
+      why="$(re "$idx/checkpoint"): the checkpoint index is not a regular file" ;;
+    missing)
+      printf 'model_checkpoint_path: "model.ckpt-7"\n' >"$idx/checkpoint"
+      why="$(re "$idx/model.ckpt-7"): cannot open: No such file or directory" ;;
+  esac
+  expect "index: $kind (eval)" "tower eval: $why" eval --checkpoint_dir "$idx" --data "$mnist_data" --eval_dir none
+  expect "index: $kind (export)" "tower export: $why" export --checkpoint_dir "$idx" --out "$work/x.safetensors"
+  expect "index: $kind (train --resume)" "tower train: --resume: $why" \
+    train --model mnist --data "$mnist_data" --train_dir "$idx" --resume --max_steps 5 "${small[@]}" --summary_every 0
+done
+
+# The good ones still load (the refusals above can fail for the right reason only).
+"$tower" eval --checkpoint "$good" --data "$mnist_data" --eval_dir none >/dev/null || fail "eval of the good checkpoint"
+"$tower" export --checkpoint "$good" --out "$work/x.safetensors" >/dev/null || fail "export of the good checkpoint"
+echo "ok: $n_checked refusals, each one line naming the file and what is wrong"
