@@ -193,7 +193,8 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
     }
     free(step);
     for (int k = 0; k < 6; k++) free(ph[k]);
-    trainer_close(&tr);
+    if (rc == 0) rc = trainer_close(&tr, err, err_n_bytes);
+    else trainer_close(&tr, NULL, 0);
     return rc;
 }
 

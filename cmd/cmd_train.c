@@ -212,7 +212,7 @@ int cmd_train(int argc, char **argv) {
     if (dopt.summary_every > 0 || dopt.histogram_every > 0) {
         if (!(events = event_writer_open(o.train_dir, err, sizeof err))) {
             fprintf(stderr, "tower train: %s\n", err);
-            trainer_close(&tr);
+            trainer_close(&tr, NULL, 0);
             return 1;
         }
     }
@@ -256,7 +256,7 @@ int cmd_train(int argc, char **argv) {
             fprintf(stderr, "%s: Model diverged with loss = %s at step %ld\n", ts, loss != loss ? "NaN" : "Inf",
                     tr.ps->global_step + 1);
             event_writer_close(events, NULL, 0);
-            trainer_close(&tr);
+            trainer_close(&tr, NULL, 0);
             return 1;
         }
         if (got < 0) {
@@ -346,6 +346,9 @@ int cmd_train(int argc, char **argv) {
         if (st.corrupt_skipped > 0) printf("; %ld corrupt records skipped", st.corrupt_skipped);
         printf("\n");
     }
-    trainer_close(&tr);
+    if (trainer_close(&tr, err, sizeof err) != 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        exit_code = 1;
+    }
     return exit_code;
 }

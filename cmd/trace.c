@@ -87,9 +87,13 @@ void trace_marker(Trace *tr, const char *name, double t_sec) {
 int trace_close(Trace *tr, char *err, size_t err_n_bytes) {
     if (!tr) return 0;
     fputs("\n]}\n", tr->f);
-    int bad = ferror(tr->f);
-    if (fclose(tr->f) != 0) bad = 1;
-    if (bad) snprintf(err, err_n_bytes, "--trace %s: writing the file failed (disk full?)", tr->path);
+    /* A full disk makes the buffered writes fail at this flush (or already did:
+     * then the flush retries what is left and fails the same way). */
+    int bad = fflush(tr->f) != 0 || ferror(tr->f);
+    const int flush_errno = bad ? errno : 0;
+    if (fclose(tr->f) != 0 && !bad) bad = 1;
+    const int why = flush_errno ? flush_errno : errno;
+    if (bad) snprintf(err, err_n_bytes, "--trace %s: write failed: %s", tr->path, strerror(why));
     free(tr);
     return bad ? -1 : 0;
 }

@@ -450,7 +450,8 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
     fflush(stdout);
 }
 
-void trainer_close(Trainer *tr) {
+int trainer_close(Trainer *tr, char *err, size_t err_n_bytes) {
+    int rc = 0;
     if (tr->pipeline) pipeline_close(tr->pipeline);
 #ifdef TOWER_HAVE_NCCL
     allreduce_nccl_free(tr->nccl);
@@ -463,7 +464,11 @@ void trainer_close(Trainer *tr) {
     if (tr->allreduce) allreduce_host_free(tr->allreduce);
     if (tr->trace) {
         char e[1200];
-        if (trace_close(tr->trace, e, sizeof e) != 0) fprintf(stderr, "tower: %s\n", e);
+        if (trace_close(tr->trace, e, sizeof e) != 0) {
+            if (err) snprintf(err, err_n_bytes, "%s", e);
+            else fprintf(stderr, "tower: %s\n", e);
+            rc = -1;
+        }
     }
     if (tr->synthetic_x) tr->alloc.free(tr->synthetic_x, tr->alloc.ctx);
     if (tr->synthetic_labels) tr->alloc.free(tr->synthetic_labels, tr->alloc.ctx);
@@ -473,6 +478,7 @@ void trainer_close(Trainer *tr) {
         free(tr->files);
     }
     memset(tr, 0, sizeof *tr);
+    return rc;
 }
 
 /* The GPU modes' state, from the towers' device buffers: ps_gpu's server
@@ -551,7 +557,7 @@ static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
                  tr->n_towers);
         tr->trace = trace_open(o->trace, process, err, err_n_bytes);
         if (!tr->trace) {
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
         trace_name_row(tr->trace, 0, is_replicated(tr->mode)       ? "server: input, global_step"
@@ -611,7 +617,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
         if (io_probe_image_shape(tr->files[0], o->image_key, compression, &H, &W, &C, &is_float, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "%s", e);
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
     }
@@ -621,14 +627,14 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         if (o->image_size > H || o->image_size > W) {
             snprintf(err, err_n_bytes, "--image_size %d is larger than the %dx%d images of %s", o->image_size, H, W,
                      tr->files[0]);
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
         out_H = out_W = o->image_size;
     }
     if (model_spec_init(&tr->spec, o->model, out_H, out_W, C, o->num_classes, e, sizeof e) != 0) {
         snprintf(err, err_n_bytes, "--model: %s", e);
-        trainer_close(tr);
+        trainer_close(tr, NULL, 0);
         return -1;
     }
     tr->examples_per_epoch = o->num_examples_per_epoch;
@@ -636,7 +642,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
         if (tr->examples_per_epoch < 0) {
             snprintf(err, err_n_bytes, "%s", e);
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
     }
@@ -652,7 +658,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         pc.opt.nesterov = o->nesterov;
     } else {
         snprintf(err, err_n_bytes, "--optimizer '%s': expected momentum or sgd", o->optimizer);
-        trainer_close(tr);
+        trainer_close(tr, NULL, 0);
         return -1;
     }
     pc.lr.initial_lr = o->learning_rate;
@@ -665,7 +671,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tr->ps = ps_create(&tr->spec, tr->n_towers, &pc, tr->alloc, (uint64_t)o->seed);
     if (!tr->ps) {
         snprintf(err, err_n_bytes, "cannot create the parameter server for %zu variables (out of memory?)", tr->spec.n_params);
-        trainer_close(tr);
+        trainer_close(tr, NULL, 0);
         return -1;
     }
     if (o->resume) {
@@ -673,14 +679,14 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         int found = ckpt_find_latest(o->train_dir, path, sizeof path, e, sizeof e);
         if (found < 0) {
             snprintf(err, err_n_bytes, "--resume: %s", e);
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
         if (found == 1) {
             CkptRunState run;
             if (ckpt_load(path, tr->ps, &run, e, sizeof e) != 0) {
                 snprintf(err, err_n_bytes, "--resume: %s", e);
-                trainer_close(tr);
+                trainer_close(tr, NULL, 0);
                 return -1;
             }
             if (run.n_towers != tr->n_towers || run.batch_size != o->batch_size || run.seed != (uint64_t)o->seed) {
@@ -702,12 +708,12 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         if (ps_create_replicas(tr->ps, tr->n_towers) != 0) {
             snprintf(err, err_n_bytes, "cannot allocate %d replicas of %zu variables (out of memory?)", tr->n_towers,
                      tr->spec.n_params);
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
         tr->allreduce = allreduce_host_create(tr->n_towers, err, err_n_bytes);
         if (!tr->allreduce) {
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
     }
@@ -716,26 +722,26 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tr->towers = tower_group_create(&tc, &tr->spec, tr->ps->tower_grads, e, sizeof e);
     if (!tr->towers) {
         snprintf(err, err_n_bytes, "%s", e);
-        trainer_close(tr);
+        trainer_close(tr, NULL, 0);
         return -1;
     }
     if (tr->mode == TRAINER_REPLICATED_HOST) {
         tr->replicas_bound = tower_group_bind_params(tr->towers, tr->ps->replica_params, e, sizeof e);
         if (tr->replicas_bound < 0) {
             snprintf(err, err_n_bytes, "%s", e);
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
     }
     /* The GPU modes: the server's state on the GPUs, made from the (initial or resumed) host block. */
     if (is_gpu_mode(tr->mode) && open_gpu_state(tr, err, err_n_bytes) != 0) {
-        trainer_close(tr);
+        trainer_close(tr, NULL, 0);
         return -1;
     }
 
     if (o->synthetic) {
         if (make_synthetic_batch(tr, err, err_n_bytes) != 0) {
-            trainer_close(tr);
+            trainer_close(tr, NULL, 0);
             return -1;
         }
         return open_trace(tr, &tc, err, err_n_bytes);
@@ -774,7 +780,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tr->pipeline = pipeline_open(&pcfg, e, sizeof e);
     if (!tr->pipeline) {
         snprintf(err, err_n_bytes, "%s", e);
-        trainer_close(tr);
+        trainer_close(tr, NULL, 0);
         return -1;
     }
     return open_trace(tr, &tc, err, err_n_bytes);

@@ -257,9 +257,11 @@ const float *trainer_variables(const Trainer *tr);
 /* The last step's time in `tower bench`'s phases (see TrainerPhaseSec). */
 void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out);
 
-/* Stop everything and free it; also closes the --trace file (a write
- * failure is reported as one line on stderr). */
-void trainer_close(Trainer *tr);
+/* Stop everything and free it; also closes the --trace file.  Returns 0,
+ * or -1 when the trace could not be written: one line (the file and the
+ * errno text) in err, or on stderr when err is NULL (the error paths, which
+ * report their own failure first).  Everything is freed either way. */
+int trainer_close(Trainer *tr, char *err, size_t err_n_bytes);
 
 /* "2026-11-21 12:00:00.123456" (local time), as Python's datetime.now(). */
 void trainer_timestamp(char *out, size_t out_n_bytes);

@@ -81,7 +81,7 @@ static inline RunResult modes_run(const TrainerOptions *o, int steps) {
     Trainer *tr = modes_open_or_die(o);
     modes_steps_or_die(tr, steps);
     RunResult r = modes_collect(tr);
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     return r;
 }
 

@@ -94,12 +94,19 @@ if [ "$mode" = ulimit ]; then
   one_line "$work/err" "^tower export: $work/out\.safetensors\.tmp: write error: File too large\$" "export past ulimit -f"
   [ ! -e "$work/out.safetensors" ] && [ ! -e "$work/out.safetensors.tmp" ] || fail "export left a file behind"
 
+  # The --trace timeline (tower bench: synthetic data, no checkpoint) past a 20 KB limit.
+  rc=0; limited 20 "$work/err" bench --models mnist --modes ps_cpu --towers 1 --batch_size 4 --steps 200 --warmup 1 \
+    --repeat 1 --trace "$work/trace.json" || rc=$?
+  [ $rc -eq 1 ] || fail "a trace past the limit: exit $rc, expected 1"
+  one_line "$work/err" "^tower bench: mnist, ps_cpu, 1 tower\(s\): --trace $work/trace-mnist-ps_cpu-1\.json: write failed: File too large\$" \
+    "trace past ulimit -f"
+
   # With room again, --resume continues from the last good checkpoint.
   "$tower" train "${common[@]}" --train_dir "$dir" --max_steps 4 --save_every 1 --resume >"$work/log" ||
     fail "resume after the full disk"
   grep -q "resumed from $dir/model.ckpt-2 at step 2\$" "$work/log" || fail "did not resume from model.ckpt-2"
   intact "$dir" 4 "after resuming"
-  echo "ok: a file-size limit stops train, eval and export with one line; the last checkpoint stays intact"
+  echo "ok: a file-size limit stops train, eval, export and bench --trace with one line; the last checkpoint stays intact"
   exit 0
 fi
 

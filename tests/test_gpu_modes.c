@@ -148,7 +148,7 @@ static GpuRun run_mode(const TrainerOptions *o) {
     g.replicas_equal = tr->mode == TRAINER_REPLICATED_NCCL ? device_replicas_equal(tr) : 1;
     g.r = modes_collect(tr);
     if (!g.r.replicas_equal) g.replicas_equal = 0;
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     return g;
 }
 
@@ -244,13 +244,13 @@ static int check_resume(TrainerMode mode) {
         exit(1);
     }
     ModelSpec spec = tr->spec;
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     o.resume = 1;
     tr = modes_open_or_die(&o);
     long resumed_at = tr->ps->global_step;
     modes_steps_or_die(tr, 1);
     RunResult resumed = modes_collect(tr);
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     const char *wp = "", *we = "";
     double dp = modes_var_rel_diff(&spec, straight.params, resumed.params, 0, &wp);
     double de = modes_var_rel_diff(&spec, straight.ema, resumed.ema, 0, &we);
@@ -262,7 +262,7 @@ static int check_resume(TrainerMode mode) {
     tr = modes_open_or_die(&o); /* resumes the same checkpoint (step 2; the resumed run saved nothing) */
     modes_steps_or_die(tr, 1);
     RunResult as_ps = modes_collect(tr);
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     double d = modes_var_rel_diff(&spec, straight.params, as_ps.params, 0, &wp);
     int ok_ps = d <= TOLERANCE;
     printf("the %s checkpoint resumed as ps_cpu for 1 step: %.3g (%s) from the straight run  %s\n",

@@ -102,7 +102,7 @@ static int check_resume(void) {
         fprintf(stderr, "trainer_save: %s\n", err);
         exit(1);
     }
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     o.resume = 1;
     tr = modes_open_or_die(&o);
     long resumed_at = tr->ps->global_step;
@@ -110,7 +110,7 @@ static int check_resume(void) {
     RunResult resumed = modes_collect(tr);
     const size_t n_bytes = tr->spec.n_params * sizeof(float);
     ModelSpec spec = tr->spec;
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     int ok = resumed_at == STEPS - 1 && memcmp(straight.params, resumed.params, n_bytes) == 0 &&
              memcmp(straight.ema, resumed.ema, n_bytes) == 0 && resumed.replicas_equal;
     printf("replicated/host, 3 towers: %d steps + checkpoint + resume (at step %ld) + 1 step %s %d steps straight  %s\n",
@@ -120,7 +120,7 @@ static int check_resume(void) {
     tr = modes_open_or_die(&o);
     modes_steps_or_die(tr, 1);
     RunResult as_ps = modes_collect(tr);
-    trainer_close(tr);
+    trainer_close(tr, NULL, 0);
     const char *where = "";
     double d = modes_var_rel_diff(&spec, straight.params, as_ps.params, 0, &where);
     int ok_ps = d <= TOLERANCE;
@@ -154,7 +154,7 @@ static int check_unavailable(void) {
         printf("%s/%s/%s without GPU towers: %s  %s\n", o.variable_update, o.local_parameter_device, o.all_reduce,
                err, ok ? "ok" : "FAIL");
         failures += !ok;
-        if (rc == 0) trainer_close(&tr);
+        if (rc == 0) trainer_close(&tr, NULL, 0);
     }
     TrainerOptions o;
     base_options(&o, "mnist", 2, 2);
@@ -164,7 +164,7 @@ static int check_unavailable(void) {
     int rc = trainer_open(&tr, &o, err, sizeof err);
     int ok = rc != 0 && strstr(err, "--variable_update 'mirrored'");
     printf("--variable_update mirrored: %s  %s\n", err, ok ? "ok" : "FAIL");
-    if (rc == 0) trainer_close(&tr);
+    if (rc == 0) trainer_close(&tr, NULL, 0);
     return failures + !ok;
 }
 

@@ -225,7 +225,7 @@ static void check_cpu_towers(void) {
         CHECK(one_line(err) && strstr(err, gpu[i].flag) && (strstr(err, "needs GPU towers") || strstr(err, "needs NCCL")),
               "%s on CPU towers: '%s'", gpu[i].flag, err);
         printf("%s, --device cpu: %s\n", gpu[i].flag, err);
-        if (rc == 0) trainer_close(&tr);
+        if (rc == 0) trainer_close(&tr, NULL, 0);
     }
     TrainerOptions o;
     trainer_options_defaults(&o);
@@ -242,7 +242,7 @@ static void check_cpu_towers(void) {
     if (rc == 0) {
         CHECK(tr.mode == TRAINER_REPLICATED_HOST, "replicated/auto on CPU towers runs %s", trainer_mode_name(tr.mode));
         printf("--variable_update replicated --all_reduce auto, --device cpu: mode %s\n", trainer_mode_name(tr.mode));
-        trainer_close(&tr);
+        trainer_close(&tr, NULL, 0);
     }
 }
 
