@@ -47,7 +47,14 @@ for i in $(seq 1 "$n_kills"); do
   "$tower" train "${common[@]}" --max_steps 1000000 --save_every $save_every --resume >"$work/run.log" 2>&1 &
   pid=$!
   # The resume line comes before the first step: wait for it, then the moment to kill.
-  for _ in $(seq 1 300); do grep -q "resumed from" "$work/run.log" && break; sleep 0.02; done
+  # A loaded CI machine may take seconds to start a CUDA-linked binary: wait
+  # while the run is alive, up to 120 s.
+  deadline=$((SECONDS + 120))
+  until grep -q "resumed from" "$work/run.log"; do
+    kill -0 $pid 2>/dev/null || { cat "$work/run.log"; fail "kill $i: the run ended before it resumed"; }
+    [ $SECONDS -lt $deadline ] || { cat "$work/run.log"; fail "kill $i: no 'resumed from' line in 120 s"; }
+    sleep 0.02
+  done
   grep -q "resumed from $dir/model.ckpt-$last at step $last\$" "$work/run.log" ||
     { cat "$work/run.log"; fail "kill $i: did not resume from model.ckpt-$last (the latest the index named)"; }
   if [ $((i % 2)) -eq 0 ]; then
