@@ -17,7 +17,8 @@
 #      inputs of tests/fuzz/; -timeout=30 makes a unit slower than 30 s a
 #      finding, the default -rss_limit_mb=2048 a unit that needs more memory;
 #   4. print one line per target: executions, exec/s, coverage (cov: edges,
-#      ft: features), corpus size, findings.
+#      ft: features), corpus (libFuzzer's units/bytes at the end of the run),
+#      files in the working corpus, findings.
 # A finding (crash, sanitizer report, broken invariant, leak, timeout, out of
 # memory) is saved under build-fuzz/fuzz/findings/<target>/ and the script
 # exits 1; the log of each run is build-fuzz/fuzz/logs/<target>.log.  To
@@ -86,25 +87,26 @@ wait || true
 
 status=0
 echo "fuzz.sh: $(date -u +%Y-%m-%dT%H:%MZ), ${SECONDS_PER_TARGET} s per target, $(nproc) cores, build $((t_build - t0)) s, seeds $((t_seeds - t_build)) s"
-printf '%-18s %12s %9s %7s %7s %8s %10s  %s\n' target executions exec/s cov ft corpus corp_bytes findings
+printf '%-16s %11s %7s %5s %6s %12s %6s  %s\n' target executions exec/s cov ft corpus files findings
 for t in $TARGETS; do
   log=$F/logs/$t.log
-  execs=$(grep -a 'stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1)
-  eps=$(grep -a 'stat::average_exec_per_sec' "$log" | awk '{print $2}' | tail -1)
-  last=$(grep -a -E '^#[0-9]+.*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1)
+  # (a run that stopped at once has no status line: grep finds nothing)
+  execs=$(grep -a 'stat::number_of_executed_units' "$log" | awk '{print $2}' | tail -1 || true)
+  eps=$(grep -a 'stat::average_exec_per_sec' "$log" | awk '{print $2}' | tail -1 || true)
+  last=$(grep -a -E '^#[0-9]+.*cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
   cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
-  n_corpus=$(find "$F/corpus/$t" -type f | wc -l)
-  corpus_bytes=$(du -sb "$F/corpus/$t" | awk '{print $1}')
+  corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$last")
+  n_files=$(find "$F/corpus/$t" -type f | wc -l)
   n_found=$(find "$F/findings/$t" -type f | wc -l)
   rc=$(cat "$F/logs/$t.rc" 2>/dev/null || echo 1)
   what="none"
   if [ "$rc" != 0 ] || [ "$n_found" != 0 ]; then
     status=1
-    what="$(grep -a -m1 -E 'ERROR: |FUZZ_REQUIRE|runtime error' "$log" | cut -c1-120) -> $(find "$F/findings/$t" -type f | head -1)"
+    what="$(grep -a -m1 -E 'ERROR: |FUZZ_REQUIRE|runtime error' "$log" | cut -c1-120 || true) -> $(find "$F/findings/$t" -type f | head -1)"
   fi
-  printf '%-18s %12s %9s %7s %7s %8s %10s  %s\n' "fuzz_$t" "${execs:-?}" "${eps:-?}" "${cov:-?}" "${ft:-?}" "$n_corpus" \
-    "$corpus_bytes" "$what"
+  printf '%-16s %11s %7s %5s %6s %12s %6s  %s\n' "fuzz_$t" "${execs:-?}" "${eps:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" \
+    "$n_files" "$what"
 done
 echo "fuzz.sh: total $(($(date +%s) - t0)) s; logs in $F/logs/"
 exit $status
