@@ -5,15 +5,17 @@
  * Where it sits: tests/fuzz/; offline, before training.  The input is one
  * image file.  It is written to DIR/cls/img (tmpfs) and goes
  *   1. through imagefolder_decode (format from the content);
- *   2. through the whole source: convert_open_imagefolder(DIR) and next(),
- *      which decodes again, resizes (or resizes and crops) and converts to
- *      grey or keeps RGB.  The last input byte picks the configuration:
- *      image_size 1 + (b & 63), channels 1 when b & 64, center-crop when
- *      b & 128 (a PNG or JPEG ignores bytes after its end).
+ *   2. for files that do not decode and images of at most
+ *      SOURCE_MAX_PIXELS, through the whole source:
+ *      convert_open_imagefolder(DIR) and next(), which decodes again,
+ *      resizes (or resizes and crops) and converts to grey or keeps RGB.
+ *      The last input byte picks the configuration: image_size
+ *      1 + (b & 63), channels 1 when b & 64, center-crop when b & 128 (a
+ *      PNG or JPEG ignores bytes after its end).
  * Invariants: a PNG that libpng's own simplified reader (png_image_*)
  * reads as RGB decodes, at the same size; a file that does not decode is
- * one warning line naming it and
- * is skipped (the source never fails for it); decode and source agree on
+ * one warning line naming it and is skipped (the source never fails for
+ * it); decode and source agree on
  * which files are good; a good image is at least 1 x 1 and at most
  * IMAGEFOLDER_MAX_PIXELS; the item has the configured shape; with RGB
  * output and image_size equal to both sides, the item is the decoded
@@ -32,6 +34,7 @@
 #include "io/imagefolder.h"
 
 #define ORACLE_MAX_PIXELS ((size_t)1 << 22)
+#define SOURCE_MAX_PIXELS ((size_t)1 << 18)
 
 /* libpng's own simplified reader as an oracle: 1 when it reads data as a
  * PNG (as RGB, at most ORACLE_MAX_PIXELS), with its size in *H, *W. */
@@ -96,7 +99,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_REQUIRE(decoded && oH == H && oW == W, "libpng reads a %d x %d PNG that imagefolder_decode %s (%s)", oW, oH,
                      decoded ? "reads at another size" : "refuses", decoded ? "" : err);
 
-    /* 2. the source, with the configuration of the last byte. */
+    /* 2. the source, with the configuration of the last byte.  Resizing is
+     * linear in the pixels and the same code at every size: images over
+     * SOURCE_MAX_PIXELS (a 300-byte PNG can hold millions) skip this step,
+     * which would otherwise take most of the target's time. */
+    if (decoded && (size_t)H * W > SOURCE_MAX_PIXELS) {
+        free(pixels);
+        return 0;
+    }
     uint8_t b = size ? data[size - 1] : 0;
     ImageFolderConfig cfg;
     imagefolder_config_defaults(&cfg);
