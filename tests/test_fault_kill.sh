@@ -44,15 +44,18 @@ for i in $(seq 1 "$n_kills"); do
   # Leftovers of the previous kill go, so that a .tmp after this kill is this run's
   # (the trainer's own clean-up of them is checked after the last kill).
   rm -f "$dir"/*.tmp
+  # The log goes first: the background run truncates it only once it starts,
+  # and the wait below must not read the previous run's resume line.
+  rm -f "$work/run.log"
   "$tower" train "${common[@]}" --max_steps 1000000 --save_every $save_every --resume >"$work/run.log" 2>&1 &
   pid=$!
   # The resume line comes before the first step: wait for it, then the moment to kill.
   # A loaded CI machine may take seconds to start a CUDA-linked binary: wait
   # while the run is alive, up to 120 s.
   deadline=$((SECONDS + 120))
-  until grep -q "resumed from" "$work/run.log"; do
-    kill -0 $pid 2>/dev/null || { cat "$work/run.log"; fail "kill $i: the run ended before it resumed"; }
-    [ $SECONDS -lt $deadline ] || { cat "$work/run.log"; fail "kill $i: no 'resumed from' line in 120 s"; }
+  until grep -qs "resumed from .* at step [0-9]*$" "$work/run.log"; do
+    kill -0 $pid 2>/dev/null || { cat "$work/run.log" 2>/dev/null; fail "kill $i: the run ended before it resumed"; }
+    [ $SECONDS -lt $deadline ] || { cat "$work/run.log" 2>/dev/null; fail "kill $i: no 'resumed from' line in 120 s"; }
     sleep 0.02
   done
   grep -q "resumed from $dir/model.ckpt-$last at step $last\$" "$work/run.log" ||
