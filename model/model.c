@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "model/layers.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -113,6 +114,7 @@ static void plan_lrn(Planner *p, const char *name) {
 static void plan_dense(Planner *p, const char *name, int n_out, Activation act,
                        float w_stddev, float b_value, float wd) {
     Layer *L = plan_next(p, LAYER_DENSE, name);
+    if (p->flat > (size_t)INT_MAX) p->ok = 0; /* n_in is an int: a larger input would wrap */
     L->dense.n_in = (int)p->flat;
     L->dense.n_out = n_out;
     L->dense.act = act;
@@ -194,8 +196,8 @@ int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
     Layer layers[MAX_LAYERS];
     int n = build_plan(layers, spec->kind, H, W, C, num_classes);
     if (n < 0) {
-        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): each dimension must be at least 1",
-                 spec->name, H, W, C);
+        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): each dimension must be at least 1, "
+                 "and the input of a fully connected layer at most %d values", spec->name, H, W, C, INT_MAX);
         return -1;
     }
     spec->H = H; spec->W = W; spec->C = C;
