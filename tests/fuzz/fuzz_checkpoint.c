@@ -83,6 +83,11 @@ static void read_and_reload(const char *path) {
                  "ckpt_read accepted model '%s' %dx%dx%d/%d that model_spec_init refuses: %s", c.model, c.H, c.W, c.C,
                  c.num_classes, why);
     FUZZ_REQUIRE(c.params && spec.n_params == c.n_params, "ckpt_read: %zu params, the spec has %zu", c.n_params, spec.n_params);
+    /* A model the spec accepts has no empty variable (an input shape too large
+     * for the plan's int sizes once gave local3/weights a shape of (0, 1024)). */
+    for (int v = 0; v < spec.n_vars; v++)
+        FUZZ_REQUIRE(spec.vars[v].n_floats > 0, "ckpt_read accepted model '%s' on %dx%dx%d whose '%s' holds no value", c.model, c.H,
+                     c.W, c.C, spec.vars[v].name);
     FUZZ_REQUIRE(c.global_step >= 0, "ckpt_read: global_step %ld", c.global_step);
     PsConfig pc;
     ps_config_defaults(&pc);
