@@ -357,16 +357,8 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     if (m->towers_known) {
         for (int t = 0; t < tr->n_towers; t++) m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t]);
     }
-    const ParamServer *ps = tr->ps;
-    const size_t n_arrays = 1 + (ps && ps->accum ? 1 : 0) + (ps && ps->ema ? 1 : 0);
-    const size_t payload_n_bytes = n_arrays * tr->spec.n_params * sizeof(float) + ((size_t)64 << 10);
-    m->checkpoint_n_bytes = (tr->opt.resume ? 2 : 1) * payload_n_bytes;
-    int n_limits;
-    event_default_bucket_limits(&n_limits);
-    /* per variable: bucket limits and counts queued (2 doubles per bucket) and
-     * their encoding (up to 2 x 9 bytes); one counts array while computing. */
-    m->summaries_n_bytes = (size_t)tr->spec.n_vars * (size_t)n_limits * (2 * sizeof(double) + 18) +
-                           (size_t)n_limits * sizeof(double) + ((size_t)64 << 10);
+    m->checkpoint_n_bytes = tr->ps ? (tr->opt.resume ? 2 : 1) * ckpt_max_n_bytes(tr->ps) : 0;
+    m->summaries_n_bytes = event_writer_max_n_bytes((size_t)tr->spec.n_vars);
     m->loaded_n_bytes = tr->loaded_n_bytes;
     m->runtime_n_bytes = TRAINER_RUNTIME_N_BYTES;
     m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->checkpoint_n_bytes +

@@ -330,3 +330,10 @@ int event_writer_close(EventWriter *w, char *err, size_t err_n) {
     free(w);
     return rc;
 }
+
+size_t event_writer_max_n_bytes(size_t n_histograms) {
+    int n_limits;
+    event_default_bucket_limits(&n_limits);
+    return n_histograms * (size_t)n_limits * (2 * sizeof(double) + 18) + (size_t)n_limits * sizeof(double) +
+           ((size_t)64 << 10);
+}

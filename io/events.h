@@ -75,6 +75,12 @@ int event_writer_add_histogram(EventWriter *w, const char *tag, const float *val
  * Returns 0, or -1 with err (a write error; the writer is then unusable). */
 int event_writer_write(EventWriter *w, long step, double wall_time_sec, char *err, size_t err_n_bytes);
 
+/* The most heap memory (bytes) a writer holds for the histograms of
+ * n_histograms tensors queued for one event: per histogram the bucket limits
+ * and counts (2 doubles a bucket) and their encoding (up to 2 x 9 bytes),
+ * one counts array while computing, and 64 KiB for the rest of the event. */
+size_t event_writer_max_n_bytes(size_t n_histograms);
+
 /* Closes the file and frees the writer; queued values not yet written are
  * dropped.  Returns 0, or -1 with err when the close failed.  NULL is fine. */
 int event_writer_close(EventWriter *w, char *err, size_t err_n_bytes);

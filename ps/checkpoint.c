@@ -286,6 +286,11 @@ static int remove_stale(const char *dir, const char *const *kept, int n_kept) {
     return removed;
 }
 
+size_t ckpt_max_n_bytes(const ParamServer *ps) {
+    const size_t n_arrays = 1 + (ps->accum ? 1 : 0) + (ps->ema ? 1 : 0);
+    return n_arrays * ps->spec.n_params * sizeof(float) + ((size_t)64 << 10);
+}
+
 int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
               int keep_last, char *err, size_t err_n_bytes) {
     const ModelSpec *spec = &ps->spec;

@@ -60,6 +60,12 @@ typedef struct {
 int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
               int keep_last, char *err, size_t err_n_bytes);
 
+/* The most heap memory (bytes) one ckpt_save of ps holds at once, for memory
+ * bounds: the encoded payload (the variables, momentum slots and moving
+ * averages ps has) plus 64 KiB for names, shapes and framing.  A ckpt_load
+ * holds about twice it (the file's payload and its decoded copy). */
+size_t ckpt_max_n_bytes(const ParamServer *ps);
+
 /* The latest checkpoint of dir, from its index: writes "dir/<name>" (or the
  * index's absolute path) to path.  Returns 1 when found, 0 when dir has no
  * index (or does not exist), -1 when the index cannot be read or names
