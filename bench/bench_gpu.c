@@ -21,7 +21,7 @@
  * What it does not do: read files (the input pipeline is io/'s, measured by
  * bench_pipeline) or check results (tests/test_gpu_*.c do).
  */
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "ps/ps.h"
 #include "tower/tower.h"
 

@@ -3,7 +3,7 @@
  * Where it sits: bench/; measures what a CPU tower spends per step inside
  * model_forward + model_backward (model/), on random in-memory data with
  * TensorFlow's initializers, no optimizer step (that is ps/'s, measured by
- * ps/bench_ps).  bench/run_model_bench.sh runs it beside
+ * bench/bench_ps).  bench/run_model_bench.sh runs it beside
  * bench/pytorch_model.py and prints both side by side.
  * Prints, per model and batch: images/sec (median over --reps timed steps,
  * with the min-max spread), achieved GFLOP/s (training = 3 x forward
@@ -14,7 +14,7 @@
  * share of the step.
  * A line starting "RESULT" carries the figures for scripts.
  */
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "model/model.h"
 #include "model/sgemm.h"
 

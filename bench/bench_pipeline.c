@@ -19,7 +19,7 @@
  * Files go to --dir (default: a fresh directory under $TMPDIR or /tmp),
  * removed at the end.
  */
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "io/convert.h"
 #include "io/example.h"
 #include "io/pipeline.h"

@@ -15,7 +15,7 @@
  * ("one call" rows).  Each figure is the median of --reps timings of a
  * batch of calls lasting about 10 ms, with the min-max spread.
  */
-#include "cmd/flags.h"
+#include "base/flags.h"
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>

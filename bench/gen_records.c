@@ -18,7 +18,7 @@
  *        (or --num_records N instead of --n_mb).  Prints one line: records,
  *        bytes, files.  Exit 1 with one line on stderr on any error.
  */
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "io/example.h"
 #include "io/rng.h"
 #include "io/tfrecord.h"

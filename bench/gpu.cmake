@@ -1,5 +1,5 @@
 # bench/gpu.cmake — bench_gpu: GPU towers' images/sec and step breakdown.
 # Built only with CUDA: bench/CMakeLists.txt includes this file when
 # TOWER_HAVE_CUDA.  bench/run_gpu_bench.sh runs it beside bench/pytorch_gpu.py.
-add_executable(bench_gpu ${CMAKE_CURRENT_LIST_DIR}/bench_gpu.c ${CMAKE_SOURCE_DIR}/cmd/flags.c)
-target_link_libraries(bench_gpu PRIVATE tower_towers tower_ps)
+add_executable(bench_gpu ${CMAKE_CURRENT_LIST_DIR}/bench_gpu.c)
+target_link_libraries(bench_gpu PRIVATE tower_towers tower_ps tower_base)

@@ -7,7 +7,7 @@
 # epoch with the same configuration, and records each run's peak RSS (the
 # child's ru_maxrss, read by python3 after it exits: every byte it ever had
 # resident, final checkpoint included).  The bound is the one `tower train
-# --log_device_placement` prints (trainer_max_n_bytes, cmd/trainer.h).
+# --log_device_placement` prints (trainer_max_n_bytes, train/trainer.h).
 # Checks: both peaks within the bound, and the full set's peak at most
 # --max_growth_mib above the tenth's.  With --check_response, a third run on
 # the tenth with a shuffle buffer of 2/3 of its records must raise the peak

@@ -1,7 +1,7 @@
 /* cmd_bench.c — `tower bench`: the variable placement modes side by side.
  *
  * Where it sits: cmd/; it only wires.  For every model x mode x tower count
- * of the matrix it opens a Trainer (cmd/trainer.h) on synthetic data held in
+ * of the matrix it opens a Trainer (train/trainer.h) on synthetic data held in
  * memory (or --data), on the towers --device picks, runs --warmup steps, then --steps timed steps, and
  * reports what trainer_step recorded: images/sec, the step time's median and
  * spread, the speedup over one tower and the per-phase breakdown (input,
@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
-#include "cmd/flags.h"
-#include "cmd/trainer.h"
+#include "base/flags.h"
+#include "train/trainer.h"
 #include "ps/optimizer.h"
 
 #define BENCH_MAX_ROWS 256

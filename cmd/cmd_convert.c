@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "cmd/progress.h"
 #include "io/convert.h"
 #include "io/imagefolder.h"

@@ -23,7 +23,7 @@
 
 #include "cmd/commands.h"
 #include "cmd/progress.h"
-#include "cmd/trainer.h"
+#include "train/trainer.h"
 #include "io/events.h"
 
 typedef struct {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "model/model.h"
 #include "ps/checkpoint.h"
 #include "ps/safetensors.h"

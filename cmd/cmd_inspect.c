@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "io/inspect.h"
 #include "io/pipeline.h"
 #include "io/tfrecord.h"

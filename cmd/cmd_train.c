@@ -21,9 +21,9 @@
 #include <sys/stat.h>
 
 #include "cmd/commands.h"
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "cmd/progress.h"
-#include "cmd/trainer.h"
+#include "train/trainer.h"
 #include "io/events.h"
 
 static volatile sig_atomic_t stop_requested = 0;

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "cmd/flags.h"
+#include "base/flags.h"
 #include "model/model.h"
 #include "ps/checkpoint.h"
 

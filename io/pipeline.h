@@ -34,9 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/host_alloc.h"
+#include "base/limits.h"
 #include "io/augment.h"
 #include "io/tfrecord.h"
-#include "tower/host_alloc.h"
 
 typedef enum {
     AUGMENT_NONE = 0,        /* uint8 -> float, unscaled (float images pass through) */
@@ -45,7 +46,7 @@ typedef enum {
     AUGMENT_CIFAR_EVAL = 3,  /* central crop, standardization */
 } AugmentKind;
 
-#define PIPELINE_MAX_SHARDS 64
+#define PIPELINE_MAX_SHARDS TOWER_MAX_TOWERS /* one shard per tower */
 
 typedef struct {
     const char *const *files; int n_files;  /* paths, already expanded (see io_expand_globs); copied at open */

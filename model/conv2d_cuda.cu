@@ -13,7 +13,7 @@
  * during forward/backward, or synchronise.
  */
 #include "model/layers_cuda.h"
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 #include <stdint.h>
 #include <string.h>

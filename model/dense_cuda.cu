@@ -13,7 +13,7 @@
  * What it does not do: allocate, or synchronise.
  */
 #include "model/layers_cuda.h"
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 extern "C" void dense_forward_cuda(float *out, const float *inp, const float *weight, const float *bias,
                                    const Dense *d, int B, cublasHandle_t cublas, cudaStream_t stream) {

@@ -23,8 +23,9 @@
  *   - Layers with descriptors (conv2d, LRN) have <layer>_cuda_init, which
  *     builds them once from the CPU geometry and returns 0, or -1 with one
  *     line in err; a CUDA/cuDNN/cuBLAS failure inside forward/backward is
- *     not recoverable and exits through tower/cuda_check.h's macros, naming
- *     the call, the file and the line.
+ *     not recoverable and exits through base/cuda_check.h's macros, naming
+ *     the call, the file, the line and the device; init functions use its
+ *     soft forms (CUDA_SOFT, CUDNN_SOFT, CUBLAS_SOFT).
  *   - TF32: off unless allow_tf32 (then cuDNN may pick tensor-op math for
  *     convolutions and the caller may set CUBLAS_TF32_TENSOR_OP_MATH); off,
  *     results agree with the CPU to float32 rounding.
@@ -40,31 +41,13 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 #ifdef __cplusplus
 extern "C" { /* the C headers included here have no guards of their own */
 #endif
 
 #include "model/layers.h"
-
-/* ---- soft checks, for init functions that report instead of exiting -----
- * CUDA_SOFT (tower/cuda_check.h), CUDNN_SOFT and CUBLAS_SOFT evaluate to 0
- * on success, or write "<library> error: <call> failed: <reason>
- * (<file>:<line>)" to err and evaluate to -1.  Used where a failure (no
- * memory, an unsupported shape) must become a message, not an exit. */
-#define CUDNN_SOFT(call, err, err_n_bytes) tower_cudnn_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
-#define CUBLAS_SOFT(call, err, err_n_bytes) tower_cublas_soft((call), #call, __FILE__, __LINE__, err, err_n_bytes)
-static inline int tower_cudnn_soft(cudnnStatus_t s, const char *call, const char *file, int line,
-                                   char *err, size_t err_n_bytes) {
-    return s == CUDNN_STATUS_SUCCESS ? 0
-                                     : tower_cuda_soft_fail("cuDNN", call, cudnnGetErrorString(s), file, line, err, err_n_bytes);
-}
-static inline int tower_cublas_soft(cublasStatus_t s, const char *call, const char *file, int line,
-                                    char *err, size_t err_n_bytes) {
-    return s == CUBLAS_STATUS_SUCCESS ? 0
-                                      : tower_cuda_soft_fail("cuBLAS", call, cublasGetStatusString(s), file, line, err, err_n_bytes);
-}
 
 /* ---- conv2d: cuDNN, NHWC activations, TensorFlow's conv2d + bias_add [+ relu]
  * cuDNN's NHWC filter layout is (C_out, KH, KW, C_in) ("KRSC"), not

@@ -12,7 +12,7 @@
  * synchronise.
  */
 #include "model/layers_cuda.h"
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 #include <math.h>
 

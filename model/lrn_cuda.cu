@@ -17,7 +17,7 @@
  * What it does not do: normalise across space, allocate, or synchronise.
  */
 #include "model/layers_cuda.h"
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 #include <limits.h>
 #include <string.h>

@@ -176,6 +176,14 @@ static void add_var(ModelSpec *s, const char *layer, const char *what, int ndim,
     s->n_params += v->n_floats;
 }
 
+int model_input_facts(const char *name, ModelInputFacts *f) {
+    const int cifar = name && strcmp(name, "cifar10") == 0;
+    f->H = f->W = cifar ? 32 : 28;
+    f->C = cifar ? 3 : 1;
+    f->distorts = cifar;
+    return cifar || (name && strcmp(name, "mnist") == 0) ? 0 : -1;
+}
+
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes) {
     memset(spec, 0, sizeof *spec);

@@ -51,6 +51,20 @@ typedef struct {
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes);
 
+/* What a model expects of its data before any spec exists: the shape of
+ * its stored images (the synthetic data's shape) and how training treats
+ * them.  mnist: 28x28x1, whole images scaled to [-0.5, 0.5]; cifar10:
+ * 32x32x3, cropped to --image_size and distorted (random crop, flip,
+ * brightness, contrast) then standardized, as TensorFlow's cifar10_input. */
+typedef struct {
+    int H, W, C;   /* the native stored image */
+    int distorts;  /* 1: training crops to image_size and distorts (cifar10); 0: images used whole */
+} ModelInputFacts;
+
+/* Fill f for the model `name`.  Returns 0, or -1 for an unknown name with
+ * f set as for mnist (model_spec_init then reports the name). */
+int model_input_facts(const char *name, ModelInputFacts *f);
+
 /* Index of the variable called `name`, or -1. */
 int model_spec_find(const ModelSpec *spec, const char *name);
 

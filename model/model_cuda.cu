@@ -14,7 +14,7 @@
  */
 #include "model/layers_cuda.h"
 #include "model/model_cuda.h"
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 #include <math.h>
 #include <stdint.h>

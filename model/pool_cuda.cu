@@ -14,7 +14,7 @@
  * What it does not do: average pooling, allocate, or synchronise.
  */
 #include "model/layers_cuda.h"
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 static unsigned blocks_for(size_t n, int threads) {
     size_t b = (n + (size_t)threads - 1) / (size_t)threads;

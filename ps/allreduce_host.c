@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALLREDUCE_MAX_RANKS 64
+#include "base/limits.h"
+
+#define ALLREDUCE_MAX_RANKS TOWER_MAX_TOWERS /* one rank per tower */
 
 struct AllreduceHost {
     int n_ranks;

@@ -17,7 +17,7 @@
 
 #include "ps/device_groups.h"
 #include "ps/ps_gpu_kernels.h"
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 enum { AR_EV_ANCHOR = 0, AR_EV_NCCL_START, AR_EV_NCCL_END, AR_N_EVENTS };
 

@@ -20,12 +20,14 @@
 
 #include <stddef.h>
 
+#include "base/limits.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* At most this many towers (the same bound as tower.h's TOWER_MAX_TOWERS). */
-#define DEVICE_GROUPS_MAX 64
+/* At most this many towers (base/limits.h). */
+#define DEVICE_GROUPS_MAX TOWER_MAX_TOWERS
 
 typedef struct {
     int n_towers;

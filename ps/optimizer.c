@@ -8,6 +8,8 @@
 #include "ps/optimizer.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 /* Below this many elements a loop runs on the calling thread: starting the
  * OpenMP team costs more than the loop. */
@@ -22,6 +24,16 @@ void optimizer_config_defaults(OptimizerConfig *cfg) {
 const char *optimizer_name(const OptimizerConfig *cfg) {
     if (cfg->kind == OPT_SGD) return "sgd";
     return cfg->nesterov ? "nesterov" : "momentum";
+}
+
+int optimizer_kind_from_name(const char *name, OptimizerKind *kind, char *err, size_t err_n_bytes) {
+    if (!strcmp(name, "sgd")) *kind = OPT_SGD;
+    else if (!strcmp(name, "momentum")) *kind = OPT_MOMENTUM;
+    else {
+        snprintf(err, err_n_bytes, "--optimizer '%s': expected momentum or sgd", name);
+        return -1;
+    }
+    return 0;
 }
 
 float lr_schedule_at(const LrSchedule *s, long global_step) {

@@ -63,6 +63,11 @@ typedef struct {
 /* Fill cfg with momentum 0.9, Nesterov. */
 void optimizer_config_defaults(OptimizerConfig *cfg);
 
+/* The optimizer a name selects: "sgd" or "momentum" (the caller sets
+ * momentum and nesterov).  Returns 0, or -1 for another name with
+ * "--optimizer '<name>': expected momentum or sgd" in err. */
+int optimizer_kind_from_name(const char *name, OptimizerKind *kind, char *err, size_t err_n_bytes);
+
 /* "sgd", "momentum" or "nesterov" (momentum with Nesterov): a name for logs. */
 const char *optimizer_name(const OptimizerConfig *cfg);
 

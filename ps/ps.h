@@ -40,7 +40,7 @@
 
 #include "model/model.h"
 #include "ps/optimizer.h"
-#include "tower/host_alloc.h"
+#include "base/host_alloc.h"
 
 typedef struct {
     OptimizerConfig opt;

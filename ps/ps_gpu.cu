@@ -19,7 +19,7 @@
 
 #include <cuda_runtime.h>
 
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 #define PS_GPU_THREADS 256
 #define PS_GPU_MAX_BLOCKS 4096

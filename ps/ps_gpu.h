@@ -38,7 +38,7 @@
  * a buffer read here has too (tower_cuda.c waits per phase): so the host's
  * order of calls is the device's order, across streams and GPUs.
  * Errors: creation reports one line in err; a CUDA failure in a step or a
- * copy is not recoverable and exits with one line (tower/cuda_check.h).
+ * copy is not recoverable and exits with one line (base/cuda_check.h).
  */
 #ifndef TOWER_PS_PS_GPU_H
 #define TOWER_PS_PS_GPU_H

@@ -16,7 +16,7 @@
  * Conventions: every pointer is DEVICE memory on the current device, which
  * the caller sets (cudaSetDevice) and to which `stream` belongs; nothing
  * waits (the caller synchronises); a launch failure exits with one line
- * (tower/cuda_check.h).  n_floats == 0 launches nothing.
+ * (base/cuda_check.h).  n_floats == 0 launches nothing.
  */
 #ifndef TOWER_PS_PS_GPU_KERNELS_H
 #define TOWER_PS_PS_GPU_KERNELS_H
@@ -29,10 +29,11 @@
 extern "C" { /* the C headers included here have no guards of their own */
 #endif
 
+#include "base/limits.h"
 #include "ps/optimizer.h"
 
 /* The most source buffers ps_gpu_sum_div takes (the tower bound). */
-#define PS_GPU_MAX_SRCS 64
+#define PS_GPU_MAX_SRCS TOWER_MAX_TOWERS /* one gradient per tower */
 
 /* out[i] = (((srcs[0][i] + srcs[1][i]) + srcs[2][i]) + ... + srcs[n_srcs-1][i]) / divisor,
  * summed in source order, as ps_average_grads.  With divisor 1 it is the

@@ -4,7 +4,7 @@
  *
  * Where it sits: included by tests/test_modes_equivalence.c (the CPU modes)
  * and tests/test_gpu_modes.c (every mode on GPU towers), so that both
- * drive the trainer (cmd/trainer.h) the same way and measure differences
+ * drive the trainer (train/trainer.h) the same way and measure differences
  * with the same norm.  Every failure to open or step exits 1 with one line
  * saying what and where.
  */
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/trainer.h"
+#include "train/trainer.h"
 
 typedef struct {
     float *params;   /* (n_params) the trained variables */

@@ -2,6 +2,6 @@
 # all-reduce, every mode's trajectory against parameter_server/cpu, the
 # --trace timeline and `tower bench`'s table, CSV and SVG.
 tower_add_test(NAME test_modes_allreduce SOURCES test_modes_allreduce.c LIBS tower_ps Threads::Threads)
-tower_add_test(NAME test_modes_equivalence SOURCES test_modes_equivalence.c LIBS tower_cmd)
+tower_add_test(NAME test_modes_equivalence SOURCES test_modes_equivalence.c LIBS tower_train)
 add_test(NAME test_modes_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_modes_cli.sh $<TARGET_FILE:tower>)
 set_tests_properties(test_modes_cli PROPERTIES SKIP_RETURN_CODE 77)

@@ -19,7 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 /* Exit 77 (skipped) unless a CUDA device is usable. */
 static inline void gpu_test_require_gpu(void) {

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/trainer.h"
+#include "train/trainer.h"
 #include "tests/modes_common.h"
 #include "tests/test_gpu_common.h"
 

@@ -27,7 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cmd/trainer.h"
+#include "train/trainer.h"
 #include "tests/modes_common.h"
 
 #define TOLERANCE 1e-5

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd/trainer.h"
+#include "train/trainer.h"
 #include "ps/device_groups.h"
 #include "tests/check.h"
 

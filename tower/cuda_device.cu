@@ -8,7 +8,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 
-#include "tower/cuda_check.h"
+#include "base/cuda_check.h"
 
 extern "C" int tower_cuda_device_count(char *err, size_t err_n_bytes) {
     int n = 0;

@@ -42,10 +42,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/host_alloc.h"
+#include "base/limits.h"
 #include "model/model.h"
-#include "tower/host_alloc.h"
 
-#define TOWER_MAX_TOWERS 64
 
 /* An interval on the tower_now_sec() clock; both 0 when it did not happen. */
 typedef struct {

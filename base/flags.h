@@ -1,8 +1,9 @@
 /* flags.h — command-line flags for the `tower` subcommands.
  *
- * Where it sits: cmd/ only; every subcommand declares one table of Flag
- * entries whose targets already hold the defaults, so `--help`, the parser
- * and docs/cli.md (checked by a test) read the same table.
+ * Where it sits: base/; the `tower` subcommands (cmd/) and the benchmark
+ * programs (bench/) each declare one table of Flag entries whose targets
+ * already hold the defaults, so `--help`, the parser and docs/cli.md
+ * (checked by a test) read the same table.
  * Accepted forms: --name value, --name=value; booleans also bare --name.
  */
 #ifndef TOWER_CMD_FLAGS_H

@@ -1,7 +1,7 @@
 /* bench_ps.c — what the parameter server costs per synchronous step, and
  * what a checkpoint costs.
  *
- * Where it sits: beside ps/ (built when TOWER_BENCH is on; run it by hand).
+ * Where it sits: bench/, measuring ps/ (built when TOWER_BENCH is on; run it by hand).
  * It times, on the real model sizes, the CPU work a step adds after the
  * towers deliver their gradients: ps_average_grads for 1, 2 and 4 towers and
  * ps_apply_gradients for each optimizer with the moving average; then

@@ -3,7 +3,7 @@
  * Where it sits: cmd/, called by the trainer after each step.  It streams
  * events through stdio's buffer and escapes names; it measures nothing.
  */
-#include "cmd/trace.h"
+#include "train/trace.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,19 +1,22 @@
-/* trainer.h — the training loop's parts, wired together: the input pipeline
- * (io/), the towers (tower/) and the parameter server (ps/).
+/* trainer.h — the training step as a library: the input pipeline (io/),
+ * the towers (tower/) and the parameter server (ps/), wired together by a
+ * variable placement mode (train/mode.h, one file per mode).
  *
- * Where it sits: cmd/; `tower train` drives it, and the tests drive the same
- * functions.  It owns nothing of the math.  One call of trainer_step, in
- * the default mode (--variable_update parameter_server
- * --local_parameter_device cpu, TensorFlow's cifar10_multi_gpu_train):
+ * Where it sits: train/, between cmd/ (which parses flags and prints) and
+ * tower/, ps/, io/.  `tower train`, `tower bench`, the tests and the
+ * benchmarks all drive these same functions.  It owns nothing of the
+ * math.  One call of trainer_step, in the default mode (--variable_update
+ * parameter_server --local_parameter_device cpu, TensorFlow's
+ * cifar10_multi_gpu_train; train/mode_ps_cpu.c):
  *
  *     pipeline_next          the next global batch, split into tower shards
- *     tower_group_step       each tower: copy the variables in, forward and
+ *     tower_group_run        each tower: copy the variables in, forward and
  *                            backward on its shard, deliver its gradients
  *     ps_average_grads       the mean of the tower gradients, in tower order
  *     ps_apply_gradients     the optimizer, global_step + 1, moving averages
  *
  * and in --variable_update replicated --all_reduce host (MirroredStrategy,
- * DistributedDataParallel, Horovod on CPU towers):
+ * DistributedDataParallel, Horovod on CPU towers; train/mode_replicated_host.c):
  *
  *     pipeline_next          as above
  *     tower_group_run        each tower, on its own variables (no copy-in):
@@ -27,7 +30,7 @@
  * The GPU modes keep the variables on the GPUs (ps/ps_gpu.h); the host
  * block is then a copy for checkpoints, refreshed by trainer_save and
  * trainer_variables.  --variable_update parameter_server
- * --local_parameter_device gpu (PyTorch's DataParallel):
+ * --local_parameter_device gpu (PyTorch's DataParallel; train/mode_ps_gpu.c):
  *
  *     pipeline_next          as above
  *     tower_group_run        each tower: the variables in from the server's
@@ -37,7 +40,7 @@
  *                            averages, all by kernels on that GPU
  *
  * and --variable_update replicated --all_reduce nccl (MirroredStrategy,
- * DistributedDataParallel with NCCL):
+ * DistributedDataParallel with NCCL; train/mode_replicated_nccl.c):
  *
  *     pipeline_next          as above
  *     tower_group_run        each tower, on its own device variables (no
@@ -49,18 +52,18 @@
  *
  * The modes, what moves where and when each wins: docs/modes.md.
  */
-#ifndef TOWER_CMD_TRAINER_H
-#define TOWER_CMD_TRAINER_H
+#ifndef TOWER_TRAIN_TRAINER_H
+#define TOWER_TRAIN_TRAINER_H
 
 #include "io/pipeline.h"
 #include "model/model.h"
-#include "cmd/trace.h"
 #include "ps/allreduce_host.h"
 #include "ps/allreduce_nccl.h"
 #include "ps/checkpoint.h"
 #include "ps/ps.h"
 #include "ps/ps_gpu.h"
 #include "tower/tower.h"
+#include "train/trace.h"
 
 /* Everything `tower train` can be told; defaults in trainer_options_defaults. */
 typedef struct {
@@ -98,11 +101,12 @@ typedef struct {
     const char *variable_update;    /* "parameter_server" | "replicated" (tf_cnn_benchmarks' names) */
     const char *local_parameter_device; /* parameter_server: where the variables live, "cpu" | "gpu" */
     const char *all_reduce;         /* replicated: "auto" | "host" | "nccl" (auto: nccl for GPU towers when built with NCCL, else host) */
-    const char *trace;              /* "": none; else a Chrome trace-event JSON file (cmd/trace.h) */
+    const char *trace;              /* "": none; else a Chrome trace-event JSON file (train/trace.h) */
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
 } TrainerOptions;
 
-/* Where the variables live and how the gradients are combined. */
+/* Where the variables live and how the gradients are combined: the index
+ * of the mode's entry in train/modes.c's table. */
 typedef enum {
     TRAINER_PS_CPU = 0,          /* parameter_server, cpu: variables in host memory, CPU averages and applies */
     TRAINER_PS_GPU = 1,          /* parameter_server, gpu: variables on tower 0's GPU (needs GPU towers) */
@@ -176,8 +180,9 @@ typedef struct {
     float tower_accuracy[TOWER_MAX_TOWERS];   /* each tower's batch accuracy in the last step */
     float accuracy;                           /* the global batch's accuracy in the last step */
     TrainerMode mode;
-    int replicas_bound;              /* replicated: the towers compute on ps->replica_params in place */
     int server_threads;              /* parameter_server: OpenMP threads of the average and the update */
+    /* The modes' own state, each set by its mode's open and freed by its close (train/mode_*.c). */
+    int replicas_bound;              /* replicated: the towers compute on ps->replica_params in place */
     AllreduceHost *allreduce;        /* replicated_host: the ring the tower threads run */
     PsGpu *ps_gpu;                   /* ps_gpu: variables, slots and moving averages on tower 0's GPU */
     PsGpuReplicas *gpu_replicas;     /* replicated_nccl: each tower's slots and share of the moving averages, on its GPU */
@@ -186,8 +191,7 @@ typedef struct {
     float step_lr;                   /* replicated: the learning rate of the step in flight */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */
-    PipelineBatch synthetic;         /* opt.synthetic: the batch every step gets */
-    void *synthetic_x, *synthetic_labels; /* its buffers, from alloc */
+    PipelineBatch synthetic;         /* opt.synthetic: the batch every step gets (io/synthetic.h), its buffers from alloc */
     PipelineConfig pipeline_cfg;     /* what the pipeline was opened with (for trainer_max_n_bytes) */
     size_t record_n_bytes;           /* the longest record the memory bound assumes: the image + 4 KiB */
     size_t loaded_n_bytes;           /* the process's resident memory when trainer_open began (trainer_max_n_bytes) */

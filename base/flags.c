@@ -1,5 +1,5 @@
 /* flags.c — the flag parser shared by every `tower` subcommand (see flags.h). */
-#include "cmd/flags.h"
+#include "base/flags.h"
 
 #include <errno.h>
 #include <stdio.h>

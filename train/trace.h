@@ -1,9 +1,9 @@
 /* trace.h — a timeline of training steps as Chrome trace-event JSON, the
  * format Perfetto (ui.perfetto.dev) and chrome://tracing open.
  *
- * Where it sits: cmd/; the trainer writes one span per phase of every tower
+ * Where it sits: train/; the trainer writes one span per phase of every tower
  * and of the parameter server after each step (`tower train --trace FILE`,
- * `tower bench --trace FILE`), from the timestamps tower/ and cmd/trainer.c
+ * `tower bench --trace FILE`), from the timestamps tower/ and train/trainer.c
  * record anyway, so tracing costs nothing when it is off (no Trace) and a
  * few hundred bytes of buffered output per step when it is on.
  * What it does not do: measure anything itself, or know towers or modes:
@@ -17,8 +17,8 @@
  * ts is in microseconds since trace_open (tower_now_sec's clock).  The file
  * is valid JSON only after trace_close has written the closing brackets.
  */
-#ifndef TOWER_CMD_TRACE_H
-#define TOWER_CMD_TRACE_H
+#ifndef TOWER_TRAIN_TRACE_H
+#define TOWER_TRAIN_TRACE_H
 
 #include <stddef.h>
 

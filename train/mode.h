@@ -1,0 +1,83 @@
+/* mode.h — a variable placement mode as one table entry, after ggml's
+ * backend interface (ggml_backend_i: a struct of function pointers).
+ *
+ * Where it sits: train/, between the trainer (train/trainer.c, which calls
+ * only these entries) and the floors a mode wires together: the towers
+ * (tower/), the parameter server and its all-reduces (ps/).  Each mode is
+ * one file, train/mode_<name>.c, holding its step, the hooks its tower
+ * threads run and its entry; train/modes.c lists the entries in
+ * TrainerMode order.  A new mode is a new file, one line in that table,
+ * one TrainerMode value (train/trainer.h) and its source in
+ * train/CMakeLists.txt; nothing else names a mode.
+ * What it does not do: own the pipeline, the towers or the server (the
+ * trainer opens and closes those around a mode's open and close).
+ */
+#ifndef TOWER_TRAIN_MODE_H
+#define TOWER_TRAIN_MODE_H
+
+#include <stddef.h>
+
+#include "train/trainer.h"
+
+typedef struct TrainModeI {
+    const char *name;            /* trainer_mode_name: "ps_cpu", ... */
+    const char *variable_update; /* tf_cnn_benchmarks' --variable_update: "parameter_server" | "replicated" */
+    const char *placement;       /* parameter_server: --local_parameter_device; replicated: --all_reduce */
+    const char *flags;           /* the whole flag set, for messages: "--variable_update replicated --all_reduce nccl" */
+    const char *const *aliases;  /* NULL-terminated further names for trainer_mode_from_name, or NULL */
+    int needs_gpu_towers;        /* 1: the variables live on the GPUs (the host block is a copy for checkpoints) */
+    const char *server_row;      /* --trace: the name of row 0 (input and the server's work) */
+    const char *server_apply;    /* --trace: row 0's span after the towers ("apply", "global_step") */
+    const char *reduce_row;      /* --trace: the all-reduce row after the towers' rows, or NULL for none */
+    const char *reduce_span;     /* --trace: the name of that row's span ("ring all-reduce", "ncclAllReduce") */
+
+    /* 1 when this build has the mode; 0 with one line in err saying what it needs. */
+    int (*available)(char *err, size_t err_n_bytes);
+    /* Optional.  After the towers are planned, before anything is built:
+     * the mode to run instead (--all_reduce auto on GPU towers), or NULL. */
+    const struct TrainModeI *(*settle)(const Trainer *tr);
+    /* The --log_device_placement line(s) saying where variables and
+     * gradients live and who applies the update (ts: the line's time). */
+    void (*describe)(const Trainer *tr, const char *ts);
+    /* Optional.  The mode's own state, once the server (initial or
+     * resumed) and the towers exist.  0, or -1 with err (the trainer then
+     * calls close). */
+    int (*open)(Trainer *tr, char *err, size_t err_n_bytes);
+    /* One synchronous step on the batch (which it hands back through
+     * train_run_towers): 1, -1 with err, or -2 for a non-finite loss (no
+     * variable changed).  Records tr->times.average and .apply. */
+    int (*step)(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes);
+    /* Optional.  Before a save: bring the variables, slots and moving
+     * averages every tower shares into the host block tr->ps->params. */
+    void (*save)(const Trainer *tr);
+    /* Optional.  The current variables (trainer_variables); NULL: save,
+     * then tr->ps->params. */
+    const float *(*variables)(const Trainer *tr);
+    /* Optional.  --trace: the all-reduce row's span in the last step; NULL:
+     * the towers' reduce phases, first start to last end. */
+    TowerSpan (*reduce_device_span)(const Trainer *tr);
+    /* Optional.  Free what open made; safe after a failed or no open. */
+    void (*close)(Trainer *tr);
+} TrainModeI;
+
+/* The entry of mode m (m < TRAINER_N_MODES). */
+const TrainModeI *train_mode(TrainerMode m);
+
+/* What the modes share.  Run the towers on the batch with step's params,
+ * hooks and device copies; keep their losses and accuracy in tr, give the
+ * batch back.  Returns 1, -1 (err) or -2 (a loss is not finite: with
+ * hooks, no tower has applied anything). */
+int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
+                     size_t err_n_bytes);
+
+/* A device span (ms after host_sec, the host time just before the call
+ * that measured it) on the host clock; empty when it did not run. */
+TowerSpan train_device_span(double host_sec, const PsGpuSpanMs *ms);
+
+/* Each tower's device buffers (TowerDeviceView), for the GPU modes'
+ * open: devices, params and grads get n_towers entries.  0, or -1 with err
+ * (a backend without device buffers). */
+int train_device_views(const Trainer *tr, int *devices, float **params, float **grads, char *err,
+                       size_t err_n_bytes);
+
+#endif

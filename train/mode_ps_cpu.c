@@ -1,0 +1,59 @@
+/* mode_ps_cpu.c — --variable_update parameter_server --local_parameter_device
+ * cpu (TensorFlow's cifar10_multi_gpu_train): the master variables in host
+ * memory; every tower copies them in, computes its gradient and copies it
+ * out to its host buffer; the server thread averages the gradients and
+ * applies the update (ps/ps.h).
+ *
+ * Where it sits: one entry of train/modes.c's table (train/mode.h).
+ * What it does not do: run anything on the tower threads after their
+ * copy-out (no hooks).
+ */
+#include <omp.h>
+#include <stdio.h>
+
+#include "train/mode.h"
+
+static int mode_available(char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    return 1;
+}
+
+static void mode_describe(const Trainer *tr, const char *ts) {
+    printf("%s: global batch %d = %d tower(s); mode %s: gradients averaged and applied on /cpu:0 by %d OpenMP "
+           "thread(s)\n", ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode), tr->server_threads);
+}
+
+/* Every tower copies the master variables in; the server thread averages
+ * the gradients and applies the update, on server_threads OpenMP threads. */
+static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    TowerStep ts = {.hooks = NULL};
+    for (int t = 0; t < tr->n_towers; t++) ts.params[t] = ps->params;
+    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    const int threads_before = omp_get_max_threads();
+    omp_set_num_threads(tr->server_threads);
+    tr->times.average.start_sec = tower_now_sec();
+    ps_average_grads(ps);
+    tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
+    ps_apply_gradients(ps);
+    tr->times.apply.end_sec = tower_now_sec();
+    omp_set_num_threads(threads_before);
+    return 1;
+}
+
+static const char *const aliases[] = {"parameter_server", "parameter_server/cpu", NULL};
+
+const TrainModeI train_mode_ps_cpu = {
+    .name = "ps_cpu",
+    .variable_update = "parameter_server",
+    .placement = "cpu",
+    .flags = "--variable_update parameter_server --local_parameter_device cpu",
+    .aliases = aliases,
+    .server_row = "parameter server",
+    .server_apply = "apply",
+    .available = mode_available,
+    .describe = mode_describe,
+    .step = mode_step,
+};

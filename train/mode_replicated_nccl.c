@@ -1,0 +1,154 @@
+/* mode_replicated_nccl.c — --variable_update replicated --all_reduce nccl
+ * (MirroredStrategy, DistributedDataParallel with NCCL): every tower
+ * computes on its own device variables (no copy-in) and keeps its
+ * gradient on its GPU (no copy-out); on the tower threads the gradients
+ * are all-reduced with NCCL (ps/allreduce_nccl.h: summed per GPU, NCCL
+ * across GPUs, divided by the tower count) and each tower applies the
+ * update on its GPU with its momentum slots and its share of the moving
+ * averages (ps_gpu_replica_apply); the server thread only advances
+ * global_step.  The host block is a copy for checkpoints.
+ *
+ * Where it sits: one entry of train/modes.c's table (train/mode.h); its
+ * two tower-thread hooks are here.  Built with CUDA and NCCL; otherwise
+ * the entry only says what is missing (available).
+ * What it does not do: copy variables or gradients to the host in a step.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "train/mode.h"
+
+#ifdef TOWER_HAVE_NCCL
+static int mode_available(char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    return 1;
+}
+
+static void mode_describe(const Trainer *tr, const char *ts) {
+    printf("%s: global batch %d = %d tower(s); mode %s: every tower keeps its own variables on its GPU, with its "
+           "momentum slots and its share of the moving averages; gradients all-reduced by NCCL over %d rank(s), "
+           "one per GPU (the towers of a GPU summed on it first); every tower applies the update; global_step "
+           "on /cpu:0\n", ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode),
+           allreduce_nccl_n_ranks(tr->nccl));
+}
+
+/* Each tower's slots and share of the moving averages on its GPU, and the
+ * communicator over the towers' GPUs, from the (initial or resumed) host block. */
+static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
+    int devices[TOWER_MAX_TOWERS];
+    float *params[TOWER_MAX_TOWERS], *grads[TOWER_MAX_TOWERS];
+    if (train_device_views(tr, devices, params, grads, err, err_n_bytes) != 0) return -1;
+    char e[512];
+    tr->gpu_replicas = ps_gpu_replicas_create(tr->ps, tr->n_towers, devices, params, grads, e, sizeof e);
+    if (!tr->gpu_replicas) {
+        snprintf(err, err_n_bytes, "--all_reduce nccl: %s", e);
+        return -1;
+    }
+    tr->nccl = allreduce_nccl_create(tr->n_towers, devices, grads, tr->spec.n_params, e, sizeof e);
+    if (!tr->nccl) {
+        snprintf(err, err_n_bytes, "--all_reduce nccl: %s", e);
+        return -1;
+    }
+    return 0;
+}
+
+/* The hooks, on each tower's thread. */
+static int reduce_hook(void *ctx, int tower, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    Trainer *tr = ctx;
+    PsGpuSpanMs nccl;
+    const double t0 = tower_now_sec();
+    allreduce_nccl_mean(tr->nccl, tower, &nccl);
+    tr->nccl_spans[tower] = train_device_span(t0, &nccl);
+    return 0;
+}
+
+static int apply_hook(void *ctx, int tower, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    Trainer *tr = ctx;
+    ps_gpu_replica_apply(tr->gpu_replicas, tower, tr->ps, tr->step_lr, NULL);
+    return 0;
+}
+
+static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    tr->step_lr = ps_step_lr(ps);
+    const TowerHooks hooks = {.reduce = reduce_hook, .apply = apply_hook, .ctx = tr};
+    TowerDeviceCopy dc[TOWER_MAX_TOWERS];
+    memset(dc, 0, sizeof dc); /* no copy-in, no copy-out */
+    for (int t = 0; t < tr->n_towers; t++) tr->nccl_spans[t] = (TowerSpan){0.0, 0.0};
+    TowerStep ts = {.hooks = &hooks, .device_copy = dc};
+    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    tr->times.apply.start_sec = tower_now_sec();
+    ps_finish_replicated_step(ps, tr->step_lr);
+    tr->times.apply.end_sec = tower_now_sec();
+    return 1;
+}
+
+/* The host block <- tower 0's GPU variables and slots, and every tower's share of the moving averages. */
+static void mode_save(const Trainer *tr) {
+    if (tr->gpu_replicas) ps_gpu_replicas_download(tr->gpu_replicas, tr->ps);
+}
+
+/* The device's ncclAllReduce, first GPU leader in to last out. */
+static TowerSpan mode_reduce_span(const Trainer *tr) {
+    TowerSpan s = {0.0, 0.0};
+    for (int t = 0; t < tr->n_towers; t++) {
+        const TowerSpan *n = &tr->nccl_spans[t];
+        if (n->start_sec <= 0.0) continue;
+        if (s.start_sec == 0.0 || n->start_sec < s.start_sec) s.start_sec = n->start_sec;
+        if (n->end_sec > s.end_sec) s.end_sec = n->end_sec;
+    }
+    return s;
+}
+
+static void mode_close(Trainer *tr) {
+    allreduce_nccl_free(tr->nccl);
+    ps_gpu_replicas_free(tr->gpu_replicas);
+    tr->nccl = NULL;
+    tr->gpu_replicas = NULL;
+}
+#else
+static int mode_available(char *err, size_t err_n_bytes) {
+#ifdef TOWER_HAVE_CUDA
+    snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl needs NCCL: this tower was built "
+             "without it (cmake -DTOWER_NCCL=ON, with -DNCCL_ROOT=... when it is outside the CUDA toolkit)");
+#else
+    snprintf(err, err_n_bytes, "--variable_update replicated --all_reduce nccl needs GPU towers and NCCL: this "
+             "tower was built without CUDA (cmake -DTOWER_CUDA=ON)");
+#endif
+    return 0;
+}
+#define mode_describe NULL
+#define mode_open NULL
+#define mode_step NULL
+#define mode_save NULL
+#define mode_reduce_span NULL
+#define mode_close NULL
+#endif
+
+static const char *const aliases[] = {"replicated/nccl", NULL};
+
+const TrainModeI train_mode_replicated_nccl = {
+    .name = "replicated_nccl",
+    .variable_update = "replicated",
+    .placement = "nccl",
+    .flags = "--variable_update replicated --all_reduce nccl",
+    .aliases = aliases,
+    .needs_gpu_towers = 1,
+    .server_row = "server: input, global_step",
+    .server_apply = "global_step",
+    .reduce_span = "ncclAllReduce",
+    .reduce_row = "all-reduce (NCCL)",
+    .available = mode_available,
+    .describe = mode_describe,
+    .open = mode_open,
+    .step = mode_step,
+    .save = mode_save,
+    .reduce_device_span = mode_reduce_span,
+    .close = mode_close,
+};

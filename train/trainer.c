@@ -1,0 +1,688 @@
+/* trainer.c — the training loop's parts wired together (see trainer.h).
+ * No math lives here: it plans the towers and shards, opens io/, ps/ and
+ * tower/ in order, and each step hands the next batch to the placement
+ * mode's step (train/mode.h; one file per mode) and records where the time
+ * went (TrainerStepTimes, the --trace file).  Nothing here names a mode.
+ */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/events.h"
+#include "io/synthetic.h"
+#include "train/mode.h"
+
+void trainer_options_defaults(TrainerOptions *o) {
+    memset(o, 0, sizeof *o);
+    o->model = "mnist";
+    o->data = "data/fashion-mnist/train-*.tfrecord";
+    o->train_dir = "/tmp/tower_train";
+    o->device = "auto";
+    o->optimizer = "momentum";
+    o->image_key = "image_raw";
+    o->label_key = "label";
+    o->compression = "auto";
+    o->shard_sizes = "";
+    o->max_steps = 1000000;
+    o->batch_size = 128;
+    o->num_towers = 0;
+    o->num_gpus = 1;
+    o->gpus = "";
+    o->num_classes = 10;
+    o->image_size = 24;
+    o->learning_rate = 0.01f;
+    o->momentum = 0.9f;
+    o->nesterov = 1;
+    o->lr_decay_factor = 0.1f;
+    o->num_epochs_per_decay = 0.0f;
+    o->moving_average_decay = 0.9999f;
+    o->seed = 1;
+    o->log_every = 10;
+    o->save_every = 1000;
+    o->keep_checkpoints = 5;
+    o->min_after_dequeue = 20000;
+    o->input_threads = 0;
+    o->variable_update = "parameter_server";
+    o->local_parameter_device = "cpu";
+    o->all_reduce = "auto";
+    o->trace = "";
+}
+
+/* After plan_towers: the mode may settle on another (--all_reduce auto
+ * becomes nccl on GPU towers when this build has NCCL), and the GPU modes
+ * need GPU towers.  0, or -1 with err. */
+static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
+    const TrainModeI *m = train_mode(tr->mode);
+    const TrainModeI *other = m->settle ? m->settle(tr) : NULL;
+    for (int k = 0; other && k < TRAINER_N_MODES; k++)
+        if (train_mode((TrainerMode)k) == other) tr->mode = (TrainerMode)k;
+    m = train_mode(tr->mode);
+    if (m->needs_gpu_towers && tr->backend->device_view == NULL) {
+        snprintf(err, err_n_bytes, "%s needs GPU towers, and --device %s gave %s towers (use --device gpu on a "
+                 "machine with a usable GPU)", m->flags, tr->opt.device, tr->backend->name);
+        return -1;
+    }
+    return 0;
+}
+
+void trainer_timestamp(char *out, size_t out_n_bytes) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(out, out_n_bytes, "%s.%06ld", day, (long)tv.tv_usec);
+}
+
+static int parse_compression(const char *s) {
+    if (!strcmp(s, "none")) return IO_COMPRESSION_NONE;
+    if (!strcmp(s, "gzip")) return IO_COMPRESSION_GZIP;
+    if (!strcmp(s, "zlib")) return IO_COMPRESSION_ZLIB;
+    if (!strcmp(s, "auto")) return IO_COMPRESSION_AUTO;
+    return -1;
+}
+
+/* Per-tower shard sizes: equal (batch_size each) or the user's list. */
+static int plan_shards(Trainer *tr, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
+    tr->global_batch = 0;
+    if (o->shard_sizes[0] == '\0') {
+        for (int t = 0; t < tr->n_towers; t++) tr->shard_sizes[t] = o->batch_size;
+    } else {
+        const char *p = o->shard_sizes;
+        for (int t = 0; t < tr->n_towers; t++) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p || v < 1 || v > 1 << 20 || (t + 1 < tr->n_towers && *end != ',')) {
+                snprintf(err, err_n_bytes, "--shard_sizes '%s': need %d positive sizes separated by commas",
+                         o->shard_sizes, tr->n_towers);
+                return -1;
+            }
+            tr->shard_sizes[t] = (int)v;
+            p = end + 1;
+            if (t + 1 == tr->n_towers && *end != '\0') {
+                snprintf(err, err_n_bytes, "--shard_sizes '%s': more sizes than the %d towers",
+                         o->shard_sizes, tr->n_towers);
+                return -1;
+            }
+        }
+    }
+    for (int t = 0; t < tr->n_towers; t++) tr->global_batch += tr->shard_sizes[t];
+    return 0;
+}
+
+/* Which backend, how many towers, and on which devices. */
+#ifdef TOWER_HAVE_CUDA
+/* The GPUs the towers use: --gpus "0,2,3", else the first --num_gpus of the
+ * n_visible ones.  Returns how many, or -1 with err. */
+static int plan_gpus(const TrainerOptions *o, int n_visible, int *gpus, char *err, size_t err_n_bytes) {
+    int n = 0;
+    if (o->gpus[0]) {
+        for (const char *p = o->gpus; *p;) {
+            char *end;
+            long g = strtol(p, &end, 10);
+            if (end == p || (*end && *end != ',') || g < 0 || g >= n_visible || n == TOWER_MAX_TOWERS) {
+                snprintf(err, err_n_bytes, "--gpus '%s': need comma-separated GPU numbers below %d (the visible GPUs)",
+                         o->gpus, n_visible);
+                return -1;
+            }
+            gpus[n++] = (int)g;
+            p = *end ? end + 1 : end;
+        }
+        return n;
+    }
+    if (o->num_gpus < 1 || o->num_gpus > n_visible) {
+        snprintf(err, err_n_bytes, "--num_gpus %d: %d GPU(s) are visible", o->num_gpus, n_visible);
+        return -1;
+    }
+    for (n = 0; n < o->num_gpus; n++) gpus[n] = n;
+    return n;
+}
+#endif
+
+/* Which backend, how many towers, and on which devices.  --device auto takes
+ * GPU towers when a GPU is usable and says which it chose. */
+static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
+    const char *dev = o->device;
+    if (strcmp(dev, "cpu") != 0 && strcmp(dev, "gpu") != 0 && strcmp(dev, "auto") != 0) {
+        snprintf(err, err_n_bytes, "--device '%s': expected cpu, gpu or auto", dev);
+        return -1;
+    }
+    char why_cpu[300] = "";
+    int gpus[TOWER_MAX_TOWERS], n_gpus = 0;
+    if (strcmp(dev, "cpu") != 0) {
+#ifdef TOWER_HAVE_CUDA
+        char e[256];
+        int n_visible = tower_cuda_device_count(e, sizeof e);
+        if (n_visible > 0) {
+            n_gpus = plan_gpus(o, n_visible, gpus, err, err_n_bytes);
+            if (n_gpus < 0) return -1;
+        } else if (!strcmp(dev, "gpu")) {
+            snprintf(err, err_n_bytes, "--device gpu: %s", n_visible < 0 ? e : "no GPU is visible");
+            return -1;
+        } else {
+            snprintf(why_cpu, sizeof why_cpu, "%s", n_visible < 0 ? e : "no GPU is visible");
+        }
+#else
+        if (!strcmp(dev, "gpu")) {
+            snprintf(err, err_n_bytes, "--device gpu: this tower was built without CUDA (cmake -DTOWER_CUDA=ON)");
+            return -1;
+        }
+        snprintf(why_cpu, sizeof why_cpu, "built without CUDA");
+#endif
+    }
+    memset(tc, 0, sizeof *tc);
+    if (n_gpus > 0) {
+#ifdef TOWER_HAVE_CUDA
+        tr->backend = o->allow_tf32 ? &tower_backend_cuda_tf32 : &tower_backend_cuda;
+#endif
+        tr->n_towers = o->num_towers > 0 ? o->num_towers : n_gpus;
+        if (tr->n_towers > TOWER_MAX_TOWERS) {
+            snprintf(err, err_n_bytes, "--num_towers %d: at most %d", tr->n_towers, TOWER_MAX_TOWERS);
+            return -1;
+        }
+        tr->server_threads = omp_get_max_threads();
+        tc->backend = tr->backend;
+        tc->n_towers = tr->n_towers;
+        for (int t = 0; t < tr->n_towers; t++) {
+            tc->devices[t] = gpus[t % n_gpus]; /* several towers on a GPU: each its own stream */
+            tc->n_threads[t] = 1;
+        }
+        if (!strcmp(dev, "auto")) {
+            char ts[64];
+            trainer_timestamp(ts, sizeof ts);
+            printf("%s: device auto: %d GPU tower(s) on %d GPU(s)\n", ts, tr->n_towers, n_gpus);
+        }
+        return 0;
+    }
+    if (!strcmp(dev, "auto")) {
+        char ts[64];
+        trainer_timestamp(ts, sizeof ts);
+        printf("%s: device auto: CPU towers (%s)\n", ts, why_cpu);
+    }
+    tr->backend = &tower_backend_cpu;
+    tr->n_towers = o->num_towers > 0 ? o->num_towers : 1;
+    /* The server's average and update run while the towers wait.  With as many CPU
+     * towers as cores, a second OpenMP thread of the server would, after those loops,
+     * keep spinning (libgomp waits actively for its next region) on a core that a tower
+     * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md). */
+    tr->server_threads = tr->n_towers >= sysconf(_SC_NPROCESSORS_ONLN) ? 1 : omp_get_max_threads();
+    if (tr->n_towers > TOWER_MAX_TOWERS) {
+        snprintf(err, err_n_bytes, "--num_towers %d: at most %d", tr->n_towers, TOWER_MAX_TOWERS);
+        return -1;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    tc->backend = tr->backend;
+    tc->n_towers = tr->n_towers;
+    for (int t = 0; t < tr->n_towers; t++) {
+        /* C cores over N towers: the first C % N towers get one more. */
+        int share = (int)(cores / tr->n_towers) + (t < cores % tr->n_towers ? 1 : 0);
+        tc->n_threads[t] = share > 0 ? share : 1;
+        tc->devices[t] = 0;
+    }
+    return 0;
+}
+
+/* The process's resident set (VmRSS of /proc/self/status) in bytes, or 0
+ * where it cannot be read (the bound is then lower by it). */
+static size_t resident_n_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %zu kB", &kib) == 1) break;
+    fclose(f);
+    return kib * 1024;
+}
+
+size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
+    TrainerMemory local;
+    if (!m) m = &local;
+    memset(m, 0, sizeof *m);
+    if (tr->opt.synthetic) {
+        m->input_n_bytes = synthetic_batch_n_bytes(tr->global_batch, (size_t)tr->spec.H * tr->spec.W * tr->spec.C);
+    } else {
+        m->input_n_bytes = pipeline_max_n_bytes(&tr->pipeline_cfg, tr->record_n_bytes, &m->pipeline);
+    }
+    m->variables_n_bytes = tr->ps ? ps_host_n_bytes(tr->ps) : 0;
+    m->towers_known = tr->backend && tr->backend->host_n_bytes;
+    if (m->towers_known) {
+        for (int t = 0; t < tr->n_towers; t++) m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t]);
+    }
+    m->checkpoint_n_bytes = tr->ps ? (tr->opt.resume ? 2 : 1) * ckpt_max_n_bytes(tr->ps) : 0;
+    m->summaries_n_bytes = event_writer_max_n_bytes((size_t)tr->spec.n_vars);
+    m->loaded_n_bytes = tr->loaded_n_bytes;
+    m->runtime_n_bytes = TRAINER_RUNTIME_N_BYTES;
+    m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->checkpoint_n_bytes +
+                       m->summaries_n_bytes + m->loaded_n_bytes + m->runtime_n_bytes;
+    return m->total_n_bytes;
+}
+
+static double mib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0); }
+
+/* One line: the bound and its parts. */
+static void log_memory_bound(const Trainer *tr, const char *ts) {
+    TrainerMemory m;
+    trainer_max_n_bytes(tr, &m);
+    if (tr->opt.synthetic)
+        printf("%s: memory bound %.1f MiB = synthetic batch %.1f", ts, mib(m.total_n_bytes), mib(m.input_n_bytes));
+    else
+        printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
+               "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
+               m.pipeline.capacity, m.pipeline.n_slots, m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches,
+               tr->record_n_bytes);
+    printf(" + variables %.1f + towers %.1f%s + checkpoint %.1f + summaries %.1f + loaded %.1f + runtime %.1f\n",
+           mib(m.variables_n_bytes), mib(m.towers_n_bytes),
+           m.towers_known ? "" : " (not counted: device memory, and the CUDA runtime's host memory)",
+           mib(m.checkpoint_n_bytes), mib(m.summaries_n_bytes), mib(m.loaded_n_bytes), mib(m.runtime_n_bytes));
+}
+
+static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) {
+    const TrainModeI *m = train_mode(tr->mode);
+    char ts[64];
+    trainer_timestamp(ts, sizeof ts);
+    printf("%s: variables: %zu floats (%.1f MiB) of model %s in %s on /cpu:0, with momentum slots and moving averages beside them%s\n",
+           ts, tr->spec.n_params, tr->spec.n_params * 4.0 / (1024 * 1024), tr->spec.name, tr->alloc.kind,
+           m->needs_gpu_towers ? " (a copy for checkpoints; the trained ones live on the GPUs)" : "");
+    for (int t = 0; t < tr->n_towers; t++) {
+        char d[256];
+        tr->backend->describe_device(tc->devices[t], d, sizeof d);
+        printf("%s: tower_%d: %s backend, device %s, %d OpenMP thread(s), batch %d\n", ts, t,
+               tr->backend->name, d, tc->n_threads[t], tr->shard_sizes[t]);
+    }
+    m->describe(tr, ts);
+    log_memory_bound(tr, ts);
+    fflush(stdout);
+}
+
+int trainer_close(Trainer *tr, char *err, size_t err_n_bytes) {
+    int rc = 0;
+    if (tr->pipeline) pipeline_close(tr->pipeline);
+    const TrainModeI *m = train_mode(tr->mode);
+    if (m->close) m->close(tr);
+    if (tr->towers) tower_group_free(tr->towers);
+    if (tr->trace) {
+        char e[1200];
+        if (trace_close(tr->trace, e, sizeof e) != 0) {
+            if (err) snprintf(err, err_n_bytes, "%s", e);
+            else fprintf(stderr, "tower: %s\n", e);
+            rc = -1;
+        }
+    }
+    synthetic_batch_free(&tr->synthetic, tr->alloc);
+    if (tr->ps) ps_free(tr->ps);
+    if (tr->files) {
+        for (int i = 0; i < tr->n_files; i++) free(tr->files[i]);
+        free(tr->files);
+    }
+    memset(tr, 0, sizeof *tr);
+    return rc;
+}
+
+int train_device_views(const Trainer *tr, int *devices, float **params, float **grads, char *err,
+                       size_t err_n_bytes) {
+    for (int t = 0; t < tr->n_towers; t++) {
+        TowerDeviceView v;
+        if (tower_group_device_view(tr->towers, t, &v, err, err_n_bytes) != 0) return -1;
+        devices[t] = v.device;
+        params[t] = v.params;
+        grads[t] = v.grads;
+    }
+    return 0;
+}
+
+/* The last part of trainer_open: the --trace file with its rows named, and the placement log. */
+static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
+    const TrainModeI *m = train_mode(tr->mode);
+    if (o->trace && o->trace[0]) {
+        char process[128];
+        snprintf(process, sizeof process, "tower %s %s, %d tower(s)", tr->spec.name, m->name, tr->n_towers);
+        tr->trace = trace_open(o->trace, process, err, err_n_bytes);
+        if (!tr->trace) return -1;
+        trace_name_row(tr->trace, 0, m->server_row);
+        for (int t = 0; t < tr->n_towers; t++) {
+            char name[32];
+            snprintf(name, sizeof name, "tower_%d", t);
+            trace_name_row(tr->trace, 1 + t, name);
+        }
+        if (m->reduce_row) trace_name_row(tr->trace, 1 + tr->n_towers, m->reduce_row);
+    }
+    if (o->log_device_placement) log_device_placement(tr, tc);
+    return 0;
+}
+
+/* The input pipeline for the data files, writing batches into staging
+ * buffers from the backend's allocator.  0, or -1 with err. */
+static int open_pipeline(Trainer *tr, int compression, int H, int W, int C, int is_float, int out_H, int out_W,
+                         int distorts, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
+    PipelineConfig pcfg;
+    pipeline_config_defaults(&pcfg);
+    pcfg.files = (const char *const *)tr->files;
+    pcfg.n_files = tr->n_files;
+    pcfg.image_key = o->image_key;
+    pcfg.label_key = o->label_key;
+    pcfg.compression = compression;
+    pcfg.in_H = H;
+    pcfg.in_W = W;
+    pcfg.in_C = C;
+    pcfg.image_float = is_float;
+    pcfg.out_H = out_H;
+    pcfg.out_W = out_W;
+    pcfg.num_classes = o->num_classes;
+    pcfg.augment = distorts ? AUGMENT_CIFAR_TRAIN : AUGMENT_MNIST;
+    pcfg.n_shards = tr->n_towers;
+    for (int t = 0; t < tr->n_towers; t++) pcfg.shard_sizes[t] = tr->shard_sizes[t];
+    pcfg.shuffle = 1;
+    pcfg.min_after_dequeue = o->min_after_dequeue;
+    pcfg.capacity = o->min_after_dequeue + 3L * tr->global_batch;
+    pcfg.num_epochs = o->num_epochs;
+    pcfg.seed = (uint64_t)o->seed;
+    if (o->input_threads > 0) pcfg.n_workers = o->input_threads;
+    if (pcfg.prefetch_batches < 2 * tr->n_towers) pcfg.prefetch_batches = 2 * tr->n_towers;
+    pcfg.alloc = tr->alloc;
+    pcfg.skip_corrupt = o->skip_corrupt;
+    pcfg.drop_remainder = 1;
+    pcfg.skip_examples = tr->examples_consumed;
+    tr->pipeline_cfg = pcfg;
+    char e[512];
+    tr->pipeline = pipeline_open(&pcfg, e, sizeof e);
+    if (!tr->pipeline) {
+        snprintf(err, err_n_bytes, "%s", e);
+        return -1;
+    }
+    return 0;
+}
+
+/* --resume: the latest checkpoint in train_dir, if any, into the server.  0, or -1 with err. */
+static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
+    char path[4096], e[512];
+    int found = ckpt_find_latest(o->train_dir, path, sizeof path, e, sizeof e);
+    if (found < 0) {
+        snprintf(err, err_n_bytes, "--resume: %s", e);
+        return -1;
+    }
+    if (found == 0) return 0;
+    CkptRunState run;
+    if (ckpt_load(path, tr->ps, &run, e, sizeof e) != 0) {
+        snprintf(err, err_n_bytes, "--resume: %s", e);
+        return -1;
+    }
+    if (run.n_towers != tr->n_towers || run.batch_size != o->batch_size || run.seed != (uint64_t)o->seed) {
+        char ts[64];
+        trainer_timestamp(ts, sizeof ts);
+        fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, seed %llu; continuing with %d, %d, %ld (the run will not be bitwise a straight one)\n",
+                ts, path, run.n_towers, run.batch_size, (unsigned long long)run.seed, tr->n_towers,
+                o->batch_size, o->seed);
+    }
+    tr->examples_consumed = run.examples_consumed;
+    char ts[64];
+    trainer_timestamp(ts, sizeof ts);
+    printf("%s: resumed from %s at step %ld\n", ts, path, tr->ps->global_step);
+    return 0;
+}
+
+int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
+    memset(tr, 0, sizeof *tr);
+    tr->loaded_n_bytes = resident_n_bytes();
+    tr->opt = *opt;
+    const TrainerOptions *o = &tr->opt;
+    char e[512];
+    if (o->batch_size < 1) {
+        snprintf(err, err_n_bytes, "--batch_size must be at least 1, got %d", o->batch_size);
+        return -1;
+    }
+    if (trainer_mode_from_flags(o->variable_update, o->local_parameter_device, o->all_reduce, &tr->mode, err,
+                                err_n_bytes) != 0 ||
+        !trainer_mode_available(tr->mode, err, err_n_bytes))
+        return -1;
+    int compression = parse_compression(o->compression);
+    if (compression < 0) {
+        snprintf(err, err_n_bytes, "--compression '%s': expected auto, none, gzip or zlib", o->compression);
+        return -1;
+    }
+    TowerGroupConfig tc;
+    if (plan_towers(tr, &tc, err, err_n_bytes) || settle_mode(tr, err, err_n_bytes) || plan_shards(tr, err, err_n_bytes))
+        return -1;
+    tc.max_batch = 0;
+    for (int t = 0; t < tr->n_towers; t++)
+        if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
+    tr->alloc = tr->backend->host_alloc();
+
+    /* The data: its files and the shape of one stored image (synthetic: the model's own). */
+    ModelInputFacts facts;
+    (void)model_input_facts(o->model, &facts); /* an unknown name: model_spec_init says so below */
+    int H = facts.H, W = facts.W, C = facts.C, is_float = 1;
+    if (!o->synthetic) {
+        if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {
+            snprintf(err, err_n_bytes, "--data: %s", e);
+            return -1;
+        }
+        if (io_probe_image_shape(tr->files[0], o->image_key, compression, &H, &W, &C, &is_float, e, sizeof e) != 0) {
+            snprintf(err, err_n_bytes, "%s", e);
+            goto fail;
+        }
+    }
+    tr->record_n_bytes = (size_t)H * W * C * (is_float ? sizeof(float) : 1) + 4096;
+    int out_H = H, out_W = W;
+    if (facts.distorts && o->image_size > 0) {
+        if (o->image_size > H || o->image_size > W) {
+            snprintf(err, err_n_bytes, "--image_size %d is larger than the %dx%d images of %s", o->image_size, H, W,
+                     tr->files[0]);
+            goto fail;
+        }
+        out_H = out_W = o->image_size;
+    }
+    if (model_spec_init(&tr->spec, o->model, out_H, out_W, C, o->num_classes, e, sizeof e) != 0) {
+        snprintf(err, err_n_bytes, "--model: %s", e);
+        goto fail;
+    }
+    tr->examples_per_epoch = o->num_examples_per_epoch;
+    if (tr->examples_per_epoch <= 0 && o->num_epochs_per_decay > 0 && !o->synthetic) {
+        tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
+        if (tr->examples_per_epoch < 0) {
+            snprintf(err, err_n_bytes, "%s", e);
+            goto fail;
+        }
+    }
+
+    /* The parameter server: master variables in host memory from the backend. */
+    PsConfig pc;
+    ps_config_defaults(&pc);
+    if (optimizer_kind_from_name(o->optimizer, &pc.opt.kind, err, err_n_bytes) != 0) goto fail;
+    if (pc.opt.kind == OPT_MOMENTUM) {
+        pc.opt.momentum = o->momentum;
+        pc.opt.nesterov = o->nesterov;
+    }
+    pc.lr.initial_lr = o->learning_rate;
+    pc.lr.decay_factor = o->lr_decay_factor;
+    pc.lr.staircase = 1;
+    pc.lr.decay_steps = 0;
+    if (o->num_epochs_per_decay > 0)
+        pc.lr.decay_steps = (long)((double)tr->examples_per_epoch / tr->global_batch * o->num_epochs_per_decay);
+    pc.ema_decay = o->moving_average_decay;
+    tr->ps = ps_create(&tr->spec, tr->n_towers, &pc, tr->alloc, (uint64_t)o->seed);
+    if (!tr->ps) {
+        snprintf(err, err_n_bytes, "cannot create the parameter server for %zu variables (out of memory?)", tr->spec.n_params);
+        goto fail;
+    }
+    if (o->resume && resume(tr, err, err_n_bytes) != 0) goto fail;
+
+    /* The towers, each delivering into its own host gradient buffer, then
+     * the mode's own state (replicas, device variables, communicators). */
+    tr->towers = tower_group_create(&tc, &tr->spec, tr->ps->tower_grads, e, sizeof e);
+    if (!tr->towers) {
+        snprintf(err, err_n_bytes, "%s", e);
+        goto fail;
+    }
+    const TrainModeI *m = train_mode(tr->mode);
+    if (m->open && m->open(tr, err, err_n_bytes) != 0) goto fail;
+
+    if (o->synthetic) {
+        if (synthetic_batch_create(&tr->synthetic, tr->global_batch, (size_t)tr->spec.H * tr->spec.W * tr->spec.C,
+                                   tr->spec.num_classes, (uint64_t)o->seed, tr->n_towers, tr->shard_sizes, tr->alloc,
+                                   err, err_n_bytes) != 0)
+            goto fail;
+    } else if (open_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts, err, err_n_bytes) != 0) {
+        goto fail;
+    }
+    if (open_trace(tr, &tc, err, err_n_bytes) != 0) goto fail;
+    return 0;
+
+fail:
+    trainer_close(tr, NULL, 0);
+    return -1;
+}
+
+/* The next global batch: from the pipeline, or the synthetic one. */
+static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_n_bytes) {
+    if (tr->opt.synthetic) {
+        *batch = &tr->synthetic;
+        return 1;
+    }
+    return pipeline_next(tr->pipeline, batch, err, err_n_bytes);
+}
+
+static void release_batch(Trainer *tr, PipelineBatch *batch) {
+    if (!tr->opt.synthetic) pipeline_release(tr->pipeline, batch);
+}
+
+int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    step->x = batch->x;
+    step->labels = batch->labels;
+    step->shard_offset = batch->shard_offset;
+    step->shard_n = batch->shard_n;
+    tr->times.towers.start_sec = tower_now_sec();
+    int rc = tower_group_run(tr->towers, step, err, err_n_bytes);
+    tr->times.towers.end_sec = tower_now_sec();
+    double loss_sum = 0.0, correct = 0.0;
+    for (int t = 0; t < tr->n_towers && rc == 0; t++) {
+        tr->tower_losses[t] = tr->towers->towers[t].loss;
+        tr->tower_accuracy[t] = tr->towers->towers[t].accuracy;
+        loss_sum += tr->tower_losses[t];
+        correct += (double)tr->tower_accuracy[t] * batch->shard_n[t];
+    }
+    int n_examples = batch->n;
+    release_batch(tr, batch);
+    if (rc != 0) return -1;
+    *loss = (float)(loss_sum / tr->n_towers);
+    tr->accuracy = (float)(correct / n_examples);
+    return isfinite(*loss) ? 1 : -2;
+}
+
+TowerSpan train_device_span(double host_sec, const PsGpuSpanMs *ms) {
+    TowerSpan s = {0.0, 0.0};
+    if (ms->ran) {
+        s.start_sec = host_sec + 1e-3 * ms->start_ms;
+        s.end_sec = host_sec + 1e-3 * ms->end_ms;
+    }
+    return s;
+}
+
+/* One step's spans into the --trace file: the server row, a row per tower, the all-reduce row. */
+static void trace_step(Trainer *tr, long step) {
+    static const char *const labels[TOWER_N_PHASES] = {"copy-in", "forward", "backward", "copy-out",
+                                                       "wait for towers", "all-reduce", "apply"};
+    static const char *const cats[TOWER_N_PHASES] = {"copy", "compute", "compute", "copy", "wait", "reduce", "apply"};
+    const TrainModeI *m = train_mode(tr->mode);
+    Trace *trc = tr->trace;
+    const TrainerStepTimes *st = &tr->times;
+    char name[48];
+    snprintf(name, sizeof name, "step %ld", step);
+    trace_marker(trc, name, st->start_sec);
+    trace_span(trc, 0, "input", "input", st->input.start_sec, st->input.end_sec);
+    trace_span(trc, 0, "average", "reduce", st->average.start_sec, st->average.end_sec);
+    trace_span(trc, 0, m->server_apply, "apply", st->apply.start_sec, st->apply.end_sec);
+    TowerSpan reduce = {0.0, 0.0};
+    for (int t = 0; t < tr->n_towers; t++) {
+        const TowerTimes *tt = &tr->towers->towers[t].times;
+        trace_span(trc, 1 + t, "waiting for input", "wait", st->start_sec, tt->go_sec);
+        for (int p = 0; p < TOWER_N_PHASES; p++)
+            trace_span(trc, 1 + t, labels[p], cats[p], tt->span[p].start_sec, tt->span[p].end_sec);
+        const TowerSpan *r = &tt->span[TOWER_PHASE_REDUCE];
+        if (r->start_sec > 0.0 && (reduce.start_sec == 0.0 || r->start_sec < reduce.start_sec)) reduce.start_sec = r->start_sec;
+        if (r->end_sec > reduce.end_sec) reduce.end_sec = r->end_sec;
+    }
+    if (m->reduce_device_span) reduce = m->reduce_device_span(tr);
+    if (m->reduce_row) trace_span(trc, 1 + tr->n_towers, m->reduce_span, "reduce", reduce.start_sec, reduce.end_sec);
+}
+
+int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
+    TrainerStepTimes *st = &tr->times;
+    memset(st, 0, sizeof *st);
+    st->start_sec = st->input.start_sec = tower_now_sec();
+    PipelineBatch *batch;
+    int got = next_batch(tr, &batch, err, err_n_bytes);
+    st->input.end_sec = tower_now_sec();
+    if (got <= 0) return got;
+
+    long step = tr->ps->global_step + 1;
+    int n_examples = batch->n;
+    int rc = train_mode(tr->mode)->step(tr, batch, loss, err, err_n_bytes);
+    st->end_sec = tower_now_sec();
+    if (rc == 1) tr->examples_consumed += n_examples;
+    if (tr->trace && rc != -1) trace_step(tr, step);
+    return rc;
+}
+
+const float *trainer_variables(const Trainer *tr) {
+    const TrainModeI *m = train_mode(tr->mode);
+    if (m->variables) return m->variables(tr);
+    if (m->save) m->save(tr);
+    return tr->ps->params;
+}
+
+void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out) {
+    const TrainerStepTimes *st = &tr->times;
+    memset(out, 0, sizeof *out);
+    out->step = st->end_sec - st->start_sec;
+    out->input = st->input.end_sec - st->input.start_sec;
+    double copy = 0.0, compute = 0.0, reduce = 0.0, apply = 0.0;
+    for (int t = 0; t < tr->n_towers; t++) {
+        const TowerTimes *tt = &tr->towers->towers[t].times;
+        copy += tower_phase_sec(tt, TOWER_PHASE_COPY_IN) + tower_phase_sec(tt, TOWER_PHASE_COPY_OUT);
+        compute += tower_phase_sec(tt, TOWER_PHASE_FORWARD) + tower_phase_sec(tt, TOWER_PHASE_BACKWARD);
+        reduce += tower_phase_sec(tt, TOWER_PHASE_REDUCE);
+        apply += tower_phase_sec(tt, TOWER_PHASE_APPLY);
+    }
+    out->copy = copy / tr->n_towers;
+    out->compute = compute / tr->n_towers;
+    out->reduce = reduce / tr->n_towers + (st->average.end_sec - st->average.start_sec);
+    out->apply = apply / tr->n_towers + (st->apply.end_sec - st->apply.start_sec);
+    out->other = out->step - out->input - out->copy - out->compute - out->reduce - out->apply;
+}
+
+int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
+    /* The variables every tower shares, in the host block (the mode knows where they are). */
+    const TrainModeI *m = train_mode(tr->mode);
+    if (m->save) m->save(tr);
+    /* Never replace a good checkpoint with variables that have blown up. */
+    for (size_t i = 0; i < tr->spec.n_params; i++) {
+        if (!isfinite(tr->ps->params[i])) {
+            snprintf(err, err_n_bytes, "not saving step %ld: its variables are not finite (the model diverged)",
+                     tr->ps->global_step);
+            return -1;
+        }
+    }
+    CkptRunState run = {
+        .seed = (uint64_t)tr->opt.seed,
+        .examples_consumed = tr->examples_consumed,
+        .n_towers = tr->n_towers,
+        .batch_size = tr->opt.batch_size,
+    };
+    return ckpt_save(tr->opt.train_dir, tr->ps, &run, tr->opt.keep_checkpoints, err, err_n_bytes);
+}
