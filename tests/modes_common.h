@@ -1,12 +1,13 @@
-/* modes_common.h — what the mode tests share: open a trainer on synthetic
- * data, run steps, keep the trained variables and moving averages, and
- * compare two sets of variables variable by variable.
+/* modes_common.h — the one "train N steps in mode M and return the
+ * variables" harness: open a trainer on synthetic data, run steps, keep the
+ * trained variables and moving averages, and compare two sets of variables
+ * variable by variable (the one relative-difference helper of tests/).
  *
- * Where it sits: included by tests/test_modes_equivalence.c (the CPU modes)
- * and tests/test_gpu_modes.c (every mode on GPU towers), so that both
- * drive the trainer (train/trainer.h) the same way and measure differences
- * with the same norm.  Every failure to open or step exits 1 with one line
- * saying what and where.
+ * Where it sits: included by every equivalence test (test_tower_equivalence,
+ * test_modes_equivalence, test_gpu_tower_equivalence, test_gpu_modes), so
+ * that all drive the trainer's own step (train/trainer.h) the same way and
+ * measure differences with the same norm.  Every failure to open or step
+ * exits 1 with one line saying what and where.
  */
 #ifndef TOWER_TESTS_MODES_COMMON_H
 #define TOWER_TESTS_MODES_COMMON_H
@@ -37,16 +38,23 @@ static inline void modes_base_options(TrainerOptions *o, const char *model, cons
     o->seed = 5;
 }
 
-/* trainer_open, or exit 1 with its message.  The trainer is static: one open at a time. */
+/* The trainer modes_open_or_die opens (static: one open at a time), and the
+ * model it last trained (valid after its close, for modes_var_rel_diff). */
+static Trainer modes_trainer;
+static ModelSpec modes_spec;
+static inline ModelSpec modes_last_spec(void) { return modes_spec; }
+
+/* trainer_open, or exit 1 with its message. */
 static inline Trainer *modes_open_or_die(const TrainerOptions *o) {
-    static Trainer tr;
+    Trainer *tr = &modes_trainer;
     char err[1024];
-    if (trainer_open(&tr, o, err, sizeof err) != 0) {
+    if (trainer_open(tr, o, err, sizeof err) != 0) {
         fprintf(stderr, "trainer_open (%s, %s/%s/%s, %d towers): %s\n", o->model, o->variable_update,
                 o->local_parameter_device, o->all_reduce, o->num_towers, err);
         exit(1);
     }
-    return &tr;
+    modes_spec = tr->spec;
+    return tr;
 }
 
 static inline void modes_steps_or_die(Trainer *tr, int steps) {

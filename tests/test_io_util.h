@@ -1,7 +1,7 @@
 /* test_io_util.h — small helpers shared by the io/ tests (tests/test_io_*.c).
  *
- * Where it sits: tests/ only.  CHECK counts failures and prints file:line;
- * each test's main returns io_test_result().  Temporary files live in one
+ * Where it sits: tests/ only.  The checks are tests/check.h's; each
+ * test's main returns io_test_result().  Temporary files live in one
  * mkdtemp directory per test process, removed at the end.  Captured output:
  * io_capture_begin/end redirect stdout and stderr into files so a test can
  * check the one-line messages of a command it runs in-process.
@@ -17,38 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int io_test_failures = 0;
-static int io_test_checks = 0;
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        io_test_checks++;                                                             \
-        if (!(cond)) {                                                                \
-            io_test_failures++;                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                             \
-    } while (0)
-
-#define CHECK_MSG(cond, ...)                                                          \
-    do {                                                                              \
-        io_test_checks++;                                                             \
-        if (!(cond)) {                                                                \
-            io_test_failures++;                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                             \
-            fprintf(stderr, "\n");                                                    \
-        }                                                                             \
-    } while (0)
-
-/* The message contains every one of the given substrings. */
-#define CHECK_CONTAINS(msg, sub)                                                                     \
-    do {                                                                                             \
-        io_test_checks++;                                                                            \
-        if (!strstr((msg), (sub))) {                                                                 \
-            io_test_failures++;                                                                      \
-            fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, (msg), (sub)); \
-        }                                                                                            \
-    } while (0)
+#include "tests/check.h"
 
 static char io_test_dir[256];
 
@@ -80,11 +49,11 @@ static inline const char *io_tmp(const char *name) {
 }
 
 static inline int io_test_result(const char *name) {
-    if (io_test_failures) {
-        fprintf(stderr, "%s: %d of %d checks failed\n", name, io_test_failures, io_test_checks);
+    if (check_failures) {
+        fprintf(stderr, "%s: %d of %d checks failed\n", name, check_failures, check_count);
         return 1;
     }
-    printf("%s: all %d checks passed\n", name, io_test_checks);
+    printf("%s: all %d checks passed\n", name, check_count);
     return 0;
 }
 

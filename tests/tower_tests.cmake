@@ -1,2 +1,2 @@
 # Tests of tower/ (the towers and the step hand-off) and of the whole step.
-tower_add_test(NAME test_tower_equivalence SOURCES test_tower_equivalence.c LIBS tower_towers tower_ps)
+tower_add_test(NAME test_tower_equivalence SOURCES test_tower_equivalence.c LIBS tower_train)
