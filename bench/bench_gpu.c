@@ -2,12 +2,12 @@
  * (not a test; needs a GPU).
  *
  * Where it sits: bench/, built with CUDA only (bench/gpu.cmake).  It drives
- * the real step of the tower pattern on random in-memory data: the
- * parameter server's variables in pinned host memory (the CUDA backend's
- * allocator), N GPU towers on one GPU (tower_group_step: copy the variables
- * and the shard in, forward + backward, copy the gradients out), then
- * ps_average_grads + ps_apply_gradients on the CPU (Nesterov momentum, no
- * moving average).  For each model and tower count it prints images/sec
+ * the trainer's own step (train/trainer.h, mode ps_cpu) on a synthetic
+ * in-memory batch: the parameter server's variables in pinned host memory
+ * (the CUDA backend's allocator), N GPU towers on one GPU (copy the
+ * variables and the shard in, forward + backward, copy the gradients out),
+ * then ps_average_grads + ps_apply_gradients on the CPU (Nesterov momentum,
+ * no moving average).  For each model and tower count it prints images/sec
  * (median over --reps timed runs of --steps steps, after --warmup steps,
  * with the min-max spread) and a breakdown of one step, the median over
  * every timed step of:
@@ -22,8 +22,7 @@
  * bench_pipeline) or check results (tests/test_gpu_*.c do).
  */
 #include "base/flags.h"
-#include "ps/ps.h"
-#include "tower/tower.h"
+#include "train/trainer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,13 +39,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t splitmix(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
 }
 
 typedef struct {
@@ -76,70 +68,44 @@ static double h2d_alone(const void *pinned, size_t n_bytes, int device) {
     return median(t, 9);
 }
 
-/* One configuration: n_towers GPU towers of o->batch on o->device. */
+/* One configuration: n_towers GPU towers of o->batch on o->device, trained
+ * by the trainer's own step (mode ps_cpu) on a synthetic batch. */
 static int bench(const Opts *o, const char *name, int n_towers) {
-    const TowerBackend *be = o->tf32 ? &tower_backend_cuda_tf32 : &tower_backend_cuda;
-    char err[512];
-    ModelSpec spec;
-    const int mnist = strcmp(name, "mnist") == 0;
-    if (model_spec_init(&spec, name, mnist ? 28 : 24, mnist ? 28 : 24, mnist ? 1 : 3, 10, err, sizeof err)) {
+    char err[1024], gpus[16];
+    snprintf(gpus, sizeof gpus, "%d", o->device);
+    TrainerOptions to;
+    trainer_options_defaults(&to);
+    to.model = name;
+    to.device = "gpu";
+    to.gpus = gpus;
+    to.num_towers = n_towers;
+    to.batch_size = o->batch;
+    to.allow_tf32 = o->tf32;
+    to.synthetic = 1;
+    to.moving_average_decay = 0.0f;
+    to.log_every = 0;
+    Trainer tr;
+    if (trainer_open(&tr, &to, err, sizeof err) != 0) {
         fprintf(stderr, "bench_gpu: %s\n", err);
         return -1;
     }
-    PsConfig pc;
-    ps_config_defaults(&pc);
-    pc.ema_decay = 0.0f;
-    HostAlloc alloc = be->host_alloc();
-    ParamServer *ps = ps_create(&spec, n_towers, &pc, alloc, 1);
     const int B = o->batch, total = B * n_towers;
-    const size_t ex_n = (size_t)spec.H * spec.W * spec.C;
-    float *x = alloc.alloc(sizeof(float) * total * ex_n, alloc.ctx);
-    int32_t *labels = alloc.alloc(sizeof(int32_t) * total, alloc.ctx);
-    if (!ps || !x || !labels) {
-        fprintf(stderr, "bench_gpu: out of host memory\n");
-        return -1;
-    }
-    uint64_t s = 7;
-    for (size_t i = 0; i < total * ex_n; i++) x[i] = (float)(splitmix(&s) >> 40) * 0x1.0p-24f - 0.5f;
-    for (int i = 0; i < total; i++) labels[i] = (int32_t)(splitmix(&s) % 10);
-    TowerGroupConfig tc;
-    memset(&tc, 0, sizeof tc);
-    tc.backend = be;
-    tc.n_towers = n_towers;
-    tc.max_batch = B;
-    int offset[TOWER_MAX_TOWERS], shard[TOWER_MAX_TOWERS];
-    for (int t = 0; t < n_towers; t++) {
-        tc.devices[t] = o->device;
-        tc.n_threads[t] = 1;
-        offset[t] = t * B;
-        shard[t] = B;
-    }
-    TowerGroup *g = tower_group_create(&tc, &spec, ps->tower_grads, err, sizeof err);
-    if (!g) {
-        fprintf(stderr, "bench_gpu: %s\n", err);
-        return -1;
-    }
     const int n_steps = o->reps * o->steps;
     double *rate = calloc(o->reps, sizeof(double));
     double *ph[5];
     for (int p = 0; p < 5; p++) ph[p] = calloc(n_steps, sizeof(double));
-    int rc = 0;
-    for (int i = 0; i < o->warmup && !rc; i++) {
-        rc = tower_group_step(g, ps->params, x, labels, offset, shard, err, sizeof err);
-        ps_average_grads(ps);
-        ps_apply_gradients(ps);
-    }
-    for (int r = 0; r < o->reps && !rc; r++) {
+    int rc = 1;
+    float loss = 0.0f;
+    for (int i = 0; i < o->warmup && rc == 1; i++) rc = trainer_step(&tr, &loss, err, sizeof err);
+    for (int r = 0; r < o->reps && rc == 1; r++) {
         double t0 = tower_now_sec();
-        for (int i = 0; i < o->steps && !rc; i++) {
+        for (int i = 0; i < o->steps && rc == 1; i++) {
             const int k = r * o->steps + i;
-            rc = tower_group_step(g, ps->params, x, labels, offset, shard, err, sizeof err);
-            double p0 = tower_now_sec();
-            ps_average_grads(ps);
-            ps_apply_gradients(ps);
-            ph[4][k] = tower_now_sec() - p0;
+            rc = trainer_step(&tr, &loss, err, sizeof err);
+            const TrainerStepTimes *st = &tr.times;
+            ph[4][k] = (st->average.end_sec - st->average.start_sec) + (st->apply.end_sec - st->apply.start_sec);
             for (int t = 0; t < n_towers; t++) {
-                const TowerTimes *tt = &g->towers[t].times;
+                const TowerTimes *tt = &tr.towers->towers[t].times;
                 ph[0][k] += tower_phase_sec(tt, TOWER_PHASE_COPY_IN) / n_towers;
                 ph[1][k] += (tower_phase_sec(tt, TOWER_PHASE_FORWARD) + tower_phase_sec(tt, TOWER_PHASE_BACKWARD)) / n_towers;
                 ph[2][k] += tower_phase_sec(tt, TOWER_PHASE_COPY_OUT) / n_towers;
@@ -148,8 +114,8 @@ static int bench(const Opts *o, const char *name, int n_towers) {
         }
         rate[r] = (double)total * o->steps / (tower_now_sec() - t0);
     }
-    if (rc) {
-        fprintf(stderr, "bench_gpu: %s\n", err);
+    if (rc != 1) {
+        fprintf(stderr, "bench_gpu: %s\n", rc == -2 ? "the loss is not finite" : err);
     } else {
         double lo = rate[0], hi = rate[0];
         for (int r = 1; r < o->reps; r++) {
@@ -159,22 +125,19 @@ static int bench(const Opts *o, const char *name, int n_towers) {
         const double img_s = median(rate, o->reps);
         double ms[5];
         for (int p = 0; p < 5; p++) ms[p] = 1e3 * median(ph[p], n_steps);
-        const double h2d = 1e3 * h2d_alone(ps->params, spec.n_params * sizeof(float), o->device);
+        const double h2d = 1e3 * h2d_alone(tr.ps->params, tr.spec.n_params * sizeof(float), o->device);
         printf("%-8s %d tower(s) x %d on GPU %d%s: %9.0f img/s (min-max %.0f-%.0f)  step %.2f ms: copy in %.2f, "
                "compute %.2f, copy out %.2f, wake-up %.2f, ps %.2f; variables H2D alone %.2f ms, loss %.3f\n",
                name, n_towers, B, o->device, o->tf32 ? " (TF32)" : "", img_s, lo, hi, 1e3 * total / img_s, ms[0], ms[1],
-               ms[2], ms[3], ms[4], h2d, g->towers[0].loss);
+               ms[2], ms[3], ms[4], h2d, tr.tower_losses[0]);
         printf("RESULT framework=tower model=%s towers=%d batch=%d img_s=%.1f img_s_min=%.1f img_s_max=%.1f "
                "copy_in_ms=%.3f compute_ms=%.3f copy_out_ms=%.3f wake_ms=%.3f ps_ms=%.3f h2d_vars_ms=%.3f tf32=%d\n",
                name, n_towers, B, img_s, lo, hi, ms[0], ms[1], ms[2], ms[3], ms[4], h2d, o->tf32);
     }
     for (int p = 0; p < 5; p++) free(ph[p]);
     free(rate);
-    tower_group_free(g);
-    alloc.free(x, alloc.ctx);
-    alloc.free(labels, alloc.ctx);
-    ps_free(ps);
-    return rc;
+    trainer_close(&tr, NULL, 0);
+    return rc == 1 ? 0 : -1;
 }
 
 int main(int argc, char **argv) {

@@ -7,8 +7,7 @@ tower_add_test(NAME test_modes_gpu_plan SOURCES test_modes_gpu_plan.c LIBS tower
 if(TOWER_HAVE_CUDA)
   tower_add_test(NAME test_gpu_layers SOURCES test_gpu_layers.c LIBS tower_model_cuda LABELS gpu)
   tower_add_test(NAME test_gpu_model SOURCES test_gpu_model.c LIBS tower_model_cuda LABELS gpu)
-  tower_add_test(NAME test_gpu_tower_equivalence SOURCES test_gpu_tower_equivalence.c
-                 LIBS tower_towers tower_ps LABELS gpu)
+  tower_add_test(NAME test_gpu_tower_equivalence SOURCES test_gpu_tower_equivalence.c LIBS tower_train LABELS gpu)
   tower_add_test(NAME test_gpu_ps_kernels SOURCES test_gpu_ps_kernels.c LIBS tower_ps_cuda tower_model LABELS gpu)
   tower_add_test(NAME test_gpu_modes SOURCES test_gpu_modes.c LIBS tower_cmd LABELS gpu)
   if(TARGET tower)

@@ -253,13 +253,6 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
     return 0;
 }
 
-int tower_group_step(TowerGroup *g, const float *params, const float *x, const int32_t *labels,
-                     const int *shard_offset, const int *shard_n, char *err, size_t err_n_bytes) {
-    TowerStep step = {.x = x, .labels = labels, .shard_offset = shard_offset, .shard_n = shard_n, .hooks = NULL};
-    for (int i = 0; i < g->n_towers; i++) step.params[i] = params;
-    return tower_group_run(g, &step, err, err_n_bytes);
-}
-
 int tower_group_device_view(const TowerGroup *g, int t, TowerDeviceView *view, char *err, size_t err_n_bytes) {
     if (t < 0 || t >= g->n_towers) {
         snprintf(err, err_n_bytes, "tower %d does not exist (%d towers)", t, g->n_towers);

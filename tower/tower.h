@@ -13,8 +13,9 @@
  *     tower_copy_grads_to_ps       gradients -> the tower's host gradient buffer
  *     signal done
  *
- * The parameter server thread (the caller of tower_group_step) waits for every
- * tower — the synchronisation point — and then averages and applies (ps/).
+ * The parameter server thread (the caller of tower_group_run: the
+ * trainer's placement mode, train/mode_ps_cpu.c) waits for every tower —
+ * the synchronisation point — and then averages and applies (ps/).
  *
  * The replicated modes (docs/modes.md) run the same step through
  * tower_group_run with two differences: a tower whose variables are bound
@@ -250,16 +251,8 @@ typedef struct {
 TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spec,
                                float *const *tower_grads, char *err, size_t err_n_bytes);
 
-/* Run one synchronous step: every tower copies params in, computes on its
- * shard (x + shard_offset[t] examples, shard_n[t] of them) and delivers its
- * gradients; returns when all are done.  Returns 0, or -1 with the first
- * failing tower's message in err.  Each tower's mean loss and batch accuracy
- * are then in g->towers[t].loss and .accuracy. */
-int tower_group_step(TowerGroup *g, const float *params, const float *x, const int32_t *labels,
-                     const int *shard_offset, const int *shard_n, char *err, size_t err_n_bytes);
-
-/* One step, in general form (tower_group_step is this with the same params
- * for every tower and no hooks). */
+/* One synchronous step (the parameter-server modes give every tower the
+ * same params and no hooks). */
 typedef struct {
     const float *params[TOWER_MAX_TOWERS]; /* (n_params) what tower t copies in; NULL when tower t is bound */
     const float *x;                        /* (global batch, H, W, C) the staged batch */
@@ -270,9 +263,13 @@ typedef struct {
                                             * host buffer (the host modes); else params[] is not used */
 } TowerStep;
 
-/* Run one synchronous step as tower_group_step does, then, with hooks,
- * every tower's sync, reduce and apply.  Returns 0, or -1 with the first
- * failing tower's message in err (with hooks, no tower ran them then).
+/* Run one synchronous step: every tower copies its params in (unless
+ * bound or device_copy says otherwise), computes on its shard (x +
+ * shard_offset[t] examples, shard_n[t] of them) and delivers its
+ * gradients; then, with hooks, every tower's sync, reduce and apply.
+ * Returns when all are done: 0, or -1 with the first failing tower's
+ * message in err (with hooks, no tower ran them then).  Each tower's mean
+ * loss and batch accuracy are then in g->towers[t].loss and .accuracy.
  * A tower with an unbound backend and a NULL params entry is an error, as
  * is a device_copy for a backend without device operations. */
 int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes);
