@@ -440,7 +440,8 @@ static double nice_ceiling(double v) {
     return 10 * p;
 }
 
-static const char *const mode_colors[TRAINER_N_MODES] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
+static const char *const mode_colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+#define N_MODE_COLORS ((int)(sizeof mode_colors / sizeof mode_colors[0]))
 
 /* One panel per model: images/sec against towers, a solid line per mode
  * (and a dashed one for its prediction with --predict). */
@@ -508,16 +509,16 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
                     if (used >= sizeof points) used = sizeof points - 1;
                     if (pass == 0)
                         fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"><title>%s %d tower(s): %.1f "
-                                   "images/sec</title></circle>\n", x, y, mode_colors[mode],
+                                   "images/sec</title></circle>\n", x, y, mode_colors[mode % N_MODE_COLORS],
                                 trainer_mode_name((TrainerMode)mode), r->towers, v);
                     n_points++;
                 }
                 if (!n_points) continue;
                 fprintf(f, "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", points,
-                        mode_colors[mode], pass ? " stroke-dasharray=\"6,4\"" : "");
+                        mode_colors[mode % N_MODE_COLORS], pass ? " stroke-dasharray=\"6,4\"" : "");
                 int ly = y0 + ph + 52 + 16 * legend++;
                 fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>", x0,
-                        ly - 4, x0 + 24, ly - 4, mode_colors[mode], pass ? " stroke-dasharray=\"6,4\"" : "");
+                        ly - 4, x0 + 24, ly - 4, mode_colors[mode % N_MODE_COLORS], pass ? " stroke-dasharray=\"6,4\"" : "");
                 fprintf(f, "<text x=\"%d\" y=\"%d\">%s%s</text>\n", x0 + 30, ly, trainer_mode_name((TrainerMode)mode),
                         pass ? " (cost model)" : " (measured)");
             }

@@ -1,7 +1,7 @@
 # model/cuda.cmake — library tower_model_cuda: the CUDA layers and models
 # (layers_cuda.h, model_cuda.h), built only when TOWER_HAVE_CUDA.  Included
-# by model/CMakeLists.txt, or by tower/CMakeLists.txt when model/ has not
-# included it; paths are relative to this file so either works.
+# by model/CMakeLists.txt; tower/ (tower_cuda.c) links the library.  Paths
+# are relative to this file.
 
 # The root's -Wall -Wextra reach the host compiler of .cu files through the
 # -forward-unknown-to-host-compiler that CMake gives nvcc.

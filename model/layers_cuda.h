@@ -2,7 +2,7 @@
  * NHWC float32, each call enqueued on one stream.
  *
  * Where it sits: model_cuda.cu builds the `mnist` and `cifar10` networks out
- * of these layers for a GPU tower (tower/tower_cuda.cu); each layer lives in
+ * of these layers for a GPU tower (tower/tower_cuda.c); each layer lives in
  * <layer>_cuda.cu beside the CPU file it mirrors, takes the CPU arguments in
  * the CPU order, plus the library handle it needs and the stream.  The CPU
  * functions are the reference: tests/test_gpu_layers.c compares every

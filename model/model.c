@@ -123,8 +123,11 @@ static void plan_dense(Planner *p, const char *name, int n_out, Activation act,
     p->flat = L->out_n = (size_t)n_out;
 }
 
-/* The classic multi-GPU MNIST network (../shared/REFERENCE.md).  local4 is
- * 10 wide as in the original, whatever num_classes is. */
+/* The classic multi-GPU MNIST network: conv1 5x5x32, 2x2 pool, conv2
+ * 5x5x64, 2x2 pool, local3 1024 relu, local4 10 relu, softmax_linear, with
+ * the initializers of TensorFlow's cifar10.py (tensorflow/models,
+ * tutorials/image/cifar10).  local4 is 10 wide as in the original,
+ * whatever num_classes is. */
 static void plan_mnist(Planner *p, int num_classes) {
     plan_conv(p, "conv1", 32, 5e-2f, 0.0f);
     plan_pool(p, "pool1", 2, 2);

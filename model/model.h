@@ -110,7 +110,7 @@ int model_count_correct(const float *logits, const int32_t *labels, int n, int n
 /* Multiply-add counts of one example's forward pass, for FLOP/s figures. */
 double model_forward_flops_per_example(const ModelSpec *spec);
 
-/* ---- added by the model/ implementation (issue 2) ---- */
+/* ---- label checks and per-layer timing ---- */
 
 /* Check that every label of a batch lies in [0, num_classes).  Returns 0,
  * or -1 with one line in err naming the first bad example (model_forward

@@ -1,7 +1,7 @@
 /* model_cuda.h — the `mnist` and `cifar10` models on one GPU: the CUDA
  * mirror of model.h's ModelActs, model_forward and model_backward.
  *
- * Where it sits: a GPU tower (tower/tower_cuda.cu) owns one ModelActsCuda on
+ * Where it sits: a GPU tower (tower/tower_cuda.c) owns one ModelActsCuda on
  * its device, with its own stream and cuDNN/cuBLAS handles, and runs it on
  * device copies of the master variables and of its shard.  The parameter
  * and gradient blocks have the CPU's layout (ModelSpec), so the tower

@@ -1,4 +1,4 @@
-# tests/memory_tests.cmake — bounded memory (issue 8): `tower train` over a
+# tests/memory_tests.cmake — bounded memory: `tower train` over a
 # generated data set many times its shuffle buffer keeps its peak RSS within
 # the bound it prints (trainer_max_n_bytes), and the peak does not grow when
 # the data grows tenfold.  bench/run_memory_bench.sh does the work at a

@@ -1,7 +1,9 @@
 /* test_model_spec.c — the models' variable tables and initialisation.
  *
  * Where it sits: ctest (CPU).  Checks model_spec_init against the figures
- * of ../shared/REFERENCE.md (parameter counts, TensorFlow's variable names,
+ * of the models' definitions (TensorFlow's cifar10.py in tensorflow/models,
+ * tutorials/image/cifar10, and the MNIST network stated in model/model.c:
+ * parameter counts, TensorFlow's variable names,
  * shapes, init stddevs, weight decay, forward cost), rejection of bad
  * names and shapes, and the initializer: splitmix64 against its published
  * reference outputs, the deterministic logarithm against libm, same seed ->
@@ -57,7 +59,7 @@ static void test_tables(void) {
     char err[256];
     ModelSpec s;
     const InitKind T = INIT_TRUNCATED_NORMAL, K = INIT_CONSTANT;
-    /* ../shared/REFERENCE.md, "The classic multi-GPU MNIST network". */
+    /* The classic multi-GPU MNIST network (model/model.c's plan_mnist). */
     const WantVar mnist[] = {
         {"conv1/weights", 4, {5, 5, 1, 32}, T, 5e-2f, 0}, {"conv1/biases", 1, {32}, K, 0.0f, 0},
         {"conv2/weights", 4, {5, 5, 32, 64}, T, 5e-2f, 0}, {"conv2/biases", 1, {64}, K, 0.1f, 0},
@@ -73,7 +75,7 @@ static void test_tables(void) {
     double macs = model_forward_flops_per_example(&s);
     CHECK(fabs(2 * macs / 1e6 - 27.8) < 0.05, "mnist forward %.3f MFLOP, want about 27.8", 2 * macs / 1e6);
 
-    /* ../shared/REFERENCE.md, the cifar10 table. */
+    /* TensorFlow's cifar10.py inference(). */
     const WantVar cifar[] = {
         {"conv1/weights", 4, {5, 5, 3, 64}, T, 5e-2f, 0}, {"conv1/biases", 1, {64}, K, 0.0f, 0},
         {"conv2/weights", 4, {5, 5, 64, 64}, T, 5e-2f, 0}, {"conv2/biases", 1, {64}, K, 0.1f, 0},
