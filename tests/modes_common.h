@@ -38,6 +38,16 @@ static inline void modes_base_options(TrainerOptions *o, const char *model, cons
     o->seed = 5;
 }
 
+/* The tower-equivalence runs: `optimizer` at learning rate lr, seed 42,
+ * one tower of batch B on `device` (the caller varies towers and batch). */
+static inline void modes_equivalence_options(TrainerOptions *o, const char *model, const char *device,
+                                             const char *optimizer, float lr, int B) {
+    modes_base_options(o, model, device, 1, B);
+    o->optimizer = optimizer;
+    o->learning_rate = lr;
+    o->seed = 42;
+}
+
 /* The trainer modes_open_or_die opens (static: one open at a time), and the
  * model it last trained (valid after its close, for modes_var_rel_diff). */
 static Trainer modes_trainer;

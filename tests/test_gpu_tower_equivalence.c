@@ -81,10 +81,7 @@ int main(void) {
         for (int m = 0; m < 2; m++) {
             for (int k = 0; k < 2; k++) {
                 TrainerOptions o;
-                modes_base_options(&o, models[m], "gpu", 1, B);
-                o.optimizer = optimizers[k];
-                o.learning_rate = 0.1f;
-                o.seed = 42;
+                modes_equivalence_options(&o, models[m], "gpu", optimizers[k], 0.1f, B);
                 o.gpus = "0";
                 RunResult init = modes_run(&o, 0);
                 ModelSpec spec = modes_last_spec();

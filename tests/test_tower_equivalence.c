@@ -20,10 +20,7 @@ int main(void) {
     for (int m = 0; m < 2; m++) {
         for (int k = 0; k < 2; k++) {
             TrainerOptions o;
-            modes_base_options(&o, models[m], "cpu", 1, B);
-            o.optimizer = optimizers[k];
-            o.learning_rate = 0.3f;
-            o.seed = 42;
+            modes_equivalence_options(&o, models[m], "cpu", optimizers[k], 0.3f, B);
             RunResult init = modes_run(&o, 0);
             ModelSpec spec = modes_last_spec();
             for (int n = 1; n <= max_towers; n++) {

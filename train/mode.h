@@ -70,6 +70,16 @@ const TrainModeI *train_mode(TrainerMode m);
 int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
                      size_t err_n_bytes);
 
+/* The replicated modes' step around their hooks: the learning rate of the
+ * step in flight into tr->step_lr (the apply hooks read it), the towers
+ * (train_run_towers), then global_step + 1 timed as the server's apply.
+ * Returns as train_run_towers. */
+int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
+                         size_t err_n_bytes);
+
+/* An `available` for modes every build has: 1. */
+int train_mode_always_available(char *err, size_t err_n_bytes);
+
 /* A device span (ms after host_sec, the host time just before the call
  * that measured it) on the host clock; empty when it did not run. */
 TowerSpan train_device_span(double host_sec, const PsGpuSpanMs *ms);

@@ -13,12 +13,6 @@
 
 #include "train/mode.h"
 
-static int mode_available(char *err, size_t err_n_bytes) {
-    (void)err;
-    (void)err_n_bytes;
-    return 1;
-}
-
 static void mode_describe(const Trainer *tr, const char *ts) {
     printf("%s: global batch %d = %d tower(s); mode %s: gradients averaged and applied on /cpu:0 by %d OpenMP "
            "thread(s)\n", ts, tr->global_batch, tr->n_towers, trainer_mode_name(tr->mode), tr->server_threads);
@@ -53,7 +47,7 @@ const TrainModeI train_mode_ps_cpu = {
     .aliases = aliases,
     .server_row = "parameter server",
     .server_apply = "apply",
-    .available = mode_available,
+    .available = train_mode_always_available,
     .describe = mode_describe,
     .step = mode_step,
 };

@@ -17,12 +17,6 @@
 
 #include "train/mode.h"
 
-static int mode_available(char *err, size_t err_n_bytes) {
-    (void)err;
-    (void)err_n_bytes;
-    return 1;
-}
-
 /* --all_reduce auto: NCCL on GPU towers when this build has it. */
 static const TrainModeI *mode_settle(const Trainer *tr) {
     const TrainModeI *nccl = train_mode(TRAINER_REPLICATED_NCCL);
@@ -72,17 +66,10 @@ static int apply_hook(void *ctx, int tower, char *err, size_t err_n_bytes) {
 }
 
 static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
-    ParamServer *ps = tr->ps;
-    tr->step_lr = ps_step_lr(ps);
     const TowerHooks hooks = {.reduce = reduce_hook, .apply = apply_hook, .ctx = tr};
     TowerStep ts = {.hooks = &hooks};
-    for (int t = 0; t < tr->n_towers; t++) ts.params[t] = tr->replicas_bound ? NULL : ps->replica_params[t];
-    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
-    if (rc != 1) return rc;
-    tr->times.apply.start_sec = tower_now_sec();
-    ps_finish_replicated_step(ps, tr->step_lr);
-    tr->times.apply.end_sec = tower_now_sec();
-    return 1;
+    for (int t = 0; t < tr->n_towers; t++) ts.params[t] = tr->replicas_bound ? NULL : tr->ps->replica_params[t];
+    return train_run_replicated(tr, &ts, batch, loss, err, err_n_bytes);
 }
 
 /* Every tower holds the same variables: save tower 0's. */
@@ -108,7 +95,7 @@ const TrainModeI train_mode_replicated_host = {
     .server_apply = "global_step",
     .reduce_span = "ring all-reduce",
     .reduce_row = "all-reduce (ring)",
-    .available = mode_available,
+    .available = train_mode_always_available,
     .settle = mode_settle,
     .describe = mode_describe,
     .open = mode_open,

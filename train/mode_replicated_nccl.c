@@ -19,11 +19,7 @@
 #include "train/mode.h"
 
 #ifdef TOWER_HAVE_NCCL
-static int mode_available(char *err, size_t err_n_bytes) {
-    (void)err;
-    (void)err_n_bytes;
-    return 1;
-}
+#define mode_available train_mode_always_available
 
 static void mode_describe(const Trainer *tr, const char *ts) {
     printf("%s: global batch %d = %d tower(s); mode %s: every tower keeps its own variables on its GPU, with its "
@@ -74,19 +70,12 @@ static int apply_hook(void *ctx, int tower, char *err, size_t err_n_bytes) {
 }
 
 static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
-    ParamServer *ps = tr->ps;
-    tr->step_lr = ps_step_lr(ps);
     const TowerHooks hooks = {.reduce = reduce_hook, .apply = apply_hook, .ctx = tr};
     TowerDeviceCopy dc[TOWER_MAX_TOWERS];
     memset(dc, 0, sizeof dc); /* no copy-in, no copy-out */
     for (int t = 0; t < tr->n_towers; t++) tr->nccl_spans[t] = (TowerSpan){0.0, 0.0};
     TowerStep ts = {.hooks = &hooks, .device_copy = dc};
-    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
-    if (rc != 1) return rc;
-    tr->times.apply.start_sec = tower_now_sec();
-    ps_finish_replicated_step(ps, tr->step_lr);
-    tr->times.apply.end_sec = tower_now_sec();
-    return 1;
+    return train_run_replicated(tr, &ts, batch, loss, err, err_n_bytes);
 }
 
 /* The host block <- tower 0's GPU variables and slots, and every tower's share of the moving averages. */

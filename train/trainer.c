@@ -584,6 +584,23 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
     return isfinite(*loss) ? 1 : -2;
 }
 
+int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
+                         size_t err_n_bytes) {
+    tr->step_lr = ps_step_lr(tr->ps);
+    int rc = train_run_towers(tr, step, batch, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    tr->times.apply.start_sec = tower_now_sec();
+    ps_finish_replicated_step(tr->ps, tr->step_lr);
+    tr->times.apply.end_sec = tower_now_sec();
+    return 1;
+}
+
+int train_mode_always_available(char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    return 1;
+}
+
 TowerSpan train_device_span(double host_sec, const PsGpuSpanMs *ms) {
     TowerSpan s = {0.0, 0.0};
     if (ms->ran) {
