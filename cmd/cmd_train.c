@@ -1,8 +1,9 @@
 /* cmd_train.c — `tower train`: flags, the step loop, the log lines,
  * checkpoints on a schedule, on SIGINT/SIGTERM and at the end.
  *
- * Where it sits: cmd/ only wires; the step itself is trainer_step
- * (trainer.h).  Log lines follow TensorFlow's cifar10_multi_gpu_train:
+ * Where it sits: cmd/ only parses, wires and prints; the step itself is
+ * train/'s (trainer_next_batch, trainer_step_batch in train/trainer.h), and
+ * the loop reads top to bottom: next batch, step, log, checkpoint.  Log lines follow TensorFlow's cifar10_multi_gpu_train:
  *   2026-11-21 12:00:00.123456: step 120, loss = 0.52 (4210.3 examples/sec; 0.030 sec/batch)
  * with two deliberate differences: the loss is the mean over the towers (the
  * original logs the last tower's), and the rate is averaged over the steps
@@ -175,6 +176,19 @@ static void display_finish(TrainDisplay *d, const Trainer *tr, float loss) {
     if (d->bar.drawn) progress_end(&d->bar, done, post);
 }
 
+/* TensorFlow's log line for the steps since *interval_start (then restarted). */
+static void log_step(const Trainer *tr, long step, float loss, double *interval_start, long *interval_steps) {
+    char ts[64];
+    double now = tower_now_sec();
+    double duration = (now - *interval_start) / (double)*interval_steps;
+    trainer_timestamp(ts, sizeof ts);
+    printf("%s: step %ld, loss = %.2f (%.1f examples/sec; %.3f sec/batch)\n", ts, step, loss,
+           tr->global_batch / duration, duration / tr->n_towers);
+    fflush(stdout);
+    *interval_start = now;
+    *interval_steps = 0;
+}
+
 int cmd_train(int argc, char **argv) {
     TrainerOptions o;
     trainer_options_defaults(&o);
@@ -248,7 +262,11 @@ int cmd_train(int argc, char **argv) {
     long interval_steps = 0, summary_steps = 0;
     float loss = 0.0f;
     while (tr.ps->global_step < o.max_steps) {
-        int got = trainer_step(&tr, &loss, err, sizeof err);
+        /* the next global batch */
+        PipelineBatch *batch;
+        int got = trainer_next_batch(&tr, &batch, err, sizeof err);
+        /* the step: towers, reduction, update (the placement mode's, train/mode_*.c) */
+        if (got > 0) got = trainer_step_batch(&tr, batch, &loss, err, sizeof err);
         if (got == 0) break;
         if (got == -2) {
             display_finish(&disp, &tr, loss);
@@ -265,20 +283,13 @@ int cmd_train(int argc, char **argv) {
             exit_code = 1;
             break;
         }
+        /* the log: the progress line or the log line, the summaries */
         interval_steps++;
         summary_steps++;
         long step = tr.ps->global_step;
         display_step(&disp, &tr, loss);
-        if (!disp.live && o.log_every > 0 && (step % o.log_every == 0 || step == 1)) {
-            double now = tower_now_sec();
-            double duration = (now - interval_start) / (double)interval_steps;
-            trainer_timestamp(ts, sizeof ts);
-            printf("%s: step %ld, loss = %.2f (%.1f examples/sec; %.3f sec/batch)\n", ts, step, loss,
-                   tr.global_batch / duration, duration / tr.n_towers);
-            fflush(stdout);
-            interval_start = now;
-            interval_steps = 0;
-        }
+        if (!disp.live && o.log_every > 0 && (step % o.log_every == 0 || step == 1))
+            log_step(&tr, step, loss, &interval_start, &interval_steps);
         int scalars_due = dopt.summary_every > 0 && step % dopt.summary_every == 0;
         int histograms_due = dopt.histogram_every > 0 && step % dopt.histogram_every == 0;
         if (events && (scalars_due || histograms_due)) {
@@ -297,6 +308,7 @@ int cmd_train(int argc, char **argv) {
             }
             if (histograms_due) last_histograms = step;
         }
+        /* the checkpoint */
         if (o.save_every > 0 && step % o.save_every == 0) {
             if (trainer_save(&tr, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);

@@ -638,22 +638,29 @@ static void trace_step(Trainer *tr, long step) {
     if (m->reduce_row) trace_span(trc, 1 + tr->n_towers, m->reduce_span, "reduce", reduce.start_sec, reduce.end_sec);
 }
 
-int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
+int trainer_next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_n_bytes) {
     TrainerStepTimes *st = &tr->times;
     memset(st, 0, sizeof *st);
     st->start_sec = st->input.start_sec = tower_now_sec();
-    PipelineBatch *batch;
-    int got = next_batch(tr, &batch, err, err_n_bytes);
+    int got = next_batch(tr, batch, err, err_n_bytes);
     st->input.end_sec = tower_now_sec();
-    if (got <= 0) return got;
+    return got;
+}
 
+int trainer_step_batch(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
     long step = tr->ps->global_step + 1;
     int n_examples = batch->n;
     int rc = train_mode(tr->mode)->step(tr, batch, loss, err, err_n_bytes);
-    st->end_sec = tower_now_sec();
+    tr->times.end_sec = tower_now_sec();
     if (rc == 1) tr->examples_consumed += n_examples;
     if (tr->trace && rc != -1) trace_step(tr, step);
     return rc;
+}
+
+int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes) {
+    PipelineBatch *batch;
+    int got = trainer_next_batch(tr, &batch, err, err_n_bytes);
+    return got <= 0 ? got : trainer_step_batch(tr, batch, loss, err, err_n_bytes);
 }
 
 const float *trainer_variables(const Trainer *tr) {

@@ -189,6 +189,7 @@ typedef struct {
     AllreduceNccl *nccl;             /* replicated_nccl: the communicator over the towers' GPUs */
     TowerSpan nccl_spans[TOWER_MAX_TOWERS]; /* replicated_nccl: each GPU leader's ncclAllReduce in the last step (device time) */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
+    void *mode_state;                /* a further mode's own state (its open makes it, its close frees it); NULL here */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */
     PipelineBatch synthetic;         /* opt.synthetic: the batch every step gets (io/synthetic.h), its buffers from alloc */
@@ -239,11 +240,22 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m);
  * with one line in err; on failure everything made so far is freed. */
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes);
 
-/* One synchronous step.  *loss = the mean of the towers' losses.
- * Returns 1 after a step, 0 when the data has run out (num_epochs), and -1
- * on an error (message in err).  A non-finite loss returns -2 and leaves the
- * variables as they were before the step. */
+/* One synchronous step: trainer_next_batch, then trainer_step_batch.
+ * *loss = the mean of the towers' losses.  Returns 1 after a step, 0 when
+ * the data has run out (num_epochs), and -1 on an error (message in err).
+ * A non-finite loss returns -2 and leaves the variables as they were
+ * before the step. */
 int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes);
+
+/* The step's first half: the next global batch (the pipeline's, or the
+ * synthetic one), owned by the trainer until trainer_step_batch gives it
+ * back; starts the step's clock.  1, 0 when the data has run out, -1 + err. */
+int trainer_next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_n_bytes);
+
+/* The step's second half on that batch: the placement mode's step (towers,
+ * reduction, update), the --trace spans.  Returns as trainer_step (1, -1,
+ * -2); the batch is given back either way. */
+int trainer_step_batch(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes);
 
 /* Write a checkpoint of the current state to train_dir (in the replicated
  * modes: tower 0's variables and momentum slots, which every tower shares;
