@@ -382,6 +382,13 @@ static void folder_close(ConvertSource *s) {
     free(s);
 }
 
+/* round((scaled - size) / 2) with halves to even, as Python's round(): d odd
+ * gives a half, k + 0.5 -> k when k is even, k + 1 when odd. */
+static int center_crop_offset(int scaled, int size) {
+    int d = scaled - size, k = d / 2;
+    return (d % 2 && k % 2) ? k + 1 : k;
+}
+
 /* Into st->out: RGB (H, W, 3) resized or centre-cropped, then channels converted. */
 static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
     int S = st->cfg.image_size;
@@ -401,8 +408,9 @@ static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
         st->scaled_n_bytes = need;
     }
     if (imagefolder_resize(st->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
-    /* torchvision CenterCrop: top = int(round((h - S) / 2)), left likewise. */
-    int top = (int)lround((tH - S) / 2.0), left = (int)lround((tW - S) / 2.0);
+    /* torchvision CenterCrop: top = int(round((h - S) / 2.)), left likewise, with
+     * Python 3's round, which takes a half to the even neighbour (4.5 -> 4). */
+    int top = center_crop_offset(tH, S), left = center_crop_offset(tW, S);
     int C = st->cfg.channels;
     for (int y = 0; y < S; y++)
         for (int x = 0; x < S; x++) {
