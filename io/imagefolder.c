@@ -8,6 +8,7 @@
  * (convert_run does that).
  */
 #include "io/imagefolder.h"
+#include "base/escape.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -326,9 +327,13 @@ typedef struct {
     size_t scaled_n_bytes;
 } FolderState;
 
+/* The line holds file names, which may hold any byte: escaped here, so
+ * every warn callback gets a printable line. */
 static void warn_line(const FolderState *st, const char *line) {
-    if (st->cfg.warn) st->cfg.warn(st->cfg.warn_ctx, line);
-    else fprintf(stderr, "warning: %s\n", line);
+    char safe[4096];
+    escape_str(safe, sizeof safe, line);
+    if (st->cfg.warn) st->cfg.warn(st->cfg.warn_ctx, safe);
+    else fprintf(stderr, "warning: %s\n", safe);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -538,6 +538,47 @@ static void test_center_crop_offset(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* A file name holding a newline, ESC and CR reaches the warning escaped, so
+ * the warning stays one line and cannot clear the screen. */
+static void test_warning_escaped(void) {
+    char dir[] = "/tmp/tower_if_esc_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    char p[1200];
+    snprintf(p, sizeof p, "%s/one", dir);
+    mkdir_or_die(p);
+    snprintf(p, sizeof p, "%s/one/evil\n\x1b[2J\r.txt", dir);
+    write_bytes(p, "not an image", 12);
+    uint8_t red[3] = {255, 0, 0};
+    uint8_t *img = solid(4, 4, 3, red);
+    snprintf(p, sizeof p, "%s/one/ok.png", dir);
+    write_png(p, 4, 4, PNG_FORMAT_RGB, img, NULL, 0);
+    free(img);
+    Warnings warn = {.n = 0};
+    ImageFolderConfig cfg;
+    imagefolder_config_defaults(&cfg);
+    cfg.image_size = 4;
+    cfg.warn = collect;
+    cfg.warn_ctx = &warn;
+    char err[1024];
+    ConvertItem item;
+    ConvertSource *src = convert_open_imagefolder(dir, &cfg, err, sizeof err);
+    CHECK(src != NULL, "open: %s", err);
+    if (src) {
+        while (src->next(src, &item, err, sizeof err) == 1) {
+        }
+        src->close(src);
+    }
+    CHECK(warn.n == 1, "%d warnings", warn.n);
+    CHECK(warned_about(&warn, "one/evil\\x0a\\x1b[2J\\x0d.txt") == 1, "the warning does not escape the name: %s", warn.lines[0]);
+    for (const char *c = warn.lines[0]; *c; c++) CHECK(*c >= 0x20 && *c < 0x7f, "raw byte 0x%02x in the warning", (unsigned char)*c);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "make")) {
         make_dataset(argv[2], atoi(argv[3]));
@@ -546,6 +587,7 @@ int main(int argc, char **argv) {
     test_resize();
     test_folder();
     test_center_crop_offset();
+    test_warning_escaped();
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;
