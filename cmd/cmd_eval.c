@@ -30,7 +30,11 @@ typedef struct {
     const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression, *eval_dir;
     int batch_size, num_classes, image_size, no_moving_average, confusion_matrix, input_threads, skip_corrupt;
     int no_progress;
+    float max_corrupt_fraction;
 } EvalOptions;
+
+/* The pipeline's warnings (reader thread), with the progress line erased first. */
+static void eval_warn(void *ctx, const char *line) { progress_warn((Progress *)ctx, stderr, line); }
 
 static int eval_flags(EvalOptions *o, Flag *flags) {
     const Flag table[] = {
@@ -47,6 +51,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
         {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)"},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
+        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)"},
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
     };
@@ -74,7 +79,7 @@ int cmd_eval(int argc, char **argv) {
     EvalOptions o = {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
         .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .batch_size = 500,
-        .num_classes = 10,
+        .num_classes = 10, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];
     int n_flags = eval_flags(&o, flags);
@@ -88,6 +93,10 @@ int cmd_eval(int argc, char **argv) {
     if (rc != 0) return 2;
     if (n_positional > 0) {
         fprintf(stderr, "tower eval: unexpected argument '%s' (see --help)\n", positional[0]);
+        return 2;
+    }
+    if (!(o.max_corrupt_fraction >= 0 && o.max_corrupt_fraction <= 1)) {
+        fprintf(stderr, "tower eval: --max_corrupt_fraction must be in [0, 1]\n");
         return 2;
     }
     if (o.batch_size < 1) {
@@ -181,6 +190,11 @@ int cmd_eval(int argc, char **argv) {
     pc.num_epochs = 1;
     pc.drop_remainder = 0;
     pc.skip_corrupt = o.skip_corrupt;
+    pc.max_corrupt_fraction = o.max_corrupt_fraction;
+    Progress bar; /* started (disabled) before the pipeline, whose warnings erase it */
+    progress_start(&bar, stdout, 0, "eval", "ex", 0, 0, 0.5);
+    pc.warn = eval_warn;
+    pc.warn_ctx = &bar;
     if (o.input_threads > 0) pc.n_workers = o.input_threads;
     pc.alloc = host_alloc_default();
     pipe = pipeline_open(&pc, err, sizeof err);
@@ -195,7 +209,6 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "tower eval: out of memory for batch %d\n", o.batch_size);
         goto done;
     }
-    Progress bar;
     int live = progress_wanted(stdout, o.no_progress);
     long n_expected = live ? io_count_records((const char *const *)files, n_files, compression, err, sizeof err) : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
@@ -251,6 +264,12 @@ int cmd_eval(int argc, char **argv) {
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
     printf("%s: precision @ 1 = %.3f\n", ts, precision);
+    PipelineStats pst;
+    pipeline_stats(pipe, &pst);
+    if (pst.corrupt_skipped > 0)
+        printf("%s: %ld corrupt record%s skipped (%llu of %llu input bytes unreadable)\n", ts, pst.corrupt_distinct,
+               pst.corrupt_distinct == 1 ? "" : "s", (unsigned long long)pst.corrupt_lost_n_bytes,
+               (unsigned long long)pst.input_n_bytes);
     printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
            n_total, loss_sum / (double)n_total, path, ck.global_step,
            params == ck.ema ? "moving averages" : "raw variables");

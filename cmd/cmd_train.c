@@ -8,7 +8,7 @@
  * original logs the last tower's), and the rate is averaged over the steps
  * since the previous line (the original times one step).
  * On a terminal (and without --no_progress) the log lines give way to a live
- * progress line per epoch (cmd/progress.h).  Every --summary_every steps the
+ * progress line for the run, the epoch in its label (cmd/progress.h).  Every --summary_every steps the
  * TensorBoard scalars, and every --histogram_every steps the variables'
  * histograms, go to an events file in --train_dir (io/events.h; the tags are
  * listed in docs/tensorboard.md).
@@ -72,6 +72,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"input_threads", FLAG_INT, &o->input_threads, "decode/augment threads (0: automatic)"},
         {"num_epochs", FLAG_INT, &o->num_epochs, "stop after this many epochs of --data (0: only --max_steps)"},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
+        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)"},
         {"seed", FLAG_LONG, &o->seed, "seed of the initial variables and of the input pipeline"},
         {"log_every", FLAG_INT, &o->log_every, "steps between log lines"},
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
@@ -125,54 +126,60 @@ static int write_summaries(EventWriter *ev, const Trainer *tr, long step, float 
     return event_writer_write(ev, step, event_wall_time_now(), err, err_n);
 }
 
-/* The progress display's view of the run: which epoch, how far into it. */
+/* The progress display's view of the run: one line from the run's start to
+ * its end (--max_steps or --num_epochs, whichever ends it), the epoch in the
+ * label. */
 typedef struct {
     Progress bar;
     int live;                 /* drawing at all */
-    long examples_per_epoch;  /* <= 0: unknown (one open-ended line) */
-    long n_epochs;            /* epochs the run will reach (for "epoch e/N") */
-    long epoch;               /* 0-based epoch of the current line */
+    long examples_per_epoch;  /* <= 0: unknown (no epoch in the label) */
+    long run_examples;        /* examples consumed when the run ends (progress_run_total) */
+    long n_epochs;            /* epochs the run reaches (for "epoch e/N") */
+    long epoch;               /* 0-based epoch shown in the label */
 } TrainDisplay;
 
-static void display_start_epoch(TrainDisplay *d, long examples_consumed) {
-    char label[PROGRESS_LABEL_MAX];
+static void display_label(TrainDisplay *d, long examples_consumed, char *label, size_t label_n) {
     if (d->examples_per_epoch <= 0) {
-        progress_start(&d->bar, stdout, d->live, "train", "ex", examples_consumed, 0, 0.0);
+        snprintf(label, label_n, "train");
         return;
     }
     d->epoch = examples_consumed / d->examples_per_epoch;
-    snprintf(label, sizeof label, "epoch %ld/%ld", d->epoch + 1, d->n_epochs);
-    progress_start(&d->bar, stdout, d->live, label, "ex", examples_consumed % d->examples_per_epoch,
-                   d->examples_per_epoch, 0.0);
+    if (d->epoch >= d->n_epochs) d->epoch = d->n_epochs - 1; /* the run ends on an epoch's last example */
+    snprintf(label, label_n, "epoch %ld/%ld", d->epoch + 1, d->n_epochs);
 }
 
-/* After a step: close the epoch's line when the step crossed into the next
- * epoch (and open the next one), else redraw. */
+static void display_start(TrainDisplay *d, long examples_consumed) {
+    char label[PROGRESS_LABEL_MAX];
+    display_label(d, examples_consumed, label, sizeof label);
+    progress_start(&d->bar, stdout, d->live, label, "ex", examples_consumed, d->run_examples, 0.0);
+}
+
+/* The pipeline's warnings (reader thread): the progress line is erased first. */
+static void display_warn(void *ctx, const char *line) {
+    TrainDisplay *d = ctx;
+    progress_warn(d && d->live ? &d->bar : NULL, stderr, line);
+}
+
+/* After a step: relabel when the step crossed into the next epoch, redraw. */
 static void display_step(TrainDisplay *d, const Trainer *tr, float loss) {
     if (!d->live) return;
     char post[128];
     snprintf(post, sizeof post, "step %ld, loss %.3f, acc %.3f", tr->ps->global_step, loss, tr->accuracy);
     long consumed = tr->examples_consumed;
-    if (d->examples_per_epoch <= 0) {
-        progress_update(&d->bar, consumed, post);
-        return;
+    if (d->examples_per_epoch > 0 && consumed / d->examples_per_epoch > d->epoch && d->epoch + 1 < d->n_epochs) {
+        char label[PROGRESS_LABEL_MAX];
+        display_label(d, consumed, label, sizeof label);
+        progress_relabel(&d->bar, label);
     }
-    if (consumed / d->examples_per_epoch > d->epoch) {
-        progress_end(&d->bar, d->examples_per_epoch, post);
-        display_start_epoch(d, consumed);
-        return;
-    }
-    progress_update(&d->bar, consumed % d->examples_per_epoch, post);
+    progress_update(&d->bar, consumed, post);
 }
 
-/* Ends the current line (keeping it on the screen) before other output. */
+/* Ends the line (keeping it on the screen) before other output. */
 static void display_finish(TrainDisplay *d, const Trainer *tr, float loss) {
     if (!d->live) return;
     char post[128];
     snprintf(post, sizeof post, "step %ld, loss %.3f, acc %.3f", tr->ps->global_step, loss, tr->accuracy);
-    long consumed = tr->examples_consumed;
-    long done = d->examples_per_epoch > 0 ? consumed % d->examples_per_epoch : consumed;
-    if (d->bar.drawn) progress_end(&d->bar, done, post);
+    if (d->bar.drawn) progress_end(&d->bar, tr->examples_consumed, post);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -193,6 +200,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: unexpected argument '%s' (see --help)\n", positional[0]);
         return 2;
     }
+    if (!(o.max_corrupt_fraction >= 0 && o.max_corrupt_fraction <= 1)) {
+        fprintf(stderr, "tower train: --max_corrupt_fraction must be in [0, 1]\n");
+        return 2;
+    }
     if (dopt.summary_every < 0 || dopt.histogram_every < 0) {
         fprintf(stderr, "tower train: --summary_every and --histogram_every must be >= 0\n");
         return 2;
@@ -204,6 +215,10 @@ int cmd_train(int argc, char **argv) {
 
     char err[1024], ts[64];
     Trainer tr;
+    TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
+    memset(&disp, 0, sizeof disp);
+    o.warn = display_warn;
+    o.warn_ctx = &disp;
     if (trainer_open(&tr, &o, err, sizeof err) != 0) {
         fprintf(stderr, "tower train: %s\n", err);
         return 1;
@@ -216,8 +231,6 @@ int cmd_train(int argc, char **argv) {
             return 1;
         }
     }
-    TrainDisplay disp;
-    memset(&disp, 0, sizeof disp);
     disp.live = progress_wanted(stdout, dopt.no_progress);
     if (disp.live) {
         disp.examples_per_epoch = tr.examples_per_epoch;
@@ -228,13 +241,12 @@ int cmd_train(int argc, char **argv) {
                                                        compression < 0 ? IO_COMPRESSION_AUTO : compression, err,
                                                        sizeof err);
         }
+        disp.run_examples = progress_run_total(o.max_steps, tr.global_batch, o.num_epochs, disp.examples_per_epoch);
         if (disp.examples_per_epoch > 0) {
-            long total = o.max_steps * (long)tr.global_batch;
-            disp.n_epochs = (total + disp.examples_per_epoch - 1) / disp.examples_per_epoch;
-            if (o.num_epochs > 0 && o.num_epochs < disp.n_epochs) disp.n_epochs = o.num_epochs;
+            disp.n_epochs = (disp.run_examples + disp.examples_per_epoch - 1) / disp.examples_per_epoch;
             if (disp.n_epochs < 1) disp.n_epochs = 1;
         }
-        display_start_epoch(&disp, tr.examples_consumed);
+        display_start(&disp, tr.examples_consumed);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -343,7 +355,10 @@ int cmd_train(int argc, char **argv) {
         trainer_timestamp(ts, sizeof ts);
         printf("%s: done at step %ld; checkpoint in %s; input pipeline: %.0f examples/sec produced, consumer waited %.1f s",
                ts, tr.ps->global_step, o.train_dir, st.examples_per_sec, st.consumer_wait_sec);
-        if (st.corrupt_skipped > 0) printf("; %ld corrupt records skipped", st.corrupt_skipped);
+        if (st.corrupt_skipped > 0)
+            printf("; %ld corrupt record%s (%llu of %llu input bytes) skipped %ld time%s", st.corrupt_distinct,
+                   st.corrupt_distinct == 1 ? "" : "s", (unsigned long long)st.corrupt_lost_n_bytes,
+                   (unsigned long long)st.input_n_bytes, st.corrupt_skipped, st.corrupt_skipped == 1 ? "" : "s");
         printf("\n");
     }
     if (trainer_close(&tr, err, sizeof err) != 0) {

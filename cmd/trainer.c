@@ -52,6 +52,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->keep_checkpoints = 5;
     o->min_after_dequeue = 20000;
     o->input_threads = 0;
+    o->max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION;
     o->variable_update = "parameter_server";
     o->local_parameter_device = "cpu";
     o->all_reduce = "auto";
@@ -766,6 +767,9 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     if (pcfg.prefetch_batches < 2 * tr->n_towers) pcfg.prefetch_batches = 2 * tr->n_towers;
     pcfg.alloc = tr->alloc;
     pcfg.skip_corrupt = o->skip_corrupt;
+    pcfg.max_corrupt_fraction = o->max_corrupt_fraction;
+    pcfg.warn = o->warn;
+    pcfg.warn_ctx = o->warn_ctx;
     pcfg.drop_remainder = 1;
     pcfg.skip_examples = tr->examples_consumed;
     tr->pipeline_cfg = pcfg;

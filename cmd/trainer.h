@@ -94,6 +94,9 @@ typedef struct {
     long min_after_dequeue;
     int input_threads;
     int skip_corrupt;
+    float max_corrupt_fraction;     /* with skip_corrupt: the pipeline stops past this fraction of the bytes lost */
+    void (*warn)(void *ctx, const char *line); /* the pipeline's warnings (reader thread); NULL: stderr */
+    void *warn_ctx;
     int num_epochs;                 /* 0: as many as max_steps needs */
     const char *variable_update;    /* "parameter_server" | "replicated" (tf_cnn_benchmarks' names) */
     const char *local_parameter_device; /* parameter_server: where the variables live, "cpu" | "gpu" */

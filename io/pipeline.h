@@ -67,7 +67,13 @@ typedef struct {
     int prefetch_batches;                    /* ring of staging buffers; raised to >= 2 * n_shards (0: that) */
     HostAlloc alloc;                         /* staging buffers come from here */
     int skip_corrupt;                        /* 1: count and skip bad records (stats.corrupt_skipped) */
-    int log_corrupt;                         /* with skip_corrupt: print the first this-many skipped records to stderr */
+    int log_corrupt;                         /* with skip_corrupt: warn about the first this-many distinct bad records */
+    double max_corrupt_fraction;             /* with skip_corrupt: stop (pipeline_next -1) once one epoch's bad records
+                                                made more than this fraction of the files' bytes unreadable; in [0, 1],
+                                                default IO_DEFAULT_MAX_CORRUPT_FRACTION */
+    void (*warn)(void *ctx, const char *line); /* each warning line (escaped, no newline); NULL: "warning: LINE" on
+                                                stderr.  Called from the reader thread. */
+    void *warn_ctx;
     size_t max_record_n_bytes;               /* 64 MiB default */
     int drop_remainder;                      /* 0: the last batch of the data may be short (eval) */
     long skip_examples;                      /* resume: fast-forward this many examples deterministically, without augmenting them */
@@ -97,7 +103,10 @@ typedef struct {
     double queue_fill;        /* mean over pipeline_next calls of (batches ready / prefetch_batches) on entry */
     double consumer_wait_sec; /* total seconds pipeline_next spent waiting for a batch */
     long examples_produced;   /* examples in completed batches */
-    long corrupt_skipped;     /* bad records skipped (skip_corrupt) */
+    long corrupt_skipped;     /* times a bad record was skipped, every epoch counted (skip_corrupt) */
+    long corrupt_distinct;    /* distinct bad records (each epoch meets the same ones) */
+    uint64_t corrupt_lost_n_bytes; /* bytes of the files those records made unreadable (tfr_reader_lost_n_bytes) */
+    uint64_t input_n_bytes;   /* the files' sizes at open */
     long batches_delivered;
     int prefetch_batches;     /* the ring depth in use */
 } PipelineStats;
