@@ -24,7 +24,7 @@
 
 typedef struct {
     const char *from, *images, *labels, *out, *compression, *image_key, *label_key, *resize_mode;
-    int num_shards, image_size, channels, no_progress;
+    int num_shards, image_size, channels, no_progress, overwrite;
 } ConvertOptions;
 
 static int convert_flags(ConvertOptions *o, Flag *flags) {
@@ -41,6 +41,7 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"resize_mode", FLAG_STRING, &o->resize_mode, "--from imagefolder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
         {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
+        {"overwrite", FLAG_BOOL, &o->overwrite, "replace the shards of --out already there (any --num_shards); without it they are refused"},
     };
     memcpy(flags, table, sizeof table);
     return (int)(sizeof table / sizeof table[0]);
@@ -146,7 +147,7 @@ static void labels_path(char *buf, size_t n, const char *out_prefix) {
 }
 
 int cmd_convert(int argc, char **argv) {
-    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0};
+    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0, 0};
     Flag flags[16];
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
@@ -197,6 +198,7 @@ int cmd_convert(int argc, char **argv) {
     cfg.compression = compression;
     cfg.image_key = o.image_key;
     cfg.label_key = o.label_key;
+    cfg.overwrite = o.overwrite;
     ConvertStats st;
     rc = convert_run(&counted, &cfg, &st, err, sizeof err);
     char post[64];
@@ -221,6 +223,9 @@ int cmd_convert(int argc, char **argv) {
     printf("tower convert: wrote %ld examples (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples, st.H, st.W,
            st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
            o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
+    if (st.n_old_shards_removed > 0)
+        printf("tower convert: --overwrite: removed %d old shard%s of %s\n", st.n_old_shards_removed,
+               st.n_old_shards_removed == 1 ? "" : "s", o.out);
     printf("labels (label: count):");
     const char *sep = " ";
     for (int k = 0; k < 256; k++)

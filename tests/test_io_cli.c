@@ -390,11 +390,54 @@ static void test_inspect_corrupt_fraction(void) {
     free(bytes);
 }
 
+/* Converting again with another --num_shards is refused while shards of the
+ * prefix exist (the documented glob would read both); --overwrite replaces
+ * them, removing the old ones the new ones do not overwrite. */
+static void test_convert_overwrite(void) {
+    char *out, *err;
+    char images[600], labels[600], prefix[600]; /* io_tmp's buffers are reused by the captures */
+    snprintf(images, sizeof images, "%s", io_tmp("ow-images.gz"));
+    snprintf(labels, sizeof labels, "%s", io_tmp("ow-labels.gz"));
+    snprintf(prefix, sizeof prefix, "%s", io_tmp("ow/train"));
+    write_idx(images, labels);
+    int rc = run(cmd_convert, &out, &err, "convert", "--images", images, "--labels", labels, "--out", prefix, "--num_shards", "3",
+                 NULL);
+    CHECK_MSG(rc == 0, "convert: %s", err);
+    free(out);
+    free(err);
+    rc = run(cmd_convert, &out, &err, "convert", "--images", images, "--labels", labels, "--out", prefix, "--num_shards", "2",
+             NULL);
+    CHECK_MSG(rc == 1, "a second conversion beside 3 shards: exit %d", rc);
+    CHECK_CONTAINS(err, "3 shards of this prefix exist already (");
+    CHECK_CONTAINS(err, "pass --overwrite");
+    CHECK(io_count_lines(err) == 1);
+    free(out);
+    free(err);
+    char glob[700];
+    snprintf(glob, sizeof glob, "%s-*.tfrecord", prefix);
+    rc = run(cmd_inspect, &out, &err, "inspect", glob, NULL);
+    CHECK_CONTAINS(out, "total: 30 good records in 3 files"); /* the refused run left the old shards as they were */
+    free(out);
+    free(err);
+    rc = run(cmd_convert, &out, &err, "convert", "--images", images, "--labels", labels, "--out", prefix, "--num_shards", "2",
+             "--overwrite", NULL);
+    CHECK_MSG(rc == 0, "--overwrite: %s", err);
+    CHECK_CONTAINS(out, "--overwrite: removed 3 old shards");
+    free(out);
+    free(err);
+    rc = run(cmd_inspect, &out, &err, "inspect", glob, NULL);
+    CHECK_MSG(rc == 0, "inspect after --overwrite: %s", err);
+    CHECK_CONTAINS(out, "total: 30 good records in 2 files");
+    free(out);
+    free(err);
+}
+
 int main(void) {
     test_convert_then_inspect();
     test_command_line_errors();
     test_bad_records();
     test_inspect_escapes_keys();
+    test_convert_overwrite();
     test_inspect_corrupt_fraction();
     return io_test_result("test_io_cli");
 }
