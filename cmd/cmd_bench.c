@@ -9,7 +9,8 @@
  * whole matrix runs R times, configurations interleaved so that a burst of
  * other work on the machine hits different ones, and each row is the run
  * with the median images/sec, with the range over the R runs beside it.  It writes the table
- * as CSV and an SVG chart (images/sec against towers, a line per mode), and
+ * as CSV and an SVG chart (images/sec at the median step against towers, a
+ * line per mode, the table's noisy-machine warning under its subtitle), and
  * with --predict fits the cost model of docs/modes.md to microbenchmarks of
  * this machine and prints its predictions beside the measured points.
  * What it does not do: train anything to accuracy, or assert timings (the
@@ -442,10 +443,20 @@ static double nice_ceiling(double v) {
 
 static const char *const mode_colors[TRAINER_N_MODES] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
 
-/* One panel per model: images/sec against towers, a solid line per mode
- * (and a dashed one for its prediction with --predict). */
+/* The throughput the chart plots: the global batch over the median step
+ * time, the statistic the cost model predicts (a median step), so measured
+ * and predicted lines compare like with like.  The table's images/sec is
+ * the mean over the timed steps' wall time. */
+static double median_step_images_per_sec(const BenchRow *r) {
+    return r->step_median > 0 ? r->global_batch / (r->step_median * 1e-3) : NAN;
+}
+
+/* One panel per model: images/sec at the median step against towers, a
+ * solid line per mode (and a dashed one for its prediction with --predict).
+ * warning (may be "") is a third heading line, e.g. that other work was
+ * running, as the table says. */
 static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **models, int n_models, int predict,
-                     const char *subtitle, char *err, size_t err_n_bytes) {
+                     const char *subtitle, const char *warning, char *err, size_t err_n_bytes) {
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(err, err_n_bytes, "--svg %s: cannot create the file: %s", path, strerror(errno));
@@ -457,9 +468,10 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"15\">tower bench: images/sec against towers, a line per variable "
-               "placement mode</text>\n");
+    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"15\">tower bench: images/sec at the median step time against towers, "
+               "a line per variable placement mode</text>\n");
     fprintf(f, "<text x=\"10\" y=\"38\" fill=\"#555\">%s</text>\n", subtitle);
+    if (warning && warning[0]) fprintf(f, "<text x=\"10\" y=\"54\" fill=\"#b00\">%s</text>\n", warning);
     for (int m = 0; m < n_models; m++) {
         const int x0 = m * (pw + ml + mr) + ml, y0 = mt;
         int max_towers = 1;
@@ -467,7 +479,8 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
         for (int i = 0; i < n_rows; i++) {
             if (strcmp(rows[i].model, models[m])) continue;
             if (rows[i].towers > max_towers) max_towers = rows[i].towers;
-            if (rows[i].images_per_sec > max_ips) max_ips = rows[i].images_per_sec;
+            double v = median_step_images_per_sec(&rows[i]);
+            if (v > max_ips) max_ips = v;
             if (predict && !isnan(rows[i].predicted)) {
                 double p = rows[i].global_batch / (rows[i].predicted * 1e-3);
                 if (p > max_ips) max_ips = p;
@@ -499,7 +512,7 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
                 for (int i = 0; i < n_rows; i++) {
                     const BenchRow *r = &rows[i];
                     if (strcmp(r->model, models[m]) || (int)r->mode != mode) continue;
-                    double v = pass == 0 ? r->images_per_sec : r->global_batch / (r->predicted * 1e-3);
+                    double v = pass == 0 ? median_step_images_per_sec(r) : r->global_batch / (r->predicted * 1e-3);
                     if (!(v >= 0)) continue;
                     int x = x0 + (max_towers == 1 ? pw / 2
                                                   : (int)((double)(r->towers - 1) / (max_towers - 1) * (pw - 40)) + 20);
@@ -508,8 +521,8 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
                     if (used >= sizeof points) used = sizeof points - 1;
                     if (pass == 0)
                         fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"><title>%s %d tower(s): %.1f "
-                                   "images/sec</title></circle>\n", x, y, mode_colors[mode],
-                                trainer_mode_name((TrainerMode)mode), r->towers, v);
+                                   "images/sec at the median step (%.1f over the timed steps)</title></circle>\n", x, y,
+                                mode_colors[mode], trainer_mode_name((TrainerMode)mode), r->towers, v, r->images_per_sec);
                     n_points++;
                 }
                 if (!n_points) continue;
@@ -743,7 +756,11 @@ int cmd_bench(int argc, char **argv) {
         printf("table written to %s\n", o.csv);
     }
     if (o.svg[0]) {
-        if (write_svg(o.svg, rows, n_rows, models, n_models, o.predict, subtitle, err, sizeof err) != 0) {
+        char warning[160] = "";
+        if (load > online_cores() * 0.5)
+            snprintf(warning, sizeof warning, "other work was running (load average %.2f on %ld cores at the start): figures are noisy",
+                     load, online_cores());
+        if (write_svg(o.svg, rows, n_rows, models, n_models, o.predict, subtitle, warning, err, sizeof err) != 0) {
             fprintf(stderr, "tower bench: %s\n", err);
             return 1;
         }
