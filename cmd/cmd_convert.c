@@ -4,7 +4,8 @@
  * training.  Formats: --from idx (MNIST, Fashion-MNIST; --images, --labels),
  * --from cifar10 (the .bin files as arguments) and --from imagefolder (one
  * DIR argument of DIR/<class>/FILE.png|jpg|jpeg, io/imagefolder.h, which
- * also writes labels.txt beside the shards); a new format is one more
+ * also writes labels.txt beside the shards; --labels FILE gives the class
+ * list, so that every split shares one); a new format is one more
  * convert_open_* and one more branch in open_source().  On a terminal a
  * progress line (cmd/progress.h) follows the examples as they are written.
  * What it does not do: no shuffling (the pipeline shuffles); only image
@@ -31,7 +32,7 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
     const Flag table[] = {
         {"from", FLAG_STRING, &o->from, "input format: idx (MNIST, Fashion-MNIST; .gz or raw), cifar10 (binary .bin files given as arguments) or imagefolder (one DIR argument holding DIR/<class>/*.png|jpg|jpeg)"},
         {"images", FLAG_STRING, &o->images, "--from idx: the images file (e.g. train-images-idx3-ubyte.gz)"},
-        {"labels", FLAG_STRING, &o->labels, "--from idx: the labels file (e.g. train-labels-idx1-ubyte.gz)"},
+        {"labels", FLAG_STRING, &o->labels, "--from idx: the labels file (e.g. train-labels-idx1-ubyte.gz); --from imagefolder: the class list, one name a line (e.g. the train split's labels.txt), so that every split shares it: a class folder not in it is refused"},
         {"out", FLAG_STRING, &o->out, "output prefix: writes PREFIX-00000-of-0000N.tfrecord"},
         {"num_shards", FLAG_INT, &o->num_shards, "number of output files (example i goes to shard i mod N)"},
         {"compression", FLAG_STRING, &o->compression, "output compression: none, gzip or zlib (TensorFlow's compression_type)"},
@@ -113,6 +114,7 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
         }
         ic.warn = warn_line;
         ic.warn_ctx = bar;
+        ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
         *usage_error = 0;
         return convert_open_imagefolder(files[0], &ic, err, err_n);
     }

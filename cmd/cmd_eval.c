@@ -154,6 +154,21 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "tower eval: --data: %s\n", err);
         goto done;
     }
+    /* The class list: labels.txt beside the data against the one the checkpoint was trained with. */
+    char data_labels[4096], ckpt_labels[4096];
+    if (io_labels_path(data_labels, sizeof data_labels, files[0]) == 0 &&
+        io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
+        int lrc = io_labels_compare(ckpt_labels, data_labels, err, sizeof err);
+        if (lrc > 0) {
+            fprintf(stderr, "tower eval: the data's class list differs from the checkpoint's, so its label numbers name other "
+                            "classes: %s (convert the split with --labels %s)\n", err, ckpt_labels);
+            goto done;
+        }
+        if (lrc < 0) {
+            fprintf(stderr, "tower eval: %s\n", err);
+            goto done;
+        }
+    }
     if (io_probe_image_shape(files[0], o.image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
         fprintf(stderr, "tower eval: %s\n", err);
         goto done;

@@ -223,6 +223,19 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: %s\n", err);
         return 1;
     }
+    /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
+     * for eval to compare; a resumed run on data with another list is refused. */
+    char data_labels[4096], run_labels[4096];
+    if (tr.n_files > 0 && io_labels_path(data_labels, sizeof data_labels, tr.files[0]) == 0 &&
+        snprintf(run_labels, sizeof run_labels, "%s/labels.txt", o.train_dir) < (int)sizeof run_labels) {
+        int lrc = io_labels_record(data_labels, run_labels, err, sizeof err);
+        if (lrc != 0) {
+            if (lrc > 0) fprintf(stderr, "tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
+            else fprintf(stderr, "tower train: %s\n", err);
+            trainer_close(&tr, NULL, 0);
+            return 1;
+        }
+    }
     EventWriter *events = NULL;
     if (dopt.summary_every > 0 || dopt.histogram_every > 0) {
         if (!(events = event_writer_open(o.train_dir, err, sizeof err))) {

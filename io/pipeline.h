@@ -176,6 +176,29 @@ int io_probe_image_shape(const char *file, const char *image_key, int compressio
  * the first bad record or unreadable file. */
 long io_count_records(const char *const *files, int n_files, int compression, char *err, size_t err_n_bytes);
 
+/* ---- the class list beside the data ----
+ * `tower convert --from imagefolder` writes labels.txt (class names, one a
+ * line; label k is line k + 1) beside the shards.  Training copies it into
+ * the train dir, evaluation compares it with the train dir's, so that a
+ * split converted with another class list is refused, not scored against
+ * shifted labels.  Both are optional: data without labels.txt (IDX, CIFAR)
+ * is not checked. */
+
+/* "DIR/labels.txt" for file DIR/NAME ("labels.txt" without a directory).
+ * 0, or -1 when buf is too short. */
+int io_labels_path(char *buf, size_t buf_n_bytes, const char *file);
+
+/* Compares two labels files byte for byte.  0 when they agree or either
+ * does not exist; 1 when both exist and differ, with the first differing
+ * line in err; -1 when one cannot be read (err). */
+int io_labels_compare(const char *want_path, const char *have_path, char *err, size_t err_n_bytes);
+
+/* At training: when data_labels exists, checks it against dir_labels (1 with
+ * err when they differ, as io_labels_compare) and then writes its bytes to
+ * dir_labels (.tmp, then rename).  0 (also when data_labels does not exist),
+ * 1 differ, -1 error. */
+int io_labels_record(const char *data_labels, const char *dir_labels, char *err, size_t err_n_bytes);
+
 /* Splits n examples into n_shards shards proportionally to sizes (the
  * configured shard sizes, summing to B): equal to sizes when n == B; for a
  * short batch floor(n * size / B) each, the remainder one by one from shard

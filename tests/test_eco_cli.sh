@@ -53,6 +53,45 @@ precision=$(sed -n 's/.*: precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval.out")
 "$events" eval "$work/run/eval" 12 "$precision" || fail "events file of tower eval"
 echo "ok: eval wrote Precision @ 1 = $precision at step 12 to $work/run/eval"
 
+# ---- one class list for every split: a test split without "cross" gets a shorter labels.txt, which
+# eval refuses (its label 1 would be "square"); converted with --labels it shares the train split's list
+cmp -s "$work/data/labels.txt" "$work/run/labels.txt" || fail "train did not record the data's labels.txt in train_dir"
+mkdir -p "$work/imgs_test"
+cp -r "$work/imgs/circle" "$work/imgs/square" "$work/imgs_test/"
+"$tower" convert --from imagefolder "$work/imgs_test" --out "$work/short/test" --image_size 28 --channels 1 >/dev/null 2>&1
+set +e
+"$tower" eval --checkpoint_dir "$work/run" --data "$work/short/test-*.tfrecord" --num_classes 3 --eval_dir none \
+  >/dev/null 2>"$work/short.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "eval on a split with a shorter class list: exit $rc"
+grep -q "class list differs from the checkpoint's.*line 2 is 'square' in .*short/labels.txt but 'cross' in" "$work/short.err" ||
+  fail "eval on shifted labels: $(cat "$work/short.err")"
+"$tower" convert --from imagefolder "$work/imgs_test" --out "$work/shared/test" --image_size 28 --channels 1 \
+  --labels "$work/data/labels.txt" >"$work/shared.out" 2>"$work/shared.err"
+grep -q "0: 40, 2: 40" "$work/shared.out" || fail "--labels: square is not label 2: $(cat "$work/shared.out")"
+grep -q "class 1 ('cross') of .* has no folder here" "$work/shared.err" || fail "--labels: no note of the missing class"
+cmp -s "$work/data/labels.txt" "$work/shared/labels.txt" || fail "--labels: labels.txt is not the given list"
+"$tower" eval --checkpoint_dir "$work/run" --data "$work/shared/test-*.tfrecord" --num_classes 3 --eval_dir none \
+  >/dev/null || fail "eval on a split converted with --labels"
+mkdir -p "$work/imgs_test/star"
+cp "$work/imgs/circle/"*.png "$work/imgs_test/star/" 2>/dev/null || true
+set +e
+"$tower" convert --from imagefolder "$work/imgs_test" --out "$work/star/test" --image_size 28 --channels 1 \
+  --labels "$work/data/labels.txt" >/dev/null 2>"$work/star.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "star: class folder not in --labels" "$work/star.err" ||
+  fail "a class folder not in --labels: exit $rc: $(cat "$work/star.err")"
+set +e
+"$tower" train --model mnist --num_classes 3 --data "$work/short/test-*.tfrecord" --train_dir "$work/run" --resume \
+  --max_steps 13 --summary_every 0 >/dev/null 2>"$work/resume.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "class list differs from the one this train_dir was trained with" "$work/resume.err" ||
+  fail "train --resume on data with another class list: exit $rc: $(cat "$work/resume.err")"
+echo "ok: one class list: eval refuses a split with a shorter labels.txt; --labels shares the train split's list"
+
 # ---- export: moving averages by default, raw with --no_moving_average
 "$tower" export --checkpoint_dir "$work/run" --out "$work/ema.safetensors" >"$work/export.out"
 grep -q "wrote 10 tensors (.* floats, moving averages) of model mnist at step 12" "$work/export.out" ||
