@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/escape.h"
 #include "cmd/commands.h"
 #include "cmd/progress.h"
 #include "cmd/trainer.h"
@@ -174,13 +175,15 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     if (C != spec.C || H < spec.H || W < spec.W) {
-        fprintf(stderr, "tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n", files[0], H, W,
+        fprintf(stderr, "tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
+                escape_str(err, sizeof err, files[0]), H, W,
                 C, spec.H, spec.W, spec.C);
         goto done;
     }
     int is_cifar = spec.kind == MODEL_CIFAR10;
     if (!is_cifar && (H != spec.H || W != spec.W)) {
-        fprintf(stderr, "tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n", files[0], H, W,
+        fprintf(stderr, "tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
+                escape_str(err, sizeof err, files[0]), H, W,
                 spec.H, spec.W);
         goto done;
     }

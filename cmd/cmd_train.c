@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/escape.h"
 #include "cmd/commands.h"
 #include "cmd/flags.h"
 #include "cmd/progress.h"
@@ -220,6 +221,7 @@ int cmd_train(int argc, char **argv) {
     o.warn = display_warn;
     o.warn_ctx = &disp;
     if (trainer_open(&tr, &o, err, sizeof err) != 0) {
+        escape_in_place(err, sizeof err); /* it may name a data file */
         fprintf(stderr, "tower train: %s\n", err);
         return 1;
     }
