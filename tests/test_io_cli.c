@@ -148,6 +148,15 @@ static void test_command_line_errors(void) {
     CHECK_CONTAINS(err, "missing-images.gz: cannot open");
     free(out);
     free(err);
+    /* A file name from the command line or the file system reaches the terminal escaped. */
+    char evil[700];
+    snprintf(evil, sizeof evil, "%s", io_tmp("evil\n\x1b[2Jimages.gz"));
+    rc = run(cmd_convert, &out, &err, "convert", "--images", evil, "--labels", "y", "--out", io_tmp("m/out"), NULL);
+    CHECK(rc == 1);
+    CHECK_CONTAINS(err, "evil\\x0a\\x1b[2Jimages.gz: cannot open");
+    CHECK(io_count_lines(err) == 1);
+    free(out);
+    free(err);
     rc = run(cmd_inspect, &out, &err, "inspect", io_tmp("missing.tfrecord"), NULL);
     CHECK(rc == 1);
     CHECK_CONTAINS(err, "missing.tfrecord: no such file");
