@@ -593,11 +593,7 @@ int cmd_bench(int argc, char **argv) {
         flags_print_usage("bench", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    if (n_positional > 0) {
-        fprintf(stderr, "tower bench: unexpected argument '%s' (see --help)\n", positional[0]);
-        return 2;
-    }
+    if (rc != 0 || cmd_check_no_arguments("bench", o.data[0] ? o.data : NULL, positional, n_positional) != 0) return 2;
 
     char err[1200];
     char models_buf[256], modes_buf[512], towers_buf[256];
