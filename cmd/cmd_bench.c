@@ -632,11 +632,6 @@ int cmd_bench(int argc, char **argv) {
         }
         tower_counts[i] = (int)v;
     }
-    if (o.batch_size < 1 || o.steps < 1 || o.warmup < 0 || o.predict_max_towers < 1 || o.repeat < 1 || o.repeat > 99) {
-        fprintf(stderr, "tower bench: --batch_size, --steps and --predict_max_towers must be at least 1, --warmup at "
-                "least 0, --repeat in [1, 99]\n");
-        return 2;
-    }
     if (o.data[0] && n_models != 1) {
         fprintf(stderr, "tower bench: --data holds one kind of image: give exactly one --models\n");
         return 2;
@@ -644,6 +639,7 @@ int cmd_bench(int argc, char **argv) {
     static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
     if (cmd_check_choice("bench", "device", o.device, devices) || cmd_check_long("bench", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
         cmd_check_long("bench", "steps", o.steps, 1, 1000000, NULL) || cmd_check_long("bench", "warmup", o.warmup, 0, 1000000, NULL) ||
+        cmd_check_long("bench", "repeat", o.repeat, 1, 99, NULL) ||
         cmd_check_long("bench", "predict_max_towers", o.predict_max_towers, 1, 4096, NULL) ||
         cmd_check_float("bench", "predict_copy_gbps", o.predict_copy_gbps, 0.0, 1, INFINITY, 0) ||
         cmd_check_float("bench", "predict_allreduce_gbps", o.predict_allreduce_gbps, 0.0, 1, INFINITY, 0) ||

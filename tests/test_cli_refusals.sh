@@ -92,6 +92,8 @@ refuse 2 "tower bench: --device 'tpu': expected cpu, gpu or auto" bench --device
 refuse 2 "tower bench: --batch_size 2000000: expected an integer in [1, 1048576]" bench --batch_size 2000000
 refuse 2 "tower bench: bad value 'nan' for --predict_copy_gbps: expected a finite number" bench --predict_copy_gbps nan
 refuse 2 "tower bench: --predict_compute_ms -1: expected a number >= 0" bench --predict_compute_ms -1
+refuse 2 "tower bench: --repeat 100: expected an integer in [1, 99]" bench --repeat 100
+refuse 2 "tower bench: --steps 0: expected an integer in [1, 1000000]" bench --steps 0
 refuse 2 "tower: unknown command 'trian' (tower --help lists the commands)" trian
 echo "ok: bad values: exit 2 and one exact line each"
 
