@@ -17,6 +17,7 @@
  * numbers are for bench/RESULTS.md and for the user's own machine).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -548,6 +549,22 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
 
 /* ---- the command ---- */
 
+/* Whether path can be written, tried before the benchmark runs: an existing
+ * file is opened for writing (not truncated), a missing one is created and
+ * removed again.  0, or -1 with err in the words of the writers. */
+static int check_writable(const char *flag, const char *path, char *err, size_t err_n_bytes) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    const int created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY);
+    if (fd < 0) {
+        snprintf(err, err_n_bytes, "--%s %s: cannot create the file: %s", flag, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (created) unlink(path);
+    return 0;
+}
+
 static int bench_flags(BenchOptions *o, Flag *flags) {
     const Flag table[] = {
         {"models", FLAG_STRING, &o->models, "comma-separated models: mnist, cifar10"},
@@ -589,11 +606,7 @@ int cmd_bench(int argc, char **argv) {
         flags_print_usage("bench", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    if (n_positional > 0) {
-        fprintf(stderr, "tower bench: unexpected argument '%s' (see --help)\n", positional[0]);
-        return 2;
-    }
+    if (rc != 0 || cmd_check_no_arguments("bench", o.data[0] ? o.data : NULL, positional, n_positional) != 0) return 2;
 
     char err[1200];
     char models_buf[256], modes_buf[512], towers_buf[256];
@@ -632,14 +645,34 @@ int cmd_bench(int argc, char **argv) {
         }
         tower_counts[i] = (int)v;
     }
-    if (o.batch_size < 1 || o.steps < 1 || o.warmup < 0 || o.predict_max_towers < 1 || o.repeat < 1 || o.repeat > 99) {
-        fprintf(stderr, "tower bench: --batch_size, --steps and --predict_max_towers must be at least 1, --warmup at "
-                "least 0, --repeat in [1, 99]\n");
-        return 2;
-    }
     if (o.data[0] && n_models != 1) {
         fprintf(stderr, "tower bench: --data holds one kind of image: give exactly one --models\n");
         return 2;
+    }
+    static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
+    if (cmd_check_choice("bench", "device", o.device, devices) || cmd_check_long("bench", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
+        cmd_check_long("bench", "steps", o.steps, 1, 1000000, NULL) || cmd_check_long("bench", "warmup", o.warmup, 0, 1000000, NULL) ||
+        cmd_check_long("bench", "repeat", o.repeat, 1, 99, NULL) ||
+        cmd_check_long("bench", "predict_max_towers", o.predict_max_towers, 1, 4096, NULL) ||
+        cmd_check_float("bench", "predict_copy_gbps", o.predict_copy_gbps, 0.0, 1, INFINITY, 0) ||
+        cmd_check_float("bench", "predict_allreduce_gbps", o.predict_allreduce_gbps, 0.0, 1, INFINITY, 0) ||
+        cmd_check_float("bench", "predict_compute_ms", o.predict_compute_ms, 0.0, 1, INFINITY, 0) ||
+        (o.data[0] && cmd_check_data_paths("bench", "data", o.data)))
+        return 2;
+    /* The outputs are tried now: a path that cannot be written is found before the benchmark, not after it. */
+    if ((o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
+        (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0)) {
+        fprintf(stderr, "tower bench: %s\n", err);
+        return 1;
+    }
+    if (o.trace[0]) {
+        BenchRow first = {.model = models[0], .mode = modes[0], .towers = tower_counts[0]};
+        char trace_path[1200];
+        trace_path_for(o.trace, &first, trace_path, sizeof trace_path);
+        if (check_writable("trace", trace_path, err, sizeof err) != 0) {
+            fprintf(stderr, "tower bench: %s\n", err);
+            return 1;
+        }
     }
 
     const double load = load_average();

@@ -42,7 +42,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"checkpoint_dir", FLAG_STRING, &o->checkpoint_dir, "directory whose latest checkpoint is evaluated"},
         {"checkpoint", FLAG_STRING, &o->checkpoint, "a checkpoint file (overrides --checkpoint_dir)"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass, 1 to 1048576"},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)"},
         {"no_moving_average", FLAG_BOOL, &o->no_moving_average, "evaluate the raw variables, not their moving averages"},
@@ -91,27 +91,24 @@ int cmd_eval(int argc, char **argv) {
         flags_print_usage("eval", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    if (n_positional > 0) {
-        fprintf(stderr, "tower eval: unexpected argument '%s' (see --help)\n", positional[0]);
+    static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
+    if (rc != 0 || cmd_check_no_arguments("eval", o.data, positional, n_positional) != 0 ||
+        cmd_check_nonempty("eval", "data", o.data, "list of TFRecord files or globs") ||
+        cmd_check_data_paths("eval", "data", o.data) ||
+        cmd_check_long("eval", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
+        cmd_check_long("eval", "num_classes", o.num_classes, 1, 1 << 16, NULL) ||
+        cmd_check_long("eval", "image_size", o.image_size, 0, 4096, "0: the checkpoint's") ||
+        cmd_check_long("eval", "input_threads", o.input_threads, 0, 1024, "0: automatic") ||
+        cmd_check_choice("eval", "compression", o.compression, compressions) ||
+        cmd_check_nonempty("eval", "image_key", o.image_key, "feature key") ||
+        cmd_check_nonempty("eval", "label_key", o.label_key, "feature key") ||
+        cmd_check_float("eval", "max_corrupt_fraction", o.max_corrupt_fraction, 0, 1, 1, 1))
+        return 2;
+    if (!o.checkpoint[0] && !o.checkpoint_dir[0]) {
+        fprintf(stderr, "tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");
         return 2;
     }
-    if (!(o.max_corrupt_fraction >= 0 && o.max_corrupt_fraction <= 1)) {
-        fprintf(stderr, "tower eval: --max_corrupt_fraction must be in [0, 1]\n");
-        return 2;
-    }
-    if (o.batch_size < 1) {
-        fprintf(stderr, "tower eval: --batch_size must be at least 1\n");
-        return 2;
-    }
-    int compression = !strcmp(o.compression, "none") ? IO_COMPRESSION_NONE
-                      : !strcmp(o.compression, "gzip") ? IO_COMPRESSION_GZIP
-                      : !strcmp(o.compression, "zlib") ? IO_COMPRESSION_ZLIB
-                      : !strcmp(o.compression, "auto") ? IO_COMPRESSION_AUTO : -1;
-    if (compression < 0) {
-        fprintf(stderr, "tower eval: --compression '%s': expected auto, none, gzip or zlib\n", o.compression);
-        return 2;
-    }
+    const int compression = io_compression_parse(o.compression);
 
     char err[1024], path[4096];
     CkptContents ck;

@@ -62,6 +62,9 @@ int cmd_inspect(int argc, char **argv) {
         fprintf(stderr, "tower inspect: no files given (see --help)\n");
         return 2;
     }
+    if (cmd_check_long("inspect", "num_classes", cfg.num_classes, 0, 1 << 16, "0: no check")) return 2;
+    for (int i = 0; i < n_positional; i++)
+        if (cmd_check_data_paths("inspect", NULL, positional[i]) != 0) return 2;
     /* Each argument may be a path or a quoted glob. */
     char list[65536];
     size_t used = 0;

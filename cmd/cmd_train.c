@@ -14,9 +14,11 @@
  * listed in docs/tensorboard.md).
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -35,6 +37,14 @@ static void on_signal(int sig) {
 }
 
 
+/* The upper bounds of train_check_flags: far above any sane run, low enough
+ * that products of them (global batch, shuffle capacity) cannot overflow. */
+#define TRAIN_MAX_BATCH (1 << 20)            /* examples per tower */
+#define TRAIN_MAX_CLASSES (1 << 16)
+#define TRAIN_MAX_IMAGE_SIZE 4096
+#define TRAIN_MAX_SHUFFLE (1L << 30)          /* --min_after_dequeue */
+#define TRAIN_MAX_INPUT_THREADS 1024
+
 /* What `tower train` adds around the trainer: summaries and the display. */
 typedef struct {
     int summary_every;   /* steps between TensorBoard scalars (0: no events file) */
@@ -48,8 +58,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs"},
         {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint)"},
         {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step; the global batch is batch_size x towers"},
-        {"num_towers", FLAG_INT, &o->num_towers, "number of towers (0: one per device; CPU: 1)"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step, 1 to 1048576; the global batch is batch_size x towers"},
+        {"num_towers", FLAG_INT, &o->num_towers, "number of towers, at most 64 (0: one per device; CPU: 1)"},
         {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs"},
         {"gpus", FLAG_STRING, &o->gpus, "GPU towers: the GPUs to use, e.g. 0,2,3 (overrides num_gpus)"},
         {"allow_tf32", FLAG_BOOL, &o->allow_tf32, "GPU towers: allow TF32 tensor-core math (off: results compare with the CPU)"},
@@ -57,13 +67,13 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"shard_sizes", FLAG_STRING, &o->shard_sizes, "uneven split of the global batch, e.g. 80,48 (overrides batch_size)"},
         {"log_device_placement", FLAG_BOOL, &o->log_device_placement, "print where the variables and each tower live"},
         {"optimizer", FLAG_STRING, &o->optimizer, "momentum (TensorFlow's MomentumOptimizer) or sgd (plain gradient descent)"},
-        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate"},
-        {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer"},
+        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate, > 0"},
+        {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer, in [0, 1)"},
         {"nesterov", FLAG_BOOL, &o->nesterov, "Nesterov momentum"},
-        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay)"},
-        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays (0: constant learning rate)"},
+        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay), in (0, 1]"},
+        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays, >= 0 (0: constant learning rate)"},
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)"},
-        {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages (0: none)"},
+        {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages, in [0, 1) (0: none)"},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop)"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
@@ -77,7 +87,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"seed", FLAG_LONG, &o->seed, "seed of the initial variables and of the input pipeline"},
         {"log_every", FLAG_INT, &o->log_every, "steps between log lines"},
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
-        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir"},
+        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)"},
         {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir"},
         {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)"},
         {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)"},
@@ -90,6 +100,76 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     int n = (int)(sizeof table / sizeof table[0]);
     if (flags) memcpy(flags, table, sizeof table);
     return n;
+}
+
+/* Every flag's value against its range or choices (docs/cli.md), before any
+ * work: 0, or -1 after one line on stderr naming the flag (exit 2).  What
+ * depends on the machine or the data (GPUs, files, image sizes) is left to
+ * trainer_open. */
+static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions *d) {
+    static const char *const models[] = {"mnist", "cifar10", NULL};
+    static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
+    static const char *const optimizers[] = {"momentum", "sgd", NULL};
+    static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
+    const char *c = "train";
+    char err[512];
+    TrainerMode mode;
+    if (trainer_mode_from_flags(o->variable_update, o->local_parameter_device, o->all_reduce, &mode, err,
+                                sizeof err) != 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        return -1;
+    }
+    if (cmd_check_choice(c, "model", o->model, models) || cmd_check_choice(c, "device", o->device, devices) ||
+        cmd_check_choice(c, "optimizer", o->optimizer, optimizers) ||
+        cmd_check_choice(c, "compression", o->compression, compressions) ||
+        cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
+        cmd_check_data_paths(c, "data", o->data) ||
+        cmd_check_nonempty(c, "train_dir", o->train_dir, "directory") ||
+        cmd_check_nonempty(c, "image_key", o->image_key, "feature key") ||
+        cmd_check_nonempty(c, "label_key", o->label_key, "feature key") ||
+        cmd_check_long(c, "max_steps", o->max_steps, 0, LONG_MAX, NULL) ||
+        cmd_check_long(c, "batch_size", o->batch_size, 1, TRAIN_MAX_BATCH, NULL) ||
+        cmd_check_long(c, "num_towers", o->num_towers, 0, TOWER_MAX_TOWERS, "0: one per device") ||
+        cmd_check_long(c, "num_gpus", o->num_gpus, 1, TOWER_MAX_TOWERS, NULL) ||
+        cmd_check_float(c, "learning_rate", o->learning_rate, 0.0, 0, INFINITY, 0) ||
+        cmd_check_float(c, "momentum", o->momentum, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "lr_decay_factor", o->lr_decay_factor, 0.0, 0, 1.0, 1) ||
+        cmd_check_float(c, "num_epochs_per_decay", o->num_epochs_per_decay, 0.0, 1, INFINITY, 0) ||
+        cmd_check_long(c, "num_examples_per_epoch", o->num_examples_per_epoch, 0, LONG_MAX, "0: count the records") ||
+        cmd_check_float(c, "moving_average_decay", o->moving_average_decay, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "max_corrupt_fraction", o->max_corrupt_fraction, 0.0, 1, 1.0, 1) ||
+        cmd_check_long(c, "num_classes", o->num_classes, 1, TRAIN_MAX_CLASSES, NULL) ||
+        cmd_check_long(c, "image_size", o->image_size, 0, TRAIN_MAX_IMAGE_SIZE, "0: no crop") ||
+        cmd_check_long(c, "min_after_dequeue", o->min_after_dequeue, 0, TRAIN_MAX_SHUFFLE, NULL) ||
+        cmd_check_long(c, "input_threads", o->input_threads, 0, TRAIN_MAX_INPUT_THREADS, "0: automatic") ||
+        cmd_check_long(c, "num_epochs", o->num_epochs, 0, LONG_MAX, "0: only --max_steps") ||
+        cmd_check_long(c, "log_every", o->log_every, 0, LONG_MAX, "0: no log lines") ||
+        cmd_check_long(c, "save_every", o->save_every, 0, LONG_MAX, "0: only at the end") ||
+        cmd_check_long(c, "keep_checkpoints", o->keep_checkpoints, 0, LONG_MAX, "0: keep all") ||
+        cmd_check_long(c, "summary_every", d->summary_every, 0, LONG_MAX, "0: no events file") ||
+        cmd_check_long(c, "histogram_every", d->histogram_every, 0, LONG_MAX, "0: none"))
+        return -1;
+    /* The lists' syntax; how many entries they need is known once the towers are (trainer_open). */
+    for (const char *p = o->shard_sizes; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > TRAIN_MAX_BATCH || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr, "tower train: --shard_sizes '%s': expected positive sizes (at most %d) separated by commas, "
+                    "one per tower, e.g. 80,48\n", o->shard_sizes, TRAIN_MAX_BATCH);
+            return -1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    for (const char *p = o->gpus; *p;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 0 || g >= TOWER_MAX_TOWERS || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr, "tower train: --gpus '%s': expected GPU numbers separated by commas, e.g. 0,2,3\n", o->gpus);
+            return -1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 0;
 }
 
 /* Queues and writes one summary event at `step`: the scalars, and the
@@ -196,19 +276,9 @@ int cmd_train(int argc, char **argv) {
         flags_print_usage("train", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    if (n_positional > 0) {
-        fprintf(stderr, "tower train: unexpected argument '%s' (see --help)\n", positional[0]);
+    if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
+        train_check_flags(&o, &dopt) != 0)
         return 2;
-    }
-    if (!(o.max_corrupt_fraction >= 0 && o.max_corrupt_fraction <= 1)) {
-        fprintf(stderr, "tower train: --max_corrupt_fraction must be in [0, 1]\n");
-        return 2;
-    }
-    if (dopt.summary_every < 0 || dopt.histogram_every < 0) {
-        fprintf(stderr, "tower train: --summary_every and --histogram_every must be >= 0\n");
-        return 2;
-    }
     if (cmd_make_dirs(o.train_dir) != 0) {
         fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
         return 1;
