@@ -40,7 +40,7 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
            max_batch, allow_tf32 ? ", TF32 allowed" : "");
     Conv2dCuda c;
     char err[512];
-    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, x->cudnn, err, sizeof err) ||
+    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, 0, x->cudnn, err, sizeof err) ||
         conv2d_cuda_set_batch(&c, B, x->cudnn, err, sizeof err)) {
         printf("  %s: FAIL\n", err);
         return 1;
@@ -97,7 +97,7 @@ static int test_conv_odd_padding(const Ctx *x, int H, int K, int stride) {
     }
     Conv2dCuda c;
     char err[512] = "";
-    int rc = conv2d_cuda_init(&c, &g, 4, 0, x->cudnn, err, sizeof err);
+    int rc = conv2d_cuda_init(&c, &g, 4, 0, 0, x->cudnn, err, sizeof err);
     int ok = rc == -1 && strstr(err, "cuDNN") && strstr(err, "SAME");
     printf("conv2d %dx%d, kernel %d, stride %d, SAME (pad_total odd) refused at init: \"%s\": %s\n", H, H, K, stride,
            err, ok ? "ok" : "FAIL");
