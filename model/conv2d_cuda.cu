@@ -80,14 +80,24 @@ extern "C" size_t conv2d_cuda_scratch_n_bytes(const Conv2dCuda *c) { return scra
  * is chosen: FMA-only (no TF32) unless TF32 is allowed. */
 static cudnnMathType_t query_math(const Conv2dCuda *c) { return c->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
 
-/* The math type an entry runs with, or -1 when it may not run: without
- * TF32 every entry runs FMA-only (tensor-op entries are refused by
- * conv_algo_pick); with TF32 only DEFAULT and TENSOR_OP math, never
- * TENSOR_OP_MATH_ALLOW_CONVERSION (which lets cuDNN convert to FP16/BF16). */
+static ConvMath to_conv_math(cudnnMathType_t m) {
+    switch (m) {
+    case CUDNN_DEFAULT_MATH: return CONV_MATH_DEFAULT;
+    case CUDNN_TENSOR_OP_MATH: return CONV_MATH_TENSOR_OP;
+    case CUDNN_FMA_MATH: return CONV_MATH_FMA;
+    default: return CONV_MATH_TENSOR_OP_ALLOW_CONVERSION; /* and anything newer: refused with TF32 */
+    }
+}
+
+static cudnnMathType_t to_cudnn_math(int m) {
+    return m == CONV_MATH_DEFAULT ? CUDNN_DEFAULT_MATH : m == CONV_MATH_TENSOR_OP ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+}
+
+/* The math type an entry runs with (conv_algo_run_math: never
+ * ALLOW_CONVERSION), or -1 when it may not run. */
 static int run_math(cudnnMathType_t listed, int allow_tf32) {
-    if (!allow_tf32) return CUDNN_FMA_MATH;
-    if (listed == CUDNN_DEFAULT_MATH || listed == CUDNN_TENSOR_OP_MATH || listed == CUDNN_FMA_MATH) return listed;
-    return -1;
+    const int m = conv_algo_run_math(to_conv_math(listed), allow_tf32);
+    return m < 0 ? -1 : (int)to_cudnn_math(m);
 }
 
 /* Index into perf[0..n_got) of the algorithm to use (conv_algo.h's rule),

@@ -5,6 +5,12 @@
  */
 #include "model/conv_algo.h"
 
+int conv_algo_run_math(ConvMath listed, int allow_tf32) {
+    if (!allow_tf32) return CONV_MATH_FMA;
+    if (listed == CONV_MATH_DEFAULT || listed == CONV_MATH_TENSOR_OP || listed == CONV_MATH_FMA) return (int)listed;
+    return -1;
+}
+
 static int fits(const ConvAlgoCandidate *c, int allow_tf32, size_t cap_n_bytes) {
     return c->usable && c->ws_n_bytes <= cap_n_bytes && (allow_tf32 || !c->tensor_op);
 }

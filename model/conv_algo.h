@@ -17,6 +17,22 @@
 extern "C" {
 #endif
 
+/* cuDNN's math types (cudnnMathType_t), named here so the rule below needs
+ * no cuDNN header; conv2d_cuda.cu maps between the two. */
+typedef enum {
+    CONV_MATH_DEFAULT,                   /* CUDNN_DEFAULT_MATH: float32, TF32 allowed on Ampere+ */
+    CONV_MATH_TENSOR_OP,                 /* CUDNN_TENSOR_OP_MATH: tensor cores (TF32 on float32 data) */
+    CONV_MATH_TENSOR_OP_ALLOW_CONVERSION,/* CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: may convert to FP16/BF16 */
+    CONV_MATH_FMA,                       /* CUDNN_FMA_MATH: float32 FMA only */
+} ConvMath;
+
+/* The math type an entry cuDNN lists with `listed` runs with, or -1 when
+ * it may not run at all: without TF32 every entry runs CONV_MATH_FMA (the
+ * tensor-op ones are refused by conv_algo_pick); with TF32 an entry runs
+ * with its own DEFAULT, TENSOR_OP or FMA math, and an ALLOW_CONVERSION
+ * entry is refused (it would let cuDNN compute in FP16/BF16). */
+int conv_algo_run_math(ConvMath listed, int allow_tf32);
+
 /* One entry of cuDNN's heuristics list (best first). */
 typedef struct {
     int usable;            /* cuDNN's status was SUCCESS and its workspace could be asked */

@@ -35,6 +35,8 @@ rm -rf "$CARRY"
 mkdir -p "$CARRY/debs" "$CARRY/fashion-mnist"
 (cd "$CARRY/debs" && apt-get download "${PKGS[@]}" >/dev/null) ||
     { echo "gpu-carry: apt-get download failed for one of: ${PKGS[*]}" >&2; exit 1; }
+# apt names files with the epoch as "%3a": plain names travel and unpack the same.
+for f in "$CARRY"/debs/*%3a*; do [ -e "$f" ] && mv "$f" "${f//%3a/_}"; done
 for f in train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz; do
     [ -f "$FM_SRC/$f" ] || { echo "gpu-carry: $FM_SRC/$f is missing (Debian package dataset-fashion-mnist)" >&2; exit 1; }
     cp "$FM_SRC/$f" "$CARRY/fashion-mnist/"
@@ -52,5 +54,7 @@ if [ "$total" -gt $((LIMIT_MIB * 1048576)) ]; then
     echo "gpu-carry: over the device tool's $LIMIT_MIB MiB: carry less" >&2
     exit 1
 fi
-echo "gpu-carry: ready.  Device call (one stage per call, each within 10 minutes; docs/gpu.md):"
-echo "  run(command=\"bash scripts/gpu-check.sh all\", carry=[\"$CARRY\"], timeout_s=600)"
+echo "gpu-carry: ready.  Device calls, one stage each, each within 10 minutes (docs/gpu.md):"
+for stage in tests modes train memcheck racecheck bench; do
+    echo "  run(command=\"bash scripts/gpu-check.sh $stage\", carry=[\"$CARRY\"], timeout_s=600)"
+done

@@ -9,7 +9,8 @@
 # What needs no GPU runs in every build: test_modes_gpu_plan (the GPU modes'
 # planning), test_conv_algo (the cuDNN algorithm rule), and, with CUDA,
 # test_gpu_require (skip -> failure under TOWER_TEST_REQUIRE_GPU) and
-# test_cmake_cuda_find (the wheel-style versioned library names).
+# test_cmake_cuda_find (the wheel-style versioned library names); and
+# test_gpu_check_deps (scripts/gpu-check.sh up to the GPU).
 tower_add_test(NAME test_modes_gpu_plan SOURCES test_modes_gpu_plan.c LIBS tower_cmd)
 tower_add_test(NAME test_conv_algo SOURCES test_conv_algo.c LIBS tower_model)
 if(TOWER_HAVE_CUDA)
@@ -33,3 +34,7 @@ if(TOWER_HAVE_CUDA)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cmake_cuda_find.sh ${CMAKE_SOURCE_DIR} ${CMAKE_CUDA_COMPILER})
   set_tests_properties(test_cmake_cuda_find PROPERTIES SKIP_RETURN_CODE 77 LABELS cmake)
 endif()
+# scripts/gpu-check.sh up to the GPU: usage, a missing carry, and (with
+# .gpu-carry made by scripts/gpu-carry.sh, and nvcc) its deps stage.
+add_test(NAME test_gpu_check_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_check_deps.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_gpu_check_deps PROPERTIES SKIP_RETURN_CODE 77 LABELS cmake)

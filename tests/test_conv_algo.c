@@ -6,7 +6,8 @@
  * non-deterministic one; without --deterministic a non-deterministic entry
  * is taken only when no deterministic one fits; with it, -1 instead;
  * tensor-op entries only with TF32; the workspace cap and unusable entries
- * are honoured; an empty list gives -1.
+ * are honoured; an empty list gives -1; the math type an entry runs with
+ * is FMA without TF32 and never ALLOW_CONVERSION (FP16/BF16) with it.
  */
 #include <stdio.h>
 
@@ -44,6 +45,11 @@ int main(void) {
     expect("only a non-deterministic entry usable: taken without --deterministic", conv_algo_pick(nondet_only, 2, 0, 0, 0), 0);
     expect("only a non-deterministic entry usable: refused with --deterministic", conv_algo_pick(nondet_only, 2, 0, 1, 0), -1);
     expect("empty list", conv_algo_pick(nondet_only, 0, 1, 0, 1 << 30), -1);
+    expect("math without TF32: FMA, whatever cuDNN lists", conv_algo_run_math(CONV_MATH_TENSOR_OP, 0), CONV_MATH_FMA);
+    expect("math with TF32: DEFAULT stays DEFAULT", conv_algo_run_math(CONV_MATH_DEFAULT, 1), CONV_MATH_DEFAULT);
+    expect("math with TF32: TENSOR_OP stays TENSOR_OP", conv_algo_run_math(CONV_MATH_TENSOR_OP, 1), CONV_MATH_TENSOR_OP);
+    expect("math with TF32: ALLOW_CONVERSION (FP16/BF16) refused",
+           conv_algo_run_math(CONV_MATH_TENSOR_OP_ALLOW_CONVERSION, 1), -1);
     printf("%s\n", failures ? "conv_algo_pick FAILED" : "conv_algo_pick: every case as expected");
     return failures ? 1 : 0;
 }
