@@ -89,7 +89,7 @@ static int bench(const Opts *o, const char *name, int n_towers) {
     PsConfig pc;
     ps_config_defaults(&pc);
     pc.ema_decay = 0.0f;
-    HostAlloc alloc = be->host_alloc();
+    HostAlloc alloc = be->host_alloc(0);
     ParamServer *ps = ps_create(&spec, n_towers, &pc, alloc, 1);
     const int B = o->batch, total = B * n_towers;
     const size_t ex_n = (size_t)spec.H * spec.W * spec.C;
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
     }
     char desc[256];
     tower_backend_cuda.describe_device(o.device, desc, sizeof desc);
-    printf("# %s; %s; %d warm-up steps, then %d runs of %d steps\n", desc, tower_backend_cuda.host_alloc().kind,
+    printf("# %s; %s; %d warm-up steps, then %d runs of %d steps\n", desc, tower_backend_cuda.host_alloc(0).kind,
            o.warmup, o.reps, o.steps);
     const char *models[2] = {"mnist", "cifar10"};
     for (int m = 0; m < 2; m++) {

@@ -39,6 +39,7 @@ typedef struct {
     const char *models;        /* comma-separated: mnist, cifar10 */
     const char *modes;         /* comma-separated mode names (trainer_mode_from_name) */
     const char *device;        /* the towers: "cpu", "gpu" or "auto" (as tower train's --device) */
+    int deterministic;         /* GPU towers: only deterministic cuDNN algorithms (as tower train's --deterministic) */
     const char *towers;        /* comma-separated tower counts */
     const char *data;          /* "": synthetic data; else TFRecord globs (one model) */
     const char *csv, *svg;     /* output files; "" = not written */
@@ -127,6 +128,7 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
     o.seed = bo->seed;
     o.min_after_dequeue = 1000;
     o.device = bo->device;
+    o.deterministic = bo->deterministic;
     trainer_mode_set_flags(r->mode, &o);
     if (bo->data[0]) o.data = bo->data;
     else o.synthetic = 1;
@@ -570,6 +572,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"models", FLAG_STRING, &o->models, "comma-separated models: mnist, cifar10"},
         {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
+        {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic (an error when a layer has none)"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step"},
         {"steps", FLAG_INT, &o->steps, "timed steps per configuration"},

@@ -280,7 +280,9 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
     memset(tc, 0, sizeof *tc);
     if (n_gpus > 0) {
 #ifdef TOWER_HAVE_CUDA
-        tr->backend = o->allow_tf32 ? &tower_backend_cuda_tf32 : &tower_backend_cuda;
+        tr->backend = o->deterministic ? (o->allow_tf32 ? &tower_backend_cuda_tf32_deterministic
+                                                        : &tower_backend_cuda_deterministic)
+                                       : (o->allow_tf32 ? &tower_backend_cuda_tf32 : &tower_backend_cuda);
 #endif
         tr->n_towers = o->num_towers > 0 ? o->num_towers : n_gpus;
         if (tr->n_towers > TOWER_MAX_TOWERS) {
@@ -427,6 +429,11 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
         tr->backend->describe_device(tc->devices[t], d, sizeof d);
         printf("%s: tower_%d: %s backend, device %s, %d OpenMP thread(s), batch %d\n", ts, t,
                tr->backend->name, d, tc->n_threads[t], tr->shard_sizes[t]);
+        TowerDeviceView v = {0};
+        char e[256];
+        if (tr->backend->device_view && tower_group_device_view(tr->towers, t, &v, e, sizeof e) == 0 && v.algorithms &&
+            v.algorithms[0])
+            printf("%s: tower_%d: cuDNN algorithms: %s\n", ts, t, v.algorithms);
     }
     if (is_gpu_mode(tr->mode))
         log_gpu_mode_placement(tr, ts);
@@ -594,7 +601,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tc.max_batch = 0;
     for (int t = 0; t < tr->n_towers; t++)
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
-    tr->alloc = tr->backend->host_alloc();
+    tr->alloc = tr->backend->host_alloc(tc.devices[0]);
 
     /* The data: its files and the shape of one stored image (synthetic: the model's input shape). */
     int is_cifar = !strcmp(o->model, "cifar10");

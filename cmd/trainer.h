@@ -78,6 +78,7 @@ typedef struct {
     int num_gpus;                   /* GPU towers: use the first num_gpus visible GPUs */
     const char *gpus;               /* GPU towers: "0,2,3" names them (overrides num_gpus) */
     int allow_tf32;                 /* GPU towers: TF32 tensor-core math in cuBLAS/cuDNN */
+    int deterministic;              /* GPU towers: only cuDNN algorithms cuDNN calls deterministic, else an error */
     int num_classes;
     int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop) */
     float learning_rate;

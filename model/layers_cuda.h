@@ -74,13 +74,18 @@ static inline int tower_cublas_soft(cublasStatus_t s, const char *call, const ch
  * geometry whose total padding is odd in either dimension is rejected at
  * init (the 5x5 stride-1 SAME convs of both models pad 2 + 2).
  * Algorithms: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7), chosen
- * at init for max_batch and again whenever the batch changes, preferring
- * deterministic ones, and never needing more workspace than init sized. */
+ * at init for max_batch and again whenever the batch changes, by
+ * model/conv_algo.h's rule: the best deterministic one that fits, else
+ * (unless deterministic_only, --deterministic) the best that fits; never
+ * more workspace than init sized; with TF32 only DEFAULT or TENSOR_OP
+ * math (never ALLOW_CONVERSION, which would allow FP16/BF16).  The choice
+ * and each one's determinism are recorded (conv2d_cuda_describe_algos). */
 typedef struct {
     Conv2d geom;                 /* the CPU geometry, from conv2d_init */
     int max_batch;               /* scratch is sized for batches up to this */
     int batch;                   /* the batch the descriptors describe now */
     int allow_tf32;
+    int deterministic_only;      /* refuse non-deterministic algorithms (--deterministic) */
     cudnnTensorDescriptor_t x_desc;       /* (batch, H, W, C_in) NHWC */
     cudnnTensorDescriptor_t y_desc;       /* (batch, OH, OW, C_out) NHWC */
     cudnnFilterDescriptor_t w_desc;       /* (C_out, KH, KW, C_in) */
@@ -90,14 +95,22 @@ typedef struct {
     cudnnConvolutionBwdFilterAlgo_t algo_bwd_filter;
     size_t workspace_n_bytes;    /* capacity: the largest need of the algorithms chosen at init */
     size_t ws_need_n_bytes[3];   /* what the current algorithms need (<= capacity) */
+    int algo_deterministic[3];   /* [forward, backward data, backward filter]: cuDNN says CUDNN_DETERMINISTIC */
+    cudnnMathType_t algo_math[3];/* the math type each runs with */
 } Conv2dCuda;
 
 /* Build descriptors for batch max_batch from geom (conv2d_init's result) and
  * choose the algorithms.  cudnn: a handle on the device the layer will run
  * on.  Returns 0, or -1 with one line in err (odd SAME padding, no
- * algorithm, a cuDNN failure); c is then left freed. */
-int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
+ * algorithm, none deterministic when deterministic_only, a cuDNN failure);
+ * c is then left freed. */
+int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32, int deterministic_only,
                      cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
+
+/* One line into out: the three algorithms chosen for the current batch,
+ * each with "deterministic" or "NOT deterministic", its math type and its
+ * workspace (for --log_device_placement). */
+void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_t out_n_bytes);
 
 /* Describe batch B (1 <= B <= max_batch) and choose algorithms for it within
  * the workspace capacity; a no-op when B is already the batch.  Host-only

@@ -40,7 +40,7 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
            max_batch, allow_tf32 ? ", TF32 allowed" : "");
     Conv2dCuda c;
     char err[512];
-    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, x->cudnn, err, sizeof err) ||
+    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, 0, x->cudnn, err, sizeof err) ||
         conv2d_cuda_set_batch(&c, B, x->cudnn, err, sizeof err)) {
         printf("  %s: FAIL\n", err);
         return 1;
@@ -97,11 +97,36 @@ static int test_conv_odd_padding(const Ctx *x, int H, int K, int stride) {
     }
     Conv2dCuda c;
     char err[512] = "";
-    int rc = conv2d_cuda_init(&c, &g, 4, 0, x->cudnn, err, sizeof err);
+    int rc = conv2d_cuda_init(&c, &g, 4, 0, 0, x->cudnn, err, sizeof err);
     int ok = rc == -1 && strstr(err, "cuDNN") && strstr(err, "SAME");
     printf("conv2d %dx%d, kernel %d, stride %d, SAME (pad_total odd) refused at init: \"%s\": %s\n", H, H, K, stride,
            err, ok ? "ok" : "FAIL");
     if (rc == 0) conv2d_cuda_free(&c);
+    return ok ? 0 : 1;
+}
+
+/* The models' conv shapes at batch 128 with deterministic_only (--deterministic):
+ * init succeeds, and every recorded algorithm is one cuDNN calls
+ * deterministic, in FMA math (no TF32); the description names all three. */
+static int test_conv_deterministic(const Ctx *x, int H, int C_in, int C_out) {
+    Conv2d g;
+    if (conv2d_init(&g, H, H, C_in, 5, 5, C_out, 1, 1, PAD_SAME, ACT_RELU)) {
+        printf("conv2d_init rejected %dx%dx%d: FAIL\n", H, H, C_in);
+        return 1;
+    }
+    Conv2dCuda c;
+    char err[512] = "", desc[1024] = "";
+    if (conv2d_cuda_init(&c, &g, 128, 0, 1, x->cudnn, err, sizeof err)) {
+        printf("conv2d %dx%dx%d -> %d, batch 128, deterministic only: %s: FAIL\n", H, H, C_in, C_out, err);
+        return 1;
+    }
+    conv2d_cuda_describe_algos(&c, desc, sizeof desc);
+    int ok = 1;
+    for (int d = 0; d < 3; d++) ok &= c.algo_deterministic[d] && c.algo_math[d] == CUDNN_FMA_MATH;
+    ok &= strstr(desc, "forward") && strstr(desc, "backward data") && strstr(desc, "backward filter") &&
+          !strstr(desc, "NOT deterministic");
+    printf("conv2d %dx%dx%d -> %d, batch 128, deterministic only: %s: %s\n", H, H, C_in, C_out, desc, ok ? "ok" : "FAIL");
+    conv2d_cuda_free(&c);
     return ok ? 0 : 1;
 }
 
@@ -396,6 +421,10 @@ int main(void) {
     fails += test_conv(&x, 9, 9, 5, 3, 7, 2, PAD_SAME, ACT_NONE, 3, 3, 0, rel);
     fails += test_conv(&x, 9, 11, 5, 3, 7, 2, PAD_VALID, ACT_RELU, 2, 4, 0, rel);
     fails += test_conv(&x, 12, 12, 64, 5, 64, 1, PAD_SAME, ACT_RELU, 4, 4, 1, 5e-3);
+    fails += test_conv_deterministic(&x, 28, 1, 32);
+    fails += test_conv_deterministic(&x, 14, 32, 64);
+    fails += test_conv_deterministic(&x, 24, 3, 64);
+    fails += test_conv_deterministic(&x, 12, 64, 64);
     fails += test_conv_odd_padding(&x, 10, 5, 2);
     fails += test_conv_odd_padding(&x, 8, 4, 1);
 

@@ -8,7 +8,9 @@
  * real parts as tests/test_tower_equivalence.c does on the CPU:
  * tower_group_step with tower_backend_cuda (threads, streams, pinned
  * copies), ps_average_grads and ps_apply_gradients, the parameter server's
- * block coming from the backend's pinned allocator.
+ * block and the input batch both coming from the backend's pinned
+ * allocator (checked page-locked), as the trainer's are, so that every
+ * copy in and out is a pinned asynchronous one.
  * Tolerance: 1e-4 relative (in norm, per variable) instead of the CPU
  * test's 1e-5: cuDNN may pick other algorithms for batch B than for N x B,
  * so the two runs round differently (about 1e-7 here), and now and then a
@@ -29,7 +31,7 @@
  * data, tower t on devices[t]; return the final variables (malloc'ed). */
 static float *train(const ModelSpec *spec, const PsConfig *pc, int n_towers, const int *devices, int B, const float *x,
                     const int32_t *labels, int steps) {
-    ParamServer *ps = ps_create(spec, n_towers, pc, tower_backend_cuda.host_alloc(), 42);
+    ParamServer *ps = ps_create(spec, n_towers, pc, tower_backend_cuda.host_alloc(devices[0]), 42);
     if (!ps) {
         fprintf(stderr, "ps_create failed\n");
         exit(1);
@@ -92,9 +94,15 @@ static double max_var_rel_diff(const ModelSpec *spec, const float *a, const floa
     return worst_rel;
 }
 
+/* p is page-locked host memory (cudaHostAlloc's). */
+static int is_pinned(const void *p) {
+    struct cudaPointerAttributes attr;
+    return p && cudaPointerGetAttributes(&attr, p) == cudaSuccess && attr.type == cudaMemoryTypeHost;
+}
+
 /* The backend's allocator must hand out pinned memory when a GPU is there. */
 static int check_pinned(void) {
-    HostAlloc a = tower_backend_cuda.host_alloc();
+    HostAlloc a = tower_backend_cuda.host_alloc(0);
     void *p = a.alloc(1 << 20, a.ctx);
     struct cudaPointerAttributes attr;
     int ok = p && strstr(a.kind, "pinned") && cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
@@ -108,10 +116,7 @@ int main(void) {
     gpu_test_require_gpu();
     char err[256];
     int n_gpus = tower_backend_cuda.device_count(err, sizeof err);
-    if (n_gpus < 1) {
-        printf("skipped: %s\n", err);
-        return 77;
-    }
+    if (n_gpus < 1) gpu_test_skip(err);
     for (int d = 0; d < n_gpus; d++) {
         char desc[256];
         tower_backend_cuda.describe_device(d, desc, sizeof desc);
@@ -132,8 +137,14 @@ int main(void) {
                 return 1;
             }
             const size_t example_n = (size_t)spec.H * spec.W * spec.C, total = (size_t)max_towers * B;
-            float *x = malloc(total * example_n * sizeof(float));
-            int32_t *labels = malloc(total * sizeof(int32_t));
+            /* The batch in pinned memory, as the trainer's staging buffers: the copies in are pinned ones. */
+            HostAlloc pinned = tower_backend_cuda.host_alloc(0);
+            float *x = pinned.alloc(total * example_n * sizeof(float), pinned.ctx);
+            int32_t *labels = pinned.alloc(total * sizeof(int32_t), pinned.ctx);
+            if (!is_pinned(x) || !is_pinned(labels)) {
+                printf("the input batch is not in page-locked memory (%s): FAIL\n", pinned.kind);
+                return 1;
+            }
             for (size_t i = 0; i < total * example_n; i++) {
                 state = state * 6364136223846793005ull + 1442695040888963407ull;
                 x[i] = (float)((state >> 40) * (1.0 / 16777216.0)) - 0.5f;
@@ -165,8 +176,8 @@ int main(void) {
                 }
                 ps_free(init);
             }
-            free(x);
-            free(labels);
+            pinned.free(x, pinned.ctx);
+            pinned.free(labels, pinned.ctx);
         }
     }
     printf("%s\n", failures ? "GPU tower equivalence FAILED" : "GPU tower equivalence holds");
