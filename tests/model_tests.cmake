@@ -14,3 +14,6 @@ tower_add_test(NAME test_model_gradcheck
 tower_add_test(NAME test_model_threads
   SOURCES test_model_threads.c gradcheck.c
   LIBS tower_model Threads::Threads)
+tower_add_test(NAME test_layers_new_gradcheck
+  SOURCES test_layers_new_gradcheck.c gradcheck.c
+  LIBS tower_model)
