@@ -291,6 +291,28 @@ static void test_pointwise(size_t rows, int Ci, int Co, uint64_t seed) {
     free(dinp); free(dw); free(k.inp); free(k.w); free(k.out); free(k.R);
 }
 
+/* conv2d with a 1x1 kernel, stride 1, no bias computes the same forward
+ * (the layer pointwise replaces, docs/models.md). */
+static void test_pointwise_is_conv1x1(void) {
+    const int B = 3, H = 4, W = 5, Ci = 6, Co = 7;
+    Conv2d c;
+    if (conv2d_init(&c, H, W, Ci, 1, 1, Co, 1, 1, PAD_VALID, ACT_NONE) != 0) {
+        fail("conv2d_init 1x1");
+        return;
+    }
+    const size_t rows = (size_t)B * H * W;
+    float *inp = uniform(rows * Ci, -1, 1, 1001), *w = uniform((size_t)Ci * Co, -1, 1, 1002);
+    float *a = malloc(sizeof(float) * rows * Co), *b = malloc(sizeof(float) * rows * Co);
+    float *scratch = malloc(sizeof(float) * conv2d_scratch_n_floats(&c, 2));
+    pointwise_forward(a, inp, w, rows, Ci, Co);
+    conv2d_forward(b, scratch, inp, w, NULL, &c, B, 2);
+    double worst = 0.0;
+    for (size_t i = 0; i < rows * Co; i++) worst = fmax(worst, fabs(a[i] - b[i]));
+    if (!(worst < 1e-5)) fail("pointwise differs from conv2d 1x1");
+    else printf("ok: pointwise = conv2d 1x1 without bias (largest |diff| %.2g)\n", worst);
+    free(inp); free(w); free(a); free(b); free(scratch);
+}
+
 /* ---- zero padding, relu6, add, global average pooling, dropout -------------------- */
 
 typedef struct {
@@ -516,6 +538,7 @@ int main(void) {
     test_depthwise("depthwise s1 SAME 1x1", 3, 1, 1, 4, 1, PAD_SAME, 14);
     test_pointwise(23, 6, 9, 21);
     test_pointwise(5, 17, 3, 22);
+    test_pointwise_is_conv1x1();
     test_zeropad(2, 6, 7, 3, 31);
     test_zeropad(1, 5, 4, 2, 32);
     test_correct_pad();
