@@ -8,8 +8,11 @@
  * the towers' batchnorm_sums / batchnorm_backward_sums and every tower
  * normalises with the global moments.  The readable loops here are the
  * test oracle of the CUDA twin (batchnorm_cuda.cu).
- * Threads: OpenMP over channel blocks; each channel's sum runs over the rows
- * in order, so results do not depend on the thread count.
+ * Threads: the per-channel sums run over BATCHNORM_CPU_CHUNKS fixed row
+ * chunks in parallel (row-major, the channel loop innermost and
+ * contiguous, so it vectorises), each chunk in double, the chunks then added
+ * in order: results do not depend on the thread count.  Normalisation and
+ * the input gradient are parallel over rows.
  * What it does not do: allocate, keep the moving statistics (the caller's
  * non-trainable variables), or reduce across towers.
  */
@@ -18,28 +21,46 @@
 #include <math.h>
 #include <string.h>
 
-/* Channels per OpenMP work item: 16 floats of a row are one cache line. */
-#define BN_CHANNEL_BLOCK 16
+/* Fixed row chunks (a function of n_rows only): each chunk's sums in double
+ * over its rows in order, then the chunks added in order, so results do not
+ * depend on the thread count. */
+static int n_chunks_for(size_t n_rows) {
+    return n_rows < BATCHNORM_CPU_CHUNKS ? (n_rows > 0 ? (int)n_rows : 1) : BATCHNORM_CPU_CHUNKS;
+}
 
-void batchnorm_sums(double *sums, const float *inp, size_t n_rows, int C) {
-    const int n_blocks = (C + BN_CHANNEL_BLOCK - 1) / BN_CHANNEL_BLOCK;
+/* Chunk k's rows [r0, r1) of n_rows split into n equal-as-possible parts. */
+static void chunk_rows(size_t *r0, size_t *r1, size_t n_rows, int k, int n) {
+    *r0 = n_rows * (size_t)k / (size_t)n;
+    *r1 = n_rows * (size_t)(k + 1) / (size_t)n;
+}
+
+/* sums (2, C) = the chunks' partials (n_chunks, 2, C) added in chunk order. */
+static void add_chunks(double *sums, const double *partials, int n_chunks, int C) {
+    for (int j = 0; j < 2 * C; j++) {
+        double t = 0.0;
+        for (int k = 0; k < n_chunks; k++) t += partials[(size_t)k * 2 * C + j];
+        sums[j] = t;
+    }
+}
+
+void batchnorm_sums(double *sums, double *partials, const float *inp, size_t n_rows, int C) {
+    const int n = n_chunks_for(n_rows);
 #pragma omp parallel for schedule(static)
-    for (int k = 0; k < n_blocks; k++) {
-        const int c0 = k * BN_CHANNEL_BLOCK, c1 = c0 + BN_CHANNEL_BLOCK < C ? c0 + BN_CHANNEL_BLOCK : C;
-        double s[BN_CHANNEL_BLOCK] = {0}, s2[BN_CHANNEL_BLOCK] = {0};
-        for (size_t r = 0; r < n_rows; r++) {
+    for (int k = 0; k < n; k++) {
+        double *s = partials + (size_t)k * 2 * C, *s2 = s + C;
+        size_t r0, r1;
+        chunk_rows(&r0, &r1, n_rows, k, n);
+        for (int c = 0; c < C; c++) s[c] = s2[c] = 0.0;
+        for (size_t r = r0; r < r1; r++) {
             const float *x = inp + r * C;
-            for (int c = c0; c < c1; c++) {
-                double v = x[c];
-                s[c - c0] += v;
-                s2[c - c0] += v * v;
+            for (int c = 0; c < C; c++) {
+                const double v = x[c];
+                s[c] += v;
+                s2[c] += v * v;
             }
         }
-        for (int c = c0; c < c1; c++) {
-            sums[c] = s[c - c0];
-            sums[C + c] = s2[c - c0];
-        }
     }
+    add_chunks(sums, partials, n, C);
 }
 
 void batchnorm_moments(float *mean, float *var, const double *sums, double count, int C) {
@@ -63,10 +84,11 @@ void batchnorm_normalize(float *out, float *inv_std, const float *inp, const flo
     }
 }
 
-void batchnorm_forward_train(float *out, float *mean, float *var, float *inv_std, double *sums,
+void batchnorm_forward_train(float *out, float *mean, float *var, float *inv_std, double *scratch,
                              const float *inp, const float *gamma, const float *beta,
                              const BatchNorm *bn, size_t n_rows) {
-    batchnorm_sums(sums, inp, n_rows, bn->C);
+    double *sums = scratch, *partials = scratch + 2 * (size_t)bn->C;
+    batchnorm_sums(sums, partials, inp, n_rows, bn->C);
     batchnorm_moments(mean, var, sums, (double)n_rows, bn->C);
     batchnorm_normalize(out, inv_std, inp, mean, var, gamma, beta, bn->epsilon, n_rows, bn->C);
 }
@@ -86,26 +108,25 @@ void batchnorm_update_moving(float *moving_mean, float *moving_var, const float 
     }
 }
 
-void batchnorm_backward_sums(double *dsums, const float *dout, const float *inp, const float *mean,
-                             const float *inv_std, size_t n_rows, int C) {
-    const int n_blocks = (C + BN_CHANNEL_BLOCK - 1) / BN_CHANNEL_BLOCK;
+void batchnorm_backward_sums(double *dsums, double *partials, const float *dout, const float *inp,
+                             const float *mean, const float *inv_std, size_t n_rows, int C) {
+    const int n = n_chunks_for(n_rows);
 #pragma omp parallel for schedule(static)
-    for (int k = 0; k < n_blocks; k++) {
-        const int c0 = k * BN_CHANNEL_BLOCK, c1 = c0 + BN_CHANNEL_BLOCK < C ? c0 + BN_CHANNEL_BLOCK : C;
-        double s[BN_CHANNEL_BLOCK] = {0}, s2[BN_CHANNEL_BLOCK] = {0};
-        for (size_t r = 0; r < n_rows; r++) {
+    for (int k = 0; k < n; k++) {
+        double *s = partials + (size_t)k * 2 * C, *s2 = s + C;
+        size_t r0, r1;
+        chunk_rows(&r0, &r1, n_rows, k, n);
+        for (int c = 0; c < C; c++) s[c] = s2[c] = 0.0;
+        for (size_t r = r0; r < r1; r++) {
             const float *x = inp + r * C, *g = dout + r * C;
-            for (int c = c0; c < c1; c++) {
-                double xhat = (double)((x[c] - mean[c]) * inv_std[c]);
-                s[c - c0] += g[c];
-                s2[c - c0] += (double)g[c] * xhat;
+            for (int c = 0; c < C; c++) {
+                const float xhat = (x[c] - mean[c]) * inv_std[c];
+                s[c] += (double)g[c];
+                s2[c] += (double)g[c] * (double)xhat;
             }
         }
-        for (int c = c0; c < c1; c++) {
-            dsums[c] = s[c - c0];
-            dsums[C + c] = s2[c - c0];
-        }
     }
+    add_chunks(dsums, partials, n, C);
 }
 
 void batchnorm_param_grads(float *dgamma, float *dbeta, const double *dsums, int C) {
@@ -115,25 +136,38 @@ void batchnorm_param_grads(float *dgamma, float *dbeta, const double *dsums, int
     }
 }
 
+/* Channels whose per-channel factors are computed once per block (stack arrays). */
+#define BN_CHANNEL_BLOCK 256
+
 void batchnorm_backward_input(float *dinp, const float *dout, const float *inp, const float *mean,
                               const float *inv_std, const float *gamma, const double *dsums,
                               double count, size_t n_rows, int C) {
+    for (int c0 = 0; c0 < C; c0 += BN_CHANNEL_BLOCK) {
+        const int nc = C - c0 < BN_CHANNEL_BLOCK ? C - c0 : BN_CHANNEL_BLOCK;
+        float mean_dy[BN_CHANNEL_BLOCK], mean_dy_xhat[BN_CHANNEL_BLOCK], scale[BN_CHANNEL_BLOCK];
+        for (int j = 0; j < nc; j++) {
+            mean_dy[j] = (float)(dsums[c0 + j] / count);
+            mean_dy_xhat[j] = (float)(dsums[C + c0 + j] / count);
+            scale[j] = gamma[c0 + j] * inv_std[c0 + j];
+        }
+        const float *m = mean + c0, *is = inv_std + c0;
 #pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < n_rows; r++) {
-        const float *x = inp + r * C, *g = dout + r * C;
-        float *dx = dinp + r * C;
-        for (int c = 0; c < C; c++) {
-            const float mean_dy = (float)(dsums[c] / count), mean_dy_xhat = (float)(dsums[C + c] / count);
-            const float xhat = (x[c] - mean[c]) * inv_std[c];
-            dx[c] = gamma[c] * inv_std[c] * (g[c] - mean_dy - xhat * mean_dy_xhat);
+        for (size_t r = 0; r < n_rows; r++) {
+            const float *x = inp + r * C + c0, *g = dout + r * C + c0;
+            float *dx = dinp + r * C + c0;
+            for (int j = 0; j < nc; j++) {
+                const float xhat = (x[j] - m[j]) * is[j];
+                dx[j] = scale[j] * (g[j] - mean_dy[j] - xhat * mean_dy_xhat[j]);
+            }
         }
     }
 }
 
-void batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *dsums, const float *dout,
+void batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *scratch, const float *dout,
                         const float *inp, const float *mean, const float *inv_std,
                         const float *gamma, const BatchNorm *bn, size_t n_rows) {
-    batchnorm_backward_sums(dsums, dout, inp, mean, inv_std, n_rows, bn->C);
+    double *dsums = scratch, *partials = scratch + 2 * (size_t)bn->C;
+    batchnorm_backward_sums(dsums, partials, dout, inp, mean, inv_std, n_rows, bn->C);
     batchnorm_param_grads(dgamma, dbeta, dsums, bn->C);
     if (dinp)
         batchnorm_backward_input(dinp, dout, inp, mean, inv_std, gamma, dsums, (double)n_rows, n_rows, bn->C);

@@ -270,10 +270,20 @@ typedef struct {
     float epsilon;          /* Keras: 1e-3 (ResNet50: 1.001e-5) */
 } BatchNorm;
 
+/* The sums run over min(n_rows, BATCHNORM_CPU_CHUNKS) fixed row chunks,
+ * each in double, added in chunk order: the same bits for any thread count. */
+#define BATCHNORM_CPU_CHUNKS 16
+
+/* Doubles of scratch batchnorm_forward_train / batchnorm_backward need:
+ * the sums (2, C) then the chunks' partials (BATCHNORM_CPU_CHUNKS, 2, C). */
+static inline size_t batchnorm_scratch_n_doubles(int C) {
+    return (size_t)(BATCHNORM_CPU_CHUNKS + 1) * 2 * (size_t)C;
+}
+
 /* sums: (2, C) WRITTEN: sums[c] = sum over rows of x[r, c], sums[C + c] =
- * sum of x[r, c]^2, rows in order (deterministic for any thread count).
+ * sum of x[r, c]^2.  partials: (BATCHNORM_CPU_CHUNKS, 2, C) scratch.
  * inp: (n_rows, C). */
-void batchnorm_sums(double *sums, const float *inp, size_t n_rows, int C);
+void batchnorm_sums(double *sums, double *partials, const float *inp, size_t n_rows, int C);
 
 /* mean, var: (C) WRITTEN from sums (2, C) over count rows (count >= 1):
  * mean = s / count, var = max(s2 / count - mean^2, 0), in double, then
@@ -293,9 +303,9 @@ void batchnorm_normalize(float *out, float *inv_std, const float *inp, const flo
  *   out          : (n_rows, C) written
  *   mean, var    : (C) written: the batch statistics (saved; var feeds the moving update)
  *   inv_std      : (C) written (saved)
- *   sums         : (2, C) scratch
+ *   scratch      : batchnorm_scratch_n_doubles(C)
  *   inp          : (n_rows, C);  gamma, beta: (C) */
-void batchnorm_forward_train(float *out, float *mean, float *var, float *inv_std, double *sums,
+void batchnorm_forward_train(float *out, float *mean, float *var, float *inv_std, double *scratch,
                              const float *inp, const float *gamma, const float *beta,
                              const BatchNorm *bn, size_t n_rows);
 
@@ -313,10 +323,12 @@ void batchnorm_update_moving(float *moving_mean, float *moving_var, const float 
                              const float *var, double momentum, int C);
 
 /* dsums: (2, C) WRITTEN: dsums[c] = sum over rows of dy, dsums[C + c] = sum of
- * dy * xhat with xhat = (x - mean) * inv_std.  dout, inp: (n_rows, C);
- * mean, inv_std: (C) the statistics forward used (global ones when synced). */
-void batchnorm_backward_sums(double *dsums, const float *dout, const float *inp, const float *mean,
-                             const float *inv_std, size_t n_rows, int C);
+ * dy * xhat with xhat = (x - mean) * inv_std (in float, then summed in
+ * double as batchnorm_sums).  partials: (BATCHNORM_CPU_CHUNKS, 2, C)
+ * scratch.  dout, inp: (n_rows, C); mean, inv_std: (C) the statistics
+ * forward used (global ones when synced). */
+void batchnorm_backward_sums(double *dsums, double *partials, const float *dout, const float *inp,
+                             const float *mean, const float *inv_std, size_t n_rows, int C);
 
 /* dgamma[c] ADDS dsums[C + c], dbeta[c] ADDS dsums[c] (this tower's sums:
  * the parameter gradients are per tower, averaged by the caller like any
@@ -334,8 +346,9 @@ void batchnorm_backward_input(float *dinp, const float *dout, const float *inp, 
 
 /* One-tower backward: backward_sums, param_grads (ADD), backward_input (WRITE).
  *   dinp: (n_rows, C) written, may be NULL;  dgamma, dbeta: (C) ADDED;
- *   dsums: (2, C) scratch;  dout, inp: (n_rows, C);  mean, inv_std: forward's;  gamma: (C). */
-void batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *dsums, const float *dout,
+ *   scratch: batchnorm_scratch_n_doubles(C) (the sums come first);  dout, inp: (n_rows, C);
+ *   mean, inv_std: forward's;  gamma: (C). */
+void batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *scratch, const float *dout,
                         const float *inp, const float *mean, const float *inv_std,
                         const float *gamma, const BatchNorm *bn, size_t n_rows);
 

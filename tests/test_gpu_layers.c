@@ -396,7 +396,7 @@ static int test_batchnorm(const Ctx *x, size_t rows, int C, float offset, double
     float *out = gpu_test_host(F(n)), *dinp = gpu_test_host(F(n)), *got = gpu_test_host(F(n));
     float *mean = gpu_test_host(F(C)), *var = gpu_test_host(F(C)), *inv_std = gpu_test_host(F(C));
     float *dgamma = gpu_test_host(F(C)), *dbeta = gpu_test_host(F(C)), *mm = gpu_test_host(F(C)), *mv = gpu_test_host(F(C));
-    double *sums = gpu_test_host(2 * C * sizeof(double));
+    double *sums = gpu_test_host(batchnorm_scratch_n_doubles(C) * sizeof(double));
     gpu_test_fill(inp, n, offset - 1.0f, offset + 1.0f);
     gpu_test_fill(dout, n, -1.0f, 1.0f);
     gpu_test_fill(gamma, C, 0.5f, 1.5f);

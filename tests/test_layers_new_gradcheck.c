@@ -92,7 +92,7 @@ static void bn_setup(BnCtx *k, size_t rows, int C, float offset, uint64_t seed) 
     k->mean = malloc(sizeof(float) * C);
     k->var = malloc(sizeof(float) * C);
     k->inv_std = malloc(sizeof(float) * C);
-    k->sums = malloc(sizeof(double) * 2 * C);
+    k->sums = malloc(sizeof(double) * batchnorm_scratch_n_doubles(C));
     k->R = uniform(rows * C, -1, 1, seed + 3);
 }
 
@@ -106,7 +106,7 @@ static void test_batchnorm(const char *name, size_t rows, int C, float offset, u
     bn_setup(&k, rows, C, offset, seed);
     const size_t n = rows * C;
     float *dinp = filled(n, 1e30f), *dgamma = filled(C, 0.25f), *dbeta = filled(C, -0.5f);
-    double *dsums = malloc(sizeof(double) * 2 * C);
+    double *dsums = malloc(sizeof(double) * batchnorm_scratch_n_doubles(C));
     bn_obj(&k);
     batchnorm_backward(dinp, dgamma, dbeta, dsums, k.R, k.inp, k.mean, k.inv_std, k.gamma, &k.bn, rows);
     unstart(dgamma, C, 0.25f);
@@ -139,9 +139,9 @@ static double bn_eval_obj(void *p) {
 static void test_batchnorm_statistics(void) {
     /* Biased variance (Keras 3): x = 1, 2, 3, 4 in channel 0 -> mean 2.5, var 1.25 (not 5/3). */
     const float x[8] = {1, 10, 2, 20, 3, 30, 4, 40};
-    double sums[4];
+    double sums[4], partials[BATCHNORM_CPU_CHUNKS * 4];
     float mean[2], var[2];
-    batchnorm_sums(sums, x, 4, 2);
+    batchnorm_sums(sums, partials, x, 4, 2);
     batchnorm_moments(mean, var, sums, 4.0, 2);
     if (!(mean[0] == 2.5f && var[0] == 1.25f && mean[1] == 25.0f && var[1] == 125.0f))
         fail("batchnorm moments: want mean 2.5, 25 and the biased variance 1.25, 125");
@@ -185,7 +185,7 @@ static void test_batchnorm_sync(size_t rows_a, size_t rows_b, int C, uint64_t se
     const size_t rows = rows_a + rows_b, n = rows * C, n_a = rows_a * C;
     bn_setup(&k, rows, C, 0.7f, seed);
     float *dinp = malloc(sizeof(float) * n), *dgamma = filled(C, 0.0f), *dbeta = filled(C, 0.0f);
-    double *dsums = malloc(sizeof(double) * 2 * C);
+    double *dsums = malloc(sizeof(double) * batchnorm_scratch_n_doubles(C));
     bn_obj(&k);
     batchnorm_backward(dinp, dgamma, dbeta, dsums, k.R, k.inp, k.mean, k.inv_std, k.gamma, &k.bn, rows);
     /* The towers. */
@@ -193,14 +193,15 @@ static void test_batchnorm_sync(size_t rows_a, size_t rows_b, int C, uint64_t se
     float *mean = malloc(sizeof(float) * C), *var = malloc(sizeof(float) * C), *inv_std = malloc(sizeof(float) * C);
     float *out = malloc(sizeof(float) * n), *dx = malloc(sizeof(float) * n);
     float *dg = filled(C, 0.0f), *db = filled(C, 0.0f);
-    batchnorm_sums(s_a, k.inp, rows_a, C);
-    batchnorm_sums(s_b, k.inp + n_a, rows_b, C);
+    double *part = malloc(sizeof(double) * batchnorm_scratch_n_doubles(C));
+    batchnorm_sums(s_a, part, k.inp, rows_a, C);
+    batchnorm_sums(s_b, part, k.inp + n_a, rows_b, C);
     for (int i = 0; i < 2 * C; i++) s[i] = s_a[i] + s_b[i];
     batchnorm_moments(mean, var, s, (double)rows, C);
     batchnorm_normalize(out, inv_std, k.inp, mean, var, k.gamma, k.beta, k.bn.epsilon, rows_a, C);
     batchnorm_normalize(out + n_a, inv_std, k.inp + n_a, mean, var, k.gamma, k.beta, k.bn.epsilon, rows_b, C);
-    batchnorm_backward_sums(s_a, k.R, k.inp, mean, inv_std, rows_a, C);
-    batchnorm_backward_sums(s_b, k.R + n_a, k.inp + n_a, mean, inv_std, rows_b, C);
+    batchnorm_backward_sums(s_a, part, k.R, k.inp, mean, inv_std, rows_a, C);
+    batchnorm_backward_sums(s_b, part, k.R + n_a, k.inp + n_a, mean, inv_std, rows_b, C);
     batchnorm_param_grads(dg, db, s_a, C);
     batchnorm_param_grads(dg, db, s_b, C);
     for (int i = 0; i < 2 * C; i++) s[i] = s_a[i] + s_b[i];
@@ -212,7 +213,7 @@ static void test_batchnorm_sync(size_t rows_a, size_t rows_b, int C, uint64_t se
                                                         fabs(dg[c] - dgamma[c]) + fabs(db[c] - dbeta[c]));
     printf("batchnorm sync: towers of %zu + %zu rows vs one of %zu: largest |diff| %.3g\n", rows_a, rows_b, rows, worst);
     if (!(worst < 1e-5)) fail("batchnorm sync split differs from one tower");
-    free(dinp); free(dgamma); free(dbeta); free(dsums); free(s_a); free(s_b); free(s);
+    free(dinp); free(dgamma); free(dbeta); free(dsums); free(s_a); free(s_b); free(s); free(part);
     free(mean); free(var); free(inv_std); free(out); free(dx); free(dg); free(db);
     bn_free(&k);
 }
@@ -497,9 +498,9 @@ static void test_checker_rejects(void) {
     bn_setup(&k, 12, 3, 0.3f, 901);
     const size_t n = 12 * 3;
     float *dinp = malloc(sizeof(float) * n), *dg = filled(3, 0.0f), *db = filled(3, 0.0f);
-    double dsums[6];
+    double dsums[6], part[BATCHNORM_CPU_CHUNKS * 6];
     bn_obj(&k);
-    batchnorm_backward_sums(dsums, k.R, k.inp, k.mean, k.inv_std, 12, 3);
+    batchnorm_backward_sums(dsums, part, k.R, k.inp, k.mean, k.inv_std, 12, 3);
     for (int c = 0; c < 3; c++) dsums[3 + c] = 0.0;
     batchnorm_backward_input(dinp, k.R, k.inp, k.mean, k.inv_std, k.gamma, dsums, 12.0, 12, 3);
     o.what = "batchnorm dinp (wrong: no xhat term)";
