@@ -161,10 +161,10 @@ extern "C" void batchnorm_normalize_cuda(float *out, float *inv_std, const float
     CUDA_CHECK(cudaGetLastError());
 }
 
-extern "C" void batchnorm_forward_train_cuda(float *out, float *mean, float *var, float *inv_std, double *sums,
-                                             double *partials, const float *inp, const float *gamma,
-                                             const float *beta, const BatchNorm *bn, size_t n_rows,
-                                             cudaStream_t stream) {
+extern "C" void batchnorm_forward_train_cuda(float *out, float *mean, float *var, float *inv_std, double *scratch,
+                                             const float *inp, const float *gamma, const float *beta,
+                                             const BatchNorm *bn, size_t n_rows, cudaStream_t stream) {
+    double *sums = scratch, *partials = scratch + 2 * (size_t)bn->C;
     batchnorm_sums_cuda(sums, partials, inp, n_rows, bn->C, stream);
     batchnorm_moments_cuda(mean, var, sums, (double)n_rows, bn->C, stream);
     batchnorm_normalize_cuda(out, inv_std, inp, mean, var, gamma, beta, bn->epsilon, n_rows, bn->C, stream);
@@ -205,9 +205,10 @@ extern "C" void batchnorm_backward_input_cuda(float *dinp, const float *dout, co
     CUDA_CHECK(cudaGetLastError());
 }
 
-extern "C" void batchnorm_backward_cuda(float *dinp, float *dgamma, float *dbeta, double *dsums, double *partials,
-                                        const float *dout, const float *inp, const float *mean, const float *inv_std,
-                                        const float *gamma, const BatchNorm *bn, size_t n_rows, cudaStream_t stream) {
+extern "C" void batchnorm_backward_cuda(float *dinp, float *dgamma, float *dbeta, double *scratch, const float *dout,
+                                        const float *inp, const float *mean, const float *inv_std, const float *gamma,
+                                        const BatchNorm *bn, size_t n_rows, cudaStream_t stream) {
+    double *dsums = scratch, *partials = scratch + 2 * (size_t)bn->C;
     batchnorm_backward_sums_cuda(dsums, partials, dout, inp, mean, inv_std, n_rows, bn->C, stream);
     batchnorm_param_grads_cuda(dgamma, dbeta, dsums, bn->C, stream);
     if (dinp)

@@ -308,6 +308,11 @@ void grad_accumulate_cuda(float *dst, const float *src, size_t n, cudaStream_t s
  * partial sums then added in chunk order. */
 #define BN_CUDA_MAX_CHUNKS 256
 static inline size_t batchnorm_cuda_partials_n_doubles(int C) { return (size_t)2 * BN_CUDA_MAX_CHUNKS * (size_t)C; }
+/* Doubles of scratch batchnorm_forward_train_cuda / batchnorm_backward_cuda
+ * need: the sums (2, C) then the partials. */
+static inline size_t batchnorm_cuda_scratch_n_doubles(int C) {
+    return (size_t)2 * C + batchnorm_cuda_partials_n_doubles(C);
+}
 
 /* sums: (2, C) doubles WRITTEN (sum x, sum x^2); partials:
  * batchnorm_cuda_partials_n_doubles(C) scratch; inp: (n_rows, C). */
@@ -322,9 +327,9 @@ void batchnorm_normalize_cuda(float *out, float *inv_std, const float *inp, cons
                               const float *gamma, const float *beta, float epsilon, size_t n_rows, int C,
                               cudaStream_t stream);
 
-/* As batchnorm_forward_train; sums: (2, C) doubles, partials as batchnorm_sums_cuda. */
-void batchnorm_forward_train_cuda(float *out, float *mean, float *var, float *inv_std, double *sums,
-                                  double *partials, const float *inp, const float *gamma, const float *beta,
+/* As batchnorm_forward_train; scratch: batchnorm_cuda_scratch_n_doubles(C) doubles. */
+void batchnorm_forward_train_cuda(float *out, float *mean, float *var, float *inv_std, double *scratch,
+                                  const float *inp, const float *gamma, const float *beta,
                                   const BatchNorm *bn, size_t n_rows, cudaStream_t stream);
 
 /* As batchnorm_forward_eval. */
@@ -350,8 +355,8 @@ void batchnorm_backward_input_cuda(float *dinp, const float *dout, const float *
                                    size_t n_rows, int C, cudaStream_t stream);
 
 /* As batchnorm_backward: dinp WRITTEN (may be NULL), dgamma/dbeta ADDED;
- * dsums (2, C) doubles and partials scratch. */
-void batchnorm_backward_cuda(float *dinp, float *dgamma, float *dbeta, double *dsums, double *partials,
+ * scratch: batchnorm_cuda_scratch_n_doubles(C) doubles. */
+void batchnorm_backward_cuda(float *dinp, float *dgamma, float *dbeta, double *scratch,
                              const float *dout, const float *inp, const float *mean, const float *inv_std,
                              const float *gamma, const BatchNorm *bn, size_t n_rows, cudaStream_t stream);
 

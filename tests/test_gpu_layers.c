@@ -409,15 +409,15 @@ static int test_batchnorm(const Ctx *x, size_t rows, int C, float offset, double
     float *d_out = gpu_test_dev(F(n)), *d_dinp = gpu_test_dev(F(n));
     float *d_mean = gpu_test_dev(F(C)), *d_var = gpu_test_dev(F(C)), *d_inv_std = gpu_test_dev(F(C));
     float *d_dgamma = dev_filled(C, 0.25f), *d_dbeta = dev_filled(C, -0.5f);
-    double *d_sums = gpu_test_dev(2 * C * sizeof(double));
-    double *d_partials = gpu_test_dev(batchnorm_cuda_partials_n_doubles(C) * sizeof(double));
+    double *d_scratch = gpu_test_dev(batchnorm_cuda_scratch_n_doubles(C) * sizeof(double));
+    double *d_sums = d_scratch, *d_partials = d_scratch + 2 * C; /* for the split calls */
     int fails = 0;
 
     /* Training forward and backward. */
     for (int c = 0; c < C; c++) { dgamma[c] = 0.25f; dbeta[c] = -0.5f; }
     batchnorm_forward_train(out, mean, var, inv_std, sums, inp, gamma, beta, &bn, rows);
     batchnorm_backward(dinp, dgamma, dbeta, sums, dout, inp, mean, inv_std, gamma, &bn, rows);
-    batchnorm_forward_train_cuda(d_out, d_mean, d_var, d_inv_std, d_sums, d_partials, d_inp, d_gamma, d_beta, &bn, rows,
+    batchnorm_forward_train_cuda(d_out, d_mean, d_var, d_inv_std, d_scratch, d_inp, d_gamma, d_beta, &bn, rows,
                                  x->stream);
     gpu_test_download(got, d_out, F(n));
     fails += gpu_test_check_scaled("train forward out", got, out, n, rel);
@@ -430,8 +430,8 @@ static int test_batchnorm(const Ctx *x, size_t rows, int C, float offset, double
     /* Backward from the CPU's saved statistics (upload them: same xhat on both sides). */
     CUDA_CHECK(cudaMemcpy(d_mean, mean, F(C), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(d_inv_std, inv_std, F(C), cudaMemcpyHostToDevice));
-    batchnorm_backward_cuda(d_dinp, d_dgamma, d_dbeta, d_sums, d_partials, d_dout, d_inp, d_mean, d_inv_std, d_gamma, &bn,
-                            rows, x->stream);
+    batchnorm_backward_cuda(d_dinp, d_dgamma, d_dbeta, d_scratch, d_dout, d_inp, d_mean, d_inv_std, d_gamma, &bn, rows,
+                            x->stream);
     gpu_test_download(got, d_dinp, F(n));
     fails += gpu_test_check_scaled("backward dinp", got, dinp, n, rel);
     gpu_test_download(got, d_dgamma, F(C));
@@ -471,10 +471,37 @@ static int test_batchnorm(const Ctx *x, size_t rows, int C, float offset, double
                              rows - rows_a, C, x->stream);
     gpu_test_download(got, d_out, F(n));
     fails += gpu_test_check_scaled("sync split (2 towers) forward out", got, out, n, rel);
+    /* Backward split: each tower's (dy, dy * xhat) sums, added on the host,
+     * then each tower's input gradient from the global sums; the parameter
+     * gradients from the added sums equal one tower's. */
+    for (int c = 0; c < C; c++) dgamma[c] = dbeta[c] = 0.0f;
+    batchnorm_backward(dinp, dgamma, dbeta, sums, dout, inp, mean, inv_std, gamma, &bn, rows);
+    CUDA_CHECK(cudaMemcpy(d_mean, mean, F(C), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_inv_std, inv_std, F(C), cudaMemcpyHostToDevice));
+    batchnorm_backward_sums_cuda(d_sums, d_partials, d_dout, d_inp, d_mean, d_inv_std, rows_a, C, x->stream);
+    gpu_test_download(s_a, d_sums, 2 * C * sizeof(double));
+    batchnorm_backward_sums_cuda(d_sums, d_partials, d_dout + n_a, d_inp + n_a, d_mean, d_inv_std, rows - rows_a, C,
+                                 x->stream);
+    gpu_test_download(s_b, d_sums, 2 * C * sizeof(double));
+    for (int i = 0; i < 2 * C; i++) s_a[i] += s_b[i];
+    CUDA_CHECK(cudaMemcpy(d_sums, s_a, 2 * C * sizeof(double), cudaMemcpyHostToDevice));
+    batchnorm_backward_input_cuda(d_dinp, d_dout, d_inp, d_mean, d_inv_std, d_gamma, d_sums, (double)rows, rows_a, C,
+                                  x->stream);
+    batchnorm_backward_input_cuda(d_dinp + n_a, d_dout + n_a, d_inp + n_a, d_mean, d_inv_std, d_gamma, d_sums,
+                                  (double)rows, rows - rows_a, C, x->stream);
+    gpu_test_download(got, d_dinp, F(n));
+    fails += gpu_test_check_scaled("sync split (2 towers) backward dinp", got, dinp, n, rel);
+    CUDA_CHECK(cudaMemset(d_dgamma, 0, F(C)));
+    CUDA_CHECK(cudaMemset(d_dbeta, 0, F(C)));
+    batchnorm_param_grads_cuda(d_dgamma, d_dbeta, d_sums, C, x->stream);
+    gpu_test_download(got, d_dgamma, F(C));
+    fails += gpu_test_check_scaled("sync split (2 towers) dgamma", got, dgamma, C, rel);
+    gpu_test_download(got, d_dbeta, F(C));
+    fails += gpu_test_check_scaled("sync split (2 towers) dbeta", got, dbeta, C, rel);
 
     cudaFree(d_inp); cudaFree(d_dout); cudaFree(d_gamma); cudaFree(d_beta); cudaFree(d_mm); cudaFree(d_mv);
     cudaFree(d_out); cudaFree(d_dinp); cudaFree(d_mean); cudaFree(d_var); cudaFree(d_inv_std); cudaFree(d_dgamma);
-    cudaFree(d_dbeta); cudaFree(d_sums); cudaFree(d_partials);
+    cudaFree(d_dbeta); cudaFree(d_scratch);
     free(inp); free(dout); free(gamma); free(beta); free(out); free(dinp); free(got); free(mean); free(var);
     free(inv_std); free(dgamma); free(dbeta); free(mm); free(mv); free(sums); free(s_a); free(s_b);
     return fails;
