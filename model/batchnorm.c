@@ -21,6 +21,10 @@
 #include <math.h>
 #include <string.h>
 
+/* Below this many floats a loop runs on the calling thread (a parallel
+ * region costs more than the work). */
+#define OMP_MIN_FLOATS 32768
+
 /* Fixed row chunks (a function of n_rows only): each chunk's sums in double
  * over its rows in order, then the chunks added in order, so results do not
  * depend on the thread count. */
@@ -45,7 +49,7 @@ static void add_chunks(double *sums, const double *partials, int n_chunks, int C
 
 void batchnorm_sums(double *sums, double *partials, const float *inp, size_t n_rows, int C) {
     const int n = n_chunks_for(n_rows);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n_rows * (size_t)C >= OMP_MIN_FLOATS)
     for (int k = 0; k < n; k++) {
         double *s = partials + (size_t)k * 2 * C, *s2 = s + C;
         size_t r0, r1;
@@ -76,7 +80,7 @@ void batchnorm_normalize(float *out, float *inv_std, const float *inp, const flo
                          const float *var, const float *gamma, const float *beta, float epsilon,
                          size_t n_rows, int C) {
     for (int c = 0; c < C; c++) inv_std[c] = 1.0f / sqrtf(var[c] + epsilon);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n_rows * (size_t)C >= OMP_MIN_FLOATS)
     for (size_t r = 0; r < n_rows; r++) {
         const float *x = inp + r * C;
         float *y = out + r * C;
@@ -111,7 +115,7 @@ void batchnorm_update_moving(float *moving_mean, float *moving_var, const float 
 void batchnorm_backward_sums(double *dsums, double *partials, const float *dout, const float *inp,
                              const float *mean, const float *inv_std, size_t n_rows, int C) {
     const int n = n_chunks_for(n_rows);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n_rows * (size_t)C >= OMP_MIN_FLOATS)
     for (int k = 0; k < n; k++) {
         double *s = partials + (size_t)k * 2 * C, *s2 = s + C;
         size_t r0, r1;
@@ -151,7 +155,7 @@ void batchnorm_backward_input(float *dinp, const float *dout, const float *inp, 
             scale[j] = gamma[c0 + j] * inv_std[c0 + j];
         }
         const float *m = mean + c0, *is = inv_std + c0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n_rows * (size_t)nc >= OMP_MIN_FLOATS)
         for (size_t r = 0; r < n_rows; r++) {
             const float *x = inp + r * C + c0, *g = dout + r * C + c0;
             float *dx = dinp + r * C + c0;

@@ -15,8 +15,13 @@
 #include <math.h>
 #include <string.h>
 
+/* Below this many floats a loop runs on the calling thread: a parallel
+ * region's fork and barrier cost more than the work (and much more when
+ * other processes compete for the cores). */
+#define OMP_MIN_FLOATS 32768
+
 void grad_accumulate(float *dst, const float *src, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= OMP_MIN_FLOATS)
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
@@ -42,8 +47,8 @@ void keras_correct_pad(int *top, int *bottom, int *left, int *right, int H, int 
 
 void zeropad_forward(float *out, const float *inp, const ZeroPad *z, int B) {
     const int C = z->C;
-    const size_t in_n = (size_t)z->H * z->W * C, out_n = (size_t)z->OH * z->OW * C;
-#pragma omp parallel for schedule(static)
+    const size_t in_n = (size_t)z->H * z->W * C, out_n = (size_t)z->OH * z->OW * C, work_per_example = out_n;
+#pragma omp parallel for schedule(static) if ((size_t)B * work_per_example >= OMP_MIN_FLOATS)
     for (int b = 0; b < B; b++) {
         float *y = out + (size_t)b * out_n;
         memset(y, 0, sizeof(float) * out_n);
@@ -55,8 +60,8 @@ void zeropad_forward(float *out, const float *inp, const ZeroPad *z, int B) {
 
 void zeropad_backward(float *dinp, const float *dout, const ZeroPad *z, int B) {
     const int C = z->C;
-    const size_t in_n = (size_t)z->H * z->W * C, out_n = (size_t)z->OH * z->OW * C;
-#pragma omp parallel for schedule(static)
+    const size_t in_n = (size_t)z->H * z->W * C, out_n = (size_t)z->OH * z->OW * C, work_per_example = in_n;
+#pragma omp parallel for schedule(static) if ((size_t)B * work_per_example >= OMP_MIN_FLOATS)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < z->H; h++)
             memcpy(dinp + (size_t)b * in_n + (size_t)h * z->W * C,
@@ -66,7 +71,7 @@ void zeropad_backward(float *dinp, const float *dout, const ZeroPad *z, int B) {
 /* ---- ReLU6 ---- */
 
 void relu6_forward(float *out, const float *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= OMP_MIN_FLOATS)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i] > 0.0f ? inp[i] : 0.0f;
         out[i] = x < 6.0f ? x : 6.0f;
@@ -74,7 +79,7 @@ void relu6_forward(float *out, const float *inp, size_t n) {
 }
 
 void relu6_backward(float *dinp, const float *out, const float *dout, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= OMP_MIN_FLOATS)
     for (size_t i = 0; i < n; i++) {
         float g = dout[i];
         dinp[i] = (out[i] > 0.0f && out[i] < 6.0f) ? g : 0.0f;
@@ -84,7 +89,7 @@ void relu6_backward(float *dinp, const float *out, const float *dout, size_t n) 
 /* ---- residual addition ---- */
 
 void add_forward(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= OMP_MIN_FLOATS)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
@@ -96,7 +101,8 @@ void add_backward(float *da, float *db, const float *dout, size_t n) {
 /* ---- global average pooling ---- */
 
 void global_avgpool_forward(float *out, const float *inp, int B, int n_pixels, int C) {
-#pragma omp parallel for schedule(static)
+    const size_t work_per_example = (size_t)n_pixels * C;
+#pragma omp parallel for schedule(static) if ((size_t)B * work_per_example >= OMP_MIN_FLOATS)
     for (int b = 0; b < B; b++) {
         float *y = out + (size_t)b * C;
         for (int c = 0; c < C; c++) y[c] = 0.0f;
@@ -109,7 +115,8 @@ void global_avgpool_forward(float *out, const float *inp, int B, int n_pixels, i
 }
 
 void global_avgpool_backward(float *dinp, const float *dout, int B, int n_pixels, int C) {
-#pragma omp parallel for schedule(static)
+    const size_t work_per_example = (size_t)n_pixels * C;
+#pragma omp parallel for schedule(static) if ((size_t)B * work_per_example >= OMP_MIN_FLOATS)
     for (int b = 0; b < B; b++) {
         const float *g = dout + (size_t)b * C;
         for (int p = 0; p < n_pixels; p++) {
@@ -154,7 +161,7 @@ void dropout_forward(float *out, const float *inp, const Dropout *d, uint64_t ke
         if (out != inp) memmove(out, inp, sizeof(float) * n);
         return;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= OMP_MIN_FLOATS)
     for (size_t i = 0; i < n; i++) out[i] = dropout_keep(d, key, i) ? inp[i] * d->scale : 0.0f;
 }
 

@@ -37,7 +37,7 @@ size_t depthwise_scratch_n_floats(const Depthwise *d, int n_threads) {
 void depthwise_forward(float *out, const float *inp, const float *weight, const Depthwise *d, int B) {
     const int C = d->C;
     const size_t in_n = (size_t)d->H * d->W * C, out_n = (size_t)d->OH * d->OW * C;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)B * out_n >= 32768)
     for (int b = 0; b < B; b++) {
         const float *x = inp + (size_t)b * in_n;
         for (int oh = 0; oh < d->OH; oh++) {
@@ -69,6 +69,7 @@ void depthwise_backward(float *dinp, float *dweight, float *scratch, const float
     int team = omp_get_max_threads();
     if (n_threads < 1) n_threads = 1;
     if (team > n_threads) team = n_threads;
+    if ((size_t)B * out_n < 32768) team = 1; /* a parallel region would cost more than the work */
 #pragma omp parallel num_threads(team)
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();

@@ -15,6 +15,7 @@
 #include "model/layers.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #define EPS 1e-3
 
 static int g_failures = 0;
+static int g_max_checks = 400; /* lowered for the shapes large enough to run in parallel */
 
 static float *uniform(size_t n, float lo, float hi, uint64_t seed) {
     float *x = malloc(sizeof(float) * (n ? n : 1));
@@ -42,7 +44,7 @@ static void fail(const char *what) {
 
 static GradcheckResult check(const char *what, float *x, size_t n, const float *analytic,
                              GradcheckObjective f, void *ctx) {
-    GradcheckOpts o = {what, EPS, 1e-2, 1e-3, 400, 7, 0, 0};
+    GradcheckOpts o = {what, EPS, 1e-2, 1e-3, g_max_checks, 7, 0, 0};
     GradcheckResult r = gradcheck(x, n, analytic, f, ctx, &o);
     if (r.n_failed > 0 || r.n_checked == 0) fail(what);
     return r;
@@ -453,7 +455,7 @@ static void test_dropout(float rate) {
         return;
     }
     k.key = dropout_key(42, 7, 1, 0);
-    k.in_n = k.out_n = 20000;
+    k.in_n = k.out_n = 6000;
     k.inp = uniform(k.in_n, -1, 1, 801);
     k.out = malloc(sizeof(float) * k.out_n);
     k.R = uniform(k.out_n, -1, 1, 802);
@@ -527,9 +529,58 @@ static void test_checker_rejects(void) {
     free(dw); free(scratch); free(d.inp); free(d.w); free(d.out); free(d.R);
 }
 
+/* The shapes large enough to run in parallel give the serial results: batch
+ * norm and depthwise forward / dinp bit for bit (no sum crosses threads),
+ * depthwise dweight to float rounding (per-thread partials). */
+static void test_parallel_matches_serial(void) {
+    const int saved = omp_get_max_threads();
+    float *r[2][5];
+    for (int pass = 0; pass < 2; pass++) {
+        omp_set_num_threads(pass == 0 ? 1 : 2);
+        BnCtx k;
+        bn_setup(&k, 512, 64, 0.5f, 77);
+        float *dinp = malloc(sizeof(float) * 512 * 64), *dg = filled(64, 0.0f), *db = filled(64, 0.0f);
+        bn_obj(&k);
+        batchnorm_backward(dinp, dg, db, k.sums, k.R, k.inp, k.mean, k.inv_std, k.gamma, &k.bn, 512);
+        r[pass][0] = malloc(sizeof(float) * 512 * 64);
+        memcpy(r[pass][0], k.out, sizeof(float) * 512 * 64);
+        r[pass][1] = dinp;
+        r[pass][2] = dg;
+        free(db);
+        bn_free(&k);
+        DwCtx d;
+        dw_setup(&d, 2, 16, 16, 64, 1, PAD_SAME, 78);
+        float *dx = malloc(sizeof(float) * 2 * 16 * 16 * 64), *dw = filled(9 * 64, 0.0f);
+        float *scratch = malloc(sizeof(float) * depthwise_scratch_n_floats(&d.d, 2));
+        dw_obj(&d);
+        depthwise_backward(dx, dw, scratch, d.R, d.inp, d.w, &d.d, 2, 2);
+        r[pass][3] = dx;
+        r[pass][4] = dw;
+        free(d.inp); free(d.w); free(d.R); free(scratch);
+        free(r[pass][0]);
+        r[pass][0] = d.out;
+    }
+    omp_set_num_threads(saved);
+    const size_t n_bn = 512 * 64, n_dw = 2 * 16 * 16 * 64;
+    int same = !memcmp(r[0][1], r[1][1], sizeof(float) * n_bn) && !memcmp(r[0][2], r[1][2], sizeof(float) * 64) &&
+               !memcmp(r[0][0], r[1][0], sizeof(float) * n_dw) && !memcmp(r[0][3], r[1][3], sizeof(float) * n_dw);
+    double worst = 0.0;
+    for (int i = 0; i < 9 * 64; i++) worst = fmax(worst, fabs(r[0][4][i] - r[1][4][i]) / (1.0 + fabs(r[0][4][i])));
+    if (!same || !(worst < 1e-5)) fail("1 and 2 threads differ (batch norm, depthwise)");
+    else printf("ok: 2 threads = 1 thread (batch norm and depthwise out/dinp bitwise, dweight within %.2g)\n", worst);
+    for (int p = 0; p < 2; p++)
+        for (int i = 0; i < 5; i++) free(r[p][i]);
+}
+
 int main(void) {
     test_batchnorm("batchnorm 30x5", 30, 5, 0.0f, 1);
     test_batchnorm("batchnorm 4x37 offset 3", 4, 37, 3.0f, 2); /* C over a channel block, few rows */
+    g_max_checks = 40; /* shapes over the serial threshold: every probe is a parallel region */
+    test_batchnorm("batchnorm 512x64 (parallel)", 512, 64, 0.5f, 4);
+    test_depthwise("depthwise s1 SAME 16x16x64 (parallel)", 2, 16, 16, 64, 1, PAD_SAME, 15);
+    test_depthwise("depthwise s2 VALID 33x33x32 (parallel)", 4, 33, 33, 32, 2, PAD_VALID, 16);
+    g_max_checks = 400;
+    test_parallel_matches_serial();
     test_batchnorm_statistics();
     test_batchnorm_sync(20, 13, 19, 3);
     /* Depthwise 3x3: stride 1 SAME and stride 2 VALID (after zero padding), odd sizes. */
