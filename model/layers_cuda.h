@@ -293,10 +293,11 @@ void transpose_cuda(float *dst, const float *src, int rows, int cols, cudaStream
  *     biased one, and it cannot take statistics reduced across towers (sync
  *     batch norm); the kernels below compute the split of layers.h;
  *   - depthwise: cuDNN's grouped convolution (groups = C) wants the filter
- *     as (C, KH, KW, 1) (a transpose of Keras's (KH, KW, C, 1)) and is often
- *     slower than a direct kernel for depthwise shapes; the direct kernels
- *     below are the first version, cuDNN is the candidate fast path to
- *     measure on a GPU (docs/models.md).
+ *     as (C, KH, KW, 1) (a transpose of Keras's (KH, KW, C, 1)) and pads
+ *     only symmetrically; the direct kernels below (the CPU's windows, any
+ *     padding) are the first version, written and compiled without a GPU
+ *     to measure on, and cuDNN's grouped convolution is the candidate fast
+ *     path to measure against them on one (docs/models.md).
  * ========================================================================== */
 
 /* grad_accumulate: dst += src.  dst, src: (n), must not alias. */
