@@ -12,6 +12,7 @@
  * oneDNN's implementation name and the largest difference from the loops
  * (a check that both compute the same thing).  Threads: --threads (2).
  * Usage: bench_layers [--batch 64] [--reps 7] [--threads 2] [--only depthwise|batchnorm]
+ *                     [--loops_only]   (skip oneDNN: its timings print as 0)
  */
 #include "model/layers.h"
 
@@ -84,6 +85,7 @@ static Ms time_ms(RunFn f, void *ctx, int reps) {
     return m;
 }
 
+static int g_loops_only; /* --loops_only: skip oneDNN's timings (printed as 0) */
 static dnnl_engine_t g_eng;
 static dnnl_stream_t g_stream;
 
@@ -165,7 +167,9 @@ static void bench_depthwise(int B, int H, int C, int stride, int reps, int n_thr
     k.a_bw[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, k.a_bd[0].memory};
     k.a_bw[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, mem(&wei, k.o_dw)};
     const Ms lf = time_ms(dw_loop_fwd, &k, reps), lb = time_ms(dw_loop_bwd, &k, reps);
-    const Ms of = time_ms(dw_dnnl_fwd, &k, reps), ob = time_ms(dw_dnnl_bwd, &k, reps);
+    const Ms none = {0.0, 0.0};
+    const Ms of = g_loops_only ? none : time_ms(dw_dnnl_fwd, &k, reps);
+    const Ms ob = g_loops_only ? none : time_ms(dw_dnnl_bwd, &k, reps);
     const double diff = fmax(max_diff(k.out, k.o_out, out_n),
                              fmax(max_diff(k.dinp, k.o_dinp, in_n), max_diff(k.dw, k.o_dw, w_n) / (B * k.d.OH * k.d.OW)));
     printf("depthwise %3dx%-3d C %4d s%d  loops fwd %8.2f (%8.2f) bwd %8.2f (%8.2f) | oneDNN fwd %8.2f (%8.2f)"
@@ -257,7 +261,9 @@ static void bench_batchnorm(int B, int H, int C, int reps) {
     k.a_bwd[7] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SCALE, m_dscale};
     k.a_bwd[8] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SHIFT, m_dshift};
     const Ms lf = time_ms(bn_loop_fwd, &k, reps), lb = time_ms(bn_loop_bwd, &k, reps);
-    const Ms of = time_ms(bn_dnnl_fwd, &k, reps), ob = time_ms(bn_dnnl_bwd, &k, reps);
+    const Ms none = {0.0, 0.0};
+    const Ms of = g_loops_only ? none : time_ms(bn_dnnl_fwd, &k, reps);
+    const Ms ob = g_loops_only ? none : time_ms(bn_dnnl_bwd, &k, reps);
     const double diff = fmax(fmax(max_diff(k.out, k.o_out, n), max_diff(k.var, k.o_var, C)),
                              fmax(max_diff(k.dinp, k.o_dinp, n), max_diff(k.dg, k.o_dg, C) / k.rows));
     printf("batchnorm %3dx%-3d C %4d     loops fwd %8.2f (%8.2f) bwd %8.2f (%8.2f) | oneDNN fwd %8.2f (%8.2f)"
@@ -282,8 +288,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--loops_only")) g_loops_only = 1;
         else {
-            fprintf(stderr, "usage: bench_layers [--batch 64] [--reps 7] [--threads 2] [--only depthwise|batchnorm]\n");
+            fprintf(stderr, "usage: bench_layers [--batch 64] [--reps 7] [--threads 2] [--only depthwise|batchnorm] [--loops_only]\n");
             return 2;
         }
     }
