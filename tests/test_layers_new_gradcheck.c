@@ -3,8 +3,9 @@
  * ReLU6, residual add, global average pooling, dropout), their backward
  * conventions (parameter gradients ADDED, activation gradients WRITTEN), the
  * sync batch norm split (two towers' sums give one tower's results), the
- * moving-statistics update, and proof that the checker rejects a wrong
- * gradient of these layers.
+ * moving-statistics update, 2 threads against 1 on shapes large enough to
+ * run in parallel, and proof that the checker rejects a wrong gradient of
+ * these layers.
  *
  * Where it sits: ctest, label none (CPU), beside test_layers_gradcheck.c,
  * through the shared checker tests/gradcheck.c.  Objective sum(out * R)
