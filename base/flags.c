@@ -2,6 +2,8 @@
 #include "base/flags.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,35 +31,42 @@ void flags_print_usage(const char *command, const char *synopsis, const Flag *fl
     }
 }
 
-static int set_value(const Flag *f, const char *v) {
+/* Store v into f's target: 0, or -1 with *expected saying what the value must look like. */
+static int set_value(const Flag *f, const char *v, const char **expected) {
     char *end = NULL;
     errno = 0;
     switch (f->type) {
     case FLAG_INT: {
         long x = strtol(v, &end, 10);
+        *expected = end == v || *end ? "an integer" : "an integer in [-2147483647, 2147483647]";
         if (errno || end == v || *end || x < -2147483647L || x > 2147483647L) return -1;
         *(int *)f->target = (int)x;
         return 0;
     }
     case FLAG_LONG: {
         long x = strtol(v, &end, 10);
-        if (errno || end == v || *end) return -1;
+        *expected = end == v || *end ? "an integer" : "an integer in [-9223372036854775807, 9223372036854775807]";
+        if (errno || end == v || *end || x == LONG_MIN) return -1;
         *(long *)f->target = x;
         return 0;
     }
     case FLAG_FLOAT: {
+        /* No flag of Tower means anything with nan or inf: they are refused here, for every command. */
+        *expected = "a finite number";
         float x = strtof(v, &end);
-        if (errno || end == v || *end) return -1;
+        if (errno || end == v || *end || !isfinite(x)) return -1;
         *(float *)f->target = x;
         return 0;
     }
     case FLAG_BOOL:
+        *expected = "true or false (also 1, yes, 0, no)";
         if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes")) *(int *)f->target = 1;
         else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no")) *(int *)f->target = 0;
         else return -1;
         return 0;
     case FLAG_STRING: *(const char **)f->target = v; return 0;
     }
+    *expected = "a value";
     return -1;
 }
 
@@ -65,6 +74,11 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
     *n_positional = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "-h")) return 1;
+        if (a[0] == '-' && a[1] != '-' && a[1] != '\0') {
+            fprintf(stderr, "tower %s: unknown flag %s (flags take two dashes, --name; see --help)\n", argv[0], a);
+            return -1;
+        }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
             positional[(*n_positional)++] = argv[i];
             continue;
@@ -88,8 +102,9 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
             fprintf(stderr, "tower %s: flag --%s needs a value\n", argv[0], f->name);
             return -1;
         }
-        if (set_value(f, v) != 0) {
-            fprintf(stderr, "tower %s: bad value '%s' for --%s\n", argv[0], v, f->name);
+        const char *expected;
+        if (set_value(f, v, &expected) != 0) {
+            fprintf(stderr, "tower %s: bad value '%s' for --%s: expected %s\n", argv[0], v, f->name, expected);
             return -1;
         }
     }

@@ -21,9 +21,10 @@ typedef struct {
 /* Parse argv[1..argc-1] (argv[0] is the subcommand name) against `flags`.
  * Arguments that are not flags are collected, in order, into positional
  * (an array of at least argc entries owned by the caller) and counted in
- * *n_positional.  Returns 0 on success, 1 when --help was given (usage has
- * been printed to stdout), and -1 on a bad flag or value (one line on
- * stderr naming it). */
+ * *n_positional.  Returns 0 on success, 1 when --help or -h was given (the
+ * caller prints the usage), and -1 on a bad flag or value, an argument with
+ * one dash, or a number that is not finite (one line on stderr naming the
+ * flag and what it expects).  Ranges are the caller's to check. */
 int flags_parse(const Flag *flags, int n_flags, int argc, char **argv,
                 char **positional, int *n_positional);
 

@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
     }
     char desc[256];
     tower_backend_cuda.describe_device(o.device, desc, sizeof desc);
-    printf("# %s; %s; %d warm-up steps, then %d runs of %d steps\n", desc, tower_backend_cuda.host_alloc().kind,
+    printf("# %s; %s; %d warm-up steps, then %d runs of %d steps\n", desc, tower_backend_cuda.host_alloc(0).kind,
            o.warmup, o.reps, o.steps);
     const char *models[2] = {"mnist", "cifar10"};
     for (int m = 0; m < 2; m++) {

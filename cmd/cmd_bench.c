@@ -9,13 +9,15 @@
  * whole matrix runs R times, configurations interleaved so that a burst of
  * other work on the machine hits different ones, and each row is the run
  * with the median images/sec, with the range over the R runs beside it.  It writes the table
- * as CSV and an SVG chart (images/sec against towers, a line per mode), and
+ * as CSV and an SVG chart (images/sec at the median step against towers, a
+ * line per mode, the table's noisy-machine warning under its subtitle), and
  * with --predict fits the cost model of docs/modes.md to microbenchmarks of
  * this machine and prints its predictions beside the measured points.
  * What it does not do: train anything to accuracy, or assert timings (the
  * numbers are for bench/RESULTS.md and for the user's own machine).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -37,6 +39,7 @@ typedef struct {
     const char *models;        /* comma-separated: mnist, cifar10 */
     const char *modes;         /* comma-separated mode names (trainer_mode_from_name) */
     const char *device;        /* the towers: "cpu", "gpu" or "auto" (as tower train's --device) */
+    int deterministic;         /* GPU towers: only deterministic cuDNN algorithms (as tower train's --deterministic) */
     const char *towers;        /* comma-separated tower counts */
     const char *data;          /* "": synthetic data; else TFRecord globs (one model) */
     const char *csv, *svg;     /* output files; "" = not written */
@@ -125,6 +128,7 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
     o.seed = bo->seed;
     o.min_after_dequeue = 1000;
     o.device = bo->device;
+    o.deterministic = bo->deterministic;
     trainer_mode_set_flags(r->mode, &o);
     if (bo->data[0]) o.data = bo->data;
     else o.synthetic = 1;
@@ -443,10 +447,20 @@ static double nice_ceiling(double v) {
 static const char *const mode_colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 #define N_MODE_COLORS ((int)(sizeof mode_colors / sizeof mode_colors[0]))
 
-/* One panel per model: images/sec against towers, a solid line per mode
- * (and a dashed one for its prediction with --predict). */
+/* The throughput the chart plots: the global batch over the median step
+ * time, the statistic the cost model predicts (a median step), so measured
+ * and predicted lines compare like with like.  The table's images/sec is
+ * the mean over the timed steps' wall time. */
+static double median_step_images_per_sec(const BenchRow *r) {
+    return r->step_median > 0 ? r->global_batch / (r->step_median * 1e-3) : NAN;
+}
+
+/* One panel per model: images/sec at the median step against towers, a
+ * solid line per mode (and a dashed one for its prediction with --predict).
+ * warning (may be "") is a third heading line, e.g. that other work was
+ * running, as the table says. */
 static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **models, int n_models, int predict,
-                     const char *subtitle, char *err, size_t err_n_bytes) {
+                     const char *subtitle, const char *warning, char *err, size_t err_n_bytes) {
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(err, err_n_bytes, "--svg %s: cannot create the file: %s", path, strerror(errno));
@@ -458,9 +472,10 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     fprintf(f, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"15\">tower bench: images/sec against towers, a line per variable "
-               "placement mode</text>\n");
+    fprintf(f, "<text x=\"10\" y=\"20\" font-size=\"15\">tower bench: images/sec at the median step time against towers, "
+               "a line per variable placement mode</text>\n");
     fprintf(f, "<text x=\"10\" y=\"38\" fill=\"#555\">%s</text>\n", subtitle);
+    if (warning && warning[0]) fprintf(f, "<text x=\"10\" y=\"54\" fill=\"#b00\">%s</text>\n", warning);
     for (int m = 0; m < n_models; m++) {
         const int x0 = m * (pw + ml + mr) + ml, y0 = mt;
         int max_towers = 1;
@@ -468,7 +483,8 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
         for (int i = 0; i < n_rows; i++) {
             if (strcmp(rows[i].model, models[m])) continue;
             if (rows[i].towers > max_towers) max_towers = rows[i].towers;
-            if (rows[i].images_per_sec > max_ips) max_ips = rows[i].images_per_sec;
+            double v = median_step_images_per_sec(&rows[i]);
+            if (v > max_ips) max_ips = v;
             if (predict && !isnan(rows[i].predicted)) {
                 double p = rows[i].global_batch / (rows[i].predicted * 1e-3);
                 if (p > max_ips) max_ips = p;
@@ -500,7 +516,7 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
                 for (int i = 0; i < n_rows; i++) {
                     const BenchRow *r = &rows[i];
                     if (strcmp(r->model, models[m]) || (int)r->mode != mode) continue;
-                    double v = pass == 0 ? r->images_per_sec : r->global_batch / (r->predicted * 1e-3);
+                    double v = pass == 0 ? median_step_images_per_sec(r) : r->global_batch / (r->predicted * 1e-3);
                     if (!(v >= 0)) continue;
                     int x = x0 + (max_towers == 1 ? pw / 2
                                                   : (int)((double)(r->towers - 1) / (max_towers - 1) * (pw - 40)) + 20);
@@ -509,8 +525,8 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
                     if (used >= sizeof points) used = sizeof points - 1;
                     if (pass == 0)
                         fprintf(f, "<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"><title>%s %d tower(s): %.1f "
-                                   "images/sec</title></circle>\n", x, y, mode_colors[mode % N_MODE_COLORS],
-                                trainer_mode_name((TrainerMode)mode), r->towers, v);
+                                   "images/sec at the median step (%.1f over the timed steps)</title></circle>\n", x, y,
+                                mode_colors[mode % N_MODE_COLORS], trainer_mode_name((TrainerMode)mode), r->towers, v, r->images_per_sec);
                     n_points++;
                 }
                 if (!n_points) continue;
@@ -536,11 +552,28 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
 
 /* ---- the command ---- */
 
+/* Whether path can be written, tried before the benchmark runs: an existing
+ * file is opened for writing (not truncated), a missing one is created and
+ * removed again.  0, or -1 with err in the words of the writers. */
+static int check_writable(const char *flag, const char *path, char *err, size_t err_n_bytes) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    const int created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY);
+    if (fd < 0) {
+        snprintf(err, err_n_bytes, "--%s %s: cannot create the file: %s", flag, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (created) unlink(path);
+    return 0;
+}
+
 static int bench_flags(BenchOptions *o, Flag *flags) {
     const Flag table[] = {
         {"models", FLAG_STRING, &o->models, "comma-separated models: mnist, cifar10"},
         {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
+        {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic (an error when a layer has none)"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step"},
         {"steps", FLAG_INT, &o->steps, "timed steps per configuration"},
@@ -577,11 +610,7 @@ int cmd_bench(int argc, char **argv) {
         flags_print_usage("bench", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    if (n_positional > 0) {
-        fprintf(stderr, "tower bench: unexpected argument '%s' (see --help)\n", positional[0]);
-        return 2;
-    }
+    if (rc != 0 || cmd_check_no_arguments("bench", o.data[0] ? o.data : NULL, positional, n_positional) != 0) return 2;
 
     char err[1200];
     char models_buf[256], modes_buf[512], towers_buf[256];
@@ -620,14 +649,34 @@ int cmd_bench(int argc, char **argv) {
         }
         tower_counts[i] = (int)v;
     }
-    if (o.batch_size < 1 || o.steps < 1 || o.warmup < 0 || o.predict_max_towers < 1 || o.repeat < 1 || o.repeat > 99) {
-        fprintf(stderr, "tower bench: --batch_size, --steps and --predict_max_towers must be at least 1, --warmup at "
-                "least 0, --repeat in [1, 99]\n");
-        return 2;
-    }
     if (o.data[0] && n_models != 1) {
         fprintf(stderr, "tower bench: --data holds one kind of image: give exactly one --models\n");
         return 2;
+    }
+    static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
+    if (cmd_check_choice("bench", "device", o.device, devices) || cmd_check_long("bench", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
+        cmd_check_long("bench", "steps", o.steps, 1, 1000000, NULL) || cmd_check_long("bench", "warmup", o.warmup, 0, 1000000, NULL) ||
+        cmd_check_long("bench", "repeat", o.repeat, 1, 99, NULL) ||
+        cmd_check_long("bench", "predict_max_towers", o.predict_max_towers, 1, 4096, NULL) ||
+        cmd_check_float("bench", "predict_copy_gbps", o.predict_copy_gbps, 0.0, 1, INFINITY, 0) ||
+        cmd_check_float("bench", "predict_allreduce_gbps", o.predict_allreduce_gbps, 0.0, 1, INFINITY, 0) ||
+        cmd_check_float("bench", "predict_compute_ms", o.predict_compute_ms, 0.0, 1, INFINITY, 0) ||
+        (o.data[0] && cmd_check_data_paths("bench", "data", o.data)))
+        return 2;
+    /* The outputs are tried now: a path that cannot be written is found before the benchmark, not after it. */
+    if ((o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
+        (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0)) {
+        fprintf(stderr, "tower bench: %s\n", err);
+        return 1;
+    }
+    if (o.trace[0]) {
+        BenchRow first = {.model = models[0], .mode = modes[0], .towers = tower_counts[0]};
+        char trace_path[1200];
+        trace_path_for(o.trace, &first, trace_path, sizeof trace_path);
+        if (check_writable("trace", trace_path, err, sizeof err) != 0) {
+            fprintf(stderr, "tower bench: %s\n", err);
+            return 1;
+        }
     }
 
     const double load = load_average();
@@ -744,7 +793,11 @@ int cmd_bench(int argc, char **argv) {
         printf("table written to %s\n", o.csv);
     }
     if (o.svg[0]) {
-        if (write_svg(o.svg, rows, n_rows, models, n_models, o.predict, subtitle, err, sizeof err) != 0) {
+        char warning[160] = "";
+        if (load > online_cores() * 0.5)
+            snprintf(warning, sizeof warning, "other work was running (load average %.2f on %ld cores at the start): figures are noisy",
+                     load, online_cores());
+        if (write_svg(o.svg, rows, n_rows, models, n_models, o.predict, subtitle, warning, err, sizeof err) != 0) {
             fprintf(stderr, "tower bench: %s\n", err);
             return 1;
         }

@@ -4,7 +4,8 @@
  * training.  Formats: --from idx (MNIST, Fashion-MNIST; --images, --labels),
  * --from cifar10 (the .bin files as arguments) and --from imagefolder (one
  * DIR argument of DIR/<class>/FILE.png|jpg|jpeg, io/imagefolder.h, which
- * also writes labels.txt beside the shards); a new format is one more
+ * also writes labels.txt beside the shards; --labels FILE gives the class
+ * list, so that every split shares one); a new format is one more
  * convert_open_* and one more branch in open_source().  On a terminal a
  * progress line (cmd/progress.h) follows the examples as they are written.
  * What it does not do: no shuffling (the pipeline shuffles); only image
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "cmd/commands.h"
 #include "base/flags.h"
 #include "cmd/progress.h"
@@ -23,14 +25,14 @@
 
 typedef struct {
     const char *from, *images, *labels, *out, *compression, *image_key, *label_key, *resize_mode;
-    int num_shards, image_size, channels, no_progress;
+    int num_shards, image_size, channels, no_progress, overwrite;
 } ConvertOptions;
 
 static int convert_flags(ConvertOptions *o, Flag *flags) {
     const Flag table[] = {
         {"from", FLAG_STRING, &o->from, "input format: idx (MNIST, Fashion-MNIST; .gz or raw), cifar10 (binary .bin files given as arguments) or imagefolder (one DIR argument holding DIR/<class>/*.png|jpg|jpeg)"},
         {"images", FLAG_STRING, &o->images, "--from idx: the images file (e.g. train-images-idx3-ubyte.gz)"},
-        {"labels", FLAG_STRING, &o->labels, "--from idx: the labels file (e.g. train-labels-idx1-ubyte.gz)"},
+        {"labels", FLAG_STRING, &o->labels, "--from idx: the labels file (e.g. train-labels-idx1-ubyte.gz); --from imagefolder: the class list, one name a line (e.g. the train split's labels.txt), so that every split shares it: a class folder not in it is refused"},
         {"out", FLAG_STRING, &o->out, "output prefix: writes PREFIX-00000-of-0000N.tfrecord"},
         {"num_shards", FLAG_INT, &o->num_shards, "number of output files (example i goes to shard i mod N)"},
         {"compression", FLAG_STRING, &o->compression, "output compression: none, gzip or zlib (TensorFlow's compression_type)"},
@@ -40,6 +42,7 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"resize_mode", FLAG_STRING, &o->resize_mode, "--from imagefolder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
         {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
+        {"overwrite", FLAG_BOOL, &o->overwrite, "replace the shards of --out already there (any --num_shards); without it they are refused"},
     };
     memcpy(flags, table, sizeof table);
     return (int)(sizeof table / sizeof table[0]);
@@ -47,8 +50,16 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
 
 /* Image-folder warnings: one line on stderr each, with the progress line cleared first. */
 static void warn_line(void *ctx, const char *line) {
+    char safe[4096];
+    escape_str(safe, sizeof safe, line); /* file names may hold any byte */
     progress_clear((Progress *)ctx);
-    fprintf(stderr, "tower convert: warning: %s\n", line);
+    fprintf(stderr, "tower convert: warning: %s\n", safe);
+}
+
+/* One error line; names from files and the file system may hold any byte. */
+static void print_error(char *err, size_t err_n_bytes) {
+    escape_in_place(err, err_n_bytes);
+    fprintf(stderr, "tower convert: %s\n", err);
 }
 
 /* The source for --from, or NULL with err; *usage_error is 1 when the command line is at fault. */
@@ -103,6 +114,7 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
         }
         ic.warn = warn_line;
         ic.warn_ctx = bar;
+        ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
         *usage_error = 0;
         return convert_open_imagefolder(files[0], &ic, err, err_n);
     }
@@ -137,7 +149,7 @@ static void labels_path(char *buf, size_t n, const char *out_prefix) {
 }
 
 int cmd_convert(int argc, char **argv) {
-    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0};
+    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0, 0};
     Flag flags[16];
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
@@ -170,7 +182,7 @@ int cmd_convert(int argc, char **argv) {
     progress_start(&bar, stdout, 0, "convert", "ex", 0, 0, 0.0);
     ConvertSource *src = open_source(&o, positional, n_positional, &bar, &usage_error, err, sizeof err);
     if (!src) {
-        fprintf(stderr, "tower convert: %s\n", err);
+        print_error(err, sizeof err);
         return usage_error ? 2 : 1;
     }
     /* Long inputs get a live line on a terminal; a short one finishes within the delay and shows none. */
@@ -188,6 +200,7 @@ int cmd_convert(int argc, char **argv) {
     cfg.compression = compression;
     cfg.image_key = o.image_key;
     cfg.label_key = o.label_key;
+    cfg.overwrite = o.overwrite;
     ConvertStats st;
     rc = convert_run(&counted, &cfg, &st, err, sizeof err);
     char post[64];
@@ -203,7 +216,7 @@ int cmd_convert(int argc, char **argv) {
     }
     src->close(src);
     if (rc != 0) {
-        fprintf(stderr, "tower convert: %s\n", err);
+        print_error(err, sizeof err);
         return 1;
     }
     char first[4096], last[4096];
@@ -212,6 +225,9 @@ int cmd_convert(int argc, char **argv) {
     printf("tower convert: wrote %ld examples (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples, st.H, st.W,
            st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
            o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
+    if (st.n_old_shards_removed > 0)
+        printf("tower convert: --overwrite: removed %d old shard%s of %s\n", st.n_old_shards_removed,
+               st.n_old_shards_removed == 1 ? "" : "s", o.out);
     printf("labels (label: count):");
     const char *sep = " ";
     for (int k = 0; k < 256; k++)

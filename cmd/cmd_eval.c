@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/escape.h"
 #include "cmd/commands.h"
 #include "cmd/progress.h"
 #include "train/trainer.h"
@@ -30,14 +31,18 @@ typedef struct {
     const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression, *eval_dir;
     int batch_size, num_classes, image_size, no_moving_average, confusion_matrix, input_threads, skip_corrupt;
     int no_progress;
+    float max_corrupt_fraction;
 } EvalOptions;
+
+/* The pipeline's warnings (reader thread), with the progress line erased first. */
+static void eval_warn(void *ctx, const char *line) { progress_warn((Progress *)ctx, stderr, line); }
 
 static int eval_flags(EvalOptions *o, Flag *flags) {
     const Flag table[] = {
         {"checkpoint_dir", FLAG_STRING, &o->checkpoint_dir, "directory whose latest checkpoint is evaluated"},
         {"checkpoint", FLAG_STRING, &o->checkpoint, "a checkpoint file (overrides --checkpoint_dir)"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass, 1 to 1048576"},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)"},
         {"no_moving_average", FLAG_BOOL, &o->no_moving_average, "evaluate the raw variables, not their moving averages"},
@@ -47,6 +52,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
         {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)"},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
+        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)"},
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
     };
@@ -74,7 +80,7 @@ int cmd_eval(int argc, char **argv) {
     EvalOptions o = {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
         .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .batch_size = 500,
-        .num_classes = 10,
+        .num_classes = 10, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];
     int n_flags = eval_flags(&o, flags);
@@ -85,23 +91,24 @@ int cmd_eval(int argc, char **argv) {
         flags_print_usage("eval", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    if (n_positional > 0) {
-        fprintf(stderr, "tower eval: unexpected argument '%s' (see --help)\n", positional[0]);
+    static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
+    if (rc != 0 || cmd_check_no_arguments("eval", o.data, positional, n_positional) != 0 ||
+        cmd_check_nonempty("eval", "data", o.data, "list of TFRecord files or globs") ||
+        cmd_check_data_paths("eval", "data", o.data) ||
+        cmd_check_long("eval", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
+        cmd_check_long("eval", "num_classes", o.num_classes, 1, 1 << 16, NULL) ||
+        cmd_check_long("eval", "image_size", o.image_size, 0, 4096, "0: the checkpoint's") ||
+        cmd_check_long("eval", "input_threads", o.input_threads, 0, 1024, "0: automatic") ||
+        cmd_check_choice("eval", "compression", o.compression, compressions) ||
+        cmd_check_nonempty("eval", "image_key", o.image_key, "feature key") ||
+        cmd_check_nonempty("eval", "label_key", o.label_key, "feature key") ||
+        cmd_check_float("eval", "max_corrupt_fraction", o.max_corrupt_fraction, 0, 1, 1, 1))
+        return 2;
+    if (!o.checkpoint[0] && !o.checkpoint_dir[0]) {
+        fprintf(stderr, "tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");
         return 2;
     }
-    if (o.batch_size < 1) {
-        fprintf(stderr, "tower eval: --batch_size must be at least 1\n");
-        return 2;
-    }
-    int compression = !strcmp(o.compression, "none") ? IO_COMPRESSION_NONE
-                      : !strcmp(o.compression, "gzip") ? IO_COMPRESSION_GZIP
-                      : !strcmp(o.compression, "zlib") ? IO_COMPRESSION_ZLIB
-                      : !strcmp(o.compression, "auto") ? IO_COMPRESSION_AUTO : -1;
-    if (compression < 0) {
-        fprintf(stderr, "tower eval: --compression '%s': expected auto, none, gzip or zlib\n", o.compression);
-        return 2;
-    }
+    const int compression = io_compression_parse(o.compression);
 
     char err[1024], path[4096];
     CkptContents ck;
@@ -145,18 +152,35 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "tower eval: --data: %s\n", err);
         goto done;
     }
+    /* The class list: labels.txt beside the data against the one the checkpoint was trained with. */
+    char data_labels[4096], ckpt_labels[4096];
+    if (io_labels_path(data_labels, sizeof data_labels, files[0]) == 0 &&
+        io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
+        int lrc = io_labels_compare(ckpt_labels, data_labels, err, sizeof err);
+        if (lrc > 0) {
+            fprintf(stderr, "tower eval: the data's class list differs from the checkpoint's, so its label numbers name other "
+                            "classes: %s (convert the split with --labels %s)\n", err, ckpt_labels);
+            goto done;
+        }
+        if (lrc < 0) {
+            fprintf(stderr, "tower eval: %s\n", err);
+            goto done;
+        }
+    }
     if (io_probe_image_shape(files[0], o.image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
         fprintf(stderr, "tower eval: %s\n", err);
         goto done;
     }
     if (C != spec.C || H < spec.H || W < spec.W) {
-        fprintf(stderr, "tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n", files[0], H, W,
+        fprintf(stderr, "tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
+                escape_str(err, sizeof err, files[0]), H, W,
                 C, spec.H, spec.W, spec.C);
         goto done;
     }
     int is_cifar = spec.kind == MODEL_CIFAR10;
     if (!is_cifar && (H != spec.H || W != spec.W)) {
-        fprintf(stderr, "tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n", files[0], H, W,
+        fprintf(stderr, "tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
+                escape_str(err, sizeof err, files[0]), H, W,
                 spec.H, spec.W);
         goto done;
     }
@@ -181,6 +205,11 @@ int cmd_eval(int argc, char **argv) {
     pc.num_epochs = 1;
     pc.drop_remainder = 0;
     pc.skip_corrupt = o.skip_corrupt;
+    pc.max_corrupt_fraction = o.max_corrupt_fraction;
+    Progress bar; /* started (disabled) before the pipeline, whose warnings erase it */
+    progress_start(&bar, stdout, 0, "eval", "ex", 0, 0, 0.5);
+    pc.warn = eval_warn;
+    pc.warn_ctx = &bar;
     if (o.input_threads > 0) pc.n_workers = o.input_threads;
     pc.alloc = host_alloc_default();
     pipe = pipeline_open(&pc, err, sizeof err);
@@ -195,7 +224,6 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "tower eval: out of memory for batch %d\n", o.batch_size);
         goto done;
     }
-    Progress bar;
     int live = progress_wanted(stdout, o.no_progress);
     long n_expected = live ? io_count_records((const char *const *)files, n_files, compression, err, sizeof err) : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
@@ -251,6 +279,12 @@ int cmd_eval(int argc, char **argv) {
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
     printf("%s: precision @ 1 = %.3f\n", ts, precision);
+    PipelineStats pst;
+    pipeline_stats(pipe, &pst);
+    if (pst.corrupt_skipped > 0)
+        printf("%s: %ld corrupt record%s skipped (%llu of %llu input bytes unreadable)\n", ts, pst.corrupt_distinct,
+               pst.corrupt_distinct == 1 ? "" : "s", (unsigned long long)pst.corrupt_lost_n_bytes,
+               (unsigned long long)pst.input_n_bytes);
     printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
            n_total, loss_sum / (double)n_total, path, ck.global_step,
            params == ck.ema ? "moving averages" : "raw variables");

@@ -3,7 +3,10 @@
  * Where it sits: cmd/ only wires flags to io/inspect.h.  Prints one line per
  * file, then the features, image shape and label histogram; every bad record
  * is one line on stderr.  Exit 0 when every record is good, 1 when any is
- * bad (or a file cannot be read), 2 on a bad command line.
+ * bad (or a file cannot be read), 2 on a bad command line.  With
+ * --skip_corrupt it reads on past bad records, but stops once they made more
+ * than --max_corrupt_fraction of the files' bytes unreadable.  Bytes from
+ * files and file names are printed escaped (base/escape.h).
  * What it does not do: no repair, no writing.
  */
 #include <stdio.h>
@@ -20,6 +23,7 @@ int cmd_inspect(int argc, char **argv) {
     inspect_config_defaults(&cfg);
     const char *compression = "auto";
     int max_record_mb = 64;
+    float max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION;
     const Flag flags[] = {
         {"compression", FLAG_STRING, &compression, "auto (detect from the first bytes), none, gzip or zlib"},
         {"image_key", FLAG_STRING, &cfg.image_key, "feature key of the image, checked against height x width x depth"},
@@ -27,6 +31,8 @@ int cmd_inspect(int argc, char **argv) {
         {"num_classes", FLAG_INT, &cfg.num_classes, "check every label lies in [0, num_classes) (0: no check)"},
         {"skip_corrupt", FLAG_BOOL, &cfg.skip_corrupt, "report bad records and go on (the exit is still 1); default: stop at the first"},
         {"max_record_mb", FLAG_INT, &max_record_mb, "records longer than this many MiB are bad (never allocated)"},
+        {"max_corrupt_fraction", FLAG_FLOAT, &max_corrupt_fraction,
+         "with --skip_corrupt, stop once bad records made more than this fraction of the files' bytes unreadable (1: no limit)"},
     };
     int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *positional[argc > 0 ? argc : 1];
@@ -47,10 +53,18 @@ int cmd_inspect(int argc, char **argv) {
         return 2;
     }
     cfg.max_record_n_bytes = (size_t)max_record_mb << 20;
+    if (!(max_corrupt_fraction >= 0 && max_corrupt_fraction <= 1)) {
+        fprintf(stderr, "tower inspect: --max_corrupt_fraction must be in [0, 1]\n");
+        return 2;
+    }
+    cfg.max_corrupt_fraction = max_corrupt_fraction;
     if (n_positional == 0) {
         fprintf(stderr, "tower inspect: no files given (see --help)\n");
         return 2;
     }
+    if (cmd_check_long("inspect", "num_classes", cfg.num_classes, 0, 1 << 16, "0: no check")) return 2;
+    for (int i = 0; i < n_positional; i++)
+        if (cmd_check_data_paths("inspect", NULL, positional[i]) != 0) return 2;
     /* Each argument may be a path or a quoted glob. */
     char list[65536];
     size_t used = 0;
@@ -73,7 +87,9 @@ int cmd_inspect(int argc, char **argv) {
     InspectReport rep;
     rc = io_inspect((const char *const *)files, n_files, &cfg, &rep, stdout, stderr);
     inspect_report_print(&rep, &cfg, stdout);
-    if (rep.n_bad) printf("bad records: %ld\n", rep.n_bad);
+    if (rep.n_bad)
+        printf("bad records: %ld; %llu of %llu bytes unreadable%s\n", rep.n_bad, (unsigned long long)rep.n_bytes_lost,
+               (unsigned long long)rep.n_bytes_total, rep.over_fraction ? " (stopped: over --max_corrupt_fraction)" : "");
     inspect_report_free(&rep);
     io_free_files(files, n_files);
     if (rc < 0) {

@@ -9,18 +9,21 @@
  * original logs the last tower's), and the rate is averaged over the steps
  * since the previous line (the original times one step).
  * On a terminal (and without --no_progress) the log lines give way to a live
- * progress line per epoch (cmd/progress.h).  Every --summary_every steps the
+ * progress line for the run, the epoch in its label (cmd/progress.h).  Every --summary_every steps the
  * TensorBoard scalars, and every --histogram_every steps the variables'
  * histograms, go to an events file in --train_dir (io/events.h; the tags are
  * listed in docs/tensorboard.md).
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/escape.h"
 #include "cmd/commands.h"
 #include "base/flags.h"
 #include "cmd/progress.h"
@@ -35,6 +38,14 @@ static void on_signal(int sig) {
 }
 
 
+/* The upper bounds of train_check_flags: far above any sane run, low enough
+ * that products of them (global batch, shuffle capacity) cannot overflow. */
+#define TRAIN_MAX_BATCH (1 << 20)            /* examples per tower */
+#define TRAIN_MAX_CLASSES (1 << 16)
+#define TRAIN_MAX_IMAGE_SIZE 4096
+#define TRAIN_MAX_SHUFFLE (1L << 30)          /* --min_after_dequeue */
+#define TRAIN_MAX_INPUT_THREADS 1024
+
 /* What `tower train` adds around the trainer: summaries and the display. */
 typedef struct {
     int summary_every;   /* steps between TensorBoard scalars (0: no events file) */
@@ -48,22 +59,23 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs"},
         {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint)"},
         {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step; the global batch is batch_size x towers"},
-        {"num_towers", FLAG_INT, &o->num_towers, "number of towers (0: one per device; CPU: 1)"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step, 1 to 1048576; the global batch is batch_size x towers"},
+        {"num_towers", FLAG_INT, &o->num_towers, "number of towers, at most 64 (0: one per device; CPU: 1)"},
         {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs"},
         {"gpus", FLAG_STRING, &o->gpus, "GPU towers: the GPUs to use, e.g. 0,2,3 (overrides num_gpus)"},
         {"allow_tf32", FLAG_BOOL, &o->allow_tf32, "GPU towers: allow TF32 tensor-core math (off: results compare with the CPU)"},
+        {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic, so a run repeats bit for bit (an error when a layer has none)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable)"},
         {"shard_sizes", FLAG_STRING, &o->shard_sizes, "uneven split of the global batch, e.g. 80,48 (overrides batch_size)"},
         {"log_device_placement", FLAG_BOOL, &o->log_device_placement, "print where the variables and each tower live"},
         {"optimizer", FLAG_STRING, &o->optimizer, "momentum (TensorFlow's MomentumOptimizer) or sgd (plain gradient descent)"},
-        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate"},
-        {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer"},
+        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate, > 0"},
+        {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer, in [0, 1)"},
         {"nesterov", FLAG_BOOL, &o->nesterov, "Nesterov momentum"},
-        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay)"},
-        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays (0: constant learning rate)"},
+        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay), in (0, 1]"},
+        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays, >= 0 (0: constant learning rate)"},
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)"},
-        {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages (0: none)"},
+        {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages, in [0, 1) (0: none)"},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop)"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
@@ -73,10 +85,11 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"input_threads", FLAG_INT, &o->input_threads, "decode/augment threads (0: automatic)"},
         {"num_epochs", FLAG_INT, &o->num_epochs, "stop after this many epochs of --data (0: only --max_steps)"},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
+        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)"},
         {"seed", FLAG_LONG, &o->seed, "seed of the initial variables and of the input pipeline"},
         {"log_every", FLAG_INT, &o->log_every, "steps between log lines"},
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
-        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir"},
+        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)"},
         {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir"},
         {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)"},
         {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)"},
@@ -89,6 +102,76 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     int n = (int)(sizeof table / sizeof table[0]);
     if (flags) memcpy(flags, table, sizeof table);
     return n;
+}
+
+/* Every flag's value against its range or choices (docs/cli.md), before any
+ * work: 0, or -1 after one line on stderr naming the flag (exit 2).  What
+ * depends on the machine or the data (GPUs, files, image sizes) is left to
+ * trainer_open. */
+static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions *d) {
+    static const char *const models[] = {"mnist", "cifar10", NULL};
+    static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
+    static const char *const optimizers[] = {"momentum", "sgd", NULL};
+    static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
+    const char *c = "train";
+    char err[512];
+    TrainerMode mode;
+    if (trainer_mode_from_flags(o->variable_update, o->local_parameter_device, o->all_reduce, &mode, err,
+                                sizeof err) != 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        return -1;
+    }
+    if (cmd_check_choice(c, "model", o->model, models) || cmd_check_choice(c, "device", o->device, devices) ||
+        cmd_check_choice(c, "optimizer", o->optimizer, optimizers) ||
+        cmd_check_choice(c, "compression", o->compression, compressions) ||
+        cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
+        cmd_check_data_paths(c, "data", o->data) ||
+        cmd_check_nonempty(c, "train_dir", o->train_dir, "directory") ||
+        cmd_check_nonempty(c, "image_key", o->image_key, "feature key") ||
+        cmd_check_nonempty(c, "label_key", o->label_key, "feature key") ||
+        cmd_check_long(c, "max_steps", o->max_steps, 0, LONG_MAX, NULL) ||
+        cmd_check_long(c, "batch_size", o->batch_size, 1, TRAIN_MAX_BATCH, NULL) ||
+        cmd_check_long(c, "num_towers", o->num_towers, 0, TOWER_MAX_TOWERS, "0: one per device") ||
+        cmd_check_long(c, "num_gpus", o->num_gpus, 1, TOWER_MAX_TOWERS, NULL) ||
+        cmd_check_float(c, "learning_rate", o->learning_rate, 0.0, 0, INFINITY, 0) ||
+        cmd_check_float(c, "momentum", o->momentum, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "lr_decay_factor", o->lr_decay_factor, 0.0, 0, 1.0, 1) ||
+        cmd_check_float(c, "num_epochs_per_decay", o->num_epochs_per_decay, 0.0, 1, INFINITY, 0) ||
+        cmd_check_long(c, "num_examples_per_epoch", o->num_examples_per_epoch, 0, LONG_MAX, "0: count the records") ||
+        cmd_check_float(c, "moving_average_decay", o->moving_average_decay, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "max_corrupt_fraction", o->max_corrupt_fraction, 0.0, 1, 1.0, 1) ||
+        cmd_check_long(c, "num_classes", o->num_classes, 1, TRAIN_MAX_CLASSES, NULL) ||
+        cmd_check_long(c, "image_size", o->image_size, 0, TRAIN_MAX_IMAGE_SIZE, "0: no crop") ||
+        cmd_check_long(c, "min_after_dequeue", o->min_after_dequeue, 0, TRAIN_MAX_SHUFFLE, NULL) ||
+        cmd_check_long(c, "input_threads", o->input_threads, 0, TRAIN_MAX_INPUT_THREADS, "0: automatic") ||
+        cmd_check_long(c, "num_epochs", o->num_epochs, 0, LONG_MAX, "0: only --max_steps") ||
+        cmd_check_long(c, "log_every", o->log_every, 0, LONG_MAX, "0: no log lines") ||
+        cmd_check_long(c, "save_every", o->save_every, 0, LONG_MAX, "0: only at the end") ||
+        cmd_check_long(c, "keep_checkpoints", o->keep_checkpoints, 0, LONG_MAX, "0: keep all") ||
+        cmd_check_long(c, "summary_every", d->summary_every, 0, LONG_MAX, "0: no events file") ||
+        cmd_check_long(c, "histogram_every", d->histogram_every, 0, LONG_MAX, "0: none"))
+        return -1;
+    /* The lists' syntax; how many entries they need is known once the towers are (trainer_open). */
+    for (const char *p = o->shard_sizes; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > TRAIN_MAX_BATCH || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr, "tower train: --shard_sizes '%s': expected positive sizes (at most %d) separated by commas, "
+                    "one per tower, e.g. 80,48\n", o->shard_sizes, TRAIN_MAX_BATCH);
+            return -1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    for (const char *p = o->gpus; *p;) {
+        char *end;
+        long g = strtol(p, &end, 10);
+        if (end == p || g < 0 || g >= TOWER_MAX_TOWERS || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr, "tower train: --gpus '%s': expected GPU numbers separated by commas, e.g. 0,2,3\n", o->gpus);
+            return -1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    return 0;
 }
 
 /* Queues and writes one summary event at `step`: the scalars, and the
@@ -126,54 +209,60 @@ static int write_summaries(EventWriter *ev, const Trainer *tr, long step, float 
     return event_writer_write(ev, step, event_wall_time_now(), err, err_n);
 }
 
-/* The progress display's view of the run: which epoch, how far into it. */
+/* The progress display's view of the run: one line from the run's start to
+ * its end (--max_steps or --num_epochs, whichever ends it), the epoch in the
+ * label. */
 typedef struct {
     Progress bar;
     int live;                 /* drawing at all */
-    long examples_per_epoch;  /* <= 0: unknown (one open-ended line) */
-    long n_epochs;            /* epochs the run will reach (for "epoch e/N") */
-    long epoch;               /* 0-based epoch of the current line */
+    long examples_per_epoch;  /* <= 0: unknown (no epoch in the label) */
+    long run_examples;        /* examples consumed when the run ends (progress_run_total) */
+    long n_epochs;            /* epochs the run reaches (for "epoch e/N") */
+    long epoch;               /* 0-based epoch shown in the label */
 } TrainDisplay;
 
-static void display_start_epoch(TrainDisplay *d, long examples_consumed) {
-    char label[PROGRESS_LABEL_MAX];
+static void display_label(TrainDisplay *d, long examples_consumed, char *label, size_t label_n) {
     if (d->examples_per_epoch <= 0) {
-        progress_start(&d->bar, stdout, d->live, "train", "ex", examples_consumed, 0, 0.0);
+        snprintf(label, label_n, "train");
         return;
     }
     d->epoch = examples_consumed / d->examples_per_epoch;
-    snprintf(label, sizeof label, "epoch %ld/%ld", d->epoch + 1, d->n_epochs);
-    progress_start(&d->bar, stdout, d->live, label, "ex", examples_consumed % d->examples_per_epoch,
-                   d->examples_per_epoch, 0.0);
+    if (d->epoch >= d->n_epochs) d->epoch = d->n_epochs - 1; /* the run ends on an epoch's last example */
+    snprintf(label, label_n, "epoch %ld/%ld", d->epoch + 1, d->n_epochs);
 }
 
-/* After a step: close the epoch's line when the step crossed into the next
- * epoch (and open the next one), else redraw. */
+static void display_start(TrainDisplay *d, long examples_consumed) {
+    char label[PROGRESS_LABEL_MAX];
+    display_label(d, examples_consumed, label, sizeof label);
+    progress_start(&d->bar, stdout, d->live, label, "ex", examples_consumed, d->run_examples, 0.0);
+}
+
+/* The pipeline's warnings (reader thread): the progress line is erased first. */
+static void display_warn(void *ctx, const char *line) {
+    TrainDisplay *d = ctx;
+    progress_warn(d && d->live ? &d->bar : NULL, stderr, line);
+}
+
+/* After a step: relabel when the step crossed into the next epoch, redraw. */
 static void display_step(TrainDisplay *d, const Trainer *tr, float loss) {
     if (!d->live) return;
     char post[128];
     snprintf(post, sizeof post, "step %ld, loss %.3f, acc %.3f", tr->ps->global_step, loss, tr->accuracy);
     long consumed = tr->examples_consumed;
-    if (d->examples_per_epoch <= 0) {
-        progress_update(&d->bar, consumed, post);
-        return;
+    if (d->examples_per_epoch > 0 && consumed / d->examples_per_epoch > d->epoch && d->epoch + 1 < d->n_epochs) {
+        char label[PROGRESS_LABEL_MAX];
+        display_label(d, consumed, label, sizeof label);
+        progress_relabel(&d->bar, label);
     }
-    if (consumed / d->examples_per_epoch > d->epoch) {
-        progress_end(&d->bar, d->examples_per_epoch, post);
-        display_start_epoch(d, consumed);
-        return;
-    }
-    progress_update(&d->bar, consumed % d->examples_per_epoch, post);
+    progress_update(&d->bar, consumed, post);
 }
 
-/* Ends the current line (keeping it on the screen) before other output. */
+/* Ends the line (keeping it on the screen) before other output. */
 static void display_finish(TrainDisplay *d, const Trainer *tr, float loss) {
     if (!d->live) return;
     char post[128];
     snprintf(post, sizeof post, "step %ld, loss %.3f, acc %.3f", tr->ps->global_step, loss, tr->accuracy);
-    long consumed = tr->examples_consumed;
-    long done = d->examples_per_epoch > 0 ? consumed % d->examples_per_epoch : consumed;
-    if (d->bar.drawn) progress_end(&d->bar, done, post);
+    if (d->bar.drawn) progress_end(&d->bar, tr->examples_consumed, post);
 }
 
 /* TensorFlow's log line for the steps since *interval_start (then restarted). */
@@ -202,15 +291,9 @@ int cmd_train(int argc, char **argv) {
         flags_print_usage("train", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    if (n_positional > 0) {
-        fprintf(stderr, "tower train: unexpected argument '%s' (see --help)\n", positional[0]);
+    if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
+        train_check_flags(&o, &dopt) != 0)
         return 2;
-    }
-    if (dopt.summary_every < 0 || dopt.histogram_every < 0) {
-        fprintf(stderr, "tower train: --summary_every and --histogram_every must be >= 0\n");
-        return 2;
-    }
     if (cmd_make_dirs(o.train_dir) != 0) {
         fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
         return 1;
@@ -218,9 +301,27 @@ int cmd_train(int argc, char **argv) {
 
     char err[1024], ts[64];
     Trainer tr;
+    TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
+    memset(&disp, 0, sizeof disp);
+    o.warn = display_warn;
+    o.warn_ctx = &disp;
     if (trainer_open(&tr, &o, err, sizeof err) != 0) {
+        escape_in_place(err, sizeof err); /* it may name a data file */
         fprintf(stderr, "tower train: %s\n", err);
         return 1;
+    }
+    /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
+     * for eval to compare; a resumed run on data with another list is refused. */
+    char data_labels[4096], run_labels[4096];
+    if (tr.n_files > 0 && io_labels_path(data_labels, sizeof data_labels, tr.files[0]) == 0 &&
+        snprintf(run_labels, sizeof run_labels, "%s/labels.txt", o.train_dir) < (int)sizeof run_labels) {
+        int lrc = io_labels_record(data_labels, run_labels, err, sizeof err);
+        if (lrc != 0) {
+            if (lrc > 0) fprintf(stderr, "tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
+            else fprintf(stderr, "tower train: %s\n", err);
+            trainer_close(&tr, NULL, 0);
+            return 1;
+        }
     }
     EventWriter *events = NULL;
     if (dopt.summary_every > 0 || dopt.histogram_every > 0) {
@@ -230,8 +331,6 @@ int cmd_train(int argc, char **argv) {
             return 1;
         }
     }
-    TrainDisplay disp;
-    memset(&disp, 0, sizeof disp);
     disp.live = progress_wanted(stdout, dopt.no_progress);
     if (disp.live) {
         disp.examples_per_epoch = tr.examples_per_epoch;
@@ -242,13 +341,12 @@ int cmd_train(int argc, char **argv) {
                                                        compression < 0 ? IO_COMPRESSION_AUTO : compression, err,
                                                        sizeof err);
         }
+        disp.run_examples = progress_run_total(o.max_steps, tr.global_batch, o.num_epochs, disp.examples_per_epoch);
         if (disp.examples_per_epoch > 0) {
-            long total = o.max_steps * (long)tr.global_batch;
-            disp.n_epochs = (total + disp.examples_per_epoch - 1) / disp.examples_per_epoch;
-            if (o.num_epochs > 0 && o.num_epochs < disp.n_epochs) disp.n_epochs = o.num_epochs;
+            disp.n_epochs = (disp.run_examples + disp.examples_per_epoch - 1) / disp.examples_per_epoch;
             if (disp.n_epochs < 1) disp.n_epochs = 1;
         }
-        display_start_epoch(&disp, tr.examples_consumed);
+        display_start(&disp, tr.examples_consumed);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -355,7 +453,10 @@ int cmd_train(int argc, char **argv) {
         trainer_timestamp(ts, sizeof ts);
         printf("%s: done at step %ld; checkpoint in %s; input pipeline: %.0f examples/sec produced, consumer waited %.1f s",
                ts, tr.ps->global_step, o.train_dir, st.examples_per_sec, st.consumer_wait_sec);
-        if (st.corrupt_skipped > 0) printf("; %ld corrupt records skipped", st.corrupt_skipped);
+        if (st.corrupt_skipped > 0)
+            printf("; %ld corrupt record%s (%llu of %llu input bytes) skipped %ld time%s", st.corrupt_distinct,
+                   st.corrupt_distinct == 1 ? "" : "s", (unsigned long long)st.corrupt_lost_n_bytes,
+                   (unsigned long long)st.input_n_bytes, st.corrupt_skipped, st.corrupt_skipped == 1 ? "" : "s");
         printf("\n");
     }
     if (trainer_close(&tr, err, sizeof err) != 0) {

@@ -1,11 +1,17 @@
-/* cmd_util.c — small pieces several subcommands share: making directories
- * and opening the checkpoint a command was pointed at.  cmd/ only wires; the
+/* cmd_util.c — small pieces several subcommands share: making directories,
+ * opening the checkpoint a command was pointed at, and the parse-time checks
+ * of flag values (a refusal is one line and exit 2).  cmd/ only wires; the
  * checkpoint format itself is ps/checkpoint.c's. */
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "cmd/commands.h"
+
+#include "base/escape.h"
 
 int cmd_make_dirs(const char *path) {
     char buf[4096];
@@ -44,4 +50,115 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
         return -1;
     }
     return 0;
+}
+
+/* s with every byte outside printable ASCII as \xHH (base/escape.h), into buf. */
+static const char *escaped(const char *s, char *buf, size_t n) { return escape_str(buf, n, s); }
+
+int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices) {
+    int n = 0;
+    for (; choices[n]; n++)
+        if (!strcmp(value, choices[n])) return 0;
+    char v[512], expected[512];
+    size_t k = 0;
+    expected[0] = '\0';
+    for (int i = 0; i < n && k < sizeof expected; i++)
+        k += (size_t)snprintf(expected + k, sizeof expected - k, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
+                              choices[i]);
+    fprintf(stderr, "tower %s: --%s '%s': expected %s\n", command, flag, escaped(value, v, sizeof v), expected);
+    return -1;
+}
+
+int cmd_check_long(const char *command, const char *flag, long value, long lo, long hi, const char *note) {
+    if (value >= lo && value <= hi) return 0;
+    if (hi == LONG_MAX) fprintf(stderr, "tower %s: --%s %ld: expected an integer >= %ld", command, flag, value, lo);
+    else fprintf(stderr, "tower %s: --%s %ld: expected an integer in [%ld, %ld]", command, flag, value, lo, hi);
+    fprintf(stderr, note ? " (%s)\n" : "\n", note);
+    return -1;
+}
+
+int cmd_check_float(const char *command, const char *flag, float value, double lo, int lo_closed, double hi,
+                    int hi_closed) {
+    const double v = value;
+    if ((lo_closed ? v >= lo : v > lo) && (hi_closed ? v <= hi : v < hi)) return 0;
+    if (isinf(hi))
+        fprintf(stderr, "tower %s: --%s %g: expected a number %s %g\n", command, flag, v, lo_closed ? ">=" : ">", lo);
+    else
+        fprintf(stderr, "tower %s: --%s %g: expected a number in %c%g, %g%c\n", command, flag, v, lo_closed ? '[' : '(',
+                lo, hi, hi_closed ? ']' : ')');
+    return -1;
+}
+
+int cmd_check_nonempty(const char *command, const char *flag, const char *value, const char *what) {
+    if (value && value[0]) return 0;
+    fprintf(stderr, "tower %s: --%s '': expected a non-empty %s\n", command, flag, what);
+    return -1;
+}
+
+int cmd_check_data_paths(const char *command, const char *flag, const char *globs) {
+    char buf[4096], e[4096];
+    snprintf(buf, sizeof buf, "%s", globs);
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        struct stat st;
+        if (strpbrk(p, "*?[") || stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        size_t len = strlen(p);
+        const char *slash = len > 0 && p[len - 1] == '/' ? "" : "/";
+        escaped(p, e, sizeof e);
+        if (flag)
+            fprintf(stderr, "tower %s: --%s '%s' is a directory: give its TFRecord files, e.g. --%s '%s%s*.tfrecord'\n",
+                    command, flag, e, flag, e, slash);
+        else
+            fprintf(stderr, "tower %s: '%s' is a directory: give its TFRecord files, e.g. '%s%s*.tfrecord'\n", command,
+                    e, e, slash);
+        return -1;
+    }
+    return 0;
+}
+
+/* Length of the longest common prefix of a and b. */
+static size_t common_prefix(const char *a, const char *b) {
+    size_t k = 0;
+    while (a[k] && a[k] == b[k]) k++;
+    return k;
+}
+
+/* Length of the longest common suffix of a and b. */
+static size_t common_suffix(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b), k = 0;
+    while (k < na && k < nb && a[na - 1 - k] == b[nb - 1 - k]) k++;
+    return k;
+}
+
+int cmd_check_no_arguments(const char *command, const char *data, char **extra, int n_extra) {
+    if (n_extra == 0) return 0;
+    char e[4096];
+    struct stat st;
+    const int looks_like_data = strstr(extra[0], ".tfrecord") || (stat(extra[0], &st) == 0 && S_ISREG(st.st_mode));
+    if (!looks_like_data || !data) {
+        fprintf(stderr, "tower %s: unexpected argument '%s' (see --help)\n", command, escaped(extra[0], e, sizeof e));
+        return -1;
+    }
+    /* The pattern the files share: the common prefix without its trailing
+     * digits, *, the common suffix without its leading digits. */
+    const char *first = strpbrk(data, "*?[,") ? extra[0] : data;
+    size_t shortest = strlen(first), pre = shortest, suf = shortest;
+    for (int i = 0; i < n_extra; i++) {
+        size_t len = strlen(extra[i]), p = common_prefix(first, extra[i]), s = common_suffix(first, extra[i]);
+        if (len < shortest) shortest = len;
+        if (p < pre) pre = p;
+        if (s < suf) suf = s;
+    }
+    while (pre > 0 && first[pre - 1] >= '0' && first[pre - 1] <= '9') pre--;
+    const char *tail = first + strlen(first) - suf;
+    while (suf > 0 && *tail >= '0' && *tail <= '9') {
+        tail++;
+        suf--;
+    }
+    if (pre + suf > shortest) suf = shortest > pre ? shortest - pre : 0;
+    char pattern[4096], p[4096];
+    snprintf(pattern, sizeof pattern, "%.*s*%s", (int)pre, first, first + strlen(first) - suf);
+    fprintf(stderr, "tower %s: unexpected argument '%s': an unquoted glob given to --data was expanded by the shell "
+            "into several files; quote it, e.g. --data '%s'\n", command, escaped(extra[0], e, sizeof e),
+            escaped(pattern, p, sizeof p));
+    return -1;
 }

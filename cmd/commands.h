@@ -26,4 +26,38 @@ int cmd_make_dirs(const char *path);
 int cmd_open_checkpoint(const char *command, const char *checkpoint, const char *checkpoint_dir,
                         CkptContents *ck, ModelSpec *spec, char *path, size_t path_n_bytes);
 
+/* ---- parse-time checks of flag values ----
+ * Called after flags_parse and before any work; a refusal is exit 2.  Each
+ * returns 0 when the value is allowed, else prints one line on stderr,
+ * "tower COMMAND: --FLAG VALUE: expected WHAT", and returns -1.  Bytes of
+ * control characters in values and paths are printed escaped (\xHH). */
+
+/* value is one of the NULL-terminated choices ("expected a, b or c"). */
+int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices);
+
+/* lo <= value <= hi (hi LONG_MAX: no upper bound); note, when not NULL,
+ * follows in brackets, e.g. "0: one per device". */
+int cmd_check_long(const char *command, const char *flag, long value, long lo, long hi, const char *note);
+
+/* value in the interval from lo to hi, each end included when its
+ * *_closed is 1 (hi INFINITY: no upper bound).  The parser has already
+ * refused nan and inf. */
+int cmd_check_float(const char *command, const char *flag, float value, double lo, int lo_closed, double hi,
+                    int hi_closed);
+
+/* A non-empty value: "expected a non-empty WHAT". */
+int cmd_check_nonempty(const char *command, const char *flag, const char *value, const char *what);
+
+/* The TFRecord globs of --data (comma-separated; flag is "data") or one
+ * argument (flag NULL, as inspect's FILE...): an entry without a glob
+ * character that names a directory is refused with a hint: the quoted
+ * glob of the directory's .tfrecord files. */
+int cmd_check_data_paths(const char *command, const char *flag, const char *globs);
+
+/* For commands that take no arguments: refuse extra[0] in one line.  When it
+ * names an existing file or a .tfrecord, the line says the shell expanded
+ * an unquoted glob given to --data, and suggests the quoted pattern made
+ * from data (the --data value) and the extra arguments.  n_extra 0: 0. */
+int cmd_check_no_arguments(const char *command, const char *data, char **extra, int n_extra);
+
 #endif

@@ -1,10 +1,19 @@
 /* main.c — the `tower` binary: picks the subcommand and hands it argv.
- * It only wires; each subcommand lives in its own cmd_<name>.c. */
+ * It only wires; each subcommand lives in its own cmd_<name>.c.  Besides the
+ * subcommands it answers `tower --help` (also -h, help), `tower help
+ * COMMAND` (= tower COMMAND --help) and `tower --version` (the version and
+ * what this binary was built with). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "cmd/commands.h"
+
+#ifndef TOWER_VERSION
+#define TOWER_VERSION "unknown"
+#endif
 
 typedef struct {
     const char *name;
@@ -20,11 +29,40 @@ static const Command commands[] = {
     {"export", cmd_export, "write a checkpoint's variables to a .safetensors file (PyTorch, JAX, NumPy)"},
     {"bench", cmd_bench, "compare variable placement modes (parameter server, all-reduce) x towers x models: table, CSV, SVG"},
 };
+static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: tower <command> [flags]   (tower <command> --help for its flags)\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+    fprintf(f, "usage: tower <command> [flags]   (tower <command> --help, or tower help <command>, for its flags)\n"
+               "       tower --version          (the version and the build: CUDA, NCCL, BLAS, sanitizer)\n\ncommands:\n");
+    for (int i = 0; i < n_commands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
+}
+
+/* `tower --version`: one line of version, one of build options. */
+static void version(void) {
+    const dnnl_version_t *dnnl = dnnl_version();
+    printf("tower %s\n", TOWER_VERSION);
+    printf("build: %s; CUDA: ", TOWER_BUILD_TYPE);
+#ifdef TOWER_HAVE_CUDA
+    printf("on (toolkit %s, architectures %s)", TOWER_CUDA_VERSION, TOWER_CUDA_ARCHITECTURES);
+#else
+    printf("off");
+#endif
+#ifdef TOWER_HAVE_NCCL
+    printf("; NCCL: on");
+#else
+    printf("; NCCL: off");
+#endif
+    printf("; BLAS: oneDNN %d.%d.%d dnnl_sgemm", dnnl->major, dnnl->minor, dnnl->patch);
+#ifdef _OPENMP
+    printf("; OpenMP %d", _OPENMP);
+#endif
+    printf("; sanitizer: %s\n", TOWER_SANITIZER);
+}
+
+static const Command *find_command(const char *name) {
+    for (int i = 0; i < n_commands; i++)
+        if (!strcmp(name, commands[i].name)) return &commands[i];
+    return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -32,12 +70,35 @@ int main(int argc, char **argv) {
      * writer reports in one line naming its file, instead of SIGXFSZ killing the
      * process halfway through a checkpoint without a word. */
     signal(SIGXFSZ, SIG_IGN);
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "tower: unknown command '%s' (tower --help lists the commands)\n", argv[1]);
+    const char *first = argv[1];
+    if (!strcmp(first, "--version")) {
+        version();
+        return 0;
+    }
+    if (!strcmp(first, "--help") || !strcmp(first, "-h") || (!strcmp(first, "help") && argc == 2)) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(first, "help")) {
+        /* tower help COMMAND: that command's --help. */
+        const Command *c = find_command(argv[2]);
+        if (!c) {
+            fprintf(stderr, "tower help: unknown command '%s' (tower --help lists the commands)\n", argv[2]);
+            return 2;
+        }
+        if (argc > 3) {
+            fprintf(stderr, "tower help: unexpected argument '%s' (tower help COMMAND)\n", argv[3]);
+            return 2;
+        }
+        char *help_argv[] = {argv[2], "--help", NULL};
+        return c->run(2, help_argv);
+    }
+    const Command *c = find_command(first);
+    if (c) return c->run(argc - 1, argv + 1);
+    fprintf(stderr, "tower: unknown command '%s' (tower --help lists the commands)\n", first);
     return 2;
 }

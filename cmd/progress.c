@@ -8,6 +8,7 @@
 #include "cmd/progress.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <time.h>
@@ -19,6 +20,10 @@ static double now_sec(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* One terminal: drawing, erasing and warnings from other threads (the input
+ * pipeline's reader) take turns. */
+static pthread_mutex_t g_terminal_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int progress_wanted(FILE *out, int no_progress) { return !no_progress && isatty(fileno(out)); }
 
 static int terminal_cols(FILE *out) {
@@ -29,6 +34,7 @@ static int terminal_cols(FILE *out) {
 
 void progress_start(Progress *p, FILE *out, int enabled, const char *label, const char *unit, long done, long total,
                     double delay_sec) {
+    pthread_mutex_lock(&g_terminal_mu); /* progress_warn may be reading p from another thread */
     memset(p, 0, sizeof *p);
     p->out = out;
     p->enabled = enabled;
@@ -40,6 +46,7 @@ void progress_start(Progress *p, FILE *out, int enabled, const char *label, cons
     p->start_sec = now_sec();
     p->last_draw_sec = -1e30;
     p->cols = enabled ? terminal_cols(out) : 80;
+    pthread_mutex_unlock(&g_terminal_mu);
 }
 
 static void draw(Progress *p, long done, const char *postfix, double t) {
@@ -56,25 +63,59 @@ void progress_update(Progress *p, long done, const char *postfix) {
     if (!p->enabled) return;
     double t = now_sec();
     if (t - p->start_sec < p->delay_sec || t - p->last_draw_sec < PROGRESS_MIN_INTERVAL_SEC) return;
+    pthread_mutex_lock(&g_terminal_mu);
     draw(p, done, postfix, t);
+    pthread_mutex_unlock(&g_terminal_mu);
 }
 
 void progress_end(Progress *p, long done, const char *postfix) {
     if (!p->enabled) return;
     double t = now_sec();
     if (!p->drawn && t - p->start_sec < p->delay_sec) return;
+    pthread_mutex_lock(&g_terminal_mu);
     draw(p, done, postfix, t);
     fputc('\n', p->out);
     fflush(p->out);
     p->drawn = 0;
+    pthread_mutex_unlock(&g_terminal_mu);
 }
 
-void progress_clear(Progress *p) {
+static void clear_locked(Progress *p) {
     if (!p->enabled || !p->drawn) return;
     fputs("\r\033[K", p->out);
     fflush(p->out);
     p->drawn = 0;
     p->last_draw_sec = -1e30;
+}
+
+void progress_clear(Progress *p) {
+    pthread_mutex_lock(&g_terminal_mu);
+    clear_locked(p);
+    pthread_mutex_unlock(&g_terminal_mu);
+}
+
+void progress_warn(Progress *p, FILE *to, const char *line) {
+    pthread_mutex_lock(&g_terminal_mu);
+    if (p) clear_locked(p);
+    fprintf(to, "warning: %s\n", line);
+    fflush(to);
+    pthread_mutex_unlock(&g_terminal_mu);
+}
+
+void progress_relabel(Progress *p, const char *label) {
+    pthread_mutex_lock(&g_terminal_mu);
+    snprintf(p->label, sizeof p->label, "%s", label ? label : "");
+    pthread_mutex_unlock(&g_terminal_mu);
+}
+
+long progress_run_total(long max_steps, long global_batch, long num_epochs, long examples_per_epoch) {
+    if (max_steps < 0) max_steps = 0;
+    long steps = max_steps;
+    if (num_epochs > 0 && examples_per_epoch > 0 && global_batch > 0) {
+        long epoch_steps = (long)((double)num_epochs * (double)examples_per_epoch / (double)global_batch);
+        if (epoch_steps < steps) steps = epoch_steps;
+    }
+    return steps * global_batch;
 }
 
 void progress_format_duration(char *buf, size_t n, double seconds) {

@@ -4,12 +4,13 @@
  * line on a terminal, tqdm-style:
  *   epoch 2/5  40%|############                  | step 1234, loss 0.532, acc 0.812 [00:12<00:18, 2000.0 ex/s]
  * redrawn in place with a carriage return at most every 0.1 s, and kept
- * (a newline) when the line ends, so an epoch leaves one line behind.  The
- * rate is over the line's own progress; the time left is the rest of the
- * line at that rate.  When the output is not a terminal (or --no_progress)
+ * (a newline) when the line ends.  For training the line follows the whole
+ * run (--max_steps or --num_epochs, whichever ends it), the epoch shown in
+ * its label.  The rate is over the line's own progress; the time left is the
+ * rest of the line at that rate.  When the output is not a terminal (or --no_progress)
  * nothing is drawn and the subcommands print their log lines instead.
- * What it does not do: no colours, no multi-line bars, no threads (one
- * Progress per loop, driven by that loop).
+ * What it does not do: no colours, no multi-line bars; one Progress per
+ * loop, driven by that loop (only progress_warn comes from other threads).
  */
 #ifndef TOWER_CMD_PROGRESS_H
 #define TOWER_CMD_PROGRESS_H
@@ -57,6 +58,22 @@ void progress_end(Progress *p, long done, const char *postfix);
 /* Erases the partial line so that another message can be printed; the
  * next progress_update draws it again. */
 void progress_clear(Progress *p);
+
+/* Prints "warning: LINE" and a newline on `to` (stderr) after erasing the
+ * partial line (p may be NULL), so a warning never lands inside the bar;
+ * the next progress_update draws the line again.  Safe to call from another
+ * thread (the input pipeline's reader) while the owner draws: every drawing
+ * call takes one process-wide lock. */
+void progress_warn(Progress *p, FILE *to, const char *line);
+
+/* Changes the label ("epoch 3/5") without restarting the line's clock. */
+void progress_relabel(Progress *p, const char *label);
+
+/* Examples a training run will have consumed when it ends: max_steps global
+ * batches, or fewer when num_epochs (> 0) epochs of examples_per_epoch (> 0)
+ * end it first (whole batches: the last partial batch of the data is
+ * dropped).  The progress line of `tower train` runs from 0 to this. */
+long progress_run_total(long max_steps, long global_batch, long num_epochs, long examples_per_epoch);
 
 /* ---- the formatting, pure functions (tested on their own) ---- */
 

@@ -8,6 +8,8 @@
  */
 #include "io/convert.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,6 +372,81 @@ static int make_parent_dirs(const char *prefix, char *err, size_t err_n) {
     return rc;
 }
 
+static int cmp_path(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* 1 when name is BASE-DDDDD-of-DDDDD.tfrecord (a shard of any count). */
+static int is_shard_name(const char *name, const char *base) {
+    size_t b = strlen(base);
+    if (strncmp(name, base, b) != 0) return 0;
+    const char *p = name + b;
+    if (*p++ != '-') return 0;
+    for (int i = 0; i < 5; i++)
+        if (!isdigit((unsigned char)*p++)) return 0;
+    if (strncmp(p, "-of-", 4) != 0) return 0;
+    p += 4;
+    for (int i = 0; i < 5; i++)
+        if (!isdigit((unsigned char)*p++)) return 0;
+    return !strcmp(p, ".tfrecord");
+}
+
+int convert_existing_shards(const char *prefix, char ***paths, int *n_paths, char *err, size_t err_n) {
+    *paths = NULL;
+    *n_paths = 0;
+    const char *slash = strrchr(prefix, '/');
+    const char *base = slash ? slash + 1 : prefix;
+    size_t dir_n = slash ? (size_t)(slash - prefix) : 0;
+    char *dir = slash ? strndup(prefix, dir_n ? dir_n : 1) : strdup(".");
+    if (!dir) {
+        snprintf(err, err_n, "convert: out of memory");
+        return -1;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        free(dir);
+        if (e == ENOENT) return 0; /* nothing there yet */
+        snprintf(err, err_n, "%s: cannot list the output directory: %s", prefix, strerror(e));
+        return -1;
+    }
+    int rc = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!is_shard_name(e->d_name, base)) continue;
+        if (*n_paths == cap) {
+            cap = cap ? 2 * cap : 8;
+            char **q = realloc(*paths, (size_t)cap * sizeof *q);
+            if (!q) {
+                rc = -1;
+                break;
+            }
+            *paths = q;
+        }
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        char *path = malloc(len);
+        if (!path) {
+            rc = -1;
+            break;
+        }
+        snprintf(path, len, "%s/%s", dir, e->d_name);
+        (*paths)[(*n_paths)++] = path;
+    }
+    closedir(d);
+    free(dir);
+    if (rc) {
+        convert_free_paths(*paths, *n_paths);
+        *paths = NULL;
+        *n_paths = 0;
+        snprintf(err, err_n, "convert: out of memory");
+        return -1;
+    }
+    if (*n_paths > 1) qsort(*paths, (size_t)*n_paths, sizeof **paths, cmp_path);
+    return 0;
+}
+
+void convert_free_paths(char **paths, int n_paths) {
+    for (int i = 0; i < n_paths; i++) free(paths[i]);
+    free(paths);
+}
+
 int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stats, char *err, size_t err_n) {
     memset(stats, 0, sizeof *stats);
     int N = cfg->num_shards;
@@ -386,7 +463,21 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         snprintf(err, err_n, "convert: compression must be none, gzip or zlib");
         return -1;
     }
-    if (make_parent_dirs(cfg->out_prefix, err, err_n) != 0) return -1;
+    /* Shards of the prefix already there: a glob PREFIX-*.tfrecord would read them beside the new ones. */
+    char **old = NULL;
+    int n_old = 0;
+    if (convert_existing_shards(cfg->out_prefix, &old, &n_old, err, err_n) != 0) return -1;
+    if (n_old > 0 && !cfg->overwrite) {
+        snprintf(err, err_n, "%s: %d shard%s of this prefix exist%s already (%s%s); a glob would read them beside the new ones: "
+                 "remove them or pass --overwrite",
+                 cfg->out_prefix, n_old, n_old == 1 ? "" : "s", n_old == 1 ? "s" : "", old[0], n_old > 1 ? " ..." : "");
+        convert_free_paths(old, n_old);
+        return -1;
+    }
+    if (make_parent_dirs(cfg->out_prefix, err, err_n) != 0) {
+        convert_free_paths(old, n_old);
+        return -1;
+    }
     size_t path_n = strlen(cfg->out_prefix) + 64;
     char **final_paths = calloc((size_t)N, sizeof *final_paths);
     char **tmp_paths = calloc((size_t)N, sizeof *tmp_paths);
@@ -449,8 +540,19 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         free(tmp_paths[i]);
         tmp_paths[i] = NULL;
     }
+    /* --overwrite: the old shards the new ones did not replace go, now that the new ones are in place. */
+    for (int k = 0; k < n_old; k++) {
+        int replaced = 0;
+        for (int i = 0; i < N && !replaced; i++) replaced = !strcmp(old[k], final_paths[i]);
+        if (!replaced && remove(old[k]) != 0 && errno != ENOENT) {
+            snprintf(err, err_n, "%s: cannot remove the old shard: %s", old[k], strerror(errno));
+            goto out;
+        }
+        stats->n_old_shards_removed += !replaced;
+    }
     rc = 0;
 out:
+    convert_free_paths(old, n_old);
     for (int i = 0; i < N && w; i++) tfr_writer_close(w[i], NULL, 0);
     for (int i = 0; i < N && tmp_paths; i++) {
         if (tmp_paths[i]) remove(tmp_paths[i]);

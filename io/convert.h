@@ -56,6 +56,8 @@ typedef struct {
     int num_shards;          /* >= 1 */
     int compression;         /* IO_COMPRESSION_NONE / GZIP / ZLIB */
     const char *image_key, *label_key, *height_key, *width_key, *depth_key;
+    int overwrite;           /* 0: refuse when shards of out_prefix (any count) exist; 1: replace them (the old
+                                ones the new ones do not overwrite are removed after the new ones are in place) */
 } ConvertConfig;
 
 /* num_shards 1, no compression, keys image_raw, label, height, width, depth. */
@@ -66,12 +68,20 @@ typedef struct {
     long label_count[256];   /* histogram of labels 0..255 */
     long n_labels_over_255;
     int H, W, C;             /* shape of the first image */
+    int n_old_shards_removed; /* overwrite: old shards of another count removed */
 } ConvertStats;
 
 /* Drains src into the shards.  Returns 0 with stats filled, or -1 with one
  * line in err (and no shard left behind: the .tmp files are removed).  Does
- * not close src. */
+ * not close src.  Refuses (before reading src) when shards of the prefix
+ * exist already, unless cfg->overwrite. */
 int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stats, char *err, size_t err_n_bytes);
+
+/* The files PREFIX-DDDDD-of-DDDDD.tfrecord (any count) in PREFIX's
+ * directory, sorted, as malloc'ed paths (free with convert_free_paths).
+ * 0 (none when the directory does not exist), or -1 with one line in err. */
+int convert_existing_shards(const char *prefix, char ***paths, int *n_paths, char *err, size_t err_n_bytes);
+void convert_free_paths(char **paths, int n_paths);
 
 /* Writes "PREFIX-%05d-of-%05d.tfrecord" into buf.  Returns 0, -1 if it does not fit. */
 int convert_shard_path(char *buf, size_t buf_n_bytes, const char *prefix, int shard, int num_shards);

@@ -2,11 +2,14 @@
  *
  * Where it sits: io/, before the pipeline opens (io -> shards): the trainer
  * expands its --data flag with io_expand_globs, learns the image shape with
- * io_probe_image_shape and the epoch size with io_count_records.
+ * io_probe_image_shape and the epoch size with io_count_records; the class
+ * list beside the data (labels.txt, from `tower convert --from imagefolder`)
+ * is recorded in the train dir and compared at evaluation.
  * What it does not do: no directory walking beyond glob(3), no caching.
  */
 #include "io/pipeline.h"
 
+#include <errno.h>
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/escape.h"
 #include "io/example.h"
 
 static int has_wildcard(const char *s) { return strpbrk(s, "*?[") != NULL; }
@@ -211,4 +215,102 @@ long io_count_records(const char *const *files, int n_files, int compression, ch
         if (st != TFR_END) return -1;
     }
     return total;
+}
+
+/* ---- labels.txt beside the data (imagefolder's class list) ---- */
+
+int io_labels_path(char *buf, size_t n, const char *file) {
+    const char *slash = strrchr(file, '/');
+    int k = slash ? snprintf(buf, n, "%.*s/labels.txt", (int)(slash - file), file) : snprintf(buf, n, "labels.txt");
+    return (k < 0 || (size_t)k >= n) ? -1 : 0;
+}
+
+/* Reads path whole (at most 1 MiB) into *text (n_bytes, NUL-terminated).
+ * 1 read, 0 absent, -1 with err. */
+static int read_labels_text(const char *path, char **text, size_t *n_bytes, char *err, size_t err_n) {
+    *text = NULL;
+    *n_bytes = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    const size_t max_n = (size_t)1 << 20;
+    char *t = malloc(max_n + 1);
+    size_t n = t ? fread(t, 1, max_n + 1, f) : 0;
+    int bad = ferror(f);
+    fclose(f);
+    if (!t || bad || n > max_n) {
+        snprintf(err, err_n, "%s: %s", path, !t ? "out of memory" : bad ? "read error" : "labels file over 1 MiB");
+        free(t);
+        return -1;
+    }
+    t[n] = '\0';
+    *text = t;
+    *n_bytes = n;
+    return 1;
+}
+
+int io_labels_compare(const char *want_path, const char *have_path, char *err, size_t err_n) {
+    char *want, *have;
+    size_t want_n, have_n;
+    int a = read_labels_text(want_path, &want, &want_n, err, err_n);
+    if (a <= 0) return a;
+    int b = read_labels_text(have_path, &have, &have_n, err, err_n);
+    if (b <= 0) {
+        free(want);
+        return b;
+    }
+    int rc = 0;
+    if (want_n != have_n || memcmp(want, have, want_n) != 0) {
+        /* The first line that differs, for the message. */
+        const char *p = want, *q = have;
+        int line = 1;
+        for (;;) {
+            const char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
+            size_t pl = pe ? (size_t)(pe - p) : strlen(p), ql = qe ? (size_t)(qe - q) : strlen(q);
+            if (pl != ql || memcmp(p, q, pl) != 0 || !pe || !qe) {
+                snprintf(err, err_n, "line %d is '%.*s' in %s but '%.*s' in %s", line, (int)(ql > 100 ? 100 : ql), q, have_path,
+                         (int)(pl > 100 ? 100 : pl), p, want_path);
+                break;
+            }
+            p = pe + 1;
+            q = qe + 1;
+            line++;
+        }
+        escape_in_place(err, err_n);
+        rc = 1;
+    }
+    free(want);
+    free(have);
+    return rc;
+}
+
+int io_labels_record(const char *data_labels, const char *dir_labels, char *err, size_t err_n) {
+    int rc = io_labels_compare(dir_labels, data_labels, err, err_n);
+    if (rc != 0) return rc;
+    char *text;
+    size_t n;
+    rc = read_labels_text(data_labels, &text, &n, err, err_n);
+    if (rc <= 0) return rc;
+    size_t tmp_n = strlen(dir_labels) + 5;
+    char *tmp = malloc(tmp_n);
+    FILE *f = NULL;
+    if (tmp) {
+        snprintf(tmp, tmp_n, "%s.tmp", dir_labels);
+        f = fopen(tmp, "wb");
+    }
+    int bad = !f || fwrite(text, 1, n, f) != n;
+    if (f && fclose(f) != 0) bad = 1;
+    if (bad || rename(tmp, dir_labels) != 0) {
+        snprintf(err, err_n, "%s: cannot write: %s", dir_labels, tmp ? strerror(errno) : "out of memory");
+        if (tmp) remove(tmp);
+        rc = -1;
+    } else {
+        rc = 0;
+    }
+    free(tmp);
+    free(text);
+    return rc;
 }

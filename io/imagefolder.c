@@ -8,6 +8,7 @@
  * (convert_run does that).
  */
 #include "io/imagefolder.h"
+#include "base/escape.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -316,8 +317,11 @@ typedef struct {
 
 typedef struct {
     ImageFolderConfig cfg;
-    char **classes;        /* (n_classes) sorted names */
+    char **classes;        /* (n_classes) sorted names, or those of cfg.labels_file in its order */
     int n_classes;
+    char **folders;        /* (n_folders) the class folders found, sorted; == classes without a labels file */
+    int n_folders;
+    int *folder_label;     /* (n_folders) each folder's label (index in classes) */
     FolderFile *files;     /* (n_files) class after class, names sorted */
     long n_files, next;
     long n_skipped;
@@ -326,9 +330,13 @@ typedef struct {
     size_t scaled_n_bytes;
 } FolderState;
 
+/* The line holds file names, which may hold any byte: escaped here, so
+ * every warn callback gets a printable line. */
 static void warn_line(const FolderState *st, const char *line) {
-    if (st->cfg.warn) st->cfg.warn(st->cfg.warn_ctx, line);
-    else fprintf(stderr, "warning: %s\n", line);
+    char safe[4096];
+    escape_str(safe, sizeof safe, line);
+    if (st->cfg.warn) st->cfg.warn(st->cfg.warn_ctx, safe);
+    else fprintf(stderr, "warning: %s\n", safe);
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -372,7 +380,9 @@ static void free_names(char **names, int n) {
 static void folder_close(ConvertSource *s) {
     FolderState *st = s->state;
     if (st) {
+        if (st->folders != st->classes) free_names(st->folders, st->n_folders);
         free_names(st->classes, st->n_classes);
+        free(st->folder_label);
         for (long i = 0; i < st->n_files; i++) free(st->files[i].path);
         free(st->files);
         free(st->out);
@@ -380,6 +390,13 @@ static void folder_close(ConvertSource *s) {
         free(st);
     }
     free(s);
+}
+
+/* round((scaled - size) / 2) with halves to even, as Python's round(): d odd
+ * gives a half, k + 0.5 -> k when k is even, k + 1 when odd. */
+static int center_crop_offset(int scaled, int size) {
+    int d = scaled - size, k = d / 2;
+    return (d % 2 && k % 2) ? k + 1 : k;
 }
 
 /* Into st->out: RGB (H, W, 3) resized or centre-cropped, then channels converted. */
@@ -401,8 +418,9 @@ static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
         st->scaled_n_bytes = need;
     }
     if (imagefolder_resize(st->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
-    /* torchvision CenterCrop: top = int(round((h - S) / 2)), left likewise. */
-    int top = (int)lround((tH - S) / 2.0), left = (int)lround((tW - S) / 2.0);
+    /* torchvision CenterCrop: top = int(round((h - S) / 2.)), left likewise, with
+     * Python 3's round, which takes a half to the even neighbour (4.5 -> 4). */
+    int top = center_crop_offset(tH, S), left = center_crop_offset(tW, S);
     int C = st->cfg.channels;
     for (int y = 0; y < S; y++)
         for (int x = 0; x < S; x++) {
@@ -445,6 +463,118 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
         item->label = f->label;
         return 1;
     }
+    return 0;
+}
+
+int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n) {
+    *names = NULL;
+    *n_names = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(errno));
+        return -1;
+    }
+    char *text = malloc(IMAGEFOLDER_MAX_LABELS_N_BYTES + 1);
+    size_t n = text ? fread(text, 1, IMAGEFOLDER_MAX_LABELS_N_BYTES + 1, f) : 0;
+    int read_error = ferror(f);
+    fclose(f);
+    if (!text || read_error || n > IMAGEFOLDER_MAX_LABELS_N_BYTES) {
+        snprintf(err, err_n, "%s: %s", path, !text ? "out of memory" : read_error ? "read error" : "labels file over 1 MiB");
+        free(text);
+        return -1;
+    }
+    text[n] = '\0';
+    if (n == 0 || memchr(text, '\0', n)) {
+        snprintf(err, err_n, "%s: %s", path, n ? "labels file holds a NUL byte" : "empty labels file (expected one class name a line)");
+        free(text);
+        return -1;
+    }
+    int cap = 0, rc = 0;
+    char **list = NULL;
+    for (char *line = text; *line && !rc;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len == 0) {
+            snprintf(err, err_n, "%s: line %d is empty (expected one class name a line)", path, *n_names + 1);
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < *n_names && !rc; k++)
+            if (strlen(list[k]) == len && !memcmp(list[k], line, len)) {
+                snprintf(err, err_n, "%s: line %d repeats class '%.*s' of line %d", path, *n_names + 1, (int)(len > 200 ? 200 : len),
+                         line, k + 1);
+                rc = -1;
+            }
+        if (rc) break;
+        if (*n_names == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **q = realloc(list, (size_t)cap * sizeof *q);
+            if (!q) {
+                rc = -2;
+                break;
+            }
+            list = q;
+        }
+        if (!(list[*n_names] = strndup(line, len))) {
+            rc = -2;
+            break;
+        }
+        (*n_names)++;
+        line = end ? end + 1 : line + len;
+    }
+    free(text);
+    if (rc) {
+        if (rc == -2) snprintf(err, err_n, "%s: out of memory", path);
+        free_names(list, *n_names);
+        *n_names = 0;
+        return -1;
+    }
+    *names = list;
+    return 0;
+}
+
+/* With cfg.labels_file: the classes are its lines, and each class folder
+ * found must be one of them (its label is that line's index); without, the
+ * classes are the folders.  0, or -1 with err. */
+static int assign_labels(FolderState *st, const char *dir, char *err, size_t err_n) {
+    st->folders = st->classes;
+    st->n_folders = st->n_classes;
+    if (!(st->folder_label = malloc((size_t)(st->n_folders > 0 ? st->n_folders : 1) * sizeof *st->folder_label))) {
+        snprintf(err, err_n, "%s: out of memory", dir);
+        return -1;
+    }
+    for (int c = 0; c < st->n_folders; c++) st->folder_label[c] = c;
+    if (!st->cfg.labels_file) return 0;
+    char **list;
+    int n_list;
+    if (imagefolder_read_labels(st->cfg.labels_file, &list, &n_list, err, err_n) != 0) return -1;
+    st->classes = list;
+    st->n_classes = n_list;
+    int *has_folder = calloc((size_t)n_list, sizeof *has_folder);
+    if (!has_folder) {
+        snprintf(err, err_n, "%s: out of memory", dir);
+        return -1;
+    }
+    for (int c = 0; c < st->n_folders; c++) {
+        int k = 0;
+        while (k < n_list && strcmp(list[k], st->folders[c])) k++;
+        if (k == n_list) {
+            snprintf(err, err_n, "%s/%s: class folder not in --labels %s (%d classes): every split must share one class list",
+                     dir, st->folders[c], st->cfg.labels_file, n_list);
+            free(has_folder);
+            return -1;
+        }
+        st->folder_label[c] = k;
+        has_folder[k] = 1;
+    }
+    for (int k = 0; k < n_list; k++)
+        if (!has_folder[k]) {
+            char line[4200];
+            snprintf(line, sizeof line, "%s: class %d ('%s') of %s has no folder here (no examples of it)", dir, k, list[k],
+                     st->cfg.labels_file);
+            warn_line(st, line);
+        }
+    free(has_folder);
     return 0;
 }
 
@@ -508,11 +638,12 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
         snprintf(err, err_n, "%s: no class folders (expected %s/<class>/*.png|jpg|jpeg)", dir, dir);
         goto fail;
     }
-    for (int c = 0; c < st->n_classes; c++) {
-        size_t cdir_n = dir_len + strlen(st->classes[c]) + 2;
+    if (assign_labels(st, dir, err, err_n) != 0) goto fail;
+    for (int c = 0; c < st->n_folders; c++) {
+        size_t cdir_n = dir_len + strlen(st->folders[c]) + 2;
         char *cdir = malloc(cdir_n);
         if (!cdir) goto oom;
-        snprintf(cdir, cdir_n, "%s/%s", dir, st->classes[c]);
+        snprintf(cdir, cdir_n, "%s/%s", dir, st->folders[c]);
         char **names;
         int n_names;
         if (list_dir(cdir, &names, &n_names) != 0) {
@@ -554,13 +685,13 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
                 cap_files = cap;
             }
             st->files[st->n_files].path = fp;
-            st->files[st->n_files].label = c;
+            st->files[st->n_files].label = st->folder_label[c];
             st->n_files++;
             found++;
         }
         if (found == 0) {
             char line[4200];
-            snprintf(line, sizeof line, "%s: class %d ('%s') has no files", cdir, c, st->classes[c]);
+            snprintf(line, sizeof line, "%s: class %d ('%s') has no files", cdir, st->folder_label[c], st->folders[c]);
             warn_line(st, line);
         }
         free_names(names, n_names);

@@ -5,7 +5,9 @@
  * TFRecords, as for the IDX and CIFAR-10 converters (convert.h).
  * Labels: the class folders' names sorted bytewise (Python's sorted() on
  * the names, as torchvision's ImageFolder and the seed scripts do), label k
- * being the k-th name; imagefolder_write_labels writes them one per line.
+ * being the k-th name, or the names of a given labels file (cfg.labels_file,
+ * so that every split of a data set shares one class list);
+ * imagefolder_write_labels writes them one per line.
  * Files: every regular file directly inside a class folder, in bytewise
  * name order, class after class; names starting with '.' are skipped
  * silently.  The format is taken from the content (PNG signature, JPEG SOI
@@ -47,7 +49,20 @@ typedef struct {
      * "DIR/cat/x.png: skipped: not a PNG or JPEG image"; NULL prints it to stderr. */
     void (*warn)(void *ctx, const char *line);
     void *warn_ctx;
+    /* NULL: the classes are the class folders, sorted.  Else a labels file (one
+     * class name a line, e.g. the train split's labels.txt): the classes are its
+     * lines in its order, label k the k-th; a class folder not in it is an error,
+     * and a class without a folder gets a warning (a split may lack a class). */
+    const char *labels_file;
 } ImageFolderConfig;
+
+#define IMAGEFOLDER_MAX_LABELS_N_BYTES ((size_t)1 << 20)
+
+/* Reads a labels file: class names, one a line (the last newline optional;
+ * no empty line, no repeated name, at most IMAGEFOLDER_MAX_LABELS_N_BYTES).
+ * *names (n_names, each malloc'ed, and the array) belong to the caller.
+ * 0, or -1 with one line in err. */
+int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n_bytes);
 
 /* image_size 32, channels 3, IMAGEFOLDER_RESIZE, warnings to stderr. */
 void imagefolder_config_defaults(ImageFolderConfig *cfg);

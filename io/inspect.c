@@ -7,7 +7,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/escape.h"
 #include "io/tfrecord.h"
 
 void inspect_config_defaults(InspectConfig *c) {
@@ -18,12 +20,14 @@ void inspect_config_defaults(InspectConfig *c) {
     c->height_key = "height";
     c->width_key = "width";
     c->depth_key = "depth";
+    c->max_corrupt_fraction = IO_DEFAULT_MAX_CORRUPT_FRACTION;
 }
 
-static void note_feature(InspectReport *rep, const char *key, const Tensorflow__Feature *f) {
+/* Finds or adds the feature key (key_n_bytes bytes, any bytes, NUL included). */
+static int note_feature(InspectReport *rep, const char *key, size_t key_n_bytes, const Tensorflow__Feature *f) {
     InspectFeature *x = NULL;
     for (int i = 0; i < rep->n_features; i++)
-        if (!strcmp(rep->features[i].key, key)) {
+        if (rep->features[i].key_n_bytes == key_n_bytes && !memcmp(rep->features[i].key, key, key_n_bytes)) {
             x = &rep->features[i];
             break;
         }
@@ -32,10 +36,16 @@ static void note_feature(InspectReport *rep, const char *key, const Tensorflow__
     if (!x) {
         if (rep->n_features == INSPECT_MAX_KEYS) {
             rep->n_extra_keys++;
-            return;
+            return 0;
         }
+        char *copy = malloc(key_n_bytes + 1);
+        if (!copy) return -1;
+        memcpy(copy, key, key_n_bytes);
+        copy[key_n_bytes] = '\0';
         x = &rep->features[rep->n_features++];
-        snprintf(x->key, sizeof x->key, "%s", key);
+        memset(x, 0, sizeof *x);
+        x->key = copy;
+        x->key_n_bytes = key_n_bytes;
         x->kind = kind;
         x->min_values = x->max_values = n;
         x->min_value_bytes = (size_t)-1;
@@ -50,6 +60,101 @@ static void note_feature(InspectReport *rep, const char *key, const Tensorflow__
             if (len < x->min_value_bytes) x->min_value_bytes = len;
             if (len > x->max_value_bytes) x->max_value_bytes = len;
         }
+    return 0;
+}
+
+/* ---- the keys' true lengths ----
+ * protobuf-c hands a string field back NUL-terminated without its length,
+ * so a key holding a NUL would read short.  The keys' lengths are taken
+ * from the wire instead: Example.features (1) -> Features.feature (1, map
+ * entries in wire order, as protobuf-c stores them) -> entry.key (1). */
+
+static int wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && *i < n; shift += 7) {
+        uint8_t b = p[(*i)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return 0;
+    }
+    return -1;
+}
+
+/* Calls fn on each length-delimited field number `field` of the message
+ * (p, n); -1 on a wire error. */
+static int wire_each(const uint8_t *p, size_t n, uint32_t field, int (*fn)(void *, const uint8_t *, size_t), void *ctx) {
+    size_t i = 0;
+    while (i < n) {
+        uint64_t tag, len;
+        if (wire_varint(p, n, &i, &tag) != 0) return -1;
+        switch (tag & 7) {
+        case 0:
+            if (wire_varint(p, n, &i, &len) != 0) return -1;
+            break;
+        case 1:
+            if (n - i < 8) return -1;
+            i += 8;
+            break;
+        case 5:
+            if (n - i < 4) return -1;
+            i += 4;
+            break;
+        case 2:
+            if (wire_varint(p, n, &i, &len) != 0 || len > n - i) return -1;
+            if ((tag >> 3) == field && fn(ctx, p + i, (size_t)len) != 0) return -1;
+            i += (size_t)len;
+            break;
+        default:
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    const char **key;  /* (cap) keys in wire order, pointing into the record */
+    size_t *n_bytes;   /* (cap) their lengths */
+    size_t n, cap;
+    const char *last;  /* the current entry's key (the last key field wins) */
+    size_t last_n_bytes;
+} KeyLengths;
+
+static int on_key(void *ctx, const uint8_t *p, size_t n) {
+    KeyLengths *k = ctx;
+    k->last = (const char *)p;
+    k->last_n_bytes = n;
+    return 0;
+}
+
+static int on_entry(void *ctx, const uint8_t *p, size_t n) {
+    KeyLengths *k = ctx;
+    k->last = "";
+    k->last_n_bytes = 0;
+    if (wire_each(p, n, 1, on_key, k) != 0) return -1;
+    if (k->n == k->cap) return -1;
+    k->key[k->n] = k->last;
+    k->n_bytes[k->n++] = k->last_n_bytes;
+    return 0;
+}
+
+static int on_features(void *ctx, const uint8_t *p, size_t n) { return wire_each(p, n, 1, on_entry, ctx); }
+
+/* Fills key and n_bytes (n_features each) with each feature's key as the
+ * record holds it (pointers into data); falls back to the decoded,
+ * NUL-terminated keys when the wire walk disagrees with the decoded message. */
+static void feature_keys(const Tensorflow__Example *ex, const uint8_t *data, size_t n, const char **key, size_t *n_bytes,
+                         size_t n_features) {
+    KeyLengths k = {key, n_bytes, 0, n_features, "", 0};
+    int ok = wire_each(data, n, 1, on_features, &k) == 0 && k.n == n_features;
+    for (size_t i = 0; ok && i < n_features; i++) {
+        const char *decoded = example_feature_key(ex, i);
+        size_t d = strlen(decoded);
+        ok = d <= n_bytes[i] && !memcmp(decoded, key[i], d) && (d == n_bytes[i] || key[i][d] == '\0');
+    }
+    if (ok) return;
+    for (size_t i = 0; i < n_features; i++) {
+        key[i] = example_feature_key(ex, i);
+        n_bytes[i] = strlen(key[i]);
+    }
 }
 
 /* An optional single int64: 1 present, 0 absent or not one int64. */
@@ -59,9 +164,28 @@ static int get_dim(const Tensorflow__Example *ex, const char *key, int64_t *v) {
 }
 
 /* Checks one decoded record; 0 good, -1 bad with why. */
-static int check_example(const Tensorflow__Example *ex, const InspectConfig *cfg, InspectReport *rep, char *why,
-                         size_t why_n) {
-    for (size_t i = 0; i < example_n_features(ex); i++) note_feature(rep, example_feature_key(ex, i), example_feature_at(ex, i));
+static int check_example(const Tensorflow__Example *ex, const uint8_t *data, size_t data_n_bytes, const InspectConfig *cfg,
+                         InspectReport *rep, char *why, size_t why_n) {
+    size_t n_features = example_n_features(ex);
+    if (n_features) {
+        size_t *key_n_bytes = malloc(n_features * sizeof *key_n_bytes);
+        const char **keys = malloc(n_features * sizeof *keys);
+        if (!key_n_bytes || !keys) {
+            free(key_n_bytes);
+            free(keys);
+            snprintf(why, why_n, "out of memory");
+            return -2;
+        }
+        feature_keys(ex, data, data_n_bytes, keys, key_n_bytes, n_features);
+        int rc = 0;
+        for (size_t i = 0; i < n_features && !rc; i++) rc = note_feature(rep, keys[i], key_n_bytes[i], example_feature_at(ex, i));
+        free(key_n_bytes);
+        free(keys);
+        if (rc) {
+            snprintf(why, why_n, "out of memory");
+            return -2;
+        }
+    }
     int64_t h, w, c;
     int have_dims = get_dim(ex, cfg->height_key, &h) && get_dim(ex, cfg->width_key, &w) && get_dim(ex, cfg->depth_key, &c);
     if (have_dims) {
@@ -118,23 +242,34 @@ static int check_example(const Tensorflow__Example *ex, const InspectConfig *cfg
     return 0;
 }
 
+/* Size of path in bytes, 0 when it cannot be stat'ed. */
+static uint64_t file_n_bytes(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
+}
+
 int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, InspectReport *rep, FILE *out,
                FILE *err_out) {
     memset(rep, 0, sizeof *rep);
     ExampleDecoder *dec = example_decoder_new();
     if (!dec) return -1;
+    for (int fi = 0; fi < n_files; fi++) rep->n_bytes_total += file_n_bytes(files[fi]);
     int stopped = 0, oom = 0;
-    char err[768], why[384];
+    char err[768], why[384], name[1024];
     for (int fi = 0; fi < n_files && !stopped; fi++) {
         rep->n_files++;
+        escape_str(name, sizeof name, files[fi]);
         TfrReader *r = tfr_reader_open(files[fi], cfg->compression, cfg->max_record_n_bytes, err, sizeof err);
         if (!r) {
             fprintf(err_out, "%s\n", err);
             rep->n_bad++;
+            rep->n_bytes_lost += file_n_bytes(files[fi]);
             if (!cfg->skip_corrupt) stopped = 1;
             continue;
         }
         long n_rec = 0, n_bad = 0;
+        uint64_t lost = 0;
+        int dead = 0;
         for (;;) {
             const uint8_t *data;
             size_t n;
@@ -148,7 +283,7 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
                     snprintf(why, sizeof why, "payload is not a tf.train.Example (protobuf parse error)");
                     crc = -1;
                 } else {
-                    crc = check_example(ex, cfg, rep, why, sizeof why);
+                    crc = check_example(ex, data, n, cfg, rep, why, sizeof why);
                 }
                 if (crc == -2) {
                     oom = 1;
@@ -159,12 +294,32 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
                     bad = 1;
                     snprintf(err, sizeof err, "%s: record %ld at offset %llu: %s", files[fi], tfr_reader_record_index(r),
                              (unsigned long long)tfr_reader_record_offset(r), why);
+                    escape_in_place(err, sizeof err);
                 }
             }
             if (bad) {
                 n_bad++;
-                fprintf(err_out, "%s\n", err);
+                uint64_t k = tfr_reader_lost_n_bytes(r);
+                lost += k;
+                rep->n_bytes_lost += k;
+                if (st == TFR_BAD_STREAM) {
+                    dead = 1;
+                    fprintf(err_out, "%s (the rest of the file, %llu of its %llu bytes, cannot be read)\n", err,
+                            (unsigned long long)k, (unsigned long long)tfr_reader_file_n_bytes(r));
+                } else {
+                    fprintf(err_out, "%s\n", err);
+                }
                 if (!cfg->skip_corrupt) {
+                    stopped = 1;
+                    break;
+                }
+                if (cfg->max_corrupt_fraction >= 0 && (double)rep->n_bytes_lost > cfg->max_corrupt_fraction * (double)rep->n_bytes_total) {
+                    fprintf(err_out,
+                            "inspect: stopped: bad records made %llu of the %llu bytes unreadable (%.3g%%), over --max_corrupt_fraction %g\n",
+                            (unsigned long long)rep->n_bytes_lost, (unsigned long long)rep->n_bytes_total,
+                            rep->n_bytes_total ? 100.0 * (double)rep->n_bytes_lost / (double)rep->n_bytes_total : 100.0,
+                            cfg->max_corrupt_fraction);
+                    rep->over_fraction = 1;
                     stopped = 1;
                     break;
                 }
@@ -173,9 +328,12 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
                 n_rec++;
             }
         }
-        fprintf(out, "%s: %ld records, %s%s", files[fi], n_rec, io_compression_name(tfr_reader_compression(r)),
+        fprintf(out, "%s: %ld records, %s%s", name, n_rec, io_compression_name(tfr_reader_compression(r)),
                 n_bad ? "" : ", every CRC verified\n");
-        if (n_bad) fprintf(out, ", %ld bad record%s%s\n", n_bad, n_bad > 1 ? "s" : "", stopped ? " (stopped at the first)" : "");
+        if (n_bad)
+            fprintf(out, ", %ld bad record%s%s, %llu of %llu bytes unreadable%s\n", n_bad, n_bad > 1 ? "s" : "",
+                    stopped && !rep->over_fraction ? " (stopped at the first)" : "", (unsigned long long)lost,
+                    (unsigned long long)tfr_reader_file_n_bytes(r), dead ? " (the rest of the file after a broken frame)" : "");
         rep->n_records += n_rec;
         rep->n_bad += n_bad;
         tfr_reader_close(r);
@@ -189,7 +347,9 @@ static const char *kind_short(FeatureKind k) { return feature_kind_name(k); }
 
 void inspect_report_print(const InspectReport *rep, const InspectConfig *cfg, FILE *out) {
     fprintf(out, "total: %ld good records in %ld file%s", rep->n_records, rep->n_files, rep->n_files == 1 ? "" : "s");
-    if (rep->n_bad) fprintf(out, ", %ld bad", rep->n_bad);
+    if (rep->n_bad)
+        fprintf(out, ", %ld bad (%llu of %llu bytes unreadable)", rep->n_bad, (unsigned long long)rep->n_bytes_lost,
+                (unsigned long long)rep->n_bytes_total);
     fprintf(out, "\n");
     if (rep->n_features) fprintf(out, "features (key, kind, values per record, records that have it):\n");
     for (int i = 0; i < rep->n_features; i++) {
@@ -201,7 +361,12 @@ void inspect_report_print(const InspectReport *rep, const InspectConfig *cfg, FI
             if (x->min_value_bytes == x->max_value_bytes) snprintf(bytes, sizeof bytes, " x %zu bytes", x->max_value_bytes);
             else snprintf(bytes, sizeof bytes, " x %zu..%zu bytes", x->min_value_bytes, x->max_value_bytes);
         }
-        fprintf(out, "  %-16s %-10s %s%s%s  %ld\n", x->key, kind_short(x->kind), vals, bytes,
+        /* The key came from the file: escaped, and cut after INSPECT_SHOW_KEY_N_BYTES bytes. */
+        char key[4 * INSPECT_SHOW_KEY_N_BYTES + 1], more[64] = "";
+        size_t shown = x->key_n_bytes < INSPECT_SHOW_KEY_N_BYTES ? x->key_n_bytes : INSPECT_SHOW_KEY_N_BYTES;
+        escape_bytes(key, sizeof key, x->key, shown);
+        if (shown < x->key_n_bytes) snprintf(more, sizeof more, "... (%zu bytes)", x->key_n_bytes);
+        fprintf(out, "  %-16s%s %-10s %s%s%s  %ld\n", key, more, kind_short(x->kind), vals, bytes,
                 x->mixed_kinds ? " (other kinds too)" : "", x->n_records);
     }
     if (rep->n_extra_keys) fprintf(out, "  (%ld more occurrences of further keys not listed)\n", rep->n_extra_keys);
@@ -222,6 +387,11 @@ void inspect_report_print(const InspectReport *rep, const InspectConfig *cfg, FI
 }
 
 void inspect_report_free(InspectReport *rep) {
+    for (int i = 0; i < rep->n_features; i++) {
+        free(rep->features[i].key);
+        rep->features[i].key = NULL;
+    }
+    rep->n_features = 0;
     free(rep->label_count);
     rep->label_count = NULL;
     rep->label_cap = 0;

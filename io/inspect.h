@@ -18,6 +18,7 @@
 #include <stdio.h>
 
 #include "io/example.h"
+#include "io/tfrecord.h"
 
 typedef struct {
     int compression;                /* IO_COMPRESSION_AUTO / NONE / GZIP / ZLIB */
@@ -25,6 +26,8 @@ typedef struct {
     int num_classes;                /* 0: labels are not range-checked */
     int skip_corrupt;               /* 0: stop at the first bad record; 1: report it and go on */
     size_t max_record_n_bytes;      /* 0: 64 MiB */
+    double max_corrupt_fraction;    /* with skip_corrupt: stop once bad records made more than this fraction of
+                                       the files' bytes unreadable (< 0: no limit); default IO_DEFAULT_MAX_CORRUPT_FRACTION */
 } InspectConfig;
 
 /* Keys image_raw, label, height, width, depth; AUTO; num_classes 0; stop at the first bad record. */
@@ -32,9 +35,11 @@ void inspect_config_defaults(InspectConfig *cfg);
 
 #define INSPECT_MAX_KEYS 64
 #define INSPECT_MAX_LABEL 65536
+#define INSPECT_SHOW_KEY_N_BYTES 200 /* longer keys are printed cut, with their length */
 
 typedef struct {
-    char key[128];
+    char *key;               /* (key_n_bytes + 1) the key's bytes as stored, any bytes (NUL too), owned by the report */
+    size_t key_n_bytes;
     FeatureKind kind;        /* kind of its first occurrence */
     int mixed_kinds;         /* 1: other records hold another kind under this key */
     long n_records;          /* records that have it */
@@ -44,6 +49,9 @@ typedef struct {
 
 typedef struct {
     long n_files, n_records, n_bad;
+    uint64_t n_bytes_total;   /* the files' sizes */
+    uint64_t n_bytes_lost;    /* bytes the bad records made unreadable (tfr_reader_lost_n_bytes; a whole file that does not open) */
+    int over_fraction;        /* 1: stopped because n_bytes_lost passed max_corrupt_fraction */
     InspectFeature features[INSPECT_MAX_KEYS];
     int n_features;
     long n_extra_keys;        /* occurrences of keys beyond INSPECT_MAX_KEYS distinct ones */
@@ -56,7 +64,11 @@ typedef struct {
 } InspectReport;
 
 /* Inspects the files in order, writing one line per file to out and one line
- * per bad record ("<file>: record <i> at offset <o>: <what>") to err_out.
+ * per bad record ("<file>: record <i> at offset <o>: <what>") to err_out;
+ * every byte from a file name or a record is escaped (base/escape.h).  A
+ * broken frame (TFR_BAD_STREAM) makes the rest of its file unreadable: the
+ * line says how many bytes; with skip_corrupt, reading stops once the bytes
+ * lost pass max_corrupt_fraction of all the files' bytes.
  * Returns 0 when every record is good, 1 when some record is bad (with
  * skip_corrupt 0 it stops at the first), -1 when out of memory.  The report
  * is filled either way; free it with inspect_report_free. */

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/escape.h"
 #include "io/example.h"
 #include "io/rng.h"
 #include "io/tfrecord.h"
@@ -85,6 +86,11 @@ struct Pipeline {
     struct timespec t_open;
     long produced;            /* examples in batches that became READY */
     long corrupt, delivered, n_next_calls;
+    long corrupt_distinct;     /* the most bad records one epoch met (each epoch meets the same ones) */
+    uint64_t lost_n_bytes;     /* the most bytes one epoch lost to bad records */
+    uint64_t input_n_bytes;    /* the files' sizes, at open */
+    long epoch_corrupt;        /* this epoch's (reader thread) */
+    uint64_t epoch_lost_n_bytes;
     double fill_sum, wait_sec;
 
     /* reader-thread state */
@@ -140,6 +146,7 @@ void pipeline_config_defaults(PipelineConfig *c) {
     c->alloc = host_alloc_default();
     c->skip_corrupt = 0;
     c->log_corrupt = 10;
+    c->max_corrupt_fraction = IO_DEFAULT_MAX_CORRUPT_FRACTION;
     c->max_record_n_bytes = TFR_DEFAULT_MAX_RECORD_N_BYTES;
     c->drop_remainder = 1;
     c->skip_examples = 0;
@@ -173,6 +180,7 @@ static void reader_fail(Pipeline *p, const char *msg) {
         p->failed = 1;
         p->fail_seq = p->fill_seq;
         snprintf(p->fail_msg, sizeof p->fail_msg, "%s", msg);
+        escape_in_place(p->fail_msg, sizeof p->fail_msg); /* file names may hold any byte */
     }
     pthread_cond_broadcast(&p->cv_consumer);
     pthread_mutex_unlock(&p->mu);
@@ -328,18 +336,48 @@ static int record_to_slot(Pipeline *p, const uint8_t *data, size_t n_bytes, int 
     return 0;
 }
 
-/* A bad record: skip and count it, or stop the pipeline.  Returns 0 to go on, -1 to stop. */
-static int bad_record(Pipeline *p, const char *msg) {
+static void warn_line(const Pipeline *p, const char *line) {
+    if (p->cfg.warn) p->cfg.warn(p->cfg.warn_ctx, line);
+    else fprintf(stderr, "warning: %s\n", line);
+}
+
+/* A bad record (reader r, message msg): skip and count it, or stop the
+ * pipeline.  Every epoch meets the same bad records, so each is counted as
+ * a distinct record (and logged) once, in the first epoch that meets it,
+ * and as skipped every time.  The bytes it made unreadable count against
+ * max_corrupt_fraction of the input.  Returns 0 to go on, -1 to stop. */
+static int bad_record(Pipeline *p, TfrReader *r, const char *msg) {
     if (!p->cfg.skip_corrupt) {
         reader_fail(p, msg);
         return -1;
     }
+    uint64_t lost = tfr_reader_lost_n_bytes(r);
     pthread_mutex_lock(&p->mu);
-    long n = ++p->corrupt;
+    p->corrupt++;
+    long n = ++p->epoch_corrupt;
+    int is_new = n > p->corrupt_distinct;
+    if (is_new) p->corrupt_distinct = n;
+    p->epoch_lost_n_bytes += lost;
+    if (p->epoch_lost_n_bytes > p->lost_n_bytes) p->lost_n_bytes = p->epoch_lost_n_bytes;
+    uint64_t lost_total = p->epoch_lost_n_bytes, input = p->input_n_bytes;
     pthread_mutex_unlock(&p->mu);
-    if (n <= p->cfg.log_corrupt) fprintf(stderr, "warning: %s (skipped)\n", msg);
-    if (n == p->cfg.log_corrupt + 1 && p->cfg.log_corrupt > 0)
-        fprintf(stderr, "warning: further bad records are skipped silently (counted in the statistics)\n");
+    char line[900];
+    if ((double)lost_total > p->cfg.max_corrupt_fraction * (double)input) {
+        snprintf(line, sizeof line,
+                 "%s; bad records made %llu of the %llu input bytes unreadable (%.3g%%), over max_corrupt_fraction %g",
+                 msg, (unsigned long long)lost_total, (unsigned long long)input,
+                 input ? 100.0 * (double)lost_total / (double)input : 100.0, p->cfg.max_corrupt_fraction);
+        reader_fail(p, line);
+        return -1;
+    }
+    if (is_new && n <= p->cfg.log_corrupt) {
+        snprintf(line, sizeof line, "%s (skipped; %llu bytes of %s unreadable)", msg, (unsigned long long)lost,
+                 tfr_reader_name(r));
+        escape_in_place(line, sizeof line);
+        warn_line(p, line);
+    }
+    if (is_new && n == p->cfg.log_corrupt + 1 && p->cfg.log_corrupt > 0)
+        warn_line(p, "further bad records are skipped silently (counted in the statistics)");
     return 0;
 }
 
@@ -362,6 +400,10 @@ static long read_epoch(Pipeline *p, long epoch) {
         }
     }
     uint64_t shuf_rng = rng_seed(c->seed, RNG_STREAM_SHUFFLE, (uint64_t)epoch);
+    pthread_mutex_lock(&p->mu);
+    p->epoch_corrupt = 0;
+    p->epoch_lost_n_bytes = 0;
+    pthread_mutex_unlock(&p->mu);
     long good = 0, capacity = c->capacity;
     char err[600], why[300];
     for (int k = 0; k < p->n_files; k++) {
@@ -381,7 +423,7 @@ static long read_epoch(Pipeline *p, long epoch) {
             int st = tfr_reader_next(r, &data, &n, err, sizeof err);
             if (st == TFR_END) break;
             if (st < 0) {
-                if (bad_record(p, err) != 0) {
+                if (bad_record(p, r, err) != 0) {
                     good = -1;
                     break;
                 }
@@ -397,7 +439,7 @@ static long read_epoch(Pipeline *p, long epoch) {
                 put_slot_back(p, slot);
                 snprintf(err, sizeof err, "%s: record %ld at offset %llu: %s", tfr_reader_name(r),
                          tfr_reader_record_index(r), (unsigned long long)tfr_reader_record_offset(r), why);
-                if (bad_record(p, err) != 0) {
+                if (bad_record(p, r, err) != 0) {
                     good = -1;
                     break;
                 }
@@ -622,6 +664,8 @@ static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
         (c->augment_hparams.contrast_lower > c->augment_hparams.contrast_upper || c->augment_hparams.max_brightness_delta < 0))
         BAD("pipeline: bad augmentation ranges");
     if (c->num_classes < 1) BAD("pipeline: num_classes must be at least 1");
+    if (!(c->max_corrupt_fraction >= 0 && c->max_corrupt_fraction <= 1))
+        BAD("pipeline: max_corrupt_fraction %g outside [0, 1]", c->max_corrupt_fraction);
     if (c->n_shards < 1 || c->n_shards > PIPELINE_MAX_SHARDS) BAD("pipeline: n_shards %d outside [1, %d]", c->n_shards, PIPELINE_MAX_SHARDS);
     long B = 0;
     for (int t = 0; t < c->n_shards; t++) {
@@ -667,6 +711,7 @@ Pipeline *pipeline_open(const PipelineConfig *cfg, char *err, size_t err_n) {
         if (!c->files[i] || !(p->files[i] = strdup(c->files[i]))) goto oom;
         TfrReader *r = tfr_reader_open(p->files[i], c->compression, c->max_record_n_bytes, err, err_n);
         if (!r) goto fail;
+        p->input_n_bytes += tfr_reader_file_n_bytes(r);
         tfr_reader_close(r);
     }
     c->files = (const char *const *)p->files;
@@ -790,6 +835,9 @@ void pipeline_stats(Pipeline *p, PipelineStats *s) {
     s->queue_fill = p->n_next_calls ? p->fill_sum / (double)p->n_next_calls : 0.0;
     s->consumer_wait_sec = p->wait_sec;
     s->corrupt_skipped = p->corrupt;
+    s->corrupt_distinct = p->corrupt_distinct;
+    s->corrupt_lost_n_bytes = p->lost_n_bytes;
+    s->input_n_bytes = p->input_n_bytes;
     s->batches_delivered = p->delivered;
     s->prefetch_batches = p->P;
     pthread_mutex_unlock(&p->mu);

@@ -68,7 +68,13 @@ typedef struct {
     int prefetch_batches;                    /* ring of staging buffers; raised to >= 2 * n_shards (0: that) */
     HostAlloc alloc;                         /* staging buffers come from here */
     int skip_corrupt;                        /* 1: count and skip bad records (stats.corrupt_skipped) */
-    int log_corrupt;                         /* with skip_corrupt: print the first this-many skipped records to stderr */
+    int log_corrupt;                         /* with skip_corrupt: warn about the first this-many distinct bad records */
+    double max_corrupt_fraction;             /* with skip_corrupt: stop (pipeline_next -1) once one epoch's bad records
+                                                made more than this fraction of the files' bytes unreadable; in [0, 1],
+                                                default IO_DEFAULT_MAX_CORRUPT_FRACTION */
+    void (*warn)(void *ctx, const char *line); /* each warning line (escaped, no newline); NULL: "warning: LINE" on
+                                                stderr.  Called from the reader thread. */
+    void *warn_ctx;
     size_t max_record_n_bytes;               /* 64 MiB default */
     int drop_remainder;                      /* 0: the last batch of the data may be short (eval) */
     long skip_examples;                      /* resume: fast-forward this many examples deterministically, without augmenting them */
@@ -98,7 +104,10 @@ typedef struct {
     double queue_fill;        /* mean over pipeline_next calls of (batches ready / prefetch_batches) on entry */
     double consumer_wait_sec; /* total seconds pipeline_next spent waiting for a batch */
     long examples_produced;   /* examples in completed batches */
-    long corrupt_skipped;     /* bad records skipped (skip_corrupt) */
+    long corrupt_skipped;     /* times a bad record was skipped, every epoch counted (skip_corrupt) */
+    long corrupt_distinct;    /* distinct bad records (each epoch meets the same ones) */
+    uint64_t corrupt_lost_n_bytes; /* bytes of the files those records made unreadable (tfr_reader_lost_n_bytes) */
+    uint64_t input_n_bytes;   /* the files' sizes at open */
     long batches_delivered;
     int prefetch_batches;     /* the ring depth in use */
 } PipelineStats;
@@ -167,6 +176,29 @@ int io_probe_image_shape(const char *file, const char *image_key, int compressio
 /* Number of records in the files, every CRC verified.  -1 with a message on
  * the first bad record or unreadable file. */
 long io_count_records(const char *const *files, int n_files, int compression, char *err, size_t err_n_bytes);
+
+/* ---- the class list beside the data ----
+ * `tower convert --from imagefolder` writes labels.txt (class names, one a
+ * line; label k is line k + 1) beside the shards.  Training copies it into
+ * the train dir, evaluation compares it with the train dir's, so that a
+ * split converted with another class list is refused, not scored against
+ * shifted labels.  Both are optional: data without labels.txt (IDX, CIFAR)
+ * is not checked. */
+
+/* "DIR/labels.txt" for file DIR/NAME ("labels.txt" without a directory).
+ * 0, or -1 when buf is too short. */
+int io_labels_path(char *buf, size_t buf_n_bytes, const char *file);
+
+/* Compares two labels files byte for byte.  0 when they agree or either
+ * does not exist; 1 when both exist and differ, with the first differing
+ * line in err; -1 when one cannot be read (err). */
+int io_labels_compare(const char *want_path, const char *have_path, char *err, size_t err_n_bytes);
+
+/* At training: when data_labels exists, checks it against dir_labels (1 with
+ * err when they differ, as io_labels_compare) and then writes its bytes to
+ * dir_labels (.tmp, then rename).  0 (also when data_labels does not exist),
+ * 1 differ, -1 error. */
+int io_labels_record(const char *data_labels, const char *dir_labels, char *err, size_t err_n_bytes);
 
 /* Splits n examples into n_shards shards proportionally to sizes (the
  * configured shard sizes, summing to B): equal to sizes when n == B; for a

@@ -9,6 +9,7 @@
 #include "io/tfrecord.h"
 
 #include "io/crc32c.h"
+#include "base/escape.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 /* The fuzz target of the reader compiles this file with a tiny input buffer
@@ -91,7 +93,16 @@ struct TfrReader {
     int dead;                  /* TFR_BAD_STREAM seen */
     char dead_msg[512];
     char src_msg[256];         /* why a source read failed */
+    uint64_t file_n_bytes;     /* size of the file (of the buffer for a memory reader) */
+    uint64_t file_n_read;      /* bytes read from the file so far (into in) */
+    uint64_t record_file_offset; /* file bytes consumed before the current record's header */
 };
+
+/* File bytes the decoder has consumed: read minus still buffered. */
+static uint64_t file_consumed(const TfrReader *r) {
+    uint64_t buffered = r->in_len - r->in_pos; /* inflate's input is in[in_pos..] too */
+    return r->file_n_read >= buffered ? r->file_n_read - buffered : 0;
+}
 
 static void set_err(char *err, size_t err_n, const char *fmt, ...) {
     if (!err || !err_n) return;
@@ -99,6 +110,7 @@ static void set_err(char *err, size_t err_n, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, err_n, fmt, ap);
     va_end(ap);
+    escape_in_place(err, err_n); /* the name (and nothing else) may hold any byte */
 }
 
 /* Refill r->in from the file.  Returns 0, or -1 on a read error. */
@@ -113,6 +125,7 @@ static int in_refill(TfrReader *r) {
     r->in_pos = 0;
     size_t got = fread(r->in + r->in_len, 1, r->in_cap - r->in_len, r->f);
     r->in_len += got;
+    r->file_n_read += got;
     if (got == 0) {
         if (ferror(r->f)) {
             snprintf(r->src_msg, sizeof r->src_msg, "read error: %s", strerror(errno ? errno : EIO));
@@ -271,6 +284,8 @@ TfrReader *tfr_reader_open(const char *path, int compression, size_t max_record_
         tfr_reader_close(r);
         return NULL;
     }
+    struct stat sb;
+    if (fstat(fileno(r->f), &sb) == 0 && S_ISREG(sb.st_mode)) r->file_n_bytes = (uint64_t)sb.st_size;
     r->in_cap = TFR_IN_BUFFER_N_BYTES;
     r->in = malloc(r->in_cap);
     r->own_in = 1;
@@ -289,6 +304,7 @@ TfrReader *tfr_reader_open_memory(const void *data, size_t n_bytes, const char *
     r->in = (uint8_t *)(uintptr_t)data;
     r->in_cap = r->in_len = n_bytes;
     r->in_eof = 1;
+    r->file_n_bytes = r->file_n_read = n_bytes;
     return reader_finish_open(r, compression, err, err_n);
 }
 
@@ -332,6 +348,7 @@ int tfr_reader_next(TfrReader *r, const uint8_t **data, size_t *n_bytes, char *e
     uint8_t hdr[TFR_HEADER_N_BYTES];
     r->index = r->next_index;
     r->offset = r->pos;
+    r->record_file_offset = file_consumed(r);
     long got = src_read(r, hdr, sizeof hdr);
     if (got < 0) return reader_fail(r, TFR_BAD_STREAM, err, err_n, "%s", r->src_msg);
     if (got == 0) {
@@ -386,6 +403,12 @@ long tfr_reader_record_index(const TfrReader *r) { return r->index; }
 uint64_t tfr_reader_record_offset(const TfrReader *r) { return r->offset; }
 int tfr_reader_compression(const TfrReader *r) { return r->compression; }
 const char *tfr_reader_name(const TfrReader *r) { return r->name; }
+uint64_t tfr_reader_file_n_bytes(const TfrReader *r) { return r->file_n_bytes; }
+
+uint64_t tfr_reader_lost_n_bytes(const TfrReader *r) {
+    uint64_t end = r->dead ? r->file_n_bytes : file_consumed(r);
+    return end > r->record_file_offset ? end - r->record_file_offset : 0;
+}
 
 void tfr_reader_close(TfrReader *r) {
     if (!r) return;

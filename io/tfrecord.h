@@ -14,6 +14,7 @@
  * reader or writer per thread; different ones may run in parallel).
  *
  * Errors are one line, "<file>: record <index> at offset <byte offset>: <what>",
+ * with every byte outside printable ASCII (from the file name) as \xHH (base/escape.h),
  * where the offset is that of the record's header in the uncompressed record
  * stream (the file offset for uncompressed files).
  */
@@ -33,6 +34,9 @@ typedef enum {
 #define TFR_HEADER_N_BYTES 12
 #define TFR_FOOTER_N_BYTES 4
 #define TFR_DEFAULT_MAX_RECORD_N_BYTES ((size_t)64 << 20)
+/* --skip_corrupt's limit: stop once bad records made more than this fraction
+ * of the input's bytes unreadable (io/inspect.h, io/pipeline.h). */
+#define IO_DEFAULT_MAX_CORRUPT_FRACTION 0.01
 
 /* "auto", "none", "gzip", "zlib" (or "?" for anything else). */
 const char *io_compression_name(int compression);
@@ -83,6 +87,17 @@ uint64_t tfr_reader_record_offset(const TfrReader *r);
 /* The compression in use (never AUTO after open) and the name given at open. */
 int tfr_reader_compression(const TfrReader *r);
 const char *tfr_reader_name(const TfrReader *r);
+
+/* The file's size in bytes at open (the buffer's for a memory reader; 0
+ * when it is not a regular file). */
+uint64_t tfr_reader_file_n_bytes(const TfrReader *r);
+
+/* After TFR_BAD_RECORD or TFR_BAD_STREAM: the bytes of the file that the
+ * bad record made unreadable, from its header on: the whole record for
+ * TFR_BAD_RECORD, the rest of the file for TFR_BAD_STREAM.  In file bytes
+ * (compressed bytes for GZIP/ZLIB, where the count is the input the
+ * decoder had consumed, so a close approximation). */
+uint64_t tfr_reader_lost_n_bytes(const TfrReader *r);
 
 /* Closes the file and frees the reader.  NULL is fine. */
 void tfr_reader_close(TfrReader *r);

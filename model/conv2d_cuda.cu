@@ -14,6 +14,7 @@
  */
 #include "model/layers_cuda.h"
 #include "base/cuda_check.h"
+#include "model/conv_algo.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -75,36 +76,92 @@ extern "C" size_t conv2d_cuda_scratch_n_bytes(const Conv2dCuda *c) { return scra
 
 /* ---- algorithm choice ------------------------------------------------------------ */
 
-static int is_tensor_op(cudnnMathType_t m) {
-    return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-}
-
 /* The math type the descriptor of a direction carries while its algorithm
  * is chosen: FMA-only (no TF32) unless TF32 is allowed. */
 static cudnnMathType_t query_math(const Conv2dCuda *c) { return c->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
 
-/* The first usable entry of a heuristics list (best first): status SUCCESS,
- * no tensor-op math unless TF32 is allowed, workspace within cap, and
- * deterministic if any such entry exists.  The workspace is asked of cuDNN
- * (ws_query(algo, &n_bytes)) with the entry's math type set on desc, which
- * stays set.  Returns the index, or -1. */
+static ConvMath to_conv_math(cudnnMathType_t m) {
+    switch (m) {
+    case CUDNN_DEFAULT_MATH: return CONV_MATH_DEFAULT;
+    case CUDNN_TENSOR_OP_MATH: return CONV_MATH_TENSOR_OP;
+    case CUDNN_FMA_MATH: return CONV_MATH_FMA;
+    default: return CONV_MATH_TENSOR_OP_ALLOW_CONVERSION; /* and anything newer: refused with TF32 */
+    }
+}
+
+static cudnnMathType_t to_cudnn_math(int m) {
+    return m == CONV_MATH_DEFAULT ? CUDNN_DEFAULT_MATH : m == CONV_MATH_TENSOR_OP ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+}
+
+/* The math type an entry runs with (conv_algo_run_math: never
+ * ALLOW_CONVERSION), or -1 when it may not run. */
+static int run_math(cudnnMathType_t listed, int allow_tf32) {
+    const int m = conv_algo_run_math(to_conv_math(listed), allow_tf32);
+    return m < 0 ? -1 : (int)to_cudnn_math(m);
+}
+
+/* Index into perf[0..n_got) of the algorithm to use (conv_algo.h's rule),
+ * or -1.  For each entry the workspace is asked of cuDNN
+ * (ws_query(algo, &n_bytes)) with the entry's math type set on desc; the
+ * chosen entry's math type is left set on desc, its workspace in *ws_out,
+ * its determinism in *det_out and its math type in *math_out. */
 template <typename Perf, typename WsQuery>
 static int pick_algo(const Perf *perf, int n_got, cudnnConvolutionDescriptor_t desc, int allow_tf32,
-                     size_t cap, size_t *ws_out, WsQuery ws_query) {
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < n_got; i++) {
-            if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-            if (!allow_tf32 && is_tensor_op(perf[i].mathType)) continue;
-            if (pass == 0 && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-            cudnnMathType_t m = allow_tf32 ? perf[i].mathType : CUDNN_FMA_MATH;
-            if (cudnnSetConvolutionMathType(desc, m) != CUDNN_STATUS_SUCCESS) continue;
-            size_t ws = 0;
-            if (ws_query(perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS || ws > cap) continue;
-            *ws_out = ws;
-            return i;
-        }
+                     int deterministic_only, size_t cap, size_t *ws_out, int *det_out, cudnnMathType_t *math_out,
+                     WsQuery ws_query) {
+    ConvAlgoCandidate cand[16];
+    if (n_got > 16) n_got = 16;
+    for (int i = 0; i < n_got; i++) {
+        ConvAlgoCandidate *k = &cand[i];
+        const int m = run_math(perf[i].mathType, allow_tf32);
+        k->usable = 0;
+        k->tensor_op = perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        k->deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+        k->ws_n_bytes = 0;
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || m < 0) continue;
+        if (cudnnSetConvolutionMathType(desc, (cudnnMathType_t)m) != CUDNN_STATUS_SUCCESS) continue;
+        k->usable = ws_query(perf[i].algo, &k->ws_n_bytes) == CUDNN_STATUS_SUCCESS;
     }
-    return -1;
+    const int i = conv_algo_pick(cand, n_got, allow_tf32, deterministic_only, cap);
+    if (i < 0) return -1;
+    const cudnnMathType_t m = (cudnnMathType_t)run_math(perf[i].mathType, allow_tf32);
+    if (cudnnSetConvolutionMathType(desc, m) != CUDNN_STATUS_SUCCESS) return -1;
+    *ws_out = cand[i].ws_n_bytes;
+    *det_out = cand[i].deterministic;
+    *math_out = m;
+    return i;
+}
+
+static const char *fwd_algo_name(int a) {
+    static const char *const n[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                    "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    return a >= 0 && a < (int)(sizeof n / sizeof n[0]) ? n[a] : "?";
+}
+static const char *bwd_data_algo_name(int a) {
+    static const char *const n[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    return a >= 0 && a < (int)(sizeof n / sizeof n[0]) ? n[a] : "?";
+}
+static const char *bwd_filter_algo_name(int a) {
+    static const char *const n[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+    return a >= 0 && a < (int)(sizeof n / sizeof n[0]) ? n[a] : "?";
+}
+static const char *math_name(cudnnMathType_t m) {
+    return m == CUDNN_FMA_MATH ? "fma" : m == CUDNN_TENSOR_OP_MATH ? "tensor-op" : m == CUDNN_DEFAULT_MATH ? "default" : "?";
+}
+
+extern "C" void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_t out_n_bytes) {
+    static const char *const what[3] = {"forward", "backward data", "backward filter"};
+    const char *names[3] = {fwd_algo_name(c->algo_fwd), bwd_data_algo_name(c->algo_bwd_data),
+                            bwd_filter_algo_name(c->algo_bwd_filter)};
+    size_t used = 0;
+    out[0] = '\0';
+    for (int d = 0; d < 3 && used < out_n_bytes; d++) {
+        int k = snprintf(out + used, out_n_bytes - used, "%s%s %s (%s, %s, %zu B workspace)", d ? "; " : "", what[d],
+                         names[d], c->algo_deterministic[d] ? "deterministic" : "NOT deterministic",
+                         math_name(c->algo_math[d]), c->ws_need_n_bytes[d]);
+        if (k < 0) break;
+        used += (size_t)k;
+    }
 }
 
 /* Choose the three algorithms for the current descriptors within cap bytes
@@ -112,6 +169,7 @@ static int pick_algo(const Perf *perf, int n_got, cudnnConvolutionDescriptor_t d
 static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, size_t err_n_bytes) {
     enum { MAX_PERF = 16 };
     int n_max = 0, n_got = 0, i;
+    const char *dir = "forward";
     cudnnConvolutionFwdAlgoPerf_t fwd[MAX_PERF];
     cudnnConvolutionBwdDataAlgoPerf_t bd[MAX_PERF];
     cudnnConvolutionBwdFilterAlgoPerf_t bf[MAX_PERF];
@@ -125,8 +183,8 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
                                                           &n_got, fwd),
                    err, err_n_bytes))
         return -1;
-    i = pick_algo(fwd, n_got, c->conv_desc[0], c->allow_tf32, cap, &c->ws_need_n_bytes[0],
-                  [&](cudnnConvolutionFwdAlgo_t algo, size_t *ws) {
+    i = pick_algo(fwd, n_got, c->conv_desc[0], c->allow_tf32, c->deterministic_only, cap, &c->ws_need_n_bytes[0],
+                  &c->algo_deterministic[0], &c->algo_math[0], [&](cudnnConvolutionFwdAlgo_t algo, size_t *ws) {
                       return cudnnGetConvolutionForwardWorkspaceSize(h, c->x_desc, c->w_desc, c->conv_desc[0], c->y_desc,
                                                                      algo, ws);
                   });
@@ -134,6 +192,7 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     c->algo_fwd = fwd[i].algo;
 
     /* backward data */
+    dir = "backward data";
     if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[1], query_math(c)), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
         return -1;
@@ -142,8 +201,8 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
                                                               &n_got, bd),
                    err, err_n_bytes))
         return -1;
-    i = pick_algo(bd, n_got, c->conv_desc[1], c->allow_tf32, cap, &c->ws_need_n_bytes[1],
-                  [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *ws) {
+    i = pick_algo(bd, n_got, c->conv_desc[1], c->allow_tf32, c->deterministic_only, cap, &c->ws_need_n_bytes[1],
+                  &c->algo_deterministic[1], &c->algo_math[1], [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *ws) {
                       return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c->w_desc, c->y_desc, c->conv_desc[1],
                                                                           c->x_desc, algo, ws);
                   });
@@ -151,6 +210,7 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     c->algo_bwd_data = bd[i].algo;
 
     /* backward filter */
+    dir = "backward filter";
     if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[2], query_math(c)), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
         return -1;
@@ -159,8 +219,8 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
                                                                 n_max, &n_got, bf),
                    err, err_n_bytes))
         return -1;
-    i = pick_algo(bf, n_got, c->conv_desc[2], c->allow_tf32, cap, &c->ws_need_n_bytes[2],
-                  [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *ws) {
+    i = pick_algo(bf, n_got, c->conv_desc[2], c->allow_tf32, c->deterministic_only, cap, &c->ws_need_n_bytes[2],
+                  &c->algo_deterministic[2], &c->algo_math[2], [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *ws) {
                       return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c->x_desc, c->y_desc, c->conv_desc[2],
                                                                             c->w_desc, algo, ws);
                   });
@@ -169,10 +229,11 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     return 0;
 none:
     snprintf(err, err_n_bytes,
-             "conv2d %dx%dx%d -> %dx%dx%d (kernel %dx%d) at batch %d: cuDNN offers no usable algorithm within %zu bytes "
-             "of workspace%s",
+             "conv2d %dx%dx%d -> %dx%dx%d (kernel %dx%d) at batch %d: cuDNN offers no usable %s%s algorithm within %zu "
+             "bytes of workspace%s%s",
              c->geom.H, c->geom.W, c->geom.C_in, c->geom.OH, c->geom.OW, c->geom.C_out, c->geom.KH, c->geom.KW, c->batch,
-             cap, c->allow_tf32 ? "" : " without TF32");
+             c->deterministic_only ? "deterministic " : "", dir, cap, c->allow_tf32 ? "" : " without TF32",
+             c->deterministic_only ? " (--deterministic: run without it to accept a non-deterministic one)" : "");
     return -1;
 }
 
@@ -207,11 +268,12 @@ static int pad_total(int in, int out, int k, int stride) {
 }
 
 extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
-                                cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+                                int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
     memset(c, 0, sizeof *c);
     c->geom = *geom;
     c->max_batch = max_batch;
     c->allow_tf32 = allow_tf32 != 0;
+    c->deterministic_only = deterministic_only != 0;
     const Conv2d *g = &c->geom;
     if (max_batch < 1) {
         snprintf(err, err_n_bytes, "conv2d_cuda_init: max_batch must be at least 1, got %d", max_batch);

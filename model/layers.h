@@ -218,4 +218,269 @@ void init_truncated_normal(float *out, size_t n, float stddev, InitRng *r);
 /* out[i] = value.  out: (n). */
 void init_constant(float *out, size_t n, float value);
 
+/* =============================================================================
+ * The MobileNetV2 layers (issue 15): batch normalisation, depthwise and
+ * pointwise convolutions, zero padding, ReLU6, residual addition, global
+ * average pooling, dropout.  docs/models.md ("The MobileNetV2 layers") has
+ * the formulas.
+ *
+ * Backward convention for EVERY layer below (llm.c's):
+ *   - parameter gradients (dweight, dgamma, dbeta) are ADDED to: the caller
+ *     zeroes them once per step, so K micro-batches accumulate;
+ *   - activation gradients (dinp, da, db) are WRITTEN (overwritten).
+ * A tensor read by several layers (a DAG: the residual's shortcut) gets its
+ * gradient summed by the executor, not by the layers: walking the layers in
+ * reverse order, the FIRST consumer's backward writes the tensor's gradient
+ * buffer, each later consumer writes a scratch buffer that grad_accumulate
+ * then adds into it (in a fixed order, so results are deterministic).
+ * add_backward may pass dout through without a copy: da and db may alias
+ * dout.
+ * ========================================================================== */
+
+/* dst[i] += src[i] (the executor's sum of a tensor's consumers' gradients).
+ * dst, src: (n), must not alias. */
+void grad_accumulate(float *dst, const float *src, size_t n);
+
+/* ---- batch normalisation, NHWC, per channel (Keras BatchNormalization) ------
+ * Over the n_rows = B * H * W rows of a (B, H, W, C) tensor, per channel c:
+ *   mean = sum x / n,  var = max(sum x^2 / n - mean^2, 0)   (BIASED: / n)
+ *   inv_std = 1 / sqrt(var + epsilon)
+ *   out = (x - mean) * inv_std * gamma + beta
+ *   training: the batch's mean/var; evaluation: the moving ones;
+ *   after a training step: moving = moving * momentum + batch * (1 - momentum)
+ *   with the BIASED batch variance, as Keras 3 (keras/src/layers/
+ *   normalization/batch_normalization.py: ops.moments, i.e. tf.nn.moments
+ *   or, synchronized, E[x^2] - E[x]^2 clipped at 0).  tf.keras 2 with its
+ *   fused kernel (fused=None in TF2) fed the UNBIASED variance, n / (n - 1)
+ *   times larger, to the moving average; Tower follows Keras 3 (the Keras of
+ *   TensorFlow >= 2.16 and of the interop environment).
+ * The statistics are split so that the caller can reduce them across towers
+ * (sync batch norm): a tower computes its per-channel sums
+ * (batchnorm_sums), the caller adds the towers' sums (in tower order) and
+ * turns them into moments (batchnorm_moments) over the global count, and
+ * every tower normalises with the same global moments
+ * (batchnorm_normalize).  Backward likewise: batchnorm_backward_sums per
+ * tower, the caller adds them, batchnorm_backward_input with the global
+ * sums and count.  N towers of B then equal one tower of N x B.  The
+ * one-tower forms batchnorm_forward_train / batchnorm_backward do the same
+ * with the tower's own rows.  Sums are in double. */
+typedef struct {
+    int C;                  /* channels */
+    double momentum;        /* Keras: 0.99 (MobileNetV2: 0.999) */
+    float epsilon;          /* Keras: 1e-3 (ResNet50: 1.001e-5) */
+} BatchNorm;
+
+/* The sums run over min(n_rows, BATCHNORM_CPU_CHUNKS) fixed row chunks,
+ * each in double, added in chunk order: the same bits for any thread count. */
+#define BATCHNORM_CPU_CHUNKS 16
+
+/* Doubles of scratch batchnorm_forward_train / batchnorm_backward need:
+ * the sums (2, C) then the chunks' partials (BATCHNORM_CPU_CHUNKS, 2, C). */
+static inline size_t batchnorm_scratch_n_doubles(int C) {
+    return (size_t)(BATCHNORM_CPU_CHUNKS + 1) * 2 * (size_t)C;
+}
+
+/* sums: (2, C) WRITTEN: sums[c] = sum over rows of x[r, c], sums[C + c] =
+ * sum of x[r, c]^2.  partials: (BATCHNORM_CPU_CHUNKS, 2, C) scratch.
+ * inp: (n_rows, C). */
+void batchnorm_sums(double *sums, double *partials, const float *inp, size_t n_rows, int C);
+
+/* mean, var: (C) WRITTEN from sums (2, C) over count rows (count >= 1):
+ * mean = s / count, var = max(s2 / count - mean^2, 0), in double, then
+ * rounded to float. */
+void batchnorm_moments(float *mean, float *var, const double *sums, double count, int C);
+
+/* out = (x - mean) * inv_std * gamma + beta;  inv_std WRITTEN (saved for backward).
+ *   out    : (n_rows, C) written (may alias inp)
+ *   inv_std: (C) written = 1 / sqrt(var + epsilon)
+ *   inp    : (n_rows, C)
+ *   mean, var, gamma, beta: (C) (batch or moving statistics) */
+void batchnorm_normalize(float *out, float *inv_std, const float *inp, const float *mean,
+                         const float *var, const float *gamma, const float *beta, float epsilon,
+                         size_t n_rows, int C);
+
+/* Training forward on this tower's rows alone: sums, moments, normalize.
+ *   out          : (n_rows, C) written
+ *   mean, var    : (C) written: the batch statistics (saved; var feeds the moving update)
+ *   inv_std      : (C) written (saved)
+ *   scratch      : batchnorm_scratch_n_doubles(C)
+ *   inp          : (n_rows, C);  gamma, beta: (C) */
+void batchnorm_forward_train(float *out, float *mean, float *var, float *inv_std, double *scratch,
+                             const float *inp, const float *gamma, const float *beta,
+                             const BatchNorm *bn, size_t n_rows);
+
+/* Evaluation forward: batchnorm_normalize with the moving statistics.
+ *   out: (n_rows, C) written;  inv_std: (C) scratch written;
+ *   inp: (n_rows, C);  moving_mean, moving_var, gamma, beta: (C). */
+void batchnorm_forward_eval(float *out, float *inv_std, const float *inp, const float *moving_mean,
+                            const float *moving_var, const float *gamma, const float *beta,
+                            const BatchNorm *bn, size_t n_rows);
+
+/* moving = moving * momentum + batch * (1 - momentum), in float with
+ * (1 - momentum) rounded once from double, as Keras's float32 variables.
+ *   moving_mean, moving_var: (C) updated in place;  mean, var: (C) the batch's. */
+void batchnorm_update_moving(float *moving_mean, float *moving_var, const float *mean,
+                             const float *var, double momentum, int C);
+
+/* dsums: (2, C) WRITTEN: dsums[c] = sum over rows of dy, dsums[C + c] = sum of
+ * dy * xhat with xhat = (x - mean) * inv_std (in float, then summed in
+ * double as batchnorm_sums).  partials: (BATCHNORM_CPU_CHUNKS, 2, C)
+ * scratch.  dout, inp: (n_rows, C); mean, inv_std: (C) the statistics
+ * forward used (global ones when synced). */
+void batchnorm_backward_sums(double *dsums, double *partials, const float *dout, const float *inp,
+                             const float *mean, const float *inv_std, size_t n_rows, int C);
+
+/* dgamma[c] ADDS dsums[C + c], dbeta[c] ADDS dsums[c] (this tower's sums:
+ * the parameter gradients are per tower, averaged by the caller like any
+ * other).  dgamma, dbeta: (C); dsums: (2, C). */
+void batchnorm_param_grads(float *dgamma, float *dbeta, const double *dsums, int C);
+
+/* dinp WRITTEN = gamma * inv_std * (dy - S1 / count - xhat * S2 / count),
+ * S1, S2 = dsums (2, C) summed over every row the statistics came from
+ * (count rows: this tower's, or the global batch's when synced).
+ *   dinp: (n_rows, C) written (may alias dout);  dout, inp: (n_rows, C);
+ *   mean, inv_std, gamma: (C). */
+void batchnorm_backward_input(float *dinp, const float *dout, const float *inp, const float *mean,
+                              const float *inv_std, const float *gamma, const double *dsums,
+                              double count, size_t n_rows, int C);
+
+/* One-tower backward: backward_sums, param_grads (ADD), backward_input (WRITE).
+ *   dinp: (n_rows, C) written, may be NULL;  dgamma, dbeta: (C) ADDED;
+ *   scratch: batchnorm_scratch_n_doubles(C) (the sums come first);  dout, inp: (n_rows, C);
+ *   mean, inv_std: forward's;  gamma: (C). */
+void batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *scratch, const float *dout,
+                        const float *inp, const float *mean, const float *inv_std,
+                        const float *gamma, const BatchNorm *bn, size_t n_rows);
+
+/* ---- depthwise convolution (Keras DepthwiseConv2D, depth multiplier 1, no bias)
+ * out[b, oh, ow, c] = sum_{kh, kw} in[b, oh*s - pad_top + kh, ow*s - pad_left + kw, c]
+ *                                  * weight[kh, kw, c]
+ * weight (KH, KW, C, 1) as Keras stores depthwise_kernel.  MobileNetV2 uses
+ * 3x3 with stride 1 SAME (pad 1 each side) and stride 2 VALID after a
+ * ZeroPadding2D; TensorFlow's padding arithmetic (tf_padding) decides the
+ * rest. */
+typedef struct {
+    int H, W, C;             /* input of one example (H, W, C) */
+    int KH, KW, stride;      /* same stride in both dimensions */
+    Padding padding;
+    /* derived by depthwise_init: */
+    int OH, OW, pad_top, pad_left;
+} Depthwise;
+
+/* Returns 0, or -1 for a non-positive size or an output smaller than 1. */
+int depthwise_init(Depthwise *d, int H, int W, int C, int KH, int KW, int stride, Padding padding);
+
+/* Floats of scratch depthwise_backward needs for up to n_threads threads
+ * (one partial weight gradient per thread). */
+size_t depthwise_scratch_n_floats(const Depthwise *d, int n_threads);
+
+/*   out   : (B, OH, OW, C) written
+ *   inp   : (B, H, W, C)
+ *   weight: (KH, KW, C)  (Keras's (KH, KW, C, 1))
+ * OpenMP over the batch. */
+void depthwise_forward(float *out, const float *inp, const float *weight, const Depthwise *d, int B);
+
+/*   dinp   : (B, H, W, C) WRITTEN; may be NULL
+ *   dweight: (KH, KW, C)  ADDED (the threads' partials summed in thread order)
+ *   scratch: depthwise_scratch_n_floats(d, n_threads), clobbered
+ *   dout   : (B, OH, OW, C);  inp, weight: as forward. */
+void depthwise_backward(float *dinp, float *dweight, float *scratch, const float *dout,
+                        const float *inp, const float *weight, const Depthwise *d, int B,
+                        int n_threads);
+
+/* ---- pointwise (1x1) convolution without bias: one GEMM over every pixel --
+ * out (n_rows, C_out) = inp (n_rows, C_in) @ weight (C_in, C_out), n_rows =
+ * B * H * W; weight is Keras's (1, 1, C_in, C_out).  conv2d with a 1x1
+ * kernel computes the same but copies each image through im2col, runs one
+ * GEMM per image (M = H * W: 16 rows at MobileNetV2's 4x4 maps) and
+ * OVERWRITES dweight; this is one GEMM over the whole batch.  Call outside
+ * an OpenMP parallel region (sgemm then uses the team). */
+void pointwise_forward(float *out, const float *inp, const float *weight, size_t n_rows,
+                       int C_in, int C_out);
+
+/*   dinp   : (n_rows, C_in) WRITTEN; may be NULL
+ *   dweight: (C_in, C_out)  ADDED
+ *   dout   : (n_rows, C_out);  inp, weight: as forward. */
+void pointwise_backward(float *dinp, float *dweight, const float *dout, const float *inp,
+                        const float *weight, size_t n_rows, int C_in, int C_out);
+
+/* ---- zero padding (Keras ZeroPadding2D(((top, bottom), (left, right)))) ---- */
+typedef struct {
+    int H, W, C;                    /* input of one example */
+    int top, bottom, left, right;   /* rows/columns of zeros added */
+    int OH, OW;                     /* H + top + bottom, W + left + right */
+} ZeroPad;
+
+/* Returns 0, or -1 for a non-positive size or a negative pad. */
+int zeropad_init(ZeroPad *z, int H, int W, int C, int top, int bottom, int left, int right);
+
+/* Keras applications' correct_pad(inputs, kernel_size) for a square kernel
+ * k: adjust = 1 - size % 2, correct = k / 2; pad (correct - adjust, correct)
+ * in each dimension.  Writes the four pads. */
+void keras_correct_pad(int *top, int *bottom, int *left, int *right, int H, int W, int k);
+
+/* out: (B, OH, OW, C) written; inp: (B, H, W, C). */
+void zeropad_forward(float *out, const float *inp, const ZeroPad *z, int B);
+
+/* dinp: (B, H, W, C) WRITTEN, the crop of dout: (B, OH, OW, C). */
+void zeropad_backward(float *dinp, const float *dout, const ZeroPad *z, int B);
+
+/* ---- ReLU6 (Keras ReLU(6.)): out = min(max(x, 0), 6) ---------------------- */
+
+/* out, inp: (n), may alias. */
+void relu6_forward(float *out, const float *inp, size_t n);
+
+/* dinp WRITTEN = 0 < out < 6 ? dout : 0 (TensorFlow's Relu6Grad: the
+ * derivative is 0 at both kinks).  dinp, out, dout: (n); dinp may alias dout. */
+void relu6_backward(float *dinp, const float *out, const float *dout, size_t n);
+
+/* ---- residual addition (Keras Add) ---------------------------------------- */
+
+/* out = a + b.  out, a, b: (n); out may alias a or b. */
+void add_forward(float *out, const float *a, const float *b, size_t n);
+
+/* da, db WRITTEN = dout (each may be NULL, or alias dout: then nothing is
+ * copied for it).  da, db, dout: (n).  See the DAG rule above. */
+void add_backward(float *da, float *db, const float *dout, size_t n);
+
+/* ---- global average pooling (Keras GlobalAveragePooling2D): NHWC -> NC ---- */
+
+/* out[b, c] = sum over the n_pixels = H * W pixels of inp[b, p, c] / n_pixels,
+ * summed in pixel order in float.  out: (B, C) written; inp: (B, n_pixels, C). */
+void global_avgpool_forward(float *out, const float *inp, int B, int n_pixels, int C);
+
+/* dinp[b, p, c] WRITTEN = dout[b, c] / n_pixels.  dinp: (B, n_pixels, C); dout: (B, C). */
+void global_avgpool_backward(float *dinp, const float *dout, int B, int n_pixels, int C);
+
+/* ---- dropout (Keras Dropout, inverted): training keeps each element with
+ * probability 1 - rate and scales it by 1 / (1 - rate); evaluation is the
+ * identity.  The mask is not stored: element i is kept iff
+ * (hash(key, i) >> 40) >= threshold, hash = splitmix64's finaliser of
+ * key + (i + 1) * 0x9E3779B97F4A7C15, threshold = ceil(rate * 2^24); the key
+ * comes from (seed, step, tower, layer), so every (step, tower) draws its
+ * own mask, the same on CPU and GPU and for any thread count, and backward
+ * recomputes it. */
+typedef struct {
+    float rate;             /* in [0, 1) */
+    float scale;            /* 1 / (1 - rate), in float as TensorFlow */
+    uint32_t threshold;     /* ceil(rate * 2^24) */
+} Dropout;
+
+/* Returns 0, or -1 unless 0 <= rate < 1. */
+int dropout_init(Dropout *d, float rate);
+
+/* The mask's key for one (seed, training step, tower, dropout layer). */
+uint64_t dropout_key(uint64_t seed, uint64_t step, int tower, int layer);
+
+/* 1 if element i is kept under key (the mask both passes use). */
+int dropout_keep(const Dropout *d, uint64_t key, size_t i);
+
+/* training: out = keep(i) ? inp * scale : 0; otherwise out = inp.
+ * out, inp: (n), may alias. */
+void dropout_forward(float *out, const float *inp, const Dropout *d, uint64_t key, int training, size_t n);
+
+/* dinp WRITTEN = keep(i) ? dout * scale : 0 (training), dout (evaluation).
+ * dinp, dout: (n), may alias. */
+void dropout_backward(float *dinp, const float *dout, const Dropout *d, uint64_t key, int training, size_t n);
+
 #endif

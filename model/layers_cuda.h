@@ -57,13 +57,18 @@ extern "C" { /* the C headers included here have no guards of their own */
  * geometry whose total padding is odd in either dimension is rejected at
  * init (the 5x5 stride-1 SAME convs of both models pad 2 + 2).
  * Algorithms: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7), chosen
- * at init for max_batch and again whenever the batch changes, preferring
- * deterministic ones, and never needing more workspace than init sized. */
+ * at init for max_batch and again whenever the batch changes, by
+ * model/conv_algo.h's rule: the best deterministic one that fits, else
+ * (unless deterministic_only, --deterministic) the best that fits; never
+ * more workspace than init sized; with TF32 only DEFAULT or TENSOR_OP
+ * math (never ALLOW_CONVERSION, which would allow FP16/BF16).  The choice
+ * and each one's determinism are recorded (conv2d_cuda_describe_algos). */
 typedef struct {
     Conv2d geom;                 /* the CPU geometry, from conv2d_init */
     int max_batch;               /* scratch is sized for batches up to this */
     int batch;                   /* the batch the descriptors describe now */
     int allow_tf32;
+    int deterministic_only;      /* refuse non-deterministic algorithms (--deterministic) */
     cudnnTensorDescriptor_t x_desc;       /* (batch, H, W, C_in) NHWC */
     cudnnTensorDescriptor_t y_desc;       /* (batch, OH, OW, C_out) NHWC */
     cudnnFilterDescriptor_t w_desc;       /* (C_out, KH, KW, C_in) */
@@ -73,14 +78,22 @@ typedef struct {
     cudnnConvolutionBwdFilterAlgo_t algo_bwd_filter;
     size_t workspace_n_bytes;    /* capacity: the largest need of the algorithms chosen at init */
     size_t ws_need_n_bytes[3];   /* what the current algorithms need (<= capacity) */
+    int algo_deterministic[3];   /* [forward, backward data, backward filter]: cuDNN says CUDNN_DETERMINISTIC */
+    cudnnMathType_t algo_math[3];/* the math type each runs with */
 } Conv2dCuda;
 
 /* Build descriptors for batch max_batch from geom (conv2d_init's result) and
  * choose the algorithms.  cudnn: a handle on the device the layer will run
  * on.  Returns 0, or -1 with one line in err (odd SAME padding, no
- * algorithm, a cuDNN failure); c is then left freed. */
-int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
+ * algorithm, none deterministic when deterministic_only, a cuDNN failure);
+ * c is then left freed. */
+int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32, int deterministic_only,
                      cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
+
+/* One line into out: the three algorithms chosen for the current batch,
+ * each with "deterministic" or "NOT deterministic", its math type and its
+ * workspace (for --log_device_placement). */
+void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_t out_n_bytes);
 
 /* Describe batch B (1 <= B <= max_batch) and choose algorithms for it within
  * the workspace capacity; a no-op when B is already the batch.  Host-only
@@ -261,6 +274,144 @@ void l2_loss_backward_cuda(float *dw, const float *w, size_t n, float wd, cudaSt
 
 /* dst (cols, rows) = transpose of src (rows, cols), both row-major. */
 void transpose_cuda(float *dst, const float *src, int rows, int cols, cudaStream_t stream);
+
+/* =============================================================================
+ * The MobileNetV2 layers on the GPU (issue 15): the twins of the layers.h
+ * section of the same name, with the CPU arguments in the CPU order plus
+ * the handle (cuBLAS for pointwise) and the stream, and the same backward
+ * convention: parameter gradients ADDED, activation gradients WRITTEN.
+ * Our own kernels, no atomics: every sum runs in a fixed order (per column
+ * over fixed row chunks, then the chunks in order), so results are run to
+ * run deterministic.  Why not cuDNN here:
+ *   - batch norm: cudnnBatchNormalizationForwardTraining updates the
+ *     running variance with the UNBIASED batch variance (and through
+ *     exponentialAverageFactor = 1 - momentum), while Tower follows Keras 3's
+ *     biased one, and it cannot take statistics reduced across towers (sync
+ *     batch norm); the kernels below compute the split of layers.h;
+ *   - depthwise: cuDNN's grouped convolution (groups = C) wants the filter
+ *     as (C, KH, KW, 1) (a transpose of Keras's (KH, KW, C, 1)) and pads
+ *     only symmetrically; the direct kernels below (the CPU's windows, any
+ *     padding) are the first version, written and compiled without a GPU
+ *     to measure on, and cuDNN's grouped convolution is the candidate fast
+ *     path to measure against them on one (docs/models.md).
+ * ========================================================================== */
+
+/* grad_accumulate: dst += src.  dst, src: (n), must not alias. */
+void grad_accumulate_cuda(float *dst, const float *src, size_t n, cudaStream_t stream);
+
+/* ---- batch normalisation ----------------------------------------------------------
+ * The per-channel sums go through fixed row chunks (at most
+ * BN_CUDA_MAX_CHUNKS, a function of n_rows only) summed in double, the
+ * partial sums then added in chunk order. */
+#define BN_CUDA_MAX_CHUNKS 256
+static inline size_t batchnorm_cuda_partials_n_doubles(int C) { return (size_t)2 * BN_CUDA_MAX_CHUNKS * (size_t)C; }
+/* Doubles of scratch batchnorm_forward_train_cuda / batchnorm_backward_cuda
+ * need: the sums (2, C) then the partials. */
+static inline size_t batchnorm_cuda_scratch_n_doubles(int C) {
+    return (size_t)2 * C + batchnorm_cuda_partials_n_doubles(C);
+}
+
+/* sums: (2, C) doubles WRITTEN (sum x, sum x^2); partials:
+ * batchnorm_cuda_partials_n_doubles(C) scratch; inp: (n_rows, C). */
+void batchnorm_sums_cuda(double *sums, double *partials, const float *inp, size_t n_rows, int C,
+                         cudaStream_t stream);
+
+/* mean, var: (C) WRITTEN from device sums (2, C) over count rows, as batchnorm_moments. */
+void batchnorm_moments_cuda(float *mean, float *var, const double *sums, double count, int C, cudaStream_t stream);
+
+/* As batchnorm_normalize: out (n_rows, C) written (may alias inp), inv_std (C) written. */
+void batchnorm_normalize_cuda(float *out, float *inv_std, const float *inp, const float *mean, const float *var,
+                              const float *gamma, const float *beta, float epsilon, size_t n_rows, int C,
+                              cudaStream_t stream);
+
+/* As batchnorm_forward_train; scratch: batchnorm_cuda_scratch_n_doubles(C) doubles. */
+void batchnorm_forward_train_cuda(float *out, float *mean, float *var, float *inv_std, double *scratch,
+                                  const float *inp, const float *gamma, const float *beta,
+                                  const BatchNorm *bn, size_t n_rows, cudaStream_t stream);
+
+/* As batchnorm_forward_eval. */
+void batchnorm_forward_eval_cuda(float *out, float *inv_std, const float *inp, const float *moving_mean,
+                                 const float *moving_var, const float *gamma, const float *beta,
+                                 const BatchNorm *bn, size_t n_rows, cudaStream_t stream);
+
+/* As batchnorm_update_moving (device moving statistics, updated in place). */
+void batchnorm_update_moving_cuda(float *moving_mean, float *moving_var, const float *mean, const float *var,
+                                  double momentum, int C, cudaStream_t stream);
+
+/* As batchnorm_backward_sums: dsums (2, C) doubles WRITTEN; partials scratch. */
+void batchnorm_backward_sums_cuda(double *dsums, double *partials, const float *dout, const float *inp,
+                                  const float *mean, const float *inv_std, size_t n_rows, int C,
+                                  cudaStream_t stream);
+
+/* As batchnorm_param_grads: dgamma, dbeta (C) ADDED from dsums (2, C). */
+void batchnorm_param_grads_cuda(float *dgamma, float *dbeta, const double *dsums, int C, cudaStream_t stream);
+
+/* As batchnorm_backward_input: dinp (n_rows, C) WRITTEN (may alias dout). */
+void batchnorm_backward_input_cuda(float *dinp, const float *dout, const float *inp, const float *mean,
+                                   const float *inv_std, const float *gamma, const double *dsums, double count,
+                                   size_t n_rows, int C, cudaStream_t stream);
+
+/* As batchnorm_backward: dinp WRITTEN (may be NULL), dgamma/dbeta ADDED;
+ * scratch: batchnorm_cuda_scratch_n_doubles(C) doubles. */
+void batchnorm_backward_cuda(float *dinp, float *dgamma, float *dbeta, double *scratch,
+                             const float *dout, const float *inp, const float *mean, const float *inv_std,
+                             const float *gamma, const BatchNorm *bn, size_t n_rows, cudaStream_t stream);
+
+/* ---- depthwise convolution: direct kernels ----------------------------------------
+ * Forward: one thread per output cell.  Backward: dinp gathers, per input
+ * cell, the taps that read it (no atomics); dweight sums g * x per (tap,
+ * channel) over fixed chunks of output pixels, then the chunks in order. */
+#define DEPTHWISE_CUDA_MAX_CHUNKS 256
+
+/* Device bytes of scratch depthwise_backward_cuda needs for batches up to B. */
+size_t depthwise_cuda_scratch_n_bytes(const Depthwise *d, int B);
+
+/*   out: (B, OH, OW, C) written;  inp: (B, H, W, C);  weight: (KH, KW, C). */
+void depthwise_forward_cuda(float *out, const float *inp, const float *weight, const Depthwise *d, int B,
+                            cudaStream_t stream);
+
+/*   dinp: (B, H, W, C) WRITTEN, may be NULL;  dweight: (KH, KW, C) ADDED;
+ *   scratch: depthwise_cuda_scratch_n_bytes(d, B), clobbered;  dout: (B, OH, OW, C). */
+void depthwise_backward_cuda(float *dinp, float *dweight, void *scratch, const float *dout, const float *inp,
+                             const float *weight, const Depthwise *d, int B, cudaStream_t stream);
+
+/* ---- pointwise (1x1) convolution: cuBLAS, as dense (row-major through the
+ * transposition trick).  cublas: bound to stream. */
+
+/*   out: (n_rows, C_out) written = inp (n_rows, C_in) @ weight (C_in, C_out). */
+void pointwise_forward_cuda(float *out, const float *inp, const float *weight, size_t n_rows, int C_in,
+                            int C_out, cublasHandle_t cublas, cudaStream_t stream);
+
+/*   dinp: (n_rows, C_in) WRITTEN, may be NULL;  dweight: (C_in, C_out) ADDED. */
+void pointwise_backward_cuda(float *dinp, float *dweight, const float *dout, const float *inp,
+                             const float *weight, size_t n_rows, int C_in, int C_out, cublasHandle_t cublas,
+                             cudaStream_t stream);
+
+/* ---- zero padding, ReLU6, add, global average pooling, dropout ------------------- */
+
+/* As zeropad_forward / zeropad_backward (z: host struct). */
+void zeropad_forward_cuda(float *out, const float *inp, const ZeroPad *z, int B, cudaStream_t stream);
+void zeropad_backward_cuda(float *dinp, const float *dout, const ZeroPad *z, int B, cudaStream_t stream);
+
+/* As relu6_forward / relu6_backward. */
+void relu6_forward_cuda(float *out, const float *inp, size_t n, cudaStream_t stream);
+void relu6_backward_cuda(float *dinp, const float *out, const float *dout, size_t n, cudaStream_t stream);
+
+/* As add_forward / add_backward (da, db may be NULL or alias dout). */
+void add_forward_cuda(float *out, const float *a, const float *b, size_t n, cudaStream_t stream);
+void add_backward_cuda(float *da, float *db, const float *dout, size_t n, cudaStream_t stream);
+
+/* As global_avgpool_forward (one thread per (b, c), pixels in order: the
+ * CPU's additions) / global_avgpool_backward. */
+void global_avgpool_forward_cuda(float *out, const float *inp, int B, int n_pixels, int C, cudaStream_t stream);
+void global_avgpool_backward_cuda(float *dinp, const float *dout, int B, int n_pixels, int C, cudaStream_t stream);
+
+/* As dropout_forward / dropout_backward: the same mask as the CPU for the
+ * same key (d: host struct). */
+void dropout_forward_cuda(float *out, const float *inp, const Dropout *d, uint64_t key, int training, size_t n,
+                          cudaStream_t stream);
+void dropout_backward_cuda(float *dinp, const float *dout, const Dropout *d, uint64_t key, int training, size_t n,
+                           cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -7,8 +7,12 @@
  *     y = x / (k + (alpha_c / n) * sum over a window of n channels of x^2)^beta,
  *     TensorFlow's y = x / (bias + alpha * sum over [d - r, d + r] of x^2)^beta,
  *     so n = 2r + 1, alpha_c = alpha * n, k = bias, beta = beta.  The
- *     (n_pixels, C) activations are described as NHWC (n_pixels, C, 1, 1)
- *     through strides.
+ *     (n_pixels, C) activations (NHWC: pixel p, channel c at p*C + c) are
+ *     described as packed NCHW (n_pixels, C, 1, 1): strides (C, 1, 1, 1)
+ *     put (n = p, c) at p*C + c, the same bytes, in the fully packed
+ *     layout legacy LRN expects (an NHWC-strided (C, 1, C, C) descriptor is
+ *     the same addresses but not "packed" to cuDNN, which may refuse it or
+ *     take a slow path).
  *   - our kernels, one thread per (pixel, channel), when the parameters are
  *     outside cuDNN's range (n <= 16, k >= 1e-5, beta >= 0.01) or when asked
  *     for: lrn.c's operations in lrn.c's order (window sums d, d+1, d-1,
@@ -117,8 +121,8 @@ extern "C" int lrn_cuda_set_n_pixels(LrnCuda *l, size_t n_pixels, char *err, siz
         return -1;
     }
     const int C = l->C;
-    /* NHWC (n_pixels, C, 1, 1): n stride C, c stride 1. */
-    if (CUDNN_SOFT(cudnnSetTensor4dDescriptorEx(l->x_desc, CUDNN_DATA_FLOAT, (int)n_pixels, C, 1, 1, C, 1, C, C), err,
+    /* Packed NCHW (n_pixels, C, 1, 1): strides (C, 1, 1, 1), element (p, c) at p*C + c, as the NHWC data. */
+    if (CUDNN_SOFT(cudnnSetTensor4dDescriptor(l->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)n_pixels, C, 1, 1), err,
                    err_n_bytes)) {
         l->n_pixels = 0;
         return -1;

@@ -69,6 +69,7 @@ struct ModelActsCuda {
     float *scalars;           /* (SCALAR_L2 + n_vars) device scalars */
     float *loss_pinned;       /* (1) pinned host, model_forward_cuda's loss */
     int described_batch;      /* the batch the conv/LRN descriptors describe */
+    int sync_check;           /* TOWER_CUDA_SYNC_CHECK=1: wait and check after every layer (debugging) */
     int B;                    /* batch of the last forward; 0 before the first or after a failed one */
 };
 
@@ -269,7 +270,7 @@ extern "C" void model_acts_cuda_free(ModelActsCuda *a) {
 
 extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_batch, cudnnHandle_t cudnn,
                                                  cublasHandle_t cublas, cudaStream_t stream, int allow_tf32,
-                                                 char *err, size_t err_n_bytes) {
+                                                 int deterministic_only, char *err, size_t err_n_bytes) {
     if (max_batch < 1) {
         snprintf(err, err_n_bytes, "model_acts_cuda_create: max_batch must be at least 1, got %d", max_batch);
         return NULL;
@@ -284,6 +285,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
     a->cudnn = cudnn;
     a->cublas = cublas;
     a->stream = stream;
+    a->sync_check = model_cuda_sync_check_enabled();
     if (CUDNN_SOFT(cudnnSetStream(cudnn, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetStream(cublas, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetMathMode(cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), err,
@@ -295,7 +297,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
         char e[384];
         int rc = 0;
         if (L->kind == LAYER_CONV) {
-            rc = conv2d_cuda_init(&L->cconv, &L->conv, max_batch, allow_tf32, cudnn, e, sizeof e);
+            rc = conv2d_cuda_init(&L->cconv, &L->conv, max_batch, allow_tf32, deterministic_only, cudnn, e, sizeof e);
             size_t n = rc ? 0 : conv2d_cuda_scratch_n_bytes(&L->cconv);
             if (n > a->conv_scratch_n_bytes) a->conv_scratch_n_bytes = n;
         } else if (L->kind == LAYER_LRN) {
@@ -326,6 +328,41 @@ fail:
 }
 
 extern "C" cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a) { return a->stream; }
+
+extern "C" int model_cuda_sync_check_enabled(void) {
+    const char *v = getenv("TOWER_CUDA_SYNC_CHECK");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+extern "C" void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out, size_t out_n_bytes) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < a->n_layers && used < out_n_bytes; i++) {
+        const LayerCuda *L = &a->layers[i];
+        if (L->kind != LAYER_CONV) continue;
+        char d[512];
+        conv2d_cuda_describe_algos(&L->cconv, d, sizeof d);
+        int k = snprintf(out + used, out_n_bytes - used, "%s%s: %s", used ? " | " : "", L->name, d);
+        if (k < 0) break;
+        used += (size_t)k;
+    }
+}
+
+/* TOWER_CUDA_SYNC_CHECK: wait for the stream after layer L's forward or
+ * backward and exit naming the layer if anything on it failed, so that an
+ * asynchronous kernel fault names its layer instead of surfacing at a
+ * later, unrelated wait. */
+static void sync_check(const ModelActsCuda *a, const char *layer, const char *pass) {
+    if (!a->sync_check) return;
+    cudaError_t e = cudaStreamSynchronize(a->stream);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        fprintf(stderr, "CUDA error in model %s, layer %s, %s (TOWER_CUDA_SYNC_CHECK): %s\n", a->spec.name, layer, pass,
+                cudaGetErrorString(e));
+        fflush(stderr);
+        _Exit(1);
+    }
+}
 
 /* ---- forward / backward ------------------------------------------------------------------------ */
 
@@ -392,6 +429,7 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
                                &L->dense, B, a->cublas, st);
             break;
         }
+        sync_check(a, L->name, "forward");
         in = L->out;
     }
     softmax_xent_forward_cuda(&a->scalars[SCALAR_CE], a->probs, a->example_loss, in, a->labels, B, s->num_classes, st);
@@ -452,6 +490,7 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
                                 L->out, g, in, params_dev + s->vars[L->w_var].offset, &L->dense, B, a->cublas, st);
             break;
         }
+        sync_check(a, L->name, "backward");
         float *tmp = g;
         g = dst;
         dst = tmp;

@@ -39,11 +39,26 @@ typedef struct ModelActsCuda ModelActsCuda;
  *     call binds both to `stream` and sets cuBLAS's math mode (TF32 only if
  *     allow_tf32, CUBLAS_DEFAULT_MATH otherwise); cuDNN convolutions use
  *     FMA-only math unless allow_tf32.
+ *   deterministic_only: the conv layers take only cuDNN algorithms cuDNN
+ *     calls deterministic (--deterministic); without it they prefer them.
+ * With TOWER_CUDA_SYNC_CHECK=1 in the environment (read here), forward and
+ * backward wait after every layer and exit naming the layer on a CUDA
+ * error (debugging: an asynchronous fault otherwise surfaces at the next
+ * wait, naming no kernel).
  * Returns NULL with one line in err (an unknown model, a plan that does not
- * match model.c's variable table, no cuDNN algorithm, no device memory). */
+ * match model.c's variable table, no cuDNN algorithm, none deterministic
+ * when deterministic_only, no device memory). */
 ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_batch, cudnnHandle_t cudnn,
                                       cublasHandle_t cublas, cudaStream_t stream, int allow_tf32,
-                                      char *err, size_t err_n_bytes);
+                                      int deterministic_only, char *err, size_t err_n_bytes);
+
+/* One line into out: for each conv layer, the cuDNN algorithms chosen for
+ * the current batch and whether each is deterministic
+ * (conv2d_cuda_describe_algos), "conv1: ... | conv2: ...". */
+void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out, size_t out_n_bytes);
+
+/* Whether TOWER_CUDA_SYNC_CHECK asks for a wait and check after every layer. */
+int model_cuda_sync_check_enabled(void);
 
 /* Free everything model_acts_cuda_create allocated (synchronises the
  * stream first).  NULL is a no-op. */

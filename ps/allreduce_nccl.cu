@@ -3,12 +3,21 @@
  *
  * Where it sits: ps/, CUDA + NCCL builds only; called on the tower threads
  * by the trainer's replicated_nccl reduce hook.  It uses the kernels of
- * ps/ps_gpu_kernels.h for the on-GPU sum and the division.
+ * ps/ps_gpu_kernels.h for the on-GPU sum and the division, launched once
+ * on every GPU at creation (ps_gpu_warm_kernels), so that lazy module
+ * loading never runs beside an NCCL kernel (NVIDIA/nccl#613).
+ * A leader waits for its all-reduce by polling the stream and
+ * ncclCommGetAsyncError: an NCCL error, or no completion within
+ * TOWER_NCCL_TIMEOUT_SEC (default 300) seconds, aborts the communicator and
+ * exits with one line naming the tower, the rank and the GPU, instead of
+ * hanging on a failed peer.
  */
 #include "ps/allreduce_nccl.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +87,9 @@ extern "C" AllreduceNccl *allreduce_nccl_create(int n_towers, const int *devices
         return NULL;
     }
     ar->n_comms = ar->groups.n_groups;
+    for (int g = 0; g < ar->groups.n_groups; g++)
+        if (CUDA_SOFT(cudaSetDevice(ar->groups.device[g]), err, err_n_bytes) || ps_gpu_warm_kernels(err, err_n_bytes))
+            goto fail;
     for (int t = 0; t < n_towers; t++) {
         ar->n_towers = t + 1; /* what allreduce_nccl_free must look at, should this one fail half-made */
         if (CUDA_SOFT(cudaSetDevice(devices[t]), err, err_n_bytes) ||
@@ -97,6 +109,61 @@ fail:
     allreduce_nccl_free(ar);
     cudaSetDevice(prev);
     return NULL;
+}
+
+static double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The all-reduce's timeout: TOWER_NCCL_TIMEOUT_SEC, or 300 s. */
+static double nccl_timeout_sec(void) {
+    const char *v = getenv("TOWER_NCCL_TIMEOUT_SEC");
+    double t = v && *v ? atof(v) : 0.0;
+    return t > 0.0 ? t : 300.0;
+}
+
+/* Wait for stream s, on which rank g's collective runs, polling NCCL for an
+ * asynchronous error (a failed or vanished peer) and the clock; on either,
+ * abort the communicator, print one line and exit: other threads may be
+ * inside NCCL or CUDA calls, so nothing is torn down (_Exit). */
+static void wait_nccl(AllreduceNccl *ar, int tower, int g, cudaStream_t s) {
+    const double timeout = nccl_timeout_sec(), start = now_sec();
+    for (long polls = 0;; polls++) {
+        cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaSuccess) return;
+        const char *why = NULL;
+        char buf[256];
+        if (e != cudaErrorNotReady) {
+            snprintf(buf, sizeof buf, "CUDA error %s", cudaGetErrorString(e));
+            why = buf;
+        } else {
+            ncclResult_t async = ncclSuccess;
+            ncclResult_t r = ncclCommGetAsyncError(ar->comms[g], &async);
+            if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+                snprintf(buf, sizeof buf, "NCCL error %s", ncclGetErrorString(r != ncclSuccess ? r : async));
+                why = buf;
+            } else if (now_sec() - start > timeout) {
+                snprintf(buf, sizeof buf, "not complete after %.0f s (a peer failed or is stuck; TOWER_NCCL_TIMEOUT_SEC)",
+                         timeout);
+                why = buf;
+            }
+        }
+        if (why) {
+            fprintf(stderr, "NCCL all-reduce of tower %d (rank %d of %d, GPU %d): %s; communicator aborted\n", tower, g,
+                    ar->groups.n_groups, ar->groups.device[g], why);
+            fflush(stderr);
+            ncclCommAbort(ar->comms[g]);
+            _Exit(1);
+        }
+        if (polls < 20000) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000}; /* 50 us once the wait is long */
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 extern "C" int allreduce_nccl_n_ranks(const AllreduceNccl *ar) { return ar->groups.n_groups; }
@@ -125,7 +192,7 @@ extern "C" void allreduce_nccl_mean(AllreduceNccl *ar, int tower, PsGpuSpanMs *n
         CUDA_CHECK(cudaEventRecord(ev[AR_EV_NCCL_END], s));
         const float *self[1] = {ar->grads[tower]};
         ps_gpu_sum_div(ar->grads[tower], self, 1, ar->n_floats, (float)ar->n_towers, s);
-        CUDA_CHECK(cudaStreamSynchronize(s));
+        wait_nccl(ar, tower, g, s);
         if (nccl) {
             CUDA_CHECK(cudaEventElapsedTime(&nccl->start_ms, ev[AR_EV_ANCHOR], ev[AR_EV_NCCL_START]));
             CUDA_CHECK(cudaEventElapsedTime(&nccl->end_ms, ev[AR_EV_ANCHOR], ev[AR_EV_NCCL_END]));

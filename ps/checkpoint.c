@@ -7,6 +7,7 @@
  * decide when to save and never touches a tower.
  */
 #include "ps/checkpoint.h"
+#include "base/escape.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -34,8 +35,9 @@ void ckpt_set_fault(CkptFault fault) { g_fault = fault; }
 /* ---- small helpers ---- */
 
 /* Formats the message into err.  Model and variable names come from the
- * file: control bytes (a newline, an escape sequence) are written as \xHH,
- * so the message stays one line and prints safely. */
+ * file: every byte outside printable ASCII (a newline, an escape sequence)
+ * is written as \xHH (base/escape.h), so the message stays one line and
+ * prints safely. */
 static int fail(char *err, size_t err_n_bytes, const char *fmt, ...) {
     if (err && err_n_bytes) {
         char raw[4096 + 1024];
@@ -43,16 +45,7 @@ static int fail(char *err, size_t err_n_bytes, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
-        size_t o = 0;
-        for (const unsigned char *p = (const unsigned char *)raw; *p && o + 1 < err_n_bytes; p++) {
-            if (*p >= 0x20 && *p != 0x7f) {
-                err[o++] = (char)*p;
-            } else {
-                if (o + 5 > err_n_bytes) break;
-                o += (size_t)snprintf(err + o, err_n_bytes - o, "\\x%02x", *p);
-            }
-        }
-        err[o] = '\0';
+        escape_str(err, err_n_bytes, raw);
     }
     return -1;
 }

@@ -10,11 +10,15 @@ set_property(CACHE TOWER_NCCL PROPERTY STRINGS AUTO ON OFF)
 set(TOWER_HAVE_NCCL OFF)
 if(NOT TOWER_NCCL STREQUAL "OFF")
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ${NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} ${NCCL_ROOT}/lib ${NCCL_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR})
+  # The versioned name too: the nvidia-nccl pip wheels ship libnccl.so.2 and no libnccl.so;
+  # NAMES_PER_DIR: the directories in order (NCCL_ROOT first), every name in each.
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR
+               HINTS ${NCCL_ROOT} ${NCCL_ROOT}/lib ${NCCL_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR})
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(TOWER_HAVE_NCCL ON)
   elseif(TOWER_NCCL STREQUAL "ON")
-    message(FATAL_ERROR "TOWER_NCCL=ON but nccl.h or libnccl was not found (hint: -DNCCL_ROOT=...)")
+    message(FATAL_ERROR "TOWER_NCCL=ON but nccl.h or libnccl was not found (nccl.h: '${NCCL_INCLUDE_DIR}', "
+                        "libnccl: '${NCCL_LIBRARY}'; hint: -DNCCL_ROOT=...)")
   endif()
 endif()
 message(STATUS "Tower: NCCL ${TOWER_HAVE_NCCL} (${NCCL_LIBRARY})")

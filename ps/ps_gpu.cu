@@ -103,6 +103,30 @@ extern "C" void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_fl
     CUDA_CHECK(cudaGetLastError());
 }
 
+extern "C" int ps_gpu_warm_kernels(char *err, size_t err_n_bytes) {
+    float *scratch = NULL;
+    cudaStream_t s = NULL;
+    int rc = -1;
+    if (CUDA_SOFT(cudaMalloc((void **)&scratch, 3 * sizeof(float)), err, err_n_bytes) ||
+        CUDA_SOFT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemsetAsync(scratch, 0, 3 * sizeof(float), s), err, err_n_bytes))
+        goto done;
+    {
+        SrcPtrs p;
+        memset(&p, 0, sizeof p);
+        p.p[0] = scratch;
+        sum_div_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, p, 1, 1, 1.0f);
+        optimizer_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, scratch + 1, scratch + 2, 1, 0.0f, (int)OPT_MOMENTUM, 0.9f, 1);
+        ema_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, scratch + 1, 1, 0.0f);
+    }
+    if (CUDA_SOFT(cudaGetLastError(), err, err_n_bytes) || CUDA_SOFT(cudaStreamSynchronize(s), err, err_n_bytes)) goto done;
+    rc = 0;
+done:
+    if (s) cudaStreamDestroy(s);
+    if (scratch) cudaFree(scratch);
+    return rc;
+}
+
 /* Milliseconds from event a to event b; both recorded, and the stream synchronised. */
 static float elapsed_ms(cudaEvent_t a, cudaEvent_t b) {
     float ms = 0.0f;
@@ -203,7 +227,7 @@ extern "C" PsGpu *ps_gpu_create(const ParamServer *ps, int n_towers, const int *
         const int from = enable_peer_from(devices[t], g->device); /* but the copy engines go direct with both */
         g->peer[t] = to && from;
     }
-    if (CUDA_SOFT(cudaSetDevice(g->device), err, err_n_bytes) ||
+    if (CUDA_SOFT(cudaSetDevice(g->device), err, err_n_bytes) || ps_gpu_warm_kernels(err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), err, err_n_bytes))
         goto fail;
     for (int k = 0; k < PG_N_EVENTS; k++)
@@ -340,7 +364,7 @@ extern "C" PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_to
         rp->ema_lo[r] = n * (size_t)r / (size_t)n_towers; /* ps_replica_apply's shares */
         rp->ema_hi[r] = n * (size_t)(r + 1) / (size_t)n_towers;
         const size_t share_bytes = (rp->ema_hi[r] - rp->ema_lo[r]) * sizeof(float);
-        if (CUDA_SOFT(cudaSetDevice(devices[r]), err, err_n_bytes) ||
+        if (CUDA_SOFT(cudaSetDevice(devices[r]), err, err_n_bytes) || ps_gpu_warm_kernels(err, err_n_bytes) ||
             CUDA_SOFT(cudaStreamCreateWithFlags(&rp->stream[r], cudaStreamNonBlocking), err, err_n_bytes) ||
             CUDA_SOFT(cudaEventCreate(&rp->ev_start[r]), err, err_n_bytes) ||
             CUDA_SOFT(cudaEventCreate(&rp->ev_end[r]), err, err_n_bytes) ||

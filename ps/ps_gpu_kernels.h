@@ -53,6 +53,15 @@ void ps_gpu_optimizer_apply(float *params, float *accum, const float *grads, siz
  *   shadow : (n_floats) updated in place   params : (n_floats) */
 void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_floats, float decay, cudaStream_t stream);
 
+/* Launch each kernel above once (on one float of scratch) on the current
+ * device and wait: CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the
+ * default since CUDA 12.2), and a first launch that loads a module right
+ * after an ncclAllReduce still waiting for a peer can hang (NVIDIA/nccl#613).
+ * ps_gpu_create, ps_gpu_replicas_create and allreduce_nccl_create call this
+ * once per GPU they use, so no PS kernel is ever loaded beside NCCL.
+ * Returns 0, or -1 with one line in err. */
+int ps_gpu_warm_kernels(char *err, size_t err_n_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,8 +10,74 @@ cat <<'HEAD'
 
 Generated from `tower <command> --help` by `scripts/gen-cli-doc.sh`; `tests/test_cli_doc.sh` fails when
 this page and the binary disagree.  Flags take `--name value` or `--name=value`; booleans also take a
-bare `--name` (true) or `--name=false`.  Every command exits 0 on success, 1 on a failure it explains in
-one line on stderr, and 2 on a bad command line.
+bare `--name` (true) or `--name=false`.  `tower --help` (also `-h`, `tower help`) lists the commands;
+`tower COMMAND --help` (also `-h`, `tower help COMMAND`) lists a command's flags with their defaults,
+as below.  `tower --version` prints the version and what the binary was built with, for example
+
+    tower 0.1
+    build: Release; CUDA: off; NCCL: off; BLAS: oneDNN 2.6.3 dnnl_sgemm; OpenMP 201511; sanitizer: none
+
+After the build the binary is `build/cmd/tower`; `cmake --install build --prefix ~/.local` copies it to
+`~/.local/bin/tower`.
+
+## Exit status
+
+| status | meaning |
+|---|---|
+| 0 | success (`--help` and `--version` too) |
+| 1 | a failure, explained in one line on stderr: the command line is well-formed but the work cannot be done — a missing or corrupt file, no checkpoint, a path that cannot be written, a GPU mode without GPU towers or in a build without CUDA, a diverged loss |
+| 2 | a bad command line, refused before any work: an unknown command or flag, a flag without its value, a value that is not a number, not finite, outside its range or not one of its choices, an argument the command does not take |
+
+## Refusals
+
+Every value is checked when the command line is parsed, before a file is read or a directory made, and
+a refusal is one line on stderr naming the flag, the value and what the flag accepts:
+
+    tower train: --model 'resnet50': expected mnist or cifar10
+    tower train: --variable_update 'independent': expected parameter_server or replicated
+    tower train: --num_towers 1000: expected an integer in [0, 64] (0: one per device)
+    tower train: --batch_size 0: expected an integer in [1, 1048576]
+    tower train: --learning_rate -0.1: expected a number > 0
+    tower train: --momentum 1: expected a number in [0, 1)
+    tower train: bad value 'nan' for --learning_rate: expected a finite number
+    tower train: bad value '12x' for --batch_size: expected an integer
+    tower train: unknown flag --no_such_flag (see --help)
+    tower train: unknown flag -x (flags take two dashes, --name; see --help)
+
+No flag takes `nan` or `inf`, and integers take no trailing characters and no values past their type.
+The ranges:
+
+| flag | accepted |
+|---|---|
+| `--learning_rate` | > 0 (any finite rate: a rate too large for the model is found as divergence while training) |
+| `--momentum` | [0, 1) |
+| `--lr_decay_factor` | (0, 1] |
+| `--num_epochs_per_decay` | >= 0 (0: a constant rate) |
+| `--moving_average_decay` | [0, 1) (0: no moving averages) |
+| `--batch_size` | 1 to 1048576 (train, eval, bench); `--shard_sizes` entries likewise |
+| `--num_towers` | 0 to 64 (0: one per device) |
+| `--num_gpus` | 1 to 64; `--gpus` a comma-separated list of GPU numbers |
+| `--num_classes` | 1 to 65536 (inspect: 0 to 65536, 0: no check) |
+| `--image_size` | train and eval 0 to 4096 (0: see the flag); convert 1 to 4096 |
+| `--min_after_dequeue` | 0 to 2^30 |
+| `--input_threads` | 0 to 1024 (0: automatic) |
+| `--max_steps`, `--num_epochs`, `--num_examples_per_epoch`, `--log_every`, `--save_every`, `--keep_checkpoints`, `--summary_every`, `--histogram_every` | >= 0 (0: see the flag) |
+| `--predict_copy_gbps`, `--predict_allreduce_gbps`, `--predict_compute_ms` (bench) | >= 0 (0: measured) |
+
+Data given the wrong way gets a hint (exit 2):
+
+    tower train: unexpected argument 'data/x/train-00001-of-00004.tfrecord': an unquoted glob given to --data was expanded by the shell into several files; quote it, e.g. --data 'data/x/train-*-of-00004.tfrecord'
+    tower train: --data 'data/x' is a directory: give its TFRecord files, e.g. --data 'data/x/*.tfrecord'
+    tower inspect: 'data/x' is a directory: give its TFRecord files, e.g. 'data/x/*.tfrecord'
+
+What depends on the machine, the build or the data is found after parsing and is exit 1: `--device gpu`
+or a GPU mode without a usable GPU, a pattern that matches no files, an `--image_size` larger than the
+stored images, `--shard_sizes` with more or fewer entries than towers.  `tower bench` tries its `--csv`,
+`--svg` and `--trace` paths before it measures anything:
+
+    tower bench: --svg out/chart.svg: cannot create the file: No such file or directory
+
+## Commands
 
 HEAD
 echo '```'

@@ -14,3 +14,13 @@ tower_add_test(NAME test_model_gradcheck
 tower_add_test(NAME test_model_threads
   SOURCES test_model_threads.c gradcheck.c
   LIBS tower_model Threads::Threads)
+tower_add_test(NAME test_layers_new_gradcheck
+  SOURCES test_layers_new_gradcheck.c gradcheck.c
+  LIBS tower_model)
+# The MobileNetV2 layers against Keras 3 and TensorFlow's gradients (label
+# interop; skipped, 77, without TensorFlow: export TOWER_PYTHON).
+add_executable(test_layers_keras_helper test_layers_keras_helper.c)
+target_link_libraries(test_layers_keras_helper PRIVATE tower_model)
+add_test(NAME test_layers_keras
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_keras_layers.sh $<TARGET_FILE:test_layers_keras_helper>)
+set_tests_properties(test_layers_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)

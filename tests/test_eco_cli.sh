@@ -8,7 +8,8 @@
 #   eval: "Precision @ 1" in train_dir/eval at the checkpoint's step;
 #   export: moving averages and raw variables, checked by test_safetensors'
 #     own parser against the checkpoint;
-#   train on a terminal (script(1)): one live bar line per epoch, no log lines;
+#   train on a terminal (script(1)): one live bar line for the whole run, the
+#     epoch in its label, no log lines; a --skip_corrupt warning on its own line;
 #     --no_progress on a terminal: log lines, no bar;
 #   failures: one line and a non-zero exit.
 set -euo pipefail
@@ -52,6 +53,45 @@ precision=$(sed -n 's/.*: precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval.out")
 "$events" eval "$work/run/eval" 12 "$precision" || fail "events file of tower eval"
 echo "ok: eval wrote Precision @ 1 = $precision at step 12 to $work/run/eval"
 
+# ---- one class list for every split: a test split without "cross" gets a shorter labels.txt, which
+# eval refuses (its label 1 would be "square"); converted with --labels it shares the train split's list
+cmp -s "$work/data/labels.txt" "$work/run/labels.txt" || fail "train did not record the data's labels.txt in train_dir"
+mkdir -p "$work/imgs_test"
+cp -r "$work/imgs/circle" "$work/imgs/square" "$work/imgs_test/"
+"$tower" convert --from imagefolder "$work/imgs_test" --out "$work/short/test" --image_size 28 --channels 1 >/dev/null 2>&1
+set +e
+"$tower" eval --checkpoint_dir "$work/run" --data "$work/short/test-*.tfrecord" --num_classes 3 --eval_dir none \
+  >/dev/null 2>"$work/short.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "eval on a split with a shorter class list: exit $rc"
+grep -q "class list differs from the checkpoint's.*line 2 is 'square' in .*short/labels.txt but 'cross' in" "$work/short.err" ||
+  fail "eval on shifted labels: $(cat "$work/short.err")"
+"$tower" convert --from imagefolder "$work/imgs_test" --out "$work/shared/test" --image_size 28 --channels 1 \
+  --labels "$work/data/labels.txt" >"$work/shared.out" 2>"$work/shared.err"
+grep -q "0: 40, 2: 40" "$work/shared.out" || fail "--labels: square is not label 2: $(cat "$work/shared.out")"
+grep -q "class 1 ('cross') of .* has no folder here" "$work/shared.err" || fail "--labels: no note of the missing class"
+cmp -s "$work/data/labels.txt" "$work/shared/labels.txt" || fail "--labels: labels.txt is not the given list"
+"$tower" eval --checkpoint_dir "$work/run" --data "$work/shared/test-*.tfrecord" --num_classes 3 --eval_dir none \
+  >/dev/null || fail "eval on a split converted with --labels"
+mkdir -p "$work/imgs_test/star"
+cp "$work/imgs/circle/"*.png "$work/imgs_test/star/" 2>/dev/null || true
+set +e
+"$tower" convert --from imagefolder "$work/imgs_test" --out "$work/star/test" --image_size 28 --channels 1 \
+  --labels "$work/data/labels.txt" >/dev/null 2>"$work/star.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "star: class folder not in --labels" "$work/star.err" ||
+  fail "a class folder not in --labels: exit $rc: $(cat "$work/star.err")"
+set +e
+"$tower" train --model mnist --num_classes 3 --data "$work/short/test-*.tfrecord" --train_dir "$work/run" --resume \
+  --max_steps 13 --summary_every 0 >/dev/null 2>"$work/resume.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "class list differs from the one this train_dir was trained with" "$work/resume.err" ||
+  fail "train --resume on data with another class list: exit $rc: $(cat "$work/resume.err")"
+echo "ok: one class list: eval refuses a split with a shorter labels.txt; --labels shares the train split's list"
+
 # ---- export: moving averages by default, raw with --no_moving_average
 "$tower" export --checkpoint_dir "$work/run" --out "$work/ema.safetensors" >"$work/export.out"
 grep -q "wrote 10 tensors (.* floats, moving averages) of model mnist at step 12" "$work/export.out" ||
@@ -61,28 +101,71 @@ grep -q "wrote 10 tensors (.* floats, moving averages) of model mnist at step 12
 "$safetensors" check "$work/raw.safetensors" "$work/run" raw || fail "exported raw variables"
 echo "ok: export of the moving averages and of the raw variables"
 
-# ---- on a terminal: the live line, one per epoch (48 examples = 3 steps of 16)
+# ---- on a terminal: one live line for the run (9 steps of 16 = 3 epochs of 48), the epoch in its label
 if command -v script >/dev/null 2>&1; then
   q() { printf '%q ' "$@"; }
   script -q -e -c "$(q "$tower" train "${common[@]}" --train_dir "$work/tty" --max_steps 9 \
     --num_examples_per_epoch 48 --summary_every 0 --histogram_every 0)" /dev/null >"$work/tty.out"
   grep -q $'\r' "$work/tty.out" || fail "terminal: no carriage-return updates"
   ! grep -q "loss = " "$work/tty.out" || fail "terminal: log lines printed"
-  # Each epoch ends as one kept line: its last redraw, then a newline.
-  for e in 1 2 3; do
-    tr '\r' '\n' <"$work/tty.out" | grep -Eq "^epoch $e/3 100%\|#+\| step $((3 * e)), loss [0-9.]+, acc [0-9.]+ \[[0-9:]+<[0-9:]+, [0-9.]+ ex/s\]" ||
-      fail "terminal: no finished line for epoch $e"
-  done
-  [ "$(grep -c 'epoch' "$work/tty.out")" -eq 3 ] || fail "terminal: not one line per epoch"
+  # The run ends as one kept line at 100 %: its last redraw, then a newline.
+  tr '\r' '\n' <"$work/tty.out" | grep -Eq "^epoch 3/3 100%\|#+\| step 9, loss [0-9.]+, acc [0-9.]+ \[[0-9:]+<[0-9:]+, [0-9.]+ ex/s\]" ||
+    fail "terminal: the run does not end at 100 % in epoch 3/3: $(tr '\r' '\n' <"$work/tty.out" | tail -3)"
+  [ "$(grep -c 'epoch' "$work/tty.out")" -eq 1 ] || fail "terminal: not one line for the run"
+  # --max_steps shorter than an epoch: the bar still ends at 100 % (it followed the epoch: 33 %).
+  script -q -e -c "$(q "$tower" train "${common[@]}" --train_dir "$work/tty3" --max_steps 1 \
+    --num_examples_per_epoch 48 --summary_every 0 --histogram_every 0)" /dev/null >"$work/tty3.out"
+  tr '\r' '\n' <"$work/tty3.out" | grep -Eq "^epoch 1/1 100%\|#+\| step 1, " ||
+    fail "terminal: a 1-step run does not end at 100 %: $(tr '\r' '\n' <"$work/tty3.out" | tail -2)"
   ! ls "$work/tty"/events.out.tfevents.* >/dev/null 2>&1 || fail "an events file with --summary_every 0 --histogram_every 0"
   script -q -e -c "$(q "$tower" train "${common[@]}" --train_dir "$work/tty2" --max_steps 3 --log_every 1 --no_progress)" \
     /dev/null >"$work/tty2.out"
   grep -q "step 3, loss = " "$work/tty2.out" || fail "--no_progress: no log lines on a terminal"
   ! grep -q "%|" "$work/tty2.out" || fail "--no_progress: a bar was drawn"
-  echo "ok: terminal output: one bar line per epoch; --no_progress: log lines"
+  echo "ok: terminal output: one bar line for the run, ending at 100 %; --no_progress: log lines"
 else
   echo "note: script(1) is missing (util-linux): the terminal checks are not run"
 fi
+
+# ---- --skip_corrupt: distinct bad records, bytes lost, and a limit
+# (python3 flips a byte at OFFSET bytes into record K: 20 is in its data, 9 in its length CRC, which
+# loses the rest of the shard; record 0 stays good, the trainer reads its shape)
+flip() { python3 -c '
+import struct, sys
+p, k, o = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+b = bytearray(open(p, "rb").read())
+at = 0
+for _ in range(k): at += 16 + struct.unpack("<Q", b[at:at + 8])[0]
+b[at + o] ^= 0x40
+open(p, "wb").write(b)' "$@"; }
+mkdir -p "$work/bad1" "$work/bad2"
+cp "$work"/data/train-*.tfrecord "$work/bad1/"
+cp "$work"/data/train-*.tfrecord "$work/bad2/"
+shard0=$(basename "$(ls "$work"/data/train-*.tfrecord | head -1)")
+flip "$work/bad1/$shard0" 5 20
+flip "$work/bad2/$shard0" 1 9
+bad1=(--model mnist --num_classes 3 --data "$work/bad1/train-*.tfrecord" --batch_size 16 --min_after_dequeue 20)
+# 24 steps of 16 read the 119 good records 3 times and more: the one bad record is counted once.
+"$tower" train "${bad1[@]}" --train_dir "$work/sk1" --max_steps 24 --skip_corrupt --max_corrupt_fraction 0.05 \
+  --summary_every 0 >"$work/sk1.out" 2>"$work/sk1.err" || fail "--skip_corrupt with 1 bad record: exit $?"
+[ "$(grep -c 'warning: ' "$work/sk1.err")" -eq 1 ] || fail "--skip_corrupt: not one warning: $(cat "$work/sk1.err")"
+grep -Eq "; 1 corrupt record \([0-9]+ of [0-9]+ input bytes\) skipped [3-9] times" "$work/sk1.out" ||
+  fail "--skip_corrupt: the distinct count: $(tail -1 "$work/sk1.out")"
+# The lost framing: half the data unreadable, over the default limit (1 %): exit 1, saying why.
+set +e
+"$tower" train --model mnist --num_classes 3 --data "$work/bad2/train-*.tfrecord" --batch_size 16 --train_dir "$work/sk2" \
+  --max_steps 20 --skip_corrupt --summary_every 0 >"$work/sk2.out" 2>"$work/sk2.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "--skip_corrupt on a shard with a broken frame: exit $rc: $(cat "$work/sk2.out" "$work/sk2.err")"
+grep -q "length CRC mismatch .*input bytes unreadable .*over max_corrupt_fraction 0.01" "$work/sk2.err" ||
+  fail "--skip_corrupt limit: $(cat "$work/sk2.err")"
+set +e
+"$tower" inspect --skip_corrupt "$work/bad2/train-*.tfrecord" >"$work/sk3.out" 2>"$work/sk3.err"
+set -e
+grep -q "$shard0: 1 records, none, 1 bad record, [0-9]* of [0-9]* bytes unreadable (the rest of the file" "$work/sk3.out" ||
+  fail "inspect --skip_corrupt: $(cat "$work/sk3.out")"
+echo "ok: --skip_corrupt counts 1 distinct record; a broken frame (half the data) stops train: $(head -c 160 "$work/sk2.err")"
 
 # ---- failures: one line, non-zero exit
 expect_error() { # expect_error CODE PATTERN ARGS...

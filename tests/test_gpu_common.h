@@ -4,7 +4,10 @@
  *
  * Where it sits: included by tests/test_gpu_*.c only.  Every GPU test calls
  * gpu_test_require_gpu() before anything else: with no driver or no device
- * it prints why and exits 77, which ctest counts as skipped.
+ * it prints why and exits 77, which ctest counts as skipped, unless
+ * TOWER_TEST_REQUIRE_GPU=1 (the GPU check, scripts/gpu-check.sh), which
+ * turns every skip into a failure (exit 1): a GPU run must not pass by
+ * running nothing.
  * What it does not do: time anything (benchmarks live in bench/).
  */
 #ifndef TOWER_TESTS_TEST_GPU_COMMON_H
@@ -21,13 +24,34 @@
 
 #include "base/cuda_check.h"
 
-/* Exit 77 (skipped) unless a CUDA device is usable. */
+/* TOWER_TEST_REQUIRE_GPU=1 (anything but empty or "0"): a skip is a failure. */
+static inline int gpu_test_gpu_required(void) {
+    const char *v = getenv("TOWER_TEST_REQUIRE_GPU");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Print "skipped: <why>" and exit 77, or, when TOWER_TEST_REQUIRE_GPU is
+ * set, "FAIL: <why> (TOWER_TEST_REQUIRE_GPU=1)" and exit 1. */
+static inline void gpu_test_skip(const char *why) {
+    if (gpu_test_gpu_required()) {
+        printf("FAIL: %s (TOWER_TEST_REQUIRE_GPU=1: a skip is a failure)\n", why);
+        exit(1);
+    }
+    printf("skipped: %s\n", why);
+    exit(77);
+}
+
+/* Exit 77 (skipped; 1 under TOWER_TEST_REQUIRE_GPU) unless a CUDA device is
+ * usable.  Any cudaGetDeviceCount error counts as "no usable GPU" and is
+ * named. */
 static inline void gpu_test_require_gpu(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n < 1) {
-        printf("skipped: no usable GPU (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device visible");
-        exit(77);
+        char why[256];
+        snprintf(why, sizeof why, "no usable GPU (%s)",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device visible");
+        gpu_test_skip(why);
     }
 }
 

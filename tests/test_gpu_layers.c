@@ -1,6 +1,8 @@
 /* test_gpu_layers.c — every CUDA layer (model/layers_cuda.h), forward and
  * backward, against the CPU reference (model/layers.h) on fresh random
- * inputs, for the geometries of both models and a few others.
+ * inputs, for the geometries of both models, the MobileNetV2 layers (batch
+ * norm with its sync split, depthwise, pointwise, zero padding, ReLU6, add,
+ * global average pooling, dropout) and a few others.
  *
  * Where it sits: the first GPU test (label `gpu`); skipped (77) without a
  * GPU.  The seed is printed; TOWER_TEST_SEED=<seed> replays a run.
@@ -40,7 +42,7 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
            max_batch, allow_tf32 ? ", TF32 allowed" : "");
     Conv2dCuda c;
     char err[512];
-    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, x->cudnn, err, sizeof err) ||
+    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, 0, x->cudnn, err, sizeof err) ||
         conv2d_cuda_set_batch(&c, B, x->cudnn, err, sizeof err)) {
         printf("  %s: FAIL\n", err);
         return 1;
@@ -97,11 +99,36 @@ static int test_conv_odd_padding(const Ctx *x, int H, int K, int stride) {
     }
     Conv2dCuda c;
     char err[512] = "";
-    int rc = conv2d_cuda_init(&c, &g, 4, 0, x->cudnn, err, sizeof err);
+    int rc = conv2d_cuda_init(&c, &g, 4, 0, 0, x->cudnn, err, sizeof err);
     int ok = rc == -1 && strstr(err, "cuDNN") && strstr(err, "SAME");
     printf("conv2d %dx%d, kernel %d, stride %d, SAME (pad_total odd) refused at init: \"%s\": %s\n", H, H, K, stride,
            err, ok ? "ok" : "FAIL");
     if (rc == 0) conv2d_cuda_free(&c);
+    return ok ? 0 : 1;
+}
+
+/* The models' conv shapes at batch 128 with deterministic_only (--deterministic):
+ * init succeeds, and every recorded algorithm is one cuDNN calls
+ * deterministic, in FMA math (no TF32); the description names all three. */
+static int test_conv_deterministic(const Ctx *x, int H, int C_in, int C_out) {
+    Conv2d g;
+    if (conv2d_init(&g, H, H, C_in, 5, 5, C_out, 1, 1, PAD_SAME, ACT_RELU)) {
+        printf("conv2d_init rejected %dx%dx%d: FAIL\n", H, H, C_in);
+        return 1;
+    }
+    Conv2dCuda c;
+    char err[512] = "", desc[1024] = "";
+    if (conv2d_cuda_init(&c, &g, 128, 0, 1, x->cudnn, err, sizeof err)) {
+        printf("conv2d %dx%dx%d -> %d, batch 128, deterministic only: %s: FAIL\n", H, H, C_in, C_out, err);
+        return 1;
+    }
+    conv2d_cuda_describe_algos(&c, desc, sizeof desc);
+    int ok = 1;
+    for (int d = 0; d < 3; d++) ok &= c.algo_deterministic[d] && c.algo_math[d] == CUDNN_FMA_MATH;
+    ok &= strstr(desc, "forward") && strstr(desc, "backward data") && strstr(desc, "backward filter") &&
+          !strstr(desc, "NOT deterministic");
+    printf("conv2d %dx%dx%d -> %d, batch 128, deterministic only: %s: %s\n", H, H, C_in, C_out, desc, ok ? "ok" : "FAIL");
+    conv2d_cuda_free(&c);
     return ok ? 0 : 1;
 }
 
@@ -375,6 +402,273 @@ static int test_transpose(const Ctx *x, int rows, int cols) {
     return fails;
 }
 
+/* ---- the MobileNetV2 layers ---- */
+
+/* Fill a device buffer of n floats with `start` (parameter gradients are ADDED). */
+static float *dev_filled(size_t n, float start) {
+    float *h = gpu_test_host(F(n));
+    for (size_t i = 0; i < n; i++) h[i] = start;
+    float *d = gpu_test_upload(h, F(n));
+    free(h);
+    return d;
+}
+
+static int test_batchnorm(const Ctx *x, size_t rows, int C, float offset, double rel) {
+    printf("batchnorm %zu rows x %d channels, inputs around %.1f\n", rows, C, offset);
+    const BatchNorm bn = {C, 0.99, 1e-3f};
+    const size_t n = rows * (size_t)C;
+    float *inp = gpu_test_host(F(n)), *dout = gpu_test_host(F(n)), *gamma = gpu_test_host(F(C)), *beta = gpu_test_host(F(C));
+    float *out = gpu_test_host(F(n)), *dinp = gpu_test_host(F(n)), *got = gpu_test_host(F(n));
+    float *mean = gpu_test_host(F(C)), *var = gpu_test_host(F(C)), *inv_std = gpu_test_host(F(C));
+    float *dgamma = gpu_test_host(F(C)), *dbeta = gpu_test_host(F(C)), *mm = gpu_test_host(F(C)), *mv = gpu_test_host(F(C));
+    double *sums = gpu_test_host(batchnorm_scratch_n_doubles(C) * sizeof(double));
+    gpu_test_fill(inp, n, offset - 1.0f, offset + 1.0f);
+    gpu_test_fill(dout, n, -1.0f, 1.0f);
+    gpu_test_fill(gamma, C, 0.5f, 1.5f);
+    gpu_test_fill(beta, C, -0.5f, 0.5f);
+    gpu_test_fill(mm, C, -0.5f, 0.5f);
+    gpu_test_fill(mv, C, 0.5f, 2.0f);
+    float *d_inp = gpu_test_upload(inp, F(n)), *d_dout = gpu_test_upload(dout, F(n));
+    float *d_gamma = gpu_test_upload(gamma, F(C)), *d_beta = gpu_test_upload(beta, F(C));
+    float *d_mm = gpu_test_upload(mm, F(C)), *d_mv = gpu_test_upload(mv, F(C));
+    float *d_out = gpu_test_dev(F(n)), *d_dinp = gpu_test_dev(F(n));
+    float *d_mean = gpu_test_dev(F(C)), *d_var = gpu_test_dev(F(C)), *d_inv_std = gpu_test_dev(F(C));
+    float *d_dgamma = dev_filled(C, 0.25f), *d_dbeta = dev_filled(C, -0.5f);
+    double *d_scratch = gpu_test_dev(batchnorm_cuda_scratch_n_doubles(C) * sizeof(double));
+    double *d_sums = d_scratch, *d_partials = d_scratch + 2 * C; /* for the split calls */
+    int fails = 0;
+
+    /* Training forward and backward. */
+    for (int c = 0; c < C; c++) { dgamma[c] = 0.25f; dbeta[c] = -0.5f; }
+    batchnorm_forward_train(out, mean, var, inv_std, sums, inp, gamma, beta, &bn, rows);
+    batchnorm_backward(dinp, dgamma, dbeta, sums, dout, inp, mean, inv_std, gamma, &bn, rows);
+    batchnorm_forward_train_cuda(d_out, d_mean, d_var, d_inv_std, d_scratch, d_inp, d_gamma, d_beta, &bn, rows,
+                                 x->stream);
+    gpu_test_download(got, d_out, F(n));
+    fails += gpu_test_check_scaled("train forward out", got, out, n, rel);
+    gpu_test_download(got, d_mean, F(C));
+    fails += gpu_test_check("train forward mean", got, mean, C, 1e-6, 1e-6, 0);
+    gpu_test_download(got, d_var, F(C));
+    fails += gpu_test_check("train forward var (biased)", got, var, C, 1e-6, 1e-5, 0);
+    gpu_test_download(got, d_inv_std, F(C));
+    fails += gpu_test_check("train forward inv_std", got, inv_std, C, 1e-6, 1e-5, 0);
+    /* Backward from the CPU's saved statistics (upload them: same xhat on both sides). */
+    CUDA_CHECK(cudaMemcpy(d_mean, mean, F(C), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_inv_std, inv_std, F(C), cudaMemcpyHostToDevice));
+    batchnorm_backward_cuda(d_dinp, d_dgamma, d_dbeta, d_scratch, d_dout, d_inp, d_mean, d_inv_std, d_gamma, &bn, rows,
+                            x->stream);
+    gpu_test_download(got, d_dinp, F(n));
+    fails += gpu_test_check_scaled("backward dinp", got, dinp, n, rel);
+    gpu_test_download(got, d_dgamma, F(C));
+    fails += gpu_test_check_scaled("backward dgamma (added to 0.25)", got, dgamma, C, rel);
+    gpu_test_download(got, d_dbeta, F(C));
+    fails += gpu_test_check_scaled("backward dbeta (added to -0.5)", got, dbeta, C, rel);
+
+    /* Moving update, then evaluation with the moving statistics. */
+    CUDA_CHECK(cudaMemcpy(d_var, var, F(C), cudaMemcpyHostToDevice));
+    batchnorm_update_moving(mm, mv, mean, var, 0.999, C);
+    batchnorm_update_moving_cuda(d_mm, d_mv, d_mean, d_var, 0.999, C, x->stream);
+    gpu_test_download(got, d_mm, F(C));
+    fails += gpu_test_check("moving mean update", got, mm, C, 1e-7, 1e-6, 0);
+    gpu_test_download(got, d_mv, F(C));
+    fails += gpu_test_check("moving variance update", got, mv, C, 1e-7, 1e-6, 0);
+    batchnorm_forward_eval(out, inv_std, inp, mm, mv, gamma, beta, &bn, rows);
+    CUDA_CHECK(cudaMemcpy(d_mm, mm, F(C), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_mv, mv, F(C), cudaMemcpyHostToDevice));
+    batchnorm_forward_eval_cuda(d_out, d_inv_std, d_inp, d_mm, d_mv, d_gamma, d_beta, &bn, rows, x->stream);
+    gpu_test_download(got, d_out, F(n));
+    fails += gpu_test_check_scaled("eval forward out", got, out, n, rel);
+
+    /* Sync split: two towers' sums (rows split unevenly) added on the host,
+     * moments over the global count, each tower normalised: one tower's result. */
+    const size_t rows_a = rows / 3, n_a = rows_a * C;
+    double *s_a = gpu_test_host(2 * C * sizeof(double)), *s_b = gpu_test_host(2 * C * sizeof(double));
+    batchnorm_forward_train(out, mean, var, inv_std, sums, inp, gamma, beta, &bn, rows);
+    batchnorm_sums_cuda(d_sums, d_partials, d_inp, rows_a, C, x->stream);
+    gpu_test_download(s_a, d_sums, 2 * C * sizeof(double));
+    batchnorm_sums_cuda(d_sums, d_partials, d_inp + n_a, rows - rows_a, C, x->stream);
+    gpu_test_download(s_b, d_sums, 2 * C * sizeof(double));
+    for (int i = 0; i < 2 * C; i++) s_a[i] += s_b[i];
+    CUDA_CHECK(cudaMemcpy(d_sums, s_a, 2 * C * sizeof(double), cudaMemcpyHostToDevice));
+    batchnorm_moments_cuda(d_mean, d_var, d_sums, (double)rows, C, x->stream);
+    batchnorm_normalize_cuda(d_out, d_inv_std, d_inp, d_mean, d_var, d_gamma, d_beta, bn.epsilon, rows_a, C, x->stream);
+    batchnorm_normalize_cuda(d_out + n_a, d_inv_std, d_inp + n_a, d_mean, d_var, d_gamma, d_beta, bn.epsilon,
+                             rows - rows_a, C, x->stream);
+    gpu_test_download(got, d_out, F(n));
+    fails += gpu_test_check_scaled("sync split (2 towers) forward out", got, out, n, rel);
+    /* Backward split: each tower's (dy, dy * xhat) sums, added on the host,
+     * then each tower's input gradient from the global sums; the parameter
+     * gradients from the added sums equal one tower's. */
+    for (int c = 0; c < C; c++) dgamma[c] = dbeta[c] = 0.0f;
+    batchnorm_backward(dinp, dgamma, dbeta, sums, dout, inp, mean, inv_std, gamma, &bn, rows);
+    CUDA_CHECK(cudaMemcpy(d_mean, mean, F(C), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_inv_std, inv_std, F(C), cudaMemcpyHostToDevice));
+    batchnorm_backward_sums_cuda(d_sums, d_partials, d_dout, d_inp, d_mean, d_inv_std, rows_a, C, x->stream);
+    gpu_test_download(s_a, d_sums, 2 * C * sizeof(double));
+    batchnorm_backward_sums_cuda(d_sums, d_partials, d_dout + n_a, d_inp + n_a, d_mean, d_inv_std, rows - rows_a, C,
+                                 x->stream);
+    gpu_test_download(s_b, d_sums, 2 * C * sizeof(double));
+    for (int i = 0; i < 2 * C; i++) s_a[i] += s_b[i];
+    CUDA_CHECK(cudaMemcpy(d_sums, s_a, 2 * C * sizeof(double), cudaMemcpyHostToDevice));
+    batchnorm_backward_input_cuda(d_dinp, d_dout, d_inp, d_mean, d_inv_std, d_gamma, d_sums, (double)rows, rows_a, C,
+                                  x->stream);
+    batchnorm_backward_input_cuda(d_dinp + n_a, d_dout + n_a, d_inp + n_a, d_mean, d_inv_std, d_gamma, d_sums,
+                                  (double)rows, rows - rows_a, C, x->stream);
+    gpu_test_download(got, d_dinp, F(n));
+    fails += gpu_test_check_scaled("sync split (2 towers) backward dinp", got, dinp, n, rel);
+    CUDA_CHECK(cudaMemset(d_dgamma, 0, F(C)));
+    CUDA_CHECK(cudaMemset(d_dbeta, 0, F(C)));
+    batchnorm_param_grads_cuda(d_dgamma, d_dbeta, d_sums, C, x->stream);
+    gpu_test_download(got, d_dgamma, F(C));
+    fails += gpu_test_check_scaled("sync split (2 towers) dgamma", got, dgamma, C, rel);
+    gpu_test_download(got, d_dbeta, F(C));
+    fails += gpu_test_check_scaled("sync split (2 towers) dbeta", got, dbeta, C, rel);
+
+    cudaFree(d_inp); cudaFree(d_dout); cudaFree(d_gamma); cudaFree(d_beta); cudaFree(d_mm); cudaFree(d_mv);
+    cudaFree(d_out); cudaFree(d_dinp); cudaFree(d_mean); cudaFree(d_var); cudaFree(d_inv_std); cudaFree(d_dgamma);
+    cudaFree(d_dbeta); cudaFree(d_scratch);
+    free(inp); free(dout); free(gamma); free(beta); free(out); free(dinp); free(got); free(mean); free(var);
+    free(inv_std); free(dgamma); free(dbeta); free(mm); free(mv); free(sums); free(s_a); free(s_b);
+    return fails;
+}
+
+static int test_depthwise(const Ctx *x, int B, int H, int W, int C, int stride, Padding pad, double rel) {
+    Depthwise d;
+    if (depthwise_init(&d, H, W, C, 3, 3, stride, pad)) {
+        printf("depthwise_init rejected %dx%dx%d s%d: FAIL\n", H, W, C, stride);
+        return 1;
+    }
+    printf("depthwise 3x3 %dx%dx%d, stride %d, %s -> %dx%d, batch %d\n", H, W, C, stride,
+           pad == PAD_SAME ? "SAME" : "VALID", d.OH, d.OW, B);
+    const size_t in_n = (size_t)B * H * W * C, out_n = (size_t)B * d.OH * d.OW * C, w_n = (size_t)9 * C;
+    float *inp = gpu_test_host(F(in_n)), *w = gpu_test_host(F(w_n)), *dout = gpu_test_host(F(out_n));
+    float *out = gpu_test_host(F(out_n)), *dinp = gpu_test_host(F(in_n)), *dw = gpu_test_host(F(w_n));
+    float *scratch = gpu_test_host(F(depthwise_scratch_n_floats(&d, 1)));
+    float *got = gpu_test_host(F(in_n > out_n ? in_n : out_n));
+    gpu_test_fill(inp, in_n, -1.0f, 1.0f);
+    gpu_test_fill(w, w_n, -1.0f, 1.0f);
+    gpu_test_fill(dout, out_n, -1.0f, 1.0f);
+    for (size_t i = 0; i < w_n; i++) dw[i] = 0.5f;
+    depthwise_forward(out, inp, w, &d, B);
+    depthwise_backward(dinp, dw, scratch, dout, inp, w, &d, B, 1);
+    float *d_inp = gpu_test_upload(inp, F(in_n)), *d_w = gpu_test_upload(w, F(w_n)), *d_dout = gpu_test_upload(dout, F(out_n));
+    float *d_out = gpu_test_dev(F(out_n)), *d_dinp = gpu_test_dev(F(in_n)), *d_dw = dev_filled(w_n, 0.5f);
+    void *d_scratch = gpu_test_dev(depthwise_cuda_scratch_n_bytes(&d, B));
+    int fails = 0;
+    depthwise_forward_cuda(d_out, d_inp, d_w, &d, B, x->stream);
+    gpu_test_download(got, d_out, F(out_n));
+    fails += gpu_test_check_scaled("forward out", got, out, out_n, rel);
+    depthwise_backward_cuda(d_dinp, d_dw, d_scratch, d_dout, d_inp, d_w, &d, B, x->stream);
+    gpu_test_download(got, d_dinp, F(in_n));
+    fails += gpu_test_check_scaled("backward dinp", got, dinp, in_n, rel);
+    gpu_test_download(got, d_dw, F(w_n));
+    fails += gpu_test_check_scaled("backward dweight (added to 0.5)", got, dw, w_n, rel);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_scratch);
+    free(inp); free(w); free(dout); free(out); free(dinp); free(dw); free(scratch); free(got);
+    return fails;
+}
+
+static int test_pointwise(const Ctx *x, size_t rows, int Ci, int Co, double rel) {
+    printf("pointwise 1x1 %zu rows, %d -> %d channels\n", rows, Ci, Co);
+    const size_t in_n = rows * Ci, out_n = rows * Co, w_n = (size_t)Ci * Co;
+    float *inp = gpu_test_host(F(in_n)), *w = gpu_test_host(F(w_n)), *dout = gpu_test_host(F(out_n));
+    float *out = gpu_test_host(F(out_n)), *dinp = gpu_test_host(F(in_n)), *dw = gpu_test_host(F(w_n));
+    float *got = gpu_test_host(F(in_n > out_n ? (in_n > w_n ? in_n : w_n) : (out_n > w_n ? out_n : w_n)));
+    gpu_test_fill(inp, in_n, -1.0f, 1.0f);
+    gpu_test_fill(w, w_n, -0.3f, 0.3f);
+    gpu_test_fill(dout, out_n, -1.0f, 1.0f);
+    for (size_t i = 0; i < w_n; i++) dw[i] = -0.25f;
+    pointwise_forward(out, inp, w, rows, Ci, Co);
+    pointwise_backward(dinp, dw, dout, inp, w, rows, Ci, Co);
+    float *d_inp = gpu_test_upload(inp, F(in_n)), *d_w = gpu_test_upload(w, F(w_n)), *d_dout = gpu_test_upload(dout, F(out_n));
+    float *d_out = gpu_test_dev(F(out_n)), *d_dinp = gpu_test_dev(F(in_n)), *d_dw = dev_filled(w_n, -0.25f);
+    int fails = 0;
+    pointwise_forward_cuda(d_out, d_inp, d_w, rows, Ci, Co, x->cublas, x->stream);
+    gpu_test_download(got, d_out, F(out_n));
+    fails += gpu_test_check_scaled("forward out", got, out, out_n, rel);
+    pointwise_backward_cuda(d_dinp, d_dw, d_dout, d_inp, d_w, rows, Ci, Co, x->cublas, x->stream);
+    gpu_test_download(got, d_dinp, F(in_n));
+    fails += gpu_test_check_scaled("backward dinp", got, dinp, in_n, rel);
+    gpu_test_download(got, d_dw, F(w_n));
+    fails += gpu_test_check_scaled("backward dweight (added to -0.25)", got, dw, w_n, rel);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp); cudaFree(d_dw);
+    free(inp); free(w); free(dout); free(out); free(dinp); free(dw); free(got);
+    return fails;
+}
+
+/* Zero padding, ReLU6, add, grad_accumulate, global average pooling, dropout. */
+static int test_blocks(const Ctx *x, int B, int H, int W, int C) {
+    printf("zeropad / relu6 / add / global_avgpool / dropout on %dx%dx%dx%d\n", B, H, W, C);
+    ZeroPad z;
+    int t, b, l, r;
+    keras_correct_pad(&t, &b, &l, &r, H, W, 3);
+    if (zeropad_init(&z, H, W, C, t, b, l, r)) {
+        printf("zeropad_init rejected %dx%dx%d: FAIL\n", H, W, C);
+        return 1;
+    }
+    const size_t n = (size_t)B * H * W * C, pn = (size_t)B * z.OH * z.OW * C, gn = (size_t)B * C;
+    float *a = gpu_test_host(F(n)), *b2 = gpu_test_host(F(n)), *pd = gpu_test_host(F(pn)), *ref = gpu_test_host(F(pn > n ? pn : n));
+    float *got = gpu_test_host(F(pn > n ? pn : n)), *g = gpu_test_host(F(gn));
+    gpu_test_fill(a, n, -2.0f, 8.0f);
+    gpu_test_fill(b2, n, -1.0f, 1.0f);
+    gpu_test_fill(pd, pn, -1.0f, 1.0f);
+    gpu_test_fill(g, gn, -1.0f, 1.0f);
+    float *d_a = gpu_test_upload(a, F(n)), *d_b = gpu_test_upload(b2, F(n)), *d_pd = gpu_test_upload(pd, F(pn));
+    float *d_g = gpu_test_upload(g, F(gn)), *d_o = gpu_test_dev(F(pn > n ? pn : n));
+    int fails = 0;
+    zeropad_forward(ref, a, &z, B);
+    zeropad_forward_cuda(d_o, d_a, &z, B, x->stream);
+    gpu_test_download(got, d_o, F(pn));
+    fails += gpu_test_check("zeropad forward (exact)", got, ref, pn, 0.0, 0.0, 0);
+    zeropad_backward(ref, pd, &z, B);
+    zeropad_backward_cuda(d_o, d_pd, &z, B, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("zeropad backward (exact)", got, ref, n, 0.0, 0.0, 0);
+    relu6_forward(ref, a, n);
+    relu6_forward_cuda(d_o, d_a, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("relu6 forward (exact)", got, ref, n, 0.0, 0.0, 0);
+    relu6_backward(ref, a, b2, n);
+    relu6_backward_cuda(d_o, d_a, d_b, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("relu6 backward (exact)", got, ref, n, 0.0, 0.0, 0);
+    add_forward(ref, a, b2, n);
+    add_forward_cuda(d_o, d_a, d_b, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("add forward (exact)", got, ref, n, 0.0, 0.0, 0);
+    add_backward(ref, NULL, b2, n);
+    add_backward_cuda(d_o, NULL, d_b, n, x->stream);
+    grad_accumulate(ref, a, n);
+    grad_accumulate_cuda(d_o, d_a, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("add backward + grad_accumulate (exact)", got, ref, n, 0.0, 0.0, 0);
+    global_avgpool_forward(ref, a, B, H * W, C);
+    global_avgpool_forward_cuda(d_o, d_a, B, H * W, C, x->stream);
+    gpu_test_download(got, d_o, F(gn));
+    fails += gpu_test_check("global_avgpool forward (exact)", got, ref, gn, 0.0, 0.0, 0);
+    global_avgpool_backward(ref, g, B, H * W, C);
+    global_avgpool_backward_cuda(d_o, d_g, B, H * W, C, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("global_avgpool backward (exact)", got, ref, n, 0.0, 0.0, 0);
+    Dropout dr;
+    dropout_init(&dr, 0.3f);
+    const uint64_t key = dropout_key(gpu_test_next(), 12, 1, 2);
+    dropout_forward(ref, a, &dr, key, 1, n);
+    dropout_forward_cuda(d_o, d_a, &dr, key, 1, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("dropout forward, the same mask (exact)", got, ref, n, 0.0, 0.0, 0);
+    dropout_backward(ref, b2, &dr, key, 1, n);
+    dropout_backward_cuda(d_o, d_b, &dr, key, 1, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("dropout backward (exact)", got, ref, n, 0.0, 0.0, 0);
+    dropout_forward_cuda(d_o, d_a, &dr, key, 0, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("dropout evaluation = identity", got, a, n, 0.0, 0.0, 0);
+    cudaFree(d_a); cudaFree(d_b); cudaFree(d_pd); cudaFree(d_g); cudaFree(d_o);
+    free(a); free(b2); free(pd); free(ref); free(got); free(g);
+    return fails;
+}
+
 int main(void) {
     gpu_test_require_gpu();
     gpu_test_seed();
@@ -396,6 +690,10 @@ int main(void) {
     fails += test_conv(&x, 9, 9, 5, 3, 7, 2, PAD_SAME, ACT_NONE, 3, 3, 0, rel);
     fails += test_conv(&x, 9, 11, 5, 3, 7, 2, PAD_VALID, ACT_RELU, 2, 4, 0, rel);
     fails += test_conv(&x, 12, 12, 64, 5, 64, 1, PAD_SAME, ACT_RELU, 4, 4, 1, 5e-3);
+    fails += test_conv_deterministic(&x, 28, 1, 32);
+    fails += test_conv_deterministic(&x, 14, 32, 64);
+    fails += test_conv_deterministic(&x, 24, 3, 64);
+    fails += test_conv_deterministic(&x, 12, 64, 64);
     fails += test_conv_odd_padding(&x, 10, 5, 2);
     fails += test_conv_odd_padding(&x, 8, 4, 1);
 
@@ -436,6 +734,20 @@ int main(void) {
     fails += test_transpose(&x, 1600, 64);
     fails += test_transpose(&x, 64, 1600);
     fails += test_transpose(&x, 37, 5);
+
+    /* The MobileNetV2 layers at MobileNetV2-like shapes, then odd ones. */
+    fails += test_batchnorm(&x, (size_t)8 * 16 * 16, 32, 0.0f, rel);
+    fails += test_batchnorm(&x, (size_t)5 * 4 * 4, 1280, 2.0f, rel);
+    fails += test_batchnorm(&x, 37, 19, -1.0f, rel);
+    fails += test_depthwise(&x, 8, 16, 16, 32, 1, PAD_SAME, rel);
+    fails += test_depthwise(&x, 8, 17, 17, 96, 2, PAD_VALID, rel);
+    fails += test_depthwise(&x, 3, 7, 5, 13, 1, PAD_SAME, rel);
+    fails += test_depthwise(&x, 3, 9, 8, 5, 2, PAD_VALID, rel);
+    fails += test_pointwise(&x, (size_t)8 * 16 * 16, 16, 96, rel);
+    fails += test_pointwise(&x, (size_t)8 * 4 * 4, 320, 1280, rel);
+    fails += test_pointwise(&x, 37, 7, 5, rel);
+    fails += test_blocks(&x, 4, 16, 16, 24);
+    fails += test_blocks(&x, 3, 7, 5, 13);
 
     cublasDestroy(x.cublas);
     cudnnDestroy(x.cudnn);

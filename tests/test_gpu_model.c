@@ -125,7 +125,7 @@ static int test_model(const Ctx *x, const char *name, int H, int W, int C, uint6
     model_init_params(params, &spec, seed);
     p.params = params;
     p.cpu = model_acts_create(&spec, max_batch);
-    p.gpu = model_acts_cuda_create(&spec, max_batch, x->cudnn, x->cublas, x->stream, 0, err, sizeof err);
+    p.gpu = model_acts_cuda_create(&spec, max_batch, x->cudnn, x->cublas, x->stream, 0, 0, err, sizeof err);
     if (!p.cpu || !p.gpu) {
         printf("%s: creating the workspaces: %s: FAIL\n", name, p.gpu ? "out of memory" : err);
         return 1;

@@ -13,8 +13,9 @@
  *     they are bitwise equal is printed (they should be for ps_gpu, and for
  *     replicated_nccl on one GPU: the same gradients, the same sum order,
  *     the same formulas, as long as cuDNN's algorithms are deterministic);
- *   - ps_cpu on GPU towers within 1e-4 of ps_cpu on CPU towers (the GPU
- *     layers round differently: tests/test_gpu_tower_equivalence.c);
+ *   - ps_cpu on GPU towers against ps_cpu on CPU towers (the GPU layers
+ *     round differently: tests/test_gpu_tower_equivalence.c): within 1e-4
+ *     after 1 step, within 1e-3 after 3 (TOLERANCE_CPU_* say why);
  *   - the comparison can fail: ps_gpu and replicated_nccl with a learning
  *     rate 0.1% higher differ by more than 1e-5 (at 2 towers);
  *   - replicated_nccl: after the steps every tower's device variables and
@@ -38,7 +39,15 @@
 #include "tests/test_gpu_common.h"
 
 #define TOLERANCE 1e-5      /* a mode against ps_cpu on the same GPU towers */
-#define TOLERANCE_CPU 1e-4  /* GPU towers against CPU towers */
+/* GPU towers against CPU towers.  After 1 step from the same variables only
+ * float rounding in the layers separates them: 1e-4.  After 3 steps at
+ * learning rate 0.1 a pre-activation within rounding of 0 (relu) or a
+ * max-pool tie within rounding may fall the other way on one side in step
+ * 1 or 2, which moves a conv gradient, and the variables after it, by about
+ * 1e-3 relative: harmless, so 1e-3 there (a real error, a wrong layer,
+ * shows at step 1 and far above either bound). */
+#define TOLERANCE_CPU_STEP1 1e-4
+#define TOLERANCE_CPU 1e-3
 #define STEPS 3
 #define BATCH 2
 #define SLACK_SEC 2e-6      /* event timing resolution, when comparing spans of different clocks */
@@ -182,18 +191,31 @@ static int check_model(const char *model, int H, int W, int C, int spread) {
                w, ref.why, ok ? "ok" : "FAIL");
         failures += !ok;
         if (!spread) {
+            RunResult gpu1 = modes_run(&o, 1); /* o: ps_cpu on GPU towers */
             modes_base_options(&o, model, "cpu", n, BATCH);
+            RunResult cpu1 = modes_run(&o, 1);
             RunResult cpu = modes_run(&o, STEPS);
+            double d1 = modes_var_rel_diff(&spec, cpu1.params, gpu1.params, 0, &w);
+            ok = d1 <= TOLERANCE_CPU_STEP1;
+            printf("%-7s %d tower(s) %s, ps_cpu: GPU towers vs CPU towers after 1 step %.3g (%s), bound %.0e  %s\n", model,
+                   n, where, d1, w, TOLERANCE_CPU_STEP1, ok ? "ok" : "FAIL");
+            failures += !ok;
             double d = modes_var_rel_diff(&spec, cpu.params, ref.r.params, 0, &w);
             ok = d <= TOLERANCE_CPU;
-            printf("%-7s %d tower(s) %s, ps_cpu: GPU towers vs CPU towers %.3g (%s)  %s\n", model, n, where, d, w,
-                   ok ? "ok" : "FAIL");
+            printf("%-7s %d tower(s) %s, ps_cpu: GPU towers vs CPU towers after %d steps %.3g (%s), bound %.0e  %s\n",
+                   model, n, where, STEPS, d, w, TOLERANCE_CPU, ok ? "ok" : "FAIL");
             failures += !ok;
+            modes_free_result(&gpu1);
+            modes_free_result(&cpu1);
             modes_free_result(&cpu);
         }
         for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
             if (!mode_built(modes[m])) {
-                printf("%-7s %d tower(s) %s, %s: not built in, skipped\n", model, n, where, trainer_mode_name(modes[m]));
+                /* Under the GPU check every mode must run: a build without NCCL fails it. */
+                const int required = gpu_test_gpu_required();
+                printf("%-7s %d tower(s) %s, %s: not built in, %s\n", model, n, where, trainer_mode_name(modes[m]),
+                       required ? "FAIL (TOWER_TEST_REQUIRE_GPU=1)" : "skipped");
+                failures += required;
                 continue;
             }
             gpu_options(&o, model, n, spread, modes[m]);
@@ -280,10 +302,7 @@ int main(void) {
     gpu_test_require_gpu();
     char err[256];
     n_gpus = tower_cuda_device_count(err, sizeof err);
-    if (n_gpus < 1) {
-        printf("skipped: %s\n", err);
-        return 77;
-    }
+    if (n_gpus < 1) gpu_test_skip(err);
     for (int d = 0; d < n_gpus; d++) {
         char desc[256];
         tower_cuda_describe_device(d, desc, sizeof desc);
@@ -296,6 +315,7 @@ int main(void) {
     }
     failures += check_resume(TRAINER_PS_GPU);
     if (mode_built(TRAINER_REPLICATED_NCCL)) failures += check_resume(TRAINER_REPLICATED_NCCL);
+    else failures += gpu_test_gpu_required(); /* the mode loop above said why */
     printf("%s\n", failures ? "GPU modes FAILED" : "every GPU mode trains ps_cpu's trajectory");
     return failures ? 1 : 0;
 }

@@ -11,12 +11,13 @@
 #   - `tower train` in ps_gpu and in replicated_nccl on Fashion-MNIST's test
 #     set (when the dataset is installed) logs its placement, writes a
 #     checkpoint, and that checkpoint resumes under ps_cpu.
+# Under TOWER_TEST_REQUIRE_GPU=1 (tests/gpu_skip.sh) a missing GPU, NCCL or
+# dataset (TOWER_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist)
+# is a failure, not a skip.
 set -euo pipefail
 tower=$1
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
-  echo "skipped: no GPU (nvidia-smi missing or lists none)"
-  exit 77
-fi
+source "$(dirname "$0")/gpu_skip.sh"
+require_gpu
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -26,6 +27,8 @@ if "$tower" bench --device gpu --models mnist --modes replicated_nccl --towers 1
      --csv "" --svg "" >"$work/probe.log" 2>&1; then
   modes=$modes,replicated_nccl
 elif grep -q "needs NCCL" "$work/probe.log"; then
+  [ -n "${TOWER_TEST_REQUIRE_GPU:-}" ] && [ "$TOWER_TEST_REQUIRE_GPU" != 0 ] &&
+    fail "this tower was built without NCCL (TOWER_TEST_REQUIRE_GPU=1: every mode must run)"
   echo "this tower was built without NCCL: replicated_nccl left out"
 else
   cat "$work/probe.log"
@@ -84,8 +87,10 @@ for model in ("mnist", "cifar10"):
 print(f"bench CSV and {2 * len(modes) * 2} GPU traces check out")
 EOF
 
-src=/usr/share/datasets/fashion-mnist
+src=${TOWER_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 if [ ! -f "$src/t10k-images-idx3-ubyte.gz" ]; then
+  [ -n "${TOWER_TEST_REQUIRE_GPU:-}" ] && [ "$TOWER_TEST_REQUIRE_GPU" != 0 ] &&
+    fail "$src is missing (TOWER_TEST_REQUIRE_GPU=1; set TOWER_FASHION_MNIST_DIR)"
   echo "skipped the training runs: $src is missing (Debian package dataset-fashion-mnist)"
   exit 0
 fi

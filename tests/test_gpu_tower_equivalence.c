@@ -8,8 +8,10 @@
  * trainer's own step as tests/test_tower_equivalence.c does on the CPU
  * (train/trainer.h, mode ps_cpu, through tests/modes_common.h): GPU towers
  * (threads, streams, pinned copies), ps_average_grads and
- * ps_apply_gradients, the parameter server's block coming from the
- * backend's pinned allocator, on one seeded synthetic global batch.
+ * ps_apply_gradients, on one seeded synthetic global batch; the parameter
+ * server's block and the input batch both come from the backend's pinned
+ * allocator (checked page-locked), so every copy in and out is a pinned
+ * asynchronous one.
  * Tolerance: 1e-4 relative (in norm, per variable) instead of the CPU
  * test's 1e-5: cuDNN may pick other algorithms for batch B than for N x B,
  * so the two runs round differently (about 1e-7 here), and now and then a
@@ -25,9 +27,19 @@
 #include "tests/modes_common.h"
 #include "tests/test_gpu_common.h"
 
+/* p is page-locked host memory (cudaHostAlloc's). */
+static int is_pinned(const void *p) {
+    struct cudaPointerAttributes attr;
+    return p && cudaPointerGetAttributes(&attr, p) == cudaSuccess && attr.type == cudaMemoryTypeHost;
+}
+
 /* Open, run `steps` steps checking every tower's loss and accuracy, collect, close. */
 static RunResult train(const TrainerOptions *o, int steps) {
     Trainer *tr = modes_open_or_die(o);
+    if (!is_pinned(tr->ps->params) || !is_pinned(tr->synthetic.x) || !is_pinned(tr->synthetic.labels)) {
+        fprintf(stderr, "the variables or the input batch are not in page-locked memory (%s): FAIL\n", tr->alloc.kind);
+        exit(1);
+    }
     for (int s = 0; s < steps; s++) {
         modes_steps_or_die(tr, 1);
         for (int t = 0; t < tr->n_towers; t++) {
@@ -47,7 +59,7 @@ static RunResult train(const TrainerOptions *o, int steps) {
 
 /* The backend's allocator must hand out pinned memory when a GPU is there. */
 static int check_pinned(void) {
-    HostAlloc a = tower_backend_cuda.host_alloc();
+    HostAlloc a = tower_backend_cuda.host_alloc(0);
     void *p = a.alloc(1 << 20, a.ctx);
     struct cudaPointerAttributes attr;
     int ok = p && strstr(a.kind, "pinned") && cudaPointerGetAttributes(&attr, p) == cudaSuccess &&
@@ -61,10 +73,7 @@ int main(void) {
     gpu_test_require_gpu();
     char err[256];
     int n_gpus = tower_backend_cuda.device_count(err, sizeof err);
-    if (n_gpus < 1) {
-        printf("skipped: %s\n", err);
-        return 77;
-    }
+    if (n_gpus < 1) gpu_test_skip(err);
     for (int d = 0; d < n_gpus; d++) {
         char desc[256];
         tower_backend_cuda.describe_device(d, desc, sizeof desc);

@@ -2,11 +2,11 @@
 # test_gpu_train.sh TOWER — a short real run on the GPU: 300 steps of the
 # mnist model on Fashion-MNIST with GPU towers (--device gpu, 2 towers x 32,
 # as test_train_fashion_mnist.sh does on the CPU) bring the loss below 0.9.
-# Skips (77) without nvidia-smi, a visible GPU or the dataset.
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q "^GPU"; then
-  echo "skipped: no GPU (nvidia-smi missing or lists none)"
-  exit 77
-fi
+# Skips (77) without nvidia-smi, a visible GPU or the dataset
+# (TOWER_FASHION_MNIST_DIR or /usr/share/datasets/fashion-mnist); fails
+# instead under TOWER_TEST_REQUIRE_GPU=1 (tests/gpu_skip.sh).
+source "$(dirname "$0")/gpu_skip.sh"
+require_gpu
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
 "$tower" train --device gpu --model mnist --data "$work/train-*.tfrecord" --train_dir "$work/run" --num_towers 2 \

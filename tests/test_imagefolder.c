@@ -467,6 +467,118 @@ static void make_dataset(const char *dir, int n_per_class) {
     write_bytes(p, "not an image\n", 13);
 }
 
+/* torchvision's CenterCrop offset, int(round((scaled - size) / 2.)), with
+ * Python 3's round: halves go to the even neighbour. */
+static int torchvision_offset(int scaled, int size) {
+    double half = (scaled - size) / 2.0;
+    double fl = floor(half);
+    if (half - fl != 0.5) return (int)lround(half);
+    return ((long)fl % 2 == 0) ? (int)fl : (int)fl + 1;
+}
+
+/* The centre crop of sizes whose crop offset is a half: a 23x17 (H x W)
+ * image at image_size 28 is scaled to 37x28 (torchvision's Resize), then
+ * cropped at top = round(4.5) = 4 (not 5), as torchvision does.  The pixels
+ * are random, so a one-row shift shows. */
+static void test_center_crop_offset(void) {
+    char dir[] = "/tmp/tower_if_crop_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    const int sizes[][3] = {{23, 17, 28}, {17, 23, 28}, {13, 8, 8}, {8, 9, 8}, {11, 8, 8}};
+    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+        int H = sizes[t][0], W = sizes[t][1], S = sizes[t][2];
+        char sub[1200], p[1300];
+        snprintf(sub, sizeof sub, "%s/%zu", dir, t);
+        mkdir_or_die(sub);
+        snprintf(p, sizeof p, "%s/one", sub);
+        mkdir_or_die(p);
+        uint8_t *img = malloc((size_t)H * W * 3);
+        uint32_t s = 12345u + (uint32_t)t;
+        for (int i = 0; i < H * W * 3; i++) {
+            s = s * 1664525u + 1013904223u;
+            img[i] = (uint8_t)(s >> 24);
+        }
+        snprintf(p, sizeof p, "%s/one/x.png", sub);
+        write_png(p, H, W, PNG_FORMAT_RGB, img, NULL, 0);
+        /* torchvision Resize(S): shorter side S, longer int(S * long / short). */
+        int tH = S, tW = S;
+        if (H <= W) tW = (int)((double)S * W / H);
+        else tH = (int)((double)S * H / W);
+        uint8_t *scaled = malloc((size_t)tH * tW * 3);
+        CHECK(imagefolder_resize(scaled, tH, tW, img, H, W, 3) == 0, "resize %dx%d", tH, tW);
+        int top = torchvision_offset(tH, S), left = torchvision_offset(tW, S);
+        ImageFolderConfig cfg;
+        imagefolder_config_defaults(&cfg);
+        cfg.image_size = S;
+        cfg.mode = IMAGEFOLDER_CENTER_CROP;
+        char err[1024];
+        ConvertItem item;
+        ConvertSource *src = convert_open_imagefolder(sub, &cfg, err, sizeof err);
+        CHECK(src && src->next(src, &item, err, sizeof err) == 1, "centre crop %dx%d: %s", H, W, err);
+        if (src) {
+            int max_diff = 0;
+            for (int y = 0; y < S; y++)
+                for (int x = 0; x < S; x++)
+                    for (int c = 0; c < 3; c++) {
+                        int d = abs((int)item.image[((size_t)y * S + x) * 3 + c] -
+                                    (int)scaled[((size_t)(y + top) * tW + (x + left)) * 3 + c]);
+                        if (d > max_diff) max_diff = d;
+                    }
+            CHECK(max_diff == 0, "%dx%d at %d: the crop differs from torchvision's (top %d, left %d) by up to %d", H, W,
+                  S, top, left, max_diff);
+            src->close(src);
+        }
+        free(scaled);
+        free(img);
+    }
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* A file name holding a newline, ESC and CR reaches the warning escaped, so
+ * the warning stays one line and cannot clear the screen. */
+static void test_warning_escaped(void) {
+    char dir[] = "/tmp/tower_if_esc_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    char p[1200];
+    snprintf(p, sizeof p, "%s/one", dir);
+    mkdir_or_die(p);
+    snprintf(p, sizeof p, "%s/one/evil\n\x1b[2J\r.txt", dir);
+    write_bytes(p, "not an image", 12);
+    uint8_t red[3] = {255, 0, 0};
+    uint8_t *img = solid(4, 4, 3, red);
+    snprintf(p, sizeof p, "%s/one/ok.png", dir);
+    write_png(p, 4, 4, PNG_FORMAT_RGB, img, NULL, 0);
+    free(img);
+    Warnings warn = {.n = 0};
+    ImageFolderConfig cfg;
+    imagefolder_config_defaults(&cfg);
+    cfg.image_size = 4;
+    cfg.warn = collect;
+    cfg.warn_ctx = &warn;
+    char err[1024];
+    ConvertItem item;
+    ConvertSource *src = convert_open_imagefolder(dir, &cfg, err, sizeof err);
+    CHECK(src != NULL, "open: %s", err);
+    if (src) {
+        while (src->next(src, &item, err, sizeof err) == 1) {
+        }
+        src->close(src);
+    }
+    CHECK(warn.n == 1, "%d warnings", warn.n);
+    CHECK(warned_about(&warn, "one/evil\\x0a\\x1b[2J\\x0d.txt") == 1, "the warning does not escape the name: %s", warn.lines[0]);
+    for (const char *c = warn.lines[0]; *c; c++) CHECK(*c >= 0x20 && *c < 0x7f, "raw byte 0x%02x in the warning", (unsigned char)*c);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "make")) {
         make_dataset(argv[2], atoi(argv[3]));
@@ -474,6 +586,8 @@ int main(int argc, char **argv) {
     }
     test_resize();
     test_folder();
+    test_center_crop_offset();
+    test_warning_escaped();
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;

@@ -148,6 +148,15 @@ static void test_command_line_errors(void) {
     CHECK_CONTAINS(err, "missing-images.gz: cannot open");
     free(out);
     free(err);
+    /* A file name from the command line or the file system reaches the terminal escaped. */
+    char evil[700];
+    snprintf(evil, sizeof evil, "%s", io_tmp("evil\n\x1b[2Jimages.gz"));
+    rc = run(cmd_convert, &out, &err, "convert", "--images", evil, "--labels", "y", "--out", io_tmp("m/out"), NULL);
+    CHECK(rc == 1);
+    CHECK_CONTAINS(err, "evil\\x0a\\x1b[2Jimages.gz: cannot open");
+    CHECK(io_count_lines(err) == 1);
+    free(out);
+    free(err);
     rc = run(cmd_inspect, &out, &err, "inspect", io_tmp("missing.tfrecord"), NULL);
     CHECK(rc == 1);
     CHECK_CONTAINS(err, "missing.tfrecord: no such file");
@@ -235,22 +244,209 @@ static void test_bad_records(void) {
         CHECK_CONTAINS(out, "3 records, none, 1 bad record (stopped at the first)");
         free(out);
         free(err);
-        rc = run(cmd_inspect, &out, &err, "inspect", "--skip_corrupt", "--num_classes=10", "--max_record_mb=1", path, NULL);
+        /* One bad record in 8 is over the default --max_corrupt_fraction: lift it to read on. */
+        rc = run(cmd_inspect, &out, &err, "inspect", "--skip_corrupt", "--num_classes=10", "--max_record_mb=1",
+                 "--max_corrupt_fraction=1", path, NULL);
         CHECK_MSG(rc == 1, "case %zu --skip_corrupt: exit %d", k, rc);
         CHECK_CONTAINS(err, want);
         CHECK(io_count_lines(err) == 1);
         char counts[96];
-        snprintf(counts, sizeof counts, "%d records, none, 1 bad record\n", 3 + cases[k].records_after);
+        snprintf(counts, sizeof counts, "%d records, none, 1 bad record, ", 3 + cases[k].records_after);
         CHECK_CONTAINS(out, counts);
-        CHECK_CONTAINS(out, "bad records: 1\n");
+        CHECK_CONTAINS(out, "bad records: 1; ");
         free(out);
         free(err);
     }
+}
+
+/* ---- raw Examples, for keys no ExampleBuilder can write (a NUL inside) ---- */
+
+static size_t put_varint(uint8_t *p, uint64_t v) {
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* Appends field 1 (length-delimited) holding (data, n) to buf at *at. */
+static void put_len1(uint8_t *buf, size_t *at, const void *data, size_t n) {
+    buf[(*at)++] = 0x0a;
+    *at += put_varint(buf + *at, n);
+    memcpy(buf + *at, data, n);
+    *at += n;
+}
+
+/* An Example whose features are (keys[i], key_n_bytes[i]) -> bytes_list{"v"}; returns its size. */
+static size_t raw_example(uint8_t *out, const char *const *keys, const size_t *key_n_bytes, int n_keys) {
+    uint8_t features[4096], entry[1024], feature[16], bytes_list[8];
+    size_t nf = 0;
+    for (int i = 0; i < n_keys; i++) {
+        size_t nb = 0, nfe = 0, ne = 0;
+        put_len1(bytes_list, &nb, "v", 1);       /* BytesList.value */
+        put_len1(feature, &nfe, bytes_list, nb); /* Feature.bytes_list */
+        put_len1(entry, &ne, keys[i], key_n_bytes[i]); /* entry.key */
+        entry[ne++] = 0x12;                     /* entry.value */
+        ne += put_varint(entry + ne, nfe);
+        memcpy(entry + ne, feature, nfe);
+        ne += nfe;
+        put_len1(features, &nf, entry, ne);     /* Features.feature */
+    }
+    size_t n = 0;
+    put_len1(out, &n, features, nf); /* Example.features */
+    return n;
+}
+
+/* Keys and file names from the data reach the terminal escaped, and keys of
+ * any length (a NUL inside, 200 bytes) are counted as one key each. */
+static void test_inspect_escapes_keys(void) {
+    char long_key[200];
+    for (int i = 0; i < 200; i++) long_key[i] = (char)('a' + i % 26);
+    const char *keys[] = {"new\nline", "\x1b[2J", "car\rriage", "nul\0cut", long_key};
+    const size_t key_n_bytes[] = {8, 4, 9, 7, 200};
+    const char *path = io_tmp("keys\nforged line \x1b[2J.tfrecord");
+    char err_text[512];
+    TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err_text, sizeof err_text);
+    CHECK_MSG(w != NULL, "%s", err_text);
+    uint8_t rec[8192];
+    size_t n = raw_example(rec, keys, key_n_bytes, 5);
+    for (int i = 0; i < 50 && w; i++) tfr_writer_write(w, rec, n, err_text, sizeof err_text);
+    /* The key "nul" (the NUL's prefix) is another key. */
+    const char *short_key[] = {"nul"};
+    const size_t short_n[] = {3};
+    n = raw_example(rec, short_key, short_n, 1);
+    if (w) tfr_writer_write(w, rec, n, err_text, sizeof err_text);
+    tfr_writer_close(w, err_text, sizeof err_text);
+    char *out, *err;
+    int rc = run(cmd_inspect, &out, &err, "inspect", path, NULL);
+    CHECK_MSG(rc == 0, "inspect: exit %d: %s", rc, err);
+    for (const char *c = out; *c; c++) CHECK_MSG(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "raw byte 0x%02x in the output", (unsigned char)*c);
+    CHECK_CONTAINS(out, "keys\\x0aforged line \\x1b[2J.tfrecord: 51 records");
+    CHECK_CONTAINS(out, "  new\\x0aline ");
+    CHECK_CONTAINS(out, "  \\x1b[2J ");
+    CHECK_CONTAINS(out, "  car\\x0driage ");
+    CHECK_CONTAINS(out, "  nul\\x00cut ");
+    CHECK_CONTAINS(out, "\n  nul       ");
+    char want[300];
+    snprintf(want, sizeof want, "  %.200s bytes_list [1] x 1 bytes  50\n", long_key);
+    CHECK_CONTAINS(out, want);
+    /* 6 distinct keys: 5 in every record but the last, "nul" in the last. */
+    int n_key_lines = 0;
+    for (const char *c = strstr(out, "features ("); c && (c = strstr(c, "\n  ")); c++) n_key_lines++;
+    CHECK_MSG(n_key_lines == 6, "%d key lines:\n%s", n_key_lines, out);
+    free(out);
+    free(err);
+}
+
+/* A broken frame early in a file loses the rest of it: inspect says how many
+ * bytes, and with --skip_corrupt stops once more than --max_corrupt_fraction
+ * of the bytes are lost; a single bad record in many stays under the limit. */
+static void test_inspect_corrupt_fraction(void) {
+    const char *path = io_tmp("frame.tfrecord");
+    char e[512];
+    TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, e, sizeof e);
+    ExampleBuilder b;
+    example_builder_init(&b);
+    uint8_t img[12] = {0};
+    example_add_bytes(&b, "image_raw", img, sizeof img);
+    example_add_int64(&b, "label", 1);
+    const uint8_t *data;
+    size_t n = example_builder_encode(&b, &data);
+    for (int i = 0; i < 500; i++) tfr_writer_write(w, data, n, e, sizeof e);
+    tfr_writer_close(w, e, sizeof e);
+    example_builder_free(&b);
+    size_t file_n;
+    uint8_t *bytes = io_read_file(path, &file_n);
+    size_t rec_n = 16 + n;
+    bytes[rec_n + 9] ^= 0x40; /* record 1's length CRC: the framing is lost */
+    io_write_file(path, bytes, file_n);
+    char *out, *err;
+    int rc = run(cmd_inspect, &out, &err, "inspect", "--skip_corrupt", path, NULL);
+    CHECK(rc == 1);
+    char want[256];
+    snprintf(want, sizeof want, "1 records, none, 1 bad record, %zu of %zu bytes unreadable", file_n - rec_n, file_n);
+    CHECK_CONTAINS(out, want);
+    snprintf(want, sizeof want, "(the rest of the file, %zu of its %zu bytes, cannot be read)", file_n - rec_n, file_n);
+    CHECK_CONTAINS(err, want);
+    CHECK_CONTAINS(err, "over --max_corrupt_fraction 0.01");
+    free(out);
+    free(err);
+    /* Record 250's data CRC instead: 1 record of 500 lost (0.2 %), under the limit. */
+    bytes[rec_n + 9] ^= 0x40;
+    bytes[250 * rec_n + 14] ^= 0x40;
+    io_write_file(path, bytes, file_n);
+    rc = run(cmd_inspect, &out, &err, "inspect", "--skip_corrupt", path, NULL);
+    CHECK(rc == 1);
+    snprintf(want, sizeof want, "499 records, none, 1 bad record, %zu of %zu bytes unreadable", rec_n, file_n);
+    CHECK_CONTAINS(out, want);
+    CHECK(strstr(err, "max_corrupt_fraction") == NULL);
+    free(out);
+    free(err);
+    /* A limit of 0 stops at the first. */
+    rc = run(cmd_inspect, &out, &err, "inspect", "--skip_corrupt", "--max_corrupt_fraction", "0", path, NULL);
+    CHECK(rc == 1);
+    CHECK_CONTAINS(err, "over --max_corrupt_fraction 0");
+    CHECK_CONTAINS(out, "250 records, none, 1 bad record");
+    free(out);
+    free(err);
+    rc = run(cmd_inspect, &out, &err, "inspect", "--max_corrupt_fraction", "2", path, NULL);
+    CHECK(rc == 2);
+    CHECK_CONTAINS(err, "--max_corrupt_fraction must be in [0, 1]");
+    free(out);
+    free(err);
+    free(bytes);
+}
+
+/* Converting again with another --num_shards is refused while shards of the
+ * prefix exist (the documented glob would read both); --overwrite replaces
+ * them, removing the old ones the new ones do not overwrite. */
+static void test_convert_overwrite(void) {
+    char *out, *err;
+    char images[600], labels[600], prefix[600]; /* io_tmp's buffers are reused by the captures */
+    snprintf(images, sizeof images, "%s", io_tmp("ow-images.gz"));
+    snprintf(labels, sizeof labels, "%s", io_tmp("ow-labels.gz"));
+    snprintf(prefix, sizeof prefix, "%s", io_tmp("ow/train"));
+    write_idx(images, labels);
+    int rc = run(cmd_convert, &out, &err, "convert", "--images", images, "--labels", labels, "--out", prefix, "--num_shards", "3",
+                 NULL);
+    CHECK_MSG(rc == 0, "convert: %s", err);
+    free(out);
+    free(err);
+    rc = run(cmd_convert, &out, &err, "convert", "--images", images, "--labels", labels, "--out", prefix, "--num_shards", "2",
+             NULL);
+    CHECK_MSG(rc == 1, "a second conversion beside 3 shards: exit %d", rc);
+    CHECK_CONTAINS(err, "3 shards of this prefix exist already (");
+    CHECK_CONTAINS(err, "pass --overwrite");
+    CHECK(io_count_lines(err) == 1);
+    free(out);
+    free(err);
+    char glob[700];
+    snprintf(glob, sizeof glob, "%s-*.tfrecord", prefix);
+    rc = run(cmd_inspect, &out, &err, "inspect", glob, NULL);
+    CHECK_CONTAINS(out, "total: 30 good records in 3 files"); /* the refused run left the old shards as they were */
+    free(out);
+    free(err);
+    rc = run(cmd_convert, &out, &err, "convert", "--images", images, "--labels", labels, "--out", prefix, "--num_shards", "2",
+             "--overwrite", NULL);
+    CHECK_MSG(rc == 0, "--overwrite: %s", err);
+    CHECK_CONTAINS(out, "--overwrite: removed 3 old shards");
+    free(out);
+    free(err);
+    rc = run(cmd_inspect, &out, &err, "inspect", glob, NULL);
+    CHECK_MSG(rc == 0, "inspect after --overwrite: %s", err);
+    CHECK_CONTAINS(out, "total: 30 good records in 2 files");
+    free(out);
+    free(err);
 }
 
 int main(void) {
     test_convert_then_inspect();
     test_command_line_errors();
     test_bad_records();
+    test_inspect_escapes_keys();
+    test_convert_overwrite();
+    test_inspect_corrupt_fraction();
     return io_test_result("test_io_cli");
 }

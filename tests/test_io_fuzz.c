@@ -142,8 +142,11 @@ static void through_inspect_and_pipeline(const uint8_t *bytes, size_t n) {
     c.drop_remainder = 0;
     c.max_record_n_bytes = 4096;
     char err[512];
-    for (int skip = 0; skip < 2; skip++) {
-        c.skip_corrupt = skip;
+    /* 0: stop at the first bad record; 1: skip every bad record (no limit); 2: skip up to the default
+     * max_corrupt_fraction of the bytes. */
+    for (int skip = 0; skip < 3; skip++) {
+        c.skip_corrupt = skip > 0;
+        c.max_corrupt_fraction = skip == 1 ? 1.0 : IO_DEFAULT_MAX_CORRUPT_FRACTION;
         c.log_corrupt = 0;
         Pipeline *p = pipeline_open(&c, err, sizeof err);
         if (!p) continue;
@@ -156,7 +159,8 @@ static void through_inspect_and_pipeline(const uint8_t *bytes, size_t n) {
         }
         CHECK(total <= 3);
         if (st < 0) CHECK_MSG(strstr(err, "mutant.tfrecord") && !strchr(err, '\n'), "%s", err);
-        if (skip) CHECK(st == 0 || strstr(err, "no usable records"));
+        if (skip == 1) CHECK(st == 0 || strstr(err, "no usable records"));
+        if (skip == 2) CHECK(st == 0 || strstr(err, "no usable records") || strstr(err, "over max_corrupt_fraction"));
         pipeline_close(p);
     }
 }

@@ -519,6 +519,17 @@ static void test_allocator_and_close(const Dataset *ds) {
     CHECK(cc.n_free == cc.n_alloc);
 }
 
+typedef struct {
+    int n;
+    char last[1024];
+} WarnLines;
+
+static void count_warning(void *ctx, const char *line) {
+    WarnLines *w = ctx;
+    w->n++;
+    snprintf(w->last, sizeof w->last, "%s", line);
+}
+
 static void test_bad_records(void) {
     struct {
         int kind;
@@ -568,9 +579,14 @@ static void test_bad_records(void) {
         CHECK(pipeline_next(p, &b, err, sizeof err) == -1);
         pipeline_close(p);
 
-        /* skip_corrupt: counted, skipped, everything else delivered, twice (2 epochs). */
+        /* skip_corrupt: counted, skipped, everything else delivered, twice (2 epochs);
+         * the one bad record is one distinct record, warned about once. */
         c.skip_corrupt = 1;
-        c.log_corrupt = 0;
+        c.log_corrupt = 10;
+        WarnLines warned = {0, ""};
+        c.warn = count_warning;
+        c.warn_ctx = &warned;
+        c.max_corrupt_fraction = 1; /* 1 record in 36 is over the default */
         c.num_epochs = 2;
         c.shuffle = 1;
         c.min_after_dequeue = 5;
@@ -586,6 +602,30 @@ static void test_bad_records(void) {
         long lost = cases[k].kind == BAD_TRUNCATED || cases[k].kind == BAD_LENGTH ? 7 : 1;
         CHECK_MSG(rc == 0 && total == 2 * (36 - lost) && st.corrupt_skipped == 2, "case %zu: rc %d total %ld skipped %ld", k, rc,
                   total, st.corrupt_skipped);
+        CHECK_MSG(st.corrupt_distinct == 1 && warned.n == 1, "case %zu: %ld distinct, %d warnings", k, st.corrupt_distinct,
+                  warned.n);
+        /* The bytes lost: the bad record, or the file from it on. */
+        size_t file_n = 0;
+        free(io_read_file(ds.paths[1], &file_n));
+        uint64_t want_lost = lost == 1 ? ds.offsets[1][6] - ds.offsets[1][5] : (uint64_t)file_n - ds.offsets[1][5];
+        CHECK_MSG(st.corrupt_lost_n_bytes == want_lost && st.input_n_bytes > 0,
+                  "case %zu: %llu bytes lost, expected %llu", k, (unsigned long long)st.corrupt_lost_n_bytes,
+                  (unsigned long long)want_lost);
+        snprintf(want, sizeof want, "%llu bytes of %s unreadable", (unsigned long long)want_lost, ds.paths[1]);
+        CHECK_MSG(strstr(warned.last, want) != NULL, "case %zu: warning '%s'", k, warned.last);
+        pipeline_close(p);
+
+        /* Under the default limit (1 % of the bytes), a bad record that loses more (most of them: 1 record
+         * of 36 is 2.8 %) stops the pipeline, saying why; a smaller one (a 3-byte payload, a file cut
+         * just after the header) is skipped. */
+        c.max_corrupt_fraction = IO_DEFAULT_MAX_CORRUPT_FRACTION;
+        p = pipeline_open(&c, err, sizeof err);
+        while ((rc = pipeline_next(p, &b, err, sizeof err)) == 1) pipeline_release(p, b);
+        int over = (double)want_lost > 0.01 * (double)st.input_n_bytes;
+        CHECK_MSG(rc == (over ? -1 : 0), "case %zu: %d at the default max_corrupt_fraction (%llu of %llu bytes lost)", k, rc,
+                  (unsigned long long)want_lost, (unsigned long long)st.input_n_bytes);
+        if (over) CHECK_CONTAINS(err, "over max_corrupt_fraction 0.01");
+        CHECK_MSG(over || cases[k].kind == BAD_NOT_EXAMPLE || cases[k].kind == BAD_TRUNCATED, "case %zu: expected over the limit", k);
         pipeline_close(p);
     }
 }

@@ -3,7 +3,8 @@
 #   - `tower bench` on a tiny matrix (2 models x 2 modes x 1,2 towers, run
 #     twice, with --predict and --trace) prints its table and writes a CSV with the
 #     documented header and one row per configuration, an SVG that parses as
-#     XML with a line per model x mode (measured and predicted), and one
+#     XML with a line per model x mode (measured and predicted, both at the
+#     median step; the table's noisy-machine warning when it printed one), and one
 #     Chrome trace per configuration;
 #   - every trace is valid JSON with a row per tower, the parameter server's
 #     row (average, apply) or the all-reduce row, a marker per step, every
@@ -24,7 +25,7 @@ grep -q "^model .*img/s.*fwd+bwd.*reduce.*apply" "$work/bench.log" || fail "no t
 grep -q "what-if, mnist" "$work/bench.log" || fail "--predict printed no what-if table"
 
 python3 - "$work" <<'EOF'
-import csv, json, sys, xml.etree.ElementTree as ET
+import csv, json, re, sys, xml.etree.ElementTree as ET
 work = sys.argv[1]
 def fail(msg):
     print("FAIL:", msg); sys.exit(1)
@@ -65,9 +66,21 @@ lines = svg.findall(f".//{ns}polyline")
 if len(lines) != 8: fail(f"SVG: {len(lines)} lines, expected 2 models x 2 modes x (measured, predicted)")
 for l in lines:
     if len(l.get("points").split()) != 2: fail(f"SVG line with points {l.get('points')}")
+# Measured points are the global batch over the median step, the statistic the cost model predicts
+# (they were the mean throughput, compared with a predicted median step).
+for c in svg.iter(ns + "circle"):
+    title = c.find(ns + "title").text
+    m = re.match(r"(\S+) (\d+) tower\(s\): ([0-9.]+) images/sec at the median step", title)
+    if not m: fail(f"SVG point title {title!r}")
+    cands = [r for r in recs if r["mode"] == m.group(1) and r["towers"] == m.group(2)
+             and abs(float(m.group(3)) - int(r["global_batch"]) / (float(r["step_ms_median"]) * 1e-3)) <= 0.001 * float(m.group(3)) + 0.1]
+    if not cands: fail(f"SVG point {title!r} is not global_batch / step_ms_median of its CSV row")
 texts = " ".join(t.text or "" for t in svg.iter(ns + "text"))
 for word in ("mnist", "cifar10", "ps_cpu (measured)", "replicated_host (cost model)", "towers", "images/sec"):
     if word not in texts: fail(f"SVG has no text '{word}'")
+# The table's noisy-machine warning is carried into the chart.
+noisy = "other work is running" in open(f"{work}/bench.log").read()
+if noisy != ("figures are noisy" in texts): fail(f"SVG noisy-machine warning: table {noisy}, chart {'figures are noisy' in texts}")
 
 # ---- the traces ----
 tower_phases = ["copy-in", "forward", "backward", "copy-out"]
@@ -138,8 +151,8 @@ expect_error() { # expect_error CODE PATTERN ARGS...
   [ "$(wc -l <"$work/err")" -eq 1 ] || fail "tower $*: expected one line on stderr, got: $(cat "$work/err")"
   grep -q -- "$pattern" "$work/err" || fail "tower $*: '$(cat "$work/err")' does not say '$pattern'"
 }
-expect_error 1 "--variable_update 'mirrored'" train --train_dir "$work/e" --variable_update mirrored
-expect_error 1 "--all_reduce 'mpi'" train --train_dir "$work/e" --variable_update replicated --all_reduce mpi
+expect_error 2 "--variable_update 'mirrored'" train --train_dir "$work/e" --variable_update mirrored
+expect_error 2 "--all_reduce 'mpi'" train --train_dir "$work/e" --variable_update replicated --all_reduce mpi
 expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --local_parameter_device gpu
 expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --variable_update replicated --all_reduce nccl
 expect_error 1 "needs GPU towers\|needs NCCL" bench --device cpu --modes ps_gpu --models mnist --towers 1 --csv "" --svg ""

@@ -49,7 +49,42 @@ static char *contents(FILE *f) {
     return s;
 }
 
+/* The run's total and warnings during a run (issue 14: the bar followed the
+ * epoch, and warnings landed inside the line). */
+static void test_run_and_warnings(void) {
+    /* --max_steps 150 of 128 on 60000 examples: the run is 19200 examples, not an epoch. */
+    CHECK(progress_run_total(150, 128, 0, 60000) == 19200, "max_steps 150: %ld", progress_run_total(150, 128, 0, 60000));
+    /* --num_epochs 2 of 100 examples, batches of 16, ends first: 12 whole batches. */
+    CHECK(progress_run_total(1000000, 16, 2, 100) == 192, "num_epochs 2: %ld", progress_run_total(1000000, 16, 2, 100));
+    /* --max_steps first. */
+    CHECK(progress_run_total(5, 16, 2, 100) == 80, "max_steps 5: %ld", progress_run_total(5, 16, 2, 100));
+    /* Unknown epoch size: max_steps alone. */
+    CHECK(progress_run_total(7, 10, 3, 0) == 70, "unknown epoch: %ld", progress_run_total(7, 10, 3, 0));
+
+    /* A warning erases the drawn line first: it starts a line of its own, and the bar is redrawn after it. */
+    FILE *f = tmpfile();
+    Progress p;
+    progress_start(&p, f, 1, "epoch 1/3", "ex", 0, 100, 0.0);
+    progress_update(&p, 10, "step 1");
+    progress_warn(&p, f, "bad record (skipped)");
+    CHECK(!p.drawn, "the line is still marked drawn after a warning");
+    progress_update(&p, 20, "step 2");
+    progress_relabel(&p, "epoch 2/3");
+    progress_end(&p, 30, "step 3");
+    char *s = contents(f);
+    const char *w = strstr(s, "warning: bad record (skipped)\n");
+    CHECK(w != NULL, "no warning line in '%s'", s);
+    if (w) {
+        CHECK(w >= s + 4 && !strncmp(w - 4, "\r\033[K", 4), "the warning does not follow an erased line: '%.*s'", (int)(w - s), s);
+        CHECK(strstr(w, "\repoch 1/3  20%") != NULL, "the line is not redrawn after the warning");
+        CHECK(strstr(w, "\repoch 2/3  30%") != NULL, "the relabelled line is not drawn");
+    }
+    free(s);
+    fclose(f);
+}
+
 int main(void) {
+    test_run_and_warnings();
     /* Durations: MM:SS under an hour, H:MM:SS from an hour, rounded down; "?" when unknown. */
     expect_duration(0, "00:00");
     expect_duration(59.99, "00:59");

@@ -1,12 +1,14 @@
 # train_common.sh — sourced by the training tests: a temporary directory and
 # Fashion-MNIST converted to TFRecords in it (skip, exit 77, without the
-# Debian package dataset-fashion-mnist).
+# Debian package dataset-fashion-mnist; a failure instead under
+# TOWER_TEST_REQUIRE_GPU=1).  TOWER_FASHION_MNIST_DIR names another folder
+# holding the four .gz files (the GPU check's carried copy).
 set -euo pipefail
 tower=$1
-src=/usr/share/datasets/fashion-mnist
+src=${TOWER_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 if [ ! -f "$src/train-images-idx3-ubyte.gz" ]; then
-  echo "skipped: $src is missing (Debian package dataset-fashion-mnist)"
-  exit 77
+  source "$(dirname "${BASH_SOURCE[0]}")/gpu_skip.sh"
+  gpu_skip "$src is missing (Debian package dataset-fashion-mnist, or set TOWER_FASHION_MNIST_DIR)"
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -28,6 +28,8 @@ const TowerBackend *tower_backend_find(const char *name) {
 #ifdef TOWER_HAVE_CUDA
     if (!strcmp(name, "cuda") || !strcmp(name, "gpu")) return &tower_backend_cuda;
     if (!strcmp(name, "cuda-tf32")) return &tower_backend_cuda_tf32;
+    if (!strcmp(name, "cuda-deterministic")) return &tower_backend_cuda_deterministic;
+    if (!strcmp(name, "cuda-tf32-deterministic")) return &tower_backend_cuda_tf32_deterministic;
 #endif
     return NULL;
 }

@@ -60,14 +60,17 @@ typedef struct {
     int device;     /* the tower's GPU (CUDA device number) */
     float *params;  /* (n_params) device memory on `device`: the variables compute reads */
     float *grads;   /* (n_params) device memory on `device`: the gradient compute writes, complete when compute returns */
+    const char *algorithms; /* one line: the conv layers' cuDNN algorithms and whether each is deterministic; "" if none */
 } TowerDeviceView;
 
 /* A backend: what a tower's device is and how data moves to and from it.
  * Every function that can fail returns 0 or -1 with one line in err. */
 typedef struct TowerBackend {
     const char *name;  /* "cpu", "cuda" */
-    /* Host memory for the master variables and the staging buffers. */
-    HostAlloc (*host_alloc)(void);
+    /* Host memory for the master variables and the staging buffers.
+     * device: the first tower's device (CUDA: made current before each
+     * pinned allocation, so that no context appears on another GPU). */
+    HostAlloc (*host_alloc)(int device);
     /* Number of devices of this kind (CPU: 1), or -1 + err when unusable. */
     int (*device_count)(char *err, size_t err_n_bytes);
     /* One line naming the device, for --log_device_placement. */
@@ -132,12 +135,17 @@ void tower_cuda_describe_device(int device, char *out, size_t out_n_bytes);
 /* tower/tower_cuda.c: GPU towers (pinned host memory, one stream and
  * cuDNN/cuBLAS handles per tower).  _tf32 lets cuDNN and cuBLAS use TF32
  * tensor cores (faster, about 1e-3 relative error); the plain one keeps
- * float32 math, comparable with the CPU. */
+ * float32 math, comparable with the CPU.  _deterministic (--deterministic)
+ * takes only cuDNN algorithms cuDNN calls deterministic and fails tower
+ * creation with one line when a layer has none; the others prefer them. */
 extern const TowerBackend tower_backend_cuda;
 extern const TowerBackend tower_backend_cuda_tf32;
+extern const TowerBackend tower_backend_cuda_deterministic;
+extern const TowerBackend tower_backend_cuda_tf32_deterministic;
 #endif
 
-/* Find a backend by name ("cpu"; "cuda" or "gpu", "cuda-tf32"); NULL when not built in. */
+/* Find a backend by name ("cpu"; "cuda" or "gpu", "cuda-tf32", "cuda-deterministic",
+ * "cuda-tf32-deterministic"); NULL when not built in. */
 const TowerBackend *tower_backend_find(const char *name);
 
 /* The phases of a tower's step, in the order they run. */

@@ -34,7 +34,10 @@ typedef struct {
     double forward_end_sec; /* tower_now_sec() when the last forward ended */
 } CpuTower;
 
-static HostAlloc cpu_host_alloc(void) { return host_alloc_default(); }
+static HostAlloc cpu_host_alloc(int device) {
+    (void)device;
+    return host_alloc_default();
+}
 
 static int cpu_device_count(char *err, size_t err_n_bytes) {
     (void)err;

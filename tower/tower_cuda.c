@@ -37,6 +37,7 @@
  */
 #include "tower/tower.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,14 +83,20 @@ typedef struct {
     cudaEvent_t ev[TC_N_EVENTS]; /* the phase events of the current step, on the stream */
     double anchor_sec;       /* tower_now_sec() just before ev[TC_EV_ANCHOR] was recorded on the idle stream */
     int copy_in_started;     /* this step's copy-in has begun (anchor and TC_EV_IN_START recorded) */
+    char algorithms[1024];   /* the conv layers' cuDNN algorithms at max_batch (model_acts_cuda_describe_algos) */
     int ran;                 /* TC_RAN_* bits: the phases this step ran, for device_spans */
 } CudaTower;
 
 /* ---- host memory ---------------------------------------------------------------- */
 
+/* ctx: the GPU (intptr_t) made current before the allocation, so that a
+ * thread with no current GPU yet does not create a context on GPU 0. */
 static void *pinned_alloc(size_t n_bytes, void *ctx) {
-    (void)ctx;
     void *p = NULL;
+    if (cudaSetDevice((int)(intptr_t)ctx) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
     if (cudaHostAlloc(&p, n_bytes ? n_bytes : 1, cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();
         return NULL;
@@ -105,16 +112,18 @@ static void pinned_free(void *p, void *ctx) {
 
 /* Pinned (page-locked, portable across GPUs) when a GPU is usable; the
  * default page-aligned allocator otherwise, so that asking for memory never
- * crashes or fails on a machine without a GPU. */
-static HostAlloc cuda_host_alloc(void) {
+ * crashes or fails on a machine without a GPU.  device: the first tower's
+ * GPU, made current on the calling thread before each allocation (with
+ * --gpus 1,2 no context is created on GPU 0). */
+static HostAlloc cuda_host_alloc(int device) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1 || device < 0 || device >= n) {
         (void)cudaGetLastError();
         HostAlloc a = host_alloc_default();
         a.kind = "page-aligned host memory (no usable GPU, so not pinned)";
         return a;
     }
-    HostAlloc a = {pinned_alloc, pinned_free, NULL, "pinned host memory (cudaHostAlloc)"};
+    HostAlloc a = {pinned_alloc, pinned_free, (void *)(intptr_t)device, "pinned host memory (cudaHostAlloc)"};
     return a;
 }
 
@@ -156,7 +165,7 @@ static void free_on_device(CudaTower *t) {
 }
 
 static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batch, float *grads_host,
-                                 int allow_tf32, char *err, size_t err_n_bytes) {
+                                 int allow_tf32, int deterministic_only, char *err, size_t err_n_bytes) {
     int count = cuda_device_count(err, err_n_bytes);
     if (count < 0) return NULL;
     if (device < 0 || device >= count) {
@@ -197,9 +206,11 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
         goto fail;
     for (int k = 0; k < TC_N_EVENTS; k++)
         if (CUDA_SOFT(cudaEventCreate(&t->ev[k]), err, err_n_bytes)) goto fail;
-    t->acts = model_acts_cuda_create(spec, max_batch, t->cudnn, t->cublas, t->stream, allow_tf32, err, err_n_bytes);
+    t->acts = model_acts_cuda_create(spec, max_batch, t->cudnn, t->cublas, t->stream, allow_tf32, deterministic_only,
+                                     err, err_n_bytes);
     /* Idle from here on between steps: the first step's anchor event runs at once. */
     if (!t->acts || CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) goto fail;
+    model_acts_cuda_describe_algos(t->acts, t->algorithms, sizeof t->algorithms);
     cudaSetDevice(prev);
     return t;
 fail:
@@ -208,17 +219,17 @@ fail:
     return NULL;
 }
 
-static void *cuda_tower_create(const ModelSpec *spec, int device, int max_batch, int n_threads, float *grads_host,
-                               char *err, size_t err_n_bytes) {
-    (void)n_threads;
-    return tower_create_on_gpu(spec, device, max_batch, grads_host, 0, err, err_n_bytes);
-}
-
-static void *cuda_tower_create_tf32(const ModelSpec *spec, int device, int max_batch, int n_threads,
-                                    float *grads_host, char *err, size_t err_n_bytes) {
-    (void)n_threads;
-    return tower_create_on_gpu(spec, device, max_batch, grads_host, 1, err, err_n_bytes);
-}
+/* The four creators: TF32 or not, deterministic algorithms only or not. */
+#define TOWER_CUDA_CREATE(fn, tf32, det)                                                                          \
+    static void *fn(const ModelSpec *spec, int device, int max_batch, int n_threads, float *grads_host, char *err, \
+                    size_t err_n_bytes) {                                                                         \
+        (void)n_threads;                                                                                          \
+        return tower_create_on_gpu(spec, device, max_batch, grads_host, tf32, det, err, err_n_bytes);             \
+    }
+TOWER_CUDA_CREATE(cuda_tower_create, 0, 0)
+TOWER_CUDA_CREATE(cuda_tower_create_tf32, 1, 0)
+TOWER_CUDA_CREATE(cuda_tower_create_det, 0, 1)
+TOWER_CUDA_CREATE(cuda_tower_create_tf32_det, 1, 1)
 
 static void cuda_tower_free(void *dev) {
     CudaTower *t = dev;
@@ -346,6 +357,7 @@ static int cuda_device_view(void *dev, TowerDeviceView *view, char *err, size_t 
     view->device = t->device;
     view->params = t->params_dev;
     view->grads = t->grads_dev;
+    view->algorithms = t->algorithms;
     return 0;
 }
 
@@ -397,36 +409,26 @@ static void cuda_device_spans(void *dev, TowerSpan *span) {
     t->ran = 0;
 }
 
-const TowerBackend tower_backend_cuda = {
-    .name = "cuda",
-    .host_alloc = cuda_host_alloc,
-    .device_count = cuda_device_count,
-    .describe_device = cuda_describe_device,
-    .tower_create = cuda_tower_create,
-    .tower_free = cuda_tower_free,
-    .copy_params_in = cuda_copy_params_in,
-    .copy_shard_in = cuda_copy_shard_in,
-    .compute = cuda_compute,
-    .copy_grads_out = cuda_copy_grads_out,
-    .device_view = cuda_device_view,
-    .copy_params_in_device = cuda_copy_params_in_device,
-    .copy_grads_out_device = cuda_copy_grads_out_device,
-    .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */
-};
+/* Everything but the name and the creator is shared. */
+#define TOWER_CUDA_BACKEND(var, backend_name, create)                                                  \
+    const TowerBackend var = {                                                                         \
+        .name = backend_name,                                                                          \
+        .host_alloc = cuda_host_alloc,                                                                 \
+        .device_count = cuda_device_count,                                                             \
+        .describe_device = cuda_describe_device,                                                       \
+        .tower_create = create,                                                                        \
+        .tower_free = cuda_tower_free,                                                                 \
+        .copy_params_in = cuda_copy_params_in,                                                         \
+        .copy_shard_in = cuda_copy_shard_in,                                                           \
+        .compute = cuda_compute,                                                                       \
+        .copy_grads_out = cuda_copy_grads_out,                                                         \
+        .device_view = cuda_device_view,                                                               \
+        .copy_params_in_device = cuda_copy_params_in_device,                                           \
+        .copy_grads_out_device = cuda_copy_grads_out_device,                                           \
+        .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */ \
+    }
 
-const TowerBackend tower_backend_cuda_tf32 = {
-    .name = "cuda-tf32",
-    .host_alloc = cuda_host_alloc,
-    .device_count = cuda_device_count,
-    .describe_device = cuda_describe_device,
-    .tower_create = cuda_tower_create_tf32,
-    .tower_free = cuda_tower_free,
-    .copy_params_in = cuda_copy_params_in,
-    .copy_shard_in = cuda_copy_shard_in,
-    .compute = cuda_compute,
-    .copy_grads_out = cuda_copy_grads_out,
-    .device_view = cuda_device_view,
-    .copy_params_in_device = cuda_copy_params_in_device,
-    .copy_grads_out_device = cuda_copy_grads_out_device,
-    .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */
-};
+TOWER_CUDA_BACKEND(tower_backend_cuda, "cuda", cuda_tower_create);
+TOWER_CUDA_BACKEND(tower_backend_cuda_tf32, "cuda-tf32", cuda_tower_create_tf32);
+TOWER_CUDA_BACKEND(tower_backend_cuda_deterministic, "cuda-deterministic", cuda_tower_create_det);
+TOWER_CUDA_BACKEND(tower_backend_cuda_tf32_deterministic, "cuda-tf32-deterministic", cuda_tower_create_tf32_det);

@@ -50,6 +50,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->keep_checkpoints = 5;
     o->min_after_dequeue = 20000;
     o->input_threads = 0;
+    o->max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION;
     o->variable_update = "parameter_server";
     o->local_parameter_device = "cpu";
     o->all_reduce = "auto";
@@ -184,7 +185,9 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
     memset(tc, 0, sizeof *tc);
     if (n_gpus > 0) {
 #ifdef TOWER_HAVE_CUDA
-        tr->backend = o->allow_tf32 ? &tower_backend_cuda_tf32 : &tower_backend_cuda;
+        tr->backend = o->deterministic ? (o->allow_tf32 ? &tower_backend_cuda_tf32_deterministic
+                                                        : &tower_backend_cuda_deterministic)
+                                       : (o->allow_tf32 ? &tower_backend_cuda_tf32 : &tower_backend_cuda);
 #endif
         tr->n_towers = o->num_towers > 0 ? o->num_towers : n_gpus;
         if (tr->n_towers > TOWER_MAX_TOWERS) {
@@ -301,6 +304,11 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
         tr->backend->describe_device(tc->devices[t], d, sizeof d);
         printf("%s: tower_%d: %s backend, device %s, %d OpenMP thread(s), batch %d\n", ts, t,
                tr->backend->name, d, tc->n_threads[t], tr->shard_sizes[t]);
+        TowerDeviceView v = {0};
+        char e[256];
+        if (tr->backend->device_view && tower_group_device_view(tr->towers, t, &v, e, sizeof e) == 0 && v.algorithms &&
+            v.algorithms[0])
+            printf("%s: tower_%d: cuDNN algorithms: %s\n", ts, t, v.algorithms);
     }
     m->describe(tr, ts);
     log_memory_bound(tr, ts);
@@ -395,6 +403,9 @@ static int open_pipeline(Trainer *tr, int compression, int H, int W, int C, int 
     if (pcfg.prefetch_batches < 2 * tr->n_towers) pcfg.prefetch_batches = 2 * tr->n_towers;
     pcfg.alloc = tr->alloc;
     pcfg.skip_corrupt = o->skip_corrupt;
+    pcfg.max_corrupt_fraction = o->max_corrupt_fraction;
+    pcfg.warn = o->warn;
+    pcfg.warn_ctx = o->warn_ctx;
     pcfg.drop_remainder = 1;
     pcfg.skip_examples = tr->examples_consumed;
     tr->pipeline_cfg = pcfg;
@@ -461,7 +472,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tc.max_batch = 0;
     for (int t = 0; t < tr->n_towers; t++)
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
-    tr->alloc = tr->backend->host_alloc();
+    tr->alloc = tr->backend->host_alloc(tc.devices[0]);
 
     /* The data: its files and the shape of one stored image (synthetic: the model's own). */
     ModelInputFacts facts;

@@ -81,6 +81,7 @@ typedef struct {
     int num_gpus;                   /* GPU towers: use the first num_gpus visible GPUs */
     const char *gpus;               /* GPU towers: "0,2,3" names them (overrides num_gpus) */
     int allow_tf32;                 /* GPU towers: TF32 tensor-core math in cuBLAS/cuDNN */
+    int deterministic;              /* GPU towers: only cuDNN algorithms cuDNN calls deterministic, else an error */
     int num_classes;
     int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop) */
     float learning_rate;
@@ -97,6 +98,9 @@ typedef struct {
     long min_after_dequeue;
     int input_threads;
     int skip_corrupt;
+    float max_corrupt_fraction;     /* with skip_corrupt: the pipeline stops past this fraction of the bytes lost */
+    void (*warn)(void *ctx, const char *line); /* the pipeline's warnings (reader thread); NULL: stderr */
+    void *warn_ctx;
     int num_epochs;                 /* 0: as many as max_steps needs */
     const char *variable_update;    /* "parameter_server" | "replicated" (tf_cnn_benchmarks' names) */
     const char *local_parameter_device; /* parameter_server: where the variables live, "cpu" | "gpu" */

@@ -1,0 +1,217 @@
+/* batchnorm_cuda.cu — Keras's BatchNormalization on the GPU, NHWC, per
+ * channel: the CUDA twin of batchnorm.c, with the same split (per-tower
+ * sums, moments over any count, normalise; backward sums, parameter
+ * gradients, input gradient) so that sync batch norm can add the towers'
+ * sums between the steps.
+ *
+ * Where it sits: the layer graph's batch-norm node on a GPU tower.  Why our
+ * own kernels and not cuDNN's batch norm: cuDNN's running variance is the
+ * unbiased one and its training call cannot take statistics reduced across
+ * towers (layers_cuda.h).  Column sums go through fixed row chunks in
+ * double (block (32, 8): 32 channels, 8 rows at a time), the chunks then
+ * added in order: deterministic, no atomics.
+ * What it does not do: allocate, synchronise, or reduce across towers.
+ */
+#include "model/layers_cuda.h"
+
+static unsigned blocks_for(size_t n, int threads) {
+    size_t b = (n + (size_t)threads - 1) / (size_t)threads;
+    return (unsigned)(b < 65535u * 32u ? (b ? b : 1) : 65535u * 32u);
+}
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* Stage 1 of the column sums.  Block (32, 8) covers 32 channels of chunk
+ * blockIdx.y; thread (x, y) takes every 8th row from y; row 0 of the block
+ * adds the 8 partials in order.  backward == 0: (x, x^2); backward == 1:
+ * (dy, dy * xhat) with xhat = (x - mean) * inv_std as the CPU rounds it. */
+__global__ static void bn_partial_kernel(double *partials, const float *inp, const float *dout, const float *mean,
+                                         const float *inv_std, size_t n_rows, int C, size_t rows_per_chunk,
+                                         int backward) {
+    __shared__ double sh[2][8][32];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    const size_t r0 = blockIdx.y * rows_per_chunk;
+    const size_t r1 = r0 + rows_per_chunk < n_rows ? r0 + rows_per_chunk : n_rows;
+    double s = 0.0, s2 = 0.0;
+    if (c < C) {
+        if (backward) {
+            const float m = mean[c], is = inv_std[c];
+            for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
+                const float g = dout[r * C + c];
+                const float xhat = __fmul_rn(__fsub_rn(inp[r * C + c], m), is);
+                s += (double)g;
+                s2 += (double)g * (double)xhat;
+            }
+        } else {
+            for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
+                const double v = inp[r * C + c];
+                s += v;
+                s2 += v * v;
+            }
+        }
+    }
+    sh[0][threadIdx.y][threadIdx.x] = s;
+    sh[1][threadIdx.y][threadIdx.x] = s2;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        double t = sh[0][0][threadIdx.x], t2 = sh[1][0][threadIdx.x];
+        for (int k = 1; k < 8; k++) {
+            t += sh[0][k][threadIdx.x];
+            t2 += sh[1][k][threadIdx.x];
+        }
+        partials[(size_t)blockIdx.y * 2 * C + c] = t;
+        partials[(size_t)blockIdx.y * 2 * C + C + c] = t2;
+    }
+}
+
+/* Stage 2: sums[j] = the chunks' partials of column j (of 2C), in chunk order. */
+__global__ static void bn_final_kernel(double *sums, const double *partials, int n_chunks, int C) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= 2 * C) return;
+    double s = 0.0;
+    for (int k = 0; k < n_chunks; k++) s += partials[(size_t)k * 2 * C + j];
+    sums[j] = s;
+}
+
+static void column_sums(double *sums, double *partials, const float *inp, const float *dout, const float *mean,
+                        const float *inv_std, size_t n_rows, int C, int backward, cudaStream_t stream) {
+    /* Chunks of at least 64 rows, at most BN_CUDA_MAX_CHUNKS: a function of n_rows only. */
+    size_t n_chunks = (n_rows + 63) / 64;
+    if (n_chunks > BN_CUDA_MAX_CHUNKS) n_chunks = BN_CUDA_MAX_CHUNKS;
+    if (n_chunks < 1) n_chunks = 1;
+    const size_t rows_per_chunk = (n_rows + n_chunks - 1) / n_chunks;
+    dim3 grid((unsigned)((C + 31) / 32), (unsigned)n_chunks), block(32, 8);
+    bn_partial_kernel<<<grid, block, 0, stream>>>(partials, inp, dout, mean, inv_std, n_rows, C, rows_per_chunk,
+                                                  backward);
+    CUDA_CHECK(cudaGetLastError());
+    bn_final_kernel<<<blocks_for((size_t)2 * C, 128), 128, 0, stream>>>(sums, partials, (int)n_chunks, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+__global__ static void bn_moments_kernel(float *mean, float *var, const double *sums, double count, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    const double m = sums[c] / count;
+    const double v = sums[C + c] / count - m * m;
+    mean[c] = (float)m;
+    var[c] = (float)(v > 0.0 ? v : 0.0);
+}
+
+__global__ static void bn_inv_std_kernel(float *inv_std, const float *var, float epsilon, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < C) inv_std[c] = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var[c], epsilon)));
+}
+
+/* y = (x - mean) * inv_std * gamma + beta, rounded as the CPU's expression. */
+__global__ static void bn_normalize_kernel(float *out, const float *inp, const float *mean, const float *inv_std,
+                                           const float *gamma, const float *beta, size_t n, int C) {
+    GRID_STRIDE(i, n) {
+        const int c = (int)(i % C);
+        const float t = __fmul_rn(__fmul_rn(__fsub_rn(inp[i], mean[c]), inv_std[c]), gamma[c]);
+        out[i] = __fadd_rn(t, beta[c]);
+    }
+}
+
+__global__ static void bn_moving_kernel(float *mm, float *mv, const float *mean, const float *var, float m,
+                                        float one_minus_m, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    mm[c] = __fadd_rn(__fmul_rn(mm[c], m), __fmul_rn(mean[c], one_minus_m));
+    mv[c] = __fadd_rn(__fmul_rn(mv[c], m), __fmul_rn(var[c], one_minus_m));
+}
+
+__global__ static void bn_param_grads_kernel(float *dgamma, float *dbeta, const double *dsums, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    dgamma[c] = __fadd_rn(dgamma[c], (float)dsums[C + c]);
+    dbeta[c] = __fadd_rn(dbeta[c], (float)dsums[c]);
+}
+
+__global__ static void bn_backward_input_kernel(float *dinp, const float *dout, const float *inp, const float *mean,
+                                                const float *inv_std, const float *gamma, const double *dsums,
+                                                double count, size_t n, int C) {
+    GRID_STRIDE(i, n) {
+        const int c = (int)(i % C);
+        const float mean_dy = (float)(dsums[c] / count), mean_dy_xhat = (float)(dsums[C + c] / count);
+        const float xhat = __fmul_rn(__fsub_rn(inp[i], mean[c]), inv_std[c]);
+        const float t = __fsub_rn(__fsub_rn(dout[i], mean_dy), __fmul_rn(xhat, mean_dy_xhat));
+        dinp[i] = __fmul_rn(__fmul_rn(gamma[c], inv_std[c]), t);
+    }
+}
+
+extern "C" void batchnorm_sums_cuda(double *sums, double *partials, const float *inp, size_t n_rows, int C,
+                                    cudaStream_t stream) {
+    column_sums(sums, partials, inp, NULL, NULL, NULL, n_rows, C, 0, stream);
+}
+
+extern "C" void batchnorm_moments_cuda(float *mean, float *var, const double *sums, double count, int C,
+                                       cudaStream_t stream) {
+    bn_moments_kernel<<<blocks_for((size_t)C, 128), 128, 0, stream>>>(mean, var, sums, count, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void batchnorm_normalize_cuda(float *out, float *inv_std, const float *inp, const float *mean,
+                                         const float *var, const float *gamma, const float *beta, float epsilon,
+                                         size_t n_rows, int C, cudaStream_t stream) {
+    bn_inv_std_kernel<<<blocks_for((size_t)C, 128), 128, 0, stream>>>(inv_std, var, epsilon, C);
+    CUDA_CHECK(cudaGetLastError());
+    const size_t n = n_rows * (size_t)C;
+    bn_normalize_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(out, inp, mean, inv_std, gamma, beta, n, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void batchnorm_forward_train_cuda(float *out, float *mean, float *var, float *inv_std, double *scratch,
+                                             const float *inp, const float *gamma, const float *beta,
+                                             const BatchNorm *bn, size_t n_rows, cudaStream_t stream) {
+    double *sums = scratch, *partials = scratch + 2 * (size_t)bn->C;
+    batchnorm_sums_cuda(sums, partials, inp, n_rows, bn->C, stream);
+    batchnorm_moments_cuda(mean, var, sums, (double)n_rows, bn->C, stream);
+    batchnorm_normalize_cuda(out, inv_std, inp, mean, var, gamma, beta, bn->epsilon, n_rows, bn->C, stream);
+}
+
+extern "C" void batchnorm_forward_eval_cuda(float *out, float *inv_std, const float *inp, const float *moving_mean,
+                                            const float *moving_var, const float *gamma, const float *beta,
+                                            const BatchNorm *bn, size_t n_rows, cudaStream_t stream) {
+    batchnorm_normalize_cuda(out, inv_std, inp, moving_mean, moving_var, gamma, beta, bn->epsilon, n_rows, bn->C,
+                             stream);
+}
+
+extern "C" void batchnorm_update_moving_cuda(float *moving_mean, float *moving_var, const float *mean,
+                                             const float *var, double momentum, int C, cudaStream_t stream) {
+    bn_moving_kernel<<<blocks_for((size_t)C, 128), 128, 0, stream>>>(moving_mean, moving_var, mean, var,
+                                                                      (float)momentum, (float)(1.0 - momentum), C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void batchnorm_backward_sums_cuda(double *dsums, double *partials, const float *dout, const float *inp,
+                                             const float *mean, const float *inv_std, size_t n_rows, int C,
+                                             cudaStream_t stream) {
+    column_sums(dsums, partials, inp, dout, mean, inv_std, n_rows, C, 1, stream);
+}
+
+extern "C" void batchnorm_param_grads_cuda(float *dgamma, float *dbeta, const double *dsums, int C,
+                                           cudaStream_t stream) {
+    bn_param_grads_kernel<<<blocks_for((size_t)C, 128), 128, 0, stream>>>(dgamma, dbeta, dsums, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void batchnorm_backward_input_cuda(float *dinp, const float *dout, const float *inp, const float *mean,
+                                              const float *inv_std, const float *gamma, const double *dsums,
+                                              double count, size_t n_rows, int C, cudaStream_t stream) {
+    const size_t n = n_rows * (size_t)C;
+    bn_backward_input_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(dinp, dout, inp, mean, inv_std, gamma, dsums,
+                                                                      count, n, C);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void batchnorm_backward_cuda(float *dinp, float *dgamma, float *dbeta, double *scratch, const float *dout,
+                                        const float *inp, const float *mean, const float *inv_std, const float *gamma,
+                                        const BatchNorm *bn, size_t n_rows, cudaStream_t stream) {
+    double *dsums = scratch, *partials = scratch + 2 * (size_t)bn->C;
+    batchnorm_backward_sums_cuda(dsums, partials, dout, inp, mean, inv_std, n_rows, bn->C, stream);
+    batchnorm_param_grads_cuda(dgamma, dbeta, dsums, bn->C, stream);
+    if (dinp)
+        batchnorm_backward_input_cuda(dinp, dout, inp, mean, inv_std, gamma, dsums, (double)n_rows, n_rows, bn->C,
+                                      stream);
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# test_cli_refusals.sh TOWER — the command line is checked when it is parsed,
+# before any work: every bad value is exit 2 and exactly one line naming the
+# flag and what it accepts (docs/cli.md); -h, --help, help COMMAND and
+# --version answer; an unquoted glob or a directory given as data gets a
+# hint; tower bench tries its --csv/--svg/--trace paths before it measures.
+# Needs no data set: nothing here gets as far as reading a record.
+set -euo pipefail
+tower=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+n_ok=0
+
+refuse() { # refuse CODE 'EXACT STDERR LINE' ARGS...
+  local code=$1 line=$2
+  shift 2
+  set +e
+  "$tower" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  set -e
+  [ "$rc" -eq "$code" ] || fail "tower $*: exit $rc, expected $code ($(cat "$work/err"))"
+  [ "$(cat "$work/err")" = "$line" ] || fail "tower $*: stderr
+  $(cat "$work/err")
+expected exactly
+  $line"
+  n_ok=$((n_ok + 1))
+}
+
+# ---- exit 2 for every bad value, in every subcommand ----
+t="--train_dir $work/never"   # the refusals come before train_dir is made
+refuse 2 "tower train: --model 'resnet50': expected mnist or cifar10" train --model resnet50 $t
+refuse 2 "tower train: --variable_update 'independent': expected parameter_server or replicated" \
+  train --variable_update independent $t
+refuse 2 "tower train: --local_parameter_device 'tpu': expected cpu or gpu" train --local_parameter_device tpu $t
+refuse 2 "tower train: --all_reduce 'mpi': expected auto, host or nccl" train --variable_update replicated --all_reduce mpi $t
+refuse 2 "tower train: --num_towers 1000: expected an integer in [0, 64] (0: one per device)" train --num_towers 1000 $t
+refuse 2 "tower train: --num_towers -1: expected an integer in [0, 64] (0: one per device)" train --num_towers -1 $t
+refuse 2 "tower train: --batch_size 0: expected an integer in [1, 1048576]" train --batch_size 0 $t
+refuse 2 "tower train: --batch_size 2000000: expected an integer in [1, 1048576]" train --batch_size 2000000 $t
+refuse 2 "tower train: --device 'tpu': expected cpu, gpu or auto" train --device tpu $t
+refuse 2 "tower train: --optimizer 'adam': expected momentum or sgd" train --optimizer adam $t
+refuse 2 "tower train: --compression 'lz4': expected auto, none, gzip or zlib" train --compression lz4 $t
+refuse 2 "tower train: --max_steps -5: expected an integer >= 0" train --max_steps -5 $t
+refuse 2 "tower train: --num_gpus 0: expected an integer in [1, 64]" train --num_gpus 0 $t
+refuse 2 "tower train: --num_classes 0: expected an integer in [1, 65536]" train --num_classes 0 $t
+refuse 2 "tower train: --image_size -1: expected an integer in [0, 4096] (0: no crop)" train --image_size -1 $t
+refuse 2 "tower train: --save_every -1: expected an integer >= 0 (0: only at the end)" train --save_every -1 $t
+refuse 2 "tower train: --keep_checkpoints -2: expected an integer >= 0 (0: keep all)" train --keep_checkpoints -2 $t
+refuse 2 "tower train: --summary_every -1: expected an integer >= 0 (0: no events file)" train --summary_every -1 $t
+refuse 2 "tower train: --shard_sizes '80,,48': expected positive sizes (at most 1048576) separated by commas, one per tower, e.g. 80,48" \
+  train --shard_sizes 80,,48 $t
+refuse 2 "tower train: --gpus '0,x': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus 0,x $t
+refuse 2 "tower train: --data '': expected a non-empty list of TFRecord files or globs" train --data "" $t
+[ ! -e "$work/never" ] || fail "a refused train made its --train_dir"
+# hyperparameters: finite and in range
+refuse 2 "tower train: bad value 'nan' for --learning_rate: expected a finite number" train --learning_rate nan $t
+refuse 2 "tower train: bad value 'inf' for --learning_rate: expected a finite number" train --learning_rate inf $t
+refuse 2 "tower train: bad value '-inf' for --momentum: expected a finite number" train --momentum -inf $t
+refuse 2 "tower train: bad value '1e39' for --learning_rate: expected a finite number" train --learning_rate 1e39 $t
+refuse 2 "tower train: --learning_rate -0.1: expected a number > 0" train --learning_rate -0.1 $t
+refuse 2 "tower train: --learning_rate 0: expected a number > 0" train --learning_rate 0 $t
+refuse 2 "tower train: --momentum 1: expected a number in [0, 1)" train --momentum 1 $t
+refuse 2 "tower train: --momentum -0.5: expected a number in [0, 1)" train --momentum -0.5 $t
+refuse 2 "tower train: --lr_decay_factor 0: expected a number in (0, 1]" train --lr_decay_factor 0 $t
+refuse 2 "tower train: --lr_decay_factor 1.5: expected a number in (0, 1]" train --lr_decay_factor 1.5 $t
+refuse 2 "tower train: --num_epochs_per_decay -1: expected a number >= 0" train --num_epochs_per_decay -1 $t
+refuse 2 "tower train: --moving_average_decay 1: expected a number in [0, 1)" train --moving_average_decay 1 $t
+refuse 2 "tower train: --moving_average_decay -0.1: expected a number in [0, 1)" train --moving_average_decay -0.1 $t
+# integers: trailing garbage, overflow, one dash
+refuse 2 "tower train: bad value '12x' for --batch_size: expected an integer" train --batch_size 12x $t
+refuse 2 "tower train: bad value '4294967296' for --batch_size: expected an integer in [-2147483647, 2147483647]" \
+  train --batch_size 4294967296 $t
+refuse 2 "tower train: bad value '99999999999999999999' for --max_steps: expected an integer in [-9223372036854775807, 9223372036854775807]" \
+  train --max_steps 99999999999999999999 $t
+refuse 2 "tower train: bad value '' for --max_steps: expected an integer" train --max_steps "" $t
+refuse 2 "tower train: bad value 'maybe' for --resume: expected true or false (also 1, yes, 0, no)" train --resume=maybe $t
+refuse 2 "tower train: unknown flag -x (flags take two dashes, --name; see --help)" train -x $t
+# eval
+refuse 2 "tower eval: --batch_size 0: expected an integer in [1, 1048576]" eval --batch_size 0
+refuse 2 "tower eval: --num_classes -3: expected an integer in [1, 65536]" eval --num_classes -3
+refuse 2 "tower eval: --compression 'x': expected auto, none, gzip or zlib" eval --compression x
+refuse 2 "tower eval: --image_size -1: expected an integer in [0, 4096] (0: the checkpoint's)" eval --image_size -1
+# convert, inspect, export, bench
+refuse 2 "tower convert: unknown --from 'png' (idx, cifar10 or imagefolder)" convert --from png --out "$work/c/x"
+refuse 2 "tower convert: --num_shards must be in [1, 99999]" convert --num_shards 0 --out "$work/c/x"
+refuse 2 "tower convert: bad value 'nan' for --image_size: expected an integer" convert --image_size nan --out "$work/c/x"
+refuse 2 "tower inspect: --num_classes -1: expected an integer in [0, 65536] (0: no check)" inspect --num_classes -1 "$work/f"
+refuse 2 "tower inspect: --max_record_mb must be in [1, 4096]" inspect --max_record_mb 0 "$work/f"
+refuse 2 "tower export: unknown flag --model (see --help)" export --model mnist --out "$work/x.safetensors"
+refuse 2 "tower bench: --device 'tpu': expected cpu, gpu or auto" bench --device tpu
+refuse 2 "tower bench: --batch_size 2000000: expected an integer in [1, 1048576]" bench --batch_size 2000000
+refuse 2 "tower bench: bad value 'nan' for --predict_copy_gbps: expected a finite number" bench --predict_copy_gbps nan
+refuse 2 "tower bench: --predict_compute_ms -1: expected a number >= 0" bench --predict_compute_ms -1
+refuse 2 "tower bench: --repeat 100: expected an integer in [1, 99]" bench --repeat 100
+refuse 2 "tower bench: --steps 0: expected an integer in [1, 1000000]" bench --steps 0
+refuse 2 "tower: unknown command 'trian' (tower --help lists the commands)" trian
+echo "ok: bad values: exit 2 and one exact line each"
+
+# ---- help and version ----
+for args in "-h" "--help" "help"; do
+  # shellcheck disable=SC2086
+  "$tower" $args >"$work/h" || fail "tower $args: exit $?"
+  head -1 "$work/h" | grep -q "^usage: tower <command>" || fail "tower $args: no usage line"
+  grep -q "^  train " "$work/h" || fail "tower $args: no command list"
+done
+"$tower" train --help >"$work/train.help"
+for args in "train -h" "help train"; do
+  # shellcheck disable=SC2086
+  "$tower" $args >"$work/h" || fail "tower $args: exit $?"
+  cmp -s "$work/h" "$work/train.help" || fail "tower $args differs from tower train --help"
+done
+for cmd in eval convert inspect export bench; do
+  "$tower" "$cmd" -h >"$work/h" || fail "tower $cmd -h: exit $?"
+  head -1 "$work/h" | grep -q "^usage: tower $cmd" || fail "tower $cmd -h: no usage line"
+  "$tower" help "$cmd" | cmp -s - "$work/h" || fail "tower help $cmd differs from tower $cmd -h"
+done
+refuse 2 "tower help: unknown command 'trian' (tower --help lists the commands)" help trian
+"$tower" --version >"$work/v" || fail "tower --version: exit $?"
+head -1 "$work/v" | grep -Eq '^tower [0-9]+\.[0-9]+' || fail "tower --version: first line '$(head -1 "$work/v")'"
+for what in "CUDA: \(on\|off\)" "NCCL: \(on\|off\)" "BLAS: oneDNN [0-9.]* dnnl_sgemm" "sanitizer: "; do
+  grep -q "$what" "$work/v" || fail "tower --version does not say '$what': $(cat "$work/v")"
+done
+echo "ok: -h, --help, help COMMAND, --version: $(tail -1 "$work/v")"
+
+# ---- data given wrong: an unquoted glob, a directory ----
+mkdir -p "$work/d"
+for i in 0 1 2; do : >"$work/d/train-0000$i-of-00003.tfrecord"; done
+# What the shell makes of --data $work/d/train-*.tfrecord unquoted:
+refuse 2 "tower train: unexpected argument '$work/d/train-00001-of-00003.tfrecord': an unquoted glob given to --data was expanded by the shell into several files; quote it, e.g. --data '$work/d/train-*-of-00003.tfrecord'" \
+  train --data "$work"/d/train-*.tfrecord --train_dir "$work/never"
+refuse 2 "tower eval: unexpected argument '$work/d/train-00002-of-00003.tfrecord': an unquoted glob given to --data was expanded by the shell into several files; quote it, e.g. --data '$work/d/train-*-of-00003.tfrecord'" \
+  eval --data "$work/d/train-00001-of-00003.tfrecord" "$work/d/train-00002-of-00003.tfrecord"
+refuse 2 "tower train: unexpected argument 'extra' (see --help)" train extra --train_dir "$work/never"
+refuse 2 "tower train: --data '$work/d' is a directory: give its TFRecord files, e.g. --data '$work/d/*.tfrecord'" \
+  train --data "$work/d" --train_dir "$work/never"
+refuse 2 "tower eval: --data '$work/d/' is a directory: give its TFRecord files, e.g. --data '$work/d/*.tfrecord'" \
+  eval --data "$work/x-*.tfrecord,$work/d/"
+refuse 2 "tower inspect: '$work/d' is a directory: give its TFRecord files, e.g. '$work/d/*.tfrecord'" inspect "$work/d"
+[ ! -e "$work/never" ] || fail "a refused train made its --train_dir"
+echo "ok: an unquoted glob and a directory as data get a hint"
+
+# ---- bench: its output paths are tried before the benchmark runs ----
+b=(bench --models mnist --modes ps_cpu --towers 1 --steps 1 --warmup 0 --batch_size 1 --device cpu)
+refuse 1 "tower bench: --svg $work/no/dir/c.svg: cannot create the file: No such file or directory" \
+  "${b[@]}" --csv "" --svg "$work/no/dir/c.svg"
+[ ! -s "$work/out" ] || fail "bench --svg into a missing directory ran first: $(cat "$work/out")"
+refuse 1 "tower bench: --csv $work/d: cannot create the file: Is a directory" "${b[@]}" --svg "" --csv "$work/d"
+[ ! -s "$work/out" ] || fail "bench --csv naming a directory ran first: $(cat "$work/out")"
+refuse 1 "tower bench: --trace $work/no/dir/t-mnist-ps_cpu-1.json: cannot create the file: No such file or directory" \
+  "${b[@]}" --svg "" --csv "" --trace "$work/no/dir/t.json"
+[ ! -s "$work/out" ] || fail "bench --trace into a missing directory ran first: $(cat "$work/out")"
+# A writable path is tried without leaving anything behind, and an existing file is left whole until the end.
+echo keep >"$work/old.csv"
+"$tower" "${b[@]}" --svg "$work/ok.svg" --csv "$work/old.csv" >/dev/null 2>"$work/err" || fail "bench: $(cat "$work/err")"
+grep -q "^model,mode," "$work/old.csv" || fail "bench did not write its CSV over the old file"
+[ -s "$work/ok.svg" ] || fail "bench wrote no SVG"
+echo "ok: tower bench refuses unwritable --csv/--svg/--trace before it measures"
+echo "ok: $n_ok refusals"
