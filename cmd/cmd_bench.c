@@ -204,18 +204,6 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
 
 /* ---- the cost model (docs/modes.md) ---- */
 
-/* Figures of this machine for one model size, from microbenchmarks. */
-typedef struct {
-    double model_n_bytes;      /* M: the variables (= a gradient) in bytes */
-    double copy_gbps;          /* one thread copying M (a CPU tower's copy-in) */
-    double reduce_gbps;        /* ps_average_grads: bytes read + written per second, 2 towers */
-    double ps_apply_ms;        /* ps_apply_gradients (optimizer + moving averages), all cores */
-    double opt_1thread_ms;     /* optimizer_apply on one thread (a replica's update) */
-    double ema_1thread_ms;     /* all the moving averages on one thread (a replica does 1/N of them) */
-    double ring_gbps;          /* 2-rank ring: bytes a rank moves (2(N-1)/N M) per second */
-    double barrier_ms;         /* one ring phase on a tiny buffer (alpha) */
-    int cores;
-} CostFigures;
 
 typedef struct {
     AllreduceHost *ar;
@@ -248,7 +236,7 @@ static double time_ring(float *const *bufs, size_t n_floats, int reps) {
     return quantile(t, COST_REPS, 0.5);
 }
 
-static int measure_figures(const char *model, CostFigures *f, char *err, size_t err_n_bytes) {
+static int measure_figures(const char *model, TrainCostFigures *f, char *err, size_t err_n_bytes) {
     ModelSpec spec;
     int cifar = !strcmp(model, "cifar10");
     if (model_spec_init(&spec, model, cifar ? 24 : 28, cifar ? 24 : 28, cifar ? 3 : 1, 10, err, err_n_bytes) != 0)
@@ -316,31 +304,16 @@ static int measure_figures(const char *model, CostFigures *f, char *err, size_t 
 }
 
 /* Predicted step time (ms) of a measured row: its own input and compute
- * times plus the modelled communication and update for its mode. */
-static double predict_row(const BenchRow *r, const CostFigures *f) {
-    if (r->mode == TRAINER_PS_GPU || r->mode == TRAINER_REPLICATED_NCCL)
-        return NAN; /* the figures are this host's (memcpy, CPU reduce, host ring): no model of the GPU modes */
-    const double M = f->model_n_bytes, N = r->towers;
-    const double share = N / (N < f->cores ? N : f->cores); /* CPU towers share the cores */
-    double t = r->phase.input + r->phase.compute;
-    if (r->mode == TRAINER_PS_CPU) {
-        t += M / (f->copy_gbps * 1e9) * 1e3 * share;                     /* each tower copies the variables in */
-        t += (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3;                /* the server reads N gradients, writes one */
-        t += f->ps_apply_ms;
-    } else {
-        if (N > 1) {
-            t += 2 * (N - 1) / N * M / (f->ring_gbps * 1e9) * 1e3 * share; /* each rank moves 2(N-1)/N of M */
-            t += (2 * N - 3) * f->barrier_ms;
-        }
-        t += (f->opt_1thread_ms + f->ema_1thread_ms / N) * share;
-    }
-    return t;
+ * times plus what its mode's cost model adds (train/: NAN for the GPU
+ * modes, whose copies these host figures do not model). */
+static double predict_row(const BenchRow *r, const TrainCostFigures *f) {
+    return r->phase.input + r->phase.compute + trainer_mode_predict_ms(r->mode, f, r->towers);
 }
 
 /* The what-if table: N towers each on its own device (compute per tower
  * constant), the parameter server moving the model once each way per tower
  * through the host, the ring moving 2(N-1)/N of it per tower in parallel. */
-static void print_what_if(const BenchOptions *bo, const char *model, const CostFigures *f, double compute_ms) {
+static void print_what_if(const BenchOptions *bo, const char *model, const TrainCostFigures *f, double compute_ms) {
     const double M = f->model_n_bytes;
     const double copy = bo->predict_copy_gbps > 0 ? bo->predict_copy_gbps : f->copy_gbps;
     const double ar = bo->predict_allreduce_gbps > 0 ? bo->predict_allreduce_gbps : f->ring_gbps;
@@ -690,7 +663,7 @@ int cmd_bench(int argc, char **argv) {
     fflush(stdout);
 
     /* --predict: this machine's figures first, before the matrix loads it with threads and buffers */
-    static CostFigures figures[BENCH_MAX_LIST];
+    static TrainCostFigures figures[BENCH_MAX_LIST];
     for (int m = 0; o.predict && m < n_models; m++) {
         if (measure_figures(models[m], &figures[m], err, sizeof err) != 0) {
             fprintf(stderr, "tower bench: %s\n", err);
@@ -764,7 +737,7 @@ int cmd_bench(int argc, char **argv) {
 
     if (o.predict) {
         for (int m = 0; m < n_models; m++) {
-            const CostFigures *f = &figures[m];
+            const TrainCostFigures *f = &figures[m];
             double compute_1 = NAN;
             for (int i = 0; i < n_rows; i++) {
                 if (strcmp(rows[i].model, models[m])) continue;

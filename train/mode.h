@@ -58,6 +58,11 @@ typedef struct TrainModeI {
     TowerSpan (*reduce_device_span)(const Trainer *tr);
     /* Optional.  Free what open made; safe after a failed or no open. */
     void (*close)(Trainer *tr);
+    /* Optional.  The cost model: ms this mode adds to a step of n_towers
+     * CPU towers beyond input and compute (trainer_mode_predict_ms); share
+     * is n_towers / min(n_towers, cores), the slowdown of towers sharing
+     * the cores.  NULL: no model (NAN). */
+    double (*predict_ms)(const TrainCostFigures *f, int n_towers, double share);
 } TrainModeI;
 
 /* The entry of mode m (m < TRAINER_N_MODES). */

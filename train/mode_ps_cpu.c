@@ -37,6 +37,14 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     return 1;
 }
 
+/* The cost model: each tower copies the variables in (towers sharing the
+ * cores slow each other), the server reads N gradients and writes one
+ * mean, then updates on every core. */
+static double mode_predict_ms(const TrainCostFigures *f, int n_towers, double share) {
+    const double M = f->model_n_bytes, N = n_towers;
+    return M / (f->copy_gbps * 1e9) * 1e3 * share + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
+}
+
 static const char *const aliases[] = {"parameter_server", "parameter_server/cpu", NULL};
 
 const TrainModeI train_mode_ps_cpu = {
@@ -50,4 +58,5 @@ const TrainModeI train_mode_ps_cpu = {
     .available = train_mode_always_available,
     .describe = mode_describe,
     .step = mode_step,
+    .predict_ms = mode_predict_ms,
 };

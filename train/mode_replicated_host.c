@@ -83,6 +83,19 @@ static void mode_close(Trainer *tr) {
     tr->allreduce = NULL;
 }
 
+/* The cost model: each rank of the ring moves 2(N-1)/N of the model
+ * through 2N-3 barriers, then updates its own replica on its one core with
+ * its 1/N share of the moving averages. */
+static double mode_predict_ms(const TrainCostFigures *f, int n_towers, double share) {
+    const double M = f->model_n_bytes, N = n_towers;
+    double t = 0.0;
+    if (n_towers > 1) {
+        t += 2 * (N - 1) / N * M / (f->ring_gbps * 1e9) * 1e3 * share;
+        t += (2 * N - 3) * f->barrier_ms;
+    }
+    return t + (f->opt_1thread_ms + f->ema_1thread_ms / N) * share;
+}
+
 static const char *const aliases[] = {"replicated", "replicated/host", NULL};
 
 const TrainModeI train_mode_replicated_host = {
@@ -103,4 +116,5 @@ const TrainModeI train_mode_replicated_host = {
     .save = mode_save,
     .variables = mode_variables,
     .close = mode_close,
+    .predict_ms = mode_predict_ms,
 };

@@ -5,6 +5,7 @@
  * train_mode(m) (train/mode.h).  A new mode adds one line to `modes`.
  * What it does not do: know what any mode does.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +21,12 @@ static const TrainModeI *const modes[TRAINER_N_MODES] = {
 };
 
 const TrainModeI *train_mode(TrainerMode m) { return modes[m]; }
+
+double trainer_mode_predict_ms(TrainerMode m, const TrainCostFigures *f, int n_towers) {
+    if (m < 0 || m >= TRAINER_N_MODES || !modes[m]->predict_ms || n_towers < 1) return NAN;
+    const double share = (double)n_towers / (n_towers < f->cores ? n_towers : f->cores);
+    return modes[m]->predict_ms(f, n_towers, share);
+}
 
 const char *trainer_mode_name(TrainerMode m) { return m >= 0 && m < TRAINER_N_MODES ? modes[m]->name : "?"; }
 

@@ -142,6 +142,26 @@ void trainer_mode_set_flags(TrainerMode m, TrainerOptions *o);
  * modes also need GPU towers at run time: trainer_open says so otherwise. */
 int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes);
 
+/* This machine's figures for one model size, from microbenchmarks
+ * (`tower bench --predict` measures them; docs/modes.md's cost model). */
+typedef struct {
+    double model_n_bytes;      /* M: the variables (= a gradient) in bytes */
+    double copy_gbps;          /* one thread copying M (a CPU tower's copy-in) */
+    double reduce_gbps;        /* ps_average_grads: bytes read + written per second, 2 towers */
+    double ps_apply_ms;        /* ps_apply_gradients (optimizer + moving averages), all cores */
+    double opt_1thread_ms;     /* optimizer_apply on one thread (a replica's update) */
+    double ema_1thread_ms;     /* all the moving averages on one thread (a replica does 1/N of them) */
+    double ring_gbps;          /* 2-rank ring: bytes a rank moves (2(N-1)/N M) per second */
+    double barrier_ms;         /* one ring phase on a tiny buffer (alpha) */
+    int cores;
+} TrainCostFigures;
+
+/* The cost model's time (ms) that mode m adds to a step of n_towers CPU
+ * towers beyond their input and forward+backward: moving the variables and
+ * gradients, reducing, updating.  NAN where the mode has no model from
+ * these host figures (the GPU modes). */
+double trainer_mode_predict_ms(TrainerMode m, const TrainCostFigures *f, int n_towers);
+
 /* Where the time of the last step went, on the tower_now_sec() clock. */
 typedef struct {
     double start_sec, end_sec;  /* the whole trainer_step */
