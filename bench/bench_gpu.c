@@ -21,6 +21,7 @@
  * What it does not do: read files (the input pipeline is io/'s, measured by
  * bench_pipeline) or check results (tests/test_gpu_*.c do).
  */
+#include "bench/bench_util.h"
 #include "base/flags.h"
 #include "train/trainer.h"
 
@@ -29,17 +30,6 @@
 #include <string.h>
 
 #include <cuda_runtime_api.h>
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median of n doubles (sorts them). */
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 typedef struct {
     const char *model;

@@ -14,6 +14,7 @@
  * Usage: bench_layers [--batch 64] [--reps 7] [--threads 2] [--only depthwise|batchnorm]
  *                     [--loops_only]   (skip oneDNN: its timings print as 0)
  */
+#include "bench/bench_util.h"
 #include "model/layers.h"
 
 #include <math.h>
@@ -32,17 +33,6 @@
             exit(1);                                                                      \
         }                                                                                 \
     } while (0)
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static float *rnd(size_t n, uint64_t seed) {
     float *x = malloc(sizeof(float) * (n ? n : 1));

@@ -14,6 +14,7 @@
  * share of the step.
  * A line starting "RESULT" carries the figures for scripts.
  */
+#include "bench/bench_util.h"
 #include "base/flags.h"
 #include "model/model.h"
 #include "model/sgemm.h"
@@ -25,17 +26,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static uint64_t splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);

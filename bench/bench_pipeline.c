@@ -19,6 +19,7 @@
  * Files go to --dir (default: a fresh directory under $TMPDIR or /tmp),
  * removed at the end.
  */
+#include "bench/bench_util.h"
 #include "base/flags.h"
 #include "io/convert.h"
 #include "io/example.h"
@@ -30,17 +31,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Writes n random 32x32x3 examples round-robin into n_files files PREFIX-i-of-n. */
 static int write_cifar_like(const char *prefix, int n_files, long n, int compression) {

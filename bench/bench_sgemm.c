@@ -15,6 +15,7 @@
  * ("one call" rows).  Each figure is the median of --reps timings of a
  * batch of calls lasting about 10 ms, with the min-max spread.
  */
+#include "bench/bench_util.h"
 #include "base/flags.h"
 
 #include <cblas.h>
@@ -53,17 +54,6 @@ static const Shape shapes[] = {
     {"cifar10 local3 dx", 0, 1, 128, 2304, 384, 0},
 };
 #define N_SHAPES (int)(sizeof shapes / sizeof shapes[0])
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct {
     float *A, *B, *C;
