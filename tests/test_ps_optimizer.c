@@ -378,6 +378,33 @@ static void test_rmsprop(void) {
     CHECK(fabs(got[0][1] - want) <= 1e-6 * fabs(want), "rmsprop step 1 = %.9g, want %.9g (ms starts at 1)", got[0][1], want);
 }
 
+/* Every entry on 100,003 elements (past the OpenMP threshold, and not a
+ * multiple of any vector width): 1 and 2 threads give the same bits. */
+static void test_threads_every_entry(void) {
+    const size_t n = 100003;
+    float *base = malloc(4 * n * sizeof(float)), *p1 = malloc(4 * n * sizeof(float)), *p2 = malloc(4 * n * sizeof(float));
+    float *g = malloc(n * sizeof(float));
+    for (size_t i = 0; i < 4 * n; i++) base[i] = 0.05f + (float)((i * 2654435761u) % 1000) * 1e-3f;
+    for (size_t i = 0; i < n; i++) g[i] = (float)((int)((i * 40503u) % 2001) - 1000) * 1e-3f;
+    for (int k = 0; k < OPT_N_KINDS; k++) {
+        OptimizerConfig cfg;
+        optimizer_config_defaults(&cfg);
+        cfg.kind = (OptimizerKind)k;
+        cfg.centered = 1;
+        cfg.rms_momentum = 0.5f;
+        float *runs[2] = {p1, p2};
+        for (int r = 0; r < 2; r++) {
+            memcpy(runs[r], base, 4 * n * sizeof(float));
+            float *slots[OPT_MAX_SLOTS] = {runs[r] + n, runs[r] + 2 * n, runs[r] + 3 * n};
+            float scalars[OPT_MAX_SCALARS] = {0.9f, 0.999f};
+            omp_set_num_threads(r + 1);
+            for (int step = 0; step < 2; step++) optimizer_apply(runs[r], slots, scalars, g, n, 0.01f, step, &cfg);
+        }
+        CHECK(memcmp(p1, p2, 4 * n * sizeof(float)) == 0, "%s: 1 and 2 threads differ", optimizer_i((OptimizerKind)k)->name);
+    }
+    free(base), free(p1), free(p2), free(g);
+}
+
 /* The table: names round-trip, every entry complete, defaults. */
 static void test_table(void) {
     for (int k = 0; k < OPT_N_KINDS; k++) {
@@ -406,6 +433,7 @@ int main(void) {
     test_lr_schedule();
     test_ema();
     test_table();
+    test_threads_every_entry();
     test_adam();
     test_adamw();
     test_rmsprop();

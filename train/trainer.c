@@ -304,8 +304,12 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
     const TrainModeI *m = train_mode(tr->mode);
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: variables: %zu floats (%.1f MiB) of model %s in %s on /cpu:0, with momentum slots and moving averages beside them%s\n",
+    char slots[128] = "no slots";
+    for (int k = 0, n = 0; k < tr->ps->n_slots && n >= 0 && (size_t)n < sizeof slots; k++)
+        n += snprintf(slots + n, sizeof slots - (size_t)n, "%s%s", k ? ", " : "slots ", tr->ps->slot_info[k].name);
+    printf("%s: variables: %zu floats (%.1f MiB) of model %s in %s on /cpu:0, with %s's %s and moving averages beside them%s\n",
            ts, tr->spec.n_params, tr->spec.n_params * 4.0 / (1024 * 1024), tr->spec.name, tr->alloc.kind,
+           optimizer_name(&tr->ps->cfg.opt), slots,
            m->needs_gpu_towers ? " (a copy for checkpoints; the trained ones live on the GPUs)" : "");
     for (int t = 0; t < tr->n_towers; t++) {
         char d[256];
