@@ -119,7 +119,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
 static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions *d) {
     static const char *const models[] = {"mnist", "cifar10", NULL};
     static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
-    static const char *const optimizers[] = {"momentum", "sgd", "adam", "rmsprop", "adamw", NULL};
+    const char *optimizers[OPT_N_KINDS + 1] = {NULL}; /* the optimizer table's names */
+    for (int k = 0; k < OPT_N_KINDS; k++) optimizers[k] = optimizer_i((OptimizerKind)k)->name;
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
     const char *c = "train";
     char err[512];

@@ -1,9 +1,13 @@
-/* optimizer.c — optimizers, learning-rate schedule and moving average of the
- * parameter server (formulas and sign convention: ps/optimizer.h).
+/* optimizer.c — the optimizer table, the learning-rate schedule and the
+ * moving average of the parameter server (formulas and sign convention:
+ * ps/optimizer.h; the table and how to add an entry: docs/ps.md).
  *
  * Where it sits: called by ps/ps.c once per synchronous step, on the CPU,
- * after the tower gradients have been averaged.  It does not average,
- * allocate, or know which variable an element belongs to.
+ * after the tower gradients have been averaged.  This file is the only one
+ * that tells optimizers apart: everything else goes through the table's
+ * entries (slots, scalars, prepare/apply/finish).  The GPU twins of the
+ * apply functions are ps/ps_gpu.cu's opt_kernels, in the same order.  It
+ * does not average, allocate, or know which variable an element belongs to.
  */
 #include "ps/optimizer.h"
 

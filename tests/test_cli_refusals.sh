@@ -39,7 +39,7 @@ refuse 2 "tower train: --num_towers -1: expected an integer in [0, 64] (0: one p
 refuse 2 "tower train: --batch_size 0: expected an integer in [1, 1048576]" train --batch_size 0 $t
 refuse 2 "tower train: --batch_size 2000000: expected an integer in [1, 1048576]" train --batch_size 2000000 $t
 refuse 2 "tower train: --device 'tpu': expected cpu, gpu or auto" train --device tpu $t
-refuse 2 "tower train: --optimizer 'adagrad': expected momentum, sgd, adam, rmsprop or adamw" train --optimizer adagrad $t
+refuse 2 "tower train: --optimizer 'adagrad': expected sgd, momentum, adam, rmsprop or adamw" train --optimizer adagrad $t
 refuse 2 "tower train: --adam_beta1 1: expected a number in [0, 1)" train --optimizer adam --adam_beta1 1 $t
 refuse 2 "tower train: --adam_beta2 -0.5: expected a number in [0, 1)" train --optimizer adam --adam_beta2 -0.5 $t
 refuse 2 "tower train: --adam_epsilon 0: expected a number > 0" train --optimizer adam --adam_epsilon 0 $t
