@@ -281,7 +281,7 @@ static int measure_figures(const char *model, TrainCostFigures *f, char *err, si
     omp_set_num_threads(1);
     for (int k = 0; k < COST_REPS; k++) {
         double t0 = tower_now_sec();
-        optimizer_apply(dst, ps->accum, ps->grads, n, 0.01f, &pc.opt);
+        optimizer_apply(dst, ps->slots, ps->scalars, ps->grads, n, 0.01f, ps->global_step, &pc.opt);
         t[k] = tower_now_sec() - t0;
     }
     f->opt_1thread_ms = quantile(t, COST_REPS, 0.5) * 1e3;

@@ -6,7 +6,7 @@
  * shapes (conv weights (KH, KW, C_in, C_out), dense (n_in, n_out)).  By
  * default the moving averages are exported, as `tower eval` evaluates them;
  * --no_moving_average exports the raw variables.
- * What it does not do: no momentum slots, no conversion to PyTorch's layouts
+ * What it does not do: no optimizer slots, no conversion to PyTorch's layouts
  * (docs/export.md shows the transposes), no other formats.
  */
 #include <stdio.h>

@@ -68,10 +68,18 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable)"},
         {"shard_sizes", FLAG_STRING, &o->shard_sizes, "uneven split of the global batch, e.g. 80,48 (overrides batch_size)"},
         {"log_device_placement", FLAG_BOOL, &o->log_device_placement, "print where the variables and each tower live"},
-        {"optimizer", FLAG_STRING, &o->optimizer, "momentum (TensorFlow's MomentumOptimizer) or sgd (plain gradient descent)"},
-        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate, > 0"},
+        {"optimizer", FLAG_STRING, &o->optimizer, "momentum (TensorFlow's MomentumOptimizer), sgd (plain gradient descent), adam (TF1's AdamOptimizer), rmsprop (TF1's RMSPropOptimizer) or adamw (Keras's AdamW); docs/ps.md"},
+        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate, > 0 (unset, shown as nan: the optimizer's default, 0.01 for momentum and sgd, 0.001 for adam, rmsprop and adamw)"},
         {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer, in [0, 1)"},
         {"nesterov", FLAG_BOOL, &o->nesterov, "Nesterov momentum"},
+        {"adam_beta1", FLAG_FLOAT, &o->adam_beta1, "adam, adamw: decay of the first moments, in [0, 1)"},
+        {"adam_beta2", FLAG_FLOAT, &o->adam_beta2, "adam, adamw: decay of the second moments, in [0, 1)"},
+        {"adam_epsilon", FLAG_FLOAT, &o->adam_epsilon, "adam, adamw: epsilon, > 0 (unset, shown as nan: 1e-8 for adam as TF1, 1e-7 for adamw as Keras)"},
+        {"weight_decay", FLAG_FLOAT, &o->weight_decay, "adamw: decoupled weight decay, var -= var * weight_decay * lr before each step, >= 0"},
+        {"rmsprop_decay", FLAG_FLOAT, &o->rmsprop_decay, "rmsprop: decay (rho) of the mean squares, in [0, 1)"},
+        {"rmsprop_momentum", FLAG_FLOAT, &o->rmsprop_momentum, "rmsprop: momentum, in [0, 1)"},
+        {"rmsprop_epsilon", FLAG_FLOAT, &o->rmsprop_epsilon, "rmsprop: epsilon under the square root, > 0"},
+        {"rmsprop_centered", FLAG_BOOL, &o->rmsprop_centered, "rmsprop: centered (normalise by the estimated variance)"},
         {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay), in (0, 1]"},
         {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays, >= 0 (0: constant learning rate)"},
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)"},
@@ -111,7 +119,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
 static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions *d) {
     static const char *const models[] = {"mnist", "cifar10", NULL};
     static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
-    static const char *const optimizers[] = {"momentum", "sgd", NULL};
+    const char *optimizers[OPT_N_KINDS + 1] = {NULL}; /* the optimizer table's names */
+    for (int k = 0; k < OPT_N_KINDS; k++) optimizers[k] = optimizer_i((OptimizerKind)k)->name;
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
     const char *c = "train";
     char err[512];
@@ -133,8 +142,15 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_long(c, "batch_size", o->batch_size, 1, TRAIN_MAX_BATCH, NULL) ||
         cmd_check_long(c, "num_towers", o->num_towers, 0, TOWER_MAX_TOWERS, "0: one per device") ||
         cmd_check_long(c, "num_gpus", o->num_gpus, 1, TOWER_MAX_TOWERS, NULL) ||
-        cmd_check_float(c, "learning_rate", o->learning_rate, 0.0, 0, INFINITY, 0) ||
+        (!isnan(o->learning_rate) && cmd_check_float(c, "learning_rate", o->learning_rate, 0.0, 0, INFINITY, 0)) ||
         cmd_check_float(c, "momentum", o->momentum, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "adam_beta1", o->adam_beta1, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "adam_beta2", o->adam_beta2, 0.0, 1, 1.0, 0) ||
+        (!isnan(o->adam_epsilon) && cmd_check_float(c, "adam_epsilon", o->adam_epsilon, 0.0, 0, INFINITY, 0)) ||
+        cmd_check_float(c, "weight_decay", o->weight_decay, 0.0, 1, INFINITY, 0) ||
+        cmd_check_float(c, "rmsprop_decay", o->rmsprop_decay, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "rmsprop_momentum", o->rmsprop_momentum, 0.0, 1, 1.0, 0) ||
+        cmd_check_float(c, "rmsprop_epsilon", o->rmsprop_epsilon, 0.0, 0, INFINITY, 0) ||
         cmd_check_float(c, "lr_decay_factor", o->lr_decay_factor, 0.0, 0, 1.0, 1) ||
         cmd_check_float(c, "num_epochs_per_decay", o->num_epochs_per_decay, 0.0, 1, INFINITY, 0) ||
         cmd_check_long(c, "num_examples_per_epoch", o->num_examples_per_epoch, 0, LONG_MAX, "0: count the records") ||

@@ -27,6 +27,7 @@ static const unsigned char CKPT_MAGIC[8] = {'T', 'W', 'R', 'C', 'K', 'P', 'T', '
 #define CKPT_PREFIX "model.ckpt-"
 #define CKPT_TMP_SUFFIX ".tmp"
 #define CKPT_MAX_INDEX_ENTRIES 1024
+#define CKPT_SLOT_NAME_MAX (MODEL_VAR_NAME_MAX + 32) /* "<variable>/<slot>" */
 
 static CkptFault g_fault = CKPT_FAULT_NONE;
 
@@ -227,7 +228,7 @@ int ckpt_latest(const char *dir, char *path, size_t path_n_bytes) {
 /* ---- saving ---- */
 
 /* Point storage[v] (and ptrs[v]) at variable v of block, without copying.
- *   block   : (n_params) params, accum or ema
+ *   block   : (n_params) params, a slot or ema
  *   storage : [n_vars] tensors filled here; ptrs: [n_vars] -> storage
  *   shapes  : [n_vars][4] the int32 shapes the tensors point to */
 static void tensors_for(const ModelSpec *spec, const float *block,
@@ -280,8 +281,9 @@ static int remove_stale(const char *dir, const char *const *kept, int n_kept) {
 }
 
 size_t ckpt_max_n_bytes(const ParamServer *ps) {
-    const size_t n_arrays = 1 + (ps->accum ? 1 : 0) + (ps->ema ? 1 : 0);
-    return n_arrays * ps->spec.n_params * sizeof(float) + ((size_t)64 << 10);
+    const size_t n_arrays = 1 + (size_t)ps->n_slots + (ps->ema ? 1 : 0);
+    return n_arrays * ps->spec.n_params * sizeof(float) + ((size_t)64 << 10) +
+           (size_t)ps->n_slots * (size_t)ps->spec.n_vars * (sizeof(Tower__Tensor) + CKPT_SLOT_NAME_MAX + 64);
 }
 
 int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
@@ -308,11 +310,50 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     tensors_for(spec, ps->params, vars, var_ptrs, shapes);
     msg.n_variables = (size_t)spec->n_vars;
     msg.variables = var_ptrs;
-    if (ps->accum) {
-        tensors_for(spec, ps->accum, moms, mom_ptrs, shapes);
-        msg.n_momentum = (size_t)spec->n_vars;
-        msg.momentum = mom_ptrs;
+    /* The optimizer's slots: the Momentum slot in its own section under the
+     * variables' names (format version 1), every other one in `slots` as
+     * "<variable>/<slot>"; then the scalars. */
+    const size_t n_other = (size_t)ps->n_slots * (size_t)spec->n_vars;
+    Tower__Tensor *slot_tensors = calloc(n_other ? n_other : 1, sizeof *slot_tensors);
+    Tower__Tensor **slot_ptrs = calloc(n_other ? n_other : 1, sizeof *slot_ptrs);
+    char (*slot_names)[CKPT_SLOT_NAME_MAX] = calloc(n_other ? n_other : 1, sizeof *slot_names);
+    int32_t (*slot_shapes)[4] = calloc(n_other ? n_other : 1, sizeof *slot_shapes);
+    if (!slot_tensors || !slot_ptrs || !slot_names || !slot_shapes) {
+        free(slot_tensors), free(slot_ptrs), free(slot_names), free(slot_shapes);
+        return fail(err, err_n_bytes, "%s/%s: out of memory for the slot tensors", dir, name);
     }
+    size_t n_slot_tensors = 0;
+    for (int k = 0; k < ps->n_slots; k++) {
+        if (ps->slot_info[k].momentum_field) {
+            tensors_for(spec, ps->slots[k], moms, mom_ptrs, shapes);
+            msg.n_momentum = (size_t)spec->n_vars;
+            msg.momentum = mom_ptrs;
+            continue;
+        }
+        Tower__Tensor *t = slot_tensors + n_slot_tensors;
+        tensors_for(spec, ps->slots[k], t, slot_ptrs + n_slot_tensors, slot_shapes + n_slot_tensors);
+        for (int v = 0; v < spec->n_vars; v++) {
+            char *nm = slot_names[n_slot_tensors + (size_t)v];
+            snprintf(nm, CKPT_SLOT_NAME_MAX, "%s/%s", spec->vars[v].name, ps->slot_info[k].name);
+            t[v].name = nm;
+        }
+        n_slot_tensors += (size_t)spec->n_vars;
+    }
+    msg.n_slots = n_slot_tensors;
+    msg.slots = slot_ptrs;
+    const OptimizerI *opt = optimizer_i(ps->cfg.opt.kind);
+    Tower__Tensor scalar_tensors[OPT_MAX_SCALARS];
+    Tower__Tensor *scalar_ptrs[OPT_MAX_SCALARS];
+    for (int k = 0; k < opt->n_scalars; k++) {
+        tower__tensor__init(&scalar_tensors[k]);
+        scalar_tensors[k].name = (char *)opt->scalar_names[k];
+        scalar_tensors[k].n_data = 1;
+        scalar_tensors[k].data = (float *)&ps->scalars[k];
+        scalar_ptrs[k] = &scalar_tensors[k];
+    }
+    msg.n_optimizer_scalars = (size_t)opt->n_scalars;
+    msg.optimizer_scalars = scalar_ptrs;
+    msg.optimizer = (char *)optimizer_name(&ps->cfg.opt);
     if (ps->ema) {
         tensors_for(spec, ps->ema, emas, ema_ptrs, shapes);
         msg.n_moving_averages = (size_t)spec->n_vars;
@@ -328,9 +369,10 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
 
     size_t payload_n_bytes = tower__checkpoint__get_packed_size(&msg);
     uint8_t *payload = malloc(payload_n_bytes ? payload_n_bytes : 1);
+    if (payload) tower__checkpoint__pack(&msg, payload);
+    free(slot_tensors), free(slot_ptrs), free(slot_names), free(slot_shapes);
     if (!payload)
         return fail(err, err_n_bytes, "%s/%s: cannot allocate %zu bytes for the payload", dir, name, payload_n_bytes);
-    tower__checkpoint__pack(&msg, payload);
     unsigned char header[CKPT_HEADER_N_BYTES];
     memcpy(header, CKPT_MAGIC, 8);
     put_u32(header + 8, CKPT_FORMAT_VERSION);
@@ -493,22 +535,37 @@ static void shape_str(char *out, size_t out_n_bytes, const int32_t *shape, size_
     if (n < out_n_bytes) snprintf(out + n, out_n_bytes - n, ")");
 }
 
-static int find_var(const ModelSpec *spec, const char *name) {
+/* The variable named by the first name_len bytes of name, or -1. */
+static int find_var(const ModelSpec *spec, const char *name, size_t name_len) {
     for (int v = 0; v < spec->n_vars; v++)
-        if (strcmp(spec->vars[v].name, name) == 0) return v;
+        if (strlen(spec->vars[v].name) == name_len && strncmp(spec->vars[v].name, name, name_len) == 0) return v;
     return -1;
 }
 
+/* The slot name of a `slots` tensor: what follows its last '/', or NULL. */
+static const char *slot_suffix(const char *name) {
+    const char *p = strrchr(name, '/');
+    return p && p[1] ? p + 1 : NULL;
+}
+
 /* Map one section's tensors onto the spec by name: map[v] = the tensor of
- * spec->vars[v].  Returns 1 (complete), 0 (section empty), -1 (error). */
+ * spec->vars[v].  With suffix, only the tensors named "<variable>/<suffix>"
+ * belong to the section, and <variable> is what is matched.  Returns 1
+ * (complete), 0 (section empty), -1 (error). */
 static int map_section(Tower__Tensor *const *tensors, size_t n_tensors, const ModelSpec *spec,
-                       const char *section, const Tower__Tensor **map, const char *path,
+                       const char *section, const char *suffix, const Tower__Tensor **map, const char *path,
                        char *err, size_t err_n_bytes) {
     if (n_tensors == 0) return 0;
     for (int v = 0; v < spec->n_vars; v++) map[v] = NULL;
     for (size_t t = 0; t < n_tensors; t++) {
         const Tower__Tensor *x = tensors[t];
-        int v = find_var(spec, x->name);
+        size_t name_len = strlen(x->name);
+        if (suffix) {
+            const char *sfx = slot_suffix(x->name);
+            if (!sfx || strcmp(sfx, suffix) != 0) continue;
+            name_len = (size_t)(sfx - 1 - x->name);
+        }
+        int v = find_var(spec, x->name, name_len);
         if (v < 0)
             return fail(err, err_n_bytes, "%s: %s: unexpected variable '%s' (not in model '%s')",
                         path, section, x->name, spec->name);
@@ -532,8 +589,12 @@ static int map_section(Tower__Tensor *const *tensors, size_t n_tensors, const Mo
         map[v] = x;
     }
     for (int v = 0; v < spec->n_vars; v++)
-        if (!map[v])
+        if (!map[v]) {
+            if (suffix)
+                return fail(err, err_n_bytes, "%s: %s: variable '%s/%s' missing", path, section, spec->vars[v].name,
+                            suffix);
             return fail(err, err_n_bytes, "%s: %s: variable '%s' missing", path, section, spec->vars[v].name);
+        }
     return 1;
 }
 
@@ -542,23 +603,97 @@ static void copy_section(float *block, const ModelSpec *spec, const Tower__Tenso
         memcpy(block + spec->vars[v].offset, map[v]->data, spec->vars[v].n_floats * sizeof(float));
 }
 
+/* The name of the slot the `momentum` section holds. */
+#define CKPT_MOMENTUM_SLOT "Momentum"
+
 typedef struct {
     const Tower__Tensor *vars[MODEL_MAX_VARS];
-    const Tower__Tensor *mom[MODEL_MAX_VARS];
     const Tower__Tensor *ema[MODEL_MAX_VARS];
-    int has_mom, has_ema;
+    int has_ema;
+    /* The optimizer's slots: the `momentum` section (named "Momentum") and
+     * the `slots` section grouped by slot name, in the file's order. */
+    int n_slots;
+    char slot_names[OPT_MAX_SLOTS][CKPT_SLOT_NAME_MAX];
+    const Tower__Tensor *slots[OPT_MAX_SLOTS][MODEL_MAX_VARS];
+    char optimizer[32]; /* the file's optimizer field, or inferred: "momentum" / "sgd" / "an unnamed optimizer" */
 } SectionMaps;
+
+/* The slot named name in m, or -1. */
+static int find_slot(const SectionMaps *m, const char *name) {
+    for (int k = 0; k < m->n_slots; k++)
+        if (!strcmp(m->slot_names[k], name)) return k;
+    return -1;
+}
 
 static int map_all(const Tower__Checkpoint *msg, const ModelSpec *spec, SectionMaps *m,
                    const char *path, char *err, size_t err_n_bytes) {
-    int r = map_section(msg->variables, msg->n_variables, spec, "variables", m->vars, path, err, err_n_bytes);
+    m->n_slots = 0;
+    int r = map_section(msg->variables, msg->n_variables, spec, "variables", NULL, m->vars, path, err, err_n_bytes);
     if (r < 0) return -1;
     if (r == 0) return fail(err, err_n_bytes, "%s: the checkpoint holds no variables", path);
-    m->has_mom = map_section(msg->momentum, msg->n_momentum, spec, "momentum", m->mom, path, err, err_n_bytes);
-    if (m->has_mom < 0) return -1;
-    m->has_ema = map_section(msg->moving_averages, msg->n_moving_averages, spec, "moving_averages",
+    int has_mom = map_section(msg->momentum, msg->n_momentum, spec, "momentum", NULL, m->slots[0], path, err,
+                              err_n_bytes);
+    if (has_mom < 0) return -1;
+    if (has_mom) snprintf(m->slot_names[m->n_slots++], CKPT_SLOT_NAME_MAX, "%s", CKPT_MOMENTUM_SLOT);
+    for (size_t t = 0; t < msg->n_slots; t++) {
+        const char *sfx = slot_suffix(msg->slots[t]->name);
+        if (!sfx)
+            return fail(err, err_n_bytes, "%s: slots: '%s' is not named <variable>/<slot>", path, msg->slots[t]->name);
+        if (find_slot(m, sfx) >= 0) continue;
+        if (m->n_slots == OPT_MAX_SLOTS || strlen(sfx) >= CKPT_SLOT_NAME_MAX)
+            return fail(err, err_n_bytes, "%s: slots: more than %d slot names ('%s' is one too many)", path,
+                        OPT_MAX_SLOTS, sfx);
+        const int k = m->n_slots;
+        if (map_section(msg->slots, msg->n_slots, spec, "slots", sfx, m->slots[k], path, err, err_n_bytes) < 0)
+            return -1;
+        snprintf(m->slot_names[k], CKPT_SLOT_NAME_MAX, "%s", sfx);
+        m->n_slots++;
+    }
+    m->has_ema = map_section(msg->moving_averages, msg->n_moving_averages, spec, "moving_averages", NULL,
                              m->ema, path, err, err_n_bytes);
     if (m->has_ema < 0) return -1;
+    for (size_t t = 0; t < msg->n_optimizer_scalars; t++) {
+        const Tower__Tensor *x = msg->optimizer_scalars[t];
+        if (x->n_shape != 0 || x->n_data != 1)
+            return fail(err, err_n_bytes, "%s: optimizer_scalars: '%s' holds %zu floats of %zu dimensions, expected "
+                        "one of shape ()", path, x->name, x->n_data, x->n_shape);
+    }
+    if (msg->optimizer && msg->optimizer[0])
+        snprintf(m->optimizer, sizeof m->optimizer, "%s", msg->optimizer);
+    else
+        snprintf(m->optimizer, sizeof m->optimizer, "%s", has_mom ? "momentum" : m->n_slots ? "an unnamed optimizer" : "sgd");
+    return 0;
+}
+
+/* The optimizer state of the file against the server's optimizer: every
+ * slot and scalar it keeps present; no slot it does not keep, unless it
+ * keeps none (sgd starts from any checkpoint's variables).  0, or -1 with
+ * one line in err. */
+static int check_optimizer_state(const Tower__Checkpoint *msg, const SectionMaps *m, const ParamServer *ps,
+                                 const char *path, char *err, size_t err_n_bytes) {
+    const char *want = optimizer_name(&ps->cfg.opt);
+    for (int k = 0; k < ps->n_slots; k++) {
+        const OptSlot *s = &ps->slot_info[k];
+        if (find_slot(m, s->name) < 0)
+            return fail(err, err_n_bytes, "%s: no %s (saved with %s): cannot resume with %s", path, s->what,
+                        m->optimizer, want);
+    }
+    for (int j = 0; ps->n_slots > 0 && j < m->n_slots; j++) {
+        int kept = 0;
+        for (int k = 0; k < ps->n_slots && !kept; k++) kept = !strcmp(ps->slot_info[k].name, m->slot_names[j]);
+        if (!kept)
+            return fail(err, err_n_bytes, "%s: holds optimizer slots '%s' that %s does not keep (saved with %s): "
+                        "cannot resume with %s", path, m->slot_names[j], want, m->optimizer, want);
+    }
+    const OptimizerI *opt = optimizer_i(ps->cfg.opt.kind);
+    for (int k = 0; k < opt->n_scalars; k++) {
+        int found = 0;
+        for (size_t t = 0; t < msg->n_optimizer_scalars && !found; t++)
+            found = !strcmp(msg->optimizer_scalars[t]->name, opt->scalar_names[k]);
+        if (!found)
+            return fail(err, err_n_bytes, "%s: no %s (saved with %s): cannot resume with %s", path,
+                        opt->scalar_names[k], m->optimizer, want);
+    }
     return 0;
 }
 
@@ -582,15 +717,19 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
                   msg->channels, msg->num_classes, spec->name, spec->H, spec->W, spec->C, spec->num_classes);
     } else if (map_all(msg, spec, &m, path, err, err_n_bytes) != 0) {
         rc = -1;
-    } else if (ps->accum && !m.has_mom) {
-        rc = fail(err, err_n_bytes, "%s: no momentum accumulators (saved with sgd): cannot resume with %s",
-                  path, optimizer_name(&ps->cfg.opt));
+    } else if (check_optimizer_state(msg, &m, ps, path, err, err_n_bytes) != 0) {
+        rc = -1;
     } else if (ps->ema && !m.has_ema) {
         rc = fail(err, err_n_bytes, "%s: no moving averages (saved with the moving average disabled)", path);
     }
     if (rc == 0) {
         copy_section(ps->params, spec, m.vars);
-        if (ps->accum) copy_section(ps->accum, spec, m.mom);
+        for (int k = 0; k < ps->n_slots; k++) copy_section(ps->slots[k], spec, m.slots[find_slot(&m, ps->slot_info[k].name)]);
+        const OptimizerI *opt = optimizer_i(ps->cfg.opt.kind);
+        for (int k = 0; k < opt->n_scalars; k++)
+            for (size_t t = 0; t < msg->n_optimizer_scalars; t++)
+                if (!strcmp(msg->optimizer_scalars[t]->name, opt->scalar_names[k]))
+                    ps->scalars[k] = msg->optimizer_scalars[t]->data[0];
         if (ps->ema) copy_section(ps->ema, spec, m.ema);
         ps->global_step = (long)msg->global_step;
         if (run) run_from_msg(run, msg->run);
@@ -619,11 +758,13 @@ int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes
     if (rc == 0) {
         size_t n_bytes = spec.n_params * sizeof(float);
         out->params = malloc(n_bytes);
-        out->accum = m.has_mom ? malloc(n_bytes) : NULL;
+        int slots_ok = 1;
+        for (int k = 0; k < m.n_slots; k++) slots_ok &= (out->slots[k] = malloc(n_bytes)) != NULL;
+        out->n_slots = m.n_slots;
         out->ema = m.has_ema ? malloc(n_bytes) : NULL;
-        if (!out->params || (m.has_mom && !out->accum) || (m.has_ema && !out->ema)) {
+        if (!out->params || !slots_ok || (m.has_ema && !out->ema)) {
             ckpt_contents_free(out);
-            rc = fail(err, err_n_bytes, "%s: cannot allocate 3 x %zu bytes", path, n_bytes);
+            rc = fail(err, err_n_bytes, "%s: cannot allocate %d x %zu bytes", path, 2 + m.n_slots, n_bytes);
         }
     }
     if (rc == 0) {
@@ -635,7 +776,11 @@ int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes
         out->global_step = (long)msg->global_step;
         out->n_params = spec.n_params;
         copy_section(out->params, &spec, m.vars);
-        if (out->accum) copy_section(out->accum, &spec, m.mom);
+        for (int k = 0; k < m.n_slots; k++) {
+            snprintf(out->slot_names[k], sizeof out->slot_names[k], "%s", m.slot_names[k]);
+            copy_section(out->slots[k], &spec, m.slots[k]);
+        }
+        snprintf(out->optimizer, sizeof out->optimizer, "%s", m.optimizer);
         if (out->ema) copy_section(out->ema, &spec, m.ema);
         run_from_msg(&out->run, msg->run);
     }
@@ -647,6 +792,6 @@ void ckpt_contents_free(CkptContents *c) {
     if (!c) return;
     free(c->params);
     free(c->ema);
-    free(c->accum);
+    for (int k = 0; k < OPT_MAX_SLOTS; k++) free(c->slots[k]);
     memset(c, 0, sizeof *c);
 }

@@ -13,8 +13,12 @@
  *   offset 20  uint32    zlib crc32 of the payload
  *   offset 24  payload   a tower.Checkpoint message (ps/checkpoint.proto):
  *              model name and input shape, every variable by name with its
- *              shape, the momentum accumulators, the moving averages,
- *              global_step and the run state below.
+ *              shape, the optimizer's slots (Momentum in the `momentum`
+ *              section under the variables' names, every other slot in
+ *              `slots` as "<variable>/<slot>", TensorFlow's slot variable
+ *              names: "conv1/weights/Adam") and scalars ("beta1_power"),
+ *              the optimizer's name, the moving averages, global_step and
+ *              the run state below.
  * The train dir also holds `checkpoint`, a text index in TensorFlow's form:
  *   model_checkpoint_path: "model.ckpt-3000"
  *   all_model_checkpoint_paths: "model.ckpt-1000"     (oldest first)
@@ -61,8 +65,9 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
               int keep_last, char *err, size_t err_n_bytes);
 
 /* The most heap memory (bytes) one ckpt_save of ps holds at once, for memory
- * bounds: the encoded payload (the variables, momentum slots and moving
- * averages ps has) plus 64 KiB for names, shapes and framing.  A ckpt_load
+ * bounds: the encoded payload (the variables, optimizer slots and moving
+ * averages ps has) plus 64 KiB for names, shapes and framing, and the slot
+ * tensors' names.  A ckpt_load
  * holds about twice it (the file's payload and its decoded copy). */
 size_t ckpt_max_n_bytes(const ParamServer *ps);
 
@@ -77,19 +82,25 @@ int ckpt_latest(const char *dir, char *path, size_t path_n_bytes);
  * not parse, no model_checkpoint_path). */
 int ckpt_find_latest(const char *dir, char *path, size_t path_n_bytes, char *err, size_t err_n_bytes);
 
-/* Read the checkpoint at path into ps: params, accum (when ps has one),
- * ema (when ps has one), global_step, and *run (when run is not NULL).
- * Everything is validated before ps is touched: header, checksum, decoding,
- * model name and input shape against ps->spec, and every variable by name
- * and shape (missing, unexpected, duplicate or misshapen is an error; so is
- * a checkpoint without momentum accumulators or moving averages when ps
- * keeps them).  Returns 0, or -1 with one line in err and ps unchanged. */
+/* Read the checkpoint at path into ps: params, the optimizer's slots and
+ * scalars, ema (when ps has one), global_step, and *run (when run is not
+ * NULL).  Everything is validated before ps is touched: header, checksum,
+ * decoding, model name and input shape against ps->spec, and every
+ * variable by name and shape (missing, unexpected, duplicate or misshapen
+ * is an error).  The optimizer state must match ps's optimizer: every slot
+ * and scalar it keeps present ("no momentum accumulators (saved with sgd):
+ * cannot resume with nesterov"), and no slot it does not keep ("holds
+ * optimizer slots 'Momentum' that adam does not keep"), except that sgd,
+ * which keeps none, starts from any checkpoint.  Moving averages must be
+ * there when ps keeps them.  Returns 0, or -1 with one line in err and ps
+ * unchanged. */
 int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run,
               char *err, size_t err_n_bytes);
 
 /* A checkpoint read without a ParamServer, for eval and export.  The arrays
  * are malloc'ed and laid out as model_spec_init(model, H, W, C, num_classes)
- * lays out the flat block; accum and ema are NULL when the file has none. */
+ * lays out the flat block; ema is NULL when the file has none; slots[k]
+ * is the slot named slot_names[k] (the `momentum` section is "Momentum"). */
 typedef struct {
     char model[32];
     int H, W, C, num_classes;
@@ -97,7 +108,10 @@ typedef struct {
     size_t n_params;
     float *params;  /* (n_params) */
     float *ema;     /* (n_params) or NULL */
-    float *accum;   /* (n_params) or NULL */
+    int n_slots;
+    char slot_names[OPT_MAX_SLOTS][64];
+    float *slots[OPT_MAX_SLOTS]; /* [n_slots] -> (n_params) */
+    char optimizer[32];          /* optimizer_name of the saver; "momentum" or "sgd" for older files */
     CkptRunState run;
 } CkptContents;
 

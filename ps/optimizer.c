@@ -1,9 +1,13 @@
-/* optimizer.c — optimizers, learning-rate schedule and moving average of the
- * parameter server (formulas and sign convention: ps/optimizer.h).
+/* optimizer.c — the optimizer table, the learning-rate schedule and the
+ * moving average of the parameter server (formulas and sign convention:
+ * ps/optimizer.h; the table and how to add an entry: docs/ps.md).
  *
  * Where it sits: called by ps/ps.c once per synchronous step, on the CPU,
- * after the tower gradients have been averaged.  It does not average,
- * allocate, or know which variable an element belongs to.
+ * after the tower gradients have been averaged.  This file is the only one
+ * that tells optimizers apart: everything else goes through the table's
+ * entries (slots, scalars, prepare/apply/finish).  The GPU twins of the
+ * apply functions are ps/ps_gpu.cu's opt_kernels, in the same order.  It
+ * does not average, allocate, or know which variable an element belongs to.
  */
 #include "ps/optimizer.h"
 
@@ -16,44 +20,66 @@
 #define OPT_OMP_MIN_FLOATS 16384
 
 void optimizer_config_defaults(OptimizerConfig *cfg) {
+    memset(cfg, 0, sizeof *cfg);
     cfg->kind = OPT_MOMENTUM;
     cfg->momentum = 0.9f;
     cfg->nesterov = 1;
+    cfg->beta1 = 0.9f;
+    cfg->beta2 = 0.999f;
+    cfg->epsilon = 1e-8f;
+    cfg->weight_decay = 0.004f;
+    cfg->rms_decay = 0.9f;
+    cfg->rms_momentum = 0.0f;
+    cfg->rms_epsilon = 1e-10f;
+    cfg->centered = 0;
 }
 
-const char *optimizer_name(const OptimizerConfig *cfg) {
-    if (cfg->kind == OPT_SGD) return "sgd";
-    return cfg->nesterov ? "nesterov" : "momentum";
-}
+/* ---- sgd: var -= g * lr ---- */
 
-int optimizer_kind_from_name(const char *name, OptimizerKind *kind, char *err, size_t err_n_bytes) {
-    if (!strcmp(name, "sgd")) *kind = OPT_SGD;
-    else if (!strcmp(name, "momentum")) *kind = OPT_MOMENTUM;
-    else {
-        snprintf(err, err_n_bytes, "--optimizer '%s': expected momentum or sgd", name);
-        return -1;
-    }
+static int sgd_slots(const OptimizerConfig *cfg, const OptSlot **slots) {
+    (void)cfg;
+    *slots = NULL;
     return 0;
 }
 
-float lr_schedule_at(const LrSchedule *s, long global_step) {
-    if (s->decay_steps <= 0 || s->decay_factor == 1.0f) return s->initial_lr;
-    /* tf.train.exponential_decay casts step and decay_steps to float32. */
-    float p = (float)global_step / (float)s->decay_steps;
-    if (s->staircase) p = floorf(p);
-    return s->initial_lr * powf(s->decay_factor, p);
+static void sgd_prepare(const OptimizerConfig *cfg, const float *scalars, long global_step, float lr, OptStep *st) {
+    (void)cfg, (void)scalars, (void)global_step;
+    memset(st, 0, sizeof *st);
+    st->lr = lr;
 }
 
-void optimizer_apply(float *params, float *accum, const float *grads,
-                     size_t n_floats, float lr, const OptimizerConfig *cfg) {
+static void sgd_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+    (void)slots;
+    const float lr = st->lr;
+    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS)
+    for (size_t i = 0; i < n_floats; i++) params[i] -= grads[i] * lr;
+}
+
+/* ---- momentum: accum = accum * m + g; var -= accum * lr (Nesterov: g * lr + (accum * m) * lr) ---- */
+
+static const OptSlot momentum_slots_list[] = {{"Momentum", "momentum accumulators", 0.0f, 1}};
+
+static int momentum_slots(const OptimizerConfig *cfg, const OptSlot **slots) {
+    (void)cfg;
+    *slots = momentum_slots_list;
+    return 1;
+}
+
+static void momentum_prepare(const OptimizerConfig *cfg, const float *scalars, long global_step, float lr,
+                             OptStep *st) {
+    (void)scalars, (void)global_step;
+    memset(st, 0, sizeof *st);
+    st->lr = lr;
+    st->momentum = cfg->momentum;
+    st->nesterov = cfg->nesterov;
+}
+
+static void momentum_apply(float *params, float *const *slots, const float *grads, size_t n_floats,
+                           const OptStep *st) {
     const int par = n_floats >= OPT_OMP_MIN_FLOATS;
-    if (cfg->kind == OPT_SGD) {
-        #pragma omp parallel for schedule(static) if(par)
-        for (size_t i = 0; i < n_floats; i++) params[i] -= grads[i] * lr;
-        return;
-    }
-    const float m = cfg->momentum;
-    if (cfg->nesterov) {
+    float *accum = slots[0];
+    const float m = st->momentum, lr = st->lr;
+    if (st->nesterov) {
         #pragma omp parallel for schedule(static) if(par)
         for (size_t i = 0; i < n_floats; i++) {
             float a = accum[i] * m + grads[i];
@@ -68,6 +94,215 @@ void optimizer_apply(float *params, float *accum, const float *grads,
             params[i] -= a * lr;
         }
     }
+}
+
+/* ---- adam (TF1's ApplyAdam) and adamw (Keras's AdamW): one elementwise update ---- */
+
+static const OptSlot adam_slots_list[] = {{"Adam", "first moments (Adam)", 0.0f, 0},
+                                          {"Adam_1", "second moments (Adam_1)", 0.0f, 0}};
+static const OptSlot adamw_slots_list[] = {{"AdamW", "first moments (AdamW)", 0.0f, 0},
+                                           {"AdamW_1", "second moments (AdamW_1)", 0.0f, 0}};
+
+static int adam_slots(const OptimizerConfig *cfg, const OptSlot **slots) {
+    (void)cfg;
+    *slots = adam_slots_list;
+    return 2;
+}
+
+static int adamw_slots(const OptimizerConfig *cfg, const OptSlot **slots) {
+    (void)cfg;
+    *slots = adamw_slots_list;
+    return 2;
+}
+
+static void adam_init_scalars(const OptimizerConfig *cfg, float *scalars) {
+    scalars[0] = cfg->beta1; /* beta1_power */
+    scalars[1] = cfg->beta2; /* beta2_power */
+}
+
+/* TF1: every constant a float32 tensor, so 1 - beta in float32. */
+static void adam_prepare(const OptimizerConfig *cfg, const float *scalars, long global_step, float lr, OptStep *st) {
+    (void)global_step;
+    memset(st, 0, sizeof *st);
+    st->lr = lr;
+    st->lr_t = lr * sqrtf(1.0f - scalars[1]) / (1.0f - scalars[0]);
+    st->one_minus_b1 = 1.0f - cfg->beta1;
+    st->one_minus_b2 = 1.0f - cfg->beta2;
+    st->epsilon = cfg->epsilon;
+}
+
+static void adam_finish(const OptimizerConfig *cfg, float *scalars) {
+    scalars[0] *= cfg->beta1;
+    scalars[1] *= cfg->beta2;
+}
+
+/* Keras: beta^t with t = iterations + 1 in float32 (ops.power), 1 - beta of
+ * Python floats (double) cast to float32, weight decay with lr. */
+static void adamw_prepare(const OptimizerConfig *cfg, const float *scalars, long global_step, float lr, OptStep *st) {
+    (void)scalars;
+    memset(st, 0, sizeof *st);
+    const float t = (float)(global_step + 1);
+    const float b1_power = powf(cfg->beta1, t), b2_power = powf(cfg->beta2, t);
+    st->lr = lr;
+    st->lr_t = lr * sqrtf(1.0f - b2_power) / (1.0f - b1_power);
+    st->one_minus_b1 = (float)(1.0 - (double)cfg->beta1);
+    st->one_minus_b2 = (float)(1.0 - (double)cfg->beta2);
+    st->epsilon = cfg->epsilon;
+    st->wd = cfg->weight_decay;
+}
+
+static void adam_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+    float *mm = slots[0], *vv = slots[1];
+    const float lr_t = st->lr_t, c1 = st->one_minus_b1, c2 = st->one_minus_b2, eps = st->epsilon;
+    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS)
+    for (size_t i = 0; i < n_floats; i++) {
+        const float g = grads[i];
+        const float m = mm[i] + (g - mm[i]) * c1;
+        const float v = vv[i] + (g * g - vv[i]) * c2;
+        mm[i] = m;
+        vv[i] = v;
+        params[i] -= (m * lr_t) / (sqrtf(v) + eps);
+    }
+}
+
+static void adamw_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+    float *mm = slots[0], *vv = slots[1];
+    const float lr = st->lr, wd = st->wd;
+    const float lr_t = st->lr_t, c1 = st->one_minus_b1, c2 = st->one_minus_b2, eps = st->epsilon;
+    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS)
+    for (size_t i = 0; i < n_floats; i++) {
+        const float g = grads[i];
+        const float p = params[i] - (params[i] * wd) * lr;
+        const float m = mm[i] + (g - mm[i]) * c1;
+        const float v = vv[i] + (g * g - vv[i]) * c2;
+        mm[i] = m;
+        vv[i] = v;
+        params[i] = p - (m * lr_t) / (sqrtf(v) + eps);
+    }
+}
+
+/* ---- rmsprop (TF1's ApplyRMSProp / ApplyCenteredRMSProp) ---- */
+
+static const OptSlot rmsprop_slots_list[] = {{"RMSProp", "mean squares (RMSProp)", 1.0f, 0},
+                                             {"RMSProp_1", "momentum (RMSProp_1)", 0.0f, 0}};
+static const OptSlot rmsprop_centered_slots_list[] = {{"RMSProp", "mean squares (RMSProp)", 1.0f, 0},
+                                                      {"RMSProp_1", "mean gradients (RMSProp_1)", 0.0f, 0},
+                                                      {"RMSProp_2", "momentum (RMSProp_2)", 0.0f, 0}};
+
+static int rmsprop_slots(const OptimizerConfig *cfg, const OptSlot **slots) {
+    *slots = cfg->centered ? rmsprop_centered_slots_list : rmsprop_slots_list;
+    return cfg->centered ? 3 : 2;
+}
+
+static void rmsprop_prepare(const OptimizerConfig *cfg, const float *scalars, long global_step, float lr,
+                            OptStep *st) {
+    (void)scalars, (void)global_step;
+    memset(st, 0, sizeof *st);
+    st->lr = lr;
+    st->momentum = cfg->rms_momentum;
+    st->one_minus_b2 = 1.0f - cfg->rms_decay;
+    st->epsilon = cfg->rms_epsilon;
+    st->centered = cfg->centered;
+}
+
+static void rmsprop_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+    const int par = n_floats >= OPT_OMP_MIN_FLOATS;
+    float *ms = slots[0];
+    const float lr = st->lr, mom_m = st->momentum, c = st->one_minus_b2, eps = st->epsilon;
+    if (st->centered) {
+        float *mg = slots[1], *mom = slots[2];
+        #pragma omp parallel for schedule(static) if(par)
+        for (size_t i = 0; i < n_floats; i++) {
+            const float g = grads[i];
+            const float s = ms[i] + (g * g - ms[i]) * c;
+            const float a = mg[i] + (g - mg[i]) * c;
+            const float den = (s - a * a) + eps;
+            const float u = mom[i] * mom_m + (g * lr) / sqrtf(den);
+            ms[i] = s;
+            mg[i] = a;
+            mom[i] = u;
+            params[i] -= u;
+        }
+    } else {
+        float *mom = slots[1];
+        #pragma omp parallel for schedule(static) if(par)
+        for (size_t i = 0; i < n_floats; i++) {
+            const float g = grads[i];
+            const float s = ms[i] + (g * g - ms[i]) * c;
+            const float u = mom[i] * mom_m + (g * lr) / sqrtf(s + eps);
+            ms[i] = s;
+            mom[i] = u;
+            params[i] -= u;
+        }
+    }
+}
+
+/* ---- the table ---- */
+
+static const OptimizerI optimizers[OPT_N_KINDS] = {
+    [OPT_SGD] = {"sgd", "GradientDescentOptimizer", sgd_slots, 0, {NULL, NULL}, NULL, sgd_prepare, sgd_apply, NULL},
+    [OPT_MOMENTUM] = {"momentum", "MomentumOptimizer", momentum_slots, 0, {NULL, NULL}, NULL, momentum_prepare,
+                      momentum_apply, NULL},
+    [OPT_ADAM] = {"adam", "AdamOptimizer", adam_slots, 2, {"beta1_power", "beta2_power"}, adam_init_scalars,
+                  adam_prepare, adam_apply, adam_finish},
+    [OPT_RMSPROP] = {"rmsprop", "RMSPropOptimizer", rmsprop_slots, 0, {NULL, NULL}, NULL, rmsprop_prepare,
+                     rmsprop_apply, NULL},
+    [OPT_ADAMW] = {"adamw", "tf.keras.optimizers.AdamW", adamw_slots, 0, {NULL, NULL}, NULL, adamw_prepare,
+                   adamw_apply, NULL},
+};
+
+/* The learning rates used when none is given (optimizer_default_lr). */
+static const float default_lrs[OPT_N_KINDS] = {
+    [OPT_SGD] = 0.01f, [OPT_MOMENTUM] = 0.01f, [OPT_ADAM] = 0.001f, [OPT_RMSPROP] = 0.001f, [OPT_ADAMW] = 0.001f};
+
+const OptimizerI *optimizer_i(OptimizerKind kind) {
+    if ((int)kind < 0 || kind >= OPT_N_KINDS) return NULL;
+    return &optimizers[kind];
+}
+
+float optimizer_default_lr(OptimizerKind kind) {
+    if ((int)kind < 0 || kind >= OPT_N_KINDS) return 0.01f;
+    return default_lrs[kind];
+}
+
+float optimizer_default_adam_epsilon(OptimizerKind kind) { return kind == OPT_ADAMW ? 1e-7f : 1e-8f; }
+
+int optimizer_slots(const OptimizerConfig *cfg, const OptSlot **slots) {
+    return optimizers[cfg->kind].slots(cfg, slots);
+}
+
+const char *optimizer_name(const OptimizerConfig *cfg) {
+    if (cfg->kind == OPT_MOMENTUM && cfg->nesterov) return "nesterov";
+    if (cfg->kind == OPT_RMSPROP && cfg->centered) return "rmsprop_centered";
+    const OptimizerI *o = optimizer_i(cfg->kind);
+    return o ? o->name : "unknown";
+}
+
+int optimizer_kind_from_name(const char *name, OptimizerKind *kind, char *err, size_t err_n_bytes) {
+    for (int k = 0; k < OPT_N_KINDS; k++)
+        if (!strcmp(name, optimizers[k].name)) {
+            *kind = (OptimizerKind)k;
+            return 0;
+        }
+    snprintf(err, err_n_bytes, "--optimizer '%s': expected sgd, momentum, adam, rmsprop or adamw", name);
+    return -1;
+}
+
+float lr_schedule_at(const LrSchedule *s, long global_step) {
+    if (s->decay_steps <= 0 || s->decay_factor == 1.0f) return s->initial_lr;
+    /* tf.train.exponential_decay casts step and decay_steps to float32. */
+    float p = (float)global_step / (float)s->decay_steps;
+    if (s->staircase) p = floorf(p);
+    return s->initial_lr * powf(s->decay_factor, p);
+}
+
+void optimizer_apply(float *params, float *const *slots, float *scalars, const float *grads, size_t n_floats,
+                     float lr, long global_step, const OptimizerConfig *cfg) {
+    const OptimizerI *o = &optimizers[cfg->kind];
+    OptStep st;
+    o->prepare(cfg, scalars, global_step, lr, &st);
+    o->apply(params, slots, grads, n_floats, &st);
+    if (o->finish) o->finish(cfg, scalars);
 }
 
 float ema_decay_at(float decay, long num_updates) {

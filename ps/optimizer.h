@@ -19,6 +19,27 @@
  *       accum = accum * m + g
  *       plain:    var -= accum * lr
  *       Nesterov: var -= g * lr + (accum * m) * lr     (= lr * (g + m * accum))
+ *   adam (AdamOptimizer, ApplyAdam), slots m = Adam, v = Adam_1 (zeros),
+ *   scalars beta1_power, beta2_power (start at beta1, beta2; multiplied by
+ *   beta1, beta2 in float32 after every step, as TensorFlow's _finish):
+ *       lr_t = lr * sqrt(1 - beta2_power) / (1 - beta1_power)
+ *       m += (g - m) * (1 - beta1)
+ *       v += (g * g - v) * (1 - beta2)
+ *       var -= (m * lr_t) / (sqrt(v) + epsilon)
+ *   adamw (tf.keras.optimizers.AdamW), slots AdamW, AdamW_1 (zeros), no
+ *   scalars: Keras computes beta^t = powf(beta, t), t = global_step + 1,
+ *   its 1 - beta in double then float32 (Python floats), and decays every
+ *   variable with lr (NOT lr_t) BEFORE the Adam step above:
+ *       var = var - (var * wd) * lr
+ *   rmsprop (RMSPropOptimizer, ApplyRMSProp / ApplyCenteredRMSProp), slots
+ *   ms = RMSProp (ONES, as TensorFlow 1 initialises it), mg = RMSProp_1
+ *   (centered only, zeros), mom = RMSProp_1, or RMSProp_2 when centered
+ *   (zeros), rho = decay:
+ *       ms += (g * g - ms) * (1 - rho)
+ *       centered: mg += (g - mg) * (1 - rho); den = (ms - mg * mg) + epsilon
+ *       plain:    den = ms + epsilon
+ *       mom = mom * momentum + (g * lr) / sqrt(den)
+ *       var -= mom
  *   learning rate (tf.train.exponential_decay), with the step read BEFORE
  *   global_step is incremented, as TensorFlow's apply_gradients reads it:
  *       p  = (float)step / (float)decay_steps;  p = floor(p) with staircase
@@ -39,15 +60,76 @@
 
 #include <stddef.h>
 
-typedef enum { OPT_SGD = 0, OPT_MOMENTUM = 1 } OptimizerKind;
+/* The optimizers, in the order of the table (ps/optimizer.c). */
+typedef enum { OPT_SGD = 0, OPT_MOMENTUM = 1, OPT_ADAM = 2, OPT_RMSPROP = 3, OPT_ADAMW = 4, OPT_N_KINDS } OptimizerKind;
+
+#define OPT_MAX_SLOTS 3   /* centered RMSProp: ms, mg, mom */
+#define OPT_MAX_SCALARS 2 /* Adam: beta1_power, beta2_power */
 
 /* The optimizer's hyperparameters.  Defaults (optimizer_config_defaults):
- * momentum 0.9 with Nesterov, as the classic multi-GPU MNIST network. */
+ * momentum 0.9 with Nesterov, as the classic multi-GPU MNIST network, and
+ * TensorFlow's defaults for the others. */
 typedef struct {
     OptimizerKind kind;
-    float momentum;   /* m, used by OPT_MOMENTUM only */
-    int nesterov;     /* 1: Nesterov momentum; 0: plain momentum */
+    float momentum;     /* m, used by OPT_MOMENTUM only */
+    int nesterov;       /* 1: Nesterov momentum; 0: plain momentum */
+    float beta1;        /* adam, adamw: 0.9 */
+    float beta2;        /* adam, adamw: 0.999 */
+    float epsilon;      /* adam: 1e-8 (TF1); adamw: 1e-7 (Keras) -- optimizer_config_defaults sets 1e-8 */
+    float weight_decay; /* adamw: 0.004 (Keras) */
+    float rms_decay;    /* rmsprop: rho, 0.9 */
+    float rms_momentum; /* rmsprop: 0 */
+    float rms_epsilon;  /* rmsprop: 1e-10 */
+    int centered;       /* rmsprop: 1: ApplyCenteredRMSProp */
 } OptimizerConfig;
+
+/* One optimizer slot: a (n_params) array beside the variables, saved in
+ * checkpoints as "<var>/<name>" (TensorFlow's slot variable names). */
+typedef struct {
+    const char *name;   /* "Momentum", "Adam", "Adam_1", "RMSProp", ... */
+    const char *what;   /* for messages: "momentum accumulators", "first moments (m)", ... */
+    float init;         /* the value the slot starts at */
+    int momentum_field; /* 1: saved in the checkpoint's `momentum` section under the
+                           variables' own names (format version 1's Momentum slots) */
+} OptSlot;
+
+/* What one step's elementwise update reads besides the arrays: computed
+ * once per step on the host from the configuration, the scalars and the
+ * learning rate (optimizer_prepare), the same for the CPU loops and the GPU
+ * kernels, so both evaluate the same float32 expressions. */
+typedef struct {
+    float lr;           /* the schedule's learning rate */
+    float lr_t;         /* adam, adamw: lr * sqrt(1 - beta2^t) / (1 - beta1^t) */
+    float momentum;     /* momentum, rmsprop: the momentum */
+    float one_minus_b1; /* adam, adamw: 1 - beta1;  rmsprop: unused */
+    float one_minus_b2; /* adam, adamw: 1 - beta2;  rmsprop: 1 - rho */
+    float epsilon;      /* adam, adamw, rmsprop */
+    float wd;           /* adamw: the weight decay */
+    int nesterov;       /* momentum */
+    int centered;       /* rmsprop */
+} OptStep;
+
+/* One entry of the optimizer table: everything the parameter server,
+ * checkpoints, replicas and the GPU placement know of an optimizer.  The
+ * GPU kernel of entry k is entry k of the launch table in ps/ps_gpu.cu. */
+typedef struct {
+    const char *name;        /* the --optimizer value: "sgd", "momentum", "adam", "rmsprop", "adamw" */
+    const char *tf_name;     /* TensorFlow's class, for docs and logs */
+    /* The slots cfg keeps (their order is the order in ParamServer.slots). */
+    int (*slots)(const OptimizerConfig *cfg, const OptSlot **slots);
+    int n_scalars;           /* non-slot state saved in checkpoints (0 .. OPT_MAX_SCALARS) */
+    const char *scalar_names[OPT_MAX_SCALARS];
+    /* The scalars' values before the first step (may be NULL when n_scalars is 0). */
+    void (*init_scalars)(const OptimizerConfig *cfg, float *scalars);
+    /* The step's constants, from lr (the schedule's) and global_step (before
+     * the step increments it). */
+    void (*prepare)(const OptimizerConfig *cfg, const float *scalars, long global_step, float lr, OptStep *step);
+    /* The elementwise update on the CPU: params (n_floats) and slots[k]
+     * (n_floats each) in place, grads (n_floats). */
+    void (*apply)(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *step);
+    /* After every element of a step: advance the scalars (may be NULL). */
+    void (*finish)(const OptimizerConfig *cfg, float *scalars);
+} OptimizerI;
 
 /* Learning-rate schedule (tf.train.exponential_decay).  decay_steps <= 0 or
  * decay_factor == 1 gives a constant initial_lr.  cifar10 uses
@@ -60,29 +142,52 @@ typedef struct {
     int staircase;     /* 1: floor the exponent */
 } LrSchedule;
 
-/* Fill cfg with momentum 0.9, Nesterov. */
+/* Fill cfg with momentum 0.9, Nesterov, and TensorFlow's defaults for
+ * the other optimizers' hyperparameters (beta1 0.9, beta2 0.999, epsilon
+ * 1e-8, weight_decay 0.004, rms_decay 0.9, rms_momentum 0, rms_epsilon
+ * 1e-10, not centered). */
 void optimizer_config_defaults(OptimizerConfig *cfg);
 
-/* The optimizer a name selects: "sgd" or "momentum" (the caller sets
- * momentum and nesterov).  Returns 0, or -1 for another name with
- * "--optimizer '<name>': expected momentum or sgd" in err. */
+/* The table entry of kind, or NULL for a kind outside the table. */
+const OptimizerI *optimizer_i(OptimizerKind kind);
+
+/* The optimizer a name selects: one of the table's names (sgd, momentum,
+ * adam, rmsprop, adamw).  Returns 0, or -1 for another name with
+ * "--optimizer '<name>': expected sgd, momentum, adam, rmsprop or adamw" in err. */
 int optimizer_kind_from_name(const char *name, OptimizerKind *kind, char *err, size_t err_n_bytes);
 
-/* "sgd", "momentum" or "nesterov" (momentum with Nesterov): a name for logs. */
+/* The table's name, but "nesterov" for momentum with Nesterov and
+ * "rmsprop_centered" for centered RMSProp: a name for logs. */
 const char *optimizer_name(const OptimizerConfig *cfg);
+
+/* The learning rate at which the optimizer is usually run when the user
+ * gives none: 0.01 for sgd and momentum, 0.001 (TensorFlow's and Keras's
+ * default) for adam, adamw and rmsprop. */
+float optimizer_default_lr(OptimizerKind kind);
+
+/* Adam's epsilon when the user gives none: 1e-8 for adam (TF1's
+ * AdamOptimizer), 1e-7 for adamw (Keras's AdamW, whose default it is). */
+float optimizer_default_adam_epsilon(OptimizerKind kind);
+
+/* The slots cfg's optimizer keeps (0 for sgd); *slots points to them. */
+int optimizer_slots(const OptimizerConfig *cfg, const OptSlot **slots);
 
 /* The learning rate for the step that reads global_step == `global_step`
  * (the value before the step increments it).  Pure; never fails. */
 float lr_schedule_at(const LrSchedule *s, long global_step);
 
-/* Apply one update of `cfg`'s optimizer.
- *   params : (n_floats) the variables, updated in place
- *   accum  : (n_floats) momentum accumulators, updated in place; unused and
- *            may be NULL for OPT_SGD
- *   grads  : (n_floats) the gradient g (see the sign convention above)
+/* Apply one update of `cfg`'s optimizer: prepare, apply, finish of its
+ * table entry.
+ *   params  : (n_floats) the variables, updated in place
+ *   slots   : [optimizer_slots(cfg)] -> (n_floats) each, updated in place
+ *             (may be NULL for sgd)
+ *   scalars : [n_scalars] the non-slot state, advanced (may be NULL when
+ *             the entry has none)
+ *   grads   : (n_floats) the gradient g (see the sign convention above)
+ *   global_step : the step count before this step (adamw's t - 1)
  * Memory belongs to the caller.  Never fails. */
-void optimizer_apply(float *params, float *accum, const float *grads,
-                     size_t n_floats, float lr, const OptimizerConfig *cfg);
+void optimizer_apply(float *params, float *const *slots, float *scalars, const float *grads, size_t n_floats,
+                     float lr, long global_step, const OptimizerConfig *cfg);
 
 /* The moving-average decay after `num_updates` updates:
  * min(decay, (1 + num_updates) / (10 + num_updates)) computed in float32 as

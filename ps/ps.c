@@ -29,7 +29,8 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
                        HostAlloc alloc, uint64_t seed) {
     if (!spec || !cfg || n_towers < 1 || spec->n_params == 0 || !alloc.alloc || !alloc.free)
         return NULL;
-    if (cfg->opt.kind != OPT_SGD && cfg->opt.kind != OPT_MOMENTUM) return NULL;
+    const OptimizerI *opt = optimizer_i(cfg->opt.kind);
+    if (!opt) return NULL;
     ParamServer *ps = calloc(1, sizeof *ps);
     if (!ps) return NULL;
     ps->spec = *spec;
@@ -39,11 +40,11 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
     ps->tower_grads = calloc((size_t)n_towers, sizeof *ps->tower_grads);
     if (!ps->tower_grads) { free(ps); return NULL; }
 
-    const int has_accum = cfg->opt.kind == OPT_MOMENTUM;
+    ps->n_slots = optimizer_slots(&cfg->opt, &ps->slot_info);
     const int has_ema = cfg->ema_decay > 0.0f;
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
-    const size_t n_slices = 2 + (size_t)has_accum + (size_t)has_ema + (size_t)n_towers; /* params, grads, ... */
+    const size_t n_slices = 2 + (size_t)ps->n_slots + (size_t)has_ema + (size_t)n_towers; /* params, grads, ... */
     ps->block_n_bytes = n_slices * slice_n_floats * sizeof(float);
     ps->block = alloc.alloc(ps->block_n_bytes, alloc.ctx);
     if (!ps->block) { free(ps->tower_grads); free(ps); return NULL; }
@@ -52,12 +53,16 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
     float *next = ps->block;
     ps->params = next; next += slice_n_floats;
     ps->grads = next; next += slice_n_floats;
-    if (has_accum) { ps->accum = next; next += slice_n_floats; }
+    for (int k = 0; k < ps->n_slots; k++) { ps->slots[k] = next; next += slice_n_floats; }
     if (has_ema) { ps->ema = next; next += slice_n_floats; }
     for (int t = 0; t < n_towers; t++) { ps->tower_grads[t] = next; next += slice_n_floats; }
 
     model_init_params(ps->params, &ps->spec, seed);
     if (ps->ema) memcpy(ps->ema, ps->params, spec->n_params * sizeof(float));
+    for (int k = 0; k < ps->n_slots; k++)
+        if (ps->slot_info[k].init != 0.0f)
+            for (size_t i = 0; i < spec->n_params; i++) ps->slots[k][i] = ps->slot_info[k].init;
+    if (opt->init_scalars) opt->init_scalars(&cfg->opt, ps->scalars);
     return ps;
 }
 
@@ -66,7 +71,7 @@ void ps_free(ParamServer *ps) {
     ps->alloc.free(ps->block, ps->alloc.ctx);
     if (ps->replica_block) ps->alloc.free(ps->replica_block, ps->alloc.ctx);
     free(ps->replica_params);
-    free(ps->replica_accum);
+    free(ps->replica_slots);
     free(ps->tower_grads);
     free(ps);
 }
@@ -94,19 +99,20 @@ void ps_average_grads(ParamServer *ps) {
 void ps_apply_gradients(ParamServer *ps) {
     const size_t n = ps->spec.n_params;
     const float lr = ps_step_lr(ps);
-    optimizer_apply(ps->params, ps->accum, ps->grads, n, lr, &ps->cfg.opt);
-    ps->global_step++;
+    OptStep step;
+    ps_step_prepare(ps, lr, &step);
+    optimizer_i(ps->cfg.opt.kind)->apply(ps->params, ps->slots, ps->grads, n, &step);
+    ps_finish_step(ps, lr);
     if (ps->ema) ema_apply(ps->ema, ps->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
-    ps->last_lr = lr;
 }
 
 size_t ps_host_n_bytes(const ParamServer *ps) {
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;
-    const size_t per_replica = 1 + (ps->accum ? 1u : 0u);
+    const size_t per_replica = 1 + (size_t)ps->n_slots;
     size_t n_bytes = sizeof *ps + ps->block_n_bytes + (size_t)ps->n_towers * sizeof(float *);
     if (ps->n_replicas > 0)
-        n_bytes += (size_t)ps->n_replicas * (per_replica * slice_n_floats * sizeof(float) + 2 * sizeof(float *));
+        n_bytes += (size_t)ps->n_replicas * (per_replica * slice_n_floats * sizeof(float) + (1 + OPT_MAX_SLOTS) * sizeof(float *));
     return n_bytes;
 }
 
@@ -114,25 +120,25 @@ int ps_create_replicas(ParamServer *ps, int n_replicas) {
     if (n_replicas < 1 || ps->n_replicas > 0) return -1;
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;
-    const size_t per_replica = 1 + (ps->accum ? 1u : 0u);
+    const size_t per_replica = 1 + (size_t)ps->n_slots;
     float **params = calloc((size_t)n_replicas, sizeof *params);
-    float **accum = calloc((size_t)n_replicas, sizeof *accum);
-    void *block = params && accum
+    float **slots = calloc((size_t)n_replicas * OPT_MAX_SLOTS, sizeof *slots);
+    void *block = params && slots
                       ? ps->alloc.alloc((size_t)n_replicas * per_replica * slice_n_floats * sizeof(float), ps->alloc.ctx)
                       : NULL;
     if (!block) {
         free(params);
-        free(accum);
+        free(slots);
         return -1;
     }
     float *next = block;
     for (int r = 0; r < n_replicas; r++) {
         params[r] = next; next += slice_n_floats;
-        if (ps->accum) { accum[r] = next; next += slice_n_floats; }
+        for (int k = 0; k < ps->n_slots; k++) { slots[r * OPT_MAX_SLOTS + k] = next; next += slice_n_floats; }
     }
     ps->replica_block = block;
     ps->replica_params = params;
-    ps->replica_accum = accum;
+    ps->replica_slots = slots;
     ps->n_replicas = n_replicas;
     ps_broadcast_replicas(ps);
     return 0;
@@ -142,27 +148,39 @@ void ps_broadcast_replicas(ParamServer *ps) {
     const size_t n_bytes = ps->spec.n_params * sizeof(float);
     for (int r = 0; r < ps->n_replicas; r++) {
         memcpy(ps->replica_params[r], ps->params, n_bytes);
-        if (ps->accum) memcpy(ps->replica_accum[r], ps->accum, n_bytes);
+        for (int k = 0; k < ps->n_slots; k++) memcpy(ps->replica_slots[r * OPT_MAX_SLOTS + k], ps->slots[k], n_bytes);
     }
 }
 
 void ps_gather_replica(ParamServer *ps, int r) {
     const size_t n_bytes = ps->spec.n_params * sizeof(float);
     memcpy(ps->params, ps->replica_params[r], n_bytes);
-    if (ps->accum) memcpy(ps->accum, ps->replica_accum[r], n_bytes);
+    for (int k = 0; k < ps->n_slots; k++) memcpy(ps->slots[k], ps->replica_slots[r * OPT_MAX_SLOTS + k], n_bytes);
 }
 
 float ps_step_lr(const ParamServer *ps) { return lr_schedule_at(&ps->cfg.lr, ps->global_step); }
 
+float *const *ps_replica_slots(const ParamServer *ps, int r) { return ps->replica_slots + (size_t)r * OPT_MAX_SLOTS; }
+
+void ps_step_prepare(const ParamServer *ps, float lr, OptStep *step) {
+    optimizer_i(ps->cfg.opt.kind)->prepare(&ps->cfg.opt, ps->scalars, ps->global_step, lr, step);
+}
+
 void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr) {
     const size_t n = ps->spec.n_params;
-    optimizer_apply(ps->replica_params[r], ps->replica_accum[r], grads, n, lr, &ps->cfg.opt);
+    OptStep step;
+    ps_step_prepare(ps, lr, &step);
+    optimizer_i(ps->cfg.opt.kind)->apply(ps->replica_params[r], ps_replica_slots(ps, r), grads, n, &step);
     if (!ps->ema) return;
     const size_t lo = n * (size_t)r / (size_t)ps->n_replicas, hi = n * (size_t)(r + 1) / (size_t)ps->n_replicas;
     ema_apply(ps->ema + lo, ps->replica_params[r] + lo, hi - lo, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1));
 }
 
-void ps_finish_replicated_step(ParamServer *ps, float lr) {
+void ps_finish_step(ParamServer *ps, float lr) {
+    const OptimizerI *opt = optimizer_i(ps->cfg.opt.kind);
+    if (opt->finish) opt->finish(&ps->cfg.opt, ps->scalars);
     ps->global_step++;
     ps->last_lr = lr;
 }
+
+void ps_finish_replicated_step(ParamServer *ps, float lr) { ps_finish_step(ps, lr); }

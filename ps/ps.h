@@ -11,7 +11,7 @@
  * It does not synchronise towers: the caller must not run both calls while a
  * tower is still writing its gradient or reading params.
  *
- * Memory: params, accum, ema, grads and every tower_grads[i] are slices of
+ * Memory: params, every optimizer slot, ema, grads and every tower_grads[i] are slices of
  * ONE contiguous block from the backend's HostAlloc (pinned with the CUDA
  * backend, page-aligned otherwise); each slice starts on a 4096-byte
  * boundary.
@@ -21,7 +21,8 @@
  *      summed left to right in tower order for every element, so a run is
  *      bitwise deterministic for a given tower count;
  *   2. lr = lr_schedule_at(global_step)  (step before the increment);
- *   3. the optimizer updates params (and accum);
+ *   3. the optimizer updates params, its slots and its scalars (the table
+ *      of ps/optimizer.h: prepare, apply, finish);
  *   4. global_step += 1;
  *   5. ema (if enabled) moves toward the NEW params with
  *      decay = ema_decay_at(ema_decay, global_step), global_step being the
@@ -58,7 +59,10 @@ typedef struct {
     HostAlloc alloc;
     int n_towers;
     float *params;           /* (n_params) the master variables, from alloc */
-    float *accum;            /* (n_params) momentum slots (NULL for sgd), from alloc */
+    int n_slots;             /* the optimizer's slots (optimizer_slots): 0 for sgd, 1 momentum, 2 adam, ... */
+    const OptSlot *slot_info;/* [n_slots] their names and initial values (the optimizer table's) */
+    float *slots[OPT_MAX_SLOTS]; /* [n_slots] -> (n_params) each, from alloc; NULL beyond n_slots */
+    float scalars[OPT_MAX_SCALARS]; /* the optimizer's non-slot state (Adam's beta1_power, beta2_power) */
     float *ema;              /* (n_params) moving averages (NULL when disabled), from alloc */
     float *grads;            /* (n_params) the averaged gradient, from alloc */
     float **tower_grads;     /* [n_towers] -> (n_params) each tower's delivered gradient, from alloc */
@@ -69,12 +73,15 @@ typedef struct {
     /* Replicated modes only (ps_create_replicas); 0 / NULL otherwise. */
     int n_replicas;
     float **replica_params;  /* [n_replicas] -> (n_params) tower r's own variables, from alloc */
-    float **replica_accum;   /* [n_replicas] -> (n_params) tower r's own momentum slots (NULL entries for sgd) */
+    float **replica_slots;   /* [n_replicas * OPT_MAX_SLOTS] -> (n_params): tower r's own slot k at
+                                [r * OPT_MAX_SLOTS + k] (NULL beyond n_slots) */
     void *replica_block;     /* the one allocation the replica slices live in */
 } ParamServer;
 
 /* Create a server for `spec` with n_towers >= 1 gradient slots.  params are
- * initialised with model_init_params(seed), ema = params, accum = 0,
+ * initialised with model_init_params(seed), ema = params, every optimizer
+ * slot to its table value (0; RMSProp's mean squares 1), the scalars by the
+ * table's init_scalars,
  * grads and tower_grads = 0, global_step = 0.  The server keeps `alloc` and
  * frees its block with it.  Returns NULL (and prints nothing) for
  * n_towers < 1, an empty spec, an unknown optimizer kind, or when the
@@ -85,7 +92,7 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
 /* Free the block and the server.  NULL is a no-op. */
 void ps_free(ParamServer *ps);
 
-/* Host bytes the server holds: its block (params, grads, accum, ema, every
+/* Host bytes the server holds: its block (params, grads, slots, ema, every
  * tower_grads slice) and, in the replicated modes, the replicas' block,
  * with the pointer tables.  For memory bounds; never fails. */
 size_t ps_host_n_bytes(const ParamServer *ps);
@@ -108,7 +115,7 @@ void ps_apply_gradients(ParamServer *ps);
  * are bitwise equal, so each reads its own).  The server stays the holder
  * of global_step, the learning-rate schedule, the moving averages and of
  * what a checkpoint saves, and its own thread only increments global_step:
- *   ps->params / ps->accum are a snapshot of replica 0, refreshed by
+ *   ps->params / ps->slots are a snapshot of replica 0, refreshed by
  *   ps_gather_replica before a save; after a load, ps_broadcast_replicas
  *   hands them to every replica.  One replicated step, in this order:
  *     lr = ps_step_lr(ps)                          (the server thread)
@@ -117,32 +124,46 @@ void ps_apply_gradients(ParamServer *ps);
  *     ps_finish_replicated_step(ps, lr)            (the server thread)
  * which is steps 2-5 of the parameter-server step with replica 0 in place
  * of params (step 5 reads global_step + 1 before the server increments it,
- * the same value). */
+ * the same value).  Every replica prepares the step's constants from the
+ * server's scalars, which only ps_finish_replicated_step advances. */
 
 /* Allocate n_replicas (>= 1) replicas from ps->alloc and broadcast params
- * and accum into each.  Returns 0, or -1 when the allocation fails or
+ * and the slots into each.  Returns 0, or -1 when the allocation fails or
  * replicas exist already (ps unchanged). */
 int ps_create_replicas(ParamServer *ps, int n_replicas);
 
-/* params and accum -> every replica (after ckpt_load).  Never fails. */
+/* params and slots -> every replica (after ckpt_load).  Never fails. */
 void ps_broadcast_replicas(ParamServer *ps);
 
-/* Replica r's variables and momentum slots -> params and accum (before
+/* Replica r's variables and slots -> params and slots (before
  * ckpt_save, or to read the trained variables).  Never fails. */
 void ps_gather_replica(ParamServer *ps, int r);
 
 /* The learning rate of the step about to run: lr_schedule_at(global_step). */
 float ps_step_lr(const ParamServer *ps);
 
+/* Replica r's slots: [ps->n_slots] -> (n_params) each. */
+float *const *ps_replica_slots(const ParamServer *ps, int r);
+
+/* The constants of the step about to run (the table's prepare, from the
+ * scalars, global_step and lr): what ps_replica_apply and the GPU kernels
+ * read.  Never fails. */
+void ps_step_prepare(const ParamServer *ps, float lr, OptStep *step);
+
 /* Replica r's part of the step: the optimizer on replica_params[r] and
- * replica_accum[r] with grads (n_params) and lr, then the moving averages
+ * its slots with grads (n_params) and lr, then the moving averages
  * of elements [r * n_params / n_replicas, (r + 1) * n_params / n_replicas)
  * from replica r's new variables, with the decay of global_step + 1.  Safe
  * to call concurrently for different r (each call writes only its replica
  * and its share of ema); global_step must not change meanwhile.  Never fails. */
 void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr);
 
-/* After every replica's ps_replica_apply: global_step += 1, last_lr = lr. */
+/* The end of every step (ps_apply_gradients, ps_gpu_step, the replicated
+ * step): the optimizer's scalars advance (the table's finish), global_step
+ * += 1, last_lr = lr.  Never fails. */
+void ps_finish_step(ParamServer *ps, float lr);
+
+/* After every replica's ps_replica_apply: ps_finish_step. */
 void ps_finish_replicated_step(ParamServer *ps, float lr);
 
 #endif

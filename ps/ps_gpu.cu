@@ -46,23 +46,93 @@ __global__ void sum_div_kernel(float *out, SrcPtrs srcs, int n_srcs, size_t n_fl
     }
 }
 
-/* optimizer_apply: sgd (kind OPT_SGD, accum unused), momentum, Nesterov momentum. */
-__global__ void optimizer_kernel(float *params, float *accum, const float *grads, size_t n_floats, float lr, int kind,
-                                 float m, int nesterov) {
+/* An optimizer's slots, passed by value: [OPT_MAX_SLOTS] device pointers, NULL beyond its count. */
+struct SlotPtrs {
+    float *p[OPT_MAX_SLOTS];
+};
+
+/* One kernel per entry of the optimizer table (formulas: ps/optimizer.h; the
+ * step's constants come from the table's prepare on the host, as the CPU's). */
+
+/* sgd: var -= g * lr */
+__global__ void sgd_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride)
+        params[i] = __fsub_rn(params[i], __fmul_rn(grads[i], st.lr));
+}
+
+/* momentum: accum = accum * m + g; var -= accum * lr, or Nesterov's g * lr + (accum * m) * lr */
+__global__ void momentum_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    float *accum = slots.p[0];
+    const float m = st.momentum, lr = st.lr;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
         const float g = grads[i];
-        if (kind == OPT_SGD) {
-            params[i] = __fsub_rn(params[i], __fmul_rn(g, lr));                       /* var -= g * lr */
-            continue;
-        }
-        const float a = __fadd_rn(__fmul_rn(accum[i], m), g);                        /* accum = accum * m + g */
+        const float a = __fadd_rn(__fmul_rn(accum[i], m), g);                       /* accum = accum * m + g */
         accum[i] = a;
-        const float step = nesterov ? __fadd_rn(__fmul_rn(g, lr), __fmul_rn(__fmul_rn(a, m), lr)) /* g * lr + (accum * m) * lr */
-                                    : __fmul_rn(a, lr);                               /* accum * lr */
+        const float step = st.nesterov ? __fadd_rn(__fmul_rn(g, lr), __fmul_rn(__fmul_rn(a, m), lr)) /* g * lr + (accum * m) * lr */
+                                       : __fmul_rn(a, lr);                           /* accum * lr */
         params[i] = __fsub_rn(params[i], step);
     }
 }
+
+/* adam's moments and step on one element: m += (g - m) * (1 - b1); v += (g * g - v) * (1 - b2);
+ * returns (m * lr_t) / (sqrt(v) + eps). */
+__device__ static float adam_element(float *mm, float *vv, size_t i, float g, const OptStep &st) {
+    const float m = __fadd_rn(mm[i], __fmul_rn(__fsub_rn(g, mm[i]), st.one_minus_b1));
+    const float v = __fadd_rn(vv[i], __fmul_rn(__fsub_rn(__fmul_rn(g, g), vv[i]), st.one_minus_b2));
+    mm[i] = m;
+    vv[i] = v;
+    return __fdiv_rn(__fmul_rn(m, st.lr_t), __fadd_rn(__fsqrt_rn(v), st.epsilon));
+}
+
+/* adam: var -= (m * lr_t) / (sqrt(v) + eps) */
+__global__ void adam_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride)
+        params[i] = __fsub_rn(params[i], adam_element(slots.p[0], slots.p[1], i, grads[i], st));
+}
+
+/* adamw: var = var - (var * wd) * lr, then adam's step */
+__global__ void adamw_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
+        const float p = __fsub_rn(params[i], __fmul_rn(__fmul_rn(params[i], st.wd), st.lr));
+        params[i] = __fsub_rn(p, adam_element(slots.p[0], slots.p[1], i, grads[i], st));
+    }
+}
+
+/* rmsprop: ms += (g * g - ms) * (1 - rho); [centered: mg += (g - mg) * (1 - rho)];
+ * mom = mom * momentum + (g * lr) / sqrt(den); var -= mom */
+__global__ void rmsprop_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    float *ms = slots.p[0], *mg = st.centered ? slots.p[1] : NULL, *mom = st.centered ? slots.p[2] : slots.p[1];
+    const float c = st.one_minus_b2;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
+        const float g = grads[i];
+        const float s = __fadd_rn(ms[i], __fmul_rn(__fsub_rn(__fmul_rn(g, g), ms[i]), c));
+        float den;
+        if (st.centered) {
+            const float a = __fadd_rn(mg[i], __fmul_rn(__fsub_rn(g, mg[i]), c));
+            mg[i] = a;
+            den = __fadd_rn(__fsub_rn(s, __fmul_rn(a, a)), st.epsilon);                /* (ms - mg * mg) + eps */
+        } else {
+            den = __fadd_rn(s, st.epsilon);                                           /* ms + eps */
+        }
+        const float u = __fadd_rn(__fmul_rn(mom[i], st.momentum), __fdiv_rn(__fmul_rn(g, st.lr), __fsqrt_rn(den)));
+        ms[i] = s;
+        mom[i] = u;
+        params[i] = __fsub_rn(params[i], u);
+    }
+}
+
+/* The GPU hook of the optimizer table: entry k launches the kernel of OptimizerKind k. */
+typedef void (*OptKernel)(float *, SlotPtrs, const float *, size_t, OptStep);
+static const OptKernel opt_kernels[] = {sgd_kernel, momentum_kernel, adam_kernel, rmsprop_kernel, adamw_kernel};
+static_assert(sizeof opt_kernels / sizeof opt_kernels[0] == OPT_N_KINDS,
+              "ps_gpu.cu: one kernel per optimizer of the table (ps/optimizer.c), in OptimizerKind order");
+static_assert(OPT_SGD == 0 && OPT_MOMENTUM == 1 && OPT_ADAM == 2 && OPT_RMSPROP == 3 && OPT_ADAMW == 4,
+              "ps_gpu.cu: opt_kernels follows OptimizerKind's order");
 
 /* ema_apply: shadow -= (shadow - var) * (1 - decay), with 1 - decay computed on the host as the CPU does. */
 __global__ void ema_kernel(float *shadow, const float *params, size_t n_floats, float one_minus_decay) {
@@ -88,11 +158,13 @@ extern "C" void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs,
     CUDA_CHECK(cudaGetLastError());
 }
 
-extern "C" void ps_gpu_optimizer_apply(float *params, float *accum, const float *grads, size_t n_floats, float lr,
-                                       const OptimizerConfig *cfg, cudaStream_t stream) {
+extern "C" void ps_gpu_optimizer_apply(float *params, float *const *slots, const float *grads, size_t n_floats,
+                                       const OptStep *step, OptimizerKind kind, cudaStream_t stream) {
     if (n_floats == 0) return;
-    optimizer_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(params, accum, grads, n_floats, lr,
-                                                                          (int)cfg->kind, cfg->momentum, cfg->nesterov);
+    SlotPtrs sp;
+    memset(&sp, 0, sizeof sp);
+    for (int k = 0; slots && k < OPT_MAX_SLOTS; k++) sp.p[k] = slots[k];
+    opt_kernels[kind]<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(params, sp, grads, n_floats, *step);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -107,16 +179,20 @@ extern "C" int ps_gpu_warm_kernels(char *err, size_t err_n_bytes) {
     float *scratch = NULL;
     cudaStream_t s = NULL;
     int rc = -1;
-    if (CUDA_SOFT(cudaMalloc((void **)&scratch, 3 * sizeof(float)), err, err_n_bytes) ||
+    if (CUDA_SOFT(cudaMalloc((void **)&scratch, 8 * sizeof(float)), err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), err, err_n_bytes) ||
-        CUDA_SOFT(cudaMemsetAsync(scratch, 0, 3 * sizeof(float), s), err, err_n_bytes))
+        CUDA_SOFT(cudaMemsetAsync(scratch, 0, 8 * sizeof(float), s), err, err_n_bytes))
         goto done;
     {
         SrcPtrs p;
         memset(&p, 0, sizeof p);
         p.p[0] = scratch;
         sum_div_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, p, 1, 1, 1.0f);
-        optimizer_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, scratch + 1, scratch + 2, 1, 0.0f, (int)OPT_MOMENTUM, 0.9f, 1);
+        SlotPtrs sp;
+        OptStep st;
+        memset(&st, 0, sizeof st);
+        for (int k = 0; k < OPT_MAX_SLOTS; k++) sp.p[k] = scratch + 2 + k;
+        for (int k = 0; k < OPT_N_KINDS; k++) opt_kernels[k]<<<1, PS_GPU_THREADS, 0, s>>>(scratch, sp, scratch + 1, 1, st);
         ema_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, scratch + 1, 1, 0.0f);
     }
     if (CUDA_SOFT(cudaGetLastError(), err, err_n_bytes) || CUDA_SOFT(cudaStreamSynchronize(s), err, err_n_bytes)) goto done;
@@ -145,7 +221,8 @@ struct PsGpu {
     cudaStream_t stream;                  /* the server's stream on `device` */
     cudaEvent_t ev[PG_N_EVENTS];
     float *params;                        /* (n_params) device: the variables */
-    float *accum;                         /* (n_params) device: momentum slots, NULL for sgd */
+    int n_slots;                          /* the optimizer's slots (ps->n_slots) */
+    float *slots[OPT_MAX_SLOTS];          /* [n_slots] -> (n_params) device: the optimizer's slots */
     float *ema;                           /* (n_params) device: moving averages, NULL when disabled */
     float *grads;                         /* (n_params) device: the averaged gradient */
     float *gather[PS_GPU_MAX_SRCS];       /* (n_params) device: tower t's gradient copied here; NULL on `device` */
@@ -177,9 +254,10 @@ static int ps_gpu_upload(PsGpu *g, const ParamServer *ps, char *err, size_t err_
     if (CUDA_SOFT(cudaSetDevice(g->device), err, err_n_bytes) ||
         CUDA_SOFT(cudaMemcpyAsync(g->params, ps->params, n_bytes, cudaMemcpyHostToDevice, g->stream), err, err_n_bytes))
         return -1;
-    if (g->accum &&
-        CUDA_SOFT(cudaMemcpyAsync(g->accum, ps->accum, n_bytes, cudaMemcpyHostToDevice, g->stream), err, err_n_bytes))
-        return -1;
+    for (int k = 0; k < g->n_slots; k++)
+        if (CUDA_SOFT(cudaMemcpyAsync(g->slots[k], ps->slots[k], n_bytes, cudaMemcpyHostToDevice, g->stream), err,
+                      err_n_bytes))
+            return -1;
     if (g->ema && CUDA_SOFT(cudaMemcpyAsync(g->ema, ps->ema, n_bytes, cudaMemcpyHostToDevice, g->stream), err, err_n_bytes))
         return -1;
     return CUDA_SOFT(cudaStreamSynchronize(g->stream), err, err_n_bytes);
@@ -189,7 +267,8 @@ static int ps_gpu_upload(PsGpu *g, const ParamServer *ps, char *err, size_t err_
 static void ps_gpu_free_on_device(PsGpu *g) {
     if (g->stream) cudaStreamSynchronize(g->stream);
     if (g->params) cudaFree(g->params);
-    if (g->accum) cudaFree(g->accum);
+    for (int k = 0; k < OPT_MAX_SLOTS; k++)
+        if (g->slots[k]) cudaFree(g->slots[k]);
     if (g->ema) cudaFree(g->ema);
     if (g->grads) cudaFree(g->grads);
     for (int t = 0; t < g->n_towers; t++)
@@ -234,9 +313,11 @@ extern "C" PsGpu *ps_gpu_create(const ParamServer *ps, int n_towers, const int *
         if (CUDA_SOFT(cudaEventCreate(&g->ev[k]), err, err_n_bytes)) goto fail;
     if (CUDA_SOFT(cudaMalloc((void **)&g->params, n_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&g->grads, n_bytes), err, err_n_bytes) ||
-        (ps->accum && CUDA_SOFT(cudaMalloc((void **)&g->accum, n_bytes), err, err_n_bytes)) ||
         (ps->ema && CUDA_SOFT(cudaMalloc((void **)&g->ema, n_bytes), err, err_n_bytes)))
         goto fail;
+    g->n_slots = ps->n_slots;
+    for (int k = 0; k < g->n_slots; k++)
+        if (CUDA_SOFT(cudaMalloc((void **)&g->slots[k], n_bytes), err, err_n_bytes)) goto fail;
     for (int t = 0; t < n_towers; t++) {
         if (devices[t] == g->device) {
             g->src[t] = tower_grads[t];
@@ -270,13 +351,14 @@ extern "C" void ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsG
     CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_ANCHOR], g->stream));
     ps_gpu_sum_div(g->grads, g->src, g->n_towers, n, (float)g->n_towers, g->stream); /* step 1 */
     CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_AVERAGE_END], g->stream));
-    ps_gpu_optimizer_apply(g->params, g->accum, g->grads, n, lr, &ps->cfg.opt, g->stream); /* step 3 */
+    OptStep st;
+    ps_step_prepare(ps, lr, &st);
+    ps_gpu_optimizer_apply(g->params, g->slots, g->grads, n, &st, ps->cfg.opt.kind, g->stream); /* step 3 */
     if (g->ema)                                                            /* step 5, with step 4's global_step */
         ps_gpu_ema_apply(g->ema, g->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), g->stream);
     CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_APPLY_END], g->stream));
     CUDA_CHECK(cudaStreamSynchronize(g->stream));
-    ps->global_step++;                                                     /* step 4 */
-    ps->last_lr = lr;
+    ps_finish_step(ps, lr);                                                /* step 4, the optimizer's scalars */
     const float average_end = elapsed_ms(g->ev[PG_EV_ANCHOR], g->ev[PG_EV_AVERAGE_END]);
     if (average) {
         average->start_ms = 0.0f;
@@ -294,7 +376,8 @@ extern "C" void ps_gpu_download(const PsGpu *g, ParamServer *ps) {
     const size_t n_bytes = g->n_params * sizeof(float);
     CUDA_CHECK(cudaSetDevice(g->device));
     CUDA_CHECK(cudaMemcpyAsync(ps->params, g->params, n_bytes, cudaMemcpyDeviceToHost, g->stream));
-    if (g->accum) CUDA_CHECK(cudaMemcpyAsync(ps->accum, g->accum, n_bytes, cudaMemcpyDeviceToHost, g->stream));
+    for (int k = 0; k < g->n_slots; k++)
+        CUDA_CHECK(cudaMemcpyAsync(ps->slots[k], g->slots[k], n_bytes, cudaMemcpyDeviceToHost, g->stream));
     if (g->ema) CUDA_CHECK(cudaMemcpyAsync(ps->ema, g->ema, n_bytes, cudaMemcpyDeviceToHost, g->stream));
     CUDA_CHECK(cudaStreamSynchronize(g->stream));
 }
@@ -316,7 +399,8 @@ struct PsGpuReplicas {
     int device[PS_GPU_MAX_SRCS];          /* [n] tower r's GPU */
     float *params[PS_GPU_MAX_SRCS];       /* [n] (n_params) device: tower r's variables (the tower's) */
     float *grads[PS_GPU_MAX_SRCS];        /* [n] (n_params) device: tower r's gradient (the tower's) */
-    float *accum[PS_GPU_MAX_SRCS];        /* [n] (n_params) device: its momentum slots (owned); NULL for sgd */
+    int n_slots;                          /* the optimizer's slots (ps->n_slots) */
+    float *slots[PS_GPU_MAX_SRCS][OPT_MAX_SLOTS]; /* [n][n_slots] (n_params) device: its optimizer slots (owned) */
     float *ema_share[PS_GPU_MAX_SRCS];    /* [n] (ema_hi - ema_lo) device: its share of the moving averages (owned) */
     size_t ema_lo[PS_GPU_MAX_SRCS], ema_hi[PS_GPU_MAX_SRCS];
     cudaStream_t stream[PS_GPU_MAX_SRCS]; /* [n] on device[r] (owned) */
@@ -330,7 +414,8 @@ extern "C" void ps_gpu_replicas_free(PsGpuReplicas *rp) {
     for (int r = 0; r < rp->n; r++) {
         cudaSetDevice(rp->device[r]);
         if (rp->stream[r]) cudaStreamSynchronize(rp->stream[r]);
-        if (rp->accum[r]) cudaFree(rp->accum[r]);
+        for (int k = 0; k < OPT_MAX_SLOTS; k++)
+            if (rp->slots[r][k]) cudaFree(rp->slots[r][k]);
         if (rp->ema_share[r]) cudaFree(rp->ema_share[r]);
         if (rp->ev_start[r]) cudaEventDestroy(rp->ev_start[r]);
         if (rp->ev_end[r]) cudaEventDestroy(rp->ev_end[r]);
@@ -355,6 +440,7 @@ extern "C" PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_to
         return NULL;
     }
     rp->n_params = ps->spec.n_params;
+    rp->n_slots = ps->n_slots;
     const size_t n = rp->n_params, n_bytes = n * sizeof(float);
     for (int r = 0; r < n_towers; r++) {
         rp->n = r + 1; /* what ps_gpu_replicas_free must look at, should this one fail half-made */
@@ -368,16 +454,17 @@ extern "C" PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_to
             CUDA_SOFT(cudaStreamCreateWithFlags(&rp->stream[r], cudaStreamNonBlocking), err, err_n_bytes) ||
             CUDA_SOFT(cudaEventCreate(&rp->ev_start[r]), err, err_n_bytes) ||
             CUDA_SOFT(cudaEventCreate(&rp->ev_end[r]), err, err_n_bytes) ||
-            (ps->accum && CUDA_SOFT(cudaMalloc((void **)&rp->accum[r], n_bytes), err, err_n_bytes)) ||
             (ps->ema && share_bytes > 0 &&
              CUDA_SOFT(cudaMalloc((void **)&rp->ema_share[r], share_bytes), err, err_n_bytes)))
             goto fail;
-        /* The broadcast: ps's variables, slots and this replica's share of the moving averages. */
+        for (int k = 0; k < rp->n_slots; k++)
+            if (CUDA_SOFT(cudaMalloc((void **)&rp->slots[r][k], n_bytes), err, err_n_bytes) ||
+                CUDA_SOFT(cudaMemcpyAsync(rp->slots[r][k], ps->slots[k], n_bytes, cudaMemcpyHostToDevice, rp->stream[r]),
+                          err, err_n_bytes))
+                goto fail;
+        /* The broadcast: ps's variables, slots (above) and this replica's share of the moving averages. */
         if (CUDA_SOFT(cudaMemcpyAsync(rp->params[r], ps->params, n_bytes, cudaMemcpyHostToDevice, rp->stream[r]), err,
                       err_n_bytes) ||
-            (rp->accum[r] && CUDA_SOFT(cudaMemcpyAsync(rp->accum[r], ps->accum, n_bytes, cudaMemcpyHostToDevice,
-                                                       rp->stream[r]),
-                                       err, err_n_bytes)) ||
             (rp->ema_share[r] && CUDA_SOFT(cudaMemcpyAsync(rp->ema_share[r], ps->ema + rp->ema_lo[r], share_bytes,
                                                            cudaMemcpyHostToDevice, rp->stream[r]),
                                            err, err_n_bytes)) ||
@@ -396,7 +483,9 @@ extern "C" void ps_gpu_replica_apply(PsGpuReplicas *rp, int r, const ParamServer
     cudaStream_t s = rp->stream[r];
     CUDA_CHECK(cudaSetDevice(rp->device[r]));
     CUDA_CHECK(cudaEventRecord(rp->ev_start[r], s));
-    ps_gpu_optimizer_apply(rp->params[r], rp->accum[r], rp->grads[r], rp->n_params, lr, &ps->cfg.opt, s);
+    OptStep st;
+    ps_step_prepare(ps, lr, &st);
+    ps_gpu_optimizer_apply(rp->params[r], rp->slots[r], rp->grads[r], rp->n_params, &st, ps->cfg.opt.kind, s);
     if (rp->ema_share[r])
         ps_gpu_ema_apply(rp->ema_share[r], rp->params[r] + rp->ema_lo[r], rp->ema_hi[r] - rp->ema_lo[r],
                          ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), s);
@@ -416,7 +505,8 @@ extern "C" void ps_gpu_replicas_download(const PsGpuReplicas *rp, ParamServer *p
         CUDA_CHECK(cudaSetDevice(rp->device[r]));
         if (r == 0) {
             CUDA_CHECK(cudaMemcpyAsync(ps->params, rp->params[0], n_bytes, cudaMemcpyDeviceToHost, s));
-            if (rp->accum[0]) CUDA_CHECK(cudaMemcpyAsync(ps->accum, rp->accum[0], n_bytes, cudaMemcpyDeviceToHost, s));
+            for (int k = 0; k < rp->n_slots; k++)
+                CUDA_CHECK(cudaMemcpyAsync(ps->slots[k], rp->slots[0][k], n_bytes, cudaMemcpyDeviceToHost, s));
         }
         if (rp->ema_share[r])
             CUDA_CHECK(cudaMemcpyAsync(ps->ema + rp->ema_lo[r], rp->ema_share[r],

@@ -68,7 +68,7 @@ typedef struct PsGpu PsGpu;
  * memory on devices[t], owned by the tower).  Allocates there the
  * variables, slots (with momentum), moving averages (when ps has them), the
  * averaged gradient and a gather buffer for each tower on another GPU,
- * enables peer access where possible, and copies ps->params, ps->accum and
+ * enables peer access where possible, and copies ps->params, ps->slots and
  * ps->ema up.  Returns NULL with one line in err.  Leaves the caller's
  * current device as it was. */
 PsGpu *ps_gpu_create(const ParamServer *ps, int n_towers, const int *devices, float *const *tower_grads, char *err,
@@ -96,7 +96,7 @@ int ps_gpu_peer_access(const PsGpu *g, int tower);
  * *apply (either may be NULL) get the device's times of the two parts. */
 void ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsGpuSpanMs *apply);
 
-/* The GPU's variables, slots and moving averages -> ps->params, ps->accum,
+/* The GPU's variables, slots and moving averages -> ps->params, ps->slots,
  * ps->ema (host). */
 void ps_gpu_download(const PsGpu *g, ParamServer *ps);
 
@@ -113,7 +113,7 @@ typedef struct PsGpuReplicas PsGpuReplicas;
  * computes on in place) and tower_grads[r] (its gradient, holding the mean
  * gradient when ps_gpu_replica_apply runs), (n_params) each, owned by the
  * tower.  Allocates replica r's momentum slots and its share of the moving
- * averages on devices[r] and copies ps->params, ps->accum and ps->ema into
+ * averages on devices[r] and copies ps->params, ps->slots and ps->ema into
  * every replica (the initial broadcast, or the resumed state).  Returns
  * NULL with one line in err.  Leaves the caller's current device as it was. */
 PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_towers, const int *devices,
@@ -128,7 +128,7 @@ PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_towers, const
  * be NULL) gets the device's time. */
 void ps_gpu_replica_apply(PsGpuReplicas *rp, int r, const ParamServer *ps, float lr, PsGpuSpanMs *apply);
 
-/* Replica 0's variables and slots -> ps->params, ps->accum; every
+/* Replica 0's variables and slots -> ps->params, ps->slots; every
  * replica's share of the moving averages -> ps->ema. */
 void ps_gpu_replicas_download(const PsGpuReplicas *rp, ParamServer *ps);
 

@@ -8,7 +8,8 @@
  * ones stated in ps/optimizer.h (and the mean of ps/ps.h, step 1), evaluated
  * operation for operation in float32 with round-to-nearest intrinsics
  * (__fadd_rn, __fmul_rn, ...), which the compiler never contracts into a
- * fused multiply-add: each element comes out bitwise equal to the CPU loop's
+ * fused multiply-add (square roots: __fsqrt_rn; divisions: __fdiv_rn): each
+ * element comes out bitwise equal to the CPU loop's
  * (the CPU build uses no FMA either: plain x86-64, no -march).  Weight decay
  * is not here, as on the CPU: it is part of the loss, so its gradient is
  * already in the gradient the towers deliver (model/).
@@ -43,11 +44,15 @@ extern "C" { /* the C headers included here have no guards of their own */
 void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs, size_t n_floats, float divisor,
                     cudaStream_t stream);
 
-/* optimizer_apply on the device: sgd, momentum or Nesterov momentum (cfg),
- * params and accum updated in place.
- *   params : (n_floats)   accum : (n_floats), unused (may be NULL) for OPT_SGD   grads : (n_floats) */
-void ps_gpu_optimizer_apply(float *params, float *accum, const float *grads, size_t n_floats, float lr,
-                            const OptimizerConfig *cfg, cudaStream_t stream);
+/* The optimizer table's apply on the device: the kernel of `kind` (one per
+ * table entry, ps_gpu.cu's opt_kernels) with the step's constants that the
+ * table's prepare computed on the host (ps_step_prepare), params and slots
+ * updated in place.  The scalars (Adam's beta powers) stay on the host; the
+ * caller advances them after the step (ps_finish_step).
+ *   params : (n_floats)   slots : [OPT_MAX_SLOTS] -> (n_floats), the kind's slots (NULL for sgd)
+ *   grads  : (n_floats) */
+void ps_gpu_optimizer_apply(float *params, float *const *slots, const float *grads, size_t n_floats,
+                            const OptStep *step, OptimizerKind kind, cudaStream_t stream);
 
 /* ema_apply on the device: shadow -= (shadow - params) * (1 - decay).
  *   shadow : (n_floats) updated in place   params : (n_floats) */

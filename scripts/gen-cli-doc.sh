@@ -49,8 +49,12 @@ The ranges:
 
 | flag | accepted |
 |---|---|
-| `--learning_rate` | > 0 (any finite rate: a rate too large for the model is found as divergence while training) |
+| `--learning_rate` | > 0 (any finite rate: a rate too large for the model is found as divergence while training); unset: the optimizer's default (docs/ps.md) |
 | `--momentum` | [0, 1) |
+| `--optimizer` | momentum, sgd, adam, rmsprop, adamw |
+| `--adam_beta1`, `--adam_beta2`, `--rmsprop_decay`, `--rmsprop_momentum` | [0, 1) |
+| `--adam_epsilon`, `--rmsprop_epsilon` | > 0 |
+| `--weight_decay` | >= 0 |
 | `--lr_decay_factor` | (0, 1] |
 | `--num_epochs_per_decay` | >= 0 (0: a constant rate) |
 | `--moving_average_decay` | [0, 1) (0: no moving averages) |

@@ -39,7 +39,14 @@ refuse 2 "tower train: --num_towers -1: expected an integer in [0, 64] (0: one p
 refuse 2 "tower train: --batch_size 0: expected an integer in [1, 1048576]" train --batch_size 0 $t
 refuse 2 "tower train: --batch_size 2000000: expected an integer in [1, 1048576]" train --batch_size 2000000 $t
 refuse 2 "tower train: --device 'tpu': expected cpu, gpu or auto" train --device tpu $t
-refuse 2 "tower train: --optimizer 'adam': expected momentum or sgd" train --optimizer adam $t
+refuse 2 "tower train: --optimizer 'adagrad': expected sgd, momentum, adam, rmsprop or adamw" train --optimizer adagrad $t
+refuse 2 "tower train: --adam_beta1 1: expected a number in [0, 1)" train --optimizer adam --adam_beta1 1 $t
+refuse 2 "tower train: --adam_beta2 -0.5: expected a number in [0, 1)" train --optimizer adam --adam_beta2 -0.5 $t
+refuse 2 "tower train: --adam_epsilon 0: expected a number > 0" train --optimizer adam --adam_epsilon 0 $t
+refuse 2 "tower train: --weight_decay -0.1: expected a number >= 0" train --optimizer adamw --weight_decay -0.1 $t
+refuse 2 "tower train: --rmsprop_decay 1: expected a number in [0, 1)" train --optimizer rmsprop --rmsprop_decay 1 $t
+refuse 2 "tower train: --rmsprop_momentum 1.5: expected a number in [0, 1)" train --optimizer rmsprop --rmsprop_momentum 1.5 $t
+refuse 2 "tower train: --rmsprop_epsilon 0: expected a number > 0" train --optimizer rmsprop --rmsprop_epsilon 0 $t
 refuse 2 "tower train: --compression 'lz4': expected auto, none, gzip or zlib" train --compression lz4 $t
 refuse 2 "tower train: --max_steps -5: expected an integer >= 0" train --max_steps -5 $t
 refuse 2 "tower train: --num_gpus 0: expected an integer in [1, 64]" train --num_gpus 0 $t

@@ -8,7 +8,8 @@
 # payload and in the header), empty, a directory, not a checkpoint at all,
 # bytes appended, a newer format version, valid files of another variable
 # table (renamed, missing, extra, reshaped variable; forged by HELPER with a
-# correct CRC), no momentum slots; a checkpoint of another model (mnist vs
+# correct CRC), no momentum slots, another optimizer's slots (adam vs
+# momentum, both ways; momentum vs centered rmsprop); a checkpoint of another model (mnist vs
 # cifar10), of another input shape (cifar10 24 vs 28) and another class
 # count; a broken `checkpoint` index.
 set -euo pipefail
@@ -108,6 +109,21 @@ refused "$work/reshaped" "a reshaped variable" \
 "$tower" eval --checkpoint "$work/sgd" --data "$mnist_data" --eval_dir none >/dev/null || fail "eval of a checkpoint without momentum slots"
 resume_refused "$work/sgd" "no momentum slots" "no momentum accumulators \(saved with sgd\): cannot resume with nesterov" \
   --model mnist --data "$mnist_data"
+
+# Another optimizer's slots: an adam checkpoint evaluates and resumes adam, but
+# not momentum (and a momentum checkpoint not adam or centered rmsprop).
+"$tower" train --model mnist --data "$mnist_data" --train_dir "$work/adam" --optimizer adam --max_steps 2 "${small[@]}" >/dev/null
+"$tower" eval --checkpoint "$work/adam/model.ckpt-2" --data "$mnist_data" --eval_dir none >/dev/null || fail "eval of an adam checkpoint"
+"$tower" train --model mnist --data "$mnist_data" --train_dir "$work/adam" --optimizer adam --resume --max_steps 3 "${small[@]}" \
+  --summary_every 0 >/dev/null || fail "adam --resume of an adam checkpoint"
+[ -f "$work/adam/model.ckpt-3" ] || fail "adam --resume wrote no model.ckpt-3"
+resume_refused "$work/adam/model.ckpt-2" "an adam checkpoint for momentum" \
+  "no momentum accumulators \(saved with adam\): cannot resume with nesterov" --model mnist --data "$mnist_data"
+resume_refused "$good" "a momentum checkpoint for adam" \
+  "no first moments \(Adam\) \(saved with nesterov\): cannot resume with adam" --model mnist --data "$mnist_data" --optimizer adam
+resume_refused "$good" "a momentum checkpoint for centered rmsprop" \
+  "no mean squares \(RMSProp\) \(saved with nesterov\): cannot resume with rmsprop_centered" --model mnist --data "$mnist_data" \
+  --optimizer rmsprop --rmsprop_centered
 
 # Another model, another input shape, another class count.
 resume_refused "$good" "an mnist checkpoint for cifar10" \

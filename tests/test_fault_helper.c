@@ -23,7 +23,8 @@
  *         drop_var      the last variable is left out (everywhere)
  *         extra_var     a variable "forged/biases" is added (everywhere)
  *         reshape_var   the first variable's last two dimensions swap
- *         no_momentum   the momentum accumulators are left out
+ *         no_momentum   the momentum accumulators and the optimizer's name
+ *                       are left out (an sgd checkpoint of an older build)
  *         version       a valid payload under format version 99
  *
  *   test_fault_helper idx IMAGES LABELS N
@@ -230,6 +231,7 @@ static int forge(const char *in, const char *out, const char *kind) {
         t->shape[z] = s;
     } else if (!strcmp(kind, "no_momentum")) {
         m->n_momentum = 0;
+        m->optimizer = (char *)""; /* as a file from before the optimizer table, saved with sgd */
     } else if (!strcmp(kind, "version")) {
         version = 99;
     } else {
@@ -254,6 +256,7 @@ static int forge(const char *in, const char *out, const char *kind) {
     m->n_variables = saved.n_variables;
     m->momentum = saved.momentum;
     m->n_momentum = saved.n_momentum;
+    m->optimizer = saved.optimizer;
     m->moving_averages = saved.moving_averages;
     m->n_moving_averages = saved.n_moving_averages;
     m->variables[0]->name = saved_name;

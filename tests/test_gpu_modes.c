@@ -26,7 +26,10 @@
  *     leaders' ncclAllReduce inside their all-reduce phase (replicated_nccl);
  *   - ps_gpu and replicated_nccl: 2 steps, a checkpoint, --resume and 1 step
  *     give the 3-step variables (within 1e-5; bitwise printed), and the same
- *     checkpoint resumed by ps_cpu stays within 1e-5 (one format).
+ *     checkpoint resumed by ps_cpu stays within 1e-5 (one format);
+ *   - the other optimizers of the table (sgd, adam, adamw, centered rmsprop
+ *     with momentum), mnist on 2 towers: ps_gpu and replicated_nccl against
+ *     ps_cpu, and the resume check above, for each.
  */
 #include <math.h>
 #include <stdio.h>
@@ -54,9 +57,25 @@
 
 static int n_gpus;
 
+/* The optimizer gpu_options sets (check_optimizers); NULL: the default, momentum 0.9 Nesterov. */
+typedef struct {
+    const char *optimizer;
+    float lr;
+    int centered;
+    float rms_momentum;
+} GpuOptChoice;
+static const GpuOptChoice *g_opt;
+
 static void gpu_options(TrainerOptions *o, const char *model, int n_towers, int spread, TrainerMode mode) {
     modes_base_options(o, model, "gpu", n_towers, BATCH);
     o->num_gpus = spread ? (n_towers < n_gpus ? n_towers : n_gpus) : 1;
+    if (g_opt) {
+        o->optimizer = g_opt->optimizer;
+        o->learning_rate = g_opt->lr;
+        o->rmsprop_centered = g_opt->centered;
+        o->rmsprop_momentum = g_opt->rms_momentum;
+        o->weight_decay = 0.1f;
+    }
     trainer_mode_set_flags(mode, o);
 }
 
@@ -298,6 +317,49 @@ static int check_resume(TrainerMode mode) {
     return !ok + !ok_ps;
 }
 
+/* Every other optimizer of the table (its slots on the devices, Adam's beta
+ * powers on the host): mnist, 2 towers on GPU 0, ps_gpu and replicated_nccl
+ * against ps_cpu on the same GPU towers (within TOLERANCE, bitwise printed),
+ * and each GPU mode's 2 steps + checkpoint + resume + 1 step. */
+static int check_optimizers(void) {
+    static const GpuOptChoice choices[] = {{"sgd", 0.1f, 0, 0.0f}, {"adam", 0.001f, 0, 0.0f}, {"adamw", 0.001f, 0, 0.0f},
+                                           {"rmsprop", 0.1f, 1, 0.5f}};
+    ModelSpec spec;
+    char err[1024];
+    if (model_spec_init(&spec, "mnist", 28, 28, 1, 10, err, sizeof err) != 0) {
+        fprintf(stderr, "model_spec_init: %s\n", err);
+        exit(1);
+    }
+    int failures = 0;
+    const TrainerMode modes[] = {TRAINER_PS_GPU, TRAINER_REPLICATED_NCCL};
+    for (size_t c = 0; c < sizeof choices / sizeof choices[0]; c++) {
+        g_opt = &choices[c];
+        TrainerOptions o;
+        gpu_options(&o, "mnist", 2, 0, TRAINER_PS_CPU);
+        GpuRun ref = run_mode(&o);
+        for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            if (!mode_built(modes[m])) continue; /* check_model said why */
+            gpu_options(&o, "mnist", 2, 0, modes[m]);
+            GpuRun run = run_mode(&o);
+            const char *wp = "", *we = "";
+            double dp = modes_var_rel_diff(&spec, ref.r.params, run.r.params, 0, &wp);
+            double de = modes_var_rel_diff(&spec, ref.r.ema, run.r.ema, 0, &we);
+            int ok = dp <= TOLERANCE && de <= TOLERANCE && run.replicas_equal;
+            printf("%-8s%s mnist 2 towers on GPU 0, %-15s vs ps_cpu: variables %.3g (%s), moving averages %.3g (%s), "
+                   "bitwise %s; replicas equal: %s  %s\n", g_opt->optimizer, g_opt->centered ? " centered" : "",
+                   trainer_mode_name(modes[m]), dp, wp, de, we, bitwise(&spec, &ref.r, &run.r) ? "yes" : "no",
+                   run.replicas_equal ? "yes" : "NO", ok ? "ok" : "FAIL");
+            failures += !ok;
+            modes_free_result(&run.r);
+            printf("%s: ", g_opt->optimizer);
+            failures += check_resume(modes[m]);
+        }
+        modes_free_result(&ref.r);
+    }
+    g_opt = NULL;
+    return failures;
+}
+
 int main(void) {
     gpu_test_require_gpu();
     char err[256];
@@ -316,6 +378,7 @@ int main(void) {
     failures += check_resume(TRAINER_PS_GPU);
     if (mode_built(TRAINER_REPLICATED_NCCL)) failures += check_resume(TRAINER_REPLICATED_NCCL);
     else failures += gpu_test_gpu_required(); /* the mode loop above said why */
+    failures += check_optimizers();
     printf("%s\n", failures ? "GPU modes FAILED" : "every GPU mode trains ps_cpu's trajectory");
     return failures ? 1 : 0;
 }

@@ -2,15 +2,18 @@
  * against the parameter server's own CPU functions, bit for bit:
  *   - ps_gpu_sum_div over N = 1, 2, 3, 4, 7 buffers against ps_average_grads
  *     of a ParamServer with N towers;
- *   - ps_gpu_optimizer_apply against optimizer_apply for sgd, momentum and
- *     Nesterov momentum, two updates in a row (the slots carry over);
+ *   - ps_gpu_optimizer_apply against optimizer_apply for every entry of
+ *     the optimizer table (sgd, momentum, Nesterov, adam, adamw, rmsprop
+ *     plain and centered with momentum), slots included, three updates in
+ *     a row (the slots and Adam's beta powers carry over);
  *   - ps_gpu_ema_apply against ema_apply at a num_updates-limited decay;
  * on the mnist model's 3,274,744 variables (more than one pass of the
  * kernels' grid), random values, the seed printed.  Bitwise, because the
  * kernels use round-to-nearest intrinsics that are never fused into
  * multiply-adds: any reordering or fusion of the formulas shows.  That the
  * comparison can fail is checked too: Nesterov on the GPU against plain
- * momentum on the CPU must differ.
+ * momentum on the CPU must differ, and so must Adam against Adam with
+ * another epsilon.
  * Label gpu; skipped (77) without a GPU.
  */
 #include <stdint.h>
@@ -81,40 +84,58 @@ static int check_average(const ModelSpec *spec) {
     return failures;
 }
 
-/* Two updates of `cfg` on the GPU and with optimizer_apply; returns the failures.
- * cpu_cfg: the CPU's configuration (the same as cfg, except for the can-fail check). */
+/* Three updates of `cfg` on the GPU (the table's prepare on the host, the
+ * kernel, the table's finish) and with optimizer_apply; returns the failures.
+ * cpu_cfg: the CPU's configuration (the same as cfg, except for the can-fail
+ * checks).  The slots start at fresh random values in [0.05, 0.5] (positive,
+ * so RMSProp's mean squares and Adam's second moments are as in training). */
 static int check_optimizer(const char *name, const OptimizerConfig *cfg, const OptimizerConfig *cpu_cfg, size_t n,
                            int expect_equal) {
-    float *params = gpu_test_host(n * sizeof(float)), *accum = gpu_test_host(n * sizeof(float));
-    float *grads = gpu_test_host(n * sizeof(float));
+    const OptSlot *info;
+    const int n_slots = optimizer_slots(cfg, &info);
+    const OptimizerI *opt = optimizer_i(cfg->kind);
+    float *params = gpu_test_host(n * sizeof(float)), *grads = gpu_test_host(n * sizeof(float));
+    float *slots[OPT_MAX_SLOTS] = {NULL}, *slots_dev[OPT_MAX_SLOTS] = {NULL};
     gpu_test_fill(params, n, -0.5f, 0.5f);
-    gpu_test_fill(accum, n, -0.1f, 0.1f);
-    float *params_dev = dev_copy(params, n), *accum_dev = dev_copy(accum, n), *grads_dev = gpu_test_dev(n * sizeof(float));
-    const float lrs[2] = {0.1f, 0.0123f};
-    for (int step = 0; step < 2; step++) {
+    float *params_dev = dev_copy(params, n), *grads_dev = gpu_test_dev(n * sizeof(float));
+    for (int k = 0; k < n_slots; k++) {
+        slots[k] = gpu_test_host(n * sizeof(float));
+        gpu_test_fill(slots[k], n, 0.05f, 0.5f);
+        slots_dev[k] = dev_copy(slots[k], n);
+    }
+    float scalars_cpu[OPT_MAX_SCALARS] = {0}, scalars_gpu[OPT_MAX_SCALARS] = {0};
+    if (opt->init_scalars) opt->init_scalars(cfg, scalars_gpu);
+    if (optimizer_i(cpu_cfg->kind)->init_scalars) optimizer_i(cpu_cfg->kind)->init_scalars(cpu_cfg, scalars_cpu);
+    const float lrs[3] = {0.1f, 0.0123f, 0.001f};
+    for (int step = 0; step < 3; step++) {
         gpu_test_fill(grads, n, -2.0f, 2.0f);
         CUDA_CHECK(cudaMemcpy(grads_dev, grads, n * sizeof(float), cudaMemcpyHostToDevice));
-        ps_gpu_optimizer_apply(params_dev, cfg->kind == OPT_SGD ? NULL : accum_dev, grads_dev, n, lrs[step], cfg, 0);
-        optimizer_apply(params, cpu_cfg->kind == OPT_SGD ? NULL : accum, grads, n, lrs[step], cpu_cfg);
+        OptStep st;
+        opt->prepare(cfg, scalars_gpu, step, lrs[step], &st);
+        ps_gpu_optimizer_apply(params_dev, slots_dev, grads_dev, n, &st, cfg->kind, 0);
+        if (opt->finish) opt->finish(cfg, scalars_gpu);
+        optimizer_apply(params, slots, scalars_cpu, grads, n, lrs[step], step, cpu_cfg);
     }
     float *got = gpu_test_host(n * sizeof(float));
-    char what[96];
+    char what[128];
     gpu_test_download(got, params_dev, n * sizeof(float));
-    snprintf(what, sizeof what, "%s, 2 updates: variables", name);
+    snprintf(what, sizeof what, "%s, 3 updates: variables", name);
     size_t bad = count_bit_diffs(what, got, params, n);
-    if (cfg->kind != OPT_SGD) {
-        gpu_test_download(got, accum_dev, n * sizeof(float));
-        snprintf(what, sizeof what, "%s, 2 updates: momentum slots", name);
-        bad += count_bit_diffs(what, got, accum, n);
+    for (int k = 0; k < n_slots; k++) {
+        gpu_test_download(got, slots_dev[k], n * sizeof(float));
+        snprintf(what, sizeof what, "%s, 3 updates: slot %s", name, info[k].name);
+        bad += count_bit_diffs(what, got, slots[k], n);
     }
     int fail = expect_equal ? bad != 0 : bad == 0;
     if (!expect_equal) printf("  (the comparison must see a difference here: %s)\n", bad ? "it does" : "IT DOES NOT");
     free(params);
-    free(accum);
     free(grads);
     free(got);
+    for (int k = 0; k < n_slots; k++) {
+        free(slots[k]);
+        CUDA_CHECK(cudaFree(slots_dev[k]));
+    }
     CUDA_CHECK(cudaFree(params_dev));
-    CUDA_CHECK(cudaFree(accum_dev));
     CUDA_CHECK(cudaFree(grads_dev));
     return fail;
 }
@@ -149,11 +170,28 @@ int main(void) {
         return 1;
     }
     int failures = check_average(&spec);
-    OptimizerConfig sgd = {OPT_SGD, 0.0f, 0}, mom = {OPT_MOMENTUM, 0.9f, 0}, nes = {OPT_MOMENTUM, 0.9f, 1};
+    OptimizerConfig sgd, mom, nes, adam, adamw, rms, rms_c, adam_eps;
+    optimizer_config_defaults(&sgd);
+    sgd.kind = OPT_SGD;
+    mom = nes = adam = adamw = rms = sgd;
+    mom.kind = OPT_MOMENTUM, mom.nesterov = 0;
+    nes.kind = OPT_MOMENTUM, nes.nesterov = 1;
+    adam.kind = OPT_ADAM;
+    adamw.kind = OPT_ADAMW, adamw.epsilon = 1e-7f, adamw.weight_decay = 0.05f;
+    rms.kind = OPT_RMSPROP, rms.rms_momentum = 0.5f;
+    rms_c = rms;
+    rms_c.centered = 1;
+    adam_eps = adam;
+    adam_eps.epsilon = 1e-3f;
     failures += check_optimizer("sgd", &sgd, &sgd, spec.n_params, 1);
     failures += check_optimizer("momentum 0.9", &mom, &mom, spec.n_params, 1);
     failures += check_optimizer("Nesterov momentum 0.9", &nes, &nes, spec.n_params, 1);
+    failures += check_optimizer("adam", &adam, &adam, spec.n_params, 1);
+    failures += check_optimizer("adamw, weight decay 0.05", &adamw, &adamw, spec.n_params, 1);
+    failures += check_optimizer("rmsprop, momentum 0.5", &rms, &rms, spec.n_params, 1);
+    failures += check_optimizer("rmsprop centered, momentum 0.5", &rms_c, &rms_c, spec.n_params, 1);
     failures += check_optimizer("Nesterov (GPU) vs plain momentum (CPU)", &nes, &mom, spec.n_params, 0);
+    failures += check_optimizer("adam (GPU) vs adam with epsilon 1e-3 (CPU)", &adam, &adam_eps, spec.n_params, 0);
     failures += check_ema(spec.n_params);
     printf("%s\n", failures ? "GPU parameter-server kernels FAILED" : "GPU parameter-server kernels equal the CPU's, bit for bit");
     return failures ? 1 : 0;

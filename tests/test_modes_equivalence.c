@@ -15,9 +15,13 @@
  *   - replicated: every tower's copy of the variables is bitwise the same;
  *   - the comparison can fail: replicated with a learning rate 0.1% higher
  *     must differ by more than the tolerance (checked at N = 3);
- *   - replicated: 2 steps, a checkpoint, --resume and 1 more step give
- *     bitwise the 3-step variables; the same checkpoint resumed by
- *     parameter_server/cpu stays within the tolerance;
+ *   - every other optimizer of the table (sgd, adam, adamw, rmsprop plain
+ *     and centered with momentum), mnist with 3 towers: replicated/host
+ *     against parameter_server/cpu within the tolerance, every variable
+ *     moved, replicas bitwise equal;
+ *   - replicated, with every optimizer: 2 steps, a checkpoint, --resume and
+ *     1 more step give bitwise the 3-step variables; the same checkpoint
+ *     resumed by parameter_server/cpu stays within the tolerance;
  *   - the GPU modes, without GPU towers, fail to open with one line saying so.
  * The GPU modes' own trajectories: tests/test_gpu_modes.c (label gpu).
  */
@@ -83,8 +87,57 @@ static int check_models(const char *model, int H, int W, int C) {
     return failures;
 }
 
+/* An optimizer of the table and its options for the checks below. */
+typedef struct {
+    const char *label, *optimizer;
+    float lr;
+    int centered;
+    float rms_momentum;
+} OptChoice;
+
+static void apply_choice(TrainerOptions *o, const OptChoice *c) {
+    o->optimizer = c->optimizer;
+    o->learning_rate = c->lr;
+    o->rmsprop_centered = c->centered;
+    o->rmsprop_momentum = c->rms_momentum;
+    o->weight_decay = 0.1f; /* adamw: large enough to matter in 3 steps */
+}
+
+/* Every optimizer, mnist, 3 towers x 2: replicated/host against
+ * parameter_server/cpu (variables and moving averages), every variable
+ * moved by 10x the tolerance (RMSProp's first steps are small: its mean
+ * squares start at 1), the replicas bitwise equal. */
+static int check_optimizer(const OptChoice *c) {
+    ModelSpec spec;
+    char err[1024];
+    if (model_spec_init(&spec, "mnist", 28, 28, 1, 10, err, sizeof err) != 0) {
+        fprintf(stderr, "model_spec_init: %s\n", err);
+        exit(1);
+    }
+    TrainerOptions o;
+    base_options(&o, "mnist", 3, 2);
+    apply_choice(&o, c);
+    RunResult ps = modes_run(&o, STEPS);
+    o.variable_update = "replicated";
+    RunResult rep = modes_run(&o, STEPS);
+    float *init = malloc(spec.n_params * sizeof(float));
+    model_init_params(init, &spec, (uint64_t)o.seed);
+    const char *w_rep = "", *w_ema = "", *w_moved = "";
+    double d_rep = modes_var_rel_diff(&spec, ps.params, rep.params, 0, &w_rep);
+    double d_ema = modes_var_rel_diff(&spec, ps.ema, rep.ema, 0, &w_ema);
+    double moved = modes_var_rel_diff(&spec, ps.params, init, 1, &w_moved);
+    int ok = d_rep <= TOLERANCE && d_ema <= TOLERANCE && moved > 10 * TOLERANCE && rep.replicas_equal;
+    printf("%-17s mnist 3 towers x 2, %d steps: replicated/host vs parameter_server/cpu %.3g (%s), moving averages %.3g "
+           "(%s); replicas bitwise equal: %s; every variable moved >= %.3g (%s)  %s\n", c->label, STEPS, d_rep, w_rep,
+           d_ema, w_ema, rep.replicas_equal ? "yes" : "NO", moved, w_moved, ok ? "ok" : "FAIL");
+    free(init);
+    modes_free_result(&ps);
+    modes_free_result(&rep);
+    return !ok;
+}
+
 /* replicated: 2 steps + checkpoint + resume + 1 step == 3 steps, bitwise. */
-static int check_resume(void) {
+static int check_resume(const OptChoice *c) {
     char dir[] = "/tmp/test_modes_resume_XXXXXX";
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
@@ -92,6 +145,7 @@ static int check_resume(void) {
     }
     TrainerOptions o;
     base_options(&o, "mnist", 3, 2);
+    apply_choice(&o, c);
     o.variable_update = "replicated";
     o.train_dir = dir;
     RunResult straight = modes_run(&o, STEPS);
@@ -113,8 +167,8 @@ static int check_resume(void) {
     trainer_close(tr, NULL, 0);
     int ok = resumed_at == STEPS - 1 && memcmp(straight.params, resumed.params, n_bytes) == 0 &&
              memcmp(straight.ema, resumed.ema, n_bytes) == 0 && resumed.replicas_equal;
-    printf("replicated/host, 3 towers: %d steps + checkpoint + resume (at step %ld) + 1 step %s %d steps straight  %s\n",
-           STEPS - 1, resumed_at, ok ? "is bitwise" : "DIFFERS FROM", STEPS, ok ? "ok" : "FAIL");
+    printf("%s: replicated/host, 3 towers: %d steps + checkpoint + resume (at step %ld) + 1 step %s %d steps straight  %s\n",
+           c->label, STEPS - 1, resumed_at, ok ? "is bitwise" : "DIFFERS FROM", STEPS, ok ? "ok" : "FAIL");
     /* The same checkpoint resumed by the parameter server: the formats are one. */
     o.variable_update = "parameter_server";
     tr = modes_open_or_die(&o);
@@ -172,7 +226,15 @@ int main(void) {
     int failures = 0;
     failures += check_models("mnist", 28, 28, 1);
     failures += check_models("cifar10", 24, 24, 3);
-    failures += check_resume();
+    static const OptChoice choices[] = {
+        {"momentum", "momentum", 0.1f, 0, 0.0f},          {"sgd", "sgd", 0.1f, 0, 0.0f},
+        {"adam", "adam", 0.001f, 0, 0.0f},                {"adamw", "adamw", 0.001f, 0, 0.0f},
+        {"rmsprop", "rmsprop", 0.1f, 0, 0.0f},            {"rmsprop centered", "rmsprop", 0.1f, 1, 0.5f},
+    };
+    for (size_t i = 0; i < sizeof choices / sizeof choices[0]; i++) {
+        if (i > 0) failures += check_optimizer(&choices[i]); /* momentum: check_models above */
+        failures += check_resume(&choices[i]);
+    }
     failures += check_unavailable();
     printf("%s\n", failures ? "modes equivalence FAILED" : "every available mode trains the parameter server's trajectory");
     return failures ? 1 : 0;

@@ -60,12 +60,12 @@ static void test_create(void) {
     CHECK(ps != NULL, "ps_create failed");
     if (!ps) return;
     CHECK(ps->global_step == 0 && ps->n_towers == 3, "fresh server: step %ld, towers %d", ps->global_step, ps->n_towers);
-    CHECK(ps->accum && ps->ema && ps->grads && ps->tower_grads, "slices missing");
+    CHECK(ps->slots[0] && ps->ema && ps->grads && ps->tower_grads, "slices missing");
     CHECK(memcmp(ps->ema, ps->params, spec.n_params * sizeof(float)) == 0, "ema must start equal to params");
     int zero = 1;
-    for (size_t i = 0; i < spec.n_params; i++) zero &= ps->accum[i] == 0.0f;
+    for (size_t i = 0; i < spec.n_params; i++) zero &= ps->slots[0][i] == 0.0f;
     CHECK(zero, "accum must start at 0");
-    float *slices[6] = {ps->params, ps->grads, ps->accum, ps->ema, ps->tower_grads[0], ps->tower_grads[1]};
+    float *slices[6] = {ps->params, ps->grads, ps->slots[0], ps->ema, ps->tower_grads[0], ps->tower_grads[1]};
     const char *blk = ps->block;
     for (int i = 0; i < 6; i++) {
         CHECK(((uintptr_t)slices[i] & 4095) == 0, "slice %d not page-aligned", i);
@@ -83,7 +83,7 @@ static void test_create(void) {
     sgd.opt.kind = OPT_SGD;
     sgd.ema_decay = 0.0f;
     ps = ps_create(&spec, 1, &sgd, host_alloc_default(), 1);
-    CHECK(ps && ps->accum == NULL && ps->ema == NULL, "sgd without ema must have no accum and no ema");
+    CHECK(ps && ps->n_slots == 0 && ps->slots[0] == NULL && ps->ema == NULL, "sgd without ema must have no accum and no ema");
     ps_free(ps);
     CHECK(ps_create(&spec, 0, &cfg, host_alloc_default(), 1) == NULL, "0 towers must fail");
     PsConfig bad = cfg;

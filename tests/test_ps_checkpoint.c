@@ -183,7 +183,7 @@ static void test_round_trip(void) {
     CHECK(ckpt_load(path, c, &got, err, sizeof err) == 0, "load: %s", err);
     const size_t np = a->spec.n_params;
     CHECK(same_floats(c->params, a->params, np), "params not bitwise equal");
-    CHECK(same_floats(c->accum, a->accum, np), "accum not bitwise equal");
+    CHECK(same_floats(c->slots[0], a->slots[0], np), "accum not bitwise equal");
     CHECK(same_floats(c->ema, a->ema, np), "ema not bitwise equal");
     CHECK(c->global_step == 3, "global_step %ld", c->global_step);
     CHECK(got.seed == run.seed && got.examples_consumed == run.examples_consumed && got.n_towers == 2 &&
@@ -481,11 +481,11 @@ static void test_read_real_model(void) {
     CHECK(ckpt_read(path, &c, err, sizeof err) == 0, "read: %s", err);
     CHECK(!strcmp(c.model, "mnist") && c.H == 28 && c.W == 28 && c.C == 1 && c.num_classes == 10 && c.global_step == 1,
           "header fields of the contents");
-    CHECK(c.n_params == spec.n_params && c.params && c.ema && c.accum, "arrays");
-    if (c.params && c.ema && c.accum && c.n_params == spec.n_params) {
+    CHECK(c.n_params == spec.n_params && c.params && c.ema && c.n_slots == 1 && c.slots[0] && !strcmp(c.slot_names[0], "Momentum"), "arrays");
+    if (c.params && c.ema && c.slots[0] && c.n_params == spec.n_params) {
         CHECK(same_floats(c.params, ps->params, c.n_params), "params");
         CHECK(same_floats(c.ema, ps->ema, c.n_params), "ema");
-        CHECK(same_floats(c.accum, ps->accum, c.n_params), "accum");
+        CHECK(same_floats(c.slots[0], ps->slots[0], c.n_params), "accum");
     }
     CHECK(c.run.seed == 7 && c.run.examples_consumed == 128 && c.run.n_towers == 1 && c.run.batch_size == 128, "run");
     ckpt_contents_free(&c);
@@ -500,6 +500,104 @@ static void test_read_real_model(void) {
     ps_free(ps);
 }
 
+/* Every optimizer of the table: save after 3 steps, load into a fresh
+ * server, 2 more steps on both give bitwise the same variables, slots and
+ * scalars (N + resume + M == N + M); the slots are in the file under
+ * TensorFlow's names; and a checkpoint of one optimizer refuses to resume
+ * another whose slots differ, in one line. */
+typedef struct {
+    const char *label;
+    OptimizerKind kind;
+    int centered;
+} OptCase;
+
+static ParamServer *opt_ps(const OptCase *oc, uint64_t seed) {
+    ModelSpec spec;
+    make_spec(&spec, "tiny", 4, 8, 6);
+    PsConfig cfg;
+    ps_config_defaults(&cfg);
+    cfg.opt.kind = oc->kind;
+    cfg.opt.centered = oc->centered;
+    cfg.opt.rms_momentum = 0.5f;
+    ParamServer *ps = ps_create(&spec, 2, &cfg, host_alloc_default(), seed);
+    if (!ps) { fprintf(stderr, "ps_create failed\n"); exit(2); }
+    return ps;
+}
+
+static void test_each_optimizer(void) {
+    static const OptCase cases[] = {{"sgd", OPT_SGD, 0},         {"momentum", OPT_MOMENTUM, 0}, {"adam", OPT_ADAM, 0},
+                                    {"rmsprop", OPT_RMSPROP, 0}, {"rmsprop_centered", OPT_RMSPROP, 1},
+                                    {"adamw", OPT_ADAMW, 0}};
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    char paths[8][700], err[512];
+    for (int c = 0; c < n_cases; c++) {
+        char dir[600];
+        make_dir(dir, sizeof dir, cases[c].label);
+        ParamServer *a = opt_ps(&cases[c], 1), *b = opt_ps(&cases[c], 99);
+        g_rng = 5; train(a, 3);
+        CHECK(ckpt_save(dir, a, NULL, 5, err, sizeof err) == 0, "%s: save: %s", cases[c].label, err);
+        snprintf(paths[c], sizeof paths[c], "%s/model.ckpt-3", dir);
+        CHECK(ckpt_load(paths[c], b, NULL, err, sizeof err) == 0, "%s: load: %s", cases[c].label, err);
+        const size_t np = a->spec.n_params;
+        int same = same_floats(a->params, b->params, np) && !memcmp(a->scalars, b->scalars, sizeof a->scalars);
+        for (int k = 0; k < a->n_slots; k++) same &= same_floats(a->slots[k], b->slots[k], np);
+        CHECK(same, "%s: the loaded state is not bitwise the saved one", cases[c].label);
+        g_rng = 6; train(a, 2);
+        g_rng = 6; train(b, 2);
+        same = same_floats(a->params, b->params, np) && same_floats(a->ema, b->ema, np) &&
+               !memcmp(a->scalars, b->scalars, sizeof a->scalars) && a->global_step == 5 && b->global_step == 5;
+        for (int k = 0; k < a->n_slots; k++) same &= same_floats(a->slots[k], b->slots[k], np);
+        CHECK(same, "%s: 3 steps + resume + 2 steps differ from 5 steps", cases[c].label);
+        /* the file: slot names as TensorFlow's, the scalars, the optimizer's name */
+        size_t n;
+        unsigned char *bytes = read_all(paths[c], &n);
+        Tower__Checkpoint *m = bytes && n > 24 ? tower__checkpoint__unpack(NULL, n - 24, bytes + 24) : NULL;
+        CHECK(m != NULL, "%s: the file does not decode", cases[c].label);
+        if (m) {
+            const OptimizerI *o = optimizer_i(cases[c].kind);
+            const int in_slots = a->n_slots - (cases[c].kind == OPT_MOMENTUM);
+            CHECK(m->n_slots == (size_t)(in_slots * 2) && m->n_optimizer_scalars == (size_t)o->n_scalars &&
+                      !strcmp(m->optimizer, optimizer_name(&a->cfg.opt)),
+                  "%s: %zu slot tensors, %zu scalars, optimizer '%s'", cases[c].label, m->n_slots, m->n_optimizer_scalars,
+                  m->optimizer);
+            if (in_slots > 0 && m->n_slots > 1) {
+                char want[96];
+                snprintf(want, sizeof want, "dense/weights/%s", a->slot_info[cases[c].kind == OPT_MOMENTUM].name);
+                CHECK(!strcmp(m->slots[0]->name, want), "%s: first slot tensor '%s', want '%s'", cases[c].label,
+                      m->slots[0]->name, want);
+            }
+            tower__checkpoint__free_unpacked(m, NULL);
+        }
+        free(bytes);
+        ps_free(a);
+        ps_free(b);
+    }
+    /* Cross loads: only the same slots resume; sgd starts from anything. */
+    for (int from = 0; from < n_cases; from++)
+        for (int to = 0; to < n_cases; to++) {
+            ParamServer *ps = opt_ps(&cases[to], 3);
+            const int ok = ckpt_load(paths[from], ps, NULL, err, sizeof err) == 0;
+            const int want_ok = from == to || cases[to].kind == OPT_SGD;
+            CHECK(ok == want_ok, "%s checkpoint into %s: %s (%s)", cases[from].label, cases[to].label,
+                  ok ? "loaded" : "refused", ok ? "" : err);
+            if (!ok) CHECK(strstr(err, paths[from]) && strstr(err, "cannot resume with") && !strchr(err, '\n'),
+                           "%s into %s: not one line naming the file: %s", cases[from].label, cases[to].label, err);
+            ps_free(ps);
+        }
+    /* The messages */
+    ParamServer *mom = opt_ps(&cases[1], 3), *adam = opt_ps(&cases[2], 3), *rms = opt_ps(&cases[3], 3);
+    CHECK(ckpt_load(paths[2], mom, NULL, err, sizeof err) == -1 &&
+              strstr(err, "no momentum accumulators (saved with adam): cannot resume with nesterov"), "adam into momentum: %s", err);
+    CHECK(ckpt_load(paths[1], adam, NULL, err, sizeof err) == -1 &&
+              strstr(err, "no first moments (Adam) (saved with nesterov): cannot resume with adam"), "momentum into adam: %s", err);
+    CHECK(ckpt_load(paths[4], rms, NULL, err, sizeof err) == -1 &&
+              strstr(err, "holds optimizer slots 'RMSProp_2' that rmsprop does not keep (saved with rmsprop_centered)"),
+          "centered into plain rmsprop: %s", err);
+    ps_free(mom);
+    ps_free(adam);
+    ps_free(rms);
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(g_root, sizeof g_root, "%s/test_ps_checkpoint.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -510,6 +608,7 @@ int main(void) {
     test_corruption();
     test_mismatch();
     test_read_real_model();
+    test_each_optimizer();
     if (!check_failures) remove_tree(g_root);
     else fprintf(stderr, "files left in %s\n", g_root);
     if (check_failures) fprintf(stderr, "test_ps_checkpoint: %d check(s) failed\n", check_failures);

@@ -3,7 +3,11 @@
  * Where it sits: tests of the last stage of a synchronous step (the update
  * of the master variables).  Every expected value below is written out step
  * by step in double in this file; none is produced by the code under test.
- * It does not test averaging or checkpoints (test_ps_average.c,
+ * Adam, AdamW and RMSProp (plain and centered, with and without momentum)
+ * run five steps and are compared with their closed forms computed in
+ * double, with checks aimed at the classic slips: Adam's bias correction,
+ * AdamW's decay with lr rather than lr_t, RMSProp's mean squares starting
+ * at one.  It does not test averaging or checkpoints (test_ps_average.c,
  * test_ps_checkpoint.c).
  */
 #include <math.h>
@@ -28,11 +32,12 @@ static const float GX[3] = {0.2f, -0.1f, 0.4f};
 static const float GY[3] = {-2.0f, 1.0f, 0.5f};
 
 static void run3(OptimizerKind kind, int nesterov, float out_p[3][2], float out_a[3][2], int with_accum) {
-    OptimizerConfig cfg = {kind, 0.9f, nesterov};
+    OptimizerConfig cfg = {.kind = kind, .momentum = 0.9f, .nesterov = nesterov};
     float p[2] = {X0, Y0}, a[2] = {0, 0};
+    float *slots[1] = {a};
     for (int s = 0; s < 3; s++) {
         float g[2] = {GX[s], GY[s]};
-        optimizer_apply(p, with_accum ? a : NULL, g, 2, 0.1f, &cfg);
+        optimizer_apply(p, with_accum ? slots : NULL, NULL, g, 2, 0.1f, s, &cfg);
         out_p[s][0] = p[0];
         out_p[s][1] = p[1];
         out_a[s][0] = a[0];
@@ -121,8 +126,9 @@ static void test_large_arrays_match_tf_order(void) {
                 else rp[i] = rp[i] - acc * lr;
             }
             omp_set_num_threads(threads);
-            OptimizerConfig cfg = {OPT_MOMENTUM, m, nesterov};
-            optimizer_apply(xp, xa, g, n, lr, &cfg);
+            OptimizerConfig cfg = {.kind = OPT_MOMENTUM, .momentum = m, .nesterov = nesterov};
+            float *slots[1] = {xa};
+            optimizer_apply(xp, slots, NULL, g, n, lr, 0, &cfg);
             CHECK(memcmp(xp, rp, n * sizeof *rp) == 0 && memcmp(xa, ra, n * sizeof *ra) == 0,
                   "momentum (nesterov=%d) on %d threads differs from the serial TF-order loop", nesterov, threads);
             /* and within float tolerance of the double formula */
@@ -140,9 +146,9 @@ static void test_large_arrays_match_tf_order(void) {
     /* sgd, large */
     memcpy(rp, p, n * sizeof *p);
     for (size_t i = 0; i < n; i++) rp[i] = rp[i] - g[i] * lr;
-    OptimizerConfig sgd = {OPT_SGD, 0.9f, 1};
+    OptimizerConfig sgd = {.kind = OPT_SGD, .momentum = 0.9f, .nesterov = 1};
     omp_set_num_threads(2);
-    optimizer_apply(p, NULL, g, n, lr, &sgd);
+    optimizer_apply(p, NULL, NULL, g, n, lr, 0, &sgd);
     CHECK(memcmp(p, rp, n * sizeof *rp) == 0, "sgd on 2 threads differs from the serial loop");
     free(p); free(a); free(g); free(rp); free(ra);
 }
@@ -213,6 +219,212 @@ static void test_ema(void) {
     CHECK(close_to(s3, 0.5951048951, 1e-9), "hand arithmetic itself: s3 = %.10f", s3);
 }
 
+/* ---- the optimizer table's other entries against their closed forms in double ----
+ * Four elements, five steps of known gradients (one element's gradient is
+ * always 0, one flips sign), learning rate 0.01; each step's expected value
+ * is the formula of ps/optimizer.h evaluated in double here. */
+#define CF_N 4
+#define CF_STEPS 5
+static const float CF_P0[CF_N] = {0.5f, -1.0f, 2.0f, 0.25f};
+static const float CF_G[CF_STEPS][CF_N] = {{0.2f, -2.0f, 0.0f, 1.0f},
+                                           {-0.1f, 1.0f, 0.0f, -1.0f},
+                                           {0.4f, 0.5f, 0.0f, 1.0f},
+                                           {0.3f, -0.25f, 0.0f, -1.0f},
+                                           {-0.2f, 3.0f, 0.0f, 1.0f}};
+#define CF_LR 0.01f
+
+/* Runs cfg for CF_STEPS through optimizer_apply; out[s][i]: the variables after step s + 1. */
+static void cf_run(const OptimizerConfig *cfg, float out[CF_STEPS][CF_N], float scalars_out[OPT_MAX_SCALARS]) {
+    const OptSlot *info;
+    const int n_slots = optimizer_slots(cfg, &info);
+    float p[CF_N], slot_mem[OPT_MAX_SLOTS][CF_N], *slots[OPT_MAX_SLOTS] = {NULL};
+    memcpy(p, CF_P0, sizeof p);
+    for (int k = 0; k < n_slots; k++) {
+        for (int i = 0; i < CF_N; i++) slot_mem[k][i] = info[k].init;
+        slots[k] = slot_mem[k];
+    }
+    float scalars[OPT_MAX_SCALARS] = {0};
+    const OptimizerI *o = optimizer_i(cfg->kind);
+    if (o->init_scalars) o->init_scalars(cfg, scalars);
+    for (int s = 0; s < CF_STEPS; s++) {
+        optimizer_apply(p, slots, scalars, CF_G[s], CF_N, CF_LR, s, cfg);
+        memcpy(out[s], p, sizeof p);
+    }
+    if (scalars_out) memcpy(scalars_out, scalars, sizeof scalars);
+}
+
+static void cf_compare(const char *what, float got[CF_STEPS][CF_N], double want[CF_STEPS][CF_N], double rel) {
+    for (int s = 0; s < CF_STEPS; s++)
+        for (int i = 0; i < CF_N; i++)
+            CHECK(fabs(got[s][i] - want[s][i]) <= rel * fabs(want[s][i]) + 1e-9,
+                  "%s step %d element %d = %.9g, the closed form says %.9g", what, s + 1, i, got[s][i], want[s][i]);
+}
+
+/* adam (TF1) and adamw (Keras): m, v, bias-corrected lr_t, and adamw's decay with lr. */
+static void adam_closed_form(double b1, double b2, double eps, double wd, double want[CF_STEPS][CF_N]) {
+    double p[CF_N], m[CF_N] = {0}, v[CF_N] = {0};
+    for (int i = 0; i < CF_N; i++) p[i] = CF_P0[i];
+    for (int s = 0; s < CF_STEPS; s++) {
+        const double t = s + 1;
+        const double lr_t = CF_LR * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
+        for (int i = 0; i < CF_N; i++) {
+            const double g = CF_G[s][i];
+            p[i] -= p[i] * wd * CF_LR;
+            m[i] = b1 * m[i] + (1 - b1) * g;
+            v[i] = b2 * v[i] + (1 - b2) * g * g;
+            p[i] -= lr_t * m[i] / (sqrt(v[i]) + eps);
+            want[s][i] = p[i];
+        }
+    }
+}
+
+static void test_adam(void) {
+    OptimizerConfig cfg;
+    optimizer_config_defaults(&cfg);
+    cfg.kind = OPT_ADAM;
+    const OptSlot *info;
+    CHECK(optimizer_slots(&cfg, &info) == 2 && !strcmp(info[0].name, "Adam") && !strcmp(info[1].name, "Adam_1"),
+          "adam's slots are Adam, Adam_1");
+    CHECK(optimizer_i(OPT_ADAM)->n_scalars == 2 && !strcmp(optimizer_i(OPT_ADAM)->scalar_names[0], "beta1_power") &&
+              !strcmp(optimizer_i(OPT_ADAM)->scalar_names[1], "beta2_power"), "adam's scalars");
+    float got[CF_STEPS][CF_N], scalars[OPT_MAX_SCALARS];
+    double want[CF_STEPS][CF_N];
+    cf_run(&cfg, got, scalars);
+    adam_closed_form(0.9f, 0.999f, 1e-8f, 0.0, want);
+    cf_compare("adam", got, want, 2e-6);
+    /* The bias correction: step 1 moves every element with g != 0 by
+     * lr * sign(g) (to 1e-5: epsilon); without it, by lr * 0.1 / sqrt(0.001) = 3.16 lr. */
+    for (int i = 0; i < CF_N; i++) {
+        const double moved = CF_P0[i] - got[0][i];
+        const double want_moved = CF_G[0][i] > 0 ? CF_LR : CF_G[0][i] < 0 ? -CF_LR : 0.0;
+        CHECK(fabs(moved - want_moved) <= 1e-5 * CF_LR, "adam step 1 moved element %d by %.9g, want lr * sign(g) = %.9g "
+              "(bias correction)", i, moved, want_moved);
+    }
+    /* beta1_power, beta2_power after 5 steps: beta^6, multiplied in float32 */
+    CHECK(fabs(scalars[0] - pow(0.9, 6)) <= 1e-6 && fabs(scalars[1] - pow(0.999, 6)) <= 1e-6,
+          "beta powers after 5 steps (%.9g, %.9g), want (%.9g, %.9g)", scalars[0], scalars[1], pow(0.9, 6), pow(0.999, 6));
+    /* A gradient of 0 from the start leaves the element where it is (m = v = 0). */
+    for (int s = 0; s < CF_STEPS; s++) CHECK(got[s][2] == CF_P0[2], "adam moved an element whose gradient is 0");
+}
+
+static void test_adamw(void) {
+    OptimizerConfig cfg;
+    optimizer_config_defaults(&cfg);
+    cfg.kind = OPT_ADAMW;
+    cfg.epsilon = 1e-7f;
+    cfg.weight_decay = 0.5f;
+    const OptSlot *info;
+    CHECK(optimizer_slots(&cfg, &info) == 2 && !strcmp(info[0].name, "AdamW") && !strcmp(info[1].name, "AdamW_1"),
+          "adamw's slots are AdamW, AdamW_1");
+    float got[CF_STEPS][CF_N];
+    double want[CF_STEPS][CF_N];
+    cf_run(&cfg, got, NULL);
+    adam_closed_form(0.9f, 0.999f, 1e-7f, 0.5f, want);
+    cf_compare("adamw", got, want, 2e-6);
+    /* The decay uses lr, not lr_t: with g = 0 always, var_t = var_0 (1 - wd lr)^t exactly in closed form
+     * (lr_t would give (1 - wd lr_1) = 1 - 0.5 * 0.0316 at step 1). */
+    for (int s = 0; s < CF_STEPS; s++) {
+        const double w = CF_P0[2] * pow(1 - 0.5 * CF_LR, s + 1);
+        CHECK(fabs(got[s][2] - w) <= 1e-6 * fabs(w), "adamw decay of a gradient-free element at step %d: %.9g, want %.9g "
+              "(var -= var * wd * lr)", s + 1, got[s][2], w);
+    }
+}
+
+/* rmsprop (TF1): ms starts at 1; centered subtracts mg^2 under the root. */
+static void rmsprop_closed_form(double rho, double mom_m, double eps, int centered, double want[CF_STEPS][CF_N]) {
+    double p[CF_N], ms[CF_N], mg[CF_N] = {0}, mom[CF_N] = {0};
+    for (int i = 0; i < CF_N; i++) p[i] = CF_P0[i], ms[i] = 1.0;
+    for (int s = 0; s < CF_STEPS; s++)
+        for (int i = 0; i < CF_N; i++) {
+            const double g = CF_G[s][i];
+            ms[i] = rho * ms[i] + (1 - rho) * g * g;
+            mg[i] = rho * mg[i] + (1 - rho) * g;
+            const double den = centered ? ms[i] - mg[i] * mg[i] + eps : ms[i] + eps;
+            mom[i] = mom_m * mom[i] + CF_LR * g / sqrt(den);
+            p[i] -= mom[i];
+            want[s][i] = p[i];
+        }
+}
+
+static void test_rmsprop(void) {
+    for (int centered = 0; centered <= 1; centered++) {
+        for (int with_momentum = 0; with_momentum <= 1; with_momentum++) {
+            OptimizerConfig cfg;
+            optimizer_config_defaults(&cfg);
+            cfg.kind = OPT_RMSPROP;
+            cfg.centered = centered;
+            cfg.rms_momentum = with_momentum ? 0.5f : 0.0f;
+            const OptSlot *info;
+            const int n = optimizer_slots(&cfg, &info);
+            CHECK(n == 2 + centered && !strcmp(info[0].name, "RMSProp") && info[0].init == 1.0f &&
+                      !strcmp(info[n - 1].name, centered ? "RMSProp_2" : "RMSProp_1"),
+                  "rmsprop (centered %d) slots: RMSProp (ones), then %s", centered, centered ? "RMSProp_1, RMSProp_2" : "RMSProp_1");
+            float got[CF_STEPS][CF_N];
+            double want[CF_STEPS][CF_N];
+            cf_run(&cfg, got, NULL);
+            rmsprop_closed_form(0.9f, cfg.rms_momentum, 1e-10f, centered, want);
+            char what[64];
+            snprintf(what, sizeof what, "rmsprop (centered %d, momentum %.1f)", centered, cfg.rms_momentum);
+            cf_compare(what, got, want, 2e-6);
+        }
+    }
+    /* The mean squares start at ONE (TF1): step 1 moves by lr g / sqrt(0.9 + 0.1 g^2), not by lr g / sqrt(0.1 g^2). */
+    OptimizerConfig cfg;
+    optimizer_config_defaults(&cfg);
+    cfg.kind = OPT_RMSPROP;
+    float got[CF_STEPS][CF_N];
+    cf_run(&cfg, got, NULL);
+    const double g = CF_G[0][1], want = CF_P0[1] - CF_LR * g / sqrt(0.9 + 0.1 * g * g);
+    CHECK(fabs(got[0][1] - want) <= 1e-6 * fabs(want), "rmsprop step 1 = %.9g, want %.9g (ms starts at 1)", got[0][1], want);
+}
+
+/* Every entry on 100,003 elements (past the OpenMP threshold, and not a
+ * multiple of any vector width): 1 and 2 threads give the same bits. */
+static void test_threads_every_entry(void) {
+    const size_t n = 100003;
+    float *base = malloc(4 * n * sizeof(float)), *p1 = malloc(4 * n * sizeof(float)), *p2 = malloc(4 * n * sizeof(float));
+    float *g = malloc(n * sizeof(float));
+    for (size_t i = 0; i < 4 * n; i++) base[i] = 0.05f + (float)((i * 2654435761u) % 1000) * 1e-3f;
+    for (size_t i = 0; i < n; i++) g[i] = (float)((int)((i * 40503u) % 2001) - 1000) * 1e-3f;
+    for (int k = 0; k < OPT_N_KINDS; k++) {
+        OptimizerConfig cfg;
+        optimizer_config_defaults(&cfg);
+        cfg.kind = (OptimizerKind)k;
+        cfg.centered = 1;
+        cfg.rms_momentum = 0.5f;
+        float *runs[2] = {p1, p2};
+        for (int r = 0; r < 2; r++) {
+            memcpy(runs[r], base, 4 * n * sizeof(float));
+            float *slots[OPT_MAX_SLOTS] = {runs[r] + n, runs[r] + 2 * n, runs[r] + 3 * n};
+            float scalars[OPT_MAX_SCALARS] = {0.9f, 0.999f};
+            omp_set_num_threads(r + 1);
+            for (int step = 0; step < 2; step++) optimizer_apply(runs[r], slots, scalars, g, n, 0.01f, step, &cfg);
+        }
+        CHECK(memcmp(p1, p2, 4 * n * sizeof(float)) == 0, "%s: 1 and 2 threads differ", optimizer_i((OptimizerKind)k)->name);
+    }
+    free(base), free(p1), free(p2), free(g);
+}
+
+/* The table: names round-trip, every entry complete, defaults. */
+static void test_table(void) {
+    for (int k = 0; k < OPT_N_KINDS; k++) {
+        const OptimizerI *o = optimizer_i((OptimizerKind)k);
+        OptimizerKind back;
+        char err[128];
+        CHECK(o && o->name && o->slots && o->prepare && o->apply && (o->n_scalars == 0 || (o->init_scalars && o->finish)),
+              "table entry %d incomplete", k);
+        CHECK(o && optimizer_kind_from_name(o->name, &back, err, sizeof err) == 0 && back == (OptimizerKind)k,
+              "name of entry %d does not select it", k);
+    }
+    OptimizerKind kind;
+    char err[128];
+    CHECK(optimizer_kind_from_name("adagrad", &kind, err, sizeof err) == -1 &&
+              !strcmp(err, "--optimizer 'adagrad': expected sgd, momentum, adam, rmsprop or adamw"), "unknown name: %s", err);
+    CHECK(optimizer_i(OPT_N_KINDS) == NULL, "kind outside the table");
+    CHECK(optimizer_default_lr(OPT_MOMENTUM) == 0.01f && optimizer_default_lr(OPT_ADAM) == 0.001f &&
+          optimizer_default_lr(OPT_RMSPROP) == 0.001f && optimizer_default_lr(OPT_ADAMW) == 0.001f, "default learning rates");
+}
+
 int main(void) {
     test_sgd();
     test_momentum_plain();
@@ -220,6 +432,11 @@ int main(void) {
     test_large_arrays_match_tf_order();
     test_lr_schedule();
     test_ema();
+    test_table();
+    test_threads_every_entry();
+    test_adam();
+    test_adamw();
+    test_rmsprop();
     if (check_failures) fprintf(stderr, "test_ps_optimizer: %d check(s) failed\n", check_failures);
     else printf("test_ps_optimizer: all checks passed\n");
     return check_failures ? 1 : 0;

@@ -38,9 +38,17 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->gpus = "";
     o->num_classes = 10;
     o->image_size = 24;
-    o->learning_rate = 0.01f;
+    o->learning_rate = NAN;
     o->momentum = 0.9f;
     o->nesterov = 1;
+    o->adam_beta1 = 0.9f;
+    o->adam_beta2 = 0.999f;
+    o->adam_epsilon = NAN;
+    o->weight_decay = 0.004f;
+    o->rmsprop_decay = 0.9f;
+    o->rmsprop_momentum = 0.0f;
+    o->rmsprop_epsilon = 1e-10f;
+    o->rmsprop_centered = 0;
     o->lr_decay_factor = 0.1f;
     o->num_epochs_per_decay = 0.0f;
     o->moving_average_decay = 0.9999f;
@@ -296,8 +304,12 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
     const TrainModeI *m = train_mode(tr->mode);
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: variables: %zu floats (%.1f MiB) of model %s in %s on /cpu:0, with momentum slots and moving averages beside them%s\n",
+    char slots[128] = "no slots";
+    for (int k = 0, n = 0; k < tr->ps->n_slots && n >= 0 && (size_t)n < sizeof slots; k++)
+        n += snprintf(slots + n, sizeof slots - (size_t)n, "%s%s", k ? ", " : "slots ", tr->ps->slot_info[k].name);
+    printf("%s: variables: %zu floats (%.1f MiB) of model %s in %s on /cpu:0, with %s's %s and moving averages beside them%s\n",
            ts, tr->spec.n_params, tr->spec.n_params * 4.0 / (1024 * 1024), tr->spec.name, tr->alloc.kind,
+           optimizer_name(&tr->ps->cfg.opt), slots,
            m->needs_gpu_towers ? " (a copy for checkpoints; the trained ones live on the GPUs)" : "");
     for (int t = 0; t < tr->n_towers; t++) {
         char d[256];
@@ -515,11 +527,17 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     PsConfig pc;
     ps_config_defaults(&pc);
     if (optimizer_kind_from_name(o->optimizer, &pc.opt.kind, err, err_n_bytes) != 0) goto fail;
-    if (pc.opt.kind == OPT_MOMENTUM) {
-        pc.opt.momentum = o->momentum;
-        pc.opt.nesterov = o->nesterov;
-    }
-    pc.lr.initial_lr = o->learning_rate;
+    pc.opt.momentum = o->momentum;
+    pc.opt.nesterov = o->nesterov;
+    pc.opt.beta1 = o->adam_beta1;
+    pc.opt.beta2 = o->adam_beta2;
+    pc.opt.epsilon = !isnan(o->adam_epsilon) ? o->adam_epsilon : optimizer_default_adam_epsilon(pc.opt.kind);
+    pc.opt.weight_decay = o->weight_decay;
+    pc.opt.rms_decay = o->rmsprop_decay;
+    pc.opt.rms_momentum = o->rmsprop_momentum;
+    pc.opt.rms_epsilon = o->rmsprop_epsilon;
+    pc.opt.centered = o->rmsprop_centered;
+    pc.lr.initial_lr = !isnan(o->learning_rate) ? o->learning_rate : optimizer_default_lr(pc.opt.kind);
     pc.lr.decay_factor = o->lr_decay_factor;
     pc.lr.staircase = 1;
     pc.lr.decay_steps = 0;

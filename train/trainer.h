@@ -71,7 +71,7 @@ typedef struct {
     const char *data;               /* comma-separated globs of TFRecord files */
     const char *train_dir;
     const char *device;             /* "cpu" | "gpu" | "auto" */
-    const char *optimizer;          /* "momentum" | "sgd" */
+    const char *optimizer;          /* "momentum" | "sgd" | "adam" | "rmsprop" | "adamw" (ps/optimizer.h) */
     const char *image_key, *label_key;
     const char *compression;        /* "auto" | "none" | "gzip" | "zlib" */
     const char *shard_sizes;        /* "" (equal) or e.g. "80,48": examples per tower */
@@ -84,9 +84,14 @@ typedef struct {
     int deterministic;              /* GPU towers: only cuDNN algorithms cuDNN calls deterministic, else an error */
     int num_classes;
     int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop) */
-    float learning_rate;
+    float learning_rate;            /* NAN: the optimizer's default (optimizer_default_lr) */
     float momentum;
     int nesterov;
+    float adam_beta1, adam_beta2;   /* adam, adamw: 0.9, 0.999 */
+    float adam_epsilon;             /* adam, adamw; NAN: 1e-8 for adam (TF1), 1e-7 for adamw (Keras) */
+    float weight_decay;             /* adamw: decoupled weight decay, 0.004 (Keras) */
+    float rmsprop_decay, rmsprop_momentum, rmsprop_epsilon; /* rmsprop: 0.9, 0, 1e-10 */
+    int rmsprop_centered;           /* rmsprop: centered (ApplyCenteredRMSProp) */
     float lr_decay_factor;
     float num_epochs_per_decay;     /* 0: constant learning rate */
     long num_examples_per_epoch;    /* 0: count the records of --data */

@@ -36,13 +36,13 @@ static void put_le32(uint8_t *p, uint32_t v) {
 
 /* The fixed server and a copy of its state, to see that a refused load leaves it alone. */
 static ParamServer *fixed;
-static float *fixed_copy; /* (3 * n_params) params, accum, ema */
+static float *fixed_copy; /* (3 * n_params) params, the Momentum slot, ema */
 static long fixed_step;
 
 static void snapshot_fixed(void) {
     size_t n = fixed->spec.n_params;
     memcpy(fixed_copy, fixed->params, n * sizeof(float));
-    memcpy(fixed_copy + n, fixed->accum, n * sizeof(float));
+    memcpy(fixed_copy + n, fixed->slots[0], n * sizeof(float));
     memcpy(fixed_copy + 2 * n, fixed->ema, n * sizeof(float));
     fixed_step = fixed->global_step;
 }
@@ -54,7 +54,7 @@ static void setup(void) {
     PsConfig pc;
     ps_config_defaults(&pc);
     fixed = ps_create(&spec, 1, &pc, host_alloc_default(), 1);
-    FUZZ_REQUIRE(fixed && fixed->accum && fixed->ema, "ps_create failed");
+    FUZZ_REQUIRE(fixed && fixed->slots[0] && fixed->ema, "ps_create failed");
     fixed_copy = malloc(3 * spec.n_params * sizeof(float));
     FUZZ_REQUIRE(fixed_copy != NULL, "out of memory");
     snapshot_fixed();
@@ -63,7 +63,7 @@ static void setup(void) {
 static void check_fixed_unchanged(void) {
     size_t n = fixed->spec.n_params;
     FUZZ_REQUIRE(!memcmp(fixed_copy, fixed->params, n * sizeof(float)) &&
-                     !memcmp(fixed_copy + n, fixed->accum, n * sizeof(float)) &&
+                     !memcmp(fixed_copy + n, fixed->slots[0], n * sizeof(float)) &&
                      !memcmp(fixed_copy + 2 * n, fixed->ema, n * sizeof(float)) && fixed_step == fixed->global_step,
                  "a refused ckpt_load changed the server");
 }
@@ -74,7 +74,7 @@ static void read_and_reload(const char *path) {
     char err[1024];
     if (ckpt_read(path, &c, err, sizeof err) != 0) {
         fuzz_require_line(err, path, "ckpt_read");
-        FUZZ_REQUIRE(!c.params && !c.accum && !c.ema && c.n_params == 0, "ckpt_read failed without zeroing its output");
+        FUZZ_REQUIRE(!c.params && !c.slots[0] && c.n_slots == 0 && !c.ema && c.n_params == 0, "ckpt_read failed without zeroing its output");
         return;
     }
     ModelSpec spec;
@@ -91,7 +91,9 @@ static void read_and_reload(const char *path) {
     FUZZ_REQUIRE(c.global_step >= 0, "ckpt_read: global_step %ld", c.global_step);
     PsConfig pc;
     ps_config_defaults(&pc);
-    if (!c.accum) pc.opt.kind = OPT_SGD;
+    /* Momentum slots alone resume momentum; anything else loads into sgd, which takes any slots. */
+    const int momentum = c.n_slots == 1 && !strcmp(c.slot_names[0], "Momentum");
+    if (!momentum) pc.opt.kind = OPT_SGD;
     if (!c.ema) pc.ema_decay = 0.0f;
     ParamServer *ps = ps_create(&spec, 1, &pc, host_alloc_default(), 2);
     FUZZ_REQUIRE(ps != NULL, "ps_create failed for the model ckpt_read accepted");
@@ -100,7 +102,7 @@ static void read_and_reload(const char *path) {
     FUZZ_REQUIRE(ckpt_load(path, ps, &run, err, sizeof err) == 0, "ckpt_read accepted the file but ckpt_load refuses it: %s", err);
     size_t nb = c.n_params * sizeof(float);
     FUZZ_REQUIRE(!memcmp(ps->params, c.params, nb), "ckpt_load and ckpt_read restored different variables");
-    FUZZ_REQUIRE(!c.accum || !memcmp(ps->accum, c.accum, nb), "ckpt_load and ckpt_read restored different momentum");
+    FUZZ_REQUIRE(!momentum || !memcmp(ps->slots[0], c.slots[0], nb), "ckpt_load and ckpt_read restored different momentum");
     FUZZ_REQUIRE(!c.ema || !memcmp(ps->ema, c.ema, nb), "ckpt_load and ckpt_read restored different moving averages");
     FUZZ_REQUIRE(ps->global_step == c.global_step && run.seed == c.run.seed && run.examples_consumed == c.run.examples_consumed &&
                      run.n_towers == c.run.n_towers && run.batch_size == c.run.batch_size,
