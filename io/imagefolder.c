@@ -51,7 +51,7 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
 /* libpng's low-level reader with only the format transforms (no gamma or
  * colour-space conversion, as PIL): 16-bit keeps the high byte, palettes
  * and 1/2/4-bit grey expand, grey becomes RGB, alpha is dropped. */
-static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+static int decode_png(const char *path, size_t max_pixels, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
     FILE *volatile f = fopen(path, "rb");
     uint8_t *volatile buf = NULL;
     png_bytep *volatile rows = NULL;
@@ -81,9 +81,9 @@ static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
-    if (w == 0 || h == 0 || (size_t)w * h > IMAGEFOLDER_MAX_PIXELS) {
+    if (w == 0 || h == 0 || (size_t)w * h > max_pixels) {
         snprintf(err, err_n, "%s: PNG of %u x %u pixels (at most %zu pixels are read)", path, (unsigned)w, (unsigned)h,
-                 IMAGEFOLDER_MAX_PIXELS);
+                 max_pixels);
         png_destroy_read_struct(&png, &info, NULL);
         fclose(f);
         return -1;
@@ -145,7 +145,26 @@ static void jpeg_on_message(j_common_ptr cinfo, int level) {
     if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1;
 }
 
-static int decode_jpeg(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+/* The size the image is scaled to before the centre crop (both sides S for
+ * IMAGEFOLDER_RESIZE; torchvision's Resize(S) for IMAGEFOLDER_CENTER_CROP). */
+static void target_size(int S, ImageFolderResizeMode mode, int H, int W, int *tH, int *tW) {
+    *tH = *tW = S;
+    if (mode == IMAGEFOLDER_CENTER_CROP) {
+        /* torchvision Resize(S): the shorter side becomes S, the longer int(S * long / short). */
+        if (H <= W) *tW = (int)((double)S * W / H);
+        else *tH = (int)((double)S * H / W);
+        if (*tW < S) *tW = S;
+        if (*tH < S) *tH = S;
+    }
+}
+
+/* JPEG to RGB.  S > 0: decode at the smallest of libjpeg's scales M/8
+ * (M = 1..8) whose output still covers the target size of (S, mode) on
+ * both sides (*scale_eighths = M; 8 = full size); S = 0: full size.
+ * *orig_H, *orig_W: the stored size.  The decoded image is at most
+ * max_pixels pixels. */
+static int decode_jpeg(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
+                       int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     struct jpeg_decompress_struct cinfo;
     JpegError jerr;
     FILE *volatile f = fopen(path, "rb");
@@ -166,16 +185,37 @@ static int decode_jpeg(const char *path, uint8_t **pixels, int *H, int *W, char 
         return -1;
     }
     jpeg_create_decompress(&cinfo);
+    /* libjpeg's own buffers (a progressive JPEG holds all its coefficients) count against the bound. */
+    cinfo.mem->max_memory_to_use = (long)(max_pixels < ((size_t)1 << 40) ? max_pixels * 8 : (size_t)1 << 43);
     jpeg_stdio_src(&cinfo, f);
     jpeg_read_header(&cinfo, TRUE);
-    if ((size_t)cinfo.image_width * cinfo.image_height > IMAGEFOLDER_MAX_PIXELS) {
-        snprintf(err, err_n, "%s: JPEG of %u x %u pixels (at most %zu pixels are read)", path, cinfo.image_width,
-                 cinfo.image_height, IMAGEFOLDER_MAX_PIXELS);
+    cinfo.out_color_space = JCS_RGB;
+    *orig_H = (int)cinfo.image_height;
+    *orig_W = (int)cinfo.image_width;
+    int M = 8;
+    if (S > 0) {
+        int tH, tW;
+        target_size(S, mode, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
+        for (int m = 1; m < 8; m++) {
+            cinfo.scale_num = (unsigned)m;
+            cinfo.scale_denom = 8;
+            jpeg_calc_output_dimensions(&cinfo);
+            if ((int)cinfo.output_height >= tH && (int)cinfo.output_width >= tW) {
+                M = m;
+                break;
+            }
+        }
+        cinfo.scale_num = (unsigned)M;
+        cinfo.scale_denom = 8;
+    }
+    jpeg_calc_output_dimensions(&cinfo);
+    if ((size_t)cinfo.output_width * cinfo.output_height > max_pixels) {
+        snprintf(err, err_n, "%s: JPEG of %u x %u pixels%s (at most %zu pixels are read)", path, cinfo.image_width,
+                 cinfo.image_height, M < 8 ? " even at its reduced scale" : "", max_pixels);
         jpeg_destroy_decompress(&cinfo);
         fclose(f);
         return -1;
     }
-    cinfo.out_color_space = JCS_RGB;
     jpeg_start_decompress(&cinfo);
     size_t row_n_bytes = (size_t)cinfo.output_width * 3;
     buf = malloc(row_n_bytes * cinfo.output_height);
@@ -200,11 +240,12 @@ static int decode_jpeg(const char *path, uint8_t **pixels, int *H, int *W, char 
         return -1;
     }
     *pixels = buf;
+    *scale_eighths = M;
     return 0;
 }
 
-int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
-    *pixels = NULL;
+/* The format from the first bytes: 1 PNG, 2 JPEG, or -1 with err. */
+static int sniff_format(const char *path, char *err, size_t err_n) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
@@ -214,12 +255,30 @@ int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char 
     size_t got = fread(magic, 1, sizeof magic, f);
     fclose(f);
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (got == 8 && !memcmp(magic, png_sig, 8)) return decode_png(path, pixels, H, W, err, err_n);
-    if (got >= 3 && magic[0] == 0xff && magic[1] == 0xd8 && magic[2] == 0xff)
-        return decode_jpeg(path, pixels, H, W, err, err_n);
+    if (got == 8 && !memcmp(magic, png_sig, 8)) return 1;
+    if (got >= 3 && magic[0] == 0xff && magic[1] == 0xd8 && magic[2] == 0xff) return 2;
     if (got == 0) snprintf(err, err_n, "%s: empty file, not an image", path);
     else snprintf(err, err_n, "%s: not a PNG or JPEG image (first bytes %02x %02x)", path, magic[0], got > 1 ? magic[1] : 0);
     return -1;
+}
+
+int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
+                              int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+    *pixels = NULL;
+    *scale_eighths = 8;
+    int kind = sniff_format(path, err, err_n);
+    if (kind < 0) return -1;
+    if (kind == 2) return decode_jpeg(path, S, mode, max_pixels, pixels, H, W, orig_H, orig_W, scale_eighths, err, err_n);
+    if (decode_png(path, max_pixels, pixels, H, W, err, err_n) != 0) return -1;
+    *orig_H = *H;
+    *orig_W = *W;
+    return 0;
+}
+
+int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+    int oh, ow, m;
+    return imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, IMAGEFOLDER_MAX_PIXELS, pixels, H, W, &oh, &ow, &m, err,
+                                     err_n);
 }
 
 /* ---------------------------------------------------------------- resampling */
@@ -399,33 +458,25 @@ static int center_crop_offset(int scaled, int size) {
     return (d % 2 && k % 2) ? k + 1 : k;
 }
 
-/* Into st->out: RGB (H, W, 3) resized or centre-cropped, then channels converted. */
-static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
-    int S = st->cfg.image_size;
-    int tH = S, tW = S; /* size to scale to before cropping */
-    if (st->cfg.mode == IMAGEFOLDER_CENTER_CROP) {
-        /* torchvision Resize(S): the shorter side becomes S, the longer int(S * long / short). */
-        if (H <= W) tW = (int)((double)S * W / H);
-        else tH = (int)((double)S * H / W);
-        if (tW < S) tW = S;
-        if (tH < S) tH = S;
-    }
+int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint8_t *rgb, int H, int W,
+                          int orig_H, int orig_W, ImageFolderScratch *scr) {
+    int tH, tW; /* size to scale to before cropping, from the stored size */
+    target_size(S, mode, orig_H, orig_W, &tH, &tW);
     size_t need = (size_t)tH * tW * 3;
-    if (need > st->scaled_n_bytes) {
-        uint8_t *b = realloc(st->scaled, need);
+    if (need > scr->scaled_n_bytes) {
+        uint8_t *b = realloc(scr->scaled, need);
         if (!b) return -1;
-        st->scaled = b;
-        st->scaled_n_bytes = need;
+        scr->scaled = b;
+        scr->scaled_n_bytes = need;
     }
-    if (imagefolder_resize(st->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
+    if (imagefolder_resize(scr->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
     /* torchvision CenterCrop: top = int(round((h - S) / 2.)), left likewise, with
      * Python 3's round, which takes a half to the even neighbour (4.5 -> 4). */
     int top = center_crop_offset(tH, S), left = center_crop_offset(tW, S);
-    int C = st->cfg.channels;
     for (int y = 0; y < S; y++)
         for (int x = 0; x < S; x++) {
-            const uint8_t *p = st->scaled + ((size_t)(y + top) * tW + (x + left)) * 3;
-            uint8_t *q = st->out + ((size_t)y * S + x) * C;
+            const uint8_t *p = scr->scaled + ((size_t)(y + top) * tW + (x + left)) * 3;
+            uint8_t *q = out + ((size_t)y * S + x) * C;
             if (C == 3) {
                 q[0] = p[0];
                 q[1] = p[1];
@@ -435,6 +486,34 @@ static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
             }
         }
     return 0;
+}
+
+void imagefolder_scratch_free(ImageFolderScratch *scr) {
+    free(scr->scaled);
+    scr->scaled = NULL;
+    scr->scaled_n_bytes = 0;
+}
+
+int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
+                     int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
+    uint8_t *rgb;
+    int H, W, oH, oW;
+    if (imagefolder_decode_scaled(path, scaled ? S : 0, mode, max_pixels, &rgb, &H, &W, &oH, &oW, scale_eighths, err,
+                                  err_n) != 0)
+        return -1;
+    int tH, tW;
+    target_size(S, mode, oH, oW, &tH, &tW);
+    /* The resampler's buffers: (H, tW) floats after the first pass, (tH, tW) bytes after the second. */
+    if ((size_t)H * (size_t)tW > max_pixels || (size_t)tH * (size_t)tW > max_pixels || H > 65535 || W > 65535) {
+        snprintf(err, err_n, "%s: a %d x %d image does not scale to %d x %d within %zu pixels", path, oW, oH, tW, tH,
+                 max_pixels);
+        free(rgb);
+        return -1;
+    }
+    int rc = imagefolder_transform(out, S, C, mode, rgb, H, W, oH, oW, scr);
+    free(rgb);
+    if (rc != 0) snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", path, W, H);
+    return rc;
 }
 
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
@@ -451,7 +530,10 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             st->n_skipped++;
             continue;
         }
-        int rc = folder_transform(st, rgb, H, W);
+        ImageFolderScratch scr = {st->scaled, st->scaled_n_bytes};
+        int rc = imagefolder_transform(st->out, st->cfg.image_size, st->cfg.channels, st->cfg.mode, rgb, H, W, H, W, &scr);
+        st->scaled = scr.scaled;
+        st->scaled_n_bytes = scr.scaled_n_bytes;
         free(rgb);
         if (rc != 0) {
             snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", f->path, H, W);
@@ -749,4 +831,54 @@ int imagefolder_write_labels(const ConvertSource *src, const char *path, char *e
     }
     free(tmp);
     return 0;
+}
+
+long imagefolder_n_files(const ConvertSource *src) { return ((const FolderState *)src->state)->n_files; }
+
+const char *imagefolder_file(const ConvertSource *src, long i, int *label) {
+    const FolderState *st = src->state;
+    *label = st->files[i].label;
+    return st->files[i].path;
+}
+
+int imagefolder_is_folder(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    char **names;
+    int n, found = 0;
+    if (list_dir(path, &names, &n) != 0) return 0;
+    size_t len = strlen(path);
+    for (int i = 0; i < n && !found; i++) {
+        char *p = malloc(len + strlen(names[i]) + 2);
+        if (!p) break;
+        sprintf(p, "%s/%s", path, names[i]);
+        found = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(p);
+    }
+    free_names(names, n);
+    return found;
+}
+
+size_t imagefolder_listing_n_bytes(const char *dir) {
+    char **classes;
+    int n_classes;
+    if (list_dir(dir, &classes, &n_classes) != 0) return 0;
+    size_t dir_len = strlen(dir), total = 0;
+    for (int c = 0; c < n_classes; c++) {
+        size_t cdir_len = dir_len + strlen(classes[c]) + 2;
+        total += 2 * (strlen(classes[c]) + 1 + sizeof(char *)) + sizeof(int);
+        char *cdir = malloc(cdir_len);
+        if (!cdir) break;
+        snprintf(cdir, cdir_len, "%s/%s", dir, classes[c]);
+        char **names;
+        int n_names;
+        if (list_dir(cdir, &names, &n_names) == 0) {
+            /* each file: its path and its FolderFile, in an array doubled as it grows */
+            for (int i = 0; i < n_names; i++) total += cdir_len + strlen(names[i]) + 1 + 2 * sizeof(FolderFile);
+            free_names(names, n_names);
+        }
+        free(cdir);
+    }
+    free_names(classes, n_classes);
+    return total + 256 * sizeof(FolderFile) + sizeof(FolderState) + sizeof(ConvertSource);
 }
