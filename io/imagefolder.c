@@ -158,9 +158,12 @@ static void target_size(int S, ImageFolderResizeMode mode, int H, int W, int *tH
     }
 }
 
-/* JPEG to RGB.  S > 0: decode at the smallest of libjpeg's scales M/8
- * (M = 1..8) whose output still covers the target size of (S, mode) on
- * both sides (*scale_eighths = M; 8 = full size); S = 0: full size.
+/* JPEG to RGB.  S > 0: decode at the smallest of libjpeg's scales 1/8,
+ * 1/4, 1/2 whose output still covers the target size of (S, mode) on both
+ * sides (*scale_eighths = M of M/8; 8 = full size); S = 0: full size.
+ * Only these three: libjpeg-turbo has SIMD inverse DCTs for them (and the
+ * full size), while its other scales (3/8, 5/8, ...) run plain C and
+ * measured slower than a full decode (bench/RESULTS.md).
  * *orig_H, *orig_W: the stored size.  The decoded image is at most
  * max_pixels pixels. */
 static int decode_jpeg(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
@@ -196,7 +199,7 @@ static int decode_jpeg(const char *path, int S, ImageFolderResizeMode mode, size
     if (S > 0) {
         int tH, tW;
         target_size(S, mode, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
-        for (int m = 1; m < 8; m++) {
+        for (int m = 1; m < 8; m *= 2) {
             cinfo.scale_num = (unsigned)m;
             cinfo.scale_denom = 8;
             jpeg_calc_output_dimensions(&cinfo);
@@ -328,39 +331,88 @@ static int resample_coeffs(int in_size, int out_size, int **first, int **count, 
     return ksize;
 }
 
+/* The weights of resample_coeffs as floats, (out_size, ksize).  NULL when memory is short. */
+static float *coeffs_float(int in_size, int out_size, int **first, int **count, int *ksize) {
+    double *k;
+    *ksize = resample_coeffs(in_size, out_size, first, count, &k);
+    if (*ksize < 0) return NULL;
+    float *kf = malloc((size_t)out_size * (size_t)*ksize * sizeof *kf);
+    if (kf)
+        for (size_t i = 0; i < (size_t)out_size * (size_t)*ksize; i++) kf[i] = (float)k[i];
+    free(k);
+    if (!kf) {
+        free(*first);
+        free(*count);
+    }
+    return kf;
+}
+
+/* v rounded to nearest and clamped to [0, 255], without branches. */
+static inline uint8_t round_u8(float v) {
+    v += 0.5f;
+    v = v > 0.0f ? v : 0.0f;
+    v = v < 255.0f ? v : 255.0f;
+    return (uint8_t)(int)v;
+}
+
+/* Two separable passes in float: columns first into tmp (dH, sW, C), a
+ * whole row at a time (the inner loop runs along the contiguous row, so the
+ * compiler vectorizes it), then rows (3 channels at once), rounded to
+ * nearest.  Columns first leaves the scalar pass the fewer rows when
+ * shrinking. */
 int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C) {
+    if (C < 1 || C > 16) return -1;
     if (dH == sH && dW == sW) {
         memcpy(dst, src, (size_t)sH * sW * C);
         return 0;
     }
-    int *xf = NULL, *xc = NULL, *yf = NULL, *yc = NULL;
-    double *xk = NULL, *yk = NULL;
-    float *tmp = malloc((size_t)sH * dW * C * sizeof(float)); /* (sH, dW, C) after the horizontal pass */
-    int xks = resample_coeffs(sW, dW, &xf, &xc, &xk);
-    int yks = xks < 0 ? -1 : resample_coeffs(sH, dH, &yf, &yc, &yk);
-    if (!tmp || xks < 0 || yks < 0) {
+    int *xf = NULL, *xc = NULL, *yf = NULL, *yc = NULL, xks = 0, yks = 0;
+    const size_t in_row_n = (size_t)sW * C;
+    float *tmp = malloc((size_t)dH * in_row_n * sizeof(float)); /* (dH, sW, C) after the vertical pass */
+    float *xk = coeffs_float(sW, dW, &xf, &xc, &xks);
+    float *yk = xk ? coeffs_float(sH, dH, &yf, &yc, &yks) : NULL;
+    if (!tmp || !xk || !yk) {
         free(tmp);
-        if (xks >= 0) free(xf), free(xc), free(xk);
-        if (yks >= 0) free(yf), free(yc), free(yk);
+        if (xk) free(xf), free(xc), free(xk);
+        if (yk) free(yf), free(yc), free(yk);
         return -1;
     }
-    for (int y = 0; y < sH; y++)
-        for (int x = 0; x < dW; x++)
-            for (int c = 0; c < C; c++) {
-                const double *kk = xk + (size_t)x * xks;
-                double s = 0.0;
-                for (int i = 0; i < xc[x]; i++) s += kk[i] * src[((size_t)y * sW + xf[x] + i) * C + c];
-                tmp[((size_t)y * dW + x) * C + c] = (float)s;
+    for (int y = 0; y < dH; y++) {
+        const float *kk = yk + (size_t)y * yks;
+        float *acc = tmp + (size_t)y * in_row_n;
+        for (size_t j = 0; j < in_row_n; j++) acc[j] = 0.0f;
+        for (int i = 0; i < yc[y]; i++) {
+            const float w = kk[i];
+            const uint8_t *r = src + (size_t)(yf[y] + i) * in_row_n;
+            for (size_t j = 0; j < in_row_n; j++) acc[j] += w * (float)r[j];
+        }
+    }
+    for (int y = 0; y < dH; y++) {
+        const float *row = tmp + (size_t)y * in_row_n;
+        uint8_t *d = dst + (size_t)y * dW * C;
+        for (int x = 0; x < dW; x++) {
+            const float *kk = xk + (size_t)x * xks;
+            const float *p = row + (size_t)xf[x] * C;
+            const int n = xc[x];
+            if (C == 3) {
+                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
+                for (int i = 0; i < n; i++) {
+                    a0 += kk[i] * p[3 * i];
+                    a1 += kk[i] * p[3 * i + 1];
+                    a2 += kk[i] * p[3 * i + 2];
+                }
+                d[3 * x] = round_u8(a0);
+                d[3 * x + 1] = round_u8(a1);
+                d[3 * x + 2] = round_u8(a2);
+            } else {
+                for (int c = 0; c < C; c++) {
+                    float a = 0.0f;
+                    for (int i = 0; i < n; i++) a += kk[i] * p[i * C + c];
+                    d[(size_t)x * C + c] = round_u8(a);
+                }
             }
-    for (int y = 0; y < dH; y++)
-        for (int x = 0; x < dW; x++)
-            for (int c = 0; c < C; c++) {
-                const double *kk = yk + (size_t)y * yks;
-                double s = 0.0;
-                for (int i = 0; i < yc[y]; i++) s += kk[i] * tmp[((size_t)(yf[y] + i) * dW + x) * C + c];
-                double r = floor(s + 0.5);
-                dst[((size_t)y * dW + x) * C + c] = (uint8_t)(r < 0.0 ? 0.0 : r > 255.0 ? 255.0 : r);
-            }
+        }
+    }
     free(tmp);
     free(xf), free(xc), free(xk);
     free(yf), free(yc), free(yk);
@@ -503,8 +555,8 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
         return -1;
     int tH, tW;
     target_size(S, mode, oH, oW, &tH, &tW);
-    /* The resampler's buffers: (H, tW) floats after the first pass, (tH, tW) bytes after the second. */
-    if ((size_t)H * (size_t)tW > max_pixels || (size_t)tH * (size_t)tW > max_pixels || H > 65535 || W > 65535) {
+    /* The resampler's buffers: (tH, W) floats after the first pass, (tH, tW) bytes after the second. */
+    if ((size_t)tH * (size_t)W > max_pixels || (size_t)tH * (size_t)tW > max_pixels || H > 65535 || W > 65535) {
         snprintf(err, err_n, "%s: a %d x %d image does not scale to %d x %d within %zu pixels", path, oW, oH, tW, tH,
                  max_pixels);
         free(rgb);

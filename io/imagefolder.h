@@ -117,7 +117,7 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
 
 /* One file to out (S, S, C): imagefolder_decode_scaled (scaled 0: full
  * size, as tower convert) + imagefolder_transform.  Refuses images whose
- * decoded size or resampling buffers ((H, tW) and (tH, tW)) exceed
+ * decoded size or resampling buffers ((tH, W) and (tH, tW)) exceed
  * max_pixels, or with a side over 65535, so that a worker's memory is
  * bounded by max_pixels (the input pipeline's bound).  *scale_eighths as
  * imagefolder_decode_scaled.  0, or -1 with one line in err ("PATH: ..."). */
@@ -144,7 +144,8 @@ int imagefolder_is_folder(const char *path);
 size_t imagefolder_listing_n_bytes(const char *dir);
 
 /* PIL-style bilinear resampling of src (sH, sW, C) to dst (dH, dW, C),
- * uint8, both caller-owned.  Returns 0, or -1 when memory is short. */
+ * uint8, both caller-owned, C in [1, 16]; in float, columns first.
+ * Returns 0, or -1 when memory is short or C is out of range. */
 int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C);
 
 #endif

@@ -126,7 +126,7 @@ static void folder_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes,
     const size_t listing = imagefolder_listing_n_bytes(cfg->image_dir);
     /* the epoch's order: one long a file; the listing holds at least as many bytes a file */
     *reader_n_bytes = listing + listing / 2 + sizeof(FolderSource);
-    /* one worker: the decoded image (3 bytes a pixel), the resampler's (H, tW) floats (12) and (tH, tW)
+    /* one worker: the decoded image (3 bytes a pixel), the resampler's (tH, W) floats (12) and (tH, tW)
      * bytes (3), libjpeg's memory (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use) and the weights */
     const size_t P = cfg->max_image_pixels ? cfg->max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
     const size_t one = P * (3 + 12 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + RESAMPLE_COEFFS_N_BYTES + sizeof(ImageFolderScratch);
