@@ -183,6 +183,10 @@ int cmd_eval(int argc, char **argv) {
         H = W = spec.H;
         C = spec.C;
         is_float = 0;
+    } else if (labels_file) {
+        fprintf(stderr, "tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
+                        "labels.txt beside the files)\n");
+        goto done;
     } else if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0) {
         fprintf(stderr, "tower eval: --data: %s\n", err);
         goto done;

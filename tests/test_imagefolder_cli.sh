@@ -10,7 +10,7 @@
 #   a test split lacking a class maps its folders by the checkpoint's labels.txt
 #     (= converting it with --labels), and --labels that differ are refused;
 #   resume: 8 + 8 steps with --resume = 16 steps straight, bitwise; another seed differs;
-#   a directory of .tfrecord files still gets the hint (exit 2).
+#   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused.
 set -euo pipefail
 tower=$1 images=$2
 work=$(mktemp -d)
@@ -96,3 +96,13 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "is a directory: give its TFRecord files" "$work/dir.err" || fail "a TFRecord directory: exit $rc, $(cat "$work/dir.err")"
 echo "ok: a directory of .tfrecord files still gets the hint"
+
+# ---- --labels is for image folders: with TFRecord data it is refused, not ignored
+set +e
+"$tower" train "${common[@]}" --data "$work/data/train-*.tfrecord" --labels "$work/short.txt" --train_dir "$work/y" \
+  --max_steps 1 2>"$work/labels_tfr.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "^tower train: --labels applies to an image folder" "$work/labels_tfr.err" ||
+  fail "--labels with TFRecord data: exit $rc, $(cat "$work/labels_tfr.err")"
+echo "ok: --labels with TFRecord data is refused"

@@ -501,6 +501,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
             return -1;
         }
     } else if (!o->synthetic) {
+        if (o->labels[0]) {
+            snprintf(err, err_n_bytes, "--labels applies to an image folder as --data (TFRecord data carries its "
+                     "labels.txt beside the files)");
+            return -1;
+        }
         if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
