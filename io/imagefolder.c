@@ -54,7 +54,6 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
 static int decode_png(const char *path, size_t max_pixels, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
     FILE *volatile f = fopen(path, "rb");
     uint8_t *volatile buf = NULL;
-    png_bytep *volatile rows = NULL;
     if (!f) {
         snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -73,7 +72,6 @@ static int decode_png(const char *path, size_t max_pixels, uint8_t **pixels, int
         snprintf(err, err_n, "%s: PNG does not decode: %s", path, e.msg);
         png_destroy_read_struct(&png, &info, NULL);
         free(buf);
-        free(rows);
         fclose(f);
         return -1;
     }
@@ -94,7 +92,7 @@ static int decode_png(const char *path, size_t max_pixels, uint8_t **pixels, int
     if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     /* A palette with a tRNS chunk expands to RGBA: drop that alpha too. */
     if ((color & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
-    png_set_interlace_handling(png);
+    int n_passes = png_set_interlace_handling(png);
     png_read_update_info(png, info);
     if (png_get_rowbytes(png, info) != (size_t)w * 3) {
         snprintf(err, err_n, "%s: PNG of colour type %d, depth %d does not convert to RGB", path, color, depth);
@@ -103,22 +101,20 @@ static int decode_png(const char *path, size_t max_pixels, uint8_t **pixels, int
         return -1;
     }
     buf = malloc((size_t)w * h * 3);
-    rows = malloc((size_t)h * sizeof *rows);
-    if (!buf || !rows) {
+    if (!buf) {
         snprintf(err, err_n, "%s: out of memory for a %u x %u image", path, (unsigned)w, (unsigned)h);
         png_destroy_read_struct(&png, &info, NULL);
-        free(buf);
-        free(rows);
         fclose(f);
         return -1;
     }
-    for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * w * 3;
     /* No png_read_end: the chunks after the image data hold no pixels, and a
      * damaged one does not make PIL or libpng's simplified reader refuse the
      * image, so it does not make this decoder refuse it either. */
-    png_read_image(png, rows);
+    /* Row by row (each pass of an interlaced image over every row), so that no row-pointer array of the
+     * image's height is needed: the decoder's memory is the image and libpng's row buffers. */
+    for (int pass = 0; pass < n_passes; pass++)
+        for (png_uint_32 y = 0; y < h; y++) png_read_row(png, buf + (size_t)y * w * 3, NULL);
     png_destroy_read_struct(&png, &info, NULL);
-    free(rows);
     fclose(f);
     *H = (int)h;
     *W = (int)w;
