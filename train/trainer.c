@@ -284,6 +284,12 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
     trainer_max_n_bytes(tr, &m);
     if (tr->opt.synthetic)
         printf("%s: memory bound %.1f MiB = synthetic batch %.1f", ts, mib(m.total_n_bytes), mib(m.input_n_bytes));
+    else if (tr->image_folder)
+        printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
+               "%d staging batches, image folder: %.1f MiB of decode buffers for images up to %zu pixels)", ts,
+               mib(m.total_n_bytes), mib(m.input_n_bytes), m.pipeline.capacity, m.pipeline.n_slots,
+               m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches, mib(m.pipeline.workers_n_bytes),
+               tr->pipeline_cfg.max_image_pixels);
     else
         printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
                "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
