@@ -351,11 +351,10 @@ static inline uint8_t round_u8(float v) {
     return (uint8_t)(int)v;
 }
 
-/* Two separable passes in float: columns first into tmp (dH, sW, C), a
- * whole row at a time (the inner loop runs along the contiguous row, so the
- * compiler vectorizes it), then rows (3 channels at once), rounded to
- * nearest.  Columns first leaves the scalar pass the fewer rows when
- * shrinking. */
+/* Two separable passes in float, both running along contiguous memory so
+ * that the compiler vectorizes them: columns first, a whole output row at
+ * a time, stored transposed into tmp (sW, dH, C); then rows, a whole
+ * output column at a time over tmp's columns; rounded to nearest. */
 int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C) {
     if (C < 1 || C > 16) return -1;
     if (dH == sH && dW == sW) {
@@ -363,56 +362,51 @@ int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH,
         return 0;
     }
     int *xf = NULL, *xc = NULL, *yf = NULL, *yc = NULL, xks = 0, yks = 0;
-    const size_t in_row_n = (size_t)sW * C;
-    float *tmp = malloc((size_t)dH * in_row_n * sizeof(float)); /* (dH, sW, C) after the vertical pass */
+    const size_t in_row_n = (size_t)sW * C, col_n = (size_t)dH * C;
+    float *tmp = malloc((size_t)sW * col_n * sizeof(float)); /* (sW, dH, C): the vertical pass's output, transposed */
+    float *row = malloc(in_row_n * sizeof(float));            /* (sW, C) one row of the vertical pass */
+    float *acc = malloc(col_n * sizeof(float));               /* (dH, C) one output column */
     float *xk = coeffs_float(sW, dW, &xf, &xc, &xks);
     float *yk = xk ? coeffs_float(sH, dH, &yf, &yc, &yks) : NULL;
-    if (!tmp || !xk || !yk) {
+    if (!tmp || !row || !acc || !xk || !yk) {
         free(tmp);
+        free(row);
+        free(acc);
         if (xk) free(xf), free(xc), free(xk);
         if (yk) free(yf), free(yc), free(yk);
         return -1;
     }
+    /* Columns: each output row a weighted sum of input rows (the first tap sets it: 0 + w x is w x exactly,
+     * the same sums as from zero), stored transposed so that the row pass below also runs along memory. */
     for (int y = 0; y < dH; y++) {
         const float *kk = yk + (size_t)y * yks;
-        float *acc = tmp + (size_t)y * in_row_n;
-        /* the first tap sets the row (0 + w x is w x exactly: the same sums as from zero, without a memset pass) */
         const uint8_t *r0 = src + (size_t)yf[y] * in_row_n;
         const float w0 = yc[y] > 0 ? kk[0] : 0.0f;
-        for (size_t j = 0; j < in_row_n; j++) acc[j] = w0 * (float)r0[j];
+        for (size_t j = 0; j < in_row_n; j++) row[j] = w0 * (float)r0[j];
         for (int i = 1; i < yc[y]; i++) {
             const float w = kk[i];
             const uint8_t *r = src + (size_t)(yf[y] + i) * in_row_n;
-            for (size_t j = 0; j < in_row_n; j++) acc[j] += w * (float)r[j];
+            for (size_t j = 0; j < in_row_n; j++) row[j] += w * (float)r[j];
         }
+        for (int x = 0; x < sW; x++)
+            for (int c = 0; c < C; c++) tmp[((size_t)x * dH + y) * C + c] = row[(size_t)x * C + c];
     }
-    for (int y = 0; y < dH; y++) {
-        const float *row = tmp + (size_t)y * in_row_n;
-        uint8_t *d = dst + (size_t)y * dW * C;
-        for (int x = 0; x < dW; x++) {
-            const float *kk = xk + (size_t)x * xks;
-            const float *p = row + (size_t)xf[x] * C;
-            const int n = xc[x];
-            if (C == 3) {
-                float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
-                for (int i = 0; i < n; i++) {
-                    a0 += kk[i] * p[3 * i];
-                    a1 += kk[i] * p[3 * i + 1];
-                    a2 += kk[i] * p[3 * i + 2];
-                }
-                d[3 * x] = round_u8(a0);
-                d[3 * x + 1] = round_u8(a1);
-                d[3 * x + 2] = round_u8(a2);
-            } else {
-                for (int c = 0; c < C; c++) {
-                    float a = 0.0f;
-                    for (int i = 0; i < n; i++) a += kk[i] * p[i * C + c];
-                    d[(size_t)x * C + c] = round_u8(a);
-                }
-            }
+    /* Rows: each output column a weighted sum of the transposed columns, then rounded into place. */
+    for (int x = 0; x < dW; x++) {
+        const float *kk = xk + (size_t)x * xks;
+        const float *c0 = tmp + (size_t)xf[x] * col_n;
+        const float w0 = xc[x] > 0 ? kk[0] : 0.0f;
+        for (size_t j = 0; j < col_n; j++) acc[j] = w0 * c0[j];
+        for (int i = 1; i < xc[x]; i++) {
+            const float w = kk[i], *ci = tmp + (size_t)(xf[x] + i) * col_n;
+            for (size_t j = 0; j < col_n; j++) acc[j] += w * ci[j];
         }
+        for (int y = 0; y < dH; y++)
+            for (int c = 0; c < C; c++) dst[((size_t)y * dW + x) * C + c] = round_u8(acc[(size_t)y * C + c]);
     }
     free(tmp);
+    free(row);
+    free(acc);
     free(xf), free(xc), free(xk);
     free(yf), free(yc), free(yk);
     return 0;
