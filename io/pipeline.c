@@ -429,13 +429,15 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (p->work_count == 0 && !p->stop) pthread_cond_wait(&p->cv_work, &p->mu);
         if (p->stop) break;
-        /* Take a fair share so the other workers are not left idle. */
-        int k = (p->work_count + n_workers - 1) / n_workers;
-        if (k > PIPELINE_GROUP) k = PIPELINE_GROUP;
-        for (int i = 0; i < k; i++) {
-            items[i] = p->work[p->work_head];
+        /* Take a fair share so the other workers are not left idle.  A decode item (milliseconds of
+         * work, which the reader collects in order) ends the group, so that it is reported at once. */
+        int want = (p->work_count + n_workers - 1) / n_workers, k = 0;
+        if (want > PIPELINE_GROUP) want = PIPELINE_GROUP;
+        while (k < want) {
+            items[k] = p->work[p->work_head];
             p->work_head = (p->work_head + 1) % p->n_slots;
             p->work_count--;
+            if (items[k++].kind == WORK_DECODE) break;
         }
         pthread_mutex_unlock(&p->mu);
         int decoded = 0;
