@@ -26,9 +26,10 @@
 #include "cmd/progress.h"
 #include "train/trainer.h"
 #include "io/events.h"
+#include "io/imagefolder.h"
 
 typedef struct {
-    const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression, *eval_dir;
+    const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression, *eval_dir, *labels, *resize_mode;
     int batch_size, num_classes, image_size, no_moving_average, confusion_matrix, input_threads, skip_corrupt;
     int no_progress;
     float max_corrupt_fraction;
@@ -41,7 +42,9 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
     const Flag table[] = {
         {"checkpoint_dir", FLAG_STRING, &o->checkpoint_dir, "directory whose latest checkpoint is evaluated"},
         {"checkpoint", FLAG_STRING, &o->checkpoint, "a checkpoint file (overrides --checkpoint_dir)"},
-        {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs"},
+        {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
+        {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the checkpoint directory's labels.txt when there, else the sorted class folders)"},
+        {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass, 1 to 1048576"},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)"},
@@ -79,7 +82,8 @@ static void events_dir(char *buf, size_t n, const char *eval_dir, const char *ch
 int cmd_eval(int argc, char **argv) {
     EvalOptions o = {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
-        .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .batch_size = 500,
+        .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .labels = "",
+        .resize_mode = "resize", .batch_size = 500,
         .num_classes = 10, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];
@@ -92,9 +96,11 @@ int cmd_eval(int argc, char **argv) {
         return 0;
     }
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
+    static const char *const resize_modes[] = {"resize", "center_crop", NULL};
     if (rc != 0 || cmd_check_no_arguments("eval", o.data, positional, n_positional) != 0 ||
         cmd_check_nonempty("eval", "data", o.data, "list of TFRecord files or globs") ||
-        cmd_check_data_paths("eval", "data", o.data) ||
+        cmd_check_data("eval", "data", o.data) ||
+        cmd_check_choice("eval", "resize_mode", o.resize_mode, resize_modes) ||
         cmd_check_long("eval", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
         cmd_check_long("eval", "num_classes", o.num_classes, 1, 1 << 16, NULL) ||
         cmd_check_long("eval", "image_size", o.image_size, 0, 4096, "0: the checkpoint's") ||
@@ -148,13 +154,46 @@ int cmd_eval(int argc, char **argv) {
             goto done;
         }
     }
-    if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0) {
+    const int image_folder = imagefolder_is_folder(o.data);
+    char ckpt_labels[4096];
+    const char *labels_file = o.labels[0] ? o.labels : NULL;
+    if (image_folder) {
+        /* The class list: --labels, or the one the checkpoint was trained with, so that the folders map to its
+         * label numbers by name (a split may lack a class); --labels is compared with the checkpoint's. */
+        struct stat sb;
+        if (io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0 && stat(ckpt_labels, &sb) == 0) {
+            if (!labels_file) {
+                labels_file = ckpt_labels;
+            } else {
+                int lrc = io_labels_compare(ckpt_labels, labels_file, err, sizeof err);
+                if (lrc != 0) {
+                    if (lrc > 0)
+                        fprintf(stderr, "tower eval: --labels differs from the checkpoint's class list, so its label "
+                                "numbers name other classes: %s\n", err);
+                    else fprintf(stderr, "tower eval: %s\n", err);
+                    goto done;
+                }
+            }
+        }
+        if (spec.H != spec.W) {
+            fprintf(stderr, "tower eval: the checkpoint's model takes %dx%d inputs; an image folder decodes to squares\n",
+                    spec.H, spec.W);
+            goto done;
+        }
+        H = W = spec.H;
+        C = spec.C;
+        is_float = 0;
+    } else if (labels_file) {
+        fprintf(stderr, "tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
+                        "labels.txt beside the files)\n");
+        goto done;
+    } else if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0) {
         fprintf(stderr, "tower eval: --data: %s\n", err);
         goto done;
     }
     /* The class list: labels.txt beside the data against the one the checkpoint was trained with. */
-    char data_labels[4096], ckpt_labels[4096];
-    if (io_labels_path(data_labels, sizeof data_labels, files[0]) == 0 &&
+    char data_labels[4096];
+    if (!image_folder && io_labels_path(data_labels, sizeof data_labels, files[0]) == 0 &&
         io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
         int lrc = io_labels_compare(ckpt_labels, data_labels, err, sizeof err);
         if (lrc > 0) {
@@ -167,7 +206,7 @@ int cmd_eval(int argc, char **argv) {
             goto done;
         }
     }
-    if (io_probe_image_shape(files[0], o.image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
+    if (!image_folder && io_probe_image_shape(files[0], o.image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
         fprintf(stderr, "tower eval: %s\n", err);
         goto done;
     }
@@ -206,6 +245,11 @@ int cmd_eval(int argc, char **argv) {
     pc.drop_remainder = 0;
     pc.skip_corrupt = o.skip_corrupt;
     pc.max_corrupt_fraction = o.max_corrupt_fraction;
+    if (image_folder) {
+        pc.image_dir = o.data;
+        pc.labels_file = labels_file;
+        pc.resize_mode = strcmp(o.resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
+    }
     Progress bar; /* started (disabled) before the pipeline, whose warnings erase it */
     progress_start(&bar, stdout, 0, "eval", "ex", 0, 0, 0.5);
     pc.warn = eval_warn;
@@ -225,7 +269,9 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     int live = progress_wanted(stdout, o.no_progress);
-    long n_expected = live ? io_count_records((const char *const *)files, n_files, compression, err, sizeof err) : 0;
+    long n_expected = 0;
+    if (live && image_folder && imagefolder_count(o.data, labels_file, &n_expected, err, sizeof err) != 0) n_expected = 0;
+    else if (live && !image_folder) n_expected = io_count_records((const char *const *)files, n_files, compression, err, sizeof err);
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
     long n_total = 0, n_correct = 0;
     double loss_sum = 0.0, total_loss_sum = 0.0;

@@ -56,7 +56,7 @@ typedef struct {
 static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     const Flag table[] = {
         {"model", FLAG_STRING, &o->model, "model to train: mnist or cifar10"},
-        {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs"},
+        {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint)"},
         {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step, 1 to 1048576; the global batch is batch_size x towers"},
@@ -85,7 +85,9 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)"},
         {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages, in [0, 1) (0: none)"},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
-        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop)"},
+        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder: the size its images are resized to (no crop)"},
+        {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
+        {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the sorted class folders); a class folder not in it is refused"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
         {"label_key", FLAG_STRING, &o->label_key, "Example feature holding the label"},
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
@@ -122,6 +124,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
     const char *optimizers[OPT_N_KINDS + 1] = {NULL}; /* the optimizer table's names */
     for (int k = 0; k < OPT_N_KINDS; k++) optimizers[k] = optimizer_i((OptimizerKind)k)->name;
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
+    static const char *const resize_modes[] = {"resize", "center_crop", NULL};
     const char *c = "train";
     char err[512];
     TrainerMode mode;
@@ -133,8 +136,9 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
     if (cmd_check_choice(c, "model", o->model, models) || cmd_check_choice(c, "device", o->device, devices) ||
         cmd_check_choice(c, "optimizer", o->optimizer, optimizers) ||
         cmd_check_choice(c, "compression", o->compression, compressions) ||
+        cmd_check_choice(c, "resize_mode", o->resize_mode, resize_modes) ||
         cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
-        cmd_check_data_paths(c, "data", o->data) ||
+        cmd_check_data(c, "data", o->data) ||
         cmd_check_nonempty(c, "train_dir", o->train_dir, "directory") ||
         cmd_check_nonempty(c, "image_key", o->image_key, "feature key") ||
         cmd_check_nonempty(c, "label_key", o->label_key, "feature key") ||
@@ -329,9 +333,13 @@ int cmd_train(int argc, char **argv) {
     /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
      * for eval to compare; a resumed run on data with another list is refused. */
     char data_labels[4096], run_labels[4096];
-    if (tr.n_files > 0 && io_labels_path(data_labels, sizeof data_labels, tr.files[0]) == 0 &&
+    int n_classes;
+    const char *const *classes = pipeline_classes(tr.pipeline, &n_classes); /* an image folder's */
+    if ((classes || tr.n_files > 0) &&
+        (classes || io_labels_path(data_labels, sizeof data_labels, tr.files[0]) == 0) &&
         snprintf(run_labels, sizeof run_labels, "%s/labels.txt", o.train_dir) < (int)sizeof run_labels) {
-        int lrc = io_labels_record(data_labels, run_labels, err, sizeof err);
+        int lrc = classes ? io_labels_record_names(classes, n_classes, run_labels, err, sizeof err)
+                          : io_labels_record(data_labels, run_labels, err, sizeof err);
         if (lrc != 0) {
             if (lrc > 0) fprintf(stderr, "tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
             else fprintf(stderr, "tower train: %s\n", err);

@@ -12,6 +12,7 @@
 #include "cmd/commands.h"
 
 #include "base/escape.h"
+#include "io/imagefolder.h"
 
 int cmd_make_dirs(const char *path) {
     char buf[4096];
@@ -113,6 +114,11 @@ int cmd_check_data_paths(const char *command, const char *flag, const char *glob
         return -1;
     }
     return 0;
+}
+
+int cmd_check_data(const char *command, const char *flag, const char *data) {
+    if (!strchr(data, ',') && imagefolder_is_folder(data)) return 0;
+    return cmd_check_data_paths(command, flag, data);
 }
 
 /* Length of the longest common prefix of a and b. */

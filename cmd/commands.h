@@ -54,6 +54,12 @@ int cmd_check_nonempty(const char *command, const char *flag, const char *value,
  * glob of the directory's .tfrecord files. */
 int cmd_check_data_paths(const char *command, const char *flag, const char *globs);
 
+/* --data of train and eval: one image folder (a directory with class
+ * subfolders, io/imagefolder.h) is data; anything else goes to
+ * cmd_check_data_paths (a plain directory gets its hint).  0, or -1 after
+ * one line on stderr. */
+int cmd_check_data(const char *command, const char *flag, const char *data);
+
 /* For commands that take no arguments: refuse extra[0] in one line.  When it
  * names an existing file or a .tfrecord, the line says the shell expanded
  * an unquoted glob given to --data, and suggests the quoted pattern made

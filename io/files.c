@@ -314,3 +314,27 @@ int io_labels_record(const char *data_labels, const char *dir_labels, char *err,
     free(text);
     return rc;
 }
+
+int io_labels_record_names(const char *const *names, int n_names, const char *dir_labels, char *err, size_t err_n) {
+    size_t tmp_n = strlen(dir_labels) + 16;
+    char *tmp = malloc(tmp_n);
+    if (!tmp) {
+        snprintf(err, err_n, "%s: out of memory", dir_labels);
+        return -1;
+    }
+    snprintf(tmp, tmp_n, "%s.data.tmp", dir_labels);
+    FILE *f = fopen(tmp, "wb");
+    int bad = !f;
+    for (int k = 0; f && k < n_names; k++) bad |= fprintf(f, "%s\n", names[k]) < 0;
+    if (f && fclose(f) != 0) bad = 1;
+    if (bad) {
+        snprintf(err, err_n, "%s: cannot write: %s", tmp, strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return -1;
+    }
+    int rc = io_labels_record(tmp, dir_labels, err, err_n);
+    remove(tmp);
+    free(tmp);
+    return rc;
+}

@@ -51,10 +51,9 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
 /* libpng's low-level reader with only the format transforms (no gamma or
  * colour-space conversion, as PIL): 16-bit keeps the high byte, palettes
  * and 1/2/4-bit grey expand, grey becomes RGB, alpha is dropped. */
-static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+static int decode_png(const char *path, size_t max_pixels, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
     FILE *volatile f = fopen(path, "rb");
     uint8_t *volatile buf = NULL;
-    png_bytep *volatile rows = NULL;
     if (!f) {
         snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -73,7 +72,6 @@ static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *
         snprintf(err, err_n, "%s: PNG does not decode: %s", path, e.msg);
         png_destroy_read_struct(&png, &info, NULL);
         free(buf);
-        free(rows);
         fclose(f);
         return -1;
     }
@@ -81,9 +79,9 @@ static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
-    if (w == 0 || h == 0 || (size_t)w * h > IMAGEFOLDER_MAX_PIXELS) {
+    if (w == 0 || h == 0 || (size_t)w * h > max_pixels) {
         snprintf(err, err_n, "%s: PNG of %u x %u pixels (at most %zu pixels are read)", path, (unsigned)w, (unsigned)h,
-                 IMAGEFOLDER_MAX_PIXELS);
+                 max_pixels);
         png_destroy_read_struct(&png, &info, NULL);
         fclose(f);
         return -1;
@@ -94,7 +92,7 @@ static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *
     if (color == PNG_COLOR_TYPE_GRAY || color == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     /* A palette with a tRNS chunk expands to RGBA: drop that alpha too. */
     if ((color & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
-    png_set_interlace_handling(png);
+    int n_passes = png_set_interlace_handling(png);
     png_read_update_info(png, info);
     if (png_get_rowbytes(png, info) != (size_t)w * 3) {
         snprintf(err, err_n, "%s: PNG of colour type %d, depth %d does not convert to RGB", path, color, depth);
@@ -103,22 +101,20 @@ static int decode_png(const char *path, uint8_t **pixels, int *H, int *W, char *
         return -1;
     }
     buf = malloc((size_t)w * h * 3);
-    rows = malloc((size_t)h * sizeof *rows);
-    if (!buf || !rows) {
+    if (!buf) {
         snprintf(err, err_n, "%s: out of memory for a %u x %u image", path, (unsigned)w, (unsigned)h);
         png_destroy_read_struct(&png, &info, NULL);
-        free(buf);
-        free(rows);
         fclose(f);
         return -1;
     }
-    for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * w * 3;
     /* No png_read_end: the chunks after the image data hold no pixels, and a
      * damaged one does not make PIL or libpng's simplified reader refuse the
      * image, so it does not make this decoder refuse it either. */
-    png_read_image(png, rows);
+    /* Row by row (each pass of an interlaced image over every row), so that no row-pointer array of the
+     * image's height is needed: the decoder's memory is the image and libpng's row buffers. */
+    for (int pass = 0; pass < n_passes; pass++)
+        for (png_uint_32 y = 0; y < h; y++) png_read_row(png, buf + (size_t)y * w * 3, NULL);
     png_destroy_read_struct(&png, &info, NULL);
-    free(rows);
     fclose(f);
     *H = (int)h;
     *W = (int)w;
@@ -145,7 +141,29 @@ static void jpeg_on_message(j_common_ptr cinfo, int level) {
     if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1;
 }
 
-static int decode_jpeg(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+/* The size the image is scaled to before the centre crop (both sides S for
+ * IMAGEFOLDER_RESIZE; torchvision's Resize(S) for IMAGEFOLDER_CENTER_CROP). */
+static void target_size(int S, ImageFolderResizeMode mode, int H, int W, int *tH, int *tW) {
+    *tH = *tW = S;
+    if (mode == IMAGEFOLDER_CENTER_CROP) {
+        /* torchvision Resize(S): the shorter side becomes S, the longer int(S * long / short). */
+        if (H <= W) *tW = (int)((double)S * W / H);
+        else *tH = (int)((double)S * H / W);
+        if (*tW < S) *tW = S;
+        if (*tH < S) *tH = S;
+    }
+}
+
+/* JPEG to RGB.  S > 0: decode at the smallest of libjpeg's scales 1/8,
+ * 1/4, 1/2 whose output still covers the target size of (S, mode) on both
+ * sides (*scale_eighths = M of M/8; 8 = full size); S = 0: full size.
+ * Only these three: libjpeg-turbo has SIMD inverse DCTs for them (and the
+ * full size), while its other scales (3/8, 5/8, ...) run plain C and
+ * measured slower than a full decode (bench/RESULTS.md).
+ * *orig_H, *orig_W: the stored size.  The decoded image is at most
+ * max_pixels pixels. */
+static int decode_jpeg(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
+                       int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     struct jpeg_decompress_struct cinfo;
     JpegError jerr;
     FILE *volatile f = fopen(path, "rb");
@@ -166,16 +184,37 @@ static int decode_jpeg(const char *path, uint8_t **pixels, int *H, int *W, char 
         return -1;
     }
     jpeg_create_decompress(&cinfo);
+    /* libjpeg's own buffers (a progressive JPEG holds all its coefficients) count against the bound. */
+    cinfo.mem->max_memory_to_use = (long)(max_pixels < ((size_t)1 << 40) ? max_pixels * 8 : (size_t)1 << 43);
     jpeg_stdio_src(&cinfo, f);
     jpeg_read_header(&cinfo, TRUE);
-    if ((size_t)cinfo.image_width * cinfo.image_height > IMAGEFOLDER_MAX_PIXELS) {
-        snprintf(err, err_n, "%s: JPEG of %u x %u pixels (at most %zu pixels are read)", path, cinfo.image_width,
-                 cinfo.image_height, IMAGEFOLDER_MAX_PIXELS);
+    cinfo.out_color_space = JCS_RGB;
+    *orig_H = (int)cinfo.image_height;
+    *orig_W = (int)cinfo.image_width;
+    int M = 8;
+    if (S > 0) {
+        int tH, tW;
+        target_size(S, mode, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
+        for (int m = 1; m < 8; m *= 2) {
+            cinfo.scale_num = (unsigned)m;
+            cinfo.scale_denom = 8;
+            jpeg_calc_output_dimensions(&cinfo);
+            if ((int)cinfo.output_height >= tH && (int)cinfo.output_width >= tW) {
+                M = m;
+                break;
+            }
+        }
+        cinfo.scale_num = (unsigned)M;
+        cinfo.scale_denom = 8;
+    }
+    jpeg_calc_output_dimensions(&cinfo);
+    if ((size_t)cinfo.output_width * cinfo.output_height > max_pixels) {
+        snprintf(err, err_n, "%s: JPEG of %u x %u pixels%s (at most %zu pixels are read)", path, cinfo.image_width,
+                 cinfo.image_height, M < 8 ? " even at its reduced scale" : "", max_pixels);
         jpeg_destroy_decompress(&cinfo);
         fclose(f);
         return -1;
     }
-    cinfo.out_color_space = JCS_RGB;
     jpeg_start_decompress(&cinfo);
     size_t row_n_bytes = (size_t)cinfo.output_width * 3;
     buf = malloc(row_n_bytes * cinfo.output_height);
@@ -200,11 +239,12 @@ static int decode_jpeg(const char *path, uint8_t **pixels, int *H, int *W, char 
         return -1;
     }
     *pixels = buf;
+    *scale_eighths = M;
     return 0;
 }
 
-int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
-    *pixels = NULL;
+/* The format from the first bytes: 1 PNG, 2 JPEG, or -1 with err. */
+static int sniff_format(const char *path, char *err, size_t err_n) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
@@ -214,12 +254,30 @@ int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char 
     size_t got = fread(magic, 1, sizeof magic, f);
     fclose(f);
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (got == 8 && !memcmp(magic, png_sig, 8)) return decode_png(path, pixels, H, W, err, err_n);
-    if (got >= 3 && magic[0] == 0xff && magic[1] == 0xd8 && magic[2] == 0xff)
-        return decode_jpeg(path, pixels, H, W, err, err_n);
+    if (got == 8 && !memcmp(magic, png_sig, 8)) return 1;
+    if (got >= 3 && magic[0] == 0xff && magic[1] == 0xd8 && magic[2] == 0xff) return 2;
     if (got == 0) snprintf(err, err_n, "%s: empty file, not an image", path);
     else snprintf(err, err_n, "%s: not a PNG or JPEG image (first bytes %02x %02x)", path, magic[0], got > 1 ? magic[1] : 0);
     return -1;
+}
+
+int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
+                              int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+    *pixels = NULL;
+    *scale_eighths = 8;
+    int kind = sniff_format(path, err, err_n);
+    if (kind < 0) return -1;
+    if (kind == 2) return decode_jpeg(path, S, mode, max_pixels, pixels, H, W, orig_H, orig_W, scale_eighths, err, err_n);
+    if (decode_png(path, max_pixels, pixels, H, W, err, err_n) != 0) return -1;
+    *orig_H = *H;
+    *orig_W = *W;
+    return 0;
+}
+
+int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
+    int oh, ow, m;
+    return imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, IMAGEFOLDER_MAX_PIXELS, pixels, H, W, &oh, &ow, &m, err,
+                                     err_n);
 }
 
 /* ---------------------------------------------------------------- resampling */
@@ -269,40 +327,86 @@ static int resample_coeffs(int in_size, int out_size, int **first, int **count, 
     return ksize;
 }
 
+/* The weights of resample_coeffs as floats, (out_size, ksize).  NULL when memory is short. */
+static float *coeffs_float(int in_size, int out_size, int **first, int **count, int *ksize) {
+    double *k;
+    *ksize = resample_coeffs(in_size, out_size, first, count, &k);
+    if (*ksize < 0) return NULL;
+    float *kf = malloc((size_t)out_size * (size_t)*ksize * sizeof *kf);
+    if (kf)
+        for (size_t i = 0; i < (size_t)out_size * (size_t)*ksize; i++) kf[i] = (float)k[i];
+    free(k);
+    if (!kf) {
+        free(*first);
+        free(*count);
+    }
+    return kf;
+}
+
+/* v rounded to nearest and clamped to [0, 255], without branches. */
+static inline uint8_t round_u8(float v) {
+    v += 0.5f;
+    v = v > 0.0f ? v : 0.0f;
+    v = v < 255.0f ? v : 255.0f;
+    return (uint8_t)(int)v;
+}
+
+/* Two separable passes in float, both running along contiguous memory so
+ * that the compiler vectorizes them: columns first, a whole output row at
+ * a time, stored transposed into tmp (sW, dH, C); then rows, a whole
+ * output column at a time over tmp's columns; rounded to nearest. */
 int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C) {
+    if (C < 1 || C > 16) return -1;
     if (dH == sH && dW == sW) {
         memcpy(dst, src, (size_t)sH * sW * C);
         return 0;
     }
-    int *xf = NULL, *xc = NULL, *yf = NULL, *yc = NULL;
-    double *xk = NULL, *yk = NULL;
-    float *tmp = malloc((size_t)sH * dW * C * sizeof(float)); /* (sH, dW, C) after the horizontal pass */
-    int xks = resample_coeffs(sW, dW, &xf, &xc, &xk);
-    int yks = xks < 0 ? -1 : resample_coeffs(sH, dH, &yf, &yc, &yk);
-    if (!tmp || xks < 0 || yks < 0) {
+    int *xf = NULL, *xc = NULL, *yf = NULL, *yc = NULL, xks = 0, yks = 0;
+    const size_t in_row_n = (size_t)sW * C, col_n = (size_t)dH * C;
+    float *tmp = malloc((size_t)sW * col_n * sizeof(float)); /* (sW, dH, C): the vertical pass's output, transposed */
+    float *row = malloc(in_row_n * sizeof(float));            /* (sW, C) one row of the vertical pass */
+    float *acc = malloc(col_n * sizeof(float));               /* (dH, C) one output column */
+    float *xk = coeffs_float(sW, dW, &xf, &xc, &xks);
+    float *yk = xk ? coeffs_float(sH, dH, &yf, &yc, &yks) : NULL;
+    if (!tmp || !row || !acc || !xk || !yk) {
         free(tmp);
-        if (xks >= 0) free(xf), free(xc), free(xk);
-        if (yks >= 0) free(yf), free(yc), free(yk);
+        free(row);
+        free(acc);
+        if (xk) free(xf), free(xc), free(xk);
+        if (yk) free(yf), free(yc), free(yk);
         return -1;
     }
-    for (int y = 0; y < sH; y++)
-        for (int x = 0; x < dW; x++)
-            for (int c = 0; c < C; c++) {
-                const double *kk = xk + (size_t)x * xks;
-                double s = 0.0;
-                for (int i = 0; i < xc[x]; i++) s += kk[i] * src[((size_t)y * sW + xf[x] + i) * C + c];
-                tmp[((size_t)y * dW + x) * C + c] = (float)s;
-            }
-    for (int y = 0; y < dH; y++)
-        for (int x = 0; x < dW; x++)
-            for (int c = 0; c < C; c++) {
-                const double *kk = yk + (size_t)y * yks;
-                double s = 0.0;
-                for (int i = 0; i < yc[y]; i++) s += kk[i] * tmp[((size_t)(yf[y] + i) * dW + x) * C + c];
-                double r = floor(s + 0.5);
-                dst[((size_t)y * dW + x) * C + c] = (uint8_t)(r < 0.0 ? 0.0 : r > 255.0 ? 255.0 : r);
-            }
+    /* Columns: each output row a weighted sum of input rows (the first tap sets it: 0 + w x is w x exactly,
+     * the same sums as from zero), stored transposed so that the row pass below also runs along memory. */
+    for (int y = 0; y < dH; y++) {
+        const float *kk = yk + (size_t)y * yks;
+        const uint8_t *r0 = src + (size_t)yf[y] * in_row_n;
+        const float w0 = yc[y] > 0 ? kk[0] : 0.0f;
+        for (size_t j = 0; j < in_row_n; j++) row[j] = w0 * (float)r0[j];
+        for (int i = 1; i < yc[y]; i++) {
+            const float w = kk[i];
+            const uint8_t *r = src + (size_t)(yf[y] + i) * in_row_n;
+            for (size_t j = 0; j < in_row_n; j++) row[j] += w * (float)r[j];
+        }
+        for (int x = 0; x < sW; x++)
+            for (int c = 0; c < C; c++) tmp[((size_t)x * dH + y) * C + c] = row[(size_t)x * C + c];
+    }
+    /* Rows: each output column a weighted sum of the transposed columns, then rounded into place. */
+    for (int x = 0; x < dW; x++) {
+        const float *kk = xk + (size_t)x * xks;
+        const float *c0 = tmp + (size_t)xf[x] * col_n;
+        const float w0 = xc[x] > 0 ? kk[0] : 0.0f;
+        for (size_t j = 0; j < col_n; j++) acc[j] = w0 * c0[j];
+        for (int i = 1; i < xc[x]; i++) {
+            const float w = kk[i], *ci = tmp + (size_t)(xf[x] + i) * col_n;
+            for (size_t j = 0; j < col_n; j++) acc[j] += w * ci[j];
+        }
+        for (int y = 0; y < dH; y++)
+            for (int c = 0; c < C; c++) dst[((size_t)y * dW + x) * C + c] = round_u8(acc[(size_t)y * C + c]);
+    }
     free(tmp);
+    free(row);
+    free(acc);
     free(xf), free(xc), free(xk);
     free(yf), free(yc), free(yk);
     return 0;
@@ -399,33 +503,25 @@ static int center_crop_offset(int scaled, int size) {
     return (d % 2 && k % 2) ? k + 1 : k;
 }
 
-/* Into st->out: RGB (H, W, 3) resized or centre-cropped, then channels converted. */
-static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
-    int S = st->cfg.image_size;
-    int tH = S, tW = S; /* size to scale to before cropping */
-    if (st->cfg.mode == IMAGEFOLDER_CENTER_CROP) {
-        /* torchvision Resize(S): the shorter side becomes S, the longer int(S * long / short). */
-        if (H <= W) tW = (int)((double)S * W / H);
-        else tH = (int)((double)S * H / W);
-        if (tW < S) tW = S;
-        if (tH < S) tH = S;
-    }
+int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint8_t *rgb, int H, int W,
+                          int orig_H, int orig_W, ImageFolderScratch *scr) {
+    int tH, tW; /* size to scale to before cropping, from the stored size */
+    target_size(S, mode, orig_H, orig_W, &tH, &tW);
     size_t need = (size_t)tH * tW * 3;
-    if (need > st->scaled_n_bytes) {
-        uint8_t *b = realloc(st->scaled, need);
+    if (need > scr->scaled_n_bytes) {
+        uint8_t *b = realloc(scr->scaled, need);
         if (!b) return -1;
-        st->scaled = b;
-        st->scaled_n_bytes = need;
+        scr->scaled = b;
+        scr->scaled_n_bytes = need;
     }
-    if (imagefolder_resize(st->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
+    if (imagefolder_resize(scr->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
     /* torchvision CenterCrop: top = int(round((h - S) / 2.)), left likewise, with
      * Python 3's round, which takes a half to the even neighbour (4.5 -> 4). */
     int top = center_crop_offset(tH, S), left = center_crop_offset(tW, S);
-    int C = st->cfg.channels;
     for (int y = 0; y < S; y++)
         for (int x = 0; x < S; x++) {
-            const uint8_t *p = st->scaled + ((size_t)(y + top) * tW + (x + left)) * 3;
-            uint8_t *q = st->out + ((size_t)y * S + x) * C;
+            const uint8_t *p = scr->scaled + ((size_t)(y + top) * tW + (x + left)) * 3;
+            uint8_t *q = out + ((size_t)y * S + x) * C;
             if (C == 3) {
                 q[0] = p[0];
                 q[1] = p[1];
@@ -435,6 +531,34 @@ static int folder_transform(FolderState *st, const uint8_t *rgb, int H, int W) {
             }
         }
     return 0;
+}
+
+void imagefolder_scratch_free(ImageFolderScratch *scr) {
+    free(scr->scaled);
+    scr->scaled = NULL;
+    scr->scaled_n_bytes = 0;
+}
+
+int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
+                     int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
+    uint8_t *rgb;
+    int H, W, oH, oW;
+    if (imagefolder_decode_scaled(path, scaled ? S : 0, mode, max_pixels, &rgb, &H, &W, &oH, &oW, scale_eighths, err,
+                                  err_n) != 0)
+        return -1;
+    int tH, tW;
+    target_size(S, mode, oH, oW, &tH, &tW);
+    /* The resampler's buffers: (tH, W) floats after the first pass, (tH, tW) bytes after the second. */
+    if ((size_t)tH * (size_t)W > max_pixels || (size_t)tH * (size_t)tW > max_pixels || H > 65535 || W > 65535) {
+        snprintf(err, err_n, "%s: a %d x %d image does not scale to %d x %d within %zu pixels", path, oW, oH, tW, tH,
+                 max_pixels);
+        free(rgb);
+        return -1;
+    }
+    int rc = imagefolder_transform(out, S, C, mode, rgb, H, W, oH, oW, scr);
+    free(rgb);
+    if (rc != 0) snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", path, W, H);
+    return rc;
 }
 
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
@@ -451,7 +575,10 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             st->n_skipped++;
             continue;
         }
-        int rc = folder_transform(st, rgb, H, W);
+        ImageFolderScratch scr = {st->scaled, st->scaled_n_bytes};
+        int rc = imagefolder_transform(st->out, st->cfg.image_size, st->cfg.channels, st->cfg.mode, rgb, H, W, H, W, &scr);
+        st->scaled = scr.scaled;
+        st->scaled_n_bytes = scr.scaled_n_bytes;
         free(rgb);
         if (rc != 0) {
             snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", f->path, H, W);
@@ -748,5 +875,72 @@ int imagefolder_write_labels(const ConvertSource *src, const char *path, char *e
         return -1;
     }
     free(tmp);
+    return 0;
+}
+
+long imagefolder_n_files(const ConvertSource *src) { return ((const FolderState *)src->state)->n_files; }
+
+const char *imagefolder_file(const ConvertSource *src, long i, int *label) {
+    const FolderState *st = src->state;
+    *label = st->files[i].label;
+    return st->files[i].path;
+}
+
+int imagefolder_is_folder(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    char **names;
+    int n, found = 0;
+    if (list_dir(path, &names, &n) != 0) return 0;
+    size_t len = strlen(path);
+    for (int i = 0; i < n && !found; i++) {
+        char *p = malloc(len + strlen(names[i]) + 2);
+        if (!p) break;
+        sprintf(p, "%s/%s", path, names[i]);
+        found = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(p);
+    }
+    free_names(names, n);
+    return found;
+}
+
+size_t imagefolder_listing_n_bytes(const char *dir) {
+    char **classes;
+    int n_classes;
+    if (list_dir(dir, &classes, &n_classes) != 0) return 0;
+    size_t dir_len = strlen(dir), total = 0;
+    for (int c = 0; c < n_classes; c++) {
+        size_t cdir_len = dir_len + strlen(classes[c]) + 2;
+        total += 2 * (strlen(classes[c]) + 1 + sizeof(char *)) + sizeof(int);
+        char *cdir = malloc(cdir_len);
+        if (!cdir) break;
+        snprintf(cdir, cdir_len, "%s/%s", dir, classes[c]);
+        char **names;
+        int n_names;
+        if (list_dir(cdir, &names, &n_names) == 0) {
+            /* each file: its path and its FolderFile, in an array doubled as it grows */
+            for (int i = 0; i < n_names; i++) total += cdir_len + strlen(names[i]) + 1 + 2 * sizeof(FolderFile);
+            free_names(names, n_names);
+        }
+        free(cdir);
+    }
+    free_names(classes, n_classes);
+    return total + 256 * sizeof(FolderFile) + sizeof(FolderState) + sizeof(ConvertSource);
+}
+
+static void warn_nothing(void *ctx, const char *line) {
+    (void)ctx;
+    (void)line;
+}
+
+int imagefolder_count(const char *dir, const char *labels_file, long *n_files, char *err, size_t err_n) {
+    ImageFolderConfig ic;
+    imagefolder_config_defaults(&ic);
+    ic.warn = warn_nothing;
+    ic.labels_file = labels_file;
+    ConvertSource *s = convert_open_imagefolder(dir, &ic, err, err_n);
+    if (!s) return -1;
+    *n_files = imagefolder_n_files(s);
+    s->close(s);
     return 0;
 }

@@ -90,8 +90,62 @@ int imagefolder_write_labels(const ConvertSource *src, const char *path, char *e
  * ("PATH: ..."). */
 int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n_bytes);
 
+/* As imagefolder_decode, with libjpeg's scaled decoding: S > 0 decodes a
+ * JPEG at the smallest scale M/8 (M = 1..8, *scale_eighths = M) whose
+ * output still covers the size (S, mode) resamples to before its crop, on
+ * both sides: a 600 x 450 JPEG for S 224 decodes at 4/8 to 300 x 225, which
+ * the DCT does at a fraction of the full decode's cost.  S 0 or a PNG:
+ * full size (*scale_eighths 8).  *H, *W: the decoded size; *orig_H,
+ * *orig_W: the stored size.  An image over max_pixels (decoded) is refused
+ * before its pixels are allocated.  0, or -1 with one line in err. */
+int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
+                              int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n_bytes);
+
+/* The resampler's buffer, grown on demand; free with imagefolder_scratch_free. */
+typedef struct {
+    uint8_t *scaled;          /* (tH, tW, 3) before the centre crop */
+    size_t scaled_n_bytes;
+} ImageFolderScratch;
+void imagefolder_scratch_free(ImageFolderScratch *scr);
+
+/* rgb (H, W, 3), decoded from an image stored as orig_H x orig_W (H, W
+ * smaller after a scaled decode), into out (S, S, C): the size (S, mode)
+ * gives from the stored size, the centre crop, the channels (C 1: PIL's
+ * luma).  0, or -1 when memory is short. */
+int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint8_t *rgb, int H, int W,
+                          int orig_H, int orig_W, ImageFolderScratch *scr);
+
+/* One file to out (S, S, C): imagefolder_decode_scaled (scaled 0: full
+ * size, as tower convert) + imagefolder_transform.  Refuses images whose
+ * decoded size or resampling buffers ((tH, W) and (tH, tW)) exceed
+ * max_pixels, or with a side over 65535, so that a worker's memory is
+ * bounded by max_pixels (the input pipeline's bound).  *scale_eighths as
+ * imagefolder_decode_scaled.  0, or -1 with one line in err ("PATH: ..."). */
+int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
+                     int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n_bytes);
+
+/* For a source from convert_open_imagefolder: the candidate files, class
+ * after class (imagefolder_file: its path, owned by the source, and label). */
+long imagefolder_n_files(const ConvertSource *src);
+const char *imagefolder_file(const ConvertSource *src, long i, int *label);
+
+/* The number of candidate files of the image folder dir (with the class
+ * list of labels_file, or NULL), listed as convert_open_imagefolder does,
+ * without its warnings.  0, or -1 with one line in err. */
+int imagefolder_count(const char *dir, const char *labels_file, long *n_files, char *err, size_t err_n_bytes);
+
+/* 1 when path is a directory holding at least one subdirectory (a class
+ * folder): an image folder as `--data`.  A directory of files only is not. */
+int imagefolder_is_folder(const char *path);
+
+/* The bytes convert_open_imagefolder's listing of dir holds (file paths,
+ * class names, the arrays), from a listing of the names without stat; 0
+ * when dir cannot be read. */
+size_t imagefolder_listing_n_bytes(const char *dir);
+
 /* PIL-style bilinear resampling of src (sH, sW, C) to dst (dH, dW, C),
- * uint8, both caller-owned.  Returns 0, or -1 when memory is short. */
+ * uint8, both caller-owned, C in [1, 16]; in float, columns first.
+ * Returns 0, or -1 when memory is short or C is out of range. */
 int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C);
 
 #endif

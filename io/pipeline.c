@@ -1,8 +1,11 @@
-/* pipeline.c — the input pipeline's threads (see pipeline.h).
+/* pipeline.c — the input pipeline's threads and its shuffle/batch machinery (see pipeline.h).
  *
  * Where it sits: io -> shards.  Data path for one example:
- *   reader thread: TfrReader -> verify CRCs -> decode Example -> check keys,
- *     shape, label -> copy the image into a free slot -> shuffle buffer ->
+ *   reader thread: the source (io/pipeline_source.h) fills a free slot with
+ *     a decoded image and its label — TFRecord: TfrReader -> verify CRCs ->
+ *     decode Example -> check keys, shape, label, in the reader; image
+ *     folder: a WORK_DECODE item, decoded and resized by a worker, collected
+ *     in order -> pipeline_accept: shuffle buffer ->
  *     "emit": it gets the next stream index g, which fixes its batch and
  *     position -> a work item (slot, batch, position, g) on the work queue
  *   workers: augment slot -> staging buffer x[position], label -> labels[position];
@@ -16,6 +19,7 @@
  * shard_offset/shard_n), no device copies.
  */
 #include "io/pipeline.h"
+#include "io/pipeline_source.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,88 +33,6 @@
 #include "io/example.h"
 #include "io/rng.h"
 #include "io/tfrecord.h"
-
-#define PIPELINE_GROUP 16 /* work items / slots moved per lock */
-#define PIPELINE_THREAD_N_BYTES ((size_t)128 << 10) /* a thread's touched stack and malloc arena slack (pipeline_max_n_bytes) */
-
-typedef struct {
-    int slot;      /* slot holding the decoded image and label */
-    int ring;      /* batch ring entry */
-    int pos;       /* position in that batch */
-    uint64_t g;    /* index in the output stream */
-} WorkItem;
-
-enum { RING_FREE = 0, RING_FILLING, RING_READY, RING_OUT };
-
-typedef struct {
-    PipelineBatch pub;
-    int state;
-    long seq;      /* batch sequence number while FILLING/READY/OUT */
-    int n_target;  /* examples it will hold */
-    int n_done;    /* examples the workers have finished */
-} RingEntry;
-
-struct Pipeline {
-    PipelineConfig cfg;
-    char **files;
-    int n_files;
-    int B;                    /* global batch */
-    size_t in_n_values;       /* in_H * in_W * in_C */
-    size_t slot_n_bytes;      /* in_n_values * (1 or 4) */
-    size_t out_n_floats;      /* out_H * out_W * in_C */
-
-    /* slots: decoded examples between the reader and the workers */
-    int n_slots;
-    uint8_t *slot_data;       /* (n_slots, slot_n_bytes) */
-    int32_t *slot_label;      /* (n_slots) */
-    int *free_slots;          /* (n_slots) stack of free slot ids */
-    int n_free;
-
-    WorkItem *work;           /* (n_slots) ring buffer of pending work */
-    int work_head, work_count;
-
-    RingEntry *ring;          /* (P) staging buffers */
-    int P;
-    long deliver_seq;         /* next batch the consumer gets */
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv_reader, cv_work, cv_consumer;
-    atomic_int stop;          /* read by the reader between records without the lock */
-    int reader_done;
-    long end_seq;             /* batches in the stream, once reader_done */
-    int failed;
-    long fail_seq;            /* batches before the failure are still delivered */
-    char fail_msg[600];
-
-    /* statistics (under mu) */
-    struct timespec t_open;
-    long produced;            /* examples in batches that became READY */
-    long corrupt, delivered, n_next_calls;
-    long corrupt_distinct;     /* the most bad records one epoch met (each epoch meets the same ones) */
-    uint64_t lost_n_bytes;     /* the most bytes one epoch lost to bad records */
-    uint64_t input_n_bytes;    /* the files' sizes, at open */
-    long epoch_corrupt;        /* this epoch's (reader thread) */
-    uint64_t epoch_lost_n_bytes;
-    double fill_sum, wait_sec;
-
-    /* reader-thread state */
-    int *shuf;                /* (capacity) slot ids in the shuffle buffer */
-    long shuf_n;
-    uint64_t g_next;
-    long fill_seq;            /* batch being filled (or next to start) */
-    int fill_pos;             /* examples assigned to it so far */
-    int fill_ring;
-    long cur_epoch;
-    WorkItem pending[PIPELINE_GROUP];
-    int n_pending;
-    int slot_cache[PIPELINE_GROUP];
-    int n_slot_cache;
-    ExampleDecoder *dec;
-
-    pthread_t reader;
-    pthread_t *workers;
-    int reader_started, n_workers_started;
-};
 
 static double now_sec(void) {
     struct timespec t;
@@ -150,6 +72,11 @@ void pipeline_config_defaults(PipelineConfig *c) {
     c->max_record_n_bytes = TFR_DEFAULT_MAX_RECORD_N_BYTES;
     c->drop_remainder = 1;
     c->skip_examples = 0;
+    c->image_dir = NULL;
+    c->labels_file = NULL;
+    c->resize_mode = 0;
+    c->jpeg_scaled = 1;
+    c->max_image_pixels = PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
 }
 
 void pipeline_split_shards(int n, int n_shards, const int *sizes, int *offset, int *count) {
@@ -174,7 +101,7 @@ void pipeline_split_shards(int n, int n_shards, const int *sizes, int *offset, i
 /* ------------------------------------------------------------------ reader */
 
 /* Records a fatal error: batches before the one being filled still go out. */
-static void reader_fail(Pipeline *p, const char *msg) {
+void pipeline_fail(Pipeline *p, const char *msg) {
     pthread_mutex_lock(&p->mu);
     if (!p->failed) {
         p->failed = 1;
@@ -207,7 +134,7 @@ static void flush_pending(Pipeline *p) {
 }
 
 /* A free slot for the next record, or -1 when stopping. */
-static int take_slot(Pipeline *p) {
+int pipeline_take_slot(Pipeline *p) {
     if (p->n_slot_cache) return p->slot_cache[--p->n_slot_cache];
     pthread_mutex_lock(&p->mu);
     if (p->n_free == 0) flush_pending_locked(p);
@@ -221,7 +148,7 @@ static int take_slot(Pipeline *p) {
     return slot;
 }
 
-static void put_slot_back(Pipeline *p, int slot) {
+void pipeline_put_slot_back(Pipeline *p, int slot) {
     if (p->n_slot_cache < PIPELINE_GROUP) {
         p->slot_cache[p->n_slot_cache++] = slot;
         return;
@@ -259,12 +186,12 @@ static int emit(Pipeline *p, int slot) {
     uint64_t g = p->g_next;
     if (g < (uint64_t)p->cfg.skip_examples) {
         p->g_next++;
-        put_slot_back(p, slot);
+        pipeline_put_slot_back(p, slot);
         return 0;
     }
     if (p->fill_pos == 0 && start_batch(p, p->fill_seq, p->B) != 0) return -1;
     p->g_next++;
-    WorkItem it = {slot, p->fill_ring, p->fill_pos, g};
+    WorkItem it = {WORK_AUGMENT, slot, p->fill_ring, p->fill_pos, 0, g};
     p->pending[p->n_pending++] = it;
     if (++p->fill_pos == p->B) {
         p->fill_pos = 0;
@@ -277,63 +204,64 @@ static int emit(Pipeline *p, int slot) {
 }
 
 /* Emits a uniformly drawn element of the shuffle buffer. */
-static int emit_random(Pipeline *p, uint64_t *rng) {
-    long i = (long)rng_below(rng, (uint64_t)p->shuf_n);
+static int emit_random(Pipeline *p) {
+    long i = (long)rng_below(&p->shuf_rng, (uint64_t)p->shuf_n);
     int slot = p->shuf[i];
     p->shuf[i] = p->shuf[--p->shuf_n];
     return emit(p, slot);
 }
 
-/* Checks a decoded record and copies image and label into slot.  0, or -1 with why. */
-static int record_to_slot(Pipeline *p, const uint8_t *data, size_t n_bytes, int slot, char *why, size_t why_n) {
-    const PipelineConfig *c = &p->cfg;
-    const Tensorflow__Example *ex = example_decode(p->dec, data, n_bytes);
-    if (!ex) {
-        snprintf(why, why_n, "payload is not a tf.train.Example (protobuf parse error)");
-        return -1;
+int pipeline_accept(Pipeline *p, int slot) {
+    if (!p->cfg.shuffle) return emit(p, slot);
+    p->shuf[p->shuf_n++] = slot;
+    return p->shuf_n == p->cfg.capacity ? emit_random(p) : 0;
+}
+
+void pipeline_order(const Pipeline *p, long epoch, long *order, long n) {
+    for (long i = 0; i < n; i++) order[i] = i;
+    if (!p->cfg.shuffle) return;
+    uint64_t s = rng_seed(p->cfg.seed, RNG_STREAM_FILE_ORDER, (uint64_t)epoch);
+    for (long i = n - 1; i > 0; i--) {
+        long j = (long)rng_below(&s, (uint64_t)i + 1);
+        long t = order[i];
+        order[i] = order[j];
+        order[j] = t;
     }
-    const char *dim_keys[3] = {c->height_key, c->width_key, c->depth_key};
-    const int dim_want[3] = {c->in_H, c->in_W, c->in_C};
-    for (int k = 0; k < 3; k++) {
-        if (!dim_keys[k] || !dim_keys[k][0] || !example_find(ex, dim_keys[k])) continue;
-        int64_t v;
-        if (example_get_int64(ex, dim_keys[k], &v, why, why_n) != 0) return -1;
-        if (v != dim_want[k]) {
-            snprintf(why, why_n, "feature '%s' is %lld but the image shape is %d x %d x %d", dim_keys[k], (long long)v,
-                     c->in_H, c->in_W, c->in_C);
-            return -1;
+}
+
+long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
+    long dispatched = 0, collected = 0, good = 0;
+    while (collected < n) {
+        while (dispatched < n && dispatched - collected < p->win_n) {
+            int slot = pipeline_take_slot(p);
+            if (slot < 0) return -1;
+            int w = (int)(dispatched % p->win_n);
+            DecodeEntry *d = &p->win[w];
+            d->item = items[dispatched];
+            d->slot = slot;
+            d->state = 0;
+            WorkItem it = {WORK_DECODE, slot, 0, 0, w, 0};
+            p->pending[p->n_pending++] = it;
+            if (p->n_pending == PIPELINE_GROUP) flush_pending(p);
+            dispatched++;
+        }
+        DecodeEntry *d = &p->win[collected % p->win_n];
+        pthread_mutex_lock(&p->mu);
+        flush_pending_locked(p);
+        while (d->state == 0 && !p->stop) pthread_cond_wait(&p->cv_reader, &p->mu);
+        int state = d->state;
+        pthread_mutex_unlock(&p->mu);
+        if (p->stop) return -1;
+        collected++;
+        if (state > 0) {
+            good++;
+            if (pipeline_accept(p, d->slot) != 0) return -1;
+        } else {
+            pipeline_put_slot_back(p, d->slot);
+            if (pipeline_bad(p, d->why, d->lost_n_bytes, NULL) != 0) return -1;
         }
     }
-    uint8_t *dst = p->slot_data + (size_t)slot * p->slot_n_bytes;
-    if (!c->image_float) {
-        const uint8_t *img;
-        size_t n;
-        if (example_get_bytes(ex, c->image_key, &img, &n, why, why_n) != 0) return -1;
-        if (n != p->in_n_values) {
-            snprintf(why, why_n, "image '%s' has %zu bytes, expected %zu (%d x %d x %d)", c->image_key, n,
-                     p->in_n_values, c->in_H, c->in_W, c->in_C);
-            return -1;
-        }
-        memcpy(dst, img, n);
-    } else {
-        const float *img;
-        size_t n;
-        if (example_get_floats(ex, c->image_key, &img, &n, why, why_n) != 0) return -1;
-        if (n != p->in_n_values) {
-            snprintf(why, why_n, "image '%s' has %zu floats, expected %zu (%d x %d x %d)", c->image_key, n,
-                     p->in_n_values, c->in_H, c->in_W, c->in_C);
-            return -1;
-        }
-        memcpy(dst, img, n * sizeof(float));
-    }
-    int64_t label;
-    if (example_get_int64(ex, c->label_key, &label, why, why_n) != 0) return -1;
-    if (label < 0 || label >= c->num_classes) {
-        snprintf(why, why_n, "label %lld outside [0, %d)", (long long)label, c->num_classes);
-        return -1;
-    }
-    p->slot_label[slot] = (int32_t)label;
-    return 0;
+    return good;
 }
 
 static void warn_line(const Pipeline *p, const char *line) {
@@ -346,12 +274,11 @@ static void warn_line(const Pipeline *p, const char *line) {
  * a distinct record (and logged) once, in the first epoch that meets it,
  * and as skipped every time.  The bytes it made unreadable count against
  * max_corrupt_fraction of the input.  Returns 0 to go on, -1 to stop. */
-static int bad_record(Pipeline *p, TfrReader *r, const char *msg) {
+int pipeline_bad(Pipeline *p, const char *msg, uint64_t lost, const char *where) {
     if (!p->cfg.skip_corrupt) {
-        reader_fail(p, msg);
+        pipeline_fail(p, msg);
         return -1;
     }
-    uint64_t lost = tfr_reader_lost_n_bytes(r);
     pthread_mutex_lock(&p->mu);
     p->corrupt++;
     long n = ++p->epoch_corrupt;
@@ -367,12 +294,14 @@ static int bad_record(Pipeline *p, TfrReader *r, const char *msg) {
                  "%s; bad records made %llu of the %llu input bytes unreadable (%.3g%%), over max_corrupt_fraction %g",
                  msg, (unsigned long long)lost_total, (unsigned long long)input,
                  input ? 100.0 * (double)lost_total / (double)input : 100.0, p->cfg.max_corrupt_fraction);
-        reader_fail(p, line);
+        pipeline_fail(p, line);
         return -1;
     }
     if (is_new && n <= p->cfg.log_corrupt) {
-        snprintf(line, sizeof line, "%s (skipped; %llu bytes of %s unreadable)", msg, (unsigned long long)lost,
-                 tfr_reader_name(r));
+        if (where)
+            snprintf(line, sizeof line, "%s (skipped; %llu bytes of %s unreadable)", msg, (unsigned long long)lost, where);
+        else
+            snprintf(line, sizeof line, "%s (skipped)", msg);
         escape_in_place(line, sizeof line);
         warn_line(p, line);
     }
@@ -381,90 +310,17 @@ static int bad_record(Pipeline *p, TfrReader *r, const char *msg) {
     return 0;
 }
 
-/* Reads one epoch.  Returns the number of good records, or -1 to stop. */
-static long read_epoch(Pipeline *p, long epoch) {
-    const PipelineConfig *c = &p->cfg;
-    int *order = malloc((size_t)p->n_files * sizeof *order);
-    if (!order) {
-        reader_fail(p, "out of memory");
-        return -1;
-    }
-    for (int i = 0; i < p->n_files; i++) order[i] = i;
-    if (c->shuffle) {
-        uint64_t s = rng_seed(c->seed, RNG_STREAM_FILE_ORDER, (uint64_t)epoch);
-        for (int i = p->n_files - 1; i > 0; i--) {
-            int j = (int)rng_below(&s, (uint64_t)i + 1);
-            int t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
-    }
-    uint64_t shuf_rng = rng_seed(c->seed, RNG_STREAM_SHUFFLE, (uint64_t)epoch);
+/* One epoch from the source, then the shuffle buffer drained (epochs never
+ * mix).  The number of good examples, or -1 to stop. */
+static long run_epoch(Pipeline *p, long epoch) {
+    p->shuf_rng = rng_seed(p->cfg.seed, RNG_STREAM_SHUFFLE, (uint64_t)epoch);
     pthread_mutex_lock(&p->mu);
     p->epoch_corrupt = 0;
     p->epoch_lost_n_bytes = 0;
     pthread_mutex_unlock(&p->mu);
-    long good = 0, capacity = c->capacity;
-    char err[600], why[300];
-    for (int k = 0; k < p->n_files; k++) {
-        TfrReader *r = tfr_reader_open(p->files[order[k]], c->compression, c->max_record_n_bytes, err, sizeof err);
-        if (!r) {
-            reader_fail(p, err);
-            good = -1;
-            break;
-        }
-        for (;;) {
-            if (p->stop) {
-                good = -1;
-                break;
-            }
-            const uint8_t *data;
-            size_t n;
-            int st = tfr_reader_next(r, &data, &n, err, sizeof err);
-            if (st == TFR_END) break;
-            if (st < 0) {
-                if (bad_record(p, r, err) != 0) {
-                    good = -1;
-                    break;
-                }
-                if (st == TFR_BAD_STREAM) break;
-                continue;
-            }
-            int slot = take_slot(p);
-            if (slot < 0) {
-                good = -1;
-                break;
-            }
-            if (record_to_slot(p, data, n, slot, why, sizeof why) != 0) {
-                put_slot_back(p, slot);
-                snprintf(err, sizeof err, "%s: record %ld at offset %llu: %s", tfr_reader_name(r),
-                         tfr_reader_record_index(r), (unsigned long long)tfr_reader_record_offset(r), why);
-                if (bad_record(p, r, err) != 0) {
-                    good = -1;
-                    break;
-                }
-                continue;
-            }
-            good++;
-            if (!c->shuffle) {
-                if (emit(p, slot) != 0) {
-                    good = -1;
-                    break;
-                }
-                continue;
-            }
-            p->shuf[p->shuf_n++] = slot;
-            if (p->shuf_n == capacity && emit_random(p, &shuf_rng) != 0) {
-                good = -1;
-                break;
-            }
-        }
-        tfr_reader_close(r);
-        if (good < 0) break;
-    }
-    free(order);
+    long good = p->src->read_epoch(p, epoch);
     while (good >= 0 && p->shuf_n > 0)
-        if (emit_random(p, &shuf_rng) != 0) good = -1;
+        if (emit_random(p) != 0) good = -1;
     return good;
 }
 
@@ -475,10 +331,10 @@ static void *reader_main(void *arg) {
     char err[600];
     int ok = 1;
     if (c->skip_examples > 0 && !c->skip_corrupt) {
-        /* Skip whole epochs without reading them: their size is the record count. */
-        long n = io_count_records((const char *const *)p->files, p->n_files, c->compression, err, sizeof err);
+        /* Skip whole epochs without reading them: their size is the source's count. */
+        long n = p->src->count(p, err, sizeof err);
         if (n < 0) {
-            reader_fail(p, err);
+            pipeline_fail(p, err);
             ok = 0;
         } else if (n > 0) {
             start_epoch = c->skip_examples / n;
@@ -488,13 +344,11 @@ static void *reader_main(void *arg) {
     }
     for (long epoch = start_epoch; ok && (c->num_epochs == 0 || epoch < c->num_epochs); epoch++) {
         p->cur_epoch = epoch;
-        long good = read_epoch(p, epoch);
+        long good = run_epoch(p, epoch);
         if (good < 0) {
             ok = 0;
         } else if (good == 0) {
-            snprintf(err, sizeof err, "%s%s: no usable records in %d file(s)", p->files[0], p->n_files > 1 ? " ..." : "",
-                     p->n_files);
-            reader_fail(p, err);
+            pipeline_fail(p, p->no_data_msg);
             ok = 0;
         }
     }
@@ -551,27 +405,57 @@ static void augment_one(Pipeline *p, const WorkItem *it) {
     e->pub.labels[it->pos] = p->slot_label[it->slot];
 }
 
+/* A WORK_DECODE item: the source decodes into the slot; the result goes to
+ * the window entry (its state under mu, by the caller). */
+static int decode_one(Pipeline *p, int worker, const WorkItem *it) {
+    DecodeEntry *d = &p->win[it->win];
+    d->lost_n_bytes = 0;
+    int rc = p->src->decode(p, worker, d->item, it->slot, d->why, sizeof d->why, &d->lost_n_bytes);
+    return rc == 0 ? 1 : -1;
+}
+
+typedef struct {
+    Pipeline *p;
+    int id;
+} WorkerArg;
+
 static void *worker_main(void *arg) {
-    Pipeline *p = arg;
+    Pipeline *p = ((WorkerArg *)arg)->p;
+    const int worker = ((WorkerArg *)arg)->id;
     WorkItem items[PIPELINE_GROUP];
+    int results[PIPELINE_GROUP];
     int n_workers = p->cfg.n_workers;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (p->work_count == 0 && !p->stop) pthread_cond_wait(&p->cv_work, &p->mu);
         if (p->stop) break;
-        /* Take a fair share so the other workers are not left idle. */
-        int k = (p->work_count + n_workers - 1) / n_workers;
-        if (k > PIPELINE_GROUP) k = PIPELINE_GROUP;
-        for (int i = 0; i < k; i++) {
-            items[i] = p->work[p->work_head];
+        /* Take a fair share so the other workers are not left idle.  A decode item (milliseconds of
+         * work, which the reader collects in order) ends the group, so that it is reported at once. */
+        int want = (p->work_count + n_workers - 1) / n_workers, k = 0;
+        if (want > PIPELINE_GROUP) want = PIPELINE_GROUP;
+        while (k < want) {
+            items[k] = p->work[p->work_head];
             p->work_head = (p->work_head + 1) % p->n_slots;
             p->work_count--;
+            if (items[k++].kind == WORK_DECODE) break;
         }
         pthread_mutex_unlock(&p->mu);
-        for (int i = 0; i < k; i++) augment_one(p, &items[i]);
+        int decoded = 0;
+        for (int i = 0; i < k; i++) {
+            if (items[i].kind == WORK_DECODE) {
+                results[i] = decode_one(p, worker, &items[i]);
+                decoded = 1;
+            } else {
+                augment_one(p, &items[i]);
+            }
+        }
         pthread_mutex_lock(&p->mu);
         int ready = 0;
         for (int i = 0; i < k; i++) {
+            if (items[i].kind == WORK_DECODE) {
+                p->win[items[i].win].state = results[i]; /* the slot stays the reader's */
+                continue;
+            }
             p->free_slots[p->n_free++] = items[i].slot;
             RingEntry *e = &p->ring[items[i].ring];
             if (++e->n_done == e->n_target && e->state == RING_FILLING) {
@@ -580,7 +464,8 @@ static void *worker_main(void *arg) {
                 ready = 1;
             }
         }
-        pthread_cond_signal(&p->cv_reader);
+        if (decoded) pthread_cond_broadcast(&p->cv_reader);
+        else pthread_cond_signal(&p->cv_reader);
         if (ready) pthread_cond_broadcast(&p->cv_consumer);
     }
     pthread_mutex_unlock(&p->mu);
@@ -593,18 +478,24 @@ static void *worker_main(void *arg) {
 typedef struct {
     int B;                /* global batch */
     long capacity;        /* shuffle buffer (0 without shuffle) */
-    long n_slots;         /* decoded examples in flight: the shuffle buffer, two batches, the groups in transit */
+    long n_slots;         /* decoded examples in flight: the shuffle buffer, two batches, the groups in transit, the decode window */
+    int win_n;            /* decode window (sources that decode in the workers; 0 otherwise) */
     int P;                /* staging buffers */
     size_t in_n_values;   /* in_H * in_W * in_C */
     size_t slot_n_bytes;  /* one decoded image, rounded up to 64 bytes */
     size_t out_n_floats;  /* out_H * out_W * in_C */
 } PipelineSizes;
 
+static const PipelineSourceI *source_of(const PipelineConfig *c) {
+    return c->image_dir ? &pipeline_source_imagefolder : &pipeline_source_tfrecord;
+}
+
 static void plan_sizes(const PipelineConfig *c, PipelineSizes *z) {
+    z->win_n = source_of(c)->decode_window * c->n_workers;
     z->B = 0;
     for (int t = 0; t < c->n_shards; t++) z->B += c->shard_sizes[t];
     z->capacity = !c->shuffle ? 0 : c->capacity ? c->capacity : c->min_after_dequeue + 3L * z->B;
-    z->n_slots = z->capacity + 2L * z->B + 2L * PIPELINE_GROUP * (c->n_workers + 1);
+    z->n_slots = z->capacity + 2L * z->B + 2L * PIPELINE_GROUP * (c->n_workers + 1) + z->win_n;
     z->P = c->prefetch_batches < 2 * c->n_shards ? 2 * c->n_shards : c->prefetch_batches;
     z->in_n_values = (size_t)c->in_H * (size_t)c->in_W * (size_t)c->in_C;
     z->slot_n_bytes = z->in_n_values * (c->image_float ? sizeof(float) : 1);
@@ -631,26 +522,34 @@ size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, Pi
     /* Each staging buffer is zeroed by cfg->alloc (all its pages resident). */
     m->staging_n_bytes = (size_t)z.P * (round_up_pages((size_t)z.B * z.out_n_floats * sizeof(float)) +
                                         round_up_pages((size_t)z.B * sizeof(int32_t)) + sizeof(RingEntry));
-    const size_t max_record = cfg->max_record_n_bytes ? cfg->max_record_n_bytes : TFR_DEFAULT_MAX_RECORD_N_BYTES;
-    const size_t record = record_n_bytes && record_n_bytes < max_record ? record_n_bytes : max_record;
-    /* One reader is open at a time (pipeline_open checks the files one after another). */
-    m->reader_n_bytes = tfr_reader_max_n_bytes(cfg->compression, record, max_record) + example_decoder_max_n_bytes(record);
-    size_t names_n_bytes = 0;
-    for (int i = 0; cfg->files && i < cfg->n_files; i++)
-        names_n_bytes += sizeof(char *) + (cfg->files[i] ? strlen(cfg->files[i]) + 1 : 0);
-    /* The reader's and the workers' stacks and their malloc arenas' slack;
-     * the workers need no heap scratch (they augment straight into the
+    /* The source: what its reader holds (TFRecord: one open reader and the
+     * Example decoder, the file names; image folder: the listing and the
+     * epoch's order), and the workers' decode scratch (image folder). */
+    source_of(cfg)->max_n_bytes(cfg, record_n_bytes, &m->reader_n_bytes, &m->workers_n_bytes);
+    m->slots_n_bytes += (size_t)z.win_n * sizeof(DecodeEntry);
+    /* The reader's and the workers' stacks and their malloc arenas' slack
+     * (augmenting needs no heap scratch: it writes straight into the
      * staging buffer). */
-    m->threads_n_bytes = (size_t)(1 + cfg->n_workers) * (PIPELINE_THREAD_N_BYTES + sizeof(pthread_t)) + sizeof(Pipeline) +
-                         names_n_bytes + (size_t)cfg->n_files * sizeof(int);
-    m->total_n_bytes = m->slots_n_bytes + m->shuffle_n_bytes + m->staging_n_bytes + m->reader_n_bytes + m->threads_n_bytes;
+    m->threads_n_bytes = (size_t)(1 + cfg->n_workers) * (PIPELINE_THREAD_N_BYTES + sizeof(pthread_t) + sizeof(int)) +
+                         sizeof(Pipeline);
+    m->total_n_bytes = m->slots_n_bytes + m->shuffle_n_bytes + m->staging_n_bytes + m->reader_n_bytes +
+                       m->workers_n_bytes + m->threads_n_bytes;
     return m->total_n_bytes;
 }
 
 
 static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
 #define BAD(...) do { snprintf(err, err_n, __VA_ARGS__); return -1; } while (0)
-    if (!c->files || c->n_files < 1) BAD("pipeline: no input files");
+    if (!c->image_dir && (!c->files || c->n_files < 1)) BAD("pipeline: no input files");
+    if (c->image_dir) {
+        if (c->in_H != c->in_W || c->in_H > 4096 || (c->in_C != 1 && c->in_C != 3) || c->image_float)
+            BAD("pipeline: an image folder decodes to square uint8 images of at most 4096 pixels a side, 1 or 3 "
+                "channels, not %d x %d x %d%s", c->in_H, c->in_W, c->in_C, c->image_float ? " floats" : "");
+        if (c->resize_mode != 0 && c->resize_mode != 1) BAD("pipeline: unknown resize mode %d", c->resize_mode);
+        if (c->max_image_pixels < (size_t)c->in_H * (size_t)c->in_W * 2)
+            BAD("pipeline: max_image_pixels %zu is below twice the image size %d x %d", c->max_image_pixels, c->in_H,
+                c->in_W);
+    }
     if (!c->image_key || !c->image_key[0] || !c->label_key || !c->label_key[0]) BAD("pipeline: image_key and label_key must be set");
     if (c->compression < IO_COMPRESSION_AUTO || c->compression > IO_COMPRESSION_ZLIB) BAD("pipeline: unknown compression %d", c->compression);
     if (c->in_H < 1 || c->in_W < 1 || c->in_C < 1 || c->in_H > 65536 || c->in_W > 65536 || c->in_C > 16)
@@ -704,17 +603,8 @@ Pipeline *pipeline_open(const PipelineConfig *cfg, char *err, size_t err_n) {
     pthread_cond_init(&p->cv_consumer, NULL);
     clock_gettime(CLOCK_MONOTONIC, &p->t_open);
 
-    p->n_files = c->n_files;
-    p->files = calloc((size_t)c->n_files, sizeof *p->files);
-    if (!p->files) goto oom;
-    for (int i = 0; i < c->n_files; i++) {
-        if (!c->files[i] || !(p->files[i] = strdup(c->files[i]))) goto oom;
-        TfrReader *r = tfr_reader_open(p->files[i], c->compression, c->max_record_n_bytes, err, err_n);
-        if (!r) goto fail;
-        p->input_n_bytes += tfr_reader_file_n_bytes(r);
-        tfr_reader_close(r);
-    }
-    c->files = (const char *const *)p->files;
+    p->src = source_of(c);
+    if (p->src->open(p, err, err_n) != 0) goto fail;
 
     PipelineSizes z;
     plan_sizes(c, &z);
@@ -729,6 +619,8 @@ Pipeline *pipeline_open(const PipelineConfig *cfg, char *err, size_t err_n) {
         goto fail;
     }
     p->n_slots = (int)z.n_slots;
+    p->win_n = z.win_n;
+    if (p->win_n > 0 && !(p->win = calloc((size_t)p->win_n, sizeof *p->win))) goto oom;
     p->slot_data = malloc((size_t)p->n_slots * p->slot_n_bytes);
     p->slot_label = malloc((size_t)p->n_slots * sizeof *p->slot_label);
     p->free_slots = malloc((size_t)p->n_slots * sizeof *p->free_slots);
@@ -752,11 +644,14 @@ Pipeline *pipeline_open(const PipelineConfig *cfg, char *err, size_t err_n) {
             goto fail;
         }
     }
-    p->dec = example_decoder_new();
     p->workers = calloc((size_t)c->n_workers, sizeof *p->workers);
-    if (!p->dec || !p->workers) goto oom;
+    WorkerArg *args = calloc((size_t)c->n_workers, sizeof *args);
+    p->worker_args = args;
+    if (!p->workers || !args) goto oom;
     for (int i = 0; i < c->n_workers; i++) {
-        if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+        args[i].p = p;
+        args[i].id = i;
+        if (pthread_create(&p->workers[i], NULL, worker_main, &args[i]) != 0) {
             snprintf(err, err_n, "pipeline: cannot start worker thread %d", i);
             goto fail;
         }
@@ -840,6 +735,8 @@ void pipeline_stats(Pipeline *p, PipelineStats *s) {
     s->input_n_bytes = p->input_n_bytes;
     s->batches_delivered = p->delivered;
     s->prefetch_batches = p->P;
+    s->images_decoded = atomic_load(&p->images_decoded);
+    s->images_scaled = atomic_load(&p->images_scaled);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -860,14 +757,15 @@ void pipeline_close(Pipeline *p) {
         }
     }
     free(p->ring);
-    io_free_files(p->files, p->n_files);
+    if (p->src && p->src->close) p->src->close(p);
+    free(p->win);
+    free(p->worker_args);
     free(p->slot_data);
     free(p->slot_label);
     free(p->free_slots);
     free(p->work);
     free(p->shuf);
     free(p->workers);
-    example_decoder_free(p->dec);
     pthread_cond_destroy(&p->cv_reader);
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_consumer);

@@ -1,4 +1,4 @@
-/* pipeline.h — the parallel input pipeline: TFRecord files in, per-tower shards out.
+/* pipeline.h — the parallel input pipeline: TFRecord files or an image folder in, per-tower shards out.
  *
  * Where it sits: the io -> shards step of the tower pattern.  One reader
  * thread streams records (file order reshuffled each epoch), verifies and
@@ -10,6 +10,13 @@
  * shuffle, so a skipped bad record never leaves a hole in a batch and the
  * stream stays a pure function of the data; the workers only augment (the
  * reader's ceiling is in bench/RESULTS.md).
+ * Image folders (cfg.image_dir, DIR/<class>/FILE.png|jpg|jpeg, the class
+ * rules of io/imagefolder.h): the file list is permuted each epoch (seeded
+ * as the TFRecord file order), the workers decode and resize each image
+ * (JPEGs at libjpeg's reduced scale where large), and the reader collects
+ * them in that order into the same shuffle buffer; a bad image is skipped
+ * (or stops the pipeline) exactly as a bad record.  The sources
+ * (TFRecord, image folder) plug into one machinery: io/pipeline_source.h.
  *
  * Order and determinism: the output is one stream of examples, epoch after
  * epoch; each epoch is a permutation of the (good) records, so every example
@@ -78,7 +85,17 @@ typedef struct {
     size_t max_record_n_bytes;               /* 64 MiB default */
     int drop_remainder;                      /* 0: the last batch of the data may be short (eval) */
     long skip_examples;                      /* resume: fast-forward this many examples deterministically, without augmenting them */
+    /* An image folder instead of files: DIR/<class>/FILE.png|jpg|jpeg (io/imagefolder.h's rules), decoded and
+     * resized by the workers to in_H x in_W x in_C (in_H == in_W, the image size; in_C 3 RGB or 1 grey). */
+    const char *image_dir;                   /* NULL: TFRecord files */
+    const char *labels_file;                 /* image_dir: the class list (NULL: the sorted class folders) */
+    int resize_mode;                         /* image_dir: IMAGEFOLDER_RESIZE (0) or IMAGEFOLDER_CENTER_CROP (1) */
+    int jpeg_scaled;                         /* image_dir: 1 (default) decodes JPEGs at libjpeg's reduced scale where larger than needed */
+    size_t max_image_pixels;                 /* image_dir: the largest decoded image and resampling buffer, in pixels
+                                                (a larger image is a bad example); bounds each worker's memory */
 } PipelineConfig;
+
+#define PIPELINE_DEFAULT_MAX_IMAGE_PIXELS ((size_t)1 << 22) /* 4 Mpixels, e.g. 2048 x 2048 decoded */
 
 /* Defaults: TensorFlow cifar10 training input (32x32x3 -> 24x24, 10
  * classes, AUGMENT_CIFAR_TRAIN, one shard, every shard_sizes entry 128 so
@@ -110,6 +127,8 @@ typedef struct {
     uint64_t input_n_bytes;   /* the files' sizes at open */
     long batches_delivered;
     int prefetch_batches;     /* the ring depth in use */
+    long images_decoded;      /* image folder: images the workers decoded (every epoch counted) */
+    long images_scaled;       /* image folder: of those, JPEGs decoded at a reduced scale */
 } PipelineStats;
 
 /* Starts the threads.  Checks the configuration (and that every file opens)
@@ -136,7 +155,9 @@ typedef struct {
     size_t slots_n_bytes;    /* decoded examples in flight: n_slots x (slot_n_bytes + label + bookkeeping) */
     size_t shuffle_n_bytes;  /* the shuffle buffer's index: capacity slot ids */
     size_t staging_n_bytes;  /* prefetch_batches staging buffers (images and labels, whole pages, from cfg.alloc) */
-    size_t reader_n_bytes;   /* the open TfrReader and the Example decoder's arena */
+    size_t reader_n_bytes;   /* the source's reader: the open TfrReader, the Example decoder's arena and the file names;
+                                image folder: the listing (read from the directory) and one epoch's order */
+    size_t workers_n_bytes;  /* image folder: each worker's decoded image, resampling buffers and libjpeg's memory */
     size_t threads_n_bytes;  /* the reader's and workers' stacks, the Pipeline itself, the file names */
     size_t total_n_bytes;    /* the sum */
     long capacity, n_slots;  /* shuffle capacity (0: no shuffle); slots = capacity + 2 batches + groups in transit */
@@ -153,6 +174,10 @@ typedef struct {
  * there).  Fills m (when not NULL) with the parts.  cfg must be one that
  * pipeline_open accepts (n_shards within PIPELINE_MAX_SHARDS); never fails. */
 size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, PipelineMemory *m);
+
+/* Image folder: the class names in label order (owned by the pipeline) and
+ * their number; NULL for TFRecord files. */
+const char *const *pipeline_classes(const Pipeline *p, int *n_classes);
 
 /* Stops and joins the threads, frees everything (staging buffers through
  * cfg.alloc).  Batches not yet released become invalid.  NULL is fine. */
@@ -199,6 +224,11 @@ int io_labels_compare(const char *want_path, const char *have_path, char *err, s
  * dir_labels (.tmp, then rename).  0 (also when data_labels does not exist),
  * 1 differ, -1 error. */
 int io_labels_record(const char *data_labels, const char *dir_labels, char *err, size_t err_n_bytes);
+
+/* As io_labels_record for a class list in memory (an image folder's,
+ * pipeline_classes): names, one a line, against and then into dir_labels.
+ * 0, 1 differ (err), -1 error. */
+int io_labels_record_names(const char *const *names, int n_names, const char *dir_labels, char *err, size_t err_n_bytes);
 
 /* Splits n examples into n_shards shards proportionally to sizes (the
  * configured shard sizes, summing to B): equal to sizes when n == B; for a

@@ -15,6 +15,10 @@ if(TARGET tower)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eco_cli.sh $<TARGET_FILE:tower>
             $<TARGET_FILE:test_imagefolder> $<TARGET_FILE:test_events> $<TARGET_FILE:test_safetensors>)
   set_tests_properties(test_eco_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS train TIMEOUT 300)
+  # An image folder as --data of train and eval, decoded in the input pipeline.
+  add_test(NAME test_imagefolder_cli
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_imagefolder_cli.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)
+  set_tests_properties(test_imagefolder_cli PROPERTIES LABELS train TIMEOUT 300)
   add_test(NAME test_eco_interop
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_eco_interop.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)
   set_tests_properties(test_eco_interop PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)

@@ -7,6 +7,7 @@ tower_add_test(NAME test_io_crc32c SOURCES test_io_crc32c.c LIBS tower_io)
 tower_add_test(NAME test_io_tfrecord SOURCES test_io_tfrecord.c LIBS tower_io)
 tower_add_test(NAME test_io_example SOURCES test_io_example.c LIBS tower_io)
 tower_add_test(NAME test_io_pipeline SOURCES test_io_pipeline.c LIBS tower_io)
+tower_add_test(NAME test_io_pipeline_imagefolder SOURCES test_io_pipeline_imagefolder.c LIBS tower_io)
 tower_add_test(NAME test_io_convert SOURCES test_io_convert.c LIBS tower_io)
 # The subcommands' own sources, linked into the test (cmd/main.c is not needed).
 tower_add_test(NAME test_io_cli

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "io/events.h"
+#include "io/imagefolder.h"
 #include "io/synthetic.h"
 #include "train/mode.h"
 
@@ -38,6 +39,8 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->gpus = "";
     o->num_classes = 10;
     o->image_size = 24;
+    o->labels = "";
+    o->resize_mode = "resize";
     o->learning_rate = NAN;
     o->momentum = 0.9f;
     o->nesterov = 1;
@@ -289,6 +292,12 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
     trainer_max_n_bytes(tr, &m);
     if (tr->opt.synthetic)
         printf("%s: memory bound %.1f MiB = synthetic batch %.1f", ts, mib(m.total_n_bytes), mib(m.input_n_bytes));
+    else if (tr->image_folder)
+        printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
+               "%d staging batches, image folder: %.1f MiB of decode buffers for images up to %zu pixels)", ts,
+               mib(m.total_n_bytes), mib(m.input_n_bytes), m.pipeline.capacity, m.pipeline.n_slots,
+               m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches, mib(m.pipeline.workers_n_bytes),
+               tr->pipeline_cfg.max_image_pixels);
     else
         printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
                "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
@@ -420,6 +429,11 @@ static int open_pipeline(Trainer *tr, int compression, int H, int W, int C, int 
     pcfg.warn_ctx = o->warn_ctx;
     pcfg.drop_remainder = 1;
     pcfg.skip_examples = tr->examples_consumed;
+    if (tr->image_folder) {
+        pcfg.image_dir = o->data;
+        pcfg.labels_file = o->labels[0] ? o->labels : NULL;
+        pcfg.resize_mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
+    }
     tr->pipeline_cfg = pcfg;
     char e[512];
     tr->pipeline = pipeline_open(&pcfg, e, sizeof e);
@@ -490,7 +504,26 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     ModelInputFacts facts;
     (void)model_input_facts(o->model, &facts); /* an unknown name: model_spec_init says so below */
     int H = facts.H, W = facts.W, C = facts.C, is_float = 1;
-    if (!o->synthetic) {
+    tr->image_folder = !o->synthetic && imagefolder_is_folder(o->data);
+    if (tr->image_folder) {
+        /* Decoded and resized to --image_size in the pipeline; the count (candidate files) for the epoch. */
+        if (o->image_size < 1 || (strcmp(o->resize_mode, "resize") && strcmp(o->resize_mode, "center_crop"))) {
+            snprintf(err, err_n_bytes, "an image folder as --data needs --image_size >= 1 and --resize_mode resize or "
+                     "center_crop");
+            return -1;
+        }
+        H = W = o->image_size;
+        is_float = 0;
+        if (imagefolder_count(o->data, o->labels[0] ? o->labels : NULL, &tr->examples_per_epoch, e, sizeof e) != 0) {
+            snprintf(err, err_n_bytes, "--data: %s", e);
+            return -1;
+        }
+    } else if (!o->synthetic) {
+        if (o->labels[0]) {
+            snprintf(err, err_n_bytes, "--labels applies to an image folder as --data (TFRecord data carries its "
+                     "labels.txt beside the files)");
+            return -1;
+        }
         if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
@@ -502,7 +535,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     }
     tr->record_n_bytes = (size_t)H * W * C * (is_float ? sizeof(float) : 1) + 4096;
     int out_H = H, out_W = W;
-    if (facts.distorts && o->image_size > 0) {
+    if (facts.distorts && o->image_size > 0 && !tr->image_folder) {
         if (o->image_size > H || o->image_size > W) {
             snprintf(err, err_n_bytes, "--image_size %d is larger than the %dx%d images of %s", o->image_size, H, W,
                      tr->files[0]);
@@ -514,7 +547,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         snprintf(err, err_n_bytes, "--model: %s", e);
         goto fail;
     }
-    tr->examples_per_epoch = o->num_examples_per_epoch;
+    if (!tr->image_folder || o->num_examples_per_epoch > 0) tr->examples_per_epoch = o->num_examples_per_epoch;
     if (tr->examples_per_epoch <= 0 && o->num_epochs_per_decay > 0 && !o->synthetic) {
         tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
         if (tr->examples_per_epoch < 0) {

@@ -68,7 +68,7 @@
 /* Everything `tower train` can be told; defaults in trainer_options_defaults. */
 typedef struct {
     const char *model;              /* "mnist" | "cifar10" */
-    const char *data;               /* comma-separated globs of TFRecord files */
+    const char *data;               /* comma-separated globs of TFRecord files, or one image folder DIR/<class>/FILE */
     const char *train_dir;
     const char *device;             /* "cpu" | "gpu" | "auto" */
     const char *optimizer;          /* "momentum" | "sgd" | "adam" | "rmsprop" | "adamw" (ps/optimizer.h) */
@@ -83,7 +83,10 @@ typedef struct {
     int allow_tf32;                 /* GPU towers: TF32 tensor-core math in cuBLAS/cuDNN */
     int deterministic;              /* GPU towers: only cuDNN algorithms cuDNN calls deterministic, else an error */
     int num_classes;
-    int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop) */
+    int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop); an image folder: the size
+                                       its images are resized to (both models; no crop) */
+    const char *labels;             /* an image folder: the class list file ("": the sorted class folders) */
+    const char *resize_mode;        /* an image folder: "resize" or "center_crop" (io/imagefolder.h) */
     float learning_rate;            /* NAN: the optimizer's default (optimizer_default_lr) */
     float momentum;
     int nesterov;
@@ -198,8 +201,9 @@ typedef struct {
     ParamServer *ps;
     TowerGroup *towers;
     Pipeline *pipeline;
-    char **files;
+    char **files;                    /* the TFRecord files (none for an image folder) */
     int n_files;
+    int image_folder;                /* 1: --data is an image folder, decoded in the pipeline */
     int n_towers;
     int shard_sizes[TOWER_MAX_TOWERS];
     int global_batch;

@@ -1,0 +1,97 @@
+/* bench_imagefolder.c — the input pipeline on an image folder (io/pipeline_imagefolder.c): images/sec.
+ *
+ * Where it sits: bench/, a benchmark (not a test).  It opens the pipeline on
+ * DIR/<class>/FILE.jpg with --threads workers, no shuffle, decoding each JPEG
+ * (at libjpeg's reduced scale unless --full), resizing it to --size x --size
+ * RGB (PIL's bilinear) and converting it to float (AUGMENT_NONE), batches of
+ * --batch, for --epochs passes after one warm-up pass (timed from
+ * pipeline_open to the last batch), and prints one line:
+ *   imagefolder: N images in T s = R images/sec; C CPU s = Q images per CPU second (threads W, ...)
+ * (the process's CPU time over the timed passes: on a loaded machine a steadier measure than the
+ * wall clock, whose share of the cores depends on the other processes)
+ * bench/run_imagefolder_bench.sh runs it beside tf.data's decode_jpeg + resize
+ * (bench/tf_imagefolder.py) on the same files.
+ * What it does not do: no training, no augmentation beyond the float conversion.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "io/pipeline.h"
+
+static double clock_sec(clockid_t id) {
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = NULL;
+    int threads = 2, size = 224, batch = 64, epochs = 2, full = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--full")) full = 1;
+        else if (argv[i][0] != '-' && !dir) dir = argv[i];
+        else {
+            fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full]\n");
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full]\n");
+        return 2;
+    }
+    PipelineConfig c;
+    pipeline_config_defaults(&c);
+    c.image_dir = dir;
+    c.in_H = c.in_W = c.out_H = c.out_W = size;
+    c.in_C = 3;
+    c.num_classes = 1000;
+    c.augment = AUGMENT_NONE;
+    c.shard_sizes[0] = batch;
+    c.shuffle = 0;
+    c.n_workers = threads;
+    c.drop_remainder = 0;
+    c.jpeg_scaled = !full;
+    char err[1024];
+    double t0 = 0.0, cpu0 = 0.0, checksum = 0.0;
+    long n = 0;
+    PipelineStats st;
+    /* one warm-up pass (page cache, allocator), then the timed passes from pipeline_open to the last batch */
+    for (int timed = 0; timed < 2; timed++) {
+        c.num_epochs = timed ? epochs : 1;
+        if (timed) {
+            t0 = clock_sec(CLOCK_MONOTONIC);
+            cpu0 = clock_sec(CLOCK_PROCESS_CPUTIME_ID);
+        }
+        Pipeline *p = pipeline_open(&c, err, sizeof err);
+        if (!p) {
+            fprintf(stderr, "bench_imagefolder: %s\n", err);
+            return 1;
+        }
+        for (;;) {
+            PipelineBatch *b;
+            int got = pipeline_next(p, &b, err, sizeof err);
+            if (got < 0) {
+                fprintf(stderr, "bench_imagefolder: %s\n", err);
+                pipeline_close(p);
+                return 1;
+            }
+            if (got == 0) break;
+            if (timed) n += b->n;
+            checksum += b->x[0];
+            pipeline_release(p, b);
+        }
+        pipeline_stats(p, &st);
+        pipeline_close(p);
+    }
+    double t = clock_sec(CLOCK_MONOTONIC) - t0, cpu = clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    printf("imagefolder: %ld images in %.3f s = %.1f images/sec; %.3f CPU s = %.1f images per CPU second (threads %d, "
+           "size %d, %s, scaled %ld of %ld decodes; checksum %.0f)\n", n, t, n / t, cpu, n / cpu, threads, size,
+           full ? "full decode" : "scaled decode", st.images_scaled, st.images_decoded, checksum);
+    return 0;
+}

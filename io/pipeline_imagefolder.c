@@ -1,0 +1,151 @@
+/* pipeline_imagefolder.c — the pipeline's image-folder source (io/pipeline_source.h).
+ *
+ * Where it sits: io/, inside the input pipeline.  At open it lists
+ * DIR/<class>/FILE with convert_open_imagefolder (the class list, --labels,
+ * the skipped non-files and their warnings are tower convert's); each epoch
+ * the reader permutes the file list (seeded by (seed, epoch), as the
+ * TFRecord file order) and has the workers decode and resize the images
+ * (pipeline_decode_in_workers: imagefolder_load, JPEGs at libjpeg's reduced
+ * scale), collecting them in that order for the shuffle buffer.  An image
+ * that does not decode is a bad example: pipeline_bad with the file's size
+ * as the bytes lost.  Memory: the listing, one epoch's order, and per worker
+ * the buffers imagefolder_load bounds by cfg.max_image_pixels.
+ * What it does not do: no caching of decoded images between epochs, no
+ * recursion into subfolders, no EXIF orientation (io/imagefolder.h).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "io/imagefolder.h"
+#include "io/pipeline_source.h"
+
+#define DECODE_WINDOW_PER_WORKER (2 * PIPELINE_GROUP) /* images in flight per worker */
+#define LIBJPEG_N_BYTES_PER_PIXEL 8                   /* libjpeg's own memory per decoded pixel (the bound) */
+#define RESAMPLE_COEFFS_N_BYTES ((size_t)8 << 20)     /* the resampler's weights for sides up to 65535 */
+
+typedef struct {
+    ConvertSource *listing;       /* convert_open_imagefolder's: classes, files, labels */
+    long n_files;
+    long *order;                  /* (n_files) this epoch's order */
+    ImageFolderScratch *scratch;  /* (n_workers) */
+} FolderSource;
+
+static int folder_open(Pipeline *p, char *err, size_t err_n) {
+    PipelineConfig *c = &p->cfg;
+    FolderSource *fs = calloc(1, sizeof *fs);
+    if (!fs) {
+        snprintf(err, err_n, "pipeline: out of memory");
+        return -1;
+    }
+    p->src_state = fs;
+    ImageFolderConfig ic;
+    imagefolder_config_defaults(&ic);
+    ic.image_size = c->in_H;
+    ic.channels = c->in_C;
+    ic.mode = c->resize_mode == IMAGEFOLDER_CENTER_CROP ? IMAGEFOLDER_CENTER_CROP : IMAGEFOLDER_RESIZE;
+    ic.warn = c->warn;
+    ic.warn_ctx = c->warn_ctx;
+    ic.labels_file = c->labels_file;
+    if (!(fs->listing = convert_open_imagefolder(c->image_dir, &ic, err, err_n))) return -1;
+    int n_classes;
+    imagefolder_classes(fs->listing, &n_classes);
+    if (n_classes > c->num_classes) {
+        snprintf(err, err_n, "%s: %d classes, but the model has num_classes %d", c->image_dir, n_classes, c->num_classes);
+        return -1;
+    }
+    fs->n_files = imagefolder_n_files(fs->listing);
+    if (fs->n_files == 0) {
+        snprintf(err, err_n, "%s: no image files in its class folders", c->image_dir);
+        return -1;
+    }
+    for (long i = 0; i < fs->n_files; i++) {
+        int label;
+        struct stat sb;
+        if (stat(imagefolder_file(fs->listing, i, &label), &sb) == 0) p->input_n_bytes += (uint64_t)sb.st_size;
+    }
+    fs->order = malloc((size_t)fs->n_files * sizeof *fs->order);
+    fs->scratch = calloc((size_t)c->n_workers, sizeof *fs->scratch);
+    if (!fs->order || !fs->scratch) {
+        snprintf(err, err_n, "pipeline: out of memory");
+        return -1;
+    }
+    snprintf(p->no_data_msg, sizeof p->no_data_msg, "%s: no usable images in %ld file(s)", c->image_dir, fs->n_files);
+    return 0;
+}
+
+static void folder_close(Pipeline *p) {
+    FolderSource *fs = p->src_state;
+    if (!fs) return;
+    if (fs->listing) fs->listing->close(fs->listing);
+    for (int w = 0; fs->scratch && w < p->cfg.n_workers; w++) imagefolder_scratch_free(&fs->scratch[w]);
+    free(fs->scratch);
+    free(fs->order);
+    free(fs);
+    p->src_state = NULL;
+}
+
+static long folder_count(Pipeline *p, char *err, size_t err_n) {
+    (void)err;
+    (void)err_n;
+    return ((const FolderSource *)p->src_state)->n_files;
+}
+
+static long folder_read_epoch(Pipeline *p, long epoch) {
+    FolderSource *fs = p->src_state;
+    pipeline_order(p, epoch, fs->order, fs->n_files);
+    return pipeline_decode_in_workers(p, fs->order, fs->n_files);
+}
+
+static int folder_decode(Pipeline *p, int worker, long item, int slot, char *why, size_t why_n, uint64_t *lost_n_bytes) {
+    FolderSource *fs = p->src_state;
+    const PipelineConfig *c = &p->cfg;
+    int label, scale_eighths = 8;
+    const char *path = imagefolder_file(fs->listing, item, &label);
+    uint8_t *dst = p->slot_data + (size_t)slot * p->slot_n_bytes;
+    atomic_fetch_add(&p->images_decoded, 1);
+    if (imagefolder_load(dst, c->in_H, c->in_C, (ImageFolderResizeMode)c->resize_mode, path, c->max_image_pixels,
+                         c->jpeg_scaled, &fs->scratch[worker], &scale_eighths, why, why_n) != 0) {
+        struct stat sb;
+        *lost_n_bytes = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        return -1;
+    }
+    if (scale_eighths < 8) atomic_fetch_add(&p->images_scaled, 1);
+    if (label >= c->num_classes) { /* pipeline_open checked the class count; a guard all the same */
+        snprintf(why, why_n, "%s: label %d outside [0, %d)", path, label, c->num_classes);
+        return -1;
+    }
+    p->slot_label[slot] = label;
+    return 0;
+}
+
+static void folder_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, size_t *reader_n_bytes,
+                               size_t *workers_n_bytes) {
+    (void)record_n_bytes;
+    const size_t listing = imagefolder_listing_n_bytes(cfg->image_dir);
+    /* the epoch's order: one long a file; the listing holds at least as many bytes a file */
+    *reader_n_bytes = listing + listing / 2 + sizeof(FolderSource);
+    /* one worker: the decoded image (3 bytes a pixel), the resampler's (tH, W) floats (12) and (tH, tW)
+     * bytes (3), libjpeg's memory (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use) and the weights */
+    const size_t P = cfg->max_image_pixels ? cfg->max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
+    const size_t one = P * (3 + 12 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + RESAMPLE_COEFFS_N_BYTES + sizeof(ImageFolderScratch);
+    *workers_n_bytes = (size_t)cfg->n_workers * one;
+}
+
+const PipelineSourceI pipeline_source_imagefolder = {
+    .name = "imagefolder",
+    .open = folder_open,
+    .count = folder_count,
+    .read_epoch = folder_read_epoch,
+    .decode = folder_decode,
+    .close = folder_close,
+    .max_n_bytes = folder_max_n_bytes,
+    .decode_window = DECODE_WINDOW_PER_WORKER,
+};
+
+const char *const *pipeline_classes(const Pipeline *p, int *n_classes) {
+    *n_classes = 0;
+    if (p->src != &pipeline_source_imagefolder || !p->src_state) return NULL;
+    return imagefolder_classes(((const FolderSource *)p->src_state)->listing, n_classes);
+}

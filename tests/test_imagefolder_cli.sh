@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# test_imagefolder_cli.sh TOWER TEST_IMAGEFOLDER — an image folder as --data of
+# `tower train` and `tower eval` (decoded in the input pipeline), on a dataset
+# made here (3 classes x 30 grey 28x28 PNG/JPEG, plus broken.png, notes.txt
+# and a corrupt file whose name holds a control byte):
+#   without --skip_corrupt the first bad image stops train with one line and exit 1;
+#   with it, one escaped warning per bad file, and train_dir/labels.txt is the class list;
+#   eval on the folder = eval on the same folder converted by `tower convert` (same
+#     precision and cross-entropy: same images, labels and order);
+#   a test split lacking a class maps its folders by the checkpoint's labels.txt
+#     (= converting it with --labels), and --labels that differ are refused;
+#   resume: 8 + 8 steps with --resume = 16 steps straight, bitwise; another seed differs;
+#   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused.
+set -euo pipefail
+tower=$1 images=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$images" make "$work/imgs" 30
+printf '\377\330\377\340 truncated' >"$work/imgs/cross/bad$(printf '\001').jpg"
+common=(--model mnist --num_classes 3 --image_size 28 --batch_size 8 --min_after_dequeue 40 --learning_rate 0.02
+        --moving_average_decay 0 --summary_every 0 --log_every 100 --input_threads 2)
+
+# ---- the first bad image stops training without --skip_corrupt
+set +e
+"$tower" train "${common[@]}" --data "$work/imgs" --train_dir "$work/stop" --max_steps 40 >"$work/stop.out" 2>"$work/stop.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "a bad image without --skip_corrupt: exit $rc, expected 1"
+[ "$(wc -l <"$work/stop.err")" -eq 1 ] || fail "expected one error line: $(cat "$work/stop.err")"
+grep -Eq '^tower train: .*/imgs/(circle/broken.png|square/notes.txt|cross/bad\\x01.jpg): ' "$work/stop.err" ||
+  fail "the error does not name a bad file (escaped): $(cat "$work/stop.err")"
+
+# ---- --skip_corrupt: each bad file warned about once, escaped; the class list in train_dir
+"$tower" train "${common[@]}" --data "$work/imgs" --train_dir "$work/run" --max_steps 60 --skip_corrupt \
+  --max_corrupt_fraction 1 >"$work/run.out" 2>"$work/run.err"
+cat "$work/run.err"
+[ "$(grep -c 'warning: ' "$work/run.err")" -eq 3 ] || fail "expected 3 warning lines"
+grep -q 'warning: .*/imgs/cross/bad\\x01.jpg: JPEG does not decode: .*(skipped)$' "$work/run.err" ||
+  fail "no escaped warning for bad\\x01.jpg"
+! grep -q "$(printf '\001')" "$work/run.err" || fail "a raw control byte reached the terminal"
+grep -q "3 corrupt records (.*) skipped" "$work/run.out" || fail "the end line does not count 3 bad images: $(tail -1 "$work/run.out")"
+[ "$(cat "$work/run/labels.txt")" = "$(printf 'circle\ncross\nsquare')" ] || fail "train_dir/labels.txt: $(cat "$work/run/labels.txt")"
+echo "ok: train on the folder, 3 bad files skipped with escaped warnings, labels.txt recorded"
+
+# ---- eval on the folder = eval on its conversion
+"$tower" convert --from imagefolder "$work/imgs" --out "$work/data/train" --image_size 28 --channels 1 >/dev/null 2>&1
+ev=(--checkpoint_dir "$work/run" --num_classes 3 --batch_size 16 --eval_dir none)
+"$tower" eval "${ev[@]}" --data "$work/imgs" --skip_corrupt --max_corrupt_fraction 1 >"$work/eval_folder.out" 2>/dev/null
+"$tower" eval "${ev[@]}" --data "$work/data/train-*.tfrecord" >"$work/eval_tfr.out"
+a=$(grep -o 'precision @ 1 = .*\|[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_folder.out")
+b=$(grep -o 'precision @ 1 = .*\|[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_tfr.out")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "eval on the folder ($a) differs from eval on its conversion ($b)"
+grep -q " of 90 examples correct" <<<"$a" || fail "eval did not count the 90 good images: $a"
+precision=$(sed -n 's/.*precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval_folder.out")
+awk -v p="$precision" 'BEGIN { exit !(p >= 0.5) }' || fail "precision $precision after 60 steps: the labels or images are wrong"
+echo "ok: eval on the folder = eval on its conversion: $(tr '\n' ' ' <<<"$a")"
+
+# ---- a split without "cross": the checkpoint's class list maps its folders (as convert --labels does)
+mkdir -p "$work/test"
+cp -r "$work/imgs/circle" "$work/imgs/square" "$work/test/"
+rm -f "$work/test/circle/broken.png" "$work/test/square/notes.txt"
+"$tower" convert --from imagefolder "$work/test" --out "$work/tdata/test" --image_size 28 --channels 1 \
+  --labels "$work/run/labels.txt" >/dev/null 2>&1
+"$tower" eval "${ev[@]}" --data "$work/test" >"$work/eval_split.out" 2>"$work/eval_split.err"
+"$tower" eval "${ev[@]}" --data "$work/tdata/test-*.tfrecord" >"$work/eval_split_tfr.out"
+a=$(grep -o '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_split.out")
+b=$(grep -o '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_split_tfr.out")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "a split without cross: folder ($a) and --labels conversion ($b) differ"
+grep -q "class 1 ('cross') of .* has no folder here" "$work/eval_split.err" || fail "no warning for the missing class"
+printf 'circle\nsquare\n' >"$work/short.txt"
+set +e
+"$tower" eval "${ev[@]}" --data "$work/test" --labels "$work/short.txt" >/dev/null 2>"$work/eval_short.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "differs from the checkpoint's class list" "$work/eval_short.err" ||
+  fail "--labels unlike the checkpoint's: exit $rc, $(cat "$work/eval_short.err")"
+echo "ok: a split without a class is scored with the checkpoint's label numbers; other --labels refused"
+
+# ---- resume (skip_examples through the folder source) is bitwise a straight run
+rs=("${common[@]}" --data "$work/test" --seed 5 --save_every 1000)
+"$tower" train "${rs[@]}" --train_dir "$work/straight" --max_steps 16 >/dev/null
+"$tower" train "${rs[@]}" --train_dir "$work/resumed" --max_steps 8 >/dev/null
+"$tower" train "${rs[@]}" --train_dir "$work/resumed" --max_steps 16 --resume >"$work/resume.out"
+grep -q "resumed from .*model.ckpt-8 at step 8" "$work/resume.out" || fail "did not resume from step 8"
+cmp "$work/straight/model.ckpt-16" "$work/resumed/model.ckpt-16" || fail "8 + 8 steps with --resume differ from 16 straight"
+"$tower" train "${rs[@]}" --train_dir "$work/other" --max_steps 16 --seed 6 >/dev/null
+if cmp -s "$work/straight/model.ckpt-16" "$work/other/model.ckpt-16"; then fail "seeds 5 and 6 gave the same variables"; fi
+echo "ok: resume on an image folder is bitwise a straight run"
+
+# ---- a directory of TFRecord files (no class folders) keeps the hint
+set +e
+"$tower" train "${common[@]}" --data "$work/data" --train_dir "$work/x" --max_steps 1 2>"$work/dir.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "is a directory: give its TFRecord files" "$work/dir.err" || fail "a TFRecord directory: exit $rc, $(cat "$work/dir.err")"
+echo "ok: a directory of .tfrecord files still gets the hint"
+
+# ---- --labels is for image folders: with TFRecord data it is refused, not ignored
+set +e
+"$tower" train "${common[@]}" --data "$work/data/train-*.tfrecord" --labels "$work/short.txt" --train_dir "$work/y" \
+  --max_steps 1 2>"$work/labels_tfr.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "^tower train: --labels applies to an image folder" "$work/labels_tfr.err" ||
+  fail "--labels with TFRecord data: exit $rc, $(cat "$work/labels_tfr.err")"
+echo "ok: --labels with TFRecord data is refused"
