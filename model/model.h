@@ -1,4 +1,6 @@
-/* model.h — the models a tower drives: `mnist` and `cifar10`.
+/* model.h — the models a tower drives: `mnist` and `cifar10`, each a layer
+ * graph (graph.h) built by one builder (model/nets/) and run by one CPU
+ * executor (model.c) and one CUDA executor (model_cuda.cu).
  *
  * Where it sits: a tower (tower/) owns one ModelActs per device and calls
  * model_forward / model_backward on its shard; the parameter server (ps/)
@@ -10,7 +12,9 @@
  * and its shape in TensorFlow's layout: conv weights (KH, KW, C_in, C_out),
  * fully connected weights (n_in, n_out), biases (n_out).  Gradients use the
  * same layout, so a gradient block and a parameter block are interchangeable
- * in size and offsets.
+ * in size and offsets.  A variable may be NON-TRAINABLE (batch norm's
+ * moving statistics): it is in the block, its gradient entries stay 0, and
+ * the executor, not the optimizer, updates it.
  */
 #ifndef TOWER_MODEL_MODEL_H
 #define TOWER_MODEL_MODEL_H
@@ -18,7 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MODEL_MAX_VARS 16
+/* MobileNetV2 has about 260 variables (4 per batch norm). */
+#define MODEL_MAX_VARS 512
 #define MODEL_VAR_NAME_MAX 64
 
 typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1 } ModelKind;
@@ -33,6 +38,7 @@ typedef struct {
     float wd;                      /* weight decay: adds wd * sum(w^2) / 2 to the loss; 0 = none */
     InitKind init;
     float init_value;              /* stddev (truncated normal) or the constant */
+    int trainable;                 /* 1: has a gradient; 0: updated by the executor (moving statistics) */
 } ModelVar;
 
 typedef struct {
@@ -43,6 +49,7 @@ typedef struct {
     int n_vars;
     ModelVar vars[MODEL_MAX_VARS];
     size_t n_params;               /* floats in the whole block */
+    size_t n_trainable;            /* floats in the trainable variables (n_params for mnist and cifar10) */
 } ModelSpec;
 
 /* Fill `spec` for the model `name` ("mnist" or "cifar10") on inputs of shape
@@ -84,9 +91,12 @@ float model_forward(float *logits, float *ce_loss, ModelActs *acts,
                     const float *x, const int32_t *labels, const float *params, int B);
 
 /* Backward pass for the batch of the last model_forward on `acts`.
- *   dparams: (n_params) OVERWRITTEN with d(loss)/d(params), where loss is
- *            exactly the value model_forward returned (mean over the batch
- *            plus weight decay). */
+ *   dparams: (n_params) d(loss)/d(params) is ADDED to it (llm.c's
+ *            convention: the caller zeroes it once per step, so K
+ *            micro-batches accumulate), where loss is exactly the value
+ *            model_forward returned (mean over the batch plus weight decay).
+ *            Entries of non-trainable variables are left as they are.
+ * Without a successful forward on acts: one line on stderr, nothing added. */
 void model_backward(float *dparams, ModelActs *acts, const float *params);
 
 /* Number of the n examples whose largest logit is their label (ties: the

@@ -24,3 +24,7 @@ target_link_libraries(test_layers_keras_helper PRIVATE tower_model)
 add_test(NAME test_layers_keras
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_keras_layers.sh $<TARGET_FILE:test_layers_keras_helper>)
 set_tests_properties(test_layers_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
+# The layer graph against the hand-written plans it replaced (the oracle).
+tower_add_test(NAME test_model_graph_oracle
+  SOURCES test_model_graph_oracle.c model_reference.c gradcheck.c
+  LIBS tower_model)

@@ -2,7 +2,7 @@
  * against the CPU (model/model.h): loss, logits and the gradient of every
  * variable, for mnist and cifar10, on fresh random inputs (seed printed),
  * through batch-size changes on one workspace, a label out of range and a
- * batch larger than the workspace.
+ * batch larger than the workspace; and backward's convention (it ADDS).
  *
  * Where it sits: label `gpu`; skipped (77) without a GPU.
  * Tolerances: the loss within 1e-5 relative and the logits within 1e-4 of
@@ -56,9 +56,10 @@ static int run_batch(Pair *p, int B, int bad_label) {
 
     float ce = 0.0f;
     float loss_cpu = model_forward(logits_cpu, &ce, p->cpu, x, labels, p->params, B);
+    memset(p->dparams_cpu, 0, sizeof(float) * s->n_params); /* backward ADDS: the caller zeroes */
     model_backward(p->dparams_cpu, p->cpu, p->params);
     float loss_gpu = model_forward_cuda(logits_gpu, p->gpu, d_x, d_labels, p->d_params, B);
-    CUDA_CHECK(cudaMemset(p->d_dparams, 0xff, sizeof(float) * s->n_params));
+    CUDA_CHECK(cudaMemset(p->d_dparams, 0, sizeof(float) * s->n_params));
     model_backward_cuda(p->d_dparams, p->gpu, p->d_params);
     gpu_test_download(p->dparams_gpu, p->d_dparams, sizeof(float) * s->n_params);
 
@@ -81,6 +82,18 @@ static int run_batch(Pair *p, int B, int bad_label) {
                ok && rel > 1e-4 ? " (above 1e-4: a relu or max-pool decision tipped by rounding)" : "");
         fails += !ok;
     }
+    /* Backward ADDS: a second call onto the first's result doubles every
+     * gradient of a variable without weight decay exactly (g + g). */
+    model_backward_cuda(p->d_dparams, p->gpu, p->d_params);
+    float *twice = gpu_test_host(sizeof(float) * s->n_params);
+    gpu_test_download(twice, p->d_dparams, sizeof(float) * s->n_params);
+    size_t n_bad = 0;
+    for (int v = 0; v < s->n_vars; v++)
+        for (size_t i = s->vars[v].offset; s->vars[v].wd == 0.0f && i < s->vars[v].offset + s->vars[v].n_floats; i++)
+            n_bad += !(twice[i] == 2.0f * p->dparams_gpu[i]) && !(isnan(twice[i]) && isnan(p->dparams_gpu[i]));
+    printf("  a second backward adds: %zu entries not doubled: %s\n", n_bad, n_bad ? "FAIL" : "ok");
+    fails += n_bad != 0;
+    free(twice);
     cudaFree(d_x);
     cudaFree(d_labels);
     free(x);
@@ -90,7 +103,7 @@ static int run_batch(Pair *p, int B, int bad_label) {
     return fails;
 }
 
-/* A batch above max_batch: NAN loss, and the next backward writes zeros. */
+/* A batch above max_batch: NAN loss, and the next backward adds nothing. */
 static int run_too_big(Pair *p, int B) {
     const ModelSpec *s = p->spec;
     printf("%s, batch %d above the workspace's maximum (two messages on stderr expected)\n", s->name, B);
@@ -99,6 +112,7 @@ static int run_too_big(Pair *p, int B) {
     float *d_x = gpu_test_dev(sizeof(float) * B * ex_n);
     int32_t *d_labels = gpu_test_dev(sizeof(int32_t) * B);
     float loss = model_forward_cuda(NULL, p->gpu, d_x, d_labels, p->d_params, B);
+    CUDA_CHECK(cudaMemset(p->d_dparams, 0, sizeof(float) * s->n_params));
     model_backward_cuda(p->d_dparams, p->gpu, p->d_params);
     gpu_test_download(p->dparams_gpu, p->d_dparams, sizeof(float) * s->n_params);
     size_t nonzero = 0;
