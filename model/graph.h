@@ -44,7 +44,14 @@
     X(CONV2D, conv2d)        \
     X(MAXPOOL, maxpool)      \
     X(LRN, lrn)              \
-    X(DENSE, dense)
+    X(DENSE, dense)          \
+    X(BATCHNORM, batchnorm)  \
+    X(DEPTHWISE, depthwise)  \
+    X(POINTWISE, pointwise)  \
+    X(ZEROPAD, zeropad)      \
+    X(RELU6, relu6)          \
+    X(ADD, add)              \
+    X(GAP, gap)
 
 typedef enum {
 #define X(K, stem) NODE_##K,
@@ -70,7 +77,7 @@ typedef struct {
 
 typedef struct {
     NodeKind kind;
-    char name[MODEL_VAR_NAME_MAX / 2]; /* TensorFlow's scope or Keras's layer name */
+    char name[48];                  /* TensorFlow's scope or Keras's layer name (+ "/<var>" < MODEL_VAR_NAME_MAX) */
     int n_inputs;
     int inputs[NODE_MAX_INPUTS];    /* node indices (< this node's) or GRAPH_INPUT */
     NodeShape in, out;              /* in: inputs[0]'s shape; out: derived by the kind's init */
@@ -79,7 +86,14 @@ typedef struct {
     MaxPool pool;                   /* MAXPOOL: KH, KW, strides, padding */
     Lrn lrn;                        /* LRN */
     Dense dense;                    /* DENSE: n_out, act */
+    BatchNorm bn;                   /* BATCHNORM: momentum, epsilon (C from the input) */
+    Depthwise dw;                   /* DEPTHWISE: KH, KW, stride, padding */
+    ZeroPad zp;                     /* ZEROPAD: top, bottom, left, right */
+    int pw_C_out;                   /* POINTWISE: output channels */
     float w_stddev, b_value, wd;    /* CONV2D/DENSE: initializers of weights and biases, weights' decay */
+    int keras;                      /* CONV2D/DENSE: Keras's variables ("kernel" glorot_uniform, "bias"
+                                       zeros) instead of the tutorial's ("weights", "biases") */
+    int no_bias;                    /* CONV2D: no bias variable (Keras's use_bias=False) */
     /* Filled by graph_finish: */
     int var0, n_vars;               /* its variables: ModelSpec.vars[var0 .. var0 + n_vars) */
 } Node;
@@ -125,16 +139,18 @@ NodeShape graph_shape(const Graph *g, int i);
 /* A builder appends its network to g (begun on the input shape); it sets
  * g->output.  Returns 0, or -1 (with g->ok cleared) when the input cannot
  * be taken. */
-typedef int (*NetBuilder)(Graph *g, int num_classes);
+typedef int (*NetBuilder)(Graph *g, const ModelSpec *spec);
 
-int net_mnist(Graph *g, int num_classes);    /* model/nets/mnist.c */
-int net_cifar10(Graph *g, int num_classes);  /* model/nets/cifar10.c */
+int net_mnist(Graph *g, const ModelSpec *spec);        /* model/nets/mnist.c */
+int net_cifar10(Graph *g, const ModelSpec *spec);      /* model/nets/cifar10.c */
+int net_mobilenet_v2(Graph *g, const ModelSpec *spec); /* model/nets/mobilenet_v2.c */
 
-/* Build the network `kind` on (H, W, C) inputs into g, and give each node
+/* Build the network spec->kind (spec: kind, H, W, C, num_classes, opts; the
+ * variable table is not read) into g, and give each node
  * its variables' place in the table (var0, n_vars: node order, then each
  * kind's vars order).  Returns 0, or -1 (g->ok cleared) when the network
  * cannot take the input or has more than MODEL_MAX_VARS variables. */
-int graph_build(Graph *g, ModelKind kind, int H, int W, int C, int num_classes);
+int graph_build(Graph *g, const ModelSpec *spec);
 
 /* ---- the layer table ---------------------------------------------------------- */
 
@@ -171,6 +187,9 @@ typedef struct {
     double (*macs)(const Node *n);
     void (*forward)(const Node *n, const NodeRun *r);
     void (*backward)(const Node *n, const NodeRun *r);
+    /* After a training forward: update the node's non-trainable variables
+     * w (writable) from what it saved; NULL for kinds without any. */
+    void (*update)(const Node *n, float *const *w, const void *saved);
     /* The CUDA twin (model_cuda.cu defines these; NULL in a build without it).
      * init: descriptors for max_batch; set_batch: describe batch B (host-only);
      * scratch: device bytes shared between nodes; describe: one line or "". */
@@ -183,6 +202,7 @@ typedef struct {
     void (*cuda_forward)(const Node *n, const struct NodeRunCuda *r);
     void (*cuda_backward)(const Node *n, const struct NodeRunCuda *r);
     void (*cuda_describe)(const struct NodeCuda *c, char *out, size_t out_n_bytes);
+    void (*cuda_update)(const Node *n, float *const *w, const void *saved, const struct NodeRunCuda *r);
 } LayerKindInfo;
 
 /* THE layer table, indexed by NodeKind (layer_table.c). */

@@ -34,6 +34,13 @@ static NodeVar const_var(const char *name, int n, float value) {
     return v;
 }
 
+/* Keras's kernel: glorot_uniform (the limit comes from the shape at init). */
+static NodeVar kernel_var(int ndim, const int *shape) {
+    NodeVar v = {"kernel", ndim, {0, 0, 0, 0}, INIT_GLOROT_UNIFORM, 0.0f, 0.0f, 1};
+    for (int i = 0; i < ndim; i++) v.shape[i] = shape[i];
+    return v;
+}
+
 static size_t no_bytes(const Node *n, int max_batch) {
     (void)n;
     (void)max_batch;
@@ -44,6 +51,12 @@ static size_t no_scratch(const Node *n, int max_batch, int n_threads) {
     (void)n;
     (void)max_batch;
     (void)n_threads;
+    return 0;
+}
+
+static int no_vars(const Node *n, NodeVar *v) {
+    (void)n;
+    (void)v;
     return 0;
 }
 
@@ -66,8 +79,9 @@ static int conv2d_node_init(Node *n) {
 static int conv2d_node_vars(const Node *n, NodeVar *v) {
     const Conv2d *c = &n->conv;
     int ws[4] = {c->KH, c->KW, c->C_in, c->C_out};
-    v[0] = weight_var("weights", 4, ws, n->w_stddev, n->wd);
-    v[1] = const_var("biases", c->C_out, n->b_value);
+    v[0] = n->keras ? kernel_var(4, ws) : weight_var("weights", 4, ws, n->w_stddev, n->wd);
+    if (n->no_bias) return 1;
+    v[1] = const_var(n->keras ? "bias" : "biases", c->C_out, n->keras ? 0.0f : n->b_value);
     return 2;
 }
 
@@ -86,7 +100,8 @@ static double conv2d_node_macs(const Node *n) {
 }
 
 static void conv2d_node_forward(const Node *n, const NodeRun *r) {
-    conv2d_forward(r->out, r->scratch, r->in[0], r->w[0], r->w[1], &n->conv, r->B, r->n_threads);
+    conv2d_forward(r->out, r->scratch, r->in[0], r->w[0], n->no_bias ? NULL : r->w[1], &n->conv, r->B,
+                   r->n_threads);
 }
 
 static void conv2d_node_backward(const Node *n, const NodeRun *r) {
@@ -94,9 +109,10 @@ static void conv2d_node_backward(const Node *n, const NodeRun *r) {
     char *s = r->scratch;
     float *dw = (float *)(s + align64(sizeof(float) * conv2d_scratch_n_floats(c, r->n_threads)));
     float *db = (float *)((char *)dw + align64(sizeof(float) * conv2d_dw_n_floats(c)));
-    conv2d_backward(r->din[0], dw, db, r->scratch, r->out, r->dout, r->in[0], r->w[0], c, r->B, r->n_threads);
+    conv2d_backward(r->din[0], dw, n->no_bias ? NULL : db, r->scratch, r->out, r->dout, r->in[0], r->w[0], c, r->B,
+                    r->n_threads);
     grad_accumulate(r->dw[0], dw, conv2d_dw_n_floats(c));
-    grad_accumulate(r->dw[1], db, (size_t)c->C_out);
+    if (!n->no_bias) grad_accumulate(r->dw[1], db, (size_t)c->C_out);
 }
 
 /* ---- max pooling ------------------------------------------------------------------ */
@@ -168,8 +184,8 @@ static int dense_node_init(Node *n) {
 
 static int dense_node_vars(const Node *n, NodeVar *v) {
     int ws[2] = {n->dense.n_in, n->dense.n_out};
-    v[0] = weight_var("weights", 2, ws, n->w_stddev, n->wd);
-    v[1] = const_var("biases", n->dense.n_out, n->b_value);
+    v[0] = n->keras ? kernel_var(2, ws) : weight_var("weights", 2, ws, n->w_stddev, n->wd);
+    v[1] = const_var(n->keras ? "bias" : "biases", n->dense.n_out, n->keras ? 0.0f : n->b_value);
     return 2;
 }
 
@@ -196,14 +212,218 @@ static void dense_node_backward(const Node *n, const NodeRun *r) {
     grad_accumulate(r->dw[1], db, (size_t)d->n_out);
 }
 
+/* ---- batch normalisation (Keras BatchNormalization, NHWC, per channel) -------------
+ * Variables in Keras's order: gamma (ones), beta (zeros), moving_mean
+ * (zeros), moving_variance (ones), the last two non-trainable.  Saved:
+ * the batch mean, variance and inv_std, (3, C) floats. */
+
+static size_t bn_rows(const Node *n, int B) { return (size_t)B * n->in.H * n->in.W; }
+
+static int batchnorm_node_init(Node *n) {
+    n->bn.C = n->in.C;
+    n->out = n->in;
+    return n->in.C > 0 && n->bn.epsilon > 0.0f ? 0 : -1;
+}
+
+static int batchnorm_node_vars(const Node *n, NodeVar *v) {
+    v[0] = const_var("gamma", n->bn.C, 1.0f);
+    v[1] = const_var("beta", n->bn.C, 0.0f);
+    v[2] = const_var("moving_mean", n->bn.C, 0.0f);
+    v[3] = const_var("moving_variance", n->bn.C, 1.0f);
+    v[2].trainable = v[3].trainable = 0;
+    return 4;
+}
+
+static size_t batchnorm_node_saved_n_bytes(const Node *n, int max_batch) {
+    (void)max_batch;
+    return sizeof(float) * 3 * (size_t)n->bn.C;
+}
+
+static size_t batchnorm_node_scratch_n_bytes(const Node *n, int max_batch, int n_threads) {
+    (void)max_batch;
+    (void)n_threads;
+    return sizeof(double) * batchnorm_scratch_n_doubles(n->bn.C);
+}
+
+static void batchnorm_node_forward(const Node *n, const NodeRun *r) {
+    float *mean = r->saved, *var = mean + n->bn.C, *inv_std = var + n->bn.C;
+    if (r->training)
+        batchnorm_forward_train(r->out, mean, var, inv_std, r->scratch, r->in[0], r->w[0], r->w[1], &n->bn,
+                                bn_rows(n, r->B));
+    else
+        batchnorm_forward_eval(r->out, inv_std, r->in[0], r->w[2], r->w[3], r->w[0], r->w[1], &n->bn,
+                               bn_rows(n, r->B));
+}
+
+static void batchnorm_node_backward(const Node *n, const NodeRun *r) {
+    const float *mean = r->saved, *inv_std = mean + 2 * n->bn.C;
+    batchnorm_backward(r->din[0], r->dw[0], r->dw[1], r->scratch, r->dout, r->in[0], mean, inv_std, r->w[0], &n->bn,
+                       bn_rows(n, r->B));
+}
+
+static void batchnorm_node_update(const Node *n, float *const *w, const void *saved) {
+    const float *mean = saved, *var = mean + n->bn.C;
+    batchnorm_update_moving(w[2], w[3], mean, var, n->bn.momentum, n->bn.C);
+}
+
+static double batchnorm_node_macs(const Node *n) { return 2.0 * node_shape_n(n->out); }
+
+/* ---- depthwise convolution (Keras DepthwiseConv2D, no bias) ------------------------- */
+
+static int depthwise_node_init(Node *n) {
+    Depthwise *d = &n->dw;
+    if (depthwise_init(d, n->in.H, n->in.W, n->in.C, d->KH, d->KW, d->stride, d->padding) != 0) return -1;
+    n->out = (NodeShape){d->OH, d->OW, n->in.C};
+    return 0;
+}
+
+static int depthwise_node_vars(const Node *n, NodeVar *v) {
+    int ws[4] = {n->dw.KH, n->dw.KW, n->dw.C, 1};
+    v[0] = kernel_var(4, ws);
+    v[0].name = "depthwise_kernel";
+    return 1;
+}
+
+static size_t depthwise_node_scratch_n_bytes(const Node *n, int max_batch, int n_threads) {
+    (void)max_batch;
+    return sizeof(float) * depthwise_scratch_n_floats(&n->dw, n_threads);
+}
+
+static double depthwise_node_macs(const Node *n) { return (double)node_shape_n(n->out) * n->dw.KH * n->dw.KW; }
+
+static void depthwise_node_forward(const Node *n, const NodeRun *r) {
+    depthwise_forward(r->out, r->in[0], r->w[0], &n->dw, r->B);
+}
+
+static void depthwise_node_backward(const Node *n, const NodeRun *r) {
+    depthwise_backward(r->din[0], r->dw[0], r->scratch, r->dout, r->in[0], r->w[0], &n->dw, r->B, r->n_threads);
+}
+
+/* ---- pointwise (1x1) convolution without bias: Keras Conv2D(k, 1, use_bias=False) --- */
+
+static size_t pw_rows(const Node *n, int B) { return (size_t)B * n->in.H * n->in.W; }
+
+static int pointwise_node_init(Node *n) {
+    n->out = (NodeShape){n->in.H, n->in.W, n->pw_C_out};
+    return n->in.C > 0 && n->pw_C_out > 0 ? 0 : -1;
+}
+
+static int pointwise_node_vars(const Node *n, NodeVar *v) {
+    int ws[4] = {1, 1, n->in.C, n->pw_C_out};
+    v[0] = kernel_var(4, ws);
+    return 1;
+}
+
+static double pointwise_node_macs(const Node *n) { return (double)n->in.H * n->in.W * n->in.C * n->pw_C_out; }
+
+static void pointwise_node_forward(const Node *n, const NodeRun *r) {
+    pointwise_forward(r->out, r->in[0], r->w[0], pw_rows(n, r->B), n->in.C, n->pw_C_out);
+}
+
+static void pointwise_node_backward(const Node *n, const NodeRun *r) {
+    pointwise_backward(r->din[0], r->dw[0], r->dout, r->in[0], r->w[0], pw_rows(n, r->B), n->in.C, n->pw_C_out);
+}
+
+/* ---- zero padding (Keras ZeroPadding2D) ---------------------------------------------- */
+
+static int zeropad_node_init(Node *n) {
+    ZeroPad *z = &n->zp;
+    if (zeropad_init(z, n->in.H, n->in.W, n->in.C, z->top, z->bottom, z->left, z->right) != 0) return -1;
+    n->out = (NodeShape){z->OH, z->OW, n->in.C};
+    return 0;
+}
+
+static void zeropad_node_forward(const Node *n, const NodeRun *r) { zeropad_forward(r->out, r->in[0], &n->zp, r->B); }
+
+static void zeropad_node_backward(const Node *n, const NodeRun *r) {
+    if (r->din[0]) zeropad_backward(r->din[0], r->dout, &n->zp, r->B);
+}
+
+/* ---- ReLU6 (Keras ReLU(6.)) ------------------------------------------------------------ */
+
+static int same_shape_init(Node *n) {
+    n->out = n->in;
+    return n->in.C > 0 ? 0 : -1;
+}
+#define relu6_node_init same_shape_init
+
+static void relu6_node_forward(const Node *n, const NodeRun *r) {
+    relu6_forward(r->out, r->in[0], (size_t)r->B * node_shape_n(n->out));
+}
+
+static void relu6_node_backward(const Node *n, const NodeRun *r) {
+    if (r->din[0]) relu6_backward(r->din[0], r->out, r->dout, (size_t)r->B * node_shape_n(n->out));
+}
+
+/* ---- residual addition (Keras Add): two inputs of one shape --------------------------- */
+
+static int add_node_init(Node *n) {
+    n->out = n->in;
+    return n->in.C > 0 ? 0 : -1; /* the builder checks that both inputs have this shape */
+}
+
+static void add_node_forward(const Node *n, const NodeRun *r) {
+    add_forward(r->out, r->in[0], r->in[1], (size_t)r->B * node_shape_n(n->out));
+}
+
+static void add_node_backward(const Node *n, const NodeRun *r) {
+    add_backward(r->din[0], r->din[1], r->dout, (size_t)r->B * node_shape_n(n->out));
+}
+
+/* ---- global average pooling (Keras GlobalAveragePooling2D) ----------------------------- */
+
+static int gap_node_init(Node *n) {
+    n->out = (NodeShape){1, 1, n->in.C};
+    return n->in.C > 0 ? 0 : -1;
+}
+
+static double gap_node_macs(const Node *n) { return (double)node_shape_n(n->in); }
+
+static void gap_node_forward(const Node *n, const NodeRun *r) {
+    global_avgpool_forward(r->out, r->in[0], r->B, n->in.H * n->in.W, n->in.C);
+}
+
+static void gap_node_backward(const Node *n, const NodeRun *r) {
+    if (r->din[0]) global_avgpool_backward(r->din[0], r->dout, r->B, n->in.H * n->in.W, n->in.C);
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
+/* What a kind does not have. */
 #define conv2d_node_saved_n_bytes no_bytes
 #define lrn_node_scratch_n_bytes no_scratch
 #define lrn_node_macs no_macs
 #define maxpool_node_scratch_n_bytes no_scratch
 #define maxpool_node_macs no_macs
 #define dense_node_saved_n_bytes no_bytes
+#define depthwise_node_saved_n_bytes no_bytes
+#define pointwise_node_saved_n_bytes no_bytes
+#define pointwise_node_scratch_n_bytes no_scratch
+#define zeropad_node_vars no_vars
+#define zeropad_node_saved_n_bytes no_bytes
+#define zeropad_node_scratch_n_bytes no_scratch
+#define zeropad_node_macs no_macs
+#define relu6_node_vars no_vars
+#define relu6_node_saved_n_bytes no_bytes
+#define relu6_node_scratch_n_bytes no_scratch
+#define relu6_node_macs no_macs
+#define add_node_vars no_vars
+#define add_node_saved_n_bytes no_bytes
+#define add_node_scratch_n_bytes no_scratch
+#define add_node_macs no_macs
+#define gap_node_vars no_vars
+#define gap_node_saved_n_bytes no_bytes
+#define gap_node_scratch_n_bytes no_scratch
+#define conv2d_node_update NULL
+#define maxpool_node_update NULL
+#define lrn_node_update NULL
+#define dense_node_update NULL
+#define depthwise_node_update NULL
+#define pointwise_node_update NULL
+#define zeropad_node_update NULL
+#define relu6_node_update NULL
+#define add_node_update NULL
+#define gap_node_update NULL
 
 /* The CUDA twins: weak, so that a CPU-only program links without them. */
 #define X(K, stem)                                                                                               \
@@ -216,7 +436,9 @@ static void dense_node_backward(const Node *n, const NodeRun *r) {
         __attribute__((weak));                                                                                   \
     extern void stem##_node_forward_cuda(const Node *, const struct NodeRunCuda *) __attribute__((weak));        \
     extern void stem##_node_backward_cuda(const Node *, const struct NodeRunCuda *) __attribute__((weak));       \
-    extern void stem##_node_describe_cuda(const struct NodeCuda *, char *, size_t) __attribute__((weak));
+    extern void stem##_node_describe_cuda(const struct NodeCuda *, char *, size_t) __attribute__((weak));         \
+    extern void stem##_node_update_cuda(const Node *, float *const *, const void *, const struct NodeRunCuda *)  \
+        __attribute__((weak));
 MODEL_LAYER_KINDS(X)
 #undef X
 
@@ -230,13 +452,15 @@ const LayerKindInfo model_layer_table[NODE_KIND_COUNT] = {
                   stem##_node_macs,                                                                               \
                   stem##_node_forward,                                                                            \
                   stem##_node_backward,                                                                           \
+                  stem##_node_update,                                                                             \
                   stem##_node_init_cuda,                                                                          \
                   stem##_node_set_batch_cuda,                                                                     \
                   stem##_node_free_cuda,                                                                          \
                   stem##_node_scratch_n_bytes_cuda,                                                               \
                   stem##_node_forward_cuda,                                                                       \
                   stem##_node_backward_cuda,                                                                      \
-                  stem##_node_describe_cuda},
+                  stem##_node_describe_cuda,                                                                      \
+                  stem##_node_update_cuda},
     MODEL_LAYER_KINDS(X)
 #undef X
 };

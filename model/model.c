@@ -53,18 +53,21 @@ struct ModelActs {
     size_t grad_tmp_n_floats; /* floats of one of its NODE_MAX_INPUTS slabs */
     void *scratch;            /* max over nodes of the kind's scratch_n_bytes */
     int B;                    /* batch of the last forward; 0 before the first */
+    int training;             /* mode of the next forwards (model_acts_set_training), 1 by default */
+    int forward_training;     /* mode of the last forward */
     double loss_forward_s, loss_backward_s;
     long n_loss_forward, n_loss_backward;
 };
 
 /* ---- spec ------------------------------------------------------------------- */
 
-static const char *model_names[] = {[MODEL_MNIST] = "mnist", [MODEL_CIFAR10] = "cifar10"};
+static const char *model_names[] = {[MODEL_MNIST] = "mnist", [MODEL_CIFAR10] = "cifar10",
+                                    [MODEL_MOBILENET_V2] = "mobilenet_v2"};
 
 /* The graph of spec on the heap (a Graph is large for a stack); NULL if it cannot be built. */
 static Graph *spec_graph(const ModelSpec *spec) {
     Graph *g = malloc(sizeof *g);
-    if (g && graph_build(g, spec->kind, spec->H, spec->W, spec->C, spec->num_classes) != 0) {
+    if (g && graph_build(g, spec) != 0) {
         free(g);
         g = NULL;
     }
@@ -73,12 +76,26 @@ static Graph *spec_graph(const ModelSpec *spec) {
 
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes) {
+    return model_spec_init_opts(spec, name, H, W, C, num_classes, NULL, err, err_n_bytes);
+}
+
+int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
+                         const ModelOptions *opts, char *err, size_t err_n_bytes) {
     memset(spec, 0, sizeof *spec);
+    if (opts) spec->opts = *opts;
+    if (spec->opts.width_multiplier == 0.0f) spec->opts.width_multiplier = 1.0f;
+    if (!(spec->opts.width_multiplier > 0.0f && spec->opts.width_multiplier <= 16.0f) ||
+        (spec->opts.head != MODEL_HEAD_KERAS && spec->opts.head != MODEL_HEAD_SEED)) {
+        snprintf(err, err_n_bytes, "model %s: width multiplier %g outside (0, 16] or unknown head %d",
+                 name ? name : "(null)", spec->opts.width_multiplier, (int)spec->opts.head);
+        return -1;
+    }
     int kind = -1;
     for (int k = 0; k < (int)(sizeof model_names / sizeof model_names[0]); k++)
         if (name && strcmp(name, model_names[k]) == 0) kind = k;
     if (kind < 0) {
-        snprintf(err, err_n_bytes, "unknown model '%s' (expected mnist or cifar10)", name ? name : "(null)");
+        snprintf(err, err_n_bytes, "unknown model '%s' (expected mnist, cifar10 or mobilenet_v2)",
+                 name ? name : "(null)");
         return -1;
     }
     spec->kind = (ModelKind)kind;
@@ -90,6 +107,11 @@ int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
     spec->H = H; spec->W = W; spec->C = C;
     spec->num_classes = num_classes;
     Graph *g = spec_graph(spec);
+    if (!g && spec->kind == MODEL_MOBILENET_V2) {
+        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): it needs at least 32x32 with 1 or "
+                 "3 channels", spec->name, H, W, C);
+        return -1;
+    }
     if (!g) {
         snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): each dimension must be at least 1, "
                  "and the input of a fully connected layer at most %d values", spec->name, H, W, C, INT_MAX);
@@ -143,6 +165,15 @@ void model_init_params(float *params, const ModelSpec *spec, uint64_t seed) {
             InitRng r;
             init_rng_seed(&r, seed, name_hash(v->name));
             init_truncated_normal(params + v->offset, v->n_floats, v->init_value, &r);
+        } else if (v->init == INIT_GLOROT_UNIFORM) {
+            /* Keras's fans: the receptive field is the product of all but the last two dims. */
+            double rf = 1.0;
+            for (int d = 0; d + 2 < v->ndim; d++) rf *= v->shape[d];
+            const double fan_in = v->ndim >= 2 ? rf * v->shape[v->ndim - 2] : v->shape[0];
+            const double fan_out = v->ndim >= 2 ? rf * v->shape[v->ndim - 1] : v->shape[0];
+            InitRng r;
+            init_rng_seed(&r, seed, name_hash(v->name));
+            init_glorot_uniform(params + v->offset, v->n_floats, sqrt(6.0 / (fan_in + fan_out)), &r);
         } else {
             init_constant(params + v->offset, v->n_floats, v->init_value);
         }
@@ -233,7 +264,8 @@ static ModelActs *acts_shell(const ModelSpec *spec, int max_batch) {
     a->spec = *spec;
     a->max_batch = max_batch;
     a->n_threads = omp_get_max_threads();
-    if (graph_build(&a->graph, spec->kind, spec->H, spec->W, spec->C, spec->num_classes) != 0) {
+    a->training = 1;
+    if (graph_build(&a->graph, spec) != 0) {
         free(a);
         return NULL;
     }
@@ -300,12 +332,13 @@ float model_forward(float *logits, float *ce_loss, ModelActs *a,
     const ModelSpec *s = &a->spec;
     const Graph *g = &a->graph;
     a->B = B;
+    a->forward_training = a->training;
     memcpy(a->x, x, sizeof(float) * B * s->H * s->W * s->C);
     memcpy(a->labels, labels, sizeof(int32_t) * B);
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = &g->nodes[i];
         NodeBuf *b = &a->bufs[i];
-        NodeRun r = {.B = B, .n_threads = a->n_threads, .training = 1, .out = b->out, .saved = b->saved,
+        NodeRun r = {.B = B, .n_threads = a->n_threads, .training = a->training, .out = b->out, .saved = b->saved,
                      .scratch = a->scratch};
         for (int j = 0; j < n->n_inputs; j++) r.in[j] = n->inputs[j] == GRAPH_INPUT ? a->x : a->bufs[n->inputs[j]].out;
         bind_vars(&r, s, n, params, NULL);
@@ -334,6 +367,10 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
     const int B = a->B;
     if (B < 1) {
         fprintf(stderr, "model_backward: no successful model_forward on this ModelActs; no gradient added\n");
+        return;
+    }
+    if (!a->forward_training) {
+        fprintf(stderr, "model_backward: the last model_forward ran in evaluation mode; no gradient added\n");
         return;
     }
     /* written[i]: node i's dout holds (part of) its gradient already. */
@@ -376,6 +413,19 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
             l2_loss_backward(dparams + s->vars[v].offset, params + s->vars[v].offset,
                              s->vars[v].n_floats, s->vars[v].wd);
     a->loss_backward_s += omp_get_wtime() - t0;
+}
+
+void model_acts_set_training(ModelActs *a, int training) { a->training = training != 0; }
+
+void model_update_moving(float *params, const ModelActs *a) {
+    if (a->B < 1 || !a->forward_training) return;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (!model_layer_table[n->kind].update) continue;
+        float *w[NODE_MAX_VARS];
+        for (int j = 0; j < n->n_vars; j++) w[j] = params + a->spec.vars[n->var0 + j].offset;
+        model_layer_table[n->kind].update(n, w, a->bufs[i].saved);
+    }
 }
 
 /* ---- timings ----------------------------------------------------------------- */

@@ -26,8 +26,18 @@
 #define MODEL_MAX_VARS 512
 #define MODEL_VAR_NAME_MAX 64
 
-typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1 } ModelKind;
-typedef enum { INIT_TRUNCATED_NORMAL = 0, INIT_CONSTANT = 1 } InitKind;
+typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1, MODEL_MOBILENET_V2 = 2 } ModelKind;
+/* INIT_GLOROT_UNIFORM: Keras's default kernel initializer; init_value is
+ * unused (the limit comes from the shape: fan_in = prod(shape[:-1]), fan_out
+ * = prod(shape[:-2]) * shape[-1], as Keras computes them). */
+typedef enum { INIT_TRUNCATED_NORMAL = 0, INIT_CONSTANT = 1, INIT_GLOROT_UNIFORM = 2 } InitKind;
+
+/* Options of the Keras networks (mobilenet_v2); mnist and cifar10 ignore them. */
+typedef enum { MODEL_HEAD_KERAS = 0, MODEL_HEAD_SEED = 1 } ModelHead;
+typedef struct {
+    float width_multiplier;        /* Keras's alpha; 0 means 1.0 */
+    ModelHead head;                /* KERAS: GAP + predictions; SEED: GAP, dense 512 relu, dense_1 */
+} ModelOptions;
 
 typedef struct {
     char name[MODEL_VAR_NAME_MAX]; /* TensorFlow's variable name */
@@ -43,7 +53,8 @@ typedef struct {
 
 typedef struct {
     ModelKind kind;
-    const char *name;              /* "mnist" or "cifar10" */
+    const char *name;              /* "mnist", "cifar10" or "mobilenet_v2" */
+    ModelOptions opts;             /* as given to model_spec_init_opts (width_multiplier 0 -> 1.0) */
     int H, W, C;                   /* input shape of one example, after augmentation */
     int num_classes;
     int n_vars;
@@ -57,6 +68,11 @@ typedef struct {
  * or a shape the model cannot take (a message is written to err). */
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes);
+
+/* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes
+ * any input from 32x32 with 1 or 3 channels. */
+int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
+                         const ModelOptions *opts, char *err, size_t err_n_bytes);
 
 /* Index of the variable called `name`, or -1. */
 int model_spec_find(const ModelSpec *spec, const char *name);
@@ -98,6 +114,19 @@ float model_forward(float *logits, float *ce_loss, ModelActs *acts,
  *            Entries of non-trainable variables are left as they are.
  * Without a successful forward on acts: one line on stderr, nothing added. */
 void model_backward(float *dparams, ModelActs *acts, const float *params);
+
+/* Training (1, the default) or evaluation (0) mode of the next forwards on
+ * acts: batch norm normalises with the batch's statistics (and saves them
+ * for model_update_moving) or with the moving ones.  model_backward needs
+ * a training forward (after an evaluation one it prints a line and adds
+ * nothing). */
+void model_acts_set_training(ModelActs *acts, int training);
+
+/* After a training forward: update every non-trainable variable from what
+ * the forward saved (batch norm: moving = moving * momentum + batch *
+ * (1 - momentum)), in params (n_params).  A no-op for networks without
+ * such variables, and without a successful training forward. */
+void model_update_moving(float *params, const ModelActs *acts);
 
 /* Number of the n examples whose largest logit is their label (ties: the
  * first largest wins).  logits: (n, num_classes); labels: (n). */

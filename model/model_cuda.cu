@@ -329,7 +329,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
         CUBLAS_SOFT(cublasSetMathMode(cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), err,
                     err_n_bytes))
         goto fail;
-    if (graph_build(&a->graph, spec->kind, spec->H, spec->W, spec->C, spec->num_classes) != 0 ||
+    if (graph_build(&a->graph, &a->spec) != 0 ||
         a->graph.nodes[a->graph.n_nodes - 1].var0 + a->graph.nodes[a->graph.n_nodes - 1].n_vars != spec->n_vars) {
         snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d on the GPU (or its variable table is not "
                  "model_spec_init's)", spec->name ? spec->name : "?", spec->H, spec->W, spec->C);
@@ -339,6 +339,12 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
         const Node *n = &a->graph.nodes[i];
         const LayerKindInfo *k = &model_layer_table[n->kind];
         char e[384];
+        if (!k->cuda_init || !k->cuda_set_batch || !k->cuda_free || !k->cuda_scratch_n_bytes || !k->cuda_forward ||
+            !k->cuda_backward || !k->cuda_describe) {
+            snprintf(err, err_n_bytes, "model %s, layer %s: layer kind %s has no CUDA implementation", spec->name,
+                     n->name, k->name);
+            goto fail;
+        }
         if (k->cuda_init(&a->nodes[i], n, &a->env, e, sizeof e)) {
             snprintf(err, err_n_bytes, "model %s, layer %s: %s", spec->name, n->name, e);
             goto fail; /* the failed node freed itself */

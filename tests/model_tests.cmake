@@ -28,3 +28,7 @@ set_tests_properties(test_layers_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS int
 tower_add_test(NAME test_model_graph_oracle
   SOURCES test_model_graph_oracle.c model_reference.c gradcheck.c
   LIBS tower_model)
+# mobilenet_v2 on the layer graph: Keras's table, whole-model gradients, evaluation mode.
+tower_add_test(NAME test_model_mobilenet_v2
+  SOURCES test_model_mobilenet_v2.c gradcheck.c
+  LIBS tower_model)

@@ -40,7 +40,8 @@ static int dense(Graph *g, const char *name, int n_out, Activation act, float w_
     return graph_node_done(g);
 }
 
-int net_cifar10(Graph *g, int num_classes) {
+int net_cifar10(Graph *g, const ModelSpec *spec) {
+    const int num_classes = spec->num_classes;
     conv(g, "conv1", 64, 5e-2f, 0.0f);
     pool(g, "pool1");
     lrn(g, "norm1");

@@ -33,7 +33,8 @@ static int dense(Graph *g, const char *name, int n_out, Activation act, float w_
 }
 
 /* local4 is 10 wide as in the original, whatever num_classes is. */
-int net_mnist(Graph *g, int num_classes) {
+int net_mnist(Graph *g, const ModelSpec *spec) {
+    const int num_classes = spec->num_classes;
     conv(g, "conv1", 32, 5e-2f, 0.0f);
     pool(g, "pool1", 2, 2);
     conv(g, "conv2", 64, 5e-2f, 0.1f);
