@@ -63,7 +63,8 @@ typedef struct {
     size_t n_trainable;            /* floats in the trainable variables (n_params for mnist and cifar10) */
 } ModelSpec;
 
-/* Fill `spec` for the model `name` ("mnist" or "cifar10") on inputs of shape
+/* Fill `spec` for the model `name` ("mnist", "cifar10" or "mobilenet_v2", the
+ * latter with its default options) on inputs of shape
  * (H, W, C) with `num_classes` classes.  Returns 0, or -1 for an unknown name
  * or a shape the model cannot take (a message is written to err). */
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,

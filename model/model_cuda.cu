@@ -47,6 +47,7 @@ struct NodeCudaEnv {
 /* What the executor hands a node's CUDA forward/backward (device pointers). */
 struct NodeRunCuda {
     int B;
+    int training;                     /* 1: training forward (batch statistics) */
     const float *in[NODE_MAX_INPUTS]; /* (B, in shape) each */
     float *out;                       /* (B, out shape) */
     void *saved;                      /* saved_n_bytes(node, max_batch) of its own */
@@ -207,6 +208,114 @@ extern "C" void dense_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
 }
 extern "C" void dense_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
 
+/* ---- the MobileNetV2 kinds ---------------------------------------------------------------
+ * Kinds without GPU state get the no-op init/set_batch/free/describe. */
+#define NO_STATE_CUDA(stem)                                                                                       \
+    extern "C" int stem##_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *e, size_t k) { \
+        return no_init(c, n, env, e, k);                                                                          \
+    }                                                                                                             \
+    extern "C" int stem##_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *e, \
+                                              size_t k) {                                                         \
+        return no_set_batch(c, n, B, env, e, k);                                                                  \
+    }                                                                                                             \
+    extern "C" void stem##_node_free_cuda(NodeCuda *c) { no_free(c); }                                            \
+    extern "C" void stem##_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
+#define NO_SCRATCH_CUDA(stem)                                                                                     \
+    extern "C" size_t stem##_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {         \
+        return no_scratch(c, n, max_batch);                                                                       \
+    }
+
+static size_t rows_of(const Node *n, int B) { return (size_t)B * n->in.H * n->in.W; }
+
+/* batch norm: saved (3, C) floats: batch mean, variance, inv_std. */
+NO_STATE_CUDA(batchnorm)
+extern "C" size_t batchnorm_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    (void)c, (void)max_batch;
+    return sizeof(double) * batchnorm_cuda_scratch_n_doubles(n->bn.C);
+}
+extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    float *mean = (float *)r->saved, *var = mean + n->bn.C, *inv_std = var + n->bn.C;
+    if (r->training)
+        batchnorm_forward_train_cuda(r->out, mean, var, inv_std, (double *)r->scratch, r->in[0], r->w[0], r->w[1],
+                                     &n->bn, rows_of(n, r->B), r->stream);
+    else
+        batchnorm_forward_eval_cuda(r->out, inv_std, r->in[0], r->w[2], r->w[3], r->w[0], r->w[1], &n->bn,
+                                    rows_of(n, r->B), r->stream);
+}
+extern "C" void batchnorm_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    const float *mean = (const float *)r->saved, *inv_std = mean + 2 * n->bn.C;
+    batchnorm_backward_cuda(r->din[0], r->dw[0], r->dw[1], (double *)r->scratch, r->dout, r->in[0], mean, inv_std,
+                            r->w[0], &n->bn, rows_of(n, r->B), r->stream);
+}
+extern "C" void batchnorm_node_update_cuda(const Node *n, float *const *w, const void *saved, const NodeRunCuda *r) {
+    const float *mean = (const float *)saved, *var = mean + n->bn.C;
+    batchnorm_update_moving_cuda(w[2], w[3], mean, var, n->bn.momentum, n->bn.C, r->stream);
+}
+
+/* depthwise */
+NO_STATE_CUDA(depthwise)
+extern "C" size_t depthwise_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    (void)c;
+    return depthwise_cuda_scratch_n_bytes(&n->dw, max_batch);
+}
+extern "C" void depthwise_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    depthwise_forward_cuda(r->out, r->in[0], r->w[0], &n->dw, r->B, r->stream);
+}
+extern "C" void depthwise_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    depthwise_backward_cuda(r->din[0], r->dw[0], r->scratch, r->dout, r->in[0], r->w[0], &n->dw, r->B, r->stream);
+}
+
+/* pointwise */
+NO_STATE_CUDA(pointwise)
+NO_SCRATCH_CUDA(pointwise)
+extern "C" void pointwise_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    pointwise_forward_cuda(r->out, r->in[0], r->w[0], rows_of(n, r->B), n->in.C, n->pw_C_out, r->cublas, r->stream);
+}
+extern "C" void pointwise_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    pointwise_backward_cuda(r->din[0], r->dw[0], r->dout, r->in[0], r->w[0], rows_of(n, r->B), n->in.C, n->pw_C_out,
+                            r->cublas, r->stream);
+}
+
+/* zero padding */
+NO_STATE_CUDA(zeropad)
+NO_SCRATCH_CUDA(zeropad)
+extern "C" void zeropad_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    zeropad_forward_cuda(r->out, r->in[0], &n->zp, r->B, r->stream);
+}
+extern "C" void zeropad_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) zeropad_backward_cuda(r->din[0], r->dout, &n->zp, r->B, r->stream);
+}
+
+/* ReLU6 */
+NO_STATE_CUDA(relu6)
+NO_SCRATCH_CUDA(relu6)
+extern "C" void relu6_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    relu6_forward_cuda(r->out, r->in[0], (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+extern "C" void relu6_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) relu6_backward_cuda(r->din[0], r->out, r->dout, (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+
+/* residual addition */
+NO_STATE_CUDA(add)
+NO_SCRATCH_CUDA(add)
+extern "C" void add_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    add_forward_cuda(r->out, r->in[0], r->in[1], (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+extern "C" void add_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    add_backward_cuda(r->din[0], r->din[1], r->dout, (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+
+/* global average pooling */
+NO_STATE_CUDA(gap)
+NO_SCRATCH_CUDA(gap)
+extern "C" void gap_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    global_avgpool_forward_cuda(r->out, r->in[0], r->B, n->in.H * n->in.W, n->in.C, r->stream);
+}
+extern "C" void gap_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) global_avgpool_backward_cuda(r->din[0], r->dout, r->B, n->in.H * n->in.W, n->in.C, r->stream);
+}
+
 /* ---- the executor ------------------------------------------------------------------------- */
 
 /* One node's device buffers. */
@@ -250,6 +359,8 @@ struct ModelActsCuda {
     int described_batch;      /* the batch the nodes' descriptors describe */
     int sync_check;           /* TOWER_CUDA_SYNC_CHECK=1: wait and check after every layer (debugging) */
     int B;                    /* batch of the last forward; 0 before the first or after a failed one */
+    int training;             /* mode of the next forwards (model_acts_cuda_set_training), 1 by default */
+    int forward_training;     /* mode of the last forward */
 };
 
 /* Carve n_bytes at *off from base (0 on the sizing pass). */
@@ -324,6 +435,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
     a->env.cudnn = cudnn;
     a->env.cublas = cublas;
     a->sync_check = model_cuda_sync_check_enabled();
+    a->training = 1;
     if (CUDNN_SOFT(cudnnSetStream(cudnn, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetStream(cublas, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetMathMode(cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), err,
@@ -437,6 +549,7 @@ static NodeRunCuda node_run(const ModelActsCuda *a, int i, int B, const float *p
     NodeRunCuda r;
     memset(&r, 0, sizeof r);
     r.B = B;
+    r.training = a->training;
     r.out = a->bufs[i].out;
     r.saved = a->bufs[i].saved;
     r.scratch = a->scratch;
@@ -471,6 +584,7 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
         return;
     }
     a->B = B;
+    a->forward_training = a->training;
     cudaStream_t st = a->stream;
     CUDA_CHECK(cudaMemcpyAsync(a->x, x_dev, sizeof(float) * B * s->H * s->W * s->C, cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(a->labels, labels_dev, sizeof(int32_t) * B, cudaMemcpyDeviceToDevice, st));
@@ -511,6 +625,10 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
         fprintf(stderr, "model_backward_cuda: no successful model_forward_cuda on this workspace; no gradient added\n");
         return;
     }
+    if (!a->forward_training) {
+        fprintf(stderr, "model_backward_cuda: the last forward ran in evaluation mode; no gradient added\n");
+        return;
+    }
     unsigned char written[GRAPH_MAX_NODES] = {0}; /* as model.c's model_backward */
     softmax_xent_backward_cuda(a->bufs[g->output].dout, a->probs, a->labels, 1.0f, B, s->num_classes, st);
     written[g->output] = 1;
@@ -540,4 +658,18 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
         if (s->vars[v].wd != 0.0f)
             l2_loss_backward_cuda(dparams_dev + s->vars[v].offset, params_dev + s->vars[v].offset, s->vars[v].n_floats,
                                   s->vars[v].wd, st);
+}
+
+extern "C" void model_acts_cuda_set_training(ModelActsCuda *a, int training) { a->training = training != 0; }
+
+extern "C" void model_update_moving_cuda(float *params_dev, ModelActsCuda *a) {
+    if (a->B < 1 || !a->forward_training) return;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (!model_layer_table[n->kind].cuda_update) continue;
+        float *w[NODE_MAX_VARS];
+        for (int j = 0; j < n->n_vars; j++) w[j] = params_dev + a->spec.vars[n->var0 + j].offset;
+        NodeRunCuda r = node_run(a, i, a->B, params_dev, NULL);
+        model_layer_table[n->kind].cuda_update(n, w, a->bufs[i].saved, &r);
+    }
 }

@@ -95,6 +95,15 @@ float model_forward_cuda(float *logits_host, ModelActsCuda *a, const float *x_de
  * Nothing waits; the gradient is complete once the stream has passed. */
 void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *params_dev);
 
+/* As model_acts_set_training (model.h): training (1, the default) or
+ * evaluation mode of the next forwards; backward needs a training forward. */
+void model_acts_cuda_set_training(ModelActsCuda *a, int training);
+
+/* As model_update_moving: enqueue the update of every non-trainable
+ * variable in params_dev (device, n_params) from the last training
+ * forward's saved statistics.  Nothing waits. */
+void model_update_moving_cuda(float *params_dev, ModelActsCuda *a);
+
 /* The stream the workspace was created with. */
 cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a);
 
