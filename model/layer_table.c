@@ -279,8 +279,7 @@ static int depthwise_node_init(Node *n) {
 
 static int depthwise_node_vars(const Node *n, NodeVar *v) {
     int ws[4] = {n->dw.KH, n->dw.KW, n->dw.C, 1};
-    v[0] = kernel_var(4, ws);
-    v[0].name = "depthwise_kernel";
+    v[0] = kernel_var(4, ws); /* Keras 3's name; tf.keras 2 called it depthwise_kernel */
     return 1;
 }
 

@@ -52,8 +52,8 @@ static void test_table(void) {
           s.n_params, s.n_trainable);
     CHECK(s.n_vars == 262, "%d variables, want 262", s.n_vars);
     const char *names[] = {"Conv1/kernel", "bn_Conv1/gamma", "bn_Conv1/moving_variance",
-                           "expanded_conv_depthwise/depthwise_kernel", "expanded_conv_project/kernel",
-                           "block_1_expand/kernel", "block_1_expand_BN/beta", "block_1_depthwise/depthwise_kernel",
+                           "expanded_conv_depthwise/kernel", "expanded_conv_project/kernel",
+                           "block_1_expand/kernel", "block_1_expand_BN/beta", "block_1_depthwise/kernel",
                            "block_16_project_BN/moving_mean", "Conv_1/kernel", "Conv_1_bn/gamma",
                            "predictions/kernel", "predictions/bias"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -121,7 +121,7 @@ static void test_gradients(void) {
     model_backward(f.dparams, f.acts, f.params);
     CHECK(isfinite(loss), "loss %g", loss);
     const char *victims[] = {"block_14_expand/kernel", "block_14_expand_BN/gamma", "block_14_depthwise_BN/beta",
-                             "block_15_expand/kernel", "block_15_depthwise/depthwise_kernel", "block_15_project/kernel",
+                             "block_15_expand/kernel", "block_15_depthwise/kernel", "block_15_project/kernel",
                              "block_16_expand/kernel", "Conv_1/kernel", "predictions/kernel", "predictions/bias"};
     for (size_t k = 0; k < sizeof victims / sizeof victims[0]; k++) {
         int v = model_spec_find(&f.spec, victims[k]);
