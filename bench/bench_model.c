@@ -80,6 +80,7 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
     model_init_params(params, &spec, 1);
     for (int i = 0; i < warmup; i++) {
         model_forward(NULL, NULL, acts, x, labels, params, B);
+        memset(dparams, 0, sizeof(float) * spec.n_params); /* backward adds, as a tower's step zeroes first */
         model_backward(dparams, acts, params);
     }
     model_layer_times_reset(acts);
@@ -88,6 +89,7 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         model_forward(NULL, NULL, acts, x, labels, params, B);
+        memset(dparams, 0, sizeof(float) * spec.n_params);
         model_backward(dparams, acts, params);
         t[r] = now_s() - t0;
     }

@@ -78,3 +78,7 @@ void init_truncated_normal(float *out, size_t n, float stddev, InitRng *r) {
 void init_constant(float *out, size_t n, float value) {
     for (size_t i = 0; i < n; i++) out[i] = value;
 }
+
+void init_glorot_uniform(float *out, size_t n, double limit, InitRng *r) {
+    for (size_t i = 0; i < n; i++) out[i] = (float)((2.0 * init_rng_uniform(r) - 1.0) * limit);
+}

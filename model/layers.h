@@ -218,8 +218,13 @@ void init_truncated_normal(float *out, size_t n, float stddev, InitRng *r);
 /* out[i] = value.  out: (n). */
 void init_constant(float *out, size_t n, float value);
 
+/* Keras's glorot_uniform: uniform in [-limit, limit), limit = sqrt(6 /
+ * (fan_in + fan_out)) computed by the caller; (2u - 1) * limit in double,
+ * rounded once.  out: (n). */
+void init_glorot_uniform(float *out, size_t n, double limit, InitRng *r);
+
 /* =============================================================================
- * The MobileNetV2 layers (issue 15): batch normalisation, depthwise and
+ * The MobileNetV2 layers: batch normalisation, depthwise and
  * pointwise convolutions, zero padding, ReLU6, residual addition, global
  * average pooling, dropout.  docs/models.md ("The MobileNetV2 layers") has
  * the formulas.

@@ -276,7 +276,7 @@ void l2_loss_backward_cuda(float *dw, const float *w, size_t n, float wd, cudaSt
 void transpose_cuda(float *dst, const float *src, int rows, int cols, cudaStream_t stream);
 
 /* =============================================================================
- * The MobileNetV2 layers on the GPU (issue 15): the twins of the layers.h
+ * The MobileNetV2 layers on the GPU: the twins of the layers.h
  * section of the same name, with the CPU arguments in the CPU order plus
  * the handle (cuBLAS for pointwise) and the stream, and the same backward
  * convention: parameter gradients ADDED, activation gradients WRITTEN.

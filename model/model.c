@@ -1,18 +1,27 @@
-/* model.c — the `mnist` and `cifar10` networks on the CPU layers.
+/* model.c — the CPU executor of the layer graph (graph.h), and the model
+ * API of model.h: the variable table, initialisation, forward, backward.
  *
  * Where it sits: implements model/model.h.  A tower owns one ModelActs and
  * calls model_forward / model_backward on its shard; the parameter server
  * sees only the flat parameter block laid out by ModelSpec.
- * How: each model is a short plan, an array of Layer (conv, pool, lrn,
- * dense) built from the input shape; the variable table, the activation
- * buffers and the forward/backward loops all walk that one plan, so the two
- * models differ only in plan_mnist / plan_cifar10.
+ * How: model_spec_init builds the network's graph (graph_build: the
+ * builder of model/nets/) and lists each node's variables from the layer
+ * table; model_acts_create builds the same graph and gives every node an
+ * output buffer, an output-gradient buffer and what its kind saves; forward
+ * walks the nodes in order, backward in reverse, each through the layer
+ * table (layer_table.c).  The CUDA executor (model_cuda.cu) walks the same
+ * graph the same way.
+ * Backward convention (llm.c's): parameter gradients are ADDED (the caller
+ * zeroes), activation gradients WRITTEN; a tensor read by several nodes
+ * gets the first consumer's (in reverse order) gradient written into its
+ * buffer and each later one's added (grad_accumulate), in node order.
  * What it does not do: know about towers, devices or optimizers; allocate
  * anything after model_acts_create; keep global mutable state (several
  * tower threads run different ModelActs at once).
  */
-#include "model/model.h"
+#include "model/graph.h"
 #include "model/layers.h"
+#include "model/model.h"
 
 #include <limits.h>
 #include <math.h>
@@ -21,162 +30,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LAYERS 10
-
-typedef enum { LAYER_CONV, LAYER_POOL, LAYER_LRN, LAYER_DENSE } LayerKind;
-
+/* One node's buffers, for max_batch examples. */
 typedef struct {
-    LayerKind kind;
-    const char *name;         /* TensorFlow's scope: "conv1", "pool1", "norm1", "local3", ... */
-    Conv2d conv;              /* LAYER_CONV */
-    MaxPool pool;             /* LAYER_POOL */
-    Lrn lrn;                  /* LAYER_LRN */
-    int lrn_C;                /* LAYER_LRN: channels (the layer sees (B*H*W, C)) */
-    Dense dense;              /* LAYER_DENSE */
-    float w_stddev, b_value, wd; /* conv/dense: initializers and weight decay */
-    int w_var, b_var;         /* conv/dense: indices into ModelSpec.vars; -1 otherwise */
-    size_t in_n, out_n;       /* floats per example in and out */
-    float *out;               /* (max_batch, out_n) */
-    float *scale;             /* LAYER_LRN: (max_batch, out_n), saved for backward */
-    int32_t *argmax;          /* LAYER_POOL: (max_batch, out_n), saved for backward */
+    float *out;               /* (max_batch, out shape) */
+    float *dout;              /* (max_batch, out shape) the gradient of out */
+    void *saved;              /* the kind's saved_n_bytes, or NULL */
     double forward_s, backward_s;
     long n_forward, n_backward;
-} Layer;
+} NodeBuf;
 
 struct ModelActs {
     ModelSpec spec;
+    Graph graph;              /* built from spec by graph_build */
     int max_batch;
-    int n_threads;            /* conv scratch is sized for this many OpenMP threads */
-    int n_layers;
-    Layer layers[MAX_LAYERS];
+    int n_threads;            /* scratch is sized for this many OpenMP threads */
+    NodeBuf bufs[GRAPH_MAX_NODES];
     float *x;                 /* (max_batch, H, W, C) copy of the last forward's input */
     int32_t *labels;          /* (max_batch) copy of the last forward's labels */
     float *probs;             /* (max_batch, num_classes) softmax, saved for backward */
-    float *grad_a, *grad_b;   /* (max_batch, max out_n) ping-pong activation gradients */
-    float *conv_scratch;      /* max over conv layers of conv2d_scratch_n_floats */
+    float *grad_tmp;          /* (NODE_MAX_INPUTS, max_batch, max out): a later consumer's input gradients,
+                                 before they are added; empty when graph.shared is 0 */
+    size_t grad_tmp_n_floats; /* floats of one of its NODE_MAX_INPUTS slabs */
+    void *scratch;            /* max over nodes of the kind's scratch_n_bytes */
     int B;                    /* batch of the last forward; 0 before the first */
+    int training;             /* mode of the next forwards (model_acts_set_training), 1 by default */
+    int forward_training;     /* mode of the last forward */
     double loss_forward_s, loss_backward_s;
     long n_loss_forward, n_loss_backward;
 };
 
-/* ---- plans ------------------------------------------------------------------ */
-
-typedef struct {
-    Layer *layers;
-    int n;
-    int H, W, C;              /* shape of the current activation (per example) */
-    size_t flat;              /* its size in floats */
-    int ok;
-} Planner;
-
-static Layer *plan_next(Planner *p, LayerKind kind, const char *name) {
-    Layer *L = &p->layers[p->n++];
-    memset(L, 0, sizeof *L);
-    L->kind = kind;
-    L->name = name;
-    L->w_var = L->b_var = -1;
-    L->in_n = p->flat;
-    return L;
-}
-
-static void plan_conv(Planner *p, const char *name, int C_out, float w_stddev, float b_value) {
-    Layer *L = plan_next(p, LAYER_CONV, name);
-    if (!p->ok || conv2d_init(&L->conv, p->H, p->W, p->C, 5, 5, C_out, 1, 1, PAD_SAME, ACT_RELU) != 0) {
-        p->ok = 0;
-        return;
-    }
-    L->w_stddev = w_stddev; L->b_value = b_value; L->wd = 0.0f;
-    p->H = L->conv.OH; p->W = L->conv.OW; p->C = C_out;
-    p->flat = L->out_n = (size_t)p->H * p->W * p->C;
-}
-
-static void plan_pool(Planner *p, const char *name, int k, int stride) {
-    Layer *L = plan_next(p, LAYER_POOL, name);
-    if (!p->ok || maxpool_init(&L->pool, p->H, p->W, p->C, k, k, stride, stride, PAD_SAME) != 0) {
-        p->ok = 0;
-        return;
-    }
-    p->H = L->pool.OH; p->W = L->pool.OW;
-    p->flat = L->out_n = (size_t)p->H * p->W * p->C;
-}
-
-/* cifar10.py: tf.nn.lrn(x, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75). */
-static void plan_lrn(Planner *p, const char *name) {
-    Layer *L = plan_next(p, LAYER_LRN, name);
-    L->lrn.depth_radius = 4;
-    L->lrn.bias = 1.0f;
-    L->lrn.alpha = (float)(0.001 / 9.0);
-    L->lrn.beta = 0.75f;
-    L->lrn_C = p->C;
-    L->out_n = p->flat;
-}
-
-static void plan_dense(Planner *p, const char *name, int n_out, Activation act,
-                       float w_stddev, float b_value, float wd) {
-    Layer *L = plan_next(p, LAYER_DENSE, name);
-    if (p->flat > (size_t)INT_MAX) p->ok = 0; /* n_in is an int: a larger input would wrap */
-    L->dense.n_in = (int)p->flat;
-    L->dense.n_out = n_out;
-    L->dense.act = act;
-    L->w_stddev = w_stddev; L->b_value = b_value; L->wd = wd;
-    p->H = p->W = 1; p->C = n_out;
-    p->flat = L->out_n = (size_t)n_out;
-}
-
-/* The classic multi-GPU MNIST network: conv1 5x5x32, 2x2 pool, conv2
- * 5x5x64, 2x2 pool, local3 1024 relu, local4 10 relu, softmax_linear, with
- * the initializers of TensorFlow's cifar10.py (tensorflow/models,
- * tutorials/image/cifar10).  local4 is 10 wide as in the original,
- * whatever num_classes is. */
-static void plan_mnist(Planner *p, int num_classes) {
-    plan_conv(p, "conv1", 32, 5e-2f, 0.0f);
-    plan_pool(p, "pool1", 2, 2);
-    plan_conv(p, "conv2", 64, 5e-2f, 0.1f);
-    plan_pool(p, "pool2", 2, 2);
-    plan_dense(p, "local3", 1024, ACT_RELU, 0.04f, 0.1f, 0.0f);
-    plan_dense(p, "local4", 10, ACT_RELU, 0.04f, 0.1f, 0.0f);
-    plan_dense(p, "softmax_linear", num_classes, ACT_NONE, 1.0f / 192.0f, 0.0f, 0.0f);
-}
-
-/* TensorFlow's cifar10.py inference(), layer for layer. */
-static void plan_cifar10(Planner *p, int num_classes) {
-    plan_conv(p, "conv1", 64, 5e-2f, 0.0f);
-    plan_pool(p, "pool1", 3, 2);
-    plan_lrn(p, "norm1");
-    plan_conv(p, "conv2", 64, 5e-2f, 0.1f);
-    plan_lrn(p, "norm2");
-    plan_pool(p, "pool2", 3, 2);
-    plan_dense(p, "local3", 384, ACT_RELU, 0.04f, 0.1f, 0.004f);
-    plan_dense(p, "local4", 192, ACT_RELU, 0.04f, 0.1f, 0.004f);
-    plan_dense(p, "softmax_linear", num_classes, ACT_NONE, 1.0f / 192.0f, 0.0f, 0.0f);
-}
-
-/* Build the plan of `kind` for (H, W, C) inputs; returns the layer count, or -1. */
-static int build_plan(Layer *layers, ModelKind kind, int H, int W, int C, int num_classes) {
-    Planner p = {layers, 0, H, W, C, (size_t)H * W * C, H > 0 && W > 0 && C > 0};
-    if (kind == MODEL_MNIST) plan_mnist(&p, num_classes);
-    else plan_cifar10(&p, num_classes);
-    return p.ok ? p.n : -1;
-}
-
 /* ---- spec ------------------------------------------------------------------- */
 
-static void add_var(ModelSpec *s, const char *layer, const char *what, int ndim, const int *shape,
-                    InitKind init, float init_value, float wd) {
-    ModelVar *v = &s->vars[s->n_vars++];
-    memset(v, 0, sizeof *v);
-    snprintf(v->name, sizeof v->name, "%s/%s", layer, what);
-    v->ndim = ndim;
-    v->n_floats = 1;
-    for (int i = 0; i < ndim; i++) {
-        v->shape[i] = shape[i];
-        v->n_floats *= (size_t)shape[i];
+static const char *model_names[] = {[MODEL_MNIST] = "mnist", [MODEL_CIFAR10] = "cifar10",
+                                    [MODEL_MOBILENET_V2] = "mobilenet_v2"};
+
+/* The graph of spec on the heap (a Graph is large for a stack); NULL if it cannot be built. */
+static Graph *spec_graph(const ModelSpec *spec) {
+    Graph *g = malloc(sizeof *g);
+    if (g && graph_build(g, spec) != 0) {
+        free(g);
+        g = NULL;
     }
-    v->offset = s->n_params;
-    v->wd = wd;
-    v->init = init;
-    v->init_value = init_value;
-    s->n_params += v->n_floats;
+    return g;
 }
 
 int model_input_facts(const char *name, ModelInputFacts *f) {
@@ -189,42 +84,71 @@ int model_input_facts(const char *name, ModelInputFacts *f) {
 
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes) {
+    return model_spec_init_opts(spec, name, H, W, C, num_classes, NULL, err, err_n_bytes);
+}
+
+int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
+                         const ModelOptions *opts, char *err, size_t err_n_bytes) {
     memset(spec, 0, sizeof *spec);
-    if (name && strcmp(name, "mnist") == 0) {
-        spec->kind = MODEL_MNIST;
-        spec->name = "mnist";
-    } else if (name && strcmp(name, "cifar10") == 0) {
-        spec->kind = MODEL_CIFAR10;
-        spec->name = "cifar10";
-    } else {
-        snprintf(err, err_n_bytes, "unknown model '%s' (expected mnist or cifar10)", name ? name : "(null)");
+    if (opts) spec->opts = *opts;
+    if (spec->opts.width_multiplier == 0.0f) spec->opts.width_multiplier = 1.0f;
+    if (!(spec->opts.width_multiplier > 0.0f && spec->opts.width_multiplier <= 16.0f) ||
+        (spec->opts.head != MODEL_HEAD_KERAS && spec->opts.head != MODEL_HEAD_SEED)) {
+        snprintf(err, err_n_bytes, "model %s: width multiplier %g outside (0, 16] or unknown head %d",
+                 name ? name : "(null)", spec->opts.width_multiplier, (int)spec->opts.head);
         return -1;
     }
+    int kind = -1;
+    for (int k = 0; k < (int)(sizeof model_names / sizeof model_names[0]); k++)
+        if (name && strcmp(name, model_names[k]) == 0) kind = k;
+    if (kind < 0) {
+        snprintf(err, err_n_bytes, "unknown model '%s' (expected mnist, cifar10 or mobilenet_v2)",
+                 name ? name : "(null)");
+        return -1;
+    }
+    spec->kind = (ModelKind)kind;
+    spec->name = model_names[kind];
     if (num_classes < 1) {
         snprintf(err, err_n_bytes, "model %s: num_classes must be at least 1, got %d", spec->name, num_classes);
         return -1;
     }
-    Layer layers[MAX_LAYERS];
-    int n = build_plan(layers, spec->kind, H, W, C, num_classes);
-    if (n < 0) {
+    spec->H = H; spec->W = W; spec->C = C;
+    spec->num_classes = num_classes;
+    Graph *g = spec_graph(spec);
+    if (!g && spec->kind == MODEL_MOBILENET_V2) {
+        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): it needs at least 32x32 with 1 or "
+                 "3 channels", spec->name, H, W, C);
+        return -1;
+    }
+    if (!g) {
         snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): each dimension must be at least 1, "
                  "and the input of a fully connected layer at most %d values", spec->name, H, W, C, INT_MAX);
         return -1;
     }
-    spec->H = H; spec->W = W; spec->C = C;
-    spec->num_classes = num_classes;
-    for (int i = 0; i < n; i++) {
-        const Layer *L = &layers[i];
-        if (L->kind == LAYER_CONV) {
-            int ws[4] = {L->conv.KH, L->conv.KW, L->conv.C_in, L->conv.C_out}, bs[1] = {L->conv.C_out};
-            add_var(spec, L->name, "weights", 4, ws, INIT_TRUNCATED_NORMAL, L->w_stddev, L->wd);
-            add_var(spec, L->name, "biases", 1, bs, INIT_CONSTANT, L->b_value, 0.0f);
-        } else if (L->kind == LAYER_DENSE) {
-            int ws[2] = {L->dense.n_in, L->dense.n_out}, bs[1] = {L->dense.n_out};
-            add_var(spec, L->name, "weights", 2, ws, INIT_TRUNCATED_NORMAL, L->w_stddev, L->wd);
-            add_var(spec, L->name, "biases", 1, bs, INIT_CONSTANT, L->b_value, 0.0f);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = &g->nodes[i];
+        NodeVar nv[NODE_MAX_VARS];
+        int k = model_layer_table[n->kind].vars(n, nv);
+        for (int j = 0; j < k; j++) {
+            ModelVar *v = &spec->vars[spec->n_vars++];
+            memset(v, 0, sizeof *v);
+            snprintf(v->name, sizeof v->name, "%s/%s", n->name, nv[j].name);
+            v->ndim = nv[j].ndim;
+            v->n_floats = 1;
+            for (int d = 0; d < nv[j].ndim; d++) {
+                v->shape[d] = nv[j].shape[d];
+                v->n_floats *= (size_t)nv[j].shape[d];
+            }
+            v->offset = spec->n_params;
+            v->wd = nv[j].wd;
+            v->init = nv[j].init;
+            v->init_value = nv[j].init_value;
+            v->trainable = nv[j].trainable;
+            spec->n_params += v->n_floats;
+            if (v->trainable) spec->n_trainable += v->n_floats;
         }
     }
+    free(g);
     return 0;
 }
 
@@ -249,6 +173,15 @@ void model_init_params(float *params, const ModelSpec *spec, uint64_t seed) {
             InitRng r;
             init_rng_seed(&r, seed, name_hash(v->name));
             init_truncated_normal(params + v->offset, v->n_floats, v->init_value, &r);
+        } else if (v->init == INIT_GLOROT_UNIFORM) {
+            /* Keras's fans: the receptive field is the product of all but the last two dims. */
+            double rf = 1.0;
+            for (int d = 0; d + 2 < v->ndim; d++) rf *= v->shape[d];
+            const double fan_in = v->ndim >= 2 ? rf * v->shape[v->ndim - 2] : v->shape[0];
+            const double fan_out = v->ndim >= 2 ? rf * v->shape[v->ndim - 1] : v->shape[0];
+            InitRng r;
+            init_rng_seed(&r, seed, name_hash(v->name));
+            init_glorot_uniform(params + v->offset, v->n_floats, sqrt(6.0 / (fan_in + fan_out)), &r);
         } else {
             init_constant(params + v->offset, v->n_floats, v->init_value);
         }
@@ -267,16 +200,10 @@ int model_check_labels(const ModelSpec *spec, const int32_t *labels, int B, char
 }
 
 double model_forward_flops_per_example(const ModelSpec *spec) {
-    Layer layers[MAX_LAYERS];
-    int n = build_plan(layers, spec->kind, spec->H, spec->W, spec->C, spec->num_classes);
+    Graph *g = spec_graph(spec);
     double macs = 0.0;
-    for (int i = 0; i < n; i++) {
-        const Layer *L = &layers[i];
-        if (L->kind == LAYER_CONV)
-            macs += (double)L->conv.OH * L->conv.OW * L->conv.C_out * L->conv.KH * L->conv.KW * L->conv.C_in;
-        else if (L->kind == LAYER_DENSE)
-            macs += (double)L->dense.n_in * L->dense.n_out;
-    }
+    for (int i = 0; g && i < g->n_nodes; i++) macs += model_layer_table[g->nodes[i].kind].macs(&g->nodes[i]);
+    free(g);
     return macs;
 }
 
@@ -291,99 +218,116 @@ static void *alloc_zeroed(size_t n_bytes) {
     return p;
 }
 
-ModelActs *model_acts_create(const ModelSpec *spec, int max_batch) {
+/* One array of n_bytes as the allocator hands it out: whole pages, one more for its header and alignment. */
+static size_t array_n_bytes(size_t n_bytes) { return (n_bytes + 4095) / 4096 * 4096 + 4096; }
+
+/* The arrays of a workspace for a->graph: allocated (alloc = 1; returns 0 or
+ * (size_t)-1 on failure) or only counted (alloc = 0; returns their bytes as
+ * array_n_bytes rounds them).  Sizes come from one place for both. */
+static size_t acts_arrays(ModelActs *a, int alloc) {
+    const Graph *g = &a->graph;
+    const ModelSpec *s = &a->spec;
+    const size_t Bm = (size_t)a->max_batch, in_n = node_shape_n(g->input);
+    size_t max_out = in_n, scratch = 0, n_bytes = 0;
+    int ok = 1;
+#define ARRAY(ptr, size)                           \
+    do {                                           \
+        size_t sz_ = (size);                       \
+        if (alloc) {                               \
+            (ptr) = alloc_zeroed(sz_);             \
+            ok &= (ptr) != NULL;                   \
+        } else {                                   \
+            n_bytes += array_n_bytes(sz_);         \
+        }                                          \
+    } while (0)
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = &g->nodes[i];
+        const LayerKindInfo *k = &model_layer_table[n->kind];
+        NodeBuf *b = &a->bufs[i];
+        const size_t out_n = node_shape_n(n->out), saved = k->saved_n_bytes(n, a->max_batch);
+        if (out_n > max_out) max_out = out_n;
+        ARRAY(b->out, sizeof(float) * Bm * out_n);
+        ARRAY(b->dout, sizeof(float) * Bm * out_n);
+        if (saved) ARRAY(b->saved, saved);
+        size_t sc = k->scratch_n_bytes(n, a->max_batch, a->n_threads);
+        if (sc > scratch) scratch = sc;
+    }
+    ARRAY(a->x, sizeof(float) * Bm * in_n);
+    ARRAY(a->labels, sizeof(int32_t) * Bm);
+    ARRAY(a->probs, sizeof(float) * Bm * s->num_classes);
+    a->grad_tmp_n_floats = g->shared ? Bm * max_out : 0; /* a chain never sums gradients */
+    ARRAY(a->grad_tmp, sizeof(float) * NODE_MAX_INPUTS * a->grad_tmp_n_floats);
+    ARRAY(a->scratch, scratch);
+#undef ARRAY
+    if (alloc) return ok ? 0 : (size_t)-1;
+    return n_bytes;
+}
+
+/* The workspace's struct with its graph built and checked against spec's
+ * variable table; no arrays yet.  NULL on failure. */
+static ModelActs *acts_shell(const ModelSpec *spec, int max_batch) {
     if (max_batch < 1) return NULL;
     ModelActs *a = calloc(1, sizeof *a);
     if (!a) return NULL;
     a->spec = *spec;
     a->max_batch = max_batch;
     a->n_threads = omp_get_max_threads();
-    a->n_layers = build_plan(a->layers, spec->kind, spec->H, spec->W, spec->C, spec->num_classes);
-    if (a->n_layers < 0) {
+    a->training = 1;
+    if (graph_build(&a->graph, spec) != 0) {
         free(a);
         return NULL;
     }
-    const size_t Bm = (size_t)max_batch;
-    size_t max_act = (size_t)spec->H * spec->W * spec->C, max_scratch = 0;
-    int ok = 1, v = 0;
-    for (int i = 0; i < a->n_layers; i++) {
-        Layer *L = &a->layers[i];
-        if (L->kind == LAYER_CONV || L->kind == LAYER_DENSE) {
-            L->w_var = v++;
-            L->b_var = v++;
-        }
-        if (L->out_n > max_act) max_act = L->out_n;
-        L->out = alloc_zeroed(sizeof(float) * Bm * L->out_n);
-        ok &= L->out != NULL;
-        if (L->kind == LAYER_LRN) {
-            L->scale = alloc_zeroed(sizeof(float) * Bm * L->out_n);
-            ok &= L->scale != NULL;
-        } else if (L->kind == LAYER_POOL) {
-            L->argmax = alloc_zeroed(sizeof(int32_t) * Bm * L->out_n);
-            ok &= L->argmax != NULL;
-        } else if (L->kind == LAYER_CONV) {
-            size_t s = conv2d_scratch_n_floats(&L->conv, a->n_threads);
-            if (s > max_scratch) max_scratch = s;
-        }
+    const Node *last = &a->graph.nodes[a->graph.n_nodes - 1];
+    if (last->var0 + last->n_vars != spec->n_vars) { /* a spec not made by model_spec_init for this shape */
+        free(a);
+        return NULL;
     }
-    a->x = alloc_zeroed(sizeof(float) * Bm * spec->H * spec->W * spec->C);
-    a->labels = alloc_zeroed(sizeof(int32_t) * Bm);
-    a->probs = alloc_zeroed(sizeof(float) * Bm * spec->num_classes);
-    a->grad_a = alloc_zeroed(sizeof(float) * Bm * max_act);
-    a->grad_b = alloc_zeroed(sizeof(float) * Bm * max_act);
-    a->conv_scratch = alloc_zeroed(sizeof(float) * max_scratch);
-    ok &= a->x && a->labels && a->probs && a->grad_a && a->grad_b && a->conv_scratch;
-    if (!ok) {
+    return a;
+}
+
+ModelActs *model_acts_create(const ModelSpec *spec, int max_batch) {
+    ModelActs *a = acts_shell(spec, max_batch);
+    if (!a) return NULL;
+    if (acts_arrays(a, 1) != 0) {
         model_acts_free(a);
         return NULL;
     }
     return a;
 }
 
-/* One array of n_bytes as the allocator hands it out: whole pages, one more for its header and alignment. */
-static size_t array_n_bytes(size_t n_bytes) { return (n_bytes + 4095) / 4096 * 4096 + 4096; }
-
 size_t model_acts_n_bytes(const ModelSpec *spec, int max_batch) {
-    Layer layers[MAX_LAYERS];
-    int n_layers = build_plan(layers, spec->kind, spec->H, spec->W, spec->C, spec->num_classes);
-    if (n_layers < 0 || max_batch < 1) return 0;
-    const size_t Bm = (size_t)max_batch, in_n = (size_t)spec->H * spec->W * spec->C;
-    const int n_threads = omp_get_max_threads();
-    size_t max_act = in_n, max_scratch = 0, n_bytes = sizeof(ModelActs);
-    for (int i = 0; i < n_layers; i++) {
-        const Layer *L = &layers[i];
-        if (L->out_n > max_act) max_act = L->out_n;
-        n_bytes += array_n_bytes(sizeof(float) * Bm * L->out_n);
-        if (L->kind == LAYER_LRN) n_bytes += array_n_bytes(sizeof(float) * Bm * L->out_n);
-        else if (L->kind == LAYER_POOL) n_bytes += array_n_bytes(sizeof(int32_t) * Bm * L->out_n);
-        else if (L->kind == LAYER_CONV) {
-            size_t s = conv2d_scratch_n_floats(&L->conv, n_threads);
-            if (s > max_scratch) max_scratch = s;
-        }
-    }
-    n_bytes += array_n_bytes(sizeof(float) * Bm * in_n) + array_n_bytes(sizeof(int32_t) * Bm) +
-               array_n_bytes(sizeof(float) * Bm * spec->num_classes) + 2 * array_n_bytes(sizeof(float) * Bm * max_act) +
-               array_n_bytes(sizeof(float) * max_scratch);
+    ModelActs *a = acts_shell(spec, max_batch);
+    if (!a) return 0;
+    size_t n_bytes = sizeof(ModelActs) + acts_arrays(a, 0);
+    free(a);
     return n_bytes;
 }
 
 void model_acts_free(ModelActs *a) {
     if (!a) return;
-    for (int i = 0; i < a->n_layers; i++) {
-        free(a->layers[i].out);
-        free(a->layers[i].scale);
-        free(a->layers[i].argmax);
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        free(a->bufs[i].out);
+        free(a->bufs[i].dout);
+        free(a->bufs[i].saved);
     }
     free(a->x);
     free(a->labels);
     free(a->probs);
-    free(a->grad_a);
-    free(a->grad_b);
-    free(a->conv_scratch);
+    free(a->grad_tmp);
+    free(a->scratch);
     free(a);
 }
 
 /* ---- forward / backward ------------------------------------------------------ */
+
+/* The node's variables and (if dparams) their gradients, into r. */
+static void bind_vars(NodeRun *r, const ModelSpec *s, const Node *n, const float *params, float *dparams) {
+    for (int j = 0; j < n->n_vars; j++) {
+        const ModelVar *v = &s->vars[n->var0 + j];
+        r->w[j] = params + v->offset;
+        r->dw[j] = dparams ? dparams + v->offset : NULL;
+    }
+}
 
 float model_forward(float *logits, float *ce_loss, ModelActs *a,
                     const float *x, const int32_t *labels, const float *params, int B) {
@@ -394,87 +338,82 @@ float model_forward(float *logits, float *ce_loss, ModelActs *a,
         return NAN;
     }
     const ModelSpec *s = &a->spec;
+    const Graph *g = &a->graph;
     a->B = B;
+    a->forward_training = a->training;
     memcpy(a->x, x, sizeof(float) * B * s->H * s->W * s->C);
     memcpy(a->labels, labels, sizeof(int32_t) * B);
-    const float *in = a->x;
-    for (int i = 0; i < a->n_layers; i++) {
-        Layer *L = &a->layers[i];
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = &g->nodes[i];
+        NodeBuf *b = &a->bufs[i];
+        NodeRun r = {.B = B, .n_threads = a->n_threads, .training = a->training, .out = b->out, .saved = b->saved,
+                     .scratch = a->scratch};
+        for (int j = 0; j < n->n_inputs; j++) r.in[j] = n->inputs[j] == GRAPH_INPUT ? a->x : a->bufs[n->inputs[j]].out;
+        bind_vars(&r, s, n, params, NULL);
         double t0 = omp_get_wtime();
-        switch (L->kind) {
-        case LAYER_CONV:
-            conv2d_forward(L->out, a->conv_scratch, in, params + s->vars[L->w_var].offset,
-                           params + s->vars[L->b_var].offset, &L->conv, B, a->n_threads);
-            break;
-        case LAYER_POOL:
-            maxpool_forward(L->out, L->argmax, in, &L->pool, B);
-            break;
-        case LAYER_LRN:
-            lrn_forward(L->out, L->scale, in, &L->lrn, (size_t)B * L->out_n / L->lrn_C, L->lrn_C);
-            break;
-        case LAYER_DENSE:
-            dense_forward(L->out, in, params + s->vars[L->w_var].offset,
-                          params + s->vars[L->b_var].offset, &L->dense, B);
-            break;
-        }
-        L->forward_s += omp_get_wtime() - t0;
-        L->n_forward++;
-        in = L->out;
+        model_layer_table[n->kind].forward(n, &r);
+        b->forward_s += omp_get_wtime() - t0;
+        b->n_forward++;
     }
+    const float *out = a->bufs[g->output].out;
     double t0 = omp_get_wtime();
-    float ce = softmax_xent_forward(a->probs, in, a->labels, B, s->num_classes);
+    float ce = softmax_xent_forward(a->probs, out, a->labels, B, s->num_classes);
     double loss = ce;
     for (int v = 0; v < s->n_vars; v++)
         if (s->vars[v].wd != 0.0f)
             loss += l2_loss_forward(params + s->vars[v].offset, s->vars[v].n_floats, s->vars[v].wd);
     a->loss_forward_s += omp_get_wtime() - t0;
     a->n_loss_forward++;
-    if (logits) memcpy(logits, in, sizeof(float) * B * s->num_classes);
+    if (logits) memcpy(logits, out, sizeof(float) * B * s->num_classes);
     if (ce_loss) *ce_loss = ce;
     return (float)loss;
 }
 
 void model_backward(float *dparams, ModelActs *a, const float *params) {
     const ModelSpec *s = &a->spec;
+    const Graph *g = &a->graph;
     const int B = a->B;
     if (B < 1) {
-        fprintf(stderr, "model_backward: no successful model_forward on this ModelActs; gradient set to 0\n");
-        memset(dparams, 0, sizeof(float) * s->n_params);
+        fprintf(stderr, "model_backward: no successful model_forward on this ModelActs; no gradient added\n");
         return;
     }
+    if (!a->forward_training) {
+        fprintf(stderr, "model_backward: the last model_forward ran in evaluation mode; no gradient added\n");
+        return;
+    }
+    /* written[i]: node i's dout holds (part of) its gradient already. */
+    unsigned char written[GRAPH_MAX_NODES] = {0};
     double t0 = omp_get_wtime();
-    float *g = a->grad_a, *dst = a->grad_b;
-    softmax_xent_backward(g, a->probs, a->labels, 1.0f, B, s->num_classes);
+    softmax_xent_backward(a->bufs[g->output].dout, a->probs, a->labels, 1.0f, B, s->num_classes);
+    written[g->output] = 1;
     a->loss_backward_s += omp_get_wtime() - t0;
     a->n_loss_backward++;
-    for (int i = a->n_layers - 1; i >= 0; i--) {
-        Layer *L = &a->layers[i];
-        const float *in = i > 0 ? a->layers[i - 1].out : a->x;
-        float *dinp = i > 0 ? dst : NULL;
-        t0 = omp_get_wtime();
-        switch (L->kind) {
-        case LAYER_CONV:
-            conv2d_backward(dinp, dparams + s->vars[L->w_var].offset, dparams + s->vars[L->b_var].offset,
-                            a->conv_scratch, L->out, g, in, params + s->vars[L->w_var].offset,
-                            &L->conv, B, a->n_threads);
-            break;
-        case LAYER_POOL:
-            if (dinp) maxpool_backward(dinp, L->argmax, g, &L->pool, B);
-            break;
-        case LAYER_LRN:
-            if (dinp) lrn_backward(dinp, L->scale, L->out, g, in, &L->lrn, (size_t)B * L->out_n / L->lrn_C, L->lrn_C);
-            break;
-        case LAYER_DENSE:
-            /* The pre-activation gradient overwrites g in place (g is ours). */
-            dense_backward(dinp, dparams + s->vars[L->w_var].offset, dparams + s->vars[L->b_var].offset,
-                           g, L->out, g, in, params + s->vars[L->w_var].offset, &L->dense, B);
-            break;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const Node *n = &g->nodes[i];
+        NodeBuf *b = &a->bufs[i];
+        if (!written[i]) continue; /* its output reaches no loss */
+        NodeRun r = {.B = B, .n_threads = a->n_threads, .training = 1, .out = b->out, .saved = b->saved,
+                     .scratch = a->scratch, .dout = b->dout};
+        int later[NODE_MAX_INPUTS] = {0}; /* input j's gradient goes to grad_tmp's slab j, then is added */
+        for (int j = 0; j < n->n_inputs; j++) {
+            const int in = n->inputs[j];
+            r.in[j] = in == GRAPH_INPUT ? a->x : a->bufs[in].out;
+            if (in == GRAPH_INPUT) continue;
+            later[j] = written[in] || (j == 1 && n->inputs[0] == in);
+            r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
         }
-        L->backward_s += omp_get_wtime() - t0;
-        L->n_backward++;
-        float *tmp = g;
-        g = dst;
-        dst = tmp;
+        bind_vars(&r, s, n, params, dparams);
+        t0 = omp_get_wtime();
+        model_layer_table[n->kind].backward(n, &r);
+        for (int j = 0; j < n->n_inputs; j++) {
+            const int in = n->inputs[j];
+            if (in == GRAPH_INPUT) continue;
+            if (later[j])
+                grad_accumulate(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)));
+            written[in] = 1;
+        }
+        b->backward_s += omp_get_wtime() - t0;
+        b->n_backward++;
     }
     t0 = omp_get_wtime();
     for (int v = 0; v < s->n_vars; v++)
@@ -484,16 +423,29 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
     a->loss_backward_s += omp_get_wtime() - t0;
 }
 
+void model_acts_set_training(ModelActs *a, int training) { a->training = training != 0; }
+
+void model_update_moving(float *params, const ModelActs *a) {
+    if (a->B < 1 || !a->forward_training) return;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (!model_layer_table[n->kind].update) continue;
+        float *w[NODE_MAX_VARS];
+        for (int j = 0; j < n->n_vars; j++) w[j] = params + a->spec.vars[n->var0 + j].offset;
+        model_layer_table[n->kind].update(n, w, a->bufs[i].saved);
+    }
+}
+
 /* ---- timings ----------------------------------------------------------------- */
 
 int model_layer_times(ModelLayerTime *times, int max_n, const ModelActs *a) {
     int n = 0;
-    for (int i = 0; i < a->n_layers && n < max_n; i++, n++) {
-        times[n].name = a->layers[i].name;
-        times[n].forward_s = a->layers[i].forward_s;
-        times[n].backward_s = a->layers[i].backward_s;
-        times[n].n_forward = a->layers[i].n_forward;
-        times[n].n_backward = a->layers[i].n_backward;
+    for (int i = 0; i < a->graph.n_nodes && n < max_n; i++, n++) {
+        times[n].name = a->graph.nodes[i].name;
+        times[n].forward_s = a->bufs[i].forward_s;
+        times[n].backward_s = a->bufs[i].backward_s;
+        times[n].n_forward = a->bufs[i].n_forward;
+        times[n].n_backward = a->bufs[i].n_backward;
     }
     if (n < max_n) {
         times[n].name = "loss";
@@ -507,9 +459,9 @@ int model_layer_times(ModelLayerTime *times, int max_n, const ModelActs *a) {
 }
 
 void model_layer_times_reset(ModelActs *a) {
-    for (int i = 0; i < a->n_layers; i++) {
-        a->layers[i].forward_s = a->layers[i].backward_s = 0.0;
-        a->layers[i].n_forward = a->layers[i].n_backward = 0;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        a->bufs[i].forward_s = a->bufs[i].backward_s = 0.0;
+        a->bufs[i].n_forward = a->bufs[i].n_backward = 0;
     }
     a->loss_forward_s = a->loss_backward_s = 0.0;
     a->n_loss_forward = a->n_loss_backward = 0;

@@ -1,4 +1,6 @@
-/* model.h — the models a tower drives: `mnist` and `cifar10`.
+/* model.h — the models a tower drives: `mnist` and `cifar10`, each a layer
+ * graph (graph.h) built by one builder (model/nets/) and run by one CPU
+ * executor (model.c) and one CUDA executor (model_cuda.cu).
  *
  * Where it sits: a tower (tower/) owns one ModelActs per device and calls
  * model_forward / model_backward on its shard; the parameter server (ps/)
@@ -10,7 +12,9 @@
  * and its shape in TensorFlow's layout: conv weights (KH, KW, C_in, C_out),
  * fully connected weights (n_in, n_out), biases (n_out).  Gradients use the
  * same layout, so a gradient block and a parameter block are interchangeable
- * in size and offsets.
+ * in size and offsets.  A variable may be NON-TRAINABLE (batch norm's
+ * moving statistics): it is in the block, its gradient entries stay 0, and
+ * the executor, not the optimizer, updates it.
  */
 #ifndef TOWER_MODEL_MODEL_H
 #define TOWER_MODEL_MODEL_H
@@ -18,11 +22,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MODEL_MAX_VARS 16
+/* MobileNetV2 has about 260 variables (4 per batch norm). */
+#define MODEL_MAX_VARS 512
 #define MODEL_VAR_NAME_MAX 64
 
-typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1 } ModelKind;
-typedef enum { INIT_TRUNCATED_NORMAL = 0, INIT_CONSTANT = 1 } InitKind;
+typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1, MODEL_MOBILENET_V2 = 2 } ModelKind;
+/* INIT_GLOROT_UNIFORM: Keras's default kernel initializer; init_value is
+ * unused (the limit comes from the shape: fan_in = prod(shape[:-1]), fan_out
+ * = prod(shape[:-2]) * shape[-1], as Keras computes them). */
+typedef enum { INIT_TRUNCATED_NORMAL = 0, INIT_CONSTANT = 1, INIT_GLOROT_UNIFORM = 2 } InitKind;
+
+/* Options of the Keras networks (mobilenet_v2); mnist and cifar10 ignore them. */
+typedef enum { MODEL_HEAD_KERAS = 0, MODEL_HEAD_SEED = 1 } ModelHead;
+typedef struct {
+    float width_multiplier;        /* Keras's alpha; 0 means 1.0 */
+    ModelHead head;                /* KERAS: GAP + predictions; SEED: GAP, dense 512 relu, dense_1 */
+} ModelOptions;
 
 typedef struct {
     char name[MODEL_VAR_NAME_MAX]; /* TensorFlow's variable name */
@@ -33,23 +48,32 @@ typedef struct {
     float wd;                      /* weight decay: adds wd * sum(w^2) / 2 to the loss; 0 = none */
     InitKind init;
     float init_value;              /* stddev (truncated normal) or the constant */
+    int trainable;                 /* 1: has a gradient; 0: updated by the executor (moving statistics) */
 } ModelVar;
 
 typedef struct {
     ModelKind kind;
-    const char *name;              /* "mnist" or "cifar10" */
+    const char *name;              /* "mnist", "cifar10" or "mobilenet_v2" */
+    ModelOptions opts;             /* as given to model_spec_init_opts (width_multiplier 0 -> 1.0) */
     int H, W, C;                   /* input shape of one example, after augmentation */
     int num_classes;
     int n_vars;
     ModelVar vars[MODEL_MAX_VARS];
     size_t n_params;               /* floats in the whole block */
+    size_t n_trainable;            /* floats in the trainable variables (n_params for mnist and cifar10) */
 } ModelSpec;
 
-/* Fill `spec` for the model `name` ("mnist" or "cifar10") on inputs of shape
+/* Fill `spec` for the model `name` ("mnist", "cifar10" or "mobilenet_v2", the
+ * latter with its default options) on inputs of shape
  * (H, W, C) with `num_classes` classes.  Returns 0, or -1 for an unknown name
  * or a shape the model cannot take (a message is written to err). */
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes);
+
+/* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes
+ * any input from 32x32 with 1 or 3 channels. */
+int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
+                         const ModelOptions *opts, char *err, size_t err_n_bytes);
 
 /* What a model expects of its data before any spec exists: the shape of
  * its stored images (the synthetic data's shape) and how training treats
@@ -98,10 +122,26 @@ float model_forward(float *logits, float *ce_loss, ModelActs *acts,
                     const float *x, const int32_t *labels, const float *params, int B);
 
 /* Backward pass for the batch of the last model_forward on `acts`.
- *   dparams: (n_params) OVERWRITTEN with d(loss)/d(params), where loss is
- *            exactly the value model_forward returned (mean over the batch
- *            plus weight decay). */
+ *   dparams: (n_params) d(loss)/d(params) is ADDED to it (llm.c's
+ *            convention: the caller zeroes it once per step, so K
+ *            micro-batches accumulate), where loss is exactly the value
+ *            model_forward returned (mean over the batch plus weight decay).
+ *            Entries of non-trainable variables are left as they are.
+ * Without a successful forward on acts: one line on stderr, nothing added. */
 void model_backward(float *dparams, ModelActs *acts, const float *params);
+
+/* Training (1, the default) or evaluation (0) mode of the next forwards on
+ * acts: batch norm normalises with the batch's statistics (and saves them
+ * for model_update_moving) or with the moving ones.  model_backward needs
+ * a training forward (after an evaluation one it prints a line and adds
+ * nothing). */
+void model_acts_set_training(ModelActs *acts, int training);
+
+/* After a training forward: update every non-trainable variable from what
+ * the forward saved (batch norm: moving = moving * momentum + batch *
+ * (1 - momentum)), in params (n_params).  A no-op for networks without
+ * such variables, and without a successful training forward. */
+void model_update_moving(float *params, const ModelActs *acts);
 
 /* Number of the n examples whose largest logit is their label (ties: the
  * first largest wins).  logits: (n, num_classes); labels: (n). */

@@ -1,12 +1,14 @@
-/* model_cuda.cu — the `mnist` and `cifar10` networks on the GPU layers
- * (layers_cuda.h): the CUDA mirror of model.c.
+/* model_cuda.cu — the CUDA executor of the layer graph (graph.h), and the
+ * CUDA twins of the layer table's entries (<stem>_node_*_cuda, which
+ * layer_table.c points at).
  *
- * Where it sits: implements model_cuda.h for a GPU tower.  The plans below
- * are model.c's plan_mnist / plan_cifar10 layer for layer (model.c keeps its
- * plan private); model_acts_cuda_create checks that the variables they
- * imply are exactly model.c's table (names, shapes, order), so the two
- * cannot drift apart silently, and tests/test_gpu_model.c compares losses
- * and gradients with the CPU's.
+ * Where it sits: implements model_cuda.h for a GPU tower.  It builds the
+ * network's graph with the same builder the CPU executor uses
+ * (graph_build) and walks it the same way: forward in node order, backward
+ * in reverse, parameter gradients ADDED (the caller zeroes), activation
+ * gradients WRITTEN, a tensor's gradient summed over its consumers in the
+ * same order as model.c.  There is no second copy of any network's plan;
+ * tests/test_gpu_model.c compares losses and gradients with the CPU's.
  * Memory: one cudaMalloc holds every activation, gradient and scratch
  * buffer, laid out once by layout(); nothing is allocated per step.
  * What it does not do: set the device, synchronise (except
@@ -16,32 +18,312 @@
 #include "model/model_cuda.h"
 #include "base/cuda_check.h"
 
+extern "C" {
+#include "model/graph.h"
+}
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_LAYERS 10
+/* ---- what the layer table's CUDA entries see ---------------------------------------- */
 
-typedef enum { LAYER_CONV, LAYER_POOL, LAYER_LRN, LAYER_DENSE } LayerKind;
+/* A node's GPU state: whatever its kind keeps between calls. */
+struct NodeCuda {
+    Conv2dCuda conv;          /* CONV2D: descriptors, algorithms */
+    LrnCuda lrn;              /* LRN */
+};
 
+/* Handles and options at workspace creation. */
+struct NodeCudaEnv {
+    int max_batch;
+    int allow_tf32, deterministic_only;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+};
+
+/* What the executor hands a node's CUDA forward/backward (device pointers). */
+struct NodeRunCuda {
+    int B;
+    int training;                     /* 1: training forward (batch statistics) */
+    const float *in[NODE_MAX_INPUTS]; /* (B, in shape) each */
+    float *out;                       /* (B, out shape) */
+    void *saved;                      /* saved_n_bytes(node, max_batch) of its own */
+    void *scratch;                    /* shared: max over nodes of cuda_scratch_n_bytes, 256-byte aligned */
+    const float *w[NODE_MAX_VARS];    /* the node's variables */
+    float *dw[NODE_MAX_VARS];         /* their gradients: backward ADDS */
+    float *dout;                      /* (B, out shape), may be clobbered by backward */
+    float *din[NODE_MAX_INPUTS];      /* (B, in shape) WRITTEN; NULL = not wanted */
+    const NodeCuda *c;                /* the node's GPU state */
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    cudaStream_t stream;
+};
+
+static size_t align256(size_t n_bytes) { return (n_bytes + 255) / 256 * 256; }
+
+/* ---- conv2d ---------------------------------------------------------------------------- */
+
+static size_t conv2d_dw_n_floats(const Conv2d *c) { return (size_t)c->KH * c->KW * c->C_in * c->C_out; }
+
+extern "C" int conv2d_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *err,
+                                     size_t err_n_bytes) {
+    return conv2d_cuda_init(&c->conv, &n->conv, env->max_batch, env->allow_tf32, env->deterministic_only, env->cudnn,
+                            err, err_n_bytes);
+}
+
+extern "C" int conv2d_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *err,
+                                          size_t err_n_bytes) {
+    (void)n;
+    return conv2d_cuda_set_batch(&c->conv, B, env->cudnn, err, err_n_bytes);
+}
+
+extern "C" void conv2d_node_free_cuda(NodeCuda *c) { conv2d_cuda_free(&c->conv); }
+
+/* cuDNN's scratch, then the parameter gradients conv2d_backward_cuda overwrites. */
+extern "C" size_t conv2d_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    (void)max_batch;
+    return align256(conv2d_cuda_scratch_n_bytes(&c->conv)) + align256(sizeof(float) * conv2d_dw_n_floats(&n->conv)) +
+           align256(sizeof(float) * n->conv.C_out);
+}
+
+extern "C" void conv2d_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    (void)n;
+    conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], r->w[1], &r->c->conv, r->B, r->cudnn, r->stream);
+}
+
+extern "C" void conv2d_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    char *s = (char *)r->scratch;
+    float *dw = (float *)(s + align256(conv2d_cuda_scratch_n_bytes(&r->c->conv)));
+    float *db = (float *)((char *)dw + align256(sizeof(float) * conv2d_dw_n_floats(&n->conv)));
+    conv2d_backward_cuda(r->din[0], dw, db, r->scratch, r->out, r->dout, r->in[0], r->w[0], &r->c->conv, r->B,
+                         r->cudnn, r->stream);
+    grad_accumulate_cuda(r->dw[0], dw, conv2d_dw_n_floats(&n->conv), r->stream);
+    grad_accumulate_cuda(r->dw[1], db, (size_t)n->conv.C_out, r->stream);
+}
+
+extern "C" void conv2d_node_describe_cuda(const NodeCuda *c, char *out, size_t out_n_bytes) {
+    conv2d_cuda_describe_algos(&c->conv, out, out_n_bytes);
+}
+
+/* ---- kinds with no GPU state ----------------------------------------------------------- */
+
+static int no_init(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *err, size_t err_n_bytes) {
+    (void)c, (void)n, (void)env, (void)err, (void)err_n_bytes;
+    return 0;
+}
+static int no_set_batch(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *err, size_t err_n_bytes) {
+    (void)c, (void)n, (void)B, (void)env, (void)err, (void)err_n_bytes;
+    return 0;
+}
+static void no_free(NodeCuda *c) { (void)c; }
+static size_t no_scratch(const NodeCuda *c, const Node *n, int max_batch) {
+    (void)c, (void)n, (void)max_batch;
+    return 0;
+}
+static void no_describe(const NodeCuda *c, char *out, size_t out_n_bytes) {
+    (void)c;
+    if (out_n_bytes) out[0] = '\0';
+}
+
+/* ---- max pooling ------------------------------------------------------------------------ */
+
+extern "C" int maxpool_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *e, size_t k) {
+    return no_init(c, n, env, e, k);
+}
+extern "C" int maxpool_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *e,
+                                           size_t k) {
+    return no_set_batch(c, n, B, env, e, k);
+}
+extern "C" void maxpool_node_free_cuda(NodeCuda *c) { no_free(c); }
+extern "C" size_t maxpool_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    return no_scratch(c, n, max_batch);
+}
+extern "C" void maxpool_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    maxpool_forward_cuda(r->out, (int32_t *)r->saved, r->in[0], &n->pool, r->B, r->stream);
+}
+extern "C" void maxpool_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) maxpool_backward_cuda(r->din[0], (const int32_t *)r->saved, r->dout, &n->pool, r->B, r->stream);
+}
+extern "C" void maxpool_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
+
+/* ---- local response normalisation ------------------------------------------------------- */
+
+static size_t lrn_n_pixels(const Node *n, int B) { return (size_t)B * n->out.H * n->out.W; }
+
+extern "C" int lrn_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *err,
+                                  size_t err_n_bytes) {
+    if (lrn_cuda_init(&c->lrn, &n->lrn, n->out.C, LRN_CUDA_AUTO, err, err_n_bytes)) return -1;
+    return lrn_cuda_set_n_pixels(&c->lrn, lrn_n_pixels(n, env->max_batch), err, err_n_bytes);
+}
+extern "C" int lrn_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *err,
+                                       size_t err_n_bytes) {
+    (void)env;
+    return lrn_cuda_set_n_pixels(&c->lrn, lrn_n_pixels(n, B), err, err_n_bytes);
+}
+extern "C" void lrn_node_free_cuda(NodeCuda *c) { lrn_cuda_free(&c->lrn); }
+extern "C" size_t lrn_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    return no_scratch(c, n, max_batch);
+}
+extern "C" void lrn_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    lrn_forward_cuda(r->out, (float *)r->saved, r->in[0], &r->c->lrn, lrn_n_pixels(n, r->B), n->out.C, r->cudnn,
+                     r->stream);
+}
+extern "C" void lrn_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0])
+        lrn_backward_cuda(r->din[0], (const float *)r->saved, r->out, r->dout, r->in[0], &r->c->lrn,
+                          lrn_n_pixels(n, r->B), n->out.C, r->cudnn, r->stream);
+}
+extern "C" void lrn_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
+
+/* ---- fully connected --------------------------------------------------------------------- */
+
+extern "C" int dense_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *e, size_t k) {
+    return no_init(c, n, env, e, k);
+}
+extern "C" int dense_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *e,
+                                         size_t k) {
+    return no_set_batch(c, n, B, env, e, k);
+}
+extern "C" void dense_node_free_cuda(NodeCuda *c) { no_free(c); }
+/* The parameter gradients dense_backward_cuda overwrites. */
+extern "C" size_t dense_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    (void)c, (void)max_batch;
+    return align256(sizeof(float) * (size_t)n->dense.n_in * n->dense.n_out) +
+           align256(sizeof(float) * (size_t)n->dense.n_out);
+}
+extern "C" void dense_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    dense_forward_cuda(r->out, r->in[0], r->w[0], r->w[1], &n->dense, r->B, r->cublas, r->stream);
+}
+extern "C" void dense_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    const size_t n_w = (size_t)n->dense.n_in * n->dense.n_out;
+    float *dw = (float *)r->scratch, *db = (float *)((char *)r->scratch + align256(sizeof(float) * n_w));
+    /* The pre-activation gradient overwrites dout in place (the executor's buffer). */
+    dense_backward_cuda(r->din[0], dw, db, r->dout, r->out, r->dout, r->in[0], r->w[0], &n->dense, r->B, r->cublas,
+                        r->stream);
+    grad_accumulate_cuda(r->dw[0], dw, n_w, r->stream);
+    grad_accumulate_cuda(r->dw[1], db, (size_t)n->dense.n_out, r->stream);
+}
+extern "C" void dense_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
+
+/* ---- the MobileNetV2 kinds ---------------------------------------------------------------
+ * Kinds without GPU state get the no-op init/set_batch/free/describe. */
+#define NO_STATE_CUDA(stem)                                                                                       \
+    extern "C" int stem##_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *e, size_t k) { \
+        return no_init(c, n, env, e, k);                                                                          \
+    }                                                                                                             \
+    extern "C" int stem##_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *e, \
+                                              size_t k) {                                                         \
+        return no_set_batch(c, n, B, env, e, k);                                                                  \
+    }                                                                                                             \
+    extern "C" void stem##_node_free_cuda(NodeCuda *c) { no_free(c); }                                            \
+    extern "C" void stem##_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
+#define NO_SCRATCH_CUDA(stem)                                                                                     \
+    extern "C" size_t stem##_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {         \
+        return no_scratch(c, n, max_batch);                                                                       \
+    }
+
+static size_t rows_of(const Node *n, int B) { return (size_t)B * n->in.H * n->in.W; }
+
+/* batch norm: saved (3, C) floats: batch mean, variance, inv_std. */
+NO_STATE_CUDA(batchnorm)
+extern "C" size_t batchnorm_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    (void)c, (void)max_batch;
+    return sizeof(double) * batchnorm_cuda_scratch_n_doubles(n->bn.C);
+}
+extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    float *mean = (float *)r->saved, *var = mean + n->bn.C, *inv_std = var + n->bn.C;
+    if (r->training)
+        batchnorm_forward_train_cuda(r->out, mean, var, inv_std, (double *)r->scratch, r->in[0], r->w[0], r->w[1],
+                                     &n->bn, rows_of(n, r->B), r->stream);
+    else
+        batchnorm_forward_eval_cuda(r->out, inv_std, r->in[0], r->w[2], r->w[3], r->w[0], r->w[1], &n->bn,
+                                    rows_of(n, r->B), r->stream);
+}
+extern "C" void batchnorm_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    const float *mean = (const float *)r->saved, *inv_std = mean + 2 * n->bn.C;
+    batchnorm_backward_cuda(r->din[0], r->dw[0], r->dw[1], (double *)r->scratch, r->dout, r->in[0], mean, inv_std,
+                            r->w[0], &n->bn, rows_of(n, r->B), r->stream);
+}
+extern "C" void batchnorm_node_update_cuda(const Node *n, float *const *w, const void *saved, const NodeRunCuda *r) {
+    const float *mean = (const float *)saved, *var = mean + n->bn.C;
+    batchnorm_update_moving_cuda(w[2], w[3], mean, var, n->bn.momentum, n->bn.C, r->stream);
+}
+
+/* depthwise */
+NO_STATE_CUDA(depthwise)
+extern "C" size_t depthwise_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
+    (void)c;
+    return depthwise_cuda_scratch_n_bytes(&n->dw, max_batch);
+}
+extern "C" void depthwise_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    depthwise_forward_cuda(r->out, r->in[0], r->w[0], &n->dw, r->B, r->stream);
+}
+extern "C" void depthwise_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    depthwise_backward_cuda(r->din[0], r->dw[0], r->scratch, r->dout, r->in[0], r->w[0], &n->dw, r->B, r->stream);
+}
+
+/* pointwise */
+NO_STATE_CUDA(pointwise)
+NO_SCRATCH_CUDA(pointwise)
+extern "C" void pointwise_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    pointwise_forward_cuda(r->out, r->in[0], r->w[0], rows_of(n, r->B), n->in.C, n->pw_C_out, r->cublas, r->stream);
+}
+extern "C" void pointwise_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    pointwise_backward_cuda(r->din[0], r->dw[0], r->dout, r->in[0], r->w[0], rows_of(n, r->B), n->in.C, n->pw_C_out,
+                            r->cublas, r->stream);
+}
+
+/* zero padding */
+NO_STATE_CUDA(zeropad)
+NO_SCRATCH_CUDA(zeropad)
+extern "C" void zeropad_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    zeropad_forward_cuda(r->out, r->in[0], &n->zp, r->B, r->stream);
+}
+extern "C" void zeropad_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) zeropad_backward_cuda(r->din[0], r->dout, &n->zp, r->B, r->stream);
+}
+
+/* ReLU6 */
+NO_STATE_CUDA(relu6)
+NO_SCRATCH_CUDA(relu6)
+extern "C" void relu6_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    relu6_forward_cuda(r->out, r->in[0], (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+extern "C" void relu6_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) relu6_backward_cuda(r->din[0], r->out, r->dout, (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+
+/* residual addition */
+NO_STATE_CUDA(add)
+NO_SCRATCH_CUDA(add)
+extern "C" void add_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    add_forward_cuda(r->out, r->in[0], r->in[1], (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+extern "C" void add_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    add_backward_cuda(r->din[0], r->din[1], r->dout, (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+
+/* global average pooling */
+NO_STATE_CUDA(gap)
+NO_SCRATCH_CUDA(gap)
+extern "C" void gap_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    global_avgpool_forward_cuda(r->out, r->in[0], r->B, n->in.H * n->in.W, n->in.C, r->stream);
+}
+extern "C" void gap_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) global_avgpool_backward_cuda(r->din[0], r->dout, r->B, n->in.H * n->in.W, n->in.C, r->stream);
+}
+
+/* ---- the executor ------------------------------------------------------------------------- */
+
+/* One node's device buffers. */
 typedef struct {
-    LayerKind kind;
-    const char *name;         /* TensorFlow's scope, as model.c */
-    Conv2d conv;              /* LAYER_CONV: CPU geometry */
-    Conv2dCuda cconv;         /* LAYER_CONV: descriptors, algorithms */
-    MaxPool pool;             /* LAYER_POOL */
-    Lrn lrn;                  /* LAYER_LRN */
-    LrnCuda clrn;             /* LAYER_LRN */
-    int lrn_C;                /* LAYER_LRN: channels (the layer sees (B*H*W, C)) */
-    Dense dense;              /* LAYER_DENSE */
-    int w_var, b_var;         /* conv/dense: indices into ModelSpec.vars; -1 otherwise */
-    size_t in_n, out_n;       /* floats per example in and out */
-    float *out;               /* (max_batch, out_n) device */
-    float *scale;             /* LAYER_LRN: (max_batch, out_n) device, our kernels' saved scale */
-    int32_t *argmax;          /* LAYER_POOL: (max_batch, out_n) device */
-} LayerCuda;
+    float *out;               /* (max_batch, out shape) */
+    float *dout;              /* (max_batch, out shape) the gradient of out */
+    void *saved;              /* the kind's saved_n_bytes, or NULL */
+} NodeBufCuda;
 
 /* Device scalars, in ModelActsCuda.scalars */
 #define SCALAR_CE 0
@@ -50,177 +332,36 @@ typedef struct {
 
 struct ModelActsCuda {
     ModelSpec spec;
+    Graph graph;              /* built from spec by graph_build, as model.c */
+    NodeCuda nodes[GRAPH_MAX_NODES];
+    NodeBufCuda bufs[GRAPH_MAX_NODES];
+    int inited[GRAPH_MAX_NODES]; /* 1 once node i's cuda_init succeeded (free only those) */
+    NodeCudaEnv env;
     int max_batch;
     cudnnHandle_t cudnn;      /* the caller's, bound to stream */
     cublasHandle_t cublas;    /* the caller's, bound to stream */
     cudaStream_t stream;      /* the caller's */
-    int n_layers;
-    LayerCuda layers[MAX_LAYERS];
     void *block;              /* the one device allocation everything below lives in */
     size_t block_n_bytes;
     float *x;                 /* (max_batch, H, W, C) copy of the last forward's input */
     int32_t *labels;          /* (max_batch) copy of the last forward's labels */
     float *probs;             /* (max_batch, num_classes) softmax, saved for backward */
     double *example_loss;     /* (max_batch) cross-entropy per example */
-    float *grad_a, *grad_b;   /* (max_batch, max out_n) ping-pong activation gradients */
-    void *conv_scratch;       /* max over conv layers of conv2d_cuda_scratch_n_bytes */
-    size_t conv_scratch_n_bytes;
+    float *grad_tmp;          /* (NODE_MAX_INPUTS, grad_tmp_n_floats) a later consumer's input gradients */
+    size_t grad_tmp_n_floats;
+    void *scratch;            /* max over nodes of cuda_scratch_n_bytes */
+    size_t scratch_n_bytes;
     double *l2_partials;      /* (n_vars, L2_LOSS_CUDA_BLOCKS) */
     float *scalars;           /* (SCALAR_L2 + n_vars) device scalars */
+    int *wd_vars;             /* (n_wd) device: the variables with weight decay, in table order */
+    int n_wd;
     float *loss_pinned;       /* (1) pinned host, model_forward_cuda's loss */
-    int described_batch;      /* the batch the conv/LRN descriptors describe */
+    int described_batch;      /* the batch the nodes' descriptors describe */
     int sync_check;           /* TOWER_CUDA_SYNC_CHECK=1: wait and check after every layer (debugging) */
     int B;                    /* batch of the last forward; 0 before the first or after a failed one */
+    int training;             /* mode of the next forwards (model_acts_cuda_set_training), 1 by default */
+    int forward_training;     /* mode of the last forward */
 };
-
-/* ---- plans: model.c's, layer for layer ------------------------------------------ */
-
-typedef struct {
-    LayerCuda *layers;
-    int n;
-    int H, W, C;              /* shape of the current activation (per example) */
-    size_t flat;              /* its size in floats */
-    int ok;
-} Planner;
-
-static LayerCuda *plan_next(Planner *p, LayerKind kind, const char *name) {
-    LayerCuda *L = &p->layers[p->n++];
-    memset(L, 0, sizeof *L);
-    L->kind = kind;
-    L->name = name;
-    L->w_var = L->b_var = -1;
-    L->in_n = p->flat;
-    return L;
-}
-
-static void plan_conv(Planner *p, const char *name, int C_out) {
-    LayerCuda *L = plan_next(p, LAYER_CONV, name);
-    if (!p->ok || conv2d_init(&L->conv, p->H, p->W, p->C, 5, 5, C_out, 1, 1, PAD_SAME, ACT_RELU) != 0) {
-        p->ok = 0;
-        return;
-    }
-    p->H = L->conv.OH;
-    p->W = L->conv.OW;
-    p->C = C_out;
-    p->flat = L->out_n = (size_t)p->H * p->W * p->C;
-}
-
-static void plan_pool(Planner *p, const char *name, int k, int stride) {
-    LayerCuda *L = plan_next(p, LAYER_POOL, name);
-    if (!p->ok || maxpool_init(&L->pool, p->H, p->W, p->C, k, k, stride, stride, PAD_SAME) != 0) {
-        p->ok = 0;
-        return;
-    }
-    p->H = L->pool.OH;
-    p->W = L->pool.OW;
-    p->flat = L->out_n = (size_t)p->H * p->W * p->C;
-}
-
-/* cifar10.py: tf.nn.lrn(x, 4, bias=1.0, alpha=0.001 / 9.0, beta=0.75). */
-static void plan_lrn(Planner *p, const char *name) {
-    LayerCuda *L = plan_next(p, LAYER_LRN, name);
-    L->lrn.depth_radius = 4;
-    L->lrn.bias = 1.0f;
-    L->lrn.alpha = (float)(0.001 / 9.0);
-    L->lrn.beta = 0.75f;
-    L->lrn_C = p->C;
-    L->out_n = p->flat;
-}
-
-static void plan_dense(Planner *p, const char *name, int n_out, Activation act) {
-    LayerCuda *L = plan_next(p, LAYER_DENSE, name);
-    L->dense.n_in = (int)p->flat;
-    L->dense.n_out = n_out;
-    L->dense.act = act;
-    p->H = p->W = 1;
-    p->C = n_out;
-    p->flat = L->out_n = (size_t)n_out;
-}
-
-static void plan_mnist(Planner *p, int num_classes) {
-    plan_conv(p, "conv1", 32);
-    plan_pool(p, "pool1", 2, 2);
-    plan_conv(p, "conv2", 64);
-    plan_pool(p, "pool2", 2, 2);
-    plan_dense(p, "local3", 1024, ACT_RELU);
-    plan_dense(p, "local4", 10, ACT_RELU);
-    plan_dense(p, "softmax_linear", num_classes, ACT_NONE);
-}
-
-static void plan_cifar10(Planner *p, int num_classes) {
-    plan_conv(p, "conv1", 64);
-    plan_pool(p, "pool1", 3, 2);
-    plan_lrn(p, "norm1");
-    plan_conv(p, "conv2", 64);
-    plan_lrn(p, "norm2");
-    plan_pool(p, "pool2", 3, 2);
-    plan_dense(p, "local3", 384, ACT_RELU);
-    plan_dense(p, "local4", 192, ACT_RELU);
-    plan_dense(p, "softmax_linear", num_classes, ACT_NONE);
-}
-
-/* Check one variable of the plan against model.c's table. */
-static int check_var(const ModelSpec *s, int v, const char *layer, const char *what, int ndim, const int *shape,
-                     char *err, size_t err_n_bytes) {
-    char name[MODEL_VAR_NAME_MAX];
-    snprintf(name, sizeof name, "%s/%s", layer, what);
-    int ok = v < s->n_vars && !strcmp(s->vars[v].name, name) && s->vars[v].ndim == ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = s->vars[v].shape[i] == shape[i];
-    if (!ok) {
-        snprintf(err, err_n_bytes,
-                 "model %s: the GPU plan (model_cuda.cu) expects variable %d to be '%s' of shape [%d %d %d %d], "
-                 "model.c's table has '%s' of shape [%d %d %d %d]: the two plans have drifted apart",
-                 s->name, v, name, shape[0], ndim > 1 ? shape[1] : 0, ndim > 2 ? shape[2] : 0, ndim > 3 ? shape[3] : 0,
-                 v < s->n_vars ? s->vars[v].name : "(none)", v < s->n_vars ? s->vars[v].shape[0] : 0,
-                 v < s->n_vars ? s->vars[v].shape[1] : 0, v < s->n_vars ? s->vars[v].shape[2] : 0,
-                 v < s->n_vars ? s->vars[v].shape[3] : 0);
-        return -1;
-    }
-    return 0;
-}
-
-/* Build the plan for spec and tie each conv/dense layer to its variables. */
-static int build_plan(ModelActsCuda *a, char *err, size_t err_n_bytes) {
-    const ModelSpec *s = &a->spec;
-    Planner p = {a->layers, 0, s->H, s->W, s->C, (size_t)s->H * s->W * s->C, s->H > 0 && s->W > 0 && s->C > 0};
-    if (s->kind == MODEL_MNIST) plan_mnist(&p, s->num_classes);
-    else if (s->kind == MODEL_CIFAR10) plan_cifar10(&p, s->num_classes);
-    else p.ok = 0;
-    if (!p.ok) {
-        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d on the GPU", s->name ? s->name : "?", s->H, s->W,
-                 s->C);
-        return -1;
-    }
-    a->n_layers = p.n;
-    int v = 0;
-    for (int i = 0; i < a->n_layers; i++) {
-        LayerCuda *L = &a->layers[i];
-        if (L->kind == LAYER_CONV) {
-            int ws[4] = {L->conv.KH, L->conv.KW, L->conv.C_in, L->conv.C_out}, bs[1] = {L->conv.C_out};
-            if (check_var(s, v, L->name, "weights", 4, ws, err, err_n_bytes) ||
-                check_var(s, v + 1, L->name, "biases", 1, bs, err, err_n_bytes))
-                return -1;
-        } else if (L->kind == LAYER_DENSE) {
-            int ws[2] = {L->dense.n_in, L->dense.n_out}, bs[1] = {L->dense.n_out};
-            if (check_var(s, v, L->name, "weights", 2, ws, err, err_n_bytes) ||
-                check_var(s, v + 1, L->name, "biases", 1, bs, err, err_n_bytes))
-                return -1;
-        } else {
-            continue;
-        }
-        L->w_var = v++;
-        L->b_var = v++;
-    }
-    if (v != s->n_vars) {
-        snprintf(err, err_n_bytes, "model %s: the GPU plan has %d variables, model.c's table %d", s->name, v, s->n_vars);
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- memory layout ---------------------------------------------------------------------- */
-
-static size_t align256(size_t n_bytes) { return (n_bytes + 255) / 256 * 256; }
 
 /* Carve n_bytes at *off from base (0 on the sizing pass). */
 static void *take(uintptr_t base, size_t *off, size_t n_bytes) {
@@ -233,24 +374,28 @@ static void *take(uintptr_t base, size_t *off, size_t n_bytes) {
  * size.  Called once with base 0 to size the block, once to place. */
 static size_t layout(ModelActsCuda *a, uintptr_t base) {
     const ModelSpec *s = &a->spec;
+    const Graph *g = &a->graph;
     const size_t Bm = (size_t)a->max_batch;
-    size_t off = 0, max_act = (size_t)s->H * s->W * s->C;
-    for (int i = 0; i < a->n_layers; i++) {
-        LayerCuda *L = &a->layers[i];
-        if (L->out_n > max_act) max_act = L->out_n;
-        L->out = (float *)take(base, &off, sizeof(float) * Bm * L->out_n);
-        if (L->kind == LAYER_LRN) L->scale = (float *)take(base, &off, sizeof(float) * Bm * L->out_n);
-        if (L->kind == LAYER_POOL) L->argmax = (int32_t *)take(base, &off, sizeof(int32_t) * Bm * L->out_n);
+    size_t off = 0, max_out = node_shape_n(g->input);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = &g->nodes[i];
+        NodeBufCuda *b = &a->bufs[i];
+        const size_t out_n = node_shape_n(n->out), saved = model_layer_table[n->kind].saved_n_bytes(n, a->max_batch);
+        if (out_n > max_out) max_out = out_n;
+        b->out = (float *)take(base, &off, sizeof(float) * Bm * out_n);
+        b->dout = (float *)take(base, &off, sizeof(float) * Bm * out_n);
+        b->saved = saved ? take(base, &off, saved) : NULL;
     }
     a->x = (float *)take(base, &off, sizeof(float) * Bm * s->H * s->W * s->C);
     a->labels = (int32_t *)take(base, &off, sizeof(int32_t) * Bm);
     a->probs = (float *)take(base, &off, sizeof(float) * Bm * s->num_classes);
     a->example_loss = (double *)take(base, &off, sizeof(double) * Bm);
-    a->grad_a = (float *)take(base, &off, sizeof(float) * Bm * max_act);
-    a->grad_b = (float *)take(base, &off, sizeof(float) * Bm * max_act);
-    a->conv_scratch = take(base, &off, a->conv_scratch_n_bytes);
+    a->grad_tmp_n_floats = g->shared ? Bm * max_out : 0; /* a chain never sums gradients */
+    a->grad_tmp = (float *)take(base, &off, sizeof(float) * NODE_MAX_INPUTS * a->grad_tmp_n_floats);
+    a->scratch = take(base, &off, a->scratch_n_bytes);
     a->l2_partials = (double *)take(base, &off, sizeof(double) * L2_LOSS_CUDA_BLOCKS * (s->n_vars ? s->n_vars : 1));
     a->scalars = (float *)take(base, &off, sizeof(float) * (SCALAR_L2 + s->n_vars));
+    a->wd_vars = (int *)take(base, &off, sizeof(int) * (s->n_vars ? s->n_vars : 1));
     return off;
 }
 
@@ -259,10 +404,8 @@ static size_t layout(ModelActsCuda *a, uintptr_t base) {
 extern "C" void model_acts_cuda_free(ModelActsCuda *a) {
     if (!a) return;
     if (a->block) cudaStreamSynchronize(a->stream);
-    for (int i = 0; i < a->n_layers; i++) {
-        if (a->layers[i].kind == LAYER_CONV) conv2d_cuda_free(&a->layers[i].cconv);
-        if (a->layers[i].kind == LAYER_LRN) lrn_cuda_free(&a->layers[i].clrn);
-    }
+    for (int i = 0; i < a->graph.n_nodes; i++)
+        if (a->inited[i]) model_layer_table[a->graph.nodes[i].kind].cuda_free(&a->nodes[i]);
     if (a->block) cudaFree(a->block);
     if (a->loss_pinned) cudaFreeHost(a->loss_pinned);
     free(a);
@@ -280,47 +423,61 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
         snprintf(err, err_n_bytes, "model_acts_cuda_create: out of host memory");
         return NULL;
     }
+    int wd_host[MODEL_MAX_VARS];
     a->spec = *spec;
     a->max_batch = max_batch;
     a->cudnn = cudnn;
     a->cublas = cublas;
     a->stream = stream;
+    a->env.max_batch = max_batch;
+    a->env.allow_tf32 = allow_tf32;
+    a->env.deterministic_only = deterministic_only;
+    a->env.cudnn = cudnn;
+    a->env.cublas = cublas;
     a->sync_check = model_cuda_sync_check_enabled();
+    a->training = 1;
     if (CUDNN_SOFT(cudnnSetStream(cudnn, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetStream(cublas, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetMathMode(cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), err,
                     err_n_bytes))
         goto fail;
-    if (build_plan(a, err, err_n_bytes)) goto fail;
-    for (int i = 0; i < a->n_layers; i++) {
-        LayerCuda *L = &a->layers[i];
+    if (graph_build(&a->graph, &a->spec) != 0 ||
+        a->graph.nodes[a->graph.n_nodes - 1].var0 + a->graph.nodes[a->graph.n_nodes - 1].n_vars != spec->n_vars) {
+        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d on the GPU (or its variable table is not "
+                 "model_spec_init's)", spec->name ? spec->name : "?", spec->H, spec->W, spec->C);
+        goto fail;
+    }
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        const LayerKindInfo *k = &model_layer_table[n->kind];
         char e[384];
-        int rc = 0;
-        if (L->kind == LAYER_CONV) {
-            rc = conv2d_cuda_init(&L->cconv, &L->conv, max_batch, allow_tf32, deterministic_only, cudnn, e, sizeof e);
-            size_t n = rc ? 0 : conv2d_cuda_scratch_n_bytes(&L->cconv);
-            if (n > a->conv_scratch_n_bytes) a->conv_scratch_n_bytes = n;
-        } else if (L->kind == LAYER_LRN) {
-            rc = lrn_cuda_init(&L->clrn, &L->lrn, L->lrn_C, LRN_CUDA_AUTO, e, sizeof e);
+        if (!k->cuda_init || !k->cuda_set_batch || !k->cuda_free || !k->cuda_scratch_n_bytes || !k->cuda_forward ||
+            !k->cuda_backward || !k->cuda_describe) {
+            snprintf(err, err_n_bytes, "model %s, layer %s: layer kind %s has no CUDA implementation", spec->name,
+                     n->name, k->name);
+            goto fail;
         }
-        if (rc) {
-            snprintf(err, err_n_bytes, "model %s, layer %s: %s", spec->name, L->name, e);
-            goto fail; /* the failed layer freed itself; freeing it again is a no-op */
+        if (k->cuda_init(&a->nodes[i], n, &a->env, e, sizeof e)) {
+            snprintf(err, err_n_bytes, "model %s, layer %s: %s", spec->name, n->name, e);
+            goto fail; /* the failed node freed itself */
         }
+        a->inited[i] = 1;
+        size_t sc = k->cuda_scratch_n_bytes(&a->nodes[i], n, max_batch);
+        if (sc > a->scratch_n_bytes) a->scratch_n_bytes = sc;
     }
     a->described_batch = max_batch;
-    for (int i = 0; i < a->n_layers; i++) {
-        LayerCuda *L = &a->layers[i];
-        if (L->kind == LAYER_LRN &&
-            lrn_cuda_set_n_pixels(&L->clrn, (size_t)max_batch * L->out_n / L->lrn_C, err, err_n_bytes))
-            goto fail;
-    }
+    for (int v = 0; v < spec->n_vars; v++)
+        if (spec->vars[v].wd != 0.0f) wd_host[a->n_wd++] = v;
     a->block_n_bytes = layout(a, 0);
     if (CUDA_SOFT(cudaMalloc(&a->block, a->block_n_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMemsetAsync(a->block, 0, a->block_n_bytes, stream), err, err_n_bytes) ||
         CUDA_SOFT(cudaHostAlloc((void **)&a->loss_pinned, sizeof(float), cudaHostAllocPortable), err, err_n_bytes))
         goto fail;
     layout(a, (uintptr_t)a->block);
+    if (a->n_wd && (CUDA_SOFT(cudaMemcpyAsync(a->wd_vars, wd_host, sizeof(int) * a->n_wd, cudaMemcpyHostToDevice,
+                                              stream), err, err_n_bytes) ||
+                    CUDA_SOFT(cudaStreamSynchronize(stream), err, err_n_bytes)))
+        goto fail;
     return a;
 fail:
     model_acts_cuda_free(a);
@@ -337,12 +494,12 @@ extern "C" int model_cuda_sync_check_enabled(void) {
 extern "C" void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out, size_t out_n_bytes) {
     size_t used = 0;
     out[0] = '\0';
-    for (int i = 0; i < a->n_layers && used < out_n_bytes; i++) {
-        const LayerCuda *L = &a->layers[i];
-        if (L->kind != LAYER_CONV) continue;
+    for (int i = 0; i < a->graph.n_nodes && used < out_n_bytes; i++) {
+        const Node *n = &a->graph.nodes[i];
         char d[512];
-        conv2d_cuda_describe_algos(&L->cconv, d, sizeof d);
-        int k = snprintf(out + used, out_n_bytes - used, "%s%s: %s", used ? " | " : "", L->name, d);
+        model_layer_table[n->kind].cuda_describe(&a->nodes[i], d, sizeof d);
+        if (!d[0]) continue;
+        int k = snprintf(out + used, out_n_bytes - used, "%s%s: %s", used ? " | " : "", n->name, d);
         if (k < 0) break;
         used += (size_t)k;
     }
@@ -366,33 +523,53 @@ static void sync_check(const ModelActsCuda *a, const char *layer, const char *pa
 
 /* ---- forward / backward ------------------------------------------------------------------------ */
 
-/* Describe batch B in every conv and LRN layer (host-only). */
+/* Describe batch B in every node (host-only). */
 static int set_batch(ModelActsCuda *a, int B, char *err, size_t err_n_bytes) {
     if (B == a->described_batch) return 0;
     a->described_batch = 0;
-    for (int i = 0; i < a->n_layers; i++) {
-        LayerCuda *L = &a->layers[i];
-        if (L->kind == LAYER_CONV && conv2d_cuda_set_batch(&L->cconv, B, a->cudnn, err, err_n_bytes)) return -1;
-        if (L->kind == LAYER_LRN &&
-            lrn_cuda_set_n_pixels(&L->clrn, (size_t)B * L->out_n / L->lrn_C, err, err_n_bytes))
-            return -1;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (model_layer_table[n->kind].cuda_set_batch(&a->nodes[i], n, B, &a->env, err, err_n_bytes)) return -1;
     }
     a->described_batch = B;
     return 0;
 }
 
 /* One thread: loss = ce + the weight-decay terms in variable order (double,
- * as model.c), for the variables whose bit is set in wd_mask. */
-__global__ static void total_loss_kernel(float *scalars, unsigned wd_mask, int n_vars) {
+ * as model.c), for the n_wd variables listed in wd_vars. */
+__global__ static void total_loss_kernel(float *scalars, const int *wd_vars, int n_wd) {
     double loss = scalars[SCALAR_CE];
-    for (int v = 0; v < n_vars; v++)
-        if (wd_mask >> v & 1u) loss += scalars[SCALAR_L2 + v];
+    for (int k = 0; k < n_wd; k++) loss += scalars[SCALAR_L2 + wd_vars[k]];
     scalars[SCALAR_LOSS] = (float)loss;
+}
+
+/* The run of node i: its buffers, variables and (if dparams) their gradients. */
+static NodeRunCuda node_run(const ModelActsCuda *a, int i, int B, const float *params, float *dparams) {
+    const Node *n = &a->graph.nodes[i];
+    NodeRunCuda r;
+    memset(&r, 0, sizeof r);
+    r.B = B;
+    r.training = a->training;
+    r.out = a->bufs[i].out;
+    r.saved = a->bufs[i].saved;
+    r.scratch = a->scratch;
+    r.c = &a->nodes[i];
+    r.cudnn = a->cudnn;
+    r.cublas = a->cublas;
+    r.stream = a->stream;
+    for (int j = 0; j < n->n_inputs; j++) r.in[j] = n->inputs[j] == GRAPH_INPUT ? a->x : a->bufs[n->inputs[j]].out;
+    for (int j = 0; j < n->n_vars; j++) {
+        const ModelVar *v = &a->spec.vars[n->var0 + j];
+        r.w[j] = params + v->offset;
+        r.dw[j] = dparams ? dparams + v->offset : NULL;
+    }
+    return r;
 }
 
 extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, ModelActsCuda *a, const float *x_dev,
                                          const int32_t *labels_dev, const float *params_dev, int B) {
     const ModelSpec *s = &a->spec;
+    const Graph *g = &a->graph;
     char e[384];
     a->B = 0;
     if (B < 1 || B > a->max_batch) {
@@ -407,44 +584,28 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
         return;
     }
     a->B = B;
+    a->forward_training = a->training;
     cudaStream_t st = a->stream;
     CUDA_CHECK(cudaMemcpyAsync(a->x, x_dev, sizeof(float) * B * s->H * s->W * s->C, cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(a->labels, labels_dev, sizeof(int32_t) * B, cudaMemcpyDeviceToDevice, st));
-    const float *in = a->x;
-    for (int i = 0; i < a->n_layers; i++) {
-        LayerCuda *L = &a->layers[i];
-        switch (L->kind) {
-        case LAYER_CONV:
-            conv2d_forward_cuda(L->out, a->conv_scratch, in, params_dev + s->vars[L->w_var].offset,
-                                params_dev + s->vars[L->b_var].offset, &L->cconv, B, a->cudnn, st);
-            break;
-        case LAYER_POOL:
-            maxpool_forward_cuda(L->out, L->argmax, in, &L->pool, B, st);
-            break;
-        case LAYER_LRN:
-            lrn_forward_cuda(L->out, L->scale, in, &L->clrn, (size_t)B * L->out_n / L->lrn_C, L->lrn_C, a->cudnn, st);
-            break;
-        case LAYER_DENSE:
-            dense_forward_cuda(L->out, in, params_dev + s->vars[L->w_var].offset, params_dev + s->vars[L->b_var].offset,
-                               &L->dense, B, a->cublas, st);
-            break;
-        }
-        sync_check(a, L->name, "forward");
-        in = L->out;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = &g->nodes[i];
+        NodeRunCuda r = node_run(a, i, B, params_dev, NULL);
+        model_layer_table[n->kind].cuda_forward(n, &r);
+        sync_check(a, n->name, "forward");
     }
-    softmax_xent_forward_cuda(&a->scalars[SCALAR_CE], a->probs, a->example_loss, in, a->labels, B, s->num_classes, st);
-    unsigned wd_mask = 0;
+    const float *out = a->bufs[g->output].out;
+    softmax_xent_forward_cuda(&a->scalars[SCALAR_CE], a->probs, a->example_loss, out, a->labels, B, s->num_classes, st);
     for (int v = 0; v < s->n_vars; v++) {
         if (s->vars[v].wd == 0.0f) continue;
-        wd_mask |= 1u << v;
         l2_loss_forward_cuda(&a->scalars[SCALAR_L2 + v], a->l2_partials + (size_t)v * L2_LOSS_CUDA_BLOCKS,
                              params_dev + s->vars[v].offset, s->vars[v].n_floats, s->vars[v].wd, st);
     }
-    total_loss_kernel<<<1, 1, 0, st>>>(a->scalars, wd_mask, s->n_vars);
+    total_loss_kernel<<<1, 1, 0, st>>>(a->scalars, a->wd_vars, a->n_wd);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaMemcpyAsync(loss_host, &a->scalars[SCALAR_LOSS], sizeof(float), cudaMemcpyDeviceToHost, st));
     if (logits_host)
-        CUDA_CHECK(cudaMemcpyAsync(logits_host, in, sizeof(float) * B * s->num_classes, cudaMemcpyDeviceToHost, st));
+        CUDA_CHECK(cudaMemcpyAsync(logits_host, out, sizeof(float) * B * s->num_classes, cudaMemcpyDeviceToHost, st));
 }
 
 extern "C" float model_forward_cuda(float *logits_host, ModelActsCuda *a, const float *x_dev,
@@ -457,46 +618,58 @@ extern "C" float model_forward_cuda(float *logits_host, ModelActsCuda *a, const 
 
 extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *params_dev) {
     const ModelSpec *s = &a->spec;
+    const Graph *g = &a->graph;
     const int B = a->B;
     cudaStream_t st = a->stream;
     if (B < 1) {
-        fprintf(stderr, "model_backward_cuda: no successful model_forward_cuda on this workspace; gradient set to 0\n");
-        CUDA_CHECK(cudaMemsetAsync(dparams_dev, 0, sizeof(float) * s->n_params, st));
+        fprintf(stderr, "model_backward_cuda: no successful model_forward_cuda on this workspace; no gradient added\n");
         return;
     }
-    float *g = a->grad_a, *dst = a->grad_b;
-    softmax_xent_backward_cuda(g, a->probs, a->labels, 1.0f, B, s->num_classes, st);
-    for (int i = a->n_layers - 1; i >= 0; i--) {
-        LayerCuda *L = &a->layers[i];
-        const float *in = i > 0 ? a->layers[i - 1].out : a->x;
-        float *dinp = i > 0 ? dst : NULL;
-        switch (L->kind) {
-        case LAYER_CONV:
-            conv2d_backward_cuda(dinp, dparams_dev + s->vars[L->w_var].offset, dparams_dev + s->vars[L->b_var].offset,
-                                 a->conv_scratch, L->out, g, in, params_dev + s->vars[L->w_var].offset, &L->cconv, B,
-                                 a->cudnn, st);
-            break;
-        case LAYER_POOL:
-            if (dinp) maxpool_backward_cuda(dinp, L->argmax, g, &L->pool, B, st);
-            break;
-        case LAYER_LRN:
-            if (dinp)
-                lrn_backward_cuda(dinp, L->scale, L->out, g, in, &L->clrn, (size_t)B * L->out_n / L->lrn_C, L->lrn_C,
-                                  a->cudnn, st);
-            break;
-        case LAYER_DENSE:
-            /* The pre-activation gradient overwrites g in place (g is ours). */
-            dense_backward_cuda(dinp, dparams_dev + s->vars[L->w_var].offset, dparams_dev + s->vars[L->b_var].offset, g,
-                                L->out, g, in, params_dev + s->vars[L->w_var].offset, &L->dense, B, a->cublas, st);
-            break;
+    if (!a->forward_training) {
+        fprintf(stderr, "model_backward_cuda: the last forward ran in evaluation mode; no gradient added\n");
+        return;
+    }
+    unsigned char written[GRAPH_MAX_NODES] = {0}; /* as model.c's model_backward */
+    softmax_xent_backward_cuda(a->bufs[g->output].dout, a->probs, a->labels, 1.0f, B, s->num_classes, st);
+    written[g->output] = 1;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const Node *n = &g->nodes[i];
+        if (!written[i]) continue; /* its output reaches no loss */
+        NodeRunCuda r = node_run(a, i, B, params_dev, dparams_dev);
+        r.dout = a->bufs[i].dout;
+        int later[NODE_MAX_INPUTS] = {0};
+        for (int j = 0; j < n->n_inputs; j++) {
+            const int in = n->inputs[j];
+            if (in == GRAPH_INPUT) continue;
+            later[j] = written[in] || (j == 1 && n->inputs[0] == in);
+            r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
         }
-        sync_check(a, L->name, "backward");
-        float *tmp = g;
-        g = dst;
-        dst = tmp;
+        model_layer_table[n->kind].cuda_backward(n, &r);
+        for (int j = 0; j < n->n_inputs; j++) {
+            const int in = n->inputs[j];
+            if (in == GRAPH_INPUT) continue;
+            if (later[j])
+                grad_accumulate_cuda(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)), st);
+            written[in] = 1;
+        }
+        sync_check(a, n->name, "backward");
     }
     for (int v = 0; v < s->n_vars; v++)
         if (s->vars[v].wd != 0.0f)
             l2_loss_backward_cuda(dparams_dev + s->vars[v].offset, params_dev + s->vars[v].offset, s->vars[v].n_floats,
                                   s->vars[v].wd, st);
+}
+
+extern "C" void model_acts_cuda_set_training(ModelActsCuda *a, int training) { a->training = training != 0; }
+
+extern "C" void model_update_moving_cuda(float *params_dev, ModelActsCuda *a) {
+    if (a->B < 1 || !a->forward_training) return;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (!model_layer_table[n->kind].cuda_update) continue;
+        float *w[NODE_MAX_VARS];
+        for (int j = 0; j < n->n_vars; j++) w[j] = params_dev + a->spec.vars[n->var0 + j].offset;
+        NodeRunCuda r = node_run(a, i, a->B, params_dev, NULL);
+        model_layer_table[n->kind].cuda_update(n, w, a->bufs[i].saved, &r);
+    }
 }

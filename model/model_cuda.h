@@ -1,5 +1,6 @@
-/* model_cuda.h — the `mnist` and `cifar10` models on one GPU: the CUDA
- * mirror of model.h's ModelActs, model_forward and model_backward.
+/* model_cuda.h — the models on one GPU: the CUDA executor of the layer
+ * graph (graph.h), mirror of model.h's ModelActs, model_forward and
+ * model_backward; it builds the same graph as the CPU executor.
  *
  * Where it sits: a GPU tower (tower/tower_cuda.c) owns one ModelActsCuda on
  * its device, with its own stream and cuDNN/cuBLAS handles, and runs it on
@@ -45,16 +46,16 @@ typedef struct ModelActsCuda ModelActsCuda;
  * backward wait after every layer and exit naming the layer on a CUDA
  * error (debugging: an asynchronous fault otherwise surfaces at the next
  * wait, naming no kernel).
- * Returns NULL with one line in err (an unknown model, a plan that does not
- * match model.c's variable table, no cuDNN algorithm, none deterministic
+ * Returns NULL with one line in err (an unknown model, a spec whose
+ * variable table is not the graph's, no cuDNN algorithm, none deterministic
  * when deterministic_only, no device memory). */
 ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_batch, cudnnHandle_t cudnn,
                                       cublasHandle_t cublas, cudaStream_t stream, int allow_tf32,
                                       int deterministic_only, char *err, size_t err_n_bytes);
 
-/* One line into out: for each conv layer, the cuDNN algorithms chosen for
- * the current batch and whether each is deterministic
- * (conv2d_cuda_describe_algos), "conv1: ... | conv2: ...". */
+/* One line into out: for each node whose kind describes itself (the conv
+ * layers: the cuDNN algorithms chosen for the current batch and whether
+ * each is deterministic, conv2d_cuda_describe_algos), "conv1: ... | conv2: ...". */
 void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out, size_t out_n_bytes);
 
 /* Whether TOWER_CUDA_SYNC_CHECK asks for a wait and check after every layer. */
@@ -76,7 +77,7 @@ void model_acts_cuda_free(ModelActsCuda *a);
  * x and labels are copied (on the stream), so the caller may reuse its
  * buffers once the stream has passed this call.  B outside [1, max_batch],
  * or a batch cuDNN offers no algorithm for, prints one line, writes NAN to
- * *loss_host at once and makes the next model_backward_cuda write zeros. */
+ * *loss_host at once and makes the next model_backward_cuda add nothing. */
 void model_forward_cuda_async(float *loss_host, float *logits_host, ModelActsCuda *a, const float *x_dev,
                               const int32_t *labels_dev, const float *params_dev, int B);
 
@@ -87,11 +88,21 @@ float model_forward_cuda(float *logits_host, ModelActsCuda *a, const float *x_de
                          const int32_t *labels_dev, const float *params_dev, int B);
 
 /* Enqueue the backward pass for the batch of the last forward on `a`.
- *   dparams_dev: (n_params) device, OVERWRITTEN with d(loss)/d(params), the
+ *   dparams_dev: (n_params) device: d(loss)/d(params) is ADDED to it (the
+ *                caller zeroes it once per step, llm.c's convention), the
  *                loss being exactly what the forward returned.
  *   params_dev : the same variables the forward used.
  * Nothing waits; the gradient is complete once the stream has passed. */
 void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *params_dev);
+
+/* As model_acts_set_training (model.h): training (1, the default) or
+ * evaluation mode of the next forwards; backward needs a training forward. */
+void model_acts_cuda_set_training(ModelActsCuda *a, int training);
+
+/* As model_update_moving: enqueue the update of every non-trainable
+ * variable in params_dev (device, n_params) from the last training
+ * forward's saved statistics.  Nothing waits. */
+void model_update_moving_cuda(float *params_dev, ModelActsCuda *a);
 
 /* The stream the workspace was created with. */
 cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a);

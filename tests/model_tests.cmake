@@ -24,3 +24,18 @@ target_link_libraries(test_layers_keras_helper PRIVATE tower_model)
 add_test(NAME test_layers_keras
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_keras_layers.sh $<TARGET_FILE:test_layers_keras_helper>)
 set_tests_properties(test_layers_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
+# The layer graph against the hand-written plans it replaced (the oracle).
+tower_add_test(NAME test_model_graph_oracle
+  SOURCES test_model_graph_oracle.c model_reference.c gradcheck.c
+  LIBS tower_model)
+# mobilenet_v2 on the layer graph: Keras's table, whole-model gradients, evaluation mode.
+tower_add_test(NAME test_model_mobilenet_v2
+  SOURCES test_model_mobilenet_v2.c gradcheck.c
+  LIBS tower_model)
+# mobilenet_v2 against tf.keras.applications.MobileNetV2 (label interop;
+# skipped, 77, without TensorFlow: export TOWER_PYTHON).
+add_executable(test_mobilenet_keras_helper test_mobilenet_keras_helper.c gradcheck.c)
+target_link_libraries(test_mobilenet_keras_helper PRIVATE tower_model m)
+add_test(NAME test_model_mobilenet_keras
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_keras_mobilenet.sh $<TARGET_FILE:test_mobilenet_keras_helper>)
+set_tests_properties(test_model_mobilenet_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)

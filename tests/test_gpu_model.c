@@ -2,7 +2,8 @@
  * against the CPU (model/model.h): loss, logits and the gradient of every
  * variable, for mnist and cifar10, on fresh random inputs (seed printed),
  * through batch-size changes on one workspace, a label out of range and a
- * batch larger than the workspace.
+ * batch larger than the workspace; and backward's convention (it ADDS).
+ * mobilenet_v2 (96x96) too, with its evaluation mode and moving statistics.
  *
  * Where it sits: label `gpu`; skipped (77) without a GPU.
  * Tolerances: the loss within 1e-5 relative and the logits within 1e-4 of
@@ -56,9 +57,10 @@ static int run_batch(Pair *p, int B, int bad_label) {
 
     float ce = 0.0f;
     float loss_cpu = model_forward(logits_cpu, &ce, p->cpu, x, labels, p->params, B);
+    memset(p->dparams_cpu, 0, sizeof(float) * s->n_params); /* backward ADDS: the caller zeroes */
     model_backward(p->dparams_cpu, p->cpu, p->params);
     float loss_gpu = model_forward_cuda(logits_gpu, p->gpu, d_x, d_labels, p->d_params, B);
-    CUDA_CHECK(cudaMemset(p->d_dparams, 0xff, sizeof(float) * s->n_params));
+    CUDA_CHECK(cudaMemset(p->d_dparams, 0, sizeof(float) * s->n_params));
     model_backward_cuda(p->d_dparams, p->gpu, p->d_params);
     gpu_test_download(p->dparams_gpu, p->d_dparams, sizeof(float) * s->n_params);
 
@@ -81,6 +83,18 @@ static int run_batch(Pair *p, int B, int bad_label) {
                ok && rel > 1e-4 ? " (above 1e-4: a relu or max-pool decision tipped by rounding)" : "");
         fails += !ok;
     }
+    /* Backward ADDS: a second call onto the first's result doubles every
+     * gradient of a variable without weight decay exactly (g + g). */
+    model_backward_cuda(p->d_dparams, p->gpu, p->d_params);
+    float *twice = gpu_test_host(sizeof(float) * s->n_params);
+    gpu_test_download(twice, p->d_dparams, sizeof(float) * s->n_params);
+    size_t n_bad = 0;
+    for (int v = 0; v < s->n_vars; v++)
+        for (size_t i = s->vars[v].offset; s->vars[v].wd == 0.0f && i < s->vars[v].offset + s->vars[v].n_floats; i++)
+            n_bad += !(twice[i] == 2.0f * p->dparams_gpu[i]) && !(isnan(twice[i]) && isnan(p->dparams_gpu[i]));
+    printf("  a second backward adds: %zu entries not doubled: %s\n", n_bad, n_bad ? "FAIL" : "ok");
+    fails += n_bad != 0;
+    free(twice);
     cudaFree(d_x);
     cudaFree(d_labels);
     free(x);
@@ -90,7 +104,7 @@ static int run_batch(Pair *p, int B, int bad_label) {
     return fails;
 }
 
-/* A batch above max_batch: NAN loss, and the next backward writes zeros. */
+/* A batch above max_batch: NAN loss, and the next backward adds nothing. */
 static int run_too_big(Pair *p, int B) {
     const ModelSpec *s = p->spec;
     printf("%s, batch %d above the workspace's maximum (two messages on stderr expected)\n", s->name, B);
@@ -99,6 +113,7 @@ static int run_too_big(Pair *p, int B) {
     float *d_x = gpu_test_dev(sizeof(float) * B * ex_n);
     int32_t *d_labels = gpu_test_dev(sizeof(int32_t) * B);
     float loss = model_forward_cuda(NULL, p->gpu, d_x, d_labels, p->d_params, B);
+    CUDA_CHECK(cudaMemset(p->d_dparams, 0, sizeof(float) * s->n_params));
     model_backward_cuda(p->d_dparams, p->gpu, p->d_params);
     gpu_test_download(p->dparams_gpu, p->d_dparams, sizeof(float) * s->n_params);
     size_t nonzero = 0;
@@ -151,6 +166,73 @@ static int test_model(const Ctx *x, const char *name, int H, int W, int C, uint6
     return fails;
 }
 
+/* mobilenet_v2's evaluation mode and moving statistics: after a training
+ * forward on the same batch, model_update_moving_cuda and
+ * model_update_moving give the same moving statistics (1e-5 relative), and
+ * an evaluation forward the same logits (1e-4 of the largest); a backward
+ * after an evaluation forward adds nothing on the GPU either. */
+static int test_modes(const Ctx *x, int H, uint64_t seed) {
+    ModelSpec spec;
+    char err[512];
+    const int B = 4, K = 10;
+    if (model_spec_init(&spec, "mobilenet_v2", H, H, 3, K, err, sizeof err)) {
+        printf("model_spec_init: %s: FAIL\n", err);
+        return 1;
+    }
+    printf("mobilenet_v2 %dx%d: evaluation mode and moving statistics\n", H, H);
+    const size_t n = spec.n_params, ex_n = (size_t)H * H * 3;
+    float *params = gpu_test_host(sizeof(float) * n), *moved_gpu = gpu_test_host(sizeof(float) * n);
+    float *xs = gpu_test_host(sizeof(float) * B * ex_n);
+    float *logits_cpu = gpu_test_host(sizeof(float) * B * K), *logits_gpu = gpu_test_host(sizeof(float) * B * K);
+    int32_t labels[4] = {1, 2, 3, 4};
+    model_init_params(params, &spec, seed);
+    gpu_test_fill(xs, (size_t)B * ex_n, -1.0f, 1.0f);
+    ModelActs *cpu = model_acts_create(&spec, B);
+    ModelActsCuda *gpu = model_acts_cuda_create(&spec, B, x->cudnn, x->cublas, x->stream, 0, 0, err, sizeof err);
+    if (!cpu || !gpu) {
+        printf("  creating the workspaces: %s: FAIL\n", gpu ? "out of memory" : err);
+        return 1;
+    }
+    float *d_params = gpu_test_upload(params, sizeof(float) * n), *d_x = gpu_test_upload(xs, sizeof(float) * B * ex_n);
+    int32_t *d_labels = gpu_test_upload(labels, sizeof(labels));
+    float *d_dparams = gpu_test_dev(sizeof(float) * n);
+    model_forward(NULL, NULL, cpu, xs, labels, params, B);
+    model_forward_cuda(NULL, gpu, d_x, d_labels, d_params, B);
+    model_update_moving(params, cpu);
+    model_update_moving_cuda(d_params, gpu);
+    gpu_test_download(moved_gpu, d_params, sizeof(float) * n);
+    int fails = 0;
+    for (int v = 0; v < spec.n_vars; v++) {
+        if (spec.vars[v].trainable) continue;
+        fails += gpu_test_check(spec.vars[v].name, moved_gpu + spec.vars[v].offset, params + spec.vars[v].offset,
+                                spec.vars[v].n_floats, 1e-5, 1e-5, 0) != 0;
+    }
+    model_acts_set_training(cpu, 0);
+    model_acts_cuda_set_training(gpu, 0);
+    model_forward(logits_cpu, NULL, cpu, xs, labels, params, B);
+    model_forward_cuda(logits_gpu, gpu, d_x, d_labels, d_params, B);
+    fails += gpu_test_check_scaled("evaluation logits", logits_gpu, logits_cpu, (size_t)B * K, 1e-4);
+    CUDA_CHECK(cudaMemset(d_dparams, 0, sizeof(float) * n));
+    model_backward_cuda(d_dparams, gpu, d_params);
+    gpu_test_download(moved_gpu, d_dparams, sizeof(float) * n);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n; i++) nonzero += moved_gpu[i] != 0.0f;
+    printf("  backward after an evaluation forward: %zu nonzero entries: %s\n", nonzero, nonzero ? "FAIL" : "ok");
+    fails += nonzero != 0;
+    model_acts_cuda_free(gpu);
+    model_acts_free(cpu);
+    cudaFree(d_params);
+    cudaFree(d_x);
+    cudaFree(d_labels);
+    cudaFree(d_dparams);
+    free(params);
+    free(moved_gpu);
+    free(xs);
+    free(logits_cpu);
+    free(logits_gpu);
+    return fails;
+}
+
 int main(void) {
     gpu_test_require_gpu();
     uint64_t seed = gpu_test_seed();
@@ -161,6 +243,9 @@ int main(void) {
     int fails = 0;
     fails += test_model(&x, "mnist", 28, 28, 1, seed);
     fails += test_model(&x, "cifar10", 24, 24, 3, seed + 1);
+    /* 96x96: the last maps are 3x3, so the last batch norms see 9 B rows (see test_model_mobilenet_v2.c). */
+    fails += test_model(&x, "mobilenet_v2", 96, 96, 3, seed + 2);
+    fails += test_modes(&x, 96, seed + 3);
     cublasDestroy(x.cublas);
     cudnnDestroy(x.cudnn);
     cudaStreamDestroy(x.stream);

@@ -1,6 +1,6 @@
 /* test_model_gradcheck.c — finite-difference check of both whole models'
- * model_backward, plus the model API's contract: backward OVERWRITES
- * dparams, the loss is cross-entropy plus every weight-decay term, bad
+ * model_backward, plus the model API's contract: backward ADDS into
+ * dparams (the caller zeroes), the loss is cross-entropy plus every weight-decay term, bad
  * batch sizes give NAN.
  *
  * Where it sits: ctest (CPU), on small inputs (8x8) so the whole check
@@ -198,6 +198,7 @@ static void check_model(const char *model, int H, int W, int C, int num_classes,
     fixture_init(&f, model, H, W, C, num_classes, B, seed);
     const size_t n = f.spec.n_params;
     float loss = model_forward(NULL, NULL, f.acts, f.x, f.labels, f.params, B);
+    memset(f.dparams, 0, sizeof(float) * n); /* backward ADDS */
     model_backward(f.dparams, f.acts, f.params);
 
     /* 1. The same function: model_forward's loss against the reference's. */
@@ -271,12 +272,28 @@ static void check_contract(const char *model, int H, int W, int C, int num_class
     float *d2 = malloc(sizeof(float) * n), *logits = malloc(sizeof(float) * B * num_classes);
     float ce = -1;
     float loss = model_forward(logits, &ce, f.acts, f.x, f.labels, f.params, B);
-    /* Backward OVERWRITES: from zeros and from NaN garbage, the same bits. */
+    /* Backward ADDS (llm.c's convention): onto a block of 1.0 it gives
+     * 1 + gradient (an overwrite would give the gradient), and a second call
+     * onto its own result twice the gradient: exactly for the variables
+     * without weight decay (g + g), within rounding for the others (the
+     * decay term is added after each call: ((g + d) + g) + d). */
     memset(f.dparams, 0, sizeof(float) * n);
     model_backward(f.dparams, f.acts, f.params);
-    for (size_t i = 0; i < n; i++) d2[i] = NAN;
+    for (size_t i = 0; i < n; i++) d2[i] = 1.0f;
     model_backward(d2, f.acts, f.params);
-    CHECK(memcmp(f.dparams, d2, sizeof(float) * n) == 0, "%s: model_backward must overwrite dparams", model);
+    size_t n_bad = 0;
+    for (size_t i = 0; i < n; i++)
+        n_bad += !(fabs((double)d2[i] - (1.0 + f.dparams[i])) <= 1e-6 * (1.0 + fabs(f.dparams[i])));
+    CHECK(n_bad == 0, "%s: model_backward must add into dparams (%zu entries are not 1 + gradient)", model, n_bad);
+    memcpy(d2, f.dparams, sizeof(float) * n);
+    model_backward(d2, f.acts, f.params);
+    n_bad = 0;
+    for (int v = 0; v < f.spec.n_vars; v++)
+        for (size_t i = f.spec.vars[v].offset; i < f.spec.vars[v].offset + f.spec.vars[v].n_floats; i++)
+            n_bad += f.spec.vars[v].wd == 0.0f ? !(d2[i] == 2.0f * f.dparams[i])
+                                                : !(fabs(d2[i] - 2.0 * f.dparams[i]) <=
+                                                  1e-6 * (fabs(f.dparams[i]) + f.spec.vars[v].wd * fabs(f.params[i])));
+    CHECK(n_bad == 0, "%s: two model_backward calls must give twice the gradient (%zu entries differ)", model, n_bad);
     /* loss = mean cross-entropy of the logits + sum over variables of wd * sum(w^2) / 2. */
     double want_ce = 0, wd = 0;
     for (int b = 0; b < B; b++) {

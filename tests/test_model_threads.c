@@ -40,6 +40,7 @@ static void *run_tower(void *arg) {
     if (!acts) return NULL;
     for (int s = 0; s < STEPS; s++) {
         t->loss[s] = model_forward(NULL, NULL, acts, t->x, t->labels, t->params, t->B);
+        memset(t->dparams, 0, sizeof(float) * t->spec->n_params); /* backward ADDS */
         model_backward(t->dparams, acts, t->params);
     }
     model_acts_free(acts);

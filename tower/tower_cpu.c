@@ -132,6 +132,8 @@ static int cpu_compute(void *dev, float *loss, float *accuracy, char *err, size_
     *loss = model_forward(t->logits, NULL, t->acts, t->x, t->labels, t->weights, t->n);
     *accuracy = (float)model_count_correct(t->logits, t->labels, t->n, t->spec->num_classes) / (float)t->n;
     t->forward_end_sec = tower_now_sec();
+    /* model_backward ADDS (llm.c's convention): this tower's gradient is this step's alone. */
+    memset(t->grads_host, 0, sizeof(float) * t->spec->n_params);
     model_backward(t->grads_host, t->acts, t->weights);
     return 0;
 }

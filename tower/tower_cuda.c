@@ -312,7 +312,10 @@ static int cuda_compute(void *dev, float *loss, float *accuracy, char *err, size
         CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_START], t->stream), err, err_n_bytes))
         return -1;
     model_forward_cuda_async(t->loss_host, t->logits_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
-    if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_END], t->stream), err, err_n_bytes)) return -1;
+    /* model_backward_cuda ADDS (llm.c's convention): this tower's gradient is this step's alone. */
+    if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_END], t->stream), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemsetAsync(t->grads_dev, 0, t->spec->n_params * sizeof(float), t->stream), err, err_n_bytes))
+        return -1;
     model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
     if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_BWD_END], t->stream), err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
