@@ -102,7 +102,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
         {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},
         {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory) or gpu (tower 0's GPU; needs GPU towers)"},
-        {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), auto (nccl on GPU towers when built with NCCL, else host)"},
+        {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), mpi (gathered across the ranks of mpirun -np R, docs/hosts.md), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
         {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
