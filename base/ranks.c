@@ -10,7 +10,10 @@
 #include <mpi.h>
 #endif
 
-static int rank_, size_ = 1, local_size_ = 1, started_;
+static int rank_, size_ = 1, local_size_ = 1;
+#ifdef TOWER_HAVE_MPI
+static int started_; /* ranks_init called MPI_Init_thread */
+#endif
 
 /* The size mpirun / srun announced in the environment, or 0 when none did. */
 static int launched_size(void) {

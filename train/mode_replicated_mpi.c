@@ -35,8 +35,8 @@
 #include "train/mode.h"
 
 typedef struct {
-    float *send;   /* (T, n_params) this rank's tower gradients, packed */
-    float *recv;   /* (R, T, n_params) every rank's */
+    float *send;   /* (T, n_params) this rank's tower gradients, packed; NULL with one rank */
+    float *recv;   /* (R, T, n_params) every rank's; NULL with one rank (not in trainer_max_n_bytes: R x T x M) */
     float *stats;  /* (R, 1 + 3T): each rank's step code, then per tower loss, accuracy, examples */
 } MpiState;
 
@@ -68,13 +68,13 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
         return -1;
     }
     MpiState *st = calloc(1, sizeof *st);
-    if (st) {
+    if (st && R > 1) { /* one rank sums its towers' own buffers */
         st->send = malloc((size_t)T * M * sizeof(float));
         st->recv = malloc((size_t)R * T * M * sizeof(float));
-        st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
     }
+    if (st) st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
     tr->mode_state = st;
-    if (!st || !st->send || !st->recv || !st->stats) {
+    if (!st || (R > 1 && (!st->send || !st->recv)) || !st->stats) {
         snprintf(err, err_n_bytes, "cannot allocate the gather buffers of %d x %d gradients of %zu floats (out of memory?)",
                  R, T, M);
         return -1;
