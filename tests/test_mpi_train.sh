@@ -9,6 +9,8 @@
 #   - the comparison can fail: 2 ranks with another seed differ;
 #   - 2 steps, a checkpoint, then --resume to 4 under mpirun give that
 #     same checkpoint; only rank 0 logs (one "done" line);
+#   - SIGINT to mpirun: the ranks stop after the same step and rank 0
+#     writes that step's checkpoint;
 #   - a one-process mode (the default parameter_server) under mpirun -np 2
 #     is refused with one line;
 #   - kill -9 of rank 1 mid-run: mpirun exits non-zero within 10 s with a
@@ -60,6 +62,19 @@ grep -q "resumed from .*model.ckpt-2 at step 2" "$work/resume.log" || fail "the 
 cmp "$work/ref-2-momentum/model.ckpt-4" "$work/resumed/model.ckpt-4" ||
   fail "2 ranks: 2 steps + --resume to 4 differ from one process of 2 towers"
 echo "2 ranks: 2 steps, checkpoint, --resume to 4: bitwise one process of 2 towers"
+
+# SIGINT to mpirun reaches every rank: all stop after the same step, rank 0 saves it.
+"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \
+  --train_dir "$work/stopped" >"$work/stop.log" 2>&1 &
+launcher=$!
+sleep 6
+kill -INT "$launcher"
+wait "$launcher" || true
+stopped=$(sed -n 's/.*stop requested by a signal after step \([0-9]*\)$/\1/p' "$work/stop.log")
+[ -n "$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no 'stop requested' line"; }
+[ -f "$work/stopped/model.ckpt-$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no checkpoint of step $stopped"; }
+grep -q "done at step $stopped;" "$work/stop.log" || fail "SIGINT: rank 0 did not finish at step $stopped"
+echo "SIGINT to mpirun: every rank stopped after step $stopped, rank 0 saved model.ckpt-$stopped"
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s, naming the rank.
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \
