@@ -15,9 +15,10 @@ static int rank_, size_ = 1, local_size_ = 1;
 static int started_; /* ranks_init called MPI_Init_thread */
 #endif
 
-/* The size mpirun / srun announced in the environment, or 0 when none did. */
+/* The size mpirun / srun announced in the environment, or 0 when none did
+ * (not SLURM_NTASKS: a whole allocation has it, also outside srun). */
 static int launched_size(void) {
-    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"};
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
         if (v && atoi(v) > 0) return atoi(v);
