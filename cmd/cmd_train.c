@@ -13,6 +13,11 @@
  * TensorBoard scalars, and every --histogram_every steps the variables'
  * histograms, go to an events file in --train_dir (io/events.h; the tags are
  * listed in docs/tensorboard.md).
+ * Under `mpirun -np R` (base/ranks.h; docs/hosts.md) every rank runs this
+ * loop in step with the others; rank 0 alone prints, writes summaries, the
+ * class list and checkpoints (the other ranks' stdout goes to /dev/null,
+ * their stderr stays); a stop by signal is agreed by all ranks, and a rank
+ * that ends with an error ends the job (MPI_Abort), so none waits forever.
  */
 #include <errno.h>
 #include <limits.h>
@@ -24,6 +29,7 @@
 #include <sys/stat.h>
 
 #include "base/escape.h"
+#include "base/ranks.h"
 #include "cmd/commands.h"
 #include "base/flags.h"
 #include "cmd/progress.h"
@@ -106,7 +112,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
         {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},
         {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory) or gpu (tower 0's GPU; needs GPU towers)"},
-        {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), auto (nccl on GPU towers when built with NCCL, else host)"},
+        {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), mpi (gathered across the ranks of mpirun -np R, docs/hosts.md), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
         {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -298,7 +304,30 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
     *interval_steps = 0;
 }
 
+static int train_main(int argc, char **argv, int rank);
+
+/* The job around the loop: MPI started (under mpirun) before any thread,
+ * the quiet ranks, and the job ended on any rank's error. */
 int cmd_train(int argc, char **argv) {
+    char err[512];
+    if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        return 1;
+    }
+    const int rank = ranks_rank();
+    if (rank != 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "tower train: rank %d: cannot silence stdout\n", rank);
+    }
+    int rc = train_main(argc, argv, rank);
+    if (rc != 0 && ranks_size() > 1) {
+        fprintf(stderr, "tower train: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
+        ranks_abort(rc);
+    }
+    ranks_finalize();
+    return rc;
+}
+
+static int train_main(int argc, char **argv, int rank) {
     TrainerOptions o;
     trainer_options_defaults(&o);
     TrainDisplayOptions dopt = {.summary_every = 100, .histogram_every = 1000, .no_progress = 0};
@@ -335,7 +364,7 @@ int cmd_train(int argc, char **argv) {
     char data_labels[4096], run_labels[4096];
     int n_classes;
     const char *const *classes = pipeline_classes(tr.pipeline, &n_classes); /* an image folder's */
-    if ((classes || tr.n_files > 0) &&
+    if (rank == 0 && (classes || tr.n_files > 0) &&
         (classes || io_labels_path(data_labels, sizeof data_labels, tr.files[0]) == 0) &&
         snprintf(run_labels, sizeof run_labels, "%s/labels.txt", o.train_dir) < (int)sizeof run_labels) {
         int lrc = classes ? io_labels_record_names(classes, n_classes, run_labels, err, sizeof err)
@@ -348,14 +377,14 @@ int cmd_train(int argc, char **argv) {
         }
     }
     EventWriter *events = NULL;
-    if (dopt.summary_every > 0 || dopt.histogram_every > 0) {
+    if (rank == 0 && (dopt.summary_every > 0 || dopt.histogram_every > 0)) {
         if (!(events = event_writer_open(o.train_dir, err, sizeof err))) {
             fprintf(stderr, "tower train: %s\n", err);
             trainer_close(&tr, NULL, 0);
             return 1;
         }
     }
-    disp.live = progress_wanted(stdout, dopt.no_progress);
+    disp.live = rank == 0 && progress_wanted(stdout, dopt.no_progress);
     if (disp.live) {
         disp.examples_per_epoch = tr.examples_per_epoch;
         if (disp.examples_per_epoch <= 0 && tr.n_files > 0) {
@@ -432,7 +461,7 @@ int cmd_train(int argc, char **argv) {
         }
         /* the checkpoint */
         if (o.save_every > 0 && step % o.save_every == 0) {
-            if (trainer_save(&tr, err, sizeof err) != 0) {
+            if (rank == 0 && trainer_save(&tr, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);
                 fprintf(stderr, "tower train: checkpoint at step %ld: %s\n", step, err);
                 exit_code = 1;
@@ -440,7 +469,7 @@ int cmd_train(int argc, char **argv) {
             }
             last_saved = step;
         }
-        if (stop_requested) {
+        if (tr.n_ranks > 1 ? ranks_any(stop_requested) : stop_requested) {
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
             printf("%s: stop requested by a signal after step %ld\n", ts, step);
@@ -466,7 +495,7 @@ int cmd_train(int argc, char **argv) {
         exit_code = 1;
     }
     if (exit_code == 0 && tr.ps->global_step != last_saved) {
-        if (trainer_save(&tr, err, sizeof err) != 0) {
+        if (rank == 0 && trainer_save(&tr, err, sizeof err) != 0) {
             fprintf(stderr, "tower train: final checkpoint: %s\n", err);
             exit_code = 1;
         }

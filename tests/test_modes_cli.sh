@@ -152,7 +152,7 @@ expect_error() { # expect_error CODE PATTERN ARGS...
   grep -q -- "$pattern" "$work/err" || fail "tower $*: '$(cat "$work/err")' does not say '$pattern'"
 }
 expect_error 2 "--variable_update 'mirrored'" train --train_dir "$work/e" --variable_update mirrored
-expect_error 2 "--all_reduce 'mpi'" train --train_dir "$work/e" --variable_update replicated --all_reduce mpi
+expect_error 2 "--all_reduce 'gloo'" train --train_dir "$work/e" --variable_update replicated --all_reduce gloo
 expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --local_parameter_device gpu
 expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --variable_update replicated --all_reduce nccl
 expect_error 1 "needs GPU towers\|needs NCCL" bench --device cpu --modes ps_gpu --models mnist --towers 1 --csv "" --svg ""

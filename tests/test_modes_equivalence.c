@@ -13,6 +13,10 @@
  *   - parameter_server/cpu with N towers vs 1 tower of batch 2N (the tower
  *     pattern's own invariant, through the trainer this time);
  *   - replicated: every tower's copy of the variables is bitwise the same;
+ *   - replicated/mpi in one process (no mpirun: the gather is the local
+ *     towers) is bitwise parameter_server/cpu, variables and moving
+ *     averages (the same sum in tower order; tests/test_mpi_train.sh runs
+ *     it across ranks);
  *   - the comparison can fail: replicated with a learning rate 0.1% higher
  *     must differ by more than the tolerance (checked at N = 3);
  *   - every other optimizer of the table (sgd, adam, adamw, rmsprop plain
@@ -57,6 +61,11 @@ static int check_models(const char *model, int H, int W, int C) {
         RunResult ps = modes_run(&o, STEPS);
         o.variable_update = "replicated";
         RunResult rep = modes_run(&o, STEPS);
+        o.all_reduce = "mpi";
+        RunResult mpi = modes_run(&o, STEPS);
+        o.all_reduce = "auto";
+        const size_t n_bytes = spec.n_params * sizeof(float);
+        int mpi_bitwise = !memcmp(mpi.params, ps.params, n_bytes) && !memcmp(mpi.ema, ps.ema, n_bytes) && mpi.replicas_equal;
         o.learning_rate *= 1.001f;
         RunResult rep_off = n == 3 ? modes_run(&o, STEPS) : (RunResult){NULL, NULL, 1};
         base_options(&o, model, 1, n * B);
@@ -71,16 +80,17 @@ static int check_models(const char *model, int H, int W, int C) {
         double d_off = rep_off.params ? modes_var_rel_diff(&spec, ps.params, rep_off.params, 0, &w_off) : INFINITY;
         double moved = modes_var_rel_diff(&spec, ps.params, init, 1, &w_moved);
         int ok = d_rep <= TOLERANCE && d_ema <= TOLERANCE && d_single <= TOLERANCE && d_off > TOLERANCE &&
-                 moved > 100 * TOLERANCE && rep.replicas_equal;
+                 moved > 100 * TOLERANCE && rep.replicas_equal && mpi_bitwise;
         printf("%-7s %d tower(s) x %d, %d steps: replicated/host vs parameter_server/cpu %.3g (%s), moving averages %.3g (%s); "
-               "parameter_server/cpu vs 1 x %d %.3g (%s); replicas bitwise equal: %s; lr +0.1%% differs by %.3g %s; "
+               "parameter_server/cpu vs 1 x %d %.3g (%s); replicas bitwise equal: %s; replicated/mpi bitwise parameter_server/cpu: %s; lr +0.1%% differs by %.3g %s; "
                "every variable moved >= %.3g (%s)  %s\n",
                model, n, B, STEPS, d_rep, w_rep, d_ema, w_ema, n * B, d_single, w_single,
-               rep.replicas_equal ? "yes" : "NO", d_off, w_off, moved, w_moved, ok ? "ok" : "FAIL");
+               rep.replicas_equal ? "yes" : "NO", mpi_bitwise ? "yes" : "NO", d_off, w_off, moved, w_moved, ok ? "ok" : "FAIL");
         failures += !ok;
         free(init);
         modes_free_result(&ps);
         modes_free_result(&rep);
+        modes_free_result(&mpi);
         modes_free_result(&rep_off);
         modes_free_result(&single);
     }

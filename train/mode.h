@@ -26,6 +26,7 @@ typedef struct TrainModeI {
     const char *flags;           /* the whole flag set, for messages: "--variable_update replicated --all_reduce nccl" */
     const char *const *aliases;  /* NULL-terminated further names for trainer_mode_from_name, or NULL */
     int needs_gpu_towers;        /* 1: the variables live on the GPUs (the host block is a copy for checkpoints) */
+    int across_ranks;            /* 1: runs across the MPI ranks of a job (base/ranks.h); 0: one process only */
     const char *server_row;      /* --trace: the name of row 0 (input and the server's work) */
     const char *server_apply;    /* --trace: row 0's span after the towers ("apply", "global_step") */
     const char *reduce_row;      /* --trace: the all-reduce row after the towers' rows, or NULL for none */

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/ranks.h"
 #include "io/events.h"
 #include "io/imagefolder.h"
 #include "io/synthetic.h"
@@ -69,11 +70,23 @@ void trainer_options_defaults(TrainerOptions *o) {
 }
 
 /* After plan_towers: the mode may settle on another (--all_reduce auto
- * becomes nccl on GPU towers when this build has NCCL), and the GPU modes
- * need GPU towers.  0, or -1 with err. */
+ * becomes nccl on GPU towers when this build has NCCL; under mpirun with
+ * several ranks, the entry of the same --variable_update that runs across
+ * ranks), and the GPU modes need GPU towers.  0, or -1 with err. */
 static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainModeI *m = train_mode(tr->mode);
     const TrainModeI *other = m->settle ? m->settle(tr) : NULL;
+    if (tr->n_ranks > 1 && !m->across_ranks) {
+        other = NULL; /* its own settle picks among one-process modes */
+        for (int k = 0; k < TRAINER_N_MODES && !other && !strcmp(tr->opt.all_reduce, "auto"); k++)
+            if (train_mode((TrainerMode)k)->across_ranks && !strcmp(train_mode((TrainerMode)k)->variable_update, m->variable_update))
+                other = train_mode((TrainerMode)k);
+        if (!other || !other->across_ranks) {
+            snprintf(err, err_n_bytes, "%s runs in one process, and mpirun started %d ranks (across ranks: "
+                     "--variable_update replicated with --all_reduce auto or mpi)", m->flags, tr->n_ranks);
+            return -1;
+        }
+    }
     for (int k = 0; other && k < TRAINER_N_MODES; k++)
         if (train_mode((TrainerMode)k) == other) tr->mode = (TrainerMode)k;
     m = train_mode(tr->mode);
@@ -129,6 +142,12 @@ static int plan_shards(Trainer *tr, char *err, size_t err_n_bytes) {
         }
     }
     for (int t = 0; t < tr->n_towers; t++) tr->global_batch += tr->shard_sizes[t];
+    tr->global_batch *= tr->n_ranks;
+    if (tr->n_ranks * tr->n_towers > PIPELINE_MAX_SHARDS) {
+        snprintf(err, err_n_bytes, "%d ranks x %d towers: at most %d towers in a job", tr->n_ranks, tr->n_towers,
+                 PIPELINE_MAX_SHARDS);
+        return -1;
+    }
     return 0;
 }
 
@@ -230,12 +249,13 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
      * towers as cores, a second OpenMP thread of the server would, after those loops,
      * keep spinning (libgomp waits actively for its next region) on a core that a tower
      * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md). */
-    tr->server_threads = tr->n_towers >= sysconf(_SC_NPROCESSORS_ONLN) ? 1 : omp_get_max_threads();
+    /* The ranks of a job on one host share its cores. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN) / ranks_local_size();
+    tr->server_threads = tr->n_towers >= cores ? 1 : omp_get_max_threads();
     if (tr->n_towers > TOWER_MAX_TOWERS) {
         snprintf(err, err_n_bytes, "--num_towers %d: at most %d", tr->n_towers, TOWER_MAX_TOWERS);
         return -1;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1) cores = 1;
     tc->backend = tr->backend;
     tc->n_towers = tr->n_towers;
@@ -413,15 +433,17 @@ static int open_pipeline(Trainer *tr, int compression, int H, int W, int C, int 
     pcfg.out_W = out_W;
     pcfg.num_classes = o->num_classes;
     pcfg.augment = distorts ? AUGMENT_CIFAR_TRAIN : AUGMENT_MNIST;
-    pcfg.n_shards = tr->n_towers;
-    for (int t = 0; t < tr->n_towers; t++) pcfg.shard_sizes[t] = tr->shard_sizes[t];
+    /* Every rank reads the job's whole stream, split into n_ranks x n_towers
+     * shards, and its towers take shards rank x n_towers ... (rank_shards). */
+    pcfg.n_shards = tr->n_ranks * tr->n_towers;
+    for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = tr->shard_sizes[t % tr->n_towers];
     pcfg.shuffle = 1;
     pcfg.min_after_dequeue = o->min_after_dequeue;
     pcfg.capacity = o->min_after_dequeue + 3L * tr->global_batch;
     pcfg.num_epochs = o->num_epochs;
     pcfg.seed = (uint64_t)o->seed;
     if (o->input_threads > 0) pcfg.n_workers = o->input_threads;
-    if (pcfg.prefetch_batches < 2 * tr->n_towers) pcfg.prefetch_batches = 2 * tr->n_towers;
+    if (pcfg.prefetch_batches < 2 * pcfg.n_shards) pcfg.prefetch_batches = 2 * pcfg.n_shards;
     pcfg.alloc = tr->alloc;
     pcfg.skip_corrupt = o->skip_corrupt;
     pcfg.max_corrupt_fraction = o->max_corrupt_fraction;
@@ -444,6 +466,15 @@ static int open_pipeline(Trainer *tr, int compression, int H, int W, int C, int 
     return 0;
 }
 
+/* With several ranks the batch holds the job's n_ranks x n_towers shards:
+ * this rank's towers take shards rank x n_towers + t (moved to t). */
+static void rank_shards(const Trainer *tr, PipelineBatch *b) {
+    for (int t = 0; t < tr->n_towers && tr->rank > 0; t++) {
+        b->shard_offset[t] = b->shard_offset[tr->rank * tr->n_towers + t];
+        b->shard_n[t] = b->shard_n[tr->rank * tr->n_towers + t];
+    }
+}
+
 /* --resume: the latest checkpoint in train_dir, if any, into the server.  0, or -1 with err. */
 static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
@@ -459,11 +490,11 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "--resume: %s", e);
         return -1;
     }
-    if (run.n_towers != tr->n_towers || run.batch_size != o->batch_size || run.seed != (uint64_t)o->seed) {
+    if (run.n_towers != tr->n_ranks * tr->n_towers || run.batch_size != o->batch_size || run.seed != (uint64_t)o->seed) {
         char ts[64];
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, seed %llu; continuing with %d, %d, %ld (the run will not be bitwise a straight one)\n",
-                ts, path, run.n_towers, run.batch_size, (unsigned long long)run.seed, tr->n_towers,
+                ts, path, run.n_towers, run.batch_size, (unsigned long long)run.seed, tr->n_ranks * tr->n_towers,
                 o->batch_size, o->seed);
     }
     tr->examples_consumed = run.examples_consumed;
@@ -477,6 +508,8 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     memset(tr, 0, sizeof *tr);
     tr->loaded_n_bytes = resident_n_bytes();
     tr->opt = *opt;
+    tr->rank = ranks_rank();
+    tr->n_ranks = ranks_size();
     const TrainerOptions *o = &tr->opt;
     char e[512];
     if (o->batch_size < 1) {
@@ -595,10 +628,13 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     if (m->open && m->open(tr, err, err_n_bytes) != 0) goto fail;
 
     if (o->synthetic) {
+        int sizes[PIPELINE_MAX_SHARDS];
+        for (int k = 0; k < tr->n_ranks * tr->n_towers; k++) sizes[k] = tr->shard_sizes[k % tr->n_towers];
         if (synthetic_batch_create(&tr->synthetic, tr->global_batch, (size_t)tr->spec.H * tr->spec.W * tr->spec.C,
-                                   tr->spec.num_classes, (uint64_t)o->seed, tr->n_towers, tr->shard_sizes, tr->alloc,
-                                   err, err_n_bytes) != 0)
+                                   tr->spec.num_classes, (uint64_t)o->seed, tr->n_ranks * tr->n_towers, sizes,
+                                   tr->alloc, err, err_n_bytes) != 0)
             goto fail;
+        rank_shards(tr, &tr->synthetic);
     } else if (open_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts, err, err_n_bytes) != 0) {
         goto fail;
     }
@@ -616,7 +652,9 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
         *batch = &tr->synthetic;
         return 1;
     }
-    return pipeline_next(tr->pipeline, batch, err, err_n_bytes);
+    int got = pipeline_next(tr->pipeline, batch, err, err_n_bytes);
+    if (got > 0) rank_shards(tr, *batch);
+    return got;
 }
 
 static void release_batch(Trainer *tr, PipelineBatch *batch) {
@@ -767,7 +805,7 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
     CkptRunState run = {
         .seed = (uint64_t)tr->opt.seed,
         .examples_consumed = tr->examples_consumed,
-        .n_towers = tr->n_towers,
+        .n_towers = tr->n_ranks * tr->n_towers,
         .batch_size = tr->opt.batch_size,
     };
     return ckpt_save(tr->opt.train_dir, tr->ps, &run, tr->opt.keep_checkpoints, err, err_n_bytes);

@@ -124,7 +124,8 @@ typedef enum {
     TRAINER_PS_GPU = 1,          /* parameter_server, gpu: variables on tower 0's GPU (needs GPU towers) */
     TRAINER_REPLICATED_HOST = 2, /* replicated, host: per-tower variables, ring all-reduce over host buffers */
     TRAINER_REPLICATED_NCCL = 3, /* replicated, nccl: per-tower variables, NCCL all-reduce (needs GPU towers) */
-    TRAINER_N_MODES = 4
+    TRAINER_REPLICATED_MPI = 4,  /* replicated, mpi: per-tower variables on every rank, gradients gathered across MPI ranks */
+    TRAINER_N_MODES = 5
 } TrainerMode;
 
 /* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl". */
@@ -204,9 +205,10 @@ typedef struct {
     char **files;                    /* the TFRecord files (none for an image folder) */
     int n_files;
     int image_folder;                /* 1: --data is an image folder, decoded in the pipeline */
-    int n_towers;
+    int n_towers;                    /* this process's towers (with MPI: this rank's) */
+    int rank, n_ranks;               /* this process in the job (base/ranks.h): 0 of 1 without mpirun */
     int shard_sizes[TOWER_MAX_TOWERS];
-    int global_batch;
+    int global_batch;                /* the job's: n_ranks x the sum of shard_sizes */
     long examples_per_epoch;
     long examples_consumed;          /* by the steps taken so far (for resume) */
     float tower_losses[TOWER_MAX_TOWERS];     /* each tower's mean loss in the last step */

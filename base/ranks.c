@@ -1,0 +1,150 @@
+/* ranks.c — the job of several processes over MPI, or a job of one (see ranks.h). */
+#include "base/ranks.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TOWER_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static int rank_, size_ = 1, local_size_ = 1;
+#ifdef TOWER_HAVE_MPI
+static int started_; /* ranks_init called MPI_Init_thread */
+#endif
+
+/* The size mpirun / srun announced in the environment, or 0 when none did
+ * (not SLURM_NTASKS: a whole allocation has it, also outside srun). */
+static int launched_size(void) {
+    const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 0) return atoi(v);
+    }
+    return getenv("PMIX_RANK") ? 1 : 0;
+}
+
+int ranks_init(int *argc, char ***argv, char *err, size_t err_n_bytes) {
+    const int launched = launched_size();
+#ifdef TOWER_HAVE_MPI
+    if (launched == 0 || started_) return 0;
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        snprintf(err, err_n_bytes, "MPI_Init_thread failed (launched by mpirun/srun with %d rank(s))", launched);
+        return -1;
+    }
+    started_ = 1;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm local;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+        MPI_Comm_size(local, &local_size_);
+        MPI_Comm_free(&local);
+    }
+    return 0;
+#else
+    (void)argc;
+    (void)argv;
+    if (launched > 1) {
+        snprintf(err, err_n_bytes, "launched by mpirun/srun as one of %d ranks, but this tower was built without MPI "
+                 "(install libopenmpi-dev and configure with cmake -DTOWER_MPI=ON)", launched);
+        return -1;
+    }
+    return 0;
+#endif
+}
+
+int ranks_rank(void) { return rank_; }
+int ranks_size(void) { return size_; }
+int ranks_local_size(void) { return local_size_; }
+
+#ifdef TOWER_HAVE_MPI
+/* A failed collective: one line naming this rank and the call, then the job ends. */
+static void check_mpi(int rc, const char *call) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
+    fprintf(stderr, "tower: rank %d of %d: %s failed: %s (another rank died or its host is unreachable); "
+            "ending the job\n", rank_, size_, call, text);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+    exit(3);
+}
+#endif
+
+void ranks_allgather(const void *send, void *recv, size_t n_bytes) {
+    if (size_ == 1) {
+        if (recv != send) memmove(recv, send, n_bytes);
+        return;
+    }
+#ifdef TOWER_HAVE_MPI
+    if (n_bytes > INT_MAX) {
+        fprintf(stderr, "tower: rank %d: MPI_Allgather of %zu bytes: more than INT_MAX; ending the job\n", rank_,
+                n_bytes);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    check_mpi(MPI_Allgather(send, (int)n_bytes, MPI_BYTE, recv, (int)n_bytes, MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Allgather");
+#endif
+}
+
+void ranks_bcast(void *buf, size_t n_bytes) {
+    if (size_ == 1) return;
+#ifdef TOWER_HAVE_MPI
+    for (size_t done = 0; done < n_bytes;) {
+        size_t n = n_bytes - done < (size_t)INT_MAX ? n_bytes - done : (size_t)INT_MAX;
+        check_mpi(MPI_Bcast((char *)buf + done, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+        done += n;
+    }
+#else
+    (void)buf;
+    (void)n_bytes;
+#endif
+}
+
+int ranks_any(int flag) {
+    int any = flag != 0;
+#ifdef TOWER_HAVE_MPI
+    if (size_ > 1) check_mpi(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+#endif
+    return any;
+}
+
+void ranks_abort(int code) {
+#ifdef TOWER_HAVE_MPI
+    if (started_ && size_ > 1) {
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
+#else
+    (void)code;
+#endif
+}
+
+void ranks_finalize(void) {
+#ifdef TOWER_HAVE_MPI
+    if (started_) MPI_Finalize();
+    started_ = 0;
+#endif
+}
+
+const char *ranks_library(void) {
+#ifdef TOWER_HAVE_MPI
+    static char version[MPI_MAX_LIBRARY_VERSION_STRING + 8];
+    if (!version[0]) {
+        char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        int len = 0;
+        MPI_Get_library_version(v, &len);
+        v[strcspn(v, ",\n")] = '\0';
+        snprintf(version, sizeof version, "MPI (%s)", v);
+    }
+    return version;
+#else
+    return "none";
+#endif
+}

@@ -1,0 +1,64 @@
+/* ranks.h — this process's place in a job of several processes (MPI ranks,
+ * one per host, launched by mpirun or srun), and the few collectives the
+ * trainer needs across them.
+ *
+ * Where it sits: base/, the floor: the trainer (train/) asks it for its
+ * rank and gathers gradients through it, `tower train` (cmd/) starts and
+ * ends it.  Only this file's .c includes <mpi.h>; it is built with MPI when
+ * the build has it (TOWER_HAVE_MPI, cmake -DTOWER_MPI) and as a job of one
+ * otherwise.  A process not launched by mpirun/srun (no OMPI_COMM_WORLD_SIZE,
+ * PMIX_RANK or PMI_SIZE in its environment) is a job of one and never calls
+ * MPI: a run without mpirun is exactly the run of a build without MPI.
+ * Every collective is called by every rank, on one thread (the caller's,
+ * the trainer's server thread), in the same order.  A failed collective (a
+ * rank died) prints one line naming this rank and the call, then ends the
+ * job (MPI_Abort): never a hang, never a silently wrong answer.
+ * What it does not do: choose what to send (train/), own the buffers, or
+ * place anything on GPUs.
+ */
+#ifndef TOWER_BASE_RANKS_H
+#define TOWER_BASE_RANKS_H
+
+#include <stddef.h>
+
+/* Start MPI when this process was launched by mpirun/srun and the build
+ * has MPI (MPI_Init_thread, MPI_THREAD_FUNNELED: only the calling thread
+ * talks to MPI).  Call once, before any thread starts.  Returns 0, or -1
+ * with one line in err: launched by mpirun with several ranks in a build
+ * without MPI, or MPI failed to start. */
+int ranks_init(int *argc, char ***argv, char *err, size_t err_n_bytes);
+
+/* This process's rank in [0, ranks_size()), and how many there are (1 for
+ * a process not launched by mpirun, or before ranks_init). */
+int ranks_rank(void);
+int ranks_size(void);
+
+/* How many ranks of the job run on this host (MPI_COMM_TYPE_SHARED), 1
+ * without mpirun: they share its cores. */
+int ranks_local_size(void);
+
+/* recv (ranks_size() x n_bytes) = every rank's send (n_bytes), in rank
+ * order (MPI_Allgather); with one rank, a copy.  n_bytes must be the same
+ * on every rank and at most INT_MAX.  Never returns on failure. */
+void ranks_allgather(const void *send, void *recv, size_t n_bytes);
+
+/* buf (n_bytes) = rank 0's buf on every rank (MPI_Bcast); with one rank,
+ * nothing.  Never returns on failure. */
+void ranks_bcast(void *buf, size_t n_bytes);
+
+/* 1 on every rank when flag is non-zero on any rank (MPI_Allreduce, MAX);
+ * with one rank, flag != 0.  Never returns on failure. */
+int ranks_any(int flag);
+
+/* End the job: with several ranks MPI_Abort(code), which ends every rank;
+ * with one, nothing (the caller returns code). */
+void ranks_abort(int code);
+
+/* MPI_Finalize when ranks_init started MPI; else nothing.  Every rank must
+ * call it (it waits for the others). */
+void ranks_finalize(void);
+
+/* "MPI (Open MPI v4.1.4, ...)" in a build with MPI, or "none". */
+const char *ranks_library(void);
+
+#endif

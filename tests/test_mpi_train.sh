@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# test_mpi_train.sh TOWER — `mpirun -np R tower train --variable_update
+# replicated` (train/mode_replicated_mpi.c) on Fashion-MNIST over loopback:
+#   - R ranks of T CPU towers write, after 4 steps, a checkpoint byte for
+#     byte equal to one process of R x T towers (parameter_server/cpu, the
+#     default) with the same per-tower batch and seed: variables, momentum
+#     slots, moving averages, global_step and the run state; for R x T =
+#     1 x 2, 2 x 1, 2 x 2 and 4 x 1 with momentum, 2 x 1 and 4 x 1 with sgd;
+#   - the comparison can fail: 2 ranks with another seed differ;
+#   - 2 steps, a checkpoint, then --resume to 4 under mpirun give that
+#     same checkpoint; only rank 0 logs (one "done" line);
+#   - SIGINT to mpirun: the ranks stop after the same step and rank 0
+#     writes that step's checkpoint;
+#   - a one-process mode (the default parameter_server) under mpirun -np 2
+#     is refused with one line;
+#   - kill -9 of rank 1 mid-run: mpirun exits non-zero within 10 s with a
+#     line naming rank 1, and no process of the job is left.
+# Skips (77) without mpirun, without MPI in the build, or without the data.
+source "$(dirname "$0")/train_common.sh"
+command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+mpi=(mpirun --oversubscribe --bind-to none)
+probe=$("${mpi[@]}" -np 2 "$tower" train --data /nonexistent-probe 2>&1 || true)
+if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower was built without MPI"; exit 77; fi
+if ! echo "$probe" | grep -q "runs in one process, and mpirun started 2 ranks"; then
+  echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5
+  exit 77
+fi
+echo "a one-process mode under mpirun -np 2: $(echo "$probe" | grep -m1 'runs in one process')"
+convert_fashion_mnist
+common=(--model mnist --data "$work/train-*.tfrecord" --batch_size 4 --seed 7 --log_every 1 --save_every 1000
+        --min_after_dequeue 200 --device cpu --no_progress --summary_every 0 --histogram_every 0)
+t0=$(date +%s)
+ref() { # ref N OPT: one process, N towers, 4 steps
+  [ -f "$work/ref-$1-$2/model.ckpt-4" ] ||
+    "$tower" train "${common[@]}" --optimizer "$2" --num_towers "$1" --max_steps 4 --train_dir "$work/ref-$1-$2" >/dev/null
+}
+job() { # job R T OPT DIR [flags...]: R ranks of T towers
+  local r=$1 t=$2 opt=$3 dir=$4
+  shift 4
+  "${mpi[@]}" -np "$r" "$tower" train "${common[@]}" --variable_update replicated --optimizer "$opt" \
+    --num_towers "$t" --train_dir "$dir" "$@"
+}
+for case in "1 2 momentum" "2 1 momentum" "2 2 momentum" "4 1 momentum" "2 1 sgd" "4 1 sgd"; do
+  set -- $case
+  n=$(( $1 * $2 ))
+  ref "$n" "$3"
+  s=$(date +%s.%N)
+  job "$1" "$2" "$3" "$work/job-$1x$2-$3" --max_steps 4 >"$work/job.log" 2>&1 || { cat "$work/job.log"; fail "$1 x $2 $3 failed"; }
+  cmp "$work/ref-$n-$3/model.ckpt-4" "$work/job-$1x$2-$3/model.ckpt-4" ||
+    fail "$1 rank(s) x $2 tower(s), $3: the checkpoint after 4 steps differs from one process of $n towers"
+  echo "$1 rank(s) x $2 tower(s), $3, 4 steps: checkpoint bitwise one process of $n towers ($(printf '%.1f' "$(echo "$(date +%s.%N) - $s" | bc)") s)"
+  [ "$(grep -c ': done at step 4' "$work/job.log")" = 1 ] || fail "$1 x $2: expected one 'done' line (rank 0 alone logs)"
+done
+job 2 1 momentum "$work/other-seed" --max_steps 4 --seed 8 >/dev/null 2>&1 || fail "2 ranks, seed 8 failed"
+if cmp -s "$work/ref-2-momentum/model.ckpt-4" "$work/other-seed/model.ckpt-4"; then fail "seed 8 gave seed 7's checkpoint"; fi
+echo "2 ranks with seed 8 differ from seed 7 (the comparison can fail)"
+
+job 2 1 momentum "$work/resumed" --max_steps 2 >/dev/null 2>&1 || fail "2 ranks, 2 steps failed"
+job 2 1 momentum "$work/resumed" --max_steps 4 --resume >"$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "--resume failed"; }
+grep -q "resumed from .*model.ckpt-2 at step 2" "$work/resume.log" || fail "the resumed job did not say it resumed from step 2"
+cmp "$work/ref-2-momentum/model.ckpt-4" "$work/resumed/model.ckpt-4" ||
+  fail "2 ranks: 2 steps + --resume to 4 differ from one process of 2 towers"
+echo "2 ranks: 2 steps, checkpoint, --resume to 4: bitwise one process of 2 towers"
+
+# SIGINT to mpirun reaches every rank: all stop after the same step, rank 0 saves it.
+"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \
+  --train_dir "$work/stopped" >"$work/stop.log" 2>&1 &
+launcher=$!
+sleep 6
+kill -INT "$launcher"
+wait "$launcher" || true
+stopped=$(sed -n 's/.*stop requested by a signal after step \([0-9]*\)$/\1/p' "$work/stop.log")
+[ -n "$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no 'stop requested' line"; }
+[ -f "$work/stopped/model.ckpt-$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no checkpoint of step $stopped"; }
+grep -q "done at step $stopped;" "$work/stop.log" || fail "SIGINT: rank 0 did not finish at step $stopped"
+echo "SIGINT to mpirun: every rank stopped after step $stopped, rank 0 saved model.ckpt-$stopped"
+
+# kill -9 of rank 1: the job ends, non-zero, within 10 s, naming the rank.
+"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \
+  --train_dir "$work/killed" >"$work/kill.log" 2>&1 &
+launcher=$!
+victim=""
+for _ in $(seq 1 200); do
+  for p in $(pgrep -P "$launcher" 2>/dev/null); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+[ -n "$victim" ] || { kill "$launcher"; fail "could not find rank 1's process"; }
+sleep 3 # into the steps
+killed_at=$(date +%s.%N)
+kill -9 "$victim"
+rc=0
+for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after rank 1 was killed"; fi
+wait "$launcher" || rc=$?
+took=$(echo "$(date +%s.%N) - $killed_at" | bc)
+[ "$rc" != 0 ] || fail "the job exited 0 after rank 1 was killed"
+grep -q "rank 1 .*signal 9" "$work/kill.log" || { cat "$work/kill.log"; fail "no line names rank 1 and its signal"; }
+echo "kill -9 of rank 1: the job ended with exit $rc after $(printf '%.1f' "$took") s: $(grep -m1 'rank 1' "$work/kill.log" | sed 's/^ *//')"
+echo "mpi training equals one process ($(( $(date +%s) - t0 )) s)"

@@ -1,0 +1,205 @@
+/* mode_replicated_mpi.c — --variable_update replicated --all_reduce mpi
+ * (Horovod's and DistributedDataParallel's answer across hosts): under
+ * `mpirun -np R tower train`, every rank is one host's trainer with T local
+ * towers, each tower with its own variables and momentum slots (the
+ * replicas of mode_replicated_host.c).  After the towers' backward pass the
+ * server thread gathers every tower gradient of every rank (MPI_Allgather
+ * on host buffers, base/ranks.h), sums the R x T of them in the job's tower
+ * order (rank-major: rank 0's towers, then rank 1's, ...), divides by R x T
+ * and applies that same mean to each local replica.  The sum is ps_cpu's
+ * (ps_average_grads: g0 + g1 + ... in tower order, then / N), so R ranks of
+ * T towers step bitwise as one process of R x T towers in ps_cpu; the loss
+ * and accuracy are the job's, from every tower's, in the same order.
+ * Every rank sees a non-finite loss or a failed tower of any rank in the
+ * same gather and returns the same code, so no rank waits alone.
+ * At open, rank 0's server (variables, slots, moving averages, global_step,
+ * the examples consumed: a --resume) is broadcast, so every rank starts
+ * from rank 0's checkpoint whether or not its host can read train_dir.
+ * With one process (no mpirun) the gather is the local towers and the mode
+ * is ps_cpu's arithmetic with replicated_host's per-tower variables.
+ *
+ * Where it sits: one entry of train/modes.c's table (train/mode.h); the
+ * transport is base/ranks.c; the data split across ranks is the trainer's
+ * (rank_shards in train/trainer.c; docs/hosts.md).
+ * What it does not do: bandwidth-optimal reduction (each rank receives all
+ * R x T gradients: R x T x M bytes a step, where a ring moves 2(R-1)/R x M;
+ * chosen for the fixed summation order), GPU buffers across ranks (NCCL),
+ * parameter servers across ranks, asynchronous updates.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/ranks.h"
+#include "train/mode.h"
+
+typedef struct {
+    float *send;   /* (T, n_params) this rank's tower gradients, packed; NULL with one rank */
+    float *recv;   /* (R, T, n_params) every rank's; NULL with one rank (not in trainer_max_n_bytes: R x T x M) */
+    float *stats;  /* (R, 1 + 3T): each rank's step code, then per tower loss, accuracy, examples */
+} MpiState;
+
+#define PS_SUM_BLOCK_FLOATS 4096
+
+static void mode_describe(const Trainer *tr, const char *ts) {
+    printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: every tower keeps its own variables and "
+           "momentum slots (%s); every tower gradient of every rank gathered (%s, MPI_Allgather on host buffers), "
+           "summed in the job's tower order and divided by %d, every tower applies the update; "
+           "each tower also updates its share of the moving averages; rank %d of %d%s\n",
+           ts, tr->global_batch, tr->n_ranks, tr->n_towers, trainer_mode_name(tr->mode),
+           tr->replicas_bound ? "computed on in place" : "copied in each step", ranks_library(),
+           tr->n_ranks * tr->n_towers, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
+}
+
+/* Rank 0's server state to every rank, the replicas, the buffers. */
+static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    const size_t M = tr->spec.n_params;
+    const int R = tr->n_ranks, T = tr->n_towers;
+    ranks_bcast(ps->block, ps->block_n_bytes);
+    long state[2] = {ps->global_step, tr->examples_consumed};
+    ranks_bcast(state, sizeof state);
+    ps->global_step = state[0];
+    tr->examples_consumed = state[1];
+    ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
+    if (ps_create_replicas(ps, T) != 0) {
+        snprintf(err, err_n_bytes, "cannot allocate %d replicas of %zu variables (out of memory?)", T, M);
+        return -1;
+    }
+    MpiState *st = calloc(1, sizeof *st);
+    if (st && R > 1) { /* one rank sums its towers' own buffers */
+        st->send = malloc((size_t)T * M * sizeof(float));
+        st->recv = malloc((size_t)R * T * M * sizeof(float));
+    }
+    if (st) st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
+    tr->mode_state = st;
+    if (!st || (R > 1 && (!st->send || !st->recv)) || !st->stats) {
+        snprintf(err, err_n_bytes, "cannot allocate the gather buffers of %d x %d gradients of %zu floats (out of memory?)",
+                 R, T, M);
+        return -1;
+    }
+    tr->replicas_bound = tower_group_bind_params(tr->towers, tr->ps->replica_params, err, err_n_bytes);
+    return tr->replicas_bound < 0 ? -1 : 0;
+}
+
+/* The towers' codes, losses and accuracies, every rank's: the step's code
+ * (-1 when a tower of any rank failed, -2 when any loss is not finite),
+ * and the job's loss and accuracy in tower order, as train_run_towers
+ * computes them for one process of R x T towers. */
+static int agree(Trainer *tr, MpiState *st, int rc, const int *shard_n, float *loss, char *err, size_t err_n_bytes) {
+    const int R = tr->n_ranks, T = tr->n_towers, W = 1 + 3 * T;
+    float mine[1 + 3 * TOWER_MAX_TOWERS];
+    mine[0] = (float)rc;
+    for (int t = 0; t < T; t++) {
+        mine[1 + 3 * t] = tr->tower_losses[t];
+        mine[2 + 3 * t] = tr->tower_accuracy[t];
+        mine[3 + 3 * t] = (float)shard_n[t];
+    }
+    ranks_allgather(mine, st->stats, (size_t)W * sizeof(float));
+    int failed = -1, diverged = 0;
+    double loss_sum = 0.0, correct = 0.0, n_examples = 0.0;
+    for (int r = 0; r < R; r++) {
+        const float *s = st->stats + (size_t)r * W;
+        if (s[0] == -1.0f && failed < 0) failed = r;
+        if (s[0] == -2.0f) diverged = 1;
+        for (int t = 0; t < T; t++) {
+            loss_sum += s[1 + 3 * t];
+            correct += (double)s[2 + 3 * t] * s[3 + 3 * t];
+            n_examples += s[3 + 3 * t];
+        }
+    }
+    if (failed >= 0) {
+        if (rc != -1) snprintf(err, err_n_bytes, "rank %d of %d: a tower failed (its own line says why)", failed, R);
+        return -1;
+    }
+    *loss = (float)(loss_sum / (R * T));
+    tr->accuracy = n_examples > 0 ? (float)(correct / n_examples) : 0.0f;
+    if (diverged && isfinite(*loss)) *loss = NAN;
+    return diverged ? -2 : 1;
+}
+
+/* grads = (g[0] + g[1] + ... + g[n-1]) / n per element, left to right:
+ * ps_average_grads' operations, so the result is bitwise its. */
+static void sum_in_order(float *grads, const float *const *g, int n, size_t n_floats) {
+    const float n_f = (float)n;
+    const size_t n_blocks = (n_floats + PS_SUM_BLOCK_FLOATS - 1) / PS_SUM_BLOCK_FLOATS;
+    #pragma omp parallel for schedule(static) if(n_blocks > 8)
+    for (size_t b = 0; b < n_blocks; b++) {
+        const size_t lo = b * PS_SUM_BLOCK_FLOATS;
+        const size_t hi = lo + PS_SUM_BLOCK_FLOATS < n_floats ? lo + PS_SUM_BLOCK_FLOATS : n_floats;
+        memcpy(grads + lo, g[0] + lo, (hi - lo) * sizeof(float));
+        for (int k = 1; k < n; k++)
+            for (size_t i = lo; i < hi; i++) grads[i] += g[k][i];
+        for (size_t i = lo; i < hi; i++) grads[i] /= n_f;
+    }
+}
+
+/* The towers on their replicas, the agreement on the step's outcome, the
+ * gather, the ordered mean, each replica's update, global_step + 1. */
+static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    MpiState *st = tr->mode_state;
+    const int R = tr->n_ranks, T = tr->n_towers;
+    const size_t M = tr->spec.n_params;
+    int shard_n[TOWER_MAX_TOWERS];
+    for (int t = 0; t < T; t++) shard_n[t] = batch->shard_n[t];
+    tr->step_lr = ps_step_lr(ps);
+    TowerStep ts = {.hooks = NULL};
+    for (int t = 0; t < T; t++) ts.params[t] = tr->replicas_bound ? NULL : ps->replica_params[t];
+    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
+    tr->times.average.start_sec = tower_now_sec();
+    rc = agree(tr, st, rc, shard_n, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    const float *g[PIPELINE_MAX_SHARDS];
+    if (R == 1) {
+        for (int t = 0; t < T; t++) g[t] = ps->tower_grads[t];
+    } else {
+        for (int t = 0; t < T; t++) memcpy(st->send + (size_t)t * M, ps->tower_grads[t], M * sizeof(float));
+        ranks_allgather(st->send, st->recv, (size_t)T * M * sizeof(float));
+        for (int k = 0; k < R * T; k++) g[k] = st->recv + (size_t)k * M;
+    }
+    sum_in_order(ps->grads, g, R * T, M);
+    tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
+    for (int t = 0; t < T; t++) ps_replica_apply(ps, t, ps->grads, tr->step_lr);
+    ps_finish_replicated_step(ps, tr->step_lr);
+    tr->times.apply.end_sec = tower_now_sec();
+    return 1;
+}
+
+/* Every tower holds the same variables: save tower 0's. */
+static void mode_save(const Trainer *tr) { ps_gather_replica(tr->ps, 0); }
+
+/* Tower 0's replica (ps->params is only refreshed at a save). */
+static const float *mode_variables(const Trainer *tr) { return tr->ps->replica_params[0]; }
+
+static void mode_close(Trainer *tr) {
+    MpiState *st = tr->mode_state;
+    if (st) {
+        free(st->send);
+        free(st->recv);
+        free(st->stats);
+        free(st);
+    }
+    tr->mode_state = NULL;
+}
+
+static const char *const aliases[] = {"replicated/mpi", NULL};
+
+const TrainModeI train_mode_replicated_mpi = {
+    .name = "replicated_mpi",
+    .variable_update = "replicated",
+    .placement = "mpi",
+    .flags = "--variable_update replicated --all_reduce mpi",
+    .aliases = aliases,
+    .across_ranks = 1,
+    .server_row = "server: input, gather across ranks, apply",
+    .server_apply = "apply",
+    .available = train_mode_always_available,
+    .describe = mode_describe,
+    .open = mode_open,
+    .step = mode_step,
+    .save = mode_save,
+    .variables = mode_variables,
+    .close = mode_close,
+};
