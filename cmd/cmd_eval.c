@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "base/escape.h"
+#include "base/memory.h"
 #include "cmd/commands.h"
 #include "cmd/progress.h"
 #include "train/trainer.h"
@@ -74,6 +75,23 @@ static void events_dir(char *buf, size_t n, const char *eval_dir, const char *ch
         if (!slash) snprintf(buf, n, "eval");
         else snprintf(buf, n, "%.*s/eval", (int)(slash - checkpoint_path), checkpoint_path);
     }
+}
+
+static double gib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* Eval's memory bound (the pipeline, the activations and logits of one
+ * batch) against what the machine can give (base/memory.h), before either
+ * is allocated.  0, or -1 after one line on stderr naming both and the flag. */
+static int eval_check_memory(const PipelineConfig *pc, const ModelSpec *spec, int batch, size_t image_n_bytes) {
+    const size_t input = pipeline_max_n_bytes(pc, image_n_bytes + 4096, NULL);
+    const size_t acts = model_acts_n_bytes(spec, batch) + (size_t)batch * spec->num_classes * sizeof(float);
+    char source[4400];
+    const size_t available = memory_available_n_bytes(source, sizeof source);
+    if (available == 0 || input + acts <= available) return 0;
+    fprintf(stderr, "tower eval: not enough memory: batch %d needs up to %.2f GiB of host memory (input %.2f, "
+            "activations %.2f GiB), and %.2f GiB is available (%s): lower --batch_size\n", batch,
+            gib(input + acts), gib(input), gib(acts), gib(available), source);
+    return -1;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -184,6 +202,10 @@ int cmd_eval(int argc, char **argv) {
                 spec.H, spec.W);
         goto done;
     }
+    /* The batch: at most the examples the set holds (one pass over the records, CRCs only). */
+    long n_records = io_count_records((const char *const *)files, n_files, compression, err, sizeof err);
+    int batch = o.batch_size;
+    if (n_records > 0 && n_records < batch) batch = (int)n_records;
     PipelineConfig pc;
     pipeline_config_defaults(&pc);
     pc.files = (const char *const *)files;
@@ -200,7 +222,7 @@ int cmd_eval(int argc, char **argv) {
     pc.num_classes = spec.num_classes;
     pc.augment = is_cifar ? AUGMENT_CIFAR_EVAL : AUGMENT_MNIST;
     pc.n_shards = 1;
-    pc.shard_sizes[0] = o.batch_size;
+    pc.shard_sizes[0] = batch;
     pc.shuffle = 0;
     pc.num_epochs = 1;
     pc.drop_remainder = 0;
@@ -212,20 +234,21 @@ int cmd_eval(int argc, char **argv) {
     pc.warn_ctx = &bar;
     if (o.input_threads > 0) pc.n_workers = o.input_threads;
     pc.alloc = host_alloc_default();
+    if (eval_check_memory(&pc, &spec, batch, H * W * C * (is_float ? 4 : 1)) != 0) goto done;
     pipe = pipeline_open(&pc, err, sizeof err);
-    acts = model_acts_create(&spec, o.batch_size);
-    logits = malloc((size_t)o.batch_size * spec.num_classes * sizeof(float));
+    acts = model_acts_create(&spec, batch);
+    logits = malloc((size_t)batch * spec.num_classes * sizeof(float));
     confusion = calloc((size_t)spec.num_classes * spec.num_classes, sizeof(long));
     if (!pipe) {
         fprintf(stderr, "tower eval: %s\n", err);
         goto done;
     }
     if (!acts || !logits || !confusion) {
-        fprintf(stderr, "tower eval: out of memory for batch %d\n", o.batch_size);
+        fprintf(stderr, "tower eval: out of memory for batch %d\n", batch);
         goto done;
     }
     int live = progress_wanted(stdout, o.no_progress);
-    long n_expected = live ? io_count_records((const char *const *)files, n_files, compression, err, sizeof err) : 0;
+    long n_expected = live ? n_records : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
     long n_total = 0, n_correct = 0;
     double loss_sum = 0.0, total_loss_sum = 0.0;

@@ -30,12 +30,9 @@
 #include "train/trainer.h"
 #include "io/events.h"
 
-static volatile sig_atomic_t stop_requested = 0;
+static volatile sig_atomic_t stop_signal = 0; /* the SIGINT or SIGTERM received, or 0 */
 
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
+static void on_signal(int sig) { stop_signal = sig; }
 
 
 /* The upper bounds of train_check_flags: far above any sane run, low enough
@@ -265,6 +262,29 @@ static void display_finish(TrainDisplay *d, const Trainer *tr, float loss) {
     if (d->bar.drawn) progress_end(&d->bar, tr->examples_consumed, post);
 }
 
+/* The latest checkpoint of train_dir into path: 1, or 0 when there is none. */
+static int latest_checkpoint(const char *train_dir, char *path, size_t path_n_bytes) {
+    return ckpt_latest(train_dir, path, path_n_bytes) == 1;
+}
+
+/* The input failed mid-run (err): save the variables of the last step (good:
+ * the failed batch never ran) unless the latest checkpoint holds them, and
+ * say so in the one error line. */
+static void save_on_input_error(Trainer *tr, const TrainerOptions *o, long last_saved, const char *err) {
+    char e[1024], kept[4200];
+    const long step = tr->ps->global_step;
+    if (step != last_saved) {
+        if (trainer_save(tr, e, sizeof e) == 0 && latest_checkpoint(o->train_dir, kept, sizeof kept))
+            fprintf(stderr, "tower train: %s; the variables of step %ld are saved in %s\n", err, step, kept);
+        else
+            fprintf(stderr, "tower train: %s; saving the variables of step %ld failed too: %s\n", err, step, e);
+    } else if (latest_checkpoint(o->train_dir, kept, sizeof kept)) {
+        fprintf(stderr, "tower train: %s; the variables of step %ld are in %s\n", err, step, kept);
+    } else {
+        fprintf(stderr, "tower train: %s; no step ran, nothing saved\n", err);
+    }
+}
+
 /* TensorFlow's log line for the steps since *interval_start (then restarted). */
 static void log_step(const Trainer *tr, long step, float loss, double *interval_start, long *interval_steps) {
     char ts[64];
@@ -277,6 +297,8 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
     *interval_start = now;
     *interval_steps = 0;
 }
+
+static int run_train(TrainerOptions o, TrainDisplayOptions dopt);
 
 int cmd_train(int argc, char **argv) {
     TrainerOptions o;
@@ -298,7 +320,20 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
         return 1;
     }
+    /* One run per train_dir, held to the exit; a directory that cannot be written is found here. */
+    char err[1024];
+    int lock_fd;
+    if (trainer_lock_dir(o.train_dir, &lock_fd, err, sizeof err) != 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        return 1;
+    }
+    rc = run_train(o, dopt);
+    trainer_unlock_dir(lock_fd);
+    return rc;
+}
 
+/* The run on a locked train_dir: the process's exit status. */
+static int run_train(TrainerOptions o, TrainDisplayOptions dopt) {
     char err[1024], ts[64];
     Trainer tr;
     TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
@@ -363,14 +398,25 @@ int cmd_train(int argc, char **argv) {
         /* the next global batch */
         PipelineBatch *batch;
         int got = trainer_next_batch(&tr, &batch, err, sizeof err);
+        if (got < 0) {
+            /* The input failed (a bad record, a vanished file): the variables are the last step's, good; keep them. */
+            display_finish(&disp, &tr, loss);
+            save_on_input_error(&tr, &o, last_saved, err);
+            exit_code = 1;
+            break;
+        }
         /* the step: towers, reduction, update (the placement mode's, train/mode_*.c) */
         if (got > 0) got = trainer_step_batch(&tr, batch, &loss, err, sizeof err);
         if (got == 0) break;
         if (got == -2) {
+            /* Diverged: nothing is saved; the last checkpoint (before the bad step) stays the latest. */
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
-            fprintf(stderr, "%s: Model diverged with loss = %s at step %ld\n", ts, loss != loss ? "NaN" : "Inf",
-                    tr.ps->global_step + 1);
+            char kept[4200];
+            if (latest_checkpoint(o.train_dir, kept, sizeof kept))
+                fprintf(stderr, "%s: %s; not saved: the latest checkpoint stays %s\n", ts, err, kept);
+            else
+                fprintf(stderr, "%s: %s; not saved (no checkpoint was written)\n", ts, err);
             event_writer_close(events, NULL, 0);
             trainer_close(&tr, NULL, 0);
             return 1;
@@ -416,10 +462,11 @@ int cmd_train(int argc, char **argv) {
             }
             last_saved = step;
         }
-        if (stop_requested) {
+        if (stop_signal) {
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
-            printf("%s: stop requested by a signal after step %ld\n", ts, step);
+            printf("%s: stop requested by %s after step %ld: checkpoint, then exit status %d\n", ts,
+                   stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step, 128 + stop_signal);
             break;
         }
     }
@@ -441,7 +488,9 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: %s\n", err);
         exit_code = 1;
     }
-    if (exit_code == 0 && tr.ps->global_step != last_saved) {
+    /* The end's checkpoint; a run that ends at step 0 (--max_steps 0) writes model.ckpt-0, the initial
+     * variables, as TensorFlow's CheckpointSaverHook does when a session starts. */
+    if (exit_code == 0 && (tr.ps->global_step != last_saved || tr.ps->global_step == 0)) {
         if (trainer_save(&tr, err, sizeof err) != 0) {
             fprintf(stderr, "tower train: final checkpoint: %s\n", err);
             exit_code = 1;
@@ -463,5 +512,7 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: %s\n", err);
         exit_code = 1;
     }
+    /* Stopped by a signal: the checkpoint is written, and the status says the run did not finish. */
+    if (exit_code == 0 && stop_signal) exit_code = 128 + stop_signal;
     return exit_code;
 }

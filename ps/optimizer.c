@@ -44,30 +44,37 @@ float lr_schedule_at(const LrSchedule *s, long global_step) {
     return s->initial_lr * powf(s->decay_factor, p);
 }
 
-void optimizer_apply(float *params, float *accum, const float *grads,
-                     size_t n_floats, float lr, const OptimizerConfig *cfg) {
+int optimizer_apply(float *params, float *accum, const float *grads,
+                    size_t n_floats, float lr, const OptimizerConfig *cfg) {
     const int par = n_floats >= OPT_OMP_MIN_FLOATS;
+    int bad = 0; /* any new variable infinite or NaN: an integer OR, which vectorizes */
     if (cfg->kind == OPT_SGD) {
-        #pragma omp parallel for schedule(static) if(par)
-        for (size_t i = 0; i < n_floats; i++) params[i] -= grads[i] * lr;
-        return;
+        #pragma omp parallel for schedule(static) if(par) reduction(|:bad)
+        for (size_t i = 0; i < n_floats; i++) {
+            params[i] -= grads[i] * lr;
+            bad |= float_nonfinite(params[i]);
+        }
+        return bad ? -1 : 0;
     }
     const float m = cfg->momentum;
     if (cfg->nesterov) {
-        #pragma omp parallel for schedule(static) if(par)
+        #pragma omp parallel for schedule(static) if(par) reduction(|:bad)
         for (size_t i = 0; i < n_floats; i++) {
             float a = accum[i] * m + grads[i];
             accum[i] = a;
             params[i] -= grads[i] * lr + (a * m) * lr;
+            bad |= float_nonfinite(params[i]);
         }
     } else {
-        #pragma omp parallel for schedule(static) if(par)
+        #pragma omp parallel for schedule(static) if(par) reduction(|:bad)
         for (size_t i = 0; i < n_floats; i++) {
             float a = accum[i] * m + grads[i];
             accum[i] = a;
             params[i] -= a * lr;
+            bad |= float_nonfinite(params[i]);
         }
     }
+    return bad ? -1 : 0;
 }
 
 float ema_decay_at(float decay, long num_updates) {

@@ -38,6 +38,8 @@
 #define TOWER_PS_OPTIMIZER_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 typedef enum { OPT_SGD = 0, OPT_MOMENTUM = 1 } OptimizerKind;
 
@@ -80,9 +82,21 @@ float lr_schedule_at(const LrSchedule *s, long global_step);
  *   accum  : (n_floats) momentum accumulators, updated in place; unused and
  *            may be NULL for OPT_SGD
  *   grads  : (n_floats) the gradient g (see the sign convention above)
- * Memory belongs to the caller.  Never fails. */
-void optimizer_apply(float *params, float *accum, const float *grads,
-                     size_t n_floats, float lr, const OptimizerConfig *cfg);
+ * Memory belongs to the caller.  Returns 0, or -1 when a new variable is
+ * infinite or NaN (found in the same loop, by an integer test of each
+ * result's exponent; the update is applied either way): a non-finite
+ * gradient, or a learning rate that overflows the variables. */
+int optimizer_apply(float *params, float *accum, const float *grads,
+                    size_t n_floats, float lr, const OptimizerConfig *cfg);
+
+/* 1 when x is infinite or NaN (its exponent bits all ones), else 0: an
+ * integer test that vectorizes inside the update and average loops, and
+ * that -ffast-math cannot remove. */
+static inline int float_nonfinite(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
 
 /* The moving-average decay after `num_updates` updates:
  * min(decay, (1 + num_updates) / (10 + num_updates)) computed in float32 as
