@@ -3,7 +3,11 @@
  *
  * Where it sits: cmd/ only parses, wires and prints; the step itself is
  * train/'s (trainer_next_batch, trainer_step_batch in train/trainer.h), and
- * the loop reads top to bottom: next batch, step, log, checkpoint.  Log lines follow TensorFlow's cifar10_multi_gpu_train:
+ * the loop reads top to bottom: next batch, step, log, checkpoint.
+ * The run holds train_dir's lock (trainer_lock_dir) from start to exit.  It
+ * ends with a checkpoint and exit 0; on SIGINT/SIGTERM with a checkpoint and
+ * exit 128 + the signal; on an input error with the last step's variables
+ * saved and exit 1; on divergence with nothing saved and exit 1.  Log lines follow TensorFlow's cifar10_multi_gpu_train:
  *   2026-11-21 12:00:00.123456: step 120, loss = 0.52 (4210.3 examples/sec; 0.030 sec/batch)
  * with two deliberate differences: the loss is the mean over the towers (the
  * original logs the last tower's), and the rate is averaged over the steps
@@ -54,8 +58,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     const Flag table[] = {
         {"model", FLAG_STRING, &o->model, "model to train: mnist or cifar10"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs"},
-        {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint)"},
-        {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run"},
+        {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint); one run at a time (TRAIN_DIR/.lock)"},
+        {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run (0: only write the initial variables, model.ckpt-0)"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step, 1 to 1048576; the global batch is batch_size x towers"},
         {"num_towers", FLAG_INT, &o->num_towers, "number of towers, at most 64 (0: one per device; CPU: 1)"},
         {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs"},
@@ -87,7 +91,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"log_every", FLAG_INT, &o->log_every, "steps between log lines"},
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
         {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)"},
-        {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir"},
+        {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir (none there: start from step 0, and say so)"},
         {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)"},
         {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)"},
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
