@@ -81,17 +81,19 @@ static double gib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0 * 
 
 /* Eval's memory bound (the pipeline, the activations and logits of one
  * batch) against what the machine can give (base/memory.h), before either
- * is allocated.  0, or -1 after one line on stderr naming both and the flag. */
-static int eval_check_memory(const PipelineConfig *pc, const ModelSpec *spec, int batch, size_t image_n_bytes) {
+ * is allocated.  1 when it fits (or nothing can be read); else 0, after one
+ * line on stderr naming both and the flag when say. */
+static int eval_memory_fits(const PipelineConfig *pc, const ModelSpec *spec, int batch, size_t image_n_bytes, int say) {
     const size_t input = pipeline_max_n_bytes(pc, image_n_bytes + 4096, NULL);
     const size_t acts = model_acts_n_bytes(spec, batch) + (size_t)batch * spec->num_classes * sizeof(float);
     char source[4400];
     const size_t available = memory_available_n_bytes(source, sizeof source);
-    if (available == 0 || input + acts <= available) return 0;
+    if (available == 0 || input + acts <= available) return 1;
+    if (!say) return 0;
     fprintf(stderr, "tower eval: not enough memory: batch %d needs up to %.2f GiB of host memory (input %.2f, "
             "activations %.2f GiB), and %.2f GiB is available (%s): lower --batch_size\n", batch,
             gib(input + acts), gib(input), gib(acts), gib(available), source);
-    return -1;
+    return 0;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -202,8 +204,10 @@ int cmd_eval(int argc, char **argv) {
                 spec.H, spec.W);
         goto done;
     }
-    /* The batch: at most the examples the set holds (one pass over the records, CRCs only). */
-    long n_records = io_count_records((const char *const *)files, n_files, compression, err, sizeof err);
+    /* The batch: at most the examples the set holds, where they are counted (one pass over the records,
+     * CRCs only): for the progress line, or when the batch asked for does not fit in memory. */
+    const int live = progress_wanted(stdout, o.no_progress);
+    long n_records = live ? io_count_records((const char *const *)files, n_files, compression, err, sizeof err) : -1;
     int batch = o.batch_size;
     if (n_records > 0 && n_records < batch) batch = (int)n_records;
     PipelineConfig pc;
@@ -234,7 +238,12 @@ int cmd_eval(int argc, char **argv) {
     pc.warn_ctx = &bar;
     if (o.input_threads > 0) pc.n_workers = o.input_threads;
     pc.alloc = host_alloc_default();
-    if (eval_check_memory(&pc, &spec, batch, H * W * C * (is_float ? 4 : 1)) != 0) goto done;
+    const size_t image_n_bytes = (size_t)H * W * C * (is_float ? 4 : 1);
+    if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 0) && n_records < 0) {
+        n_records = io_count_records((const char *const *)files, n_files, compression, err, sizeof err);
+        if (n_records > 0 && n_records < batch) batch = pc.shard_sizes[0] = (int)n_records;
+    }
+    if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 1)) goto done;
     pipe = pipeline_open(&pc, err, sizeof err);
     acts = model_acts_create(&spec, batch);
     logits = malloc((size_t)batch * spec.num_classes * sizeof(float));
@@ -247,7 +256,6 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "tower eval: out of memory for batch %d\n", batch);
         goto done;
     }
-    int live = progress_wanted(stdout, o.no_progress);
     long n_expected = live ? n_records : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
     long n_total = 0, n_correct = 0;
