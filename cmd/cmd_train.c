@@ -332,7 +332,7 @@ int cmd_train(int argc, char **argv) {
         return 1;
     }
     rc = run_train(o, dopt);
-    trainer_unlock_dir(lock_fd);
+    trainer_unlock_dir(o.train_dir, lock_fd);
     return rc;
 }
 

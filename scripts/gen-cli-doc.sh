@@ -84,7 +84,7 @@ is available is MemAvailable of `/proc/meminfo`, or, where the process's cgroup 
 `memory.max`, v1 `memory.limit_in_bytes`), that limit less its usage, whichever is less.  `eval` caps its
 batch at the number of examples it reads when the batch asked for does not fit (it then counts them, one
 pass over the records' checksums), and checks again.  A run holds an `flock` on `TRAIN_DIR/.lock`
-(which holds its PID) from start to exit; the kernel drops it when the process ends, however it ends.
+(which holds its PID) from start to exit and removes the file as it ends; the kernel drops the lock when the process ends, however it ends.
 `eval`, `export` and `inspect` take no lock: they read a train_dir while it trains.
 Said in one line, and the run goes on: `--resume` on a train_dir without a checkpoint
 (`--resume: no checkpoint in DIR: starting from step 0`); GPU towers asked for where no GPU is usable

@@ -4,10 +4,11 @@
  * lock before trainer_open and keeps it to its exit.  An flock on
  * train_dir/.lock, which holds the holder's PID: the kernel drops it when
  * the process ends however it ends, so a killed run never leaves a stale
- * lock.  The same call finds a train_dir that cannot be written, at
+ * lock.  A run that ends removes the file (while it still holds the lock; a
+ * run that locked a file no longer under that name tries again), so a run
+ * that was refused leaves the directory as it was.  The same call finds a train_dir that cannot be written, at
  * start-up rather than at the first save.
- * What it does not do: stop readers (eval, export, inspect take no lock),
- * or remove the .lock file (removing it would race with the next run).
+ * What it does not do: stop readers (eval, export, inspect take no lock).
  */
 #include "train/trainer.h"
 
@@ -35,13 +36,31 @@ int trainer_lock_dir(const char *train_dir, int *fd_out, char *err, size_t err_n
         return -1;
     }
     snprintf(path, sizeof path, "%s/.lock", train_dir);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(err, err_n_bytes, "--train_dir %s cannot be written: %s/.lock: %s", dir, dir, strerror(errno));
-        return -1;
+    int fd = -1, lock_errno = 0;
+    for (int attempt = 0;; attempt++) {
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            snprintf(err, err_n_bytes, "--train_dir %s cannot be written: %s/.lock: %s", dir, dir, strerror(errno));
+            return -1;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            lock_errno = errno;
+            break;
+        }
+        /* Locked: still the file under that name?  (The run before may have removed it meanwhile.) */
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(path, &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino)
+            break;
+        close(fd);
+        fd = -1;
+        if (attempt == 100) {
+            snprintf(err, err_n_bytes, "--train_dir %s: %s/.lock keeps changing under this run", dir, dir);
+            return -1;
+        }
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int e = errno;
+    if (lock_errno != 0) {
+        const int e = lock_errno;
         char pid[32] = "";
         ssize_t n = e == EWOULDBLOCK ? pread(fd, pid, sizeof pid - 1, 0) : -1;
         close(fd);
@@ -77,6 +96,7 @@ int trainer_lock_dir(const char *train_dir, int *fd_out, char *err, size_t err_n
             close(pfd);
             unlink(probe);
         }
+        unlink(path);
         close(fd);
         snprintf(err, err_n_bytes, "--train_dir %s cannot be written: %s", dir, strerror(e));
         return -1;
@@ -87,6 +107,10 @@ int trainer_lock_dir(const char *train_dir, int *fd_out, char *err, size_t err_n
     return 0;
 }
 
-void trainer_unlock_dir(int fd) {
-    if (fd >= 0) close(fd); /* closing drops the flock */
+void trainer_unlock_dir(const char *train_dir, int fd) {
+    if (fd < 0) return;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.lock", train_dir);
+    unlink(path); /* still holding the lock: a run that opened this file meanwhile sees it gone and tries again */
+    close(fd);    /* closing drops the flock */
 }

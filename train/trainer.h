@@ -309,7 +309,7 @@ int trainer_close(Trainer *tr, char *err, size_t err_n_bytes);
  * and removed in train_dir, so that a directory that cannot take the
  * checkpoints is found before training.  train_dir must exist.  Returns 0
  * with the lock's descriptor in *fd (close it with trainer_unlock_dir; the
- * kernel drops the lock anyway when the process ends), or -1 with one line
+ * kernel drops the lock anyway when the process ends, leaving the file), or -1 with one line
  * in err:
  *   --train_dir DIR is in use by another run (pid 1234 holds DIR/.lock): wait for it to end, or give another --train_dir
  *   --train_dir DIR is not a directory
@@ -317,8 +317,9 @@ int trainer_close(Trainer *tr, char *err, size_t err_n_bytes);
  * Readers (eval, export) take no lock. */
 int trainer_lock_dir(const char *train_dir, int *fd, char *err, size_t err_n_bytes);
 
-/* Drop the lock of trainer_lock_dir (fd < 0: nothing). */
-void trainer_unlock_dir(int fd);
+/* Remove train_dir/.lock and drop the lock of trainer_lock_dir (fd < 0:
+ * nothing). */
+void trainer_unlock_dir(const char *train_dir, int fd);
 
 /* "2026-11-21 12:00:00.123456" (local time), as Python's datetime.now(). */
 void trainer_timestamp(char *out, size_t out_n_bytes);
