@@ -73,7 +73,7 @@ Data given the wrong way gets a hint (exit 2):
 
 `tower train` then refuses, exit 1 and one line, what cannot succeed, before its first step:
 
-    tower train: not enough memory: this run needs up to 880.61 GiB of host memory (the memory bound: input 32.99, towers 847.48, variables 0.07, checkpoint 0.04 GiB, global batch 2097152), and 22.45 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
+    tower train: not enough memory: this run needs up to 880.52 GiB of host memory (the memory bound: input 33.01 GiB, towers 847.48 GiB, the server's not yet counted; global batch 2097152), and 22.22 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
     tower eval: not enough memory: batch 10000 needs up to 4.12 GiB of host memory (input 0.08, activations 4.04 GiB), and 3.50 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
     tower train: --train_dir runs/a is not a directory
     tower train: --train_dir runs/a cannot be written: runs/a/.lock: Read-only file system

@@ -303,10 +303,13 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
         lower = "--min_after_dequeue";
     else if (m.variables_n_bytes > m.input_n_bytes && m.variables_n_bytes > m.towers_n_bytes)
         lower = "--num_towers";
+    char server[96] = ", the server's not yet counted";
+    if (tr->ps)
+        snprintf(server, sizeof server, ", variables %.2f GiB, checkpoint %.2f GiB", gib(m.variables_n_bytes),
+                 gib(m.checkpoint_n_bytes));
     snprintf(err, err_n_bytes, "not enough memory: this run needs up to %.2f GiB of host memory (the memory bound: "
-             "input %.2f, towers %.2f, variables %.2f, checkpoint %.2f GiB, global batch %d), and %.2f GiB is "
-             "available (%s): lower %s", gib(more), gib(m.input_n_bytes), gib(m.towers_n_bytes),
-             gib(m.variables_n_bytes), gib(m.checkpoint_n_bytes), tr->global_batch, gib(available), source, lower);
+             "input %.2f GiB, towers %.2f GiB%s; global batch %d), and %.2f GiB is available (%s): lower %s", gib(more),
+             gib(m.input_n_bytes), gib(m.towers_n_bytes), server, tr->global_batch, gib(available), source, lower);
     return -1;
 }
 
@@ -559,6 +562,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
     }
 
+    /* Does the bound fit?  First without the server (a batch too large is refused before anything
+     * big is allocated), then with it, before the towers, the pipeline and a --resume load. */
+    if (!o->synthetic) config_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts);
+    if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
+
     /* The parameter server: master variables in host memory from the backend. */
     PsConfig pc;
     ps_config_defaults(&pc);
@@ -579,8 +587,6 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         snprintf(err, err_n_bytes, "cannot create the parameter server for %zu variables (out of memory?)", tr->spec.n_params);
         goto fail;
     }
-    /* Before the towers, the pipeline and a --resume load: does the bound fit? */
-    if (!o->synthetic) config_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts);
     if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
     if (o->resume && resume(tr, err, err_n_bytes) != 0) goto fail;
 

@@ -240,12 +240,14 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m);
 
 /* The memory bound (trainer_max_n_bytes, less what is resident already)
  * against what the machine can give (base/memory.h: MemAvailable, a
- * cgroup's limit less its usage).  trainer_open calls it once the server
- * exists and before the towers, the pipeline and a --resume load allocate.
+ * cgroup's limit less its usage).  trainer_open calls it before the
+ * parameter server exists (the bound then lacks the server's part) and
+ * again once it does, before the towers, the pipeline and a --resume load
+ * allocate.
  * Returns 0 when it fits (or nothing can be read), else -1 with one line in
  * err naming the bound, what is available and the flag to lower:
- *   not enough memory: this run needs up to 23.10 GiB of host memory (the memory bound: input 5.00, towers
- *   18.00, ...), and 20.50 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
+ *   not enough memory: this run needs up to 23.10 GiB of host memory (the memory bound: input 5.00 GiB,
+ *   towers 18.00 GiB, ...), and 20.50 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
  * The bound does not count the replicas a replicated mode's open makes, nor
  * GPU towers' host memory (towers_known 0). */
 int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes);
