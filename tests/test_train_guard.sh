@@ -171,6 +171,13 @@ for mode in "parameter_server" "replicated"; do
      grep -q "not saved" "$work/div_$mode.err"; then
     ok "$mode: $(cat "$work/div_$mode.err")"
   else bad "$mode, --learning_rate 1e20: status $rc, latest checkpoint ${latest:-none}: $(head -c 400 "$work/div_$mode.err")"; fi
+  # Without a save to find it: the same step is named, and nothing is written.
+  run "div3_$mode" train "${common[@]}" --variable_update "$mode" --num_towers 2 --batch_size 8 \
+    --train_dir "$work/div3_$mode" --learning_rate 1e20 --max_steps 30 --save_every 1000
+  if [ $rc -eq 1 ] && [ -n "$n" ] && grep -q "Model diverged with non-finite .* at step $n (loss = [0-9.]*); not saved (no checkpoint was written)" \
+       "$work/div3_$mode.err" && ! ls "$work/div3_$mode"/model.ckpt-* >/dev/null 2>&1; then
+    ok "$mode, --save_every 1000: step $n named, nothing written"
+  else bad "$mode, --save_every 1000: status $rc: $(head -c 400 "$work/div3_$mode.err")"; fi
 done
 
 [ $failures -eq 0 ] || fail "$failures case(s) failed"
