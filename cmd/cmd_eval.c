@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "base/escape.h"
+#include "base/memory.h"
 #include "cmd/commands.h"
 #include "cmd/progress.h"
 #include "train/trainer.h"
@@ -77,6 +78,35 @@ static void events_dir(char *buf, size_t n, const char *eval_dir, const char *ch
         if (!slash) snprintf(buf, n, "eval");
         else snprintf(buf, n, "%.*s/eval", (int)(slash - checkpoint_path), checkpoint_path);
     }
+}
+
+static double gib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* Eval's memory bound (the pipeline, the activations and logits of one
+ * batch) against what the machine can give (base/memory.h), before either
+ * is allocated.  1 when it fits (or nothing can be read); else 0, after one
+ * line on stderr naming both and the flag when say. */
+static int eval_memory_fits(const PipelineConfig *pc, const ModelSpec *spec, int batch, size_t image_n_bytes, int say) {
+    const size_t input = pipeline_max_n_bytes(pc, image_n_bytes + 4096, NULL);
+    const size_t acts = model_acts_n_bytes(spec, batch) + (size_t)batch * spec->num_classes * sizeof(float);
+    char source[4400];
+    const size_t available = memory_available_n_bytes(source, sizeof source);
+    if (available == 0 || input + acts <= available) return 1;
+    if (!say) return 0;
+    fprintf(stderr, "tower eval: not enough memory: batch %d needs up to %.2f GiB of host memory (input %.2f, "
+            "activations %.2f GiB), and %.2f GiB is available (%s): lower --batch_size\n", batch,
+            gib(input + acts), gib(input), gib(acts), gib(available), source);
+    return 0;
+}
+
+/* The examples eval will read: the records of the TFRecord files, or the
+ * image folder's files; -1 when they cannot be counted (the pipeline then
+ * reports why). */
+static long count_examples(int image_folder, const char *dir, const char *labels_file, char **files, int n_files,
+                           int compression, char *err, size_t err_n_bytes) {
+    long n = -1;
+    if (image_folder) return imagefolder_count(dir, labels_file, &n, err, err_n_bytes) == 0 ? n : -1;
+    return io_count_records((const char *const *)files, n_files, compression, err, err_n_bytes);
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -223,6 +253,13 @@ int cmd_eval(int argc, char **argv) {
                 spec.H, spec.W);
         goto done;
     }
+    /* The batch: at most the examples the set holds, where they are counted (one pass over the records,
+     * CRCs only): for the progress line, or when the batch asked for does not fit in memory. */
+    const int live = progress_wanted(stdout, o.no_progress);
+    long n_records = live ? count_examples(image_folder, o.data, labels_file, files, n_files, compression, err, sizeof err)
+                          : -1;
+    int batch = o.batch_size;
+    if (n_records > 0 && n_records < batch) batch = (int)n_records;
     PipelineConfig pc;
     pipeline_config_defaults(&pc);
     pc.files = (const char *const *)files;
@@ -239,7 +276,7 @@ int cmd_eval(int argc, char **argv) {
     pc.num_classes = spec.num_classes;
     pc.augment = is_cifar ? AUGMENT_CIFAR_EVAL : AUGMENT_MNIST;
     pc.n_shards = 1;
-    pc.shard_sizes[0] = o.batch_size;
+    pc.shard_sizes[0] = batch;
     pc.shuffle = 0;
     pc.num_epochs = 1;
     pc.drop_remainder = 0;
@@ -256,22 +293,25 @@ int cmd_eval(int argc, char **argv) {
     pc.warn_ctx = &bar;
     if (o.input_threads > 0) pc.n_workers = o.input_threads;
     pc.alloc = host_alloc_default();
+    const size_t image_n_bytes = (size_t)H * W * C * (is_float ? 4 : 1);
+    if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 0) && n_records < 0) {
+        n_records = count_examples(image_folder, o.data, labels_file, files, n_files, compression, err, sizeof err);
+        if (n_records > 0 && n_records < batch) batch = pc.shard_sizes[0] = (int)n_records;
+    }
+    if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 1)) goto done;
     pipe = pipeline_open(&pc, err, sizeof err);
-    acts = model_acts_create(&spec, o.batch_size);
-    logits = malloc((size_t)o.batch_size * spec.num_classes * sizeof(float));
+    acts = model_acts_create(&spec, batch);
+    logits = malloc((size_t)batch * spec.num_classes * sizeof(float));
     confusion = calloc((size_t)spec.num_classes * spec.num_classes, sizeof(long));
     if (!pipe) {
         fprintf(stderr, "tower eval: %s\n", err);
         goto done;
     }
     if (!acts || !logits || !confusion) {
-        fprintf(stderr, "tower eval: out of memory for batch %d\n", o.batch_size);
+        fprintf(stderr, "tower eval: out of memory for batch %d\n", batch);
         goto done;
     }
-    int live = progress_wanted(stdout, o.no_progress);
-    long n_expected = 0;
-    if (live && image_folder && imagefolder_count(o.data, labels_file, &n_expected, err, sizeof err) != 0) n_expected = 0;
-    else if (live && !image_folder) n_expected = io_count_records((const char *const *)files, n_files, compression, err, sizeof err);
+    long n_expected = live ? n_records : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
     long n_total = 0, n_correct = 0;
     double loss_sum = 0.0, total_loss_sum = 0.0;

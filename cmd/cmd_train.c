@@ -3,7 +3,11 @@
  *
  * Where it sits: cmd/ only parses, wires and prints; the step itself is
  * train/'s (trainer_next_batch, trainer_step_batch in train/trainer.h), and
- * the loop reads top to bottom: next batch, step, log, checkpoint.  Log lines follow TensorFlow's cifar10_multi_gpu_train:
+ * the loop reads top to bottom: next batch, step, log, checkpoint.
+ * The run holds train_dir's lock (trainer_lock_dir) from start to exit.  It
+ * ends with a checkpoint and exit 0; on SIGINT/SIGTERM with a checkpoint and
+ * exit 128 + the signal; on an input error with the last step's variables
+ * saved and exit 1; on divergence with nothing saved and exit 1.  Log lines follow TensorFlow's cifar10_multi_gpu_train:
  *   2026-11-21 12:00:00.123456: step 120, loss = 0.52 (4210.3 examples/sec; 0.030 sec/batch)
  * with two deliberate differences: the loss is the mean over the towers (the
  * original logs the last tower's), and the rate is averaged over the steps
@@ -36,12 +40,9 @@
 #include "train/trainer.h"
 #include "io/events.h"
 
-static volatile sig_atomic_t stop_requested = 0;
+static volatile sig_atomic_t stop_signal = 0; /* the SIGINT or SIGTERM received, or 0 */
 
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
+static void on_signal(int sig) { stop_signal = sig; }
 
 
 /* The upper bounds of train_check_flags: far above any sane run, low enough
@@ -63,8 +64,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     const Flag table[] = {
         {"model", FLAG_STRING, &o->model, "model to train: mnist or cifar10"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
-        {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint)"},
-        {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run"},
+        {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint); one run at a time (TRAIN_DIR/.lock)"},
+        {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run (0: only write the initial variables, model.ckpt-0)"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step, 1 to 1048576; the global batch is batch_size x towers"},
         {"num_towers", FLAG_INT, &o->num_towers, "number of towers, at most 64 (0: one per device; CPU: 1)"},
         {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs"},
@@ -106,7 +107,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"log_every", FLAG_INT, &o->log_every, "steps between log lines"},
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
         {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)"},
-        {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir"},
+        {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir (none there: start from step 0, and say so)"},
         {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)"},
         {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)"},
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
@@ -291,6 +292,33 @@ static void display_finish(TrainDisplay *d, const Trainer *tr, float loss) {
     if (d->bar.drawn) progress_end(&d->bar, tr->examples_consumed, post);
 }
 
+/* The latest checkpoint of train_dir into path: 1, or 0 when there is none. */
+static int latest_checkpoint(const char *train_dir, char *path, size_t path_n_bytes) {
+    return ckpt_latest(train_dir, path, path_n_bytes) == 1;
+}
+
+/* The input failed mid-run (err): save the variables of the last step (good:
+ * the failed batch never ran) unless the latest checkpoint holds them, and
+ * say so in the one error line (rank 0; the other ranks only report). */
+static void save_on_input_error(Trainer *tr, const TrainerOptions *o, long last_saved, const char *err) {
+    char e[1024], kept[4200];
+    const long step = tr->ps->global_step;
+    if (tr->rank != 0) { /* rank 0 alone writes train_dir, and saves there */
+        fprintf(stderr, "tower train: %s\n", err);
+        return;
+    }
+    if (step != last_saved) {
+        if (trainer_save(tr, e, sizeof e) == 0 && latest_checkpoint(o->train_dir, kept, sizeof kept))
+            fprintf(stderr, "tower train: %s; the variables of step %ld are saved in %s\n", err, step, kept);
+        else
+            fprintf(stderr, "tower train: %s; saving the variables of step %ld failed too: %s\n", err, step, e);
+    } else if (latest_checkpoint(o->train_dir, kept, sizeof kept)) {
+        fprintf(stderr, "tower train: %s; the variables of step %ld are in %s\n", err, step, kept);
+    } else {
+        fprintf(stderr, "tower train: %s; no step ran, nothing saved\n", err);
+    }
+}
+
 /* TensorFlow's log line for the steps since *interval_start (then restarted). */
 static void log_step(const Trainer *tr, long step, float loss, double *interval_start, long *interval_steps) {
     char ts[64];
@@ -305,6 +333,7 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
 }
 
 static int train_main(int argc, char **argv, int rank);
+static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank);
 
 /* The job around the loop: MPI started (under mpirun) before any thread,
  * the quiet ranks, and the job ended on any rank's error. */
@@ -319,7 +348,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "tower train: rank %d: cannot silence stdout\n", rank);
     }
     int rc = train_main(argc, argv, rank);
-    if (rc != 0 && ranks_size() > 1) {
+    /* 128 + SIGINT or SIGTERM: a stop every rank agreed on after the same step, the checkpoint written:
+     * the ranks end together, not by an abort. */
+    const int stopped = rc == 128 + SIGINT || rc == 128 + SIGTERM;
+    if (rc != 0 && !stopped && ranks_size() > 1) {
         fprintf(stderr, "tower train: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
         ranks_abort(rc);
     }
@@ -347,7 +379,21 @@ static int train_main(int argc, char **argv, int rank) {
         fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
         return 1;
     }
+    /* One run per train_dir, held to the exit (by rank 0, which alone writes there); a directory that
+     * cannot be written is found here. */
+    char err[1024];
+    int lock_fd = -1;
+    if (rank == 0 && trainer_lock_dir(o.train_dir, &lock_fd, err, sizeof err) != 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        return 1;
+    }
+    rc = run_train(o, dopt, rank);
+    if (rank == 0) trainer_unlock_dir(o.train_dir, lock_fd);
+    return rc;
+}
 
+/* The run on a locked train_dir: the process's exit status. */
+static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     char err[1024], ts[64];
     Trainer tr;
     TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
@@ -416,14 +462,25 @@ static int train_main(int argc, char **argv, int rank) {
         /* the next global batch */
         PipelineBatch *batch;
         int got = trainer_next_batch(&tr, &batch, err, sizeof err);
+        if (got < 0) {
+            /* The input failed (a bad record, a vanished file): the variables are the last step's, good; keep them. */
+            display_finish(&disp, &tr, loss);
+            save_on_input_error(&tr, &o, last_saved, err);
+            exit_code = 1;
+            break;
+        }
         /* the step: towers, reduction, update (the placement mode's, train/mode_*.c) */
         if (got > 0) got = trainer_step_batch(&tr, batch, &loss, err, sizeof err);
         if (got == 0) break;
         if (got == -2) {
+            /* Diverged: nothing is saved; the last checkpoint (before the bad step) stays the latest. */
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
-            fprintf(stderr, "%s: Model diverged with loss = %s at step %ld\n", ts, loss != loss ? "NaN" : "Inf",
-                    tr.ps->global_step + 1);
+            char kept[4200];
+            if (latest_checkpoint(o.train_dir, kept, sizeof kept))
+                fprintf(stderr, "%s: %s; not saved: the latest checkpoint stays %s\n", ts, err, kept);
+            else
+                fprintf(stderr, "%s: %s; not saved (no checkpoint was written)\n", ts, err);
             event_writer_close(events, NULL, 0);
             trainer_close(&tr, NULL, 0);
             return 1;
@@ -469,10 +526,14 @@ static int train_main(int argc, char **argv, int rank) {
             }
             last_saved = step;
         }
-        if (tr.n_ranks > 1 ? ranks_any(stop_requested) : stop_requested) {
+        if (tr.n_ranks > 1 ? ranks_any(stop_signal != 0) : stop_signal != 0) {
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
-            printf("%s: stop requested by a signal after step %ld\n", ts, step);
+            if (stop_signal)
+                printf("%s: stop requested by %s after step %ld: checkpoint, then exit status %d\n", ts,
+                       stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step, 128 + stop_signal);
+            else /* another rank's signal (mpirun): this rank stops with the job, status 0 */
+                printf("%s: stop requested by another rank after step %ld: checkpoint\n", ts, step);
             break;
         }
     }
@@ -494,7 +555,9 @@ static int train_main(int argc, char **argv, int rank) {
         fprintf(stderr, "tower train: %s\n", err);
         exit_code = 1;
     }
-    if (exit_code == 0 && tr.ps->global_step != last_saved) {
+    /* The end's checkpoint; a run that ends at step 0 (--max_steps 0) writes model.ckpt-0, the initial
+     * variables, as TensorFlow's CheckpointSaverHook does when a session starts. */
+    if (exit_code == 0 && (tr.ps->global_step != last_saved || tr.ps->global_step == 0)) {
         if (rank == 0 && trainer_save(&tr, err, sizeof err) != 0) {
             fprintf(stderr, "tower train: final checkpoint: %s\n", err);
             exit_code = 1;
@@ -516,5 +579,7 @@ static int train_main(int argc, char **argv, int rank) {
         fprintf(stderr, "tower train: %s\n", err);
         exit_code = 1;
     }
+    /* Stopped by a signal: the checkpoint is written, and the status says the run did not finish. */
+    if (exit_code == 0 && stop_signal) exit_code = 128 + stop_signal;
     return exit_code;
 }

@@ -48,11 +48,16 @@ static void sgd_prepare(const OptimizerConfig *cfg, const float *scalars, long g
     st->lr = lr;
 }
 
-static void sgd_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+static int sgd_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
     (void)slots;
     const float lr = st->lr;
-    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS)
-    for (size_t i = 0; i < n_floats; i++) params[i] -= grads[i] * lr;
+    int bad = 0;
+    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS) reduction(|:bad)
+    for (size_t i = 0; i < n_floats; i++) {
+        params[i] -= grads[i] * lr;
+        bad |= float_nonfinite(params[i]);
+    }
+    return bad ? -1 : 0;
 }
 
 /* ---- momentum: accum = accum * m + g; var -= accum * lr (Nesterov: g * lr + (accum * m) * lr) ---- */
@@ -74,26 +79,30 @@ static void momentum_prepare(const OptimizerConfig *cfg, const float *scalars, l
     st->nesterov = cfg->nesterov;
 }
 
-static void momentum_apply(float *params, float *const *slots, const float *grads, size_t n_floats,
+static int momentum_apply(float *params, float *const *slots, const float *grads, size_t n_floats,
                            const OptStep *st) {
     const int par = n_floats >= OPT_OMP_MIN_FLOATS;
     float *accum = slots[0];
     const float m = st->momentum, lr = st->lr;
+    int bad = 0;
     if (st->nesterov) {
-        #pragma omp parallel for schedule(static) if(par)
+        #pragma omp parallel for schedule(static) if(par) reduction(|:bad)
         for (size_t i = 0; i < n_floats; i++) {
             float a = accum[i] * m + grads[i];
             accum[i] = a;
             params[i] -= grads[i] * lr + (a * m) * lr;
+            bad |= float_nonfinite(params[i]);
         }
     } else {
-        #pragma omp parallel for schedule(static) if(par)
+        #pragma omp parallel for schedule(static) if(par) reduction(|:bad)
         for (size_t i = 0; i < n_floats; i++) {
             float a = accum[i] * m + grads[i];
             accum[i] = a;
             params[i] -= a * lr;
+            bad |= float_nonfinite(params[i]);
         }
     }
+    return bad ? -1 : 0;
 }
 
 /* ---- adam (TF1's ApplyAdam) and adamw (Keras's AdamW): one elementwise update ---- */
@@ -151,10 +160,11 @@ static void adamw_prepare(const OptimizerConfig *cfg, const float *scalars, long
     st->wd = cfg->weight_decay;
 }
 
-static void adam_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+static int adam_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
     float *mm = slots[0], *vv = slots[1];
     const float lr_t = st->lr_t, c1 = st->one_minus_b1, c2 = st->one_minus_b2, eps = st->epsilon;
-    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS)
+    int bad = 0;
+    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS) reduction(|:bad)
     for (size_t i = 0; i < n_floats; i++) {
         const float g = grads[i];
         const float m = mm[i] + (g - mm[i]) * c1;
@@ -162,14 +172,17 @@ static void adam_apply(float *params, float *const *slots, const float *grads, s
         mm[i] = m;
         vv[i] = v;
         params[i] -= (m * lr_t) / (sqrtf(v) + eps);
+        bad |= float_nonfinite(params[i]);
     }
+    return bad ? -1 : 0;
 }
 
-static void adamw_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+static int adamw_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
     float *mm = slots[0], *vv = slots[1];
     const float lr = st->lr, wd = st->wd;
     const float lr_t = st->lr_t, c1 = st->one_minus_b1, c2 = st->one_minus_b2, eps = st->epsilon;
-    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS)
+    int bad = 0;
+    #pragma omp parallel for schedule(static) if(n_floats >= OPT_OMP_MIN_FLOATS) reduction(|:bad)
     for (size_t i = 0; i < n_floats; i++) {
         const float g = grads[i];
         const float p = params[i] - (params[i] * wd) * lr;
@@ -178,7 +191,9 @@ static void adamw_apply(float *params, float *const *slots, const float *grads, 
         mm[i] = m;
         vv[i] = v;
         params[i] = p - (m * lr_t) / (sqrtf(v) + eps);
+        bad |= float_nonfinite(params[i]);
     }
+    return bad ? -1 : 0;
 }
 
 /* ---- rmsprop (TF1's ApplyRMSProp / ApplyCenteredRMSProp) ---- */
@@ -205,13 +220,14 @@ static void rmsprop_prepare(const OptimizerConfig *cfg, const float *scalars, lo
     st->centered = cfg->centered;
 }
 
-static void rmsprop_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
+static int rmsprop_apply(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *st) {
     const int par = n_floats >= OPT_OMP_MIN_FLOATS;
     float *ms = slots[0];
     const float lr = st->lr, mom_m = st->momentum, c = st->one_minus_b2, eps = st->epsilon;
+    int bad = 0;
     if (st->centered) {
         float *mg = slots[1], *mom = slots[2];
-        #pragma omp parallel for schedule(static) if(par)
+        #pragma omp parallel for schedule(static) if(par) reduction(|:bad)
         for (size_t i = 0; i < n_floats; i++) {
             const float g = grads[i];
             const float s = ms[i] + (g * g - ms[i]) * c;
@@ -222,10 +238,11 @@ static void rmsprop_apply(float *params, float *const *slots, const float *grads
             mg[i] = a;
             mom[i] = u;
             params[i] -= u;
+            bad |= float_nonfinite(params[i]);
         }
     } else {
         float *mom = slots[1];
-        #pragma omp parallel for schedule(static) if(par)
+        #pragma omp parallel for schedule(static) if(par) reduction(|:bad)
         for (size_t i = 0; i < n_floats; i++) {
             const float g = grads[i];
             const float s = ms[i] + (g * g - ms[i]) * c;
@@ -233,8 +250,10 @@ static void rmsprop_apply(float *params, float *const *slots, const float *grads
             ms[i] = s;
             mom[i] = u;
             params[i] -= u;
+            bad |= float_nonfinite(params[i]);
         }
     }
+    return bad ? -1 : 0;
 }
 
 /* ---- the table ---- */
@@ -296,13 +315,14 @@ float lr_schedule_at(const LrSchedule *s, long global_step) {
     return s->initial_lr * powf(s->decay_factor, p);
 }
 
-void optimizer_apply(float *params, float *const *slots, float *scalars, const float *grads, size_t n_floats,
-                     float lr, long global_step, const OptimizerConfig *cfg) {
+int optimizer_apply(float *params, float *const *slots, float *scalars, const float *grads, size_t n_floats,
+                    float lr, long global_step, const OptimizerConfig *cfg) {
     const OptimizerI *o = &optimizers[cfg->kind];
     OptStep st;
     o->prepare(cfg, scalars, global_step, lr, &st);
-    o->apply(params, slots, grads, n_floats, &st);
+    int rc = o->apply(params, slots, grads, n_floats, &st);
     if (o->finish) o->finish(cfg, scalars);
+    return rc;
 }
 
 float ema_decay_at(float decay, long num_updates) {

@@ -59,6 +59,8 @@
 #define TOWER_PS_OPTIMIZER_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 /* The optimizers, in the order of the table (ps/optimizer.c). */
 typedef enum { OPT_SGD = 0, OPT_MOMENTUM = 1, OPT_ADAM = 2, OPT_RMSPROP = 3, OPT_ADAMW = 4, OPT_N_KINDS } OptimizerKind;
@@ -125,8 +127,9 @@ typedef struct {
      * the step increments it). */
     void (*prepare)(const OptimizerConfig *cfg, const float *scalars, long global_step, float lr, OptStep *step);
     /* The elementwise update on the CPU: params (n_floats) and slots[k]
-     * (n_floats each) in place, grads (n_floats). */
-    void (*apply)(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *step);
+     * (n_floats each) in place, grads (n_floats).  Returns 0, or -1 when a
+     * new variable is infinite or NaN (float_nonfinite in the same loop). */
+    int (*apply)(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *step);
     /* After every element of a step: advance the scalars (may be NULL). */
     void (*finish)(const OptimizerConfig *cfg, float *scalars);
 } OptimizerI;
@@ -185,9 +188,21 @@ float lr_schedule_at(const LrSchedule *s, long global_step);
  *             the entry has none)
  *   grads   : (n_floats) the gradient g (see the sign convention above)
  *   global_step : the step count before this step (adamw's t - 1)
- * Memory belongs to the caller.  Never fails. */
-void optimizer_apply(float *params, float *const *slots, float *scalars, const float *grads, size_t n_floats,
-                     float lr, long global_step, const OptimizerConfig *cfg);
+ * Memory belongs to the caller.  Returns 0, or -1 when a new variable is
+ * infinite or NaN (found in the same loop, by an integer test of each
+ * result's exponent; the update is applied either way): a non-finite
+ * gradient, or a learning rate that overflows the variables. */
+int optimizer_apply(float *params, float *const *slots, float *scalars, const float *grads, size_t n_floats,
+                    float lr, long global_step, const OptimizerConfig *cfg);
+
+/* 1 when x is infinite or NaN (its exponent bits all ones), else 0: an
+ * integer test that vectorizes inside the update and average loops, and
+ * that -ffast-math cannot remove. */
+static inline int float_nonfinite(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7f800000u) == 0x7f800000u;
+}
 
 /* The moving-average decay after `num_updates` updates:
  * min(decay, (1 + num_updates) / (10 + num_updates)) computed in float32 as

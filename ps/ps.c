@@ -76,14 +76,15 @@ void ps_free(ParamServer *ps) {
     free(ps);
 }
 
-void ps_average_grads(ParamServer *ps) {
+int ps_average_grads(ParamServer *ps) {
     const size_t n = ps->spec.n_params;
     const int n_towers = ps->n_towers;
     float *const *tg = ps->tower_grads;
     float *grads = ps->grads;
     const float n_towers_f = (float)n_towers;
     const size_t n_blocks = (n + PS_AVG_BLOCK_FLOATS - 1) / PS_AVG_BLOCK_FLOATS;
-    #pragma omp parallel for schedule(static) if(n_blocks > 8)
+    int bad = 0; /* any mean infinite or NaN, tested in the divide loop */
+    #pragma omp parallel for schedule(static) if(n_blocks > 8) reduction(|:bad)
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t lo = b * PS_AVG_BLOCK_FLOATS;
         const size_t hi = lo + PS_AVG_BLOCK_FLOATS < n ? lo + PS_AVG_BLOCK_FLOATS : n;
@@ -92,18 +93,25 @@ void ps_average_grads(ParamServer *ps) {
             const float *g = tg[t];
             for (size_t i = lo; i < hi; i++) grads[i] += g[i];
         }
-        for (size_t i = lo; i < hi; i++) grads[i] /= n_towers_f;
+        int block_bad = 0;
+        for (size_t i = lo; i < hi; i++) {
+            grads[i] /= n_towers_f;
+            block_bad |= float_nonfinite(grads[i]);
+        }
+        bad |= block_bad;
     }
+    return bad ? -1 : 0;
 }
 
-void ps_apply_gradients(ParamServer *ps) {
+int ps_apply_gradients(ParamServer *ps) {
     const size_t n = ps->spec.n_params;
     const float lr = ps_step_lr(ps);
     OptStep step;
     ps_step_prepare(ps, lr, &step);
-    optimizer_i(ps->cfg.opt.kind)->apply(ps->params, ps->slots, ps->grads, n, &step);
+    const int rc = optimizer_i(ps->cfg.opt.kind)->apply(ps->params, ps->slots, ps->grads, n, &step);
     ps_finish_step(ps, lr);
     if (ps->ema) ema_apply(ps->ema, ps->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
+    return rc;
 }
 
 size_t ps_host_n_bytes(const ParamServer *ps) {
@@ -166,14 +174,15 @@ void ps_step_prepare(const ParamServer *ps, float lr, OptStep *step) {
     optimizer_i(ps->cfg.opt.kind)->prepare(&ps->cfg.opt, ps->scalars, ps->global_step, lr, step);
 }
 
-void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr) {
+int ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr) {
     const size_t n = ps->spec.n_params;
     OptStep step;
     ps_step_prepare(ps, lr, &step);
-    optimizer_i(ps->cfg.opt.kind)->apply(ps->replica_params[r], ps_replica_slots(ps, r), grads, n, &step);
-    if (!ps->ema) return;
+    const int rc = optimizer_i(ps->cfg.opt.kind)->apply(ps->replica_params[r], ps_replica_slots(ps, r), grads, n, &step);
+    if (!ps->ema) return rc;
     const size_t lo = n * (size_t)r / (size_t)ps->n_replicas, hi = n * (size_t)(r + 1) / (size_t)ps->n_replicas;
     ema_apply(ps->ema + lo, ps->replica_params[r] + lo, hi - lo, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1));
+    return rc;
 }
 
 void ps_finish_step(ParamServer *ps, float lr) {

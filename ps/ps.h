@@ -99,13 +99,16 @@ size_t ps_host_n_bytes(const ParamServer *ps);
 
 /* grads = (sum over towers in order 0..n-1 of tower_grads[t]) / n_towers:
  * per element, s = g0; s += g1; ...; grads = s / (float)n_towers.
- * OpenMP over elements; bitwise equal to that serial loop.  Never fails. */
-void ps_average_grads(ParamServer *ps);
+ * OpenMP over elements; bitwise equal to that serial loop.  Returns 0, or
+ * -1 when a mean is infinite or NaN (tested in the same loop; the caller
+ * then applies nothing and stops: the model diverged). */
+int ps_average_grads(ParamServer *ps);
 
 /* Steps 2-5 above on ps->grads: lr from the schedule at global_step, the
- * optimizer, global_step++, the moving average; sets last_lr.  Never
- * fails; a non-finite gradient propagates into params (the caller checks). */
-void ps_apply_gradients(ParamServer *ps);
+ * optimizer, global_step++, the moving average; sets last_lr.  Returns 0,
+ * or -1 when a new variable is infinite or NaN (optimizer_apply's test, in
+ * its loop); the step is applied either way, and the caller stops. */
+int ps_apply_gradients(ParamServer *ps);
 
 /* ---- replicated modes (docs/modes.md) ----
  * With `--variable_update replicated` every tower keeps its own copy of the
@@ -155,8 +158,10 @@ void ps_step_prepare(const ParamServer *ps, float lr, OptStep *step);
  * of elements [r * n_params / n_replicas, (r + 1) * n_params / n_replicas)
  * from replica r's new variables, with the decay of global_step + 1.  Safe
  * to call concurrently for different r (each call writes only its replica
- * and its share of ema); global_step must not change meanwhile.  Never fails. */
-void ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr);
+ * and its share of ema); global_step must not change meanwhile.  Returns 0,
+ * or -1 when a new variable of the replica is infinite or NaN (as
+ * ps_apply_gradients). */
+int ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr);
 
 /* The end of every step (ps_apply_gradients, ps_gpu_step, the replicated
  * step): the optimizer's scalars advance (the table's finish), global_step

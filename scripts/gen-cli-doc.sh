@@ -27,6 +27,7 @@ After the build the binary is `build/cmd/tower`; `cmake --install build --prefix
 | 0 | success (`--help` and `--version` too) |
 | 1 | a failure, explained in one line on stderr: the command line is well-formed but the work cannot be done — a missing or corrupt file, no checkpoint, a path that cannot be written, a GPU mode without GPU towers or in a build without CUDA, a diverged loss |
 | 2 | a bad command line, refused before any work: an unknown command or flag, a flag without its value, a value that is not a number, not finite, outside its range or not one of its choices, an argument the command does not take |
+| 130, 143 | `tower train` stopped by SIGINT (128 + 2) or SIGTERM (128 + 15): the step in flight finished and its checkpoint was written, but the run did not reach `--max_steps`, so a script does not go on as if it had; `--resume` continues it |
 
 ## Refusals
 
@@ -73,6 +74,29 @@ Data given the wrong way gets a hint (exit 2):
     tower train: unexpected argument 'data/x/train-00001-of-00004.tfrecord': an unquoted glob given to --data was expanded by the shell into several files; quote it, e.g. --data 'data/x/train-*-of-00004.tfrecord'
     tower train: --data 'data/x' is a directory: give its TFRecord files, e.g. --data 'data/x/*.tfrecord'
     tower inspect: 'data/x' is a directory: give its TFRecord files, e.g. 'data/x/*.tfrecord'
+
+`tower train` then refuses, exit 1 and one line, what cannot succeed, before its first step:
+
+    tower train: not enough memory: this run needs up to 880.52 GiB of host memory (the memory bound: input 33.01 GiB, towers 847.48 GiB, the server's not yet counted; global batch 2097152), and 22.22 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
+    tower eval: not enough memory: batch 10000 needs up to 4.12 GiB of host memory (input 0.08, activations 4.04 GiB), and 3.50 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
+    tower train: --train_dir runs/a is not a directory
+    tower train: --train_dir runs/a cannot be written: runs/a/.lock: Read-only file system
+    tower train: --train_dir runs/a is in use by another run (pid 4242 holds runs/a/.lock): wait for it to end, or give another --train_dir
+
+The memory bound is the one `--log_device_placement` prints (less what the process holds already); what
+is available is MemAvailable of `/proc/meminfo`, or, where the process's cgroup sets a limit (v2
+`memory.max`, v1 `memory.limit_in_bytes`), that limit less its usage, whichever is less.  `eval` caps its
+batch at the number of examples it reads when the batch asked for does not fit (it then counts them, one
+pass over the records' checksums), and checks again.  A run holds an `flock` on `TRAIN_DIR/.lock`
+(which holds its PID) from start to exit and removes the file as it ends; the kernel drops the lock when the process ends, however it ends.
+`eval`, `export` and `inspect` take no lock: they read a train_dir while it trains.
+Said in one line, and the run goes on: `--resume` on a train_dir without a checkpoint
+(`--resume: no checkpoint in DIR: starting from step 0`); GPU towers asked for where no GPU is usable
+(`device auto: CPU towers (...); --num_gpus 2 asked for GPU towers, this run has 1 CPU tower (--num_towers
+sets how many)`); a CUDA build on a machine without the NVIDIA driver (`no GPU driver found: CPU towers`).
+
+`tower train --max_steps 0` writes `model.ckpt-0`, the initial variables (as TensorFlow's
+`CheckpointSaverHook` does when a session starts), for `eval` and `export` of an untrained model.
 
 What depends on the machine, the build or the data is found after parsing and is exit 1: `--device gpu`
 or a GPU mode without a usable GPU, a pattern that matches no files, an `--image_size` larger than the

@@ -2,7 +2,7 @@
 add_test(NAME test_cli_doc COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_doc.sh $<TARGET_FILE:tower> ${CMAKE_SOURCE_DIR}/docs/cli.md)
 # Command-line refusals (exit 2, one exact line), -h/--version/help, data hints, bench's output paths.
 add_test(NAME test_cli_refusals COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_refusals.sh $<TARGET_FILE:tower>)
-foreach(t test_train_resume test_train_fashion_mnist test_train_errors)
+foreach(t test_train_resume test_train_fashion_mnist test_train_errors test_train_guard)
   add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${t}.sh $<TARGET_FILE:tower>)
   set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 LABELS train)
 endforeach()

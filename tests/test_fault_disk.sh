@@ -135,8 +135,9 @@ rc=0; "$tower" train "${common[@]}" --train_dir "$dir" --max_steps 5 --save_ever
 one_line "$work/err" "^tower train: checkpoint at step 2: $dir/model\.ckpt-2\.tmp: (write|flush/fsync) failed: No space left on device\$" \
   "checkpoint on a full tmpfs"
 intact "$dir" 1 "after the failed checkpoint"
-# (b) The checkpoint fits, its index does not: the old index still names step 1.
-fill $(( ckpt_pages + 1 ))
+# (b) The checkpoint fits, its index does not: the old index still names step 1 (one page more for the
+# train dir's .lock, which holds the run's PID while it runs).
+fill $(( ckpt_pages + 2 ))
 rc=0; "$tower" train "${common[@]}" --train_dir "$dir" --max_steps 5 --save_every 1 --resume >/dev/null 2>"$work/err" || rc=$?
 [ $rc -eq 1 ] || fail "tmpfs, index: exit $rc, expected 1"
 one_line "$work/err" "^tower train: checkpoint at step 2: $dir/checkpoint\.tmp: (write|flush/fsync) failed: No space left on device\$" \

@@ -85,6 +85,14 @@ one_line() {
   grep -Eqx -- "$2" "$1" || { cat "$1"; fail "$3: the line is not /$2/"; }
   echo "ok: $3 -> $(cat "$1") (exit $rc)"
 }
+# saved_ok N: the checkpoint train's error line names (the last step's variables, saved as it stopped) is
+# in $work/tN and is the latest.
+saved_ok() {
+  local ck
+  ck=$(sed -n 's/.* are saved in \(.*\)$/\1/p' "$work/err")
+  [ -f "$ck" ] && grep -q "^model_checkpoint_path: \"$(basename "$ck")\"" "$work/t$1/checkpoint" ||
+    fail "train $1: the checkpoint the error names ($ck) is not the latest in $work/t$1"
+}
 # cut_ahead: truncate $file in the middle of a record 600 KB (more than a read
 # buffer) past the reader's position; sets $cut_record and $cut_offset.
 cut_ahead() {
@@ -103,8 +111,9 @@ wait_open "$work/A-" 0 $((record_n_bytes * 3000 - 1500000))
 cut_ahead
 finish "train, file cut"
 [ $rc -eq 1 ] || { cat "$work/err"; fail "train, file cut: exit $rc, expected 1"; }
-one_line "$work/err" "tower train: $file: record $cut_record at offset $cut_offset: truncated: end of file inside the data \(100 of $data_n_bytes bytes\)" \
+one_line "$work/err" "tower train: $file: record $cut_record at offset $cut_offset: truncated: end of file inside the data \(100 of $data_n_bytes bytes\); the variables of step [0-9]+ are saved in $work/t1/model\.ckpt-[0-9]+" \
   "train, the open file cut at record $cut_record"
+saved_ok 1
 restore
 
 # 2. eval: the open file cut ahead of the reader; no precision line.
@@ -152,7 +161,8 @@ for f in "$work"/B-*.tfrecord; do [ "$f" = "$file" ] || victim=$f; done
 rm "$victim"
 finish "train, a file deleted while not open"
 [ $rc -eq 1 ] || { cat "$work/err"; fail "train, deleted file: exit $rc, expected 1"; }
-one_line "$work/err" "tower train: $victim: cannot open: No such file or directory" "train, a file deleted while not open"
+one_line "$work/err" "tower train: $victim: cannot open: No such file or directory; the variables of step [0-9]+ are saved in $work/t5/model\.ckpt-[0-9]+" "train, a file deleted while not open"
+saved_ok 5
 restore
 
 # 6. train: the open file deleted; the next epoch cannot open it again.
@@ -163,5 +173,6 @@ wait_open "$work/B-" 0 1000000000
 rm "$file"
 finish "train, the open file deleted"
 [ $rc -eq 1 ] || { cat "$work/err"; fail "train, the open file deleted: exit $rc, expected 1"; }
-one_line "$work/err" "tower train: $file: cannot open: No such file or directory" "train, the open file deleted"
+one_line "$work/err" "tower train: $file: cannot open: No such file or directory; the variables of step [0-9]+ are saved in $work/t6/model\.ckpt-[0-9]+" "train, the open file deleted"
+saved_ok 6
 echo "ok: truncated and deleted input files stop train and eval with one line, never a hang"

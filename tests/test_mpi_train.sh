@@ -70,7 +70,7 @@ launcher=$!
 sleep 6
 kill -INT "$launcher"
 wait "$launcher" || true
-stopped=$(sed -n 's/.*stop requested by a signal after step \([0-9]*\)$/\1/p' "$work/stop.log")
+stopped=$(sed -n 's/.*stop requested by [A-Za-z ]* after step \([0-9]*\):.*/\1/p' "$work/stop.log")
 [ -n "$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no 'stop requested' line"; }
 [ -f "$work/stopped/model.ckpt-$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no checkpoint of step $stopped"; }
 grep -q "done at step $stopped;" "$work/stop.log" || fail "SIGINT: rank 0 did not finish at step $stopped"

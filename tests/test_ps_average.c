@@ -199,10 +199,57 @@ static void test_three_steps(void) {
     ps_free(ps);
 }
 
+/* The non-finite flags: a NaN or an infinity anywhere in one tower's gradient (in a block the OpenMP
+ * loop splits, and in the last, partial block) makes ps_average_grads return -1; finite ones 0; an update
+ * that overflows the variables makes ps_apply_gradients and ps_replica_apply return -1. */
+static void test_nonfinite(void) {
+    ModelSpec spec;
+    make_spec(&spec, 3000, 11); /* 33011 floats: 17 blocks of 2048, the last partial, so the loop is parallel */
+    PsConfig cfg;
+    ps_config_defaults(&cfg);
+    ParamServer *ps = ps_create(&spec, 3, &cfg, host_alloc_default(), 5);
+    CHECK(ps != NULL, "ps_create failed");
+    if (!ps) return;
+    const size_t n = spec.n_params;
+    const size_t where[3] = {0, 20000, n - 1};
+    const float bad_values[2] = {NAN, INFINITY};
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < n; i++) ps->tower_grads[t][i] = rnd();
+    CHECK(ps_average_grads(ps) == 0, "finite gradients flagged as non-finite");
+    CHECK(ps_apply_gradients(ps) == 0, "a finite update flagged as non-finite");
+    for (int k = 0; k < 3; k++) {
+        for (int v = 0; v < 2; v++) {
+            const float keep = ps->tower_grads[1][where[k]];
+            ps->tower_grads[1][where[k]] = bad_values[v];
+            CHECK(ps_average_grads(ps) == -1, "a %s at element %zu of tower 1 not flagged", v ? "inf" : "NaN", where[k]);
+            ps->tower_grads[1][where[k]] = keep;
+        }
+    }
+    CHECK(ps_average_grads(ps) == 0, "finite again, still flagged");
+    /* Finite gradients, a learning rate that overflows one variable (float max is about 3.4e38). */
+    for (size_t i = 0; i < n; i++) ps->grads[i] = 0.0f;
+    ps->grads[n / 2] = 1e30f;
+    ps->cfg.lr.initial_lr = 1e30f;
+    CHECK(ps_apply_gradients(ps) == -1, "an overflowing update not flagged");
+    CHECK(!isfinite(ps->params[n / 2]), "the overflow did not happen (test setup)");
+    ps_free(ps);
+
+    ps = ps_create(&spec, 2, &cfg, host_alloc_default(), 5);
+    CHECK(ps && ps_create_replicas(ps, 2) == 0, "replicas failed");
+    if (!ps) return;
+    float *g = calloc(n, sizeof(float));
+    CHECK(ps_replica_apply(ps, 0, g, 0.01f) == 0, "a finite replica update flagged");
+    g[7] = NAN;
+    CHECK(ps_replica_apply(ps, 1, g, 0.01f) == -1, "a NaN gradient in a replica update not flagged");
+    free(g);
+    ps_free(ps);
+}
+
 int main(void) {
     test_create();
     test_average();
     test_three_steps();
+    test_nonfinite();
     if (check_failures) fprintf(stderr, "test_ps_average: %d check(s) failed\n", check_failures);
     else printf("test_ps_average: all checks passed\n");
     return check_failures ? 1 : 0;

@@ -13,6 +13,15 @@
 extern "C" int tower_cuda_device_count(char *err, size_t err_n_bytes) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary) {
+        /* No NVIDIA driver (or an older one than the runtime): the usual CPU-only machine, not an alarm. */
+        snprintf(err, err_n_bytes, "no GPU driver found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+        return -1;
+    }
+    if (e == cudaErrorNoDevice) {
+        snprintf(err, err_n_bytes, "no GPU found (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+        return -1;
+    }
     if (e != cudaSuccess) {
         snprintf(err, err_n_bytes, "no usable GPU: cudaGetDeviceCount: %s", cudaGetErrorString(e));
         return -1;

@@ -45,8 +45,10 @@ typedef struct TrainModeI {
      * calls close). */
     int (*open)(Trainer *tr, char *err, size_t err_n_bytes);
     /* One synchronous step on the batch (which it hands back through
-     * train_run_towers): 1, -1 with err, or -2 for a non-finite loss (no
-     * variable changed).  Records tr->times.average and .apply. */
+     * train_run_towers): 1, -1 with err, or -2 with err when the model
+     * diverged (train_diverged: a non-finite loss, no variable changed; or
+     * non-finite gradients or variables where the mode tests them).
+     * Records tr->times.average and .apply. */
     int (*step)(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes);
     /* Optional.  Before a save: bring the variables, slots and moving
      * averages every tower shares into the host block tr->ps->params. */
@@ -82,6 +84,10 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
  * Returns as train_run_towers. */
 int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
                          size_t err_n_bytes);
+
+/* A step found the model diverged: err = "Model diverged with WHAT at step
+ * STEP (loss = LOSS)"; returns -2, the step's value for it. */
+int train_diverged(long step, const char *what, float loss, char *err, size_t err_n_bytes);
 
 /* An `available` for modes every build has: 1. */
 int train_mode_always_available(char *err, size_t err_n_bytes);

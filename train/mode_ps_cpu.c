@@ -19,7 +19,8 @@ static void mode_describe(const Trainer *tr, const char *ts) {
 }
 
 /* Every tower copies the master variables in; the server thread averages
- * the gradients and applies the update, on server_threads OpenMP threads. */
+ * the gradients and applies the update, on server_threads OpenMP threads;
+ * a non-finite mean gradient (not applied) or variable stops the run (-2). */
 static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     TowerStep ts = {.hooks = NULL};
@@ -29,11 +30,15 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
     tr->times.average.start_sec = tower_now_sec();
-    ps_average_grads(ps);
+    const int grads_bad = ps_average_grads(ps);
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
-    ps_apply_gradients(ps);
+    /* A non-finite mean gradient is not applied: the variables stay those of the last step. */
+    const int vars_bad = grads_bad ? 0 : ps_apply_gradients(ps);
     tr->times.apply.end_sec = tower_now_sec();
     omp_set_num_threads(threads_before);
+    if (grads_bad)
+        return train_diverged(ps->global_step + 1, "non-finite gradients (not applied)", *loss, err, err_n_bytes);
+    if (vars_bad) return train_diverged(ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
     return 1;
 }
 

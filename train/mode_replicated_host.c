@@ -61,7 +61,7 @@ static int apply_hook(void *ctx, int tower, char *err, size_t err_n_bytes) {
     (void)err;
     (void)err_n_bytes;
     Trainer *tr = ctx;
-    ps_replica_apply(tr->ps, tower, tr->ps->tower_grads[tower], tr->step_lr);
+    tr->replica_nonfinite[tower] = ps_replica_apply(tr->ps, tower, tr->ps->tower_grads[tower], tr->step_lr) != 0;
     return 0;
 }
 
@@ -69,7 +69,11 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     const TowerHooks hooks = {.reduce = reduce_hook, .apply = apply_hook, .ctx = tr};
     TowerStep ts = {.hooks = &hooks};
     for (int t = 0; t < tr->n_towers; t++) ts.params[t] = tr->replicas_bound ? NULL : tr->ps->replica_params[t];
-    return train_run_replicated(tr, &ts, batch, loss, err, err_n_bytes);
+    int rc = train_run_replicated(tr, &ts, batch, loss, err, err_n_bytes);
+    /* Each tower's update tested its new variables in its loop (ps_replica_apply). */
+    for (int t = 0; rc == 1 && t < tr->n_towers; t++)
+        if (tr->replica_nonfinite[t]) rc = train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
+    return rc;
 }
 
 /* Every tower holds the same variables: save tower 0's. */

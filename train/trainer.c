@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/memory.h"
 #include "base/ranks.h"
 #include "io/events.h"
 #include "io/imagefolder.h"
@@ -238,13 +239,22 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
         }
         return 0;
     }
-    if (!strcmp(dev, "auto")) {
-        char ts[64];
-        trainer_timestamp(ts, sizeof ts);
-        printf("%s: device auto: CPU towers (%s)\n", ts, why_cpu);
-    }
     tr->backend = &tower_backend_cpu;
     tr->n_towers = o->num_towers > 0 ? o->num_towers : 1;
+    if (!strcmp(dev, "auto")) {
+        /* One calm line; and GPU towers asked for (--num_gpus, --gpus) are not given in silence. */
+        char ts[64], asked[400] = "", value[200];
+        trainer_timestamp(ts, sizeof ts);
+        if (o->gpus[0]) snprintf(value, sizeof value, "--gpus %s", o->gpus);
+        else snprintf(value, sizeof value, "--num_gpus %d", o->num_gpus);
+        if (o->gpus[0] || o->num_gpus > 1)
+            snprintf(asked, sizeof asked, "; %s asked for GPU towers, this run has %d CPU tower%s%s", value,
+                     tr->n_towers, tr->n_towers == 1 ? "" : "s", o->num_towers > 0 ? "" : " (--num_towers sets how many)");
+        if (!strncmp(why_cpu, "no GPU driver found", 19))
+            printf("%s: no GPU driver found: CPU towers%s\n", ts, asked);
+        else
+            printf("%s: device auto: CPU towers (%s)%s\n", ts, why_cpu, asked);
+    }
     /* The server's average and update run while the towers wait.  With as many CPU
      * towers as cores, a second OpenMP thread of the server would, after those loops,
      * keep spinning (libgomp waits actively for its next region) on a core that a tower
@@ -305,6 +315,34 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
 }
 
 static double mib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0); }
+
+static double gib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0 * 1024.0); }
+
+int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
+    TrainerMemory m;
+    const size_t bound = trainer_max_n_bytes(tr, &m);
+    char source[4400];
+    const size_t available = memory_available_n_bytes(source, sizeof source);
+    /* What is resident already (loaded) is not asked of the machine again. */
+    const size_t more = bound > m.loaded_n_bytes ? bound - m.loaded_n_bytes : 0;
+    if (available == 0 || more <= available) return 0;
+    /* The flag that shrinks the largest part. */
+    const char *lower = "--batch_size";
+    if (tr->opt.shard_sizes[0]) lower = "--shard_sizes";
+    if (m.input_n_bytes >= m.towers_n_bytes && !tr->opt.synthetic &&
+        tr->opt.min_after_dequeue > 3L * tr->global_batch)
+        lower = "--min_after_dequeue";
+    else if (m.variables_n_bytes > m.input_n_bytes && m.variables_n_bytes > m.towers_n_bytes)
+        lower = "--num_towers";
+    char server[96] = ", the server's not yet counted";
+    if (tr->ps)
+        snprintf(server, sizeof server, ", variables %.2f GiB, checkpoint %.2f GiB", gib(m.variables_n_bytes),
+                 gib(m.checkpoint_n_bytes));
+    snprintf(err, err_n_bytes, "not enough memory: this run needs up to %.2f GiB of host memory (the memory bound: "
+             "input %.2f GiB, towers %.2f GiB%s; global batch %d), and %.2f GiB is available (%s): lower %s", gib(more),
+             gib(m.input_n_bytes), gib(m.towers_n_bytes), server, tr->global_batch, gib(available), source, lower);
+    return -1;
+}
 
 /* One line: the bound and its parts. */
 static void log_memory_bound(const Trainer *tr, const char *ts) {
@@ -413,10 +451,11 @@ static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
     return 0;
 }
 
-/* The input pipeline for the data files, writing batches into staging
- * buffers from the backend's allocator.  0, or -1 with err. */
-static int open_pipeline(Trainer *tr, int compression, int H, int W, int C, int is_float, int out_H, int out_W,
-                         int distorts, char *err, size_t err_n_bytes) {
+/* The input pipeline's configuration for the data files (tr->pipeline_cfg),
+ * writing batches into staging buffers from the backend's allocator; the
+ * memory bound reads it before anything is allocated. */
+static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, int is_float, int out_H, int out_W,
+                            int distorts) {
     const TrainerOptions *o = &tr->opt;
     PipelineConfig pcfg;
     pipeline_config_defaults(&pcfg);
@@ -457,8 +496,14 @@ static int open_pipeline(Trainer *tr, int compression, int H, int W, int C, int 
         pcfg.resize_mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
     }
     tr->pipeline_cfg = pcfg;
+}
+
+/* The input pipeline of tr->pipeline_cfg (after a --resume: skipping the
+ * examples the checkpoint's steps consumed).  0, or -1 with err. */
+static int open_pipeline(Trainer *tr, char *err, size_t err_n_bytes) {
+    tr->pipeline_cfg.skip_examples = tr->examples_consumed;
     char e[512];
-    tr->pipeline = pipeline_open(&pcfg, e, sizeof e);
+    tr->pipeline = pipeline_open(&tr->pipeline_cfg, e, sizeof e);
     if (!tr->pipeline) {
         snprintf(err, err_n_bytes, "%s", e);
         return -1;
@@ -475,7 +520,8 @@ static void rank_shards(const Trainer *tr, PipelineBatch *b) {
     }
 }
 
-/* --resume: the latest checkpoint in train_dir, if any, into the server.  0, or -1 with err. */
+/* --resume: the latest checkpoint in train_dir, if any, into the server
+ * (none: one line says the run starts from step 0).  0, or -1 with err. */
 static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     char path[4096], e[512];
@@ -484,7 +530,12 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "--resume: %s", e);
         return -1;
     }
-    if (found == 0) return 0;
+    if (found == 0) {
+        char ts[64];
+        trainer_timestamp(ts, sizeof ts);
+        printf("%s: --resume: no checkpoint in %s: starting from step 0\n", ts, o->train_dir);
+        return 0;
+    }
     CkptRunState run;
     if (ckpt_load(path, tr->ps, &run, e, sizeof e) != 0) {
         snprintf(err, err_n_bytes, "--resume: %s", e);
@@ -589,6 +640,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
     }
 
+    /* Does the bound fit?  First without the server (a batch too large is refused before anything
+     * big is allocated), then with it, before the towers, the pipeline and a --resume load. */
+    if (!o->synthetic) config_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts);
+    if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
+
     /* The parameter server: master variables in host memory from the backend. */
     PsConfig pc;
     ps_config_defaults(&pc);
@@ -615,6 +671,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         snprintf(err, err_n_bytes, "cannot create the parameter server for %zu variables (out of memory?)", tr->spec.n_params);
         goto fail;
     }
+    if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
     if (o->resume && resume(tr, err, err_n_bytes) != 0) goto fail;
 
     /* The towers, each delivering into its own host gradient buffer, then
@@ -635,7 +692,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
                                    tr->alloc, err, err_n_bytes) != 0)
             goto fail;
         rank_shards(tr, &tr->synthetic);
-    } else if (open_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts, err, err_n_bytes) != 0) {
+    } else if (open_pipeline(tr, err, err_n_bytes) != 0) {
         goto fail;
     }
     if (open_trace(tr, &tc, err, err_n_bytes) != 0) goto fail;
@@ -681,7 +738,17 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
     if (rc != 0) return -1;
     *loss = (float)(loss_sum / tr->n_towers);
     tr->accuracy = (float)(correct / n_examples);
-    return isfinite(*loss) ? 1 : -2;
+    if (!isfinite(*loss)) {
+        snprintf(err, err_n_bytes, "Model diverged with loss = %s at step %ld", *loss != *loss ? "NaN" : "Inf",
+                 tr->ps->global_step + 1);
+        return -2;
+    }
+    return 1;
+}
+
+int train_diverged(long step, const char *what, float loss, char *err, size_t err_n_bytes) {
+    snprintf(err, err_n_bytes, "Model diverged with %s at step %ld (loss = %.2f)", what, step, loss);
+    return -2;
 }
 
 int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,

@@ -224,6 +224,7 @@ typedef struct {
     AllreduceNccl *nccl;             /* replicated_nccl: the communicator over the towers' GPUs */
     TowerSpan nccl_spans[TOWER_MAX_TOWERS]; /* replicated_nccl: each GPU leader's ncclAllReduce in the last step (device time) */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
+    int replica_nonfinite[TOWER_MAX_TOWERS]; /* replicated_host: tower t's last update left a variable non-finite */
     void *mode_state;                /* a further mode's own state (its open makes it, its close frees it); NULL here */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */
@@ -268,8 +269,25 @@ typedef struct {
  * checkpoint load happens before the towers exist).  Never fails. */
 size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m);
 
+/* The memory bound (trainer_max_n_bytes, less what is resident already)
+ * against what the machine can give (base/memory.h: MemAvailable, a
+ * cgroup's limit less its usage).  trainer_open calls it before the
+ * parameter server exists (the bound then lacks the server's part) and
+ * again once it does, before the towers, the pipeline and a --resume load
+ * allocate.
+ * Returns 0 when it fits (or nothing can be read), else -1 with one line in
+ * err naming the bound, what is available and the flag to lower:
+ *   not enough memory: this run needs up to 23.10 GiB of host memory (the memory bound: input 5.00 GiB,
+ *   towers 18.00 GiB, ...), and 20.50 GiB is available (MemAvailable in /proc/meminfo): lower --batch_size
+ * The bound does not count the replicas a replicated mode's open makes, nor
+ * GPU towers' host memory (towers_known 0). */
+int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes);
+
 /* Build the pipeline, the parameter server and the towers from the options
- * (and resume from the latest checkpoint in train_dir when opt->resume).
+ * (and resume from the latest checkpoint in train_dir when opt->resume; when
+ * it holds none, one line on stdout says the run starts from step 0).
+ * Refuses a run whose memory bound the machine cannot give
+ * (trainer_check_memory) before allocating more than the server.
  * Prints what it placed where, and the memory bound (trainer_max_n_bytes),
  * when log_device_placement.  Returns 0, or -1
  * with one line in err; on failure everything made so far is freed. */
@@ -278,8 +296,13 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
 /* One synchronous step: trainer_next_batch, then trainer_step_batch.
  * *loss = the mean of the towers' losses.  Returns 1 after a step, 0 when
  * the data has run out (num_epochs), and -1 on an error (message in err).
- * A non-finite loss returns -2 and leaves the variables as they were
- * before the step. */
+ * The model diverged: -2, with err saying how and at which step, one of
+ *   Model diverged with loss = NaN at step 7          (variables as before the step)
+ *   Model diverged with non-finite gradients (not applied) at step 7 (loss = 2.31)   (as before the step)
+ *   Model diverged with non-finite variables at step 7 (loss = 1572684.25)   (the step was applied)
+ * The CPU modes test the mean gradient (ps_cpu) and the new variables
+ * (ps_cpu, replicated_host) in the average and update loops; the GPU modes
+ * test the loss every step and the variables at a save (trainer_save). */
 int trainer_step(Trainer *tr, float *loss, char *err, size_t err_n_bytes);
 
 /* The step's first half: the next global batch (the pipeline's, or the
@@ -313,6 +336,23 @@ void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out);
  * errno text) in err, or on stderr when err is NULL (the error paths, which
  * report their own failure first).  Everything is freed either way. */
 int trainer_close(Trainer *tr, char *err, size_t err_n_bytes);
+
+/* One run per train_dir (train/train_dir.c): an exclusive flock on
+ * train_dir/.lock, which then holds this process's PID, and a file written
+ * and removed in train_dir, so that a directory that cannot take the
+ * checkpoints is found before training.  train_dir must exist.  Returns 0
+ * with the lock's descriptor in *fd (close it with trainer_unlock_dir; the
+ * kernel drops the lock anyway when the process ends, leaving the file), or -1 with one line
+ * in err:
+ *   --train_dir DIR is in use by another run (pid 1234 holds DIR/.lock): wait for it to end, or give another --train_dir
+ *   --train_dir DIR is not a directory
+ *   --train_dir DIR cannot be written: DIR/.lock: Read-only file system
+ * Readers (eval, export) take no lock. */
+int trainer_lock_dir(const char *train_dir, int *fd, char *err, size_t err_n_bytes);
+
+/* Remove train_dir/.lock and drop the lock of trainer_lock_dir (fd < 0:
+ * nothing). */
+void trainer_unlock_dir(const char *train_dir, int fd);
 
 /* "2026-11-21 12:00:00.123456" (local time), as Python's datetime.now(). */
 void trainer_timestamp(char *out, size_t out_n_bytes);

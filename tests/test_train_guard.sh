@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# test_train_guard.sh TOWER — what `tower train` refuses before it starts and
+# how it ends without losing a run (issue 14): a memory bound the machine
+# cannot give (train and eval), a --train_dir that cannot be written, GPU
+# towers asked for on a machine without a GPU (and without its driver),
+# --resume with no checkpoint, a bad record mid-run (the variables saved), a
+# second run on a busy train_dir (readers still work), divergence found at
+# the step where the variables stop being finite, SIGTERM/SIGINT (a
+# checkpoint, then 128 + the signal), --max_steps 0 (model.ckpt-0).
+# Every case is checked and reported; the test fails when any failed.
+source "$(dirname "$0")/train_common.sh"
+convert_fashion_mnist
+data="$work/train-*.tfrecord"
+test_data="$work/test-*.tfrecord"
+failures=0
+bad() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+mnt=""
+bgpid=""
+trap '[ -n "$bgpid" ] && kill -9 "$bgpid" 2>/dev/null; [ -n "$mnt" ] && umount "$mnt" 2>/dev/null; rm -rf "$work"' EXIT
+# A safety net: a build that ignores its memory bound must fail here, not
+# send the machine into the OOM killer (16 GiB of address space).
+limit_as() { ( ulimit -v 16777216; "$@" ); }
+run() { # run NAME ARGS...: stdout in $work/NAME.out, stderr in $work/NAME.err, status in $rc
+  local name=$1; shift
+  set +e; limit_as "$tower" "$@" >"$work/$name.out" 2>"$work/$name.err"; rc=$?; set -e
+}
+one_line() { [ "$(wc -l <"$1")" -eq 1 ]; }
+# CPU towers (on a GPU machine too): the GPU modes test the loss every step, not the variables.
+cpu=(--model mnist --data "$data" --batch_size 16 --summary_every 0 --histogram_every 0 --min_after_dequeue 100
+     --log_every 1)
+common=("${cpu[@]}" --device cpu)
+
+# 9. --max_steps 0 writes the initial variables as model.ckpt-0 (TensorFlow's CheckpointSaverHook saves at step 0).
+run zero train "${common[@]}" --train_dir "$work/zero" --max_steps 0
+if [ $rc -eq 0 ] && [ -f "$work/zero/model.ckpt-0" ] && grep -q "done at step 0; checkpoint in" "$work/zero.out" &&
+   "$tower" eval --checkpoint_dir "$work/zero" --data "$test_data" --eval_dir none >/dev/null; then
+  ok "--max_steps 0 wrote model.ckpt-0, which evaluates"
+else bad "--max_steps 0: status $rc, checkpoint: $(ls "$work/zero" 2>&1 | tr '\n' ' ')"; fi
+
+# 1. The memory bound against what is available: a forced figure, then a batch no machine here can hold.
+export TOWER_TEST_MEM_AVAILABLE_BYTES=100000000
+run mem train "${common[@]}" --train_dir "$work/mem" --batch_size 1024 --max_steps 1
+unset TOWER_TEST_MEM_AVAILABLE_BYTES
+if [ $rc -eq 1 ] && one_line "$work/mem.err" &&
+   grep -Eq "^tower train: not enough memory: this run needs up to [0-9.]+ GiB of host memory \(the memory bound: .*\), and 0.09 GiB is available \(TOWER_TEST_MEM_AVAILABLE_BYTES\): lower --batch_size$" "$work/mem.err" &&
+   ! ls "$work/mem"/model.ckpt-* >/dev/null 2>&1; then
+  ok "a bound over the available memory: $(cat "$work/mem.err")"
+else bad "forced available memory: status $rc: $(head -c 600 "$work/mem.err")"; fi
+run memreal train "${common[@]}" --train_dir "$work/memreal" --batch_size 1048576 --num_towers 2 --max_steps 1
+if [ $rc -eq 1 ] && one_line "$work/memreal.err" &&
+   grep -Eq "^tower train: not enough memory: .* is available \((MemAvailable in /proc/meminfo|the cgroup limit .*)\): lower --batch_size$" "$work/memreal.err"; then
+  ok "a batch no machine holds: $(cat "$work/memreal.err")"
+else bad "--batch_size 1048576 --num_towers 2: status $rc: $(head -c 600 "$work/memreal.err")"; fi
+# eval caps its batch at the examples it reads (10000), then checks its own bound.
+export TOWER_TEST_MEM_AVAILABLE_BYTES=1000000
+run evalmem eval --checkpoint_dir "$work/zero" --data "$test_data" --eval_dir none --batch_size 1048576
+unset TOWER_TEST_MEM_AVAILABLE_BYTES
+if [ $rc -eq 1 ] && one_line "$work/evalmem.err" &&
+   grep -Eq "^tower eval: not enough memory: batch 10000 needs up to [0-9.]+ GiB .* available \(TOWER_TEST_MEM_AVAILABLE_BYTES\): lower --batch_size$" "$work/evalmem.err"; then
+  ok "eval: $(cat "$work/evalmem.err")"
+else bad "eval --batch_size 1048576 with 1 MB available: status $rc: $(head -c 600 "$work/evalmem.err")"; fi
+
+# 2. A train_dir that cannot be written is found before the first step, summaries off.
+echo x >"$work/afile"
+run notdir train "${common[@]}" --train_dir "$work/afile" --max_steps 30 --save_every 1000
+if [ $rc -eq 1 ] && one_line "$work/notdir.err" && grep -q "is not a directory" "$work/notdir.err" &&
+   ! grep -q "step 1," "$work/notdir.out"; then
+  ok "a file as train_dir: $(cat "$work/notdir.err")"
+else bad "a file as --train_dir: status $rc, $(grep -c "step " "$work/notdir.out") step lines: $(head -c 300 "$work/notdir.err")"; fi
+mkdir -p "$work/ro"
+if mount -t tmpfs -o ro,size=1m tmpfs "$work/ro" 2>/dev/null; then
+  mnt="$work/ro"
+  run rodir train "${common[@]}" --train_dir "$work/ro" --max_steps 30 --save_every 1000
+  if [ $rc -eq 1 ] && one_line "$work/rodir.err" && grep -q "cannot be written: .*Read-only file system" "$work/rodir.err" &&
+     ! grep -q "step 1," "$work/rodir.out"; then
+    ok "a read-only train_dir: $(cat "$work/rodir.err")"
+  else bad "a read-only --train_dir: status $rc: $(head -c 300 "$work/rodir.err")"; fi
+  umount "$mnt"; mnt=""
+elif [ "$(id -u)" != 0 ]; then
+  chmod 555 "$work/ro"
+  run rodir train "${common[@]}" --train_dir "$work/ro" --max_steps 30 --save_every 1000
+  if [ $rc -eq 1 ] && grep -q "cannot be written" "$work/rodir.err" && ! grep -q "step 1," "$work/rodir.out"; then
+    ok "a read-only train_dir: $(cat "$work/rodir.err")"
+  else bad "a read-only --train_dir: status $rc: $(head -c 300 "$work/rodir.err")"; fi
+else echo "skipped: a read-only train_dir (root, and mount is not permitted)"; fi
+
+# 3. GPU towers asked for where none is usable, in one line; no driver is not an alarm.
+run gpus train "${cpu[@]}" --device auto --train_dir "$work/gpus" --num_gpus 2 --max_steps 1
+if [ -e /proc/driver/nvidia/version ] || grep -q "GPU tower(s) on" "$work/gpus.out"; then
+  echo "skipped: --num_gpus 2 on a machine with a GPU driver"
+elif [ $rc -eq 0 ] && grep -q "CPU towers.*--num_gpus 2 asked for GPU towers, this run has 1 CPU tower" "$work/gpus.out" &&
+     [ "$(grep -c "CPU tower" "$work/gpus.out")" -eq 1 ]; then
+  ok "$(grep "CPU tower" "$work/gpus.out")"
+else bad "--num_gpus 2 without a GPU: status $rc: $(head -c 400 "$work/gpus.out")"; fi
+if grep -q "cudaGetDeviceCount" "$work/gpus.out" "$work/gpus.err"; then
+  bad "the device line reads as an alarm: $(grep -h cudaGetDeviceCount "$work/gpus.out" "$work/gpus.err")"
+elif "$tower" --version | grep -q "CUDA: on" && [ ! -e /proc/driver/nvidia/version ]; then
+  if grep -q "no GPU driver found: CPU towers" "$work/gpus.out"; then ok "no driver: $(grep "no GPU driver" "$work/gpus.out")"
+  else bad "a CUDA build without a driver: no 'no GPU driver found: CPU towers' line"; fi
+fi
+
+# 4. --resume with nothing to resume says so and goes on.
+run resume train "${common[@]}" --train_dir "$work/fresh" --max_steps 1 --resume
+if [ $rc -eq 0 ] && grep -q -- "--resume: no checkpoint in $work/fresh: starting from step 0" "$work/resume.out"; then
+  ok "$(grep -- "--resume" "$work/resume.out")"
+else bad "--resume on an empty train_dir: status $rc, no line saying so"; fi
+
+# 5. A bad record mid-run: exit 1, one line, and the variables of the last step saved.
+mkdir -p "$work/cut"
+f="$work/cut/train-00000-of-00001.tfrecord"
+cp "$work/train-00000-of-00002.tfrecord" "$f"
+payload=$(od -An -t u8 -N8 "$f" | tr -d ' ')
+record=$((payload + 16))
+[ $(( $(stat -c %s "$f") % record )) -eq 0 ] || fail "the records of $f are not all $record bytes"
+printf '\xff\xff\xff\xff' | dd of="$f" bs=1 seek=$((800 * record + 12 + 100)) conv=notrunc 2>/dev/null
+run badrec train --model mnist --device cpu --data "$f" --batch_size 16 --summary_every 0 --histogram_every 0 \
+  --min_after_dequeue 100 --log_every 1 --train_dir "$work/badrec" --max_steps 100000 --save_every 100000
+step=$(sed -n 's/.*the variables of step \([0-9]*\) are saved in .*/\1/p' "$work/badrec.err")
+if [ $rc -eq 1 ] && one_line "$work/badrec.err" && grep -q "record 800 at offset $((800 * record))" "$work/badrec.err" &&
+   [ -n "$step" ] && [ "$step" -gt 0 ] && [ -f "$work/badrec/model.ckpt-$step" ] &&
+   "$tower" eval --checkpoint_dir "$work/badrec" --data "$test_data" --eval_dir none >/dev/null; then
+  ok "$(cat "$work/badrec.err")"
+else bad "a bad record mid-run: status $rc: $(head -c 400 "$work/badrec.err"); checkpoints: $(ls "$work/badrec" 2>&1 | tr '\n' ' ')"; fi
+
+# 6 and 8. A second run on a busy train_dir is refused naming the holder; eval and export read meanwhile;
+# SIGTERM saves and exits 143.
+"$tower" train "${common[@]}" --train_dir "$work/busy" --max_steps 100000 --save_every 2 >"$work/busy.out" 2>&1 &
+bgpid=$!
+for _ in $(seq 1 300); do [ -f "$work/busy/checkpoint" ] && break; sleep 0.1; done
+run second train "${common[@]}" --train_dir "$work/busy" --max_steps 5
+if [ $rc -eq 1 ] && one_line "$work/second.err" &&
+   grep -q "^tower train: --train_dir $work/busy is in use by another run (pid $bgpid holds $work/busy/.lock)" "$work/second.err"; then
+  ok "$(cat "$work/second.err")"
+else bad "a second run on a busy train_dir: status $rc: $(head -c 300 "$work/second.err")"; fi
+if "$tower" eval --checkpoint_dir "$work/busy" --data "$test_data" --eval_dir none >/dev/null 2>"$work/reader.err" &&
+   "$tower" export --checkpoint_dir "$work/busy" --out "$work/busy.safetensors" >/dev/null 2>>"$work/reader.err"; then
+  ok "eval and export read a train_dir while it trains"
+else bad "a reader of a busy train_dir: $(cat "$work/reader.err")"; fi
+kill -TERM "$bgpid" 2>/dev/null || true
+set +e; wait "$bgpid"; rc=$?; set -e
+bgpid=""
+if [ $rc -eq 143 ] && grep -q "stop requested by SIGTERM after step [0-9]*: checkpoint, then exit status 143" "$work/busy.out"; then
+  ok "SIGTERM: checkpoint $(sed -n 's/^model_checkpoint_path: //p' "$work/busy/checkpoint"), exit status 143"
+else bad "SIGTERM: exit status $rc (expected 143): $(tail -2 "$work/busy.out")"; fi
+# The lock ends with its run: the next run on that train_dir goes on from its checkpoint.
+saved=$(sed -n 's/^model_checkpoint_path: "model.ckpt-\([0-9]*\)"/\1/p' "$work/busy/checkpoint")
+run after train "${common[@]}" --train_dir "$work/busy" --max_steps $((saved + 1)) --resume
+if [ $rc -eq 0 ] && [ ! -e "$work/busy/.lock" ]; then ok "the lock ended with its run, its file removed"
+else bad "after the holder ended: status $rc, $(ls -a "$work/busy" | tr '\n' ' '): $(cat "$work/after.err")"; fi
+# SIGINT: 130.
+"$tower" train "${common[@]}" --train_dir "$work/busy2" --max_steps 100000 --save_every 100000 >"$work/int.out" 2>&1 &
+bgpid=$!
+for _ in $(seq 1 300); do grep -q "step 2," "$work/int.out" 2>/dev/null && break; sleep 0.1; done
+kill -INT "$bgpid" 2>/dev/null || true
+set +e; wait "$bgpid"; rc=$?; set -e
+bgpid=""
+if [ $rc -eq 130 ] && ls "$work/busy2"/model.ckpt-* >/dev/null 2>&1; then ok "SIGINT: checkpoint written, exit status 130"
+else bad "SIGINT: exit status $rc (expected 130)"; fi
+
+# 7. Divergence at the step where the gradients or variables stop being finite, while the loss is still
+# finite (--learning_rate 1e20: the loss of step 2 is about 3e19); the last good checkpoint stays the latest.
+for mode in "parameter_server" "replicated"; do
+  run "div_$mode" train "${common[@]}" --variable_update "$mode" --num_towers 2 --batch_size 8 \
+    --train_dir "$work/div_$mode" --learning_rate 1e20 --max_steps 30 --save_every 1
+  n=$(sed -n 's/.*Model diverged with non-finite \(gradients (not applied)\|variables\) at step \([0-9]*\) (loss = [0-9.]*).*/\2/p' \
+      "$work/div_$mode.err")
+  latest=$(sed -n 's/^model_checkpoint_path: "model.ckpt-\(.*\)"/\1/p' "$work/div_$mode/checkpoint" 2>/dev/null || true)
+  # Every step before n was saved, and a save refuses non-finite variables: step n is the first bad one.
+  if [ $rc -eq 1 ] && one_line "$work/div_$mode.err" && [ -n "$n" ] && [ "${latest:-0}" -eq $((n - 1)) ] &&
+     grep -q "not saved" "$work/div_$mode.err"; then
+    ok "$mode: $(cat "$work/div_$mode.err")"
+  else bad "$mode, --learning_rate 1e20: status $rc, latest checkpoint ${latest:-none}: $(head -c 400 "$work/div_$mode.err")"; fi
+  # Without a save to find it: the same step is named, and nothing is written.
+  run "div3_$mode" train "${common[@]}" --variable_update "$mode" --num_towers 2 --batch_size 8 \
+    --train_dir "$work/div3_$mode" --learning_rate 1e20 --max_steps 30 --save_every 1000
+  if [ $rc -eq 1 ] && [ -n "$n" ] && grep -q "Model diverged with non-finite .* at step $n (loss = [0-9.]*); not saved (no checkpoint was written)" \
+       "$work/div3_$mode.err" && ! ls "$work/div3_$mode"/model.ckpt-* >/dev/null 2>&1; then
+    ok "$mode, --save_every 1000: step $n named, nothing written"
+  else bad "$mode, --save_every 1000: status $rc: $(head -c 400 "$work/div3_$mode.err")"; fi
+done
+
+[ $failures -eq 0 ] || fail "$failures case(s) failed"
+echo "all cases passed"
