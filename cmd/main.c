@@ -33,7 +33,7 @@ static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
 static void usage(FILE *f) {
     fprintf(f, "usage: tower <command> [flags]   (tower <command> --help, or tower help <command>, for its flags)\n"
-               "       tower --version          (the version and the build: CUDA, NCCL, BLAS, sanitizer)\n\ncommands:\n");
+               "       tower --version          (the version and the build: CUDA, NCCL, MPI, BLAS, sanitizer)\n\ncommands:\n");
     for (int i = 0; i < n_commands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].what);
 }
 
@@ -51,6 +51,11 @@ static void version(void) {
     printf("; NCCL: on");
 #else
     printf("; NCCL: off");
+#endif
+#ifdef TOWER_HAVE_MPI
+    printf("; MPI: on");
+#else
+    printf("; MPI: off");
 #endif
     printf("; BLAS: oneDNN %d.%d.%d dnnl_sgemm", dnnl->major, dnnl->minor, dnnl->patch);
 #ifdef _OPENMP

@@ -15,7 +15,7 @@ bare `--name` (true) or `--name=false`.  `tower --help` (also `-h`, `tower help`
 as below.  `tower --version` prints the version and what the binary was built with, for example
 
     tower 0.1
-    build: Release; CUDA: off; NCCL: off; BLAS: oneDNN 2.6.3 dnnl_sgemm; OpenMP 201511; sanitizer: none
+    build: Release; CUDA: off; NCCL: off; MPI: on; BLAS: oneDNN 2.6.3 dnnl_sgemm; OpenMP 201511; sanitizer: none
 
 After the build the binary is `build/cmd/tower`; `cmake --install build --prefix ~/.local` copies it to
 `~/.local/bin/tower`.

@@ -125,7 +125,7 @@ done
 refuse 2 "tower help: unknown command 'trian' (tower --help lists the commands)" help trian
 "$tower" --version >"$work/v" || fail "tower --version: exit $?"
 head -1 "$work/v" | grep -Eq '^tower [0-9]+\.[0-9]+' || fail "tower --version: first line '$(head -1 "$work/v")'"
-for what in "CUDA: \(on\|off\)" "NCCL: \(on\|off\)" "BLAS: oneDNN [0-9.]* dnnl_sgemm" "sanitizer: "; do
+for what in "CUDA: \(on\|off\)" "NCCL: \(on\|off\)" "MPI: \(on\|off\)" "BLAS: oneDNN [0-9.]* dnnl_sgemm" "sanitizer: "; do
   grep -q "$what" "$work/v" || fail "tower --version does not say '$what': $(cat "$work/v")"
 done
 echo "ok: -h, --help, help COMMAND, --version: $(tail -1 "$work/v")"
