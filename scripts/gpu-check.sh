@@ -152,7 +152,8 @@ if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -q "^TOWER_PREFIX_USED:INTERNAL=$P
 fi
 ARCHS=()
 [ -n "${TOWER_CUDA_ARCHS:-}" ] && ARCHS=(-DCMAKE_CUDA_ARCHITECTURES="$TOWER_CUDA_ARCHS")
-cmake -S . -B "$BUILD" "${GEN[@]}" "${ARCHS[@]}" -DCMAKE_BUILD_TYPE=Release -DTOWER_CUDA=ON -DTOWER_NCCL=ON \
+# MPI stays off: the GPU machine has no Open MPI, and the GPU checks are of one process.
+cmake -S . -B "$BUILD" "${GEN[@]}" "${ARCHS[@]}" -DCMAKE_BUILD_TYPE=Release -DTOWER_CUDA=ON -DTOWER_NCCL=ON -DTOWER_MPI=OFF \
   -DCUDNN_ROOT="$CUDNN_ROOT" -DNCCL_ROOT="$NCCL_ROOT" -DPKG_CONFIG_EXECUTABLE="$PKG_CONFIG" \
   -DTOWER_PREFIX_USED:INTERNAL="$PREFIX" >"$WORK/configure.log" 2>&1 ||
   { tail -40 "$WORK/configure.log"; die "cmake configure failed ($STAGE-files.tar.gz: configure.log)"; }
