@@ -52,15 +52,13 @@ int graph_node_done(Graph *g) {
 }
 
 int graph_build(Graph *g, const ModelSpec *spec) {
-    static const NetBuilder builders[] = {[MODEL_MNIST] = net_mnist, [MODEL_CIFAR10] = net_cifar10,
-                                          [MODEL_MOBILENET_V2] = net_mobilenet_v2};
     const int kind = (int)spec->kind;
     graph_begin(g, spec->H, spec->W, spec->C);
-    if (kind < 0 || (size_t)kind >= sizeof builders / sizeof builders[0] || !builders[kind]) {
+    if (kind < 0 || kind >= MODEL_N_KINDS || !model_nets[kind].build) {
         g->ok = 0;
         return -1;
     }
-    builders[kind](g, spec);
+    model_nets[kind].build(g, spec);
     if (!g->ok || g->output == GRAPH_INPUT) return -1;
     /* Each node's variables, contiguous, in node order; tensors with several consumers. */
     int v = 0;

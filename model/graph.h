@@ -145,6 +145,22 @@ int net_mnist(Graph *g, const ModelSpec *spec);        /* model/nets/mnist.c */
 int net_cifar10(Graph *g, const ModelSpec *spec);      /* model/nets/cifar10.c */
 int net_mobilenet_v2(Graph *g, const ModelSpec *spec); /* model/nets/mobilenet_v2.c */
 
+/* A network's entry in THE table of networks (model/nets/nets.c). */
+typedef struct {
+    const char *name;          /* --model's value: "mnist", ... */
+    NetBuilder build;
+    ModelInputFacts facts;     /* what model_input_facts says of it */
+    const char *input_rule;    /* the end of "model X cannot take input HxWxC: <rule>" */
+} NetInfo;
+
+extern const NetInfo model_nets[MODEL_N_KINDS];
+
+/* The entry called name, or NULL. */
+const NetInfo *model_net_find(const char *name);
+
+/* "mnist, cifar10, or mobilenet_v2": every name in the table, for messages. */
+void model_net_names(char *out, size_t out_n_bytes);
+
 /* Build the network spec->kind (spec: kind, H, W, C, num_classes, opts; the
  * variable table is not read) into g, and give each node
  * its variables' place in the table (var0, n_vars: node order, then each

@@ -61,9 +61,6 @@ struct ModelActs {
 
 /* ---- spec ------------------------------------------------------------------- */
 
-static const char *model_names[] = {[MODEL_MNIST] = "mnist", [MODEL_CIFAR10] = "cifar10",
-                                    [MODEL_MOBILENET_V2] = "mobilenet_v2"};
-
 /* The graph of spec on the heap (a Graph is large for a stack); NULL if it cannot be built. */
 static Graph *spec_graph(const ModelSpec *spec) {
     Graph *g = malloc(sizeof *g);
@@ -75,11 +72,9 @@ static Graph *spec_graph(const ModelSpec *spec) {
 }
 
 int model_input_facts(const char *name, ModelInputFacts *f) {
-    const int cifar = name && strcmp(name, "cifar10") == 0;
-    f->H = f->W = cifar ? 32 : 28;
-    f->C = cifar ? 3 : 1;
-    f->distorts = cifar;
-    return cifar || (name && strcmp(name, "mnist") == 0) ? 0 : -1;
+    const NetInfo *net = model_net_find(name);
+    *f = (net ? net : &model_nets[MODEL_MNIST])->facts;
+    return net ? 0 : -1;
 }
 
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
@@ -98,16 +93,15 @@ int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C,
                  name ? name : "(null)", spec->opts.width_multiplier, (int)spec->opts.head);
         return -1;
     }
-    int kind = -1;
-    for (int k = 0; k < (int)(sizeof model_names / sizeof model_names[0]); k++)
-        if (name && strcmp(name, model_names[k]) == 0) kind = k;
-    if (kind < 0) {
-        snprintf(err, err_n_bytes, "unknown model '%s' (expected mnist, cifar10 or mobilenet_v2)",
-                 name ? name : "(null)");
+    const NetInfo *net = model_net_find(name);
+    if (!net) {
+        char names[256];
+        model_net_names(names, sizeof names);
+        snprintf(err, err_n_bytes, "unknown model '%s' (expected %s)", name ? name : "(null)", names);
         return -1;
     }
-    spec->kind = (ModelKind)kind;
-    spec->name = model_names[kind];
+    spec->kind = (ModelKind)(net - model_nets);
+    spec->name = net->name;
     if (num_classes < 1) {
         snprintf(err, err_n_bytes, "model %s: num_classes must be at least 1, got %d", spec->name, num_classes);
         return -1;
@@ -115,14 +109,9 @@ int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C,
     spec->H = H; spec->W = W; spec->C = C;
     spec->num_classes = num_classes;
     Graph *g = spec_graph(spec);
-    if (!g && spec->kind == MODEL_MOBILENET_V2) {
-        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): it needs at least 32x32 with 1 or "
-                 "3 channels", spec->name, H, W, C);
-        return -1;
-    }
     if (!g) {
-        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): each dimension must be at least 1, "
-                 "and the input of a fully connected layer at most %d values", spec->name, H, W, C, INT_MAX);
+        snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d (HxWxC): %s", spec->name, H, W, C,
+                 net->input_rule);
         return -1;
     }
     for (int i = 0; i < g->n_nodes; i++) {

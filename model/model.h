@@ -26,7 +26,8 @@
 #define MODEL_MAX_VARS 512
 #define MODEL_VAR_NAME_MAX 64
 
-typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1, MODEL_MOBILENET_V2 = 2 } ModelKind;
+/* The networks, in the order of their table (model/nets/nets.c). */
+typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1, MODEL_MOBILENET_V2 = 2, MODEL_N_KINDS } ModelKind;
 /* INIT_GLOROT_UNIFORM: Keras's default kernel initializer; init_value is
  * unused (the limit comes from the shape: fan_in = prod(shape[:-1]), fan_out
  * = prod(shape[:-2]) * shape[-1], as Keras computes them). */
