@@ -184,14 +184,14 @@ extern "C" void allreduce_nccl_mean(AllreduceNccl *ar, int tower, PsGpuSpanMs *n
         if (gr->n_members[g] > 1) {
             const float *srcs[DEVICE_GROUPS_MAX];
             for (int k = 0; k < gr->n_members[g]; k++) srcs[k] = ar->grads[gr->members[g][k]];
-            ps_gpu_sum_div(ar->grads[tower], srcs, gr->n_members[g], ar->n_floats, 1.0f, s);
+            ps_gpu_sum_div(ar->grads[tower], srcs, gr->n_members[g], ar->n_floats, 1.0f, NULL, s);
         }
         /* 2. across the GPUs (count in floats, in place), then the mean over every tower */
         CUDA_CHECK(cudaEventRecord(ev[AR_EV_NCCL_START], s));
         NCCL_CHECK(ncclAllReduce(ar->grads[tower], ar->grads[tower], ar->n_floats, ncclFloat, ncclSum, ar->comms[g], s));
         CUDA_CHECK(cudaEventRecord(ev[AR_EV_NCCL_END], s));
         const float *self[1] = {ar->grads[tower]};
-        ps_gpu_sum_div(ar->grads[tower], self, 1, ar->n_floats, (float)ar->n_towers, s);
+        ps_gpu_sum_div(ar->grads[tower], self, 1, ar->n_floats, (float)ar->n_towers, NULL, s);
         wait_nccl(ar, tower, g, s);
         if (nccl) {
             CUDA_CHECK(cudaEventElapsedTime(&nccl->start_ms, ev[AR_EV_ANCHOR], ev[AR_EV_NCCL_START]));

@@ -26,6 +26,9 @@
 
 /* ---- kernels (formulas: ps/optimizer.h; the mean: ps/ps.h step 1) ------------------------- */
 
+/* 1 when x is infinite or NaN (its exponent bits all ones): float_nonfinite's test. */
+__device__ static inline int nonfinite(float x) { return (__float_as_uint(x) & 0x7f800000u) == 0x7f800000u; }
+
 /* The source pointers, passed by value (64 pointers = 512 bytes of kernel parameters). */
 struct SrcPtrs {
     const float *p[PS_GPU_MAX_SRCS];
@@ -37,13 +40,16 @@ static unsigned blocks_for(size_t n_floats) {
 }
 
 /* out[i] = (((s0[i] + s1[i]) + ...) + s_{n-1}[i]) / divisor; out may alias srcs.p[0]. */
-__global__ void sum_div_kernel(float *out, SrcPtrs srcs, int n_srcs, size_t n_floats, float divisor) {
+__global__ void sum_div_kernel(float *out, SrcPtrs srcs, int n_srcs, size_t n_floats, float divisor, int *bad) {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    int b = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
         float s = srcs.p[0][i];
         for (int k = 1; k < n_srcs; k++) s = __fadd_rn(s, srcs.p[k][i]);
         out[i] = __fdiv_rn(s, divisor);
+        b |= nonfinite(out[i]);
     }
+    if (b && bad) *bad = 1; /* every writer writes the same value */
 }
 
 /* An optimizer's slots, passed by value: [OPT_MAX_SLOTS] device pointers, NULL beyond its count. */
@@ -55,15 +61,24 @@ struct SlotPtrs {
  * step's constants come from the table's prepare on the host, as the CPU's). */
 
 /* sgd: var -= g * lr */
-__global__ void sgd_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+__global__ void sgd_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st,
+                          const int *skip, int *bad) {
+    if (skip && *skip) return;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride)
+    int b = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
         params[i] = __fsub_rn(params[i], __fmul_rn(grads[i], st.lr));
+        b |= nonfinite(params[i]);
+    }
+    if (b && bad) *bad = 1;
 }
 
 /* momentum: accum = accum * m + g; var -= accum * lr, or Nesterov's g * lr + (accum * m) * lr */
-__global__ void momentum_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+__global__ void momentum_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st,
+                          const int *skip, int *bad) {
+    if (skip && *skip) return;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    int b = 0;
     float *accum = slots.p[0];
     const float m = st.momentum, lr = st.lr;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
@@ -73,7 +88,9 @@ __global__ void momentum_kernel(float *params, SlotPtrs slots, const float *grad
         const float step = st.nesterov ? __fadd_rn(__fmul_rn(g, lr), __fmul_rn(__fmul_rn(a, m), lr)) /* g * lr + (accum * m) * lr */
                                        : __fmul_rn(a, lr);                           /* accum * lr */
         params[i] = __fsub_rn(params[i], step);
+        b |= nonfinite(params[i]);
     }
+    if (b && bad) *bad = 1;
 }
 
 /* adam's moments and step on one element: m += (g - m) * (1 - b1); v += (g * g - v) * (1 - b2);
@@ -87,25 +104,39 @@ __device__ static float adam_element(float *mm, float *vv, size_t i, float g, co
 }
 
 /* adam: var -= (m * lr_t) / (sqrt(v) + eps) */
-__global__ void adam_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+__global__ void adam_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st,
+                          const int *skip, int *bad) {
+    if (skip && *skip) return;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride)
+    int b = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
         params[i] = __fsub_rn(params[i], adam_element(slots.p[0], slots.p[1], i, grads[i], st));
+        b |= nonfinite(params[i]);
+    }
+    if (b && bad) *bad = 1;
 }
 
 /* adamw: var = var - (var * wd) * lr, then adam's step */
-__global__ void adamw_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+__global__ void adamw_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st,
+                          const int *skip, int *bad) {
+    if (skip && *skip) return;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    int b = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
         const float p = __fsub_rn(params[i], __fmul_rn(__fmul_rn(params[i], st.wd), st.lr));
         params[i] = __fsub_rn(p, adam_element(slots.p[0], slots.p[1], i, grads[i], st));
+        b |= nonfinite(params[i]);
     }
+    if (b && bad) *bad = 1;
 }
 
 /* rmsprop: ms += (g * g - ms) * (1 - rho); [centered: mg += (g - mg) * (1 - rho)];
  * mom = mom * momentum + (g * lr) / sqrt(den); var -= mom */
-__global__ void rmsprop_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st) {
+__global__ void rmsprop_kernel(float *params, SlotPtrs slots, const float *grads, size_t n_floats, OptStep st,
+                          const int *skip, int *bad) {
+    if (skip && *skip) return;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    int b = 0;
     float *ms = slots.p[0], *mg = st.centered ? slots.p[1] : NULL, *mom = st.centered ? slots.p[2] : slots.p[1];
     const float c = st.one_minus_b2;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
@@ -123,11 +154,13 @@ __global__ void rmsprop_kernel(float *params, SlotPtrs slots, const float *grads
         ms[i] = s;
         mom[i] = u;
         params[i] = __fsub_rn(params[i], u);
+        b |= nonfinite(params[i]);
     }
+    if (b && bad) *bad = 1;
 }
 
 /* The GPU hook of the optimizer table: entry k launches the kernel of OptimizerKind k. */
-typedef void (*OptKernel)(float *, SlotPtrs, const float *, size_t, OptStep);
+typedef void (*OptKernel)(float *, SlotPtrs, const float *, size_t, OptStep, const int *, int *);
 static const OptKernel opt_kernels[] = {sgd_kernel, momentum_kernel, adam_kernel, rmsprop_kernel, adamw_kernel};
 static_assert(sizeof opt_kernels / sizeof opt_kernels[0] == OPT_N_KINDS,
               "ps_gpu.cu: one kernel per optimizer of the table (ps/optimizer.c), in OptimizerKind order");
@@ -135,7 +168,9 @@ static_assert(OPT_SGD == 0 && OPT_MOMENTUM == 1 && OPT_ADAM == 2 && OPT_RMSPROP 
               "ps_gpu.cu: opt_kernels follows OptimizerKind's order");
 
 /* ema_apply: shadow -= (shadow - var) * (1 - decay), with 1 - decay computed on the host as the CPU does. */
-__global__ void ema_kernel(float *shadow, const float *params, size_t n_floats, float one_minus_decay) {
+__global__ void ema_kernel(float *shadow, const float *params, size_t n_floats, float one_minus_decay,
+                           const int *skip) {
+    if (skip && *skip) return;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_floats; i += stride) {
         const float s = shadow[i];
@@ -144,7 +179,7 @@ __global__ void ema_kernel(float *shadow, const float *params, size_t n_floats, 
 }
 
 extern "C" void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs, size_t n_floats, float divisor,
-                               cudaStream_t stream) {
+                               int *bad, cudaStream_t stream) {
     if (n_floats == 0) return;
     if (n_srcs < 1 || n_srcs > PS_GPU_MAX_SRCS) {
         fprintf(stderr, "ps_gpu_sum_div: %d source buffers, expected 1 to %d (%s:%d)\n", n_srcs, PS_GPU_MAX_SRCS,
@@ -154,24 +189,26 @@ extern "C" void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs,
     SrcPtrs p;
     memset(&p, 0, sizeof p);
     for (int k = 0; k < n_srcs; k++) p.p[k] = srcs[k];
-    sum_div_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(out, p, n_srcs, n_floats, divisor);
+    sum_div_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(out, p, n_srcs, n_floats, divisor, bad);
     CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" void ps_gpu_optimizer_apply(float *params, float *const *slots, const float *grads, size_t n_floats,
-                                       const OptStep *step, OptimizerKind kind, cudaStream_t stream) {
+                                       const OptStep *step, OptimizerKind kind, const int *skip, int *bad,
+                                       cudaStream_t stream) {
     if (n_floats == 0) return;
     SlotPtrs sp;
     memset(&sp, 0, sizeof sp);
     for (int k = 0; slots && k < OPT_MAX_SLOTS; k++) sp.p[k] = slots[k];
-    opt_kernels[kind]<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(params, sp, grads, n_floats, *step);
+    opt_kernels[kind]<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(params, sp, grads, n_floats, *step, skip, bad);
     CUDA_CHECK(cudaGetLastError());
 }
 
-extern "C" void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_floats, float decay, cudaStream_t stream) {
+extern "C" void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_floats, float decay, const int *skip,
+                                 cudaStream_t stream) {
     if (n_floats == 0) return;
     const float one_minus_decay = 1.0f - decay; /* as ema_apply computes it */
-    ema_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(shadow, params, n_floats, one_minus_decay);
+    ema_kernel<<<blocks_for(n_floats), PS_GPU_THREADS, 0, stream>>>(shadow, params, n_floats, one_minus_decay, skip);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -187,13 +224,13 @@ extern "C" int ps_gpu_warm_kernels(char *err, size_t err_n_bytes) {
         SrcPtrs p;
         memset(&p, 0, sizeof p);
         p.p[0] = scratch;
-        sum_div_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, p, 1, 1, 1.0f);
+        sum_div_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, p, 1, 1, 1.0f, NULL);
         SlotPtrs sp;
         OptStep st;
         memset(&st, 0, sizeof st);
         for (int k = 0; k < OPT_MAX_SLOTS; k++) sp.p[k] = scratch + 2 + k;
-        for (int k = 0; k < OPT_N_KINDS; k++) opt_kernels[k]<<<1, PS_GPU_THREADS, 0, s>>>(scratch, sp, scratch + 1, 1, st);
-        ema_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, scratch + 1, 1, 0.0f);
+        for (int k = 0; k < OPT_N_KINDS; k++) opt_kernels[k]<<<1, PS_GPU_THREADS, 0, s>>>(scratch, sp, scratch + 1, 1, st, NULL, NULL);
+        ema_kernel<<<1, PS_GPU_THREADS, 0, s>>>(scratch, scratch + 1, 1, 0.0f, NULL);
     }
     if (CUDA_SOFT(cudaGetLastError(), err, err_n_bytes) || CUDA_SOFT(cudaStreamSynchronize(s), err, err_n_bytes)) goto done;
     rc = 0;
@@ -228,6 +265,7 @@ struct PsGpu {
     float *gather[PS_GPU_MAX_SRCS];       /* (n_params) device: tower t's gradient copied here; NULL on `device` */
     const float *src[PS_GPU_MAX_SRCS];    /* what the average reads for tower t: gather[t] or the tower's buffer */
     int peer[PS_GPU_MAX_SRCS];            /* ps_gpu_peer_access's answer for tower t */
+    int *flags;                           /* [PS_GPU_N_FLAGS] device: the step's non-finite findings */
 };
 
 /* Enable access from `from` to `to`'s memory; 1 when enabled (or already), 0 when not possible. */
@@ -271,6 +309,7 @@ static void ps_gpu_free_on_device(PsGpu *g) {
         if (g->slots[k]) cudaFree(g->slots[k]);
     if (g->ema) cudaFree(g->ema);
     if (g->grads) cudaFree(g->grads);
+    if (g->flags) cudaFree(g->flags);
     for (int t = 0; t < g->n_towers; t++)
         if (g->gather[t]) cudaFree(g->gather[t]);
     for (int k = 0; k < PG_N_EVENTS; k++)
@@ -313,6 +352,7 @@ extern "C" PsGpu *ps_gpu_create(const ParamServer *ps, int n_towers, const int *
         if (CUDA_SOFT(cudaEventCreate(&g->ev[k]), err, err_n_bytes)) goto fail;
     if (CUDA_SOFT(cudaMalloc((void **)&g->params, n_bytes), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&g->grads, n_bytes), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&g->flags, PS_GPU_N_FLAGS * sizeof(int)), err, err_n_bytes) ||
         (ps->ema && CUDA_SOFT(cudaMalloc((void **)&g->ema, n_bytes), err, err_n_bytes)))
         goto fail;
     g->n_slots = ps->n_slots;
@@ -344,21 +384,28 @@ extern "C" float *ps_gpu_gather_dst(const PsGpu *g, int tower) { return g->gathe
 
 extern "C" int ps_gpu_peer_access(const PsGpu *g, int tower) { return g->peer[tower]; }
 
-extern "C" void ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsGpuSpanMs *apply) {
+extern "C" int ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsGpuSpanMs *apply) {
     const size_t n = g->n_params;
     const float lr = ps_step_lr(ps);                                       /* step 2: before the increment */
+    int flags[PS_GPU_N_FLAGS];
     CUDA_CHECK(cudaSetDevice(g->device));
     CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_ANCHOR], g->stream));
-    ps_gpu_sum_div(g->grads, g->src, g->n_towers, n, (float)g->n_towers, g->stream); /* step 1 */
+    CUDA_CHECK(cudaMemsetAsync(g->flags, 0, sizeof flags, g->stream));
+    int *mean_bad = g->flags + PS_GPU_FLAG_MEAN, *vars_bad = g->flags + PS_GPU_FLAG_VARS;
+    ps_gpu_sum_div(g->grads, g->src, g->n_towers, n, (float)g->n_towers, mean_bad, g->stream); /* step 1 */
     CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_AVERAGE_END], g->stream));
     OptStep st;
     ps_step_prepare(ps, lr, &st);
-    ps_gpu_optimizer_apply(g->params, g->slots, g->grads, n, &st, ps->cfg.opt.kind, g->stream); /* step 3 */
+    /* Steps 3 and 5 do nothing when the mean is not finite (read on the device: no wait in between). */
+    ps_gpu_optimizer_apply(g->params, g->slots, g->grads, n, &st, ps->cfg.opt.kind, mean_bad, vars_bad,
+                           g->stream);                                     /* step 3 */
     if (g->ema)                                                            /* step 5, with step 4's global_step */
-        ps_gpu_ema_apply(g->ema, g->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), g->stream);
+        ps_gpu_ema_apply(g->ema, g->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), mean_bad,
+                         g->stream);
     CUDA_CHECK(cudaEventRecord(g->ev[PG_EV_APPLY_END], g->stream));
+    CUDA_CHECK(cudaMemcpyAsync(flags, g->flags, sizeof flags, cudaMemcpyDeviceToHost, g->stream));
     CUDA_CHECK(cudaStreamSynchronize(g->stream));
-    ps_finish_step(ps, lr);                                                /* step 4, the optimizer's scalars */
+    if (!flags[PS_GPU_FLAG_MEAN]) ps_finish_step(ps, lr);                  /* step 4, the optimizer's scalars */
     const float average_end = elapsed_ms(g->ev[PG_EV_ANCHOR], g->ev[PG_EV_AVERAGE_END]);
     if (average) {
         average->start_ms = 0.0f;
@@ -370,6 +417,7 @@ extern "C" void ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsG
         apply->end_ms = elapsed_ms(g->ev[PG_EV_ANCHOR], g->ev[PG_EV_APPLY_END]);
         apply->ran = 1;
     }
+    return flags[PS_GPU_FLAG_MEAN] ? PS_GPU_MEAN_NONFINITE : flags[PS_GPU_FLAG_VARS] ? PS_GPU_VARS_NONFINITE : 0;
 }
 
 extern "C" void ps_gpu_download(const PsGpu *g, ParamServer *ps) {
@@ -405,6 +453,7 @@ struct PsGpuReplicas {
     size_t ema_lo[PS_GPU_MAX_SRCS], ema_hi[PS_GPU_MAX_SRCS];
     cudaStream_t stream[PS_GPU_MAX_SRCS]; /* [n] on device[r] (owned) */
     cudaEvent_t ev_start[PS_GPU_MAX_SRCS], ev_end[PS_GPU_MAX_SRCS];
+    int *flags[PS_GPU_MAX_SRCS];          /* [n] -> [PS_GPU_N_FLAGS] device on device[r] (owned) */
 };
 
 extern "C" void ps_gpu_replicas_free(PsGpuReplicas *rp) {
@@ -417,6 +466,7 @@ extern "C" void ps_gpu_replicas_free(PsGpuReplicas *rp) {
         for (int k = 0; k < OPT_MAX_SLOTS; k++)
             if (rp->slots[r][k]) cudaFree(rp->slots[r][k]);
         if (rp->ema_share[r]) cudaFree(rp->ema_share[r]);
+        if (rp->flags[r]) cudaFree(rp->flags[r]);
         if (rp->ev_start[r]) cudaEventDestroy(rp->ev_start[r]);
         if (rp->ev_end[r]) cudaEventDestroy(rp->ev_end[r]);
         if (rp->stream[r]) cudaStreamDestroy(rp->stream[r]);
@@ -454,6 +504,7 @@ extern "C" PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_to
             CUDA_SOFT(cudaStreamCreateWithFlags(&rp->stream[r], cudaStreamNonBlocking), err, err_n_bytes) ||
             CUDA_SOFT(cudaEventCreate(&rp->ev_start[r]), err, err_n_bytes) ||
             CUDA_SOFT(cudaEventCreate(&rp->ev_end[r]), err, err_n_bytes) ||
+            CUDA_SOFT(cudaMalloc((void **)&rp->flags[r], PS_GPU_N_FLAGS * sizeof(int)), err, err_n_bytes) ||
             (ps->ema && share_bytes > 0 &&
              CUDA_SOFT(cudaMalloc((void **)&rp->ema_share[r], share_bytes), err, err_n_bytes)))
             goto fail;
@@ -479,23 +530,28 @@ fail:
     return NULL;
 }
 
-extern "C" void ps_gpu_replica_apply(PsGpuReplicas *rp, int r, const ParamServer *ps, float lr, PsGpuSpanMs *apply) {
+extern "C" int ps_gpu_replica_apply(PsGpuReplicas *rp, int r, const ParamServer *ps, float lr, PsGpuSpanMs *apply) {
     cudaStream_t s = rp->stream[r];
+    int flags[PS_GPU_N_FLAGS];
     CUDA_CHECK(cudaSetDevice(rp->device[r]));
     CUDA_CHECK(cudaEventRecord(rp->ev_start[r], s));
+    CUDA_CHECK(cudaMemsetAsync(rp->flags[r], 0, sizeof flags, s));
     OptStep st;
     ps_step_prepare(ps, lr, &st);
-    ps_gpu_optimizer_apply(rp->params[r], rp->slots[r], rp->grads[r], rp->n_params, &st, ps->cfg.opt.kind, s);
+    ps_gpu_optimizer_apply(rp->params[r], rp->slots[r], rp->grads[r], rp->n_params, &st, ps->cfg.opt.kind, NULL,
+                           rp->flags[r] + PS_GPU_FLAG_VARS, s);
     if (rp->ema_share[r])
         ps_gpu_ema_apply(rp->ema_share[r], rp->params[r] + rp->ema_lo[r], rp->ema_hi[r] - rp->ema_lo[r],
-                         ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), s);
+                         ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1), NULL, s);
     CUDA_CHECK(cudaEventRecord(rp->ev_end[r], s));
+    CUDA_CHECK(cudaMemcpyAsync(flags, rp->flags[r], sizeof flags, cudaMemcpyDeviceToHost, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     if (apply) {
         apply->start_ms = 0.0f;
         apply->end_ms = elapsed_ms(rp->ev_start[r], rp->ev_end[r]);
         apply->ran = 1;
     }
+    return flags[PS_GPU_FLAG_VARS] ? PS_GPU_VARS_NONFINITE : 0;
 }
 
 extern "C" void ps_gpu_replicas_download(const PsGpuReplicas *rp, ParamServer *ps) {

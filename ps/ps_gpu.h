@@ -94,7 +94,14 @@ int ps_gpu_peer_access(const PsGpu *g, int tower);
  * the decay of the new global_step; ps->last_lr = lr.  ps's host
  * variables are not touched (ps_gpu_download brings them).  *average and
  * *apply (either may be NULL) get the device's times of the two parts. */
-void ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsGpuSpanMs *apply);
+/* Returns 0; PS_GPU_MEAN_NONFINITE when the mean gradient was not finite:
+ * then nothing was applied and global_step is unchanged, as ps_average_grads
+ * + ps_apply_gradients leave the host server; PS_GPU_VARS_NONFINITE when a
+ * new variable is not finite (the step counts, as on the host).  The
+ * findings come from the kernels themselves (ps_gpu_kernels.h). */
+#define PS_GPU_MEAN_NONFINITE 1
+#define PS_GPU_VARS_NONFINITE 2
+int ps_gpu_step(PsGpu *g, ParamServer *ps, PsGpuSpanMs *average, PsGpuSpanMs *apply);
 
 /* The GPU's variables, slots and moving averages -> ps->params, ps->slots,
  * ps->ema (host). */
@@ -125,8 +132,9 @@ PsGpuReplicas *ps_gpu_replicas_create(const ParamServer *ps, int n_towers, const
  * share of the moving averages with the decay of ps->global_step + 1 — the
  * device form of ps_replica_apply.  Safe to call concurrently for different
  * r; ps is only read (global_step must not change meanwhile).  *apply (may
- * be NULL) gets the device's time. */
-void ps_gpu_replica_apply(PsGpuReplicas *rp, int r, const ParamServer *ps, float lr, PsGpuSpanMs *apply);
+ * be NULL) gets the device's time.  Returns 0, or PS_GPU_VARS_NONFINITE
+ * when a new variable of replica r is not finite (ps_replica_apply's -1). */
+int ps_gpu_replica_apply(PsGpuReplicas *rp, int r, const ParamServer *ps, float lr, PsGpuSpanMs *apply);
 
 /* Replica 0's variables and slots -> ps->params, ps->slots; every
  * replica's share of the moving averages -> ps->ema. */

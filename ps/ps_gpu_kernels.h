@@ -36,12 +36,24 @@ extern "C" { /* the C headers included here have no guards of their own */
 /* The most source buffers ps_gpu_sum_div takes (the tower bound). */
 #define PS_GPU_MAX_SRCS TOWER_MAX_TOWERS /* one gradient per tower */
 
+/* Non-finite findings of a step live in device ints (ps_gpu.cu's steps
+ * keep PS_GPU_N_FLAGS of them): a kernel that produces an infinite or NaN
+ * value writes 1 to its `bad` flag (float_nonfinite's test, in the same
+ * loop), never 0, so the caller zeroes the flags before the step.  A kernel
+ * given a `skip` flag that reads non-zero does nothing: the optimizer and
+ * the moving average skip a step whose mean gradient was not finite, as the
+ * CPU server does, with no wait between the kernels.  NULL: no flag. */
+#define PS_GPU_FLAG_MEAN 0  /* the mean gradient */
+#define PS_GPU_FLAG_VARS 1  /* the updated variables */
+#define PS_GPU_N_FLAGS 2
+
 /* out[i] = (((srcs[0][i] + srcs[1][i]) + srcs[2][i]) + ... + srcs[n_srcs-1][i]) / divisor,
  * summed in source order, as ps_average_grads.  With divisor 1 it is the
  * plain sum (x / 1 is x exactly).  out may be srcs[0] (in place).
  *   out  : (n_floats)
- *   srcs : [n_srcs] host array of device pointers, (n_floats) each; 1 <= n_srcs <= PS_GPU_MAX_SRCS */
-void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs, size_t n_floats, float divisor,
+ *   srcs : [n_srcs] host array of device pointers, (n_floats) each; 1 <= n_srcs <= PS_GPU_MAX_SRCS
+ *   bad  : (1) device int set to 1 when some out[i] is not finite, or NULL */
+void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs, size_t n_floats, float divisor, int *bad,
                     cudaStream_t stream);
 
 /* The optimizer table's apply on the device: the kernel of `kind` (one per
@@ -51,12 +63,16 @@ void ps_gpu_sum_div(float *out, const float *const *srcs, int n_srcs, size_t n_f
  * caller advances them after the step (ps_finish_step).
  *   params : (n_floats)   slots : [OPT_MAX_SLOTS] -> (n_floats), the kind's slots (NULL for sgd)
  *   grads  : (n_floats) */
+/*   skip   : (1) device int: non-zero -> nothing changes; or NULL
+ *   bad    : (1) device int set to 1 when a new variable is not finite, or NULL */
 void ps_gpu_optimizer_apply(float *params, float *const *slots, const float *grads, size_t n_floats,
-                            const OptStep *step, OptimizerKind kind, cudaStream_t stream);
+                            const OptStep *step, OptimizerKind kind, const int *skip, int *bad, cudaStream_t stream);
 
 /* ema_apply on the device: shadow -= (shadow - params) * (1 - decay).
- *   shadow : (n_floats) updated in place   params : (n_floats) */
-void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_floats, float decay, cudaStream_t stream);
+ *   shadow : (n_floats) updated in place   params : (n_floats)
+ *   skip   : (1) device int: non-zero -> nothing changes; or NULL */
+void ps_gpu_ema_apply(float *shadow, const float *params, size_t n_floats, float decay, const int *skip,
+                      cudaStream_t stream);
 
 /* Launch each kernel above once (on one float of scratch) on the current
  * device and wait: CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the

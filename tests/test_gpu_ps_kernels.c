@@ -7,6 +7,11 @@
  *     plain and centered with momentum), slots included, three updates in
  *     a row (the slots and Adam's beta powers carry over);
  *   - ps_gpu_ema_apply against ema_apply at a num_updates-limited decay;
+ *   - the non-finite flags (ps_gpu_kernels.h): a NaN or an infinity placed
+ *     at a random element (the last one too) of a gradient sets the mean's
+ *     flag, finite data leaves it 0; an optimizer and the moving average
+ *     given a set skip flag leave every variable, slot and shadow as they
+ *     were; an update that overflows a variable sets the variables' flag;
  * on the mnist model's 3,274,744 variables (more than one pass of the
  * kernels' grid), random values, the seed printed.  Bitwise, because the
  * kernels use round-to-nearest intrinsics that are never fused into
@@ -65,14 +70,14 @@ static int check_average(const ModelSpec *spec) {
         }
         ps_average_grads(ps);
         float *out_dev = gpu_test_dev(n * sizeof(float));
-        ps_gpu_sum_div(out_dev, (const float *const *)srcs_dev, n_towers, n, (float)n_towers, 0);
+        ps_gpu_sum_div(out_dev, (const float *const *)srcs_dev, n_towers, n, (float)n_towers, NULL, 0);
         float *got = gpu_test_host(n * sizeof(float));
         gpu_test_download(got, out_dev, n * sizeof(float));
         char what[64];
         snprintf(what, sizeof what, "mean of %d gradient(s) vs ps_average_grads", n_towers);
         failures += count_bit_diffs(what, got, ps->grads, n) != 0;
         /* in place over the first buffer, as the NCCL all-reduce sums a GPU's towers */
-        ps_gpu_sum_div(srcs_dev[0], (const float *const *)srcs_dev, n_towers, n, (float)n_towers, 0);
+        ps_gpu_sum_div(srcs_dev[0], (const float *const *)srcs_dev, n_towers, n, (float)n_towers, NULL, 0);
         gpu_test_download(got, srcs_dev[0], n * sizeof(float));
         snprintf(what, sizeof what, "  the same, in place over buffer 0");
         failures += count_bit_diffs(what, got, ps->grads, n) != 0;
@@ -112,7 +117,7 @@ static int check_optimizer(const char *name, const OptimizerConfig *cfg, const O
         CUDA_CHECK(cudaMemcpy(grads_dev, grads, n * sizeof(float), cudaMemcpyHostToDevice));
         OptStep st;
         opt->prepare(cfg, scalars_gpu, step, lrs[step], &st);
-        ps_gpu_optimizer_apply(params_dev, slots_dev, grads_dev, n, &st, cfg->kind, 0);
+        ps_gpu_optimizer_apply(params_dev, slots_dev, grads_dev, n, &st, cfg->kind, NULL, NULL, 0);
         if (opt->finish) opt->finish(cfg, scalars_gpu);
         optimizer_apply(params, slots, scalars_cpu, grads, n, lrs[step], step, cpu_cfg);
     }
@@ -146,7 +151,7 @@ static int check_ema(size_t n) {
     gpu_test_fill(params, n, -1.0f, 1.0f);
     float *shadow_dev = dev_copy(shadow, n), *params_dev = dev_copy(params, n);
     const float decay = ema_decay_at(0.9999f, 7); /* (1 + 7) / (10 + 7): the num_updates rule */
-    ps_gpu_ema_apply(shadow_dev, params_dev, n, decay, 0);
+    ps_gpu_ema_apply(shadow_dev, params_dev, n, decay, NULL, 0);
     ema_apply(shadow, params, n, decay);
     float *got = gpu_test_host(n * sizeof(float));
     gpu_test_download(got, shadow_dev, n * sizeof(float));
@@ -157,6 +162,78 @@ static int check_ema(size_t n) {
     CUDA_CHECK(cudaFree(shadow_dev));
     CUDA_CHECK(cudaFree(params_dev));
     return bad != 0;
+}
+
+/* The device int's value. */
+static int flag_value(const int *flag_dev) {
+    int v = -1;
+    CUDA_CHECK(cudaMemcpy(&v, flag_dev, sizeof v, cudaMemcpyDeviceToHost));
+    return v;
+}
+
+static int check_nonfinite_flags(size_t n) {
+    int failures = 0;
+    float *g = gpu_test_host(n * sizeof(float)), *p = gpu_test_host(n * sizeof(float));
+    float *got = gpu_test_host(n * sizeof(float));
+    gpu_test_fill(g, n, -1.0f, 1.0f);
+    gpu_test_fill(p, n, -1.0f, 1.0f);
+    float *g_dev = dev_copy(g, n), *p_dev = dev_copy(p, n), *mean_dev = gpu_test_dev(n * sizeof(float));
+    int *flags = (int *)gpu_test_dev(PS_GPU_N_FLAGS * sizeof(int));
+    const float *srcs[2] = {g_dev, g_dev};
+    /* finite: the flag stays 0 */
+    CUDA_CHECK(cudaMemset(flags, 0, PS_GPU_N_FLAGS * sizeof(int)));
+    ps_gpu_sum_div(mean_dev, srcs, 2, n, 2.0f, flags + PS_GPU_FLAG_MEAN, 0);
+    int v = flag_value(flags + PS_GPU_FLAG_MEAN);
+    printf("  %-44s flag %d (expected 0)\n", "finite mean", v);
+    failures += v != 0;
+    /* a NaN, an infinity, at a random element and at the last one */
+    const float poison[2] = {NAN, INFINITY};
+    const size_t where[2] = {(size_t)rand() % n, n - 1};
+    for (int k = 0; k < 2; k++)
+        for (int w = 0; w < 2; w++) {
+            CUDA_CHECK(cudaMemset(flags, 0, PS_GPU_N_FLAGS * sizeof(int)));
+            CUDA_CHECK(cudaMemcpy(g_dev + where[w], &poison[k], sizeof(float), cudaMemcpyHostToDevice));
+            ps_gpu_sum_div(mean_dev, srcs, 2, n, 2.0f, flags + PS_GPU_FLAG_MEAN, 0);
+            CUDA_CHECK(cudaMemcpy(g_dev + where[w], &g[where[w]], sizeof(float), cudaMemcpyHostToDevice));
+            v = flag_value(flags + PS_GPU_FLAG_MEAN);
+            printf("  mean with %s at element %-12zu flag %d (expected 1)\n", k ? "inf" : "NaN", where[w], v);
+            failures += v != 1;
+        }
+    /* a set skip flag: the optimizer and the moving average change nothing */
+    OptimizerConfig mom;
+    optimizer_config_defaults(&mom);
+    mom.kind = OPT_MOMENTUM;
+    float *slot_dev = gpu_test_dev(n * sizeof(float));
+    CUDA_CHECK(cudaMemset(slot_dev, 0, n * sizeof(float)));
+    float *slots_dev[OPT_MAX_SLOTS] = {slot_dev};
+    OptStep st;
+    optimizer_i(mom.kind)->prepare(&mom, NULL, 0, 0.1f, &st);
+    int one = 1;
+    CUDA_CHECK(cudaMemcpy(flags + PS_GPU_FLAG_MEAN, &one, sizeof one, cudaMemcpyHostToDevice));
+    ps_gpu_optimizer_apply(p_dev, slots_dev, mean_dev, n, &st, mom.kind, flags + PS_GPU_FLAG_MEAN,
+                           flags + PS_GPU_FLAG_VARS, 0);
+    ps_gpu_ema_apply(p_dev, mean_dev, n, 0.5f, flags + PS_GPU_FLAG_MEAN, 0);
+    gpu_test_download(got, p_dev, n * sizeof(float));
+    failures += count_bit_diffs("skipped momentum + moving average: variables", got, p, n) != 0;
+    /* an overflowing update: the variables' flag */
+    const float huge = 3e38f;
+    CUDA_CHECK(cudaMemset(flags, 0, PS_GPU_N_FLAGS * sizeof(int)));
+    CUDA_CHECK(cudaMemcpy(mean_dev + where[0], &huge, sizeof(float), cudaMemcpyHostToDevice));
+    optimizer_i(mom.kind)->prepare(&mom, NULL, 0, -10.0f, &st); /* var -= g * -10: 3e39 overflows */
+    ps_gpu_optimizer_apply(p_dev, slots_dev, mean_dev, n, &st, mom.kind, flags + PS_GPU_FLAG_MEAN,
+                           flags + PS_GPU_FLAG_VARS, 0);
+    v = flag_value(flags + PS_GPU_FLAG_VARS);
+    printf("  %-44s flag %d (expected 1)\n", "momentum update overflowing one variable", v);
+    failures += v != 1;
+    free(g);
+    free(p);
+    free(got);
+    CUDA_CHECK(cudaFree(g_dev));
+    CUDA_CHECK(cudaFree(p_dev));
+    CUDA_CHECK(cudaFree(mean_dev));
+    CUDA_CHECK(cudaFree(slot_dev));
+    CUDA_CHECK(cudaFree(flags));
+    return failures;
 }
 
 int main(void) {
@@ -193,6 +270,7 @@ int main(void) {
     failures += check_optimizer("Nesterov (GPU) vs plain momentum (CPU)", &nes, &mom, spec.n_params, 0);
     failures += check_optimizer("adam (GPU) vs adam with epsilon 1e-3 (CPU)", &adam, &adam_eps, spec.n_params, 0);
     failures += check_ema(spec.n_params);
+    failures += check_nonfinite_flags(spec.n_params);
     printf("%s\n", failures ? "GPU parameter-server kernels FAILED" : "GPU parameter-server kernels equal the CPU's, bit for bit");
     return failures ? 1 : 0;
 }

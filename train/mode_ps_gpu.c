@@ -59,9 +59,14 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     if (rc != 1) return rc;
     PsGpuSpanMs average, apply;
     const double t0 = tower_now_sec();
-    ps_gpu_step(g, tr->ps, &average, &apply);
+    const int bad = ps_gpu_step(g, tr->ps, &average, &apply);
     tr->times.average = train_device_span(t0, &average);
     tr->times.apply = train_device_span(t0, &apply);
+    /* As ps_cpu: a non-finite mean gradient was not applied (the kernels skipped it). */
+    if (bad == PS_GPU_MEAN_NONFINITE)
+        return train_diverged(tr->ps->global_step + 1, "non-finite gradients (not applied)", *loss, err, err_n_bytes);
+    if (bad == PS_GPU_VARS_NONFINITE)
+        return train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
     return 1;
 }
 

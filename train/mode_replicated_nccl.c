@@ -65,7 +65,7 @@ static int apply_hook(void *ctx, int tower, char *err, size_t err_n_bytes) {
     (void)err;
     (void)err_n_bytes;
     Trainer *tr = ctx;
-    ps_gpu_replica_apply(tr->gpu_replicas, tower, tr->ps, tr->step_lr, NULL);
+    tr->replica_nonfinite[tower] = ps_gpu_replica_apply(tr->gpu_replicas, tower, tr->ps, tr->step_lr, NULL) != 0;
     return 0;
 }
 
@@ -75,7 +75,11 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     memset(dc, 0, sizeof dc); /* no copy-in, no copy-out */
     for (int t = 0; t < tr->n_towers; t++) tr->nccl_spans[t] = (TowerSpan){0.0, 0.0};
     TowerStep ts = {.hooks = &hooks, .device_copy = dc};
-    return train_run_replicated(tr, &ts, batch, loss, err, err_n_bytes);
+    int rc = train_run_replicated(tr, &ts, batch, loss, err, err_n_bytes);
+    /* Each replica's update kernel tested its new variables (ps_gpu_replica_apply). */
+    for (int t = 0; rc == 1 && t < tr->n_towers; t++)
+        if (tr->replica_nonfinite[t]) rc = train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
+    return rc;
 }
 
 /* The host block <- tower 0's GPU variables and slots, and every tower's share of the moving averages. */

@@ -224,7 +224,7 @@ typedef struct {
     AllreduceNccl *nccl;             /* replicated_nccl: the communicator over the towers' GPUs */
     TowerSpan nccl_spans[TOWER_MAX_TOWERS]; /* replicated_nccl: each GPU leader's ncclAllReduce in the last step (device time) */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
-    int replica_nonfinite[TOWER_MAX_TOWERS]; /* replicated_host: tower t's last update left a variable non-finite */
+    int replica_nonfinite[TOWER_MAX_TOWERS]; /* replicated_host, replicated_nccl: tower t's last update left a variable non-finite */
     void *mode_state;                /* a further mode's own state (its open makes it, its close frees it); NULL here */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */
