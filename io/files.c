@@ -19,6 +19,7 @@
 
 #include "base/escape.h"
 #include "io/example.h"
+#include "io/imagefolder.h"
 
 static int has_wildcard(const char *s) { return strpbrk(s, "*?[") != NULL; }
 
@@ -225,39 +226,12 @@ int io_labels_path(char *buf, size_t n, const char *file) {
     return (k < 0 || (size_t)k >= n) ? -1 : 0;
 }
 
-/* Reads path whole (at most 1 MiB) into *text (n_bytes, NUL-terminated).
- * 1 read, 0 absent, -1 with err. */
-static int read_labels_text(const char *path, char **text, size_t *n_bytes, char *err, size_t err_n) {
-    *text = NULL;
-    *n_bytes = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) return 0;
-        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    const size_t max_n = (size_t)1 << 20;
-    char *t = malloc(max_n + 1);
-    size_t n = t ? fread(t, 1, max_n + 1, f) : 0;
-    int bad = ferror(f);
-    fclose(f);
-    if (!t || bad || n > max_n) {
-        snprintf(err, err_n, "%s: %s", path, !t ? "out of memory" : bad ? "read error" : "labels file over 1 MiB");
-        free(t);
-        return -1;
-    }
-    t[n] = '\0';
-    *text = t;
-    *n_bytes = n;
-    return 1;
-}
-
 int io_labels_compare(const char *want_path, const char *have_path, char *err, size_t err_n) {
     char *want, *have;
     size_t want_n, have_n;
-    int a = read_labels_text(want_path, &want, &want_n, err, err_n);
+    int a = imagefolder_read_labels_text(want_path, &want, &want_n, err, err_n);
     if (a <= 0) return a;
-    int b = read_labels_text(have_path, &have, &have_n, err, err_n);
+    int b = imagefolder_read_labels_text(have_path, &have, &have_n, err, err_n);
     if (b <= 0) {
         free(want);
         return b;
@@ -292,7 +266,7 @@ int io_labels_record(const char *data_labels, const char *dir_labels, char *err,
     if (rc != 0) return rc;
     char *text;
     size_t n;
-    rc = read_labels_text(data_labels, &text, &n, err, err_n);
+    rc = imagefolder_read_labels_text(data_labels, &text, &n, err, err_n);
     if (rc <= 0) return rc;
     size_t tmp_n = strlen(dir_labels) + 5;
     char *tmp = malloc(tmp_n);

@@ -593,24 +593,38 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
     return 0;
 }
 
-int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n) {
-    *names = NULL;
-    *n_names = 0;
+int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes, char *err, size_t err_n) {
+    *text = NULL;
+    *n_bytes = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
+        if (errno == ENOENT) return 0;
         snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(errno));
         return -1;
     }
-    char *text = malloc(IMAGEFOLDER_MAX_LABELS_N_BYTES + 1);
-    size_t n = text ? fread(text, 1, IMAGEFOLDER_MAX_LABELS_N_BYTES + 1, f) : 0;
+    char *t = malloc(IMAGEFOLDER_MAX_LABELS_N_BYTES + 1);
+    size_t n = t ? fread(t, 1, IMAGEFOLDER_MAX_LABELS_N_BYTES + 1, f) : 0;
     int read_error = ferror(f);
     fclose(f);
-    if (!text || read_error || n > IMAGEFOLDER_MAX_LABELS_N_BYTES) {
-        snprintf(err, err_n, "%s: %s", path, !text ? "out of memory" : read_error ? "read error" : "labels file over 1 MiB");
-        free(text);
+    if (!t || read_error || n > IMAGEFOLDER_MAX_LABELS_N_BYTES) {
+        snprintf(err, err_n, "%s: %s", path, !t ? "out of memory" : read_error ? "read error" : "labels file over 1 MiB");
+        free(t);
         return -1;
     }
-    text[n] = '\0';
+    t[n] = '\0';
+    *text = t;
+    *n_bytes = n;
+    return 1;
+}
+
+int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n) {
+    *names = NULL;
+    *n_names = 0;
+    char *text;
+    size_t n;
+    const int got = imagefolder_read_labels_text(path, &text, &n, err, err_n);
+    if (got == 0) snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(ENOENT));
+    if (got <= 0) return -1;
     if (n == 0 || memchr(text, '\0', n)) {
         snprintf(err, err_n, "%s: %s", path, n ? "labels file holds a NUL byte" : "empty labels file (expected one class name a line)");
         free(text);

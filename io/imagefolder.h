@@ -58,6 +58,13 @@ typedef struct {
 
 #define IMAGEFOLDER_MAX_LABELS_N_BYTES ((size_t)1 << 20)
 
+/* Reads a labels file whole (at most IMAGEFOLDER_MAX_LABELS_N_BYTES) into
+ * *text (n_bytes, NUL-terminated, malloc'ed: the caller frees it).  Returns
+ * 1 read, 0 when path does not exist (ENOENT; *text NULL), -1 with one line
+ * in err (cannot open, read error, too large, out of memory).  Shared by
+ * imagefolder_read_labels and the labels checks of io/files.c. */
+int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes, char *err, size_t err_n_bytes);
+
 /* Reads a labels file: class names, one a line (the last newline optional;
  * no empty line, no repeated name, at most IMAGEFOLDER_MAX_LABELS_N_BYTES).
  * *names (n_names, each malloc'ed, and the array) belong to the caller.
