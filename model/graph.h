@@ -175,6 +175,7 @@ typedef struct {
     int B;                              /* examples in the batch */
     int n_threads;                      /* the OpenMP threads scratch is sized for */
     int training;                       /* 1: training forward (batch statistics, dropout) */
+    const ModelSync *sync;              /* training: batch norm's cross-tower sums (model_acts_set_sync); NULL: none */
     const float *in[NODE_MAX_INPUTS];   /* (B, in shape) each */
     float *out;                         /* (B, out shape): forward writes; backward reads */
     void *saved;                        /* saved_n_bytes(node, max_batch) of this node's own */

@@ -239,15 +239,36 @@ static size_t batchnorm_node_saved_n_bytes(const Node *n, int max_batch) {
     return sizeof(float) * 3 * (size_t)n->bn.C;
 }
 
+/* Scratch: the one-tower forms' sums and partials, then (sync) the
+ * cross-tower buffer, (2, C) sums and the row count. */
 static size_t batchnorm_node_scratch_n_bytes(const Node *n, int max_batch, int n_threads) {
     (void)max_batch;
     (void)n_threads;
-    return sizeof(double) * batchnorm_scratch_n_doubles(n->bn.C);
+    return sizeof(double) * (batchnorm_scratch_n_doubles(n->bn.C) + 2 * (size_t)n->bn.C + 1);
+}
+
+/* Sync batch norm's step: this tower's sums (2, C) and row count into the
+ * cross-tower buffer, summed over the towers; returns the buffer, whose
+ * [2C] is the global count. */
+static double *bn_sum_over_towers(const Node *n, const NodeRun *r, const double *sums) {
+    const int C = n->bn.C;
+    double *g = (double *)r->scratch + batchnorm_scratch_n_doubles(C);
+    memcpy(g, sums, sizeof(double) * 2 * (size_t)C);
+    g[2 * C] = (double)bn_rows(n, r->B);
+    r->sync->sum(r->sync->ctx, g, 2 * (size_t)C + 1);
+    return g;
 }
 
 static void batchnorm_node_forward(const Node *n, const NodeRun *r) {
     float *mean = r->saved, *var = mean + n->bn.C, *inv_std = var + n->bn.C;
-    if (r->training)
+    const size_t rows = bn_rows(n, r->B);
+    if (r->training && r->sync) {
+        double *sums = r->scratch, *partials = sums + 2 * (size_t)n->bn.C;
+        batchnorm_sums(sums, partials, r->in[0], rows, n->bn.C);
+        const double *g = bn_sum_over_towers(n, r, sums);
+        batchnorm_moments(mean, var, g, g[2 * n->bn.C], n->bn.C);
+        batchnorm_normalize(r->out, inv_std, r->in[0], mean, var, r->w[0], r->w[1], n->bn.epsilon, rows, n->bn.C);
+    } else if (r->training)
         batchnorm_forward_train(r->out, mean, var, inv_std, r->scratch, r->in[0], r->w[0], r->w[1], &n->bn,
                                 bn_rows(n, r->B));
     else
@@ -257,6 +278,17 @@ static void batchnorm_node_forward(const Node *n, const NodeRun *r) {
 
 static void batchnorm_node_backward(const Node *n, const NodeRun *r) {
     const float *mean = r->saved, *inv_std = mean + 2 * n->bn.C;
+    if (r->sync) { /* gamma's and beta's gradients from this tower's rows; the input's from the global sums */
+        const size_t rows = bn_rows(n, r->B);
+        double *dsums = r->scratch, *partials = dsums + 2 * (size_t)n->bn.C;
+        batchnorm_backward_sums(dsums, partials, r->dout, r->in[0], mean, inv_std, rows, n->bn.C);
+        batchnorm_param_grads(r->dw[0], r->dw[1], dsums, n->bn.C);
+        const double *g = bn_sum_over_towers(n, r, dsums);
+        if (r->din[0])
+            batchnorm_backward_input(r->din[0], r->dout, r->in[0], mean, inv_std, r->w[0], g, g[2 * n->bn.C], rows,
+                                     n->bn.C);
+        return;
+    }
     batchnorm_backward(r->din[0], r->dw[0], r->dw[1], r->scratch, r->dout, r->in[0], mean, inv_std, r->w[0], &n->bn,
                        bn_rows(n, r->B));
 }

@@ -55,6 +55,8 @@ struct ModelActs {
     int B;                    /* batch of the last forward; 0 before the first */
     int training;             /* mode of the next forwards (model_acts_set_training), 1 by default */
     int forward_training;     /* mode of the last forward */
+    ModelSync sync;           /* batch norm's cross-tower sums (model_acts_set_sync) */
+    int synced;               /* 1: sync is set */
     double loss_forward_s, loss_backward_s;
     long n_loss_forward, n_loss_backward;
 };
@@ -336,7 +338,7 @@ float model_forward(float *logits, float *ce_loss, ModelActs *a,
         const Node *n = &g->nodes[i];
         NodeBuf *b = &a->bufs[i];
         NodeRun r = {.B = B, .n_threads = a->n_threads, .training = a->training, .out = b->out, .saved = b->saved,
-                     .scratch = a->scratch};
+                     .scratch = a->scratch, .sync = a->synced && a->training ? &a->sync : NULL};
         for (int j = 0; j < n->n_inputs; j++) r.in[j] = n->inputs[j] == GRAPH_INPUT ? a->x : a->bufs[n->inputs[j]].out;
         bind_vars(&r, s, n, params, NULL);
         double t0 = omp_get_wtime();
@@ -382,7 +384,7 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         NodeBuf *b = &a->bufs[i];
         if (!written[i]) continue; /* its output reaches no loss */
         NodeRun r = {.B = B, .n_threads = a->n_threads, .training = 1, .out = b->out, .saved = b->saved,
-                     .scratch = a->scratch, .dout = b->dout};
+                     .scratch = a->scratch, .dout = b->dout, .sync = a->synced ? &a->sync : NULL};
         int later[NODE_MAX_INPUTS] = {0}; /* input j's gradient goes to grad_tmp's slab j, then is added */
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];
@@ -413,6 +415,11 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
 }
 
 void model_acts_set_training(ModelActs *a, int training) { a->training = training != 0; }
+
+void model_acts_set_sync(ModelActs *a, const ModelSync *sync) {
+    a->synced = sync != NULL;
+    if (sync) a->sync = *sync;
+}
 
 void model_update_moving(float *params, const ModelActs *a) {
     if (a->B < 1 || !a->forward_training) return;

@@ -138,6 +138,28 @@ void model_backward(float *dparams, ModelActs *acts, const float *params);
  * nothing). */
 void model_acts_set_training(ModelActs *acts, int training);
 
+/* Sync batch norm (`--batch_norm sync`, Keras's SyncBatchNormalization):
+ * the towers of a step normalise with the statistics of the global batch.
+ * Every tower's executor calls sum at the same points in the same order
+ * (twice per batch-norm layer: its forward sums, its backward sums); sum
+ * ADDS buf (n_doubles) over every tower of the step, in tower order, and
+ * writes the total back into buf on every tower, so all towers see the
+ * same bits.  It is a collective: it returns on every tower or the step
+ * has failed (the towers' owner, tower/tower.c, then releases the others).
+ * A tower's parameter gradients stay its own (gamma, beta: its rows'),
+ * and its input gradient uses the global sums, so N towers of B averaged
+ * equal one tower of N x B (the executor's part of the contract; tested
+ * in test_model_sync_bn). */
+typedef struct {
+    void (*sum)(void *ctx, double *buf, size_t n_doubles);
+    void *ctx;
+} ModelSync;
+
+/* From the next training forward on, batch norm on acts reduces its
+ * statistics through sync (copied; NULL: each tower's own statistics, the
+ * default).  Evaluation forwards never synchronise (moving statistics). */
+void model_acts_set_sync(ModelActs *acts, const ModelSync *sync);
+
 /* After a training forward: update every non-trainable variable from what
  * the forward saved (batch norm: moving = moving * momentum + batch *
  * (1 - momentum)), in params (n_params).  A no-op for networks without

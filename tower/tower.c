@@ -89,6 +89,63 @@ static int tower_sync(TowerGroup *g, int ok) {
     return all_ok;
 }
 
+/* ---- sync batch norm: the towers' collective sum (model.h's ModelSync) ---- */
+
+/* Meet the other towers of the step (a generation barrier, as tower_sync).
+ * Returns 1 when all arrived, 0 when the step was aborted (a tower failed
+ * before reaching this point: nobody waits for it). */
+static int tower_bn_meet(TowerGroup *g) {
+    pthread_mutex_lock(&g->mu);
+    long gen = g->bn_generation;
+    if (++g->bn_arrived == g->n_towers) {
+        g->bn_arrived = 0;
+        g->bn_generation++;
+        pthread_cond_broadcast(&g->bn_cv);
+    } else {
+        while (g->bn_generation == gen && !g->bn_aborted) pthread_cond_wait(&g->bn_cv, &g->mu);
+    }
+    int ok = !g->bn_aborted;
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+
+/* A tower that will not reach the collective sums of this step releases the others. */
+static void tower_bn_abort(TowerGroup *g) {
+    if (!g->sync_batch_norm) return;
+    pthread_mutex_lock(&g->mu);
+    g->bn_aborted = 1;
+    pthread_cond_broadcast(&g->bn_cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* ModelSync.sum for tower ctx: publish buf in the tower's slot, meet, add
+ * every tower's slot in tower order into buf (the same bits on every
+ * tower), meet again so that no slot is rewritten before all have read it.
+ * On an aborted step buf is left as it is (the step fails anyway). */
+static void tower_bn_sum(void *ctx, double *buf, size_t n_doubles) {
+    Tower *t = ctx;
+    TowerGroup *g = t->group;
+    if (n_doubles > t->bn_slot_n) {
+        double *p = realloc(t->bn_slot, n_doubles * sizeof *p);
+        if (!p) {
+            snprintf(t->err, sizeof t->err, "out of memory for sync batch norm's sums");
+            t->bn_failed = 1;
+            tower_bn_abort(g);
+            return;
+        }
+        t->bn_slot = p;
+        t->bn_slot_n = n_doubles;
+    }
+    memcpy(t->bn_slot, buf, n_doubles * sizeof *buf);
+    if (!tower_bn_meet(g)) return;
+    for (size_t i = 0; i < n_doubles; i++) {
+        double s = g->towers[0].bn_slot[i];
+        for (int k = 1; k < g->n_towers; k++) s += g->towers[k].bn_slot[i];
+        buf[i] = s;
+    }
+    tower_bn_meet(g);
+}
+
 /* Split the compute span (recorded as FORWARD) at the backend's forward end, when it reports one. */
 static void split_compute(Tower *t) {
     TowerSpan *f = &t->times.span[TOWER_PHASE_FORWARD], *b = &t->times.span[TOWER_PHASE_BACKWARD];
@@ -110,16 +167,18 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
     memset(tt, 0, sizeof *tt);
     tt->go_sec = go_time;
     t->status = -1;
+    t->bn_failed = 0;
 
     sp[TOWER_PHASE_COPY_IN].start_sec = tower_now_sec();
     int ok = ps_copy_params_to_tower(t) == 0 && tower_copy_shard_to_tower(t) == 0;
     sp[TOWER_PHASE_COPY_IN].end_sec = tower_now_sec();
     if (ok) {
         sp[TOWER_PHASE_FORWARD].start_sec = sp[TOWER_PHASE_COPY_IN].end_sec;
-        ok = tower_compute(t) == 0;
+        ok = tower_compute(t) == 0 && !t->bn_failed;
         sp[TOWER_PHASE_FORWARD].end_sec = tower_now_sec();
         split_compute(t);
     }
+    if (!ok) tower_bn_abort(t->group); /* sync batch norm: no tower waits for this one */
     /* In the GPU modes a gradient the server reads where it is needs no copy-out. */
     const int copies_out = !t->has_device_copy || t->device_copy.grads_dst;
     if (ok && copies_out) {
@@ -189,6 +248,13 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
     pthread_cond_init(&g->go_cv, NULL);
     pthread_cond_init(&g->done_cv, NULL);
     pthread_cond_init(&g->sync_cv, NULL);
+    pthread_cond_init(&g->bn_cv, NULL);
+    g->sync_batch_norm = cfg->sync_batch_norm;
+    if (cfg->sync_batch_norm && !cfg->backend->set_sync) {
+        snprintf(err, err_n_bytes, "--batch_norm sync: %s towers cannot synchronise batch norm yet", cfg->backend->name);
+        tower_group_free(g);
+        return NULL;
+    }
     for (int i = 0; i < cfg->n_towers; i++) {
         Tower *t = &g->towers[i];
         t->group = g;
@@ -202,6 +268,16 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
             snprintf(err, err_n_bytes, "tower %d on %s:%d: %s", i, cfg->backend->name, t->device, e);
             tower_group_free(g);
             return NULL;
+        }
+        if (cfg->sync_batch_norm) {
+            const ModelSync sync = {.sum = tower_bn_sum, .ctx = t};
+            if (cfg->backend->set_sync(t->dev, &sync, e, sizeof e) != 0) {
+                snprintf(err, err_n_bytes, "tower %d: %s", i, e);
+                cfg->backend->tower_free(t->dev);
+                t->dev = NULL;
+                tower_group_free(g);
+                return NULL;
+            }
         }
         if (pthread_create(&t->thread, NULL, tower_thread_main, t) != 0) {
             snprintf(err, err_n_bytes, "tower %d: cannot start its thread", i);
@@ -239,6 +315,8 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
     }
     g->hooks = step->hooks;
     g->sync_failed = 0;
+    g->bn_aborted = 0;
+    g->bn_arrived = 0;
     g->n_done = 0;
     g->go_time = tower_now_sec();
     g->go_generation++;
@@ -297,10 +375,12 @@ void tower_group_free(TowerGroup *g) {
     for (int i = 0; i < g->n_towers; i++) {
         pthread_join(g->towers[i].thread, NULL);
         g->towers[i].backend->tower_free(g->towers[i].dev);
+        free(g->towers[i].bn_slot);
     }
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->go_cv);
     pthread_cond_destroy(&g->done_cv);
     pthread_cond_destroy(&g->sync_cv);
+    pthread_cond_destroy(&g->bn_cv);
     free(g);
 }

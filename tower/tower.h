@@ -117,6 +117,11 @@ typedef struct TowerBackend {
      * when a copy-out ran) with the device's own start and end of those
      * phases in that step, on the tower_now_sec() clock. */
     void (*device_spans)(void *dev, TowerSpan *span);
+    /* Optional (NULL: the backend cannot synchronise batch norm; a group
+     * with sync_batch_norm then fails to start with one line).  From now on
+     * the tower's training forwards reduce batch norm's statistics through
+     * sync (model_acts_set_sync; copied). */
+    int (*set_sync)(void *dev, const ModelSync *sync, char *err, size_t err_n_bytes);
     /* Optional (NULL: not known).  Host bytes one tower created by
      * tower_create(spec, ..., max_batch, ...) on this thread holds at most:
      * for memory bounds.  The CPU backend's are its weights, logits and
@@ -227,6 +232,9 @@ typedef struct Tower {
     int status;                    /* 0 ok, -1 failed (err says why) */
     char err[256];
     TowerTimes times;
+    double *bn_slot;               /* (bn_slot_n) sync batch norm: this tower's sums, read by every tower */
+    size_t bn_slot_n;
+    int bn_failed;                 /* this step's collective sum could not run here (err says why) */
 } Tower;
 
 struct TowerGroup {
@@ -244,6 +252,14 @@ struct TowerGroup {
     int n_synced;
     long sync_generation;
     int sync_failed;               /* some tower failed or lost a finite loss this step */
+    /* Sync batch norm (TowerGroupConfig.sync_batch_norm): the towers' collective sum (tower.c's
+     * tower_bn_sum) meets twice per call, counted like tower_sync; a tower that fails before or
+     * in its compute sets bn_aborted, which releases every waiting tower for the rest of the step. */
+    int sync_batch_norm;
+    pthread_cond_t bn_cv;
+    int bn_arrived;
+    long bn_generation;
+    int bn_aborted;
 };
 
 typedef struct {
@@ -252,6 +268,7 @@ typedef struct {
     int devices[TOWER_MAX_TOWERS];   /* tower t runs on devices[t] */
     int n_threads[TOWER_MAX_TOWERS]; /* OpenMP threads of tower t (CPU) */
     int max_batch;                   /* largest shard a tower will get */
+    int sync_batch_norm;             /* 1: --batch_norm sync, batch norm over the global batch (the backend's set_sync) */
 } TowerGroupConfig;
 
 /* Start n_towers tower threads.  tower_grads[t]: (n_params) host buffer of

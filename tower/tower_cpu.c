@@ -106,6 +106,13 @@ static int cpu_bind_params(void *dev, float *params_host, char *err, size_t err_
     return 0;
 }
 
+static int cpu_set_sync(void *dev, const ModelSync *sync, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    model_acts_set_sync(((CpuTower *)dev)->acts, sync);
+    return 0;
+}
+
 static double cpu_forward_end_sec(const void *dev) { return ((const CpuTower *)dev)->forward_end_sec; }
 
 static int cpu_copy_shard_in(void *dev, const float *x_host, const int32_t *labels_host, int n,
@@ -164,6 +171,7 @@ const TowerBackend tower_backend_cpu = {
     .compute = cpu_compute,
     .copy_grads_out = cpu_copy_grads_out,
     .bind_params = cpu_bind_params,
+    .set_sync = cpu_set_sync,
     .forward_end_sec = cpu_forward_end_sec,
     .host_n_bytes = cpu_host_n_bytes,
 };
