@@ -57,6 +57,8 @@ struct NodeRunCuda {
     float *dout;                      /* (B, out shape), may be clobbered by backward */
     float *din[NODE_MAX_INPUTS];      /* (B, in shape) WRITTEN; NULL = not wanted */
     const NodeCuda *c;                /* the node's GPU state */
+    const ModelSync *sync;            /* batch norm's cross-tower sums (model_acts_cuda_set_sync), or NULL */
+    double *sync_host;                /* pinned host (2 C_max + 1) doubles for them */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     cudaStream_t stream;
@@ -233,9 +235,33 @@ extern "C" size_t batchnorm_node_scratch_n_bytes_cuda(const NodeCuda *c, const N
     (void)c, (void)max_batch;
     return sizeof(double) * batchnorm_cuda_scratch_n_doubles(n->bn.C);
 }
+/* Sync batch norm's step on the GPU: the (2, C) sums at sums_dev -> pinned
+ * host, with this tower's row count, summed over the towers by the host
+ * collective, and back into sums_dev.  Waits for the stream (the collective
+ * is the host's).  Returns the global row count. */
+static double bn_sum_over_towers_cuda(const Node *n, const NodeRunCuda *r, double *sums_dev) {
+    const size_t n_bytes = sizeof(double) * 2 * (size_t)n->bn.C;
+    CUDA_CHECK(cudaMemcpyAsync(r->sync_host, sums_dev, n_bytes, cudaMemcpyDeviceToHost, r->stream));
+    CUDA_CHECK(cudaStreamSynchronize(r->stream));
+    r->sync_host[2 * n->bn.C] = (double)rows_of(n, r->B);
+    r->sync->sum(r->sync->ctx, r->sync_host, 2 * (size_t)n->bn.C + 1);
+    const double count = r->sync_host[2 * n->bn.C];
+    CUDA_CHECK(cudaMemcpyAsync(sums_dev, r->sync_host, n_bytes, cudaMemcpyHostToDevice, r->stream));
+    CUDA_CHECK(cudaStreamSynchronize(r->stream)); /* the pinned buffer is the next layer's */
+    return count;
+}
+
 extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
     float *mean = (float *)r->saved, *var = mean + n->bn.C, *inv_std = var + n->bn.C;
-    if (r->training)
+    if (r->training && r->sync) {
+        double *sums = (double *)r->scratch, *partials = sums + 2 * (size_t)n->bn.C;
+        const size_t rows = rows_of(n, r->B);
+        batchnorm_sums_cuda(sums, partials, r->in[0], rows, n->bn.C, r->stream);
+        const double count = bn_sum_over_towers_cuda(n, r, sums);
+        batchnorm_moments_cuda(mean, var, sums, count, n->bn.C, r->stream);
+        batchnorm_normalize_cuda(r->out, inv_std, r->in[0], mean, var, r->w[0], r->w[1], n->bn.epsilon, rows, n->bn.C,
+                                 r->stream);
+    } else if (r->training)
         batchnorm_forward_train_cuda(r->out, mean, var, inv_std, (double *)r->scratch, r->in[0], r->w[0], r->w[1],
                                      &n->bn, rows_of(n, r->B), r->stream);
     else
@@ -244,6 +270,17 @@ extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r)
 }
 extern "C" void batchnorm_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     const float *mean = (const float *)r->saved, *inv_std = mean + 2 * n->bn.C;
+    if (r->sync) { /* gamma's and beta's gradients from this tower's rows; the input's from the global sums */
+        double *dsums = (double *)r->scratch, *partials = dsums + 2 * (size_t)n->bn.C;
+        const size_t rows = rows_of(n, r->B);
+        batchnorm_backward_sums_cuda(dsums, partials, r->dout, r->in[0], mean, inv_std, rows, n->bn.C, r->stream);
+        batchnorm_param_grads_cuda(r->dw[0], r->dw[1], dsums, n->bn.C, r->stream);
+        const double count = bn_sum_over_towers_cuda(n, r, dsums);
+        if (r->din[0])
+            batchnorm_backward_input_cuda(r->din[0], r->dout, r->in[0], mean, inv_std, r->w[0], dsums, count, rows,
+                                          n->bn.C, r->stream);
+        return;
+    }
     batchnorm_backward_cuda(r->din[0], r->dw[0], r->dw[1], (double *)r->scratch, r->dout, r->in[0], mean, inv_std,
                             r->w[0], &n->bn, rows_of(n, r->B), r->stream);
 }
@@ -361,6 +398,9 @@ struct ModelActsCuda {
     int B;                    /* batch of the last forward; 0 before the first or after a failed one */
     int training;             /* mode of the next forwards (model_acts_cuda_set_training), 1 by default */
     int forward_training;     /* mode of the last forward */
+    ModelSync sync;           /* batch norm's cross-tower sums (model_acts_cuda_set_sync) */
+    int synced;               /* 1: sync is set */
+    double *sync_pinned;      /* pinned host: (2 C_max + 1) doubles over the graph's batch norms */
 };
 
 /* Carve n_bytes at *off from base (0 on the sizing pass). */
@@ -408,6 +448,7 @@ extern "C" void model_acts_cuda_free(ModelActsCuda *a) {
         if (a->inited[i]) model_layer_table[a->graph.nodes[i].kind].cuda_free(&a->nodes[i]);
     if (a->block) cudaFree(a->block);
     if (a->loss_pinned) cudaFreeHost(a->loss_pinned);
+    if (a->sync_pinned) cudaFreeHost(a->sync_pinned);
     free(a);
 }
 
@@ -554,6 +595,8 @@ static NodeRunCuda node_run(const ModelActsCuda *a, int i, int B, const float *p
     r.saved = a->bufs[i].saved;
     r.scratch = a->scratch;
     r.c = &a->nodes[i];
+    r.sync = a->synced ? &a->sync : NULL;
+    r.sync_host = a->sync_pinned;
     r.cudnn = a->cudnn;
     r.cublas = a->cublas;
     r.stream = a->stream;
@@ -661,6 +704,22 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
 }
 
 extern "C" void model_acts_cuda_set_training(ModelActsCuda *a, int training) { a->training = training != 0; }
+
+extern "C" int model_acts_cuda_set_sync(ModelActsCuda *a, const ModelSync *sync, char *err, size_t err_n_bytes) {
+    a->synced = 0;
+    if (!sync) return 0;
+    if (!a->sync_pinned) {
+        int C_max = 0;
+        for (int i = 0; i < a->graph.n_nodes; i++)
+            if (a->graph.nodes[i].kind == NODE_BATCHNORM && a->graph.nodes[i].bn.C > C_max) C_max = a->graph.nodes[i].bn.C;
+        if (CUDA_SOFT(cudaMallocHost((void **)&a->sync_pinned, sizeof(double) * (2 * (size_t)C_max + 1)), err,
+                      err_n_bytes))
+            return -1;
+    }
+    a->sync = *sync;
+    a->synced = 1;
+    return 0;
+}
 
 extern "C" void model_update_moving_cuda(float *params_dev, ModelActsCuda *a) {
     if (a->B < 1 || !a->forward_training) return;

@@ -99,6 +99,15 @@ void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *para
  * evaluation mode of the next forwards; backward needs a training forward. */
 void model_acts_cuda_set_training(ModelActsCuda *a, int training);
 
+/* As model_acts_set_sync (model.h): from the next training forward on,
+ * batch norm reduces its statistics through sync (copied; NULL: the
+ * tower's own).  Each synced batch norm then waits for its stream, copies
+ * its (2, C) sums to pinned host memory, calls sync->sum there and copies
+ * the total back: a host round trip per layer, forward and backward (NCCL
+ * inside the executor would avoid it; not built).  0, or -1 with one line
+ * in err (no pinned memory). */
+int model_acts_cuda_set_sync(ModelActsCuda *a, const ModelSync *sync, char *err, size_t err_n_bytes);
+
 /* As model_update_moving: enqueue the update of every non-trainable
  * variable in params_dev (device, n_params) from the last training
  * forward's saved statistics.  Nothing waits. */

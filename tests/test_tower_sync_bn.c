@@ -14,6 +14,9 @@
  * is over its maximum (its copy-in fails, so it never reaches the first
  * collective sum) returns -1 with that tower's message (the ctest timeout
  * would catch a hang), and the next good step still equals the one tower.
+ * Usage: test_tower_sync_bn [BACKEND]: "cpu" (the default) or "cuda" (the
+ * GPU executor's host round trip per batch norm, every tower on GPU 0,
+ * against one CUDA tower; label gpu, 77 without a GPU).
  */
 #include <math.h>
 #include <stdint.h>
@@ -41,12 +44,14 @@ typedef struct {
 
 /* One step of n_towers towers of shard (the first n_towers * shard examples
  * of x), sync or not; bad_shard > 0 gives tower 1 that many examples. */
+static const TowerBackend *backend;
+
 static Step run(const ModelSpec *spec, const float *params, const float *x, const int32_t *labels, int n_towers,
                 int shard, int sync, int bad_shard) {
     Step r = {0};
     float *grads[TOWER_MAX_TOWERS];
     for (int t = 0; t < n_towers; t++) grads[t] = calloc(spec->n_params, sizeof(float));
-    TowerGroupConfig cfg = {.backend = &tower_backend_cpu, .n_towers = n_towers, .max_batch = shard,
+    TowerGroupConfig cfg = {.backend = backend, .n_towers = n_towers, .max_batch = shard,
                             .sync_batch_norm = sync};
     for (int t = 0; t < n_towers; t++) cfg.n_threads[t] = 1;
     char err[256];
@@ -105,7 +110,18 @@ static double grad_rel_diff(const ModelSpec *spec, const float *a, const float *
     return rel;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *name = argc > 1 ? argv[1] : "cpu";
+    backend = tower_backend_find(name);
+    char err[256];
+    if (!backend || backend->device_count(err, sizeof err) < 1) {
+        const char *req = getenv("TOWER_TEST_REQUIRE_GPU");
+        const int required = strcmp(name, "cpu") != 0 && req && strcmp(req, "1") == 0;
+        printf("%s: no %s towers in this build or machine\n", required ? "FAIL (TOWER_TEST_REQUIRE_GPU=1)" : "skipped",
+               name);
+        return required ? 1 : 77;
+    }
+    printf("backend %s\n", backend->name);
     uint64_t seed = (uint64_t)time(NULL);
     const char *env = getenv("TOWER_TEST_SEED");
     if (env) seed = strtoull(env, NULL, 10);
@@ -113,7 +129,6 @@ int main(void) {
     printf("seed %llu (TOWER_TEST_SEED to repeat)\n", (unsigned long long)seed);
     ModelSpec spec;
     ModelOptions opts = {.width_multiplier = 0.35f, .head = MODEL_HEAD_KERAS};
-    char err[256];
     if (model_spec_init_opts(&spec, "mobilenet_v2", 32, 32, 3, 10, &opts, err, sizeof err) != 0) {
         fprintf(stderr, "model_spec_init_opts: %s\n", err);
         return 1;

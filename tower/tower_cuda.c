@@ -412,6 +412,12 @@ static void cuda_device_spans(void *dev, TowerSpan *span) {
     t->ran = 0;
 }
 
+static int cuda_set_sync(void *dev, const ModelSync *sync, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1; /* the pinned buffer's context */
+    return model_acts_cuda_set_sync(t->acts, sync, err, err_n_bytes);
+}
+
 /* Everything but the name and the creator is shared. */
 #define TOWER_CUDA_BACKEND(var, backend_name, create)                                                  \
     const TowerBackend var = {                                                                         \
@@ -428,6 +434,7 @@ static void cuda_device_spans(void *dev, TowerSpan *span) {
         .device_view = cuda_device_view,                                                               \
         .copy_params_in_device = cuda_copy_params_in_device,                                           \
         .copy_grads_out_device = cuda_copy_grads_out_device,                                           \
+        .set_sync = cuda_set_sync,                                                                     \
         .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */ \
     }
 
