@@ -22,12 +22,36 @@
  * kink (a ReLU or max-pool choice within rounding of a tie) and differ by
  * 1e-3 in conv1/biases from there, so the uneven case uses 4,2.
  *
+ *  4. The memory bound: a tower's part (trainer_max_n_bytes) with K
+ *     micro-batches of B is that of one micro-batch of B, less than K x B's.
+ *
  * It drives the trainer's own step on its seeded synthetic batch through
  * tests/modes_common.h, as every equivalence test does.
+ * Built twice: test_accum_steps (CPU towers, ps_cpu and replicated_host)
+ * and, with CUDA, test_gpu_accum_steps (-DTOWER_ACCUM_GPU, label gpu, 77
+ * without a GPU): GPU towers with --deterministic in ps_gpu and
+ * replicated_nccl (where built), the GPU tower test's tolerance (1e-4 per
+ * variable, 1e-5 for the model and the losses: cuDNN may pick other
+ * algorithms for B than for K x B), and no memory-bound check (a GPU
+ * tower's host memory is not counted).
  */
 #include <stdio.h>
 
 #include "tests/modes_common.h"
+#ifdef TOWER_ACCUM_GPU
+#include "tests/test_gpu_common.h"
+#define DEVICE "gpu"
+#define MODE_A "ps_gpu"
+#define MODE_B "replicated_nccl"
+#define MODEL_TOL 1e-5
+#define VAR_TOL 1e-4
+#else
+#define DEVICE "cpu"
+#define MODE_A "ps_cpu"
+#define MODE_B "replicated_host"
+#define MODEL_TOL 1e-6
+#define VAR_TOL 1e-5
+#endif
 
 /* Open, run `steps` steps keeping the losses (losses[steps]), collect, close. */
 static RunResult run_with_losses(const TrainerOptions *o, int steps, float *losses) {
@@ -72,7 +96,7 @@ static double loss_rel_diff(const float *a, const float *b, int n) {
 static int failures = 0;
 
 /* b against a: equal (must_differ 0) when the whole model's relative difference and the losses' are
- * within 1e-6 and every variable's within 1e-5; different (must_differ 1) when some variable is more
+ * within MODEL_TOL and every variable's within VAR_TOL; different (must_differ 1) when some variable is more
  * than 1e-3 apart.  Prints one line. */
 static void compare(const char *what, const ModelSpec *spec, const RunResult *a, const float *loss_a,
                     const RunResult *b, const float *loss_b, int must_differ) {
@@ -80,25 +104,42 @@ static void compare(const char *what, const ModelSpec *spec, const RunResult *a,
     const double var_rel = modes_var_rel_diff(spec, a->params, b->params, 0, &worst);
     const double model_rel = model_rel_diff(spec->n_params, a->params, b->params);
     const double loss_rel = loss_rel_diff(loss_a, loss_b, STEPS);
-    const int ok = must_differ ? var_rel > 1e-3 : model_rel <= 1e-6 && loss_rel <= 1e-6 && var_rel <= 1e-5;
+    const int ok = must_differ ? var_rel > 1e-3 : model_rel <= MODEL_TOL && loss_rel <= MODEL_TOL && var_rel <= VAR_TOL;
     printf("%-66s model %.2g, worst variable %.2g (%s), losses %.2g%s  %s\n", what, model_rel, var_rel, worst,
            loss_rel, must_differ ? " (must differ)" : "", ok ? "ok" : "FAIL");
     failures += !ok;
 }
 
+/* The towers' part of the memory bound for o. */
+static size_t towers_n_bytes(const TrainerOptions *o) {
+    Trainer *tr = modes_open_or_die(o);
+    TrainerMemory mem;
+    trainer_max_n_bytes(tr, &mem);
+    trainer_close(tr, NULL, 0);
+    return mem.towers_n_bytes;
+}
+
 int main(void) {
+#ifdef TOWER_ACCUM_GPU
+    gpu_test_require_gpu();
+#endif
     const char *const models[] = {"mnist", "cifar10"};
-    const char *const modes[] = {"ps_cpu", "replicated_host"};
+    const char *const modes[] = {MODE_A, MODE_B};
     const int B = 2, K = 3;
     for (int m = 0; m < 2; m++) {
         for (int md = 0; md < 2; md++) {
             TrainerOptions o;
-            modes_equivalence_options(&o, models[m], "cpu", "momentum", 0.1f, B);
+            modes_equivalence_options(&o, models[m], DEVICE, "momentum", 0.1f, B);
+            o.deterministic = 1; /* GPU towers: the same algorithms every run */
             TrainerMode mode;
             char err[256];
             if (trainer_mode_from_name(modes[md], &mode, err, sizeof err) != 0) {
                 fprintf(stderr, "%s\n", err);
                 return 1;
+            }
+            if (!trainer_mode_available(mode, err, sizeof err)) {
+                printf("%s %s: not in this build (%s)\n", models[m], modes[md], err);
+                continue;
             }
             trainer_mode_set_flags(mode, &o);
             RunResult init = run_with_losses(&o, 0, NULL);
@@ -175,6 +216,22 @@ int main(void) {
             modes_free_result(&one12);
             modes_free_result(&init);
         }
+#ifndef TOWER_ACCUM_GPU
+        /* 4. Activations for one micro-batch, whatever K. */
+        TrainerOptions o;
+        modes_equivalence_options(&o, models[m], DEVICE, "momentum", 0.1f, B);
+        o.num_towers = 2;
+        o.accum_steps = K;
+        const size_t accum = towers_n_bytes(&o);
+        o.accum_steps = 1;
+        const size_t micro = towers_n_bytes(&o);
+        o.batch_size = K * B;
+        const size_t whole = towers_n_bytes(&o);
+        const int ok = accum == micro && accum < whole;
+        printf("%s: towers' memory bound with %d micro-batches of %d: %zu bytes; one of %d: %zu; one of %d: %zu  %s\n",
+               models[m], K, B, accum, B, micro, K * B, whole, ok ? "ok" : "FAIL");
+        failures += !ok;
+#endif
     }
     printf("%s\n", failures ? "accumulation / loss scaling FAILED" : "accumulation and loss scaling hold");
     return failures ? 1 : 0;
