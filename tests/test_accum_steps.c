@@ -110,6 +110,7 @@ static void compare(const char *what, const ModelSpec *spec, const RunResult *a,
     failures += !ok;
 }
 
+#ifndef TOWER_ACCUM_GPU
 /* The towers' part of the memory bound for o. */
 static size_t towers_n_bytes(const TrainerOptions *o) {
     Trainer *tr = modes_open_or_die(o);
@@ -118,6 +119,7 @@ static size_t towers_n_bytes(const TrainerOptions *o) {
     trainer_close(tr, NULL, 0);
     return mem.towers_n_bytes;
 }
+#endif
 
 int main(void) {
 #ifdef TOWER_ACCUM_GPU
