@@ -66,7 +66,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint); one run at a time (TRAIN_DIR/.lock)"},
         {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run (0: only write the initial variables, model.ckpt-0)"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step, 1 to 1048576; the global batch is batch_size x towers"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step (per micro-batch with --accum_steps), 1 to 1048576; the global batch is batch_size x towers x accum_steps"},
         {"num_towers", FLAG_INT, &o->num_towers, "number of towers, at most 64 (0: one per device; CPU: 1)"},
         {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs"},
         {"gpus", FLAG_STRING, &o->gpus, "GPU towers: the GPUs to use, e.g. 0,2,3 (overrides num_gpus)"},
@@ -74,6 +74,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic, so a run repeats bit for bit (an error when a layer has none)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable)"},
         {"shard_sizes", FLAG_STRING, &o->shard_sizes, "uneven split of the global batch, e.g. 80,48 (overrides batch_size)"},
+        {"accum_steps", FLAG_INT, &o->accum_steps, "gradient accumulation: each tower runs this many micro-batches of batch_size (or its shard_sizes entry) per step, forward and backward, and takes the mean of their gradients; a step consumes accum_steps times the examples, activations stay sized for one micro-batch (docs/modes.md)"},
+        {"loss_scaling", FLAG_STRING, &o->loss_scaling, "how the towers' gradients combine: tower_mean (the mean of the towers' shard means) or global_batch (MirroredStrategy's: the per-example loss summed over the global batch and divided by its size; equal to tower_mean when the shards are equal); docs/modes.md"},
         {"log_device_placement", FLAG_BOOL, &o->log_device_placement, "print where the variables and each tower live"},
         {"optimizer", FLAG_STRING, &o->optimizer, "momentum (TensorFlow's MomentumOptimizer), sgd (plain gradient descent), adam (TF1's AdamOptimizer), rmsprop (TF1's RMSPropOptimizer) or adamw (Keras's AdamW); docs/ps.md"},
         {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate, > 0 (unset, shown as nan: the optimizer's default, 0.01 for momentum and sgd, 0.001 for adam, rmsprop and adamw)"},
@@ -132,6 +134,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
     for (int k = 0; k < OPT_N_KINDS; k++) optimizers[k] = optimizer_i((OptimizerKind)k)->name;
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
     static const char *const resize_modes[] = {"resize", "center_crop", NULL};
+    static const char *const loss_scalings[] = {"tower_mean", "global_batch", NULL};
     const char *c = "train";
     char err[512];
     TrainerMode mode;
@@ -151,6 +154,8 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_nonempty(c, "label_key", o->label_key, "feature key") ||
         cmd_check_long(c, "max_steps", o->max_steps, 0, LONG_MAX, NULL) ||
         cmd_check_long(c, "batch_size", o->batch_size, 1, TRAIN_MAX_BATCH, NULL) ||
+        cmd_check_long(c, "accum_steps", o->accum_steps, 1, TRAIN_MAX_BATCH, NULL) ||
+        cmd_check_choice(c, "loss_scaling", o->loss_scaling, loss_scalings) ||
         cmd_check_long(c, "num_towers", o->num_towers, 0, TOWER_MAX_TOWERS, "0: one per device") ||
         cmd_check_long(c, "num_gpus", o->num_gpus, 1, TOWER_MAX_TOWERS, NULL) ||
         (!isnan(o->learning_rate) && cmd_check_float(c, "learning_rate", o->learning_rate, 0.0, 0, INFINITY, 0)) ||
@@ -179,6 +184,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_long(c, "histogram_every", d->histogram_every, 0, LONG_MAX, "0: none"))
         return -1;
     /* The lists' syntax; how many entries they need is known once the towers are (trainer_open). */
+    long largest_shard = o->shard_sizes[0] ? 0 : o->batch_size;
     for (const char *p = o->shard_sizes; *p;) {
         char *end;
         long v = strtol(p, &end, 10);
@@ -187,7 +193,15 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
                     "one per tower, e.g. 80,48\n", o->shard_sizes, TRAIN_MAX_BATCH);
             return -1;
         }
+        if (v > largest_shard) largest_shard = v;
         p = *end ? end + 1 : end;
+    }
+    /* A tower's step takes accum_steps micro-batches: its shard must stay within a tower's most. */
+    if (largest_shard * o->accum_steps > TRAIN_MAX_BATCH) {
+        fprintf(stderr, "tower train: --accum_steps %d: %d micro-batches of %ld examples make a tower's step %ld "
+                "examples, at most %d (lower --accum_steps or %s)\n", o->accum_steps, o->accum_steps, largest_shard,
+                largest_shard * o->accum_steps, TRAIN_MAX_BATCH, o->shard_sizes[0] ? "--shard_sizes" : "--batch_size");
+        return -1;
     }
     for (const char *p = o->gpus; *p;) {
         char *end;

@@ -40,3 +40,8 @@ endif()
 # .gpu-carry made by scripts/gpu-carry.sh, and nvcc) its deps stage.
 add_test(NAME test_gpu_check_deps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_check_deps.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_gpu_check_deps PROPERTIES SKIP_RETURN_CODE 77 LABELS cmake)
+if(TOWER_HAVE_CUDA)
+  # test_accum_steps.c on GPU towers (ps_gpu, replicated_nccl): --accum_steps and --loss_scaling.
+  tower_add_test(NAME test_gpu_accum_steps SOURCES test_accum_steps.c LIBS tower_train LABELS gpu)
+  target_compile_definitions(test_gpu_accum_steps PRIVATE TOWER_ACCUM_GPU)
+endif()

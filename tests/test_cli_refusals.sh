@@ -58,6 +58,13 @@ refuse 2 "tower train: --summary_every -1: expected an integer >= 0 (0: no event
 refuse 2 "tower train: --shard_sizes '80,,48': expected positive sizes (at most 1048576) separated by commas, one per tower, e.g. 80,48" \
   train --shard_sizes 80,,48 $t
 refuse 2 "tower train: --gpus '0,x': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus 0,x $t
+refuse 2 "tower train: --accum_steps 0: expected an integer in [1, 1048576]" train --accum_steps 0 $t
+refuse 2 "tower train: --accum_steps -3: expected an integer in [1, 1048576]" train --accum_steps -3 $t
+refuse 2 "tower train: --accum_steps 8193: 8193 micro-batches of 128 examples make a tower's step 1048704 examples, at most 1048576 (lower --accum_steps or --batch_size)" \
+  train --accum_steps 8193 $t
+refuse 2 "tower train: --accum_steps 2: 2 micro-batches of 600000 examples make a tower's step 1200000 examples, at most 1048576 (lower --accum_steps or --shard_sizes)" \
+  train --accum_steps 2 --shard_sizes 80,600000 $t
+refuse 2 "tower train: --loss_scaling 'sum': expected tower_mean or global_batch" train --loss_scaling sum $t
 refuse 2 "tower train: --data '': expected a non-empty list of TFRecord files or globs" train --data "" $t
 [ ! -e "$work/never" ] || fail "a refused train made its --train_dir"
 # hyperparameters: finite and in range

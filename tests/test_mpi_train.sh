@@ -6,6 +6,8 @@
 #     default) with the same per-tower batch and seed: variables, momentum
 #     slots, moving averages, global_step and the run state; for R x T =
 #     1 x 2, 2 x 1, 2 x 2 and 4 x 1 with momentum, 2 x 1 and 4 x 1 with sgd;
+#   - 2 ranks x 2 towers with --shard_sizes 3,1 --accum_steps 2 --loss_scaling
+#     global_batch: bitwise one process of 4 towers with shards 3,1,3,1;
 #   - the comparison can fail: 2 ranks with another seed differ;
 #   - 2 steps, a checkpoint, then --resume to 4 under mpirun give that
 #     same checkpoint; only rank 0 logs (one "done" line);
@@ -52,6 +54,14 @@ for case in "1 2 momentum" "2 1 momentum" "2 2 momentum" "4 1 momentum" "2 1 sgd
   echo "$1 rank(s) x $2 tower(s), $3, 4 steps: checkpoint bitwise one process of $n towers ($(printf '%.1f' "$(echo "$(date +%s.%N) - $s" | bc)") s)"
   [ "$(grep -c ': done at step 4' "$work/job.log")" = 1 ] || fail "$1 x $2: expected one 'done' line (rank 0 alone logs)"
 done
+# --accum_steps and --loss_scaling global_batch across ranks: each tower's weight counts the job's towers and batch.
+acc=(--shard_sizes 3,1 --accum_steps 2 --loss_scaling global_batch --max_steps 4)
+"$tower" train "${common[@]}" --num_towers 4 --train_dir "$work/ref-acc" "${acc[@]/3,1/3,1,3,1}" >/dev/null ||
+  fail "one process of 4 towers, --accum_steps 2 --loss_scaling global_batch failed"
+job 2 2 momentum "$work/job-acc" "${acc[@]}" >"$work/job.log" 2>&1 || { cat "$work/job.log"; fail "2 x 2 --accum_steps failed"; }
+cmp "$work/ref-acc/model.ckpt-4" "$work/job-acc/model.ckpt-4" ||
+  fail "2 ranks x 2 towers (shards 3,1, 2 micro-batches, global_batch): the checkpoint differs from one process of 4"
+echo "2 rank(s) x 2 tower(s), shards 3,1, --accum_steps 2, --loss_scaling global_batch: checkpoint bitwise one process of 4 towers"
 job 2 1 momentum "$work/other-seed" --max_steps 4 --seed 8 >/dev/null 2>&1 || fail "2 ranks, seed 8 failed"
 if cmp -s "$work/ref-2-momentum/model.ckpt-4" "$work/other-seed/model.ckpt-4"; then fail "seed 8 gave seed 7's checkpoint"; fi
 echo "2 ranks with seed 8 differ from seed 7 (the comparison can fail)"

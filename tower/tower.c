@@ -5,7 +5,11 @@
  * the parameter server thread waits until n_done == n_towers.  With hooks
  * (the replicated modes) the tower threads first meet at tower_sync and then
  * run the caller's reduce and apply.  Nothing here averages or updates
- * variables: that is ps/ (through the hooks the trainer wires).  In the GPU
+ * variables: that is ps/ (through the hooks the trainer wires).  With
+ * TowerStep.accum_steps K a tower runs its shard as K micro-batches (copy
+ * in, forward, backward, the gradient adding up) and then scales the sum by
+ * its grad_scale, all before its copy-out: the averaging that follows, in
+ * whatever mode, sees one gradient per tower as before.  In the GPU
  * modes a step's TowerDeviceCopy routes the copy-in and copy-out through the
  * backend's device operations, or skips them.
  */
@@ -56,11 +60,38 @@ static int ps_copy_params_to_tower(Tower *t) {
     return t->backend->copy_params_in(t->dev, t->params, t->err, sizeof t->err);
 }
 
-/* The tower's shard of the staged batch -> the tower's device. */
-static int tower_copy_shard_to_tower(Tower *t) { return t->backend->copy_shard_in(t->dev, t->x, t->labels, t->n, t->err, sizeof t->err); }
+/* Micro-batch k of the tower's shard of the staged batch -> the tower's device. */
+static int tower_copy_shard_to_tower(Tower *t, int k) {
+    const size_t example_n_floats = (size_t)t->group->spec->H * t->group->spec->W * t->group->spec->C;
+    const int n = t->n / t->accum_steps;
+    return t->backend->copy_shard_in(t->dev, t->x + (size_t)k * n * example_n_floats, t->labels + (size_t)k * n, n,
+                                     t->err, sizeof t->err);
+}
 
-/* Forward and backward on the shard. */
-static int tower_compute(Tower *t) { return t->backend->compute(t->dev, &t->loss, &t->accuracy, t->err, sizeof t->err); }
+/* Forward and backward on every micro-batch of the shard (the first copied
+ * in already), the gradient adding up; then the gradient *= grad_scale.
+ * loss and accuracy: the micro-batches' means, averaged (each micro-batch
+ * has the same size, so they are the shard's). */
+static int tower_compute(Tower *t) {
+    const int K = t->accum_steps;
+    if (K == 1) {
+        if (t->backend->compute(t->dev, 0, &t->loss, &t->accuracy, t->err, sizeof t->err) != 0) return -1;
+    } else {
+        double loss_sum = 0.0, accuracy_sum = 0.0;
+        for (int k = 0; k < K; k++) {
+            float loss, accuracy;
+            if ((k > 0 && tower_copy_shard_to_tower(t, k) != 0) ||
+                t->backend->compute(t->dev, k > 0, &loss, &accuracy, t->err, sizeof t->err) != 0)
+                return -1;
+            loss_sum += loss;
+            accuracy_sum += accuracy;
+        }
+        t->loss = (float)(loss_sum / K);
+        t->accuracy = (float)(accuracy_sum / K);
+    }
+    if (t->grad_scale != 1.0f) return t->backend->scale_grads(t->dev, t->grad_scale, t->err, sizeof t->err);
+    return 0;
+}
 
 /* The tower's gradients -> its host gradient buffer, which the parameter
  * server averages (or, in the GPU modes, device memory the server reads). */
@@ -170,13 +201,13 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
     t->bn_failed = 0;
 
     sp[TOWER_PHASE_COPY_IN].start_sec = tower_now_sec();
-    int ok = ps_copy_params_to_tower(t) == 0 && tower_copy_shard_to_tower(t) == 0;
+    int ok = ps_copy_params_to_tower(t) == 0 && tower_copy_shard_to_tower(t, 0) == 0;
     sp[TOWER_PHASE_COPY_IN].end_sec = tower_now_sec();
     if (ok) {
         sp[TOWER_PHASE_FORWARD].start_sec = sp[TOWER_PHASE_COPY_IN].end_sec;
         ok = tower_compute(t) == 0 && !t->bn_failed;
         sp[TOWER_PHASE_FORWARD].end_sec = tower_now_sec();
-        split_compute(t);
+        if (t->accum_steps == 1) split_compute(t);
     }
     if (!ok) tower_bn_abort(t->group); /* sync batch norm: no tower waits for this one */
     /* In the GPU modes a gradient the server reads where it is needs no copy-out. */
@@ -186,7 +217,8 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
         ok = tower_copy_grads_to_ps(t) == 0;
         sp[TOWER_PHASE_COPY_OUT].end_sec = tower_now_sec();
     }
-    if (ok && t->backend->device_spans) t->backend->device_spans(t->dev, sp); /* the device's own times */
+    /* The device's own times: they cover one micro-batch, so only without accumulation. */
+    if (ok && t->backend->device_spans && t->accum_steps == 1) t->backend->device_spans(t->dev, sp);
     if (!hooks) {
         if (ok) t->status = 0;
         return;
@@ -293,6 +325,19 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
 
 int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes) {
     const size_t example_n_floats = (size_t)g->spec->H * g->spec->W * g->spec->C;
+    const int K = step->accum_steps > 0 ? step->accum_steps : 1;
+    for (int i = 0; i < g->n_towers; i++) {
+        if (step->shard_n[i] % K != 0) {
+            snprintf(err, err_n_bytes, "tower %d: a shard of %d examples is not %d micro-batches of one size", i,
+                     step->shard_n[i], K);
+            return -1;
+        }
+        if (step->grad_scale && step->grad_scale[i] != 1.0f && !g->towers[i].backend->scale_grads) {
+            snprintf(err, err_n_bytes, "tower %d: the %s backend cannot scale its gradient", i,
+                     g->towers[i].backend->name);
+            return -1;
+        }
+    }
     if (step->device_copy) {
         for (int i = 0; i < g->n_towers; i++) {
             const TowerBackend *b = g->towers[i].backend;
@@ -312,6 +357,8 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
         t->x = step->x + (size_t)step->shard_offset[i] * example_n_floats;
         t->labels = step->labels + step->shard_offset[i];
         t->n = step->shard_n[i];
+        t->accum_steps = K;
+        t->grad_scale = step->grad_scale ? step->grad_scale[i] : 1.0f;
     }
     g->hooks = step->hooks;
     g->sync_failed = 0;

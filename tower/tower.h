@@ -10,6 +10,9 @@
  *     ps_copy_params_to_tower      master variables -> the tower's weights
  *     tower_copy_shard_to_tower    its shard of the staged batch -> the device
  *     tower_compute                forward and backward on the shard
+ *                                  (--accum_steps K: these two K times, one
+ *                                  micro-batch each, the gradient adding up;
+ *                                  then it is scaled, TowerStep.grad_scale)
  *     tower_copy_grads_to_ps       gradients -> the tower's host gradient buffer
  *     signal done
  *
@@ -87,8 +90,17 @@ typedef struct TowerBackend {
     int (*copy_shard_in)(void *dev, const float *x_host, const int32_t *labels_host, int n,
                          char *err, size_t err_n_bytes);
     /* Forward and backward on the shard; *loss = the shard's mean loss,
-     * *accuracy = the fraction of the shard whose largest logit is its label. */
-    int (*compute)(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes);
+     * *accuracy = the fraction of the shard whose largest logit is its label.
+     * The shard's gradient is ADDED to the tower's (the model's backward
+     * adds, llm.c's convention); accumulate 0 zeroes the tower's gradient
+     * first (a step's first micro-batch), 1 adds to what is there (the
+     * later micro-batches of --accum_steps). */
+    int (*compute)(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes);
+    /* The tower's gradient (where compute left it: the host buffer for the
+     * CPU, the device's for a GPU) *= scale, before its copy-out.  Called
+     * only when scale != 1 (the mean over micro-batches, the global-batch
+     * weight: TowerStep.grad_scale). */
+    int (*scale_grads)(void *dev, float scale, char *err, size_t err_n_bytes);
     /* The tower's gradients -> grads_host given at create; waits until they are there. */
     int (*copy_grads_out)(void *dev, char *err, size_t err_n_bytes);
     /* Optional (NULL: not supported).  From now on the tower's variables ARE
@@ -225,9 +237,11 @@ typedef struct Tower {
     TowerDeviceCopy device_copy;
     const float *x;                /* (n, H, W, C) this tower's shard in the staging buffer */
     const int32_t *labels;         /* (n) */
-    int n;
+    int n;                         /* examples of the whole shard: accum_steps micro-batches of n / accum_steps */
+    int accum_steps;               /* micro-batches in this step, >= 1 */
+    float grad_scale;              /* the gradient is multiplied by it after the last micro-batch (1: untouched) */
     /* the step's outputs */
-    float loss;                    /* mean loss over the shard */
+    float loss;                    /* mean loss over the shard: the micro-batches' mean losses, averaged */
     float accuracy;                /* fraction of the shard predicted right (before the update) */
     int status;                    /* 0 ok, -1 failed (err says why) */
     char err[256];
@@ -267,7 +281,7 @@ typedef struct {
     int n_towers;
     int devices[TOWER_MAX_TOWERS];   /* tower t runs on devices[t] */
     int n_threads[TOWER_MAX_TOWERS]; /* OpenMP threads of tower t (CPU) */
-    int max_batch;                   /* largest shard a tower will get */
+    int max_batch;                   /* largest micro-batch a tower will get (with accum_steps 1, its shard) */
     int sync_batch_norm;             /* 1: --batch_norm sync, batch norm over the global batch (the backend's set_sync) */
 } TowerGroupConfig;
 
@@ -286,17 +300,27 @@ typedef struct {
     const TowerHooks *hooks;               /* NULL: none (the parameter-server modes) */
     const TowerDeviceCopy *device_copy;    /* [n_towers], or NULL: copy-in from params[t], copy-out to the
                                             * host buffer (the host modes); else params[] is not used */
+    int accum_steps;                       /* K micro-batches per tower (--accum_steps; 0 reads as 1): tower t runs
+                                            * forward and backward on examples [offset + k n, offset + (k+1) n) of
+                                            * its shard, n = shard_n[t] / K, for k = 0..K-1, its gradient summing */
+    const float *grad_scale;               /* [n_towers] or NULL (all 1): tower t's summed gradient is multiplied by
+                                            * grad_scale[t] before its copy-out (the trainer's 1/K and loss weight) */
 } TowerStep;
 
 /* Run one synchronous step: every tower copies its params in (unless
  * bound or device_copy says otherwise), computes on its shard (x +
- * shard_offset[t] examples, shard_n[t] of them) and delivers its
- * gradients; then, with hooks, every tower's sync, reduce and apply.
- * Returns when all are done: 0, or -1 with the first failing tower's
- * message in err (with hooks, no tower ran them then).  Each tower's mean
- * loss and batch accuracy are then in g->towers[t].loss and .accuracy.
- * A tower with an unbound backend and a NULL params entry is an error, as
- * is a device_copy for a backend without device operations. */
+ * shard_offset[t] examples, shard_n[t] of them, in accum_steps
+ * micro-batches whose gradients add up), multiplies its gradient by
+ * grad_scale[t] and delivers it; then, with hooks, every tower's sync,
+ * reduce and apply.  Returns when all are done: 0, or -1 with the first
+ * failing tower's message in err (with hooks, no tower ran them then).
+ * Each tower's mean loss and batch accuracy are then in g->towers[t].loss
+ * and .accuracy.  A tower with an unbound backend and a NULL params entry
+ * is an error, as are a device_copy for a backend without device
+ * operations and a shard_n[t] that accum_steps does not divide.
+ * With accum_steps > 1 the FORWARD span is the whole micro-batch loop
+ * (the later micro-batches' shard copies included) and BACKWARD is empty:
+ * the phases are not split, and are the host's times on a GPU. */
 int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes);
 
 /* Tower t's device buffers (TowerBackend.device_view).  Returns 0, or -1

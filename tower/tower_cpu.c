@@ -5,7 +5,8 @@
  * copy of the weights (copied in from the master variables each step, as a
  * GPU tower would), its own activations (ModelActs), and computes its
  * gradients straight into the host gradient buffer the parameter server gave
- * it, so its copy-out is empty.  In the replicated modes its weights are
+ * it (zeroed at a step's first micro-batch, added to by the others, scaled
+ * in place), so its copy-out is empty.  In the replicated modes its weights are
  * bound to its replica's host buffer instead (bind_params): no copy-in, the
  * update is applied to them in place.  Its OpenMP threads: about C/N of the
  * C cores for N towers, set on the tower's own thread.
@@ -128,7 +129,7 @@ static int cpu_copy_shard_in(void *dev, const float *x_host, const int32_t *labe
     return 0;
 }
 
-static int cpu_compute(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
+static int cpu_compute(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     (void)err;
     (void)err_n_bytes;
     CpuTower *t = dev;
@@ -139,9 +140,21 @@ static int cpu_compute(void *dev, float *loss, float *accuracy, char *err, size_
     *loss = model_forward(t->logits, NULL, t->acts, t->x, t->labels, t->weights, t->n);
     *accuracy = (float)model_count_correct(t->logits, t->labels, t->n, t->spec->num_classes) / (float)t->n;
     t->forward_end_sec = tower_now_sec();
-    /* model_backward ADDS (llm.c's convention): this tower's gradient is this step's alone. */
-    memset(t->grads_host, 0, sizeof(float) * t->spec->n_params);
+    /* model_backward ADDS (llm.c's convention): zeroed once per step, at its first micro-batch. */
+    if (!accumulate) memset(t->grads_host, 0, sizeof(float) * t->spec->n_params);
     model_backward(t->grads_host, t->acts, t->weights);
+    return 0;
+}
+
+/* grads_host *= scale, on the tower's OpenMP threads. */
+static int cpu_scale_grads(void *dev, float scale, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    CpuTower *t = dev;
+    float *g = t->grads_host;
+    const long n = (long)t->spec->n_params;
+    #pragma omp parallel for schedule(static) if(n > 65536)
+    for (long i = 0; i < n; i++) g[i] *= scale;
     return 0;
 }
 
@@ -169,6 +182,7 @@ const TowerBackend tower_backend_cpu = {
     .copy_params_in = cpu_copy_params_in,
     .copy_shard_in = cpu_copy_shard_in,
     .compute = cpu_compute,
+    .scale_grads = cpu_scale_grads,
     .copy_grads_out = cpu_copy_grads_out,
     .bind_params = cpu_bind_params,
     .set_sync = cpu_set_sync,

@@ -6,8 +6,10 @@
  *
  *   copy_params_in   master variables (pinned host block) -> params_dev   async H2D
  *   copy_shard_in    the shard (pinned staging buffer) -> x_dev, labels  async H2D, then wait
- *   compute          forward + backward into grads_dev (model_cuda.h), then wait and read the
- *                    loss and the logits (for the batch accuracy)
+ *   compute          forward + backward into grads_dev (model_cuda.h; zeroed first unless it
+ *                    accumulates a later micro-batch), then wait and read the loss and the
+ *                    logits (for the batch accuracy)
+ *   scale_grads      grads_dev *= scale (cublasSscal; only when a step scales), then wait
  *   copy_grads_out   grads_dev -> grads_host (pinned, the parameter server's)  async D2H, then wait
  *
  * In the GPU modes (ps_gpu, replicated_nccl) the variables come in from, and
@@ -306,15 +308,16 @@ static int cuda_copy_shard_in(void *dev, const float *x_host, const int32_t *lab
     return 0;
 }
 
-static int cuda_compute(void *dev, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
+static int cuda_compute(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
         CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_START], t->stream), err, err_n_bytes))
         return -1;
     model_forward_cuda_async(t->loss_host, t->logits_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
-    /* model_backward_cuda ADDS (llm.c's convention): this tower's gradient is this step's alone. */
+    /* model_backward_cuda ADDS (llm.c's convention): zeroed once per step, at its first micro-batch. */
     if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_END], t->stream), err, err_n_bytes) ||
-        CUDA_SOFT(cudaMemsetAsync(t->grads_dev, 0, t->spec->n_params * sizeof(float), t->stream), err, err_n_bytes))
+        (!accumulate &&
+         CUDA_SOFT(cudaMemsetAsync(t->grads_dev, 0, t->spec->n_params * sizeof(float), t->stream), err, err_n_bytes)))
         return -1;
     model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
     if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_BWD_END], t->stream), err, err_n_bytes) ||
@@ -323,6 +326,18 @@ static int cuda_compute(void *dev, float *loss, float *accuracy, char *err, size
     t->ran |= TC_RAN_COMPUTE;
     *loss = *t->loss_host;
     *accuracy = (float)model_count_correct(t->logits_host, t->labels, t->n, t->spec->num_classes) / (float)t->n;
+    return 0;
+}
+
+/* grads_dev *= scale (cublasSscal on the tower's stream; the handle's pointer mode is the default,
+ * host, as the model leaves it), then wait. */
+static int cuda_scale_grads(void *dev, float scale, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
+        CUBLAS_SOFT(cublasSetStream(t->cublas, t->stream), err, err_n_bytes) ||
+        CUBLAS_SOFT(cublasSscal(t->cublas, (int)t->spec->n_params, &scale, t->grads_dev, 1), err, err_n_bytes) ||
+        CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
+        return -1;
     return 0;
 }
 
@@ -430,6 +445,7 @@ static int cuda_set_sync(void *dev, const ModelSync *sync, char *err, size_t err
         .copy_params_in = cuda_copy_params_in,                                                         \
         .copy_shard_in = cuda_copy_shard_in,                                                           \
         .compute = cuda_compute,                                                                       \
+        .scale_grads = cuda_scale_grads,                                                               \
         .copy_grads_out = cuda_copy_grads_out,                                                         \
         .device_view = cuda_device_view,                                                               \
         .copy_params_in_device = cuda_copy_params_in_device,                                           \

@@ -78,6 +78,17 @@ const TrainModeI *train_mode(TrainerMode m);
 int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
                      size_t err_n_bytes);
 
+/* Tower t's weight w_t in the job's step, with shard_n its examples this
+ * step: every mode averages the towers' gradients (and the loss) as
+ * sum_t w_t g_t / (n_ranks x n_towers), where g_t is the mean over the
+ * tower's micro-batches.  --loss_scaling tower_mean: 1; global_batch:
+ * n_ranks x n_towers x shard_n / global_batch (so the mean is each
+ * example's gradient summed over the global batch, divided by its size).
+ * train_run_towers folds it into each tower's gradient (TowerStep.grad_scale),
+ * so a mode's own averaging is unchanged; a mode that reduces the losses
+ * itself (replicated_mpi) weights them with it. */
+double train_tower_weight(const Trainer *tr, int shard_n);
+
 /* The replicated modes' step around their hooks: the learning rate of the
  * step in flight into tr->step_lr (the apply hooks read it), the towers
  * (train_run_towers), then global_step + 1 timed as the server's apply.

@@ -104,7 +104,7 @@ static int agree(Trainer *tr, MpiState *st, int rc, const int *shard_n, float *l
         if (s[0] == -1.0f && failed < 0) failed = r;
         if (s[0] == -2.0f) diverged = 1;
         for (int t = 0; t < T; t++) {
-            loss_sum += s[1 + 3 * t];
+            loss_sum += train_tower_weight(tr, (int)s[3 + 3 * t]) * s[1 + 3 * t]; /* --loss_scaling */
             correct += (double)s[2 + 3 * t] * s[3 + 3 * t];
             n_examples += s[3 + 3 * t];
         }

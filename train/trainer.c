@@ -36,6 +36,8 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->shard_sizes = "";
     o->max_steps = 1000000;
     o->batch_size = 128;
+    o->accum_steps = 1;
+    o->loss_scaling = "tower_mean";
     o->num_towers = 0;
     o->num_gpus = 1;
     o->gpus = "";
@@ -117,10 +119,35 @@ static int parse_compression(const char *s) {
     return -1;
 }
 
-/* Per-tower shard sizes: equal (batch_size each) or the user's list. */
+/* The names of --loss_scaling, in the order of Trainer.loss_global_batch (0, 1). */
+static const char *const loss_scalings[] = {"tower_mean", "global_batch"};
+
+double train_tower_weight(const Trainer *tr, int shard_n) {
+    if (!tr->loss_global_batch) return 1.0;
+    return (double)tr->n_ranks * tr->n_towers * shard_n / tr->global_batch;
+}
+
+/* The examples tower t takes in a step (of the job's shards, t up to n_ranks x n_towers): its micro-batches. */
+static int step_shard_n(const Trainer *tr, int t) { return tr->accum_steps * tr->shard_sizes[t % tr->n_towers]; }
+
+/* Per-tower micro-batch sizes: equal (batch_size each) or the user's list;
+ * --accum_steps of them make a tower's shard, and --loss_scaling says how
+ * the towers are weighted.  0, or -1 with err. */
 static int plan_shards(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     tr->global_batch = 0;
+    tr->accum_steps = o->accum_steps;
+    if (o->accum_steps < 1) {
+        snprintf(err, err_n_bytes, "--accum_steps must be at least 1, got %d", o->accum_steps);
+        return -1;
+    }
+    tr->loss_global_batch = -1;
+    for (int k = 0; k < 2; k++)
+        if (!strcmp(o->loss_scaling, loss_scalings[k])) tr->loss_global_batch = k;
+    if (tr->loss_global_batch < 0) {
+        snprintf(err, err_n_bytes, "--loss_scaling '%s': expected tower_mean or global_batch", o->loss_scaling);
+        return -1;
+    }
     if (o->shard_sizes[0] == '\0') {
         for (int t = 0; t < tr->n_towers; t++) tr->shard_sizes[t] = o->batch_size;
     } else {
@@ -142,7 +169,21 @@ static int plan_shards(Trainer *tr, char *err, size_t err_n_bytes) {
             }
         }
     }
-    for (int t = 0; t < tr->n_towers; t++) tr->global_batch += tr->shard_sizes[t];
+    for (int t = 0; t < tr->n_towers; t++) {
+        if ((long)tr->shard_sizes[t] * tr->accum_steps > 1L << 20) {
+            snprintf(err, err_n_bytes, "--accum_steps %d x %d examples: tower %d's shard would hold %ld examples, "
+                     "at most %d fit a step", tr->accum_steps, tr->shard_sizes[t], t,
+                     (long)tr->shard_sizes[t] * tr->accum_steps, 1 << 20);
+            return -1;
+        }
+        tr->global_batch += step_shard_n(tr, t);
+    }
+    if ((long)tr->global_batch * tr->n_ranks > 1L << 30) {
+        snprintf(err, err_n_bytes, "a step of %ld examples (%d rank(s) x %d micro-batch(es) x %d): at most %d",
+                 (long)tr->global_batch * tr->n_ranks, tr->n_ranks, tr->accum_steps, tr->global_batch / tr->accum_steps,
+                 1 << 30);
+        return -1;
+    }
     tr->global_batch *= tr->n_ranks;
     if (tr->n_ranks * tr->n_towers > PIPELINE_MAX_SHARDS) {
         snprintf(err, err_n_bytes, "%d ranks x %d towers: at most %d towers in a job", tr->n_ranks, tr->n_towers,
@@ -302,6 +343,8 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     }
     m->variables_n_bytes = tr->ps ? ps_host_n_bytes(tr->ps) : 0;
     m->towers_known = tr->backend && tr->backend->host_n_bytes;
+    /* A tower's activations are sized for one micro-batch (shard_sizes), whatever --accum_steps: that is the
+     * point of accumulation; the input (staging batches, shuffle capacity) holds whole steps. */
     if (m->towers_known) {
         for (int t = 0; t < tr->n_towers; t++) m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t]);
     }
@@ -334,6 +377,8 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
         lower = "--min_after_dequeue";
     else if (m.variables_n_bytes > m.input_n_bytes && m.variables_n_bytes > m.towers_n_bytes)
         lower = "--num_towers";
+    else if (tr->accum_steps > 1 && m.input_n_bytes >= m.towers_n_bytes)
+        lower = "--accum_steps";
     char server[96] = ", the server's not yet counted";
     if (tr->ps)
         snprintf(server, sizeof server, ", variables %.2f GiB, checkpoint %.2f GiB", gib(m.variables_n_bytes),
@@ -381,8 +426,10 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
     for (int t = 0; t < tr->n_towers; t++) {
         char d[256];
         tr->backend->describe_device(tc->devices[t], d, sizeof d);
-        printf("%s: tower_%d: %s backend, device %s, %d OpenMP thread(s), batch %d\n", ts, t,
+        printf("%s: tower_%d: %s backend, device %s, %d OpenMP thread(s), batch %d", ts, t,
                tr->backend->name, d, tc->n_threads[t], tr->shard_sizes[t]);
+        if (tr->accum_steps > 1) printf(" x %d micro-batches (--accum_steps)", tr->accum_steps);
+        printf("\n");
         TowerDeviceView v = {0};
         char e[256];
         if (tr->backend->device_view && tower_group_device_view(tr->towers, t, &v, e, sizeof e) == 0 && v.algorithms &&
@@ -390,6 +437,11 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
             printf("%s: tower_%d: cuDNN algorithms: %s\n", ts, t, v.algorithms);
     }
     m->describe(tr, ts);
+    if (tr->accum_steps > 1 || tr->loss_global_batch)
+        printf("%s: a step: each tower sums the gradients of its %d micro-batch(es) and divides by %d; the towers' "
+               "gradients weighted by %s (--loss_scaling %s)\n", ts, tr->accum_steps, tr->accum_steps,
+               tr->loss_global_batch ? "their shard sizes over the global batch" : "1 / the number of towers",
+               loss_scalings[tr->loss_global_batch]);
     log_memory_bound(tr, ts);
     fflush(stdout);
 }
@@ -475,7 +527,7 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
     /* Every rank reads the job's whole stream, split into n_ranks x n_towers
      * shards, and its towers take shards rank x n_towers ... (rank_shards). */
     pcfg.n_shards = tr->n_ranks * tr->n_towers;
-    for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = tr->shard_sizes[t % tr->n_towers];
+    for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = step_shard_n(tr, t);
     pcfg.shuffle = 1;
     pcfg.min_after_dequeue = o->min_after_dequeue;
     pcfg.capacity = o->min_after_dequeue + 3L * tr->global_batch;
@@ -686,7 +738,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
 
     if (o->synthetic) {
         int sizes[PIPELINE_MAX_SHARDS];
-        for (int k = 0; k < tr->n_ranks * tr->n_towers; k++) sizes[k] = tr->shard_sizes[k % tr->n_towers];
+        for (int k = 0; k < tr->n_ranks * tr->n_towers; k++) sizes[k] = step_shard_n(tr, k);
         if (synthetic_batch_create(&tr->synthetic, tr->global_batch, (size_t)tr->spec.H * tr->spec.W * tr->spec.C,
                                    tr->spec.num_classes, (uint64_t)o->seed, tr->n_ranks * tr->n_towers, sizes,
                                    tr->alloc, err, err_n_bytes) != 0)
@@ -723,6 +775,13 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
     step->labels = batch->labels;
     step->shard_offset = batch->shard_offset;
     step->shard_n = batch->shard_n;
+    /* Each tower's gradient: the mean over its micro-batches, times its weight in the mean over the towers
+     * that every mode then takes (exactly 1 with one micro-batch and equal shards: nothing to scale). */
+    float grad_scale[TOWER_MAX_TOWERS];
+    for (int t = 0; t < tr->n_towers; t++)
+        grad_scale[t] = (float)(train_tower_weight(tr, batch->shard_n[t]) / tr->accum_steps);
+    step->accum_steps = tr->accum_steps;
+    step->grad_scale = grad_scale;
     tr->times.towers.start_sec = tower_now_sec();
     int rc = tower_group_run(tr->towers, step, err, err_n_bytes);
     tr->times.towers.end_sec = tower_now_sec();
@@ -730,7 +789,7 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
     for (int t = 0; t < tr->n_towers && rc == 0; t++) {
         tr->tower_losses[t] = tr->towers->towers[t].loss;
         tr->tower_accuracy[t] = tr->towers->towers[t].accuracy;
-        loss_sum += tr->tower_losses[t];
+        loss_sum += train_tower_weight(tr, batch->shard_n[t]) * tr->tower_losses[t];
         correct += (double)tr->tower_accuracy[t] * batch->shard_n[t];
     }
     int n_examples = batch->n;

@@ -74,9 +74,12 @@ typedef struct {
     const char *optimizer;          /* "momentum" | "sgd" | "adam" | "rmsprop" | "adamw" (ps/optimizer.h) */
     const char *image_key, *label_key;
     const char *compression;        /* "auto" | "none" | "gzip" | "zlib" */
-    const char *shard_sizes;        /* "" (equal) or e.g. "80,48": examples per tower */
+    const char *shard_sizes;        /* "" (equal) or e.g. "80,48": examples per tower (and micro-batch) */
     long max_steps;
-    int batch_size;                 /* per tower, as in TensorFlow's script */
+    int batch_size;                 /* per tower and micro-batch, as in TensorFlow's script (a step: accum_steps x it) */
+    int accum_steps;                /* micro-batches per tower per step (gradient accumulation), >= 1; default 1 */
+    const char *loss_scaling;       /* "tower_mean" (default: the towers' mean of their shard means) | "global_batch"
+                                       (MirroredStrategy: the per-example loss summed over the global batch / its size) */
     int num_towers;                 /* 0: one per device */
     int num_gpus;                   /* GPU towers: use the first num_gpus visible GPUs */
     const char *gpus;               /* GPU towers: "0,2,3" names them (overrides num_gpus) */
@@ -207,8 +210,10 @@ typedef struct {
     int image_folder;                /* 1: --data is an image folder, decoded in the pipeline */
     int n_towers;                    /* this process's towers (with MPI: this rank's) */
     int rank, n_ranks;               /* this process in the job (base/ranks.h): 0 of 1 without mpirun */
-    int shard_sizes[TOWER_MAX_TOWERS];
-    int global_batch;                /* the job's: n_ranks x the sum of shard_sizes */
+    int shard_sizes[TOWER_MAX_TOWERS]; /* examples of one micro-batch of tower t (its shard: accum_steps x it) */
+    int accum_steps;                 /* micro-batches per tower per step (opt.accum_steps) */
+    int loss_global_batch;           /* 1: --loss_scaling global_batch (train_tower_weight); 0: tower_mean */
+    int global_batch;                /* the job's examples per step: n_ranks x accum_steps x the sum of shard_sizes */
     long examples_per_epoch;
     long examples_consumed;          /* by the steps taken so far (for resume) */
     float tower_losses[TOWER_MAX_TOWERS];     /* each tower's mean loss in the last step */
