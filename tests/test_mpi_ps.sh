@@ -19,6 +19,10 @@
 #     at the same rank count (2 x 1, adam), from 4 ranks of which 2 hold
 #     shards to 4 ranks of which all do, and from 1 process of 4 towers to
 #     4 ranks (the slots re-sharded from the loaded checkpoint);
+#   - --resume where the ranks other than 0 see no checkpoint (another
+#     host's disk): rank 0's state, Adam's beta powers included, reaches
+#     them, in ps_mpi and replicated_mpi (2 x 1, adam: the straight run);
+#   - --ps_ranks beyond the job's ranks is refused with one line;
 #   - kill -9 of rank 1 mid-run ends the job, non-zero, within 10 s.
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
@@ -94,6 +98,23 @@ resume_case() { # resume_case WHAT MODEL OPT N "R1 T1 [PS_RANKS PLACEMENT]" "R2 
 resume_case "2 x 1 to 2 x 1, adam" mnist adam 2 "2 1" "2 1"
 resume_case "4 ranks (2 hold shards) to 4 ranks (4 hold shards, round_robin), momentum" cifar10 momentum 4 "4 1 2 greedy" "4 1 0 round_robin"
 resume_case "1 process of 4 towers to 4 ranks x 1, momentum" mnist momentum 4 "0 4" "4 1"
+
+for mode in ps_mpi replicated_mpi; do
+  dir="$work/unseen-$mode"
+  mkdir -p "$dir" "$work/empty-$mode"
+  "${mpi[@]}" -np 2 "$helper" train mnist adam 1 2 "$dir" "$mode" >/dev/null 2>&1 || fail "$mode: the first 2 steps failed"
+  TEST_MPI_PS_OTHER_DIR="$work/empty-$mode" "${mpi[@]}" -x TEST_MPI_PS_OTHER_DIR -np 2 "$helper" train mnist adam 1 4 "$dir" \
+    "$mode" 0 greedy 1 >"$work/unseen.log" 2>&1 || { cat "$work/unseen.log"; fail "$mode: --resume with rank 1 blind failed"; }
+  cmp "$(ref 2 mnist adam 4)" "$dir/model.ckpt-4" ||
+    fail "$mode: --resume where rank 1 sees no checkpoint differs from the straight run (rank 0's state not broadcast whole)"
+done
+echo "--resume where rank 1 sees no checkpoint (adam): ps_mpi and replicated_mpi take rank 0's state, bitwise the straight run"
+mkdir -p "$work/too-many"
+if "${mpi[@]}" -np 2 "$helper" train mnist sgd 1 1 "$work/too-many" ps_mpi 3 greedy >"$work/refused.log" 2>&1; then
+  fail "--ps_ranks 3 with 2 ranks was accepted"
+fi
+grep -q -- "--ps_ranks 3: expected 1 to 2" "$work/refused.log" || { cat "$work/refused.log"; fail "--ps_ranks 3: no line says why"; }
+echo "--ps_ranks 3 with 2 ranks: refused ($(grep -m1 -o -- '--ps_ranks 3: expected[^)]*)' "$work/refused.log"))"
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s.
 "${mpi[@]}" -np 2 "$helper" train mnist momentum 1 100000 "$work/killed" ps_mpi >"$work/kill.log" 2>&1 &

@@ -8,6 +8,8 @@
  *       rank calls trainer_save after the last step (rank 0 writes
  *       model.ckpt-STEP); RESUME 1: --resume from TRAIN_DIR first.  With
  *       PLACEMENT given, rank 0 prints the placement (--log_device_placement).
+ *       TEST_MPI_PS_OTHER_DIR set: the ranks other than 0 use that train_dir
+ *       (a host that does not see rank 0's checkpoints).
  *   test_mpi_ps_helper compare A B TOL
  *       the variables, slots and moving averages of checkpoints A and B:
  *       prints the largest normwise relative difference ||a - b|| / ||a||
@@ -78,6 +80,7 @@ int main(int argc, char **argv) {
     o.optimizer = argv[3];
     o.learning_rate = !strcmp(argv[3], "adam") ? 0.01f : 0.1f;
     o.train_dir = argv[6];
+    if (getenv("TEST_MPI_PS_OTHER_DIR") && ranks_rank() != 0) o.train_dir = getenv("TEST_MPI_PS_OTHER_DIR");
     TrainerMode mode;
     if (trainer_mode_from_name(argv[7], &mode, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);

@@ -63,6 +63,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     ps->global_step = state[0];
     tr->examples_consumed = state[1];
     ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
+    ranks_bcast(ps->scalars, sizeof ps->scalars); /* Adam's beta powers: a rank that read no checkpoint has the initial ones */
     if (ps_create_replicas(ps, T) != 0) {
         snprintf(err, err_n_bytes, "cannot allocate %d replicas of %zu variables (out of memory?)", T, M);
         return -1;
