@@ -74,8 +74,9 @@ void trainer_options_defaults(TrainerOptions *o) {
 
 /* After plan_towers: the mode may settle on another (--all_reduce auto
  * becomes nccl on GPU towers when this build has NCCL; under mpirun with
- * several ranks, the entry of the same --variable_update that runs across
- * ranks), and the GPU modes need GPU towers.  0, or -1 with err. */
+ * several ranks, the across-ranks mode its own settle names (ps_cpu: ps_mpi),
+ * else with --all_reduce auto the entry of the same --variable_update that
+ * runs across ranks, never for a GPU mode), and the GPU modes need GPU towers.  0, or -1 with err. */
 static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainModeI *m = train_mode(tr->mode);
     const TrainModeI *other = m->settle ? m->settle(tr) : NULL;
