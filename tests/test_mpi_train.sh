@@ -17,6 +17,8 @@
 #     sharded across the ranks (ps_mpi, tests/test_mpi_ps.sh for the rest):
 #     4 steps with --save_every 2 (every rank joins each save) give one
 #     process's checkpoint of 2 towers, and SIGINT stops it with a checkpoint;
+#     a corrupt record mid-run ends it non-zero, rank 0 saying the step's
+#     shards were not saved and naming the latest checkpoint, which exists;
 #   - kill -9 of rank 1 mid-run: mpirun exits non-zero within 10 s with a
 #     line naming rank 1, and no process of the job is left.
 # Skips (77) without mpirun, without MPI in the build, or without the data.
@@ -64,6 +66,19 @@ grep -q "mode ps_mpi: variables in shards on 2 parameter-server rank(s)" "$work/
 cmp "$work/ref-2-momentum/model.ckpt-4" "$work/ps-2x1/model.ckpt-4" ||
   fail "parameter_server, 2 ranks x 1 tower: the checkpoint after 4 steps differs from one process of 2 towers"
 echo "parameter_server under mpirun -np 2 (ps_mpi, --save_every 2): checkpoint bitwise one process of 2 towers"
+
+mkdir -p "$work/bad"
+cp "$work"/train-*.tfrecord "$work/bad/"
+for bad in "$work"/bad/train-*.tfrecord; do # every file: whichever the shuffled stream opens first
+  printf '\xff\xff\xff\xff' | dd of="$bad" bs=1 seek=$(( $(stat -c %s "$bad") / 100 )) conv=notrunc 2>/dev/null
+done
+rc=0
+timeout 120 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --data "$work/bad/train-*.tfrecord" --num_towers 1 \
+  --max_steps 100000 --save_every 2 --log_every 0 --train_dir "$work/ps-bad" >"$work/bad.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$work/bad.log"; fail "ps_mpi, a corrupt record: exit $rc (want non-zero, no hang)"; }
+kept=$(sed -n 's/.*shards live on every rank, not saved: the latest checkpoint stays \(.*\)$/\1/p' "$work/bad.log")
+[ -n "$kept" ] && [ -f "$kept" ] || { cat "$work/bad.log"; fail "ps_mpi, a corrupt record: rank 0 did not name an existing latest checkpoint"; }
+echo "ps_mpi, a corrupt record mid-run: exit $rc, rank 0 kept $(basename "$kept") (the shards are not saved by rank 0 alone)"
 
 job 2 1 momentum "$work/other-seed" --max_steps 4 --seed 8 >/dev/null 2>&1 || fail "2 ranks, seed 8 failed"
 if cmp -s "$work/ref-2-momentum/model.ckpt-4" "$work/other-seed/model.ckpt-4"; then fail "seed 8 gave seed 7's checkpoint"; fi
