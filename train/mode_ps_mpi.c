@@ -108,13 +108,13 @@ static void unpack(const Trainer *tr, const PsMpiState *st, int lo, int hi, cons
 static void mode_describe(const Trainer *tr, const char *ts) {
     const PsMpiState *st = tr->mode_state;
     printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
-           "rank(s) (%s), placed by %s; each worker sums its towers' gradients and pushes each shard's slice to its "
+           "rank(s) (%s), placed by %s%s; each worker sums its towers' gradients and pushes each shard's slice to its "
            "owner (MPI_Alltoallv), the owner adds the %d workers' slices in rank order, divides by %d, applies %s to "
            "its variables, slots and moving averages, and every rank pulls the updated shards (MPI_Allgatherv); "
            "rank %d of %d%s\n",
            ts, tr->global_batch, tr->n_ranks, tr->n_towers, trainer_mode_name(tr->mode), st->n_ps,
            st->n_ps == tr->n_ranks ? "every rank, co-located with its worker" : "the first ranks, co-located with their workers",
-           st->rule == PS_PLACE_GREEDY ? "greedy (GreedyLoadBalancingStrategy, byte_size_load_fn)" : "round_robin",
+           ps_placement_name(st->rule), st->rule == PS_PLACE_GREEDY ? " (GreedyLoadBalancingStrategy, byte_size_load_fn)" : "",
            tr->n_ranks, tr->n_ranks * tr->n_towers, optimizer_name(&tr->ps->cfg.opt), tr->rank, tr->n_ranks,
            tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
     for (int r = 0; r < st->n_ps; r++) {
