@@ -106,6 +106,41 @@ void ranks_bcast(void *buf, size_t n_bytes) {
 #endif
 }
 
+void ranks_alltoallv(const float *send, const int *send_counts, const int *send_displs, float *recv,
+                     const int *recv_counts, const int *recv_displs) {
+    if (size_ == 1) {
+        if (recv_counts[0] > 0) memmove(recv + recv_displs[0], send + send_displs[0], (size_t)send_counts[0] * sizeof(float));
+        return;
+    }
+#ifdef TOWER_HAVE_MPI
+    check_mpi(MPI_Alltoallv(send, send_counts, send_displs, MPI_FLOAT, recv, recv_counts, recv_displs, MPI_FLOAT,
+                            MPI_COMM_WORLD), "MPI_Alltoallv");
+#endif
+}
+
+void ranks_allgatherv(const float *send, float *recv, const int *counts, const int *displs) {
+    float *own = recv + displs[rank_];
+    if (size_ == 1) {
+        if (own != send && counts[0] > 0) memmove(own, send, (size_t)counts[0] * sizeof(float));
+        return;
+    }
+#ifdef TOWER_HAVE_MPI
+    check_mpi(MPI_Allgatherv(send == own ? MPI_IN_PLACE : send, counts[rank_], MPI_FLOAT, recv, counts, displs,
+                             MPI_FLOAT, MPI_COMM_WORLD), "MPI_Allgatherv");
+#endif
+}
+
+void ranks_gatherv(const float *send, float *recv, const int *counts, const int *displs) {
+    if (size_ == 1) {
+        if (recv + displs[0] != send && counts[0] > 0) memmove(recv + displs[0], send, (size_t)counts[0] * sizeof(float));
+        return;
+    }
+#ifdef TOWER_HAVE_MPI
+    check_mpi(MPI_Gatherv(send, counts[rank_], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, 0, MPI_COMM_WORLD),
+              "MPI_Gatherv");
+#endif
+}
+
 int ranks_any(int flag) {
     int any = flag != 0;
 #ifdef TOWER_HAVE_MPI

@@ -46,6 +46,25 @@ void ranks_allgather(const void *send, void *recv, size_t n_bytes);
  * nothing.  Never returns on failure. */
 void ranks_bcast(void *buf, size_t n_bytes);
 
+/* The variable-sized exchanges of a parameter server sharded across ranks
+ * (train/mode_ps_mpi.c).  Counts and displacements are in floats, one per
+ * rank, each at most INT_MAX; every rank passes counts that agree with the
+ * others' (what r sends to s is what s expects from r).  With one rank, a
+ * copy of the own part.  Never return on failure (as above). */
+
+/* Rank r sends send + send_displs[s] (send_counts[s] floats) to every rank
+ * s, and receives s's part for it at recv + recv_displs[s] (MPI_Alltoallv). */
+void ranks_alltoallv(const float *send, const int *send_counts, const int *send_displs, float *recv,
+                     const int *recv_counts, const int *recv_displs);
+
+/* Every rank's send (counts[rank] floats) lands at recv + displs[r] on every
+ * rank (MPI_Allgatherv); send may be recv + displs[rank] (in place). */
+void ranks_allgatherv(const float *send, float *recv, const int *counts, const int *displs);
+
+/* As ranks_allgatherv, but only rank 0 receives (MPI_Gatherv); recv is
+ * ignored on the other ranks. */
+void ranks_gatherv(const float *send, float *recv, const int *counts, const int *displs);
+
 /* 1 on every rank when flag is non-zero on any rank (MPI_Allreduce, MAX);
  * with one rank, flag != 0.  Never returns on failure. */
 int ranks_any(int flag);

@@ -544,7 +544,7 @@ static int check_writable(const char *flag, const char *path, char *err, size_t 
 static int bench_flags(BenchOptions *o, Flag *flags) {
     const Flag table[] = {
         {"models", FLAG_STRING, &o->models, "comma-separated models: mnist, cifar10"},
-        {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi (or parameter_server/cpu, replicated/host, ...)"},
+        {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic (an error when a layer has none)"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},

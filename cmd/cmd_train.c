@@ -19,7 +19,8 @@
  * listed in docs/tensorboard.md).
  * Under `mpirun -np R` (base/ranks.h; docs/hosts.md) every rank runs this
  * loop in step with the others; rank 0 alone prints, writes summaries, the
- * class list and checkpoints (the other ranks' stdout goes to /dev/null,
+ * class list and checkpoints (every rank calls trainer_save at the same step,
+ * where ps_mpi gathers its shards; the other ranks' stdout goes to /dev/null,
  * their stderr stays); a stop by signal is agreed by all ranks, and a rank
  * that ends with an error ends the job (MPI_Abort), so none waits forever.
  */
@@ -114,7 +115,9 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)"},
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
         {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},
-        {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory) or gpu (tower 0's GPU; needs GPU towers)"},
+        {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory), gpu (tower 0's GPU; needs GPU towers) or mpi (in shards on the ranks of mpirun -np R, docs/hosts.md; cpu becomes mpi under mpirun with several ranks)"},
+        {"ps_ranks", FLAG_INT, &o->ps_ranks, "parameter_server across ranks: the first ps_ranks ranks hold the variables' shards, each also a worker (0: every rank)"},
+        {"ps_placement", FLAG_STRING, &o->ps_placement, "parameter_server across ranks: how variables go to shards, greedy (by bytes, to the least loaded so far: TensorFlow's GreedyLoadBalancingStrategy) or round_robin"},
         {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), mpi (gathered across the ranks of mpirun -np R, docs/hosts.md), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
         {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
@@ -135,6 +138,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
     static const char *const resize_modes[] = {"resize", "center_crop", NULL};
     static const char *const loss_scalings[] = {"tower_mean", "global_batch", NULL};
+    static const char *const ps_placements[] = {"greedy", "round_robin", NULL};
     const char *c = "train";
     char err[512];
     TrainerMode mode;
@@ -147,6 +151,8 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_choice(c, "optimizer", o->optimizer, optimizers) ||
         cmd_check_choice(c, "compression", o->compression, compressions) ||
         cmd_check_choice(c, "resize_mode", o->resize_mode, resize_modes) ||
+        cmd_check_choice(c, "ps_placement", o->ps_placement, ps_placements) ||
+        cmd_check_long(c, "ps_ranks", o->ps_ranks, 0, INT_MAX, "0: every rank") ||
         cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
         cmd_check_data(c, "data", o->data) ||
         cmd_check_nonempty(c, "train_dir", o->train_dir, "directory") ||
@@ -319,6 +325,14 @@ static void save_on_input_error(Trainer *tr, const TrainerOptions *o, long last_
     const long step = tr->ps->global_step;
     if (tr->rank != 0) { /* rank 0 alone writes train_dir, and saves there */
         fprintf(stderr, "tower train: %s\n", err);
+        return;
+    }
+    if (trainer_save_needs_every_rank(tr)) { /* the shards live on every rank: no save of rank 0 alone */
+        if (latest_checkpoint(o->train_dir, kept, sizeof kept))
+            fprintf(stderr, "tower train: %s; the step's shards live on every rank, not saved: the latest checkpoint "
+                    "stays %s\n", err, kept);
+        else
+            fprintf(stderr, "tower train: %s; the step's shards live on every rank, not saved\n", err);
         return;
     }
     if (step != last_saved) {
@@ -532,7 +546,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         }
         /* the checkpoint */
         if (o.save_every > 0 && step % o.save_every == 0) {
-            if (rank == 0 && trainer_save(&tr, err, sizeof err) != 0) {
+            if (trainer_save(&tr, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);
                 fprintf(stderr, "tower train: checkpoint at step %ld: %s\n", step, err);
                 exit_code = 1;
@@ -572,7 +586,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     /* The end's checkpoint; a run that ends at step 0 (--max_steps 0) writes model.ckpt-0, the initial
      * variables, as TensorFlow's CheckpointSaverHook does when a session starts. */
     if (exit_code == 0 && (tr.ps->global_step != last_saved || tr.ps->global_step == 0)) {
-        if (rank == 0 && trainer_save(&tr, err, sizeof err) != 0) {
+        if (trainer_save(&tr, err, sizeof err) != 0) {
             fprintf(stderr, "tower train: final checkpoint: %s\n", err);
             exit_code = 1;
         }

@@ -4,3 +4,11 @@
 # no MPI.
 add_test(NAME test_mpi_train COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_train.sh $<TARGET_FILE:tower>)
 set_tests_properties(test_mpi_train PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)
+
+# --variable_update parameter_server across ranks (train/mode_ps_mpi.c):
+# 1, 2 and 4 ranks against one process, both networks on synthetic data,
+# sgd, momentum and adam, checkpoint + resume, the placement log.
+add_executable(test_mpi_ps_helper test_mpi_ps_helper.c)
+target_link_libraries(test_mpi_ps_helper PRIVATE tower_train m)
+add_test(NAME test_mpi_ps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_ps.sh $<TARGET_FILE:test_mpi_ps_helper>)
+set_tests_properties(test_mpi_ps PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 900)

@@ -12,3 +12,4 @@ target_link_libraries(test_optim_interop_helper PRIVATE tower_ps m)
 add_test(NAME test_optim_interop_tensorflow
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_optim_interop.sh $<TARGET_FILE:test_optim_interop_helper>)
 set_tests_properties(test_optim_interop_tensorflow PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
+tower_add_test(NAME test_ps_placement SOURCES test_ps_placement.c LIBS tower_ps)

@@ -32,7 +32,7 @@ t="--train_dir $work/never"   # the refusals come before train_dir is made
 refuse 2 "tower train: --model 'resnet50': expected mnist or cifar10" train --model resnet50 $t
 refuse 2 "tower train: --variable_update 'independent': expected parameter_server or replicated" \
   train --variable_update independent $t
-refuse 2 "tower train: --local_parameter_device 'tpu': expected cpu or gpu" train --local_parameter_device tpu $t
+refuse 2 "tower train: --local_parameter_device 'tpu': expected cpu, gpu or mpi" train --local_parameter_device tpu $t
 refuse 2 "tower train: --all_reduce 'gloo': expected auto, host, nccl or mpi" train --variable_update replicated --all_reduce gloo $t
 refuse 2 "tower train: --num_towers 1000: expected an integer in [0, 64] (0: one per device)" train --num_towers 1000 $t
 refuse 2 "tower train: --num_towers -1: expected an integer in [0, 64] (0: one per device)" train --num_towers -1 $t

@@ -13,8 +13,14 @@
 #     same checkpoint; only rank 0 logs (one "done" line);
 #   - SIGINT to mpirun: the ranks stop after the same step and rank 0
 #     writes that step's checkpoint;
-#   - a one-process mode (the default parameter_server) under mpirun -np 2
-#     is refused with one line;
+#   - a one-process mode (--all_reduce host) under mpirun -np 2 is refused
+#     with one line;
+#   - the default --variable_update parameter_server under mpirun -np 2 runs
+#     sharded across the ranks (ps_mpi, tests/test_mpi_ps.sh for the rest):
+#     4 steps with --save_every 2 (every rank joins each save) give one
+#     process's checkpoint of 2 towers, and SIGINT stops it with a checkpoint;
+#     a corrupt record mid-run ends it non-zero, rank 0 saying the step's
+#     shards were not saved and naming the latest checkpoint, which exists;
 #   - kill -9 of rank 1 mid-run: mpirun exits non-zero within 10 s with a
 #     line naming rank 1, and no process of the job is left.
 # Skips (77) without mpirun, without MPI in the build, or without the data.
@@ -22,7 +28,7 @@ source "$(dirname "$0")/train_common.sh"
 command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
 mpi=(mpirun --oversubscribe --bind-to none)
-probe=$("${mpi[@]}" -np 2 "$tower" train --data /nonexistent-probe 2>&1 || true)
+probe=$("${mpi[@]}" -np 2 "$tower" train --variable_update replicated --all_reduce host --data /nonexistent-probe 2>&1 || true)
 if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower was built without MPI"; exit 77; fi
 if ! echo "$probe" | grep -q "runs in one process, and mpirun started 2 ranks"; then
   echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5
@@ -62,6 +68,28 @@ job 2 2 momentum "$work/job-acc" "${acc[@]}" >"$work/job.log" 2>&1 || { cat "$wo
 cmp "$work/ref-acc/model.ckpt-4" "$work/job-acc/model.ckpt-4" ||
   fail "2 ranks x 2 towers (shards 3,1, 2 micro-batches, global_batch): the checkpoint differs from one process of 4"
 echo "2 rank(s) x 2 tower(s), shards 3,1, --accum_steps 2, --loss_scaling global_batch: checkpoint bitwise one process of 4 towers"
+"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --num_towers 1 --max_steps 4 --save_every 2 --log_device_placement \
+  --train_dir "$work/ps-2x1" >"$work/ps.log" 2>&1 || { cat "$work/ps.log"; fail "parameter_server under mpirun -np 2 failed"; }
+grep -q "mode ps_mpi: variables in shards on 2 parameter-server rank(s)" "$work/ps.log" ||
+  { cat "$work/ps.log"; fail "parameter_server under mpirun -np 2 did not run as ps_mpi"; }
+[ -f "$work/ps-2x1/model.ckpt-2" ] || fail "ps_mpi: no checkpoint at step 2 (--save_every 2)"
+cmp "$work/ref-2-momentum/model.ckpt-4" "$work/ps-2x1/model.ckpt-4" ||
+  fail "parameter_server, 2 ranks x 1 tower: the checkpoint after 4 steps differs from one process of 2 towers"
+echo "parameter_server under mpirun -np 2 (ps_mpi, --save_every 2): checkpoint bitwise one process of 2 towers"
+
+mkdir -p "$work/bad"
+cp "$work"/train-*.tfrecord "$work/bad/"
+for bad in "$work"/bad/train-*.tfrecord; do # every file: whichever the shuffled stream opens first
+  printf '\xff\xff\xff\xff' | dd of="$bad" bs=1 seek=$(( $(stat -c %s "$bad") / 100 )) conv=notrunc 2>/dev/null
+done
+rc=0
+timeout 120 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --data "$work/bad/train-*.tfrecord" --num_towers 1 \
+  --max_steps 100000 --save_every 2 --log_every 0 --train_dir "$work/ps-bad" >"$work/bad.log" 2>&1 || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || { cat "$work/bad.log"; fail "ps_mpi, a corrupt record: exit $rc (want non-zero, no hang)"; }
+kept=$(sed -n 's/.*shards live on every rank, not saved: the latest checkpoint stays \(.*\)$/\1/p' "$work/bad.log")
+[ -n "$kept" ] && [ -f "$kept" ] || { cat "$work/bad.log"; fail "ps_mpi, a corrupt record: rank 0 did not name an existing latest checkpoint"; }
+echo "ps_mpi, a corrupt record mid-run: exit $rc, rank 0 kept $(basename "$kept") (the shards are not saved by rank 0 alone)"
+
 job 2 1 momentum "$work/other-seed" --max_steps 4 --seed 8 >/dev/null 2>&1 || fail "2 ranks, seed 8 failed"
 if cmp -s "$work/ref-2-momentum/model.ckpt-4" "$work/other-seed/model.ckpt-4"; then fail "seed 8 gave seed 7's checkpoint"; fi
 echo "2 ranks with seed 8 differ from seed 7 (the comparison can fail)"
@@ -74,17 +102,19 @@ cmp "$work/ref-2-momentum/model.ckpt-4" "$work/resumed/model.ckpt-4" ||
 echo "2 ranks: 2 steps, checkpoint, --resume to 4: bitwise one process of 2 towers"
 
 # SIGINT to mpirun reaches every rank: all stop after the same step, rank 0 saves it.
-"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \
-  --train_dir "$work/stopped" >"$work/stop.log" 2>&1 &
-launcher=$!
-sleep 6
-kill -INT "$launcher"
-wait "$launcher" || true
-stopped=$(sed -n 's/.*stop requested by [A-Za-z ]* after step \([0-9]*\):.*/\1/p' "$work/stop.log")
-[ -n "$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no 'stop requested' line"; }
-[ -f "$work/stopped/model.ckpt-$stopped" ] || { cat "$work/stop.log"; fail "SIGINT: no checkpoint of step $stopped"; }
-grep -q "done at step $stopped;" "$work/stop.log" || fail "SIGINT: rank 0 did not finish at step $stopped"
-echo "SIGINT to mpirun: every rank stopped after step $stopped, rank 0 saved model.ckpt-$stopped"
+for vu in replicated parameter_server; do
+  "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update $vu --max_steps 100000 --log_every 0 \
+    --train_dir "$work/stopped-$vu" >"$work/stop.log" 2>&1 &
+  launcher=$!
+  sleep 6
+  kill -INT "$launcher"
+  wait "$launcher" || true
+  stopped=$(sed -n 's/.*stop requested by [A-Za-z ]* after step \([0-9]*\):.*/\1/p' "$work/stop.log")
+  [ -n "$stopped" ] || { cat "$work/stop.log"; fail "$vu: SIGINT: no 'stop requested' line"; }
+  [ -f "$work/stopped-$vu/model.ckpt-$stopped" ] || { cat "$work/stop.log"; fail "$vu: SIGINT: no checkpoint of step $stopped"; }
+  grep -q "done at step $stopped;" "$work/stop.log" || fail "$vu: SIGINT: rank 0 did not finish at step $stopped"
+  echo "$vu: SIGINT to mpirun: every rank stopped after step $stopped, rank 0 saved model.ckpt-$stopped"
+done
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s, naming the rank.
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \

@@ -27,6 +27,7 @@ typedef struct TrainModeI {
     const char *const *aliases;  /* NULL-terminated further names for trainer_mode_from_name, or NULL */
     int needs_gpu_towers;        /* 1: the variables live on the GPUs (the host block is a copy for checkpoints) */
     int across_ranks;            /* 1: runs across the MPI ranks of a job (base/ranks.h); 0: one process only */
+    int save_on_every_rank;      /* 1: save gathers state held across ranks: every rank calls trainer_save at the same point */
     const char *server_row;      /* --trace: the name of row 0 (input and the server's work) */
     const char *server_apply;    /* --trace: row 0's span after the towers ("apply", "global_step") */
     const char *reduce_row;      /* --trace: the all-reduce row after the towers' rows, or NULL for none */
@@ -95,6 +96,16 @@ double train_tower_weight(const Trainer *tr, int shard_n);
  * Returns as train_run_towers. */
 int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
                          size_t err_n_bytes);
+
+/* The modes across ranks: every rank's step code rc, towers' losses,
+ * accuracies and shard sizes (shard_n: T), gathered into stats (R x (1 + 3T)
+ * floats, the caller's; MPI_Allgather); returns the job's code (-1 when a
+ * tower of any rank failed, err naming the rank; -2 when any loss is not
+ * finite; else 1), with *loss and tr->accuracy the job's, in the job's tower
+ * order (as train_run_towers for one process of R x T towers).  Every rank
+ * calls it once a step. */
+int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, float *loss, char *err,
+                      size_t err_n_bytes);
 
 /* A step found the model diverged: err = "Model diverged with WHAT at step
  * STEP (loss = LOSS)"; returns -2, the step's value for it. */

@@ -5,6 +5,7 @@
  * applies the update (ps/ps.h).
  *
  * Where it sits: one entry of train/modes.c's table (train/mode.h).
+ * Under mpirun with several ranks it settles on ps_mpi (mode_ps_mpi.c).
  * What it does not do: run anything on the tower threads after their
  * copy-out (no hooks).
  */
@@ -50,6 +51,12 @@ static double mode_predict_ms(const TrainCostFigures *f, int n_towers, double sh
     return M / (f->copy_gbps * 1e9) * 1e3 * share + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
 }
 
+/* Under mpirun with several ranks: the parameter server sharded across them. */
+static const TrainModeI *mode_settle(const Trainer *tr) {
+    extern const TrainModeI train_mode_ps_mpi;
+    return tr->n_ranks > 1 ? &train_mode_ps_mpi : NULL;
+}
+
 static const char *const aliases[] = {"parameter_server", "parameter_server/cpu", NULL};
 
 const TrainModeI train_mode_ps_cpu = {
@@ -61,6 +68,7 @@ const TrainModeI train_mode_ps_cpu = {
     .server_row = "parameter server",
     .server_apply = "apply",
     .available = train_mode_always_available,
+    .settle = mode_settle,
     .describe = mode_describe,
     .step = mode_step,
     .predict_ms = mode_predict_ms,

@@ -63,6 +63,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     ps->global_step = state[0];
     tr->examples_consumed = state[1];
     ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
+    ranks_bcast(ps->scalars, sizeof ps->scalars); /* Adam's beta powers: a rank that read no checkpoint has the initial ones */
     if (ps_create_replicas(ps, T) != 0) {
         snprintf(err, err_n_bytes, "cannot allocate %d replicas of %zu variables (out of memory?)", T, M);
         return -1;
@@ -83,11 +84,8 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     return tr->replicas_bound < 0 ? -1 : 0;
 }
 
-/* The towers' codes, losses and accuracies, every rank's: the step's code
- * (-1 when a tower of any rank failed, -2 when any loss is not finite),
- * and the job's loss and accuracy in tower order, as train_run_towers
- * computes them for one process of R x T towers. */
-static int agree(Trainer *tr, MpiState *st, int rc, const int *shard_n, float *loss, char *err, size_t err_n_bytes) {
+int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, float *loss, char *err,
+                      size_t err_n_bytes) {
     const int R = tr->n_ranks, T = tr->n_towers, W = 1 + 3 * T;
     float mine[1 + 3 * TOWER_MAX_TOWERS];
     mine[0] = (float)rc;
@@ -96,11 +94,11 @@ static int agree(Trainer *tr, MpiState *st, int rc, const int *shard_n, float *l
         mine[2 + 3 * t] = tr->tower_accuracy[t];
         mine[3 + 3 * t] = (float)shard_n[t];
     }
-    ranks_allgather(mine, st->stats, (size_t)W * sizeof(float));
+    ranks_allgather(mine, stats, (size_t)W * sizeof(float));
     int failed = -1, diverged = 0;
     double loss_sum = 0.0, correct = 0.0, n_examples = 0.0;
     for (int r = 0; r < R; r++) {
-        const float *s = st->stats + (size_t)r * W;
+        const float *s = stats + (size_t)r * W;
         if (s[0] == -1.0f && failed < 0) failed = r;
         if (s[0] == -2.0f) diverged = 1;
         for (int t = 0; t < T; t++) {
@@ -149,7 +147,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     for (int t = 0; t < T; t++) ts.params[t] = tr->replicas_bound ? NULL : ps->replica_params[t];
     int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
     tr->times.average.start_sec = tower_now_sec();
-    rc = agree(tr, st, rc, shard_n, loss, err, err_n_bytes);
+    rc = train_ranks_agree(tr, st->stats, rc, shard_n, loss, err, err_n_bytes);
     if (rc != 1) return rc;
     const float *g[PIPELINE_MAX_SHARDS];
     if (R == 1) {

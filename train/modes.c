@@ -12,7 +12,7 @@
 #include "train/mode.h"
 
 extern const TrainModeI train_mode_ps_cpu, train_mode_ps_gpu, train_mode_replicated_host, train_mode_replicated_nccl,
-    train_mode_replicated_mpi;
+    train_mode_replicated_mpi, train_mode_ps_mpi;
 
 static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_PS_CPU] = &train_mode_ps_cpu,
@@ -20,6 +20,7 @@ static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_REPLICATED_HOST] = &train_mode_replicated_host,
     [TRAINER_REPLICATED_NCCL] = &train_mode_replicated_nccl,
     [TRAINER_REPLICATED_MPI] = &train_mode_replicated_mpi,
+    [TRAINER_PS_MPI] = &train_mode_ps_mpi,
 };
 
 const TrainModeI *train_mode(TrainerMode m) { return modes[m]; }
@@ -87,8 +88,9 @@ int trainer_mode_from_name(const char *name, TrainerMode *mode, char *err, size_
             return 0;
         }
     }
-    snprintf(err, err_n_bytes, "unknown mode '%s': expected ps_cpu, ps_gpu, replicated_host, replicated_nccl or replicated_mpi "
-             "(or parameter_server/cpu, parameter_server/gpu, replicated/host, replicated/nccl, replicated/mpi)", name);
+    snprintf(err, err_n_bytes, "unknown mode '%s': expected ps_cpu, ps_gpu, replicated_host, replicated_nccl, replicated_mpi or ps_mpi "
+             "(or parameter_server/cpu, parameter_server/gpu, replicated/host, replicated/nccl, replicated/mpi, "
+             "parameter_server/mpi)", name);
     return -1;
 }
 

@@ -70,23 +70,26 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->local_parameter_device = "cpu";
     o->all_reduce = "auto";
     o->trace = "";
+    o->ps_ranks = 0;
+    o->ps_placement = "greedy";
 }
 
 /* After plan_towers: the mode may settle on another (--all_reduce auto
  * becomes nccl on GPU towers when this build has NCCL; under mpirun with
- * several ranks, the entry of the same --variable_update that runs across
- * ranks), and the GPU modes need GPU towers.  0, or -1 with err. */
+ * several ranks, the across-ranks mode its own settle names (ps_cpu: ps_mpi),
+ * else with --all_reduce auto the entry of the same --variable_update that
+ * runs across ranks, never for a GPU mode), and the GPU modes need GPU towers.  0, or -1 with err. */
 static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainModeI *m = train_mode(tr->mode);
     const TrainModeI *other = m->settle ? m->settle(tr) : NULL;
-    if (tr->n_ranks > 1 && !m->across_ranks) {
-        other = NULL; /* its own settle picks among one-process modes */
-        for (int k = 0; k < TRAINER_N_MODES && !other && !strcmp(tr->opt.all_reduce, "auto"); k++)
+    if (tr->n_ranks > 1 && !m->across_ranks && !(other && other->across_ranks)) {
+        other = NULL; /* its own settle picked among one-process modes */
+        for (int k = 0; k < TRAINER_N_MODES && !other && !strcmp(tr->opt.all_reduce, "auto") && !m->needs_gpu_towers; k++)
             if (train_mode((TrainerMode)k)->across_ranks && !strcmp(train_mode((TrainerMode)k)->variable_update, m->variable_update))
                 other = train_mode((TrainerMode)k);
         if (!other || !other->across_ranks) {
             snprintf(err, err_n_bytes, "%s runs in one process, and mpirun started %d ranks (across ranks: "
-                     "--variable_update replicated with --all_reduce auto or mpi)", m->flags, tr->n_ranks);
+                     "--variable_update replicated with --all_reduce auto or mpi, or parameter_server with --local_parameter_device cpu or mpi)", m->flags, tr->n_ranks);
             return -1;
         }
     }
@@ -920,6 +923,7 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
     /* The variables every tower shares, in the host block (the mode knows where they are). */
     const TrainModeI *m = train_mode(tr->mode);
     if (m->save) m->save(tr);
+    if (tr->rank != 0) return 0; /* rank 0 alone writes */
     /* Never replace a good checkpoint with variables that have blown up. */
     for (size_t i = 0; i < tr->spec.n_params; i++) {
         if (!isfinite(tr->ps->params[i])) {
@@ -935,4 +939,8 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
         .batch_size = tr->opt.batch_size,
     };
     return ckpt_save(tr->opt.train_dir, tr->ps, &run, tr->opt.keep_checkpoints, err, err_n_bytes);
+}
+
+int trainer_save_needs_every_rank(const Trainer *tr) {
+    return tr->n_ranks > 1 && train_mode(tr->mode)->save_on_every_rank;
 }

@@ -118,6 +118,8 @@ typedef struct {
     const char *all_reduce;         /* replicated: "auto" | "host" | "nccl" (auto: nccl for GPU towers when built with NCCL, else host) */
     const char *trace;              /* "": none; else a Chrome trace-event JSON file (train/trace.h) */
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
+    int ps_ranks;                   /* parameter_server across ranks: the first ps_ranks ranks hold the shards; 0: every rank */
+    const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
 } TrainerOptions;
 
 /* Where the variables live and how the gradients are combined: the index
@@ -128,10 +130,11 @@ typedef enum {
     TRAINER_REPLICATED_HOST = 2, /* replicated, host: per-tower variables, ring all-reduce over host buffers */
     TRAINER_REPLICATED_NCCL = 3, /* replicated, nccl: per-tower variables, NCCL all-reduce (needs GPU towers) */
     TRAINER_REPLICATED_MPI = 4,  /* replicated, mpi: per-tower variables on every rank, gradients gathered across MPI ranks */
-    TRAINER_N_MODES = 5
+    TRAINER_PS_MPI = 5,          /* parameter_server, mpi: variables in shards on parameter-server ranks, pushed and pulled over MPI */
+    TRAINER_N_MODES = 6
 } TrainerMode;
 
-/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl". */
+/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi". */
 const char *trainer_mode_name(TrainerMode m);
 
 /* The mode for tf_cnn_benchmarks' flag values (all_reduce "auto" = host
@@ -322,8 +325,16 @@ int trainer_step_batch(Trainer *tr, PipelineBatch *batch, float *loss, char *err
 
 /* Write a checkpoint of the current state to train_dir (in the replicated
  * modes: tower 0's variables and momentum slots, which every tower shares;
- * in the GPU modes they are first copied from the GPUs to the host block). */
+ * in the GPU modes they are first copied from the GPUs to the host block).
+ * Under mpirun every rank calls it at the same point: the mode gathers what
+ * other ranks hold (ps_mpi: the shards' slots and moving averages), and
+ * rank 0 alone writes; the other ranks return 0. */
 int trainer_save(Trainer *tr, char *err, size_t err_n_bytes);
+
+/* 1 when trainer_save needs every rank (a job of several ranks in a mode
+ * whose state is spread over them): rank 0 cannot save alone, e.g. after an
+ * error of its own. */
+int trainer_save_needs_every_rank(const Trainer *tr);
 
 /* The current variables, (n_params) floats owned by the trainer and valid
  * until the next trainer_step: ps->params, or tower 0's replica in

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# test_mpi_ps.sh HELPER — --variable_update parameter_server across MPI ranks
+# (train/mode_ps_mpi.c) over loopback, on synthetic data (both networks; no
+# data files), 3 steps of batch 4 a tower, through tests/test_mpi_ps_helper:
+#   - R ranks x T towers save a checkpoint (variables, slots, moving
+#     averages, global_step, run state) byte for byte equal to one process
+#     of R x T towers in ps_cpu where the summation order is the same
+#     (1 x 2 as one process, 1 x 2 under mpirun -np 1, 2 x 1, 4 x 1), for
+#     mnist and cifar10 with momentum, sgd and adam;
+#   - 2 x 2 (each worker sums its 2 towers first, so the order differs)
+#     within 1e-5 of one process of 4 towers, and bitwise equal to itself
+#     with another placement (--ps_ranks 1, round_robin): the result does
+#     not depend on where the shards live;
+#   - the comparison can fail: 2 towers against 4 differ beyond 1e-5;
+#   - the placement log (--log_device_placement) names each ps rank's
+#     variables and bytes: greedy on mnist at 2 ranks as worked out from
+#     the rule (rank 0: conv1/weights, conv2/biases, local3/weights);
+#   - checkpoint + --resume: 2 steps, then to 4, equal the straight run:
+#     at the same rank count (2 x 1, adam), from 4 ranks of which 2 hold
+#     shards to 4 ranks of which all do, and from 1 process of 4 towers to
+#     4 ranks (the slots re-sharded from the loaded checkpoint);
+#   - --resume where the ranks other than 0 see no checkpoint (another
+#     host's disk): rank 0's state, Adam's beta powers included, reaches
+#     them, in ps_mpi and replicated_mpi (2 x 1, adam: the straight run);
+#   - --ps_ranks beyond the job's ranks is refused with one line;
+#   - kill -9 of rank 1 mid-run ends the job, non-zero, within 10 s.
+# Skips (77) without mpirun or without MPI in the build.
+set -euo pipefail
+helper=$1
+command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+mpi=(mpirun --oversubscribe --bind-to none)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+probe=$("${mpi[@]}" -np 2 "$helper" train mnist sgd 1 0 "$work" ps_mpi 2>&1) && rc=0 || rc=$?
+[ "$rc" != 77 ] || { echo "skipped: this build has no MPI"; exit 77; }
+[ "$rc" = 0 ] || { echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5; exit 77; }
+t0=$(date +%s)
+run() { # run R T MODEL OPT STEPS DIR [PS_RANKS PLACEMENT RESUME]: R = 0: one process without mpirun
+  local r=$1 t=$2 model=$3 opt=$4 steps=$5 dir=$6
+  shift 6
+  mkdir -p "$dir"
+  if [ "$r" = 0 ]; then "$helper" train "$model" "$opt" "$t" "$steps" "$dir" ps_mpi "$@"
+  else "${mpi[@]}" -np "$r" "$helper" train "$model" "$opt" "$t" "$steps" "$dir" ps_mpi "$@"; fi
+}
+ref() { # ref N MODEL OPT STEPS: one process of N towers in ps_cpu
+  local dir="$work/ref-$1-$2-$3-$4"
+  [ -f "$dir/model.ckpt-$4" ] || { mkdir -p "$dir"; "$helper" train "$2" "$3" "$1" "$4" "$dir" ps_cpu >/dev/null; }
+  echo "$dir/model.ckpt-$4"
+}
+for model in mnist cifar10; do
+  for opt in momentum sgd adam; do
+    for case in "0 2" "1 2" "2 1" "4 1"; do
+      set -- $case
+      n=$(( ($1 > 0 ? $1 : 1) * $2 ))
+      want=$(ref "$n" "$model" "$opt" 3)
+      dir="$work/job-$model-$opt-$1x$2"
+      run "$1" "$2" "$model" "$opt" 3 "$dir" >"$work/job.log" 2>&1 || { cat "$work/job.log"; fail "$model $opt $1 x $2 failed"; }
+      cmp "$want" "$dir/model.ckpt-3" ||
+        fail "$model $opt: $1 rank(s) x $2 tower(s) differ from one process of $n towers in ps_cpu"
+    done
+    want=$(ref 4 "$model" "$opt" 3)
+    run 2 2 "$model" "$opt" 3 "$work/job-$model-$opt-2x2" >/dev/null 2>&1 || fail "$model $opt 2 x 2 failed"
+    run 2 2 "$model" "$opt" 3 "$work/job-$model-$opt-2x2-rr" 1 round_robin >/dev/null 2>&1 || fail "$model $opt 2 x 2 (1 ps rank) failed"
+    cmp "$work/job-$model-$opt-2x2/model.ckpt-3" "$work/job-$model-$opt-2x2-rr/model.ckpt-3" ||
+      fail "$model $opt 2 x 2: 2 ps ranks (greedy) and 1 ps rank (round_robin) differ"
+    d=$("$helper" compare "$want" "$work/job-$model-$opt-2x2/model.ckpt-3" 1e-5) ||
+      fail "$model $opt 2 x 2 against one process of 4 towers: $d"
+    echo "$model $opt: 1 x 2 (one process and mpirun -np 1), 2 x 1, 4 x 1 bitwise one process; 2 x 2 within 1e-5 ($d), bitwise across placements"
+  done
+done
+if d=$("$helper" compare "$(ref 2 mnist momentum 3)" "$(ref 4 mnist momentum 3)" 1e-5); then
+  fail "2 towers and 4 towers agreed to 1e-5 ($d): the comparison cannot fail"
+fi
+echo "the comparison can fail: 2 towers against 4: $d"
+
+run 2 1 mnist sgd 1 "$work/placed" 0 greedy >"$work/placed.log" 2>&1 || { cat "$work/placed.log"; fail "placement log run failed"; }
+grep -q "ps rank 0: 3 variable(s), 12848512 bytes (12.25 MiB): conv1/weights, conv2/biases, local3/weights$" "$work/placed.log" ||
+  { cat "$work/placed.log"; fail "greedy placement of mnist on 2 ranks: rank 0's line is not the one worked out by hand"; }
+grep -q "ps rank 1: 7 variable(s), 250464 bytes" "$work/placed.log" || fail "greedy placement: rank 1's line"
+run 2 1 mnist sgd 1 "$work/placed-rr" 0 round_robin >"$work/placed-rr.log" 2>&1 || fail "round_robin run failed"
+grep -q "ps rank 0: 5 variable(s), .*: conv1/weights, conv2/weights, local3/weights, local4/weights, softmax_linear/weights$" \
+  "$work/placed-rr.log" || { cat "$work/placed-rr.log"; fail "round_robin placement of mnist on 2 ranks"; }
+echo "placement log: greedy and round_robin on 2 ranks as worked out by hand"
+
+resume_case() { # resume_case WHAT MODEL OPT N "R1 T1 [PS_RANKS PLACEMENT]" "R2 T2 [PS_RANKS PLACEMENT]"
+  local what=$1 model=$2 opt=$3 n=$4 dir="$work/resume-$RANDOM"
+  local -a first=($5) second=($6)
+  run "${first[0]}" "${first[1]}" "$model" "$opt" 2 "$dir" "${first[2]:-0}" "${first[3]:-greedy}" 0 >/dev/null 2>&1 ||
+    fail "resume ($what): the first 2 steps failed"
+  run "${second[0]}" "${second[1]}" "$model" "$opt" 4 "$dir" "${second[2]:-0}" "${second[3]:-greedy}" 1 >"$work/resume.log" 2>&1 ||
+    { cat "$work/resume.log"; fail "resume ($what): --resume failed"; }
+  grep -q "resumed from .*model.ckpt-2 at step 2" "$work/resume.log" || { cat "$work/resume.log"; fail "resume ($what): no 'resumed' line"; }
+  cmp "$(ref "$n" "$model" "$opt" 4)" "$dir/model.ckpt-4" || fail "resume ($what): 2 steps + --resume to 4 differ from the straight run"
+  echo "checkpoint + resume, $what: bitwise the straight run of $n towers"
+}
+resume_case "2 x 1 to 2 x 1, adam" mnist adam 2 "2 1" "2 1"
+resume_case "4 ranks (2 hold shards) to 4 ranks (4 hold shards, round_robin), momentum" cifar10 momentum 4 "4 1 2 greedy" "4 1 0 round_robin"
+resume_case "1 process of 4 towers to 4 ranks x 1, momentum" mnist momentum 4 "0 4" "4 1"
+
+for mode in ps_mpi replicated_mpi; do
+  dir="$work/unseen-$mode"
+  mkdir -p "$dir" "$work/empty-$mode"
+  "${mpi[@]}" -np 2 "$helper" train mnist adam 1 2 "$dir" "$mode" >/dev/null 2>&1 || fail "$mode: the first 2 steps failed"
+  TEST_MPI_PS_OTHER_DIR="$work/empty-$mode" "${mpi[@]}" -x TEST_MPI_PS_OTHER_DIR -np 2 "$helper" train mnist adam 1 4 "$dir" \
+    "$mode" 0 greedy 1 >"$work/unseen.log" 2>&1 || { cat "$work/unseen.log"; fail "$mode: --resume with rank 1 blind failed"; }
+  cmp "$(ref 2 mnist adam 4)" "$dir/model.ckpt-4" ||
+    fail "$mode: --resume where rank 1 sees no checkpoint differs from the straight run (rank 0's state not broadcast whole)"
+done
+echo "--resume where rank 1 sees no checkpoint (adam): ps_mpi and replicated_mpi take rank 0's state, bitwise the straight run"
+mkdir -p "$work/too-many"
+if "${mpi[@]}" -np 2 "$helper" train mnist sgd 1 1 "$work/too-many" ps_mpi 3 greedy >"$work/refused.log" 2>&1; then
+  fail "--ps_ranks 3 with 2 ranks was accepted"
+fi
+grep -q -- "--ps_ranks 3: expected 1 to 2" "$work/refused.log" || { cat "$work/refused.log"; fail "--ps_ranks 3: no line says why"; }
+echo "--ps_ranks 3 with 2 ranks: refused ($(grep -m1 -o -- '--ps_ranks 3: expected[^)]*)' "$work/refused.log"))"
+
+# kill -9 of rank 1: the job ends, non-zero, within 10 s.
+"${mpi[@]}" -np 2 "$helper" train mnist momentum 1 100000 "$work/killed" ps_mpi >"$work/kill.log" 2>&1 &
+launcher=$!
+victim=""
+for _ in $(seq 1 200); do
+  for p in $(pgrep -P "$launcher" 2>/dev/null); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+[ -n "$victim" ] || { kill "$launcher"; fail "could not find rank 1's process"; }
+sleep 3
+kill -9 "$victim"
+for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after rank 1 was killed"; fi
+rc=0
+wait "$launcher" || rc=$?
+[ "$rc" != 0 ] || fail "the job exited 0 after rank 1 was killed"
+echo "kill -9 of rank 1: the job ended with exit $rc"
+echo "parameter server across ranks equals one process ($(( $(date +%s) - t0 )) s)"

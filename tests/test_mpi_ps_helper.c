@@ -1,0 +1,123 @@
+/* test_mpi_ps_helper.c — the driver of tests/test_mpi_ps.sh: trains on
+ * synthetic data (both networks without data files) through the trainer's
+ * own open / step / save, under `mpirun -np R` or as one process, and
+ * compares checkpoints.
+ *
+ *   test_mpi_ps_helper train MODEL OPTIMIZER TOWERS STEPS TRAIN_DIR MODE [PS_RANKS PLACEMENT RESUME]
+ *       MODE: a trainer_mode_from_name name (ps_cpu, ps_mpi, ...); every
+ *       rank calls trainer_save after the last step (rank 0 writes
+ *       model.ckpt-STEP); RESUME 1: --resume from TRAIN_DIR first.  With
+ *       PLACEMENT given, rank 0 prints the placement (--log_device_placement).
+ *       TEST_MPI_PS_OTHER_DIR set: the ranks other than 0 use that train_dir
+ *       (a host that does not see rank 0's checkpoints).
+ *   test_mpi_ps_helper compare A B TOL
+ *       the variables, slots and moving averages of checkpoints A and B:
+ *       prints the largest normwise relative difference ||a - b|| / ||a||
+ *       over the arrays; exit 0 when it is at most TOL, 1 otherwise.
+ *
+ * Exit 77 when launched by mpirun with several ranks in a build without MPI.
+ * Where it sits: tests/, label mpi.  What it does not do: read data files.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/ranks.h"
+#include "modes_common.h"
+
+static double rel_diff(const float *a, const float *b, size_t n) {
+    double d2 = 0.0, a2 = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        d2 += d * d;
+        a2 += (double)a[i] * a[i];
+    }
+    return isnan(d2) ? INFINITY : sqrt(d2) / (sqrt(a2) + 1e-30);
+}
+
+static int compare(const char *pa, const char *pb, double tol) {
+    CkptContents a, b;
+    char err[1024];
+    if (ckpt_read(pa, &a, err, sizeof err) != 0 || ckpt_read(pb, &b, err, sizeof err) != 0) {
+        fprintf(stderr, "compare: %s\n", err);
+        return 1;
+    }
+    if (a.n_params != b.n_params || a.n_slots != b.n_slots || !a.ema != !b.ema || a.global_step != b.global_step) {
+        fprintf(stderr, "compare: %s and %s differ in shape, slots or step\n", pa, pb);
+        return 1;
+    }
+    double worst = rel_diff(a.params, b.params, a.n_params);
+    const char *where = "variables";
+    if (a.ema && rel_diff(a.ema, b.ema, a.n_params) > worst) {
+        worst = rel_diff(a.ema, b.ema, a.n_params);
+        where = "moving averages";
+    }
+    for (int k = 0; k < a.n_slots; k++)
+        if (rel_diff(a.slots[k], b.slots[k], a.n_params) > worst) {
+            worst = rel_diff(a.slots[k], b.slots[k], a.n_params);
+            where = a.slot_names[k];
+        }
+    printf("largest relative difference %.3g (%s)\n", worst, where);
+    ckpt_contents_free(&a);
+    ckpt_contents_free(&b);
+    return worst <= tol ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    char err[1024];
+    if (argc == 5 && !strcmp(argv[1], "compare")) return compare(argv[2], argv[3], atof(argv[4]));
+    if (argc < 8 || strcmp(argv[1], "train")) {
+        fprintf(stderr, "usage: %s train MODEL OPTIMIZER TOWERS STEPS TRAIN_DIR MODE [PS_RANKS PLACEMENT RESUME] | "
+                "compare A B TOL\n", argv[0]);
+        return 2;
+    }
+    if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return strstr(err, "built without MPI") ? 77 : 1;
+    }
+    TrainerOptions o;
+    modes_base_options(&o, argv[2], "cpu", atoi(argv[4]), 4);
+    o.optimizer = argv[3];
+    o.learning_rate = !strcmp(argv[3], "adam") ? 0.01f : 0.1f;
+    o.train_dir = argv[6];
+    if (getenv("TEST_MPI_PS_OTHER_DIR") && ranks_rank() != 0) o.train_dir = getenv("TEST_MPI_PS_OTHER_DIR");
+    TrainerMode mode;
+    if (trainer_mode_from_name(argv[7], &mode, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    trainer_mode_set_flags(mode, &o);
+    if (argc > 8) o.ps_ranks = atoi(argv[8]);
+    if (argc > 9) {
+        o.ps_placement = argv[9];
+        o.log_device_placement = ranks_rank() == 0;
+    }
+    if (argc > 10) o.resume = atoi(argv[10]);
+    if (ranks_rank() != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    Trainer tr;
+    int rc = 0;
+    if (trainer_open(&tr, &o, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %d: trainer_open: %s\n", ranks_rank(), err);
+        rc = 1;
+    }
+    const long steps = atol(argv[5]);
+    while (rc == 0 && tr.ps->global_step < steps) {
+        float loss;
+        if (trainer_step(&tr, &loss, err, sizeof err) != 1) {
+            fprintf(stderr, "rank %d: step %ld: %s\n", ranks_rank(), tr.ps->global_step + 1, err);
+            rc = 1;
+        }
+    }
+    if (rc == 0 && trainer_save(&tr, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %d: trainer_save: %s\n", ranks_rank(), err);
+        rc = 1;
+    }
+    if (rc == 0) {
+        printf("%s: mode %s, %d rank(s) x %d tower(s), %ld steps, saved\n", argv[2], trainer_mode_name(tr.mode),
+               tr.n_ranks, tr.n_towers, tr.ps->global_step);
+        trainer_close(&tr, NULL, 0);
+    }
+    if (rc != 0) ranks_abort(rc);
+    ranks_finalize();
+    return rc;
+}

@@ -1,0 +1,371 @@
+/* mode_ps_mpi.c — --variable_update parameter_server across the ranks of
+ * `mpirun -np R tower train` (TensorFlow's between-graph replication with
+ * tf.compat.v1.train.replica_device_setter: variables spread over `ps`
+ * tasks, workers pushing gradients and pulling variables, synchronously).
+ * Chosen by --local_parameter_device mpi, or by the default
+ * parameter_server (--local_parameter_device cpu) when mpirun started
+ * several ranks (ps_cpu's settle).
+ *
+ * The shards.  Every variable lives whole on one parameter-server rank: the
+ * first --ps_ranks N ranks (default every rank: servers co-located with the
+ * workers; no rank is a server only), placed at open by
+ * --ps_placement greedy (TensorFlow's GreedyLoadBalancingStrategy with
+ * byte_size_load_fn) or round_robin (ps/placement.h).  A rank's shard is
+ * its variables in table order; the owner alone keeps the shard's
+ * optimizer slots and moving averages current.  Every rank keeps a full
+ * copy of the variables (what a worker pulls), global_step, the learning
+ * rate schedule and the optimizer's scalars (Adam's beta powers), which
+ * every rank advances alike.
+ *
+ * One synchronous step, on every rank (R ranks of T towers):
+ *   1. its T towers on the variables (copy-in, forward, backward, copy-out);
+ *   2. every rank agrees on the step's outcome (train_ranks_agree: a failed
+ *      tower or a non-finite loss anywhere stops every rank alike);
+ *   3. the worker sums its towers' gradients in tower order (g0 + g1 + ...);
+ *   4. push: each shard's slice of that sum to its owner (MPI_Alltoallv);
+ *   5. the owner adds the R workers' slices in rank order and divides by
+ *      R x T: ((s0 + s1) + s2) + ... / (R T), a fixed order, so a run is
+ *      bitwise reproducible and does not depend on --ps_ranks or the
+ *      placement; with T = 1 (or R = 1) it is ps_average_grads' sum, so the
+ *      job is bitwise one process of R x T towers in ps_cpu;
+ *   6. every rank learns whether any mean is non-finite (MPI_Allreduce; the
+ *      step is then not applied, anywhere);
+ *   7. the owner applies the optimizer (any of ps/optimizer.h's table) to
+ *      its variables and slots, global_step + 1 everywhere, the owner moves
+ *      its moving averages (ps_apply_gradients' order, elementwise, so the
+ *      same bits as the whole block);
+ *   8. pull: every owner's updated variables to every rank (MPI_Allgatherv).
+ * With one process (no mpirun) rank 0 owns everything and the step is
+ * ps_cpu's arithmetic.
+ *
+ * Checkpoints: the owners' slots and moving averages are gathered to rank 0
+ * (MPI_Gatherv, at trainer_save, which every rank calls), which writes the
+ * usual atomic checkpoint alone: the file one process of R x T towers
+ * writes.  At open, rank 0's server (a --resume) is broadcast, so the
+ * shards are re-cut from the loaded checkpoint whatever R was when it was
+ * written.
+ *
+ * Where it sits: one entry of train/modes.c's table (train/mode.h); the
+ * transport is base/ranks.c, the placement ps/placement.c.
+ * What it does not do: shard files written by their owners (rank 0 writes
+ * all), dedicated server-only ranks, asynchronous updates, GPU buffers.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/ranks.h"
+#include "ps/placement.h"
+#include "train/mode.h"
+
+#define SUM_BLOCK_FLOATS 4096
+
+typedef struct {
+    int n_ps;              /* parameter-server ranks: 0 .. n_ps - 1 */
+    PsPlacement rule;
+    int *owner;            /* (n_vars) the rank holding variable i */
+    int *order;            /* (n_vars) variable indices by owner, table order within an owner */
+    int *counts;           /* (R) floats of rank r's shard */
+    int *displs;           /* (R) where rank r's shard starts in the packed layout */
+    int *recv_counts;      /* (R) the push: own shard size from every worker */
+    int *recv_displs;      /* (R) r x own shard size */
+    size_t *shard_n_bytes; /* (R) bytes of rank r's shard */
+    float *packed;         /* (M) a block in owner order: the push's send, the pull's receive */
+    float *recv;           /* (R, own) the workers' slices of this rank's shard */
+    float *mean;           /* (own) the shard's mean gradient */
+    float *gather;         /* (M) rank 0: a gathered slot or moving average, packed; NULL elsewhere */
+    float *stats;          /* (R, 1 + 3T) train_ranks_agree's buffer */
+} PsMpiState;
+
+/* The variables of rank r, in the packed order. */
+static int shard_begin(const Trainer *tr, const PsMpiState *st, int r) {
+    int k = 0;
+    for (int i = 0; i < tr->spec.n_vars; i++) k += st->owner[i] < r;
+    return k;
+}
+
+/* dst (packed, ranks lo..hi-1's shards) = src (block layout), or back. */
+static void pack(const Trainer *tr, const PsMpiState *st, int lo, int hi, const float *src, float *dst) {
+    size_t at = (size_t)st->displs[lo];
+    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
+        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        memcpy(dst + at, src + v->offset, v->n_floats * sizeof(float));
+        at += v->n_floats;
+    }
+}
+
+static void unpack(const Trainer *tr, const PsMpiState *st, int lo, int hi, const float *src, float *dst) {
+    size_t at = (size_t)st->displs[lo];
+    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
+        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        memcpy(dst + v->offset, src + at, v->n_floats * sizeof(float));
+        at += v->n_floats;
+    }
+}
+
+static void mode_describe(const Trainer *tr, const char *ts) {
+    const PsMpiState *st = tr->mode_state;
+    printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
+           "rank(s) (%s), placed by %s%s; each worker sums its towers' gradients and pushes each shard's slice to its "
+           "owner (MPI_Alltoallv), the owner adds the %d workers' slices in rank order, divides by %d, applies %s to "
+           "its variables, slots and moving averages, and every rank pulls the updated shards (MPI_Allgatherv); "
+           "rank %d of %d%s\n",
+           ts, tr->global_batch, tr->n_ranks, tr->n_towers, trainer_mode_name(tr->mode), st->n_ps,
+           st->n_ps == tr->n_ranks ? "every rank, co-located with its worker" : "the first ranks, co-located with their workers",
+           ps_placement_name(st->rule), st->rule == PS_PLACE_GREEDY ? " (GreedyLoadBalancingStrategy, byte_size_load_fn)" : "",
+           tr->n_ranks, tr->n_ranks * tr->n_towers, optimizer_name(&tr->ps->cfg.opt), tr->rank, tr->n_ranks,
+           tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
+    for (int r = 0; r < st->n_ps; r++) {
+        char names[1024] = "";
+        size_t used = 0;
+        int n = 0;
+        for (int i = 0; i < tr->spec.n_vars; i++) {
+            if (st->owner[i] != r) continue;
+            n++;
+            if (used < sizeof names)
+                used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", tr->spec.vars[i].name);
+        }
+        printf("%s: ps rank %d: %d variable(s), %zu bytes (%.2f MiB): %s\n", ts, r, n, st->shard_n_bytes[r],
+               st->shard_n_bytes[r] / (1024.0 * 1024.0), n ? names : "(none)");
+    }
+}
+
+static void mode_close(Trainer *tr) {
+    PsMpiState *st = tr->mode_state;
+    if (st) {
+        free(st->owner);
+        free(st->order);
+        free(st->counts);
+        free(st->displs);
+        free(st->recv_counts);
+        free(st->recv_displs);
+        free(st->shard_n_bytes);
+        free(st->packed);
+        free(st->recv);
+        free(st->mean);
+        free(st->gather);
+        free(st->stats);
+        free(st);
+    }
+    tr->mode_state = NULL;
+}
+
+/* Rank 0's server to every rank, the placement, the buffers. */
+static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    const int R = tr->n_ranks, T = tr->n_towers, n_vars = tr->spec.n_vars;
+    const size_t M = tr->spec.n_params;
+    if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
+        snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
+                 tr->opt.ps_ranks, R);
+        return -1;
+    }
+    PsPlacement rule;
+    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
+        return -1;
+    if (M > (size_t)0x7fffffff) {
+        snprintf(err, err_n_bytes, "%zu variables: more than MPI's int counts", M);
+        return -1;
+    }
+    ranks_bcast(ps->block, ps->block_n_bytes);
+    long state[2] = {ps->global_step, tr->examples_consumed};
+    ranks_bcast(state, sizeof state);
+    ps->global_step = state[0];
+    tr->examples_consumed = state[1];
+    ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
+    ranks_bcast(ps->scalars, sizeof ps->scalars);
+
+    PsMpiState *st = calloc(1, sizeof *st);
+    tr->mode_state = st;
+    if (!st) goto oom;
+    st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
+    st->rule = rule;
+    st->owner = malloc((size_t)n_vars * sizeof *st->owner);
+    st->order = malloc((size_t)n_vars * sizeof *st->order);
+    st->counts = calloc((size_t)R, sizeof *st->counts);
+    st->displs = calloc((size_t)R + 1, sizeof *st->displs);
+    st->recv_counts = calloc((size_t)R, sizeof *st->recv_counts);
+    st->recv_displs = calloc((size_t)R, sizeof *st->recv_displs);
+    st->shard_n_bytes = calloc((size_t)R, sizeof *st->shard_n_bytes);
+    size_t *var_n_bytes = malloc((size_t)n_vars * sizeof *var_n_bytes);
+    if (!st->owner || !st->order || !st->counts || !st->displs || !st->recv_counts || !st->recv_displs ||
+        !st->shard_n_bytes || !var_n_bytes) {
+        free(var_n_bytes);
+        goto oom;
+    }
+    for (int i = 0; i < n_vars; i++) var_n_bytes[i] = tr->spec.vars[i].n_floats * sizeof(float);
+    ps_place_variables(var_n_bytes, n_vars, st->n_ps, rule, st->owner, st->shard_n_bytes);
+    free(var_n_bytes);
+    int k = 0;
+    for (int r = 0; r < R; r++) {
+        st->displs[r] = r == 0 ? 0 : st->displs[r - 1] + st->counts[r - 1];
+        for (int i = 0; i < n_vars; i++)
+            if (st->owner[i] == r) {
+                st->order[k++] = i;
+                st->counts[r] += (int)tr->spec.vars[i].n_floats;
+            }
+    }
+    const int own = st->counts[tr->rank];
+    for (int r = 0; r < R; r++) {
+        st->recv_counts[r] = own;
+        st->recv_displs[r] = r * own;
+    }
+    if ((size_t)R * own > (size_t)0x7fffffff) {
+        snprintf(err, err_n_bytes, "%d ranks x a shard of %d floats: more than MPI's int displacements", R, own);
+        return -1;
+    }
+    st->packed = malloc(M * sizeof(float));
+    st->recv = malloc(((size_t)R * own + 1) * sizeof(float));
+    st->mean = malloc(((size_t)own + 1) * sizeof(float));
+    st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
+    if (tr->rank == 0) st->gather = malloc(M * sizeof(float));
+    if (!st->packed || !st->recv || !st->mean || !st->stats || (tr->rank == 0 && !st->gather)) goto oom;
+    return 0;
+oom:
+    snprintf(err, err_n_bytes, "cannot allocate the parameter-server shards' buffers for %d rank(s) of %zu variables "
+             "(out of memory?)", R, M);
+    return -1;
+}
+
+/* ps->grads = g[0] + g[1] + ... + g[T-1] per element, left to right (no divide). */
+static void sum_towers(ParamServer *ps, int T) {
+    const size_t n = ps->spec.n_params;
+    const size_t n_blocks = (n + SUM_BLOCK_FLOATS - 1) / SUM_BLOCK_FLOATS;
+    #pragma omp parallel for schedule(static) if(n_blocks > 8)
+    for (size_t b = 0; b < n_blocks; b++) {
+        const size_t lo = b * SUM_BLOCK_FLOATS, hi = lo + SUM_BLOCK_FLOATS < n ? lo + SUM_BLOCK_FLOATS : n;
+        memcpy(ps->grads + lo, ps->tower_grads[0] + lo, (hi - lo) * sizeof(float));
+        for (int t = 1; t < T; t++)
+            for (size_t i = lo; i < hi; i++) ps->grads[i] += ps->tower_grads[t][i];
+    }
+}
+
+/* st->mean = (recv[0] + recv[1] + ... + recv[R-1]) / n per element, in rank
+ * order.  1 when a mean is not finite. */
+static int mean_of_workers(PsMpiState *st, int R, size_t own, int n) {
+    const float n_f = (float)n;
+    const size_t n_blocks = (own + SUM_BLOCK_FLOATS - 1) / SUM_BLOCK_FLOATS;
+    int bad = 0;
+    #pragma omp parallel for schedule(static) if(n_blocks > 8) reduction(|:bad)
+    for (size_t b = 0; b < n_blocks; b++) {
+        const size_t lo = b * SUM_BLOCK_FLOATS, hi = lo + SUM_BLOCK_FLOATS < own ? lo + SUM_BLOCK_FLOATS : own;
+        memcpy(st->mean + lo, st->recv + lo, (hi - lo) * sizeof(float));
+        for (int r = 1; r < R; r++) {
+            const float *g = st->recv + (size_t)r * own;
+            for (size_t i = lo; i < hi; i++) st->mean[i] += g[i];
+        }
+        int block_bad = 0;
+        for (size_t i = lo; i < hi; i++) {
+            st->mean[i] /= n_f;
+            block_bad |= float_nonfinite(st->mean[i]);
+        }
+        bad |= block_bad;
+    }
+    return bad;
+}
+
+/* The owner's update of its shard: the optimizer on each of its variables
+ * with the shard's mean (then global_step + 1 on every rank), then its
+ * moving averages.  1 when a new variable is not finite. */
+static int apply_shard(Trainer *tr, PsMpiState *st, float lr) {
+    ParamServer *ps = tr->ps;
+    OptStep step;
+    ps_step_prepare(ps, lr, &step);
+    const OptimizerI *opt = optimizer_i(ps->cfg.opt.kind);
+    const int first = shard_begin(tr, st, tr->rank), last = shard_begin(tr, st, tr->rank + 1);
+    int bad = 0;
+    size_t at = 0;
+    for (int k = first; k < last; k++) {
+        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        float *slots[OPT_MAX_SLOTS] = {NULL};
+        for (int s = 0; s < ps->n_slots; s++) slots[s] = ps->slots[s] + v->offset;
+        bad |= opt->apply(ps->params + v->offset, slots, st->mean + at, v->n_floats, &step) != 0;
+        at += v->n_floats;
+    }
+    ps_finish_step(ps, lr);
+    if (ps->ema) {
+        const float decay = ema_decay_at(ps->cfg.ema_decay, ps->global_step);
+        for (int k = first; k < last; k++) {
+            const ModelVar *v = &tr->spec.vars[st->order[k]];
+            ema_apply(ps->ema + v->offset, ps->params + v->offset, v->n_floats, decay);
+        }
+    }
+    return bad;
+}
+
+static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    PsMpiState *st = tr->mode_state;
+    const int R = tr->n_ranks, T = tr->n_towers;
+    int shard_n[TOWER_MAX_TOWERS];
+    for (int t = 0; t < T; t++) shard_n[t] = batch->shard_n[t];
+    const float lr = ps_step_lr(ps);
+    TowerStep ts = {.hooks = NULL};
+    for (int t = 0; t < T; t++) ts.params[t] = ps->params;
+    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
+    tr->times.average.start_sec = tower_now_sec();
+    rc = train_ranks_agree(tr, st->stats, rc, shard_n, loss, err, err_n_bytes);
+    if (rc != 1) return rc;
+    const int threads_before = omp_get_max_threads();
+    omp_set_num_threads(tr->server_threads);
+    sum_towers(ps, T);
+    pack(tr, st, 0, R, ps->grads, st->packed);
+    ranks_alltoallv(st->packed, st->counts, st->displs, st->recv, st->recv_counts, st->recv_displs);
+    const size_t own = (size_t)st->counts[tr->rank];
+    const int grads_bad = ranks_any(mean_of_workers(st, R, own, R * T));
+    tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
+    if (grads_bad) {
+        omp_set_num_threads(threads_before);
+        return train_diverged(ps->global_step + 1, "non-finite gradients (not applied)", *loss, err, err_n_bytes);
+    }
+    int vars_bad = apply_shard(tr, st, lr);
+    pack(tr, st, tr->rank, tr->rank + 1, ps->params, st->packed);
+    ranks_allgatherv(st->packed + st->displs[tr->rank], st->packed, st->counts, st->displs);
+    unpack(tr, st, 0, R, st->packed, ps->params);
+    vars_bad = ranks_any(vars_bad);
+    omp_set_num_threads(threads_before);
+    tr->times.apply.end_sec = tower_now_sec();
+    if (vars_bad) return train_diverged(ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
+    return 1;
+}
+
+/* Every rank, at the same point: each owner's slots and moving averages to
+ * rank 0's host block (the variables are on every rank already). */
+static void mode_save(const Trainer *tr) {
+    const ParamServer *ps = tr->ps;
+    PsMpiState *st = tr->mode_state;
+    const int R = tr->n_ranks;
+    for (int s = 0; s <= ps->n_slots; s++) {
+        float *x = s < ps->n_slots ? ps->slots[s] : ps->ema;
+        if (!x) continue;
+        pack(tr, st, tr->rank, tr->rank + 1, x, st->packed);
+        ranks_gatherv(st->packed + st->displs[tr->rank], st->gather, st->counts, st->displs);
+        if (tr->rank == 0) unpack(tr, st, 0, R, st->gather, x);
+    }
+}
+
+/* The variables every rank pulled in the last step (no gather). */
+static const float *mode_variables(const Trainer *tr) { return tr->ps->params; }
+
+static const char *const aliases[] = {"parameter_server/mpi", NULL};
+
+const TrainModeI train_mode_ps_mpi = {
+    .name = "ps_mpi",
+    .variable_update = "parameter_server",
+    .placement = "mpi",
+    .flags = "--variable_update parameter_server --local_parameter_device mpi",
+    .aliases = aliases,
+    .across_ranks = 1,
+    .save_on_every_rank = 1,
+    .server_row = "server: input, push to the shards' owners, apply, pull",
+    .server_apply = "apply",
+    .available = train_mode_always_available,
+    .describe = mode_describe,
+    .open = mode_open,
+    .step = mode_step,
+    .save = mode_save,
+    .variables = mode_variables,
+    .close = mode_close,
+};
