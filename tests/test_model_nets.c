@@ -10,8 +10,10 @@
  *      VGG11 (configuration A) 132,863,336 (torchvision's vgg11, the same
  *      layers); resnet20 with option B shortcuts and Keras's conv biases
  *      274,826 (273,258 trainable; the paper's 0.27M) in 128 variables at
- *      10 classes.  Keras's names in Keras's order at the ends and the
- *      seams; the ReLU and Add node counts; fc_width (a 32x32 VGG16 with a
+ *      10 classes.  Keras's names in the order of Keras's model.weights
+ *      (a functional model's layers by depth: in a ResNet block with a
+ *      projection, _1 and _2 first, then _0_conv, _3_conv, _0_bn, _3_bn)
+ *      at the ends and the seams; the ReLU and Add node counts; fc_width (a 32x32 VGG16 with a
  *      512-wide head: 15,245,130 parameters); small inputs refused with a
  *      message.
  *   2. Gradients: model_backward against central differences of
@@ -96,14 +98,17 @@ static void test_tables(void) {
                                "conv1_conv/bias",
                                "conv1_bn/gamma",
                                "conv1_bn/moving_variance",
-                               "conv2_block1_0_conv/kernel",
-                               "conv2_block1_0_bn/moving_variance",
                                "conv2_block1_1_conv/kernel",
+                               "conv2_block1_0_conv/kernel",
+                               "conv2_block1_3_conv/kernel",
+                               "conv2_block1_0_bn/gamma",
+                               "conv2_block1_3_bn/moving_variance",
+                               "conv2_block2_1_conv/kernel",
                                "conv5_block3_3_bn/moving_variance",
                                "predictions/kernel",
                                "predictions/bias"};
-        const int at[] = {0, 1, 2, 5, 6, 11, 12, -3, -2, -1};
-        check_names(&s, names, at, 10);
+        const int at[] = {0, 1, 2, 5, 6, 18, 20, 22, 29, 30, -3, -2, -1};
+        check_names(&s, names, at, 13);
         int k = model_spec_find(&s, "conv3_block1_1_conv/kernel"), bnv = model_spec_find(&s, "conv1_bn/moving_mean");
         CHECK(k >= 0 && s.vars[k].shape[0] == 1 && s.vars[k].shape[3] == 128, "conv3_block1_1_conv: 1x1, 128");
         CHECK(bnv >= 0 && !s.vars[bnv].trainable, "moving statistics are non-trainable");
@@ -121,10 +126,11 @@ static void test_tables(void) {
           "resnet20: %zu parameters (%zu trainable) in %d variables, want 274826 (273258) in 128", s.n_params,
           s.n_trainable, s.n_vars);
     {
-        const char *names[] = {"conv1_conv/kernel", "conv2_block1_1_conv/kernel", "conv3_block1_0_conv/kernel",
-                               "predictions/bias"};
-        const int at[] = {0, 6, 42, -1};
-        check_names(&s, names, at, 4);
+        const char *names[] = {"conv1_conv/kernel",         "conv2_block1_1_conv/kernel", "conv3_block1_1_conv/kernel",
+                               "conv3_block1_0_conv/kernel", "conv3_block1_2_conv/kernel", "conv3_block1_0_bn/gamma",
+                               "conv3_block1_2_bn/gamma",    "predictions/bias"};
+        const int at[] = {0, 6, 42, 48, 50, 52, 56, -1};
+        check_names(&s, names, at, 8);
         CHECK(model_spec_find(&s, "conv2_block1_0_conv/kernel") < 0 && model_spec_find(&s, "conv4_block1_0_bn/gamma") >= 0 &&
                   model_spec_find(&s, "conv4_block2_0_conv/kernel") < 0,
               "projection shortcuts exactly where the shape changes");
@@ -217,8 +223,8 @@ static void test_gradients(void) {
                          "conv4_block1_0_bn/beta",     "conv4_block1_1_conv/bias", "conv4_block3_2_conv/kernel",
                          "conv4_block3_2_bn/gamma",    "predictions/kernel",       "predictions/bias"};
     check_net("resnet20", 16, 4, NULL, r20, 9, 3e-4);
-    const char *r50[] = {"conv5_block1_0_conv/kernel", "conv5_block1_0_bn/gamma", "conv5_block2_2_conv/kernel",
-                         "conv5_block3_1_bn/beta",     "conv5_block3_3_conv/kernel", "conv5_block3_3_bn/gamma",
+    const char *r50[] = {"conv5_block1_0_conv/kernel", "conv5_block1_0_bn/gamma", "conv5_block1_0_bn/beta",
+                         "conv5_block2_2_conv/kernel", "conv5_block3_3_conv/kernel", "conv5_block3_3_bn/gamma",
                          "predictions/kernel",         "predictions/bias"};
     check_net("resnet50", 64, 2, NULL, r50, 8, 3e-4);
 }

@@ -20,6 +20,9 @@
  *     of the paper, a projection _0_conv (1x1, stride 2) + _0_bn (as the
  *     bottleneck's block 1; the paper's CIFAR runs used option A, zero
  *     padding, which has no variables); avg_pool, predictions.
+ * The nodes, and so the variable table, follow the order of Keras's
+ * model.layers (see bottleneck_block): Tower's table is Keras's
+ * model.weights, name for name and in order.
  * Every conv is Keras's Conv2D with its default bias (glorot_uniform
  * kernel, zero bias); every batch norm Keras's BatchNormalization with
  * momentum 0.99 and ResNet's epsilon 1.001e-5.
@@ -77,21 +80,25 @@ static int block_close(Graph *g, const char *prefix, int shortcut, int x) {
     return relu(g, NAME("_out"), x);
 }
 
+/* Nodes are added in the order of Keras's model.layers (a functional
+ * model lists its layers by depth from the output, ties in creation order),
+ * so that Tower's variable table is model.weights in order: in a block with
+ * a projection shortcut, _0_conv and _0_bn sit beside the main path's
+ * layers at the same depth. */
+
 /* Keras's residual_block_v1: the bottleneck (1x1, 3x3, 1x1 x4). */
 static int bottleneck_block(Graph *g, const char *prefix, int in, int filters, int stride, int conv_shortcut) {
     char name[48];
-    int shortcut = in;
-    if (conv_shortcut) {
-        shortcut = conv(g, NAME("_0_conv"), in, 1, 4 * filters, stride, PAD_VALID);
-        shortcut = bn(g, NAME("_0_bn"), shortcut);
-    }
     int x = conv(g, NAME("_1_conv"), in, 1, filters, stride, PAD_VALID);
     x = bn(g, NAME("_1_bn"), x);
     x = relu(g, NAME("_1_relu"), x);
     x = conv(g, NAME("_2_conv"), x, 3, filters, 1, PAD_SAME);
     x = bn(g, NAME("_2_bn"), x);
     x = relu(g, NAME("_2_relu"), x);
+    int shortcut = in;
+    if (conv_shortcut) shortcut = conv(g, NAME("_0_conv"), in, 1, 4 * filters, stride, PAD_VALID);
     x = conv(g, NAME("_3_conv"), x, 1, 4 * filters, 1, PAD_VALID);
+    if (conv_shortcut) shortcut = bn(g, NAME("_0_bn"), shortcut);
     x = bn(g, NAME("_3_bn"), x);
     return block_close(g, prefix, shortcut, x);
 }
@@ -99,15 +106,14 @@ static int bottleneck_block(Graph *g, const char *prefix, int in, int filters, i
 /* The basic block of the CIFAR ResNet (3x3, 3x3), option B shortcut where the shape changes. */
 static int basic_block(Graph *g, const char *prefix, int in, int filters, int stride) {
     char name[48];
-    int shortcut = in;
-    if (stride != 1 || graph_shape(g, in).C != filters) {
-        shortcut = conv(g, NAME("_0_conv"), in, 1, filters, stride, PAD_VALID);
-        shortcut = bn(g, NAME("_0_bn"), shortcut);
-    }
+    const int project = stride != 1 || graph_shape(g, in).C != filters;
     int x = conv(g, NAME("_1_conv"), in, 3, filters, stride, PAD_SAME);
     x = bn(g, NAME("_1_bn"), x);
     x = relu(g, NAME("_1_relu"), x);
+    int shortcut = in;
+    if (project) shortcut = conv(g, NAME("_0_conv"), in, 1, filters, stride, PAD_VALID);
     x = conv(g, NAME("_2_conv"), x, 3, filters, 1, PAD_SAME);
+    if (project) shortcut = bn(g, NAME("_0_bn"), shortcut);
     x = bn(g, NAME("_2_bn"), x);
     return block_close(g, prefix, shortcut, x);
 }
