@@ -223,7 +223,7 @@ static void test_gradients(void) {
                          "conv4_block1_0_bn/beta",     "conv4_block1_1_conv/bias", "conv4_block3_2_conv/kernel",
                          "conv4_block3_2_bn/gamma",    "predictions/kernel",       "predictions/bias"};
     check_net("resnet20", 16, 4, NULL, r20, 9, 3e-4);
-    const char *r50[] = {"conv5_block1_0_conv/kernel", "conv5_block1_0_bn/gamma", "conv5_block1_0_bn/beta",
+    const char *r50[] = {"conv5_block1_0_conv/kernel", "conv5_block1_0_bn/gamma", "conv5_block3_1_bn/beta",
                          "conv5_block2_2_conv/kernel", "conv5_block3_3_conv/kernel", "conv5_block3_3_bn/gamma",
                          "predictions/kernel",         "predictions/bias"};
     check_net("resnet50", 64, 2, NULL, r50, 8, 3e-4);
