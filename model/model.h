@@ -67,7 +67,7 @@ typedef struct {
 
 typedef struct {
     ModelKind kind;
-    const char *name;              /* "mnist", "cifar10" or "mobilenet_v2" */
+    const char *name;              /* the network's name in model/nets/nets.c: "mnist", ..., "resnet50" */
     ModelOptions opts;             /* as given to model_spec_init_opts (width_multiplier 0 -> 1.0, fc_width 0 -> 4096) */
     int H, W, C;                   /* input shape of one example, after augmentation */
     int num_classes;
@@ -77,15 +77,19 @@ typedef struct {
     size_t n_trainable;            /* floats in the trainable variables (n_params for mnist and cifar10) */
 } ModelSpec;
 
-/* Fill `spec` for the model `name` ("mnist", "cifar10" or "mobilenet_v2", the
- * latter with its default options) on inputs of shape
+/* Fill `spec` for the model `name` (a name of model/nets/nets.c's table:
+ * mnist, cifar10, mobilenet_v2, vgg11, vgg16, resnet20, resnet50; the Keras
+ * networks with their default options) on inputs of shape
  * (H, W, C) with `num_classes` classes.  Returns 0, or -1 for an unknown name
  * or a shape the model cannot take (a message is written to err). */
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes);
 
 /* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes
- * any input from 32x32 with 1 or 3 channels. */
+ * any input from 32x32 with 1 or 3 channels; vgg11, vgg16 and resnet50 any
+ * from 32x32, resnet20 any size (any channel count).  A width multiplier
+ * outside (0, 16], an unknown head or an fc_width outside [1, 65536] is
+ * refused with a message. */
 int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
                          const ModelOptions *opts, char *err, size_t err_n_bytes);
 
