@@ -1,5 +1,6 @@
 /* blocks.c — the small layers of MobileNetV2 and its heads: Keras's
- * ZeroPadding2D, ReLU(6.), Add, GlobalAveragePooling2D and Dropout, plus
+ * ZeroPadding2D, ReLU(6.), Activation("relu") (VGG's and ResNet's
+ * ReLU after a batch norm), Add, GlobalAveragePooling2D and Dropout, plus
  * grad_accumulate (the layer graph's sum over a tensor's consumers).
  *
  * Where it sits: nodes of the layer graph between the convolutions and
@@ -83,6 +84,21 @@ void relu6_backward(float *dinp, const float *out, const float *dout, size_t n) 
     for (size_t i = 0; i < n; i++) {
         float g = dout[i];
         dinp[i] = (out[i] > 0.0f && out[i] < 6.0f) ? g : 0.0f;
+    }
+}
+
+/* ---- ReLU as a layer (Keras Activation("relu"): VGG's and ResNet's) ---- */
+
+void relu_layer_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= OMP_MIN_FLOATS)
+    for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+}
+
+void relu_layer_backward(float *dinp, const float *out, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= OMP_MIN_FLOATS)
+    for (size_t i = 0; i < n; i++) {
+        float g = dout[i];
+        dinp[i] = out[i] > 0.0f ? g : 0.0f;
     }
 }
 

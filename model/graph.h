@@ -30,7 +30,7 @@
 #include "model/layers.h"
 #include "model/model.h"
 
-#define GRAPH_MAX_NODES 256     /* MobileNetV2 has about 150 */
+#define GRAPH_MAX_NODES 256     /* MobileNetV2 has about 150, ResNet-50 176 */
 #define NODE_MAX_INPUTS 2       /* a residual addition reads two tensors */
 #define NODE_MAX_VARS 4         /* batch norm: gamma, beta, moving mean, moving variance */
 #define GRAPH_INPUT (-1)        /* input index meaning the model's input x */
@@ -50,6 +50,7 @@
     X(POINTWISE, pointwise)  \
     X(ZEROPAD, zeropad)      \
     X(RELU6, relu6)          \
+    X(RELU, relu)            \
     X(ADD, add)              \
     X(GAP, gap)
 
@@ -144,6 +145,10 @@ typedef int (*NetBuilder)(Graph *g, const ModelSpec *spec);
 int net_mnist(Graph *g, const ModelSpec *spec);        /* model/nets/mnist.c */
 int net_cifar10(Graph *g, const ModelSpec *spec);      /* model/nets/cifar10.c */
 int net_mobilenet_v2(Graph *g, const ModelSpec *spec); /* model/nets/mobilenet_v2.c */
+int net_vgg11(Graph *g, const ModelSpec *spec);        /* model/nets/vgg.c */
+int net_vgg16(Graph *g, const ModelSpec *spec);        /* model/nets/vgg.c */
+int net_resnet20(Graph *g, const ModelSpec *spec);     /* model/nets/resnet.c */
+int net_resnet50(Graph *g, const ModelSpec *spec);     /* model/nets/resnet.c */
 
 /* A network's entry in THE table of networks (model/nets/nets.c). */
 typedef struct {

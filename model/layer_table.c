@@ -386,6 +386,18 @@ static void relu6_node_backward(const Node *n, const NodeRun *r) {
     if (r->din[0]) relu6_backward(r->din[0], r->out, r->dout, (size_t)r->B * node_shape_n(n->out));
 }
 
+/* ---- ReLU (Keras Activation("relu")) --------------------------------------------------- */
+
+#define relu_node_init same_shape_init
+
+static void relu_node_forward(const Node *n, const NodeRun *r) {
+    relu_layer_forward(r->out, r->in[0], (size_t)r->B * node_shape_n(n->out));
+}
+
+static void relu_node_backward(const Node *n, const NodeRun *r) {
+    if (r->din[0]) relu_layer_backward(r->din[0], r->out, r->dout, (size_t)r->B * node_shape_n(n->out));
+}
+
 /* ---- residual addition (Keras Add): two inputs of one shape --------------------------- */
 
 static int add_node_init(Node *n) {
@@ -438,6 +450,10 @@ static void gap_node_backward(const Node *n, const NodeRun *r) {
 #define relu6_node_saved_n_bytes no_bytes
 #define relu6_node_scratch_n_bytes no_scratch
 #define relu6_node_macs no_macs
+#define relu_node_vars no_vars
+#define relu_node_saved_n_bytes no_bytes
+#define relu_node_scratch_n_bytes no_scratch
+#define relu_node_macs no_macs
 #define add_node_vars no_vars
 #define add_node_saved_n_bytes no_bytes
 #define add_node_scratch_n_bytes no_scratch
@@ -453,6 +469,7 @@ static void gap_node_backward(const Node *n, const NodeRun *r) {
 #define pointwise_node_update NULL
 #define zeropad_node_update NULL
 #define relu6_node_update NULL
+#define relu_node_update NULL
 #define add_node_update NULL
 #define gap_node_update NULL
 

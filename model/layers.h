@@ -439,6 +439,17 @@ void relu6_forward(float *out, const float *inp, size_t n);
  * derivative is 0 at both kinks).  dinp, out, dout: (n); dinp may alias dout. */
 void relu6_backward(float *dinp, const float *out, const float *dout, size_t n);
 
+/* ---- ReLU as a layer (Keras Activation("relu"), ResNet's after a batch norm):
+ * relu_forward / relu_backward, but OpenMP-parallel over the elements (those
+ * two are serial: they run inside conv2d's per-image loop). ------------------ */
+
+/* out = max(inp, 0).  out, inp: (n), may alias. */
+void relu_layer_forward(float *out, const float *inp, size_t n);
+
+/* dinp WRITTEN = out > 0 ? dout : 0 (the derivative at 0 is 0, TensorFlow's
+ * ReluGrad).  dinp, out, dout: (n); dinp may alias dout. */
+void relu_layer_backward(float *dinp, const float *out, const float *dout, size_t n);
+
 /* ---- residual addition (Keras Add) ---------------------------------------- */
 
 /* out = a + b.  out, a, b: (n); out may alias a or b. */

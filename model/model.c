@@ -89,10 +89,13 @@ int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C,
     memset(spec, 0, sizeof *spec);
     if (opts) spec->opts = *opts;
     if (spec->opts.width_multiplier == 0.0f) spec->opts.width_multiplier = 1.0f;
+    if (spec->opts.fc_width == 0) spec->opts.fc_width = 4096;
     if (!(spec->opts.width_multiplier > 0.0f && spec->opts.width_multiplier <= 16.0f) ||
-        (spec->opts.head != MODEL_HEAD_KERAS && spec->opts.head != MODEL_HEAD_SEED)) {
-        snprintf(err, err_n_bytes, "model %s: width multiplier %g outside (0, 16] or unknown head %d",
-                 name ? name : "(null)", spec->opts.width_multiplier, (int)spec->opts.head);
+        (spec->opts.head != MODEL_HEAD_KERAS && spec->opts.head != MODEL_HEAD_SEED) || spec->opts.fc_width < 1 ||
+        spec->opts.fc_width > 65536) {
+        snprintf(err, err_n_bytes,
+                 "model %s: width multiplier %g outside (0, 16], unknown head %d, or fc width %d outside [1, 65536]",
+                 name ? name : "(null)", spec->opts.width_multiplier, (int)spec->opts.head, spec->opts.fc_width);
         return -1;
     }
     const NetInfo *net = model_net_find(name);

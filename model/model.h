@@ -1,4 +1,5 @@
-/* model.h — the models a tower drives: `mnist` and `cifar10`, each a layer
+/* model.h — the models a tower drives (mnist, cifar10, mobilenet_v2, vgg11,
+ * vgg16, resnet20, resnet50: the table model/nets/nets.c), each a layer
  * graph (graph.h) built by one builder (model/nets/) and run by one CPU
  * executor (model.c) and one CUDA executor (model_cuda.cu).
  *
@@ -22,22 +23,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* MobileNetV2 has about 260 variables (4 per batch norm). */
+/* MobileNetV2 has about 260 variables (4 per batch norm), ResNet-50 320. */
 #define MODEL_MAX_VARS 512
 #define MODEL_VAR_NAME_MAX 64
 
 /* The networks, in the order of their table (model/nets/nets.c). */
-typedef enum { MODEL_MNIST = 0, MODEL_CIFAR10 = 1, MODEL_MOBILENET_V2 = 2, MODEL_N_KINDS } ModelKind;
+typedef enum {
+    MODEL_MNIST = 0,
+    MODEL_CIFAR10 = 1,
+    MODEL_MOBILENET_V2 = 2,
+    MODEL_VGG11 = 3,
+    MODEL_VGG16 = 4,
+    MODEL_RESNET20 = 5,
+    MODEL_RESNET50 = 6,
+    MODEL_N_KINDS
+} ModelKind;
 /* INIT_GLOROT_UNIFORM: Keras's default kernel initializer; init_value is
  * unused (the limit comes from the shape: fan_in = prod(shape[:-1]), fan_out
  * = prod(shape[:-2]) * shape[-1], as Keras computes them). */
 typedef enum { INIT_TRUNCATED_NORMAL = 0, INIT_CONSTANT = 1, INIT_GLOROT_UNIFORM = 2 } InitKind;
 
-/* Options of the Keras networks (mobilenet_v2); mnist and cifar10 ignore them. */
+/* Options of the Keras networks; each network reads the fields it names
+ * (width_multiplier and head: mobilenet_v2; fc_width: vgg11, vgg16), the
+ * others ignore them. */
 typedef enum { MODEL_HEAD_KERAS = 0, MODEL_HEAD_SEED = 1 } ModelHead;
 typedef struct {
     float width_multiplier;        /* Keras's alpha; 0 means 1.0 */
     ModelHead head;                /* KERAS: GAP + predictions; SEED: GAP, dense 512 relu, dense_1 */
+    int fc_width;                  /* VGG: units of fc1 and fc2; 0 means 4096 (Keras's) */
 } ModelOptions;
 
 typedef struct {
@@ -54,8 +67,8 @@ typedef struct {
 
 typedef struct {
     ModelKind kind;
-    const char *name;              /* "mnist", "cifar10" or "mobilenet_v2" */
-    ModelOptions opts;             /* as given to model_spec_init_opts (width_multiplier 0 -> 1.0) */
+    const char *name;              /* the network's name in model/nets/nets.c: "mnist", ..., "resnet50" */
+    ModelOptions opts;             /* as given to model_spec_init_opts (width_multiplier 0 -> 1.0, fc_width 0 -> 4096) */
     int H, W, C;                   /* input shape of one example, after augmentation */
     int num_classes;
     int n_vars;
@@ -64,15 +77,19 @@ typedef struct {
     size_t n_trainable;            /* floats in the trainable variables (n_params for mnist and cifar10) */
 } ModelSpec;
 
-/* Fill `spec` for the model `name` ("mnist", "cifar10" or "mobilenet_v2", the
- * latter with its default options) on inputs of shape
+/* Fill `spec` for the model `name` (a name of model/nets/nets.c's table:
+ * mnist, cifar10, mobilenet_v2, vgg11, vgg16, resnet20, resnet50; the Keras
+ * networks with their default options) on inputs of shape
  * (H, W, C) with `num_classes` classes.  Returns 0, or -1 for an unknown name
  * or a shape the model cannot take (a message is written to err). */
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes);
 
 /* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes
- * any input from 32x32 with 1 or 3 channels. */
+ * any input from 32x32 with 1 or 3 channels; vgg11, vgg16 and resnet50 any
+ * from 32x32, resnet20 any size (any channel count).  A width multiplier
+ * outside (0, 16], an unknown head or an fc_width outside [1, 65536] is
+ * refused with a message. */
 int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
                          const ModelOptions *opts, char *err, size_t err_n_bytes);
 

@@ -333,6 +333,16 @@ extern "C" void relu6_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     if (r->din[0]) relu6_backward_cuda(r->din[0], r->out, r->dout, (size_t)r->B * node_shape_n(n->out), r->stream);
 }
 
+/* ReLU (Keras Activation("relu")) */
+NO_STATE_CUDA(relu)
+NO_SCRATCH_CUDA(relu)
+extern "C" void relu_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    relu_forward_cuda(r->out, r->in[0], (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+extern "C" void relu_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    if (r->din[0]) relu_backward_cuda(r->din[0], r->out, r->dout, (size_t)r->B * node_shape_n(n->out), r->stream);
+}
+
 /* residual addition */
 NO_STATE_CUDA(add)
 NO_SCRATCH_CUDA(add)

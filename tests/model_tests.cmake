@@ -39,3 +39,15 @@ target_link_libraries(test_mobilenet_keras_helper PRIVATE tower_model m)
 add_test(NAME test_model_mobilenet_keras
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_keras_mobilenet.sh $<TARGET_FILE:test_mobilenet_keras_helper>)
 set_tests_properties(test_model_mobilenet_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
+# vgg11, vgg16, resnet20, resnet50 on the layer graph: Keras's tables, whole-model gradients.
+tower_add_test(NAME test_model_nets
+  SOURCES test_model_nets.c gradcheck.c
+  LIBS tower_model)
+# vgg11, vgg16, resnet20, resnet50 against Keras (tf.keras.applications.VGG16
+# and ResNet50; vgg11 and resnet20 built from Keras's layers) by name (label
+# interop; skipped, 77, without TensorFlow: export TOWER_PYTHON).
+add_executable(test_nets_keras_helper test_nets_keras_helper.c gradcheck.c)
+target_link_libraries(test_nets_keras_helper PRIVATE tower_model m)
+add_test(NAME test_model_nets_keras
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_keras_nets.sh $<TARGET_FILE:test_nets_keras_helper>)
+set_tests_properties(test_model_nets_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)

@@ -596,9 +596,9 @@ static int test_pointwise(const Ctx *x, size_t rows, int Ci, int Co, double rel)
     return fails;
 }
 
-/* Zero padding, ReLU6, add, grad_accumulate, global average pooling, dropout. */
+/* Zero padding, ReLU6, ReLU (the RELU node's pair), add, grad_accumulate, global average pooling, dropout. */
 static int test_blocks(const Ctx *x, int B, int H, int W, int C) {
-    printf("zeropad / relu6 / add / global_avgpool / dropout on %dx%dx%dx%d\n", B, H, W, C);
+    printf("zeropad / relu6 / relu / add / global_avgpool / dropout on %dx%dx%dx%d\n", B, H, W, C);
     ZeroPad z;
     int t, b, l, r;
     keras_correct_pad(&t, &b, &l, &r, H, W, 3);
@@ -632,6 +632,14 @@ static int test_blocks(const Ctx *x, int B, int H, int W, int C) {
     relu6_backward_cuda(d_o, d_a, d_b, n, x->stream);
     gpu_test_download(got, d_o, F(n));
     fails += gpu_test_check("relu6 backward (exact)", got, ref, n, 0.0, 0.0, 0);
+    relu_layer_forward(ref, a, n); /* the RELU node: relu_layer_* on the CPU, relu_*_cuda on the GPU */
+    relu_forward_cuda(d_o, d_a, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("relu node forward (exact)", got, ref, n, 0.0, 0.0, 0);
+    relu_layer_backward(ref, a, b2, n);
+    relu_backward_cuda(d_o, d_a, d_b, n, x->stream);
+    gpu_test_download(got, d_o, F(n));
+    fails += gpu_test_check("relu node backward (exact)", got, ref, n, 0.0, 0.0, 0);
     add_forward(ref, a, b2, n);
     add_forward_cuda(d_o, d_a, d_b, n, x->stream);
     gpu_test_download(got, d_o, F(n));

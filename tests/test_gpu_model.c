@@ -3,7 +3,8 @@
  * variable, for mnist and cifar10, on fresh random inputs (seed printed),
  * through batch-size changes on one workspace, a label out of range and a
  * batch larger than the workspace; and backward's convention (it ADDS).
- * mobilenet_v2 (96x96) too, with its evaluation mode and moving statistics.
+ * mobilenet_v2 (96x96) too, with its evaluation mode and moving statistics;
+ * vgg11 and resnet20 (32x32) and resnet50 (128x128).
  *
  * Where it sits: label `gpu`; skipped (77) without a GPU.
  * Tolerances: the loss within 1e-5 relative and the logits within 1e-4 of
@@ -246,6 +247,11 @@ int main(void) {
     /* 96x96: the last maps are 3x3, so the last batch norms see 9 B rows (see test_model_mobilenet_v2.c). */
     fails += test_model(&x, "mobilenet_v2", 96, 96, 3, seed + 2);
     fails += test_modes(&x, 96, seed + 3);
+    /* The Keras networks of model/nets/vgg.c and resnet.c (the RELU node, max pools, projection shortcuts);
+     * resnet50 at 128x128: conv5's maps are 4x4, so its batch norms see 16 B rows. */
+    fails += test_model(&x, "vgg11", 32, 32, 3, seed + 4);
+    fails += test_model(&x, "resnet20", 32, 32, 3, seed + 5);
+    fails += test_model(&x, "resnet50", 128, 128, 3, seed + 6);
     cublasDestroy(x.cublas);
     cudnnDestroy(x.cudnn);
     cudaStreamDestroy(x.stream);

@@ -13,6 +13,7 @@
  * dout = R.  ReLU6 inputs are kept 0.05 (fifty steps) away from both kinks.
  */
 #include "gradcheck.h"
+#include "model/graph.h"
 #include "model/layers.h"
 
 #include <math.h>
@@ -320,7 +321,7 @@ static void test_pointwise_is_conv1x1(void) {
 /* ---- zero padding, relu6, add, global average pooling, dropout -------------------- */
 
 typedef struct {
-    int kind; /* 0 zeropad, 1 relu6, 2 add (w.r.t. a), 3 add (w.r.t. b), 4 gap, 5 dropout */
+    int kind; /* 0 zeropad, 1 relu6, 2 add (w.r.t. a), 3 add (w.r.t. b), 4 gap, 5 dropout, 6 relu node */
     ZeroPad z;
     Dropout dr;
     uint64_t key;
@@ -336,6 +337,7 @@ static double elt_obj(void *p) {
     case 1: relu6_forward(k->out, k->inp, k->in_n); break;
     case 2: case 3: add_forward(k->out, k->inp, k->inp2, k->in_n); break;
     case 4: global_avgpool_forward(k->out, k->inp, k->B, k->n_px, k->C); break;
+    case 6: relu_layer_forward(k->out, k->inp, k->in_n); break;
     default: dropout_forward(k->out, k->inp, &k->dr, k->key, 1, k->in_n); break;
     }
     return gradcheck_dot(k->out, k->R, k->out_n);
@@ -398,6 +400,54 @@ static void test_relu6(void) {
     if (k.out[0] < 0.0f || k.out[0] > 6.0f) fail("relu6 forward range");
     relu6_backward(dinp, k.out, k.R, k.in_n);
     check("relu6 dinp", k.inp, k.in_n, dinp, elt_obj, &k);
+    free(dinp); free(k.inp); free(k.out); free(k.R);
+}
+
+/* The RELU node (Keras Activation("relu"), VGG's and ResNet's): relu_layer_*
+ * on 40,000 floats (above OMP_MIN_FLOATS, so the OpenMP path runs), inputs
+ * kept clear of the kink, and the derivative 0 at exactly 0; then the same
+ * through the layer table's entry (shape, no variables, forward/backward). */
+static void test_relu_node(void) {
+    EltCtx k;
+    memset(&k, 0, sizeof k);
+    k.kind = 6;
+    k.in_n = k.out_n = 40000;
+    k.inp = uniform(k.in_n, -3, 3, 611);
+    for (size_t i = 0; i < k.in_n; i++)
+        if (fabsf(k.inp[i]) < 0.05f) k.inp[i] = k.inp[i] < 0 ? -0.05f : 0.05f;
+    k.out = malloc(sizeof(float) * k.out_n);
+    k.R = uniform(k.out_n, -1, 1, 612);
+    float *dinp = filled(k.in_n, 1e30f);
+    elt_obj(&k);
+    relu_layer_backward(dinp, k.out, k.R, k.in_n);
+    expect_written("relu node dinp", dinp, k.in_n);
+    const int keep = g_max_checks;
+    g_max_checks = 200;
+    check("relu node dinp", k.inp, k.in_n, dinp, elt_obj, &k);
+    g_max_checks = keep;
+    float z = 0.0f, zo, g = 1.0f, dz = 5.0f;
+    relu_layer_forward(&zo, &z, 1);
+    relu_layer_backward(&dz, &zo, &g, 1);
+    if (zo != 0.0f || dz != 0.0f) fail("relu node at exactly 0: output and derivative must be 0");
+    /* Through the table: a (2, 10, 10, 200) tensor. */
+    const LayerKindInfo *t = &model_layer_table[NODE_RELU];
+    Node n;
+    memset(&n, 0, sizeof n);
+    n.kind = NODE_RELU;
+    n.in = (NodeShape){10, 10, 200};
+    NodeVar v[NODE_MAX_VARS];
+    if (strcmp(t->name, "relu") != 0 || t->init(&n) != 0 || n.out.H != 10 || n.out.C != 200 || t->vars(&n, v) != 0)
+        fail("relu node: table entry (name, shape, no variables)");
+    float *out = malloc(sizeof(float) * k.in_n), *din = filled(k.in_n, 1e30f), *dout = malloc(sizeof(float) * k.in_n);
+    memcpy(dout, k.R, sizeof(float) * k.in_n);
+    NodeRun r = {.B = 2, .n_threads = 1, .training = 1, .in = {k.inp}, .out = out, .dout = dout, .din = {din}};
+    t->forward(&n, &r);
+    t->backward(&n, &r);
+    if (memcmp(out, k.out, sizeof(float) * k.in_n) != 0 || memcmp(din, dinp, sizeof(float) * k.in_n) != 0)
+        fail("relu node: the table's forward/backward differ from relu_layer_*");
+    else
+        printf("ok: relu node through the layer table\n");
+    free(out); free(din); free(dout);
     free(dinp); free(k.inp); free(k.out); free(k.R);
 }
 
@@ -596,6 +646,7 @@ int main(void) {
     test_zeropad(1, 5, 4, 2, 32);
     test_correct_pad();
     test_relu6();
+    test_relu_node();
     test_add();
     test_gap(3, 4, 5, 6, 41);
     test_dropout(0.5f);

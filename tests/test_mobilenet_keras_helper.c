@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
     }
     const char *dir = argv[1];
     const int H = atoi(argv[2]), B = atoi(argv[4]), K = 10;
-    ModelOptions o = {(float)atof(argv[3]), MODEL_HEAD_KERAS};
+    ModelOptions o = {(float)atof(argv[3]), MODEL_HEAD_KERAS, 0};
     ModelSpec s;
     char err[256];
     if (model_spec_init_opts(&s, "mobilenet_v2", H, H, 3, K, &o, err, sizeof err)) {

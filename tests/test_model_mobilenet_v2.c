@@ -66,7 +66,7 @@ static void test_table(void) {
     int n_add = 0;
     for (int i = 0; i < g->n_nodes; i++) n_add += g->nodes[i].kind == NODE_ADD;
     CHECK(n_add == 10 && g->shared, "%d residual additions, want 10", n_add);
-    ModelOptions o = {0.35f, MODEL_HEAD_SEED};
+    ModelOptions o = {0.35f, MODEL_HEAD_SEED, 0};
     CHECK(model_spec_init_opts(&s, "mobilenet_v2", 32, 32, 1, 10, &o, err, sizeof err) == 0, "32x32x1 0.35: %s", err);
     CHECK(s.vars[model_spec_find(&s, "Conv1/kernel")].shape[3] == 16, "alpha 0.35: Conv1 has 16 filters");
     CHECK(s.vars[model_spec_find(&s, "expanded_conv_project/kernel")].shape[3] == 8, "alpha 0.35: block 0 projects to 8");
@@ -98,7 +98,7 @@ static const double g_eps = 3e-4;
 static void test_gradients(void) {
     char err[256];
     Fixture f = {.B = g_B};
-    ModelOptions o = {0.35f, MODEL_HEAD_KERAS};
+    ModelOptions o = {0.35f, MODEL_HEAD_KERAS, 0};
     CHECK(model_spec_init_opts(&f.spec, "mobilenet_v2", g_H, g_H, 3, 10, &o, err, sizeof err) == 0, "%s", err);
     f.acts = model_acts_create(&f.spec, f.B);
     const size_t n = f.spec.n_params, x_n = (size_t)f.B * g_H * g_H * 3;

@@ -1,0 +1,198 @@
+"""keras_nets.py HELPER TMPDIR NET H B FC_WIDTH — Tower's vgg11, vgg16,
+resnet20 or resnet50 against Keras with Tower's variables loaded by name:
+tf.keras.applications.VGG16 / ResNet50 (weights=None, classes=10,
+classifier_activation=None), and for vgg11 and resnet20, which Keras's
+applications do not have, the same layers built here with Keras's layer
+classes and Tower's names (VGG's configuration A; the CIFAR ResNet with
+option B shortcuts, Conv2D's default bias, BatchNormalization(epsilon=
+1.001e-5) as keras/src/applications/resnet.py).  Checks that both sides
+have the same variables in the same order with the same shapes, then
+compares the training-mode loss and every trainable variable's gradient
+(tf.GradientTape), the moving statistics after one step, and the
+evaluation-mode logits.  Prints the largest relative differences; exits 1
+above 1e-4 (loss, logits, moving statistics) or 1e-3 (gradients, relative
+to the largest gradient entry of the variable's layer) unless, for a
+gradient, Keras in float64 says Tower is as close to the truth as Keras in
+float32 (see below: ResNet50 at initialisation on small maps)."""
+import os, subprocess, sys
+import numpy as np
+
+helper, tmp, net, H, B, fc = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+subprocess.run([helper, net, tmp, str(H), str(B), str(fc)], check=True)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf
+import keras
+from keras import layers
+
+rd = lambda n, dt=np.float32: np.fromfile(os.path.join(tmp, n), dtype=dt)
+params, grads, moved = rd("params.bin"), rd("grads.bin"), rd("moved.bin")
+x = rd("x.bin").reshape(B, H, H, 3)
+labels = rd("labels.bin", np.int32)
+loss_t = float(rd("loss.bin")[0])
+eval_logits_t = rd("eval_logits.bin").reshape(B, 10)
+table, order = {}, []
+for line in open(os.path.join(tmp, "vars.txt")):
+    f = line.split()
+    name, off, nd = f[0], int(f[1]), int(f[2])
+    shape = tuple(int(v) for v in f[3:3 + nd])
+    table[name] = (off, shape)
+    order.append(name)
+
+def arr(block, name):
+    off, shape = table[name]
+    return block[off:off + int(np.prod(shape))].reshape(shape)
+
+
+def vgg11(fc_width):
+    inp = keras.Input((H, H, 3))
+    x = inp
+    for b, (n, f) in enumerate(zip((1, 1, 2, 2, 2), (64, 128, 256, 512, 512))):
+        for i in range(n):
+            x = layers.Conv2D(f, (3, 3), activation="relu", padding="same", name="block%d_conv%d" % (b + 1, i + 1))(x)
+        x = layers.MaxPooling2D((2, 2), strides=(2, 2), name="block%d_pool" % (b + 1))(x)
+    x = layers.Flatten(name="flatten")(x)
+    x = layers.Dense(fc_width, activation="relu", name="fc1")(x)
+    x = layers.Dense(fc_width, activation="relu", name="fc2")(x)
+    x = layers.Dense(10, name="predictions")(x)
+    return keras.Model(inp, x, name="vgg11")
+
+
+def resnet20():
+    bn = lambda name: layers.BatchNormalization(axis=3, epsilon=1.001e-5, name=name)
+    inp = keras.Input((H, H, 3))
+    x = layers.Conv2D(16, 3, padding="same", name="conv1_conv")(inp)
+    x = bn("conv1_bn")(x)
+    x = layers.Activation("relu", name="conv1_relu")(x)
+    for s, (filters, stride1) in enumerate(((16, 1), (32, 2), (64, 2))):
+        for i in range(3):
+            name = "conv%d_block%d" % (s + 2, i + 1)
+            stride = stride1 if i == 0 else 1
+            if stride != 1 or x.shape[-1] != filters:
+                shortcut = layers.Conv2D(filters, 1, strides=stride, name=name + "_0_conv")(x)
+                shortcut = bn(name + "_0_bn")(shortcut)
+            else:
+                shortcut = x
+            y = layers.Conv2D(filters, 3, strides=stride, padding="same", name=name + "_1_conv")(x)
+            y = bn(name + "_1_bn")(y)
+            y = layers.Activation("relu", name=name + "_1_relu")(y)
+            y = layers.Conv2D(filters, 3, padding="same", name=name + "_2_conv")(y)
+            y = bn(name + "_2_bn")(y)
+            x = layers.Add(name=name + "_add")([shortcut, y])
+            x = layers.Activation("relu", name=name + "_out")(x)
+    x = layers.GlobalAveragePooling2D(name="avg_pool")(x)
+    x = layers.Dense(10, name="predictions")(x)
+    return keras.Model(inp, x, name="resnet20")
+
+
+def build():
+    if net == "vgg16":
+        if fc not in (0, 4096):
+            sys.exit("Keras's VGG16 has a 4096-wide head: run vgg16 with FC_WIDTH 0")
+        return keras.applications.VGG16(input_shape=(H, H, 3), weights=None, classes=10, classifier_activation=None)
+    if net == "resnet50":
+        return keras.applications.ResNet50(input_shape=(H, H, 3), weights=None, classes=10, classifier_activation=None)
+    if net == "vgg11":
+        return vgg11(fc or 4096)
+    if net == "resnet20":
+        return resnet20()
+    sys.exit("unknown network " + net)
+
+
+model = build()
+keyof = lambda layer, w: layer.name + "/" + w.name.split("/")[-1].split(":")[0]
+keras_order = [keyof(layer, w) for layer in model.layers for w in layer.weights]
+for key in keras_order:
+    if key not in table:
+        sys.exit("Keras variable %s has no Tower counterpart" % key)
+if keras_order != order:
+    sys.exit("Keras's variable order differs from Tower's: first (Keras, Tower) at %r" %
+             (next(((a, b) for a, b in zip(keras_order, order) if a != b), (len(keras_order), len(order))),))
+n_params = 0
+for layer in model.layers:
+    for w in layer.weights:
+        key = keyof(layer, w)
+        if tuple(w.shape) != table[key][1]:
+            sys.exit("%s: Keras's shape %s, Tower's %s" % (key, tuple(w.shape), table[key][1]))
+        w.assign(arr(params, key))
+        n_params += int(np.prod(w.shape))
+print("%s %dx%d: %d variables, %d parameters, in Keras's order with Keras's names and shapes" %
+      (net, H, H, len(order), n_params))
+if model.count_params() != n_params:
+    sys.exit("Keras counts %d parameters" % model.count_params())
+xt = tf.constant(x)
+with tf.GradientTape() as tape:
+    logits = model(xt, training=True)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+tvars = model.trainable_weights
+g = tape.gradient(loss, tvars)
+worst = 0.0
+fails = 0
+rel_loss = abs(float(loss) - loss_t) / abs(float(loss))
+print("training-mode loss: keras %.8g tower %.8g rel %.2e" % (float(loss), loss_t, rel_loss))
+fails += rel_loss > 1e-4
+ids = [id(v) for v in tvars]
+strict_failed = []
+for layer in model.layers:
+    if not layer.trainable_weights:
+        continue
+    pairs = [(keyof(layer, w), g[ids.index(id(w))].numpy(), arr(grads, keyof(layer, w))) for w in layer.trainable_weights]
+    scale = max(max(np.abs(gk).max() for _, gk, _ in pairs), 1e-30)
+    for key, gk, gt in pairs:
+        r = np.abs(gk - gt).max() / scale
+        worst = max(worst, r)
+        if r > 1e-3:
+            strict_failed.append((key, r, gk))
+print("gradients: largest relative difference %.3g over %d variables" % (worst, len(tvars)))
+if strict_failed:
+    # At initialisation a deep batch-normalised network amplifies float32
+    # rounding (and ReLUs flipped by it) in its gradients: at 64x64 Keras's
+    # own float32 gradients of ResNet50 differ from its float64 ones by about
+    # 2% (L2), up to 20% in single layers.  Where Tower and Keras differ by
+    # more than 1e-3, the referee is Keras in float64: Tower's relative L2
+    # error from it must be at most 3 times Keras's float32 one (or 1e-3).
+    keras.config.set_floatx("float64")
+    keras.config.set_dtype_policy("float64")
+    model64 = build()
+    for layer in model64.layers:
+        for w in layer.weights:
+            w.assign(arr(params, keyof(layer, w)).astype(np.float64))
+    with tf.GradientTape() as tape:
+        logits64 = model64(tf.constant(x.astype(np.float64)), training=True)
+        loss64 = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits64))
+    g64 = dict(zip([keyof(l, w) for l in model64.layers for w in l.trainable_weights],
+                   [v.numpy() for v in tape.gradient(loss64, model64.trainable_weights)]))
+    keras.config.set_floatx("float32")
+    keras.config.set_dtype_policy("float32")
+    worst_ratio = 0.0
+    for key, r, gk in strict_failed:
+        ref = g64[key]
+        norm = max(np.linalg.norm(ref), 1e-30)
+        et, ek = np.linalg.norm(arr(grads, key) - ref) / norm, np.linalg.norm(gk - ref) / norm
+        bound = max(3 * ek, 1e-3)
+        worst_ratio = max(worst_ratio, et / bound)
+        if et > bound:
+            print("  gradient %s: tower %.3g, keras float32 %.3g from keras float64 (L2) FAIL" % (key, et, ek))
+            fails += 1
+    print("  %d variables above 1e-3 from Keras float32, judged against Keras float64: worst at %.2f of the bound" %
+          (len(strict_failed), worst_ratio))
+worst = 0.0
+n_moving = 0
+for layer in model.layers:
+    for w in layer.non_trainable_weights:
+        key = keyof(layer, w)
+        r = np.abs(w.numpy() - arr(moved, key)).max() / max(np.abs(w.numpy()).max(), 1e-30)
+        worst = max(worst, r)
+        n_moving += 1
+        if r > 1e-4:
+            print("  moving statistic %s: %.3g FAIL" % (key, r))
+            fails += 1
+if n_moving:
+    print("moving statistics after one step: largest relative difference %.3g over %d" % (worst, n_moving))
+for layer in model.layers:
+    for w in layer.weights:
+        w.assign(arr(moved, keyof(layer, w)))
+el = model(xt, training=False).numpy()
+r = np.abs(el - eval_logits_t).max() / np.abs(el).max()
+print("evaluation logits: max |diff| / max |keras| = %.3g" % r)
+fails += r > 1e-4
+sys.exit(1 if fails else 0)
