@@ -98,12 +98,13 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run,
               char *err, size_t err_n_bytes);
 
 /* A checkpoint read without a ParamServer, for eval and export.  The arrays
- * are malloc'ed and laid out as model_spec_init(model, H, W, C, num_classes)
- * lays out the flat block; ema is NULL when the file has none; slots[k]
+ * are malloc'ed and laid out as model_spec_init_opts(model, H, W, C, num_classes,
+ * opts) lays out the flat block; ema is NULL when the file has none; slots[k]
  * is the slot named slot_names[k] (the `momentum` section is "Momentum"). */
 typedef struct {
     char model[32];
     int H, W, C, num_classes;
+    ModelOptions opts;  /* the network's options (width 1.0, Keras's head in files older than them) */
     long global_step;
     size_t n_params;
     float *params;  /* (n_params) */

@@ -73,6 +73,7 @@ typedef struct {
     ModelActsCuda *acts;
     float *params_dev;       /* (n_params) device: the tower's copy of the variables */
     float *grads_dev;        /* (n_params) device: the tower's gradient */
+    float *moving_dev;       /* (n_params) device, made by the first update_moving: the moving statistics' scratch */
     float *x_dev;            /* (max_batch, H, W, C) device: the shard */
     int32_t *labels_dev;     /* (max_batch) device */
     float *grads_host;       /* (n_params) host: the parameter server's buffer for this tower */
@@ -152,6 +153,7 @@ static void free_on_device(CudaTower *t) {
     model_acts_cuda_free(t->acts);
     if (t->params_dev) cudaFree(t->params_dev);
     if (t->grads_dev) cudaFree(t->grads_dev);
+    if (t->moving_dev) cudaFree(t->moving_dev);
     if (t->x_dev) cudaFree(t->x_dev);
     if (t->labels_dev) cudaFree(t->labels_dev);
     if (t->loss_host) cudaFreeHost(t->loss_host);
@@ -412,6 +414,52 @@ static void cuda_device_spans(void *dev, TowerSpan *span) {
     t->ran = 0;
 }
 
+/* Copy the non-trainable variables between a host and a device block
+ * (kind: cudaMemcpyHostToDevice or DeviceToHost), enqueued on the stream. */
+static int copy_moving(CudaTower *t, float *dst, const float *src, enum cudaMemcpyKind kind, char *err,
+                       size_t err_n_bytes) {
+    const ModelSpec *spec = t->spec;
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (mv->trainable) continue;
+        if (CUDA_SOFT(cudaMemcpyAsync(dst + mv->offset, src + mv->offset, mv->n_floats * sizeof(float), kind, t->stream),
+                      err, err_n_bytes))
+            return -1;
+    }
+    return 0;
+}
+
+/* The moving statistics of params_host through the device: up, the update
+ * from the last training forward's saved statistics, down; then waits. */
+static int cuda_update_moving(void *dev, float *params_host, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
+    if (!t->moving_dev &&
+        CUDA_SOFT(cudaMalloc((void **)&t->moving_dev, t->spec->n_params * sizeof(float)), err, err_n_bytes))
+        return -1;
+    if (copy_moving(t, t->moving_dev, params_host, cudaMemcpyHostToDevice, err, err_n_bytes)) return -1;
+    model_update_moving_cuda(t->moving_dev, t->acts);
+    if (copy_moving(t, params_host, t->moving_dev, cudaMemcpyDeviceToHost, err, err_n_bytes)) return -1;
+    return CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes);
+}
+
+/* params_host's moving statistics into params_dev on GPU params_device (host to device: any GPU). */
+static int cuda_write_moving_device(void *dev, const float *params_host, float *params_dev, int params_device,
+                                    char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(params_device), err, err_n_bytes)) return -1;
+    const ModelSpec *spec = t->spec;
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (mv->trainable) continue;
+        if (CUDA_SOFT(cudaMemcpy(params_dev + mv->offset, params_host + mv->offset, mv->n_floats * sizeof(float),
+                                 cudaMemcpyHostToDevice),
+                      err, err_n_bytes))
+            return -1;
+    }
+    return CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes);
+}
+
 /* Everything but the name and the creator is shared. */
 #define TOWER_CUDA_BACKEND(var, backend_name, create)                                                  \
     const TowerBackend var = {                                                                         \
@@ -428,6 +476,8 @@ static void cuda_device_spans(void *dev, TowerSpan *span) {
         .device_view = cuda_device_view,                                                               \
         .copy_params_in_device = cuda_copy_params_in_device,                                           \
         .copy_grads_out_device = cuda_copy_grads_out_device,                                           \
+        .update_moving = cuda_update_moving,                                                           \
+        .write_moving_device = cuda_write_moving_device,                                               \
         .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */ \
     }
 

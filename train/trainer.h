@@ -67,7 +67,7 @@
 
 /* Everything `tower train` can be told; defaults in trainer_options_defaults. */
 typedef struct {
-    const char *model;              /* "mnist" | "cifar10" */
+    const char *model;              /* a name of THE table of networks (model/nets/nets.c) */
     const char *data;               /* comma-separated globs of TFRecord files, or one image folder DIR/<class>/FILE */
     const char *train_dir;
     const char *device;             /* "cpu" | "gpu" | "auto" */
@@ -115,6 +115,8 @@ typedef struct {
     const char *all_reduce;         /* replicated: "auto" | "host" | "nccl" (auto: nccl for GPU towers when built with NCCL, else host) */
     const char *trace;              /* "": none; else a Chrome trace-event JSON file (train/trace.h) */
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
+    ModelOptions model_opts;        /* the Keras networks' options (--width_multiplier, --head); mnist, cifar10 ignore them */
+    const char *batch_norm;         /* "tower" (the only one built; "sync" is refused): train/batch_norm.c */
 } TrainerOptions;
 
 /* Where the variables live and how the gradients are combined: the index
@@ -194,6 +196,10 @@ typedef struct {
 
 void trainer_options_defaults(TrainerOptions *o);
 
+/* --batch_norm: 0 for "tower"; -1 with one line in err otherwise ("sync"
+ * says it is not built yet).  trainer_open calls it; cmd/ too, before any work. */
+int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes);
+
 typedef struct {
     TrainerOptions opt;
     ModelSpec spec;
@@ -225,6 +231,9 @@ typedef struct {
     TowerSpan nccl_spans[TOWER_MAX_TOWERS]; /* replicated_nccl: each GPU leader's ncclAllReduce in the last step (device time) */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
     int replica_nonfinite[TOWER_MAX_TOWERS]; /* replicated_host: tower t's last update left a variable non-finite */
+    size_t moving_n_floats;          /* floats in the non-trainable variables (batch norm's moving statistics); 0: none */
+    float *moving_buf;               /* (T + (n_ranks > 1 ? n_ranks x T : 0), moving_n_floats): train_update_moving's
+                                        packed statistics; NULL when moving_n_floats is 0 */
     void *mode_state;                /* a further mode's own state (its open makes it, its close frees it); NULL here */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */
