@@ -51,6 +51,10 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
         ckpt_contents_free(ck);
         return -1;
     }
+    for (int v = 0; ck->ema && v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (!mv->trainable) memcpy(ck->ema + mv->offset, ck->params + mv->offset, mv->n_floats * sizeof(float));
+    }
     return 0;
 }
 

@@ -21,7 +21,11 @@ int cmd_make_dirs(const char *path);
 
 /* Open the checkpoint `checkpoint` (a file), or else the latest in
  * `checkpoint_dir`, read it into *ck (caller frees with ckpt_contents_free)
- * and build its model's spec.  path receives the file's name.  Returns 0, or
+ * and build its model's spec (with the network options the file records).
+ * The moving averages ck->ema then hold, for a non-trainable variable (batch
+ * norm's moving statistics), its raw value: as TensorFlow's
+ * ExponentialMovingAverage over the trainable variables restores shadows
+ * for those alone.  path receives the file's name.  Returns 0, or
  * -1 after one line "tower <command>: ..." on stderr (nothing to free). */
 int cmd_open_checkpoint(const char *command, const char *checkpoint, const char *checkpoint_dir,
                         CkptContents *ck, ModelSpec *spec, char *path, size_t path_n_bytes);
