@@ -720,15 +720,17 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
     int rc = 0;
     SectionMaps m;
     const ModelOptions file_opts = opts_from_msg(msg);
+    /* A spec made by hand (no model_spec_init_opts) may leave its width 0: the default, 1.0. */
+    const float spec_width = spec->opts.width_multiplier == 0.0f ? 1.0f : spec->opts.width_multiplier;
     if (strcmp(msg->model, spec->name) != 0 || msg->height != spec->H || msg->width != spec->W ||
         msg->channels != spec->C || msg->num_classes != spec->num_classes) {
         rc = fail(err, err_n_bytes, "%s: the checkpoint is for model '%s' on %dx%dx%d inputs with %d classes, "
                   "expected '%s' on %dx%dx%d inputs with %d classes", path, msg->model, msg->height, msg->width,
                   msg->channels, msg->num_classes, spec->name, spec->H, spec->W, spec->C, spec->num_classes);
-    } else if (file_opts.width_multiplier != spec->opts.width_multiplier || file_opts.head != spec->opts.head) {
+    } else if (file_opts.width_multiplier != spec_width || file_opts.head != spec->opts.head) {
         rc = fail(err, err_n_bytes, "%s: the checkpoint is for '%s' with --width_multiplier %g --head %s, expected "
                   "--width_multiplier %g --head %s", path, msg->model, file_opts.width_multiplier,
-                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec->opts.width_multiplier,
+                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec_width,
                   spec->opts.head == MODEL_HEAD_SEED ? "seed" : "keras");
     } else if (map_all(msg, spec, &m, path, err, err_n_bytes) != 0) {
         rc = -1;
