@@ -14,6 +14,9 @@
  *                            backward on its shard, deliver its gradients
  *     ps_average_grads       the mean of the tower gradients, in tower order
  *     ps_apply_gradients     the optimizer, global_step + 1, moving averages
+ *     train_update_moving    batch norm's moving statistics from the towers'
+ *                            batch statistics, their mean in tower order
+ *                            (train/batch_norm.c; every mode, after its update)
  *
  * and in --variable_update replicated --all_reduce host (MirroredStrategy,
  * DistributedDataParallel, Horovod on CPU towers; train/mode_replicated_host.c):
