@@ -85,7 +85,8 @@ int ckpt_find_latest(const char *dir, char *path, size_t path_n_bytes, char *err
 /* Read the checkpoint at path into ps: params, the optimizer's slots and
  * scalars, ema (when ps has one), global_step, and *run (when run is not
  * NULL).  Everything is validated before ps is touched: header, checksum,
- * decoding, model name and input shape against ps->spec, and every
+ * decoding, model name, input shape and network options (width multiplier,
+ * head; a file without them: 1.0 and keras) against ps->spec, and every
  * variable by name and shape (missing, unexpected, duplicate or misshapen
  * is an error).  The optimizer state must match ps's optimizer: every slot
  * and scalar it keeps present ("no momentum accumulators (saved with sgd):
