@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "model/graph.h"
 #include "base/flags.h"
 #include "train/trainer.h"
 #include "ps/optimizer.h"
@@ -36,7 +37,10 @@
 #define BENCH_MAX_LIST 16
 
 typedef struct {
-    const char *models;        /* comma-separated: mnist, cifar10 */
+    const char *models;        /* comma-separated names of THE table of networks (model/nets/nets.c) */
+    float width_multiplier;    /* mobilenet_v2's alpha (as tower train's) */
+    const char *head;          /* mobilenet_v2's head: keras | seed */
+    ModelOptions model_opts;   /* the two above, checked (cmd_model_options) */
     const char *modes;         /* comma-separated mode names (trainer_mode_from_name) */
     const char *device;        /* the towers: "cpu", "gpu" or "auto" (as tower train's --device) */
     int deterministic;         /* GPU towers: only deterministic cuDNN algorithms (as tower train's --deterministic) */
@@ -123,6 +127,7 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
     TrainerOptions o;
     trainer_options_defaults(&o);
     o.model = r->model;
+    o.model_opts = bo->model_opts;
     o.num_towers = r->towers;
     o.batch_size = r->batch;
     o.seed = bo->seed;
@@ -236,10 +241,15 @@ static double time_ring(float *const *bufs, size_t n_floats, int reps) {
     return quantile(t, COST_REPS, 0.5);
 }
 
-static int measure_figures(const char *model, TrainCostFigures *f, char *err, size_t err_n_bytes) {
+static int measure_figures(const char *model, const ModelOptions *opts, TrainCostFigures *f, char *err,
+                           size_t err_n_bytes) {
     ModelSpec spec;
-    int cifar = !strcmp(model, "cifar10");
-    if (model_spec_init(&spec, model, cifar ? 24 : 28, cifar ? 24 : 28, cifar ? 3 : 1, 10, err, err_n_bytes) != 0)
+    ModelInputFacts facts;
+    (void)model_input_facts(model, &facts);
+    /* The synthetic batch's shape as run_config trains on it (cifar10 crops to tower train's --image_size 24). */
+    const int size = facts.distorts ? 24 : facts.H;
+    if (model_spec_init_opts(&spec, model, size, facts.distorts ? 24 : facts.W, facts.C, 10, opts, err,
+                             err_n_bytes) != 0)
         return -1;
     PsConfig pc;
     ps_config_defaults(&pc);
@@ -543,7 +553,9 @@ static int check_writable(const char *flag, const char *path, char *err, size_t 
 
 static int bench_flags(BenchOptions *o, Flag *flags) {
     const Flag table[] = {
-        {"models", FLAG_STRING, &o->models, "comma-separated models: mnist, cifar10"},
+        {"models", FLAG_STRING, &o->models, cmd_model_help("comma-separated models")},
+        {"width_multiplier", FLAG_FLOAT, &o->width_multiplier, "mobilenet_v2: Keras's alpha, in (0, 16]"},
+        {"head", FLAG_STRING, &o->head, "mobilenet_v2: keras or seed (as tower train)"},
         {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic (an error when a layer has none)"},
@@ -572,9 +584,9 @@ int cmd_bench(int argc, char **argv) {
     BenchOptions o = {
         .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .device = "auto", .towers = "1,2,4", .data = "",
         .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3, .repeat = 1,
-        .predict = 0, .predict_max_towers = 8, .seed = 1,
+        .predict = 0, .predict_max_towers = 8, .seed = 1, .width_multiplier = 1.0f, .head = "keras",
     };
-    Flag flags[32];
+    Flag flags[48];
     int n_flags = bench_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
@@ -583,7 +595,9 @@ int cmd_bench(int argc, char **argv) {
         flags_print_usage("bench", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0 || cmd_check_no_arguments("bench", o.data[0] ? o.data : NULL, positional, n_positional) != 0) return 2;
+    if (rc != 0 || cmd_check_no_arguments("bench", o.data[0] ? o.data : NULL, positional, n_positional) != 0 ||
+        cmd_model_options("bench", o.width_multiplier, o.head, &o.model_opts) != 0)
+        return 2;
 
     char err[1200];
     char models_buf[256], modes_buf[512], towers_buf[256];
@@ -598,8 +612,10 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     for (int i = 0; i < n_models; i++) {
-        if (strcmp(models[i], "mnist") && strcmp(models[i], "cifar10")) {
-            fprintf(stderr, "tower bench: --models: unknown model '%s' (expected mnist or cifar10)\n", models[i]);
+        if (!model_net_find(models[i])) {
+            char names[256];
+            model_net_names(names, sizeof names);
+            fprintf(stderr, "tower bench: --models: unknown model '%s' (expected %s)\n", models[i], names);
             return 2;
         }
     }
@@ -665,7 +681,7 @@ int cmd_bench(int argc, char **argv) {
     /* --predict: this machine's figures first, before the matrix loads it with threads and buffers */
     static TrainCostFigures figures[BENCH_MAX_LIST];
     for (int m = 0; o.predict && m < n_models; m++) {
-        if (measure_figures(models[m], &figures[m], err, sizeof err) != 0) {
+        if (measure_figures(models[m], &o.model_opts, &figures[m], err, sizeof err) != 0) {
             fprintf(stderr, "tower bench: %s\n", err);
             return 1;
         }

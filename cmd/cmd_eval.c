@@ -301,6 +301,7 @@ int cmd_eval(int argc, char **argv) {
     if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 1)) goto done;
     pipe = pipeline_open(&pc, err, sizeof err);
     acts = model_acts_create(&spec, batch);
+    if (acts) model_acts_set_training(acts, 0); /* evaluation: batch norm's moving statistics, no dropout */
     logits = malloc((size_t)batch * spec.num_classes * sizeof(float));
     confusion = calloc((size_t)spec.num_classes * spec.num_classes, sizeof(long));
     if (!pipe) {

@@ -70,7 +70,8 @@ int cmd_export(int argc, char **argv) {
     }
     SafetensorsTensor tensors[MODEL_MAX_VARS];
     int n_tensors = safetensors_tensors_from_spec(tensors, &spec, params);
-    char step[32], shape[64], classes[16];
+    char step[32], shape[64], classes[16], width[32];
+    snprintf(width, sizeof width, "%g", spec.opts.width_multiplier);
     snprintf(step, sizeof step, "%ld", ck.global_step);
     snprintf(shape, sizeof shape, "[%d, %d, %d]", spec.H, spec.W, spec.C);
     snprintf(classes, sizeof classes, "%d", spec.num_classes);
@@ -81,6 +82,8 @@ int cmd_export(int argc, char **argv) {
         {"variables", which},
         {"input_shape_hwc", shape},
         {"num_classes", classes},
+        {"width_multiplier", width},
+        {"head", spec.opts.head == MODEL_HEAD_SEED ? "seed" : "keras"},
         {"layout", "tensorflow"},
     };
     rc = safetensors_write(o.out, tensors, n_tensors, meta, (int)(sizeof meta / sizeof meta[0]), err, sizeof err);

@@ -59,11 +59,16 @@ typedef struct {
     int summary_every;   /* steps between TensorBoard scalars (0: no events file) */
     int histogram_every; /* steps between variable histograms (0: none) */
     int no_progress;     /* 1: log lines even on a terminal */
+    float width_multiplier; /* --width_multiplier, into TrainerOptions.model_opts (cmd_model_options) */
+    const char *head;       /* --head keras | seed, likewise */
 } TrainDisplayOptions;
 
 static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     const Flag table[] = {
-        {"model", FLAG_STRING, &o->model, "model to train: mnist or cifar10"},
+        {"model", FLAG_STRING, &o->model, cmd_model_help("model to train")},
+        {"width_multiplier", FLAG_FLOAT, &d->width_multiplier, "mobilenet_v2: Keras's alpha, the width of every layer, in (0, 16] (mnist, cifar10: ignored)"},
+        {"head", FLAG_STRING, &d->head, "mobilenet_v2: keras (global average pooling, predictions) or seed (pooling, dense 512 relu, dense_1)"},
+        {"batch_norm", FLAG_STRING, &o->batch_norm, "batch norm across towers: tower (each tower normalises with its shard's statistics; the moving statistics take the towers' mean once per step); sync is not built yet"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint); one run at a time (TRAIN_DIR/.lock)"},
         {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run (0: only write the initial variables, model.ckpt-0)"},
@@ -131,7 +136,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
  * depends on the machine or the data (GPUs, files, image sizes) is left to
  * trainer_open. */
 static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions *d) {
-    static const char *const models[] = {"mnist", "cifar10", NULL};
+    const char *const *models = cmd_model_names();
     static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
     const char *optimizers[OPT_N_KINDS + 1] = {NULL}; /* the optimizer table's names */
     for (int k = 0; k < OPT_N_KINDS; k++) optimizers[k] = optimizer_i((OptimizerKind)k)->name;
@@ -189,6 +194,10 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_long(c, "summary_every", d->summary_every, 0, LONG_MAX, "0: no events file") ||
         cmd_check_long(c, "histogram_every", d->histogram_every, 0, LONG_MAX, "0: none"))
         return -1;
+    if (trainer_check_batch_norm(o->batch_norm, err, sizeof err) != 0) {
+        fprintf(stderr, "tower train: %s\n", err);
+        return -1;
+    }
     /* The lists' syntax; how many entries they need is known once the towers are (trainer_open). */
     long largest_shard = o->shard_sizes[0] ? 0 : o->batch_size;
     for (const char *p = o->shard_sizes; *p;) {
@@ -390,8 +399,9 @@ int cmd_train(int argc, char **argv) {
 static int train_main(int argc, char **argv, int rank) {
     TrainerOptions o;
     trainer_options_defaults(&o);
-    TrainDisplayOptions dopt = {.summary_every = 100, .histogram_every = 1000, .no_progress = 0};
-    Flag flags[64];
+    TrainDisplayOptions dopt = {.summary_every = 100, .histogram_every = 1000, .no_progress = 0,
+                                .width_multiplier = 1.0f, .head = "keras"};
+    Flag flags[96];
     int n_flags = train_flags(&o, &dopt, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
@@ -401,7 +411,8 @@ static int train_main(int argc, char **argv, int rank) {
         return 0;
     }
     if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
-        train_check_flags(&o, &dopt) != 0)
+        train_check_flags(&o, &dopt) != 0 ||
+        cmd_model_options("train", dopt.width_multiplier, dopt.head, &o.model_opts) != 0)
         return 2;
     if (cmd_make_dirs(o.train_dir) != 0) {
         fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));

@@ -13,6 +13,7 @@
 
 #include "base/escape.h"
 #include "io/imagefolder.h"
+#include "model/graph.h"
 
 int cmd_make_dirs(const char *path) {
     char buf[4096];
@@ -44,17 +45,46 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
         fprintf(stderr, "tower %s: %s\n", command, err);
         return -1;
     }
-    if (model_spec_init(spec, ck->model, ck->H, ck->W, ck->C, ck->num_classes, err, sizeof err) != 0 ||
+    if (model_spec_init_opts(spec, ck->model, ck->H, ck->W, ck->C, ck->num_classes, &ck->opts, err, sizeof err) != 0 ||
         spec->n_params != ck->n_params) {
         fprintf(stderr, "tower %s: %s: the checkpoint's model does not build (%s)\n", command, path, err);
         ckpt_contents_free(ck);
         return -1;
+    }
+    for (int v = 0; ck->ema && v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (!mv->trainable) memcpy(ck->ema + mv->offset, ck->params + mv->offset, mv->n_floats * sizeof(float));
     }
     return 0;
 }
 
 /* s with every byte outside printable ASCII as \xHH (base/escape.h), into buf. */
 static const char *escaped(const char *s, char *buf, size_t n) { return escape_str(buf, n, s); }
+
+const char *const *cmd_model_names(void) {
+    static const char *names[MODEL_N_KINDS + 1];
+    for (int k = 0; k < MODEL_N_KINDS; k++) names[k] = model_nets[k].name;
+    names[MODEL_N_KINDS] = NULL;
+    return names;
+}
+
+const char *cmd_model_help(const char *what) {
+    static char help[512];
+    char names[256];
+    model_net_names(names, sizeof names);
+    snprintf(help, sizeof help, "%s: %s (docs/models.md)", what, names);
+    return help;
+}
+
+int cmd_model_options(const char *command, float width_multiplier, const char *head, ModelOptions *opts) {
+    static const char *const heads[] = {"keras", "seed", NULL};
+    if (cmd_check_float(command, "width_multiplier", width_multiplier, 0.0, 0, 16.0, 1) ||
+        cmd_check_choice(command, "head", head, heads))
+        return -1;
+    opts->width_multiplier = width_multiplier;
+    opts->head = strcmp(head, "seed") ? MODEL_HEAD_KERAS : MODEL_HEAD_SEED;
+    return 0;
+}
 
 int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices) {
     int n = 0;

@@ -21,7 +21,11 @@ int cmd_make_dirs(const char *path);
 
 /* Open the checkpoint `checkpoint` (a file), or else the latest in
  * `checkpoint_dir`, read it into *ck (caller frees with ckpt_contents_free)
- * and build its model's spec.  path receives the file's name.  Returns 0, or
+ * and build its model's spec (with the network options the file records).
+ * The moving averages ck->ema then hold, for a non-trainable variable (batch
+ * norm's moving statistics), its raw value: as TensorFlow's
+ * ExponentialMovingAverage over the trainable variables restores shadows
+ * for those alone.  path receives the file's name.  Returns 0, or
  * -1 after one line "tower <command>: ..." on stderr (nothing to free). */
 int cmd_open_checkpoint(const char *command, const char *checkpoint, const char *checkpoint_dir,
                         CkptContents *ck, ModelSpec *spec, char *path, size_t path_n_bytes);
@@ -33,6 +37,16 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
  * control characters in values and paths are printed escaped (\xHH). */
 
 /* value is one of the NULL-terminated choices ("expected a, b or c"). */
+/* The networks of THE table (model/nets/nets.c), NULL-terminated, for
+ * cmd_check_choice; and "model to train: mnist, cifar10, or mobilenet_v2"-style
+ * help (static storage, filled on first use). */
+const char *const *cmd_model_names(void);
+const char *cmd_model_help(const char *what);
+
+/* The network flags --width_multiplier (in (0, 16]) and --head (keras or
+ * seed) into opts.  0, or -1 after one line on stderr naming the flag. */
+int cmd_model_options(const char *command, float width_multiplier, const char *head, ModelOptions *opts);
+
 int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices);
 
 /* lo <= value <= hi (hi LONG_MAX: no upper bound); note, when not NULL,

@@ -354,6 +354,8 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     msg.n_optimizer_scalars = (size_t)opt->n_scalars;
     msg.optimizer_scalars = scalar_ptrs;
     msg.optimizer = (char *)optimizer_name(&ps->cfg.opt);
+    msg.width_multiplier = spec->opts.width_multiplier;
+    msg.head = (int32_t)spec->opts.head;
     if (ps->ema) {
         tensors_for(spec, ps->ema, emas, ema_ptrs, shapes);
         msg.n_moving_averages = (size_t)spec->n_vars;
@@ -704,17 +706,32 @@ static void run_from_msg(CkptRunState *run, const Tower__RunState *rs) {
     run->batch_size = rs->batch_size;
 }
 
+/* The file's network options; a file older than them gets the defaults (width 1.0, Keras's head). */
+static ModelOptions opts_from_msg(const Tower__Checkpoint *msg) {
+    ModelOptions o = {.width_multiplier = msg->width_multiplier, .head = (ModelHead)msg->head};
+    if (o.width_multiplier == 0.0f) o.width_multiplier = 1.0f;
+    return o;
+}
+
 int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, size_t err_n_bytes) {
     const ModelSpec *spec = &ps->spec;
     Tower__Checkpoint *msg = read_checkpoint(path, err, err_n_bytes);
     if (!msg) return -1;
     int rc = 0;
     SectionMaps m;
+    const ModelOptions file_opts = opts_from_msg(msg);
+    /* A spec made by hand (no model_spec_init_opts) may leave its width 0: the default, 1.0. */
+    const float spec_width = spec->opts.width_multiplier == 0.0f ? 1.0f : spec->opts.width_multiplier;
     if (strcmp(msg->model, spec->name) != 0 || msg->height != spec->H || msg->width != spec->W ||
         msg->channels != spec->C || msg->num_classes != spec->num_classes) {
         rc = fail(err, err_n_bytes, "%s: the checkpoint is for model '%s' on %dx%dx%d inputs with %d classes, "
                   "expected '%s' on %dx%dx%d inputs with %d classes", path, msg->model, msg->height, msg->width,
                   msg->channels, msg->num_classes, spec->name, spec->H, spec->W, spec->C, spec->num_classes);
+    } else if (file_opts.width_multiplier != spec_width || file_opts.head != spec->opts.head) {
+        rc = fail(err, err_n_bytes, "%s: the checkpoint is for '%s' with --width_multiplier %g --head %s, expected "
+                  "--width_multiplier %g --head %s", path, msg->model, file_opts.width_multiplier,
+                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec_width,
+                  spec->opts.head == MODEL_HEAD_SEED ? "seed" : "keras");
     } else if (map_all(msg, spec, &m, path, err, err_n_bytes) != 0) {
         rc = -1;
     } else if (check_optimizer_state(msg, &m, ps, path, err, err_n_bytes) != 0) {
@@ -743,13 +760,14 @@ int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes
     Tower__Checkpoint *msg = read_checkpoint(path, err, err_n_bytes);
     if (!msg) return -1;
     ModelSpec spec;
+    const ModelOptions file_opts = opts_from_msg(msg);
     char spec_err[256] = "";
     SectionMaps m;
     int rc = 0;
     if (strlen(msg->model) >= sizeof out->model) {
         rc = fail(err, err_n_bytes, "%s: model name '%.40s...' too long", path, msg->model);
-    } else if (model_spec_init(&spec, msg->model, msg->height, msg->width, msg->channels, msg->num_classes,
-                               spec_err, sizeof spec_err) != 0) {
+    } else if (model_spec_init_opts(&spec, msg->model, msg->height, msg->width, msg->channels, msg->num_classes,
+                                    &file_opts, spec_err, sizeof spec_err) != 0) {
         rc = fail(err, err_n_bytes, "%s: model '%s' on %dx%dx%d inputs with %d classes is not known to this build: %s",
                   path, msg->model, msg->height, msg->width, msg->channels, msg->num_classes, spec_err);
     } else if (map_all(msg, &spec, &m, path, err, err_n_bytes) != 0) {
@@ -773,6 +791,7 @@ int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes
         out->W = msg->width;
         out->C = msg->channels;
         out->num_classes = msg->num_classes;
+        out->opts = spec.opts;
         out->global_step = (long)msg->global_step;
         out->n_params = spec.n_params;
         copy_section(out->params, &spec, m.vars);

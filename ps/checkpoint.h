@@ -85,7 +85,8 @@ int ckpt_find_latest(const char *dir, char *path, size_t path_n_bytes, char *err
 /* Read the checkpoint at path into ps: params, the optimizer's slots and
  * scalars, ema (when ps has one), global_step, and *run (when run is not
  * NULL).  Everything is validated before ps is touched: header, checksum,
- * decoding, model name and input shape against ps->spec, and every
+ * decoding, model name, input shape and network options (width multiplier,
+ * head; a file without them: 1.0 and keras) against ps->spec, and every
  * variable by name and shape (missing, unexpected, duplicate or misshapen
  * is an error).  The optimizer state must match ps's optimizer: every slot
  * and scalar it keeps present ("no momentum accumulators (saved with sgd):
@@ -98,12 +99,13 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run,
               char *err, size_t err_n_bytes);
 
 /* A checkpoint read without a ParamServer, for eval and export.  The arrays
- * are malloc'ed and laid out as model_spec_init(model, H, W, C, num_classes)
- * lays out the flat block; ema is NULL when the file has none; slots[k]
+ * are malloc'ed and laid out as model_spec_init_opts(model, H, W, C, num_classes,
+ * opts) lays out the flat block; ema is NULL when the file has none; slots[k]
  * is the slot named slot_names[k] (the `momentum` section is "Momentum"). */
 typedef struct {
     char model[32];
     int H, W, C, num_classes;
+    ModelOptions opts;  /* the network's options (width 1.0, Keras's head in files older than them) */
     long global_step;
     size_t n_params;
     float *params;  /* (n_params) */

@@ -103,12 +103,38 @@ int ps_average_grads(ParamServer *ps) {
     return bad ? -1 : 0;
 }
 
+/* The optimizer's elementwise update on the trainable variables only, one
+ * contiguous run of them at a time: a non-trainable variable (batch norm's
+ * moving statistics) keeps its value under every optimizer, AdamW's
+ * decoupled decay included, and its slots stay at their initial values.
+ * With every variable trainable this is one call over the whole block. */
+static int apply_trainable(const ParamServer *ps, float *params, float *const *slots, const float *grads,
+                           const OptStep *step) {
+    const OptimizerI *opt = optimizer_i(ps->cfg.opt.kind);
+    const ModelSpec *spec = &ps->spec;
+    int bad = 0;
+    for (int v = 0; v < spec->n_vars;) {
+        if (!spec->vars[v].trainable) {
+            v++;
+            continue;
+        }
+        const size_t lo = spec->vars[v].offset;
+        size_t hi = lo + spec->vars[v].n_floats;
+        for (v++; v < spec->n_vars && spec->vars[v].trainable && spec->vars[v].offset == hi; v++)
+            hi += spec->vars[v].n_floats;
+        float *run_slots[OPT_MAX_SLOTS] = {NULL};
+        for (int k = 0; k < ps->n_slots; k++) run_slots[k] = slots[k] + lo;
+        bad |= opt->apply(params + lo, run_slots, grads + lo, hi - lo, step) != 0;
+    }
+    return bad ? -1 : 0;
+}
+
 int ps_apply_gradients(ParamServer *ps) {
     const size_t n = ps->spec.n_params;
     const float lr = ps_step_lr(ps);
     OptStep step;
     ps_step_prepare(ps, lr, &step);
-    const int rc = optimizer_i(ps->cfg.opt.kind)->apply(ps->params, ps->slots, ps->grads, n, &step);
+    const int rc = apply_trainable(ps, ps->params, ps->slots, ps->grads, &step);
     ps_finish_step(ps, lr);
     if (ps->ema) ema_apply(ps->ema, ps->params, n, ema_decay_at(ps->cfg.ema_decay, ps->global_step));
     return rc;
@@ -178,7 +204,7 @@ int ps_replica_apply(ParamServer *ps, int r, const float *grads, float lr) {
     const size_t n = ps->spec.n_params;
     OptStep step;
     ps_step_prepare(ps, lr, &step);
-    const int rc = optimizer_i(ps->cfg.opt.kind)->apply(ps->replica_params[r], ps_replica_slots(ps, r), grads, n, &step);
+    const int rc = apply_trainable(ps, ps->replica_params[r], ps_replica_slots(ps, r), grads, &step);
     if (!ps->ema) return rc;
     const size_t lo = n * (size_t)r / (size_t)ps->n_replicas, hi = n * (size_t)(r + 1) / (size_t)ps->n_replicas;
     ema_apply(ps->ema + lo, ps->replica_params[r] + lo, hi - lo, ema_decay_at(ps->cfg.ema_decay, ps->global_step + 1));

@@ -105,7 +105,9 @@ size_t ps_host_n_bytes(const ParamServer *ps);
 int ps_average_grads(ParamServer *ps);
 
 /* Steps 2-5 above on ps->grads: lr from the schedule at global_step, the
- * optimizer, global_step++, the moving average; sets last_lr.  Returns 0,
+ * optimizer (on the trainable variables only: non-trainable ones, batch
+ * norm's moving statistics, keep their values under every optimizer, AdamW's
+ * decay included; the trainer updates them), global_step++, the moving average; sets last_lr.  Returns 0,
  * or -1 when a new variable is infinite or NaN (optimizer_apply's test, in
  * its loop); the step is applied either way, and the caller stops. */
 int ps_apply_gradients(ParamServer *ps);

@@ -12,3 +12,7 @@ add_executable(test_mpi_ps_helper test_mpi_ps_helper.c)
 target_link_libraries(test_mpi_ps_helper PRIVATE tower_train m)
 add_test(NAME test_mpi_ps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_ps.sh $<TARGET_FILE:test_mpi_ps_helper>)
 set_tests_properties(test_mpi_ps PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 900)
+# mobilenet_v2's batch norm statistics across ranks: 2 ranks x 1 tower = 1 process x 2 towers, byte for byte.
+add_test(NAME test_mobilenet_mpi
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mobilenet_mpi.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)
+set_tests_properties(test_mobilenet_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 300)

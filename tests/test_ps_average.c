@@ -36,6 +36,7 @@ static void make_spec(ModelSpec *s, int rows, int cols) {
     b->ndim = 1; b->shape[0] = cols;
     b->offset = w->n_floats; b->n_floats = (size_t)cols;
     b->init = INIT_CONSTANT; b->init_value = 0.1f;
+    w->trainable = b->trainable = 1;
     s->n_vars = 2;
     s->n_params = w->n_floats + b->n_floats;
 }

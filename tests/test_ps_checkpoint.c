@@ -104,6 +104,7 @@ static void make_spec(ModelSpec *s, const char *name, int H, int rows, int cols)
     b->ndim = 1; b->shape[0] = cols;
     b->offset = w->n_floats; b->n_floats = (size_t)cols;
     b->init = INIT_CONSTANT; b->init_value = 0.1f;
+    w->trainable = b->trainable = 1;
     s->n_vars = 2;
     s->n_params = w->n_floats + b->n_floats;
 }
@@ -423,6 +424,7 @@ static void test_mismatch(void) {
     snprintf(x->name, sizeof x->name, "extra/biases");
     x->ndim = 1; x->shape[0] = 3; x->offset = spec3.n_params; x->n_floats = 3;
     x->init = INIT_CONSTANT; x->init_value = 0.0f;
+    x->trainable = 1;
     spec3.n_vars = 3;
     spec3.n_params += 3;
     PsConfig cfg;

@@ -380,6 +380,35 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
     return 0;
 }
 
+int tower_group_update_moving(TowerGroup *g, int t, float *params_host, char *err, size_t err_n_bytes) {
+    Tower *tw = &g->towers[t];
+    if (!tw->backend->update_moving) {
+        snprintf(err, err_n_bytes, "%s towers cannot update batch norm's moving statistics", tw->backend->name);
+        return -1;
+    }
+    char e[256];
+    if (tw->backend->update_moving(tw->dev, params_host, e, sizeof e) != 0) {
+        snprintf(err, err_n_bytes, "tower %d: %s", t, e);
+        return -1;
+    }
+    return 0;
+}
+
+int tower_group_write_moving_device(TowerGroup *g, int t, const float *params_host, float *params_dev,
+                                    int params_device, char *err, size_t err_n_bytes) {
+    Tower *tw = &g->towers[t];
+    if (!tw->backend->write_moving_device) {
+        snprintf(err, err_n_bytes, "%s towers keep nothing on a GPU", tw->backend->name);
+        return -1;
+    }
+    char e[256];
+    if (tw->backend->write_moving_device(tw->dev, params_host, params_dev, params_device, e, sizeof e) != 0) {
+        snprintf(err, err_n_bytes, "tower %d: %s", t, e);
+        return -1;
+    }
+    return 0;
+}
+
 int tower_group_device_view(const TowerGroup *g, int t, TowerDeviceView *view, char *err, size_t err_n_bytes) {
     if (t < 0 || t >= g->n_towers) {
         snprintf(err, err_n_bytes, "tower %d does not exist (%d towers)", t, g->n_towers);

@@ -139,6 +139,20 @@ typedef struct TowerBackend {
      * for memory bounds.  The CPU backend's are its weights, logits and
      * ModelActs; a GPU tower's state lives in device memory. */
     size_t (*host_n_bytes)(const ModelSpec *spec, int max_batch);
+    /* Optional (NULL: the backend cannot; a network with non-trainable
+     * variables then cannot train on it).  Batch norm's moving statistics:
+     * the non-trainable variables of params_host (n_params, host memory
+     * owned by the caller; the trainable entries are neither read nor
+     * written) are updated in place from the statistics the tower's last
+     * training forward saved (model_update_moving: moving = moving *
+     * momentum + batch * (1 - momentum)).  CPU: on the host; CUDA: the
+     * ranges go to the device, model_update_moving_cuda, and back. */
+    int (*update_moving)(void *dev, float *params_host, char *err, size_t err_n_bytes);
+    /* Optional (the GPU backends).  The non-trainable variables of
+     * params_host (n_params, host) -> the same entries of params_dev
+     * (n_params, device memory on GPU params_device); waits until copied. */
+    int (*write_moving_device)(void *dev, const float *params_host, float *params_dev, int params_device, char *err,
+                               size_t err_n_bytes);
 } TowerBackend;
 
 extern const TowerBackend tower_backend_cpu;
@@ -333,6 +347,16 @@ int tower_group_device_view(const TowerGroup *g, int t, TowerDeviceView *view, c
  * Returns 1 when every tower is bound, 0 when the backend cannot bind
  * (nothing changed: copy in every step instead), -1 with err on a failure. */
 int tower_group_bind_params(TowerGroup *g, float *const *params, char *err, size_t err_n_bytes);
+
+/* Tower t's update_moving (TowerBackend) on params_host, called from the
+ * thread that runs tower_group_run between steps.  0, or -1 with one line
+ * in err (a backend without it, a failed copy). */
+int tower_group_update_moving(TowerGroup *g, int t, float *params_host, char *err, size_t err_n_bytes);
+
+/* Tower t's write_moving_device: the non-trainable entries of params_host
+ * into params_dev on GPU params_device.  0, or -1 with err. */
+int tower_group_write_moving_device(TowerGroup *g, int t, const float *params_host, float *params_dev,
+                                    int params_device, char *err, size_t err_n_bytes);
 
 /* Stop the threads and free every tower. */
 void tower_group_free(TowerGroup *g);

@@ -165,6 +165,14 @@ static int cpu_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
     return 0; /* compute already wrote them into the host gradient buffer */
 }
 
+/* The last training forward's batch statistics into params_host's moving statistics. */
+static int cpu_update_moving(void *dev, float *params_host, char *err, size_t err_n_bytes) {
+    (void)err;
+    (void)err_n_bytes;
+    model_update_moving(params_host, ((CpuTower *)dev)->acts);
+    return 0;
+}
+
 /* own_weights (page-aligned), logits and the activations, as cpu_tower_create allocates them. */
 static size_t cpu_host_n_bytes(const ModelSpec *spec, int max_batch) {
     const size_t weights_n_bytes = (spec->n_params * sizeof(float) + 4095) / 4096 * 4096 + 4096;
@@ -188,4 +196,5 @@ const TowerBackend tower_backend_cpu = {
     .set_sync = cpu_set_sync,
     .forward_end_sec = cpu_forward_end_sec,
     .host_n_bytes = cpu_host_n_bytes,
+    .update_moving = cpu_update_moving,
 };

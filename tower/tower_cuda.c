@@ -75,6 +75,7 @@ typedef struct {
     ModelActsCuda *acts;
     float *params_dev;       /* (n_params) device: the tower's copy of the variables */
     float *grads_dev;        /* (n_params) device: the tower's gradient */
+    float *moving_dev;       /* (n_params) device, made by the first update_moving: the moving statistics' scratch */
     float *x_dev;            /* (max_batch, H, W, C) device: the shard */
     int32_t *labels_dev;     /* (max_batch) device */
     float *grads_host;       /* (n_params) host: the parameter server's buffer for this tower */
@@ -154,6 +155,7 @@ static void free_on_device(CudaTower *t) {
     model_acts_cuda_free(t->acts);
     if (t->params_dev) cudaFree(t->params_dev);
     if (t->grads_dev) cudaFree(t->grads_dev);
+    if (t->moving_dev) cudaFree(t->moving_dev);
     if (t->x_dev) cudaFree(t->x_dev);
     if (t->labels_dev) cudaFree(t->labels_dev);
     if (t->loss_host) cudaFreeHost(t->loss_host);
@@ -433,6 +435,52 @@ static int cuda_set_sync(void *dev, const ModelSync *sync, char *err, size_t err
     return model_acts_cuda_set_sync(t->acts, sync, err, err_n_bytes);
 }
 
+/* Copy the non-trainable variables between a host and a device block
+ * (kind: cudaMemcpyHostToDevice or DeviceToHost), enqueued on the stream. */
+static int copy_moving(CudaTower *t, float *dst, const float *src, enum cudaMemcpyKind kind, char *err,
+                       size_t err_n_bytes) {
+    const ModelSpec *spec = t->spec;
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (mv->trainable) continue;
+        if (CUDA_SOFT(cudaMemcpyAsync(dst + mv->offset, src + mv->offset, mv->n_floats * sizeof(float), kind, t->stream),
+                      err, err_n_bytes))
+            return -1;
+    }
+    return 0;
+}
+
+/* The moving statistics of params_host through the device: up, the update
+ * from the last training forward's saved statistics, down; then waits. */
+static int cuda_update_moving(void *dev, float *params_host, char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
+    if (!t->moving_dev &&
+        CUDA_SOFT(cudaMalloc((void **)&t->moving_dev, t->spec->n_params * sizeof(float)), err, err_n_bytes))
+        return -1;
+    if (copy_moving(t, t->moving_dev, params_host, cudaMemcpyHostToDevice, err, err_n_bytes)) return -1;
+    model_update_moving_cuda(t->moving_dev, t->acts);
+    if (copy_moving(t, params_host, t->moving_dev, cudaMemcpyDeviceToHost, err, err_n_bytes)) return -1;
+    return CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes);
+}
+
+/* params_host's moving statistics into params_dev on GPU params_device (host to device: any GPU). */
+static int cuda_write_moving_device(void *dev, const float *params_host, float *params_dev, int params_device,
+                                    char *err, size_t err_n_bytes) {
+    CudaTower *t = dev;
+    if (CUDA_SOFT(cudaSetDevice(params_device), err, err_n_bytes)) return -1;
+    const ModelSpec *spec = t->spec;
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (mv->trainable) continue;
+        if (CUDA_SOFT(cudaMemcpy(params_dev + mv->offset, params_host + mv->offset, mv->n_floats * sizeof(float),
+                                 cudaMemcpyHostToDevice),
+                      err, err_n_bytes))
+            return -1;
+    }
+    return CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes);
+}
+
 /* Everything but the name and the creator is shared. */
 #define TOWER_CUDA_BACKEND(var, backend_name, create)                                                  \
     const TowerBackend var = {                                                                         \
@@ -451,6 +499,8 @@ static int cuda_set_sync(void *dev, const ModelSync *sync, char *err, size_t err
         .copy_params_in_device = cuda_copy_params_in_device,                                           \
         .copy_grads_out_device = cuda_copy_grads_out_device,                                           \
         .set_sync = cuda_set_sync,                                                                     \
+        .update_moving = cuda_update_moving,                                                           \
+        .write_moving_device = cuda_write_moving_device,                                               \
         .device_spans = cuda_device_spans, /* bind_params stays NULL: a GPU cannot compute on host memory */ \
     }
 

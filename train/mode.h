@@ -124,4 +124,17 @@ TowerSpan train_device_span(double host_sec, const PsGpuSpanMs *ms);
 int train_device_views(const Trainer *tr, int *devices, float **params, float **grads, char *err,
                        size_t err_n_bytes);
 
+/* --batch_norm tower (train/batch_norm.c).  Floats in spec's non-trainable
+ * variables (batch norm's moving statistics); 0 for networks without. */
+size_t train_moving_n_floats(const ModelSpec *spec);
+
+/* After a step's update (the towers' last forwards were training ones):
+ * each tower's batch statistics applied to a copy of dst[0]'s moving
+ * statistics, the copies of the job's towers averaged in tower order
+ * (rank-major across MPI ranks: a collective, every rank calls it), the
+ * mean written into the non-trainable variables of dst[0 .. n_dst) (n_params
+ * each, host).  Uses the towers' host gradient buffers as scratch.  A no-op
+ * for networks without such variables.  0, or -1 with one line in err. */
+int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, size_t err_n_bytes);
+
 #endif

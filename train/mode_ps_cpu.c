@@ -40,7 +40,8 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     if (grads_bad)
         return train_diverged(ps->global_step + 1, "non-finite gradients (not applied)", *loss, err, err_n_bytes);
     if (vars_bad) return train_diverged(ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
-    return 1;
+    /* Batch norm's moving statistics from the towers' batch statistics (train/batch_norm.c). */
+    return train_update_moving(tr, &ps->params, 1, err, err_n_bytes) == 0 ? 1 : -1;
 }
 
 /* The cost model: each tower copies the variables in (towers sharing the

@@ -67,6 +67,14 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         return train_diverged(tr->ps->global_step + 1, "non-finite gradients (not applied)", *loss, err, err_n_bytes);
     if (bad == PS_GPU_VARS_NONFINITE)
         return train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
+    /* Batch norm's moving statistics (train/batch_norm.c): the host block's are current (the GPU's only ever
+     * come from it), the towers' statistics through the host, the mean up to the server's GPU, where it
+     * replaces whatever the optimizer's kernel wrote there. */
+    if (tr->moving_n_floats == 0) return 1;
+    if (train_update_moving(tr, &tr->ps->params, 1, err, err_n_bytes) != 0 ||
+        tower_group_write_moving_device(tr->towers, 0, tr->ps->params, (float *)ps_gpu_params(g), ps_gpu_device(g),
+                                        err, err_n_bytes) != 0)
+        return -1;
     return 1;
 }
 

@@ -279,6 +279,10 @@ static int apply_shard(Trainer *tr, PsMpiState *st, float lr) {
     size_t at = 0;
     for (int k = first; k < last; k++) {
         const ModelVar *v = &tr->spec.vars[st->order[k]];
+        if (!v->trainable) { /* batch norm's moving statistics: train_update_moving's, not the optimizer's */
+            at += v->n_floats;
+            continue;
+        }
         float *slots[OPT_MAX_SLOTS] = {NULL};
         for (int s = 0; s < ps->n_slots; s++) slots[s] = ps->slots[s] + v->offset;
         bad |= opt->apply(ps->params + v->offset, slots, st->mean + at, v->n_floats, &step) != 0;
@@ -328,7 +332,9 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     omp_set_num_threads(threads_before);
     tr->times.apply.end_sec = tower_now_sec();
     if (vars_bad) return train_diverged(ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
-    return 1;
+    /* Batch norm's moving statistics: every rank's towers in the job's order, the same mean on every rank
+     * (train/batch_norm.c; a collective), as ps_cpu after its update. */
+    return train_update_moving(tr, &ps->params, 1, err, err_n_bytes) == 0 ? 1 : -1;
 }
 
 /* Every rank, at the same point: each owner's slots and moving averages to

@@ -79,7 +79,17 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     /* Each replica's update kernel tested its new variables (ps_gpu_replica_apply). */
     for (int t = 0; rc == 1 && t < tr->n_towers; t++)
         if (tr->replica_nonfinite[t]) rc = train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
-    return rc;
+    if (rc != 1 || tr->moving_n_floats == 0) return rc;
+    /* Batch norm's moving statistics (train/batch_norm.c): the host block's are current (the devices' only ever
+     * come from it), the towers' statistics through the host, the mean up to every tower's own variables. */
+    if (train_update_moving(tr, &tr->ps->params, 1, err, err_n_bytes) != 0) return -1;
+    for (int t = 0; t < tr->n_towers; t++) {
+        TowerDeviceView v;
+        if (tower_group_device_view(tr->towers, t, &v, err, err_n_bytes) != 0 ||
+            tower_group_write_moving_device(tr->towers, t, tr->ps->params, v.params, v.device, err, err_n_bytes) != 0)
+            return -1;
+    }
+    return 1;
 }
 
 /* The host block <- tower 0's GPU variables and slots, and every tower's share of the moving averages. */

@@ -72,6 +72,9 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->trace = "";
     o->ps_ranks = 0;
     o->ps_placement = "greedy";
+    o->batch_norm = "tower";
+    o->model_opts.width_multiplier = 1.0f;
+    o->model_opts.head = MODEL_HEAD_KERAS;
 }
 
 /* After plan_towers: the mode may settle on another (--all_reduce auto
@@ -345,6 +348,9 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
         m->input_n_bytes = pipeline_max_n_bytes(&tr->pipeline_cfg, tr->record_n_bytes, &m->pipeline);
     }
     m->variables_n_bytes = tr->ps ? ps_host_n_bytes(tr->ps) : 0;
+    /* --batch_norm tower's packed statistics (train/batch_norm.c), with the server. */
+    const size_t moving_slots = (size_t)tr->n_towers * (tr->n_ranks > 1 ? 1 + tr->n_ranks : 1);
+    if (tr->ps) m->variables_n_bytes += moving_slots * train_moving_n_floats(&tr->spec) * sizeof(float);
     m->towers_known = tr->backend && tr->backend->host_n_bytes;
     /* A tower's activations are sized for one micro-batch (shard_sizes), whatever --accum_steps: that is the
      * point of accumulation; the input (staging batches, shuffle capacity) holds whole steps. */
@@ -464,6 +470,7 @@ int trainer_close(Trainer *tr, char *err, size_t err_n_bytes) {
         }
     }
     synthetic_batch_free(&tr->synthetic, tr->alloc);
+    free(tr->moving_buf);
     if (tr->ps) ps_free(tr->ps);
     if (tr->files) {
         for (int i = 0; i < tr->n_files; i++) free(tr->files[i]);
@@ -610,6 +617,16 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     return 0;
 }
 
+int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes) {
+    if (!strcmp(batch_norm, "tower")) return 0;
+    if (!strcmp(batch_norm, "sync"))
+        snprintf(err, err_n_bytes, "--batch_norm sync (SyncBatchNormalization) is not built yet: use --batch_norm "
+                 "tower (each tower normalises with its own shard's statistics)");
+    else
+        snprintf(err, err_n_bytes, "--batch_norm '%s': expected tower", batch_norm);
+    return -1;
+}
+
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
     memset(tr, 0, sizeof *tr);
     tr->loaded_n_bytes = resident_n_bytes();
@@ -618,6 +635,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tr->n_ranks = ranks_size();
     const TrainerOptions *o = &tr->opt;
     char e[512];
+    if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0) return -1;
     if (o->batch_size < 1) {
         snprintf(err, err_n_bytes, "--batch_size must be at least 1, got %d", o->batch_size);
         return -1;
@@ -682,8 +700,18 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
         out_H = out_W = o->image_size;
     }
-    if (model_spec_init(&tr->spec, o->model, out_H, out_W, C, o->num_classes, e, sizeof e) != 0) {
-        snprintf(err, err_n_bytes, "--model: %s", e);
+    if (model_spec_init_opts(&tr->spec, o->model, out_H, out_W, C, o->num_classes, &o->model_opts, e, sizeof e) != 0) {
+        /* TFRecords are used as stored (cifar10 crops them); an image folder is resized to --image_size. */
+        snprintf(err, err_n_bytes, "--model: %s%s", e,
+                 o->synthetic || tr->image_folder ? ""
+                                                  : " (TFRecord images are used at their stored size: give an image "
+                                                    "folder as --data with --image_size, which resizes)");
+        goto fail;
+    }
+    tr->moving_n_floats = train_moving_n_floats(&tr->spec);
+    if (tr->moving_n_floats > 0 && !tr->backend->update_moving) {
+        snprintf(err, err_n_bytes, "--model %s has batch norm, which %s towers cannot update", o->model,
+                 tr->backend->name);
         goto fail;
     }
     if (!tr->image_folder || o->num_examples_per_epoch > 0) tr->examples_per_epoch = o->num_examples_per_epoch;
@@ -735,6 +763,14 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     if (!tr->towers) {
         snprintf(err, err_n_bytes, "%s", e);
         goto fail;
+    }
+    if (tr->moving_n_floats > 0) {
+        const size_t slots = (size_t)tr->n_towers * (tr->n_ranks > 1 ? 1 + tr->n_ranks : 1);
+        tr->moving_buf = malloc(slots * tr->moving_n_floats * sizeof(float));
+        if (!tr->moving_buf) {
+            snprintf(err, err_n_bytes, "out of memory for the batch norm statistics of %d tower(s)", tr->n_towers);
+            goto fail;
+        }
     }
     const TrainModeI *m = train_mode(tr->mode);
     if (m->open && m->open(tr, err, err_n_bytes) != 0) goto fail;

@@ -14,6 +14,9 @@
  *                            backward on its shard, deliver its gradients
  *     ps_average_grads       the mean of the tower gradients, in tower order
  *     ps_apply_gradients     the optimizer, global_step + 1, moving averages
+ *     train_update_moving    batch norm's moving statistics from the towers'
+ *                            batch statistics, their mean in tower order
+ *                            (train/batch_norm.c; every mode, after its update)
  *
  * and in --variable_update replicated --all_reduce host (MirroredStrategy,
  * DistributedDataParallel, Horovod on CPU towers; train/mode_replicated_host.c):
@@ -67,7 +70,7 @@
 
 /* Everything `tower train` can be told; defaults in trainer_options_defaults. */
 typedef struct {
-    const char *model;              /* "mnist" | "cifar10" */
+    const char *model;              /* a name of THE table of networks (model/nets/nets.c) */
     const char *data;               /* comma-separated globs of TFRecord files, or one image folder DIR/<class>/FILE */
     const char *train_dir;
     const char *device;             /* "cpu" | "gpu" | "auto" */
@@ -120,6 +123,8 @@ typedef struct {
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
     int ps_ranks;                   /* parameter_server across ranks: the first ps_ranks ranks hold the shards; 0: every rank */
     const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
+    ModelOptions model_opts;        /* the Keras networks' options (--width_multiplier, --head); mnist, cifar10 ignore them */
+    const char *batch_norm;         /* "tower" (the only one built; "sync" is refused): train/batch_norm.c */
 } TrainerOptions;
 
 /* Where the variables live and how the gradients are combined: the index
@@ -200,6 +205,10 @@ typedef struct {
 
 void trainer_options_defaults(TrainerOptions *o);
 
+/* --batch_norm: 0 for "tower"; -1 with one line in err otherwise ("sync"
+ * says it is not built yet).  trainer_open calls it; cmd/ too, before any work. */
+int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes);
+
 typedef struct {
     TrainerOptions opt;
     ModelSpec spec;
@@ -233,6 +242,9 @@ typedef struct {
     TowerSpan nccl_spans[TOWER_MAX_TOWERS]; /* replicated_nccl: each GPU leader's ncclAllReduce in the last step (device time) */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
     int replica_nonfinite[TOWER_MAX_TOWERS]; /* replicated_host, replicated_nccl: tower t's last update left a variable non-finite */
+    size_t moving_n_floats;          /* floats in the non-trainable variables (batch norm's moving statistics); 0: none */
+    float *moving_buf;               /* (T + (n_ranks > 1 ? n_ranks x T : 0), moving_n_floats): train_update_moving's
+                                        packed statistics; NULL when moving_n_floats is 0 */
     void *mode_state;                /* a further mode's own state (its open makes it, its close frees it); NULL here */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */

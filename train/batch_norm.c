@@ -1,0 +1,84 @@
+/* batch_norm.c — --batch_norm tower: batch norm's moving statistics (the
+ * network's non-trainable variables) updated once per step from the
+ * towers' batch statistics, the same way in every placement mode.
+ *
+ * Each tower normalises with its own shard's statistics (TF1 towers,
+ * MirroredStrategy's plain BatchNormalization).  After the step's update,
+ * tower t's statistics are applied to a copy of the current moving
+ * statistics (its UPDATE_OPS on its own copy: moving * momentum + batch_t *
+ * (1 - momentum), model_update_moving through the tower's backend), the
+ * copies of every tower of every rank are summed in the job's tower order
+ * (rank-major, as the gradients) and divided by their count, and the mean is
+ * written to every destination (the master variables, or every replica).
+ * That is MirroredStrategy's ON_READ / MEAN aggregation of the moving
+ * variables taken every step, and it does not depend on thread timing:
+ * ps_cpu, replicated_host and replicated_mpi end bitwise equal.
+ *
+ * Where it sits: train/, called by each mode's step after its update
+ * (train/mode.h).  Scratch: each tower's host gradient buffer, free once the
+ * update has consumed it, and tr->moving_buf for the packed statistics.
+ * What it does not do: SyncBatchNormalization (--batch_norm sync: statistics
+ * over the global batch), not built yet.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/ranks.h"
+#include "train/mode.h"
+
+size_t train_moving_n_floats(const ModelSpec *spec) {
+    size_t n = 0;
+    for (int v = 0; v < spec->n_vars; v++)
+        if (!spec->vars[v].trainable) n += spec->vars[v].n_floats;
+    return n;
+}
+
+/* The non-trainable variables of block (n_params) <-> packed (n_moving). */
+static void pack_moving(const ModelSpec *spec, float *packed, const float *block) {
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (mv->trainable) continue;
+        memcpy(packed, block + mv->offset, mv->n_floats * sizeof(float));
+        packed += mv->n_floats;
+    }
+}
+
+static void unpack_moving(const ModelSpec *spec, float *block, const float *packed) {
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (mv->trainable) continue;
+        memcpy(block + mv->offset, packed, mv->n_floats * sizeof(float));
+        packed += mv->n_floats;
+    }
+}
+
+static void copy_moving(const ModelSpec *spec, float *dst, const float *src) {
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (!mv->trainable) memcpy(dst + mv->offset, src + mv->offset, mv->n_floats * sizeof(float));
+    }
+}
+
+int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, size_t err_n_bytes) {
+    const size_t nm = tr->moving_n_floats;
+    if (nm == 0) return 0;
+    const int T = tr->n_towers, R = tr->n_ranks, N = R * T;
+    float *mine = tr->moving_buf;                              /* (T, nm) */
+    float *all = R > 1 ? tr->moving_buf + (size_t)T * nm : mine; /* (R, T, nm) */
+    for (int t = 0; t < T; t++) {
+        float *scratch = tr->ps->tower_grads[t];
+        copy_moving(&tr->spec, scratch, dst[0]);
+        if (tower_group_update_moving(tr->towers, t, scratch, err, err_n_bytes) != 0) return -1;
+        pack_moving(&tr->spec, mine + (size_t)t * nm, scratch);
+    }
+    if (R > 1) ranks_allgather(mine, all, (size_t)T * nm * sizeof(float));
+    /* all[0] = (all[0] + all[1] + ... + all[N-1]) / N, left to right (ps_average_grads' order). */
+    const float n_f = (float)N;
+    for (size_t i = 0; i < nm; i++) {
+        float s = all[i];
+        for (int k = 1; k < N; k++) s += all[(size_t)k * nm + i];
+        all[i] = s / n_f;
+    }
+    for (int d = 0; d < n_dst; d++) unpack_moving(&tr->spec, dst[d], all);
+    return 0;
+}
