@@ -29,7 +29,7 @@ expected exactly
 
 # ---- exit 2 for every bad value, in every subcommand ----
 t="--train_dir $work/never"   # the refusals come before train_dir is made
-refuse 2 "tower train: --model 'lenet5': expected mnist, cifar10 or mobilenet_v2" train --model lenet5 $t
+refuse 2 "tower train: --model 'lenet5': expected mnist, cifar10, mobilenet_v2, vgg11, vgg16, resnet20 or resnet50" train --model lenet5 $t
 refuse 2 "tower train: --variable_update 'independent': expected parameter_server or replicated" \
   train --variable_update independent $t
 refuse 2 "tower train: --local_parameter_device 'tpu': expected cpu, gpu or mpi" train --local_parameter_device tpu $t
