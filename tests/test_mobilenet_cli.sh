@@ -1,12 +1,13 @@
 #!/bin/bash
 # test_mobilenet_cli.sh — `tower train/eval/export --model mobilenet_v2` end to end on a small image folder
 # (resized to --image_size 32), and the refusals of its flags.
-#   - --width_multiplier outside (0, 16], --head other than keras|seed, --batch_norm sync (not built yet) or
-#     another value, an unknown --model (the message lists the table's networks): exit 2, one line naming the flag;
+#   - --width_multiplier outside (0, 16], --head other than keras|seed, --batch_norm other than
+#     tower|sync, an unknown --model (the message lists the table's networks): exit 2, one line naming the flag;
 #   - 28x28 TFRecords for mobilenet_v2 (it needs 32x32): exit 1, one line pointing at an image folder + --image_size;
 #   - 2 replicated towers train 6 Adam steps at width 0.35; eval runs in evaluation mode (moving statistics):
 #     its result does not depend on the batch size (1 and 16 give the same line; in training mode, batch
-#     statistics, they differ); export writes the moving statistics and records the network options.
+#     statistics, they differ); export writes the moving statistics and records the network options;
+#   - --batch_norm sync: 2 parameter-server towers train 2 steps (the towers' collective per batch norm).
 # Usage: test_mobilenet_cli.sh TOWER TEST_IMAGEFOLDER
 set -euo pipefail
 tower=$1 images=$2
@@ -32,8 +33,7 @@ refuse 2 'width_multiplier 0' "${base[@]}" --width_multiplier 0
 refuse 2 'width_multiplier 17' "${base[@]}" --width_multiplier 17
 refuse 2 'width_multiplier -1' "${base[@]}" --width_multiplier -1
 refuse 2 "head 'big'" "${base[@]}" --head big
-refuse 2 'batch_norm sync.*not built yet' "${base[@]}" --batch_norm sync
-refuse 2 "batch_norm 'towers': expected tower" "${base[@]}" --batch_norm towers
+refuse 2 "batch_norm 'towers': expected tower or sync" "${base[@]}" --batch_norm towers
 refuse 2 "model 'mobilenet'.*mobilenet_v2" "${base[@]}" --model mobilenet
 refuse 2 'width_multiplier 0' bench --models mobilenet_v2 --width_multiplier 0
 
@@ -61,3 +61,9 @@ for name in '"bn_Conv1/moving_mean"' '"bn_Conv1/moving_variance"' '"Conv_1_bn/mo
   LC_ALL=C grep -aqF -- "$name" "$work/m.safetensors" || fail "the export lacks $name"
 done
 echo "ok: export holds the moving statistics and the network options"
+
+"$tower" "${base[@]}" --train_dir "$work/sync" --width_multiplier 0.35 --num_towers 2 --batch_size 8 --max_steps 2 \
+  --batch_norm sync --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20 --log_every 1 --summary_every 0 \
+  >"$work/sync.out" 2>"$work/sync.err" || fail "train --batch_norm sync: $(cat "$work/sync.err")"
+grep -q 'done at step 2' "$work/sync.out" || fail "--batch_norm sync did not reach step 2: $(tail -3 "$work/sync.out")"
+echo "ok: --batch_norm sync, 2 towers, 2 steps"

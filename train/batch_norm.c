@@ -17,8 +17,12 @@
  * Where it sits: train/, called by each mode's step after its update
  * (train/mode.h).  Scratch: each tower's host gradient buffer, free once the
  * update has consumed it, and tr->moving_buf for the packed statistics.
- * What it does not do: SyncBatchNormalization (--batch_norm sync: statistics
- * over the global batch), not built yet.
+ * --batch_norm sync (SyncBatchNormalization): the towers' batch norms sum
+ * their statistics across the towers in every layer (model.h's ModelSync,
+ * tower/tower.c's collective), so every tower saved the same global-batch
+ * statistics: tower 0's are applied once, and the result is written to every
+ * destination as above.  One process only (trainer_open refuses it across
+ * ranks).
  */
 #include <stdio.h>
 #include <string.h>
@@ -62,7 +66,8 @@ static void copy_moving(const ModelSpec *spec, float *dst, const float *src) {
 int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, size_t err_n_bytes) {
     const size_t nm = tr->moving_n_floats;
     if (nm == 0) return 0;
-    const int T = tr->n_towers, R = tr->n_ranks, N = R * T;
+    /* sync: every tower's statistics are the global batch's; tower 0's alone (and R is 1). */
+    const int T = tr->bn_sync ? 1 : tr->n_towers, R = tr->n_ranks, N = R * T;
     float *mine = tr->moving_buf;                              /* (T, nm) */
     float *all = R > 1 ? tr->moving_buf + (size_t)T * nm : mine; /* (R, T, nm) */
     for (int t = 0; t < T; t++) {

@@ -618,12 +618,8 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
 }
 
 int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes) {
-    if (!strcmp(batch_norm, "tower")) return 0;
-    if (!strcmp(batch_norm, "sync"))
-        snprintf(err, err_n_bytes, "--batch_norm sync (SyncBatchNormalization) is not built yet: use --batch_norm "
-                 "tower (each tower normalises with its own shard's statistics)");
-    else
-        snprintf(err, err_n_bytes, "--batch_norm '%s': expected tower", batch_norm);
+    if (!strcmp(batch_norm, "tower") || !strcmp(batch_norm, "sync")) return 0;
+    snprintf(err, err_n_bytes, "--batch_norm '%s': expected tower or sync", batch_norm);
     return -1;
 }
 
@@ -636,6 +632,12 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     const TrainerOptions *o = &tr->opt;
     char e[512];
     if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0) return -1;
+    tr->bn_sync = !strcmp(o->batch_norm, "sync");
+    if (tr->bn_sync && tr->n_ranks > 1) {
+        snprintf(err, err_n_bytes, "--batch_norm sync across MPI ranks is not built yet (its sums would cross ranks in "
+                 "every layer): use --batch_norm tower, or one process");
+        return -1;
+    }
     if (o->batch_size < 1) {
         snprintf(err, err_n_bytes, "--batch_size must be at least 1, got %d", o->batch_size);
         return -1;
@@ -655,6 +657,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tc.max_batch = 0;
     for (int t = 0; t < tr->n_towers; t++)
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
+    tc.sync_batch_norm = tr->bn_sync;
     tr->alloc = tr->backend->host_alloc(tc.devices[0]);
 
     /* The data: its files and the shape of one stored image (synthetic: the model's own). */

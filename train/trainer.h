@@ -124,7 +124,7 @@ typedef struct {
     int ps_ranks;                   /* parameter_server across ranks: the first ps_ranks ranks hold the shards; 0: every rank */
     const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
     ModelOptions model_opts;        /* the Keras networks' options (--width_multiplier, --head); mnist, cifar10 ignore them */
-    const char *batch_norm;         /* "tower" (the only one built; "sync" is refused): train/batch_norm.c */
+    const char *batch_norm;         /* "tower" or "sync" (one process): train/batch_norm.c */
 } TrainerOptions;
 
 /* Where the variables live and how the gradients are combined: the index
@@ -205,8 +205,9 @@ typedef struct {
 
 void trainer_options_defaults(TrainerOptions *o);
 
-/* --batch_norm: 0 for "tower"; -1 with one line in err otherwise ("sync"
- * says it is not built yet).  trainer_open calls it; cmd/ too, before any work. */
+/* --batch_norm: 0 for "tower" or "sync"; -1 with one line in err otherwise.
+ * trainer_open calls it (and refuses sync across MPI ranks); cmd/ too,
+ * before any work. */
 int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes);
 
 typedef struct {
@@ -242,6 +243,7 @@ typedef struct {
     TowerSpan nccl_spans[TOWER_MAX_TOWERS]; /* replicated_nccl: each GPU leader's ncclAllReduce in the last step (device time) */
     float step_lr;                   /* replicated: the learning rate of the step in flight */
     int replica_nonfinite[TOWER_MAX_TOWERS]; /* replicated_host, replicated_nccl: tower t's last update left a variable non-finite */
+    int bn_sync;                     /* --batch_norm sync: the towers' batch norms share the global batch's statistics */
     size_t moving_n_floats;          /* floats in the non-trainable variables (batch norm's moving statistics); 0: none */
     float *moving_buf;               /* (T + (n_ranks > 1 ? n_ranks x T : 0), moving_n_floats): train_update_moving's
                                         packed statistics; NULL when moving_n_floats is 0 */
