@@ -1,13 +1,15 @@
 /* test_nets_keras_helper.c — the C side of the interop test
- * test_model_nets_keras: writes one training step of one of Tower's Keras
- * networks (vgg11, vgg16, resnet20, resnet50) for keras_nets.py to compare
+ * test_model_nets_keras and test_model_mobilenet_keras: writes one training
+ * step of one of Tower's Keras networks (vgg11, vgg16, resnet20, resnet50,
+ * mobilenet_v2) for keras_nets.py / keras_mobilenet.py to compare
  * with the Keras model (tf.keras.applications.VGG16 / ResNet50, or the same
  * layers built in Keras for vgg11 and resnet20) loaded with the same
  * weights by name.
  *
  * Where it sits: tests/ (label interop).  Usage:
- *   test_nets_keras_helper NET OUT_DIR H B FC_WIDTH
- * (10 classes, 3 channels; FC_WIDTH: the VGG head, 0 for Keras's 4096)
+ *   test_nets_keras_helper NET OUT_DIR H B FC_WIDTH [WIDTH]
+ * (10 classes, 3 channels; FC_WIDTH: the VGG head, 0 for Keras's 4096;
+ * WIDTH: mobilenet_v2's width multiplier, default 1)
  * writes into OUT_DIR: vars.txt (one line per variable: name, offset,
  * ndim, shape), params.bin (n_params floats, seeded), x.bin ((B, H, H, 3)
  * floats), labels.bin (B int32), loss.bin (1 float: the training-mode
@@ -37,13 +39,13 @@ static int write_file(const char *dir, const char *name, const void *p, size_t n
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s NET OUT_DIR H B FC_WIDTH\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s NET OUT_DIR H B FC_WIDTH [WIDTH]\n", argv[0]);
         return 2;
     }
     const char *net = argv[1], *dir = argv[2];
     const int H = atoi(argv[3]), B = atoi(argv[4]), K = 10;
-    ModelOptions o = {0.0f, MODEL_HEAD_KERAS, atoi(argv[5])};
+    ModelOptions o = {argc == 7 ? (float)atof(argv[6]) : 0.0f, MODEL_HEAD_KERAS, atoi(argv[5])};
     ModelSpec s;
     char err[256];
     if (B < 1 || model_spec_init_opts(&s, net, H, H, 3, K, &o, err, sizeof err)) {

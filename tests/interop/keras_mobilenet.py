@@ -11,7 +11,7 @@ import os, subprocess, sys
 import numpy as np
 
 helper, tmp, H, width, B = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-subprocess.run([helper, tmp, str(H), str(width), str(B)], check=True)
+subprocess.run([helper, "mobilenet_v2", tmp, str(H), str(B), "0", str(width)], check=True)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf
 import keras
