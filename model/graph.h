@@ -156,7 +156,12 @@ typedef struct {
     NetBuilder build;
     ModelInputFacts facts;     /* what model_input_facts says of it */
     const char *input_rule;    /* the end of "model X cannot take input HxWxC: <rule>" */
+    unsigned opts_used;        /* MODEL_OPT_* the builder reads; the others are reset to their defaults */
 } NetInfo;
+
+#define MODEL_OPT_WIDTH 1u     /* ModelOptions.width_multiplier */
+#define MODEL_OPT_HEAD 2u      /* ModelOptions.head */
+#define MODEL_OPT_FC_WIDTH 4u  /* ModelOptions.fc_width */
 
 extern const NetInfo model_nets[MODEL_N_KINDS];
 

@@ -107,6 +107,11 @@ int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C,
     }
     spec->kind = (ModelKind)(net - model_nets);
     spec->name = net->name;
+    /* Options the network does not read take their defaults, so that a checkpoint (which records them)
+     * and a --resume with or without them agree for it. */
+    if (!(net->opts_used & MODEL_OPT_WIDTH)) spec->opts.width_multiplier = 1.0f;
+    if (!(net->opts_used & MODEL_OPT_HEAD)) spec->opts.head = MODEL_HEAD_KERAS;
+    if (!(net->opts_used & MODEL_OPT_FC_WIDTH)) spec->opts.fc_width = 4096;
     if (num_classes < 1) {
         snprintf(err, err_n_bytes, "model %s: num_classes must be at least 1, got %d", spec->name, num_classes);
         return -1;

@@ -215,7 +215,25 @@ static void test_init(void) {
     free(p1); free(p2); free(p3); free(q);
 }
 
+/* Options a network does not read take their defaults (NetInfo.opts_used). */
+static void test_unused_options(void) {
+    ModelSpec s;
+    char err[256];
+    ModelOptions o = {.width_multiplier = 0.5f, .head = MODEL_HEAD_SEED, .fc_width = 512};
+    CHECK(model_spec_init_opts(&s, "mnist", 28, 28, 1, 10, &o, err, sizeof err) == 0, "%s", err);
+    CHECK(s.opts.width_multiplier == 1.0f && s.opts.head == MODEL_HEAD_KERAS && s.opts.fc_width == 4096,
+          "mnist kept options it does not read: width %g head %d fc %d", s.opts.width_multiplier, (int)s.opts.head,
+          s.opts.fc_width);
+    CHECK(model_spec_init_opts(&s, "mobilenet_v2", 32, 32, 3, 10, &o, err, sizeof err) == 0, "%s", err);
+    CHECK(s.opts.width_multiplier == 0.5f && s.opts.head == MODEL_HEAD_SEED && s.opts.fc_width == 4096,
+          "mobilenet_v2: width %g head %d fc %d", s.opts.width_multiplier, (int)s.opts.head, s.opts.fc_width);
+    CHECK(model_spec_init_opts(&s, "vgg11", 32, 32, 3, 10, &o, err, sizeof err) == 0, "%s", err);
+    CHECK(s.opts.width_multiplier == 1.0f && s.opts.fc_width == 512, "vgg11: width %g fc %d",
+          s.opts.width_multiplier, s.opts.fc_width);
+}
+
 int main(void) {
+    test_unused_options();
     test_tables();
     test_rng();
     test_init();

@@ -19,9 +19,11 @@ const NetInfo model_nets[MODEL_N_KINDS] = {
                        "each dimension must be at least 1, and the input of a fully connected layer at most "
                        "2147483647 values"},
     [MODEL_MOBILENET_V2] = {"mobilenet_v2", net_mobilenet_v2, {32, 32, 3, 0},
-                            "it needs at least 32x32 with 1 or 3 channels"},
-    [MODEL_VGG11] = {"vgg11", net_vgg11, {32, 32, 3, 0}, "it needs at least 32x32 (five 2x2 pools)"},
-    [MODEL_VGG16] = {"vgg16", net_vgg16, {224, 224, 3, 0}, "it needs at least 32x32 (five 2x2 pools)"},
+                            "it needs at least 32x32 with 1 or 3 channels", MODEL_OPT_WIDTH | MODEL_OPT_HEAD},
+    [MODEL_VGG11] = {"vgg11", net_vgg11, {32, 32, 3, 0}, "it needs at least 32x32 (five 2x2 pools)",
+                     MODEL_OPT_FC_WIDTH},
+    [MODEL_VGG16] = {"vgg16", net_vgg16, {224, 224, 3, 0}, "it needs at least 32x32 (five 2x2 pools)",
+                     MODEL_OPT_FC_WIDTH},
     [MODEL_RESNET20] = {"resnet20", net_resnet20, {32, 32, 3, 0}, "each dimension must be at least 1"},
     [MODEL_RESNET50] = {"resnet50", net_resnet50, {224, 224, 3, 0}, "it needs at least 32x32 (Keras's minimum)"},
 };
