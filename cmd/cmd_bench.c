@@ -40,6 +40,7 @@ typedef struct {
     const char *models;        /* comma-separated names of THE table of networks (model/nets/nets.c) */
     float width_multiplier;    /* mobilenet_v2's alpha (as tower train's) */
     const char *head;          /* mobilenet_v2's head: keras | seed */
+    int fc_width;              /* vgg11, vgg16: units of fc1 and fc2 */
     ModelOptions model_opts;   /* the two above, checked (cmd_model_options) */
     const char *modes;         /* comma-separated mode names (trainer_mode_from_name) */
     const char *device;        /* the towers: "cpu", "gpu" or "auto" (as tower train's --device) */
@@ -556,6 +557,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"models", FLAG_STRING, &o->models, cmd_model_help("comma-separated models")},
         {"width_multiplier", FLAG_FLOAT, &o->width_multiplier, "mobilenet_v2: Keras's alpha, in (0, 16]"},
         {"head", FLAG_STRING, &o->head, "mobilenet_v2: keras or seed (as tower train)"},
+        {"fc_width", FLAG_INT, &o->fc_width, "vgg11, vgg16: units of fc1 and fc2 (as tower train)"},
         {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic (an error when a layer has none)"},
@@ -584,7 +586,7 @@ int cmd_bench(int argc, char **argv) {
     BenchOptions o = {
         .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .device = "auto", .towers = "1,2,4", .data = "",
         .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3, .repeat = 1,
-        .predict = 0, .predict_max_towers = 8, .seed = 1, .width_multiplier = 1.0f, .head = "keras",
+        .predict = 0, .predict_max_towers = 8, .seed = 1, .width_multiplier = 1.0f, .head = "keras", .fc_width = 4096,
     };
     Flag flags[48];
     int n_flags = bench_flags(&o, flags);
@@ -596,7 +598,7 @@ int cmd_bench(int argc, char **argv) {
         return 0;
     }
     if (rc != 0 || cmd_check_no_arguments("bench", o.data[0] ? o.data : NULL, positional, n_positional) != 0 ||
-        cmd_model_options("bench", o.width_multiplier, o.head, &o.model_opts) != 0)
+        cmd_model_options("bench", o.width_multiplier, o.head, o.fc_width, &o.model_opts) != 0)
         return 2;
 
     char err[1200];

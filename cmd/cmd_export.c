@@ -70,8 +70,9 @@ int cmd_export(int argc, char **argv) {
     }
     SafetensorsTensor tensors[MODEL_MAX_VARS];
     int n_tensors = safetensors_tensors_from_spec(tensors, &spec, params);
-    char step[32], shape[64], classes[16], width[32];
+    char step[32], shape[64], classes[16], width[32], fc_width[16];
     snprintf(width, sizeof width, "%g", spec.opts.width_multiplier);
+    snprintf(fc_width, sizeof fc_width, "%d", spec.opts.fc_width);
     snprintf(step, sizeof step, "%ld", ck.global_step);
     snprintf(shape, sizeof shape, "[%d, %d, %d]", spec.H, spec.W, spec.C);
     snprintf(classes, sizeof classes, "%d", spec.num_classes);
@@ -84,6 +85,7 @@ int cmd_export(int argc, char **argv) {
         {"num_classes", classes},
         {"width_multiplier", width},
         {"head", spec.opts.head == MODEL_HEAD_SEED ? "seed" : "keras"},
+        {"fc_width", fc_width},
         {"layout", "tensorflow"},
     };
     rc = safetensors_write(o.out, tensors, n_tensors, meta, (int)(sizeof meta / sizeof meta[0]), err, sizeof err);

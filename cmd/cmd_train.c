@@ -61,6 +61,7 @@ typedef struct {
     int no_progress;     /* 1: log lines even on a terminal */
     float width_multiplier; /* --width_multiplier, into TrainerOptions.model_opts (cmd_model_options) */
     const char *head;       /* --head keras | seed, likewise */
+    int fc_width;           /* --fc_width (vgg11, vgg16), likewise */
 } TrainDisplayOptions;
 
 static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
@@ -68,6 +69,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"model", FLAG_STRING, &o->model, cmd_model_help("model to train")},
         {"width_multiplier", FLAG_FLOAT, &d->width_multiplier, "mobilenet_v2: Keras's alpha, the width of every layer, in (0, 16] (mnist, cifar10: ignored)"},
         {"head", FLAG_STRING, &d->head, "mobilenet_v2: keras (global average pooling, predictions) or seed (pooling, dense 512 relu, dense_1)"},
+        {"fc_width", FLAG_INT, &d->fc_width, "vgg11, vgg16: units of fc1 and fc2, 1 to 65536 (Keras's 4096; e.g. 512 for a 32x32 VGG16 of 15 M variables)"},
         {"batch_norm", FLAG_STRING, &o->batch_norm, "batch norm across towers: tower (each tower normalises with its shard's statistics; the moving statistics take the towers' mean once per step) or sync (SyncBatchNormalization: every tower normalises with the global batch's statistics, summed across the towers in every layer; one process); docs/models.md"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint); one run at a time (TRAIN_DIR/.lock)"},
@@ -400,7 +402,7 @@ static int train_main(int argc, char **argv, int rank) {
     TrainerOptions o;
     trainer_options_defaults(&o);
     TrainDisplayOptions dopt = {.summary_every = 100, .histogram_every = 1000, .no_progress = 0,
-                                .width_multiplier = 1.0f, .head = "keras"};
+                                .width_multiplier = 1.0f, .head = "keras", .fc_width = 4096};
     Flag flags[96];
     int n_flags = train_flags(&o, &dopt, flags);
     char *positional[argc > 0 ? argc : 1];
@@ -412,7 +414,7 @@ static int train_main(int argc, char **argv, int rank) {
     }
     if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
         train_check_flags(&o, &dopt) != 0 ||
-        cmd_model_options("train", dopt.width_multiplier, dopt.head, &o.model_opts) != 0)
+        cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0)
         return 2;
     if (cmd_make_dirs(o.train_dir) != 0) {
         fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));

@@ -76,12 +76,14 @@ const char *cmd_model_help(const char *what) {
     return help;
 }
 
-int cmd_model_options(const char *command, float width_multiplier, const char *head, ModelOptions *opts) {
+int cmd_model_options(const char *command, float width_multiplier, const char *head, int fc_width,
+                      ModelOptions *opts) {
     static const char *const heads[] = {"keras", "seed", NULL};
     if (cmd_check_float(command, "width_multiplier", width_multiplier, 0.0, 0, 16.0, 1) ||
-        cmd_check_choice(command, "head", head, heads))
+        cmd_check_choice(command, "head", head, heads) || cmd_check_long(command, "fc_width", fc_width, 1, 65536, NULL))
         return -1;
     opts->width_multiplier = width_multiplier;
+    opts->fc_width = fc_width;
     opts->head = strcmp(head, "seed") ? MODEL_HEAD_KERAS : MODEL_HEAD_SEED;
     return 0;
 }

@@ -43,9 +43,10 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
 const char *const *cmd_model_names(void);
 const char *cmd_model_help(const char *what);
 
-/* The network flags --width_multiplier (in (0, 16]) and --head (keras or
- * seed) into opts.  0, or -1 after one line on stderr naming the flag. */
-int cmd_model_options(const char *command, float width_multiplier, const char *head, ModelOptions *opts);
+/* The network flags --width_multiplier (in (0, 16]), --head (keras or
+ * seed) and --fc_width ([1, 65536]) into opts.  0, or -1 after one line on stderr naming the flag. */
+int cmd_model_options(const char *command, float width_multiplier, const char *head, int fc_width,
+                      ModelOptions *opts);
 
 int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices);
 

@@ -356,6 +356,7 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     msg.optimizer = (char *)optimizer_name(&ps->cfg.opt);
     msg.width_multiplier = spec->opts.width_multiplier;
     msg.head = (int32_t)spec->opts.head;
+    msg.fc_width = spec->opts.fc_width;
     if (ps->ema) {
         tensors_for(spec, ps->ema, emas, ema_ptrs, shapes);
         msg.n_moving_averages = (size_t)spec->n_vars;
@@ -708,8 +709,9 @@ static void run_from_msg(CkptRunState *run, const Tower__RunState *rs) {
 
 /* The file's network options; a file older than them gets the defaults (width 1.0, Keras's head). */
 static ModelOptions opts_from_msg(const Tower__Checkpoint *msg) {
-    ModelOptions o = {.width_multiplier = msg->width_multiplier, .head = (ModelHead)msg->head};
+    ModelOptions o = {.width_multiplier = msg->width_multiplier, .head = (ModelHead)msg->head, .fc_width = msg->fc_width};
     if (o.width_multiplier == 0.0f) o.width_multiplier = 1.0f;
+    if (o.fc_width == 0) o.fc_width = 4096;
     return o;
 }
 
@@ -722,16 +724,18 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
     const ModelOptions file_opts = opts_from_msg(msg);
     /* A spec made by hand (no model_spec_init_opts) may leave its width 0: the default, 1.0. */
     const float spec_width = spec->opts.width_multiplier == 0.0f ? 1.0f : spec->opts.width_multiplier;
+    const int spec_fc = spec->opts.fc_width == 0 ? 4096 : spec->opts.fc_width;
     if (strcmp(msg->model, spec->name) != 0 || msg->height != spec->H || msg->width != spec->W ||
         msg->channels != spec->C || msg->num_classes != spec->num_classes) {
         rc = fail(err, err_n_bytes, "%s: the checkpoint is for model '%s' on %dx%dx%d inputs with %d classes, "
                   "expected '%s' on %dx%dx%d inputs with %d classes", path, msg->model, msg->height, msg->width,
                   msg->channels, msg->num_classes, spec->name, spec->H, spec->W, spec->C, spec->num_classes);
-    } else if (file_opts.width_multiplier != spec_width || file_opts.head != spec->opts.head) {
-        rc = fail(err, err_n_bytes, "%s: the checkpoint is for '%s' with --width_multiplier %g --head %s, expected "
-                  "--width_multiplier %g --head %s", path, msg->model, file_opts.width_multiplier,
-                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec_width,
-                  spec->opts.head == MODEL_HEAD_SEED ? "seed" : "keras");
+    } else if (file_opts.width_multiplier != spec_width || file_opts.head != spec->opts.head ||
+               file_opts.fc_width != spec_fc) {
+        rc = fail(err, err_n_bytes, "%s: the checkpoint is for '%s' with --width_multiplier %g --head %s --fc_width %d, "
+                  "expected --width_multiplier %g --head %s --fc_width %d", path, msg->model, file_opts.width_multiplier,
+                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", file_opts.fc_width, spec_width,
+                  spec->opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec_fc);
     } else if (map_all(msg, spec, &m, path, err, err_n_bytes) != 0) {
         rc = -1;
     } else if (check_optimizer_state(msg, &m, ps, path, err, err_n_bytes) != 0) {

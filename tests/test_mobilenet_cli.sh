@@ -7,7 +7,10 @@
 #   - 2 replicated towers train 6 Adam steps at width 0.35; eval runs in evaluation mode (moving statistics):
 #     its result does not depend on the batch size (1 and 16 give the same line; in training mode, batch
 #     statistics, they differ); export writes the moving statistics and records the network options;
-#   - --batch_norm sync: 2 parameter-server towers train 2 steps (the towers' collective per batch norm).
+#   - --batch_norm sync: 2 parameter-server towers train 2 steps (the towers' collective per batch norm);
+#   - --fc_width for the VGGs: vgg11 with --fc_width 64 trains 2 steps, the checkpoint records it (a
+#     --resume with --fc_width 128 is refused naming both), eval rebuilds it and export's metadata has it;
+#     --fc_width 0 is refused.
 # Usage: test_mobilenet_cli.sh TOWER TEST_IMAGEFOLDER
 set -euo pipefail
 tower=$1 images=$2
@@ -36,6 +39,7 @@ refuse 2 "head 'big'" "${base[@]}" --head big
 refuse 2 "batch_norm 'towers': expected tower or sync" "${base[@]}" --batch_norm towers
 refuse 2 "model 'mobilenet'.*mobilenet_v2" "${base[@]}" --model mobilenet
 refuse 2 'width_multiplier 0' bench --models mobilenet_v2 --width_multiplier 0
+refuse 2 'fc_width 0' "${base[@]}" --model vgg11 --fc_width 0
 
 "$tower" convert --from imagefolder "$work/imgs" --out "$work/tfr/train" --image_size 28 --channels 1 >/dev/null 2>&1
 refuse 1 'at least 32x32.*image folder as --data with --image_size' train --model mobilenet_v2 \
@@ -67,3 +71,17 @@ echo "ok: export holds the moving statistics and the network options"
   >"$work/sync.out" 2>"$work/sync.err" || fail "train --batch_norm sync: $(cat "$work/sync.err")"
 grep -q 'done at step 2' "$work/sync.out" || fail "--batch_norm sync did not reach step 2: $(tail -3 "$work/sync.out")"
 echo "ok: --batch_norm sync, 2 towers, 2 steps"
+
+vgg=(train --model vgg11 --fc_width 64 --data "$work/imgs" --image_size 32 --num_classes 3 --train_dir "$work/vgg"
+     --batch_size 4 --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20 --summary_every 0)
+"$tower" "${vgg[@]}" --max_steps 2 >"$work/vgg.out" 2>"$work/vgg.err" || fail "vgg11 --fc_width 64: $(cat "$work/vgg.err")"
+grep -q 'done at step 2' "$work/vgg.out" || fail "vgg11 did not reach step 2: $(tail -3 "$work/vgg.out")"
+rc=0
+"$tower" "${vgg[@]}" --max_steps 3 --resume --fc_width 128 >/dev/null 2>"$work/vgg_resume.err" || rc=$?
+[ "$rc" != 0 ] && grep -q 'fc_width 64.*expected.*fc_width 128' "$work/vgg_resume.err" ||
+  fail "a --resume with --fc_width 128 over a --fc_width 64 checkpoint: exit $rc, $(cat "$work/vgg_resume.err")"
+"$tower" eval --checkpoint_dir "$work/vgg" --data "$work/imgs" --num_classes 3 --eval_dir none --skip_corrupt \
+  --max_corrupt_fraction 1 >"$work/vgg_eval.out" 2>&1 || fail "eval of vgg11 --fc_width 64: $(tail -3 "$work/vgg_eval.out")"
+"$tower" export --checkpoint_dir "$work/vgg" --out "$work/vgg.safetensors" >/dev/null || fail "export of vgg11"
+LC_ALL=C grep -aqF '"fc_width":"64"' "$work/vgg.safetensors" || fail "the export does not record fc_width 64"
+echo "ok: vgg11 --fc_width 64: trained, recorded (resume with 128 refused), evaluated, exported"
