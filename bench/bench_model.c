@@ -55,12 +55,21 @@ static double sgemm_ceiling(void) {
     return 2.0 * n * n * n / t[3] / 1e9;
 }
 
-/* Time `reps` forward+backward steps of `name` at batch B; returns 0 or -1. */
-static int bench(const char *name, int B, int reps, int warmup, int per_layer, double ceiling, int threads) {
+/* Time `reps` forward+backward steps of `name` at batch B on size x size
+ * inputs (0: mnist 28x28x1, cifar10 24x24x3, another network its table's
+ * stored shape); returns 0 or -1. */
+static int bench(const char *name, int B, int reps, int warmup, int per_layer, double ceiling, int threads, int size,
+                 float width) {
     char err[256];
     ModelSpec spec;
-    int mnist = strcmp(name, "mnist") == 0;
-    if (model_spec_init(&spec, name, mnist ? 28 : 24, mnist ? 28 : 24, mnist ? 1 : 3, 10, err, sizeof err) != 0) {
+    ModelInputFacts facts;
+    if (model_input_facts(name, &facts) != 0) {
+        fprintf(stderr, "bench_model: unknown model '%s'\n", name);
+        return -1;
+    }
+    const int H = size ? size : !strcmp(name, "cifar10") ? 24 : facts.H;
+    const ModelOptions opts = {.width_multiplier = width};
+    if (model_spec_init_opts(&spec, name, H, H, facts.C, 10, &opts, err, sizeof err) != 0) {
         fprintf(stderr, "bench_model: %s\n", err);
         return -1;
     }
@@ -109,8 +118,8 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
            "gflops=%.1f sgemm_gflops=%.1f faults_per_step=%.1f\n",
            name, B, threads, B / med, B / t[reps - 1], B / t[0], gflops, ceiling, faults);
     if (per_layer) {
-        ModelLayerTime lt[16];
-        int n = model_layer_times(lt, 16, acts);
+        ModelLayerTime lt[512]; /* more than any network's nodes (GRAPH_MAX_NODES) */
+        int n = model_layer_times(lt, 512, acts);
         printf("  %-16s %9s %9s %7s\n", "layer", "fwd ms", "bwd ms", "share");
         double sum = 0;
         for (int i = 0; i < n; i++) sum += lt[i].forward_s + lt[i].backward_s;
@@ -127,9 +136,12 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
 
 int main(int argc, char **argv) {
     const char *model = "all";
-    int batch = 0, threads = 2, reps = 20, warmup = 3, per_layer = 0;
+    int batch = 0, threads = 2, reps = 20, warmup = 3, per_layer = 0, size = 0;
+    float width = 1.0f;
     Flag flags[] = {
-        {"model", FLAG_STRING, &model, "mnist, cifar10 or all"},
+        {"model", FLAG_STRING, &model, "a network of model/nets/nets.c (mnist, cifar10, mobilenet_v2, ...) or all (mnist and cifar10)"},
+        {"size", FLAG_INT, &size, "input height and width (0: the network's; cifar10 24)"},
+        {"width", FLAG_FLOAT, &width, "mobilenet_v2's width multiplier"},
         {"batch", FLAG_INT, &batch, "examples per step; 0 = 64 and 128"},
         {"threads", FLAG_INT, &threads, "OpenMP threads"},
         {"reps", FLAG_INT, &reps, "timed steps (the median is reported)"},
@@ -144,21 +156,21 @@ int main(int argc, char **argv) {
         flags_print_usage("bench_model", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0 || n_pos != 0 || reps < 1 || threads < 1 || batch < 0 ||
-        (strcmp(model, "all") && strcmp(model, "mnist") && strcmp(model, "cifar10"))) {
+    if (rc != 0 || n_pos != 0 || reps < 1 || threads < 1 || batch < 0 || size < 0 || !(width > 0.0f)) {
         fprintf(stderr, "bench_model: bad arguments (see --help)\n");
         return 2;
     }
     free(pos);
     omp_set_num_threads(threads);
     double ceiling = sgemm_ceiling();
-    const char *models[2] = {"mnist", "cifar10"};
+    const char *all[2] = {"mnist", "cifar10"};
+    const int n_models = strcmp(model, "all") ? 1 : 2;
+    const char *const *models = strcmp(model, "all") ? &model : all;
     int batches[2] = {64, 128};
-    for (int m = 0; m < 2; m++) {
-        if (strcmp(model, "all") && strcmp(model, models[m])) continue;
+    for (int m = 0; m < n_models; m++) {
         for (int b = 0; b < 2; b++) {
             int B = batch ? batch : batches[b];
-            if (bench(models[m], B, reps, warmup, per_layer, ceiling, threads) != 0) return 1;
+            if (bench(models[m], B, reps, warmup, per_layer, ceiling, threads, size, width) != 0) return 1;
             if (batch) break;
         }
     }

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""peer_mobilenet.py -- the peers' MobileNetV2 training step for bench/run_mobilenet_bench.sh (not a test).
+
+Where it sits: bench/; times one training step (forward, backward, and an
+SGD update) of MobileNetV2 on random in-memory data, at a given input size,
+width multiplier, batch and thread count, and prints a RESULT line as
+bench/bench_model does (Tower's side; Tower's optimizer runs in ps/, so
+bench_model times forward + backward, and --no_step times the peers the
+same way).
+
+  --framework torch: a PyTorch module with Keras's MobileNetV2 layout
+    (keras/src/applications/mobilenet_v2.py: the stem conv 3x3/2 with
+    Keras's asymmetric zero padding, 17 inverted residual blocks with
+    expansion 6 except the first, ReLU6, batch norm eps 1e-3, momentum
+    0.001 in PyTorch's convention = Keras's 0.999, Conv_1 to 1280 x alpha
+    (at least 1280), global average pooling, the dense predictions);
+    torchvision is not needed.  Run with Debian's python3 (python3-torch).
+  --framework keras: tf.keras.applications.MobileNetV2(weights=None) with
+    a tf.function step; run with the interop environment's python
+    (tensorflow-cpu), intra- and inter-op threads set to --threads.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--framework", choices=["torch", "keras"], required=True)
+ap.add_argument("--size", type=int, default=32)
+ap.add_argument("--width", type=float, default=1.0)
+ap.add_argument("--batch", type=int, default=64)
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--reps", type=int, default=10)
+ap.add_argument("--warmup", type=int, default=3)
+ap.add_argument("--no_step", action="store_true", help="forward + backward only (as bench_model)")
+args = ap.parse_args()
+
+
+def make_divisible(v, divisor=8):
+    """Keras's _make_divisible."""
+    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+# (expansion, filters, stride) of Keras's 17 blocks, in order.
+BLOCKS = [(1, 16, 1), (6, 24, 2), (6, 24, 1), (6, 32, 2), (6, 32, 1), (6, 32, 1), (6, 64, 2), (6, 64, 1),
+          (6, 64, 1), (6, 64, 1), (6, 96, 1), (6, 96, 1), (6, 96, 1), (6, 160, 2), (6, 160, 1), (6, 160, 1),
+          (6, 320, 1)]
+
+
+def torch_model(H, alpha, classes=10):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def bn(c):
+        return nn.BatchNorm2d(c, eps=1e-3, momentum=1e-3)
+
+    class Block(nn.Module):
+        def __init__(self, c_in, expansion, filters, stride):
+            super().__init__()
+            c_out = make_divisible(int(filters * alpha), 8)
+            hidden = c_in * expansion
+            self.expand = None
+            if expansion != 1:
+                self.expand = nn.Sequential(nn.Conv2d(c_in, hidden, 1, bias=False), bn(hidden), nn.ReLU6())
+            self.stride = stride
+            self.dw = nn.Conv2d(hidden, hidden, 3, stride, padding=1 if stride == 1 else 0, groups=hidden, bias=False)
+            self.dw_bn = bn(hidden)
+            self.project = nn.Sequential(nn.Conv2d(hidden, c_out, 1, bias=False), bn(c_out))
+            self.residual = stride == 1 and c_in == c_out
+            self.c_out = c_out
+
+        def forward(self, x):
+            y = self.expand(x) if self.expand is not None else x
+            if self.stride == 2:
+                y = F.pad(y, (0, 1, 0, 1) if y.shape[-1] % 2 == 0 else (1, 1, 1, 1))  # Keras's correct_pad
+            y = F.relu6(self.dw_bn(self.dw(y)))
+            y = self.project(y)
+            return x + y if self.residual else y
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c = make_divisible(32 * alpha, 8)
+            self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, bias=False), bn(c), nn.ReLU6())
+            blocks = []
+            for e, f, s in BLOCKS:
+                b = Block(c, e, f, s)
+                blocks.append(b)
+                c = b.c_out
+            self.blocks = nn.Sequential(*blocks)
+            last = make_divisible(1280 * alpha, 8) if alpha > 1.0 else 1280
+            self.head = nn.Sequential(nn.Conv2d(c, last, 1, bias=False), bn(last), nn.ReLU6())
+            self.predictions = nn.Linear(last, classes)
+
+        def forward(self, x):
+            x = F.pad(x, (0, 1, 0, 1) if x.shape[-1] % 2 == 0 else (1, 1, 1, 1))
+            x = self.head(self.blocks(self.stem(x)))
+            return self.predictions(x.mean(dim=(2, 3)))
+
+    return Net()
+
+
+def bench_torch():
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    net = torch_model(args.size, args.width)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    x = torch.rand(args.batch, 3, args.size, args.size) - 0.5
+    labels = torch.randint(0, 10, (args.batch,))
+    times = []
+    for r in range(args.warmup + args.reps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(net(x), labels)
+        loss.backward()
+        if not args.no_step:
+            opt.step()
+        if r >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    n_params = sum(p.numel() for p in net.parameters()) + sum(b.numel() for n, b in net.named_buffers()
+                                                               if "running" in n)
+    return times, "torch %s" % torch.__version__, n_params
+
+
+def bench_keras():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    tf.random.set_seed(1)
+    model = tf.keras.applications.MobileNetV2(input_shape=(args.size, args.size, 3), alpha=args.width,
+                                              weights=None, classes=10, classifier_activation=None)
+    opt = tf.keras.optimizers.SGD(0.01)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    x = tf.random.uniform((args.batch, args.size, args.size, 3), -0.5, 0.5)
+    labels = tf.random.uniform((args.batch,), 0, 10, dtype=tf.int32)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        if not args.no_step:
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    times = []
+    for r in range(args.warmup + args.reps):
+        t0 = time.perf_counter()
+        step().numpy()
+        if r >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    return times, "tensorflow %s" % tf.__version__, model.count_params()
+
+
+def main():
+    times, version, n_params = bench_torch() if args.framework == "torch" else bench_keras()
+    times.sort()
+    med = statistics.median(times)
+    B = args.batch
+    name = args.framework + ("_nostep" if args.no_step else "")
+    print("mobilenet_v2 %dx%d width %g batch %d threads %d: %.1f img/s (min-max %.1f-%.1f) [%s, %d variables]"
+          % (args.size, args.size, args.width, B, args.threads, B / med, B / times[-1], B / times[0], version,
+             n_params))
+    print("RESULT framework=%s model=mobilenet_v2 size=%d batch=%d threads=%d img_s=%.1f img_s_min=%.1f img_s_max=%.1f"
+          % (name, args.size, B, args.threads, B / med, B / times[-1], B / times[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
