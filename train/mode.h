@@ -97,6 +97,13 @@ double train_tower_weight(const Trainer *tr, int shard_n);
 int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
                          size_t err_n_bytes);
 
+/* out = (g[0] + g[1] + ... + g[n-1]) / divisor per element, left to right,
+ * in blocks of TRAIN_SUM_BLOCK_FLOATS on the OpenMP threads: ps_average_grads'
+ * operations, so with divisor n the result is bitwise its; divisor 1 divides
+ * nothing.  out: (n_floats); g: [n] -> (n_floats).  The MPI modes' sums. */
+#define TRAIN_SUM_BLOCK_FLOATS 4096
+void train_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, float divisor);
+
 /* The modes across ranks: every rank's step code rc, towers' losses,
  * accuracies and shard sizes (shard_n: T), gathered into stats (R x (1 + 3T)
  * floats, the caller's; MPI_Allgather); returns the job's code (-1 when a

@@ -60,7 +60,7 @@
 #include "ps/placement.h"
 #include "train/mode.h"
 
-#define SUM_BLOCK_FLOATS 4096
+#define SUM_BLOCK_FLOATS TRAIN_SUM_BLOCK_FLOATS
 
 typedef struct {
     int n_ps;              /* parameter-server ranks: 0 .. n_ps - 1 */
@@ -229,18 +229,6 @@ oom:
     return -1;
 }
 
-/* ps->grads = g[0] + g[1] + ... + g[T-1] per element, left to right (no divide). */
-static void sum_towers(ParamServer *ps, int T) {
-    const size_t n = ps->spec.n_params;
-    const size_t n_blocks = (n + SUM_BLOCK_FLOATS - 1) / SUM_BLOCK_FLOATS;
-    #pragma omp parallel for schedule(static) if(n_blocks > 8)
-    for (size_t b = 0; b < n_blocks; b++) {
-        const size_t lo = b * SUM_BLOCK_FLOATS, hi = lo + SUM_BLOCK_FLOATS < n ? lo + SUM_BLOCK_FLOATS : n;
-        memcpy(ps->grads + lo, ps->tower_grads[0] + lo, (hi - lo) * sizeof(float));
-        for (int t = 1; t < T; t++)
-            for (size_t i = lo; i < hi; i++) ps->grads[i] += ps->tower_grads[t][i];
-    }
-}
 
 /* st->mean = (recv[0] + recv[1] + ... + recv[R-1]) / n per element, in rank
  * order.  1 when a mean is not finite. */
@@ -314,7 +302,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     if (rc != 1) return rc;
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
-    sum_towers(ps, T);
+    train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1.0f); /* no divide */
     pack(tr, st, 0, R, ps->grads, st->packed);
     ranks_alltoallv(st->packed, st->counts, st->displs, st->recv, st->recv_counts, st->recv_displs);
     const size_t own = (size_t)st->counts[tr->rank];

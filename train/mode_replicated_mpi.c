@@ -40,7 +40,6 @@ typedef struct {
     float *stats;  /* (R, 1 + 3T): each rank's step code, then per tower loss, accuracy, examples */
 } MpiState;
 
-#define PS_SUM_BLOCK_FLOATS 4096
 
 static void mode_describe(const Trainer *tr, const char *ts) {
     printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: every tower keeps its own variables and "
@@ -117,19 +116,17 @@ int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, flo
     return diverged ? -2 : 1;
 }
 
-/* grads = (g[0] + g[1] + ... + g[n-1]) / n per element, left to right:
- * ps_average_grads' operations, so the result is bitwise its. */
-static void sum_in_order(float *grads, const float *const *g, int n, size_t n_floats) {
-    const float n_f = (float)n;
-    const size_t n_blocks = (n_floats + PS_SUM_BLOCK_FLOATS - 1) / PS_SUM_BLOCK_FLOATS;
+void train_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, float divisor) {
+    const size_t n_blocks = (n_floats + TRAIN_SUM_BLOCK_FLOATS - 1) / TRAIN_SUM_BLOCK_FLOATS;
     #pragma omp parallel for schedule(static) if(n_blocks > 8)
     for (size_t b = 0; b < n_blocks; b++) {
-        const size_t lo = b * PS_SUM_BLOCK_FLOATS;
-        const size_t hi = lo + PS_SUM_BLOCK_FLOATS < n_floats ? lo + PS_SUM_BLOCK_FLOATS : n_floats;
-        memcpy(grads + lo, g[0] + lo, (hi - lo) * sizeof(float));
+        const size_t lo = b * TRAIN_SUM_BLOCK_FLOATS;
+        const size_t hi = lo + TRAIN_SUM_BLOCK_FLOATS < n_floats ? lo + TRAIN_SUM_BLOCK_FLOATS : n_floats;
+        memcpy(out + lo, g[0] + lo, (hi - lo) * sizeof(float));
         for (int k = 1; k < n; k++)
-            for (size_t i = lo; i < hi; i++) grads[i] += g[k][i];
-        for (size_t i = lo; i < hi; i++) grads[i] /= n_f;
+            for (size_t i = lo; i < hi; i++) out[i] += g[k][i];
+        if (divisor != 1.0f)
+            for (size_t i = lo; i < hi; i++) out[i] /= divisor;
     }
 }
 
@@ -157,7 +154,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         ranks_allgather(st->send, st->recv, (size_t)T * M * sizeof(float));
         for (int k = 0; k < R * T; k++) g[k] = st->recv + (size_t)k * M;
     }
-    sum_in_order(ps->grads, g, R * T, M);
+    train_sum_in_order(ps->grads, g, R * T, M, (float)(R * T));
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     for (int t = 0; t < T; t++) ps_replica_apply(ps, t, ps->grads, tr->step_lr);
     ps_finish_replicated_step(ps, tr->step_lr);
