@@ -273,6 +273,7 @@ static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, c
     }
     Trainer tr;
     if (trainer_open(&tr, &o, err, err_n_bytes) != 0) return -1;
+    r->mode = tr.mode; /* the mode that runs: under mpirun, ps_cpu's flags settle on ps_mpi */
     r->global_batch = tr.global_batch;
     r->n_params = tr.spec.n_params;
     r->cores = (int)online_cores();
