@@ -71,6 +71,7 @@ typedef struct {
     int gpus_per_host;         /* --predict_hosts: towers (GPUs) per host */
     float link_latency_us;     /* --predict_hosts: one message's latency on a link (assumed) */
     float local_gbps;          /* --predict_hosts: intra-host all-reduce bus bandwidth, GB/s (assumed) */
+    float server_gbps;         /* --predict_hosts: a server's summation rate, GB/s read + written; 0: this CPU's, measured */
     int predict_only;          /* print the predictions only: no matrix */
     long seed;
 } BenchOptions;
@@ -648,7 +649,8 @@ static void print_net_towers(const BenchOptions *bo, const NetFacts *nf, const H
     printf("          CPU average %.1f GB/s, server update %.1f GB/s (all cores), ring phase %.3f ms: measured; "
            "replica update %.1f GB/s: %s\n", h->reduce_gbps, h->apply_gbps, h->barrier_ms, upd,
            bo->device_update_gbps > 0 ? "given (--device_update_gbps)" : "measured (this host, 1 thread)");
-    printf("  %6s  %12s %10s  %12s %10s  %7s\n", "towers", "ps step ms", "ps img/s", "ring step ms", "ring img/s", "faster");
+    printf("  %6s  %12s %10s  %12s %10s  %7s  %s\n", "towers", "ps step ms", "ps img/s", "ring step ms", "ring img/s",
+           "faster", "at these rates the ring is faster for models of");
     int first_ring = 0, ps_wins_after = 0;
     static const int towers[] = {1, 2, 4, 8};
     for (int i = 0; i < 4; i++) {
@@ -660,8 +662,16 @@ static void print_net_towers(const BenchOptions *bo, const NetFacts *nf, const H
         const int ring_wins = ring < ps;
         if (ring_wins && !first_ring) first_ring = towers[i];
         if (!ring_wins && first_ring) ps_wins_after = towers[i];
-        printf("  %6d  %12.1f %10.1f  %12.1f %10.1f  %7s\n", towers[i], ps, N * B / ps * 1e3, ring, N * B / ring * 1e3,
-               ring_wins ? "ring" : "ps");
+        /* ps - ring = M x (per-byte difference) - (the ring's fixed phases): the break-even size */
+        const double per_byte = 2 * N / (copy * 1e9) + (N + 1) / (h->reduce_gbps * 1e9) + 1 / (h->apply_gbps * 1e9) -
+                                (N > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0) - 1 / (upd * 1e9);
+        const double fixed_ms = N > 1 ? (2 * N - 3) * h->barrier_ms : 0.0;
+        char sizes[64];
+        if (per_byte > 0 && fixed_ms > 0) snprintf(sizes, sizeof sizes, "more than %.3f MB", fixed_ms * 1e-3 / per_byte / 1e6);
+        else if (per_byte > 0) snprintf(sizes, sizeof sizes, "any size");
+        else snprintf(sizes, sizeof sizes, "no size (the server's per-byte cost is lower)");
+        printf("  %6d  %12.1f %10.1f  %12.1f %10.1f  %7s  %s\n", towers[i], ps, N * B / ps * 1e3, ring, N * B / ring * 1e3,
+               ring_wins ? "ring" : "ps", sizes);
     }
     if (!first_ring) printf("  crossover: none up to 8 towers: the parameter server stays ahead\n");
     else if (ps_wins_after) printf("  crossover: the ring is ahead at %d tower(s), the parameter server again from %d\n",
@@ -685,10 +695,12 @@ static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const Ho
                             int n_gbits, const int *hosts, int n_hosts) {
     const double M = nf->M, G = bo->gpus_per_host, B = bo->batch_size, alpha = bo->link_latency_us * 1e-3;
     const double local = G > 1 ? 2 * (G - 1) / G * M / (bo->local_gbps * 1e9) * 1e3 : 0.0;
+    const double sum_gbps = bo->server_gbps > 0 ? bo->server_gbps : h->reduce_gbps;
     printf("\n%s across hosts of %d towers: forward+backward %.1f ms per tower (%s); intra-host all-reduce %.1f ms "
            "(assumed %.0f GB/s bus, --predict_local_gbps); link latency %.1f us (assumed, --predict_link_latency_us); "
-           "server sums at %.1f GB/s (measured, this CPU); no overlap of communication with compute\n", nf->name,
-           bo->gpus_per_host, nf->tc_ms, nf->tc_source, local, bo->local_gbps, bo->link_latency_us, h->reduce_gbps);
+           "server sums at %.1f GB/s (%s); no overlap of communication with compute\n", nf->name,
+           bo->gpus_per_host, nf->tc_ms, nf->tc_source, local, bo->local_gbps, bo->link_latency_us, sum_gbps,
+           bo->server_gbps > 0 ? "given, --predict_server_gbps" : "measured, this CPU");
     printf("  %5s %6s %6s | %9s %9s %9s %9s %9s | %-9s %5s\n", "Gb/s", "hosts", "towers", "ring", "ps_whole",
            "ps_even", "byteps", "allgather", "best", "eff");
     for (int l = 0; l < n_gbits; l++) {
@@ -705,10 +717,10 @@ static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const Ho
                 if (out > busiest) busiest = out;
                 if (task[s] > task_max) task_max = task[s];
             }
-            const double sum_ms = (H + 1) * (M / H) / (h->reduce_gbps * 1e9) * 1e3; /* a server's sum of H slices */
+            const double sum_ms = (H + 1) * (M / H) / (sum_gbps * 1e9) * 1e3; /* a server's sum of H slices */
             double t[5];
             t[0] = 2 * (H - 1.0) / H * M / bw * 1e3 + 2 * (H - 1) * alpha;                /* ring */
-            t[1] = 2 * busiest / bw * 1e3 + 2 * alpha + (H + 1.0) * task_max / (h->reduce_gbps * 1e9) * 1e3; /* ps_whole */
+            t[1] = 2 * busiest / bw * 1e3 + 2 * alpha + (H + 1.0) * task_max / (sum_gbps * 1e9) * 1e3; /* ps_whole */
             t[2] = 2 * (H - 1.0) / H * M / bw * 1e3 + 2 * alpha + sum_ms;                 /* ps_even */
             t[3] = M / bw * 1e3 + 2 * alpha + sum_ms;                                     /* byteps */
             t[4] = (H - 1.0) * G * M / bw * 1e3 + (H - 1) * alpha;                        /* allgather */
@@ -994,6 +1006,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"predict_gpus_per_host", FLAG_INT, &o->gpus_per_host, "--predict_hosts: towers per host"},
         {"predict_link_latency_us", FLAG_FLOAT, &o->link_latency_us, "--predict_hosts: one message's latency on a link, microseconds (assumed)"},
         {"predict_local_gbps", FLAG_FLOAT, &o->local_gbps, "--predict_hosts: intra-host all-reduce bus bandwidth, GB/s (assumed)"},
+        {"predict_server_gbps", FLAG_FLOAT, &o->server_gbps, "--predict_hosts: a parameter server's summation rate, GB/s read + written (0: this CPU's, measured)"},
         {"predict_only", FLAG_BOOL, &o->predict_only, "print the --predict_nets tables only (no matrix, no CSV or SVG)"},
         {"seed", FLAG_LONG, &o->seed, "seed of the variables and of the synthetic data"},
     };
@@ -1133,7 +1146,8 @@ static int bench_main(int argc, char **argv) {
         cmd_check_float("bench", "device_update_gbps", o.device_update_gbps, 0.0, 1, 1e6, 1) ||
         cmd_check_long("bench", "predict_gpus_per_host", o.gpus_per_host, 1, 4096, NULL) ||
         cmd_check_float("bench", "predict_link_latency_us", o.link_latency_us, 0.0, 1, 1e7, 1) ||
-        cmd_check_float("bench", "predict_local_gbps", o.local_gbps, 0.0, 0, 1e6, 1))
+        cmd_check_float("bench", "predict_local_gbps", o.local_gbps, 0.0, 0, 1e6, 1) ||
+        cmd_check_float("bench", "predict_server_gbps", o.server_gbps, 0.0, 1, 1e6, 1))
         return 2;
     const int R = ranks_size();
     if (R > 1 && (o.trace[0] || o.predict || n_nets > 0)) {

@@ -7,7 +7,8 @@
 #     inputs named (assumed / measured / given); the variables and FLOPs
 #     are the graph's (vgg16 224x224: 138,357,544 variables, 553.4 MB,
 #     92.82 GFLOP per image trained; resnet50 224x224: 23.28 GFLOP);
-#     forward+backward = GFLOP x batch / --device_tflops;
+#     forward+backward = GFLOP x batch / --device_tflops; each row's
+#     images/sec = towers x batch / its step time, both designs;
 #   - --predict_hosts: a row per link speed x host count, and the allgather
 #     column recomputed from the printed inputs by the formula of
 #     docs/modes.md within 1% (so a changed formula is caught);
@@ -30,10 +31,13 @@ blocks = re.split(r"\n(?=(?:vgg16|resnet50) \d+x\d+: )", text)
 towers = {b.split(":")[0]: b for b in blocks[1:]}
 if set(towers) != {"vgg16 224x224", "vgg16 32x32", "resnet50 224x224", "resnet50 32x32"}: fail(f"tower tables {list(towers)}")
 for name, b in towers.items():
-    rows = re.findall(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(ring|ps)$", b, re.M)
+    rows = re.findall(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(ring|ps)  (any size|more than [\d.]+ MB|no size.*)$", b, re.M)
     if [r[0] for r in rows] != ["1", "2", "4", "8"]: fail(f"{name}: tower rows {rows}")
     for r in rows:
         if not all(float(x) > 0 for x in r[1:5]): fail(f"{name}: non-positive figure {r}")
+    for r in rows:
+        for step, ips in ((float(r[1]), float(r[2])), (float(r[3]), float(r[4]))):
+            if abs(ips - int(r[0]) * 32 / step * 1e3) > 0.06 + 1e-3 * ips: fail(f"{name}: {ips} img/s for a {step} ms step of {r[0]} towers")
     if "crossover:" not in b: fail(f"{name}: no crossover line")
     for word in ("assumed 10.0 TFLOP/s", "given (--predict_copy_gbps)", "measured (2-rank host ring)", "measured"):
         if word not in b: fail(f"{name}: the inputs do not say '{word}'")
