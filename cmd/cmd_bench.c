@@ -13,6 +13,14 @@
  * line per mode, the table's noisy-machine warning under its subtitle), and
  * with --predict fits the cost model of docs/modes.md to microbenchmarks of
  * this machine and prints its predictions beside the measured points.
+ * With --predict_nets it prints, without training them, the what-if for
+ * networks too large to run here (VGG16, ResNet-50 at 224 and 32): the
+ * parameter server against the ring at 1-8 towers from measured host rates
+ * and the graph's FLOPs (or given device rates), and with --predict_hosts
+ * the cost model across hosts (docs/modes.md, "Across hosts").  Under
+ * `mpirun -np R` every rank runs the matrix in step (rank 0 prints): the
+ * MPI modes' rows add an MPI ping-pong, their parts timed alone and the
+ * cost model's network time (docs/hosts.md, "Measuring it").
  * What it does not do: train anything to accuracy, or assert timings (the
  * numbers are for bench/RESULTS.md and for the user's own machine).
  */
@@ -31,7 +39,7 @@
 #include "base/flags.h"
 #include "base/ranks.h"
 #include "train/trainer.h"
-#include "train/mode.h"
+#include "train/mode.h" /* train_sum_in_order and a mode's across_ranks: the MPI parts timed alone */
 #include "ps/optimizer.h"
 #include "ps/placement.h"
 
