@@ -149,10 +149,12 @@ int ranks_any(int flag) {
     return any;
 }
 
+#ifdef TOWER_HAVE_MPI
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+#endif
 
 double ranks_pingpong_sec(int peer, size_t n_bytes, int reps) {
     if (size_ == 1 || peer < 1 || peer >= size_ || reps < 1 || reps > 1000 || n_bytes > INT_MAX) return -1.0;
