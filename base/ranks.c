@@ -149,6 +149,44 @@ int ranks_any(int flag) {
     return any;
 }
 
+#ifdef TOWER_HAVE_MPI
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+#endif
+
+double ranks_pingpong_sec(int peer, size_t n_bytes, int reps) {
+    if (size_ == 1 || peer < 1 || peer >= size_ || reps < 1 || reps > 1000 || n_bytes > INT_MAX) return -1.0;
+    double result = -1.0;
+#ifdef TOWER_HAVE_MPI
+    char *buf = calloc(n_bytes ? n_bytes : 1, 1);
+    double t[1000];
+    if (!buf) {
+        fprintf(stderr, "tower: rank %d: ping-pong: out of memory for %zu bytes; ending the job\n", rank_, n_bytes);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    for (int i = 0; i <= reps && (rank_ == 0 || rank_ == peer); i++) {
+        double t0 = MPI_Wtime();
+        if (rank_ == 0) {
+            check_mpi(MPI_Send(buf, (int)n_bytes, MPI_BYTE, peer, 77, MPI_COMM_WORLD), "MPI_Send");
+            check_mpi(MPI_Recv(buf, (int)n_bytes, MPI_BYTE, peer, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+        } else {
+            check_mpi(MPI_Recv(buf, (int)n_bytes, MPI_BYTE, 0, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+            check_mpi(MPI_Send(buf, (int)n_bytes, MPI_BYTE, 0, 77, MPI_COMM_WORLD), "MPI_Send");
+        }
+        if (i > 0) t[i - 1] = MPI_Wtime() - t0;
+    }
+    if (rank_ == 0) {
+        qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+        result = t[reps / 2];
+    }
+    free(buf);
+    check_mpi(MPI_Bcast(&result, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+#endif
+    return result;
+}
+
 void ranks_abort(int code) {
 #ifdef TOWER_HAVE_MPI
     if (started_ && size_ > 1) {

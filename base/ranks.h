@@ -69,6 +69,16 @@ void ranks_gatherv(const float *send, float *recv, const int *counts, const int 
  * with one rank, flag != 0.  Never returns on failure. */
 int ranks_any(int flag);
 
+/* Seconds of one round trip of n_bytes between rank 0 and rank `peer`
+ * (MPI_Send / MPI_Recv, rank 0 first): the median over `reps` round trips
+ * after one untimed, the same value returned on every rank (broadcast from
+ * rank 0).  Every rank calls it (the ones other than 0 and peer only wait
+ * for the result); with one rank, or peer outside [1, ranks_size()), it
+ * returns -1 and sends nothing.  reps in [1, 1000].  Never returns on a
+ * failed call (as above).  `tower bench`'s ping-pong (latency = half the
+ * round trip of a small message, bandwidth = n_bytes / half the round trip). */
+double ranks_pingpong_sec(int peer, size_t n_bytes, int reps);
+
 /* End the job: with several ranks MPI_Abort(code), which ends every rank;
  * with one, nothing (the caller returns code). */
 void ranks_abort(int code);

@@ -13,6 +13,14 @@
  * line per mode, the table's noisy-machine warning under its subtitle), and
  * with --predict fits the cost model of docs/modes.md to microbenchmarks of
  * this machine and prints its predictions beside the measured points.
+ * With --predict_nets it prints, without training them, the what-if for
+ * networks too large to run here (VGG16, ResNet-50 at 224 and 32): the
+ * parameter server against the ring at 1-8 towers from measured host rates
+ * and the graph's FLOPs (or given device rates), and with --predict_hosts
+ * the cost model across hosts (docs/modes.md, "Across hosts").  Under
+ * `mpirun -np R` every rank runs the matrix in step (rank 0 prints): the
+ * MPI modes' rows add an MPI ping-pong, their parts timed alone and the
+ * cost model's network time (docs/hosts.md, "Measuring it").
  * What it does not do: train anything to accuracy, or assert timings (the
  * numbers are for bench/RESULTS.md and for the user's own machine).
  */
@@ -29,12 +37,16 @@
 #include "cmd/commands.h"
 #include "model/graph.h"
 #include "base/flags.h"
+#include "base/ranks.h"
 #include "train/trainer.h"
+#include "train/mode.h" /* train_sum_in_order and a mode's across_ranks: the MPI parts timed alone */
 #include "ps/optimizer.h"
+#include "ps/placement.h"
 
 #define BENCH_MAX_ROWS 256
 #define COST_REPS 15   /* timings per microbenchmark of --predict; the median is used */
 #define BENCH_MAX_LIST 16
+#define BENCH_MAX_RANKS 1024 /* the ranks dimension's largest job */
 
 typedef struct {
     const char *models;        /* comma-separated names of THE table of networks (model/nets/nets.c) */
@@ -57,6 +69,18 @@ typedef struct {
     float predict_copy_gbps;   /* 0: measured (memcpy of the variables) */
     float predict_allreduce_gbps; /* 0: measured (2-rank ring) */
     float predict_compute_ms;  /* 0: the measured 1-tower forward+backward */
+    const char *predict_nets;  /* --predict_nets: networks of the what-if at each of --predict_sizes ("": none) */
+    const char *predict_sizes; /* comma-separated input sizes (square) of --predict_nets */
+    float device_tflops;       /* achieved TFLOP/s of one tower's device; 0: this machine's measured rate */
+    float device_update_gbps;  /* a replica's update on its tower's device, GB/s of variables; 0: the host's, 1 thread */
+    int predict_hosts;         /* print the cost model across hosts for --predict_nets */
+    const char *link_gbits;    /* --predict_hosts: comma-separated link speeds, Gb/s */
+    const char *host_counts;   /* --predict_hosts: comma-separated host counts */
+    int gpus_per_host;         /* --predict_hosts: towers (GPUs) per host */
+    float link_latency_us;     /* --predict_hosts: one message's latency on a link (assumed) */
+    float local_gbps;          /* --predict_hosts: intra-host all-reduce bus bandwidth, GB/s (assumed) */
+    float server_gbps;         /* --predict_hosts: a server's summation rate, GB/s read + written; 0: this CPU's, measured */
+    int predict_only;          /* print the predictions only: no matrix */
     long seed;
 } BenchOptions;
 
@@ -73,7 +97,23 @@ typedef struct {
     double speedup, efficiency;       /* NAN without a 1-tower row of the same model and mode */
     TrainerPhaseSec phase;            /* medians over the steps, in ms */
     double predicted;                 /* the cost model's step time (ms); NAN without --predict */
+    int ranks;                        /* MPI ranks of the job (1 without mpirun) */
+    /* MPI modes only (NAN otherwise): the parts of the step's reduce and apply spans timed alone on the
+     * same ranks right after the configuration ran, and the cost model's network time from the ping-pong. */
+    double local_avg_ms;              /* ps_mpi: the sum of this rank's T towers; replicated_mpi: the ordered sum of R x T */
+    double push_ms, pull_ms;          /* ps_mpi: MPI_Alltoallv of the shards' slices, MPI_Allgatherv of the shards */
+    double gather_ms;                 /* replicated_mpi: MPI_Allgather of T gradients per rank */
+    double net_predicted_ms;          /* alpha + bytes through the busiest rank / ping-pong bandwidth */
 } BenchRow;
+
+/* The ping-pong of an MPI run (rank 0 <-> rank R-1), measured before the matrix. */
+#define PINGPONG_N_SIZES 4
+static const size_t pingpong_sizes[PINGPONG_N_SIZES] = {8, 64 << 10, 1 << 20, 16 << 20};
+typedef struct {
+    double rtt_sec[PINGPONG_N_SIZES]; /* median round trip per size; all -1 with one rank */
+    double alpha_sec;                 /* half the round trip of the smallest message */
+    double gbps;                      /* largest size / half its round trip, GB/s */
+} PingPong;
 
 /* ---- small helpers ---- */
 
@@ -122,9 +162,106 @@ static void trace_path_for(const char *trace, const BenchRow *r, char *out, size
     snprintf(out, out_n_bytes, "%.*s-%s-%s-%d.json", (int)stem, trace, r->model, trainer_mode_name(r->mode), r->towers);
 }
 
+/* ---- the ranks dimension (mpirun -np R tower bench --modes ps_mpi,replicated_mpi) ---- */
+
+/* The ping-pong between rank 0 and the last rank, at pingpong_sizes. */
+static void measure_pingpong(PingPong *pp) {
+    static const int reps[PINGPONG_N_SIZES] = {200, 50, 20, 5};
+    const int R = ranks_size();
+    for (int k = 0; k < PINGPONG_N_SIZES; k++) pp->rtt_sec[k] = ranks_pingpong_sec(R - 1, pingpong_sizes[k], reps[k]);
+    pp->alpha_sec = pp->rtt_sec[0] / 2;
+    pp->gbps = pp->rtt_sec[PINGPONG_N_SIZES - 1] > 0
+                   ? pingpong_sizes[PINGPONG_N_SIZES - 1] / (pp->rtt_sec[PINGPONG_N_SIZES - 1] / 2) / 1e9
+                   : NAN;
+}
+
+/* Median ms of 3 calls of one collective, every rank entering together (ranks_any as a barrier). */
+#define TIME_COLLECTIVE(out_ms, call)                                  \
+    do {                                                               \
+        double t_[3];                                                  \
+        for (int k_ = 0; k_ < 3; k_++) {                               \
+            (void)ranks_any(0);                                        \
+            double t0_ = tower_now_sec();                              \
+            call;                                                      \
+            t_[k_] = (tower_now_sec() - t0_) * 1e3;                    \
+        }                                                              \
+        (out_ms) = quantile(t_, 3, 0.5);                               \
+    } while (0)
+
+/* An MPI mode's parts timed alone, on the configuration's own sizes and
+ * ranks, right after it ran (every rank calls it): what the step's reduce
+ * and apply spans are made of.  0, or -1 with err (out of memory; the
+ * caller ends the job). */
+static int measure_rank_parts(const Trainer *tr, BenchRow *r, const PingPong *pp, char *err, size_t err_n_bytes) {
+    const int R = tr->n_ranks, T = tr->n_towers, me = tr->rank;
+    const size_t M = tr->spec.n_params;
+    const double M_bytes = (double)M * sizeof(float);
+    const int is_ps = !strcmp(train_mode(r->mode)->variable_update, "parameter_server");
+    const int n_sum = is_ps ? T : R * T;
+    float *bufs = calloc((size_t)n_sum * M + M, sizeof(float));
+    float *gather = is_ps ? NULL : calloc((size_t)R * T * M, sizeof(float));
+    size_t var_n_bytes[MODEL_MAX_VARS], task_n_bytes[BENCH_MAX_RANKS];
+    int owner[MODEL_MAX_VARS];
+    int counts[BENCH_MAX_RANKS], displs[BENCH_MAX_RANKS], rcounts[BENCH_MAX_RANKS], rdispls[BENCH_MAX_RANKS];
+    if (!bufs || (!is_ps && !gather) || R > BENCH_MAX_RANKS) {
+        snprintf(err, err_n_bytes, "out of memory timing the MPI parts (%d ranks)", R);
+        free(bufs);
+        free(gather);
+        return -1;
+    }
+    const float **gs = malloc((size_t)n_sum * sizeof *gs);
+    if (!gs) {
+        snprintf(err, err_n_bytes, "out of memory timing the MPI parts");
+        free(bufs);
+        free(gather);
+        return -1;
+    }
+    for (int k = 0; k < n_sum; k++) gs[k] = bufs + (size_t)k * M;
+    float *out = bufs + (size_t)n_sum * M;
+    TIME_COLLECTIVE(r->local_avg_ms, train_sum_in_order(out, gs, n_sum, M, is_ps ? 1.0f : (float)n_sum));
+    r->push_ms = r->pull_ms = r->gather_ms = NAN;
+    const double alpha = pp->alpha_sec > 0 ? pp->alpha_sec : 0.0, bw = pp->gbps * 1e9;
+    if (is_ps) {
+        for (int v = 0; v < tr->spec.n_vars; v++) var_n_bytes[v] = tr->spec.vars[v].n_floats * sizeof(float);
+        ps_place_variables(var_n_bytes, tr->spec.n_vars, R, PS_PLACE_GREEDY, owner, task_n_bytes);
+        int at = 0;
+        for (int s = 0; s < R; s++) {
+            counts[s] = (int)(task_n_bytes[s] / sizeof(float));
+            displs[s] = at;
+            at += counts[s];
+            rcounts[s] = (int)(task_n_bytes[me] / sizeof(float));
+            rdispls[s] = s * rcounts[s];
+        }
+        float *recv = gather ? gather : calloc((size_t)R * (task_n_bytes[me] / sizeof(float)) + 1, sizeof(float));
+        if (!recv) {
+            snprintf(err, err_n_bytes, "out of memory timing the MPI parts");
+            free(bufs);
+            free(gs);
+            return -1;
+        }
+        TIME_COLLECTIVE(r->push_ms, ranks_alltoallv(out, counts, displs, recv, rcounts, rdispls));
+        TIME_COLLECTIVE(r->pull_ms, ranks_allgatherv(out + displs[me], out, counts, displs));
+        free(recv);
+        double busiest = 0.0;
+        for (int s = 0; s < R; s++) {
+            double in = (double)(R - 1) * task_n_bytes[s], outb = M_bytes - task_n_bytes[s];
+            if (in > busiest) busiest = in;
+            if (outb > busiest) busiest = outb;
+        }
+        r->net_predicted_ms = R > 1 ? 2 * ((R - 1) * alpha + busiest / bw) * 1e3 : 0.0;
+    } else {
+        TIME_COLLECTIVE(r->gather_ms, ranks_allgather(bufs, gather, (size_t)T * M * sizeof(float)));
+        r->net_predicted_ms = R > 1 ? ((R - 1) * alpha + (double)(R - 1) * T * M_bytes / bw) * 1e3 : 0.0;
+    }
+    free(gs);
+    free(bufs);
+    free(gather);
+    return 0;
+}
+
 /* ---- one configuration ---- */
 
-static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err_n_bytes) {
+static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, char *err, size_t err_n_bytes) {
     TrainerOptions o;
     trainer_options_defaults(&o);
     o.model = r->model;
@@ -145,6 +282,7 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
     }
     Trainer tr;
     if (trainer_open(&tr, &o, err, err_n_bytes) != 0) return -1;
+    r->mode = tr.mode; /* the mode that runs: under mpirun, ps_cpu's flags settle on ps_mpi */
     r->global_batch = tr.global_batch;
     r->n_params = tr.spec.n_params;
     r->cores = (int)online_cores();
@@ -203,6 +341,9 @@ static int run_config(const BenchOptions *bo, BenchRow *r, char *err, size_t err
     }
     free(step);
     for (int k = 0; k < 6; k++) free(ph[k]);
+    r->ranks = tr.n_ranks;
+    r->local_avg_ms = r->push_ms = r->pull_ms = r->gather_ms = r->net_predicted_ms = NAN;
+    if (rc == 0 && train_mode(r->mode)->across_ranks) rc = measure_rank_parts(&tr, r, pp, err, err_n_bytes);
     if (rc == 0) rc = trainer_close(&tr, err, err_n_bytes);
     else trainer_close(&tr, NULL, 0);
     return rc;
@@ -362,6 +503,250 @@ static void print_what_if(const BenchOptions *bo, const char *model, const Train
            ring_at[0] ? ring_at : "none", ps_at[0] ? ps_at : "none");
 }
 
+/* ---- the what-if for networks the matrix need not run (--predict_nets, --predict_hosts) ---- */
+
+#define RATE_N_FLOATS ((size_t)8 << 20) /* the host rates are measured on 32 MB buffers */
+
+/* This machine's per-byte rates, measured on plain buffers of RATE_N_FLOATS. */
+typedef struct {
+    double copy_gbps;    /* memcpy, one thread */
+    double reduce_gbps;  /* the ordered sum of 2 buffers (bytes read + written), all cores */
+    double apply_gbps;   /* optimizer (momentum) + moving averages, bytes of variables per second, all cores */
+    double apply1_gbps;  /* the same on one thread (a replica's update) */
+    double ring_gbps;    /* a 2-rank host ring: bytes a rank moves per second */
+    double barrier_ms;   /* one ring phase on 2 floats */
+} HostRates;
+
+static int measure_host_rates(HostRates *h, char *err, size_t err_n_bytes) {
+    const size_t n = RATE_N_FLOATS;
+    const double M = (double)n * sizeof(float);
+    float *buf = calloc(7 * n, sizeof(float));
+    if (!buf) {
+        snprintf(err, err_n_bytes, "--predict_nets: out of memory for the rate microbenchmarks (%.0f MB)", 7 * M / 1e6);
+        return -1;
+    }
+    float *src = buf, *dst = buf + n, *g0 = buf + 2 * n, *g1 = buf + 3 * n, *out = buf + 4 * n, *slot = buf + 5 * n,
+          *ema = buf + 6 * n;
+    PsConfig pc;
+    ps_config_defaults(&pc);
+    float *slots[OPT_MAX_SLOTS] = {slot, slot, slot};
+    float scalars[OPT_MAX_SCALARS] = {0};
+    double t[COST_REPS], t2[COST_REPS];
+    h->apply_gbps = h->apply1_gbps = 0.0;
+    for (int k = 0; k < COST_REPS; k++) {
+        double t0 = tower_now_sec();
+        memcpy(dst, src, n * sizeof(float));
+        t[k] = tower_now_sec() - t0;
+    }
+    h->copy_gbps = M / quantile(t, COST_REPS, 0.5) / 1e9;
+    const float *gs[2] = {g0, g1};
+    for (int k = 0; k < COST_REPS; k++) {
+        double t0 = tower_now_sec();
+        train_sum_in_order(out, gs, 2, n, 2.0f);
+        t[k] = tower_now_sec() - t0;
+    }
+    h->reduce_gbps = 3.0 * M / quantile(t, COST_REPS, 0.5) / 1e9;
+    const int threads_before = omp_get_max_threads();
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) omp_set_num_threads(1);
+        for (int k = 0; k < COST_REPS; k++) {
+            double t0 = tower_now_sec();
+            (void)optimizer_apply(dst, slots, scalars, g0, n, 0.0f, 0, &pc.opt);
+            ema_apply(ema, dst, n, 0.99f);
+            t2[k] = tower_now_sec() - t0;
+        }
+        const double gbps = M / quantile(t2, COST_REPS, 0.5) / 1e9;
+        if (pass == 0) h->apply_gbps = gbps;
+        else h->apply1_gbps = gbps;
+    }
+    omp_set_num_threads(threads_before);
+    float *bufs[2] = {g0, g1};
+    const double t_big = time_ring(bufs, n, 3), t_tiny = time_ring(bufs, 2, 200);
+    h->barrier_ms = t_tiny * 1e3;
+    h->ring_gbps = M / (t_big - t_tiny > 1e-9 ? t_big - t_tiny : t_big) / 1e9;
+    free(buf);
+    return 0;
+}
+
+/* Achieved GFLOP/s of one forward+backward of `name` at 32x32x3, batch B,
+ * on this machine's cores (the median of 2 timed steps after one untimed). */
+static int measure_compute_gflops(const char *name, const ModelOptions *opts, int B, double *gflops, char *err,
+                                  size_t err_n_bytes) {
+    ModelSpec spec;
+    if (model_spec_init_opts(&spec, name, 32, 32, 3, 10, opts, err, err_n_bytes) != 0) return -1;
+    float *params = malloc(spec.n_params * sizeof(float)), *dparams = calloc(spec.n_params, sizeof(float));
+    float *x = malloc((size_t)B * 32 * 32 * 3 * sizeof(float)), *logits = malloc((size_t)B * 10 * sizeof(float));
+    int32_t *labels = malloc((size_t)B * sizeof(int32_t));
+    ModelActs *acts = params && dparams && x && logits && labels ? model_acts_create(&spec, B) : NULL;
+    int rc = 0;
+    if (!acts) {
+        snprintf(err, err_n_bytes, "--predict_nets: out of memory measuring %s's compute rate", name);
+        rc = -1;
+    } else {
+        model_init_params(params, &spec, 1);
+        for (size_t i = 0; i < (size_t)B * 32 * 32 * 3; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+        for (int i = 0; i < B; i++) labels[i] = i % 10;
+        double t[3];
+        for (int k = 0; k < 3; k++) {
+            double t0 = tower_now_sec();
+            float ce;
+            (void)model_forward(logits, &ce, acts, x, labels, params, B);
+            model_backward(dparams, acts, params);
+            t[k] = tower_now_sec() - t0;
+        }
+        const double step = t[1] < t[2] ? t[1] : t[2];
+        *gflops = 6.0 * model_forward_flops_per_example(&spec) * B / step / 1e9;
+    }
+    model_acts_free(acts);
+    free(params);
+    free(dparams);
+    free(x);
+    free(logits);
+    free(labels);
+    return rc;
+}
+
+/* One network at one input size, as the what-if tables need it. */
+typedef struct {
+    char name[64];           /* "vgg16 224x224" */
+    double M;                /* bytes of variables */
+    double train_gflop;      /* per image: 3 x 2 x multiply-adds of the forward */
+    size_t var_n_bytes[MODEL_MAX_VARS];
+    int n_vars;
+    double tc_ms;            /* forward+backward of one tower of --batch_size */
+    char tc_source[160];     /* where tc_ms came from */
+} NetFacts;
+
+static int net_facts(const BenchOptions *bo, const char *name, int size, double gflops_measured, NetFacts *nf,
+                     char *err, size_t err_n_bytes) {
+    ModelSpec spec;
+    if (model_spec_init_opts(&spec, name, size, size, 3, size >= 128 ? 1000 : 10, &bo->model_opts, err,
+                             err_n_bytes) != 0)
+        return -1;
+    snprintf(nf->name, sizeof nf->name, "%s %dx%d", name, size, size);
+    nf->M = (double)spec.n_params * sizeof(float);
+    nf->train_gflop = 6.0 * model_forward_flops_per_example(&spec) / 1e9;
+    nf->n_vars = spec.n_vars;
+    for (int v = 0; v < spec.n_vars; v++) nf->var_n_bytes[v] = spec.vars[v].n_floats * sizeof(float);
+    if (bo->device_tflops > 0) {
+        nf->tc_ms = nf->train_gflop * bo->batch_size / (bo->device_tflops * 1e3) * 1e3;
+        snprintf(nf->tc_source, sizeof nf->tc_source, "assumed %.1f TFLOP/s per tower (--device_tflops)",
+                 bo->device_tflops);
+    } else {
+        nf->tc_ms = nf->train_gflop * bo->batch_size / gflops_measured * 1e3;
+        snprintf(nf->tc_source, sizeof nf->tc_source,
+                 "measured %.1f GFLOP/s (%s 32x32 forward+backward on this machine's %ld cores)", gflops_measured,
+                 name, online_cores());
+    }
+    return 0;
+}
+
+/* Towers 1, 2, 4, 8 of one host: the parameter server on the CPU against the ring (docs/modes.md). */
+static void print_net_towers(const BenchOptions *bo, const NetFacts *nf, const HostRates *h) {
+    const double M = nf->M;
+    const double copy = bo->predict_copy_gbps > 0 ? bo->predict_copy_gbps : h->copy_gbps;
+    const double ar = bo->predict_allreduce_gbps > 0 ? bo->predict_allreduce_gbps : h->ring_gbps;
+    const double B = bo->batch_size;
+    printf("\n%s: %.1f M variables (M = %.1f MB), %.2f GFLOP per image trained (3 x 2 x the graph's forward "
+           "multiply-adds), batch %d per tower\n", nf->name, M / 4e6, M / 1e6, nf->train_gflop, bo->batch_size);
+    printf("  inputs: forward+backward %.1f ms per tower: %s\n", nf->tc_ms, nf->tc_source);
+    printf("          host<->device %.1f GB/s: %s; ring link %.1f GB/s: %s\n", copy,
+           bo->predict_copy_gbps > 0 ? "given (--predict_copy_gbps)" : "measured (memcpy, 1 thread)", ar,
+           bo->predict_allreduce_gbps > 0 ? "given (--predict_allreduce_gbps)" : "measured (2-rank host ring)");
+    const double upd = bo->device_update_gbps > 0 ? bo->device_update_gbps : h->apply1_gbps;
+    printf("          CPU average %.1f GB/s, server update %.1f GB/s (all cores), ring phase %.3f ms: measured; "
+           "replica update %.1f GB/s: %s\n", h->reduce_gbps, h->apply_gbps, h->barrier_ms, upd,
+           bo->device_update_gbps > 0 ? "given (--device_update_gbps)" : "measured (this host, 1 thread)");
+    printf("  %6s  %12s %10s  %12s %10s  %7s  %s\n", "towers", "ps step ms", "ps img/s", "ring step ms", "ring img/s",
+           "faster", "at these rates the ring is faster for models of");
+    int first_ring = 0, ps_wins_after = 0;
+    static const int towers[] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++) {
+        const double N = towers[i];
+        const double ps = nf->tc_ms + 2 * N * M / (copy * 1e9) * 1e3 + (N + 1) * M / (h->reduce_gbps * 1e9) * 1e3 +
+                          M / (h->apply_gbps * 1e9) * 1e3;
+        const double ring = nf->tc_ms + (N > 1 ? 2 * (N - 1) / N * M / (ar * 1e9) * 1e3 + (2 * N - 3) * h->barrier_ms : 0) +
+                            M / (upd * 1e9) * 1e3;
+        const int ring_wins = ring < ps;
+        if (ring_wins && !first_ring) first_ring = towers[i];
+        if (!ring_wins && first_ring) ps_wins_after = towers[i];
+        /* ps - ring = M x (per-byte difference) - (the ring's fixed phases): the break-even size */
+        const double per_byte = 2 * N / (copy * 1e9) + (N + 1) / (h->reduce_gbps * 1e9) + 1 / (h->apply_gbps * 1e9) -
+                                (N > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0) - 1 / (upd * 1e9);
+        const double fixed_ms = N > 1 ? (2 * N - 3) * h->barrier_ms : 0.0;
+        char sizes[64];
+        if (per_byte > 0 && fixed_ms > 0) snprintf(sizes, sizeof sizes, "more than %.3f MB", fixed_ms * 1e-3 / per_byte / 1e6);
+        else if (per_byte > 0) snprintf(sizes, sizeof sizes, "any size");
+        else snprintf(sizes, sizeof sizes, "no size (the server's per-byte cost is lower)");
+        printf("  %6d  %12.1f %10.1f  %12.1f %10.1f  %7s  %s\n", towers[i], ps, N * B / ps * 1e3, ring, N * B / ring * 1e3,
+               ring_wins ? "ring" : "ps", sizes);
+    }
+    if (!first_ring) printf("  crossover: none up to 8 towers: the parameter server stays ahead\n");
+    else if (ps_wins_after) printf("  crossover: the ring is ahead at %d tower(s), the parameter server again from %d\n",
+                                   first_ring, ps_wins_after);
+    else if (first_ring == 1) printf("  crossover: none: the ring is ahead at every tower count\n");
+    else printf("  crossover: the ring overtakes the parameter server at %d towers\n", first_ring);
+    /* where the time goes at the largest count, and the CPU rates at which the server would tie there */
+    const double N = 8;
+    const double ps_copy = 2 * N * M / (copy * 1e9) * 1e3, ps_avg = (N + 1) * M / (h->reduce_gbps * 1e9) * 1e3,
+                 ps_upd = M / (h->apply_gbps * 1e9) * 1e3;
+    const double ring_ar = 2 * (N - 1) / N * M / (ar * 1e9) * 1e3, ring_ph = (2 * N - 3) * h->barrier_ms,
+                 ring_upd = M / (upd * 1e9) * 1e3;
+    printf("  at 8 towers, ms beyond compute: ps copies %.1f + average %.1f + update %.1f = %.1f; ring all-reduce %.1f + "
+           "phases %.2f + update %.1f = %.1f\n", ps_copy, ps_avg, ps_upd, ps_copy + ps_avg + ps_upd, ring_ar, ring_ph,
+           ring_upd, ring_ar + ring_ph + ring_upd);
+}
+
+/* The cost model across hosts (docs/modes.md, "Across hosts"): H hosts of G
+ * towers, links of L Gb/s, five designs. */
+static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const HostRates *h, const double *gbits,
+                            int n_gbits, const int *hosts, int n_hosts) {
+    const double M = nf->M, G = bo->gpus_per_host, B = bo->batch_size, alpha = bo->link_latency_us * 1e-3;
+    const double local = G > 1 ? 2 * (G - 1) / G * M / (bo->local_gbps * 1e9) * 1e3 : 0.0;
+    const double sum_gbps = bo->server_gbps > 0 ? bo->server_gbps : h->reduce_gbps;
+    printf("\n%s across hosts of %d towers: forward+backward %.1f ms per tower (%s); intra-host all-reduce %.1f ms "
+           "(assumed %.0f GB/s bus, --predict_local_gbps); link latency %.1f us (assumed, --predict_link_latency_us); "
+           "server sums at %.1f GB/s (%s); no overlap of communication with compute\n", nf->name,
+           bo->gpus_per_host, nf->tc_ms, nf->tc_source, local, bo->local_gbps, bo->link_latency_us, sum_gbps,
+           bo->server_gbps > 0 ? "given, --predict_server_gbps" : "measured, this CPU");
+    printf("  %5s %6s %6s | %9s %9s %9s %9s %9s | %-9s %5s\n", "Gb/s", "hosts", "towers", "ring", "ps_whole",
+           "ps_even", "byteps", "allgather", "best", "eff");
+    for (int l = 0; l < n_gbits; l++) {
+        const double bw = gbits[l] * 1e9 / 8; /* bytes/s */
+        for (int k = 0; k < n_hosts; k++) {
+            const int H = hosts[k];
+            size_t task[BENCH_MAX_RANKS];
+            int owner[MODEL_MAX_VARS];
+            ps_place_variables(nf->var_n_bytes, nf->n_vars, H, PS_PLACE_GREEDY, owner, task);
+            double busiest = 0.0, task_max = 0.0;
+            for (int s = 0; s < H; s++) {
+                double in = (double)(H - 1) * task[s], out = M - task[s];
+                if (in > busiest) busiest = in;
+                if (out > busiest) busiest = out;
+                if (task[s] > task_max) task_max = task[s];
+            }
+            const double sum_ms = (H + 1) * (M / H) / (sum_gbps * 1e9) * 1e3; /* a server's sum of H slices */
+            double t[5];
+            t[0] = 2 * (H - 1.0) / H * M / bw * 1e3 + 2 * (H - 1) * alpha;                /* ring */
+            t[1] = 2 * busiest / bw * 1e3 + 2 * alpha + (H + 1.0) * task_max / (sum_gbps * 1e9) * 1e3; /* ps_whole */
+            t[2] = 2 * (H - 1.0) / H * M / bw * 1e3 + 2 * alpha + sum_ms;                 /* ps_even */
+            t[3] = M / bw * 1e3 + 2 * alpha + sum_ms;                                     /* byteps */
+            t[4] = (H - 1.0) * G * M / bw * 1e3 + (H - 1) * alpha;                        /* allgather */
+            static const char *const names[] = {"ring", "ps_whole", "ps_even", "byteps", "allgather"};
+            double ips[5];
+            int best = 0;
+            for (int d = 0; d < 5; d++) {
+                const double step = nf->tc_ms + (d == 4 ? 0.0 : local) + t[d];
+                ips[d] = H * G * B / step * 1e3;
+                if (ips[d] > ips[best]) best = d;
+            }
+            const double linear = H * G * B / nf->tc_ms * 1e3;
+            printf("  %5.0f %6d %6d | %9.0f %9.0f %9.0f %9.0f %9.0f | %-9s %4.0f%%\n", gbits[l], H, H * bo->gpus_per_host,
+                   ips[0], ips[1], ips[2], ips[3], ips[4], names[best], 100 * ips[best] / linear);
+        }
+    }
+}
+
 /* ---- output ---- */
 
 static void print_table(const BenchRow *rows, int n_rows, int predict) {
@@ -386,6 +771,44 @@ static void print_table(const BenchRow *rows, int n_rows, int predict) {
            "averaged over the towers)\n");
 }
 
+/* The MPI rows: the job's images/sec and rank 0's phases, the step's
+ * reduce and apply spans beside their parts timed alone, and the cost
+ * model's network time from the ping-pong. */
+static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *pp) {
+    int any = 0;
+    for (int i = 0; i < n_rows; i++) any |= !isnan(rows[i].local_avg_ms);
+    if (!any) return;
+    printf("\nranks: %d (mpirun); ping-pong rank 0 <-> rank %d:", rows[0].ranks, rows[0].ranks - 1);
+    for (int k = 0; k < PINGPONG_N_SIZES; k++) {
+        if (pp->rtt_sec[k] > 0)
+            printf(" %zu B %.1f us (%.2f GB/s)%s", pingpong_sizes[k], pp->rtt_sec[k] / 2 * 1e6,
+                   pingpong_sizes[k] / (pp->rtt_sec[k] / 2) / 1e9, k + 1 < PINGPONG_N_SIZES ? "," : "");
+        else if (k == 0) printf(" none (one rank)");
+    }
+    printf("\n%-8s %-15s %5s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s\n", "model", "mode",
+           "ranks", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg", "push", "gather", "apply",
+           "pull", "other", "net alone", "net model");
+    for (int i = 0; i < n_rows; i++) {
+        const BenchRow *r = &rows[i];
+        if (isnan(r->local_avg_ms)) continue;
+        const int is_ps = !isnan(r->push_ms);
+        char push[16] = "-", gather[16] = "-", pull[16] = "-";
+        if (is_ps) snprintf(push, sizeof push, "%.2f", r->push_ms), snprintf(pull, sizeof pull, "%.2f", r->pull_ms);
+        else snprintf(gather, sizeof gather, "%.2f", r->gather_ms);
+        const double net = is_ps ? r->push_ms + r->pull_ms : r->gather_ms;
+        printf("%-8s %-15s %5d %6d %6d %9.1f %8.1f | %8.2f | %8.2f %9.2f %7s %7s | %8.2f %7s | %7.2f | %9.2f %9.2f\n",
+               r->model, trainer_mode_name(r->mode), r->ranks, r->towers, r->global_batch, r->images_per_sec,
+               r->step_median, r->phase.compute, r->phase.reduce, r->local_avg_ms, push, gather, r->phase.apply, pull,
+               r->phase.other, net, r->net_predicted_ms);
+    }
+    printf("(img/s: the job's, every rank's towers; phases: rank 0's medians in ms.  reduce = the step's span from the "
+           "towers' end through the\n agreement on the outcome, the local average and the push (ps_mpi) or the "
+           "all-gather and the ordered sum (replicated_mpi); apply = the\n update (+ the pull, ps_mpi).  local avg, "
+           "push, pull, gather: those parts timed alone on the same ranks and sizes after the configuration ran;\n"
+           " net model: (R-1) x latency + the bytes through the busiest rank / the ping-pong's bandwidth "
+           "(docs/modes.md, \"Across hosts\"))\n");
+}
+
 static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *err, size_t err_n_bytes) {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -395,7 +818,7 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
     fprintf(f, "model,mode,variable_update,local_parameter_device,all_reduce,towers,batch_per_tower,global_batch,steps,"
                "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
                "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores,repeats,images_per_sec_min,"
-               "images_per_sec_max\n");
+               "images_per_sec_max,ranks,local_avg_ms,push_ms,pull_ms,allgather_ms,network_predicted_ms\n");
     for (int i = 0; i < n_rows; i++) {
         const BenchRow *r = &rows[i];
         TrainerOptions o;
@@ -408,7 +831,13 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
         fprintf(f, "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,", r->phase.input, r->phase.copy, r->phase.compute, r->phase.reduce,
                 r->phase.apply, r->phase.other);
         if (!isnan(r->predicted)) fprintf(f, "%.3f", r->predicted);
-        fprintf(f, ",%d,%d,%.2f,%.2f\n", r->cores, r->repeats, r->images_per_sec_min, r->images_per_sec_max);
+        fprintf(f, ",%d,%d,%.2f,%.2f,%d", r->cores, r->repeats, r->images_per_sec_min, r->images_per_sec_max, r->ranks);
+        const double extra[5] = {r->local_avg_ms, r->push_ms, r->pull_ms, r->gather_ms, r->net_predicted_ms};
+        for (int k = 0; k < 5; k++) {
+            if (isnan(extra[k])) fprintf(f, ",");
+            else fprintf(f, ",%.3f", extra[k]);
+        }
+        fprintf(f, "\n");
     }
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
@@ -575,6 +1004,18 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"predict_copy_gbps", FLAG_FLOAT, &o->predict_copy_gbps, "--predict what-if: host<->device GB/s per tower (0: measured memcpy)"},
         {"predict_allreduce_gbps", FLAG_FLOAT, &o->predict_allreduce_gbps, "--predict what-if: all-reduce GB/s per link (0: measured host ring)"},
         {"predict_compute_ms", FLAG_FLOAT, &o->predict_compute_ms, "--predict what-if: forward+backward ms per tower (0: measured, 1 tower)"},
+        {"predict_nets", FLAG_STRING, &o->predict_nets, "what-if for these networks (e.g. vgg16,resnet50) at each --predict_sizes, without training them: the parameter server against the ring at 1, 2, 4, 8 towers"},
+        {"predict_sizes", FLAG_STRING, &o->predict_sizes, "--predict_nets: comma-separated square input sizes (224: 1000 classes, else 10)"},
+        {"device_tflops", FLAG_FLOAT, &o->device_tflops, "--predict_nets: achieved TFLOP/s of one tower's device (0: this machine's rate, measured on each network at 32x32)"},
+        {"device_update_gbps", FLAG_FLOAT, &o->device_update_gbps, "--predict_nets: a replica's optimizer update on its tower's device, GB/s of variables (0: this host's, measured on one thread)"},
+        {"predict_hosts", FLAG_BOOL, &o->predict_hosts, "--predict_nets: also the cost model across hosts (ring, parameter servers, BytePS-style, all-gather)"},
+        {"predict_link_gbits", FLAG_STRING, &o->link_gbits, "--predict_hosts: comma-separated link speeds in Gb/s"},
+        {"predict_host_counts", FLAG_STRING, &o->host_counts, "--predict_hosts: comma-separated host counts"},
+        {"predict_gpus_per_host", FLAG_INT, &o->gpus_per_host, "--predict_hosts: towers per host"},
+        {"predict_link_latency_us", FLAG_FLOAT, &o->link_latency_us, "--predict_hosts: one message's latency on a link, microseconds (assumed)"},
+        {"predict_local_gbps", FLAG_FLOAT, &o->local_gbps, "--predict_hosts: intra-host all-reduce bus bandwidth, GB/s (assumed)"},
+        {"predict_server_gbps", FLAG_FLOAT, &o->server_gbps, "--predict_hosts: a parameter server's summation rate, GB/s read + written (0: this CPU's, measured)"},
+        {"predict_only", FLAG_BOOL, &o->predict_only, "print the --predict_nets tables only (no matrix, no CSV or SVG)"},
         {"seed", FLAG_LONG, &o->seed, "seed of the variables and of the synthetic data"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -582,13 +1023,15 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
     return n;
 }
 
-int cmd_bench(int argc, char **argv) {
+static int bench_main(int argc, char **argv) {
     BenchOptions o = {
         .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .device = "auto", .towers = "1,2,4", .data = "",
         .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3, .repeat = 1,
         .predict = 0, .predict_max_towers = 8, .seed = 1, .width_multiplier = 1.0f, .head = "keras", .fc_width = 4096,
+        .predict_nets = "", .predict_sizes = "224,32", .link_gbits = "10,25,100", .host_counts = "8,16,32,64,128,256",
+        .gpus_per_host = 8, .link_latency_us = 10.0f, .local_gbps = 100.0f,
     };
-    Flag flags[48];
+    Flag flags[64];
     int n_flags = bench_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
@@ -654,7 +1097,108 @@ int cmd_bench(int argc, char **argv) {
         cmd_check_float("bench", "predict_compute_ms", o.predict_compute_ms, 0.0, 1, INFINITY, 0) ||
         (o.data[0] && cmd_check_data_paths("bench", "data", o.data)))
         return 2;
+    /* --predict_nets and --predict_hosts: their lists. */
+    char nets_buf[256], sizes_buf[128], gbits_buf[128], hosts_buf[256];
+    char *nets[BENCH_MAX_LIST], *size_items[BENCH_MAX_LIST], *gbit_items[BENCH_MAX_LIST], *host_items[BENCH_MAX_LIST];
+    int n_nets = split_list(o.predict_nets, nets_buf, sizeof nets_buf, nets, BENCH_MAX_LIST);
+    int n_sizes = split_list(o.predict_sizes, sizes_buf, sizeof sizes_buf, size_items, BENCH_MAX_LIST);
+    int n_gbits = split_list(o.link_gbits, gbits_buf, sizeof gbits_buf, gbit_items, BENCH_MAX_LIST);
+    int n_hosts = split_list(o.host_counts, hosts_buf, sizeof hosts_buf, host_items, BENCH_MAX_LIST);
+    int sizes[BENCH_MAX_LIST], hosts[BENCH_MAX_LIST];
+    double gbits[BENCH_MAX_LIST];
+    for (int i = 0; i < n_nets; i++) {
+        if (!model_net_find(nets[i])) {
+            char names[256];
+            model_net_names(names, sizeof names);
+            fprintf(stderr, "tower bench: --predict_nets: unknown model '%s' (expected %s)\n", nets[i], names);
+            return 2;
+        }
+    }
+    for (int i = 0; i < n_sizes; i++) {
+        char *end;
+        long v = strtol(size_items[i], &end, 10);
+        if (end == size_items[i] || *end || v < 32 || v > 1024) {
+            fprintf(stderr, "tower bench: --predict_sizes: '%s' is not an input size in [32, 1024]\n", size_items[i]);
+            return 2;
+        }
+        sizes[i] = (int)v;
+    }
+    for (int i = 0; i < n_gbits; i++) {
+        char *end;
+        gbits[i] = strtod(gbit_items[i], &end);
+        if (end == gbit_items[i] || *end || !(gbits[i] > 0) || gbits[i] > 1e6) {
+            fprintf(stderr, "tower bench: --predict_link_gbits: '%s' is not a link speed in (0, 1e6] Gb/s\n", gbit_items[i]);
+            return 2;
+        }
+    }
+    for (int i = 0; i < n_hosts; i++) {
+        char *end;
+        long v = strtol(host_items[i], &end, 10);
+        if (end == host_items[i] || *end || v < 1 || v > BENCH_MAX_RANKS) {
+            fprintf(stderr, "tower bench: --predict_host_counts: '%s' is not a host count in [1, %d]\n", host_items[i],
+                    BENCH_MAX_RANKS);
+            return 2;
+        }
+        hosts[i] = (int)v;
+    }
+    if ((o.predict_only || o.predict_hosts) && n_nets < 1) {
+        fprintf(stderr, "tower bench: --%s needs --predict_nets (e.g. vgg16,resnet50)\n",
+                o.predict_only ? "predict_only" : "predict_hosts");
+        return 2;
+    }
+    if (n_nets > 0 && (n_sizes < 1 || (o.predict_hosts && (n_gbits < 1 || n_hosts < 1)))) {
+        fprintf(stderr, "tower bench: --predict_sizes, --predict_link_gbits and --predict_host_counts each need at least one value\n");
+        return 2;
+    }
+    if (cmd_check_float("bench", "device_tflops", o.device_tflops, 0.0, 1, 1e6, 1) ||
+        cmd_check_float("bench", "device_update_gbps", o.device_update_gbps, 0.0, 1, 1e6, 1) ||
+        cmd_check_long("bench", "predict_gpus_per_host", o.gpus_per_host, 1, 4096, NULL) ||
+        cmd_check_float("bench", "predict_link_latency_us", o.link_latency_us, 0.0, 1, 1e7, 1) ||
+        cmd_check_float("bench", "predict_local_gbps", o.local_gbps, 0.0, 0, 1e6, 1) ||
+        cmd_check_float("bench", "predict_server_gbps", o.server_gbps, 0.0, 1, 1e6, 1))
+        return 2;
+    const int R = ranks_size();
+    if (R > 1 && (o.trace[0] || o.predict || n_nets > 0)) {
+        fprintf(stderr, "tower bench: under mpirun with %d ranks only the matrix runs: --%s is for one process\n", R,
+                o.trace[0] ? "trace" : o.predict ? "predict" : "predict_nets");
+        return 2;
+    }
+
+    if (n_nets > 0) {
+        HostRates h;
+        if (measure_host_rates(&h, err, sizeof err) != 0) {
+            fprintf(stderr, "tower bench: %s\n", err);
+            return 1;
+        }
+        char ts0[64];
+        trainer_timestamp(ts0, sizeof ts0);
+        printf("%s: tower bench --predict_nets: %ld cores, load average %.2f%s; host rates measured on %.0f MB buffers\n",
+               ts0, online_cores(), load_average(),
+               load_average() > online_cores() * 0.5 ? " (other work is running: measured rates are noisy)" : "",
+               RATE_N_FLOATS * 4 / 1e6);
+        for (int i = 0; i < n_nets; i++) {
+            double gflops = NAN;
+            const int cap = o.batch_size < 32 ? o.batch_size : 32;
+            if (o.device_tflops <= 0 && measure_compute_gflops(nets[i], &o.model_opts, cap, &gflops, err, sizeof err) != 0) {
+                fprintf(stderr, "tower bench: %s\n", err);
+                return 1;
+            }
+            for (int k = 0; k < n_sizes; k++) {
+                NetFacts nf;
+                if (net_facts(&o, nets[i], sizes[k], gflops, &nf, err, sizeof err) != 0) {
+                    fprintf(stderr, "tower bench: --predict_nets: %s\n", err);
+                    return 2;
+                }
+                print_net_towers(&o, &nf, &h);
+                if (o.predict_hosts) print_net_hosts(&o, &nf, &h, gbits, n_gbits, hosts, n_hosts);
+            }
+        }
+        fflush(stdout);
+        if (o.predict_only) return 0;
+    }
+
     /* The outputs are tried now: a path that cannot be written is found before the benchmark, not after it. */
+    if (ranks_rank() != 0) o.csv = o.svg = ""; /* rank 0 writes them */
     if ((o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
         (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0)) {
         fprintf(stderr, "tower bench: %s\n", err);
@@ -689,6 +1233,12 @@ int cmd_bench(int argc, char **argv) {
         }
     }
 
+    PingPong pp;
+    measure_pingpong(&pp);
+    if (R > 1)
+        printf("ping-pong rank 0 <-> rank %d: latency %.1f us (half the round trip of %zu bytes), %.2f GB/s (%zu bytes)\n",
+               R - 1, pp.alpha_sec * 1e6, pingpong_sizes[0], pp.gbps, pingpong_sizes[PINGPONG_N_SIZES - 1]);
+
     static BenchRow rows[BENCH_MAX_ROWS];
     int n_rows = 0;
     for (int m = 0; m < n_models; m++) {
@@ -713,7 +1263,7 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_rows; i++) {
             BenchRow *r = &runs[i * o.repeat + k];
             *r = rows[i];
-            if (run_config(&o, r, err, sizeof err) != 0) {
+            if (run_config(&o, r, &pp, err, sizeof err) != 0) {
                 fprintf(stderr, "tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
                         r->towers, err);
                 free(runs);
@@ -776,6 +1326,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     print_table(rows, n_rows, o.predict);
+    print_ranks_table(rows, n_rows, &pp);
     if (o.csv[0]) {
         if (write_csv(o.csv, rows, n_rows, err, sizeof err) != 0) {
             fprintf(stderr, "tower bench: %s\n", err);
@@ -797,4 +1348,23 @@ int cmd_bench(int argc, char **argv) {
     if (o.trace[0]) printf("timelines written to %.*s-<model>-<mode>-<towers>.json\n",
                            (int)(strlen(o.trace) > 5 && !strcmp(o.trace + strlen(o.trace) - 5, ".json") ? strlen(o.trace) - 5 : strlen(o.trace)), o.trace);
     return 0;
+}
+
+/* The job around the benchmark: MPI started (under mpirun) before any
+ * thread, the other ranks quiet, the job ended on any rank's error. */
+int cmd_bench(int argc, char **argv) {
+    char err[512];
+    if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "tower bench: %s\n", err);
+        return 1;
+    }
+    const int rank = ranks_rank();
+    if (rank != 0 && !freopen("/dev/null", "w", stdout)) fprintf(stderr, "tower bench: rank %d: cannot silence stdout\n", rank);
+    int rc = bench_main(argc, argv);
+    if (rc != 0 && ranks_size() > 1) {
+        fprintf(stderr, "tower bench: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
+        ranks_abort(rc);
+    }
+    ranks_finalize();
+    return rc;
 }

@@ -16,3 +16,6 @@ set_tests_properties(test_mpi_ps PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;trai
 add_test(NAME test_mobilenet_mpi
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mobilenet_mpi.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)
 set_tests_properties(test_mobilenet_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 300)
+# `mpirun -np 2 tower bench --modes ps_mpi,replicated_mpi`: sane rows (the ranks dimension, ping-pong, MPI parts).
+add_test(NAME test_bench_ranks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_bench_ranks.sh $<TARGET_FILE:tower>)
+set_tests_properties(test_bench_ranks PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;bench" TIMEOUT 600)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# test_bench_ranks.sh TOWER — the ranks dimension of `tower bench` (issue 17):
+# `mpirun -np 2 tower bench --modes ps_mpi,replicated_mpi` on loopback
+#   - prints one ping-pong line (rank 0 only: one table header, not two) with
+#     a positive latency and bandwidth;
+#   - writes a CSV row per mode with ranks = 2, the job's global batch
+#     (2 ranks x 1 tower x 4), positive images/sec, forward+backward, reduce
+#     and local average; ps_mpi with push and pull and no all-gather,
+#     replicated_mpi with an all-gather and no push or pull; the cost
+#     model's network time positive;
+#   - ps_cpu's flags under 2 ranks run as ps_mpi, and the row says so;
+#   - replicated_host (one process only) and --predict under 2 ranks fail
+#     with one line and a non-zero exit, never a hang.
+# Sane rows, not timed assertions.  Skips (77) without mpirun or without MPI
+# in the build.
+set -euo pipefail
+tower=$(realpath "$1")
+command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+mpi=(mpirun --oversubscribe --bind-to none -np 2)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+probe=$("${mpi[@]}" "$tower" bench --models nosuch 2>&1 || true)
+if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower was built without MPI"; exit 77; fi
+echo "$probe" | grep -q "unknown model 'nosuch'" || { echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5; exit 77; }
+
+cd "$work"
+timeout 300 "${mpi[@]}" "$tower" bench --device cpu --models mnist --modes ps_mpi,replicated_mpi --towers 1 --batch_size 4 \
+  --steps 2 --warmup 1 --csv "$work/r.csv" --svg "" >"$work/r.log" 2>"$work/r.err" || { cat "$work/r.err"; fail "the bench under 2 ranks failed"; }
+cat "$work/r.log"
+[ "$(grep -c '^model ' "$work/r.log")" = 2 ] || fail "not one main table and one ranks table (did every rank print?)"
+grep -Eq '^ping-pong rank 0 <-> rank 1: latency [0-9.]*[1-9][0-9.]* us .* [0-9.]*[1-9][0-9.]* GB/s' "$work/r.log" \
+  || fail "no positive ping-pong latency and bandwidth"
+python3 - "$work/r.csv" <<'PY'
+import csv, sys
+def fail(m): print("FAIL:", m); sys.exit(1)
+rows = {r["mode"]: r for r in csv.DictReader(open(sys.argv[1]))}
+if set(rows) != {"ps_mpi", "replicated_mpi"}: fail(f"modes {list(rows)}")
+for mode, r in rows.items():
+    if r["ranks"] != "2" or r["global_batch"] != "8": fail(f"{mode}: ranks {r['ranks']}, global batch {r['global_batch']}")
+    for k in ("images_per_sec", "compute_ms", "reduce_ms", "local_avg_ms", "network_predicted_ms"):
+        if not float(r[k]) > 0: fail(f"{mode}: {k} = {r[k]}")
+    if float(r["apply_ms"]) < 0: fail(f"{mode}: negative apply")
+    has = {k: r[k] != "" for k in ("push_ms", "pull_ms", "allgather_ms")}
+    want = {"push_ms": mode == "ps_mpi", "pull_ms": mode == "ps_mpi", "allgather_ms": mode == "replicated_mpi"}
+    if has != want: fail(f"{mode}: parts {has}, want {want}")
+    for k, v in has.items():
+        if v and not float(r[k]) > 0: fail(f"{mode}: {k} = {r[k]}")
+print("rows:", {m: round(float(r["images_per_sec"]), 1) for m, r in rows.items()}, "images/sec")
+PY
+
+timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --batch_size 2 --steps 1 --warmup 0 \
+  --csv "$work/s.csv" --svg "" --modes ps_cpu >/dev/null
+grep -q '^mnist,ps_mpi,parameter_server,mpi,.*,2,[0-9.]*,[0-9.]*,[0-9.]*,,' "$work/s.csv" || fail "ps_cpu under 2 ranks: not a ps_mpi row: $(cat "$work/s.csv")"
+echo "ps_cpu's flags under 2 ranks: a ps_mpi row"
+
+for bad in "--modes replicated_host" "--modes ps_mpi --predict"; do
+  set +e
+  # shellcheck disable=SC2086
+  timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --batch_size 2 --steps 1 --warmup 0 \
+    --csv "" --svg "" $bad >"$work/out" 2>"$work/err"
+  rc=$?
+  set -e
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "'$bad' under 2 ranks: exit $rc"
+  grep -q "tower bench: " "$work/err" || fail "'$bad': no line saying why: $(cat "$work/err")"
+  echo "'$bad' refused: $(grep -m1 'tower bench: ' "$work/err")"
+done
+echo "PASS"
