@@ -22,7 +22,9 @@ subprocess.run([helper, net, tmp, str(H), str(B), str(fc)], check=True)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf
 import keras
-from keras import layers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import keras_arch  # noqa: E402  (vgg11 and resnet20, one definition)
 
 rd = lambda n, dt=np.float32: np.fromfile(os.path.join(tmp, n), dtype=dt)
 params, grads, moved = rd("params.bin"), rd("grads.bin"), rd("moved.bin")
@@ -43,47 +45,6 @@ def arr(block, name):
     return block[off:off + int(np.prod(shape))].reshape(shape)
 
 
-def vgg11(fc_width):
-    inp = keras.Input((H, H, 3))
-    x = inp
-    for b, (n, f) in enumerate(zip((1, 1, 2, 2, 2), (64, 128, 256, 512, 512))):
-        for i in range(n):
-            x = layers.Conv2D(f, (3, 3), activation="relu", padding="same", name="block%d_conv%d" % (b + 1, i + 1))(x)
-        x = layers.MaxPooling2D((2, 2), strides=(2, 2), name="block%d_pool" % (b + 1))(x)
-    x = layers.Flatten(name="flatten")(x)
-    x = layers.Dense(fc_width, activation="relu", name="fc1")(x)
-    x = layers.Dense(fc_width, activation="relu", name="fc2")(x)
-    x = layers.Dense(10, name="predictions")(x)
-    return keras.Model(inp, x, name="vgg11")
-
-
-def resnet20():
-    bn = lambda name: layers.BatchNormalization(axis=3, epsilon=1.001e-5, name=name)
-    inp = keras.Input((H, H, 3))
-    x = layers.Conv2D(16, 3, padding="same", name="conv1_conv")(inp)
-    x = bn("conv1_bn")(x)
-    x = layers.Activation("relu", name="conv1_relu")(x)
-    for s, (filters, stride1) in enumerate(((16, 1), (32, 2), (64, 2))):
-        for i in range(3):
-            name = "conv%d_block%d" % (s + 2, i + 1)
-            stride = stride1 if i == 0 else 1
-            if stride != 1 or x.shape[-1] != filters:
-                shortcut = layers.Conv2D(filters, 1, strides=stride, name=name + "_0_conv")(x)
-                shortcut = bn(name + "_0_bn")(shortcut)
-            else:
-                shortcut = x
-            y = layers.Conv2D(filters, 3, strides=stride, padding="same", name=name + "_1_conv")(x)
-            y = bn(name + "_1_bn")(y)
-            y = layers.Activation("relu", name=name + "_1_relu")(y)
-            y = layers.Conv2D(filters, 3, padding="same", name=name + "_2_conv")(y)
-            y = bn(name + "_2_bn")(y)
-            x = layers.Add(name=name + "_add")([shortcut, y])
-            x = layers.Activation("relu", name=name + "_out")(x)
-    x = layers.GlobalAveragePooling2D(name="avg_pool")(x)
-    x = layers.Dense(10, name="predictions")(x)
-    return keras.Model(inp, x, name="resnet20")
-
-
 def build():
     if net == "vgg16":
         if fc not in (0, 4096):
@@ -92,9 +53,9 @@ def build():
     if net == "resnet50":
         return keras.applications.ResNet50(input_shape=(H, H, 3), weights=None, classes=10, classifier_activation=None)
     if net == "vgg11":
-        return vgg11(fc or 4096)
+        return keras_arch.vgg11(H, fc or 4096)
     if net == "resnet20":
-        return resnet20()
+        return keras_arch.resnet20(H)
     sys.exit("unknown network " + net)
 
 

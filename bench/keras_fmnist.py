@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""keras_fmnist.py -- the Keras side of the accuracy comparisons on 32x32 Fashion-MNIST (not a test).
+
+Where it sits: bench/; trains resnet20 (tests/interop/keras_arch.py, the definition the interop
+test loads Tower's variables into) or tf.keras.applications.MobileNetV2 (weights=None) on
+bench/make_fmnist32.py's TFRecords, the same bytes Tower trains on, as seed 000 trains: under
+tf.distribute.MirroredStrategy over --replicas logical CPU devices (Tower's towers), the
+per-example loss summed over the global batch and divided by it, Adam at --learning_rate, a
+shuffle buffer of --shuffle examples, --batch per replica.  After every epoch it prints the test
+set's precision @ 1 (evaluation mode: batch norm's moving statistics) and the seconds of training
+so far, then a RESULT line.  Run it with scripts/install-peers.sh's python.
+What it does not do: keep moving averages of the variables (Tower's --moving_average_decay), or
+augment.
+"""
+import argparse
+import os
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--data", required=True, help="directory with train.tfrecord and test.tfrecord")
+ap.add_argument("--model", choices=["resnet20", "mobilenet_v2"], default="resnet20")
+ap.add_argument("--epochs", type=int, default=10)
+ap.add_argument("--batch", type=int, default=64, help="examples per replica")
+ap.add_argument("--replicas", type=int, default=2)
+ap.add_argument("--learning_rate", type=float, default=0.001)
+ap.add_argument("--shuffle", type=int, default=20000)
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--seed", type=int, default=1)
+args = ap.parse_args()
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf  # noqa: E402
+
+tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas)
+tf.random.set_seed(args.seed)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
+import keras_arch  # noqa: E402
+
+spec = {"image_raw": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
+
+
+def parse(rec):
+    ex = tf.io.parse_single_example(rec, spec)
+    img = tf.reshape(tf.io.decode_raw(ex["image_raw"], tf.uint8), (32, 32, 1))
+    return tf.cast(img, tf.float32) / 255.0, ex["label"]
+
+
+def dataset(split, shuffle):
+    ds = tf.data.TFRecordDataset(os.path.join(args.data, split + ".tfrecord")).map(parse)
+    if shuffle:
+        ds = ds.shuffle(args.shuffle, seed=args.seed)
+    return ds.batch(args.batch * args.replicas, drop_remainder=shuffle).prefetch(2)
+
+
+strategy = tf.distribute.MirroredStrategy([d.name for d in tf.config.list_logical_devices("CPU")])
+global_batch = args.batch * args.replicas
+with strategy.scope():
+    if args.model == "resnet20":
+        model = keras_arch.resnet20(32, channels=1)
+    else:
+        model = tf.keras.applications.MobileNetV2(input_shape=(32, 32, 1), weights=None, classes=10,
+                                                  classifier_activation=None)
+    opt = tf.keras.optimizers.Adam(args.learning_rate)
+    opt.build(model.trainable_variables)  # slots made here, not lazily inside the replicas' step
+    loss_obj = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+
+
+@tf.function
+def train_step(dist_batch):
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            per_example = loss_obj(y, model(x, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    per_replica = strategy.run(step, args=dist_batch)
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+
+@tf.function
+def predict(x):
+    return tf.argmax(model(x, training=False), axis=1)
+
+
+train_ds = strategy.experimental_distribute_dataset(dataset("train", True))
+trained_s = 0.0
+for epoch in range(1, args.epochs + 1):
+    t0 = time.perf_counter()
+    n, loss_sum = 0, 0.0
+    for batch in train_ds:
+        loss_sum += float(train_step(batch))
+        n += 1
+        if n % 100 == 0:
+            print("epoch %d step %d: loss %.4f, %.1f examples/sec" %
+                  (epoch, n, loss_sum / n, n * global_batch / (time.perf_counter() - t0)), flush=True)
+    trained_s += time.perf_counter() - t0
+    right = total = 0
+    for x, y in dataset("test", False):
+        right += int(tf.reduce_sum(tf.cast(predict(x) == y, tf.int32)))
+        total += int(y.shape[0])
+    print("epoch %d: %d steps, mean loss %.4f, precision @ 1 = %.4f, %.0f s of training" %
+          (epoch, n, loss_sum / max(n, 1), right / total, trained_s), flush=True)
+print("RESULT framework=keras model=%s epochs=%d precision=%.4f train_s=%.0f tensorflow=%s" %
+      (args.model, args.epochs, right / total, trained_s, tf.__version__))

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""peer_nets.py -- the peers' resnet20 and vgg11 training step for bench/run_nets_bench.sh (not a test).
+
+Where it sits: bench/; times one training step (forward, backward and, without
+--no_step, an SGD update) of Tower's resnet20 or vgg11 (model/nets/resnet.c,
+model/nets/vgg.c) in PyTorch or Keras, on random in-memory data at a given
+input size, batch and thread count, and prints a RESULT line as
+bench/bench_model does (Tower's optimizer runs in ps/, so bench_model times
+forward + backward, and --no_step times the peers the same way; Keras's step
+returns its gradients, else TensorFlow prunes the unused backward pass).
+
+  --framework keras: tests/interop/keras_arch.py's models (the definitions the
+    interop test loads Tower's variables into), in a tf.function step;
+    intra- and inter-op threads set to --threads.
+  --framework torch: the same layers as a torch.nn module: resnet20 with
+    option-B (1x1 conv + batch norm) shortcuts, conv biases, batch norm eps
+    1.001e-5; vgg11 as VGG's configuration A with a --fc_width head.
+Run both with scripts/install-peers.sh's python (torch 2.x, tensorflow 2.x).
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--framework", choices=["torch", "keras"], required=True)
+ap.add_argument("--model", choices=["resnet20", "vgg11"], required=True)
+ap.add_argument("--size", type=int, default=32)
+ap.add_argument("--fc_width", type=int, default=4096, help="vgg11's fc1/fc2 width")
+ap.add_argument("--batch", type=int, default=64)
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--reps", type=int, default=10)
+ap.add_argument("--warmup", type=int, default=3)
+ap.add_argument("--no_step", action="store_true", help="forward + backward only (as bench_model)")
+args = ap.parse_args()
+
+
+def torch_model(name, H, classes=10):
+    import torch.nn as nn
+
+    def bn(c):
+        return nn.BatchNorm2d(c, eps=1.001e-5, momentum=0.01)
+
+    if name == "vgg11":
+        feats, c = [], 3
+        for n, f in zip((1, 1, 2, 2, 2), (64, 128, 256, 512, 512)):
+            for _ in range(n):
+                feats += [nn.Conv2d(c, f, 3, padding=1), nn.ReLU()]
+                c = f
+            feats.append(nn.MaxPool2d(2, 2))
+        side = H // 32
+        return nn.Sequential(*feats, nn.Flatten(), nn.Linear(512 * side * side, args.fc_width), nn.ReLU(),
+                             nn.Linear(args.fc_width, args.fc_width), nn.ReLU(), nn.Linear(args.fc_width, classes))
+
+    class Block(nn.Module):
+        def __init__(self, c_in, filters, stride):
+            super().__init__()
+            self.short = None
+            if stride != 1 or c_in != filters:
+                self.short = nn.Sequential(nn.Conv2d(c_in, filters, 1, stride), bn(filters))
+            self.body = nn.Sequential(nn.Conv2d(c_in, filters, 3, stride, padding=1), bn(filters), nn.ReLU(),
+                                      nn.Conv2d(filters, filters, 3, padding=1), bn(filters))
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu((self.short(x) if self.short is not None else x) + self.body(x))
+
+    class ResNet20(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), bn(16), nn.ReLU())
+            blocks, c = [], 16
+            for filters, stride1 in ((16, 1), (32, 2), (64, 2)):
+                for i in range(3):
+                    blocks.append(Block(c, filters, stride1 if i == 0 else 1))
+                    c = filters
+            self.blocks = nn.Sequential(*blocks)
+            self.predictions = nn.Linear(64, classes)
+
+        def forward(self, x):
+            return self.predictions(self.blocks(self.stem(x)).mean(dim=(2, 3)))
+
+    return ResNet20()
+
+
+def bench_torch():
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    net = torch_model(args.model, args.size)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    x = torch.rand(args.batch, 3, args.size, args.size) - 0.5
+    labels = torch.randint(0, 10, (args.batch,))
+    times = []
+    for r in range(args.warmup + args.reps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(net(x), labels)
+        loss.backward()
+        if not args.no_step:
+            opt.step()
+        if r >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    n_params = sum(p.numel() for p in net.parameters()) + sum(b.numel() for n, b in net.named_buffers()
+                                                               if "running" in n)
+    return times, "torch %s" % torch.__version__, n_params
+
+
+def bench_keras():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
+    import keras_arch
+    tf.random.set_seed(1)
+    model = (keras_arch.vgg11(args.size, args.fc_width) if args.model == "vgg11" else keras_arch.resnet20(args.size))
+    opt = tf.keras.optimizers.SGD(0.01)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    x = tf.random.uniform((args.batch, args.size, args.size, 3), -0.5, 0.5)
+    labels = tf.random.uniform((args.batch,), 0, 10, dtype=tf.int32)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        if not args.no_step:
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+        # Return the gradients: a tf.function's unused results are pruned by Grappler, and with
+        # --no_step and only the loss returned the whole backward pass would be (forward only).
+        return loss, grads
+
+    times = []
+    for r in range(args.warmup + args.reps):
+        t0 = time.perf_counter()
+        step()[0].numpy()
+        if r >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    return times, "tensorflow %s" % tf.__version__, model.count_params()
+
+
+def main():
+    times, version, n_params = bench_torch() if args.framework == "torch" else bench_keras()
+    times.sort()
+    med = statistics.median(times)
+    B = args.batch
+    name = args.framework + ("_nostep" if args.no_step else "")
+    print("%s %dx%d batch %d threads %d: %.1f img/s (min-max %.1f-%.1f) [%s, %d variables]"
+          % (args.model, args.size, args.size, B, args.threads, B / med, B / times[-1], B / times[0], version,
+             n_params))
+    print("RESULT framework=%s model=%s size=%d batch=%d threads=%d img_s=%.1f img_s_min=%.1f img_s_max=%.1f"
+          % (name, args.model, args.size, B, args.threads, B / med, B / times[-1], B / times[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
