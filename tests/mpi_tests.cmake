@@ -16,3 +16,12 @@ set_tests_properties(test_mpi_ps PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;trai
 add_test(NAME test_mobilenet_mpi
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mobilenet_mpi.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)
 set_tests_properties(test_mobilenet_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 300)
+
+# --batch_norm sync across ranks (base/ranks.h's ranks_sum_ordered through tower/tower.c's sum_across): the job
+# equals one tower of the whole batch, a failing rank ends the step everywhere, the trainer's checkpoint is one
+# process's of 2 towers byte for byte.
+add_executable(test_mpi_sync_bn_helper test_mpi_sync_bn_helper.c)
+target_link_libraries(test_mpi_sync_bn_helper PRIVATE tower_towers tower_base m)
+add_test(NAME test_mpi_sync_bn COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_sync_bn.sh $<TARGET_FILE:tower>
+  $<TARGET_FILE:test_imagefolder> $<TARGET_FILE:test_mpi_sync_bn_helper>)
+set_tests_properties(test_mpi_sync_bn PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)

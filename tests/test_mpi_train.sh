@@ -15,7 +15,6 @@
 #     writes that step's checkpoint;
 #   - a one-process mode (--all_reduce host) under mpirun -np 2 is refused
 #     with one line;
-#   - --batch_norm sync under mpirun -np 2 is refused (not built across ranks);
 #   - the default --variable_update parameter_server under mpirun -np 2 runs
 #     sharded across the ranks (ps_mpi, tests/test_mpi_ps.sh for the rest):
 #     4 steps with --save_every 2 (every rank joins each save) give one
@@ -141,9 +140,4 @@ took=$(echo "$(date +%s.%N) - $killed_at" | bc)
 [ "$rc" != 0 ] || fail "the job exited 0 after rank 1 was killed"
 grep -q "rank 1 .*signal 9" "$work/kill.log" || { cat "$work/kill.log"; fail "no line names rank 1 and its signal"; }
 echo "kill -9 of rank 1: the job ended with exit $rc after $(printf '%.1f' "$took") s: $(grep -m1 'rank 1' "$work/kill.log" | sed 's/^ *//')"
-rc=0
-out=$("${mpi[@]}" -np 2 "$tower" train "${common[@]}" --batch_norm sync --max_steps 1 --train_dir "$work/bn-sync" 2>&1) || rc=$?
-[ "$rc" != 0 ] && echo "$out" | grep -q "batch_norm sync across MPI ranks is not built yet" ||
-  { echo "$out"; fail "--batch_norm sync under mpirun -np 2: exit $rc, expected a refusal"; }
-echo "--batch_norm sync across ranks: refused (exit $rc)"
 echo "mpi training equals one process ($(( $(date +%s) - t0 )) s)"

@@ -633,11 +633,6 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     char e[512];
     if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0) return -1;
     tr->bn_sync = !strcmp(o->batch_norm, "sync");
-    if (tr->bn_sync && tr->n_ranks > 1) {
-        snprintf(err, err_n_bytes, "--batch_norm sync across MPI ranks is not built yet (its sums would cross ranks in "
-                 "every layer): use --batch_norm tower, or one process");
-        return -1;
-    }
     if (o->batch_size < 1) {
         snprintf(err, err_n_bytes, "--batch_size must be at least 1, got %d", o->batch_size);
         return -1;
@@ -658,6 +653,8 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     for (int t = 0; t < tr->n_towers; t++)
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
     tc.sync_batch_norm = tr->bn_sync;
+    /* Across ranks the towers' sums go on through the ranks, in rank order (base/ranks.h). */
+    tc.sum_across = tr->bn_sync && tr->n_ranks > 1 ? ranks_sum_ordered : NULL;
     tr->alloc = tr->backend->host_alloc(tc.devices[0]);
 
     /* The data: its files and the shape of one stored image (synthetic: the model's own). */

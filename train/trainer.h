@@ -206,7 +206,7 @@ typedef struct {
 void trainer_options_defaults(TrainerOptions *o);
 
 /* --batch_norm: 0 for "tower" or "sync"; -1 with one line in err otherwise.
- * trainer_open calls it (and refuses sync across MPI ranks); cmd/ too,
+ * trainer_open calls it; cmd/ too,
  * before any work. */
 int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes);
 
