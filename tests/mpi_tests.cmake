@@ -25,3 +25,10 @@ target_link_libraries(test_mpi_sync_bn_helper PRIVATE tower_towers tower_base m)
 add_test(NAME test_mpi_sync_bn COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_sync_bn.sh $<TARGET_FILE:tower>
   $<TARGET_FILE:test_imagefolder> $<TARGET_FILE:test_mpi_sync_bn_helper>)
 set_tests_properties(test_mpi_sync_bn PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)
+
+# ps_mpi's checkpoints written by the shards' owners (ps/checkpoint.h's ckpt_save_shard, ckpt_commit_shards) under
+# kill -9 of a rank, inside saves and at random: the index always names a checkpoint whose shards all load, and
+# the runs resume from it (and one process does, at the end).
+add_test(NAME test_mpi_ckpt_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_ckpt_kill.sh $<TARGET_FILE:tower>
+  $<TARGET_FILE:test_fault_helper>)
+set_tests_properties(test_mpi_ckpt_kill PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 600)

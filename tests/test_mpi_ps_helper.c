@@ -9,7 +9,9 @@
  *       model.ckpt-STEP); RESUME 1: --resume from TRAIN_DIR first.  With
  *       PLACEMENT given, rank 0 prints the placement (--log_device_placement).
  *       TEST_MPI_PS_OTHER_DIR set: the ranks other than 0 use that train_dir
- *       (a host that does not see rank 0's checkpoints).
+ *       (a host that does not see rank 0's checkpoints; rank 0 then writes
+ *       the checkpoint alone, --checkpoint_writers rank0).
+ *       TEST_MPI_PS_WRITERS: --checkpoint_writers (owners, the default, or rank0).
  *   test_mpi_ps_helper compare A B TOL
  *       the variables, slots and moving averages of checkpoints A and B:
  *       prints the largest normwise relative difference ||a - b|| / ||a||
@@ -81,6 +83,9 @@ int main(int argc, char **argv) {
     o.learning_rate = !strcmp(argv[3], "adam") ? 0.01f : 0.1f;
     o.train_dir = argv[6];
     if (getenv("TEST_MPI_PS_OTHER_DIR") && ranks_rank() != 0) o.train_dir = getenv("TEST_MPI_PS_OTHER_DIR");
+    /* Owners write their shards into their own train_dir: a rank that does not share rank 0's needs rank0 writers. */
+    if (getenv("TEST_MPI_PS_OTHER_DIR")) o.checkpoint_writers = "rank0";
+    if (getenv("TEST_MPI_PS_WRITERS")) o.checkpoint_writers = getenv("TEST_MPI_PS_WRITERS");
     TrainerMode mode;
     if (trainer_mode_from_name(argv[7], &mode, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);

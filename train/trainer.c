@@ -72,6 +72,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->trace = "";
     o->ps_ranks = 0;
     o->ps_placement = "greedy";
+    o->checkpoint_writers = "owners";
     o->batch_norm = "tower";
     o->model_opts.width_multiplier = 1.0f;
     o->model_opts.head = MODEL_HEAD_KERAS;
@@ -955,25 +956,32 @@ void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out) {
     out->other = out->step - out->input - out->copy - out->compute - out->reduce - out->apply;
 }
 
-int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
-    /* The variables every tower shares, in the host block (the mode knows where they are). */
-    const TrainModeI *m = train_mode(tr->mode);
-    if (m->save) m->save(tr);
-    if (tr->rank != 0) return 0; /* rank 0 alone writes */
-    /* Never replace a good checkpoint with variables that have blown up. */
+int trainer_variables_finite(const Trainer *tr, char *err, size_t err_n_bytes) {
     for (size_t i = 0; i < tr->spec.n_params; i++) {
         if (!isfinite(tr->ps->params[i])) {
             snprintf(err, err_n_bytes, "not saving step %ld: its variables are not finite (the model diverged)",
                      tr->ps->global_step);
-            return -1;
+            return 0;
         }
     }
+    return 1;
+}
+
+int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
+    const TrainModeI *m = train_mode(tr->mode);
     CkptRunState run = {
         .seed = (uint64_t)tr->opt.seed,
         .examples_consumed = tr->examples_consumed,
         .n_towers = tr->n_ranks * tr->n_towers,
         .batch_size = tr->opt.batch_size,
     };
+    /* Across ranks, a mode whose state is spread over them may write it where it lies (ps_mpi: each owner its shard). */
+    if (m->write_checkpoint && tr->n_ranks > 1) return m->write_checkpoint(tr, &run, err, err_n_bytes);
+    /* The variables every tower shares, in the host block (the mode knows where they are). */
+    if (m->save) m->save(tr);
+    if (tr->rank != 0) return 0; /* rank 0 alone writes */
+    /* Never replace a good checkpoint with variables that have blown up. */
+    if (!trainer_variables_finite(tr, err, err_n_bytes)) return -1;
     return ckpt_save(tr->opt.train_dir, tr->ps, &run, tr->opt.keep_checkpoints, err, err_n_bytes);
 }
 

@@ -123,8 +123,9 @@ typedef struct {
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
     int ps_ranks;                   /* parameter_server across ranks: the first ps_ranks ranks hold the shards; 0: every rank */
     const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
+    const char *checkpoint_writers; /* parameter_server across ranks: "owners" (each shard's owner writes it) | "rank0" */
     ModelOptions model_opts;        /* the Keras networks' options (--width_multiplier, --head); mnist, cifar10 ignore them */
-    const char *batch_norm;         /* "tower" or "sync" (one process): train/batch_norm.c */
+    const char *batch_norm;         /* "tower" or "sync": train/batch_norm.c */
 } TrainerOptions;
 
 /* Where the variables live and how the gradients are combined: the index
