@@ -32,3 +32,11 @@ set_tests_properties(test_mpi_sync_bn PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi
 add_test(NAME test_mpi_ckpt_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_ckpt_kill.sh $<TARGET_FILE:tower>
   $<TARGET_FILE:test_fault_helper>)
 set_tests_properties(test_mpi_ckpt_kill PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 600)
+
+# --input_split files|records: each rank reads its own part of the TFRecord data (disjoint, together all of it),
+# and 2 ranks still learn; none: every rank reads everything.
+add_executable(test_mpi_input_split_helper test_mpi_input_split_helper.c)
+target_link_libraries(test_mpi_input_split_helper PRIVATE tower_train m)
+add_test(NAME test_mpi_input_split COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_input_split.sh $<TARGET_FILE:tower>
+  $<TARGET_FILE:test_fault_helper> $<TARGET_FILE:test_mpi_input_split_helper> $<TARGET_FILE:test_imagefolder>)
+set_tests_properties(test_mpi_input_split PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)

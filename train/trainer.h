@@ -124,6 +124,7 @@ typedef struct {
     int ps_ranks;                   /* parameter_server across ranks: the first ps_ranks ranks hold the shards; 0: every rank */
     const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
     const char *checkpoint_writers; /* parameter_server across ranks: "owners" (each shard's owner writes it) | "rank0" */
+    const char *input_split;        /* across ranks: "none" (every rank reads the whole stream) | "files" | "records" */
     ModelOptions model_opts;        /* the Keras networks' options (--width_multiplier, --head); mnist, cifar10 ignore them */
     const char *batch_norm;         /* "tower" or "sync": train/batch_norm.c */
 } TrainerOptions;
@@ -219,6 +220,7 @@ typedef struct {
     ParamServer *ps;
     TowerGroup *towers;
     Pipeline *pipeline;
+    int input_split;                 /* PIPELINE_SPLIT_*: across ranks, each rank reads its part of the data (--input_split) */
     char **files;                    /* the TFRecord files (none for an image folder) */
     int n_files;
     int image_folder;                /* 1: --data is an image folder, decoded in the pipeline */
