@@ -27,6 +27,8 @@
 #     host's disk): rank 0's state, Adam's beta powers included, reaches
 #     them, in ps_mpi and replicated_mpi (2 x 1, adam: the straight run);
 #   - --ps_ranks beyond the job's ranks is refused with one line;
+#   - the memory bound (trainer_max_n_bytes) counts ps_mpi's and
+#     replicated_mpi's own buffers across ranks (none for ps_cpu);
 #   - kill -9 of rank 1 mid-run ends the job, non-zero, within 10 s.
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
@@ -131,6 +133,12 @@ if "${mpi[@]}" -np 2 "$helper" train mnist sgd 1 1 "$work/too-many" ps_mpi 3 gre
 fi
 grep -q -- "--ps_ranks 3: expected 1 to 2" "$work/refused.log" || { cat "$work/refused.log"; fail "--ps_ranks 3: no line says why"; }
 echo "--ps_ranks 3 with 2 ranks: refused ($(grep -m1 -o -- '--ps_ranks 3: expected[^)]*)' "$work/refused.log"))"
+
+# The memory bound counts the modes' buffers across ranks.
+"$helper" memory ps_cpu 2 || fail "the memory bound of ps_cpu counts mode buffers"
+for mode in ps_mpi replicated_mpi; do
+  "${mpi[@]}" -np 2 "$helper" memory $mode 1 2>&1 | grep -v '^20[0-9][0-9]-' || fail "$mode: the memory bound does not count the mode's buffers"
+done
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s.
 "${mpi[@]}" -np 2 "$helper" train mnist momentum 1 100000 "$work/killed" ps_mpi >"$work/kill.log" 2>&1 &

@@ -59,6 +59,10 @@ typedef struct TrainModeI {
      * rank 0's ckpt_save; run: what ckpt_save records).  0 on every rank,
      * or -1 with err on every rank (nothing of the step is indexed). */
     int (*write_checkpoint)(Trainer *tr, const CkptRunState *run, char *err, size_t err_n_bytes);
+    /* Optional.  The host bytes the mode's open allocates for its own
+     * buffers, for the memory bound (trainer_max_n_bytes); callable before
+     * open (from the configuration alone).  NULL: none. */
+    size_t (*host_n_bytes)(const Trainer *tr);
     /* Optional.  The current variables (trainer_variables); NULL: save,
      * then tr->ps->params. */
     const float *(*variables)(const Trainer *tr);

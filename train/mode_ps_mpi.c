@@ -388,6 +388,32 @@ static int mode_write_checkpoint(Trainer *tr, const CkptRunState *run, char *err
     return 0;
 }
 
+/* mode_open's buffers, from the placement (a pure function of the table): the packed block (M), the workers'
+ * slices of this rank's shard (R x own), its mean (own), rank 0's save gather (M), the step codes, the tables. */
+static size_t mode_host_n_bytes(const Trainer *tr) {
+    const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
+    const size_t M = tr->spec.n_params;
+    const int n_ps = tr->opt.ps_ranks > 0 && tr->opt.ps_ranks <= R ? tr->opt.ps_ranks : R;
+    PsPlacement rule = PS_PLACE_GREEDY;
+    char e[128];
+    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, e, sizeof e) != 0)
+        rule = PS_PLACE_GREEDY;
+    int *owner = malloc((size_t)n_vars * sizeof *owner);
+    size_t *var_n_bytes = malloc((size_t)n_vars * sizeof *var_n_bytes), *shard = calloc((size_t)R, sizeof *shard);
+    size_t own = M; /* without the tables: the most a shard can be */
+    if (owner && var_n_bytes && shard) {
+        for (int i = 0; i < n_vars; i++) var_n_bytes[i] = tr->spec.vars[i].n_floats * sizeof(float);
+        ps_place_variables(var_n_bytes, n_vars, n_ps, rule, owner, shard);
+        own = tr->rank < R ? shard[tr->rank] / sizeof(float) : M;
+    }
+    free(owner);
+    free(var_n_bytes);
+    free(shard);
+    const size_t tables = (size_t)n_vars * 2 * sizeof(int) + (size_t)R * (4 * sizeof(int) + sizeof(size_t) + sizeof(int));
+    return (M + ((size_t)R * own + 1) + (own + 1) + (tr->rank == 0 ? M : 0) + (size_t)R * (1 + 3 * tr->n_towers)) *
+               sizeof(float) + tables + sizeof(PsMpiState);
+}
+
 /* The variables every rank pulled in the last step (no gather). */
 static const float *mode_variables(const Trainer *tr) { return tr->ps->params; }
 
@@ -409,6 +435,7 @@ const TrainModeI train_mode_ps_mpi = {
     .step = mode_step,
     .save = mode_save,
     .write_checkpoint = mode_write_checkpoint,
+    .host_n_bytes = mode_host_n_bytes,
     .variables = mode_variables,
     .close = mode_close,
 };

@@ -36,7 +36,7 @@
 
 typedef struct {
     float *send;   /* (T, n_params) this rank's tower gradients, packed; NULL with one rank */
-    float *recv;   /* (R, T, n_params) every rank's; NULL with one rank (not in trainer_max_n_bytes: R x T x M) */
+    float *recv;   /* (R, T, n_params) every rank's; NULL with one rank (in the memory bound: mode_host_n_bytes) */
     float *stats;  /* (R, 1 + 3T): each rank's step code, then per tower loss, accuracy, examples */
 } MpiState;
 
@@ -164,6 +164,12 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     return moving_rc == 0 ? 1 : -1;
 }
 
+/* mode_open's buffers: with several ranks the send (T x M) and gather (R x T x M) floats; the step codes. */
+static size_t mode_host_n_bytes(const Trainer *tr) {
+    const size_t M = tr->spec.n_params, R = (size_t)tr->n_ranks, T = (size_t)tr->n_towers;
+    return (R > 1 ? (T + R * T) * M * sizeof(float) : 0) + R * (1 + 3 * T) * sizeof(float) + sizeof(MpiState);
+}
+
 /* Every tower holds the same variables: save tower 0's. */
 static void mode_save(const Trainer *tr) { ps_gather_replica(tr->ps, 0); }
 
@@ -197,6 +203,7 @@ const TrainModeI train_mode_replicated_mpi = {
     .open = mode_open,
     .step = mode_step,
     .save = mode_save,
+    .host_n_bytes = mode_host_n_bytes,
     .variables = mode_variables,
     .close = mode_close,
 };

@@ -359,11 +359,13 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     if (m->towers_known) {
         for (int t = 0; t < tr->n_towers; t++) m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t]);
     }
+    const TrainModeI *mode = train_mode(tr->mode);
+    m->mode_n_bytes = mode->host_n_bytes ? mode->host_n_bytes(tr) : 0;
     m->checkpoint_n_bytes = tr->ps ? (tr->opt.resume ? 2 : 1) * ckpt_max_n_bytes(tr->ps) : 0;
     m->summaries_n_bytes = event_writer_max_n_bytes((size_t)tr->spec.n_vars);
     m->loaded_n_bytes = tr->loaded_n_bytes;
     m->runtime_n_bytes = TRAINER_RUNTIME_N_BYTES;
-    m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->checkpoint_n_bytes +
+    m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->mode_n_bytes + m->checkpoint_n_bytes +
                        m->summaries_n_bytes + m->loaded_n_bytes + m->runtime_n_bytes;
     return m->total_n_bytes;
 }
@@ -417,9 +419,11 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
                "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
                m.pipeline.capacity, m.pipeline.n_slots, m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches,
                tr->record_n_bytes);
-    printf(" + variables %.1f + towers %.1f%s + checkpoint %.1f + summaries %.1f + loaded %.1f + runtime %.1f\n",
+    char mode[64] = "";
+    if (m.mode_n_bytes) snprintf(mode, sizeof mode, " + %s's buffers %.1f", train_mode(tr->mode)->name, mib(m.mode_n_bytes));
+    printf(" + variables %.1f + towers %.1f%s%s + checkpoint %.1f + summaries %.1f + loaded %.1f + runtime %.1f\n",
            mib(m.variables_n_bytes), mib(m.towers_n_bytes),
-           m.towers_known ? "" : " (not counted: device memory, and the CUDA runtime's host memory)",
+           m.towers_known ? "" : " (not counted: device memory, and the CUDA runtime's host memory)", mode,
            mib(m.checkpoint_n_bytes), mib(m.summaries_n_bytes), mib(m.loaded_n_bytes), mib(m.runtime_n_bytes));
 }
 

@@ -267,6 +267,8 @@ typedef struct {
     size_t input_n_bytes;      /* pipeline.total_n_bytes, or the synthetic batch */
     size_t variables_n_bytes;  /* ps_host_n_bytes: variables, averaged and per-tower gradients, momentum, moving averages, replicas */
     size_t towers_n_bytes;     /* n_towers x the backend's host_n_bytes: a CPU tower's weights, logits, activations and scratch */
+    size_t mode_n_bytes;       /* the placement mode's own host buffers (TrainModeI.host_n_bytes): across ranks the
+                                * gathered gradients (replicated_mpi: R x T x M), the push, pull and save buffers (ps_mpi) */
     size_t checkpoint_n_bytes; /* a save's payload, or twice it at a --resume load (payload + decoded copy) */
     size_t summaries_n_bytes;  /* the events writer: queued histograms of every variable and the encoded event */
     size_t loaded_n_bytes;     /* measured: resident when trainer_open began — the executable and its shared libraries
