@@ -141,6 +141,20 @@ void ranks_gatherv(const float *send, float *recv, const int *counts, const int 
 #endif
 }
 
+void ranks_allreduce_sum(float *buf, size_t n_floats) {
+    if (size_ == 1) return;
+#ifdef TOWER_HAVE_MPI
+    for (size_t done = 0; done < n_floats;) {
+        const size_t n = n_floats - done < (size_t)INT_MAX ? n_floats - done : (size_t)INT_MAX;
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + done, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        done += n;
+    }
+#else
+    (void)buf;
+    (void)n_floats;
+#endif
+}
+
 int ranks_any(int flag) {
     int any = flag != 0;
 #ifdef TOWER_HAVE_MPI

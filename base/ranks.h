@@ -65,6 +65,14 @@ void ranks_allgatherv(const float *send, float *recv, const int *counts, const i
  * ignored on the other ranks. */
 void ranks_gatherv(const float *send, float *recv, const int *counts, const int *displs);
 
+/* buf (n_floats) = the sum over the ranks of every rank's buf (MPI_Allreduce,
+ * MPI_SUM, in place; in chunks of at most INT_MAX floats).  The summation
+ * order is the library's (a ring, a tree: it depends on R and the sizes),
+ * so the result agrees with an ordered sum to float rounding only, and may
+ * differ from run to run where the library adapts.  With one rank, nothing.
+ * Never returns on failure. */
+void ranks_allreduce_sum(float *buf, size_t n_floats);
+
 /* 1 on every rank when flag is non-zero on any rank (MPI_Allreduce, MAX);
  * with one rank, flag != 0.  Never returns on failure. */
 int ranks_any(int flag);

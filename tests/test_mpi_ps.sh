@@ -27,6 +27,9 @@
 #     host's disk): rank 0's state, Adam's beta powers included, reaches
 #     them, in ps_mpi and replicated_mpi (2 x 1, adam: the straight run);
 #   - --ps_ranks beyond the job's ranks is refused with one line;
+#   - --variable_update replicated --all_reduce mpi_allreduce (MPI_Allreduce,
+#     the library's order): 2 x 1, 4 x 1 and 2 x 2 within 1e-6 of one process
+#     of R x T towers in ps_cpu (momentum, 3 steps);
 #   - the memory bound (trainer_max_n_bytes) counts ps_mpi's and
 #     replicated_mpi's own buffers across ranks (none for ps_cpu);
 #   - kill -9 of rank 1 mid-run ends the job, non-zero, within 10 s.
@@ -133,6 +136,19 @@ if "${mpi[@]}" -np 2 "$helper" train mnist sgd 1 1 "$work/too-many" ps_mpi 3 gre
 fi
 grep -q -- "--ps_ranks 3: expected 1 to 2" "$work/refused.log" || { cat "$work/refused.log"; fail "--ps_ranks 3: no line says why"; }
 echo "--ps_ranks 3 with 2 ranks: refused ($(grep -m1 -o -- '--ps_ranks 3: expected[^)]*)' "$work/refused.log"))"
+
+# --all_reduce mpi_allreduce: the ranks' sums added by MPI_Allreduce (the library's order): within 1e-6 of one process.
+for case in "2 1" "4 1" "2 2"; do
+  set -- $case
+  dir="$work/allreduce-$1x$2"
+  mkdir -p "$dir"
+  "${mpi[@]}" -np "$1" "$helper" train mnist momentum "$2" 3 "$dir" replicated_mpi_allreduce >"$work/ar.log" 2>&1 ||
+    { cat "$work/ar.log"; fail "replicated_mpi_allreduce $1 x $2 failed"; }
+  grep -q "mode replicated_mpi_allreduce, $1 rank(s) x $2 tower(s)" "$work/ar.log" || { cat "$work/ar.log"; fail "not replicated_mpi_allreduce"; }
+  d=$("$helper" compare "$(ref $(( $1 * $2 )) mnist momentum 3)" "$dir/model.ckpt-3" 1e-6) ||
+    fail "replicated_mpi_allreduce $1 x $2 against one process of $(( $1 * $2 )) towers: $d"
+  echo "--all_reduce mpi_allreduce, $1 rank(s) x $2 tower(s), momentum, 3 steps: within 1e-6 of one process ($d)"
+done
 
 # The memory bound counts the modes' buffers across ranks.
 "$helper" memory ps_cpu 2 || fail "the memory bound of ps_cpu counts mode buffers"

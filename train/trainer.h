@@ -138,7 +138,8 @@ typedef enum {
     TRAINER_REPLICATED_NCCL = 3, /* replicated, nccl: per-tower variables, NCCL all-reduce (needs GPU towers) */
     TRAINER_REPLICATED_MPI = 4,  /* replicated, mpi: per-tower variables on every rank, gradients gathered across MPI ranks */
     TRAINER_PS_MPI = 5,          /* parameter_server, mpi: variables in shards on parameter-server ranks, pushed and pulled over MPI */
-    TRAINER_N_MODES = 6
+    TRAINER_REPLICATED_MPI_ALLREDUCE = 6, /* replicated, mpi_allreduce: as replicated_mpi, the ranks' sums added by MPI_Allreduce */
+    TRAINER_N_MODES = 7
 } TrainerMode;
 
 /* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi". */
