@@ -6,8 +6,8 @@
 #     rank whose tower fails before the first sum ends the step on every rank with a line naming it (no hang);
 #   - `tower train` mobilenet_v2 (width 0.35, 32x32 image folder, momentum, 2 steps) under mpirun -np 2 with one
 #     tower a rank writes the checkpoint of one process of 2 towers with --batch_norm sync byte for byte, in
-#     replicated (replicated_mpi) and parameter_server (ps_mpi): a rank's sum of one tower is its slot, and the
-#     ranks' sum in rank order is the towers' in tower order;
+#     replicated (replicated_mpi) and parameter_server (ps_mpi, --checkpoint_writers rank0: one file): a
+#     rank's sum of one tower is its slot, and the ranks' sum in rank order is the towers' in tower order;
 #   - the comparison can fail: --batch_norm tower under mpirun differs.
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
@@ -35,8 +35,8 @@ common=(--model mobilenet_v2 --width_multiplier 0.35 --data "$work/imgs" --image
         --batch_size 4 --max_steps 2 --optimizer momentum --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20
         --device cpu --no_progress --summary_every 0 --histogram_every 0 --log_every 100 --seed 7)
 "$tower" train "${common[@]}" --batch_norm sync --num_towers 2 --train_dir "$work/ref" >/dev/null 2>&1 || fail "one process"
-for vu in replicated parameter_server; do
-  "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --batch_norm sync --num_towers 1 --variable_update $vu \
+for vu in replicated parameter_server; do # ps_mpi: --checkpoint_writers rank0, one file to compare byte for byte
+  "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --batch_norm sync --num_towers 1 --variable_update $vu --checkpoint_writers rank0 \
     --train_dir "$work/job-$vu" >"$work/job.out" 2>&1 || fail "mpirun, $vu: $(tail -3 "$work/job.out")"
   cmp -s "$work/ref/model.ckpt-2" "$work/job-$vu/model.ckpt-2" ||
     fail "$vu, --batch_norm sync: 2 ranks x 1 tower differ from 1 process x 2 towers (model.ckpt-2)"
