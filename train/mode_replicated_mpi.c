@@ -21,10 +21,13 @@
  * Where it sits: one entry of train/modes.c's table (train/mode.h); the
  * transport is base/ranks.c; the data split across ranks is the trainer's
  * (rank_shards in train/trainer.c; docs/hosts.md).
- * What it does not do: bandwidth-optimal reduction (each rank receives all
- * R x T gradients: R x T x M bytes a step, where a ring moves 2(R-1)/R x M;
- * chosen for the fixed summation order), GPU buffers across ranks (NCCL),
- * parameter servers across ranks, asynchronous updates.
+ * The second entry of this file, replicated_mpi_allreduce (--all_reduce
+ * mpi_allreduce), sums each rank's towers in tower order and adds the ranks'
+ * sums with MPI_Allreduce (MPI_SUM, the library's order: equal to the
+ * ordered sum to float rounding, not bit for bit), then divides by R x T:
+ * Horovod's traffic (about 2(R-1)/R x M a rank) instead of R x T x M.
+ * What it does not do: GPU buffers across ranks (NCCL), parameter servers
+ * across ranks, asynchronous updates.
  */
 #include <math.h>
 #include <stdio.h>
