@@ -141,6 +141,20 @@ void ranks_gatherv(const float *send, float *recv, const int *counts, const int 
 #endif
 }
 
+void ranks_allreduce_sum(float *buf, size_t n_floats) {
+    if (size_ == 1) return;
+#ifdef TOWER_HAVE_MPI
+    for (size_t done = 0; done < n_floats;) {
+        const size_t n = n_floats - done < (size_t)INT_MAX ? n_floats - done : (size_t)INT_MAX;
+        check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf + done, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        done += n;
+    }
+#else
+    (void)buf;
+    (void)n_floats;
+#endif
+}
+
 int ranks_any(int flag) {
     int any = flag != 0;
 #ifdef TOWER_HAVE_MPI
@@ -185,6 +199,57 @@ double ranks_pingpong_sec(int peer, size_t n_bytes, int reps) {
     check_mpi(MPI_Bcast(&result, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Bcast");
 #endif
     return result;
+}
+
+int ranks_sum_ordered(double *buf, size_t n_doubles, int state, int *other) {
+    *other = -1;
+    if (size_ == 1) return 0;
+#ifdef TOWER_HAVE_MPI
+    if (n_doubles > INT_MAX / sizeof(double) / (size_t)size_) {
+        fprintf(stderr, "tower: rank %d: a sync batch norm sum of %zu doubles: more than MPI's int counts; ending the job\n",
+                rank_, n_doubles);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    long mine[2] = {state, state == RANKS_SUM_DATA ? (long)n_doubles : 0}, all[2 * 4096];
+    long *heads = size_ <= 4096 ? all : malloc((size_t)size_ * sizeof mine);
+    if (!heads) {
+        fprintf(stderr, "tower: rank %d: out of memory for a sync batch norm sum; ending the job\n", rank_);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+        exit(3);
+    }
+    check_mpi(MPI_Allgather(mine, 2, MPI_LONG, heads, 2, MPI_LONG, MPI_COMM_WORLD), "MPI_Allgather");
+    int any_data = 0;
+    for (int r = 0; r < size_; r++) {
+        const long s = heads[2 * r], n = heads[2 * r + 1];
+        any_data |= s == RANKS_SUM_DATA;
+        if (state == RANKS_SUM_DATA && *other < 0 && (s != RANKS_SUM_DATA || n != (long)n_doubles)) *other = r;
+        if (state != RANKS_SUM_DATA && *other < 0 && s == RANKS_SUM_FAILED) *other = r;
+    }
+    if (heads != all) free(heads);
+    if (state != RANKS_SUM_DATA) return any_data ? 1 : 0;
+    if (*other >= 0) return -1;
+    double *parts = malloc((size_t)size_ * n_doubles * sizeof *parts + 1);
+    if (!parts) {
+        fprintf(stderr, "tower: rank %d: out of memory for a sync batch norm sum of %zu doubles; ending the job\n",
+                rank_, n_doubles);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+        exit(3);
+    }
+    check_mpi(MPI_Allgather(buf, (int)n_doubles, MPI_DOUBLE, parts, (int)n_doubles, MPI_DOUBLE, MPI_COMM_WORLD),
+              "MPI_Allgather");
+    for (size_t i = 0; i < n_doubles; i++) {
+        double s = parts[i];
+        for (int r = 1; r < size_; r++) s += parts[(size_t)r * n_doubles + i];
+        buf[i] = s;
+    }
+    free(parts);
+    return 0;
+#else
+    (void)buf;
+    (void)n_doubles;
+    (void)state;
+    return 0;
+#endif
 }
 
 void ranks_abort(int code) {

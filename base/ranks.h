@@ -65,6 +65,14 @@ void ranks_allgatherv(const float *send, float *recv, const int *counts, const i
  * ignored on the other ranks. */
 void ranks_gatherv(const float *send, float *recv, const int *counts, const int *displs);
 
+/* buf (n_floats) = the sum over the ranks of every rank's buf (MPI_Allreduce,
+ * MPI_SUM, in place; in chunks of at most INT_MAX floats).  The summation
+ * order is the library's (a ring, a tree: it depends on R and the sizes),
+ * so the result agrees with an ordered sum to float rounding only, and may
+ * differ from run to run where the library adapts.  With one rank, nothing.
+ * Never returns on failure. */
+void ranks_allreduce_sum(float *buf, size_t n_floats);
+
 /* 1 on every rank when flag is non-zero on any rank (MPI_Allreduce, MAX);
  * with one rank, flag != 0.  Never returns on failure. */
 int ranks_any(int flag);
@@ -78,6 +86,27 @@ int ranks_any(int flag);
  * failed call (as above).  `tower bench`'s ping-pong (latency = half the
  * round trip of a small message, bandwidth = n_bytes / half the round trip). */
 double ranks_pingpong_sec(int peer, size_t n_bytes, int reps);
+
+/* Sync batch norm's sums across ranks (--batch_norm sync; tower/tower.c
+ * calls it through TowerGroupConfig.sum_across, on the caller's thread of
+ * tower_group_run).  state says where this rank stands in its step:
+ *   RANKS_SUM_DATA: buf (n_doubles) holds this rank's sum over its towers;
+ *     on success buf = rank 0's + rank 1's + ... in rank order (the same
+ *     bits on every rank; each rank's part gathered with MPI_Allgather, never
+ *     MPI_Allreduce, whose order is the library's) and 0 is returned;
+ *   RANKS_SUM_END / RANKS_SUM_FAILED: this rank's towers have finished the
+ *     step (or failed) and will sum nothing more; buf is not read.
+ * Every call first gathers each rank's (state, n_doubles); then a DATA call
+ * that meets a rank not in DATA (failed, or ended: another network?) or
+ * another size returns -1 with *other = that rank (this rank's step fails
+ * and ends its towers); an END/FAILED call returns 1 while some rank is
+ * still in DATA (call again: that rank will see this one and stop), 0 once
+ * every rank has ended, with *other = the first rank that failed, or -1.
+ * So a rank that fails anywhere in its step never leaves the others waiting
+ * in a sum.  With one rank: DATA leaves buf as it is, END returns 0.  Out
+ * of memory or a failed MPI call ends the job (one line). */
+enum { RANKS_SUM_DATA = 0, RANKS_SUM_END = 1, RANKS_SUM_FAILED = 2 };
+int ranks_sum_ordered(double *buf, size_t n_doubles, int state, int *other);
 
 /* End the job: with several ranks MPI_Abort(code), which ends every rank;
  * with one, nothing (the caller returns code). */

@@ -125,7 +125,9 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory), gpu (tower 0's GPU; needs GPU towers) or mpi (in shards on the ranks of mpirun -np R, docs/hosts.md; cpu becomes mpi under mpirun with several ranks)"},
         {"ps_ranks", FLAG_INT, &o->ps_ranks, "parameter_server across ranks: the first ps_ranks ranks hold the variables' shards, each also a worker (0: every rank)"},
         {"ps_placement", FLAG_STRING, &o->ps_placement, "parameter_server across ranks: how variables go to shards, greedy (by bytes, to the least loaded so far: TensorFlow's GreedyLoadBalancingStrategy) or round_robin"},
-        {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), mpi (gathered across the ranks of mpirun -np R, docs/hosts.md), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
+        {"input_split", FLAG_STRING, &o->input_split, "across ranks (mpirun -np R): none (every rank reads the whole stream and takes its shards of each global batch: the job equals one process), files (rank r reads files r, r+R, ...) or records (rank r reads the records r, r+R, ... of each epoch's order), so each rank reads 1/R of the data; TFRecord data only; docs/hosts.md"},
+        {"checkpoint_writers", FLAG_STRING, &o->checkpoint_writers, "parameter_server across ranks: who writes a checkpoint, owners (each parameter-server rank its shard's file, rank 0 the manifest and the index after all of them; every rank needs the same train_dir) or rank0 (rank 0 gathers the shards and writes one file)"},
+        {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), mpi (gathered across the ranks of mpirun -np R and summed in rank order: the job equals one process, docs/hosts.md), mpi_allreduce (across ranks by MPI_Allreduce: less traffic, the library's summation order), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
         {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -146,6 +148,8 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
     static const char *const resize_modes[] = {"resize", "center_crop", NULL};
     static const char *const loss_scalings[] = {"tower_mean", "global_batch", NULL};
     static const char *const ps_placements[] = {"greedy", "round_robin", NULL};
+    static const char *const checkpoint_writers[] = {"owners", "rank0", NULL};
+    static const char *const input_splits[] = {"none", "files", "records", NULL};
     const char *c = "train";
     char err[512];
     TrainerMode mode;
@@ -159,6 +163,8 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_choice(c, "compression", o->compression, compressions) ||
         cmd_check_choice(c, "resize_mode", o->resize_mode, resize_modes) ||
         cmd_check_choice(c, "ps_placement", o->ps_placement, ps_placements) ||
+        cmd_check_choice(c, "checkpoint_writers", o->checkpoint_writers, checkpoint_writers) ||
+        cmd_check_choice(c, "input_split", o->input_split, input_splits) ||
         cmd_check_long(c, "ps_ranks", o->ps_ranks, 0, INT_MAX, "0: every rank") ||
         cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
         cmd_check_data(c, "data", o->data) ||

@@ -85,6 +85,11 @@ typedef struct {
     size_t max_record_n_bytes;               /* 64 MiB default */
     int drop_remainder;                      /* 0: the last batch of the data may be short (eval) */
     long skip_examples;                      /* resume: fast-forward this many examples deterministically, without augmenting them */
+    int split_by;                            /* this reader's part of the TFRecord data (tf.data's shard): PIPELINE_SPLIT_NONE (0,
+                                              * everything), _FILES (files split_index, split_index + split_n, ... of the list as
+                                              * given) or _RECORDS (the records whose place in the epoch's read order, counting every
+                                              * file in that epoch's order, is split_index mod split_n); split_n parts in all */
+    int split_n, split_index;
     /* An image folder instead of files: DIR/<class>/FILE.png|jpg|jpeg (io/imagefolder.h's rules), decoded and
      * resized by the workers to in_H x in_W x in_C (in_H == in_W, the image size; in_C 3 RGB or 1 grey). */
     const char *image_dir;                   /* NULL: TFRecord files */
@@ -103,6 +108,8 @@ typedef struct {
  * min_after_dequeue 20000, forever), 2 workers, host_alloc_default(),
  * drop_remainder 1, the keys above.  files must still be set. */
 void pipeline_config_defaults(PipelineConfig *cfg);
+
+enum { PIPELINE_SPLIT_NONE = 0, PIPELINE_SPLIT_FILES = 1, PIPELINE_SPLIT_RECORDS = 2 };
 
 typedef struct Pipeline Pipeline;
 

@@ -28,17 +28,29 @@ static int tfr_open(Pipeline *p, char *err, size_t err_n) {
     if (!ts) goto oom;
     p->src_state = ts;
     if (!c->max_record_n_bytes) c->max_record_n_bytes = TFR_DEFAULT_MAX_RECORD_N_BYTES;
+    const int split = c->split_by != PIPELINE_SPLIT_NONE && c->split_n > 1;
+    if (split && (c->split_index < 0 || c->split_index >= c->split_n)) {
+        snprintf(err, err_n, "pipeline: part %d of %d of the data does not exist", c->split_index, c->split_n);
+        return -1;
+    }
+    if (split && c->split_by == PIPELINE_SPLIT_FILES && c->n_files < c->split_n) {
+        snprintf(err, err_n, "%d file(s) split into %d parts by file: at least one file a part (split by record, or "
+                 "write more files: tower convert --num_shards)", c->n_files, c->split_n);
+        return -1;
+    }
     ts->files = calloc((size_t)c->n_files, sizeof *ts->files);
     if (!ts->files) goto oom;
-    ts->n_files = c->n_files;
-    for (int i = 0; i < c->n_files; i++) {
-        if (!c->files[i] || !(ts->files[i] = strdup(c->files[i]))) goto oom;
+    for (int k = 0; k < c->n_files; k++) {
+        if (split && c->split_by == PIPELINE_SPLIT_FILES && k % c->split_n != c->split_index) continue;
+        const int i = ts->n_files++;
+        if (!c->files[k] || !(ts->files[i] = strdup(c->files[k]))) goto oom;
         TfrReader *r = tfr_reader_open(ts->files[i], c->compression, c->max_record_n_bytes, err, err_n);
         if (!r) return -1;
         p->input_n_bytes += tfr_reader_file_n_bytes(r);
         tfr_reader_close(r);
     }
     c->files = (const char *const *)ts->files;
+    c->n_files = ts->n_files;
     if (!(ts->dec = example_decoder_new())) goto oom;
     snprintf(p->no_data_msg, sizeof p->no_data_msg, "%s%s: no usable records in %d file(s)", ts->files[0],
              ts->n_files > 1 ? " ..." : "", ts->n_files);
@@ -59,7 +71,10 @@ static void tfr_close(Pipeline *p) {
 
 static long tfr_count(Pipeline *p, char *err, size_t err_n) {
     const TfrSource *ts = p->src_state;
-    return io_count_records((const char *const *)ts->files, ts->n_files, p->cfg.compression, err, err_n);
+    const PipelineConfig *c = &p->cfg;
+    const long n = io_count_records((const char *const *)ts->files, ts->n_files, c->compression, err, err_n);
+    if (n < 0 || c->split_by != PIPELINE_SPLIT_RECORDS || c->split_n < 2) return n;
+    return n / c->split_n + (c->split_index < n % c->split_n); /* this part's records */
 }
 
 /* Checks a decoded record and copies image and label into slot.  0, or -1 with why. */
@@ -124,7 +139,8 @@ static long tfr_read_epoch(Pipeline *p, long epoch) {
         return -1;
     }
     pipeline_order(p, epoch, order, ts->n_files);
-    long good = 0;
+    long good = 0, place = 0; /* place: the record's in this epoch's read order (--input_split records) */
+    const int by_record = c->split_by == PIPELINE_SPLIT_RECORDS && c->split_n > 1;
     char err[600], why[300];
     for (int k = 0; k < ts->n_files; k++) {
         TfrReader *r = tfr_reader_open(ts->files[order[k]], c->compression, c->max_record_n_bytes, err, sizeof err);
@@ -142,6 +158,10 @@ static long tfr_read_epoch(Pipeline *p, long epoch) {
             size_t n;
             int st = tfr_reader_next(r, &data, &n, err, sizeof err);
             if (st == TFR_END) break;
+            if (by_record && place++ % c->split_n != c->split_index) { /* another part's record (good or bad) */
+                if (st == TFR_BAD_STREAM) break;
+                continue;
+            }
             if (st < 0) {
                 if (pipeline_bad(p, err, tfr_reader_lost_n_bytes(r), tfr_reader_name(r)) != 0) {
                     good = -1;

@@ -231,20 +231,55 @@ int ckpt_latest(const char *dir, char *path, size_t path_n_bytes) {
  *   block   : (n_params) params, a slot or ema
  *   storage : [n_vars] tensors filled here; ptrs: [n_vars] -> storage
  *   shapes  : [n_vars][4] the int32 shapes the tensors point to */
-static void tensors_for(const ModelSpec *spec, const float *block,
-                        Tower__Tensor *storage, Tower__Tensor **ptrs,
-                        int32_t shapes[][4]) {
+/* The tensors of the variables keep[v] != 0 selects (keep NULL: all), in
+ * table order, pointing into block; returns how many. */
+static size_t tensors_for(const ModelSpec *spec, const unsigned char *keep, const float *block,
+                          Tower__Tensor *storage, Tower__Tensor **ptrs, int32_t shapes[][4]) {
+    size_t n = 0;
     for (int v = 0; v < spec->n_vars; v++) {
+        if (keep && !keep[v]) continue;
         const ModelVar *mv = &spec->vars[v];
-        tower__tensor__init(&storage[v]);
-        storage[v].name = (char *)mv->name;
-        for (int d = 0; d < mv->ndim; d++) shapes[v][d] = mv->shape[d];
-        storage[v].n_shape = (size_t)mv->ndim;
-        storage[v].shape = shapes[v];
-        storage[v].n_data = mv->n_floats;
-        storage[v].data = (float *)(block + mv->offset);
-        ptrs[v] = &storage[v];
+        tower__tensor__init(&storage[n]);
+        storage[n].name = (char *)mv->name;
+        for (int d = 0; d < mv->ndim; d++) shapes[n][d] = mv->shape[d];
+        storage[n].n_shape = (size_t)mv->ndim;
+        storage[n].shape = shapes[n];
+        storage[n].n_data = mv->n_floats;
+        storage[n].data = (float *)(block + mv->offset);
+        ptrs[n] = &storage[n];
+        n++;
     }
+    return n;
+}
+
+/* 1 when name is a file of checkpoint <base>: "model.ckpt-<digits>" itself,
+ * its shard manifest "<base>.shards" or a shard "<base>.shard-..." (with
+ * base written to base_out). */
+static int ckpt_family(const char *name, char *base_out, size_t base_n_bytes) {
+    const size_t plen = strlen(CKPT_PREFIX);
+    if (strncmp(name, CKPT_PREFIX, plen) != 0 || !isdigit((unsigned char)name[plen])) return 0;
+    size_t n = plen;
+    while (isdigit((unsigned char)name[n])) n++;
+    if (name[n] != '\0' && strcmp(name + n, ".shards") != 0 && strncmp(name + n, ".shard-", 7) != 0) return 0;
+    if (n >= base_n_bytes) return 0;
+    memcpy(base_out, name, n);
+    base_out[n] = '\0';
+    return 1;
+}
+
+/* Delete checkpoint base: its single file, or its manifest and shards.  1 when something went. */
+static int unlink_family(const char *dir, const char *base) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int removed = 0;
+    char b[256], path[4096];
+    while ((e = readdir(d)) != NULL)
+        if (ckpt_family(e->d_name, b, sizeof b) && !strcmp(b, base) && join_path(path, sizeof path, dir, e->d_name) == 0 &&
+            unlink(path) == 0)
+            removed = 1;
+    closedir(d);
+    return removed;
 }
 
 /* Remove leftover temporary files of checkpoints or of the index, and, when
@@ -260,9 +295,10 @@ static int remove_stale(const char *dir, const char *const *kept, int n_kept) {
     int removed = 0;
     while ((e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
-        if (kept && is_ckpt_name(e->d_name)) {
+        char fam[256];
+        if (kept && ckpt_family(e->d_name, fam, sizeof fam)) {
             int listed = 0;
-            for (int i = 0; i < n_kept && !listed; i++) listed = strcmp(kept[i], e->d_name) == 0;
+            for (int i = 0; i < n_kept && !listed; i++) listed = strcmp(kept[i], fam) == 0;
             char path[4096];
             if (!listed && join_path(path, sizeof path, dir, e->d_name) == 0 && unlink(path) == 0) removed = 1;
             continue;
@@ -272,7 +308,8 @@ static int remove_stale(const char *dir, const char *const *kept, int n_kept) {
         if (len - slen >= sizeof base) continue;
         memcpy(base, e->d_name, len - slen);
         base[len - slen] = '\0';
-        if (!is_ckpt_name(base) && strcmp(base, CKPT_INDEX_NAME) != 0) continue;
+        char tmp_fam[256];
+        if (!ckpt_family(base, tmp_fam, sizeof tmp_fam) && strcmp(base, CKPT_INDEX_NAME) != 0) continue;
         char path[4096];
         if (join_path(path, sizeof path, dir, e->d_name) == 0) unlink(path);
     }
@@ -286,13 +323,13 @@ size_t ckpt_max_n_bytes(const ParamServer *ps) {
            (size_t)ps->n_slots * (size_t)ps->spec.n_vars * (sizeof(Tower__Tensor) + CKPT_SLOT_NAME_MAX + 64);
 }
 
-int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
-              int keep_last, char *err, size_t err_n_bytes) {
+/* Write dir/name: ps's variables that keep selects (NULL: all), their slots
+ * and moving averages, the scalars, global_step and run, atomically. */
+static int save_file(const char *dir, const char *name, const ParamServer *ps, const unsigned char *keep,
+                     const CkptRunState *run, char *err, size_t err_n_bytes) {
     const ModelSpec *spec = &ps->spec;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return fail(err, err_n_bytes, "%s: cannot create the train dir: %s", dir, strerror(errno));
-    char name[64];
-    snprintf(name, sizeof name, CKPT_PREFIX "%ld", ps->global_step);
 
     Tower__Tensor vars[MODEL_MAX_VARS], moms[MODEL_MAX_VARS], emas[MODEL_MAX_VARS];
     Tower__Tensor *var_ptrs[MODEL_MAX_VARS], *mom_ptrs[MODEL_MAX_VARS], *ema_ptrs[MODEL_MAX_VARS];
@@ -307,8 +344,7 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     msg.channels = spec->C;
     msg.num_classes = spec->num_classes;
     msg.global_step = ps->global_step;
-    tensors_for(spec, ps->params, vars, var_ptrs, shapes);
-    msg.n_variables = (size_t)spec->n_vars;
+    msg.n_variables = tensors_for(spec, keep, ps->params, vars, var_ptrs, shapes);
     msg.variables = var_ptrs;
     /* The optimizer's slots: the Momentum slot in its own section under the
      * variables' names (format version 1), every other one in `slots` as
@@ -325,19 +361,18 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     size_t n_slot_tensors = 0;
     for (int k = 0; k < ps->n_slots; k++) {
         if (ps->slot_info[k].momentum_field) {
-            tensors_for(spec, ps->slots[k], moms, mom_ptrs, shapes);
-            msg.n_momentum = (size_t)spec->n_vars;
+            msg.n_momentum = tensors_for(spec, keep, ps->slots[k], moms, mom_ptrs, shapes);
             msg.momentum = mom_ptrs;
             continue;
         }
         Tower__Tensor *t = slot_tensors + n_slot_tensors;
-        tensors_for(spec, ps->slots[k], t, slot_ptrs + n_slot_tensors, slot_shapes + n_slot_tensors);
-        for (int v = 0; v < spec->n_vars; v++) {
-            char *nm = slot_names[n_slot_tensors + (size_t)v];
-            snprintf(nm, CKPT_SLOT_NAME_MAX, "%s/%s", spec->vars[v].name, ps->slot_info[k].name);
+        const size_t n = tensors_for(spec, keep, ps->slots[k], t, slot_ptrs + n_slot_tensors, slot_shapes + n_slot_tensors);
+        for (size_t v = 0; v < n; v++) {
+            char *nm = slot_names[n_slot_tensors + v];
+            snprintf(nm, CKPT_SLOT_NAME_MAX, "%s/%s", t[v].name, ps->slot_info[k].name);
             t[v].name = nm;
         }
-        n_slot_tensors += (size_t)spec->n_vars;
+        n_slot_tensors += n;
     }
     msg.n_slots = n_slot_tensors;
     msg.slots = slot_ptrs;
@@ -358,8 +393,7 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     msg.head = (int32_t)spec->opts.head;
     msg.fc_width = spec->opts.fc_width;
     if (ps->ema) {
-        tensors_for(spec, ps->ema, emas, ema_ptrs, shapes);
-        msg.n_moving_averages = (size_t)spec->n_vars;
+        msg.n_moving_averages = tensors_for(spec, keep, ps->ema, emas, ema_ptrs, shapes);
         msg.moving_averages = ema_ptrs;
     }
     if (run) {
@@ -385,7 +419,14 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     size_t part_n_bytes[2] = {sizeof header, payload_n_bytes};
     int rc = write_atomic(dir, name, parts, part_n_bytes, 2, g_fault == CKPT_FAULT_BEFORE_RENAME, err, err_n_bytes);
     free(payload);
-    if (rc != 0) return -1;
+    return rc;
+}
+
+/* The index dir/checkpoint naming checkpoint `name` (a single file or a
+ * manifest's base) as the latest, atomically; then the checkpoints beyond
+ * the newest keep_last go, and stale files (remove_stale). */
+static int index_commit(const char *dir, const char *name, int keep_last, char *err, size_t err_n_bytes) {
+    int rc;
 
     /* The new index: the previous list without `name`, then `name`; the
      * newest keep_last stay, the others are deleted after the index is in
@@ -419,11 +460,8 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     free(text);
     if (rc == 0) {
         int removed = 0;
-        for (int i = 0; keep_last > 0 && i < first_kept; i++) {
-            char path[4096];
-            if (!is_ckpt_name(all[i]) || join_path(path, sizeof path, dir, all[i]) != 0) continue;
-            if (unlink(path) == 0) removed = 1;
-        }
+        for (int i = 0; keep_last > 0 && i < first_kept; i++)
+            if (is_ckpt_name(all[i]) && unlink_family(dir, all[i])) removed = 1;
         /* Unlisted checkpoints go only when the list is known to be whole:
          * keep_last > 0 and the previous index was read. */
         int sweep = keep_last > 0 && index_ok;
@@ -432,6 +470,57 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
     }
     free(old);
     return rc;
+}
+
+int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
+              int keep_last, char *err, size_t err_n_bytes) {
+    char name[64];
+    snprintf(name, sizeof name, CKPT_PREFIX "%ld", ps->global_step);
+    if (save_file(dir, name, ps, NULL, run, err, err_n_bytes) != 0) return -1;
+    /* A sharded checkpoint of the same step (an earlier run's) would hide behind this file: its manifest goes. */
+    char manifest[4096];
+    if (snprintf(manifest, sizeof manifest, "%s/%s.shards", dir, name) < (int)sizeof manifest) unlink(manifest);
+    return index_commit(dir, name, keep_last, err, err_n_bytes);
+}
+
+static void shard_name(char *out, size_t out_n_bytes, long step, int shard, int n_shards) {
+    snprintf(out, out_n_bytes, CKPT_PREFIX "%ld.shard-%05d-of-%05d", step, shard, n_shards);
+}
+
+int ckpt_save_shard(const char *dir, const ParamServer *ps, const unsigned char *keep, int shard, int n_shards,
+                    const CkptRunState *run, char *err, size_t err_n_bytes) {
+    char name[128];
+    shard_name(name, sizeof name, ps->global_step, shard, n_shards);
+    return save_file(dir, name, ps, keep, run, err, err_n_bytes);
+}
+
+int ckpt_commit_shards(const char *dir, long global_step, int n_shards, int keep_last, char *err, size_t err_n_bytes) {
+    char name[64], shard[128], path[4096];
+    snprintf(name, sizeof name, CKPT_PREFIX "%ld", global_step);
+    size_t text_cap = 64 + (size_t)n_shards * 160, text_n = 0;
+    char *text = malloc(text_cap);
+    if (!text) return fail(err, err_n_bytes, "%s: out of memory for the shard manifest", dir);
+    text_n += (size_t)snprintf(text, text_cap, "n_shards: %d\n", n_shards);
+    for (int k = 0; k < n_shards; k++) {
+        shard_name(shard, sizeof shard, global_step, k, n_shards);
+        struct stat st;
+        if (join_path(path, sizeof path, dir, shard) != 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(text);
+            return fail(err, err_n_bytes, "%s: shard %d of %d is not there (%s): every rank must write into the same "
+                        "--train_dir (a shared file system)", path, k, n_shards, strerror(errno));
+        }
+        text_n += (size_t)snprintf(text + text_n, text_cap - text_n, "shard: \"%s\"\n", shard);
+    }
+    char manifest[128];
+    snprintf(manifest, sizeof manifest, "%s.shards", name);
+    const void *parts[1] = {text};
+    size_t part_n_bytes[1] = {text_n};
+    int rc = write_atomic(dir, manifest, parts, part_n_bytes, 1, 0, err, err_n_bytes);
+    free(text);
+    if (rc != 0) return -1;
+    /* A single file of the same step would hide the manifest. */
+    if (join_path(path, sizeof path, dir, name) == 0) unlink(path);
+    return index_commit(dir, name, keep_last, err, err_n_bytes);
 }
 
 /* ---- loading ---- */
@@ -528,6 +617,116 @@ static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t er
         return NULL;
     }
     return msg;
+}
+
+/* A checkpoint as one message: a single file's, or the shards' of a manifest
+ * joined (each section the shards' tensors one after the other; the rest
+ * from shard 0, which every shard must agree with on model and step). */
+typedef struct {
+    Tower__Checkpoint *msg;    /* what the loaders read */
+    Tower__Checkpoint *parts[CKPT_MAX_SHARDS];
+    int n_parts;
+    Tower__Checkpoint joined;  /* msg when n_parts > 1 or a manifest was read */
+} CkptMsg;
+
+static void msg_close(CkptMsg *m) {
+    if (m->msg == &m->joined) {
+        free(m->joined.variables);
+        free(m->joined.momentum);
+        free(m->joined.slots);
+        free(m->joined.moving_averages);
+    }
+    for (int k = 0; k < m->n_parts; k++) tower__checkpoint__free_unpacked(m->parts[k], NULL);
+    memset(m, 0, sizeof *m);
+}
+
+/* Concatenate section `field` of every part into a new array; -1 out of memory. */
+#define JOIN_SECTION(m, n_field, field)                                                                 \
+    do {                                                                                                \
+        size_t n_ = 0;                                                                                  \
+        for (int k_ = 0; k_ < (m)->n_parts; k_++) n_ += (m)->parts[k_]->n_field;                        \
+        (m)->joined.field = malloc((n_ ? n_ : 1) * sizeof *(m)->joined.field);                          \
+        if (!(m)->joined.field) return fail(err, err_n_bytes, "%s: out of memory joining shards", path); \
+        (m)->joined.n_field = 0;                                                                        \
+        for (int k_ = 0; k_ < (m)->n_parts; k_++)                                                       \
+            for (size_t i_ = 0; i_ < (m)->parts[k_]->n_field; i_++)                                     \
+                (m)->joined.field[(m)->joined.n_field++] = (m)->parts[k_]->field[i_];                   \
+    } while (0)
+
+/* path: a checkpoint file, or (when there is no such file) the base of the
+ * manifest path.shards written by ckpt_commit_shards. */
+static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n_bytes) {
+    char manifest[4096], dir[4096];
+    if (snprintf(manifest, sizeof manifest, "%s.shards", path) >= (int)sizeof manifest)
+        return fail(err, err_n_bytes, "%s: path too long", path);
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    FILE *f = fopen(manifest, "r");
+    if (!f) return fail(err, err_n_bytes, "%s: cannot open (nor a shard manifest %s): %s", path, manifest, strerror(errno));
+    char line[1024], value[256];
+    int n_shards = -1, line_no = 0, bad = 0;
+    while (!bad && fgets(line, sizeof line, f)) {
+        line_no++;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '\0') continue;
+        if (n_shards < 0) {
+            bad = sscanf(line, "n_shards: %d", &n_shards) != 1 || n_shards < 1 || n_shards > CKPT_MAX_SHARDS;
+            continue;
+        }
+        char shard_path[4096];
+        if (index_line_value(line, "shard", value, sizeof value) != 1 || strchr(value, '/') || m->n_parts >= n_shards ||
+            join_path(shard_path, sizeof shard_path, dir, value) != 0) {
+            bad = 1;
+            break;
+        }
+        m->parts[m->n_parts] = read_checkpoint(shard_path, err, err_n_bytes);
+        if (!m->parts[m->n_parts]) {
+            fclose(f);
+            return -1;
+        }
+        m->n_parts++;
+    }
+    fclose(f);
+    if (bad || n_shards < 1 || m->n_parts != n_shards)
+        return fail(err, err_n_bytes, "%s: line %d of the shard manifest is not n_shards: N or shard: \"NAME\" (or it "
+                    "lists %d of %d shards)", manifest, line_no, m->n_parts, n_shards);
+    const Tower__Checkpoint *p0 = m->parts[0];
+    for (int k = 1; k < m->n_parts; k++)
+        if (strcmp(m->parts[k]->model, p0->model) != 0 || m->parts[k]->global_step != p0->global_step)
+            return fail(err, err_n_bytes, "%s: shard %d is of model '%s' at step %lld, shard 0 of '%s' at step %lld",
+                        manifest, k, m->parts[k]->model, (long long)m->parts[k]->global_step, p0->model,
+                        (long long)p0->global_step);
+    m->joined = *p0;
+    m->joined.variables = NULL;
+    m->joined.momentum = NULL;
+    m->joined.slots = NULL;
+    m->joined.moving_averages = NULL;
+    m->msg = &m->joined;
+    JOIN_SECTION(m, n_variables, variables);
+    JOIN_SECTION(m, n_momentum, momentum);
+    JOIN_SECTION(m, n_slots, slots);
+    JOIN_SECTION(m, n_moving_averages, moving_averages);
+    return 0;
+}
+
+static int msg_open(const char *path, CkptMsg *m, char *err, size_t err_n_bytes) {
+    memset(m, 0, sizeof *m);
+    struct stat st;
+    if (stat(path, &st) != 0 && errno == ENOENT) {
+        char manifest[4096];
+        if (snprintf(manifest, sizeof manifest, "%s.shards", path) < (int)sizeof manifest && stat(manifest, &st) == 0) {
+            if (msg_open_shards(path, m, err, err_n_bytes) == 0) return 0;
+            msg_close(m);
+            return -1;
+        }
+    }
+    m->parts[0] = read_checkpoint(path, err, err_n_bytes);
+    if (!m->parts[0]) return -1;
+    m->n_parts = 1;
+    m->msg = m->parts[0];
+    return 0;
 }
 
 static void shape_str(char *out, size_t out_n_bytes, const int32_t *shape, size_t ndim) {
@@ -717,8 +916,9 @@ static ModelOptions opts_from_msg(const Tower__Checkpoint *msg) {
 
 int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, size_t err_n_bytes) {
     const ModelSpec *spec = &ps->spec;
-    Tower__Checkpoint *msg = read_checkpoint(path, err, err_n_bytes);
-    if (!msg) return -1;
+    CkptMsg cm;
+    if (msg_open(path, &cm, err, err_n_bytes) != 0) return -1;
+    const Tower__Checkpoint *msg = cm.msg;
     int rc = 0;
     SectionMaps m;
     const ModelOptions file_opts = opts_from_msg(msg);
@@ -755,14 +955,15 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
         ps->global_step = (long)msg->global_step;
         if (run) run_from_msg(run, msg->run);
     }
-    tower__checkpoint__free_unpacked(msg, NULL);
+    msg_close(&cm);
     return rc;
 }
 
 int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes) {
     memset(out, 0, sizeof *out);
-    Tower__Checkpoint *msg = read_checkpoint(path, err, err_n_bytes);
-    if (!msg) return -1;
+    CkptMsg cm;
+    if (msg_open(path, &cm, err, err_n_bytes) != 0) return -1;
+    const Tower__Checkpoint *msg = cm.msg;
     ModelSpec spec;
     const ModelOptions file_opts = opts_from_msg(msg);
     char spec_err[256] = "";
@@ -807,7 +1008,7 @@ int ckpt_read(const char *path, CkptContents *out, char *err, size_t err_n_bytes
         if (out->ema) copy_section(out->ema, &spec, m.ema);
         run_from_msg(&out->run, msg->run);
     }
-    tower__checkpoint__free_unpacked(msg, NULL);
+    msg_close(&cm);
     return rc;
 }
 

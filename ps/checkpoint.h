@@ -64,6 +64,27 @@ typedef struct {
 int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
               int keep_last, char *err, size_t err_n_bytes);
 
+/* A checkpoint in shards (train/mode_ps_mpi.c: each parameter-server rank
+ * writes its own): shard k of n of step N is the file
+ * dir/model.ckpt-N.shard-0000k-of-0000n, in the format above, holding the
+ * variables keep[v] != 0 selects (n_vars flags) with their slots and moving
+ * averages, and everything else of a checkpoint (model, step, scalars, run
+ * state).  ckpt_save_shard writes one (atomically, as ckpt_save); once every
+ * shard is written (the caller's barrier), ckpt_commit_shards checks that
+ * all n are there, writes the manifest dir/model.ckpt-N.shards (text:
+ * `n_shards: n`, then one `shard: "NAME"` a line; atomically), removes a
+ * single file model.ckpt-N of the same step, and writes the index naming
+ * model.ckpt-N (with keep_last's deletions, shards included).  A kill at any
+ * moment leaves the index naming a checkpoint whose files are all there.
+ * ckpt_load and ckpt_read take the base path "dir/model.ckpt-N" of either
+ * form: the single file when it exists, else the manifest's shards joined
+ * (every variable must be in exactly one of them).  Both return 0, or -1
+ * with one line in err (the index untouched). */
+#define CKPT_MAX_SHARDS 4096
+int ckpt_save_shard(const char *dir, const ParamServer *ps, const unsigned char *keep, int shard, int n_shards,
+                    const CkptRunState *run, char *err, size_t err_n_bytes);
+int ckpt_commit_shards(const char *dir, long global_step, int n_shards, int keep_last, char *err, size_t err_n_bytes);
+
 /* The most heap memory (bytes) one ckpt_save of ps holds at once, for memory
  * bounds: the encoded payload (the variables, optimizer slots and moving
  * averages ps has) plus 64 KiB for names, shapes and framing, and the slot

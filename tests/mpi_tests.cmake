@@ -19,3 +19,27 @@ set_tests_properties(test_mobilenet_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS "m
 # `mpirun -np 2 tower bench --modes ps_mpi,replicated_mpi`: sane rows (the ranks dimension, ping-pong, MPI parts).
 add_test(NAME test_bench_ranks COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_bench_ranks.sh $<TARGET_FILE:tower>)
 set_tests_properties(test_bench_ranks PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;bench" TIMEOUT 600)
+
+# --batch_norm sync across ranks (base/ranks.h's ranks_sum_ordered through tower/tower.c's sum_across): the job
+# equals one tower of the whole batch, a failing rank ends the step everywhere, the trainer's checkpoint is one
+# process's of 2 towers byte for byte.
+add_executable(test_mpi_sync_bn_helper test_mpi_sync_bn_helper.c)
+target_link_libraries(test_mpi_sync_bn_helper PRIVATE tower_towers tower_base m)
+add_test(NAME test_mpi_sync_bn COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_sync_bn.sh $<TARGET_FILE:tower>
+  $<TARGET_FILE:test_imagefolder> $<TARGET_FILE:test_mpi_sync_bn_helper>)
+set_tests_properties(test_mpi_sync_bn PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)
+
+# ps_mpi's checkpoints written by the shards' owners (ps/checkpoint.h's ckpt_save_shard, ckpt_commit_shards) under
+# kill -9 of a rank, inside saves and at random: the index always names a checkpoint whose shards all load, and
+# the runs resume from it (and one process does, at the end).
+add_test(NAME test_mpi_ckpt_kill COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_ckpt_kill.sh $<TARGET_FILE:tower>
+  $<TARGET_FILE:test_fault_helper>)
+set_tests_properties(test_mpi_ckpt_kill PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 600)
+
+# --input_split files|records: each rank reads its own part of the TFRecord data (disjoint, together all of it),
+# and 2 ranks still learn; none: every rank reads everything.
+add_executable(test_mpi_input_split_helper test_mpi_input_split_helper.c)
+target_link_libraries(test_mpi_input_split_helper PRIVATE tower_train m)
+add_test(NAME test_mpi_input_split COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_input_split.sh $<TARGET_FILE:tower>
+  $<TARGET_FILE:test_fault_helper> $<TARGET_FILE:test_mpi_input_split_helper> $<TARGET_FILE:test_imagefolder>)
+set_tests_properties(test_mpi_input_split PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)

@@ -11,7 +11,8 @@
  *       Every file of DIR under a final name (model.ckpt-<digits>) must load
  *       with ckpt_read (header, CRC, decoding, variables); the index
  *       DIR/checkpoint, when present, must parse and name only files that
- *       load.  Prints `latest STEP` (-1 without an index), one `tmp NAME
+ *       load (a listed checkpoint in shards, model.ckpt-N.shards and its
+ *       shard files, with ckpt_read too).  Prints `latest STEP` (-1 without an index), one `tmp NAME
  *       N_BYTES` per temporary file left by an interrupted write, one
  *       `orphan NAME` per checkpoint the index does not list, and one `bad
  *       ...` line per problem.  Exit 0 when there is no problem, 1 otherwise.
@@ -137,12 +138,30 @@ static int check_dir(const char *dir) {
     for (int i = 0; i < n_listed; i++) {
         long step;
         snprintf(path, sizeof path, "%s/%s", dir, listed[i]);
-        if (!is_ckpt_name(listed[i], &step) || stat(path, &st) != 0) {
+        char shards[4200];
+        snprintf(shards, sizeof shards, "%s.shards", path);
+        const int sharded = stat(path, &st) != 0 && stat(shards, &st) == 0;
+        if (!is_ckpt_name(listed[i], &step) || (stat(path, &st) != 0 && !sharded)) {
             printf("bad %s/checkpoint: lists '%s', which is not there\n", dir, listed[i]);
             n_bad++;
-        } else if (i == 0) {
-            latest = step;
+            continue;
         }
+        if (sharded) {
+            CkptContents ck;
+            if (ckpt_read(path, &ck, err, sizeof err) != 0) {
+                printf("bad %s (listed, in shards)\n", err);
+                n_bad++;
+                continue;
+            }
+            const long held = ck.global_step;
+            ckpt_contents_free(&ck);
+            if (held != step) {
+                printf("bad %s: its shards hold global_step %ld\n", path, held);
+                n_bad++;
+                continue;
+            }
+        }
+        if (i == 0) latest = step;
     }
     printf("latest %ld\n", latest);
     return n_bad ? 1 : 0;

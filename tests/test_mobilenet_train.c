@@ -32,8 +32,8 @@
  *     step: at 32x32 the last batch norms see 1x1 maps, 8 rows, and amplify
  *     float rounding from the second step on (measured: 3e-2 after two
  *     steps), as the whole-model gradient check found (docs/models.md);
- *   - an unknown --batch_norm value is refused by trainer_open, and sync
- *     is refused across MPI ranks (tests/test_mpi_train.sh).
+ *   - an unknown --batch_norm value is refused by trainer_open (sync
+ *     across MPI ranks: tests/test_mpi_sync_bn.sh).
  */
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,17 @@
  *       model.ckpt-STEP); RESUME 1: --resume from TRAIN_DIR first.  With
  *       PLACEMENT given, rank 0 prints the placement (--log_device_placement).
  *       TEST_MPI_PS_OTHER_DIR set: the ranks other than 0 use that train_dir
- *       (a host that does not see rank 0's checkpoints).
+ *       (a host that does not see rank 0's checkpoints; rank 0 then writes
+ *       the checkpoint alone, --checkpoint_writers rank0).
+ *       TEST_MPI_PS_WRITERS: --checkpoint_writers (owners, the default, or rank0).
+ *   test_mpi_ps_helper memory MODE TOWERS
+ *       opens the trainer (mnist, synthetic) in MODE and checks on rank 0
+ *       that the memory bound counts the mode's own buffers
+ *       (TrainerMemory.mode_n_bytes): replicated_mpi across R > 1 ranks at
+ *       least its send and gather floats, (T + R x T) x M x 4 bytes; ps_mpi
+ *       across ranks at least the packed block and rank 0's save gather,
+ *       2 x M x 4 (and at most (3 + R) x M x 4); a one-process mode none
+ *       (under 1 MiB).  Exit 0 when so, 1 otherwise.
  *   test_mpi_ps_helper compare A B TOL
  *       the variables, slots and moving averages of checkpoints A and B:
  *       prints the largest normwise relative difference ||a - b|| / ||a||
@@ -63,9 +73,55 @@ static int compare(const char *pa, const char *pb, double tol) {
     return worst <= tol ? 0 : 1;
 }
 
+static int memory(const char *mode_name, int n_towers) {
+    char err[1024];
+    TrainerOptions o;
+    modes_base_options(&o, "mnist", "cpu", n_towers, 4);
+    o.train_dir = "/nonexistent-never-written";
+    TrainerMode mode;
+    if (trainer_mode_from_name(mode_name, &mode, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    trainer_mode_set_flags(mode, &o);
+    Trainer tr;
+    if (trainer_open(&tr, &o, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %d: trainer_open: %s\n", ranks_rank(), err);
+        ranks_abort(1);
+        return 1;
+    }
+    TrainerMemory m;
+    trainer_max_n_bytes(&tr, &m);
+    const size_t M = tr.spec.n_params, R = (size_t)tr.n_ranks, T = (size_t)tr.n_towers;
+    size_t want = 0, most = (size_t)1 << 20; /* at least, at most (1 MiB for the tables and step codes) */
+    if (!strcmp(trainer_mode_name(tr.mode), "replicated_mpi") && R > 1) {
+        want = (T + R * T) * M * sizeof(float);
+        most += want;
+    }
+    if (!strcmp(trainer_mode_name(tr.mode), "ps_mpi")) { /* + the R workers' slices of its shard and their mean */
+        want = (tr.rank == 0 ? 2 : 1) * M * sizeof(float);
+        most += (3 + R) * M * sizeof(float);
+    }
+    const int ok = m.mode_n_bytes >= want && m.mode_n_bytes <= most;
+    if (tr.rank == 0)
+        printf("%s, %zu rank(s) x %zu tower(s): the memory bound counts %zu bytes of the mode's buffers (expected at "
+               "least %zu): %s\n", trainer_mode_name(tr.mode), R, T, m.mode_n_bytes, want, ok ? "ok" : "FAIL");
+    trainer_close(&tr, NULL, 0);
+    const int failed = ranks_any(!ok);
+    ranks_finalize();
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     char err[1024];
     if (argc == 5 && !strcmp(argv[1], "compare")) return compare(argv[2], argv[3], atof(argv[4]));
+    if (argc == 4 && !strcmp(argv[1], "memory")) {
+        if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return strstr(err, "built without MPI") ? 77 : 1;
+        }
+        return memory(argv[2], atoi(argv[3]));
+    }
     if (argc < 8 || strcmp(argv[1], "train")) {
         fprintf(stderr, "usage: %s train MODEL OPTIMIZER TOWERS STEPS TRAIN_DIR MODE [PS_RANKS PLACEMENT RESUME] | "
                 "compare A B TOL\n", argv[0]);
@@ -81,6 +137,9 @@ int main(int argc, char **argv) {
     o.learning_rate = !strcmp(argv[3], "adam") ? 0.01f : 0.1f;
     o.train_dir = argv[6];
     if (getenv("TEST_MPI_PS_OTHER_DIR") && ranks_rank() != 0) o.train_dir = getenv("TEST_MPI_PS_OTHER_DIR");
+    /* Owners write their shards into their own train_dir: a rank that does not share rank 0's needs rank0 writers. */
+    if (getenv("TEST_MPI_PS_OTHER_DIR")) o.checkpoint_writers = "rank0";
+    if (getenv("TEST_MPI_PS_WRITERS")) o.checkpoint_writers = getenv("TEST_MPI_PS_WRITERS");
     TrainerMode mode;
     if (trainer_mode_from_name(argv[7], &mode, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);

@@ -15,6 +15,8 @@
  */
 #include "tower/tower.h"
 
+#include "base/ranks.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +151,46 @@ static void tower_bn_abort(TowerGroup *g) {
     pthread_mutex_unlock(&g->mu);
 }
 
+/* buf = every tower's slot, added in tower order. */
+static void add_slots(const TowerGroup *g, double *buf, size_t n_doubles) {
+    for (size_t i = 0; i < n_doubles; i++) {
+        double s = g->towers[0].bn_slot[i];
+        for (int k = 1; k < g->n_towers; k++) s += g->towers[k].bn_slot[i];
+        buf[i] = s;
+    }
+}
+
+/* Tower 0, across processes: bn_total = the towers' sum, then the job's (through tower_group_run's thread).
+ * 1 on success; 0 with the tower failed and the step aborted (out of memory, or another process failed). */
+static int tower_bn_across(Tower *t, size_t n_doubles) {
+    TowerGroup *g = t->group;
+    if (n_doubles > g->bn_total_n) {
+        double *p = realloc(g->bn_total, n_doubles * sizeof *p);
+        if (!p) {
+            snprintf(t->err, sizeof t->err, "out of memory for sync batch norm's sums");
+            t->bn_failed = 1;
+            tower_bn_abort(g);
+            return 0;
+        }
+        g->bn_total = p;
+        g->bn_total_n = n_doubles;
+    }
+    add_slots(g, g->bn_total, n_doubles);
+    pthread_mutex_lock(&g->mu);
+    g->across_n = n_doubles;
+    g->across_pending = 1;
+    pthread_cond_broadcast(&g->done_cv);
+    while (g->across_pending) pthread_cond_wait(&g->across_cv, &g->mu);
+    const int rc = g->across_rc, other = g->across_other;
+    pthread_mutex_unlock(&g->mu);
+    if (rc == 0) return 1;
+    snprintf(t->err, sizeof t->err, "rank %d failed in this step (its own line says why): sync batch norm's sums "
+             "across ranks stopped", other);
+    t->bn_failed = 1;
+    tower_bn_abort(g);
+    return 0;
+}
+
 /* ModelSync.sum for tower ctx: publish buf in the tower's slot, meet, add
  * every tower's slot in tower order into buf (the same bits on every
  * tower), meet again so that no slot is rewritten before all have read it.
@@ -169,11 +211,16 @@ static void tower_bn_sum(void *ctx, double *buf, size_t n_doubles) {
     }
     memcpy(t->bn_slot, buf, n_doubles * sizeof *buf);
     if (!tower_bn_meet(g)) return;
-    for (size_t i = 0; i < n_doubles; i++) {
-        double s = g->towers[0].bn_slot[i];
-        for (int k = 1; k < g->n_towers; k++) s += g->towers[k].bn_slot[i];
-        buf[i] = s;
+    if (!g->sum_across) {
+        add_slots(g, buf, n_doubles);
+        tower_bn_meet(g);
+        return;
     }
+    /* Across processes: tower 0 adds the slots, tower_group_run's thread sums that across the job; every tower
+     * reads the job's sum after the second meet, and the third keeps bn_total until all have read it. */
+    if (t->index == 0 && !tower_bn_across(t, n_doubles)) return;
+    if (!tower_bn_meet(g)) return;
+    memcpy(buf, g->bn_total, n_doubles * sizeof *buf);
     tower_bn_meet(g);
 }
 
@@ -282,6 +329,8 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
     pthread_cond_init(&g->sync_cv, NULL);
     pthread_cond_init(&g->bn_cv, NULL);
     g->sync_batch_norm = cfg->sync_batch_norm;
+    g->sum_across = cfg->sync_batch_norm ? cfg->sum_across : NULL;
+    pthread_cond_init(&g->across_cv, NULL);
     if (cfg->sync_batch_norm && !cfg->backend->set_sync) {
         snprintf(err, err_n_bytes, "--batch_norm sync: %s towers cannot synchronise batch norm yet", cfg->backend->name);
         tower_group_free(g);
@@ -323,6 +372,15 @@ TowerGroup *tower_group_create(const TowerGroupConfig *cfg, const ModelSpec *spe
     return g;
 }
 
+/* Across processes: this group's towers will sum nothing more this step; wait (answering) until no process
+ * still sums, so that none waits for this one. */
+static void across_end(TowerGroup *g, int failed) {
+    if (!g->sum_across) return;
+    int other;
+    while (g->sum_across(NULL, 0, failed ? RANKS_SUM_FAILED : RANKS_SUM_END, &other) == 1) {
+    }
+}
+
 int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes) {
     const size_t example_n_floats = (size_t)g->spec->H * g->spec->W * g->spec->C;
     const int K = step->accum_steps > 0 ? step->accum_steps : 1;
@@ -330,11 +388,13 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
         if (step->shard_n[i] % K != 0) {
             snprintf(err, err_n_bytes, "tower %d: a shard of %d examples is not %d micro-batches of one size", i,
                      step->shard_n[i], K);
+            across_end(g, 1);
             return -1;
         }
         if (step->grad_scale && step->grad_scale[i] != 1.0f && !g->towers[i].backend->scale_grads) {
             snprintf(err, err_n_bytes, "tower %d: the %s backend cannot scale its gradient", i,
                      g->towers[i].backend->name);
+            across_end(g, 1);
             return -1;
         }
     }
@@ -344,7 +404,8 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
             if ((step->device_copy[i].params_src && !b->copy_params_in_device) ||
                 (step->device_copy[i].grads_dst && !b->copy_grads_out_device)) {
                 snprintf(err, err_n_bytes, "tower %d: the %s backend cannot copy to or from device memory", i, b->name);
-                return -1;
+                across_end(g, 1);
+            return -1;
             }
         }
     }
@@ -368,14 +429,29 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
     g->go_time = tower_now_sec();
     g->go_generation++;
     pthread_cond_broadcast(&g->go_cv);
-    while (g->n_done < g->n_towers) pthread_cond_wait(&g->done_cv, &g->mu);
-    pthread_mutex_unlock(&g->mu);
-    for (int i = 0; i < g->n_towers; i++) {
-        Tower *t = &g->towers[i];
-        if (t->status != 0) {
-            snprintf(err, err_n_bytes, "tower %d: %s", i, t->err);
-            return -1;
+    while (g->n_done < g->n_towers) {
+        if (g->across_pending) { /* tower 0's sum across processes, on this thread */
+            const size_t n = g->across_n;
+            pthread_mutex_unlock(&g->mu);
+            int other = -1;
+            const int rc = g->sum_across(g->bn_total, n, RANKS_SUM_DATA, &other);
+            pthread_mutex_lock(&g->mu);
+            g->across_rc = rc;
+            g->across_other = other;
+            g->across_pending = 0;
+            pthread_cond_broadcast(&g->across_cv);
+            continue;
         }
+        pthread_cond_wait(&g->done_cv, &g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+    int failed = -1;
+    for (int i = 0; i < g->n_towers && failed < 0; i++)
+        if (g->towers[i].status != 0) failed = i;
+    across_end(g, failed >= 0);
+    if (failed >= 0) {
+        snprintf(err, err_n_bytes, "tower %d: %s", failed, g->towers[failed].err);
+        return -1;
     }
     return 0;
 }
@@ -458,5 +534,7 @@ void tower_group_free(TowerGroup *g) {
     pthread_cond_destroy(&g->done_cv);
     pthread_cond_destroy(&g->sync_cv);
     pthread_cond_destroy(&g->bn_cv);
+    pthread_cond_destroy(&g->across_cv);
+    free(g->bn_total);
     free(g);
 }

@@ -288,6 +288,15 @@ struct TowerGroup {
     int bn_arrived;
     long bn_generation;
     int bn_aborted;
+    /* Across processes (TowerGroupConfig.sum_across): tower 0 puts the towers' sum in bn_total, raises
+     * across_pending and waits on across_cv; tower_group_run's thread runs the sum and lowers it. */
+    int (*sum_across)(double *buf, size_t n_doubles, int state, int *other);
+    double *bn_total;              /* (bn_total_n) the towers' sum, then the job's */
+    size_t bn_total_n, across_n;
+    int across_pending;
+    int across_other;              /* the process whose failure failed this sum, or -1 */
+    int across_rc;
+    pthread_cond_t across_cv;
 };
 
 typedef struct {
@@ -297,6 +306,13 @@ typedef struct {
     int n_threads[TOWER_MAX_TOWERS]; /* OpenMP threads of tower t (CPU) */
     int max_batch;                   /* largest micro-batch a tower will get (with accum_steps 1, its shard) */
     int sync_batch_norm;             /* 1: --batch_norm sync, batch norm over the global batch (the backend's set_sync) */
+    /* Sync batch norm across processes (the ranks of an MPI job); NULL: this group's towers are the whole batch.
+     * Called only on the thread of tower_group_run, never on a tower thread (MPI_THREAD_FUNNELED), with
+     * base/ranks.h's ranks_sum_ordered contract: state RANKS_SUM_DATA, buf (n_doubles) = this group's sum in
+     * tower order, replaced by the job's, returns 0, or -1 with *other = a process whose step failed (this
+     * group's step then fails); RANKS_SUM_END / _FAILED once every tower has finished the step, repeated while
+     * it returns 1, so a process that failed anywhere in its step never leaves another waiting in a sum. */
+    int (*sum_across)(double *buf, size_t n_doubles, int state, int *other);
 } TowerGroupConfig;
 
 /* Start n_towers tower threads.  tower_grads[t]: (n_params) host buffer of

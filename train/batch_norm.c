@@ -21,8 +21,10 @@
  * their statistics across the towers in every layer (model.h's ModelSync,
  * tower/tower.c's collective), so every tower saved the same global-batch
  * statistics: tower 0's are applied once, and the result is written to every
- * destination as above.  One process only (trainer_open refuses it across
- * ranks).
+ * destination as above.  Across MPI ranks the sums of every layer go on
+ * through the ranks in rank order (base/ranks.h's ranks_sum_ordered), so every
+ * rank's tower 0 saved the same statistics and each rank applies its own,
+ * with no gather.
  */
 #include <stdio.h>
 #include <string.h>
@@ -66,8 +68,9 @@ static void copy_moving(const ModelSpec *spec, float *dst, const float *src) {
 int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, size_t err_n_bytes) {
     const size_t nm = tr->moving_n_floats;
     if (nm == 0) return 0;
-    /* sync: every tower's statistics are the global batch's; tower 0's alone (and R is 1). */
-    const int T = tr->bn_sync ? 1 : tr->n_towers, R = tr->n_ranks, N = R * T;
+    /* sync: every tower of every rank saved the job's global-batch statistics (the same bits): this rank's tower 0
+     * alone, with no exchange. */
+    const int T = tr->bn_sync ? 1 : tr->n_towers, R = tr->bn_sync ? 1 : tr->n_ranks, N = R * T;
     float *mine = tr->moving_buf;                              /* (T, nm) */
     float *all = R > 1 ? tr->moving_buf + (size_t)T * nm : mine; /* (R, T, nm) */
     for (int t = 0; t < T; t++) {

@@ -54,6 +54,15 @@ typedef struct TrainModeI {
     /* Optional.  Before a save: bring the variables, slots and moving
      * averages every tower shares into the host block tr->ps->params. */
     void (*save)(const Trainer *tr);
+    /* Optional.  Across ranks, the checkpoint written by the ranks that hold
+     * its parts (every rank calls it, at the same step, instead of save +
+     * rank 0's ckpt_save; run: what ckpt_save records).  0 on every rank,
+     * or -1 with err on every rank (nothing of the step is indexed). */
+    int (*write_checkpoint)(Trainer *tr, const CkptRunState *run, char *err, size_t err_n_bytes);
+    /* Optional.  The host bytes the mode's open allocates for its own
+     * buffers, for the memory bound (trainer_max_n_bytes); callable before
+     * open (from the configuration alone).  NULL: none. */
+    size_t (*host_n_bytes)(const Trainer *tr);
     /* Optional.  The current variables (trainer_variables); NULL: save,
      * then tr->ps->params. */
     const float *(*variables)(const Trainer *tr);
@@ -68,6 +77,10 @@ typedef struct TrainModeI {
      * the cores.  NULL: no model (NAN). */
     double (*predict_ms)(const TrainCostFigures *f, int n_towers, double share);
 } TrainModeI;
+
+/* 1 when every variable of tr->ps->params is finite; 0 with "not saving
+ * step N: ..." in err (a checkpoint never replaces a good one with them). */
+int trainer_variables_finite(const Trainer *tr, char *err, size_t err_n_bytes);
 
 /* The entry of mode m (m < TRAINER_N_MODES). */
 const TrainModeI *train_mode(TrainerMode m);

@@ -38,17 +38,20 @@
  * With one process (no mpirun) rank 0 owns everything and the step is
  * ps_cpu's arithmetic.
  *
- * Checkpoints: the owners' slots and moving averages are gathered to rank 0
- * (MPI_Gatherv, at trainer_save, which every rank calls), which writes the
+ * Checkpoints (trainer_save, which every rank calls): with
+ * --checkpoint_writers owners (the default) each parameter-server rank
+ * writes its shard's file and rank 0, once every rank says its shard is
+ * written, the manifest and then the index (ps/checkpoint.h's
+ * ckpt_save_shard, ckpt_commit_shards); with rank0 the owners' slots and
+ * moving averages are gathered to rank 0 (MPI_Gatherv), which writes the
  * usual atomic checkpoint alone: the file one process of R x T towers
- * writes.  At open, rank 0's server (a --resume) is broadcast, so the
- * shards are re-cut from the loaded checkpoint whatever R was when it was
- * written.
+ * writes.  At open, rank 0's server (a --resume, of either form) is
+ * broadcast, so the shards are re-cut from the loaded checkpoint whatever
+ * R was when it was written.
  *
  * Where it sits: one entry of train/modes.c's table (train/mode.h); the
  * transport is base/ranks.c, the placement ps/placement.c.
- * What it does not do: shard files written by their owners (rank 0 writes
- * all), dedicated server-only ranks, asynchronous updates, GPU buffers.
+ * What it does not do: dedicated server-only ranks, asynchronous updates, GPU buffers.
  */
 #include <math.h>
 #include <omp.h>
@@ -160,6 +163,11 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
         snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
                  tr->opt.ps_ranks, R);
+        return -1;
+    }
+    const char *writers = tr->opt.checkpoint_writers ? tr->opt.checkpoint_writers : "owners";
+    if (strcmp(writers, "owners") != 0 && strcmp(writers, "rank0") != 0) {
+        snprintf(err, err_n_bytes, "--checkpoint_writers '%s': expected owners or rank0", writers);
         return -1;
     }
     PsPlacement rule;
@@ -340,6 +348,72 @@ static void mode_save(const Trainer *tr) {
     }
 }
 
+/* --checkpoint_writers owners (the default): each parameter-server rank
+ * writes its shard's file (its variables, slots and moving averages,
+ * ckpt_save_shard), every rank learns whether all succeeded
+ * (MPI_Allreduce), and only then rank 0 writes the manifest and the index
+ * (ckpt_commit_shards).  A kill at any moment leaves the index naming the
+ * last checkpoint whose shards were all written.  rank0: mode_save's
+ * gather and rank 0's single file. */
+static int mode_write_checkpoint(Trainer *tr, const CkptRunState *run, char *err, size_t err_n_bytes) {
+    PsMpiState *st = tr->mode_state;
+    int rc = 0;
+    if (strcmp(tr->opt.checkpoint_writers ? tr->opt.checkpoint_writers : "owners", "rank0") == 0) {
+        mode_save(tr);
+        if (tr->rank == 0) {
+            rc = trainer_variables_finite(tr, err, err_n_bytes) ? ckpt_save(tr->opt.train_dir, tr->ps, run,
+                                                                          tr->opt.keep_checkpoints, err, err_n_bytes) : -1;
+        }
+    } else if (!trainer_variables_finite(tr, err, err_n_bytes)) { /* the same variables on every rank: the same answer */
+        rc = -1;
+    } else if (tr->rank < st->n_ps) {
+        unsigned char keep[MODEL_MAX_VARS];
+        for (int i = 0; i < tr->spec.n_vars; i++) keep[i] = st->owner[i] == tr->rank;
+        rc = ckpt_save_shard(tr->opt.train_dir, tr->ps, keep, tr->rank, st->n_ps, run, err, err_n_bytes);
+    }
+    if (ranks_any(rc != 0)) {
+        if (rc == 0)
+            snprintf(err, err_n_bytes, "step %ld: another rank could not write its part of the checkpoint (its line "
+                     "says why); the previous checkpoint stays the latest", tr->ps->global_step);
+        return -1;
+    }
+    if (strcmp(tr->opt.checkpoint_writers ? tr->opt.checkpoint_writers : "owners", "rank0") == 0) return 0;
+    if (tr->rank == 0)
+        rc = ckpt_commit_shards(tr->opt.train_dir, tr->ps->global_step, st->n_ps, tr->opt.keep_checkpoints, err,
+                                err_n_bytes);
+    if (ranks_any(rc != 0)) {
+        if (rc == 0) snprintf(err, err_n_bytes, "step %ld: rank 0 could not write the checkpoint's index", tr->ps->global_step);
+        return -1;
+    }
+    return 0;
+}
+
+/* mode_open's buffers, from the placement (a pure function of the table): the packed block (M), the workers'
+ * slices of this rank's shard (R x own), its mean (own), rank 0's save gather (M), the step codes, the tables. */
+static size_t mode_host_n_bytes(const Trainer *tr) {
+    const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
+    const size_t M = tr->spec.n_params;
+    const int n_ps = tr->opt.ps_ranks > 0 && tr->opt.ps_ranks <= R ? tr->opt.ps_ranks : R;
+    PsPlacement rule = PS_PLACE_GREEDY;
+    char e[128];
+    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, e, sizeof e) != 0)
+        rule = PS_PLACE_GREEDY;
+    int *owner = malloc((size_t)n_vars * sizeof *owner);
+    size_t *var_n_bytes = malloc((size_t)n_vars * sizeof *var_n_bytes), *shard = calloc((size_t)R, sizeof *shard);
+    size_t own = M; /* without the tables: the most a shard can be */
+    if (owner && var_n_bytes && shard) {
+        for (int i = 0; i < n_vars; i++) var_n_bytes[i] = tr->spec.vars[i].n_floats * sizeof(float);
+        ps_place_variables(var_n_bytes, n_vars, n_ps, rule, owner, shard);
+        own = tr->rank < R ? shard[tr->rank] / sizeof(float) : M;
+    }
+    free(owner);
+    free(var_n_bytes);
+    free(shard);
+    const size_t tables = (size_t)n_vars * 2 * sizeof(int) + (size_t)R * (4 * sizeof(int) + sizeof(size_t) + sizeof(int));
+    return (M + ((size_t)R * own + 1) + (own + 1) + (tr->rank == 0 ? M : 0) + (size_t)R * (1 + 3 * tr->n_towers)) *
+               sizeof(float) + tables + sizeof(PsMpiState);
+}
+
 /* The variables every rank pulled in the last step (no gather). */
 static const float *mode_variables(const Trainer *tr) { return tr->ps->params; }
 
@@ -360,6 +434,8 @@ const TrainModeI train_mode_ps_mpi = {
     .open = mode_open,
     .step = mode_step,
     .save = mode_save,
+    .write_checkpoint = mode_write_checkpoint,
+    .host_n_bytes = mode_host_n_bytes,
     .variables = mode_variables,
     .close = mode_close,
 };

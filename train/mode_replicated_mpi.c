@@ -21,10 +21,13 @@
  * Where it sits: one entry of train/modes.c's table (train/mode.h); the
  * transport is base/ranks.c; the data split across ranks is the trainer's
  * (rank_shards in train/trainer.c; docs/hosts.md).
- * What it does not do: bandwidth-optimal reduction (each rank receives all
- * R x T gradients: R x T x M bytes a step, where a ring moves 2(R-1)/R x M;
- * chosen for the fixed summation order), GPU buffers across ranks (NCCL),
- * parameter servers across ranks, asynchronous updates.
+ * The second entry of this file, replicated_mpi_allreduce (--all_reduce
+ * mpi_allreduce), sums each rank's towers in tower order and adds the ranks'
+ * sums with MPI_Allreduce (MPI_SUM, the library's order: equal to the
+ * ordered sum to float rounding, not bit for bit), then divides by R x T:
+ * Horovod's traffic (about 2(R-1)/R x M a rank) instead of R x T x M.
+ * What it does not do: GPU buffers across ranks (NCCL), parameter servers
+ * across ranks, asynchronous updates.
  */
 #include <math.h>
 #include <stdio.h>
@@ -36,7 +39,7 @@
 
 typedef struct {
     float *send;   /* (T, n_params) this rank's tower gradients, packed; NULL with one rank */
-    float *recv;   /* (R, T, n_params) every rank's; NULL with one rank (not in trainer_max_n_bytes: R x T x M) */
+    float *recv;   /* (R, T, n_params) every rank's; NULL with one rank (in the memory bound: mode_host_n_bytes) */
     float *stats;  /* (R, 1 + 3T): each rank's step code, then per tower loss, accuracy, examples */
 } MpiState;
 
@@ -52,7 +55,7 @@ static void mode_describe(const Trainer *tr, const char *ts) {
 }
 
 /* Rank 0's server state to every rank, the replicas, the buffers. */
-static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
+static int open_common(Trainer *tr, int gather, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     const size_t M = tr->spec.n_params;
     const int R = tr->n_ranks, T = tr->n_towers;
@@ -68,13 +71,13 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
         return -1;
     }
     MpiState *st = calloc(1, sizeof *st);
-    if (st && R > 1) { /* one rank sums its towers' own buffers */
+    if (st && R > 1 && gather) { /* one rank sums its towers' own buffers; the all-reduce sums in ps->grads */
         st->send = malloc((size_t)T * M * sizeof(float));
         st->recv = malloc((size_t)R * T * M * sizeof(float));
     }
     if (st) st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
     tr->mode_state = st;
-    if (!st || (R > 1 && (!st->send || !st->recv)) || !st->stats) {
+    if (!st || (R > 1 && gather && (!st->send || !st->recv)) || !st->stats) {
         snprintf(err, err_n_bytes, "cannot allocate the gather buffers of %d x %d gradients of %zu floats (out of memory?)",
                  R, T, M);
         return -1;
@@ -82,6 +85,10 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     tr->replicas_bound = tower_group_bind_params(tr->towers, tr->ps->replica_params, err, err_n_bytes);
     return tr->replicas_bound < 0 ? -1 : 0;
 }
+
+static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) { return open_common(tr, 1, err, err_n_bytes); }
+
+static int allreduce_open(Trainer *tr, char *err, size_t err_n_bytes) { return open_common(tr, 0, err, err_n_bytes); }
 
 int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, float *loss, char *err,
                       size_t err_n_bytes) {
@@ -132,12 +139,12 @@ void train_sum_in_order(float *out, const float *const *g, int n, size_t n_float
 
 /* The towers on their replicas, the agreement on the step's outcome, the
  * gather, the ordered mean, each replica's update, global_step + 1. */
-static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+static int step_common(Trainer *tr, PipelineBatch *batch, float *loss, int gather, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     MpiState *st = tr->mode_state;
     const int R = tr->n_ranks, T = tr->n_towers;
     const size_t M = tr->spec.n_params;
-    int shard_n[TOWER_MAX_TOWERS];
+    int shard_n[TOWER_MAX_TOWERS] = {0};
     for (int t = 0; t < T; t++) shard_n[t] = batch->shard_n[t];
     tr->step_lr = ps_step_lr(ps);
     TowerStep ts = {.hooks = NULL};
@@ -147,14 +154,20 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     rc = train_ranks_agree(tr, st->stats, rc, shard_n, loss, err, err_n_bytes);
     if (rc != 1) return rc;
     const float *g[PIPELINE_MAX_SHARDS];
-    if (R == 1) {
+    if (!gather) { /* --all_reduce mpi_allreduce: this rank's towers in tower order, then MPI_SUM across ranks */
+        for (int t = 0; t < T; t++) g[t] = ps->tower_grads[t];
+        train_sum_in_order(ps->grads, g, T, M, 1.0f);
+        ranks_allreduce_sum(ps->grads, M);
+        const float n_f = (float)(R * T);
+        for (size_t i = 0; i < M; i++) ps->grads[i] /= n_f;
+    } else if (R == 1) {
         for (int t = 0; t < T; t++) g[t] = ps->tower_grads[t];
     } else {
         for (int t = 0; t < T; t++) memcpy(st->send + (size_t)t * M, ps->tower_grads[t], M * sizeof(float));
         ranks_allgather(st->send, st->recv, (size_t)T * M * sizeof(float));
         for (int k = 0; k < R * T; k++) g[k] = st->recv + (size_t)k * M;
     }
-    train_sum_in_order(ps->grads, g, R * T, M, (float)(R * T));
+    if (gather) train_sum_in_order(ps->grads, g, R * T, M, (float)(R * T));
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     for (int t = 0; t < T; t++) ps_replica_apply(ps, t, ps->grads, tr->step_lr);
     ps_finish_replicated_step(ps, tr->step_lr);
@@ -162,6 +175,33 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     const int moving_rc = train_update_moving(tr, ps->replica_params, T, err, err_n_bytes);
     tr->times.apply.end_sec = tower_now_sec();
     return moving_rc == 0 ? 1 : -1;
+}
+
+static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    return step_common(tr, batch, loss, 1, err, err_n_bytes);
+}
+
+static int allreduce_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    return step_common(tr, batch, loss, 0, err, err_n_bytes);
+}
+
+static void allreduce_describe(const Trainer *tr, const char *ts) {
+    printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: every tower keeps its own variables and "
+           "momentum slots; each rank sums its towers' gradients in tower order, the ranks add those sums with "
+           "MPI_Allreduce (MPI_SUM on a host buffer, %s: the library's order, so equal to the ordered sum to float "
+           "rounding), divided by %d; every tower applies the update; rank %d of %d%s\n",
+           ts, tr->global_batch, tr->n_ranks, tr->n_towers, trainer_mode_name(tr->mode), ranks_library(),
+           tr->n_ranks * tr->n_towers, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
+}
+
+static size_t allreduce_host_n_bytes(const Trainer *tr) {
+    return (size_t)tr->n_ranks * (1 + 3 * (size_t)tr->n_towers) * sizeof(float) + sizeof(MpiState);
+}
+
+/* mode_open's buffers: with several ranks the send (T x M) and gather (R x T x M) floats; the step codes. */
+static size_t mode_host_n_bytes(const Trainer *tr) {
+    const size_t M = tr->spec.n_params, R = (size_t)tr->n_ranks, T = (size_t)tr->n_towers;
+    return (R > 1 ? (T + R * T) * M * sizeof(float) : 0) + R * (1 + 3 * T) * sizeof(float) + sizeof(MpiState);
 }
 
 /* Every tower holds the same variables: save tower 0's. */
@@ -197,6 +237,29 @@ const TrainModeI train_mode_replicated_mpi = {
     .open = mode_open,
     .step = mode_step,
     .save = mode_save,
+    .host_n_bytes = mode_host_n_bytes,
+    .variables = mode_variables,
+    .close = mode_close,
+};
+
+static const char *const allreduce_aliases[] = {"replicated/mpi_allreduce", NULL};
+
+/* The bandwidth-optimal form (Horovod's): MPI_Allreduce, whose order is the library's. */
+const TrainModeI train_mode_replicated_mpi_allreduce = {
+    .name = "replicated_mpi_allreduce",
+    .variable_update = "replicated",
+    .placement = "mpi_allreduce",
+    .flags = "--variable_update replicated --all_reduce mpi_allreduce",
+    .aliases = allreduce_aliases,
+    .across_ranks = 1,
+    .server_row = "server: input, all-reduce across ranks, apply",
+    .server_apply = "apply",
+    .available = train_mode_always_available,
+    .describe = allreduce_describe,
+    .open = allreduce_open,
+    .step = allreduce_step,
+    .save = mode_save,
+    .host_n_bytes = allreduce_host_n_bytes,
     .variables = mode_variables,
     .close = mode_close,
 };

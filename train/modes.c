@@ -12,7 +12,7 @@
 #include "train/mode.h"
 
 extern const TrainModeI train_mode_ps_cpu, train_mode_ps_gpu, train_mode_replicated_host, train_mode_replicated_nccl,
-    train_mode_replicated_mpi, train_mode_ps_mpi;
+    train_mode_replicated_mpi, train_mode_ps_mpi, train_mode_replicated_mpi_allreduce;
 
 static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_PS_CPU] = &train_mode_ps_cpu,
@@ -21,6 +21,7 @@ static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_REPLICATED_NCCL] = &train_mode_replicated_nccl,
     [TRAINER_REPLICATED_MPI] = &train_mode_replicated_mpi,
     [TRAINER_PS_MPI] = &train_mode_ps_mpi,
+    [TRAINER_REPLICATED_MPI_ALLREDUCE] = &train_mode_replicated_mpi_allreduce,
 };
 
 const TrainModeI *train_mode(TrainerMode m) { return modes[m]; }

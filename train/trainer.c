@@ -72,6 +72,8 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->trace = "";
     o->ps_ranks = 0;
     o->ps_placement = "greedy";
+    o->checkpoint_writers = "owners";
+    o->input_split = "none";
     o->batch_norm = "tower";
     o->model_opts.width_multiplier = 1.0f;
     o->model_opts.head = MODEL_HEAD_KERAS;
@@ -357,11 +359,13 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     if (m->towers_known) {
         for (int t = 0; t < tr->n_towers; t++) m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t]);
     }
+    const TrainModeI *mode = train_mode(tr->mode);
+    m->mode_n_bytes = mode->host_n_bytes ? mode->host_n_bytes(tr) : 0;
     m->checkpoint_n_bytes = tr->ps ? (tr->opt.resume ? 2 : 1) * ckpt_max_n_bytes(tr->ps) : 0;
     m->summaries_n_bytes = event_writer_max_n_bytes((size_t)tr->spec.n_vars);
     m->loaded_n_bytes = tr->loaded_n_bytes;
     m->runtime_n_bytes = TRAINER_RUNTIME_N_BYTES;
-    m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->checkpoint_n_bytes +
+    m->total_n_bytes = m->input_n_bytes + m->variables_n_bytes + m->towers_n_bytes + m->mode_n_bytes + m->checkpoint_n_bytes +
                        m->summaries_n_bytes + m->loaded_n_bytes + m->runtime_n_bytes;
     return m->total_n_bytes;
 }
@@ -415,9 +419,11 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
                "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
                m.pipeline.capacity, m.pipeline.n_slots, m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches,
                tr->record_n_bytes);
-    printf(" + variables %.1f + towers %.1f%s + checkpoint %.1f + summaries %.1f + loaded %.1f + runtime %.1f\n",
+    char mode[64] = "";
+    if (m.mode_n_bytes) snprintf(mode, sizeof mode, " + %s's buffers %.1f", train_mode(tr->mode)->name, mib(m.mode_n_bytes));
+    printf(" + variables %.1f + towers %.1f%s%s + checkpoint %.1f + summaries %.1f + loaded %.1f + runtime %.1f\n",
            mib(m.variables_n_bytes), mib(m.towers_n_bytes),
-           m.towers_known ? "" : " (not counted: device memory, and the CUDA runtime's host memory)",
+           m.towers_known ? "" : " (not counted: device memory, and the CUDA runtime's host memory)", mode,
            mib(m.checkpoint_n_bytes), mib(m.summaries_n_bytes), mib(m.loaded_n_bytes), mib(m.runtime_n_bytes));
 }
 
@@ -535,12 +541,20 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
     pcfg.num_classes = o->num_classes;
     pcfg.augment = distorts ? AUGMENT_CIFAR_TRAIN : AUGMENT_MNIST;
     /* Every rank reads the job's whole stream, split into n_ranks x n_towers
-     * shards, and its towers take shards rank x n_towers ... (rank_shards). */
-    pcfg.n_shards = tr->n_ranks * tr->n_towers;
-    for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = step_shard_n(tr, t);
+     * shards, and its towers take shards rank x n_towers ... (rank_shards);
+     * with --input_split files or records each rank reads its own part of
+     * the data and makes its own towers' shards of it. */
+    const int own_part = tr->input_split != PIPELINE_SPLIT_NONE;
+    pcfg.n_shards = own_part ? tr->n_towers : tr->n_ranks * tr->n_towers;
+    for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = step_shard_n(tr, (own_part ? tr->rank * tr->n_towers : 0) + t);
+    if (own_part) {
+        pcfg.split_by = tr->input_split;
+        pcfg.split_n = tr->n_ranks;
+        pcfg.split_index = tr->rank;
+    }
     pcfg.shuffle = 1;
     pcfg.min_after_dequeue = o->min_after_dequeue;
-    pcfg.capacity = o->min_after_dequeue + 3L * tr->global_batch;
+    pcfg.capacity = o->min_after_dequeue + 3L * tr->global_batch / (own_part ? tr->n_ranks : 1);
     pcfg.num_epochs = o->num_epochs;
     pcfg.seed = (uint64_t)o->seed;
     if (o->input_threads > 0) pcfg.n_workers = o->input_threads;
@@ -563,7 +577,8 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
 /* The input pipeline of tr->pipeline_cfg (after a --resume: skipping the
  * examples the checkpoint's steps consumed).  0, or -1 with err. */
 static int open_pipeline(Trainer *tr, char *err, size_t err_n_bytes) {
-    tr->pipeline_cfg.skip_examples = tr->examples_consumed;
+    /* The job's examples; with --input_split each rank consumed its share of them. */
+    tr->pipeline_cfg.skip_examples = tr->examples_consumed / (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_ranks : 1);
     char e[512];
     tr->pipeline = pipeline_open(&tr->pipeline_cfg, e, sizeof e);
     if (!tr->pipeline) {
@@ -633,11 +648,15 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     char e[512];
     if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0) return -1;
     tr->bn_sync = !strcmp(o->batch_norm, "sync");
-    if (tr->bn_sync && tr->n_ranks > 1) {
-        snprintf(err, err_n_bytes, "--batch_norm sync across MPI ranks is not built yet (its sums would cross ranks in "
-                 "every layer): use --batch_norm tower, or one process");
+    const char *split = o->input_split ? o->input_split : "none";
+    if (strcmp(split, "none") && strcmp(split, "files") && strcmp(split, "records")) {
+        snprintf(err, err_n_bytes, "--input_split '%s': expected none, files or records", split);
         return -1;
     }
+    /* One process reads everything; synthetic data has nothing to split. */
+    if (tr->n_ranks > 1 && !o->synthetic)
+        tr->input_split = !strcmp(split, "files") ? PIPELINE_SPLIT_FILES : !strcmp(split, "records") ? PIPELINE_SPLIT_RECORDS
+                                                                                                    : PIPELINE_SPLIT_NONE;
     if (o->batch_size < 1) {
         snprintf(err, err_n_bytes, "--batch_size must be at least 1, got %d", o->batch_size);
         return -1;
@@ -658,6 +677,8 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     for (int t = 0; t < tr->n_towers; t++)
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
     tc.sync_batch_norm = tr->bn_sync;
+    /* Across ranks the towers' sums go on through the ranks, in rank order (base/ranks.h). */
+    tc.sum_across = tr->bn_sync && tr->n_ranks > 1 ? ranks_sum_ordered : NULL;
     tr->alloc = tr->backend->host_alloc(tc.devices[0]);
 
     /* The data: its files and the shape of one stored image (synthetic: the model's own). */
@@ -665,6 +686,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     (void)model_input_facts(o->model, &facts); /* an unknown name: model_spec_init says so below */
     int H = facts.H, W = facts.W, C = facts.C, is_float = 1;
     tr->image_folder = !o->synthetic && imagefolder_is_folder(o->data);
+    if (tr->image_folder && tr->input_split != PIPELINE_SPLIT_NONE) {
+        snprintf(err, err_n_bytes, "--input_split %s: TFRecord files only (an image folder is read whole by every rank: "
+                 "--input_split none)", o->input_split);
+        return -1;
+    }
     if (tr->image_folder) {
         /* Decoded and resized to --image_size in the pipeline; the count (candidate files) for the epoch. */
         if (o->image_size < 1 || (strcmp(o->resize_mode, "resize") && strcmp(o->resize_mode, "center_crop"))) {
@@ -804,8 +830,26 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
         return 1;
     }
     int got = pipeline_next(tr->pipeline, batch, err, err_n_bytes);
-    if (got > 0) rank_shards(tr, *batch);
-    return got;
+    if (tr->input_split == PIPELINE_SPLIT_NONE) {
+        if (got > 0) rank_shards(tr, *batch);
+        return got;
+    }
+    /* Each rank reads its own part: they agree, so that all step or none does (a rank whose part ended or
+     * failed first ends the job's steps; MPI_Allgather of each rank's answer). */
+    int all[PIPELINE_MAX_SHARDS];
+    ranks_allgather(&got, all, sizeof got);
+    int ended = -1, failed = -1;
+    for (int r = 0; r < tr->n_ranks; r++) {
+        if (all[r] < 0 && failed < 0) failed = r;
+        if (all[r] == 0 && ended < 0) ended = r;
+    }
+    if (failed < 0 && ended < 0) return got;
+    if (got > 0) pipeline_release(tr->pipeline, *batch);
+    if (failed >= 0) {
+        if (got >= 0) snprintf(err, err_n_bytes, "rank %d's input failed (its own line says why)", failed);
+        return -1;
+    }
+    return 0;
 }
 
 static void release_batch(Trainer *tr, PipelineBatch *batch) {
@@ -920,7 +964,7 @@ int trainer_step_batch(Trainer *tr, PipelineBatch *batch, float *loss, char *err
     int n_examples = batch->n;
     int rc = train_mode(tr->mode)->step(tr, batch, loss, err, err_n_bytes);
     tr->times.end_sec = tower_now_sec();
-    if (rc == 1) tr->examples_consumed += n_examples;
+    if (rc == 1) tr->examples_consumed += (long)n_examples * (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_ranks : 1);
     if (tr->trace && rc != -1) trace_step(tr, step);
     return rc;
 }
@@ -958,25 +1002,32 @@ void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out) {
     out->other = out->step - out->input - out->copy - out->compute - out->reduce - out->apply;
 }
 
-int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
-    /* The variables every tower shares, in the host block (the mode knows where they are). */
-    const TrainModeI *m = train_mode(tr->mode);
-    if (m->save) m->save(tr);
-    if (tr->rank != 0) return 0; /* rank 0 alone writes */
-    /* Never replace a good checkpoint with variables that have blown up. */
+int trainer_variables_finite(const Trainer *tr, char *err, size_t err_n_bytes) {
     for (size_t i = 0; i < tr->spec.n_params; i++) {
         if (!isfinite(tr->ps->params[i])) {
             snprintf(err, err_n_bytes, "not saving step %ld: its variables are not finite (the model diverged)",
                      tr->ps->global_step);
-            return -1;
+            return 0;
         }
     }
+    return 1;
+}
+
+int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
+    const TrainModeI *m = train_mode(tr->mode);
     CkptRunState run = {
         .seed = (uint64_t)tr->opt.seed,
         .examples_consumed = tr->examples_consumed,
         .n_towers = tr->n_ranks * tr->n_towers,
         .batch_size = tr->opt.batch_size,
     };
+    /* Across ranks, a mode whose state is spread over them may write it where it lies (ps_mpi: each owner its shard). */
+    if (m->write_checkpoint && tr->n_ranks > 1) return m->write_checkpoint(tr, &run, err, err_n_bytes);
+    /* The variables every tower shares, in the host block (the mode knows where they are). */
+    if (m->save) m->save(tr);
+    if (tr->rank != 0) return 0; /* rank 0 alone writes */
+    /* Never replace a good checkpoint with variables that have blown up. */
+    if (!trainer_variables_finite(tr, err, err_n_bytes)) return -1;
     return ckpt_save(tr->opt.train_dir, tr->ps, &run, tr->opt.keep_checkpoints, err, err_n_bytes);
 }
 

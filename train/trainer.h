@@ -123,8 +123,10 @@ typedef struct {
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
     int ps_ranks;                   /* parameter_server across ranks: the first ps_ranks ranks hold the shards; 0: every rank */
     const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
+    const char *checkpoint_writers; /* parameter_server across ranks: "owners" (each shard's owner writes it) | "rank0" */
+    const char *input_split;        /* across ranks: "none" (every rank reads the whole stream) | "files" | "records" */
     ModelOptions model_opts;        /* the Keras networks' options (--width_multiplier, --head); mnist, cifar10 ignore them */
-    const char *batch_norm;         /* "tower" or "sync" (one process): train/batch_norm.c */
+    const char *batch_norm;         /* "tower" or "sync": train/batch_norm.c */
 } TrainerOptions;
 
 /* Where the variables live and how the gradients are combined: the index
@@ -136,7 +138,8 @@ typedef enum {
     TRAINER_REPLICATED_NCCL = 3, /* replicated, nccl: per-tower variables, NCCL all-reduce (needs GPU towers) */
     TRAINER_REPLICATED_MPI = 4,  /* replicated, mpi: per-tower variables on every rank, gradients gathered across MPI ranks */
     TRAINER_PS_MPI = 5,          /* parameter_server, mpi: variables in shards on parameter-server ranks, pushed and pulled over MPI */
-    TRAINER_N_MODES = 6
+    TRAINER_REPLICATED_MPI_ALLREDUCE = 6, /* replicated, mpi_allreduce: as replicated_mpi, the ranks' sums added by MPI_Allreduce */
+    TRAINER_N_MODES = 7
 } TrainerMode;
 
 /* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi". */
@@ -206,7 +209,7 @@ typedef struct {
 void trainer_options_defaults(TrainerOptions *o);
 
 /* --batch_norm: 0 for "tower" or "sync"; -1 with one line in err otherwise.
- * trainer_open calls it (and refuses sync across MPI ranks); cmd/ too,
+ * trainer_open calls it; cmd/ too,
  * before any work. */
 int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes);
 
@@ -218,6 +221,7 @@ typedef struct {
     ParamServer *ps;
     TowerGroup *towers;
     Pipeline *pipeline;
+    int input_split;                 /* PIPELINE_SPLIT_*: across ranks, each rank reads its part of the data (--input_split) */
     char **files;                    /* the TFRecord files (none for an image folder) */
     int n_files;
     int image_folder;                /* 1: --data is an image folder, decoded in the pipeline */
@@ -264,6 +268,8 @@ typedef struct {
     size_t input_n_bytes;      /* pipeline.total_n_bytes, or the synthetic batch */
     size_t variables_n_bytes;  /* ps_host_n_bytes: variables, averaged and per-tower gradients, momentum, moving averages, replicas */
     size_t towers_n_bytes;     /* n_towers x the backend's host_n_bytes: a CPU tower's weights, logits, activations and scratch */
+    size_t mode_n_bytes;       /* the placement mode's own host buffers (TrainModeI.host_n_bytes): across ranks the
+                                * gathered gradients (replicated_mpi: R x T x M), the push, pull and save buffers (ps_mpi) */
     size_t checkpoint_n_bytes; /* a save's payload, or twice it at a --resume load (payload + decoded copy) */
     size_t summaries_n_bytes;  /* the events writer: queued histograms of every variable and the encoded event */
     size_t loaded_n_bytes;     /* measured: resident when trainer_open began — the executable and its shared libraries
