@@ -8,7 +8,8 @@ tf.distribute.MirroredStrategy over --replicas logical CPU devices (Tower's towe
 per-example loss summed over the global batch and divided by it, Adam at --learning_rate, a
 shuffle buffer of --shuffle examples, --batch per replica.  After every epoch it prints the test
 set's precision @ 1 (evaluation mode: batch norm's moving statistics) and the seconds of training
-so far, then a RESULT line.  Run it with scripts/install-peers.sh's python.
+so far (and every --eval_every steps, to compare with Tower's checkpoints of the same steps), then a
+RESULT line.  Run it with scripts/install-peers.sh's python.
 What it does not do: keep moving averages of the variables (Tower's --moving_average_decay), or
 augment.
 """
@@ -21,6 +22,9 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--data", required=True, help="directory with train.tfrecord and test.tfrecord")
 ap.add_argument("--model", choices=["resnet20", "mobilenet_v2"], default="resnet20")
 ap.add_argument("--epochs", type=int, default=10)
+ap.add_argument("--max_steps", type=int, default=0, help="stop after this many steps (0: --epochs only)")
+ap.add_argument("--eval_every", type=int, default=0,
+                help="also evaluate every this many steps, as Tower's --save_every checkpoints (0: per epoch only)")
 ap.add_argument("--batch", type=int, default=64, help="examples per replica")
 ap.add_argument("--replicas", type=int, default=2)
 ap.add_argument("--learning_rate", type=float, default=0.001)
@@ -87,23 +91,41 @@ def predict(x):
     return tf.argmax(model(x, training=False), axis=1)
 
 
+def evaluate():
+    right = total = 0
+    for x, y in dataset("test", False):
+        right += int(tf.reduce_sum(tf.cast(predict(x) == y, tf.int32)))
+        total += int(y.shape[0])
+    return right / total
+
+
 train_ds = strategy.experimental_distribute_dataset(dataset("train", True))
-trained_s = 0.0
+trained_s, step, precision, done = 0.0, 0, 0.0, False
 for epoch in range(1, args.epochs + 1):
     t0 = time.perf_counter()
     n, loss_sum = 0, 0.0
     for batch in train_ds:
         loss_sum += float(train_step(batch))
         n += 1
+        step += 1
         if n % 100 == 0:
             print("epoch %d step %d: loss %.4f, %.1f examples/sec" %
-                  (epoch, n, loss_sum / n, n * global_batch / (time.perf_counter() - t0)), flush=True)
+                  (epoch, step, loss_sum / n, n * global_batch / (time.perf_counter() - t0)), flush=True)
+        if args.eval_every and step % args.eval_every == 0:
+            trained_s += time.perf_counter() - t0
+            precision = evaluate()
+            print("step %d (epoch %.2f): precision @ 1 = %.4f, %.0f s of training" %
+                  (step, step * global_batch / 60000.0, precision, trained_s), flush=True)
+            t0 = time.perf_counter()
+        if args.max_steps and step >= args.max_steps:
+            done = True
+            break
     trained_s += time.perf_counter() - t0
-    right = total = 0
-    for x, y in dataset("test", False):
-        right += int(tf.reduce_sum(tf.cast(predict(x) == y, tf.int32)))
-        total += int(y.shape[0])
+    if not (args.eval_every and step % args.eval_every == 0):
+        precision = evaluate()
     print("epoch %d: %d steps, mean loss %.4f, precision @ 1 = %.4f, %.0f s of training" %
-          (epoch, n, loss_sum / max(n, 1), right / total, trained_s), flush=True)
-print("RESULT framework=keras model=%s epochs=%d precision=%.4f train_s=%.0f tensorflow=%s" %
-      (args.model, args.epochs, right / total, trained_s, tf.__version__))
+          (epoch, step, loss_sum / max(n, 1), precision, trained_s), flush=True)
+    if done:
+        break
+print("RESULT framework=keras model=%s steps=%d precision=%.4f train_s=%.0f tensorflow=%s" %
+      (args.model, step, precision, trained_s, tf.__version__))
