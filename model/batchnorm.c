@@ -161,9 +161,11 @@ void batchnorm_backward_sums_act(double *dsums, double *partials, const float *d
                 for (int c = 0; c < C; c++) {
                     const float xhat = (x[c] - mean[c]) * inv_std[c];
                     const float z = xhat * gamma[c] + beta[c];
-                    const float gz = (z > 0.0f && z < hi) ? g[c] : 0.0f;
-                    s[c] += (double)gz;
-                    s2[c] += (double)gz * (double)xhat;
+                    /* the mask as a 0/1 factor in double (a select here keeps GCC from vectorising):
+                     * the same sums for finite dy; a masked inf or NaN dy gives NaN, not 0 */
+                    const double keep = (double)((z > 0.0f) & (z < hi)), gz = (double)g[c] * keep;
+                    s[c] += gz;
+                    s2[c] += gz * (double)xhat;
                 }
             }
         }
@@ -193,12 +195,15 @@ void batchnorm_backward_input_act(float *dinp, const float *dout, const float *i
     for (int c0 = 0; c0 < C; c0 += BN_CHANNEL_BLOCK) {
         const int nc = C - c0 < BN_CHANNEL_BLOCK ? C - c0 : BN_CHANNEL_BLOCK;
         float mean_dy[BN_CHANNEL_BLOCK], mean_dy_xhat[BN_CHANNEL_BLOCK], scale[BN_CHANNEL_BLOCK];
+        float ga[BN_CHANNEL_BLOCK], be[BN_CHANNEL_BLOCK];
         for (int j = 0; j < nc; j++) {
             mean_dy[j] = (float)(dsums[c0 + j] / count);
             mean_dy_xhat[j] = (float)(dsums[C + c0 + j] / count);
             scale[j] = gamma[c0 + j] * inv_std[c0 + j];
+            ga[j] = gamma[c0 + j];
+            be[j] = act == ACT_NONE ? 0.0f : beta[c0 + j];
         }
-        const float *m = mean + c0, *is = inv_std + c0, *ga = gamma + c0, *be = act == ACT_NONE ? NULL : beta + c0;
+        const float *m = mean + c0, *is = inv_std + c0;
 #pragma omp parallel for schedule(static) if (n_rows * (size_t)nc >= OMP_MIN_FLOATS)
         for (size_t r = 0; r < n_rows; r++) {
             const float *x = inp + r * C + c0, *g = dout + r * C + c0;
@@ -212,7 +217,8 @@ void batchnorm_backward_input_act(float *dinp, const float *dout, const float *i
                 for (int j = 0; j < nc; j++) {
                     const float xhat = (x[j] - m[j]) * is[j];
                     const float z = xhat * ga[j] + be[j];
-                    const float gz = (z > 0.0f && z < hi) ? g[j] : 0.0f;
+                    const float gj = g[j];
+                    const float gz = ((z > 0.0f) & (z < hi)) ? gj : 0.0f;
                     dx[j] = scale[j] * (gz - mean_dy[j] - xhat * mean_dy_xhat[j]);
                 }
             }
