@@ -15,6 +15,8 @@
 #   scripts/test.sh); PyTorch: PEER_TORCH_PYTHON (default python3), skipped when it cannot import torch.
 #   TOWER_BASE_BUILD: a second build (e.g. of the commit before a change) run the same way in the same
 #   rounds, reported as tower_base, for before/after figures under the same load.
+#   The header line prints OMP_WAIT_POLICY: on a loaded machine GNU OpenMP's default spinning makes
+#   Tower's 2-thread step collapse (bench/RESULTS.md); export OMP_WAIT_POLICY=passive for all there.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
@@ -33,7 +35,7 @@ have_keras=0; have_torch=0
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 [ -z "$BASE_BIN" ] || [ -x "$BASE_BIN" ] || { echo "run_mobilenet_bench.sh: $BASE_BIN not found" >&2; exit 1; }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); AVX-512: $(grep -q avx512f /proc/cpuinfo && echo yes || echo no)), load at start: $(cut -d' ' -f1-3 /proc/loadavg); keras: $have_keras, torch: $have_torch"
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); AVX-512: $(grep -q avx512f /proc/cpuinfo && echo yes || echo no)), load at start: $(cut -d' ' -f1-3 /proc/loadavg); OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; keras: $have_keras, torch: $have_torch"
 round=1
 while [ "$round" -le "$N" ]; do
     for size in $SIZES; do
