@@ -207,7 +207,7 @@ static void bn_dnnl_bwd(void *p) { BnBench *k = p; DN(dnnl_primitive_execute(k->
 static void bench_batchnorm(int B, int H, int C, int reps) {
     BnBench k;
     memset(&k, 0, sizeof k);
-    k.bn = (BatchNorm){C, 0.999, 1e-3f};
+    k.bn = (BatchNorm){C, 0.999, 1e-3f, ACT_NONE};
     k.rows = (size_t)B * H * H;
     const size_t n = k.rows * C;
     k.inp = rnd(n, 4); k.dout = rnd(n, 5); k.gamma = rnd(C, 6); k.beta = rnd(C, 7);

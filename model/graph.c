@@ -79,3 +79,62 @@ int graph_build(Graph *g, const ModelSpec *spec) {
     }
     return 0;
 }
+
+/* ---- fusion ---- */
+
+/* Remove node `gone` (no variables), making its consumers read `by` instead. */
+static void graph_remove_node(Graph *g, int gone, int by) {
+    for (int i = gone + 1; i < g->n_nodes; i++) {
+        Node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_inputs; j++) {
+            if (n->inputs[j] == gone) n->inputs[j] = by;
+            else if (n->inputs[j] > gone) n->inputs[j]--;
+        }
+    }
+    memmove(&g->nodes[gone], &g->nodes[gone + 1], sizeof(Node) * (size_t)(g->n_nodes - gone - 1));
+    g->n_nodes--;
+    if (g->output == gone) g->output = by;
+    else if (g->output > gone) g->output--;
+}
+
+/* The only consumer of node i's output, or -1 (none, several, or the model's output). */
+static int sole_consumer(const Graph *g, int i) {
+    if (g->output == i) return -1;
+    int found = -1;
+    for (int k = i + 1; k < g->n_nodes; k++)
+        for (int j = 0; j < g->nodes[k].n_inputs; j++)
+            if (g->nodes[k].inputs[j] == i) {
+                if (found >= 0) return -1;
+                found = k;
+            }
+    return found;
+}
+
+int graph_fuse(Graph *g) {
+    int removed = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        Node *n = &g->nodes[i];
+        const int k = sole_consumer(g, i);
+        if (k < 0) continue;
+        Node *c = &g->nodes[k];
+        if (n->kind == NODE_BATCHNORM && n->bn.act == ACT_NONE && (c->kind == NODE_RELU6 || c->kind == NODE_RELU) &&
+            c->n_vars == 0) {
+            n->bn.act = c->kind == NODE_RELU6 ? ACT_RELU6 : ACT_RELU;
+            graph_remove_node(g, k, i);
+            removed++;
+        } else if (n->kind == NODE_ZEROPAD && c->kind == NODE_DEPTHWISE && c->dw.padding == PAD_VALID &&
+                   c->dw.pad_top == 0 && c->dw.pad_left == 0 && n->n_vars == 0) {
+            /* The depthwise reads the unpadded input; its bounds checks supply the zeros. */
+            c->inputs[0] = n->inputs[0];
+            c->in = n->in;
+            c->dw.H = n->zp.H;
+            c->dw.W = n->zp.W;
+            c->dw.pad_top = n->zp.top;
+            c->dw.pad_left = n->zp.left;
+            graph_remove_node(g, i, n->inputs[0]);
+            removed++;
+            i--;
+        }
+    }
+    return removed;
+}

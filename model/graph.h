@@ -178,6 +178,25 @@ void model_net_names(char *out, size_t out_n_bytes);
  * cannot take the input or has more than MODEL_MAX_VARS variables. */
 int graph_build(Graph *g, const ModelSpec *spec);
 
+/* ---- fusion ------------------------------------------------------------------- */
+
+/* Rewrite a built graph (graph_build) for the executors, in place:
+ *   - a BATCHNORM whose only consumer is a RELU6 or RELU absorbs it
+ *     (bn.act = ACT_RELU6 / ACT_RELU): one pass over memory forward and
+ *     one fewer backward instead of a separate activation node;
+ *   - a ZEROPAD whose only consumer is a VALID DEPTHWISE (Keras's
+ *     ZeroPadding2D before a stride-2 depthwise) is folded into it as
+ *     implicit padding (dw.H, dw.W the unpadded input, dw.pad_top and
+ *     dw.pad_left the pad's top and left; OH, OW unchanged), so the padded
+ *     copy is never made.
+ * The absorbed nodes own no variables, so every node keeps its var0 and
+ * n_vars and the variable table (names, order) is unchanged; consumers of
+ * an absorbed node read the node that absorbed it.  Both executors
+ * (model.c, model_cuda.cu) call it after graph_build; model_spec_init and
+ * the tests of the network tables see the unfused graph.  Returns the
+ * number of nodes removed. */
+int graph_fuse(Graph *g);
+
 /* ---- the layer table ---------------------------------------------------------- */
 
 /* What the CPU executor hands a node's forward/backward. */

@@ -267,7 +267,8 @@ static void batchnorm_node_forward(const Node *n, const NodeRun *r) {
         batchnorm_sums(sums, partials, r->in[0], rows, n->bn.C);
         const double *g = bn_sum_over_towers(n, r, sums);
         batchnorm_moments(mean, var, g, g[2 * n->bn.C], n->bn.C);
-        batchnorm_normalize(r->out, inv_std, r->in[0], mean, var, r->w[0], r->w[1], n->bn.epsilon, rows, n->bn.C);
+        batchnorm_normalize_act(r->out, inv_std, r->in[0], mean, var, r->w[0], r->w[1], n->bn.epsilon, n->bn.act,
+                                rows, n->bn.C);
     } else if (r->training)
         batchnorm_forward_train(r->out, mean, var, inv_std, r->scratch, r->in[0], r->w[0], r->w[1], &n->bn,
                                 bn_rows(n, r->B));
@@ -281,16 +282,17 @@ static void batchnorm_node_backward(const Node *n, const NodeRun *r) {
     if (r->sync) { /* gamma's and beta's gradients from this tower's rows; the input's from the global sums */
         const size_t rows = bn_rows(n, r->B);
         double *dsums = r->scratch, *partials = dsums + 2 * (size_t)n->bn.C;
-        batchnorm_backward_sums(dsums, partials, r->dout, r->in[0], mean, inv_std, rows, n->bn.C);
+        batchnorm_backward_sums_act(dsums, partials, r->dout, r->in[0], mean, inv_std, r->w[0], r->w[1], n->bn.act,
+                                    rows, n->bn.C);
         batchnorm_param_grads(r->dw[0], r->dw[1], dsums, n->bn.C);
         const double *g = bn_sum_over_towers(n, r, dsums);
         if (r->din[0])
-            batchnorm_backward_input(r->din[0], r->dout, r->in[0], mean, inv_std, r->w[0], g, g[2 * n->bn.C], rows,
-                                     n->bn.C);
+            batchnorm_backward_input_act(r->din[0], r->dout, r->in[0], mean, inv_std, r->w[0], r->w[1], n->bn.act, g,
+                                         g[2 * n->bn.C], rows, n->bn.C);
         return;
     }
-    batchnorm_backward(r->din[0], r->dw[0], r->dw[1], r->scratch, r->dout, r->in[0], mean, inv_std, r->w[0], &n->bn,
-                       bn_rows(n, r->B));
+    batchnorm_backward_act(r->din[0], r->dw[0], r->dw[1], r->scratch, r->dout, r->in[0], mean, inv_std, r->w[0],
+                           r->w[1], &n->bn, bn_rows(n, r->B));
 }
 
 static void batchnorm_node_update(const Node *n, float *const *w, const void *saved) {

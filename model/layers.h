@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 typedef enum { PAD_VALID = 0, PAD_SAME = 1 } Padding;
-typedef enum { ACT_NONE = 0, ACT_RELU = 1 } Activation;
+typedef enum { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU6 = 2 } Activation; /* ACT_RELU6: batch norm's fused ReLU(6.) only */
 
 /* ---- TensorFlow's padding arithmetic (one spatial dimension) ----------------
  * VALID: out = ceil((in - k + 1) / stride), no padding.
@@ -273,6 +273,9 @@ typedef struct {
     int C;                  /* channels */
     double momentum;        /* Keras: 0.99 (MobileNetV2: 0.999) */
     float epsilon;          /* Keras: 1e-3 (ResNet50: 1.001e-5) */
+    Activation act;         /* the following ReLU6 / ReLU fused in (graph_fuse), or ACT_NONE: out =
+                               act(z), z the normalised value; backward masks dy by act'(z), z
+                               recomputed from the input (0 < z < 6 for ReLU6, z > 0 for ReLU) */
 } BatchNorm;
 
 /* The sums run over min(n_rows, BATCHNORM_CPU_CHUNKS) fixed row chunks,
@@ -304,7 +307,15 @@ void batchnorm_normalize(float *out, float *inv_std, const float *inp, const flo
                          const float *var, const float *gamma, const float *beta, float epsilon,
                          size_t n_rows, int C);
 
-/* Training forward on this tower's rows alone: sums, moments, normalize.
+/* batchnorm_normalize followed by act (ACT_NONE: batchnorm_normalize
+ * itself) in the same pass: out = act((x - mean) * inv_std * gamma + beta),
+ * the same float operations as batchnorm_normalize then relu6_forward /
+ * relu_layer_forward.  Arguments as batchnorm_normalize. */
+void batchnorm_normalize_act(float *out, float *inv_std, const float *inp, const float *mean,
+                             const float *var, const float *gamma, const float *beta, float epsilon,
+                             Activation act, size_t n_rows, int C);
+
+/* Training forward on this tower's rows alone: sums, moments, normalize (with bn->act).
  *   out          : (n_rows, C) written
  *   mean, var    : (C) written: the batch statistics (saved; var feeds the moving update)
  *   inv_std      : (C) written (saved)
@@ -335,6 +346,14 @@ void batchnorm_update_moving(float *moving_mean, float *moving_var, const float 
 void batchnorm_backward_sums(double *dsums, double *partials, const float *dout, const float *inp,
                              const float *mean, const float *inv_std, size_t n_rows, int C);
 
+/* batchnorm_backward_sums of a batch norm with a fused activation: dy is
+ * first masked by act'(z), z = xhat * gamma + beta recomputed from inp (so
+ * the activation's input is never stored).  ACT_NONE: batchnorm_backward_sums.
+ * gamma, beta: (C); the rest as batchnorm_backward_sums. */
+void batchnorm_backward_sums_act(double *dsums, double *partials, const float *dout, const float *inp,
+                                 const float *mean, const float *inv_std, const float *gamma,
+                                 const float *beta, Activation act, size_t n_rows, int C);
+
 /* dgamma[c] ADDS dsums[C + c], dbeta[c] ADDS dsums[c] (this tower's sums:
  * the parameter gradients are per tower, averaged by the caller like any
  * other).  dgamma, dbeta: (C); dsums: (2, C). */
@@ -349,6 +368,14 @@ void batchnorm_backward_input(float *dinp, const float *dout, const float *inp, 
                               const float *inv_std, const float *gamma, const double *dsums,
                               double count, size_t n_rows, int C);
 
+/* batchnorm_backward_input with dy masked by act'(z) as
+ * batchnorm_backward_sums_act (dsums from it).  beta: (C); dinp may alias
+ * dout (each element is read before it is written).  ACT_NONE:
+ * batchnorm_backward_input. */
+void batchnorm_backward_input_act(float *dinp, const float *dout, const float *inp, const float *mean,
+                                  const float *inv_std, const float *gamma, const float *beta,
+                                  Activation act, const double *dsums, double count, size_t n_rows, int C);
+
 /* One-tower backward: backward_sums, param_grads (ADD), backward_input (WRITE).
  *   dinp: (n_rows, C) written, may be NULL;  dgamma, dbeta: (C) ADDED;
  *   scratch: batchnorm_scratch_n_doubles(C) (the sums come first);  dout, inp: (n_rows, C);
@@ -356,6 +383,14 @@ void batchnorm_backward_input(float *dinp, const float *dout, const float *inp, 
 void batchnorm_backward(float *dinp, float *dgamma, float *dbeta, double *scratch, const float *dout,
                         const float *inp, const float *mean, const float *inv_std,
                         const float *gamma, const BatchNorm *bn, size_t n_rows);
+
+/* batchnorm_backward of a batch norm with a fused activation (bn->act; dy
+ * masked by act'(z) as batchnorm_backward_sums_act); beta: (C), may be NULL
+ * for ACT_NONE.  batchnorm_backward is this with ACT_NONE (a fused bn there
+ * is a programming error: one line on stderr and abort()). */
+void batchnorm_backward_act(float *dinp, float *dgamma, float *dbeta, double *scratch, const float *dout,
+                            const float *inp, const float *mean, const float *inv_std,
+                            const float *gamma, const float *beta, const BatchNorm *bn, size_t n_rows);
 
 /* ---- depthwise convolution (Keras DepthwiseConv2D, depth multiplier 1, no bias)
  * out[b, oh, ow, c] = sum_{kh, kw} in[b, oh*s - pad_top + kh, ow*s - pad_left + kw, c]

@@ -264,7 +264,7 @@ static size_t acts_arrays(ModelActs *a, int alloc) {
 
 /* The workspace's struct with its graph built and checked against spec's
  * variable table; no arrays yet.  NULL on failure. */
-static ModelActs *acts_shell(const ModelSpec *spec, int max_batch) {
+static ModelActs *acts_shell(const ModelSpec *spec, int max_batch, int fuse) {
     if (max_batch < 1) return NULL;
     ModelActs *a = calloc(1, sizeof *a);
     if (!a) return NULL;
@@ -276,6 +276,7 @@ static ModelActs *acts_shell(const ModelSpec *spec, int max_batch) {
         free(a);
         return NULL;
     }
+    if (fuse) graph_fuse(&a->graph);
     const Node *last = &a->graph.nodes[a->graph.n_nodes - 1];
     if (last->var0 + last->n_vars != spec->n_vars) { /* a spec not made by model_spec_init for this shape */
         free(a);
@@ -284,8 +285,8 @@ static ModelActs *acts_shell(const ModelSpec *spec, int max_batch) {
     return a;
 }
 
-ModelActs *model_acts_create(const ModelSpec *spec, int max_batch) {
-    ModelActs *a = acts_shell(spec, max_batch);
+ModelActs *model_acts_create_fused(const ModelSpec *spec, int max_batch, int fuse) {
+    ModelActs *a = acts_shell(spec, max_batch, fuse);
     if (!a) return NULL;
     if (acts_arrays(a, 1) != 0) {
         model_acts_free(a);
@@ -294,8 +295,10 @@ ModelActs *model_acts_create(const ModelSpec *spec, int max_batch) {
     return a;
 }
 
+ModelActs *model_acts_create(const ModelSpec *spec, int max_batch) { return model_acts_create_fused(spec, max_batch, 1); }
+
 size_t model_acts_n_bytes(const ModelSpec *spec, int max_batch) {
-    ModelActs *a = acts_shell(spec, max_batch);
+    ModelActs *a = acts_shell(spec, max_batch, 1);
     if (!a) return 0;
     size_t n_bytes = sizeof(ModelActs) + acts_arrays(a, 0);
     free(a);

@@ -122,6 +122,12 @@ typedef struct ModelActs ModelActs;
 ModelActs *model_acts_create(const ModelSpec *spec, int max_batch);
 void model_acts_free(ModelActs *acts);
 
+/* model_acts_create with the graph's fusion (graph_fuse: batch norm + ReLU6
+ * / ReLU in one node, zero padding folded into the depthwise) on (fuse = 1,
+ * what model_acts_create does) or off (fuse = 0: every Keras layer a node
+ * of its own, the readable reference the tests compare the fused plan with). */
+ModelActs *model_acts_create_fused(const ModelSpec *spec, int max_batch, int fuse);
+
 /* Bytes model_acts_create(spec, max_batch) allocates when called from this
  * thread (its conv scratch is sized for omp_get_max_threads()), each array
  * rounded up to whole pages; 0 for a spec the plan cannot take.  For memory

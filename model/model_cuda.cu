@@ -251,6 +251,21 @@ static double bn_sum_over_towers_cuda(const Node *n, const NodeRunCuda *r, doubl
     return count;
 }
 
+/* A fused activation (graph_fuse: bn.act) runs as the existing kernels in
+ * sequence: the activation in place on the batch norm's output, and its
+ * backward in place on dout (which backward may clobber) from that output,
+ * before the batch norm's backward. */
+static void bn_act_forward_cuda(const Node *n, const NodeRunCuda *r) {
+    const size_t count = (size_t)r->B * node_shape_n(n->out);
+    if (n->bn.act == ACT_RELU6) relu6_forward_cuda(r->out, r->out, count, r->stream);
+    else if (n->bn.act == ACT_RELU) relu_forward_cuda(r->out, r->out, count, r->stream);
+}
+static void bn_act_backward_cuda(const Node *n, const NodeRunCuda *r) {
+    const size_t count = (size_t)r->B * node_shape_n(n->out);
+    if (n->bn.act == ACT_RELU6) relu6_backward_cuda(r->dout, r->out, r->dout, count, r->stream);
+    else if (n->bn.act == ACT_RELU) relu_backward_cuda(r->dout, r->out, r->dout, count, r->stream);
+}
+
 extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
     float *mean = (float *)r->saved, *var = mean + n->bn.C, *inv_std = var + n->bn.C;
     if (r->training && r->sync) {
@@ -267,9 +282,11 @@ extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r)
     else
         batchnorm_forward_eval_cuda(r->out, inv_std, r->in[0], r->w[2], r->w[3], r->w[0], r->w[1], &n->bn,
                                     rows_of(n, r->B), r->stream);
+    bn_act_forward_cuda(n, r);
 }
 extern "C" void batchnorm_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     const float *mean = (const float *)r->saved, *inv_std = mean + 2 * n->bn.C;
+    bn_act_backward_cuda(n, r);
     if (r->sync) { /* gamma's and beta's gradients from this tower's rows; the input's from the global sums */
         double *dsums = (double *)r->scratch, *partials = dsums + 2 * (size_t)n->bn.C;
         const size_t rows = rows_of(n, r->B);
@@ -492,7 +509,8 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
         CUBLAS_SOFT(cublasSetMathMode(cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), err,
                     err_n_bytes))
         goto fail;
-    if (graph_build(&a->graph, &a->spec) != 0 ||
+    if (graph_build(&a->graph, &a->spec) == 0) graph_fuse(&a->graph); /* as model.c's executor */
+    if (!a->graph.ok || a->graph.n_nodes < 1 ||
         a->graph.nodes[a->graph.n_nodes - 1].var0 + a->graph.nodes[a->graph.n_nodes - 1].n_vars != spec->n_vars) {
         snprintf(err, err_n_bytes, "model %s cannot take input %dx%dx%d on the GPU (or its variable table is not "
                  "model_spec_init's)", spec->name ? spec->name : "?", spec->H, spec->W, spec->C);

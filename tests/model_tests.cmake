@@ -48,3 +48,8 @@ set_tests_properties(test_model_nets_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS
 add_test(NAME test_model_mobilenet_keras
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_keras_mobilenet.sh $<TARGET_FILE:test_nets_keras_helper>)
 set_tests_properties(test_model_mobilenet_keras PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
+# The graph's fusion (graph_fuse: batch norm + ReLU6/ReLU, implicit padding) against the unfused plan,
+# layer by layer, by finite differences, and on whole networks.
+tower_add_test(NAME test_model_fuse
+  SOURCES test_model_fuse.c gradcheck.c
+  LIBS tower_model)

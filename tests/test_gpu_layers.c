@@ -415,7 +415,7 @@ static float *dev_filled(size_t n, float start) {
 
 static int test_batchnorm(const Ctx *x, size_t rows, int C, float offset, double rel) {
     printf("batchnorm %zu rows x %d channels, inputs around %.1f\n", rows, C, offset);
-    const BatchNorm bn = {C, 0.99, 1e-3f};
+    const BatchNorm bn = {C, 0.99, 1e-3f, ACT_NONE};
     const size_t n = rows * (size_t)C;
     float *inp = gpu_test_host(F(n)), *dout = gpu_test_host(F(n)), *gamma = gpu_test_host(F(C)), *beta = gpu_test_host(F(C));
     float *out = gpu_test_host(F(n)), *dinp = gpu_test_host(F(n)), *got = gpu_test_host(F(n));

@@ -5,6 +5,10 @@
  * batch larger than the workspace; and backward's convention (it ADDS).
  * mobilenet_v2 (96x96) too, with its evaluation mode and moving statistics;
  * vgg11 and resnet20 (32x32) and resnet50 (128x128).
+ * Both executors run the fused graph (graph_fuse): mobilenet_v2's batch
+ * norms with ReLU6 and implicitly padded stride-2 depthwise, resnet's batch
+ * norms with ReLU, are compared here CPU against GPU (the GPU runs a fused
+ * batch norm as its batch-norm and activation kernels in sequence).
  *
  * Where it sits: label `gpu`; skipped (77) without a GPU.
  * Tolerances: the loss within 1e-5 relative and the logits within 1e-4 of

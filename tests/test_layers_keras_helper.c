@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(layer, "batchnorm")) {
-        const BatchNorm bn = {C, 0.999, 1e-3f};
+        const BatchNorm bn = {C, 0.999, 1e-3f, ACT_NONE};
         const size_t rows = (size_t)B * H * W;
         float *x = load("x", n), *gamma = load("gamma", C), *beta = load("beta", C), *dy = load("dy", n);
         float *y = zeros(n), *dx = zeros(n), *mean = zeros(C), *var = zeros(C), *inv_std = zeros(C);

@@ -87,7 +87,7 @@ static double bn_obj(void *p) {
 
 static void bn_setup(BnCtx *k, size_t rows, int C, float offset, uint64_t seed) {
     memset(k, 0, sizeof *k);
-    k->bn = (BatchNorm){C, 0.99, 1e-3f};
+    k->bn = (BatchNorm){C, 0.99, 1e-3f, ACT_NONE};
     k->rows = rows;
     k->inp = uniform(rows * C, offset - 1.0f, offset + 1.0f, seed);
     k->gamma = uniform(C, 0.5f, 1.5f, seed + 1);
@@ -164,7 +164,7 @@ static void test_batchnorm_statistics(void) {
     else
         printf("ok: moving statistics follow moving * momentum + batch * (1 - momentum)\n");
     /* Evaluation: a known value, then its gradient w.r.t. the input. */
-    BnEvalCtx k = {{3, 0.99, 1e-3f}, 7, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    BnEvalCtx k = {{3, 0.99, 1e-3f, ACT_NONE}, 7, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     k.inp = uniform(21, -2, 2, 501);
     k.gamma = uniform(3, 0.5f, 1.5f, 502);
     k.beta = uniform(3, -0.5f, 0.5f, 503);
