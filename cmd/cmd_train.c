@@ -125,6 +125,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory), gpu (tower 0's GPU; needs GPU towers) or mpi (in shards on the ranks of mpirun -np R, docs/hosts.md; cpu becomes mpi under mpirun with several ranks)"},
         {"ps_ranks", FLAG_INT, &o->ps_ranks, "parameter_server across ranks: the first ps_ranks ranks hold the variables' shards, each also a worker (0: every rank)"},
         {"ps_placement", FLAG_STRING, &o->ps_placement, "parameter_server across ranks: how variables go to shards, greedy (by bytes, to the least loaded so far: TensorFlow's GreedyLoadBalancingStrategy) or round_robin"},
+        {"sync_replicas", FLAG_BOOL, &o->sync_replicas, "parameter_server across ranks: true, every step averages every worker's gradient; false, each worker's gradient is applied on arrival (asynchronous, docs/hosts.md; needs several ranks)"},
+        {"max_staleness", FLAG_INT, &o->max_staleness, "--sync_replicas false: a worker starts step t only once every worker pushed step t - S - 1 (0: lockstep)"},
         {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), mpi (gathered across the ranks of mpirun -np R, docs/hosts.md), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
         {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
@@ -154,12 +156,19 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         fprintf(stderr, "tower train: %s\n", err);
         return -1;
     }
+    if (!o->sync_replicas && (strcmp(o->variable_update, "parameter_server") != 0 || ranks_size() < 2)) {
+        fprintf(stderr, "tower train: --sync_replicas false: asynchronous updates need --variable_update "
+                "parameter_server across the ranks of mpirun -np R (R > 1); this run is --variable_update %s on %d "
+                "rank(s)\n", o->variable_update, ranks_size());
+        return -1;
+    }
     if (cmd_check_choice(c, "model", o->model, models) || cmd_check_choice(c, "device", o->device, devices) ||
         cmd_check_choice(c, "optimizer", o->optimizer, optimizers) ||
         cmd_check_choice(c, "compression", o->compression, compressions) ||
         cmd_check_choice(c, "resize_mode", o->resize_mode, resize_modes) ||
         cmd_check_choice(c, "ps_placement", o->ps_placement, ps_placements) ||
         cmd_check_long(c, "ps_ranks", o->ps_ranks, 0, INT_MAX, "0: every rank") ||
+        cmd_check_long(c, "max_staleness", o->max_staleness, 0, INT_MAX, "steps a worker may run ahead") ||
         cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
         cmd_check_data(c, "data", o->data) ||
         cmd_check_nonempty(c, "train_dir", o->train_dir, "directory") ||
@@ -567,7 +576,9 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             }
             last_saved = step;
         }
-        if (tr.n_ranks > 1 ? ranks_any(stop_signal != 0) : stop_signal != 0) {
+        /* Ranks that step apart (--sync_replicas false) agree on a stop only where they meet: the save points. */
+        const int meet = !trainer_ranks_step_apart(&tr) || (o.save_every > 0 && step % o.save_every == 0);
+        if (tr.n_ranks > 1 ? meet && ranks_any(stop_signal != 0) : stop_signal != 0) {
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
             if (stop_signal)

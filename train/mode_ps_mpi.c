@@ -343,6 +343,12 @@ static void mode_save(const Trainer *tr) {
 /* The variables every rank pulled in the last step (no gather). */
 static const float *mode_variables(const Trainer *tr) { return tr->ps->params; }
 
+/* --sync_replicas false: the asynchronous parameter servers (mode_ps_async.c). */
+static const TrainModeI *mode_settle(const Trainer *tr) {
+    extern const TrainModeI train_mode_ps_mpi_async;
+    return tr->opt.sync_replicas ? NULL : &train_mode_ps_mpi_async;
+}
+
 static const char *const aliases[] = {"parameter_server/mpi", NULL};
 
 const TrainModeI train_mode_ps_mpi = {
@@ -356,6 +362,7 @@ const TrainModeI train_mode_ps_mpi = {
     .server_row = "server: input, push to the shards' owners, apply, pull",
     .server_apply = "apply",
     .available = train_mode_always_available,
+    .settle = mode_settle,
     .describe = mode_describe,
     .open = mode_open,
     .step = mode_step,
