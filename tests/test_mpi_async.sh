@@ -7,8 +7,9 @@
 #     with --variable_update replicated, --max_staleness -1;
 #   - 4 ranks x 1 tower on Fashion-MNIST, sgd: asynchronous (400 applied
 #     updates of 16 examples, learning rate 0.05) reaches a test precision
-#     within 2 points of synchronous (100 steps of 4 x 16, learning rate 0.2):
-#     the same examples, the same learning rate per example;
+#     at most 2 points below synchronous (100 steps of 4 x 16, learning rate
+#     0.2): the same examples, the same learning rate per example (async's
+#     arrival order varies run to run: 0.669 and 0.694 seen against 0.662);
 #   - the staleness lines of rank 0's log: max never above their bound
 #     (R - 1)(2S + 1); --max_staleness 0 is lockstep: max at most R - 1 = 3;
 #   - --save_every + --resume: the checkpoint of step 8 is resumed to 16;
@@ -81,8 +82,8 @@ precision() { "$tower" eval --checkpoint_dir "$1" --data "$work/test-*.tfrecord"
 ps=$(precision "$work/sync")
 pa=$(precision "$work/async")
 [ -n "$ps" ] && [ -n "$pa" ] || fail "no precision from eval (sync '$ps', async '$pa')"
-awk -v s="$ps" -v a="$pa" 'BEGIN { exit !(s > 0.5 && a > 0.5 && (s - a) < 0.02 && (a - s) < 0.02) }' ||
-  fail "asynchronous precision $pa is not within 2 points of synchronous $ps (or one did not learn)"
+awk -v s="$ps" -v a="$pa" 'BEGIN { exit !(s > 0.5 && a > 0.5 && s - a <= 0.02) }' ||
+  fail "asynchronous precision $pa is more than 2 points below synchronous $ps (or one did not learn)"
 echo "Fashion-MNIST, 4 ranks x 1 tower, 6400 examples: synchronous precision $ps, asynchronous $pa"
 
 # Checkpoint and resume: 8 applied updates (2 steps a worker), saved at 4 and 8, resumed to 16.

@@ -451,7 +451,7 @@ static void log_staleness(Trainer *tr, PsAsyncState *st) {
     }
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: step %ld: staleness mean %.2f, max %ld over %ld applied gradient(s) (bound %ld)\n", ts,
+    printf("%s: step %ld: staleness mean %.2f, max %ld over %ld shard update(s) (bound %ld)\n", ts,
            tr->ps->global_step, n ? (double)sum / (double)n : 0.0, max, n, st->bound);
     fflush(stdout);
 }
