@@ -48,7 +48,8 @@
  * Where it sits: one entry of train/modes.c's table (train/mode.h); the
  * transport is base/ranks.c, the placement ps/placement.c.
  * What it does not do: shard files written by their owners (rank 0 writes
- * all), dedicated server-only ranks, asynchronous updates, GPU buffers.
+ * all), dedicated server-only ranks, GPU buffers; asynchronous
+ * updates are mode_ps_async.c (its settle picks it under --sync_replicas false).
  */
 #include <math.h>
 #include <omp.h>

@@ -142,7 +142,7 @@ typedef enum {
     TRAINER_N_MODES = 7
 } TrainerMode;
 
-/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi". */
+/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi", "ps_mpi_async". */
 const char *trainer_mode_name(TrainerMode m);
 
 /* The mode for tf_cnn_benchmarks' flag values (all_reduce "auto" = host
