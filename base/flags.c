@@ -96,6 +96,8 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
         }
         const char *v;
         if (eq) v = eq + 1;
+        else if (f->type == FLAG_BOOL && i + 1 < argc && (!strcmp(argv[i + 1], "true") || !strcmp(argv[i + 1], "false")))
+            v = argv[++i]; /* TensorFlow's spelling: --sync_replicas false */
         else if (f->type == FLAG_BOOL) v = "true";
         else if (i + 1 < argc) v = argv[++i];
         else {

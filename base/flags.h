@@ -4,7 +4,8 @@
  * programs (bench/) each declare one table of Flag entries whose targets
  * already hold the defaults, so `--help`, the parser and docs/cli.md
  * (checked by a test) read the same table.
- * Accepted forms: --name value, --name=value; booleans also bare --name.
+ * Accepted forms: --name value, --name=value; booleans also bare --name, or
+ * --name true / --name false (the word after it: only those two).
  */
 #ifndef TOWER_CMD_FLAGS_H
 #define TOWER_CMD_FLAGS_H

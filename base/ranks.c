@@ -13,6 +13,8 @@
 static int rank_, size_ = 1, local_size_ = 1;
 #ifdef TOWER_HAVE_MPI
 static int started_; /* ranks_init called MPI_Init_thread */
+static int provided_; /* the thread level MPI gave (MPI_THREAD_MULTIPLE asked) */
+static MPI_Comm p2p_ = MPI_COMM_NULL; /* ranks_p2p_open's communicator: the point-to-point messages */
 #endif
 
 /* The size mpirun / srun announced in the environment, or 0 when none did
@@ -31,11 +33,12 @@ int ranks_init(int *argc, char ***argv, char *err, size_t err_n_bytes) {
 #ifdef TOWER_HAVE_MPI
     if (launched == 0 || started_) return 0;
     int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
         snprintf(err, err_n_bytes, "MPI_Init_thread failed (launched by mpirun/srun with %d rank(s))", launched);
         return -1;
     }
     started_ = 1;
+    provided_ = provided;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
@@ -284,5 +287,87 @@ const char *ranks_library(void) {
     return version;
 #else
     return "none";
+#endif
+}
+
+/* The point-to-point messages of the asynchronous parameter servers (ranks.h). */
+
+int ranks_thread_multiple(void) {
+#ifdef TOWER_HAVE_MPI
+    return size_ == 1 || (started_ && provided_ >= MPI_THREAD_MULTIPLE);
+#else
+    return 1;
+#endif
+}
+
+void ranks_p2p_open(void) {
+#ifdef TOWER_HAVE_MPI
+    if (size_ > 1 && p2p_ == MPI_COMM_NULL) {
+        check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &p2p_), "MPI_Comm_dup");
+        MPI_Comm_set_errhandler(p2p_, MPI_ERRORS_RETURN);
+    }
+#endif
+}
+
+void ranks_p2p_close(void) {
+#ifdef TOWER_HAVE_MPI
+    if (p2p_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_);
+    p2p_ = MPI_COMM_NULL;
+#endif
+}
+
+void ranks_send(const void *buf, size_t n_bytes, int to, int tag) {
+#ifdef TOWER_HAVE_MPI
+    if (n_bytes > INT_MAX) {
+        fprintf(stderr, "tower: rank %d: MPI_Send of %zu bytes: more than INT_MAX; ending the job\n", rank_, n_bytes);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    check_mpi(MPI_Send(buf, (int)n_bytes, MPI_BYTE, to, tag, p2p_), "MPI_Send");
+#else
+    (void)buf;
+    (void)n_bytes;
+    (void)to;
+    (void)tag;
+#endif
+}
+
+size_t ranks_recv(void *buf, size_t n_bytes, int from, int tag, int *source) {
+#ifdef TOWER_HAVE_MPI
+    MPI_Status status;
+    check_mpi(MPI_Recv(buf, n_bytes > INT_MAX ? INT_MAX : (int)n_bytes, MPI_BYTE, from < 0 ? MPI_ANY_SOURCE : from,
+                       tag, p2p_, &status), "MPI_Recv");
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (source) *source = status.MPI_SOURCE;
+    return (size_t)got;
+#else
+    (void)buf;
+    (void)n_bytes;
+    (void)from;
+    (void)tag;
+    if (source) *source = 0;
+    return 0;
+#endif
+}
+
+void ranks_exchange_each(void *const *send, const size_t *send_n_bytes, void *const *recv, const size_t *recv_n_bytes,
+                         int n, int send_tag, int recv_tag) {
+#ifdef TOWER_HAVE_MPI
+    MPI_Request req[64];
+    for (int lo = 0; lo < n; lo += 64) {
+        const int hi = lo + 64 < n ? lo + 64 : n;
+        for (int i = lo; i < hi; i++)
+            check_mpi(MPI_Irecv(recv[i], (int)recv_n_bytes[i], MPI_BYTE, i, recv_tag, p2p_, &req[i - lo]), "MPI_Irecv");
+        for (int i = lo; i < hi; i++) ranks_send(send[i], send_n_bytes[i], i, send_tag);
+        check_mpi(MPI_Waitall(hi - lo, req, MPI_STATUSES_IGNORE), "MPI_Waitall");
+    }
+#else
+    (void)send;
+    (void)send_n_bytes;
+    (void)recv;
+    (void)recv_n_bytes;
+    (void)n;
+    (void)send_tag;
+    (void)recv_tag;
 #endif
 }

@@ -22,8 +22,9 @@
 #include <stddef.h>
 
 /* Start MPI when this process was launched by mpirun/srun and the build
- * has MPI (MPI_Init_thread, MPI_THREAD_FUNNELED: only the calling thread
- * talks to MPI).  Call once, before any thread starts.  Returns 0, or -1
+ * has MPI (MPI_Init_thread asking MPI_THREAD_MULTIPLE: the collectives stay
+ * on the calling thread; the asynchronous parameter servers' thread sends
+ * and receives beside it, ranks_thread_multiple says whether it may).  Call once, before any thread starts.  Returns 0, or -1
  * with one line in err: launched by mpirun with several ranks in a build
  * without MPI, or MPI failed to start. */
 int ranks_init(int *argc, char ***argv, char *err, size_t err_n_bytes);
@@ -115,6 +116,36 @@ void ranks_abort(int code);
 /* MPI_Finalize when ranks_init started MPI; else nothing.  Every rank must
  * call it (it waits for the others). */
 void ranks_finalize(void);
+
+/* The asynchronous parameter servers (train/mode_ps_async.c): messages
+ * between two ranks on a communicator of their own, sent and received by
+ * any thread.  Every function but ranks_thread_multiple needs several
+ * ranks; a failure prints one line and ends the job, as the collectives. */
+
+/* 1 when MPI gave MPI_THREAD_MULTIPLE (or the job is one process). */
+int ranks_thread_multiple(void);
+
+/* A duplicate of the world's communicator for ranks_send / ranks_recv
+ * (collective: every rank calls it once, before any send), and its end
+ * (after every message was received). */
+void ranks_p2p_open(void);
+void ranks_p2p_close(void);
+
+/* Send n_bytes (at most INT_MAX) to rank `to` under tag (MPI_Send: returns
+ * when buf may be reused). */
+void ranks_send(const void *buf, size_t n_bytes, int to, int tag);
+
+/* Receive a message of tag from rank `from` (-1: any rank) into buf (at
+ * most n_bytes); returns its bytes, its sender in *source (may be NULL). */
+size_t ranks_recv(void *buf, size_t n_bytes, int from, int tag, int *source);
+
+/* To each rank i < n: send[i] (send_n_bytes[i]) under send_tag, and from
+ * each its answer into recv[i] (at most recv_n_bytes[i], each at most
+ * INT_MAX) under recv_tag; the receives are posted before any send, so an
+ * answer sent while this rank still sends never waits.  Returns when all
+ * answers are in. */
+void ranks_exchange_each(void *const *send, const size_t *send_n_bytes, void *const *recv, const size_t *recv_n_bytes,
+                         int n, int send_tag, int recv_tag);
 
 /* "MPI (Open MPI v4.1.4, ...)" in a build with MPI, or "none". */
 const char *ranks_library(void);

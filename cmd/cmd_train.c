@@ -128,6 +128,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"input_split", FLAG_STRING, &o->input_split, "across ranks (mpirun -np R): none (every rank reads the whole stream and takes its shards of each global batch: the job equals one process), files (rank r reads files r, r+R, ...) or records (rank r reads the records r, r+R, ... of each epoch's order), so each rank reads 1/R of the data; TFRecord data only; docs/hosts.md"},
         {"checkpoint_writers", FLAG_STRING, &o->checkpoint_writers, "parameter_server across ranks: who writes a checkpoint, owners (each parameter-server rank its shard's file, rank 0 the manifest and the index after all of them; every rank needs the same train_dir) or rank0 (rank 0 gathers the shards and writes one file)"},
         {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers), mpi (gathered across the ranks of mpirun -np R and summed in rank order: the job equals one process, docs/hosts.md), mpi_allreduce (across ranks by MPI_Allreduce: less traffic, the library's summation order), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
+        {"sync_replicas", FLAG_BOOL, &o->sync_replicas, "parameter_server across ranks: true, every step averages every worker's gradient; false, each worker's gradient is applied on arrival (asynchronous, docs/hosts.md; needs several ranks)"},
+        {"max_staleness", FLAG_INT, &o->max_staleness, "--sync_replicas false: a worker starts step t only once every worker pushed step t - S - 1 (0: lockstep)"},
         {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -158,6 +160,12 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         fprintf(stderr, "tower train: %s\n", err);
         return -1;
     }
+    if (!o->sync_replicas && (strcmp(o->variable_update, "parameter_server") != 0 || ranks_size() < 2)) {
+        fprintf(stderr, "tower train: --sync_replicas false: asynchronous updates need --variable_update "
+                "parameter_server across the ranks of mpirun -np R (R > 1); this run is --variable_update %s on %d "
+                "rank(s)\n", o->variable_update, ranks_size());
+        return -1;
+    }
     if (cmd_check_choice(c, "model", o->model, models) || cmd_check_choice(c, "device", o->device, devices) ||
         cmd_check_choice(c, "optimizer", o->optimizer, optimizers) ||
         cmd_check_choice(c, "compression", o->compression, compressions) ||
@@ -166,6 +174,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_choice(c, "checkpoint_writers", o->checkpoint_writers, checkpoint_writers) ||
         cmd_check_choice(c, "input_split", o->input_split, input_splits) ||
         cmd_check_long(c, "ps_ranks", o->ps_ranks, 0, INT_MAX, "0: every rank") ||
+        cmd_check_long(c, "max_staleness", o->max_staleness, 0, INT_MAX, "steps a worker may run ahead") ||
         cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
         cmd_check_data(c, "data", o->data) ||
         cmd_check_nonempty(c, "train_dir", o->train_dir, "directory") ||
@@ -573,7 +582,9 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             }
             last_saved = step;
         }
-        if (tr.n_ranks > 1 ? ranks_any(stop_signal != 0) : stop_signal != 0) {
+        /* Ranks that step apart (--sync_replicas false) agree on a stop only where they meet: the save points. */
+        const int meet = !trainer_ranks_step_apart(&tr) || (o.save_every > 0 && step % o.save_every == 0);
+        if (tr.n_ranks > 1 ? meet && ranks_any(stop_signal != 0) : stop_signal != 0) {
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
             if (stop_signal)

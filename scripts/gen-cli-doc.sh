@@ -10,7 +10,7 @@ cat <<'HEAD'
 
 Generated from `tower <command> --help` by `scripts/gen-cli-doc.sh`; `tests/test_cli_doc.sh` fails when
 this page and the binary disagree.  Flags take `--name value` or `--name=value`; booleans also take a
-bare `--name` (true) or `--name=false`.  `tower --help` (also `-h`, `tower help`) lists the commands;
+bare `--name` (true), `--name=false`, or the word `true` or `false` after them (`--sync_replicas false`).  `tower --help` (also `-h`, `tower help`) lists the commands;
 `tower COMMAND --help` (also `-h`, `tower help COMMAND`) lists a command's flags with their defaults,
 as below.  `tower --version` prints the version and what the binary was built with, for example
 

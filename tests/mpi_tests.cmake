@@ -43,3 +43,9 @@ target_link_libraries(test_mpi_input_split_helper PRIVATE tower_train m)
 add_test(NAME test_mpi_input_split COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_input_split.sh $<TARGET_FILE:tower>
   $<TARGET_FILE:test_fault_helper> $<TARGET_FILE:test_mpi_input_split_helper> $<TARGET_FILE:test_imagefolder>)
 set_tests_properties(test_mpi_input_split PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)
+# --sync_replicas false (train/mode_ps_async.c): one worker bitwise ps_mpi,
+# Fashion-MNIST at 4 ranks within 2 points of synchronous, staleness within
+# its bound, --max_staleness 0 lockstep, bad flags, resume, a killed rank.
+add_test(NAME test_mpi_async
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_mpi_ps_helper>)
+set_tests_properties(test_mpi_async PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 900)

@@ -5,7 +5,8 @@
  * applies the update (ps/ps.h).
  *
  * Where it sits: one entry of train/modes.c's table (train/mode.h).
- * Under mpirun with several ranks it settles on ps_mpi (mode_ps_mpi.c).
+ * Under mpirun with several ranks it settles on ps_mpi (mode_ps_mpi.c), or
+ * with --sync_replicas false on ps_mpi_async (mode_ps_async.c).
  * What it does not do: run anything on the tower threads after their
  * copy-out (no hooks).
  */
@@ -52,10 +53,11 @@ static double mode_predict_ms(const TrainCostFigures *f, int n_towers, double sh
     return M / (f->copy_gbps * 1e9) * 1e3 * share + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
 }
 
-/* Under mpirun with several ranks: the parameter server sharded across them. */
+/* Under mpirun with several ranks: the parameter server sharded across
+ * them, synchronous or (--sync_replicas false) not. */
 static const TrainModeI *mode_settle(const Trainer *tr) {
-    extern const TrainModeI train_mode_ps_mpi;
-    return tr->n_ranks > 1 ? &train_mode_ps_mpi : NULL;
+    extern const TrainModeI train_mode_ps_mpi, train_mode_ps_mpi_async;
+    return tr->n_ranks <= 1 ? NULL : tr->opt.sync_replicas ? &train_mode_ps_mpi : &train_mode_ps_mpi_async;
 }
 
 static const char *const aliases[] = {"parameter_server", "parameter_server/cpu", NULL};

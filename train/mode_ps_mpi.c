@@ -51,7 +51,8 @@
  *
  * Where it sits: one entry of train/modes.c's table (train/mode.h); the
  * transport is base/ranks.c, the placement ps/placement.c.
- * What it does not do: dedicated server-only ranks, asynchronous updates, GPU buffers.
+ * What it does not do: dedicated server-only ranks, GPU buffers; asynchronous
+ * updates are mode_ps_async.c (its settle picks it under --sync_replicas false).
  */
 #include <math.h>
 #include <omp.h>
@@ -417,6 +418,12 @@ static size_t mode_host_n_bytes(const Trainer *tr) {
 /* The variables every rank pulled in the last step (no gather). */
 static const float *mode_variables(const Trainer *tr) { return tr->ps->params; }
 
+/* --sync_replicas false: the asynchronous parameter servers (mode_ps_async.c). */
+static const TrainModeI *mode_settle(const Trainer *tr) {
+    extern const TrainModeI train_mode_ps_mpi_async;
+    return tr->opt.sync_replicas ? NULL : &train_mode_ps_mpi_async;
+}
+
 static const char *const aliases[] = {"parameter_server/mpi", NULL};
 
 const TrainModeI train_mode_ps_mpi = {
@@ -430,6 +437,7 @@ const TrainModeI train_mode_ps_mpi = {
     .server_row = "server: input, push to the shards' owners, apply, pull",
     .server_apply = "apply",
     .available = train_mode_always_available,
+    .settle = mode_settle,
     .describe = mode_describe,
     .open = mode_open,
     .step = mode_step,

@@ -12,7 +12,7 @@
 #include "train/mode.h"
 
 extern const TrainModeI train_mode_ps_cpu, train_mode_ps_gpu, train_mode_replicated_host, train_mode_replicated_nccl,
-    train_mode_replicated_mpi, train_mode_ps_mpi, train_mode_replicated_mpi_allreduce;
+    train_mode_replicated_mpi, train_mode_ps_mpi, train_mode_replicated_mpi_allreduce, train_mode_ps_mpi_async;
 
 static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_PS_CPU] = &train_mode_ps_cpu,
@@ -22,6 +22,7 @@ static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_REPLICATED_MPI] = &train_mode_replicated_mpi,
     [TRAINER_PS_MPI] = &train_mode_ps_mpi,
     [TRAINER_REPLICATED_MPI_ALLREDUCE] = &train_mode_replicated_mpi_allreduce,
+    [TRAINER_PS_MPI_ASYNC] = &train_mode_ps_mpi_async,
 };
 
 const TrainModeI *train_mode(TrainerMode m) { return modes[m]; }
@@ -89,9 +90,9 @@ int trainer_mode_from_name(const char *name, TrainerMode *mode, char *err, size_
             return 0;
         }
     }
-    snprintf(err, err_n_bytes, "unknown mode '%s': expected ps_cpu, ps_gpu, replicated_host, replicated_nccl, replicated_mpi or ps_mpi "
-             "(or parameter_server/cpu, parameter_server/gpu, replicated/host, replicated/nccl, replicated/mpi, "
-             "parameter_server/mpi)", name);
+    snprintf(err, err_n_bytes, "unknown mode '%s': expected ps_cpu, ps_gpu, replicated_host, replicated_nccl, replicated_mpi, ps_mpi or "
+             "ps_mpi_async (or parameter_server/cpu, parameter_server/gpu, replicated/host, replicated/nccl, replicated/mpi, "
+             "parameter_server/mpi, parameter_server/mpi_async)", name);
     return -1;
 }
 
@@ -101,6 +102,7 @@ void trainer_mode_set_flags(TrainerMode m, TrainerOptions *o) {
     o->variable_update = mi->variable_update;
     o->local_parameter_device = ps ? mi->placement : "cpu";
     o->all_reduce = ps ? "auto" : mi->placement;
+    o->sync_replicas = m != TRAINER_PS_MPI_ASYNC; /* it shares ps_mpi's flags; ps_mpi's settle picks it */
 }
 
 int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes) {

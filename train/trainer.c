@@ -74,6 +74,8 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->ps_placement = "greedy";
     o->checkpoint_writers = "owners";
     o->input_split = "none";
+    o->sync_replicas = 1;
+    o->max_staleness = 16;
     o->batch_norm = "tower";
     o->model_opts.width_multiplier = 1.0f;
     o->model_opts.head = MODEL_HEAD_KERAS;
@@ -101,6 +103,11 @@ static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
     for (int k = 0; other && k < TRAINER_N_MODES; k++)
         if (train_mode((TrainerMode)k) == other) tr->mode = (TrainerMode)k;
     m = train_mode(tr->mode);
+    if (!tr->opt.sync_replicas && tr->mode != TRAINER_PS_MPI_ASYNC) {
+        snprintf(err, err_n_bytes, "--sync_replicas false: asynchronous updates need --variable_update parameter_server "
+                 "across the ranks of mpirun -np R (R > 1); this run is %s on %d rank(s)", m->flags, tr->n_ranks);
+        return -1;
+    }
     if (m->needs_gpu_towers && tr->backend->device_view == NULL) {
         snprintf(err, err_n_bytes, "%s needs GPU towers, and --device %s gave %s towers (use --device gpu on a "
                  "machine with a usable GPU)", m->flags, tr->opt.device, tr->backend->name);
@@ -1034,3 +1041,5 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
 int trainer_save_needs_every_rank(const Trainer *tr) {
     return tr->n_ranks > 1 && train_mode(tr->mode)->save_on_every_rank;
 }
+
+int trainer_ranks_step_apart(const Trainer *tr) { return tr->n_ranks > 1 && tr->mode == TRAINER_PS_MPI_ASYNC; }

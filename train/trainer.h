@@ -125,6 +125,8 @@ typedef struct {
     const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
     const char *checkpoint_writers; /* parameter_server across ranks: "owners" (each shard's owner writes it) | "rank0" */
     const char *input_split;        /* across ranks: "none" (every rank reads the whole stream) | "files" | "records" */
+    int sync_replicas;              /* parameter_server across ranks: 1 (default) synchronous (ps_mpi); 0 asynchronous (ps_mpi_async) */
+    int max_staleness;              /* asynchronous: a worker starts step t once every worker pushed step t - S - 1 (>= 0) */
     ModelOptions model_opts;        /* the Keras networks' options (--width_multiplier, --head); mnist, cifar10 ignore them */
     const char *batch_norm;         /* "tower" or "sync": train/batch_norm.c */
 } TrainerOptions;
@@ -139,10 +141,11 @@ typedef enum {
     TRAINER_REPLICATED_MPI = 4,  /* replicated, mpi: per-tower variables on every rank, gradients gathered across MPI ranks */
     TRAINER_PS_MPI = 5,          /* parameter_server, mpi: variables in shards on parameter-server ranks, pushed and pulled over MPI */
     TRAINER_REPLICATED_MPI_ALLREDUCE = 6, /* replicated, mpi_allreduce: as replicated_mpi, the ranks' sums added by MPI_Allreduce */
-    TRAINER_N_MODES = 7
+    TRAINER_PS_MPI_ASYNC = 7,    /* parameter_server, mpi, --sync_replicas false: each worker's gradient applied on arrival */
+    TRAINER_N_MODES = 8
 } TrainerMode;
 
-/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi". */
+/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi", "ps_mpi_async". */
 const char *trainer_mode_name(TrainerMode m);
 
 /* The mode for tf_cnn_benchmarks' flag values (all_reduce "auto" = host
@@ -355,6 +358,11 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes);
  * whose state is spread over them): rank 0 cannot save alone, e.g. after an
  * error of its own. */
 int trainer_save_needs_every_rank(const Trainer *tr);
+
+/* 1 when the ranks do not step together (ps_mpi_async): only the save
+ * points (--save_every, the end) are common to every rank, so a check that
+ * needs every rank (a stop by signal) waits for one. */
+int trainer_ranks_step_apart(const Trainer *tr);
 
 /* The current variables, (n_params) floats owned by the trainer and valid
  * until the next trainer_step: ps->params, or tower 0's replica in

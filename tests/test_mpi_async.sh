@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# test_mpi_async.sh TOWER HELPER — asynchronous parameter servers
+# (--sync_replicas false, train/mode_ps_async.c) across MPI ranks on loopback:
+#   - one worker: ps_mpi_async is bitwise ps_mpi (one process of 2 towers,
+#     adam; and under mpirun -np 1, momentum), through tests/test_mpi_ps_helper;
+#   - bad flags refused with one line: --sync_replicas false in one process,
+#     with --variable_update replicated, --max_staleness -1;
+#   - 4 ranks x 1 tower on Fashion-MNIST, sgd: asynchronous (400 applied
+#     updates of 16 examples, learning rate 0.05) reaches a test precision
+#     at most 2 points below synchronous (100 steps of 4 x 16, learning rate
+#     0.2): the same examples, the same learning rate per example (async's
+#     arrival order varies run to run: 0.669 and 0.694 seen against 0.662);
+#   - the staleness lines of rank 0's log: max never above their bound
+#     (R - 1)(2S + 1); --max_staleness 0 is lockstep: max at most R - 1 = 3;
+#   - --save_every + --resume: the checkpoint of step 8 is resumed to 16;
+#   - kill -9 of rank 1 mid-run ends the job, non-zero, within 10 s.
+# Skips (77) without mpirun, MPI in the build, or the data.
+source "$(dirname "$0")/train_common.sh"
+helper=$2
+command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+mpi=(mpirun --oversubscribe --bind-to none)
+probe=$("${mpi[@]}" -np 2 "$tower" train --variable_update replicated --all_reduce host --data /nonexistent-probe 2>&1 || true)
+if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower was built without MPI"; exit 77; fi
+if ! echo "$probe" | grep -q "runs in one process, and mpirun started 2 ranks"; then
+  echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5
+  exit 77
+fi
+t0=$(date +%s)
+
+# (a) One worker: its gradient applied at once, ps_cpu's arithmetic.
+mkdir -p "$work/h-sync" "$work/h-async" "$work/h-sync1" "$work/h-async1"
+"$helper" train mnist adam 2 3 "$work/h-sync" ps_mpi >/dev/null || fail "helper ps_mpi failed"
+"$helper" train mnist adam 2 3 "$work/h-async" ps_mpi_async >/dev/null || fail "helper ps_mpi_async failed"
+cmp "$work/h-sync/model.ckpt-3" "$work/h-async/model.ckpt-3" || fail "one process, 2 towers: ps_mpi_async differs from ps_mpi"
+"${mpi[@]}" -np 1 "$helper" train mnist momentum 1 3 "$work/h-sync1" ps_mpi >/dev/null || fail "mpirun -np 1 ps_mpi failed"
+"${mpi[@]}" -np 1 "$helper" train mnist momentum 1 3 "$work/h-async1" ps_mpi_async >/dev/null || fail "mpirun -np 1 ps_mpi_async failed"
+cmp "$work/h-sync1/model.ckpt-3" "$work/h-async1/model.ckpt-3" || fail "mpirun -np 1: ps_mpi_async differs from ps_mpi"
+echo "one worker: ps_mpi_async bitwise ps_mpi (1 process x 2 towers, adam; mpirun -np 1, momentum)"
+
+convert_fashion_mnist
+common=(--model mnist --data "$work/train-*.tfrecord" --batch_size 16 --seed 7 --save_every 1000 --min_after_dequeue 500
+        --device cpu --no_progress --summary_every 0 --histogram_every 0 --num_towers 1 --optimizer sgd)
+
+# (d) Bad flags: one line each, non-zero.
+refused() { # refused WHAT REGEX CMD...: CMD exits non-zero and prints a line matching REGEX
+  local what=$1 re=$2
+  shift 2
+  if "$@" >"$work/refused.log" 2>&1; then fail "$what was accepted"; fi
+  grep -q -- "$re" "$work/refused.log" || { cat "$work/refused.log"; fail "$what: no line says why"; }
+  echo "refused, $what: $(grep -m1 -o -- "$re.*" "$work/refused.log" | cut -c1-150)"
+}
+refused "--sync_replicas false in one process" "--sync_replicas false: asynchronous updates need --variable_update parameter_server across the ranks" \
+  "$tower" train "${common[@]}" --sync_replicas false --max_steps 1 --train_dir "$work/r1"
+refused "--sync_replicas false with replicated" "this run is --variable_update replicated on 2 rank" \
+  "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --sync_replicas false --max_steps 1 --train_dir "$work/r2"
+refused "--max_staleness -1" "max_staleness" "$tower" train "${common[@]}" --max_staleness -1 --max_steps 1 --train_dir "$work/r3"
+
+# (c) Staleness: every line's max within its bound.
+staleness_ok() { # staleness_ok LOG MAX_ALLOWED: prints the last line; fails beyond MAX_ALLOWED or without lines
+  local log=$1 allowed=$2
+  grep -q "staleness mean" "$log" || { cat "$log"; fail "$log: no staleness line"; }
+  grep "staleness mean" "$log" | sed 's/.*max \([0-9]*\) over.*(bound \([0-9]*\))/\1 \2/' | while read -r max bound; do
+    [ "$max" -le "$bound" ] && [ "$max" -le "$allowed" ] || fail "staleness max $max beyond its bound $bound (or $allowed)"
+  done
+  grep "staleness mean" "$log" | tail -1 | sed 's/^[^:]*:[^:]*:[^:]*: //'
+}
+"${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_staleness 0 \
+  --max_steps 48 --log_every 8 --train_dir "$work/lockstep" >"$work/lockstep.log" 2>&1 ||
+  { cat "$work/lockstep.log"; fail "--max_staleness 0 run failed"; }
+echo "--max_staleness 0 at 4 ranks (lockstep): $(staleness_ok "$work/lockstep.log" 3)"
+
+# (b) Convergence: the same examples, the same learning rate per example.
+"${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.2 --max_steps 100 --log_every 50 \
+  --train_dir "$work/sync" >"$work/sync.log" 2>&1 || { cat "$work/sync.log"; fail "synchronous run failed"; }
+"${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_staleness 4 \
+  --max_steps 400 --log_every 40 --train_dir "$work/async" >"$work/async.log" 2>&1 ||
+  { cat "$work/async.log"; fail "asynchronous run failed"; }
+echo "--max_staleness 4 at 4 ranks: $(staleness_ok "$work/async.log" 27)"
+precision() { "$tower" eval --checkpoint_dir "$1" --data "$work/test-*.tfrecord" --eval_dir none --no_progress 2>&1 |
+  sed -n 's/.*precision @ 1 = \([0-9.]*\).*/\1/p'; }
+ps=$(precision "$work/sync")
+pa=$(precision "$work/async")
+[ -n "$ps" ] && [ -n "$pa" ] || fail "no precision from eval (sync '$ps', async '$pa')"
+awk -v s="$ps" -v a="$pa" 'BEGIN { exit !(s > 0.5 && a > 0.5 && s - a <= 0.02) }' ||
+  fail "asynchronous precision $pa is more than 2 points below synchronous $ps (or one did not learn)"
+echo "Fashion-MNIST, 4 ranks x 1 tower, 6400 examples: synchronous precision $ps, asynchronous $pa"
+
+# Checkpoint and resume: 8 applied updates (2 steps a worker), saved at 4 and 8, resumed to 16.
+"${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_steps 8 --save_every 4 \
+  --log_every 4 --train_dir "$work/resume" >"$work/resume1.log" 2>&1 || { cat "$work/resume1.log"; fail "first 8 updates failed"; }
+[ -f "$work/resume/model.ckpt-4" ] && [ -f "$work/resume/model.ckpt-8" ] || { ls "$work/resume"; fail "no checkpoints at 4 and 8"; }
+"${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_steps 16 --save_every 4 \
+  --log_every 4 --resume --train_dir "$work/resume" >"$work/resume2.log" 2>&1 || { cat "$work/resume2.log"; fail "--resume failed"; }
+grep -q "resumed from .*model.ckpt-8 at step 8" "$work/resume2.log" || { cat "$work/resume2.log"; fail "no 'resumed' line"; }
+[ -f "$work/resume/model.ckpt-16" ] || fail "no checkpoint at 16 after --resume"
+"$tower" eval --checkpoint "$work/resume/model.ckpt-16" --data "$work/test-*.tfrecord" --eval_dir none --no_progress \
+  >/dev/null 2>&1 || fail "the resumed checkpoint does not load"
+echo "checkpoints at 4, 8; --resume from 8 to 16: loads"
+
+# A killed rank ends the job.
+"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_steps 100000 --log_every 0 \
+  --train_dir "$work/killed" >"$work/kill.log" 2>&1 &
+launcher=$!
+victim=""
+for _ in $(seq 1 300); do
+  for p in $(pgrep -P "$launcher" 2>/dev/null); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+[ -n "$victim" ] || { kill "$launcher"; fail "could not find rank 1's process"; }
+sleep 5
+kill -9 "$victim"
+for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after rank 1 was killed"; fi
+rc=0
+wait "$launcher" || rc=$?
+[ "$rc" != 0 ] || fail "the job exited 0 after rank 1 was killed"
+echo "kill -9 of rank 1: the job ended with exit $rc"
+echo "asynchronous parameter servers: all checks passed ($(( $(date +%s) - t0 )) s)"

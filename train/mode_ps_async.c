@@ -1,0 +1,566 @@
+/* mode_ps_async.c — asynchronous parameter servers across the ranks of
+ * `mpirun -np R tower train --sync_replicas false` (TensorFlow's default
+ * between-graph training: tf.compat.v1.train.replica_device_setter without
+ * SyncReplicasOptimizer; each worker's apply_gradients runs on the ps tasks
+ * as soon as it arrives).  Chosen by --sync_replicas false with
+ * --variable_update parameter_server under mpirun with several ranks
+ * (ps_cpu's and ps_mpi's settle).
+ *
+ * The shards are ps_mpi's (mode_ps_mpi.c): every variable whole on one of
+ * the first --ps_ranks ranks, placed by --ps_placement; the owner alone
+ * keeps its shard's current values, optimizer slots and moving averages.
+ *
+ * One worker step, on each rank on its own (no rank waits for the others
+ * except as --max_staleness says):
+ *   1. its T towers on the variables it last pulled;
+ *   2. it averages its towers' gradients in tower order ((g0 + g1 + ...) / T);
+ *   3. push: to every parameter-server rank p, its shard's slice of that
+ *      mean, with the step t and the shard version the worker last pulled;
+ *   4. owner p, on arrival, in arrival order, one worker's gradient at a
+ *      time: the optimizer on its variables and slots (learning rate from
+ *      its own update count), update count + 1, its moving averages;
+ *   5. pull: owner p answers with its shard's current values and version,
+ *      at once, or (bounded staleness) once every worker has pushed step
+ *      t - S, so that no worker starts step t + 1 before every worker has
+ *      pushed step t - S (--max_staleness S, default 16; S = 0: the workers
+ *      go in lockstep, each worker's gradient still applied on its own).
+ * Staleness of an applied gradient: the updates applied to the shard
+ * between the worker's pull and its push.  Under the bound S a worker u
+ * pushes steps t - S .. t + S while another pushes step t, so it is at most
+ * (R - 1)(2S + 1) updates; the owners check every gradient against that and
+ * end the job, one line, if it is ever exceeded.  Rank 0 prints the mean
+ * and max seen over all shards (the pull answers carry each owner's figures)
+ * every --log_every steps.
+ *
+ * global_step, TensorFlow's convention: the count of applied worker
+ * updates.  Each owner applies every worker's every push, so each owner's
+ * count is the job's; a worker advances its own global_step by R per step,
+ * which is the owners' count whenever every worker has finished the same
+ * number of steps: the save points and the end, where the ranks meet.
+ * --max_steps N is N applied updates (N / R steps of each worker, rounded
+ * up); --save_every and the end are the only points the ranks share (a stop
+ * by signal is agreed there: trainer_ranks_step_apart).
+ *
+ * The design: a server thread per parameter-server rank, beside the
+ * worker, so an owner serves while its co-located worker computes.  It
+ * receives any worker's push (MPI_Recv, MPI_ANY_SOURCE, on a communicator
+ * of its own), applies, and answers with a blocking send; a worker posts its
+ * receives for the answers before it pushes (ranks_exchange_each), so an
+ * answer never waits for a worker still pushing elsewhere, and the
+ * deferred answers of the bound cannot close a cycle.  This needs
+ * MPI_THREAD_MULTIPLE (ranks_init asks it); without it the mode refuses
+ * with one line.  The server's state (its copy of the variables, the
+ * slots, moving averages, update count and Adam's powers) is its own; a
+ * mutex guards it against the saves.
+ *
+ * Checkpoints: at trainer_save (every rank, at the same worker step) the
+ * ranks meet (a barrier: every push is then applied), each owner's
+ * variables, slots and moving averages are gathered to rank 0, which
+ * writes the usual atomic checkpoint: a consistent snapshot, the one a
+ * synchronous job would write.  --resume: rank 0's state broadcast at open,
+ * the shards re-cut whatever R was.
+ * With one rank (the library's test; `tower train` refuses --sync_replicas
+ * false without several ranks) the worker applies its own gradient
+ * inline: ps_cpu's and ps_mpi's arithmetic, bitwise.
+ *
+ * Where it sits: one entry of train/modes.c's table; the messages are
+ * base/ranks.c's, the placement ps/placement.c.
+ * What it does not do: batch norm's moving statistics (networks with them
+ * are refused), dedicated server-only ranks, GPU buffers, a prompt stop by
+ * signal between save points; a rank that fails outside its step (not
+ * killed) waits for the other workers' last push before the job ends.
+ */
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/ranks.h"
+#include "ps/placement.h"
+#include "train/mode.h"
+
+enum { TAG_PUSH = 17, TAG_PULL = 18 };
+
+/* What precedes the floats of a push (worker -> owner) and of a pull (owner -> worker). */
+typedef struct {
+    long step;      /* push: the worker's step t (-1: the worker is done); pull: the step answered */
+    long version;   /* push: the shard's version at the worker's last pull; pull: the shard's version now */
+    long stale_sum; /* pull: the owner's staleness so far: sum, count and max over applied gradients */
+    long stale_n;
+    long stale_max;
+} MsgHeader;
+
+typedef struct {
+    int n_ps;               /* parameter-server ranks: 0 .. n_ps - 1 */
+    PsPlacement rule;
+    int *owner;             /* (n_vars) the rank holding variable i */
+    int *order;             /* (n_vars) variable indices by owner, table order within an owner */
+    int *counts;            /* (R) floats of rank r's shard */
+    int *displs;            /* (R + 1) where rank r's shard starts in the packed layout */
+    size_t *shard_n_bytes;  /* (R) bytes of rank r's shard */
+    float *packed;          /* (M) the worker's mean gradient, then the pulled variables, in owner order */
+    float *gather;          /* (M) rank 0: a gathered array at a save; NULL elsewhere */
+    unsigned char *out;     /* (n_ps, header + shard) the worker's pushes */
+    unsigned char *in;      /* (n_ps, header + shard) the pulls it receives */
+    long *pulled_version;   /* (n_ps) the version of shard p at the worker's last pull */
+    MsgHeader *seen;        /* (n_ps) the last pull's header from each owner (rank 0's log) */
+    long worker_step;       /* this worker's steps so far */
+    long logged_at;         /* the global_step of rank 0's last staleness line */
+    int failed;             /* a step failed: close does not wait for the others */
+    long bound;             /* (R - 1)(2S + 1): the staleness no applied gradient may exceed */
+    /* The owner's server (its thread with several ranks, else inline). */
+    ParamServer srv;        /* a copy of *tr->ps whose params are srv_params: the update count, lr, scalars */
+    float *srv_params;      /* (M) the current variables; only this rank's shard is kept current */
+    float *mean;            /* (own + 1) the applied gradient (the pushed slice) */
+    unsigned char *srv_in;  /* (header + own) a push */
+    unsigned char *srv_out; /* (header + own) a pull */
+    long *pushed;           /* (R) steps each worker has pushed */
+    long *pending;          /* (R) the step whose pull waits for the bound, -1 none */
+    int *done;              /* (R) the worker said it is done */
+    long stale_sum, stale_n, stale_max;
+    pthread_mutex_t lock;   /* srv, srv_params, slots, moving averages, staleness */
+    pthread_t thread;
+    int thread_started, p2p_open, lock_made;
+    const Trainer *tr;
+} PsAsyncState;
+
+static size_t msg_n_bytes(const PsAsyncState *st, int r) { return sizeof(MsgHeader) + (size_t)st->counts[r] * sizeof(float); }
+
+/* Byte offset of rank p's message in out / in. */
+static size_t msg_at(const PsAsyncState *st, int p) {
+    return (size_t)p * sizeof(MsgHeader) + (size_t)st->displs[p] * sizeof(float);
+}
+
+static int shard_begin(const Trainer *tr, const PsAsyncState *st, int r) {
+    int k = 0;
+    for (int i = 0; i < tr->spec.n_vars; i++) k += st->owner[i] < r;
+    return k;
+}
+
+/* dst (packed, ranks lo..hi-1's shards) = src (block layout), or back. */
+static void pack(const Trainer *tr, const PsAsyncState *st, int lo, int hi, const float *src, float *dst) {
+    size_t at = (size_t)st->displs[lo];
+    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
+        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        memcpy(dst + at, src + v->offset, v->n_floats * sizeof(float));
+        at += v->n_floats;
+    }
+}
+
+static void unpack(const Trainer *tr, const PsAsyncState *st, int lo, int hi, const float *src, float *dst) {
+    size_t at = (size_t)st->displs[lo];
+    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
+        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        memcpy(dst + v->offset, src + at, v->n_floats * sizeof(float));
+        at += v->n_floats;
+    }
+}
+
+/* The server's end of the job on a fault: one line, every rank ends. */
+static void server_fatal(const Trainer *tr, const char *what) {
+    fprintf(stderr, "tower: rank %d of %d: asynchronous parameter server: %s; ending the job\n", tr->rank, tr->n_ranks,
+            what);
+    fflush(stderr);
+    ranks_abort(2);
+    _Exit(2);
+}
+
+/* Owner: worker w's gradient (st->mean, this rank's shard in packed order)
+ * computed on the shard's version `pulled`: staleness, optimizer, update
+ * count + 1, moving averages.  Holds the lock. */
+static void server_apply(PsAsyncState *st, int w, long pulled) {
+    const Trainer *tr = st->tr;
+    ParamServer *srv = &st->srv;
+    const long stale = srv->global_step - pulled;
+    st->stale_sum += stale;
+    st->stale_n++;
+    if (stale > st->stale_max) st->stale_max = stale;
+    if (stale < 0 || (st->bound >= 0 && stale > st->bound)) {
+        char what[200];
+        snprintf(what, sizeof what, "worker %d's gradient is %ld update(s) stale, beyond the bound %ld "
+                 "((R - 1)(2S + 1) for --max_staleness %d)", w, stale, st->bound, tr->opt.max_staleness);
+        server_fatal(tr, what);
+    }
+    const size_t own = (size_t)st->counts[tr->rank];
+    for (size_t i = 0; i < own; i++)
+        if (float_nonfinite(st->mean[i])) {
+            char what[160];
+            snprintf(what, sizeof what, "non-finite gradient from worker %d at update %ld (Model diverged)", w,
+                     srv->global_step + 1);
+            server_fatal(tr, what);
+        }
+    const float lr = ps_step_lr(srv);
+    OptStep step;
+    ps_step_prepare(srv, lr, &step);
+    const OptimizerI *opt = optimizer_i(srv->cfg.opt.kind);
+    const int first = shard_begin(tr, st, tr->rank), last = shard_begin(tr, st, tr->rank + 1);
+    int bad = 0;
+    size_t at = 0;
+    for (int k = first; k < last; k++) {
+        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        float *slots[OPT_MAX_SLOTS] = {NULL};
+        for (int s = 0; s < srv->n_slots; s++) slots[s] = srv->slots[s] + v->offset;
+        bad |= opt->apply(srv->params + v->offset, slots, st->mean + at, v->n_floats, &step) != 0;
+        at += v->n_floats;
+    }
+    ps_finish_step(srv, lr);
+    if (srv->ema) {
+        const float decay = ema_decay_at(srv->cfg.ema_decay, srv->global_step);
+        for (int k = first; k < last; k++) {
+            const ModelVar *v = &tr->spec.vars[st->order[k]];
+            ema_apply(srv->ema + v->offset, srv->params + v->offset, v->n_floats, decay);
+        }
+    }
+    if (bad) server_fatal(tr, "non-finite variables after an update (Model diverged)");
+}
+
+/* Owner: the pull answering step t (its shard now) into msg. Holds the lock. */
+static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
+    const Trainer *tr = st->tr;
+    MsgHeader h = {t, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max};
+    memcpy(msg, &h, sizeof h);
+    size_t at = 0;
+    float *dst = (float *)(msg + sizeof h);
+    for (int k = shard_begin(tr, st, tr->rank); k < shard_begin(tr, st, tr->rank + 1); k++) {
+        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        memcpy(dst + at, st->srv_params + v->offset, v->n_floats * sizeof(float));
+        at += v->n_floats;
+    }
+}
+
+/* 1 when a worker may start step t + 1: every worker not done has pushed step t - S. */
+static int may_pull(const PsAsyncState *st, long t) {
+    for (int u = 0; u < st->tr->n_ranks; u++)
+        if (!st->done[u] && st->pushed[u] < t - st->tr->opt.max_staleness + 1) return 0;
+    return 1;
+}
+
+/* The server thread: pushes in arrival order until every worker is done. */
+static void *server_main(void *arg) {
+    PsAsyncState *st = arg;
+    const Trainer *tr = st->tr;
+    const int R = tr->n_ranks;
+    const size_t n_bytes = msg_n_bytes(st, tr->rank);
+    int n_done = 0;
+    omp_set_num_threads(tr->server_threads);
+    while (n_done < R) {
+        int w = -1;
+        const size_t got = ranks_recv(st->srv_in, n_bytes, -1, TAG_PUSH, &w);
+        MsgHeader h;
+        memcpy(&h, st->srv_in, sizeof h);
+        if (h.step < 0) {
+            st->done[w] = 1;
+            n_done++;
+        } else {
+            if (got != n_bytes) server_fatal(tr, "a push of the wrong size");
+            memcpy(st->mean, st->srv_in + sizeof h, n_bytes - sizeof h);
+            pthread_mutex_lock(&st->lock);
+            server_apply(st, w, h.version);
+            pthread_mutex_unlock(&st->lock);
+            st->pushed[w] = h.step + 1;
+            st->pending[w] = h.step;
+        }
+        for (int u = 0; u < R; u++) {
+            if (st->pending[u] < 0 || !may_pull(st, st->pending[u])) continue;
+            pthread_mutex_lock(&st->lock);
+            server_pull(st, st->pending[u], st->srv_out);
+            pthread_mutex_unlock(&st->lock);
+            ranks_send(st->srv_out, n_bytes, u, TAG_PULL);
+            st->pending[u] = -1;
+        }
+    }
+    return NULL;
+}
+
+static void mode_describe(const Trainer *tr, const char *ts) {
+    const PsAsyncState *st = tr->mode_state;
+    printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
+           "rank(s), placed by %s; asynchronous: each worker averages its %d tower(s), pushes each shard's slice to "
+           "its owner, whose server thread applies %s to it on arrival, one worker at a time, and answers with the "
+           "shard's current values; --max_staleness %d (staleness at most %ld updates); rank %d of %d%s\n",
+           ts, tr->global_batch, tr->n_ranks, tr->n_towers, trainer_mode_name(tr->mode), st->n_ps,
+           ps_placement_name(st->rule), tr->n_towers, optimizer_name(&tr->ps->cfg.opt), tr->opt.max_staleness,
+           st->bound, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
+    for (int r = 0; r < st->n_ps; r++) {
+        int n = 0;
+        for (int i = 0; i < tr->spec.n_vars; i++) n += st->owner[i] == r;
+        printf("%s: ps rank %d: %d variable(s), %zu bytes (%.2f MiB)\n", ts, r, n, st->shard_n_bytes[r],
+               st->shard_n_bytes[r] / (1024.0 * 1024.0));
+    }
+}
+
+static void mode_close(Trainer *tr) {
+    PsAsyncState *st = tr->mode_state;
+    if (!st) return;
+    if (st->thread_started && !st->failed) {
+        MsgHeader done = {-1, 0, 0, 0, 0};
+        for (int p = 0; p < st->n_ps; p++) ranks_send(&done, sizeof done, p, TAG_PUSH);
+        pthread_join(st->thread, NULL);
+        st->thread_started = 0;
+    }
+    if (st->thread_started) return; /* a failed step: the job ends (ranks_abort); the thread is left to it */
+    if (st->p2p_open) ranks_p2p_close();
+    if (st->lock_made) pthread_mutex_destroy(&st->lock);
+    free(st->owner);
+    free(st->order);
+    free(st->counts);
+    free(st->displs);
+    free(st->shard_n_bytes);
+    free(st->packed);
+    free(st->gather);
+    free(st->out);
+    free(st->in);
+    free(st->pulled_version);
+    free(st->seen);
+    free(st->srv_params);
+    free(st->mean);
+    free(st->srv_in);
+    free(st->srv_out);
+    free(st->pushed);
+    free(st->pending);
+    free(st->done);
+    free(st);
+    tr->mode_state = NULL;
+}
+
+static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
+    const size_t M = tr->spec.n_params;
+    if (R > 1 && !ranks_thread_multiple()) {
+        snprintf(err, err_n_bytes, "--sync_replicas false needs MPI_THREAD_MULTIPLE (a server thread beside each "
+                 "worker), and %s does not provide it", ranks_library());
+        return -1;
+    }
+    if (train_moving_n_floats(&tr->spec) > 0) {
+        snprintf(err, err_n_bytes, "--sync_replicas false: %s has batch norm moving statistics, which the "
+                 "asynchronous parameter servers do not keep (use --sync_replicas true)", tr->opt.model);
+        return -1;
+    }
+    if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
+        snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
+                 tr->opt.ps_ranks, R);
+        return -1;
+    }
+    if (tr->opt.max_staleness < 0) {
+        snprintf(err, err_n_bytes, "--max_staleness %d: expected 0 or more (steps a worker may run ahead)",
+                 tr->opt.max_staleness);
+        return -1;
+    }
+    PsPlacement rule;
+    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
+        return -1;
+    if (M * sizeof(float) + sizeof(MsgHeader) > (size_t)0x7fffffff) {
+        snprintf(err, err_n_bytes, "%zu variables: more than one MPI message holds", M);
+        return -1;
+    }
+    ranks_bcast(ps->block, ps->block_n_bytes);
+    long state[2] = {ps->global_step, tr->examples_consumed};
+    ranks_bcast(state, sizeof state);
+    ps->global_step = state[0];
+    tr->examples_consumed = state[1];
+    ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
+    ranks_bcast(ps->scalars, sizeof ps->scalars);
+
+    PsAsyncState *st = calloc(1, sizeof *st);
+    tr->mode_state = st;
+    if (!st) goto oom;
+    st->tr = tr;
+    st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
+    st->rule = rule;
+    st->bound = (long)(R - 1) * (2L * tr->opt.max_staleness + 1);
+    st->owner = malloc((size_t)n_vars * sizeof *st->owner);
+    st->order = malloc((size_t)n_vars * sizeof *st->order);
+    st->counts = calloc((size_t)R, sizeof *st->counts);
+    st->displs = calloc((size_t)R + 1, sizeof *st->displs);
+    st->shard_n_bytes = calloc((size_t)R, sizeof *st->shard_n_bytes);
+    st->pulled_version = calloc((size_t)R, sizeof *st->pulled_version);
+    st->seen = calloc((size_t)R, sizeof *st->seen);
+    st->pushed = calloc((size_t)R, sizeof *st->pushed);
+    st->pending = malloc((size_t)R * sizeof *st->pending);
+    st->done = calloc((size_t)R, sizeof *st->done);
+    size_t *var_n_bytes = malloc((size_t)n_vars * sizeof *var_n_bytes);
+    if (!st->owner || !st->order || !st->counts || !st->displs || !st->shard_n_bytes || !st->pulled_version ||
+        !st->seen || !st->pushed || !st->pending || !st->done || !var_n_bytes) {
+        free(var_n_bytes);
+        goto oom;
+    }
+    for (int r = 0; r < R; r++) st->pending[r] = -1;
+    for (int i = 0; i < n_vars; i++) var_n_bytes[i] = tr->spec.vars[i].n_floats * sizeof(float);
+    ps_place_variables(var_n_bytes, n_vars, st->n_ps, rule, st->owner, st->shard_n_bytes);
+    free(var_n_bytes);
+    int k = 0;
+    for (int r = 0; r < R; r++) {
+        st->displs[r] = r == 0 ? 0 : st->displs[r - 1] + st->counts[r - 1];
+        for (int i = 0; i < n_vars; i++)
+            if (st->owner[i] == r) {
+                st->order[k++] = i;
+                st->counts[r] += (int)tr->spec.vars[i].n_floats;
+            }
+    }
+    st->displs[R] = st->displs[R - 1] + st->counts[R - 1];
+    const size_t own = (size_t)st->counts[tr->rank];
+    const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + M * sizeof(float);
+    st->packed = malloc(M * sizeof(float));
+    st->out = malloc(all_msgs);
+    st->in = malloc(all_msgs);
+    st->srv_params = malloc(M * sizeof(float));
+    st->mean = malloc((own + 1) * sizeof(float));
+    st->srv_in = malloc(sizeof(MsgHeader) + own * sizeof(float));
+    st->srv_out = malloc(sizeof(MsgHeader) + own * sizeof(float));
+    if (tr->rank == 0) st->gather = malloc(M * sizeof(float));
+    if (!st->packed || !st->out || !st->in || !st->srv_params || !st->mean || !st->srv_in || !st->srv_out ||
+        (tr->rank == 0 && !st->gather))
+        goto oom;
+    memcpy(st->srv_params, ps->params, M * sizeof(float));
+    st->srv = *ps;
+    st->srv.params = st->srv_params;
+    for (int p = 0; p < st->n_ps; p++) st->pulled_version[p] = ps->global_step;
+    st->logged_at = ps->global_step;
+    if (pthread_mutex_init(&st->lock, NULL) != 0) goto oom;
+    st->lock_made = 1;
+    if (R > 1) {
+        ranks_p2p_open();
+        st->p2p_open = 1;
+        if (tr->rank < st->n_ps) {
+            if (pthread_create(&st->thread, NULL, server_main, st) != 0) {
+                snprintf(err, err_n_bytes, "cannot start the parameter server's thread on rank %d", tr->rank);
+                return -1;
+            }
+            st->thread_started = 1;
+        }
+    }
+    return 0;
+oom:
+    snprintf(err, err_n_bytes, "cannot allocate the asynchronous parameter servers' buffers for %d rank(s) of %zu "
+             "variables (out of memory?)", R, M);
+    return -1;
+}
+
+/* Rank 0, every --log_every steps: the staleness of the gradients applied so far, over every shard. */
+static void log_staleness(Trainer *tr, PsAsyncState *st) {
+    const long every = tr->opt.log_every;
+    if (tr->rank != 0 || every <= 0 || tr->ps->global_step / every == st->logged_at / every) return;
+    st->logged_at = tr->ps->global_step;
+    long sum = 0, n = 0, max = 0;
+    for (int p = 0; p < st->n_ps; p++) {
+        sum += st->seen[p].stale_sum;
+        n += st->seen[p].stale_n;
+        if (st->seen[p].stale_max > max) max = st->seen[p].stale_max;
+    }
+    char ts[64];
+    trainer_timestamp(ts, sizeof ts);
+    printf("%s: step %ld: staleness mean %.2f, max %ld over %ld shard update(s) (bound %ld)\n", ts,
+           tr->ps->global_step, n ? (double)sum / (double)n : 0.0, max, n, st->bound);
+    fflush(stdout);
+}
+
+static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    PsAsyncState *st = tr->mode_state;
+    const int R = tr->n_ranks, T = tr->n_towers;
+    TowerStep ts = {.hooks = NULL};
+    for (int t = 0; t < T; t++) ts.params[t] = ps->params;
+    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
+    if (rc != 1) {
+        st->failed = 1;
+        return rc;
+    }
+    tr->times.average.start_sec = tower_now_sec();
+    const int threads_before = omp_get_max_threads();
+    omp_set_num_threads(tr->server_threads);
+    train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, (float)T);
+    tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
+    if (R == 1) {
+        pack(tr, st, 0, 1, ps->grads, st->mean);
+        pthread_mutex_lock(&st->lock);
+        server_apply(st, 0, st->pulled_version[0]);
+        st->pulled_version[0] = st->srv.global_step;
+        st->seen[0] = (MsgHeader){st->worker_step, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max};
+        memcpy(ps->params, st->srv_params, ps->spec.n_params * sizeof(float));
+        pthread_mutex_unlock(&st->lock);
+    } else {
+        pack(tr, st, 0, st->n_ps, ps->grads, st->packed);
+        void *out[64], *in[64];
+        size_t out_n[64], in_n[64];
+        if (st->n_ps > 64) {
+            omp_set_num_threads(threads_before);
+            snprintf(err, err_n_bytes, "%d parameter-server ranks: at most 64 in asynchronous mode", st->n_ps);
+            st->failed = 1;
+            return -1;
+        }
+        for (int p = 0; p < st->n_ps; p++) {
+            MsgHeader h = {st->worker_step, st->pulled_version[p], 0, 0, 0};
+            out[p] = st->out + msg_at(st, p);
+            in[p] = st->in + msg_at(st, p);
+            out_n[p] = in_n[p] = msg_n_bytes(st, p);
+            memcpy(out[p], &h, sizeof h);
+            memcpy((unsigned char *)out[p] + sizeof h, st->packed + st->displs[p], (size_t)st->counts[p] * sizeof(float));
+        }
+        ranks_exchange_each(out, out_n, in, in_n, st->n_ps, TAG_PUSH, TAG_PULL);
+        for (int p = 0; p < st->n_ps; p++) {
+            memcpy(&st->seen[p], in[p], sizeof(MsgHeader));
+            st->pulled_version[p] = st->seen[p].version;
+            memcpy(st->packed + st->displs[p], (unsigned char *)in[p] + sizeof(MsgHeader),
+                   (size_t)st->counts[p] * sizeof(float));
+        }
+        unpack(tr, st, 0, st->n_ps, st->packed, ps->params);
+    }
+    omp_set_num_threads(threads_before);
+    st->worker_step++;
+    ps->global_step += R; /* the owners' count once every worker has made as many steps */
+    ps->last_lr = ps_step_lr(ps);
+    tr->times.apply.end_sec = tower_now_sec();
+    log_staleness(tr, st);
+    return 1;
+}
+
+/* Every rank, at the same worker step: the ranks meet (every push applied),
+ * then each owner's variables, slots and moving averages to rank 0's host
+ * block, with its update count and the optimizer's scalars. */
+static void mode_save(const Trainer *tr) {
+    ParamServer *ps = tr->ps;
+    PsAsyncState *st = tr->mode_state;
+    const int R = tr->n_ranks;
+    (void)ranks_any(0);
+    pthread_mutex_lock(&st->lock);
+    for (int s = -1; s <= ps->n_slots; s++) {
+        float *src = s < 0 ? st->srv_params : s < ps->n_slots ? ps->slots[s] : ps->ema;
+        float *dst = s < 0 ? ps->params : src;
+        if (!src) continue;
+        pack(tr, st, tr->rank, tr->rank + 1, src, st->packed);
+        ranks_gatherv(st->packed + st->displs[tr->rank], st->gather, st->counts, st->displs);
+        if (tr->rank == 0) unpack(tr, st, 0, R, st->gather, dst);
+    }
+    if (tr->rank == 0) {
+        ps->global_step = st->srv.global_step;
+        ps->last_lr = st->srv.last_lr;
+        memcpy(ps->scalars, st->srv.scalars, sizeof ps->scalars);
+    }
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* The variables this worker pulled last. */
+static const float *mode_variables(const Trainer *tr) { return tr->ps->params; }
+
+static const char *const aliases[] = {"parameter_server/mpi_async", NULL};
+
+const TrainModeI train_mode_ps_mpi_async = {
+    .name = "ps_mpi_async",
+    .variable_update = "parameter_server",
+    .placement = "mpi",
+    .flags = "--variable_update parameter_server --local_parameter_device mpi --sync_replicas false",
+    .aliases = aliases,
+    .across_ranks = 1,
+    .save_on_every_rank = 1,
+    .server_row = "worker: input, push to the shards' owners, pull",
+    .server_apply = "push and pull",
+    .available = train_mode_always_available,
+    .describe = mode_describe,
+    .open = mode_open,
+    .step = mode_step,
+    .save = mode_save,
+    .variables = mode_variables,
+    .close = mode_close,
+};
