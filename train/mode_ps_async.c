@@ -94,11 +94,7 @@ typedef struct {
 typedef struct {
     int n_ps;               /* parameter-server ranks: 0 .. n_ps - 1 */
     PsPlacement rule;
-    int *owner;             /* (n_vars) the rank holding variable i */
-    int *order;             /* (n_vars) variable indices by owner, table order within an owner */
-    int *counts;            /* (R) floats of rank r's shard */
-    int *displs;            /* (R + 1) where rank r's shard starts in the packed layout */
-    size_t *shard_n_bytes;  /* (R) bytes of rank r's shard */
+    PsShards sh;            /* the shards: owner, packed order, counts, displs (ps/placement.h) */
     float *packed;          /* (M) the worker's mean gradient, then the pulled variables, in owner order */
     float *gather;          /* (M) rank 0: a gathered array at a save; NULL elsewhere */
     unsigned char *out;     /* (n_ps, header + shard) the worker's pushes */
@@ -125,36 +121,11 @@ typedef struct {
     const Trainer *tr;
 } PsAsyncState;
 
-static size_t msg_n_bytes(const PsAsyncState *st, int r) { return sizeof(MsgHeader) + (size_t)st->counts[r] * sizeof(float); }
+static size_t msg_n_bytes(const PsAsyncState *st, int r) { return sizeof(MsgHeader) + (size_t)st->sh.counts[r] * sizeof(float); }
 
 /* Byte offset of rank p's message in out / in. */
 static size_t msg_at(const PsAsyncState *st, int p) {
-    return (size_t)p * sizeof(MsgHeader) + (size_t)st->displs[p] * sizeof(float);
-}
-
-static int shard_begin(const Trainer *tr, const PsAsyncState *st, int r) {
-    int k = 0;
-    for (int i = 0; i < tr->spec.n_vars; i++) k += st->owner[i] < r;
-    return k;
-}
-
-/* dst (packed, ranks lo..hi-1's shards) = src (block layout), or back. */
-static void pack(const Trainer *tr, const PsAsyncState *st, int lo, int hi, const float *src, float *dst) {
-    size_t at = (size_t)st->displs[lo];
-    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
-        const ModelVar *v = &tr->spec.vars[st->order[k]];
-        memcpy(dst + at, src + v->offset, v->n_floats * sizeof(float));
-        at += v->n_floats;
-    }
-}
-
-static void unpack(const Trainer *tr, const PsAsyncState *st, int lo, int hi, const float *src, float *dst) {
-    size_t at = (size_t)st->displs[lo];
-    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
-        const ModelVar *v = &tr->spec.vars[st->order[k]];
-        memcpy(dst + v->offset, src + at, v->n_floats * sizeof(float));
-        at += v->n_floats;
-    }
+    return (size_t)p * sizeof(MsgHeader) + (size_t)st->sh.displs[p] * sizeof(float);
 }
 
 /* The server's end of the job on a fault: one line, every rank ends. */
@@ -182,7 +153,7 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
                  "((R - 1)(2S + 1) for --max_staleness %d)", w, stale, st->bound, tr->opt.max_staleness);
         server_fatal(tr, what);
     }
-    const size_t own = (size_t)st->counts[tr->rank];
+    const size_t own = (size_t)st->sh.counts[tr->rank];
     for (size_t i = 0; i < own; i++)
         if (float_nonfinite(st->mean[i])) {
             char what[160];
@@ -194,11 +165,11 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
     OptStep step;
     ps_step_prepare(srv, lr, &step);
     const OptimizerI *opt = optimizer_i(srv->cfg.opt.kind);
-    const int first = shard_begin(tr, st, tr->rank), last = shard_begin(tr, st, tr->rank + 1);
+    const int first = ps_shards_first(&st->sh, &tr->spec, tr->rank), last = ps_shards_first(&st->sh, &tr->spec, tr->rank + 1);
     int bad = 0;
     size_t at = 0;
     for (int k = first; k < last; k++) {
-        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
         float *slots[OPT_MAX_SLOTS] = {NULL};
         for (int s = 0; s < srv->n_slots; s++) slots[s] = srv->slots[s] + v->offset;
         bad |= opt->apply(srv->params + v->offset, slots, st->mean + at, v->n_floats, &step) != 0;
@@ -208,7 +179,7 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
     if (srv->ema) {
         const float decay = ema_decay_at(srv->cfg.ema_decay, srv->global_step);
         for (int k = first; k < last; k++) {
-            const ModelVar *v = &tr->spec.vars[st->order[k]];
+            const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
             ema_apply(srv->ema + v->offset, srv->params + v->offset, v->n_floats, decay);
         }
     }
@@ -222,8 +193,8 @@ static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
     memcpy(msg, &h, sizeof h);
     size_t at = 0;
     float *dst = (float *)(msg + sizeof h);
-    for (int k = shard_begin(tr, st, tr->rank); k < shard_begin(tr, st, tr->rank + 1); k++) {
-        const ModelVar *v = &tr->spec.vars[st->order[k]];
+    for (int k = ps_shards_first(&st->sh, &tr->spec, tr->rank); k < ps_shards_first(&st->sh, &tr->spec, tr->rank + 1); k++) {
+        const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
         memcpy(dst + at, st->srv_params + v->offset, v->n_floats * sizeof(float));
         at += v->n_floats;
     }
@@ -284,9 +255,9 @@ static void mode_describe(const Trainer *tr, const char *ts) {
            st->bound, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
     for (int r = 0; r < st->n_ps; r++) {
         int n = 0;
-        for (int i = 0; i < tr->spec.n_vars; i++) n += st->owner[i] == r;
-        printf("%s: ps rank %d: %d variable(s), %zu bytes (%.2f MiB)\n", ts, r, n, st->shard_n_bytes[r],
-               st->shard_n_bytes[r] / (1024.0 * 1024.0));
+        for (int i = 0; i < tr->spec.n_vars; i++) n += st->sh.owner[i] == r;
+        printf("%s: ps rank %d: %d variable(s), %zu bytes (%.2f MiB)\n", ts, r, n, st->sh.shard_n_bytes[r],
+               st->sh.shard_n_bytes[r] / (1024.0 * 1024.0));
     }
 }
 
@@ -302,11 +273,7 @@ static void mode_close(Trainer *tr) {
     if (st->thread_started) return; /* a failed step: the job ends (ranks_abort); the thread is left to it */
     if (st->p2p_open) ranks_p2p_close();
     if (st->lock_made) pthread_mutex_destroy(&st->lock);
-    free(st->owner);
-    free(st->order);
-    free(st->counts);
-    free(st->displs);
-    free(st->shard_n_bytes);
+    ps_shards_free(&st->sh);
     free(st->packed);
     free(st->gather);
     free(st->out);
@@ -326,7 +293,7 @@ static void mode_close(Trainer *tr) {
 
 static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
-    const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
+    const int R = tr->n_ranks;
     const size_t M = tr->spec.n_params;
     if (R > 1 && !ranks_thread_multiple()) {
         snprintf(err, err_n_bytes, "--sync_replicas false needs MPI_THREAD_MULTIPLE (a server thread beside each "
@@ -370,37 +337,16 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
     st->rule = rule;
     st->bound = (long)(R - 1) * (2L * tr->opt.max_staleness + 1);
-    st->owner = malloc((size_t)n_vars * sizeof *st->owner);
-    st->order = malloc((size_t)n_vars * sizeof *st->order);
-    st->counts = calloc((size_t)R, sizeof *st->counts);
-    st->displs = calloc((size_t)R + 1, sizeof *st->displs);
-    st->shard_n_bytes = calloc((size_t)R, sizeof *st->shard_n_bytes);
     st->pulled_version = calloc((size_t)R, sizeof *st->pulled_version);
     st->seen = calloc((size_t)R, sizeof *st->seen);
     st->pushed = calloc((size_t)R, sizeof *st->pushed);
     st->pending = malloc((size_t)R * sizeof *st->pending);
     st->done = calloc((size_t)R, sizeof *st->done);
-    size_t *var_n_bytes = malloc((size_t)n_vars * sizeof *var_n_bytes);
-    if (!st->owner || !st->order || !st->counts || !st->displs || !st->shard_n_bytes || !st->pulled_version ||
-        !st->seen || !st->pushed || !st->pending || !st->done || !var_n_bytes) {
-        free(var_n_bytes);
+    if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->pulled_version || !st->seen ||
+        !st->pushed || !st->pending || !st->done)
         goto oom;
-    }
     for (int r = 0; r < R; r++) st->pending[r] = -1;
-    for (int i = 0; i < n_vars; i++) var_n_bytes[i] = tr->spec.vars[i].n_floats * sizeof(float);
-    ps_place_variables(var_n_bytes, n_vars, st->n_ps, rule, st->owner, st->shard_n_bytes);
-    free(var_n_bytes);
-    int k = 0;
-    for (int r = 0; r < R; r++) {
-        st->displs[r] = r == 0 ? 0 : st->displs[r - 1] + st->counts[r - 1];
-        for (int i = 0; i < n_vars; i++)
-            if (st->owner[i] == r) {
-                st->order[k++] = i;
-                st->counts[r] += (int)tr->spec.vars[i].n_floats;
-            }
-    }
-    st->displs[R] = st->displs[R - 1] + st->counts[R - 1];
-    const size_t own = (size_t)st->counts[tr->rank];
+    const size_t own = (size_t)st->sh.counts[tr->rank];
     const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + M * sizeof(float);
     st->packed = malloc(M * sizeof(float));
     st->out = malloc(all_msgs);
@@ -473,7 +419,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, (float)T);
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     if (R == 1) {
-        pack(tr, st, 0, 1, ps->grads, st->mean);
+        ps_shards_pack(&st->sh, &tr->spec, 0, 1, ps->grads, st->mean);
         pthread_mutex_lock(&st->lock);
         server_apply(st, 0, st->pulled_version[0]);
         st->pulled_version[0] = st->srv.global_step;
@@ -481,7 +427,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         memcpy(ps->params, st->srv_params, ps->spec.n_params * sizeof(float));
         pthread_mutex_unlock(&st->lock);
     } else {
-        pack(tr, st, 0, st->n_ps, ps->grads, st->packed);
+        ps_shards_pack(&st->sh, &tr->spec, 0, st->n_ps, ps->grads, st->packed);
         void *out[64], *in[64];
         size_t out_n[64], in_n[64];
         if (st->n_ps > 64) {
@@ -496,16 +442,16 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
             in[p] = st->in + msg_at(st, p);
             out_n[p] = in_n[p] = msg_n_bytes(st, p);
             memcpy(out[p], &h, sizeof h);
-            memcpy((unsigned char *)out[p] + sizeof h, st->packed + st->displs[p], (size_t)st->counts[p] * sizeof(float));
+            memcpy((unsigned char *)out[p] + sizeof h, st->packed + st->sh.displs[p], (size_t)st->sh.counts[p] * sizeof(float));
         }
         ranks_exchange_each(out, out_n, in, in_n, st->n_ps, TAG_PUSH, TAG_PULL);
         for (int p = 0; p < st->n_ps; p++) {
             memcpy(&st->seen[p], in[p], sizeof(MsgHeader));
             st->pulled_version[p] = st->seen[p].version;
-            memcpy(st->packed + st->displs[p], (unsigned char *)in[p] + sizeof(MsgHeader),
-                   (size_t)st->counts[p] * sizeof(float));
+            memcpy(st->packed + st->sh.displs[p], (unsigned char *)in[p] + sizeof(MsgHeader),
+                   (size_t)st->sh.counts[p] * sizeof(float));
         }
-        unpack(tr, st, 0, st->n_ps, st->packed, ps->params);
+        ps_shards_unpack(&st->sh, &tr->spec, 0, st->n_ps, st->packed, ps->params);
     }
     omp_set_num_threads(threads_before);
     st->worker_step++;
@@ -529,9 +475,9 @@ static void mode_save(const Trainer *tr) {
         float *src = s < 0 ? st->srv_params : s < ps->n_slots ? ps->slots[s] : ps->ema;
         float *dst = s < 0 ? ps->params : src;
         if (!src) continue;
-        pack(tr, st, tr->rank, tr->rank + 1, src, st->packed);
-        ranks_gatherv(st->packed + st->displs[tr->rank], st->gather, st->counts, st->displs);
-        if (tr->rank == 0) unpack(tr, st, 0, R, st->gather, dst);
+        ps_shards_pack(&st->sh, &tr->spec, tr->rank, tr->rank + 1, src, st->packed);
+        ranks_gatherv(st->packed + st->sh.displs[tr->rank], st->gather, st->sh.counts, st->sh.displs);
+        if (tr->rank == 0) ps_shards_unpack(&st->sh, &tr->spec, 0, R, st->gather, dst);
     }
     if (tr->rank == 0) {
         ps->global_step = st->srv.global_step;

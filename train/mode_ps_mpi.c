@@ -69,45 +69,15 @@
 typedef struct {
     int n_ps;              /* parameter-server ranks: 0 .. n_ps - 1 */
     PsPlacement rule;
-    int *owner;            /* (n_vars) the rank holding variable i */
-    int *order;            /* (n_vars) variable indices by owner, table order within an owner */
-    int *counts;           /* (R) floats of rank r's shard */
-    int *displs;           /* (R) where rank r's shard starts in the packed layout */
+    PsShards sh;           /* the shards: owner, packed order, counts, displs (ps/placement.h) */
     int *recv_counts;      /* (R) the push: own shard size from every worker */
     int *recv_displs;      /* (R) r x own shard size */
-    size_t *shard_n_bytes; /* (R) bytes of rank r's shard */
     float *packed;         /* (M) a block in owner order: the push's send, the pull's receive */
     float *recv;           /* (R, own) the workers' slices of this rank's shard */
     float *mean;           /* (own) the shard's mean gradient */
     float *gather;         /* (M) rank 0: a gathered slot or moving average, packed; NULL elsewhere */
     float *stats;          /* (R, 1 + 3T) train_ranks_agree's buffer */
 } PsMpiState;
-
-/* The variables of rank r, in the packed order. */
-static int shard_begin(const Trainer *tr, const PsMpiState *st, int r) {
-    int k = 0;
-    for (int i = 0; i < tr->spec.n_vars; i++) k += st->owner[i] < r;
-    return k;
-}
-
-/* dst (packed, ranks lo..hi-1's shards) = src (block layout), or back. */
-static void pack(const Trainer *tr, const PsMpiState *st, int lo, int hi, const float *src, float *dst) {
-    size_t at = (size_t)st->displs[lo];
-    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
-        const ModelVar *v = &tr->spec.vars[st->order[k]];
-        memcpy(dst + at, src + v->offset, v->n_floats * sizeof(float));
-        at += v->n_floats;
-    }
-}
-
-static void unpack(const Trainer *tr, const PsMpiState *st, int lo, int hi, const float *src, float *dst) {
-    size_t at = (size_t)st->displs[lo];
-    for (int k = shard_begin(tr, st, lo); k < shard_begin(tr, st, hi); k++) {
-        const ModelVar *v = &tr->spec.vars[st->order[k]];
-        memcpy(dst + v->offset, src + at, v->n_floats * sizeof(float));
-        at += v->n_floats;
-    }
-}
 
 static void mode_describe(const Trainer *tr, const char *ts) {
     const PsMpiState *st = tr->mode_state;
@@ -126,26 +96,22 @@ static void mode_describe(const Trainer *tr, const char *ts) {
         size_t used = 0;
         int n = 0;
         for (int i = 0; i < tr->spec.n_vars; i++) {
-            if (st->owner[i] != r) continue;
+            if (st->sh.owner[i] != r) continue;
             n++;
             if (used < sizeof names)
                 used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", tr->spec.vars[i].name);
         }
-        printf("%s: ps rank %d: %d variable(s), %zu bytes (%.2f MiB): %s\n", ts, r, n, st->shard_n_bytes[r],
-               st->shard_n_bytes[r] / (1024.0 * 1024.0), n ? names : "(none)");
+        printf("%s: ps rank %d: %d variable(s), %zu bytes (%.2f MiB): %s\n", ts, r, n, st->sh.shard_n_bytes[r],
+               st->sh.shard_n_bytes[r] / (1024.0 * 1024.0), n ? names : "(none)");
     }
 }
 
 static void mode_close(Trainer *tr) {
     PsMpiState *st = tr->mode_state;
     if (st) {
-        free(st->owner);
-        free(st->order);
-        free(st->counts);
-        free(st->displs);
+        ps_shards_free(&st->sh);
         free(st->recv_counts);
         free(st->recv_displs);
-        free(st->shard_n_bytes);
         free(st->packed);
         free(st->recv);
         free(st->mean);
@@ -191,32 +157,10 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     if (!st) goto oom;
     st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
     st->rule = rule;
-    st->owner = malloc((size_t)n_vars * sizeof *st->owner);
-    st->order = malloc((size_t)n_vars * sizeof *st->order);
-    st->counts = calloc((size_t)R, sizeof *st->counts);
-    st->displs = calloc((size_t)R + 1, sizeof *st->displs);
     st->recv_counts = calloc((size_t)R, sizeof *st->recv_counts);
     st->recv_displs = calloc((size_t)R, sizeof *st->recv_displs);
-    st->shard_n_bytes = calloc((size_t)R, sizeof *st->shard_n_bytes);
-    size_t *var_n_bytes = malloc((size_t)n_vars * sizeof *var_n_bytes);
-    if (!st->owner || !st->order || !st->counts || !st->displs || !st->recv_counts || !st->recv_displs ||
-        !st->shard_n_bytes || !var_n_bytes) {
-        free(var_n_bytes);
-        goto oom;
-    }
-    for (int i = 0; i < n_vars; i++) var_n_bytes[i] = tr->spec.vars[i].n_floats * sizeof(float);
-    ps_place_variables(var_n_bytes, n_vars, st->n_ps, rule, st->owner, st->shard_n_bytes);
-    free(var_n_bytes);
-    int k = 0;
-    for (int r = 0; r < R; r++) {
-        st->displs[r] = r == 0 ? 0 : st->displs[r - 1] + st->counts[r - 1];
-        for (int i = 0; i < n_vars; i++)
-            if (st->owner[i] == r) {
-                st->order[k++] = i;
-                st->counts[r] += (int)tr->spec.vars[i].n_floats;
-            }
-    }
-    const int own = st->counts[tr->rank];
+    if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->recv_counts || !st->recv_displs) goto oom;
+    const int own = st->sh.counts[tr->rank];
     for (int r = 0; r < R; r++) {
         st->recv_counts[r] = own;
         st->recv_displs[r] = r * own;
@@ -271,11 +215,11 @@ static int apply_shard(Trainer *tr, PsMpiState *st, float lr) {
     OptStep step;
     ps_step_prepare(ps, lr, &step);
     const OptimizerI *opt = optimizer_i(ps->cfg.opt.kind);
-    const int first = shard_begin(tr, st, tr->rank), last = shard_begin(tr, st, tr->rank + 1);
+    const int first = ps_shards_first(&st->sh, &tr->spec, tr->rank), last = ps_shards_first(&st->sh, &tr->spec, tr->rank + 1);
     int bad = 0;
     size_t at = 0;
     for (int k = first; k < last; k++) {
-        const ModelVar *v = &tr->spec.vars[st->order[k]];
+        const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
         if (!v->trainable) { /* batch norm's moving statistics: train_update_moving's, not the optimizer's */
             at += v->n_floats;
             continue;
@@ -289,7 +233,7 @@ static int apply_shard(Trainer *tr, PsMpiState *st, float lr) {
     if (ps->ema) {
         const float decay = ema_decay_at(ps->cfg.ema_decay, ps->global_step);
         for (int k = first; k < last; k++) {
-            const ModelVar *v = &tr->spec.vars[st->order[k]];
+            const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
             ema_apply(ps->ema + v->offset, ps->params + v->offset, v->n_floats, decay);
         }
     }
@@ -312,9 +256,9 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
     train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1.0f); /* no divide */
-    pack(tr, st, 0, R, ps->grads, st->packed);
-    ranks_alltoallv(st->packed, st->counts, st->displs, st->recv, st->recv_counts, st->recv_displs);
-    const size_t own = (size_t)st->counts[tr->rank];
+    ps_shards_pack(&st->sh, &tr->spec, 0, R, ps->grads, st->packed);
+    ranks_alltoallv(st->packed, st->sh.counts, st->sh.displs, st->recv, st->recv_counts, st->recv_displs);
+    const size_t own = (size_t)st->sh.counts[tr->rank];
     const int grads_bad = ranks_any(mean_of_workers(st, R, own, R * T));
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     if (grads_bad) {
@@ -322,9 +266,9 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         return train_diverged(ps->global_step + 1, "non-finite gradients (not applied)", *loss, err, err_n_bytes);
     }
     int vars_bad = apply_shard(tr, st, lr);
-    pack(tr, st, tr->rank, tr->rank + 1, ps->params, st->packed);
-    ranks_allgatherv(st->packed + st->displs[tr->rank], st->packed, st->counts, st->displs);
-    unpack(tr, st, 0, R, st->packed, ps->params);
+    ps_shards_pack(&st->sh, &tr->spec, tr->rank, tr->rank + 1, ps->params, st->packed);
+    ranks_allgatherv(st->packed + st->sh.displs[tr->rank], st->packed, st->sh.counts, st->sh.displs);
+    ps_shards_unpack(&st->sh, &tr->spec, 0, R, st->packed, ps->params);
     vars_bad = ranks_any(vars_bad);
     omp_set_num_threads(threads_before);
     tr->times.apply.end_sec = tower_now_sec();
@@ -343,9 +287,9 @@ static void mode_save(const Trainer *tr) {
     for (int s = 0; s <= ps->n_slots; s++) {
         float *x = s < ps->n_slots ? ps->slots[s] : ps->ema;
         if (!x) continue;
-        pack(tr, st, tr->rank, tr->rank + 1, x, st->packed);
-        ranks_gatherv(st->packed + st->displs[tr->rank], st->gather, st->counts, st->displs);
-        if (tr->rank == 0) unpack(tr, st, 0, R, st->gather, x);
+        ps_shards_pack(&st->sh, &tr->spec, tr->rank, tr->rank + 1, x, st->packed);
+        ranks_gatherv(st->packed + st->sh.displs[tr->rank], st->gather, st->sh.counts, st->sh.displs);
+        if (tr->rank == 0) ps_shards_unpack(&st->sh, &tr->spec, 0, R, st->gather, x);
     }
 }
 
@@ -369,7 +313,7 @@ static int mode_write_checkpoint(Trainer *tr, const CkptRunState *run, char *err
         rc = -1;
     } else if (tr->rank < st->n_ps) {
         unsigned char keep[MODEL_MAX_VARS];
-        for (int i = 0; i < tr->spec.n_vars; i++) keep[i] = st->owner[i] == tr->rank;
+        for (int i = 0; i < tr->spec.n_vars; i++) keep[i] = st->sh.owner[i] == tr->rank;
         rc = ckpt_save_shard(tr->opt.train_dir, tr->ps, keep, tr->rank, st->n_ps, run, err, err_n_bytes);
     }
     if (ranks_any(rc != 0)) {
