@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""peer_nets.py -- the peers' resnet20 and vgg11 training step for bench/run_nets_bench.sh (not a test).
+"""peer_nets.py -- the peers' training step of resnet20, vgg11 and mobilenet_v2 for bench/run_nets_bench.sh
+and bench/run_mobilenet_bench.sh (not a test).
 
 Where it sits: bench/; times one training step (forward, backward and, without
 --no_step, an SGD update) of Tower's resnet20 or vgg11 (model/nets/resnet.c,
@@ -10,11 +11,17 @@ forward + backward, and --no_step times the peers the same way; Keras's step
 returns its gradients, else TensorFlow prunes the unused backward pass).
 
   --framework keras: tests/interop/keras_arch.py's models (the definitions the
-    interop test loads Tower's variables into), in a tf.function step;
+    interop test loads Tower's variables into) or
+    tf.keras.applications.MobileNetV2(weights=None), in a tf.function step;
     intra- and inter-op threads set to --threads.
   --framework torch: the same layers as a torch.nn module: resnet20 with
     option-B (1x1 conv + batch norm) shortcuts, conv biases, batch norm eps
-    1.001e-5; vgg11 as VGG's configuration A with a --fc_width head.
+    1.001e-5; vgg11 as VGG's configuration A with a --fc_width head;
+    mobilenet_v2 with Keras's layout (keras/src/applications/mobilenet_v2.py:
+    the stem conv 3x3/2 with Keras's asymmetric zero padding, 17 inverted
+    residual blocks, ReLU6, batch norm eps 1e-3 and Keras's momentum 0.999,
+    Conv_1 to 1280 x alpha (at least 1280), global average pooling, the dense
+    predictions); torchvision is not needed.
 Run both with scripts/install-peers.sh's python (torch 2.x, tensorflow 2.x).
 """
 import argparse
@@ -25,7 +32,8 @@ import time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--framework", choices=["torch", "keras"], required=True)
-ap.add_argument("--model", choices=["resnet20", "vgg11"], required=True)
+ap.add_argument("--model", choices=["resnet20", "vgg11", "mobilenet_v2"], required=True)
+ap.add_argument("--width", type=float, default=1.0, help="mobilenet_v2's width multiplier (alpha)")
 ap.add_argument("--size", type=int, default=32)
 ap.add_argument("--fc_width", type=int, default=4096, help="vgg11's fc1/fc2 width")
 ap.add_argument("--batch", type=int, default=64)
@@ -36,12 +44,82 @@ ap.add_argument("--no_step", action="store_true", help="forward + backward only 
 args = ap.parse_args()
 
 
+def make_divisible(v, divisor=8):
+    """Keras's _make_divisible."""
+    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+# (expansion, filters, stride) of Keras's 17 blocks, in order.
+BLOCKS = [(1, 16, 1), (6, 24, 2), (6, 24, 1), (6, 32, 2), (6, 32, 1), (6, 32, 1), (6, 64, 2), (6, 64, 1),
+          (6, 64, 1), (6, 64, 1), (6, 96, 1), (6, 96, 1), (6, 96, 1), (6, 160, 2), (6, 160, 1), (6, 160, 1),
+          (6, 320, 1)]
+
+
+def mobilenet_torch(H, alpha, classes=10):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    def bn(c):
+        return nn.BatchNorm2d(c, eps=1e-3, momentum=1e-3)
+
+    class Block(nn.Module):
+        def __init__(self, c_in, expansion, filters, stride):
+            super().__init__()
+            c_out = make_divisible(int(filters * alpha), 8)
+            hidden = c_in * expansion
+            self.expand = None
+            if expansion != 1:
+                self.expand = nn.Sequential(nn.Conv2d(c_in, hidden, 1, bias=False), bn(hidden), nn.ReLU6())
+            self.stride = stride
+            self.dw = nn.Conv2d(hidden, hidden, 3, stride, padding=1 if stride == 1 else 0, groups=hidden, bias=False)
+            self.dw_bn = bn(hidden)
+            self.project = nn.Sequential(nn.Conv2d(hidden, c_out, 1, bias=False), bn(c_out))
+            self.residual = stride == 1 and c_in == c_out
+            self.c_out = c_out
+
+        def forward(self, x):
+            y = self.expand(x) if self.expand is not None else x
+            if self.stride == 2:
+                y = F.pad(y, (0, 1, 0, 1) if y.shape[-1] % 2 == 0 else (1, 1, 1, 1))  # Keras's correct_pad
+            y = F.relu6(self.dw_bn(self.dw(y)))
+            y = self.project(y)
+            return x + y if self.residual else y
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            c = make_divisible(32 * alpha, 8)
+            self.stem = nn.Sequential(nn.Conv2d(3, c, 3, 2, bias=False), bn(c), nn.ReLU6())
+            blocks = []
+            for e, f, s in BLOCKS:
+                b = Block(c, e, f, s)
+                blocks.append(b)
+                c = b.c_out
+            self.blocks = nn.Sequential(*blocks)
+            last = make_divisible(1280 * alpha, 8) if alpha > 1.0 else 1280
+            self.head = nn.Sequential(nn.Conv2d(c, last, 1, bias=False), bn(last), nn.ReLU6())
+            self.predictions = nn.Linear(last, classes)
+
+        def forward(self, x):
+            x = F.pad(x, (0, 1, 0, 1) if x.shape[-1] % 2 == 0 else (1, 1, 1, 1))
+            x = self.head(self.blocks(self.stem(x)))
+            return self.predictions(x.mean(dim=(2, 3)))
+
+    return Net()
+
+
 def torch_model(name, H, classes=10):
     import torch.nn as nn
 
     def bn(c):
         return nn.BatchNorm2d(c, eps=1.001e-5, momentum=0.01)
 
+    if name == "mobilenet_v2":
+        return mobilenet_torch(H, args.width, classes)
     if name == "vgg11":
         feats, c = [], 3
         for n, f in zip((1, 1, 2, 2, 2), (64, 128, 256, 512, 512)):
@@ -116,7 +194,13 @@ def bench_keras():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
     import keras_arch
     tf.random.set_seed(1)
-    model = (keras_arch.vgg11(args.size, args.fc_width) if args.model == "vgg11" else keras_arch.resnet20(args.size))
+    if args.model == "mobilenet_v2":
+        model = tf.keras.applications.MobileNetV2(input_shape=(args.size, args.size, 3), alpha=args.width,
+                                                  weights=None, classes=10, classifier_activation=None)
+    elif args.model == "vgg11":
+        model = keras_arch.vgg11(args.size, args.fc_width)
+    else:
+        model = keras_arch.resnet20(args.size)
     opt = tf.keras.optimizers.SGD(0.01)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     x = tf.random.uniform((args.batch, args.size, args.size, 3), -0.5, 0.5)

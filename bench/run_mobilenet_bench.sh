@@ -3,7 +3,7 @@
 # python with torch is found), side by side.
 #
 # Where it sits: bench/; runs bench/bench_model (Tower: forward + backward; its optimizer runs in ps/)
-# and bench/peer_mobilenet.py (Keras: tf.keras.applications.MobileNetV2 in a tf.function; PyTorch: the
+# and bench/peer_nets.py --model mobilenet_v2 (Keras: tf.keras.applications.MobileNetV2 in a tf.function; PyTorch: the
 # same layout as a module) with --no_step, so all time forward + backward, as separate processes, N
 # rounds, interleaved per configuration with the order alternating each round, so that every framework
 # sees the same machine load.  Prints one line per run and a table of medians of the processes' medians
@@ -41,8 +41,8 @@ while [ "$round" -le "$N" ]; do
     for size in $SIZES; do
         runs="$BIN --model mobilenet_v2 --size $size --batch 64 --threads $T --reps $REPS"
         [ -n "$BASE_BIN" ] && runs="$runs|$BASE_BIN --model mobilenet_v2 --size $size --batch 64 --threads $T --reps $REPS"
-        [ "$have_keras" = 1 ] && runs="$runs|$KERAS_PY bench/peer_mobilenet.py --framework keras --no_step --size $size --batch 64 --threads $T --reps $REPS"
-        [ "$have_torch" = 1 ] && runs="$runs|$TORCH_PY bench/peer_mobilenet.py --framework torch --no_step --size $size --batch 64 --threads $T --reps $REPS"
+        [ "$have_keras" = 1 ] && runs="$runs|$KERAS_PY bench/peer_nets.py --model mobilenet_v2 --framework keras --no_step --size $size --batch 64 --threads $T --reps $REPS"
+        [ "$have_torch" = 1 ] && runs="$runs|$TORCH_PY bench/peer_nets.py --model mobilenet_v2 --framework torch --no_step --size $size --batch 64 --threads $T --reps $REPS"
         # alternate the order each round
         if [ $((round % 2)) = 0 ]; then runs=$(echo "$runs" | tr '|' '\n' | tac | tr '\n' '|' | sed 's/|$//'); fi
         echo "$runs" | tr '|' '\n' | while read -r cmd; do

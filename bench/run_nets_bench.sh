@@ -1,10 +1,9 @@
 #!/bin/sh
 # run_nets_bench.sh — the CPU training step of the networks of the table beside PyTorch and Keras,
-# side by side (resnet20 and vgg11 by default; mobilenet_v2 through bench/peer_mobilenet.py).
+# side by side (resnet20 and vgg11 by default, or mobilenet_v2).
 #
 # Where it sits: bench/; runs bench/bench_model (Tower: forward + backward; its optimizer runs in
-# ps/) and the peers' step with --no_step (forward + backward: bench/peer_nets.py, or
-# bench/peer_mobilenet.py for mobilenet_v2) as separate processes, N rounds, interleaved per
+# ps/) and the peers' step with --no_step (forward + backward: bench/peer_nets.py) as separate processes, N rounds, interleaved per
 # configuration with the order reversed every other round, so that every framework sees the same
 # machine load.  Prints one line per process and a table of the medians of the processes' medians
 # (min-max of those medians).  Not a test.
@@ -35,8 +34,7 @@ while [ "$round" -le "$N" ]; do
     for model in $MODELS; do
         runs="$BIN --model $model --size $SIZE --batch 64 --threads $T --reps $REPS"
         for fw in $fws; do
-            if [ "$model" = mobilenet_v2 ]; then peer=bench/peer_mobilenet.py; else peer="bench/peer_nets.py --model $model"; fi
-            runs="$runs|$PY $peer --framework $fw --no_step --size $SIZE --batch 64 --threads $T --reps $REPS"
+            runs="$runs|$PY bench/peer_nets.py --model $model --framework $fw --no_step --size $SIZE --batch 64 --threads $T --reps $REPS"
         done
         if [ $((round % 2)) = 0 ]; then runs=$(echo "$runs" | tr '|' '\n' | tac | tr '\n' '|' | sed 's/|$//'); fi
         echo "$runs" | tr '|' '\n' | while read -r cmd; do
