@@ -5,11 +5,14 @@
 #     adam; and under mpirun -np 1, momentum), through tests/test_mpi_ps_helper;
 #   - bad flags refused with one line: --sync_replicas false in one process,
 #     with --variable_update replicated, --max_staleness -1;
-#   - 4 ranks x 1 tower on Fashion-MNIST, sgd: asynchronous (400 applied
+#   - 4 ranks x 1 tower on Fashion-MNIST, sgd: asynchronous (1600 applied
 #     updates of 16 examples, learning rate 0.05) reaches a test precision
-#     at most 2 points below synchronous (100 steps of 4 x 16, learning rate
-#     0.2): the same examples, the same learning rate per example (async's
-#     arrival order varies run to run: 0.669 and 0.694 seen against 0.662);
+#     at most 2 points below synchronous (400 steps of 4 x 16, learning rate
+#     0.2): the same examples, the same learning rate per example.  Async's
+#     arrival order varies run to run: after a quarter of that (6400
+#     examples, still on the steep part of the curve) it scored 0.619 to
+#     0.694 against sync's 0.662, and failed CI once; 25600 examples
+#     reach the flatter part;
 #   - the staleness lines of rank 0's log: max never above their bound
 #     (R - 1)(2S + 1); --max_staleness 0 is lockstep: max at most R - 1 = 3;
 #   - --save_every + --resume: the checkpoint of step 8 is resumed to 16;
@@ -71,10 +74,10 @@ staleness_ok() { # staleness_ok LOG MAX_ALLOWED: prints the last line; fails bey
 echo "--max_staleness 0 at 4 ranks (lockstep): $(staleness_ok "$work/lockstep.log" 3)"
 
 # (b) Convergence: the same examples, the same learning rate per example.
-"${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.2 --max_steps 100 --log_every 50 \
+"${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.2 --max_steps 400 --log_every 100 \
   --train_dir "$work/sync" >"$work/sync.log" 2>&1 || { cat "$work/sync.log"; fail "synchronous run failed"; }
 "${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_staleness 4 \
-  --max_steps 400 --log_every 40 --train_dir "$work/async" >"$work/async.log" 2>&1 ||
+  --max_steps 1600 --log_every 160 --train_dir "$work/async" >"$work/async.log" 2>&1 ||
   { cat "$work/async.log"; fail "asynchronous run failed"; }
 echo "--max_staleness 4 at 4 ranks: $(staleness_ok "$work/async.log" 27)"
 precision() { "$tower" eval --checkpoint_dir "$1" --data "$work/test-*.tfrecord" --eval_dir none --no_progress 2>&1 |
@@ -84,7 +87,7 @@ pa=$(precision "$work/async")
 [ -n "$ps" ] && [ -n "$pa" ] || fail "no precision from eval (sync '$ps', async '$pa')"
 awk -v s="$ps" -v a="$pa" 'BEGIN { exit !(s > 0.5 && a > 0.5 && s - a <= 0.02) }' ||
   fail "asynchronous precision $pa is more than 2 points below synchronous $ps (or one did not learn)"
-echo "Fashion-MNIST, 4 ranks x 1 tower, 6400 examples: synchronous precision $ps, asynchronous $pa"
+echo "Fashion-MNIST, 4 ranks x 1 tower, 25600 examples: synchronous precision $ps, asynchronous $pa"
 
 # Checkpoint and resume: 8 applied updates (2 steps a worker), saved at 4 and 8, resumed to 16.
 "${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_steps 8 --save_every 4 \
