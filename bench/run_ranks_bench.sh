@@ -6,7 +6,9 @@
 # phases, the MPI parts timed alone and the cost model's network time from
 # the ping-pong measured in the same run.
 # Environment: MODELS (default mnist,resnet20), TOWERS (1), BATCH (16),
-# STEPS (5), WARMUP (1), RANKS ("1 2 4").  Ranks on one host share its cores:
+# STEPS (5), WARMUP (1), RANKS ("1 2 4"); MPIRUN (default mpirun: the
+# launcher, which bench/run_netns_bench.sh sets to start the ranks in network
+# namespaces joined by rate-limited links).  Ranks on one host share its cores:
 # the figures show what the exchange costs, not what more hosts would add.
 # Not a test: it asserts nothing (tests/test_bench_ranks.sh checks the rows).
 set -euo pipefail
@@ -17,7 +19,7 @@ command -v mpirun >/dev/null || { echo "run_ranks_bench.sh: mpirun is missing (a
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp}
 for r in ${RANKS:-1 2 4}; do
   echo "== mpirun -np $r tower bench ($(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg))"
-  mpirun --oversubscribe --bind-to none -np "$r" "$tower" bench --device cpu --models "${MODELS:-mnist,resnet20}" \
+  ${MPIRUN:-mpirun} --oversubscribe --bind-to none -np "$r" "$tower" bench --device cpu --models "${MODELS:-mnist,resnet20}" \
     --modes ps_mpi,replicated_mpi --towers "${TOWERS:-1}" --batch_size "${BATCH:-16}" --steps "${STEPS:-5}" \
     --warmup "${WARMUP:-1}" --csv "$out/ranks_$r.csv" --svg "" | tee "$out/ranks_$r.log" | sed -n '/^ranks: /,/^(img/p' | head -2
 done
