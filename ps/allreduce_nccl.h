@@ -47,8 +47,49 @@ typedef struct AllreduceNccl AllreduceNccl;
 AllreduceNccl *allreduce_nccl_create(int n_towers, const int *devices, float *const *grads, size_t n_floats, char *err,
                                      size_t err_n_bytes);
 
-/* NCCL ranks (distinct GPUs) of the communicator. */
+/* NCCL ranks (distinct GPUs) of the communicator: this process's. */
 int allreduce_nccl_n_ranks(const AllreduceNccl *ar);
+
+/* ---- across processes (replicated_nccl_mpi, train/mode_replicated_nccl_mpi.c) ----
+ * One communicator over the GPUs of every process of a job: the caller
+ * (train/, which owns MPI) makes the id on one process with
+ * allreduce_nccl_unique_id, hands it to every process (MPI_Bcast), and each
+ * process creates its part with allreduce_nccl_create_ranks; NCCL rank
+ * first_rank + g is this process's g-th distinct GPU.  The mean then runs
+ * from one thread (allreduce_nccl_mean_all), after the processes agreed on
+ * the step (a process whose step failed must not leave the others inside
+ * ncclAllReduce: they would wait for it until TOWER_NCCL_TIMEOUT_SEC). */
+
+#define ALLREDUCE_NCCL_ID_N_BYTES 128 /* NCCL_UNIQUE_ID_BYTES */
+
+/* NCCL ranks of the whole communicator (every process's GPUs). */
+int allreduce_nccl_n_ranks_total(const AllreduceNccl *ar);
+
+/* A new communicator id (ncclGetUniqueId) into id (ALLREDUCE_NCCL_ID_N_BYTES
+ * bytes, the caller's).  0, or -1 with NCCL's message in err. */
+int allreduce_nccl_unique_id(void *id, char *err, size_t err_n_bytes);
+
+/* As allreduce_nccl_create, but this process's n_groups distinct GPUs are
+ * NCCL ranks first_rank .. first_rank + n_groups - 1 of n_ranks_total in the
+ * communicator named by id (every process calls it with the same id and
+ * n_ranks_total: ncclCommInitRank, a collective across the processes), and
+ * the mean divides by job_towers (every process's towers).  NULL with one
+ * line in err. */
+AllreduceNccl *allreduce_nccl_create_ranks(int n_towers, const int *devices, float *const *grads, size_t n_floats,
+                                           const void *id, int first_rank, int n_ranks_total, int job_towers,
+                                           char *err, size_t err_n_bytes);
+
+/* The distinct GPUs of devices[0 .. n_towers) (1 to 64 towers): the number
+ * of NCCL ranks allreduce_nccl_create_ranks gives this process; -1 with err. */
+int allreduce_nccl_count_gpus(int n_towers, const int *devices, char *err, size_t err_n_bytes);
+
+/* allreduce_nccl_mean's three stages for every tower of this process, from
+ * one thread (the GPUs' collectives inside one ncclGroupStart/End): on
+ * return every grads[t] holds the job's mean.  spans (may be NULL):
+ * [n_towers], each GPU leader's ncclAllReduce time.  A collective of every
+ * process of the communicator.  Never fails: a CUDA or NCCL error, or a
+ * peer that never joins, exits with one line (as allreduce_nccl_mean). */
+void allreduce_nccl_mean_all(AllreduceNccl *ar, PsGpuSpanMs *spans);
 
 /* Called concurrently by every tower 0..n_towers-1, each on its own thread
  * (collective: it returns on every tower once all have called it): on

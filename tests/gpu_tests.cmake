@@ -27,6 +27,9 @@ if(TOWER_HAVE_CUDA)
     set_tests_properties(test_gpu_train PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;train")
     add_test(NAME test_gpu_modes_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_modes_cli.sh $<TARGET_FILE:tower>)
     set_tests_properties(test_gpu_modes_cli PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;gpu_modes")
+    # replicated_nccl_mpi: in one process against replicated_nccl, and across 2 ranks where mpirun and 2 GPUs are.
+    add_test(NAME test_gpu_nccl_mpi COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_nccl_mpi.sh $<TARGET_FILE:tower>)
+    set_tests_properties(test_gpu_nccl_mpi PROPERTIES SKIP_RETURN_CODE 77 LABELS "gpu;gpu_modes")
     add_test(NAME test_gpu_require
              COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_require.sh $<TARGET_FILE:test_gpu_layers>
                      ${CMAKE_CURRENT_SOURCE_DIR}/test_gpu_train.sh $<TARGET_FILE:tower>)

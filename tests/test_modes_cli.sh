@@ -157,6 +157,9 @@ expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --devi
 expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --variable_update replicated --all_reduce nccl
 expect_error 1 "needs GPU towers\|needs NCCL" bench --device cpu --modes ps_gpu --models mnist --towers 1 --csv "" --svg ""
 expect_error 1 "needs GPU towers\|needs NCCL" bench --device cpu --modes replicated/nccl --models mnist --towers 1 --csv "" --svg ""
+# NCCL across ranks: the same refusal, by its own flag value and by name
+expect_error 1 "needs GPU towers\|needs NCCL" train --train_dir "$work/e" --device cpu --variable_update replicated --all_reduce nccl_mpi
+expect_error 1 "needs GPU towers\|needs NCCL" bench --device cpu --modes replicated_nccl_mpi --models mnist --towers 1 --csv "" --svg ""
 expect_error 2 "unknown mode 'allreduce'" bench --modes allreduce
 expect_error 2 "'0' is not a tower count" bench --towers 0
 expect_error 2 "unknown model 'resnet'" bench --models resnet

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/mode.h"
 #include "train/trainer.h"
 #include "ps/device_groups.h"
 #include "tests/check.h"
@@ -152,9 +153,11 @@ static void check_flags(void) {
         CHECK(rc == 0 && m == flags[i].want, "%s/%s/%s -> rc %d, mode %s (%s)", flags[i].vu, flags[i].lpd, flags[i].ar,
               rc, trainer_mode_name(m), err);
     }
-    const char *names[] = {"ps_gpu", "parameter_server/gpu", "replicated_nccl", "replicated/nccl"};
-    const TrainerMode want[] = {TRAINER_PS_GPU, TRAINER_PS_GPU, TRAINER_REPLICATED_NCCL, TRAINER_REPLICATED_NCCL};
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"ps_gpu", "parameter_server/gpu", "replicated_nccl", "replicated/nccl", "replicated_nccl_mpi",
+                           "replicated/nccl_mpi"};
+    const TrainerMode want[] = {TRAINER_PS_GPU, TRAINER_PS_GPU, TRAINER_REPLICATED_NCCL, TRAINER_REPLICATED_NCCL,
+                                TRAINER_REPLICATED_NCCL_MPI, TRAINER_REPLICATED_NCCL_MPI};
+    for (int i = 0; i < 6; i++) {
         TrainerMode m = TRAINER_N_MODES;
         char err[256] = "";
         CHECK(trainer_mode_from_name(names[i], &m, err, sizeof err) == 0 && m == want[i], "mode name %s -> %s (%s)",
@@ -175,6 +178,15 @@ static void check_flags(void) {
               "%s -> %s/%s/%s -> %s", trainer_mode_name((TrainerMode)m), o.variable_update, o.local_parameter_device,
               o.all_reduce, trainer_mode_name(back));
     }
+    /* --all_reduce nccl under mpirun with several ranks settles on one communicator over every rank's GPUs. */
+    static Trainer tr;
+    const TrainModeI *nccl = train_mode(TRAINER_REPLICATED_NCCL);
+    tr.n_ranks = 1;
+    CHECK(nccl->settle && nccl->settle(&tr) == NULL, "replicated_nccl in one process settles on itself");
+    tr.n_ranks = 2;
+    CHECK(nccl->settle && nccl->settle(&tr) == train_mode(TRAINER_REPLICATED_NCCL_MPI) &&
+              train_mode(TRAINER_REPLICATED_NCCL_MPI)->across_ranks && train_mode(TRAINER_REPLICATED_NCCL_MPI)->needs_gpu_towers,
+          "replicated_nccl under 2 ranks settles on replicated_nccl_mpi, which runs across ranks on GPU towers");
     char err[256] = "";
     TrainerMode m;
     CHECK(trainer_mode_from_flags("parameter_server", "tpu", "auto", &m, err, sizeof err) == -1 && one_line(err) &&

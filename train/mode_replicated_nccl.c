@@ -11,6 +11,8 @@
  * Where it sits: one entry of train/modes.c's table (train/mode.h); its
  * two tower-thread hooks are here.  Built with CUDA and NCCL; otherwise
  * the entry only says what is missing (available).
+ * Under mpirun with several ranks its settle picks replicated_nccl_mpi
+ * (one communicator over every rank's GPUs).
  * What it does not do: copy variables or gradients to the host in a step.
  */
 #include <stdio.h>
@@ -134,6 +136,12 @@ static int mode_available(char *err, size_t err_n_bytes) {
 #define mode_close NULL
 #endif
 
+/* Under mpirun with several ranks: the same step with one communicator over every rank's GPUs. */
+static const TrainModeI *mode_settle(const Trainer *tr) {
+    extern const TrainModeI train_mode_replicated_nccl_mpi;
+    return tr->n_ranks > 1 ? &train_mode_replicated_nccl_mpi : NULL;
+}
+
 static const char *const aliases[] = {"replicated/nccl", NULL};
 
 const TrainModeI train_mode_replicated_nccl = {
@@ -148,6 +156,7 @@ const TrainModeI train_mode_replicated_nccl = {
     .reduce_span = "ncclAllReduce",
     .reduce_row = "all-reduce (NCCL)",
     .available = mode_available,
+    .settle = mode_settle,
     .describe = mode_describe,
     .open = mode_open,
     .step = mode_step,

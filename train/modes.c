@@ -12,7 +12,8 @@
 #include "train/mode.h"
 
 extern const TrainModeI train_mode_ps_cpu, train_mode_ps_gpu, train_mode_replicated_host, train_mode_replicated_nccl,
-    train_mode_replicated_mpi, train_mode_ps_mpi, train_mode_replicated_mpi_allreduce, train_mode_ps_mpi_async;
+    train_mode_replicated_mpi, train_mode_ps_mpi, train_mode_replicated_mpi_allreduce, train_mode_ps_mpi_async,
+    train_mode_replicated_nccl_mpi;
 
 static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_PS_CPU] = &train_mode_ps_cpu,
@@ -23,6 +24,7 @@ static const TrainModeI *const modes[TRAINER_N_MODES] = {
     [TRAINER_PS_MPI] = &train_mode_ps_mpi,
     [TRAINER_REPLICATED_MPI_ALLREDUCE] = &train_mode_replicated_mpi_allreduce,
     [TRAINER_PS_MPI_ASYNC] = &train_mode_ps_mpi_async,
+    [TRAINER_REPLICATED_NCCL_MPI] = &train_mode_replicated_nccl_mpi,
 };
 
 const TrainModeI *train_mode(TrainerMode m) { return modes[m]; }
@@ -90,9 +92,10 @@ int trainer_mode_from_name(const char *name, TrainerMode *mode, char *err, size_
             return 0;
         }
     }
-    snprintf(err, err_n_bytes, "unknown mode '%s': expected ps_cpu, ps_gpu, replicated_host, replicated_nccl, replicated_mpi, ps_mpi or "
-             "ps_mpi_async (or parameter_server/cpu, parameter_server/gpu, replicated/host, replicated/nccl, replicated/mpi, "
-             "parameter_server/mpi, parameter_server/mpi_async)", name);
+    snprintf(err, err_n_bytes, "unknown mode '%s': expected ps_cpu, ps_gpu, replicated_host, replicated_nccl, replicated_mpi, ps_mpi, "
+             "replicated_mpi_allreduce, ps_mpi_async or replicated_nccl_mpi (or parameter_server/cpu, parameter_server/gpu, "
+             "replicated/host, replicated/nccl, replicated/mpi, parameter_server/mpi, replicated/mpi_allreduce, "
+             "parameter_server/mpi_async, replicated/nccl_mpi)", name);
     return -1;
 }
 

@@ -142,10 +142,12 @@ typedef enum {
     TRAINER_PS_MPI = 5,          /* parameter_server, mpi: variables in shards on parameter-server ranks, pushed and pulled over MPI */
     TRAINER_REPLICATED_MPI_ALLREDUCE = 6, /* replicated, mpi_allreduce: as replicated_mpi, the ranks' sums added by MPI_Allreduce */
     TRAINER_PS_MPI_ASYNC = 7,    /* parameter_server, mpi, --sync_replicas false: each worker's gradient applied on arrival */
-    TRAINER_N_MODES = 8
+    TRAINER_REPLICATED_NCCL_MPI = 8, /* replicated, nccl_mpi: replicated_nccl with one NCCL communicator over every rank's GPUs */
+    TRAINER_N_MODES = 9
 } TrainerMode;
 
-/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi", "ps_mpi_async". */
+/* "ps_cpu", "ps_gpu", "replicated_host", "replicated_nccl", "replicated_mpi", "ps_mpi", "replicated_mpi_allreduce",
+ * "ps_mpi_async", "replicated_nccl_mpi". */
 const char *trainer_mode_name(TrainerMode m);
 
 /* The mode for tf_cnn_benchmarks' flag values (all_reduce "auto" = host
