@@ -143,10 +143,13 @@ typedef struct TowerBackend {
      * variables then cannot train on it).  Batch norm's moving statistics:
      * the non-trainable variables of params_host (n_params, host memory
      * owned by the caller; the trainable entries are neither read nor
-     * written) are updated in place from the statistics the tower's last
-     * training forward saved (model_update_moving: moving = moving *
-     * momentum + batch * (1 - momentum)).  CPU: on the host; CUDA: the
-     * ranges go to the device, model_update_moving_cuda, and back. */
+     * written) are updated in place from the statistics the tower's
+     * training forwards of the last step saved, one update per micro-batch
+     * in order (model_update_moving: moving = moving * momentum + batch_k *
+     * (1 - momentum), k = 1..K; compute keeps each earlier micro-batch's
+     * aside, model_moving_stats_save).  CPU: on the host; CUDA: the ranges
+     * go to the device, model_update_moving_saved_cuda and
+     * model_update_moving_cuda, and back. */
     int (*update_moving)(void *dev, float *params_host, char *err, size_t err_n_bytes);
     /* Optional (the GPU backends).  The non-trainable variables of
      * params_host (n_params, host) -> the same entries of params_dev
