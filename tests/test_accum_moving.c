@@ -4,7 +4,7 @@
  *
  * For mobilenet_v2 (width 0.35, 32x32x3) and resnet20, 2 towers of K = 3
  * micro-batches of B = 2, synthetic data, one step, in ps_cpu and
- * replicated_host:
+ * replicated_host (and replicated_mpi on one rank, --batch_norm tower):
  *
  *   - --batch_norm tower: the moving statistics after the step are bitwise
  *     the oracle computed from the model alone: for each tower, its
@@ -153,6 +153,13 @@ int main(void) {
     for (int m = 0; m < 2; m++) {
         check_one(models[m], "parameter_server", "auto", "tower");
         check_one(models[m], "replicated", "host", "tower");
+        TrainerMode mpi;
+        char err[256];
+        if (trainer_mode_from_name("replicated_mpi", &mpi, err, sizeof err) == 0 &&
+            trainer_mode_available(mpi, err, sizeof err))
+            check_one(models[m], "replicated", "mpi", "tower"); /* one rank, in this process */
+        else
+            printf("%s replicated_mpi: not in this build\n", models[m]);
         check_one(models[m], "parameter_server", "auto", "sync");
         check_one(models[m], "replicated", "host", "sync");
     }
