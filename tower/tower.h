@@ -94,7 +94,8 @@ typedef struct TowerBackend {
      * The shard's gradient is ADDED to the tower's (the model's backward
      * adds, llm.c's convention); accumulate 0 zeroes the tower's gradient
      * first (a step's first micro-batch), 1 adds to what is there (the
-     * later micro-batches of --accum_steps). */
+     * later micro-batches of --accum_steps) and first keeps the previous
+     * micro-batch's batch statistics aside for update_moving. */
     int (*compute)(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes);
     /* The tower's gradient (where compute left it: the host buffer for the
      * CPU, the device's for a GPU) *= scale, before its copy-out.  Called
