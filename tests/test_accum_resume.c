@@ -9,10 +9,9 @@
  *   2. --resume with K = 3 and 1 step: bitwise the straight 3 steps
  *      (variables and moving averages), no note on stderr;
  *   3. --resume with K = 1: one note on stderr naming the saved
- *      accum_steps 3 and the new 1, the run goes on at the saved input
- *      position (examples_consumed 24 after the open, so the pipeline skips
- *      24 examples), 1 step adds 2 x 2 = 4 (28), and its checkpoint records
- *      accum_steps 1;
+ *      accum_steps 3 and the new 1, the run goes on from the saved count
+ *      (examples_consumed 24 after the open, what the pipeline skips), 1
+ *      step adds 2 x 2 = 4 (28), and its checkpoint records accum_steps 1;
  *   4. a file without the field (what a writer older than it wrote: proto3
  *      writes no field whose value is 0, and ckpt_save with accum_steps 0
  *      writes exactly that) reads as accum_steps 1; --resume with K = 1 from

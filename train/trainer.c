@@ -625,9 +625,10 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "--resume: %s", e);
         return -1;
     }
-    /* Another tower count, batch, accumulation or seed: a note, and the run goes on.  The input resumes where it
-     * stopped in any case: examples_consumed counts examples, not steps (a step of K micro-batches counts K x B
-     * per tower), so the next step reads the first example the saved run had not. */
+    /* Another tower count, batch, accumulation or seed: a note, and the run goes on.  examples_consumed counts
+     * examples, not steps (a step of K micro-batches counts K x B per tower), so the epoch and the position in
+     * it carry over; with the same global batch the next step reads the first example the saved run had not
+     * (another global batch sizes the shuffle buffer otherwise: docs/ps.md, "Checkpoints"). */
     if (run.n_towers != tr->n_ranks * tr->n_towers || run.batch_size != o->batch_size ||
         run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) {
         char ts[64];
