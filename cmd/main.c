@@ -2,10 +2,13 @@
  * It only wires; each subcommand lives in its own cmd_<name>.c.  Besides the
  * subcommands it answers `tower --help` (also -h, help), `tower help
  * COMMAND` (= tower COMMAND --help) and `tower --version` (the version and
- * what this binary was built with). */
+ * what this binary was built with).  Before anything else it settles
+ * OpenMP's wait policy (default_omp_wait_policy). */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -70,7 +73,28 @@ static const Command *find_command(const char *name) {
     return NULL;
 }
 
+/* OMP_WAIT_POLICY=passive unless the environment sets OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT (then theirs wins).  GNU OpenMP's default lets a thread
+ * that waits at a barrier or for the next parallel region spin up to
+ * 300000 times before it sleeps; when the cores are shared (another job, a
+ * second tower process) the spinning thread holds the core the thread it
+ * waits for needs, and every one of a network's hundreds of parallel regions
+ * per step pays it: mobilenet_v2's 2-thread step fell from 358 to 16 img/s
+ * (bench/RESULTS.md, "OpenMP's wait policy"; docs/performance.md).  libgomp
+ * reads its environment once, when it is loaded, before main, so setting it
+ * here needs the process to start again: the same binary is exec'd with the
+ * same arguments (same PID, descriptors, signal dispositions), and the
+ * variable, now set, stops a second exec.  If the exec fails (no /proc) the
+ * run goes on under the runtime's default. */
+static void default_omp_wait_policy(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY");
+}
+
 int main(int argc, char **argv) {
+    default_omp_wait_policy(argv);
     /* A write past the file-size limit (ulimit -f) fails with EFBIG, which every
      * writer reports in one line naming its file, instead of SIGXFSZ killing the
      * process halfway through a checkpoint without a word. */

@@ -432,15 +432,49 @@ void model_acts_set_sync(ModelActs *a, const ModelSync *sync) {
     if (sync) a->sync = *sync;
 }
 
+/* Node i's part of the saved statistics: its own saved buffer, or its slice of stats (model_moving_stats_save's
+ * layout: the saved buffers of the nodes with an update, in node order). */
+static void update_moving_from(float *params, const ModelActs *a, const unsigned char *stats) {
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        const LayerKindInfo *k = &model_layer_table[n->kind];
+        if (!k->update) continue;
+        float *w[NODE_MAX_VARS];
+        for (int j = 0; j < n->n_vars; j++) w[j] = params + a->spec.vars[n->var0 + j].offset;
+        k->update(n, w, stats ? stats : a->bufs[i].saved);
+        if (stats) stats += k->saved_n_bytes(n, a->max_batch);
+    }
+}
+
 void model_update_moving(float *params, const ModelActs *a) {
     if (a->B < 1 || !a->forward_training) return;
+    update_moving_from(params, a, NULL);
+}
+
+size_t model_moving_stats_n_bytes(const ModelActs *a) {
+    size_t n_bytes = 0;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (model_layer_table[n->kind].update) n_bytes += model_layer_table[n->kind].saved_n_bytes(n, a->max_batch);
+    }
+    return n_bytes;
+}
+
+int model_moving_stats_save(void *stats, const ModelActs *a) {
+    if (a->B < 1 || !a->forward_training) return 0;
+    unsigned char *p = stats;
     for (int i = 0; i < a->graph.n_nodes; i++) {
         const Node *n = &a->graph.nodes[i];
         if (!model_layer_table[n->kind].update) continue;
-        float *w[NODE_MAX_VARS];
-        for (int j = 0; j < n->n_vars; j++) w[j] = params + a->spec.vars[n->var0 + j].offset;
-        model_layer_table[n->kind].update(n, w, a->bufs[i].saved);
+        const size_t n_bytes = model_layer_table[n->kind].saved_n_bytes(n, a->max_batch);
+        memcpy(p, a->bufs[i].saved, n_bytes);
+        p += n_bytes;
     }
+    return 1;
+}
+
+void model_update_moving_saved(float *params, const ModelActs *a, const void *stats) {
+    update_moving_from(params, a, stats);
 }
 
 /* ---- timings ----------------------------------------------------------------- */

@@ -189,6 +189,22 @@ void model_acts_set_sync(ModelActs *acts, const ModelSync *sync);
  * such variables, and without a successful training forward. */
 void model_update_moving(float *params, const ModelActs *acts);
 
+/* Several training forwards per update (--accum_steps: Keras runs a batch
+ * norm's update on every training forward, so K micro-batches are K
+ * successive updates): the statistics a training forward saved, kept
+ * aside before the next forward overwrites them, and applied later in
+ * the order they were taken.
+ *   model_moving_stats_n_bytes: bytes of one forward's (0 for networks
+ *     without non-trainable variables);
+ *   model_moving_stats_save: the last training forward's into stats (that
+ *     many bytes); 0 with nothing saved (no training forward yet), 1 done;
+ *   model_update_moving_saved: as model_update_moving, from stats (a
+ *     model_moving_stats_save of acts, or of acts of the same network and
+ *     max_batch). */
+size_t model_moving_stats_n_bytes(const ModelActs *acts);
+int model_moving_stats_save(void *stats, const ModelActs *acts);
+void model_update_moving_saved(float *params, const ModelActs *acts, const void *stats);
+
 /* Number of the n examples whose largest logit is their label (ties: the
  * first largest wins).  logits: (n, num_classes); labels: (n). */
 int model_count_correct(const float *logits, const int32_t *labels, int n, int num_classes);

@@ -749,14 +749,47 @@ extern "C" int model_acts_cuda_set_sync(ModelActsCuda *a, const ModelSync *sync,
     return 0;
 }
 
-extern "C" void model_update_moving_cuda(float *params_dev, ModelActsCuda *a) {
-    if (a->B < 1 || !a->forward_training) return;
+/* As model.c's update_moving_from: node i's saved buffer, or its slice of stats_dev. */
+static void update_moving_from_cuda(float *params_dev, ModelActsCuda *a, const unsigned char *stats_dev) {
     for (int i = 0; i < a->graph.n_nodes; i++) {
         const Node *n = &a->graph.nodes[i];
-        if (!model_layer_table[n->kind].cuda_update) continue;
+        const LayerKindInfo *k = &model_layer_table[n->kind];
+        if (!k->cuda_update) continue;
         float *w[NODE_MAX_VARS];
         for (int j = 0; j < n->n_vars; j++) w[j] = params_dev + a->spec.vars[n->var0 + j].offset;
         NodeRunCuda r = node_run(a, i, a->B, params_dev, NULL);
-        model_layer_table[n->kind].cuda_update(n, w, a->bufs[i].saved, &r);
+        k->cuda_update(n, w, stats_dev ? stats_dev : a->bufs[i].saved, &r);
+        if (stats_dev) stats_dev += k->saved_n_bytes(n, a->max_batch);
     }
+}
+
+extern "C" void model_update_moving_cuda(float *params_dev, ModelActsCuda *a) {
+    if (a->B < 1 || !a->forward_training) return;
+    update_moving_from_cuda(params_dev, a, NULL);
+}
+
+extern "C" size_t model_moving_stats_n_bytes_cuda(const ModelActsCuda *a) {
+    size_t n_bytes = 0;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (model_layer_table[n->kind].cuda_update) n_bytes += model_layer_table[n->kind].saved_n_bytes(n, a->max_batch);
+    }
+    return n_bytes;
+}
+
+extern "C" int model_moving_stats_save_cuda(void *stats_dev, ModelActsCuda *a) {
+    if (a->B < 1 || !a->forward_training) return 0;
+    unsigned char *p = (unsigned char *)stats_dev;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        const Node *n = &a->graph.nodes[i];
+        if (!model_layer_table[n->kind].cuda_update) continue;
+        const size_t n_bytes = model_layer_table[n->kind].saved_n_bytes(n, a->max_batch);
+        CUDA_CHECK(cudaMemcpyAsync(p, a->bufs[i].saved, n_bytes, cudaMemcpyDeviceToDevice, a->stream));
+        p += n_bytes;
+    }
+    return 1;
+}
+
+extern "C" void model_update_moving_saved_cuda(float *params_dev, ModelActsCuda *a, const void *stats_dev) {
+    update_moving_from_cuda(params_dev, a, (const unsigned char *)stats_dev);
 }

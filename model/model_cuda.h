@@ -113,6 +113,14 @@ int model_acts_cuda_set_sync(ModelActsCuda *a, const ModelSync *sync, char *err,
  * forward's saved statistics.  Nothing waits. */
 void model_update_moving_cuda(float *params_dev, ModelActsCuda *a);
 
+/* As model_moving_stats_n_bytes, model_moving_stats_save and
+ * model_update_moving_saved (model.h), with stats_dev in device memory:
+ * the save and the update are enqueued on the workspace's stream (a
+ * device-to-device copy per node), nothing waits. */
+size_t model_moving_stats_n_bytes_cuda(const ModelActsCuda *a);
+int model_moving_stats_save_cuda(void *stats_dev, ModelActsCuda *a);
+void model_update_moving_saved_cuda(float *params_dev, ModelActsCuda *a, const void *stats_dev);
+
 /* The stream the workspace was created with. */
 cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a);
 

@@ -401,6 +401,7 @@ static int save_file(const char *dir, const char *name, const ParamServer *ps, c
         rs.examples_consumed = run->examples_consumed;
         rs.n_towers = run->n_towers;
         rs.batch_size = run->batch_size;
+        rs.accum_steps = run->accum_steps;
     }
     msg.run = &rs;
 
@@ -904,6 +905,7 @@ static void run_from_msg(CkptRunState *run, const Tower__RunState *rs) {
     run->examples_consumed = (long)rs->examples_consumed;
     run->n_towers = rs->n_towers;
     run->batch_size = rs->batch_size;
+    run->accum_steps = rs->accum_steps > 0 ? rs->accum_steps : 1; /* absent (older files): one micro-batch */
 }
 
 /* The file's network options; a file older than them gets the defaults (width 1.0, Keras's head). */

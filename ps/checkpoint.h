@@ -49,7 +49,8 @@ typedef struct {
     uint64_t seed;           /* the run's RNG seed */
     long examples_consumed;  /* examples handed out by the input pipeline so far */
     int n_towers;
-    int batch_size;          /* per tower */
+    int batch_size;          /* per tower (per micro-batch) */
+    int accum_steps;         /* micro-batches per tower per step; 1 for files older than the field */
 } CkptRunState;
 
 /* Write dir/model.ckpt-<global_step> from ps and run (run may be NULL: zeros),

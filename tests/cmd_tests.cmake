@@ -2,6 +2,9 @@
 add_test(NAME test_cli_doc COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_doc.sh $<TARGET_FILE:tower> ${CMAKE_SOURCE_DIR}/docs/cli.md)
 # Command-line refusals (exit 2, one exact line), -h/--version/help, data hints, bench's output paths.
 add_test(NAME test_cli_refusals COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_refusals.sh $<TARGET_FILE:tower>)
+# OpenMP's wait policy: passive unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set (cmd/main.c's second start).
+add_test(NAME test_omp_wait_policy COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_omp_wait_policy.sh $<TARGET_FILE:tower>)
+set_tests_properties(test_omp_wait_policy PROPERTIES SKIP_RETURN_CODE 77)
 foreach(t test_train_resume test_train_fashion_mnist test_train_errors test_train_guard)
   add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${t}.sh $<TARGET_FILE:tower>)
   set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 LABELS train)

@@ -47,4 +47,7 @@ if(TOWER_HAVE_CUDA)
   # test_accum_steps.c on GPU towers (ps_gpu, replicated_nccl): --accum_steps and --loss_scaling.
   tower_add_test(NAME test_gpu_accum_steps SOURCES test_accum_steps.c LIBS tower_train LABELS gpu)
   target_compile_definitions(test_gpu_accum_steps PRIVATE TOWER_ACCUM_GPU)
+  # test_accum_moving.c on GPU towers: batch norm's moving statistics with --accum_steps (not run on a GPU yet).
+  tower_add_test(NAME test_gpu_accum_moving SOURCES test_accum_moving.c LIBS tower_train LABELS gpu)
+  target_compile_definitions(test_gpu_accum_moving PRIVATE TOWER_ACCUM_GPU)
 endif()

@@ -147,7 +147,7 @@ static void test_round_trip(void) {
     ParamServer *a = tiny_ps("tiny", 4, 16, 10, OPT_MOMENTUM, 0.9999f, 1);
     train(a, 3);
     a->params[5] = -0.0f; /* bits that a value-compare would miss */
-    CkptRunState run = {0xDEADBEEFCAFEF00Dull, 1234567890123L, 2, 128};
+    CkptRunState run = {0xDEADBEEFCAFEF00Dull, 1234567890123L, 2, 128, 4};
     CHECK(ckpt_save(dir, a, &run, 5, err, sizeof err) == 0, "save: %s", err);
     CHECK(ckpt_latest(dir, path, sizeof path) == 1, "latest not found");
     char want[700];
@@ -188,7 +188,7 @@ static void test_round_trip(void) {
     CHECK(same_floats(c->ema, a->ema, np), "ema not bitwise equal");
     CHECK(c->global_step == 3, "global_step %ld", c->global_step);
     CHECK(got.seed == run.seed && got.examples_consumed == run.examples_consumed && got.n_towers == 2 &&
-          got.batch_size == 128, "run state differs");
+          got.batch_size == 128 && got.accum_steps == 4, "run state differs");
     /* resuming continues bit for bit */
     g_rng = 77; train(a, 2);
     g_rng = 77; train(c, 2);
@@ -476,7 +476,7 @@ static void test_read_real_model(void) {
     for (size_t i = 0; i < spec.n_params; i++) ps->tower_grads[0][i] = (float)(i % 17) * 1e-3f - 8e-3f;
     ps_average_grads(ps);
     ps_apply_gradients(ps);
-    CkptRunState run = {7, 128, 1, 128};
+    CkptRunState run = {7, 128, 1, 128, 1};
     CHECK(ckpt_save(dir, ps, &run, 5, err, sizeof err) == 0, "save mnist: %s", err);
     CHECK(ckpt_latest(dir, path, sizeof path) == 1, "latest");
     CkptContents c;

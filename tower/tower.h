@@ -94,7 +94,8 @@ typedef struct TowerBackend {
      * The shard's gradient is ADDED to the tower's (the model's backward
      * adds, llm.c's convention); accumulate 0 zeroes the tower's gradient
      * first (a step's first micro-batch), 1 adds to what is there (the
-     * later micro-batches of --accum_steps). */
+     * later micro-batches of --accum_steps) and first keeps the previous
+     * micro-batch's batch statistics aside for update_moving. */
     int (*compute)(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes);
     /* The tower's gradient (where compute left it: the host buffer for the
      * CPU, the device's for a GPU) *= scale, before its copy-out.  Called
@@ -143,10 +144,13 @@ typedef struct TowerBackend {
      * variables then cannot train on it).  Batch norm's moving statistics:
      * the non-trainable variables of params_host (n_params, host memory
      * owned by the caller; the trainable entries are neither read nor
-     * written) are updated in place from the statistics the tower's last
-     * training forward saved (model_update_moving: moving = moving *
-     * momentum + batch * (1 - momentum)).  CPU: on the host; CUDA: the
-     * ranges go to the device, model_update_moving_cuda, and back. */
+     * written) are updated in place from the statistics the tower's
+     * training forwards of the last step saved, one update per micro-batch
+     * in order (model_update_moving: moving = moving * momentum + batch_k *
+     * (1 - momentum), k = 1..K; compute keeps each earlier micro-batch's
+     * aside, model_moving_stats_save).  CPU: on the host; CUDA: the ranges
+     * go to the device, model_update_moving_saved_cuda and
+     * model_update_moving_cuda, and back. */
     int (*update_moving)(void *dev, float *params_host, char *err, size_t err_n_bytes);
     /* Optional (the GPU backends).  The non-trainable variables of
      * params_host (n_params, host) -> the same entries of params_dev

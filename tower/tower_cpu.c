@@ -9,7 +9,11 @@
  * in place), so its copy-out is empty.  In the replicated modes its weights are
  * bound to its replica's host buffer instead (bind_params): no copy-in, the
  * update is applied to them in place.  Its OpenMP threads: about C/N of the
- * C cores for N towers, set on the tower's own thread.
+ * C cores for N towers, set on the tower's own thread.  With several
+ * micro-batches per step it keeps each earlier micro-batch's batch-norm
+ * statistics aside (the next forward overwrites the activations' own), so
+ * that update_moving applies every micro-batch's, in order, as Keras's
+ * update on every training forward does.
  */
 #include "tower/tower.h"
 
@@ -33,6 +37,9 @@ typedef struct {
     int n_threads;
     int threads_set;
     double forward_end_sec; /* tower_now_sec() when the last forward ended */
+    size_t stats_n_bytes;   /* one training forward's batch statistics (model_moving_stats_n_bytes); 0: none */
+    unsigned char *stats;   /* (stats_cap, stats_n_bytes): this step's micro-batches before the last, in order */
+    int n_stats, stats_cap;
 } CpuTower;
 
 static HostAlloc cpu_host_alloc(int device) {
@@ -68,6 +75,7 @@ static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, 
     t->weights = t->own_weights;
     t->acts = model_acts_create(spec, max_batch);
     t->logits = malloc((size_t)max_batch * spec->num_classes * sizeof(float));
+    if (t->acts) t->stats_n_bytes = model_moving_stats_n_bytes(t->acts);
     if (!t->weights || !t->acts || !t->logits) {
         snprintf(err, err_n_bytes, "out of memory for the weights and activations of batch %d", max_batch);
         free(t->own_weights);
@@ -84,6 +92,7 @@ static void cpu_tower_free(void *dev) {
     if (!t) return;
     free(t->own_weights);
     free(t->logits);
+    free(t->stats);
     model_acts_free(t->acts);
     free(t);
 }
@@ -129,14 +138,31 @@ static int cpu_copy_shard_in(void *dev, const float *x_host, const int32_t *labe
     return 0;
 }
 
+/* A later micro-batch is about to run: the previous one's batch statistics to the end of t->stats. */
+static int keep_stats(CpuTower *t, char *err, size_t err_n_bytes) {
+    if (t->stats_n_bytes == 0) return 0;
+    if (t->n_stats == t->stats_cap) {
+        const int cap = t->stats_cap ? 2 * t->stats_cap : 4;
+        unsigned char *p = realloc(t->stats, (size_t)cap * t->stats_n_bytes);
+        if (!p) {
+            snprintf(err, err_n_bytes, "out of memory for %d micro-batches' batch statistics", cap);
+            return -1;
+        }
+        t->stats = p;
+        t->stats_cap = cap;
+    }
+    t->n_stats += model_moving_stats_save(t->stats + (size_t)t->n_stats * t->stats_n_bytes, t->acts);
+    return 0;
+}
+
 static int cpu_compute(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
-    (void)err;
-    (void)err_n_bytes;
     CpuTower *t = dev;
     if (!t->threads_set) {
         omp_set_num_threads(t->n_threads);
         t->threads_set = 1;
     }
+    if (!accumulate) t->n_stats = 0;
+    else if (keep_stats(t, err, err_n_bytes) != 0) return -1;
     *loss = model_forward(t->logits, NULL, t->acts, t->x, t->labels, t->weights, t->n);
     *accuracy = (float)model_count_correct(t->logits, t->labels, t->n, t->spec->num_classes) / (float)t->n;
     t->forward_end_sec = tower_now_sec();
@@ -165,11 +191,15 @@ static int cpu_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
     return 0; /* compute already wrote them into the host gradient buffer */
 }
 
-/* The last training forward's batch statistics into params_host's moving statistics. */
+/* Each micro-batch's batch statistics of the step, in order, into params_host's moving statistics: the kept
+ * ones, then the last forward's. */
 static int cpu_update_moving(void *dev, float *params_host, char *err, size_t err_n_bytes) {
     (void)err;
     (void)err_n_bytes;
-    model_update_moving(params_host, ((CpuTower *)dev)->acts);
+    CpuTower *t = dev;
+    for (int k = 0; k < t->n_stats; k++)
+        model_update_moving_saved(params_host, t->acts, t->stats + (size_t)k * t->stats_n_bytes);
+    model_update_moving(params_host, t->acts);
     return 0;
 }
 

@@ -88,6 +88,9 @@ typedef struct {
     int copy_in_started;     /* this step's copy-in has begun (anchor and TC_EV_IN_START recorded) */
     char algorithms[1024];   /* the conv layers' cuDNN algorithms at max_batch (model_acts_cuda_describe_algos) */
     int ran;                 /* TC_RAN_* bits: the phases this step ran, for device_spans */
+    size_t stats_n_bytes;    /* one training forward's batch statistics (model_moving_stats_n_bytes_cuda); 0: none */
+    void *stats_dev;         /* (stats_cap, stats_n_bytes) device: this step's micro-batches before the last, in order */
+    int n_stats, stats_cap;
 } CudaTower;
 
 /* ---- host memory ---------------------------------------------------------------- */
@@ -156,6 +159,7 @@ static void free_on_device(CudaTower *t) {
     if (t->params_dev) cudaFree(t->params_dev);
     if (t->grads_dev) cudaFree(t->grads_dev);
     if (t->moving_dev) cudaFree(t->moving_dev);
+    if (t->stats_dev) cudaFree(t->stats_dev);
     if (t->x_dev) cudaFree(t->x_dev);
     if (t->labels_dev) cudaFree(t->labels_dev);
     if (t->loss_host) cudaFreeHost(t->loss_host);
@@ -215,6 +219,7 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
     /* Idle from here on between steps: the first step's anchor event runs at once. */
     if (!t->acts || CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) goto fail;
     model_acts_cuda_describe_algos(t->acts, t->algorithms, sizeof t->algorithms);
+    t->stats_n_bytes = model_moving_stats_n_bytes_cuda(t->acts);
     cudaSetDevice(prev);
     return t;
 fail:
@@ -310,11 +315,36 @@ static int cuda_copy_shard_in(void *dev, const float *x_host, const int32_t *lab
     return 0;
 }
 
+/* A later micro-batch is about to run: enqueue a copy of the previous one's batch statistics to the end of
+ * stats_dev (growing it: a new block, the old one copied over, waited for and freed). */
+static int keep_stats(CudaTower *t, char *err, size_t err_n_bytes) {
+    if (t->stats_n_bytes == 0) return 0;
+    if (t->n_stats == t->stats_cap) {
+        const int cap = t->stats_cap ? 2 * t->stats_cap : 4;
+        void *p = NULL;
+        if (CUDA_SOFT(cudaMalloc(&p, (size_t)cap * t->stats_n_bytes), err, err_n_bytes)) return -1;
+        if (t->n_stats > 0 &&
+            (CUDA_SOFT(cudaMemcpyAsync(p, t->stats_dev, (size_t)t->n_stats * t->stats_n_bytes,
+                                       cudaMemcpyDeviceToDevice, t->stream), err, err_n_bytes) ||
+             CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))) {
+            cudaFree(p);
+            return -1;
+        }
+        if (t->stats_dev) cudaFree(t->stats_dev);
+        t->stats_dev = p;
+        t->stats_cap = cap;
+    }
+    t->n_stats += model_moving_stats_save_cuda((unsigned char *)t->stats_dev + (size_t)t->n_stats * t->stats_n_bytes,
+                                               t->acts);
+    return 0;
+}
+
 static int cuda_compute(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
-    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
-        CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_START], t->stream), err, err_n_bytes))
-        return -1;
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
+    if (!accumulate) t->n_stats = 0;
+    else if (keep_stats(t, err, err_n_bytes) != 0) return -1;
+    if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_START], t->stream), err, err_n_bytes)) return -1;
     model_forward_cuda_async(t->loss_host, t->logits_host, t->acts, t->x_dev, t->labels_dev, t->params_dev, t->n);
     /* model_backward_cuda ADDS (llm.c's convention): zeroed once per step, at its first micro-batch. */
     if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_END], t->stream), err, err_n_bytes) ||
@@ -450,8 +480,9 @@ static int copy_moving(CudaTower *t, float *dst, const float *src, enum cudaMemc
     return 0;
 }
 
-/* The moving statistics of params_host through the device: up, the update
- * from the last training forward's saved statistics, down; then waits. */
+/* The moving statistics of params_host through the device: up, the updates
+ * from each micro-batch's saved statistics in order (the kept ones, then
+ * the last forward's), down; then waits. */
 static int cuda_update_moving(void *dev, float *params_host, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
@@ -459,6 +490,9 @@ static int cuda_update_moving(void *dev, float *params_host, char *err, size_t e
         CUDA_SOFT(cudaMalloc((void **)&t->moving_dev, t->spec->n_params * sizeof(float)), err, err_n_bytes))
         return -1;
     if (copy_moving(t, t->moving_dev, params_host, cudaMemcpyHostToDevice, err, err_n_bytes)) return -1;
+    for (int k = 0; k < t->n_stats; k++)
+        model_update_moving_saved_cuda(t->moving_dev, t->acts,
+                                       (const unsigned char *)t->stats_dev + (size_t)k * t->stats_n_bytes);
     model_update_moving_cuda(t->moving_dev, t->acts);
     if (copy_moving(t, params_host, t->moving_dev, cudaMemcpyDeviceToHost, err, err_n_bytes)) return -1;
     return CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes);

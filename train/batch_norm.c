@@ -6,7 +6,9 @@
  * MirroredStrategy's plain BatchNormalization).  After the step's update,
  * tower t's statistics are applied to a copy of the current moving
  * statistics (its UPDATE_OPS on its own copy: moving * momentum + batch_t *
- * (1 - momentum), model_update_moving through the tower's backend), the
+ * (1 - momentum), model_update_moving through the tower's backend; with
+ * --accum_steps K, K such updates in micro-batch order, as Keras runs the
+ * update on every training forward), the
  * copies of every tower of every rank are summed in the job's tower order
  * (rank-major, as the gradients) and divided by their count, and the mean is
  * written to every destination (the master variables, or every replica).
@@ -20,7 +22,9 @@
  * --batch_norm sync (SyncBatchNormalization): the towers' batch norms sum
  * their statistics across the towers in every layer (model.h's ModelSync,
  * tower/tower.c's collective), so every tower saved the same global-batch
- * statistics: tower 0's are applied once, and the result is written to every
+ * statistics (each micro-batch's: the sums run in every micro-batch's
+ * forward): tower 0's are applied once (K times in order with
+ * --accum_steps K), and the result is written to every
  * destination as above.  Across MPI ranks the sums of every layer go on
  * through the ranks in rank order (base/ranks.h's ranks_sum_ordered), so every
  * rank's tower 0 saved the same statistics and each rank applies its own,

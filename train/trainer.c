@@ -625,12 +625,18 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "--resume: %s", e);
         return -1;
     }
-    if (run.n_towers != tr->n_ranks * tr->n_towers || run.batch_size != o->batch_size || run.seed != (uint64_t)o->seed) {
+    /* Another tower count, batch, accumulation or seed: a note, and the run goes on.  examples_consumed counts
+     * examples, not steps (a step of K micro-batches counts K x B per tower), so the epoch and the position in
+     * it carry over; with the same global batch the next step reads the first example the saved run had not
+     * (another global batch sizes the shuffle buffer otherwise: docs/ps.md, "Checkpoints"). */
+    if (run.n_towers != tr->n_ranks * tr->n_towers || run.batch_size != o->batch_size ||
+        run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) {
         char ts[64];
         trainer_timestamp(ts, sizeof ts);
-        fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, seed %llu; continuing with %d, %d, %ld (the run will not be bitwise a straight one)\n",
-                ts, path, run.n_towers, run.batch_size, (unsigned long long)run.seed, tr->n_ranks * tr->n_towers,
-                o->batch_size, o->seed);
+        fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, accum_steps %d, seed %llu; continuing "
+                "with %d, %d, %d, %ld (the run will not be bitwise a straight one)\n",
+                ts, path, run.n_towers, run.batch_size, run.accum_steps, (unsigned long long)run.seed,
+                tr->n_ranks * tr->n_towers, o->batch_size, tr->accum_steps, o->seed);
     }
     tr->examples_consumed = run.examples_consumed;
     char ts[64];
@@ -1027,6 +1033,7 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
         .examples_consumed = tr->examples_consumed,
         .n_towers = tr->n_ranks * tr->n_towers,
         .batch_size = tr->opt.batch_size,
+        .accum_steps = tr->accum_steps,
     };
     /* Across ranks, a mode whose state is spread over them may write it where it lies (ps_mpi: each owner its shard). */
     if (m->write_checkpoint && tr->n_ranks > 1) return m->write_checkpoint(tr, &run, err, err_n_bytes);
