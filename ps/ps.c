@@ -47,7 +47,8 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
     const size_t n_state = (size_t)ps->n_slots + (size_t)has_ema; /* the slots and ema */
-    const size_t n_slices = 2 + (cfg->keep ? 0 : n_state) + (size_t)n_towers; /* params, grads, ... */
+    const size_t n_grads = n_towers > 0 ? 1 : 0; /* a server of no towers averages nothing of its own */
+    const size_t n_slices = 1 + n_grads + (cfg->keep ? 0 : n_state) + (size_t)n_towers; /* params, grads, ... */
     ps->block_n_bytes = n_slices * slice_n_floats * sizeof(float);
     ps->block = alloc.alloc(ps->block_n_bytes, alloc.ctx);
     if (cfg->keep && ps->block && n_state > 0) ps->state_block = calloc(n_state * slice_n_floats, sizeof(float));
@@ -61,7 +62,7 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
 
     float *next = ps->block;
     ps->params = next; next += slice_n_floats;
-    ps->grads = next; next += slice_n_floats;
+    if (n_grads) { ps->grads = next; next += slice_n_floats; }
     float *state = cfg->keep ? (float *)ps->state_block : next;
     for (int k = 0; k < ps->n_slots; k++) { ps->slots[k] = state; state += slice_n_floats; }
     if (has_ema) { ps->ema = state; state += slice_n_floats; }

@@ -73,7 +73,7 @@ typedef struct {
     float *slots[OPT_MAX_SLOTS]; /* [n_slots] -> (n_params) each, from alloc; NULL beyond n_slots */
     float scalars[OPT_MAX_SCALARS]; /* the optimizer's non-slot state (Adam's beta1_power, beta2_power) */
     float *ema;              /* (n_params) moving averages (NULL when disabled), from alloc */
-    float *grads;            /* (n_params) the averaged gradient, from alloc */
+    float *grads;            /* (n_params) the averaged gradient, from alloc (NULL with n_towers 0) */
     float **tower_grads;     /* [n_towers] -> (n_params) each tower's delivered gradient, from alloc (none: n_towers 0) */
     long global_step;        /* synchronous steps applied */
     float last_lr;           /* the learning rate of the last ps_apply_gradients; 0 before */
@@ -95,7 +95,8 @@ typedef struct {
  * initialised with model_init_params(seed), ema = params, every optimizer
  * slot to its table value (0; RMSProp's mean squares 1), the scalars by the
  * table's init_scalars (with cfg->keep: the kept variables' ema and slots
- * only), grads and tower_grads = 0, global_step = 0.  The server keeps
+ * only), grads and tower_grads = 0 (with n_towers 0 neither exists: grads
+ * is NULL), global_step = 0.  The server keeps
  * `alloc` and frees its block with it.  Returns NULL (and prints nothing) for
  * n_towers < 0, an empty spec, an unknown optimizer kind, or when the
  * allocation fails. */

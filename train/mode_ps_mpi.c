@@ -85,7 +85,8 @@ typedef struct {
     float *packed;         /* (M) a block in owner order: the push's send, the pull's receive */
     float *recv;           /* (W, own) the W workers' slices of this rank's shard */
     float *mean;           /* (own) the shard's mean gradient */
-    float *gather;         /* (M) rank 0: a gathered slot or moving average, packed; NULL elsewhere */
+    float *gather;         /* (M) rank 0 with --checkpoint_writers rank0 across ranks: a gathered slot or moving
+                              average, packed; NULL elsewhere */
     float *stats;          /* (R, 1 + 3T) train_ranks_agree's buffer, T a worker's towers */
 } PsMpiState;
 
@@ -194,8 +195,9 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->recv = malloc(((size_t)W * own + 1) * sizeof(float));
     st->mean = malloc(((size_t)own + 1) * sizeof(float));
     st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
-    if (tr->rank == 0) st->gather = malloc(M * sizeof(float));
-    if (!st->packed || !st->recv || !st->mean || !st->stats || (tr->rank == 0 && !st->gather)) goto oom;
+    const int gathers = tr->rank == 0 && R > 1 && !strcmp(writers, "rank0");
+    if (gathers) st->gather = malloc(M * sizeof(float));
+    if (!st->packed || !st->recv || !st->mean || !st->stats || (gathers && !st->gather)) goto oom;
     /* After a --resume, each owner's slots and moving averages from rank 0's (which alone loaded, all of them),
      * through the packed block: a rank keeps only its shard's (ps_create's keep, mode_server_keeps).  Fresh, every
      * rank made its own alike (the same seed's variables, the optimizer's initial slots). */
@@ -317,11 +319,13 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
 }
 
 /* Every rank, at the same point: each owner's slots and moving averages to
- * rank 0's host block (the variables are on every rank already). */
+ * rank 0's host block (the variables are on every rank already).  One
+ * process: rank 0 owns them all already. */
 static void mode_save(const Trainer *tr) {
     const ParamServer *ps = tr->ps;
     PsMpiState *st = tr->mode_state;
     const int R = tr->n_ranks;
+    if (R == 1) return;
     for (int s = 0; s <= ps->n_slots; s++) {
         float *x = s < ps->n_slots ? ps->slots[s] : ps->ema;
         if (!x) continue;
@@ -372,7 +376,8 @@ static int mode_write_checkpoint(Trainer *tr, const CkptRunState *run, char *err
 }
 
 /* mode_open's buffers, from the placement (a pure function of the table): the packed block (M), the workers'
- * slices of this rank's shard (W x own), its mean (own), rank 0's save gather (M), the step codes, the tables. */
+ * slices of this rank's shard (W x own), its mean (own), rank 0's save gather (M, --checkpoint_writers rank0
+ * across ranks), the step codes, the tables. */
 static size_t mode_host_n_bytes(const Trainer *tr) {
     const int R = tr->n_ranks, n_vars = tr->spec.n_vars, W = tr->n_workers;
     const size_t M = tr->spec.n_params;
@@ -393,7 +398,8 @@ static size_t mode_host_n_bytes(const Trainer *tr) {
     free(var_n_bytes);
     free(shard);
     const size_t tables = (size_t)n_vars * 2 * sizeof(int) + (size_t)R * (5 * sizeof(int) + sizeof(size_t) + sizeof(int));
-    return (M + ((size_t)W * own + 1) + (own + 1) + (tr->rank == 0 ? M : 0) + (size_t)R * (1 + 3 * tr->worker_towers)) *
+    const int gathers = tr->rank == 0 && R > 1 && tr->opt.checkpoint_writers && !strcmp(tr->opt.checkpoint_writers, "rank0");
+    return (M + ((size_t)W * own + 1) + (own + 1) + (gathers ? M : 0) + (size_t)R * (1 + 3 * tr->worker_towers)) *
                sizeof(float) + tables + sizeof(PsMpiState);
 }
 

@@ -582,8 +582,8 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
     /* Every worker rank reads the job's whole stream, split into n_workers x
      * n_towers shards, and its towers take shards worker x n_towers ...
      * (rank_shards); with --input_split files or records each reads its own
-     * part of the data and makes its own towers' shards of it. */
-    /* The workers only (--ps_dedicated: ranks n_servers .. R - 1, worker w = rank - n_servers). */
+     * part of the data and makes its own towers' shards of it (worker: the
+     * rank less the --ps_dedicated server ranks, which read nothing). */
     const int own_part = tr->input_split != PIPELINE_SPLIT_NONE;
     pcfg.n_shards = own_part ? tr->n_towers : tr->n_workers * tr->n_towers;
     for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = step_shard_n(tr, (own_part ? tr->worker * tr->n_towers : 0) + t);
