@@ -125,11 +125,15 @@ static int plan_servers(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainModeI *m = train_mode(tr->mode);
     tr->n_servers = 0;
     if (tr->opt.ps_dedicated) {
+        if (tr->n_ranks < 2) {
+            snprintf(err, err_n_bytes, "--ps_dedicated: server-only ranks need mpirun -np R with R > 1 (servers and "
+                     "workers); this run is one process");
+            return -1;
+        }
         if (!m->dedicated_servers) {
             snprintf(err, err_n_bytes, "--ps_dedicated: server-only ranks are supported by synchronous --variable_update "
-                     "parameter_server across the ranks of mpirun -np R (ps_mpi); this run is %s (%s%s) on %d rank(s)",
-                     m->name, m->flags, tr->opt.sync_replicas ? "" : " --sync_replicas false: not supported there",
-                     tr->n_ranks);
+                     "parameter_server across the ranks of mpirun -np R (ps_mpi); this run is %s (%s) on %d rank(s)%s",
+                     m->name, m->flags, tr->n_ranks, tr->opt.sync_replicas ? "" : ": not supported with asynchronous updates");
             return -1;
         }
         if (tr->opt.ps_ranks < 1 || tr->opt.ps_ranks >= tr->n_ranks) {
