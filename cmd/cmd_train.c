@@ -123,7 +123,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
         {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},
         {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory), gpu (tower 0's GPU; needs GPU towers) or mpi (in shards on the ranks of mpirun -np R, docs/hosts.md; cpu becomes mpi under mpirun with several ranks)"},
-        {"ps_ranks", FLAG_INT, &o->ps_ranks, "parameter_server across ranks: the first ps_ranks ranks hold the variables' shards, each also a worker (0: every rank)"},
+        {"ps_ranks", FLAG_INT, &o->ps_ranks, "parameter_server across ranks: the first ps_ranks ranks hold the variables' shards, each also a worker (0: every rank), or only a server with --ps_dedicated"},
+        {"ps_dedicated", FLAG_BOOL, &o->ps_dedicated, "parameter_server across ranks, synchronous: the first --ps_ranks N ranks are parameter servers only (TensorFlow's ps tasks: no towers, no input), the other R - N ranks the workers; the global batch is (R - N) x towers x batch_size; docs/hosts.md"},
         {"ps_placement", FLAG_STRING, &o->ps_placement, "parameter_server across ranks: how variables go to shards, greedy (by bytes, to the least loaded so far: TensorFlow's GreedyLoadBalancingStrategy) or round_robin"},
         {"input_split", FLAG_STRING, &o->input_split, "across ranks (mpirun -np R): none (every rank reads the whole stream and takes its shards of each global batch: the job equals one process), files (rank r reads files r, r+R, ...) or records (rank r reads the records r, r+R, ... of each epoch's order), so each rank reads 1/R of the data; TFRecord data only; docs/hosts.md"},
         {"checkpoint_writers", FLAG_STRING, &o->checkpoint_writers, "parameter_server across ranks: who writes a checkpoint, owners (each parameter-server rank its shard's file, rank 0 the manifest and the index after all of them; every rank needs the same train_dir) or rank0 (rank 0 gathers the shards and writes one file)"},
@@ -380,7 +381,7 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
     double duration = (now - *interval_start) / (double)*interval_steps;
     trainer_timestamp(ts, sizeof ts);
     printf("%s: step %ld, loss = %.2f (%.1f examples/sec; %.3f sec/batch)\n", ts, step, loss,
-           tr->global_batch / duration, duration / tr->n_towers);
+           tr->global_batch / duration, duration / tr->worker_towers);
     fflush(stdout);
     *interval_start = now;
     *interval_steps = 0;
@@ -465,7 +466,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
      * for eval to compare; a resumed run on data with another list is refused. */
     char data_labels[4096], run_labels[4096];
     int n_classes;
-    const char *const *classes = pipeline_classes(tr.pipeline, &n_classes); /* an image folder's */
+    /* An image folder's (a server-only rank, --ps_dedicated, opens no pipeline: none). */
+    const char *const *classes = tr.pipeline ? pipeline_classes(tr.pipeline, &n_classes) : NULL;
     if (rank == 0 && (classes || tr.n_files > 0) &&
         (classes || io_labels_path(data_labels, sizeof data_labels, tr.files[0]) == 0) &&
         snprintf(run_labels, sizeof run_labels, "%s/labels.txt", o.train_dir) < (int)sizeof run_labels) {
@@ -622,8 +624,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         }
     }
     if (exit_code == 0) {
-        PipelineStats st;
-        pipeline_stats(tr.pipeline, &st);
+        PipelineStats st = {0}; /* a server-only rank (--ps_dedicated) reads nothing */
+        if (tr.pipeline) pipeline_stats(tr.pipeline, &st);
         trainer_timestamp(ts, sizeof ts);
         printf("%s: done at step %ld; checkpoint in %s; input pipeline: %.0f examples/sec produced, consumer waited %.1f s",
                ts, tr.ps->global_step, o.train_dir, st.examples_per_sec, st.consumer_wait_sec);

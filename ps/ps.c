@@ -23,11 +23,12 @@ void ps_config_defaults(PsConfig *c) {
     c->lr.decay_steps = 0;
     c->lr.staircase = 1;
     c->ema_decay = 0.9999f;
+    c->keep = NULL;
 }
 
 ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
                        HostAlloc alloc, uint64_t seed) {
-    if (!spec || !cfg || n_towers < 1 || spec->n_params == 0 || !alloc.alloc || !alloc.free)
+    if (!spec || !cfg || n_towers < 0 || spec->n_params == 0 || !alloc.alloc || !alloc.free)
         return NULL;
     const OptimizerI *opt = optimizer_i(cfg->opt.kind);
     if (!opt) return NULL;
@@ -35,33 +36,50 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
     if (!ps) return NULL;
     ps->spec = *spec;
     ps->cfg = *cfg;
+    ps->cfg.keep = NULL;
     ps->alloc = alloc;
     ps->n_towers = n_towers;
-    ps->tower_grads = calloc((size_t)n_towers, sizeof *ps->tower_grads);
+    ps->tower_grads = calloc((size_t)n_towers + 1, sizeof *ps->tower_grads);
     if (!ps->tower_grads) { free(ps); return NULL; }
 
     ps->n_slots = optimizer_slots(&cfg->opt, &ps->slot_info);
     const int has_ema = cfg->ema_decay > 0.0f;
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
-    const size_t n_slices = 2 + (size_t)ps->n_slots + (size_t)has_ema + (size_t)n_towers; /* params, grads, ... */
+    const size_t n_state = (size_t)ps->n_slots + (size_t)has_ema; /* the slots and ema */
+    const size_t n_grads = n_towers > 0 ? 1 : 0; /* a server of no towers averages nothing of its own */
+    const size_t n_slices = 1 + n_grads + (cfg->keep ? 0 : n_state) + (size_t)n_towers; /* params, grads, ... */
     ps->block_n_bytes = n_slices * slice_n_floats * sizeof(float);
     ps->block = alloc.alloc(ps->block_n_bytes, alloc.ctx);
-    if (!ps->block) { free(ps->tower_grads); free(ps); return NULL; }
+    if (cfg->keep && ps->block && n_state > 0) ps->state_block = calloc(n_state * slice_n_floats, sizeof(float));
+    if (!ps->block || (cfg->keep && n_state > 0 && !ps->state_block)) {
+        if (ps->block) alloc.free(ps->block, alloc.ctx);
+        free(ps->tower_grads);
+        free(ps);
+        return NULL;
+    }
     memset(ps->block, 0, ps->block_n_bytes);
 
     float *next = ps->block;
     ps->params = next; next += slice_n_floats;
-    ps->grads = next; next += slice_n_floats;
-    for (int k = 0; k < ps->n_slots; k++) { ps->slots[k] = next; next += slice_n_floats; }
-    if (has_ema) { ps->ema = next; next += slice_n_floats; }
+    if (n_grads) { ps->grads = next; next += slice_n_floats; }
+    float *state = cfg->keep ? (float *)ps->state_block : next;
+    for (int k = 0; k < ps->n_slots; k++) { ps->slots[k] = state; state += slice_n_floats; }
+    if (has_ema) { ps->ema = state; state += slice_n_floats; }
+    if (!cfg->keep) next = state;
     for (int t = 0; t < n_towers; t++) { ps->tower_grads[t] = next; next += slice_n_floats; }
 
     model_init_params(ps->params, &ps->spec, seed);
-    if (ps->ema) memcpy(ps->ema, ps->params, spec->n_params * sizeof(float));
-    for (int k = 0; k < ps->n_slots; k++)
-        if (ps->slot_info[k].init != 0.0f)
-            for (size_t i = 0; i < spec->n_params; i++) ps->slots[k][i] = ps->slot_info[k].init;
+    ps->kept_n_floats = 0;
+    for (int v = 0; v < spec->n_vars; v++) {
+        if (cfg->keep && !cfg->keep[v]) continue;
+        const size_t lo = spec->vars[v].offset, n = spec->vars[v].n_floats;
+        ps->kept_n_floats += n;
+        if (ps->ema) memcpy(ps->ema + lo, ps->params + lo, n * sizeof(float));
+        for (int k = 0; k < ps->n_slots; k++)
+            if (ps->slot_info[k].init != 0.0f)
+                for (size_t i = lo; i < lo + n; i++) ps->slots[k][i] = ps->slot_info[k].init;
+    }
     if (opt->init_scalars) opt->init_scalars(&cfg->opt, ps->scalars);
     return ps;
 }
@@ -69,6 +87,7 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
 void ps_free(ParamServer *ps) {
     if (!ps) return;
     ps->alloc.free(ps->block, ps->alloc.ctx);
+    free(ps->state_block);
     if (ps->replica_block) ps->alloc.free(ps->replica_block, ps->alloc.ctx);
     free(ps->replica_params);
     free(ps->replica_slots);
@@ -144,7 +163,10 @@ size_t ps_host_n_bytes(const ParamServer *ps) {
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;
     const size_t per_replica = 1 + (size_t)ps->n_slots;
-    size_t n_bytes = sizeof *ps + ps->block_n_bytes + (size_t)ps->n_towers * sizeof(float *);
+    size_t n_bytes = sizeof *ps + ps->block_n_bytes + ((size_t)ps->n_towers + 1) * sizeof(float *);
+    if (ps->state_block) /* only the kept variables' pages are touched, each range at most a page more */
+        n_bytes += ((size_t)ps->n_slots + (ps->ema ? 1 : 0)) *
+                   (ps->kept_n_floats * sizeof(float) + (size_t)ps->spec.n_vars * PS_SLICE_ALIGN_BYTES);
     if (ps->n_replicas > 0)
         n_bytes += (size_t)ps->n_replicas * (per_replica * slice_n_floats * sizeof(float) + (1 + OPT_MAX_SLOTS) * sizeof(float *));
     return n_bytes;

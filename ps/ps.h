@@ -14,7 +14,13 @@
  * Memory: params, every optimizer slot, ema, grads and every tower_grads[i] are slices of
  * ONE contiguous block from the backend's HostAlloc (pinned with the CUDA
  * backend, page-aligned otherwise); each slice starts on a 4096-byte
- * boundary.
+ * boundary.  With PsConfig.keep (a server that updates only some of the
+ * variables: ps_mpi's shard owner) the slots and ema are instead slices of
+ * a second block, from calloc (which maps a large block fresh, its pages
+ * zero and not resident until written), at the same offsets, and only the
+ * kept variables' ranges are initialised and written: the others stay
+ * zero, cost no resident memory, and are never read (ckpt_load does write
+ * all of them, on the rank that loads).
  *
  * One step, in this order (formulas: ps/optimizer.h):
  *   1. grads = (tower_grads[0] + tower_grads[1] + ... + tower_grads[n-1]) / n,
@@ -47,6 +53,9 @@ typedef struct {
     OptimizerConfig opt;
     LrSchedule lr;
     float ema_decay; /* MOVING_AVERAGE_DECAY, 0.9999; <= 0 disables the moving average */
+    const unsigned char *keep; /* (spec n_vars) or NULL (every variable): across ranks, the variables whose slots and
+                                  moving averages this server updates (ps_mpi: the shard it owns); ps_create reads it
+                                  and clears it (the server keeps no pointer) */
 } PsConfig;
 
 /* Fill c with momentum 0.9 Nesterov, a constant learning rate of 0.01
@@ -64,12 +73,14 @@ typedef struct {
     float *slots[OPT_MAX_SLOTS]; /* [n_slots] -> (n_params) each, from alloc; NULL beyond n_slots */
     float scalars[OPT_MAX_SCALARS]; /* the optimizer's non-slot state (Adam's beta1_power, beta2_power) */
     float *ema;              /* (n_params) moving averages (NULL when disabled), from alloc */
-    float *grads;            /* (n_params) the averaged gradient, from alloc */
-    float **tower_grads;     /* [n_towers] -> (n_params) each tower's delivered gradient, from alloc */
+    float *grads;            /* (n_params) the averaged gradient, from alloc (NULL with n_towers 0) */
+    float **tower_grads;     /* [n_towers] -> (n_params) each tower's delivered gradient, from alloc (none: n_towers 0) */
     long global_step;        /* synchronous steps applied */
     float last_lr;           /* the learning rate of the last ps_apply_gradients; 0 before */
-    void *block;             /* the one allocation all slices above live in */
+    void *block;             /* the one allocation all slices above live in (with keep: all but slots and ema) */
     size_t block_n_bytes;
+    void *state_block;       /* with PsConfig.keep: the slots' and ema's block (calloc), else NULL */
+    size_t kept_n_floats;    /* with PsConfig.keep: the kept variables' floats (n_params without); for ps_host_n_bytes */
     /* Replicated modes only (ps_create_replicas); 0 / NULL otherwise. */
     int n_replicas;
     float **replica_params;  /* [n_replicas] -> (n_params) tower r's own variables, from alloc */
@@ -78,13 +89,16 @@ typedef struct {
     void *replica_block;     /* the one allocation the replica slices live in */
 } ParamServer;
 
-/* Create a server for `spec` with n_towers >= 1 gradient slots.  params are
+/* Create a server for `spec` with n_towers >= 0 gradient slots (0: a
+ * server-only rank across MPI ranks, which no tower delivers to; then
+ * ps_average_grads must not be called).  params are
  * initialised with model_init_params(seed), ema = params, every optimizer
  * slot to its table value (0; RMSProp's mean squares 1), the scalars by the
- * table's init_scalars,
- * grads and tower_grads = 0, global_step = 0.  The server keeps `alloc` and
- * frees its block with it.  Returns NULL (and prints nothing) for
- * n_towers < 1, an empty spec, an unknown optimizer kind, or when the
+ * table's init_scalars (with cfg->keep: the kept variables' ema and slots
+ * only), grads and tower_grads = 0 (with n_towers 0 neither exists: grads
+ * is NULL), global_step = 0.  The server keeps
+ * `alloc` and frees its block with it.  Returns NULL (and prints nothing) for
+ * n_towers < 0, an empty spec, an unknown optimizer kind, or when the
  * allocation fails. */
 ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
                        HostAlloc alloc, uint64_t seed);
@@ -93,7 +107,8 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
 void ps_free(ParamServer *ps);
 
 /* Host bytes the server holds: its block (params, grads, slots, ema, every
- * tower_grads slice) and, in the replicated modes, the replicas' block,
+ * tower_grads slice; with keep the kept variables' part of the slots and
+ * ema) and, in the replicated modes, the replicas' block,
  * with the pointer tables.  For memory bounds; never fails. */
 size_t ps_host_n_bytes(const ParamServer *ps);
 

@@ -12,6 +12,12 @@ add_executable(test_mpi_ps_helper test_mpi_ps_helper.c)
 target_link_libraries(test_mpi_ps_helper PRIVATE tower_train m)
 add_test(NAME test_mpi_ps COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_ps.sh $<TARGET_FILE:test_mpi_ps_helper>)
 set_tests_properties(test_mpi_ps PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 900)
+# --ps_dedicated (train/mode_ps_mpi.c): the first N ranks only serve; 1 server + 2 workers, 2 + 2 and 1 + 3
+# bitwise one process of the workers' towers, 2 + 2 x 2 towers bitwise co-located 2 x 2, checkpoint + resume
+# across layouts, each rank's memory its own part, the input split by worker, refusals, a killed server rank.
+add_test(NAME test_mpi_ps_dedicated COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_ps_dedicated.sh
+  $<TARGET_FILE:test_mpi_ps_helper> $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
+set_tests_properties(test_mpi_ps_dedicated PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 900)
 # mobilenet_v2's batch norm statistics across ranks: 2 ranks x 1 tower = 1 process x 2 towers, byte for byte.
 add_test(NAME test_mobilenet_mpi
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mobilenet_mpi.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)

@@ -12,14 +12,24 @@
  *       (a host that does not see rank 0's checkpoints; rank 0 then writes
  *       the checkpoint alone, --checkpoint_writers rank0).
  *       TEST_MPI_PS_WRITERS: --checkpoint_writers (owners, the default, or rank0).
+ *       TEST_MPI_PS_SAVE=0: no save after the last step (to measure the
+ *       training's peak memory without the checkpoint's).
+ *       TEST_MPI_PS_DEDICATED=1: --ps_dedicated (ranks 0 .. PS_RANKS - 1 only serve).
  *   test_mpi_ps_helper memory MODE TOWERS
  *       opens the trainer (mnist, synthetic) in MODE and checks on rank 0
  *       that the memory bound counts the mode's own buffers
  *       (TrainerMemory.mode_n_bytes): replicated_mpi across R > 1 ranks at
  *       least its send and gather floats, (T + R x T) x M x 4 bytes; ps_mpi
- *       across ranks at least the packed block and rank 0's save gather,
- *       2 x M x 4 (and at most (3 + R) x M x 4); a one-process mode none
+ *       across ranks at least the packed block, M x 4 (and rank 0's save
+ *       gather with --checkpoint_writers rank0, TEST_MPI_PS_WRITERS, another
+ *       M x 4; at most (3 + R) x M x 4); a one-process mode none
  *       (under 1 MiB).  Exit 0 when so, 1 otherwise.
+ *   test_mpi_ps_helper memory-dedicated OPTIMIZER N_SERVERS
+ *       --ps_dedicated --ps_ranks N_SERVERS (mnist, synthetic, 1 tower a
+ *       worker): a server-only rank has no towers, input or tower
+ *       gradients, and slots and moving averages for its shard only; a
+ *       worker owning no shard keeps none; 2 steps; each rank prints its
+ *       peak resident set.  Exit 0 when so on every rank, 1 otherwise.
  *   test_mpi_ps_helper compare A B TOL
  *       the variables, slots and moving averages of checkpoints A and B:
  *       prints the largest normwise relative difference ||a - b|| / ||a||
@@ -33,6 +43,7 @@
 #include <string.h>
 
 #include "base/ranks.h"
+#include "ps/placement.h"
 #include "modes_common.h"
 
 static double rel_diff(const float *a, const float *b, size_t n) {
@@ -78,6 +89,7 @@ static int memory(const char *mode_name, int n_towers) {
     TrainerOptions o;
     modes_base_options(&o, "mnist", "cpu", n_towers, 4);
     o.train_dir = "/nonexistent-never-written";
+    if (getenv("TEST_MPI_PS_WRITERS")) o.checkpoint_writers = getenv("TEST_MPI_PS_WRITERS");
     TrainerMode mode;
     if (trainer_mode_from_name(mode_name, &mode, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
@@ -99,13 +111,74 @@ static int memory(const char *mode_name, int n_towers) {
         most += want;
     }
     if (!strcmp(trainer_mode_name(tr.mode), "ps_mpi")) { /* + the R workers' slices of its shard and their mean */
-        want = (tr.rank == 0 ? 2 : 1) * M * sizeof(float);
+        want = (tr.rank == 0 && R > 1 && !strcmp(o.checkpoint_writers, "rank0") ? 2 : 1) * M * sizeof(float);
         most += (3 + R) * M * sizeof(float);
     }
     const int ok = m.mode_n_bytes >= want && m.mode_n_bytes <= most;
     if (tr.rank == 0)
         printf("%s, %zu rank(s) x %zu tower(s): the memory bound counts %zu bytes of the mode's buffers (expected at "
                "least %zu): %s\n", trainer_mode_name(tr.mode), R, T, m.mode_n_bytes, want, ok ? "ok" : "FAIL");
+    trainer_close(&tr, NULL, 0);
+    const int failed = ranks_any(!ok);
+    ranks_finalize();
+    return failed ? 1 : 0;
+}
+
+/* --ps_dedicated, mnist on synthetic data, 1 tower a worker: each rank's own
+ * memory.  A server-only rank has no towers, no input, no tower gradient
+ * buffers, and slots and moving averages for its shard only; a worker that
+ * owns no shard keeps none (kept_n_floats 0), and its server's part of the
+ * bound is below the full-size layout's.  Then 2 steps, and each rank's
+ * peak resident set (VmHWM). */
+static int memory_dedicated(const char *optimizer, int n_servers) {
+    char err[1024];
+    TrainerOptions o;
+    modes_base_options(&o, "mnist", "cpu", 1, 4);
+    o.optimizer = optimizer;
+    o.train_dir = "/nonexistent-never-written";
+    trainer_mode_set_flags(TRAINER_PS_MPI, &o);
+    o.ps_ranks = n_servers;
+    o.ps_dedicated = 1;
+    Trainer tr;
+    if (trainer_open(&tr, &o, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %d: trainer_open: %s\n", ranks_rank(), err);
+        ranks_abort(1);
+        return 1;
+    }
+    TrainerMemory m;
+    trainer_max_n_bytes(&tr, &m);
+    const ParamServer *ps = tr.ps;
+    const size_t M = tr.spec.n_params, state = (size_t)ps->n_slots + (ps->ema ? 1 : 0);
+    /* This rank's shard by the rule (ps/placement.h, greedy over the n_servers ranks). */
+    size_t owned = 0, var_n_bytes[MODEL_MAX_VARS], task_n_bytes[64];
+    int owner[MODEL_MAX_VARS];
+    for (int i = 0; i < tr.spec.n_vars; i++) var_n_bytes[i] = tr.spec.vars[i].n_floats * sizeof(float);
+    ps_place_variables(var_n_bytes, tr.spec.n_vars, n_servers, PS_PLACE_GREEDY, owner, task_n_bytes);
+    for (int i = 0; i < tr.spec.n_vars; i++) owned += owner[i] == tr.rank ? tr.spec.vars[i].n_floats : 0;
+    const int server = tr.rank < n_servers;
+    /* Full size: params, grads, T tower gradients and every slot and moving average, M floats each. */
+    const size_t full = (2 + (size_t)tr.n_towers + state) * M * sizeof(float);
+    int ok = tr.n_workers == tr.n_ranks - n_servers && tr.worker == (server ? -1 : tr.rank - n_servers) &&
+             ps->kept_n_floats == owned && (server ? owned > 0 : owned == 0) && m.variables_n_bytes < full;
+    if (server) ok &= tr.n_towers == 0 && ps->n_towers == 0 && !tr.towers && m.towers_n_bytes == 0 && m.input_n_bytes == 0;
+    else ok &= tr.n_towers == 1 && ps->n_towers == 1 && m.towers_n_bytes > 0;
+    for (int s = 0; ok && s < 2; s++) {
+        float loss;
+        if (trainer_step(&tr, &loss, err, sizeof err) != 1) {
+            fprintf(stderr, "rank %d: step: %s\n", tr.rank, err);
+            ok = 0;
+        }
+    }
+    long hwm_kib = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &hwm_kib) == 1) break;
+    if (f) fclose(f);
+    fprintf(stderr, "%s: rank %d (%s): %zu of %zu floats' slots and moving averages kept, the server's bound %.1f MiB "
+            "(full size %.1f MiB), towers %.1f MiB, input %.1f MiB; peak resident %.1f MiB: %s\n", optimizer, tr.rank,
+            server ? "server only" : "worker", ps->kept_n_floats, M, m.variables_n_bytes / 1048576.0, full / 1048576.0,
+            m.towers_n_bytes / 1048576.0, m.input_n_bytes / 1048576.0, hwm_kib / 1024.0, ok ? "ok" : "FAIL");
     trainer_close(&tr, NULL, 0);
     const int failed = ranks_any(!ok);
     ranks_finalize();
@@ -121,6 +194,13 @@ int main(int argc, char **argv) {
             return strstr(err, "built without MPI") ? 77 : 1;
         }
         return memory(argv[2], atoi(argv[3]));
+    }
+    if (argc == 4 && !strcmp(argv[1], "memory-dedicated")) {
+        if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return strstr(err, "built without MPI") ? 77 : 1;
+        }
+        return memory_dedicated(argv[2], atoi(argv[3]));
     }
     if (argc < 8 || strcmp(argv[1], "train")) {
         fprintf(stderr, "usage: %s train MODEL OPTIMIZER TOWERS STEPS TRAIN_DIR MODE [PS_RANKS PLACEMENT RESUME] | "
@@ -140,6 +220,8 @@ int main(int argc, char **argv) {
     /* Owners write their shards into their own train_dir: a rank that does not share rank 0's needs rank0 writers. */
     if (getenv("TEST_MPI_PS_OTHER_DIR")) o.checkpoint_writers = "rank0";
     if (getenv("TEST_MPI_PS_WRITERS")) o.checkpoint_writers = getenv("TEST_MPI_PS_WRITERS");
+    /* TEST_MPI_PS_DEDICATED=1: --ps_dedicated (the PS_RANKS first ranks only serve). */
+    o.ps_dedicated = getenv("TEST_MPI_PS_DEDICATED") && !strcmp(getenv("TEST_MPI_PS_DEDICATED"), "1");
     TrainerMode mode;
     if (trainer_mode_from_name(argv[7], &mode, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
@@ -167,13 +249,14 @@ int main(int argc, char **argv) {
             rc = 1;
         }
     }
-    if (rc == 0 && trainer_save(&tr, err, sizeof err) != 0) {
+    const int save = !getenv("TEST_MPI_PS_SAVE") || strcmp(getenv("TEST_MPI_PS_SAVE"), "0") != 0;
+    if (rc == 0 && save && trainer_save(&tr, err, sizeof err) != 0) {
         fprintf(stderr, "rank %d: trainer_save: %s\n", ranks_rank(), err);
         rc = 1;
     }
     if (rc == 0) {
-        printf("%s: mode %s, %d rank(s) x %d tower(s), %ld steps, saved\n", argv[2], trainer_mode_name(tr.mode),
-               tr.n_ranks, tr.n_towers, tr.ps->global_step);
+        printf("%s: mode %s, %d rank(s) x %d tower(s), %ld steps, %s\n", argv[2], trainer_mode_name(tr.mode),
+               tr.n_ranks, tr.n_towers, tr.ps->global_step, save ? "saved" : "not saved");
         trainer_close(&tr, NULL, 0);
     }
     if (rc != 0) ranks_abort(rc);

@@ -86,7 +86,22 @@ static void test_create(void) {
     ps = ps_create(&spec, 1, &sgd, host_alloc_default(), 1);
     CHECK(ps && ps->n_slots == 0 && ps->slots[0] == NULL && ps->ema == NULL, "sgd without ema must have no accum and no ema");
     ps_free(ps);
-    CHECK(ps_create(&spec, 0, &cfg, host_alloc_default(), 1) == NULL, "0 towers must fail");
+    CHECK(ps_create(&spec, -1, &cfg, host_alloc_default(), 1) == NULL, "-1 towers must fail");
+    /* A server-only rank (ps_mpi --ps_dedicated): no tower buffers; keep: only variable 0's slots and moving
+     * averages are initialised, the others stay zero (untouched pages). */
+    unsigned char keep[MODEL_MAX_VARS] = {1};
+    PsConfig kept = cfg;
+    kept.keep = keep;
+    ps = ps_create(&spec, 0, &kept, host_alloc_default(), 1);
+    CHECK(ps && ps->n_towers == 0 && ps->state_block && ps->cfg.keep == NULL &&
+              ps->kept_n_floats == spec.vars[0].n_floats, "0 towers with keep: a server without tower buffers");
+    const ModelVar *v0 = &spec.vars[0], *v1 = &spec.vars[1];
+    CHECK(memcmp(ps->ema + v0->offset, ps->params + v0->offset, v0->n_floats * sizeof(float)) == 0,
+          "keep: the kept variable's moving average starts at its value");
+    int untouched = 1;
+    for (size_t i = 0; i < v1->n_floats; i++) untouched &= ps->ema[v1->offset + i] == 0.0f && ps->slots[0][v1->offset + i] == 0.0f;
+    CHECK(untouched, "keep: a variable not kept has zero (untouched) slots and moving averages");
+    ps_free(ps);
     PsConfig bad = cfg;
     bad.opt.kind = (OptimizerKind)7;
     CHECK(ps_create(&spec, 1, &bad, host_alloc_default(), 1) == NULL, "unknown optimizer must fail");

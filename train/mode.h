@@ -28,6 +28,7 @@ typedef struct TrainModeI {
     int needs_gpu_towers;        /* 1: the variables live on the GPUs (the host block is a copy for checkpoints) */
     int across_ranks;            /* 1: runs across the MPI ranks of a job (base/ranks.h); 0: one process only */
     int save_on_every_rank;      /* 1: save gathers state held across ranks: every rank calls trainer_save at the same point */
+    int dedicated_servers;       /* 1: runs with --ps_dedicated, ranks that only serve (Trainer.n_servers, no towers) */
     const char *server_row;      /* --trace: the name of row 0 (input and the server's work) */
     const char *server_apply;    /* --trace: row 0's span after the towers ("apply", "global_step") */
     const char *reduce_row;      /* --trace: the all-reduce row after the towers' rows, or NULL for none */
@@ -41,6 +42,11 @@ typedef struct TrainModeI {
     /* The --log_device_placement line(s) saying where variables and
      * gradients live and who applies the update (ts: the line's time). */
     void (*describe)(const Trainer *tr, const char *ts);
+    /* Optional.  Before the server exists: keep[i] (spec.n_vars) = 1 when
+     * this rank's server updates variable i, so that only those variables'
+     * slots and moving averages are kept (PsConfig.keep; the rest never
+     * touched).  NULL: every variable's, as one process. */
+    void (*server_keeps)(const Trainer *tr, unsigned char *keep);
     /* Optional.  The mode's own state, once the server (initial or
      * resumed) and the towers exist.  0, or -1 with err (the trainer then
      * calls close). */
@@ -118,12 +124,13 @@ int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, flo
 void train_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, float divisor);
 
 /* The modes across ranks: every rank's step code rc, towers' losses,
- * accuracies and shard sizes (shard_n: T), gathered into stats (R x (1 + 3T)
- * floats, the caller's; MPI_Allgather); returns the job's code (-1 when a
- * tower of any rank failed, err naming the rank; -2 when any loss is not
- * finite; else 1), with *loss and tr->accuracy the job's, in the job's tower
- * order (as train_run_towers for one process of R x T towers).  Every rank
- * calls it once a step. */
+ * accuracies and shard sizes (shard_n: T = tr->worker_towers; a server-only
+ * rank's are unused), gathered into stats (R x (1 + 3T) floats, the
+ * caller's; MPI_Allgather); returns the job's code (-1 when a tower of any
+ * rank failed, err naming the rank; -2 when any loss is not finite; else
+ * 1), with *loss and tr->accuracy the job's, in the job's tower order over
+ * the worker ranks (as train_run_towers for one process of n_workers x T
+ * towers).  Every rank calls it once a step, a server-only rank with rc 1. */
 int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, float *loss, char *err,
                       size_t err_n_bytes);
 

@@ -7,27 +7,33 @@
  * several ranks (ps_cpu's settle).
  *
  * The shards.  Every variable lives whole on one parameter-server rank: the
- * first --ps_ranks N ranks (default every rank: servers co-located with the
- * workers; no rank is a server only), placed at open by
+ * first --ps_ranks N ranks (default every rank), placed at open by
  * --ps_placement greedy (TensorFlow's GreedyLoadBalancingStrategy with
- * byte_size_load_fn) or round_robin (ps/placement.h).  A rank's shard is
- * its variables in table order; the owner alone keeps the shard's
- * optimizer slots and moving averages current.  Every rank keeps a full
- * copy of the variables (what a worker pulls), global_step, the learning
- * rate schedule and the optimizer's scalars (Adam's beta powers), which
- * every rank advances alike.
+ * byte_size_load_fn) or round_robin (ps/placement.h).  By default the
+ * servers are co-located with the workers (every rank computes); with
+ * --ps_dedicated the N ranks only serve (TensorFlow's `ps` tasks: no towers,
+ * no input, Trainer.worker -1) and ranks N .. R-1 are the W = R - N workers
+ * (without it W = R).  A rank's shard is its variables in table order; a
+ * rank holds optimizer slots and moving averages only for its shard
+ * (mode_server_keeps: ps_create's PsConfig.keep, the rest never touched),
+ * and keeps them current.  Every rank keeps a full copy of the variables
+ * (what a worker pulls), global_step, the learning rate schedule and the
+ * optimizer's scalars (Adam's beta powers), which every rank advances alike.
  *
- * One synchronous step, on every rank (R ranks of T towers):
- *   1. its T towers on the variables (copy-in, forward, backward, copy-out);
+ * One synchronous step (R ranks, W of them workers of T towers):
+ *   1. each worker's T towers on the variables (copy-in, forward, backward,
+ *      copy-out); a server-only rank has none;
  *   2. every rank agrees on the step's outcome (train_ranks_agree: a failed
  *      tower or a non-finite loss anywhere stops every rank alike);
  *   3. the worker sums its towers' gradients in tower order (g0 + g1 + ...);
- *   4. push: each shard's slice of that sum to its owner (MPI_Alltoallv);
- *   5. the owner adds the R workers' slices in rank order and divides by
- *      R x T: ((s0 + s1) + s2) + ... / (R T), a fixed order, so a run is
- *      bitwise reproducible and does not depend on --ps_ranks or the
- *      placement; with T = 1 (or R = 1) it is ps_average_grads' sum, so the
- *      job is bitwise one process of R x T towers in ps_cpu;
+ *   4. push: each shard's slice of that sum to its owner (MPI_Alltoallv; a
+ *      server-only rank sends nothing);
+ *   5. the owner adds the W workers' slices in worker order and divides by
+ *      W x T: ((s0 + s1) + s2) + ... / (W T), a fixed order, so a run is
+ *      bitwise reproducible and does not depend on --ps_ranks, the
+ *      placement or whether the servers are dedicated; with T = 1 (or
+ *      W = 1) it is ps_average_grads' sum, so the job is bitwise one
+ *      process of W x T towers in ps_cpu;
  *   6. every rank learns whether any mean is non-finite (MPI_Allreduce; the
  *      step is then not applied, anywhere);
  *   7. the owner applies the optimizer (any of ps/optimizer.h's table) to
@@ -43,16 +49,19 @@
  * writes its shard's file and rank 0, once every rank says its shard is
  * written, the manifest and then the index (ps/checkpoint.h's
  * ckpt_save_shard, ckpt_commit_shards); with rank0 the owners' slots and
- * moving averages are gathered to rank 0 (MPI_Gatherv), which writes the
- * usual atomic checkpoint alone: the file one process of R x T towers
- * writes.  At open, rank 0's server (a --resume, of either form) is
- * broadcast, so the shards are re-cut from the loaded checkpoint whatever
- * R was when it was written.
+ * moving averages are gathered to rank 0 (MPI_Gatherv) into its
+ * full-layout arrays, which it writes as the usual atomic checkpoint alone:
+ * the file one process of W x T towers writes.  At a --resume rank 0 alone
+ * loads (every slot: its arrays become resident in full); its variables
+ * and scalars are broadcast and each owner takes its shard's slots and
+ * moving averages from it, so the shards are re-cut from the loaded
+ * checkpoint whatever the layout was when it was written.
  *
  * Where it sits: one entry of train/modes.c's table (train/mode.h); the
  * transport is base/ranks.c, the placement ps/placement.c.
- * What it does not do: dedicated server-only ranks, GPU buffers; asynchronous
- * updates are mode_ps_async.c (its settle picks it under --sync_replicas false).
+ * What it does not do: GPU buffers; batch norm's moving statistics with
+ * server-only ranks (trainer_open refuses them); asynchronous updates are
+ * mode_ps_async.c (its settle picks it under --sync_replicas false).
  */
 #include <math.h>
 #include <omp.h>
@@ -70,26 +79,35 @@ typedef struct {
     int n_ps;              /* parameter-server ranks: 0 .. n_ps - 1 */
     PsPlacement rule;
     PsShards sh;           /* the shards: owner, packed order, counts, displs (ps/placement.h) */
-    int *recv_counts;      /* (R) the push: own shard size from every worker */
-    int *recv_displs;      /* (R) r x own shard size */
+    int *no_counts;        /* (R) zeros: what a server-only rank pushes */
+    int *recv_counts;      /* (R) the push: own shard size from every worker rank, 0 from a server-only one */
+    int *recv_displs;      /* (R) w x own shard size for worker w (rank n_servers + w) */
     float *packed;         /* (M) a block in owner order: the push's send, the pull's receive */
-    float *recv;           /* (R, own) the workers' slices of this rank's shard */
+    float *recv;           /* (W, own) the W workers' slices of this rank's shard */
     float *mean;           /* (own) the shard's mean gradient */
-    float *gather;         /* (M) rank 0: a gathered slot or moving average, packed; NULL elsewhere */
-    float *stats;          /* (R, 1 + 3T) train_ranks_agree's buffer */
+    float *gather;         /* (M) rank 0 with --checkpoint_writers rank0 across ranks: a gathered slot or moving
+                              average, packed; NULL elsewhere */
+    float *stats;          /* (R, 1 + 3T) train_ranks_agree's buffer, T a worker's towers */
 } PsMpiState;
 
 static void mode_describe(const Trainer *tr, const char *ts) {
     const PsMpiState *st = tr->mode_state;
-    printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
+    const int T = tr->worker_towers;
+    char where[160];
+    if (tr->n_servers > 0)
+        snprintf(where, sizeof where, "ranks 0 .. %d, dedicated: no towers, no input (--ps_dedicated); workers: ranks %d .. %d",
+                 st->n_ps - 1, st->n_ps, tr->n_ranks - 1);
+    else
+        snprintf(where, sizeof where, "%s", st->n_ps == tr->n_ranks ? "every rank, co-located with its worker"
+                                                                  : "the first ranks, co-located with their workers");
+    printf("%s: global batch %d = %d worker rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
            "rank(s) (%s), placed by %s%s; each worker sums its towers' gradients and pushes each shard's slice to its "
-           "owner (MPI_Alltoallv), the owner adds the %d workers' slices in rank order, divides by %d, applies %s to "
-           "its variables, slots and moving averages, and every rank pulls the updated shards (MPI_Allgatherv); "
-           "rank %d of %d%s\n",
-           ts, tr->global_batch, tr->n_ranks, tr->n_towers, trainer_mode_name(tr->mode), st->n_ps,
-           st->n_ps == tr->n_ranks ? "every rank, co-located with its worker" : "the first ranks, co-located with their workers",
+           "owner (MPI_Alltoallv), the owner adds the %d workers' slices in worker order, divides by %d, applies %s to "
+           "its variables, slots and moving averages (kept for its shard only), and every rank pulls the updated "
+           "shards (MPI_Allgatherv); rank %d of %d%s\n",
+           ts, tr->global_batch, tr->n_workers, T, trainer_mode_name(tr->mode), st->n_ps, where,
            ps_placement_name(st->rule), st->rule == PS_PLACE_GREEDY ? " (GreedyLoadBalancingStrategy, byte_size_load_fn)" : "",
-           tr->n_ranks, tr->n_ranks * tr->n_towers, optimizer_name(&tr->ps->cfg.opt), tr->rank, tr->n_ranks,
+           tr->n_workers, tr->n_workers * T, optimizer_name(&tr->ps->cfg.opt), tr->rank, tr->n_ranks,
            tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
     for (int r = 0; r < st->n_ps; r++) {
         char names[1024] = "";
@@ -110,6 +128,7 @@ static void mode_close(Trainer *tr) {
     PsMpiState *st = tr->mode_state;
     if (st) {
         ps_shards_free(&st->sh);
+        free(st->no_counts);
         free(st->recv_counts);
         free(st->recv_displs);
         free(st->packed);
@@ -125,7 +144,7 @@ static void mode_close(Trainer *tr) {
 /* Rank 0's server to every rank, the placement, the buffers. */
 static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
-    const int R = tr->n_ranks, T = tr->n_towers, n_vars = tr->spec.n_vars;
+    const int R = tr->n_ranks, T = tr->worker_towers;
     const size_t M = tr->spec.n_params;
     if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
         snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
@@ -144,7 +163,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "%zu variables: more than MPI's int counts", M);
         return -1;
     }
-    ranks_bcast(ps->block, ps->block_n_bytes);
+    ranks_bcast(ps->params, M * sizeof(float));
     long state[2] = {ps->global_step, tr->examples_consumed};
     ranks_bcast(state, sizeof state);
     ps->global_step = state[0];
@@ -157,24 +176,40 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     if (!st) goto oom;
     st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
     st->rule = rule;
+    st->no_counts = calloc((size_t)R, sizeof *st->no_counts);
     st->recv_counts = calloc((size_t)R, sizeof *st->recv_counts);
     st->recv_displs = calloc((size_t)R, sizeof *st->recv_displs);
-    if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->recv_counts || !st->recv_displs) goto oom;
-    const int own = st->sh.counts[tr->rank];
-    for (int r = 0; r < R; r++) {
+    if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->no_counts || !st->recv_counts ||
+        !st->recv_displs)
+        goto oom;
+    const int own = st->sh.counts[tr->rank], W = tr->n_workers;
+    for (int r = tr->n_servers; r < R; r++) {
         st->recv_counts[r] = own;
-        st->recv_displs[r] = r * own;
+        st->recv_displs[r] = (r - tr->n_servers) * own;
     }
-    if ((size_t)R * own > (size_t)0x7fffffff) {
-        snprintf(err, err_n_bytes, "%d ranks x a shard of %d floats: more than MPI's int displacements", R, own);
+    if ((size_t)W * own > (size_t)0x7fffffff) {
+        snprintf(err, err_n_bytes, "%d workers x a shard of %d floats: more than MPI's int displacements", W, own);
         return -1;
     }
     st->packed = malloc(M * sizeof(float));
-    st->recv = malloc(((size_t)R * own + 1) * sizeof(float));
+    st->recv = malloc(((size_t)W * own + 1) * sizeof(float));
     st->mean = malloc(((size_t)own + 1) * sizeof(float));
     st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
-    if (tr->rank == 0) st->gather = malloc(M * sizeof(float));
-    if (!st->packed || !st->recv || !st->mean || !st->stats || (tr->rank == 0 && !st->gather)) goto oom;
+    const int gathers = tr->rank == 0 && R > 1 && !strcmp(writers, "rank0");
+    if (gathers) st->gather = malloc(M * sizeof(float));
+    if (!st->packed || !st->recv || !st->mean || !st->stats || (gathers && !st->gather)) goto oom;
+    /* After a --resume, each owner's slots and moving averages from rank 0's (which alone loaded, all of them),
+     * through the packed block: a rank keeps only its shard's (ps_create's keep, mode_server_keeps).  Fresh, every
+     * rank made its own alike (the same seed's variables, the optimizer's initial slots). */
+    int resumed = tr->resumed;
+    ranks_bcast(&resumed, sizeof resumed);
+    for (int k = 0; resumed && k <= ps->n_slots; k++) {
+        float *x = k < ps->n_slots ? ps->slots[k] : ps->ema;
+        if (!x) continue;
+        if (tr->rank == 0) ps_shards_pack(&st->sh, &tr->spec, 0, R, x, st->packed);
+        ranks_bcast(st->packed, M * sizeof(float));
+        if (tr->rank != 0) ps_shards_unpack(&st->sh, &tr->spec, tr->rank, tr->rank + 1, st->packed, x);
+    }
     return 0;
 oom:
     snprintf(err, err_n_bytes, "cannot allocate the parameter-server shards' buffers for %d rank(s) of %zu variables "
@@ -183,9 +218,9 @@ oom:
 }
 
 
-/* st->mean = (recv[0] + recv[1] + ... + recv[R-1]) / n per element, in rank
- * order.  1 when a mean is not finite. */
-static int mean_of_workers(PsMpiState *st, int R, size_t own, int n) {
+/* st->mean = (recv[0] + recv[1] + ... + recv[W-1]) / n per element, in
+ * worker order.  1 when a mean is not finite. */
+static int mean_of_workers(PsMpiState *st, int W, size_t own, int n) {
     const float n_f = (float)n;
     const size_t n_blocks = (own + SUM_BLOCK_FLOATS - 1) / SUM_BLOCK_FLOATS;
     int bad = 0;
@@ -193,7 +228,7 @@ static int mean_of_workers(PsMpiState *st, int R, size_t own, int n) {
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t lo = b * SUM_BLOCK_FLOATS, hi = lo + SUM_BLOCK_FLOATS < own ? lo + SUM_BLOCK_FLOATS : own;
         memcpy(st->mean + lo, st->recv + lo, (hi - lo) * sizeof(float));
-        for (int r = 1; r < R; r++) {
+        for (int r = 1; r < W; r++) {
             const float *g = st->recv + (size_t)r * own;
             for (size_t i = lo; i < hi; i++) st->mean[i] += g[i];
         }
@@ -243,23 +278,28 @@ static int apply_shard(Trainer *tr, PsMpiState *st, float lr) {
 static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     PsMpiState *st = tr->mode_state;
-    const int R = tr->n_ranks, T = tr->n_towers;
-    int shard_n[TOWER_MAX_TOWERS];
+    const int R = tr->n_ranks, T = tr->n_towers, W = tr->n_workers; /* T: 0 on a server-only rank */
+    int shard_n[TOWER_MAX_TOWERS] = {0};
     for (int t = 0; t < T; t++) shard_n[t] = batch->shard_n[t];
     const float lr = ps_step_lr(ps);
     TowerStep ts = {.hooks = NULL};
     for (int t = 0; t < T; t++) ts.params[t] = ps->params;
-    int rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
+    int rc = 1;
+    *loss = 0.0f;
+    if (T > 0) rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);
     tr->times.average.start_sec = tower_now_sec();
     rc = train_ranks_agree(tr, st->stats, rc, shard_n, loss, err, err_n_bytes);
     if (rc != 1) return rc;
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
-    train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1.0f); /* no divide */
-    ps_shards_pack(&st->sh, &tr->spec, 0, R, ps->grads, st->packed);
-    ranks_alltoallv(st->packed, st->sh.counts, st->sh.displs, st->recv, st->recv_counts, st->recv_displs);
+    if (T > 0) {
+        train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1.0f); /* no divide */
+        ps_shards_pack(&st->sh, &tr->spec, 0, R, ps->grads, st->packed);
+    }
+    ranks_alltoallv(st->packed, T > 0 ? st->sh.counts : st->no_counts, st->sh.displs, st->recv, st->recv_counts,
+                    st->recv_displs);
     const size_t own = (size_t)st->sh.counts[tr->rank];
-    const int grads_bad = ranks_any(mean_of_workers(st, R, own, R * T));
+    const int grads_bad = ranks_any(mean_of_workers(st, W, own, W * tr->worker_towers));
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     if (grads_bad) {
         omp_set_num_threads(threads_before);
@@ -279,11 +319,13 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
 }
 
 /* Every rank, at the same point: each owner's slots and moving averages to
- * rank 0's host block (the variables are on every rank already). */
+ * rank 0's host block (the variables are on every rank already).  One
+ * process: rank 0 owns them all already. */
 static void mode_save(const Trainer *tr) {
     const ParamServer *ps = tr->ps;
     PsMpiState *st = tr->mode_state;
     const int R = tr->n_ranks;
+    if (R == 1) return;
     for (int s = 0; s <= ps->n_slots; s++) {
         float *x = s < ps->n_slots ? ps->slots[s] : ps->ema;
         if (!x) continue;
@@ -334,9 +376,10 @@ static int mode_write_checkpoint(Trainer *tr, const CkptRunState *run, char *err
 }
 
 /* mode_open's buffers, from the placement (a pure function of the table): the packed block (M), the workers'
- * slices of this rank's shard (R x own), its mean (own), rank 0's save gather (M), the step codes, the tables. */
+ * slices of this rank's shard (W x own), its mean (own), rank 0's save gather (M, --checkpoint_writers rank0
+ * across ranks), the step codes, the tables. */
 static size_t mode_host_n_bytes(const Trainer *tr) {
-    const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
+    const int R = tr->n_ranks, n_vars = tr->spec.n_vars, W = tr->n_workers;
     const size_t M = tr->spec.n_params;
     const int n_ps = tr->opt.ps_ranks > 0 && tr->opt.ps_ranks <= R ? tr->opt.ps_ranks : R;
     PsPlacement rule = PS_PLACE_GREEDY;
@@ -354,9 +397,28 @@ static size_t mode_host_n_bytes(const Trainer *tr) {
     free(owner);
     free(var_n_bytes);
     free(shard);
-    const size_t tables = (size_t)n_vars * 2 * sizeof(int) + (size_t)R * (4 * sizeof(int) + sizeof(size_t) + sizeof(int));
-    return (M + ((size_t)R * own + 1) + (own + 1) + (tr->rank == 0 ? M : 0) + (size_t)R * (1 + 3 * tr->n_towers)) *
+    const size_t tables = (size_t)n_vars * 2 * sizeof(int) + (size_t)R * (5 * sizeof(int) + sizeof(size_t) + sizeof(int));
+    const int gathers = tr->rank == 0 && R > 1 && tr->opt.checkpoint_writers && !strcmp(tr->opt.checkpoint_writers, "rank0");
+    return (M + ((size_t)W * own + 1) + (own + 1) + (gathers ? M : 0) + (size_t)R * (1 + 3 * tr->worker_towers)) *
                sizeof(float) + tables + sizeof(PsMpiState);
+}
+
+/* Before the server exists: this rank keeps the slots and moving averages of
+ * the variables it owns (the placement mode_open makes, from the same
+ * table), none on a rank that is no parameter server. */
+static void mode_server_keeps(const Trainer *tr, unsigned char *keep) {
+    const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
+    const int n_ps = tr->opt.ps_ranks > 0 && tr->opt.ps_ranks <= R ? tr->opt.ps_ranks : R;
+    PsPlacement rule = PS_PLACE_GREEDY;
+    char e[128];
+    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, e, sizeof e) != 0)
+        rule = PS_PLACE_GREEDY; /* mode_open refuses it */
+    int owner[MODEL_MAX_VARS];
+    size_t var_n_bytes[MODEL_MAX_VARS], *shard = calloc((size_t)n_ps, sizeof *shard);
+    for (int i = 0; i < n_vars; i++) var_n_bytes[i] = tr->spec.vars[i].n_floats * sizeof(float);
+    if (shard) ps_place_variables(var_n_bytes, n_vars, n_ps, rule, owner, shard);
+    for (int i = 0; i < n_vars; i++) keep[i] = !shard || owner[i] == tr->rank; /* out of memory: keep all, as before */
+    free(shard);
 }
 
 /* The variables every rank pulled in the last step (no gather). */
@@ -378,11 +440,13 @@ const TrainModeI train_mode_ps_mpi = {
     .aliases = aliases,
     .across_ranks = 1,
     .save_on_every_rank = 1,
+    .dedicated_servers = 1,
     .server_row = "server: input, push to the shards' owners, apply, pull",
     .server_apply = "apply",
     .available = train_mode_always_available,
     .settle = mode_settle,
     .describe = mode_describe,
+    .server_keeps = mode_server_keeps,
     .open = mode_open,
     .step = mode_step,
     .save = mode_save,

@@ -92,10 +92,12 @@ static int allreduce_open(Trainer *tr, char *err, size_t err_n_bytes) { return o
 
 int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, float *loss, char *err,
                       size_t err_n_bytes) {
-    const int R = tr->n_ranks, T = tr->n_towers, W = 1 + 3 * T;
-    float mine[1 + 3 * TOWER_MAX_TOWERS];
+    /* T: a worker's towers; a server-only rank (--ps_dedicated, ranks below n_servers) sends its code and T unused
+     * entries, so that every rank's row has the same width. */
+    const int R = tr->n_ranks, T = tr->worker_towers, W = 1 + 3 * T;
+    float mine[1 + 3 * TOWER_MAX_TOWERS] = {0};
     mine[0] = (float)rc;
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < tr->n_towers; t++) {
         mine[1 + 3 * t] = tr->tower_losses[t];
         mine[2 + 3 * t] = tr->tower_accuracy[t];
         mine[3 + 3 * t] = (float)shard_n[t];
@@ -107,7 +109,7 @@ int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, flo
         const float *s = stats + (size_t)r * W;
         if (s[0] == -1.0f && failed < 0) failed = r;
         if (s[0] == -2.0f) diverged = 1;
-        for (int t = 0; t < T; t++) {
+        for (int t = 0; t < T && r >= tr->n_servers; t++) {
             loss_sum += train_tower_weight(tr, (int)s[3 + 3 * t]) * s[1 + 3 * t]; /* --loss_scaling */
             correct += (double)s[2 + 3 * t] * s[3 + 3 * t];
             n_examples += s[3 + 3 * t];
@@ -117,7 +119,7 @@ int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, flo
         if (rc != -1) snprintf(err, err_n_bytes, "rank %d of %d: a tower failed (its own line says why)", failed, R);
         return -1;
     }
-    *loss = (float)(loss_sum / (R * T));
+    *loss = (float)(loss_sum / (tr->n_workers * T));
     tr->accuracy = n_examples > 0 ? (float)(correct / n_examples) : 0.0f;
     if (diverged && isfinite(*loss)) *loss = NAN;
     return diverged ? -2 : 1;

@@ -71,6 +71,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->all_reduce = "auto";
     o->trace = "";
     o->ps_ranks = 0;
+    o->ps_dedicated = 0;
     o->ps_placement = "greedy";
     o->checkpoint_writers = "owners";
     o->input_split = "none";
@@ -116,6 +117,39 @@ static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
     return 0;
 }
 
+/* --ps_dedicated: ranks 0 .. ps_ranks - 1 only serve, the others are the
+ * workers (tr->n_servers, n_workers, worker); without it every rank is a
+ * worker.  After settle_mode (the mode must run with server-only ranks).
+ * 0, or -1 with err. */
+static int plan_servers(Trainer *tr, char *err, size_t err_n_bytes) {
+    const TrainModeI *m = train_mode(tr->mode);
+    tr->n_servers = 0;
+    if (tr->opt.ps_dedicated) {
+        if (tr->n_ranks < 2) {
+            snprintf(err, err_n_bytes, "--ps_dedicated: server-only ranks need mpirun -np R with R > 1 (servers and "
+                     "workers); this run is one process");
+            return -1;
+        }
+        if (!m->dedicated_servers) {
+            snprintf(err, err_n_bytes, "--ps_dedicated: server-only ranks are supported by synchronous --variable_update "
+                     "parameter_server across the ranks of mpirun -np R (ps_mpi); this run is %s (%s) on %d rank(s)%s",
+                     m->name, m->flags, tr->n_ranks, tr->opt.sync_replicas ? "" : ": not supported with asynchronous updates");
+            return -1;
+        }
+        if (tr->opt.ps_ranks < 1 || tr->opt.ps_ranks >= tr->n_ranks) {
+            snprintf(err, err_n_bytes, "--ps_dedicated --ps_ranks %d: expected 1 to %d (the first N of the %d ranks only "
+                     "serve, the other R - N are the workers: at least one must be left)", tr->opt.ps_ranks,
+                     tr->n_ranks - 1, tr->n_ranks);
+            return -1;
+        }
+        tr->n_servers = tr->opt.ps_ranks;
+    }
+    tr->n_workers = tr->n_ranks - tr->n_servers;
+    tr->worker = tr->rank >= tr->n_servers ? tr->rank - tr->n_servers : -1;
+    tr->worker_towers = tr->n_towers;
+    return 0;
+}
+
 void trainer_timestamp(char *out, size_t out_n_bytes) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
@@ -139,11 +173,11 @@ static const char *const loss_scalings[] = {"tower_mean", "global_batch"};
 
 double train_tower_weight(const Trainer *tr, int shard_n) {
     if (!tr->loss_global_batch) return 1.0;
-    return (double)tr->n_ranks * tr->n_towers * shard_n / tr->global_batch;
+    return (double)tr->n_workers * tr->worker_towers * shard_n / tr->global_batch;
 }
 
-/* The examples tower t takes in a step (of the job's shards, t up to n_ranks x n_towers): its micro-batches. */
-static int step_shard_n(const Trainer *tr, int t) { return tr->accum_steps * tr->shard_sizes[t % tr->n_towers]; }
+/* The examples tower t takes in a step (of the job's shards, t up to n_workers x worker_towers): its micro-batches. */
+static int step_shard_n(const Trainer *tr, int t) { return tr->accum_steps * tr->shard_sizes[t % tr->worker_towers]; }
 
 /* Per-tower micro-batch sizes: equal (batch_size each) or the user's list;
  * --accum_steps of them make a tower's shard, and --loss_scaling says how
@@ -193,15 +227,15 @@ static int plan_shards(Trainer *tr, char *err, size_t err_n_bytes) {
         }
         tr->global_batch += step_shard_n(tr, t);
     }
-    if ((long)tr->global_batch * tr->n_ranks > 1L << 30) {
-        snprintf(err, err_n_bytes, "a step of %ld examples (%d rank(s) x %d micro-batch(es) x %d): at most %d",
-                 (long)tr->global_batch * tr->n_ranks, tr->n_ranks, tr->accum_steps, tr->global_batch / tr->accum_steps,
+    if ((long)tr->global_batch * tr->n_workers > 1L << 30) {
+        snprintf(err, err_n_bytes, "a step of %ld examples (%d worker rank(s) x %d micro-batch(es) x %d): at most %d",
+                 (long)tr->global_batch * tr->n_workers, tr->n_workers, tr->accum_steps, tr->global_batch / tr->accum_steps,
                  1 << 30);
         return -1;
     }
-    tr->global_batch *= tr->n_ranks;
-    if (tr->n_ranks * tr->n_towers > PIPELINE_MAX_SHARDS) {
-        snprintf(err, err_n_bytes, "%d ranks x %d towers: at most %d towers in a job", tr->n_ranks, tr->n_towers,
+    tr->global_batch *= tr->n_workers;
+    if (tr->n_workers * tr->n_towers > PIPELINE_MAX_SHARDS) {
+        snprintf(err, err_n_bytes, "%d worker ranks x %d towers: at most %d towers in a job", tr->n_workers, tr->n_towers,
                  PIPELINE_MAX_SHARDS);
         return -1;
     }
@@ -351,7 +385,9 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     TrainerMemory local;
     if (!m) m = &local;
     memset(m, 0, sizeof *m);
-    if (tr->opt.synthetic) {
+    if (tr->worker < 0) {
+        m->input_n_bytes = 0; /* a server-only rank reads nothing */
+    } else if (tr->opt.synthetic) {
         m->input_n_bytes = synthetic_batch_n_bytes(tr->global_batch, (size_t)tr->spec.H * tr->spec.W * tr->spec.C);
     } else {
         m->input_n_bytes = pipeline_max_n_bytes(&tr->pipeline_cfg, tr->record_n_bytes, &m->pipeline);
@@ -547,21 +583,22 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
     pcfg.out_W = out_W;
     pcfg.num_classes = o->num_classes;
     pcfg.augment = distorts ? AUGMENT_CIFAR_TRAIN : AUGMENT_MNIST;
-    /* Every rank reads the job's whole stream, split into n_ranks x n_towers
-     * shards, and its towers take shards rank x n_towers ... (rank_shards);
-     * with --input_split files or records each rank reads its own part of
-     * the data and makes its own towers' shards of it. */
+    /* Every worker rank reads the job's whole stream, split into n_workers x
+     * n_towers shards, and its towers take shards worker x n_towers ...
+     * (rank_shards); with --input_split files or records each reads its own
+     * part of the data and makes its own towers' shards of it (worker: the
+     * rank less the --ps_dedicated server ranks, which read nothing). */
     const int own_part = tr->input_split != PIPELINE_SPLIT_NONE;
-    pcfg.n_shards = own_part ? tr->n_towers : tr->n_ranks * tr->n_towers;
-    for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = step_shard_n(tr, (own_part ? tr->rank * tr->n_towers : 0) + t);
+    pcfg.n_shards = own_part ? tr->n_towers : tr->n_workers * tr->n_towers;
+    for (int t = 0; t < pcfg.n_shards; t++) pcfg.shard_sizes[t] = step_shard_n(tr, (own_part ? tr->worker * tr->n_towers : 0) + t);
     if (own_part) {
         pcfg.split_by = tr->input_split;
-        pcfg.split_n = tr->n_ranks;
-        pcfg.split_index = tr->rank;
+        pcfg.split_n = tr->n_workers;
+        pcfg.split_index = tr->worker;
     }
     pcfg.shuffle = 1;
     pcfg.min_after_dequeue = o->min_after_dequeue;
-    pcfg.capacity = o->min_after_dequeue + 3L * tr->global_batch / (own_part ? tr->n_ranks : 1);
+    pcfg.capacity = o->min_after_dequeue + 3L * tr->global_batch / (own_part ? tr->n_workers : 1);
     pcfg.num_epochs = o->num_epochs;
     pcfg.seed = (uint64_t)o->seed;
     if (o->input_threads > 0) pcfg.n_workers = o->input_threads;
@@ -585,7 +622,7 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
  * examples the checkpoint's steps consumed).  0, or -1 with err. */
 static int open_pipeline(Trainer *tr, char *err, size_t err_n_bytes) {
     /* The job's examples; with --input_split each rank consumed its share of them. */
-    tr->pipeline_cfg.skip_examples = tr->examples_consumed / (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_ranks : 1);
+    tr->pipeline_cfg.skip_examples = tr->examples_consumed / (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_workers : 1);
     char e[512];
     tr->pipeline = pipeline_open(&tr->pipeline_cfg, e, sizeof e);
     if (!tr->pipeline) {
@@ -595,12 +632,12 @@ static int open_pipeline(Trainer *tr, char *err, size_t err_n_bytes) {
     return 0;
 }
 
-/* With several ranks the batch holds the job's n_ranks x n_towers shards:
- * this rank's towers take shards rank x n_towers + t (moved to t). */
+/* With several worker ranks the batch holds the job's n_workers x n_towers
+ * shards: this worker's towers take shards worker x n_towers + t (moved to t). */
 static void rank_shards(const Trainer *tr, PipelineBatch *b) {
-    for (int t = 0; t < tr->n_towers && tr->rank > 0; t++) {
-        b->shard_offset[t] = b->shard_offset[tr->rank * tr->n_towers + t];
-        b->shard_n[t] = b->shard_n[tr->rank * tr->n_towers + t];
+    for (int t = 0; t < tr->n_towers && tr->worker > 0; t++) {
+        b->shard_offset[t] = b->shard_offset[tr->worker * tr->n_towers + t];
+        b->shard_n[t] = b->shard_n[tr->worker * tr->n_towers + t];
     }
 }
 
@@ -629,16 +666,17 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
      * examples, not steps (a step of K micro-batches counts K x B per tower), so the epoch and the position in
      * it carry over; with the same global batch the next step reads the first example the saved run had not
      * (another global batch sizes the shuffle buffer otherwise: docs/ps.md, "Checkpoints"). */
-    if (run.n_towers != tr->n_ranks * tr->n_towers || run.batch_size != o->batch_size ||
+    if (run.n_towers != tr->n_workers * tr->worker_towers || run.batch_size != o->batch_size ||
         run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) {
         char ts[64];
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, accum_steps %d, seed %llu; continuing "
                 "with %d, %d, %d, %ld (the run will not be bitwise a straight one)\n",
                 ts, path, run.n_towers, run.batch_size, run.accum_steps, (unsigned long long)run.seed,
-                tr->n_ranks * tr->n_towers, o->batch_size, tr->accum_steps, o->seed);
+                tr->n_workers * tr->worker_towers, o->batch_size, tr->accum_steps, o->seed);
     }
     tr->examples_consumed = run.examples_consumed;
+    tr->resumed = 1;
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
     printf("%s: resumed from %s at step %ld\n", ts, path, tr->ps->global_step);
@@ -684,8 +722,13 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         return -1;
     }
     TowerGroupConfig tc;
-    if (plan_towers(tr, &tc, err, err_n_bytes) || settle_mode(tr, err, err_n_bytes) || plan_shards(tr, err, err_n_bytes))
+    if (plan_towers(tr, &tc, err, err_n_bytes) || settle_mode(tr, err, err_n_bytes) ||
+        plan_servers(tr, err, err_n_bytes) || plan_shards(tr, err, err_n_bytes))
         return -1;
+    if (tr->worker < 0) { /* a server-only rank: the workers' plan (shard sizes, global batch), no towers of its own */
+        tr->n_towers = tc.n_towers = 0;
+        tr->server_threads = omp_get_max_threads(); /* no tower shares its cores */
+    }
     tc.max_batch = 0;
     for (int t = 0; t < tr->n_towers; t++)
         if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
@@ -751,6 +794,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         goto fail;
     }
     tr->moving_n_floats = train_moving_n_floats(&tr->spec);
+    if (tr->moving_n_floats > 0 && tr->n_servers > 0) {
+        snprintf(err, err_n_bytes, "--ps_dedicated: --model %s has batch norm, whose moving statistics are averaged over "
+                 "every rank's towers (train/batch_norm.c), and a server-only rank has none: not supported yet", o->model);
+        goto fail;
+    }
     if (tr->moving_n_floats > 0 && !tr->backend->update_moving) {
         snprintf(err, err_n_bytes, "--model %s has batch norm, which %s towers cannot update", o->model,
                  tr->backend->name);
@@ -767,7 +815,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
 
     /* Does the bound fit?  First without the server (a batch too large is refused before anything
      * big is allocated), then with it, before the towers, the pipeline and a --resume load. */
-    if (!o->synthetic) config_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts);
+    if (!o->synthetic && tr->worker >= 0) config_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts);
     if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
 
     /* The parameter server: master variables in host memory from the backend. */
@@ -791,18 +839,26 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     if (o->num_epochs_per_decay > 0)
         pc.lr.decay_steps = (long)((double)tr->examples_per_epoch / tr->global_batch * o->num_epochs_per_decay);
     pc.ema_decay = o->moving_average_decay;
+    unsigned char keep[MODEL_MAX_VARS];
+    const TrainModeI *mk = train_mode(tr->mode);
+    if (mk->server_keeps) {
+        mk->server_keeps(tr, keep);
+        pc.keep = keep;
+    }
     tr->ps = ps_create(&tr->spec, tr->n_towers, &pc, tr->alloc, (uint64_t)o->seed);
     if (!tr->ps) {
         snprintf(err, err_n_bytes, "cannot create the parameter server for %zu variables (out of memory?)", tr->spec.n_params);
         goto fail;
     }
     if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
-    if (o->resume && resume(tr, err, err_n_bytes) != 0) goto fail;
+    /* A mode that keeps per-rank state (server_keeps: ps_mpi) broadcasts rank 0's loaded server at its open:
+     * the other ranks load nothing (their slots stay their shard's). */
+    if (o->resume && !(mk->server_keeps && tr->rank != 0) && resume(tr, err, err_n_bytes) != 0) goto fail;
 
     /* The towers, each delivering into its own host gradient buffer, then
      * the mode's own state (replicas, device variables, communicators). */
-    tr->towers = tower_group_create(&tc, &tr->spec, tr->ps->tower_grads, e, sizeof e);
-    if (!tr->towers) {
+    if (tr->n_towers > 0) tr->towers = tower_group_create(&tc, &tr->spec, tr->ps->tower_grads, e, sizeof e);
+    if (tr->n_towers > 0 && !tr->towers) {
         snprintf(err, err_n_bytes, "%s", e);
         goto fail;
     }
@@ -817,11 +873,13 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     const TrainModeI *m = train_mode(tr->mode);
     if (m->open && m->open(tr, err, err_n_bytes) != 0) goto fail;
 
-    if (o->synthetic) {
+    if (tr->worker < 0) {
+        /* A server-only rank reads nothing: every step hands its mode the empty tr->synthetic. */
+    } else if (o->synthetic) {
         int sizes[PIPELINE_MAX_SHARDS];
-        for (int k = 0; k < tr->n_ranks * tr->n_towers; k++) sizes[k] = step_shard_n(tr, k);
+        for (int k = 0; k < tr->n_workers * tr->n_towers; k++) sizes[k] = step_shard_n(tr, k);
         if (synthetic_batch_create(&tr->synthetic, tr->global_batch, (size_t)tr->spec.H * tr->spec.W * tr->spec.C,
-                                   tr->spec.num_classes, (uint64_t)o->seed, tr->n_ranks * tr->n_towers, sizes,
+                                   tr->spec.num_classes, (uint64_t)o->seed, tr->n_workers * tr->n_towers, sizes,
                                    tr->alloc, err, err_n_bytes) != 0)
             goto fail;
         rank_shards(tr, &tr->synthetic);
@@ -838,17 +896,18 @@ fail:
 
 /* The next global batch: from the pipeline, or the synthetic one. */
 static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_n_bytes) {
-    if (tr->opt.synthetic) {
+    if (tr->opt.synthetic || tr->worker < 0) { /* a server-only rank: the empty batch, never ending by itself */
         *batch = &tr->synthetic;
-        return 1;
+        if (tr->opt.synthetic) return 1;
     }
-    int got = pipeline_next(tr->pipeline, batch, err, err_n_bytes);
-    if (tr->input_split == PIPELINE_SPLIT_NONE) {
+    int got = tr->worker < 0 ? 1 : pipeline_next(tr->pipeline, batch, err, err_n_bytes);
+    if (tr->input_split == PIPELINE_SPLIT_NONE && tr->n_servers == 0) {
         if (got > 0) rank_shards(tr, *batch);
         return got;
     }
-    /* Each rank reads its own part: they agree, so that all step or none does (a rank whose part ended or
-     * failed first ends the job's steps; MPI_Allgather of each rank's answer). */
+    if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
+    /* Each rank reads its own part, or a server-only rank none: they agree, so that all step or none does (a
+     * rank whose part ended or failed first ends the job's steps; MPI_Allgather of each rank's answer). */
     int all[PIPELINE_MAX_SHARDS];
     ranks_allgather(&got, all, sizeof got);
     int ended = -1, failed = -1;
@@ -857,7 +916,7 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
         if (all[r] == 0 && ended < 0) ended = r;
     }
     if (failed < 0 && ended < 0) return got;
-    if (got > 0) pipeline_release(tr->pipeline, *batch);
+    if (got > 0 && tr->worker >= 0) pipeline_release(tr->pipeline, *batch);
     if (failed >= 0) {
         if (got >= 0) snprintf(err, err_n_bytes, "rank %d's input failed (its own line says why)", failed);
         return -1;
@@ -866,7 +925,7 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
 }
 
 static void release_batch(Trainer *tr, PipelineBatch *batch) {
-    if (!tr->opt.synthetic) pipeline_release(tr->pipeline, batch);
+    if (!tr->opt.synthetic && tr->worker >= 0) pipeline_release(tr->pipeline, batch);
 }
 
 int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
@@ -977,7 +1036,10 @@ int trainer_step_batch(Trainer *tr, PipelineBatch *batch, float *loss, char *err
     int n_examples = batch->n;
     int rc = train_mode(tr->mode)->step(tr, batch, loss, err, err_n_bytes);
     tr->times.end_sec = tower_now_sec();
-    if (rc == 1) tr->examples_consumed += (long)n_examples * (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_ranks : 1);
+    /* The job's examples (a server-only rank, which reads none, counts them too: rank 0 saves the count). */
+    if (rc == 1)
+        tr->examples_consumed += tr->worker < 0 ? (long)tr->global_batch
+                                                : (long)n_examples * (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_workers : 1);
     if (tr->trace && rc != -1) trace_step(tr, step);
     return rc;
 }
@@ -1008,10 +1070,11 @@ void trainer_phase_breakdown(const Trainer *tr, TrainerPhaseSec *out) {
         reduce += tower_phase_sec(tt, TOWER_PHASE_REDUCE);
         apply += tower_phase_sec(tt, TOWER_PHASE_APPLY);
     }
-    out->copy = copy / tr->n_towers;
-    out->compute = compute / tr->n_towers;
-    out->reduce = reduce / tr->n_towers + (st->average.end_sec - st->average.start_sec);
-    out->apply = apply / tr->n_towers + (st->apply.end_sec - st->apply.start_sec);
+    const int n = tr->n_towers > 0 ? tr->n_towers : 1; /* a server-only rank: no tower phases */
+    out->copy = copy / n;
+    out->compute = compute / n;
+    out->reduce = reduce / n + (st->average.end_sec - st->average.start_sec);
+    out->apply = apply / n + (st->apply.end_sec - st->apply.start_sec);
     out->other = out->step - out->input - out->copy - out->compute - out->reduce - out->apply;
 }
 
@@ -1031,7 +1094,7 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
     CkptRunState run = {
         .seed = (uint64_t)tr->opt.seed,
         .examples_consumed = tr->examples_consumed,
-        .n_towers = tr->n_ranks * tr->n_towers,
+        .n_towers = tr->n_workers * tr->worker_towers,
         .batch_size = tr->opt.batch_size,
         .accum_steps = tr->accum_steps,
     };

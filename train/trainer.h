@@ -122,6 +122,8 @@ typedef struct {
     const char *trace;              /* "": none; else a Chrome trace-event JSON file (train/trace.h) */
     int synthetic;                  /* 1: no files; one seeded random global batch in memory, every step */
     int ps_ranks;                   /* parameter_server across ranks: the first ps_ranks ranks hold the shards; 0: every rank */
+    int ps_dedicated;               /* parameter_server across ranks: 1, those ps_ranks ranks only serve (TensorFlow's ps
+                                       tasks: no towers, no input) and the other ranks are the workers; 0: each is also a worker */
     const char *ps_placement;       /* parameter_server across ranks: "greedy" (by bytes, least loaded) | "round_robin" */
     const char *checkpoint_writers; /* parameter_server across ranks: "owners" (each shard's owner writes it) | "rank0" */
     const char *input_split;        /* across ranks: "none" (every rank reads the whole stream) | "files" | "records" */
@@ -230,14 +232,19 @@ typedef struct {
     char **files;                    /* the TFRecord files (none for an image folder) */
     int n_files;
     int image_folder;                /* 1: --data is an image folder, decoded in the pipeline */
-    int n_towers;                    /* this process's towers (with MPI: this rank's) */
+    int n_towers;                    /* this process's towers (with MPI: this rank's; 0 on a server-only rank) */
     int rank, n_ranks;               /* this process in the job (base/ranks.h): 0 of 1 without mpirun */
+    int n_servers;                   /* --ps_dedicated: ranks 0 .. n_servers - 1 only serve (no towers, no input); else 0 */
+    int n_workers;                   /* the ranks with towers, n_servers .. n_ranks - 1 (n_ranks - n_servers) */
+    int worker;                      /* this rank's index among them (rank - n_servers), or -1 on a server-only rank */
+    int worker_towers;               /* the towers of each worker rank (n_towers there; n_towers is 0 on a server-only rank) */
     int shard_sizes[TOWER_MAX_TOWERS]; /* examples of one micro-batch of tower t (its shard: accum_steps x it) */
     int accum_steps;                 /* micro-batches per tower per step (opt.accum_steps) */
     int loss_global_batch;           /* 1: --loss_scaling global_batch (train_tower_weight); 0: tower_mean */
-    int global_batch;                /* the job's examples per step: n_ranks x accum_steps x the sum of shard_sizes */
+    int global_batch;                /* the job's examples per step: n_workers x accum_steps x the sum of shard_sizes */
     long examples_per_epoch;
     long examples_consumed;          /* by the steps taken so far (for resume) */
+    int resumed;                     /* 1: trainer_open loaded a checkpoint (--resume found one) */
     float tower_losses[TOWER_MAX_TOWERS];     /* each tower's mean loss in the last step */
     float tower_accuracy[TOWER_MAX_TOWERS];   /* each tower's batch accuracy in the last step */
     float accuracy;                           /* the global batch's accuracy in the last step */

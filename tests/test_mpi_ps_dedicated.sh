@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# test_mpi_ps_dedicated.sh HELPER TOWER — --ps_dedicated (train/mode_ps_mpi.c): the first --ps_ranks N ranks
+# of mpirun -np R are parameter servers only (no towers, no input), the other R - N the workers, over loopback.
+# Through tests/test_mpi_ps_helper on synthetic data, 3 steps of batch 4 a tower:
+#   - 1 server + 2 workers x 1 tower (3 ranks), 2 servers + 2 workers x 1 (4 ranks) and 1 server + 3 workers x 1
+#     save a checkpoint (variables, slots, moving averages, global_step) bit for bit equal to one process of
+#     W towers in ps_cpu (the owner adds the W workers' gradients in worker order: ps_average_grads' order),
+#     mnist and cifar10, momentum and adam;
+#   - 2 servers + 2 workers x 2 towers (4 ranks; each worker sums its 2 towers first) bit for bit equal to the
+#     co-located 2 ranks x 2 towers (the same order), and within 1e-5 of one process of 4 towers;
+#   - the comparison can fail: 1 server + 2 workers against one process of 3 towers differ beyond 1e-5;
+#   - checkpoint + --resume (2 steps, then to 4) bitwise the straight run of 2 towers: dedicated to dedicated,
+#     dedicated (2 shard files) to co-located 2 ranks, co-located to dedicated, dedicated to one process, and
+#     from rank 0's single file (--checkpoint_writers rank0);
+#   - each rank's own memory (helper memory-dedicated, adam): a server-only rank has no towers, no input and no
+#     tower gradients, and every rank keeps slots and moving averages for its own shard only;
+# through `tower train` on 1000 mnist-shaped records in 3 TFRecord files, 6 steps of batch 8:
+#   - 1 server + 2 workers bitwise the co-located 2 ranks with --input_split none, files and records (the
+#     workers read what ranks 0 and 1 read: the split goes by the worker index, not the rank), and rank 0 (the
+#     server) logs the same losses; the log names the server-only rank and the global batch of the workers;
+#   - refused, one line each: --ps_ranks N >= R (no worker left), --ps_dedicated without --ps_ranks, in one
+#     process, with --variable_update replicated, with --sync_replicas false, on a network with batch norm;
+#   - kill -9 of the server-only rank 0 ends the job, non-zero, within 10 s.
+# Skips (77) without mpirun or without MPI in the build.
+set -euo pipefail
+helper=$1 tower=$2 fault=$3
+command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+mpi=(timeout 300 mpirun --oversubscribe --bind-to none)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+same() { "$helper" compare "$1" "$2" 0 >/dev/null; } # every variable, slot, moving average and the step, bit for bit
+probe=$("${mpi[@]}" -np 2 "$helper" train mnist sgd 1 0 "$work" ps_mpi 2>&1) && rc=0 || rc=$?
+[ "$rc" != 77 ] || { echo "skipped: this build has no MPI"; exit 77; }
+[ "$rc" = 0 ] || { echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5; exit 77; }
+t0=$(date +%s)
+run() { # run R T MODEL OPT STEPS DIR N_SERVERS [RESUME]: R = 0: one process in ps_cpu; N_SERVERS 0: co-located
+  local r=$1 t=$2 model=$3 opt=$4 steps=$5 dir=$6 n=$7 resume=${8:-0} ded=0
+  [ "$n" = 0 ] || ded=1
+  mkdir -p "$dir"
+  if [ "$r" = 0 ]; then "$helper" train "$model" "$opt" "$t" "$steps" "$dir" ps_cpu 0 greedy "$resume"
+  else TEST_MPI_PS_DEDICATED=$ded "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np "$r" "$helper" train "$model" "$opt" "$t" \
+    "$steps" "$dir" ps_mpi "$n" greedy "$resume"; fi
+}
+ref() { # ref N MODEL OPT STEPS: one process of N towers in ps_cpu
+  local dir="$work/ref-$1-$2-$3-$4"
+  [ -f "$dir/model.ckpt-$4" ] || run 0 "$1" "$2" "$3" "$4" "$dir" 0 >/dev/null 2>&1
+  echo "$dir/model.ckpt-$4"
+}
+
+for model in mnist cifar10; do
+  for opt in momentum adam; do
+    for case in "3 1" "4 2" "4 1"; do # R N_SERVERS, 1 tower a worker
+      set -- $case
+      w=$(( $1 - $2 ))
+      dir="$work/job-$model-$opt-$1-$2"
+      run "$1" 1 "$model" "$opt" 3 "$dir" "$2" >"$work/job.log" 2>&1 || { cat "$work/job.log"; fail "$model $opt: $2 server(s) + $w workers failed"; }
+      grep -q "mode ps_mpi, $1 rank(s) x 0 tower(s), 3 steps" "$work/job.log" ||
+        { cat "$work/job.log"; fail "$model $opt: rank 0 is not a server-only rank"; }
+      same "$(ref "$w" "$model" "$opt" 3)" "$dir/model.ckpt-3" ||
+        fail "$model $opt: $2 server(s) + $w workers x 1 tower differ from one process of $w towers in ps_cpu"
+    done
+    dir="$work/job-$model-$opt-2x2"
+    run 4 2 "$model" "$opt" 3 "$dir" 2 >"$work/job.log" 2>&1 || { cat "$work/job.log"; fail "$model $opt: 2 servers + 2 x 2 failed"; }
+    run 2 2 "$model" "$opt" 3 "$work/colo-$model-$opt-2x2" 0 >/dev/null 2>&1 || fail "$model $opt: co-located 2 x 2 failed"
+    same "$work/colo-$model-$opt-2x2/model.ckpt-3" "$dir/model.ckpt-3" ||
+      fail "$model $opt: 2 servers + 2 workers x 2 towers differ from the co-located 2 ranks x 2 towers"
+    d=$("$helper" compare "$(ref 4 "$model" "$opt" 3)" "$dir/model.ckpt-3" 1e-5) ||
+      fail "$model $opt: 2 servers + 2 workers x 2 towers against one process of 4 towers: $d"
+    echo "$model $opt: 1 server + 2 workers, 2 + 2, 1 + 3 (x 1 tower) bitwise one process of 2, 2, 3 towers;" \
+      "2 servers + 2 workers x 2 towers bitwise co-located 2 x 2, within 1e-5 of 4 towers ($d)"
+  done
+done
+if d=$("$helper" compare "$(ref 3 mnist momentum 3)" "$work/job-mnist-momentum-3-1/model.ckpt-3" 1e-5); then
+  fail "3 towers and 1 server + 2 workers agreed to 1e-5 ($d): the comparison cannot fail"
+fi
+echo "the comparison can fail: 1 server + 2 workers against 3 towers: $d"
+
+resume_case() { # resume_case WHAT OPT "R1 T1 N1" "R2 T2 N2": 2 towers in all, 2 steps then to 4
+  local what=$1 opt=$2 dir="$work/resume-$RANDOM"
+  local -a first=($3) second=($4)
+  run "${first[0]}" "${first[1]}" mnist "$opt" 2 "$dir" "${first[2]}" 0 >"$work/resume.log" 2>&1 ||
+    { cat "$work/resume.log"; fail "resume ($what): the first 2 steps failed"; }
+  run "${second[0]}" "${second[1]}" mnist "$opt" 4 "$dir" "${second[2]}" 1 >"$work/resume.log" 2>&1 ||
+    { cat "$work/resume.log"; fail "resume ($what): --resume failed"; }
+  grep -q "resumed from .*model.ckpt-2 at step 2" "$work/resume.log" || { cat "$work/resume.log"; fail "resume ($what): no 'resumed' line"; }
+  same "$(ref 2 mnist "$opt" 4)" "$dir/model.ckpt-4" || fail "resume ($what): 2 steps + --resume to 4 differ from the straight run"
+  echo "checkpoint + resume, $what: bitwise the straight run of 2 towers"
+}
+resume_case "1 server + 2 workers to the same, adam" adam "3 1 1" "3 1 1"
+resume_case "2 servers + 2 workers (2 shard files) to co-located 2 ranks, adam" adam "4 1 2" "2 1 0"
+resume_case "co-located 2 ranks to 2 servers + 2 workers, momentum" momentum "2 1 0" "4 1 2"
+resume_case "1 server + 2 workers to one process of 2 towers, adam" adam "3 1 1" "0 2 0"
+resume_case "one process of 2 towers to 1 server + 2 workers, momentum" momentum "0 2 0" "3 1 1"
+TEST_MPI_PS_WRITERS=rank0 resume_case "2 servers + 2 workers, rank 0 writes one file (--checkpoint_writers rank0), to the same" \
+  adam "4 1 2" "4 1 2"
+
+"${mpi[@]}" -np 4 "$helper" memory-dedicated adam 2 2>&1 | grep -v '^20[0-9][0-9]-' ||
+  fail "--ps_dedicated: a rank's memory holds more than its part"
+
+# `tower train` on TFRecord data: the workers read what the co-located ranks read.
+"$fault" idx "$work/img" "$work/lab" 1000
+"$tower" convert --from idx --images "$work/img" --labels "$work/lab" --out "$work/data" --num_shards 3 >/dev/null
+common=(train --model mnist --data "$work/data-*.tfrecord" --batch_size 8 --max_steps 6 --save_every 3 --log_every 2
+        --no_progress --summary_every 0 --histogram_every 0 --min_after_dequeue 100 --device cpu --num_towers 1)
+for split in none files records; do
+  "${mpi[@]}" -np 2 "$tower" "${common[@]}" --input_split $split --train_dir "$work/colo-$split" >"$work/colo.log" 2>&1 ||
+    { cat "$work/colo.log"; fail "co-located 2 ranks, --input_split $split failed"; }
+  "${mpi[@]}" -np 3 "$tower" "${common[@]}" --input_split $split --ps_dedicated --ps_ranks 1 --log_device_placement \
+    --train_dir "$work/ded-$split" >"$work/train.log" 2>&1 || { cat "$work/train.log"; fail "1 server + 2 workers, --input_split $split failed"; }
+  same "$work/colo-$split/model.ckpt-6" "$work/ded-$split/model.ckpt-6" ||
+    fail "--input_split $split: 1 server + 2 workers differ from the co-located 2 ranks"
+  # rank 0, a server with no towers, logs the job's loss from the workers' (train_ranks_agree): the co-located one.
+  losses() { grep -o 'step [0-9]*, loss = [0-9.]*' "$1"; }
+  [ "$(losses "$work/train.log")" = "$(losses "$work/colo.log")" ] && [ "$(losses "$work/train.log" | wc -l)" = 4 ] ||
+    { losses "$work/colo.log"; losses "$work/train.log"; fail "--input_split $split: rank 0 (a server) logs other losses"; }
+done
+echo "tower train, --input_split none, files and records: 1 server + 2 workers bitwise the co-located 2 ranks"
+
+refused() { # refused WHAT EXPECTED-TEXT COMMAND...: exits non-zero with the line
+  local what=$1 want=$2
+  shift 2
+  if "$@" >"$work/refused.log" 2>&1; then fail "$what was accepted"; fi
+  grep -q -- "$want" "$work/refused.log" || { cat "$work/refused.log"; fail "$what: no line says why"; }
+  echo "$what: refused ($(grep -m1 -o -- "$want.*" "$work/refused.log" | cut -c1-150))"
+}
+bad=("${common[@]}" --max_steps 1 --train_dir "$work/refused")
+refused "--ps_dedicated --ps_ranks 2 of 2 ranks" "--ps_dedicated --ps_ranks 2: expected 1 to 1" \
+  "${mpi[@]}" -np 2 "$tower" "${bad[@]}" --ps_dedicated --ps_ranks 2
+refused "--ps_dedicated without --ps_ranks" "--ps_dedicated --ps_ranks 0: expected 1 to 2" \
+  "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --ps_dedicated
+refused "--ps_dedicated in one process" "--ps_dedicated: server-only ranks need mpirun -np R with R > 1" \
+  "$tower" "${bad[@]}" --ps_dedicated --ps_ranks 1
+refused "--ps_dedicated under mpirun -np 1" "--ps_dedicated: server-only ranks need mpirun -np R with R > 1" \
+  "${mpi[@]}" -np 1 "$tower" "${bad[@]}" --local_parameter_device mpi --ps_dedicated --ps_ranks 1
+refused "--ps_dedicated with --variable_update replicated" "this run is replicated_mpi" \
+  "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --variable_update replicated --ps_dedicated --ps_ranks 1
+refused "--ps_dedicated with --sync_replicas false" "this run is ps_mpi_async (.*--sync_replicas false) on 3 rank(s): not supported with asynchronous updates" \
+  "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --sync_replicas false --ps_dedicated --ps_ranks 1
+mkdir -p "$work/bn"
+TEST_MPI_PS_DEDICATED=1 refused "--ps_dedicated on resnet20 (batch norm)" "--ps_dedicated: --model resnet20 has batch norm" \
+  "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np 3 "$helper" train resnet20 momentum 1 1 "$work/bn" ps_mpi 1
+
+# kill -9 of the server-only rank 0: the job ends, non-zero, within 10 s.
+TEST_MPI_PS_DEDICATED=1 "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np 3 "$helper" train mnist momentum 1 100000 "$work/killed" \
+  ps_mpi 1 >"$work/kill.log" 2>&1 &
+launcher=$!
+victim=""
+for _ in $(seq 1 200); do
+  for p in $(pgrep -P "$(pgrep -P "$launcher" | head -1)" 2>/dev/null) $(pgrep -P "$launcher" 2>/dev/null); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && victim=$p
+  done
+  [ -n "$victim" ] && break
+  sleep 0.1
+done
+[ -n "$victim" ] || { kill "$launcher"; fail "could not find rank 0's process"; }
+sleep 3
+kill -9 "$victim"
+for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after the server rank 0 was killed"; fi
+rc=0
+wait "$launcher" || rc=$?
+[ "$rc" != 0 ] || fail "the job exited 0 after the server rank 0 was killed"
+echo "kill -9 of the server-only rank 0: the job ended with exit $rc"
+echo "dedicated parameter-server ranks equal one process ($(( $(date +%s) - t0 )) s)"
