@@ -18,7 +18,8 @@
  *      mean, with the step t and the shard version the worker last pulled;
  *   4. owner p, on arrival, in arrival order, one worker's gradient at a
  *      time: the optimizer on its variables and slots (learning rate from
- *      its own update count), update count + 1, its moving averages;
+ *      its own update count), update count + 1, its moving averages, then
+ *      batch norm's moving statistics (below);
  *   5. pull: owner p answers with its shard's current values and version,
  *      at once, or (bounded staleness) once every worker has pushed step
  *      t - S, so that no worker starts step t + 1 before every worker has
@@ -39,7 +40,25 @@
  * number of steps: the save points and the end, where the ranks meet.
  * --max_steps N is N applied updates (N / R steps of each worker, rounded
  * up); --save_every and the end are the only points the ranks share (a stop
- * by signal is agreed there: trainer_ranks_step_apart).
+ * by signal is agreed through the pushes, below).
+ *
+ * Batch norm's moving statistics (--batch_norm tower): TensorFlow runs
+ * each worker's UPDATE_OPS on the ps variables, in arrival order.  Here a
+ * worker's push also carries each tower's share of the update, batch *
+ * (1 - momentum) (train_moving_shares: the backend's update on statistics
+ * of zero), and the owner sets moving = (sum over towers, in tower order,
+ * of moving * momentum + share) / T (batchnorm_apply_moving_share: the
+ * float operations of train/batch_norm.c after a synchronous step); the
+ * pulls bring the statistics back with the variables.  --batch_norm sync
+ * is refused: a global batch's statistics need a synchronous step.
+ *
+ * A stop by signal: the ranks meet nowhere between save points, so a
+ * worker asked to stop (tr->stop_requested) marks its pushes; owner 0, on
+ * the first, fixes the worker step count every worker stops after (one
+ * more than the furthest has pushed: each worker has at most one push in
+ * flight, so none has passed it when owner 0's next pull tells it), and
+ * each worker sets tr->stop_agreed there (trainer_ranks_stop); all then
+ * save that step, as at the end.
  *
  * The design: a server thread per parameter-server rank, beside the
  * worker, so an owner serves while its co-located worker computes.  It
@@ -65,10 +84,10 @@
  *
  * Where it sits: one entry of train/modes.c's table; the messages are
  * base/ranks.c's, the placement ps/placement.c.
- * What it does not do: batch norm's moving statistics (networks with them
- * are refused), dedicated server-only ranks, GPU buffers, a prompt stop by
- * signal between save points; a rank that fails outside its step (not
- * killed) waits for the other workers' last push before the job ends.
+ * What it does not do: --batch_norm sync, dedicated server-only ranks (a
+ * rank beyond --ps_ranks is a worker only), GPU buffers; a rank that fails
+ * outside its step (not killed) waits for the other workers' last push
+ * before the job ends.
  */
 #include <omp.h>
 #include <pthread.h>
