@@ -4,13 +4,12 @@
 # where the ranks never meet before the end: the request travels with the
 # pushes and every worker stops after the same worker step
 # (train/mode_ps_async.c, trainer_ranks_stop).
-#   - SIGINT to every rank's process (a terminal's Ctrl-C to the job's
-#     process group), 2 ranks: the job ends within 10 s; rank 0 says "stop
-#     requested by SIGINT after step N", finishes at step N, and model.ckpt-N
-#     is the index's latest and loads.  Not SIGINT to mpirun: Open MPI 4.1
-#     forwards it as SIGTERM and sends SIGKILL 1 s later
+#   - SIGINT to every rank's process, 2 ranks: the job ends within 10 s;
+#     rank 0 says "stop requested by SIGINT after step N", finishes at step
+#     N, and model.ckpt-N is the index's latest and loads.  Not SIGINT to
+#     mpirun: Open MPI 4.1 forwards it as SIGTERM and sends SIGKILL 1 s later
 #     (odls_base_sigkill_timeout), before an asynchronous job's last steps and
-#     save (docs/hosts.md);
+#     save on a loaded machine (docs/hosts.md);
 #   - SIGTERM to rank 2 alone of 3 (not a parameter server: --ps_ranks 2),
 #     --max_staleness 0: rank 0 says "stop requested by another rank after
 #     step N" with N a multiple of 3 (every worker made the same steps), the
