@@ -9,11 +9,14 @@
 #   - --batch_norm sync with --sync_replicas false is refused with one line;
 #   - 2 ranks x 1 tower of resnet20 on Fashion-MNIST (300 applied updates of 8
 #     examples): the checkpoint's moving statistics all moved from their
-#     initial values and are finite (variances positive), and `tower eval` of
-#     its raw variables (the owners' statistics) on the first 2000 test images
-#     scores above 0.25 (chance: 0.10; 0.41 seen on the full test set).  The
-#     statistics lag at first (momentum 0.99 from variance 1): after 100 updates
-#     synchronous ps_mpi and async both scored 0.10, so the run is 300.
+#     initial values and are finite (variances positive), and `tower eval`
+#     (the moving averages of the variables, the owners' statistics among
+#     them) on the first 2000 test images scores above 0.25 (chance: 0.10;
+#     0.38-0.60 over 4 runs of seeds 7-9).  The statistics lag at first
+#     (momentum 0.99 from variance 1): after 100 updates synchronous ps_mpi and
+#     async both scored 0.10, so the run is 300.  Not the raw variables: at
+#     this rate and batch the loss still jumps, the statistics lag the jumps by
+#     about 100 updates, and one run of 5 scored 0.11 raw (0.35-0.62 the others).
 # Skips (77) without mpirun, MPI in the build, or the data.
 source "$(dirname "$0")/train_common.sh"
 helper=$2
@@ -74,8 +77,8 @@ grep -q "done at step 300;" "$work/async.log" || { cat "$work/async.log"; fail "
 "$helper" moving "$work/async/model.ckpt-300" >"$work/moving.log" || { cat "$work/moving.log"; fail "moving statistics"; }
 echo "2 ranks x 1 tower, 300 updates: $(cat "$work/moving.log")"
 p=$("$tower" eval --checkpoint "$work/async/model.ckpt-300" --data "$work/few-*.tfrecord" --eval_dir none --no_progress \
-  --no_moving_average 2>&1 | sed -n 's/.*precision @ 1 = \([0-9.]*\).*/\1/p')
+  2>&1 | sed -n 's/.*precision @ 1 = \([0-9.]*\).*/\1/p')
 [ -n "$p" ] || fail "no precision from eval"
 awk -v p="$p" 'BEGIN { exit !(p > 0.25) }' || fail "eval of the asynchronous resnet20: precision $p, not above 0.25"
-echo "eval of its raw variables on 2000 test images: precision @ 1 = $p"
+echo "eval (moving averages) on 2000 test images: precision @ 1 = $p"
 echo "asynchronous batch norm: all checks passed ($(( $(date +%s) - t0 )) s)"
