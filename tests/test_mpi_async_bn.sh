@@ -15,8 +15,10 @@
 #     0.38-0.60 over 4 runs of seeds 7-9).  The statistics lag at first
 #     (momentum 0.99 from variance 1): after 100 updates synchronous ps_mpi and
 #     async both scored 0.10, so the run is 300.  Not the raw variables: at
-#     this rate and batch the loss still jumps, the statistics lag the jumps by
-#     about 100 updates, and one run of 5 scored 0.11 raw (0.35-0.62 the others).
+#     this rate (per example twice a synchronous run's at 0.05) the loss still
+#     jumps, the statistics lag the jumps by about 100 updates, and one run of
+#     5 scored 0.11 raw (0.35-0.62 the others).  At a synchronous run's rate
+#     per example the two agree (docs/hosts.md).
 # Skips (77) without mpirun, MPI in the build, or the data.
 source "$(dirname "$0")/train_common.sh"
 helper=$2

@@ -298,9 +298,9 @@ static void *server_main(void *arg) {
             pthread_mutex_unlock(&st->lock);
             st->pushed[w] = h.step + 1;
             st->pending[w] = h.step;
-            /* A stop asked: every worker stops after one step more than the furthest has pushed, a count
+            /* Owner 0, a stop asked: every worker stops after one step more than the furthest has pushed, a count
              * none has passed when it hears (each has at most one push in flight here). */
-            if (h.stop > 0 && st->stop_at < 0) {
+            if (tr->rank == 0 && h.stop > 0 && st->stop_at < 0) {
                 long furthest = 0;
                 for (int u = 0; u < R; u++)
                     if (st->pushed[u] > furthest) furthest = st->pushed[u];
