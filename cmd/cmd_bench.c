@@ -20,7 +20,8 @@
  * the cost model across hosts (docs/modes.md, "Across hosts").  Under
  * `mpirun -np R` every rank runs the matrix in step (rank 0 prints): the
  * MPI modes' rows add an MPI ping-pong, their parts timed alone and the
- * cost model's network time (docs/hosts.md, "Measuring it").
+ * cost model's network time (docs/hosts.md, "Measuring it"), the
+ * asynchronous one's (ps_mpi_async) its staleness.
  * What it does not do: train anything to accuracy, or assert timings (the
  * numbers are for bench/RESULTS.md and for the user's own machine).
  */
@@ -104,6 +105,8 @@ typedef struct {
     double push_ms, pull_ms;          /* ps_mpi: MPI_Alltoallv of the shards' slices, MPI_Allgatherv of the shards */
     double gather_ms;                 /* replicated_mpi: MPI_Allgather of T gradients per rank */
     double net_predicted_ms;          /* alpha + bytes through the busiest rank / ping-pong bandwidth */
+    double stale_mean, stale_max;     /* ps_mpi_async: staleness (updates) of the applied gradients, rank 0's last
+                                         pulls' figures over the run; NAN in the synchronous modes */
 } BenchRow;
 
 /* The ping-pong of an MPI run (rank 0 <-> rank R-1), measured before the matrix. */
@@ -342,6 +345,8 @@ static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, c
     free(step);
     for (int k = 0; k < 6; k++) free(ph[k]);
     r->ranks = tr.n_ranks;
+    r->stale_mean = tr.staleness_max >= 0 ? tr.staleness_mean : NAN;
+    r->stale_max = tr.staleness_max >= 0 ? (double)tr.staleness_max : NAN;
     r->local_avg_ms = r->push_ms = r->pull_ms = r->gather_ms = r->net_predicted_ms = NAN;
     if (rc == 0 && train_mode(r->mode)->across_ranks) rc = measure_rank_parts(&tr, r, pp, err, err_n_bytes);
     if (rc == 0) rc = trainer_close(&tr, err, err_n_bytes);
@@ -785,9 +790,9 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
                    pingpong_sizes[k] / (pp->rtt_sec[k] / 2) / 1e9, k + 1 < PINGPONG_N_SIZES ? "," : "");
         else if (k == 0) printf(" none (one rank)");
     }
-    printf("\n%-8s %-15s %5s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s\n", "model", "mode",
-           "ranks", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg", "push", "gather", "apply",
-           "pull", "other", "net alone", "net model");
+    printf("\n%-8s %-15s %5s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s | %14s\n", "model",
+           "mode", "ranks", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg", "push", "gather",
+           "apply", "pull", "other", "net alone", "net model", "stale mean/max");
     for (int i = 0; i < n_rows; i++) {
         const BenchRow *r = &rows[i];
         if (isnan(r->local_avg_ms)) continue;
@@ -796,17 +801,22 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
         if (is_ps) snprintf(push, sizeof push, "%.2f", r->push_ms), snprintf(pull, sizeof pull, "%.2f", r->pull_ms);
         else snprintf(gather, sizeof gather, "%.2f", r->gather_ms);
         const double net = is_ps ? r->push_ms + r->pull_ms : r->gather_ms;
-        printf("%-8s %-15s %5d %6d %6d %9.1f %8.1f | %8.2f | %8.2f %9.2f %7s %7s | %8.2f %7s | %7.2f | %9.2f %9.2f\n",
+        char stale[32] = "-";
+        if (!isnan(r->stale_mean)) snprintf(stale, sizeof stale, "%.2f/%.0f", r->stale_mean, r->stale_max);
+        printf("%-8s %-15s %5d %6d %6d %9.1f %8.1f | %8.2f | %8.2f %9.2f %7s %7s | %8.2f %7s | %7.2f | %9.2f %9.2f | %14s\n",
                r->model, trainer_mode_name(r->mode), r->ranks, r->towers, r->global_batch, r->images_per_sec,
                r->step_median, r->phase.compute, r->phase.reduce, r->local_avg_ms, push, gather, r->phase.apply, pull,
-               r->phase.other, net, r->net_predicted_ms);
+               r->phase.other, net, r->net_predicted_ms, stale);
     }
     printf("(img/s: the job's, every rank's towers; phases: rank 0's medians in ms.  reduce = the step's span from the "
            "towers' end through the\n agreement on the outcome, the local average and the push (ps_mpi) or the "
            "all-gather and the ordered sum (replicated_mpi); apply = the\n update (+ the pull, ps_mpi).  local avg, "
            "push, pull, gather: those parts timed alone on the same ranks and sizes after the configuration ran;\n"
            " net model: (R-1) x latency + the bytes through the busiest rank / the ping-pong's bandwidth "
-           "(docs/modes.md, \"Across hosts\"))\n");
+           "(docs/modes.md, \"Across hosts\"));\n ps_mpi_async: img/s and phases are rank 0's worker steps (reduce = "
+           "its towers' mean, apply = its push and pull, waits for the\n staleness bound included), push and pull "
+           "timed as ps_mpi's collectives of the same bytes; stale: the updates applied between a worker's pull and\n"
+           " its push, mean and max over the run)\n");
 }
 
 static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *err, size_t err_n_bytes) {
@@ -818,7 +828,8 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
     fprintf(f, "model,mode,variable_update,local_parameter_device,all_reduce,towers,batch_per_tower,global_batch,steps,"
                "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
                "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores,repeats,images_per_sec_min,"
-               "images_per_sec_max,ranks,local_avg_ms,push_ms,pull_ms,allgather_ms,network_predicted_ms\n");
+               "images_per_sec_max,ranks,local_avg_ms,push_ms,pull_ms,allgather_ms,network_predicted_ms,staleness_mean,"
+               "staleness_max\n");
     for (int i = 0; i < n_rows; i++) {
         const BenchRow *r = &rows[i];
         TrainerOptions o;
@@ -832,8 +843,9 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
                 r->phase.apply, r->phase.other);
         if (!isnan(r->predicted)) fprintf(f, "%.3f", r->predicted);
         fprintf(f, ",%d,%d,%.2f,%.2f,%d", r->cores, r->repeats, r->images_per_sec_min, r->images_per_sec_max, r->ranks);
-        const double extra[5] = {r->local_avg_ms, r->push_ms, r->pull_ms, r->gather_ms, r->net_predicted_ms};
-        for (int k = 0; k < 5; k++) {
+        const double extra[7] = {r->local_avg_ms, r->push_ms, r->pull_ms,  r->gather_ms,
+                                 r->net_predicted_ms, r->stale_mean, r->stale_max};
+        for (int k = 0; k < 7; k++) {
             if (isnan(extra[k])) fprintf(f, ",");
             else fprintf(f, ",%.3f", extra[k]);
         }
@@ -987,7 +999,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"width_multiplier", FLAG_FLOAT, &o->width_multiplier, "mobilenet_v2: Keras's alpha, in (0, 16]"},
         {"head", FLAG_STRING, &o->head, "mobilenet_v2: keras or seed (as tower train)"},
         {"fc_width", FLAG_INT, &o->fc_width, "vgg11, vgg16: units of fc1 and fc2 (as tower train)"},
-        {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi (or parameter_server/cpu, replicated/host, ...)"},
+        {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi, ps_mpi_async (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic (an error when a layer has none)"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},

@@ -528,6 +528,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             break;
         }
         /* the step: towers, reduction, update (the placement mode's, train/mode_*.c) */
+        tr.stop_requested = stop_signal != 0; /* ranks that step apart carry it with the step's pushes */
         if (got > 0) got = trainer_step_batch(&tr, batch, &loss, err, sizeof err);
         if (got == 0) break;
         if (got == -2) {
@@ -584,9 +585,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             }
             last_saved = step;
         }
-        /* Ranks that step apart (--sync_replicas false) agree on a stop only where they meet: the save points. */
-        const int meet = !trainer_ranks_step_apart(&tr) || (o.save_every > 0 && step % o.save_every == 0);
-        if (tr.n_ranks > 1 ? meet && ranks_any(stop_signal != 0) : stop_signal != 0) {
+        /* Every rank stops after the same step (ranks that step apart agree through their pushes). */
+        if (trainer_ranks_stop(&tr, stop_signal != 0)) {
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
             if (stop_signal)

@@ -138,6 +138,11 @@ void batchnorm_update_moving(float *moving_mean, float *moving_var, const float 
     }
 }
 
+void batchnorm_apply_moving_share(float *out, const float *moving, const float *share, double momentum, size_t n) {
+    const float m = (float)momentum;
+    for (size_t i = 0; i < n; i++) out[i] = moving[i] * m + share[i];
+}
+
 void batchnorm_backward_sums_act(double *dsums, double *partials, const float *dout, const float *inp,
                                  const float *mean, const float *inv_std, const float *gamma,
                                  const float *beta, Activation act, size_t n_rows, int C) {

@@ -338,6 +338,14 @@ void batchnorm_forward_eval(float *out, float *inv_std, const float *inp, const 
 void batchnorm_update_moving(float *moving_mean, float *moving_var, const float *mean,
                              const float *var, double momentum, int C);
 
+/* The same update in two halves, for a server away from the towers: a
+ * tower's batchnorm_update_moving on moving statistics of zero gives its
+ * share, batch * (1 - momentum) (0 * m + x is x, exactly); then
+ * out = moving * momentum + share, the same float operations as
+ * batchnorm_update_moving's, so the result is bitwise its.
+ *   out: (n), may be moving;  moving, share: (n). */
+void batchnorm_apply_moving_share(float *out, const float *moving, const float *share, double momentum, size_t n);
+
 /* dsums: (2, C) WRITTEN: dsums[c] = sum over rows of dy, dsums[C + c] = sum of
  * dy * xhat with xhat = (x - mean) * inv_std (in float, then summed in
  * double as batchnorm_sums).  partials: (BATCHNORM_CPU_CHUNKS, 2, C)

@@ -477,6 +477,20 @@ void model_update_moving_saved(float *params, const ModelActs *a, const void *st
     update_moving_from(params, a, stats);
 }
 
+int model_moving_momentum(const ModelSpec *spec, double *momentum) {
+    Graph *g = spec_graph(spec);
+    if (!g) return -1;
+    for (int v = 0; v < spec->n_vars; v++) momentum[v] = 0.0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = &g->nodes[i];
+        if (n->kind != NODE_BATCHNORM) continue;
+        for (int j = 0; j < n->n_vars; j++)
+            if (!spec->vars[n->var0 + j].trainable) momentum[n->var0 + j] = n->bn.momentum;
+    }
+    free(g);
+    return 0;
+}
+
 /* ---- timings ----------------------------------------------------------------- */
 
 int model_layer_times(ModelLayerTime *times, int max_n, const ModelActs *a) {

@@ -205,6 +205,13 @@ size_t model_moving_stats_n_bytes(const ModelActs *acts);
 int model_moving_stats_save(void *stats, const ModelActs *acts);
 void model_update_moving_saved(float *params, const ModelActs *acts, const void *stats);
 
+/* Each variable's batch norm momentum (its layer's) where it is a moving
+ * statistic, 0 elsewhere: for a server that applies shares of the update
+ * away from the towers (batchnorm_apply_moving_share; the asynchronous
+ * parameter servers).  momentum: (spec->n_vars).  0, or -1 when spec's
+ * graph cannot be built. */
+int model_moving_momentum(const ModelSpec *spec, double *momentum);
+
 /* Number of the n examples whose largest logit is their label (ties: the
  * first largest wins).  logits: (n, num_classes); labels: (n). */
 int model_count_correct(const float *logits, const int32_t *labels, int n, int num_classes);

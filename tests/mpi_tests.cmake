@@ -55,3 +55,14 @@ set_tests_properties(test_mpi_input_split PROPERTIES SKIP_RETURN_CODE 77 LABELS 
 add_test(NAME test_mpi_async
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_mpi_ps_helper>)
 set_tests_properties(test_mpi_async PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 900)
+# --sync_replicas false with batch norm (--batch_norm tower): one worker bitwise ps_mpi on resnet20 (moving
+# statistics included), --batch_norm sync refused, 2 ranks of resnet20 on Fashion-MNIST: the owners' moving
+# statistics moved and finite, and eval of the checkpoint well above chance.
+add_test(NAME test_mpi_async_bn
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async_bn.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_mpi_ps_helper>)
+set_tests_properties(test_mpi_async_bn PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 600)
+# --sync_replicas false --save_every 0: SIGINT to mpirun, SIGTERM to one rank (a server or not): every rank
+# stops after the same worker step within 10 s, and that step's checkpoint is the latest and loads.
+add_test(NAME test_mpi_async_stop
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async_stop.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
+set_tests_properties(test_mpi_async_stop PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 300)

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # test_bench_ranks.sh TOWER — the ranks dimension of `tower bench` (issue 17):
-# `mpirun -np 2 tower bench --modes ps_mpi,replicated_mpi` on loopback
+# `mpirun -np 2 tower bench --modes ps_mpi,replicated_mpi,ps_mpi_async` on loopback
 #   - prints one ping-pong line (rank 0 only: one table header, not two) with
 #     a positive latency and bandwidth;
 #   - writes a CSV row per mode with ranks = 2, the job's global batch
 #     (2 ranks x 1 tower x 4), positive images/sec, forward+backward, reduce
 #     and local average; ps_mpi with push and pull and no all-gather,
 #     replicated_mpi with an all-gather and no push or pull; the cost
-#     model's network time positive;
+#     model's network time positive; ps_mpi_async (--sync_replicas false) as
+#     ps_mpi, with its staleness (mean and max >= 0, max within the bound
+#     (R - 1)(2S + 1) = 33 of the default S = 16), which the synchronous rows
+#     leave empty;
 #   - ps_cpu's flags under 2 ranks run as ps_mpi, and the row says so;
 #   - replicated_host (one process only) and --predict under 2 ranks fail
 #     with one line and a non-zero exit, never a hang.
@@ -26,28 +29,35 @@ if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower w
 echo "$probe" | grep -q "unknown model 'nosuch'" || { echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5; exit 77; }
 
 cd "$work"
-timeout 300 "${mpi[@]}" "$tower" bench --device cpu --models mnist --modes ps_mpi,replicated_mpi --towers 1 --batch_size 4 \
+timeout 300 "${mpi[@]}" "$tower" bench --device cpu --models mnist --modes ps_mpi,replicated_mpi,ps_mpi_async --towers 1 --batch_size 4 \
   --steps 2 --warmup 1 --csv "$work/r.csv" --svg "" >"$work/r.log" 2>"$work/r.err" || { cat "$work/r.err"; fail "the bench under 2 ranks failed"; }
 cat "$work/r.log"
 [ "$(grep -c '^model ' "$work/r.log")" = 2 ] || fail "not one main table and one ranks table (did every rank print?)"
+grep -Eq '^mnist +ps_mpi_async +2 .* [0-9.]+/[0-9]+ *$' "$work/r.log" || fail "no ps_mpi_async row with its staleness in the ranks table"
 grep -Eq '^ping-pong rank 0 <-> rank 1: latency [0-9.]*[1-9][0-9.]* us .* [0-9.]*[1-9][0-9.]* GB/s' "$work/r.log" \
   || fail "no positive ping-pong latency and bandwidth"
 python3 - "$work/r.csv" <<'PY'
 import csv, sys
 def fail(m): print("FAIL:", m); sys.exit(1)
 rows = {r["mode"]: r for r in csv.DictReader(open(sys.argv[1]))}
-if set(rows) != {"ps_mpi", "replicated_mpi"}: fail(f"modes {list(rows)}")
+if set(rows) != {"ps_mpi", "replicated_mpi", "ps_mpi_async"}: fail(f"modes {list(rows)}")
 for mode, r in rows.items():
     if r["ranks"] != "2" or r["global_batch"] != "8": fail(f"{mode}: ranks {r['ranks']}, global batch {r['global_batch']}")
     for k in ("images_per_sec", "compute_ms", "reduce_ms", "local_avg_ms", "network_predicted_ms"):
         if not float(r[k]) > 0: fail(f"{mode}: {k} = {r[k]}")
     if float(r["apply_ms"]) < 0: fail(f"{mode}: negative apply")
     has = {k: r[k] != "" for k in ("push_ms", "pull_ms", "allgather_ms")}
-    want = {"push_ms": mode == "ps_mpi", "pull_ms": mode == "ps_mpi", "allgather_ms": mode == "replicated_mpi"}
+    ps = mode != "replicated_mpi"
+    want = {"push_ms": ps, "pull_ms": ps, "allgather_ms": not ps}
     if has != want: fail(f"{mode}: parts {has}, want {want}")
     for k, v in has.items():
         if v and not float(r[k]) > 0: fail(f"{mode}: {k} = {r[k]}")
-print("rows:", {m: round(float(r["images_per_sec"]), 1) for m, r in rows.items()}, "images/sec")
+    stale = (r["staleness_mean"], r["staleness_max"])
+    if mode == "ps_mpi_async":
+        if "" in stale or not (0 <= float(stale[0]) <= float(stale[1]) <= 33): fail(f"{mode}: staleness {stale}")
+    elif stale != ("", ""): fail(f"{mode}: a staleness {stale} in a synchronous row")
+print("rows:", {m: round(float(r["images_per_sec"]), 1) for m, r in rows.items()}, "images/sec; ps_mpi_async staleness",
+      rows["ps_mpi_async"]["staleness_mean"], "mean,", rows["ps_mpi_async"]["staleness_max"], "max")
 PY
 
 timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --batch_size 2 --steps 1 --warmup 0 \

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # test_mpi_ckpt_kill.sh TOWER FAULT_HELPER [N_KILLS] — checkpoints of --variable_update parameter_server across
 # MPI ranks (ps_mpi, --checkpoint_writers owners: each parameter-server rank writes its shard's file, rank 0
-# the manifest and then the index) under kill -9 (docs/hosts.md):
+# the manifest and then the index) under kill -9 (docs/hosts.md; issue 17 asks for 20 kills):
 #   - a clean 2-rank run writes model.ckpt-N as shards plus a manifest, and the index names it;
-#   - N_KILLS times (8 by default, seed TOWER_FAULT_SEED), a 2-rank run with --save_every 1 --resume is killed
+#   - N_KILLS times (20 by default, seed TOWER_FAULT_SEED), a 2-rank run with --save_every 1 --resume is killed
 #     (kill -9 of rank 0 or rank 1 in turn; every other kill the moment a temporary file appears in the
 #     train dir, so that many land inside a save): mpirun ends within 10 s; afterwards every checkpoint the
 #     index names loads (FAULT_HELPER check: shards joined, CRCs checked), the latest never goes back, and the
-#     next run resumes from exactly it;
+#     next run resumes from exactly it.  Every fifth run is asynchronous (--sync_replicas false: rank 0
+#     writes the whole checkpoint after the ranks meet), resuming from the sharded one and resumed from;
+#     each run is killed within a few of its steps, so a round costs about the job's start (2-4 s here);
 #   - at the end one process (no mpirun) resumes from the latest sharded checkpoint and `tower export` reads it.
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
-tower=$1 helper=$2 n_kills=${3:-8}
+tower=$1 helper=$2 n_kills=${3:-20}
 command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
 mpi=(mpirun --oversubscribe --bind-to none)
@@ -44,9 +46,12 @@ echo "a clean run: model.ckpt-2 in 2 shards and a manifest, the index names it, 
 RANDOM=${TOWER_FAULT_SEED:-$$}
 echo "seed $RANDOM"
 in_write=0
+n_async=0
 for i in $(seq 1 "$n_kills"); do
   rm -f "$dir"/*.tmp "$work/run.log"
-  "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --max_steps 1000000 --save_every 1 --resume >"$work/run.log" 2>&1 &
+  mode=()
+  if [ $((i % 5)) = 0 ]; then mode=(--sync_replicas false); n_async=$((n_async + 1)); fi
+  "${mpi[@]}" -np 2 "$tower" train "${common[@]}" "${mode[@]}" --max_steps 1000000 --save_every 1 --resume >"$work/run.log" 2>&1 &
   launcher=$!
   deadline=$((SECONDS + 120))
   until grep -qs "resumed from .* at step [0-9]*$" "$work/run.log"; do
@@ -79,11 +84,11 @@ for i in $(seq 1 "$n_kills"); do
   now=$(sed -n 's/^latest //p' "$work/check")
   [ "$now" -ge "$last" ] || fail "kill $i: the latest checkpoint went back from step $last to $now"
   if grep -q '^tmp ' "$work/check"; then in_write=$((in_write + 1)); fi
-  echo "kill $i (rank $want_rank): latest $now; $(grep '^tmp ' "$work/check" | tr '\n' ' ')"
+  echo "kill $i (rank $want_rank${mode[*]:+, ${mode[*]}}): latest $now; $(grep '^tmp ' "$work/check" | tr '\n' ' ')"
   last=$now
 done
 [ "$in_write" -ge $((n_kills / 4)) ] || fail "only $in_write of $n_kills kills landed inside a checkpoint write"
-echo "$n_kills kills: $in_write inside a save (a .tmp left); every time the index named a checkpoint that loads"
+echo "$n_kills kills ($n_async of asynchronous runs): $in_write inside a save (a .tmp left); every time the index named a checkpoint that loads"
 "$tower" train "${common[@]/--num_towers/--num_towers}" --max_steps $((last + 2)) --save_every 1 --resume \
   >"$work/one.log" 2>&1 || { cat "$work/one.log"; fail "one process could not resume from the sharded checkpoint"; }
 grep -q "resumed from $dir/model.ckpt-$last at step $last\$" "$work/one.log" || { cat "$work/one.log"; fail "one process: no resume line"; }

@@ -34,6 +34,12 @@
  *       the variables, slots and moving averages of checkpoints A and B:
  *       prints the largest normwise relative difference ||a - b|| / ||a||
  *       over the arrays; exit 0 when it is at most TOL, 1 otherwise.
+ *   test_mpi_ps_helper moving CKPT
+ *       batch norm's moving statistics in checkpoint CKPT: prints how many
+ *       floats, how many moved from their initial values (moving mean 0,
+ *       moving variance 1) and the largest magnitude; exit 0 when every one
+ *       is finite, some moved and every moving variance is positive, 1
+ *       otherwise.
  *
  * Exit 77 when launched by mpirun with several ranks in a build without MPI.
  * Where it sits: tests/, label mpi.  What it does not do: read data files.
@@ -82,6 +88,34 @@ static int compare(const char *pa, const char *pb, double tol) {
     ckpt_contents_free(&a);
     ckpt_contents_free(&b);
     return worst <= tol ? 0 : 1;
+}
+
+static int moving(const char *path) {
+    CkptContents c;
+    ModelSpec spec;
+    char err[1024];
+    if (ckpt_read(path, &c, err, sizeof err) != 0 ||
+        model_spec_init_opts(&spec, c.model, c.H, c.W, c.C, c.num_classes, &c.opts, err, sizeof err) != 0) {
+        fprintf(stderr, "moving: %s\n", err);
+        return 1;
+    }
+    size_t n = 0, moved = 0, bad = 0;
+    double largest = 0.0;
+    for (int v = 0; v < spec.n_vars; v++) {
+        const ModelVar *mv = &spec.vars[v];
+        if (mv->trainable) continue;
+        for (size_t i = 0; i < mv->n_floats; i++) {
+            const float x = c.params[mv->offset + i];
+            n++;
+            moved += x != mv->init_value;
+            bad += !isfinite(x) || (mv->init_value == 1.0f && !(x > 0.0f)); /* a moving variance stays positive */
+            if (fabs((double)x) > largest) largest = fabs((double)x);
+        }
+    }
+    printf("moving statistics: %zu floats, %zu moved from their initial values, %zu non-finite or non-positive "
+           "variances, largest magnitude %.4g\n", n, moved, bad, largest);
+    ckpt_contents_free(&c);
+    return n > 0 && moved > 0 && bad == 0 ? 0 : 1;
 }
 
 static int memory(const char *mode_name, int n_towers) {
@@ -188,6 +222,7 @@ static int memory_dedicated(const char *optimizer, int n_servers) {
 int main(int argc, char **argv) {
     char err[1024];
     if (argc == 5 && !strcmp(argv[1], "compare")) return compare(argv[2], argv[3], atof(argv[4]));
+    if (argc == 3 && !strcmp(argv[1], "moving")) return moving(argv[2]);
     if (argc == 4 && !strcmp(argv[1], "memory")) {
         if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
             fprintf(stderr, "%s\n", err);
@@ -204,7 +239,7 @@ int main(int argc, char **argv) {
     }
     if (argc < 8 || strcmp(argv[1], "train")) {
         fprintf(stderr, "usage: %s train MODEL OPTIMIZER TOWERS STEPS TRAIN_DIR MODE [PS_RANKS PLACEMENT RESUME] | "
-                "compare A B TOL\n", argv[0]);
+                "compare A B TOL | moving CKPT\n", argv[0]);
         return 2;
     }
     if (ranks_init(&argc, &argv, err, sizeof err) != 0) {

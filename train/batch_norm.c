@@ -29,6 +29,10 @@
  * through the ranks in rank order (base/ranks.h's ranks_sum_ordered), so every
  * rank's tower 0 saved the same statistics and each rank applies its own,
  * with no gather.
+ * The asynchronous parameter servers (mode_ps_async.c) apply the update
+ * where the statistics live, on each push: train_moving_shares gives each
+ * tower's share, batch * (1 - momentum), and the owner finishes the
+ * arithmetic above on its current statistics (batchnorm_apply_moving_share).
  */
 #include <stdio.h>
 #include <string.h>
@@ -92,5 +96,19 @@ int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, si
         all[i] = s / n_f;
     }
     for (int d = 0; d < n_dst; d++) unpack_moving(&tr->spec, dst[d], all);
+    return 0;
+}
+
+int train_moving_shares(Trainer *tr, float *shares, char *err, size_t err_n_bytes) {
+    const size_t nm = tr->moving_n_floats;
+    for (int t = 0; t < tr->n_towers && nm > 0; t++) {
+        float *scratch = tr->ps->tower_grads[t];
+        for (int v = 0; v < tr->spec.n_vars; v++) {
+            const ModelVar *mv = &tr->spec.vars[v];
+            if (!mv->trainable) memset(scratch + mv->offset, 0, mv->n_floats * sizeof(float));
+        }
+        if (tower_group_update_moving(tr->towers, t, scratch, err, err_n_bytes) != 0) return -1;
+        pack_moving(&tr->spec, shares + (size_t)t * nm, scratch);
+    }
     return 0;
 }

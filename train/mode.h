@@ -164,4 +164,12 @@ size_t train_moving_n_floats(const ModelSpec *spec);
  * for networks without such variables.  0, or -1 with one line in err. */
 int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, size_t err_n_bytes);
 
+/* The asynchronous parameter servers' half of it, on the worker: after a
+ * step, each tower's share of the update, batch * (1 - momentum) (its
+ * backend's update on moving statistics of zero), into shares (T, n_moving:
+ * the non-trainable variables in spec order).  The owner applies them
+ * (model/layers.h's batchnorm_apply_moving_share).  Uses the towers' host
+ * gradient buffers as scratch.  0, or -1 with one line in err. */
+int train_moving_shares(Trainer *tr, float *shares, char *err, size_t err_n_bytes);
+
 #endif

@@ -18,7 +18,8 @@
  *      mean, with the step t and the shard version the worker last pulled;
  *   4. owner p, on arrival, in arrival order, one worker's gradient at a
  *      time: the optimizer on its variables and slots (learning rate from
- *      its own update count), update count + 1, its moving averages;
+ *      its own update count), update count + 1, its moving averages, then
+ *      batch norm's moving statistics (below);
  *   5. pull: owner p answers with its shard's current values and version,
  *      at once, or (bounded staleness) once every worker has pushed step
  *      t - S, so that no worker starts step t + 1 before every worker has
@@ -39,7 +40,25 @@
  * number of steps: the save points and the end, where the ranks meet.
  * --max_steps N is N applied updates (N / R steps of each worker, rounded
  * up); --save_every and the end are the only points the ranks share (a stop
- * by signal is agreed there: trainer_ranks_step_apart).
+ * by signal is agreed through the pushes, below).
+ *
+ * Batch norm's moving statistics (--batch_norm tower): TensorFlow runs
+ * each worker's UPDATE_OPS on the ps variables, in arrival order.  Here a
+ * worker's push also carries each tower's share of the update, batch *
+ * (1 - momentum) (train_moving_shares: the backend's update on statistics
+ * of zero), and the owner sets moving = (sum over towers, in tower order,
+ * of moving * momentum + share) / T (batchnorm_apply_moving_share: the
+ * float operations of train/batch_norm.c after a synchronous step); the
+ * pulls bring the statistics back with the variables.  --batch_norm sync
+ * is refused: a global batch's statistics need a synchronous step.
+ *
+ * A stop by signal: the ranks meet nowhere between save points, so a
+ * worker asked to stop (tr->stop_requested) marks its pushes; owner 0, on
+ * the first, fixes the worker step count every worker stops after (one
+ * more than the furthest has pushed: each worker has at most one push in
+ * flight, so none has passed it when owner 0's next pull tells it), and
+ * each worker sets tr->stop_agreed there (trainer_ranks_stop); all then
+ * save that step, as at the end.
  *
  * The design: a server thread per parameter-server rank, beside the
  * worker, so an owner serves while its co-located worker computes.  It
@@ -65,10 +84,10 @@
  *
  * Where it sits: one entry of train/modes.c's table; the messages are
  * base/ranks.c's, the placement ps/placement.c.
- * What it does not do: batch norm's moving statistics (networks with them
- * are refused), dedicated server-only ranks, GPU buffers, a prompt stop by
- * signal between save points; a rank that fails outside its step (not
- * killed) waits for the other workers' last push before the job ends.
+ * What it does not do: --batch_norm sync, dedicated server-only ranks (a
+ * rank beyond --ps_ranks is a worker only), GPU buffers; a rank that fails
+ * outside its step (not killed) waits for the other workers' last push
+ * before the job ends.
  */
 #include <omp.h>
 #include <pthread.h>
@@ -77,6 +96,7 @@
 #include <string.h>
 
 #include "base/ranks.h"
+#include "model/layers.h"
 #include "ps/placement.h"
 #include "train/mode.h"
 
@@ -89,6 +109,8 @@ typedef struct {
     long stale_sum; /* pull: the owner's staleness so far: sum, count and max over applied gradients */
     long stale_n;
     long stale_max;
+    long stop;      /* push: 1 when the worker was asked to stop; pull (owner 0): the worker step count after
+                       which every worker stops, -1 none yet */
 } MsgHeader;
 
 typedef struct {
@@ -97,8 +119,17 @@ typedef struct {
     PsShards sh;            /* the shards: owner, packed order, counts, displs (ps/placement.h) */
     float *packed;          /* (M) the worker's mean gradient, then the pulled variables, in owner order */
     float *gather;          /* (M) rank 0: a gathered array at a save; NULL elsewhere */
-    unsigned char *out;     /* (n_ps, header + shard) the worker's pushes */
-    unsigned char *in;      /* (n_ps, header + shard) the pulls it receives */
+    unsigned char *out;     /* (n_ps, header + shard + T x shard's moving) the worker's pushes (push_n_bytes) */
+    unsigned char *in;      /* (n_ps, as out) the pulls it receives (pull_n_bytes, at the pushes' offsets) */
+    /* Batch norm's moving statistics (--batch_norm tower; none: n_moving 0). */
+    size_t n_moving;        /* floats in the non-trainable variables */
+    size_t *mcounts;        /* (R) floats of them in shard p */
+    size_t *mdispls;        /* (R) the sum of mcounts before p */
+    size_t *moving_at;      /* (n_vars) a non-trainable variable's offset in the spec-order packed statistics */
+    double *momentum;       /* (n_vars) its layer's momentum (model_moving_momentum) */
+    float *shares;          /* (T, n_moving) spec order: the worker's towers' shares, batch * (1 - momentum) */
+    float *bn_tmp;          /* (T, own moving) the owner: each tower's moving * momentum + share */
+    long stop_after;        /* the worker: the agreed worker step count to stop after, -1 none yet */
     long *pulled_version;   /* (n_ps) the version of shard p at the worker's last pull */
     MsgHeader *seen;        /* (n_ps) the last pull's header from each owner (rank 0's log) */
     long worker_step;       /* this worker's steps so far */
@@ -108,8 +139,9 @@ typedef struct {
     /* The owner's server (its thread with several ranks, else inline). */
     ParamServer srv;        /* a copy of *tr->ps whose params are srv_params: the update count, lr, scalars */
     float *srv_params;      /* (M) the current variables; only this rank's shard is kept current */
-    float *mean;            /* (own + 1) the applied gradient (the pushed slice) */
-    unsigned char *srv_in;  /* (header + own) a push */
+    float *mean;            /* (own + T x own moving + 1) the applied gradient (the pushed slice), then the shares */
+    long stop_at;           /* owner 0: the worker step count every worker stops after, -1 none asked yet */
+    unsigned char *srv_in;  /* (header + own + T x own moving) a push */
     unsigned char *srv_out; /* (header + own) a pull */
     long *pushed;           /* (R) steps each worker has pushed */
     long *pending;          /* (R) the step whose pull waits for the bound, -1 none */
@@ -121,11 +153,20 @@ typedef struct {
     const Trainer *tr;
 } PsAsyncState;
 
-static size_t msg_n_bytes(const PsAsyncState *st, int r) { return sizeof(MsgHeader) + (size_t)st->sh.counts[r] * sizeof(float); }
+/* A push to owner r: the header, the gradient's slice, then each tower's shares of r's moving statistics. */
+static size_t push_n_bytes(const PsAsyncState *st, int r) {
+    return sizeof(MsgHeader) + ((size_t)st->sh.counts[r] + (size_t)st->tr->n_towers * st->mcounts[r]) * sizeof(float);
+}
+
+/* A pull from owner r: the header, the shard's values (its moving statistics among them). */
+static size_t pull_n_bytes(const PsAsyncState *st, int r) {
+    return sizeof(MsgHeader) + (size_t)st->sh.counts[r] * sizeof(float);
+}
 
 /* Byte offset of rank p's message in out / in. */
 static size_t msg_at(const PsAsyncState *st, int p) {
-    return (size_t)p * sizeof(MsgHeader) + (size_t)st->sh.displs[p] * sizeof(float);
+    return (size_t)p * sizeof(MsgHeader) +
+           ((size_t)st->sh.displs[p] + (size_t)st->tr->n_towers * st->mdispls[p]) * sizeof(float);
 }
 
 /* The server's end of the job on a fault: one line, every rank ends. */
@@ -137,9 +178,12 @@ static void server_fatal(const Trainer *tr, const char *what) {
     _Exit(2);
 }
 
-/* Owner: worker w's gradient (st->mean, this rank's shard in packed order)
- * computed on the shard's version `pulled`: staleness, optimizer, update
- * count + 1, moving averages.  Holds the lock. */
+/* Owner: worker w's push (st->mean: the gradient of this rank's shard in
+ * packed order, then its towers' shares of the moving statistics) computed
+ * on the shard's version `pulled`: staleness, optimizer, update count + 1,
+ * moving averages, then batch norm's moving statistics as
+ * train_update_moving (ps_mpi's order): each tower's moving * momentum +
+ * share, summed in tower order, / T.  Holds the lock. */
 static void server_apply(PsAsyncState *st, int w, long pulled) {
     const Trainer *tr = st->tr;
     ParamServer *srv = &st->srv;
@@ -153,8 +197,9 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
                  "((R - 1)(2S + 1) for --max_staleness %d)", w, stale, st->bound, tr->opt.max_staleness);
         server_fatal(tr, what);
     }
-    const size_t own = (size_t)st->sh.counts[tr->rank];
-    for (size_t i = 0; i < own; i++)
+    const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
+    const int T = tr->n_towers;
+    for (size_t i = 0; i < own + (size_t)T * own_moving; i++)
         if (float_nonfinite(st->mean[i])) {
             char what[160];
             snprintf(what, sizeof what, "non-finite gradient from worker %d at update %ld (Model diverged)", w,
@@ -170,6 +215,10 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
     size_t at = 0;
     for (int k = first; k < last; k++) {
         const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
+        if (!v->trainable) { /* batch norm's moving statistics: below, not the optimizer's */
+            at += v->n_floats;
+            continue;
+        }
         float *slots[OPT_MAX_SLOTS] = {NULL};
         for (int s = 0; s < srv->n_slots; s++) slots[s] = srv->slots[s] + v->offset;
         bad |= opt->apply(srv->params + v->offset, slots, st->mean + at, v->n_floats, &step) != 0;
@@ -183,13 +232,31 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
             ema_apply(srv->ema + v->offset, srv->params + v->offset, v->n_floats, decay);
         }
     }
+    const float *shares = st->mean + own; /* (T, own_moving) */
+    const float n_f = (float)T;
+    at = 0;
+    for (int k = first; k < last; k++) {
+        const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
+        if (v->trainable) continue;
+        float *moving = srv->params + v->offset;
+        for (int t = 0; t < T; t++)
+            batchnorm_apply_moving_share(st->bn_tmp + (size_t)t * own_moving + at, moving,
+                                         shares + (size_t)t * own_moving + at, st->momentum[st->sh.order[k]],
+                                         v->n_floats);
+        for (size_t i = 0; i < v->n_floats; i++) {
+            float s = st->bn_tmp[at + i];
+            for (int t = 1; t < T; t++) s += st->bn_tmp[(size_t)t * own_moving + at + i];
+            moving[i] = s / n_f;
+        }
+        at += v->n_floats;
+    }
     if (bad) server_fatal(tr, "non-finite variables after an update (Model diverged)");
 }
 
 /* Owner: the pull answering step t (its shard now) into msg. Holds the lock. */
 static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
     const Trainer *tr = st->tr;
-    MsgHeader h = {t, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max};
+    MsgHeader h = {t, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max, st->stop_at};
     memcpy(msg, &h, sizeof h);
     size_t at = 0;
     float *dst = (float *)(msg + sizeof h);
@@ -212,7 +279,7 @@ static void *server_main(void *arg) {
     PsAsyncState *st = arg;
     const Trainer *tr = st->tr;
     const int R = tr->n_ranks;
-    const size_t n_bytes = msg_n_bytes(st, tr->rank);
+    const size_t n_bytes = push_n_bytes(st, tr->rank), out_n_bytes = pull_n_bytes(st, tr->rank);
     int n_done = 0;
     omp_set_num_threads(tr->server_threads);
     while (n_done < R) {
@@ -231,13 +298,23 @@ static void *server_main(void *arg) {
             pthread_mutex_unlock(&st->lock);
             st->pushed[w] = h.step + 1;
             st->pending[w] = h.step;
+            /* Owner 0, a stop asked: every worker stops after one step more than the furthest has pushed, a count
+             * none has passed when it hears (each has at most one push in flight here). */
+            if (tr->rank == 0 && h.stop > 0 && st->stop_at < 0) {
+                long furthest = 0;
+                for (int u = 0; u < R; u++)
+                    if (st->pushed[u] > furthest) furthest = st->pushed[u];
+                pthread_mutex_lock(&st->lock);
+                st->stop_at = furthest + 1;
+                pthread_mutex_unlock(&st->lock);
+            }
         }
         for (int u = 0; u < R; u++) {
             if (st->pending[u] < 0 || !may_pull(st, st->pending[u])) continue;
             pthread_mutex_lock(&st->lock);
             server_pull(st, st->pending[u], st->srv_out);
             pthread_mutex_unlock(&st->lock);
-            ranks_send(st->srv_out, n_bytes, u, TAG_PULL);
+            ranks_send(st->srv_out, out_n_bytes, u, TAG_PULL);
             st->pending[u] = -1;
         }
     }
@@ -264,10 +341,11 @@ static void mode_describe(const Trainer *tr, const char *ts) {
 static void mode_close(Trainer *tr) {
     PsAsyncState *st = tr->mode_state;
     if (!st) return;
-    if (st->thread_started && !st->failed) {
-        MsgHeader done = {-1, 0, 0, 0, 0};
+    /* Every worker, a server or not (--ps_ranks < R), tells each server it is done; a server then ends. */
+    if (st->p2p_open && !st->failed) {
+        MsgHeader done = {-1, 0, 0, 0, 0, 0};
         for (int p = 0; p < st->n_ps; p++) ranks_send(&done, sizeof done, p, TAG_PUSH);
-        pthread_join(st->thread, NULL);
+        if (st->thread_started) pthread_join(st->thread, NULL);
         st->thread_started = 0;
     }
     if (st->thread_started) return; /* a failed step: the job ends (ranks_abort); the thread is left to it */
@@ -287,6 +365,12 @@ static void mode_close(Trainer *tr) {
     free(st->pushed);
     free(st->pending);
     free(st->done);
+    free(st->mcounts);
+    free(st->mdispls);
+    free(st->moving_at);
+    free(st->momentum);
+    free(st->shares);
+    free(st->bn_tmp);
     free(st);
     tr->mode_state = NULL;
 }
@@ -300,9 +384,9 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
                  "worker), and %s does not provide it", ranks_library());
         return -1;
     }
-    if (train_moving_n_floats(&tr->spec) > 0) {
-        snprintf(err, err_n_bytes, "--sync_replicas false: %s has batch norm moving statistics, which the "
-                 "asynchronous parameter servers do not keep (use --sync_replicas true)", tr->opt.model);
+    if (tr->bn_sync && train_moving_n_floats(&tr->spec) > 0) {
+        snprintf(err, err_n_bytes, "--batch_norm sync with --sync_replicas false: a global batch's statistics need "
+                 "a synchronous step (every worker's towers in the same layer at once); use --batch_norm tower");
         return -1;
     }
     if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
@@ -342,22 +426,47 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->pushed = calloc((size_t)R, sizeof *st->pushed);
     st->pending = malloc((size_t)R * sizeof *st->pending);
     st->done = calloc((size_t)R, sizeof *st->done);
+    st->mcounts = calloc((size_t)R, sizeof *st->mcounts);
+    st->mdispls = calloc((size_t)R, sizeof *st->mdispls);
+    st->moving_at = calloc((size_t)tr->spec.n_vars, sizeof *st->moving_at);
+    st->momentum = calloc((size_t)tr->spec.n_vars, sizeof *st->momentum);
     if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->pulled_version || !st->seen ||
-        !st->pushed || !st->pending || !st->done)
+        !st->pushed || !st->pending || !st->done || !st->mcounts || !st->mdispls || !st->moving_at || !st->momentum)
         goto oom;
     for (int r = 0; r < R; r++) st->pending[r] = -1;
-    const size_t own = (size_t)st->sh.counts[tr->rank];
-    const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + M * sizeof(float);
+    st->stop_at = st->stop_after = -1;
+    /* Batch norm's moving statistics: where each is in the worker's packed shares, its momentum, each shard's count. */
+    st->n_moving = train_moving_n_floats(&tr->spec);
+    if (st->n_moving > 0 && model_moving_momentum(&tr->spec, st->momentum) != 0) {
+        snprintf(err, err_n_bytes, "cannot build %s's graph for its batch norm momenta", tr->opt.model);
+        return -1;
+    }
+    size_t moving_at = 0;
+    for (int v = 0; v < tr->spec.n_vars; v++)
+        if (!tr->spec.vars[v].trainable) {
+            st->moving_at[v] = moving_at;
+            moving_at += tr->spec.vars[v].n_floats;
+        }
+    for (int r = 0; r < st->n_ps; r++) {
+        for (int k = ps_shards_first(&st->sh, &tr->spec, r); k < ps_shards_first(&st->sh, &tr->spec, r + 1); k++)
+            if (!tr->spec.vars[st->sh.order[k]].trainable) st->mcounts[r] += tr->spec.vars[st->sh.order[k]].n_floats;
+        if (r + 1 < R) st->mdispls[r + 1] = st->mdispls[r] + st->mcounts[r];
+    }
+    const size_t T = (size_t)tr->n_towers;
+    const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
+    const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + (M + T * st->n_moving) * sizeof(float);
     st->packed = malloc(M * sizeof(float));
     st->out = malloc(all_msgs);
     st->in = malloc(all_msgs);
     st->srv_params = malloc(M * sizeof(float));
-    st->mean = malloc((own + 1) * sizeof(float));
-    st->srv_in = malloc(sizeof(MsgHeader) + own * sizeof(float));
+    st->mean = malloc((own + T * own_moving + 1) * sizeof(float));
+    st->srv_in = malloc(sizeof(MsgHeader) + (own + T * own_moving) * sizeof(float));
     st->srv_out = malloc(sizeof(MsgHeader) + own * sizeof(float));
+    st->shares = malloc((T * st->n_moving + 1) * sizeof(float));
+    st->bn_tmp = malloc((T * own_moving + 1) * sizeof(float));
     if (tr->rank == 0) st->gather = malloc(M * sizeof(float));
     if (!st->packed || !st->out || !st->in || !st->srv_params || !st->mean || !st->srv_in || !st->srv_out ||
-        (tr->rank == 0 && !st->gather))
+        !st->shares || !st->bn_tmp || (tr->rank == 0 && !st->gather))
         goto oom;
     memcpy(st->srv_params, ps->params, M * sizeof(float));
     st->srv = *ps;
@@ -384,21 +493,29 @@ oom:
     return -1;
 }
 
+/* Worker: its towers' shares of shard p's moving statistics into msg ((T, mcounts[p]), the shard's packed order). */
+static void pack_shares(const PsAsyncState *st, int p, float *msg) {
+    const Trainer *tr = st->tr;
+    for (int t = 0; t < tr->n_towers; t++)
+        for (int k = ps_shards_first(&st->sh, &tr->spec, p); k < ps_shards_first(&st->sh, &tr->spec, p + 1); k++) {
+            const ModelVar *v = &tr->spec.vars[st->sh.order[k]];
+            if (v->trainable) continue;
+            memcpy(msg, st->shares + (size_t)t * st->n_moving + st->moving_at[st->sh.order[k]], v->n_floats * sizeof(float));
+            msg += v->n_floats;
+        }
+}
+
 /* Rank 0, every --log_every steps: the staleness of the gradients applied so far, over every shard. */
 static void log_staleness(Trainer *tr, PsAsyncState *st) {
     const long every = tr->opt.log_every;
     if (tr->rank != 0 || every <= 0 || tr->ps->global_step / every == st->logged_at / every) return;
     st->logged_at = tr->ps->global_step;
-    long sum = 0, n = 0, max = 0;
-    for (int p = 0; p < st->n_ps; p++) {
-        sum += st->seen[p].stale_sum;
-        n += st->seen[p].stale_n;
-        if (st->seen[p].stale_max > max) max = st->seen[p].stale_max;
-    }
+    long n = 0;
+    for (int p = 0; p < st->n_ps; p++) n += st->seen[p].stale_n;
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
     printf("%s: step %ld: staleness mean %.2f, max %ld over %ld shard update(s) (bound %ld)\n", ts,
-           tr->ps->global_step, n ? (double)sum / (double)n : 0.0, max, n, st->bound);
+           tr->ps->global_step, tr->staleness_mean, tr->staleness_max, n, st->bound);
     fflush(stdout);
 }
 
@@ -417,13 +534,21 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
     train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, (float)T);
+    /* The towers' shares of batch norm's moving statistics (their gradient buffers are free now). */
+    if (st->n_moving > 0 && train_moving_shares(tr, st->shares, err, err_n_bytes) != 0) {
+        omp_set_num_threads(threads_before);
+        st->failed = 1;
+        return -1;
+    }
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     if (R == 1) {
         ps_shards_pack(&st->sh, &tr->spec, 0, 1, ps->grads, st->mean);
+        pack_shares(st, 0, st->mean + st->sh.counts[0]);
         pthread_mutex_lock(&st->lock);
         server_apply(st, 0, st->pulled_version[0]);
         st->pulled_version[0] = st->srv.global_step;
-        st->seen[0] = (MsgHeader){st->worker_step, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max};
+        st->seen[0] = (MsgHeader){st->worker_step, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max,
+                                  tr->stop_requested ? st->worker_step + 1 : -1};
         memcpy(ps->params, st->srv_params, ps->spec.n_params * sizeof(float));
         pthread_mutex_unlock(&st->lock);
     } else {
@@ -437,12 +562,15 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
             return -1;
         }
         for (int p = 0; p < st->n_ps; p++) {
-            MsgHeader h = {st->worker_step, st->pulled_version[p], 0, 0, 0};
+            MsgHeader h = {st->worker_step, st->pulled_version[p], 0, 0, 0, tr->stop_requested != 0};
             out[p] = st->out + msg_at(st, p);
             in[p] = st->in + msg_at(st, p);
-            out_n[p] = in_n[p] = msg_n_bytes(st, p);
+            out_n[p] = push_n_bytes(st, p);
+            in_n[p] = pull_n_bytes(st, p);
             memcpy(out[p], &h, sizeof h);
-            memcpy((unsigned char *)out[p] + sizeof h, st->packed + st->sh.displs[p], (size_t)st->sh.counts[p] * sizeof(float));
+            float *body = (float *)((unsigned char *)out[p] + sizeof h);
+            memcpy(body, st->packed + st->sh.displs[p], (size_t)st->sh.counts[p] * sizeof(float));
+            pack_shares(st, p, body + st->sh.counts[p]);
         }
         ranks_exchange_each(out, out_n, in, in_n, st->n_ps, TAG_PUSH, TAG_PULL);
         for (int p = 0; p < st->n_ps; p++) {
@@ -455,6 +583,17 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     }
     omp_set_num_threads(threads_before);
     st->worker_step++;
+    /* A stop: owner 0's answer names the worker step every worker stops after. */
+    if (st->seen[0].stop >= 0 && st->stop_after < 0) st->stop_after = st->seen[0].stop;
+    tr->stop_agreed = st->stop_after >= 0 && st->worker_step >= st->stop_after;
+    long sum = 0, n = 0, max = 0;
+    for (int p = 0; p < st->n_ps; p++) {
+        sum += st->seen[p].stale_sum;
+        n += st->seen[p].stale_n;
+        if (st->seen[p].stale_max > max) max = st->seen[p].stale_max;
+    }
+    tr->staleness_mean = n ? (double)sum / (double)n : 0.0;
+    tr->staleness_max = max;
     ps->global_step += R; /* the owners' count once every worker has made as many steps */
     ps->last_lr = ps_step_lr(ps);
     tr->times.apply.end_sec = tower_now_sec();

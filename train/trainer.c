@@ -699,6 +699,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     char e[512];
     if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0) return -1;
     tr->bn_sync = !strcmp(o->batch_norm, "sync");
+    tr->staleness_max = -1;
     const char *split = o->input_split ? o->input_split : "none";
     if (strcmp(split, "none") && strcmp(split, "files") && strcmp(split, "records")) {
         snprintf(err, err_n_bytes, "--input_split '%s': expected none, files or records", split);
@@ -1113,3 +1114,8 @@ int trainer_save_needs_every_rank(const Trainer *tr) {
 }
 
 int trainer_ranks_step_apart(const Trainer *tr) { return tr->n_ranks > 1 && tr->mode == TRAINER_PS_MPI_ASYNC; }
+
+int trainer_ranks_stop(Trainer *tr, int stop_here) {
+    if (trainer_ranks_step_apart(tr)) return tr->stop_agreed;
+    return tr->n_ranks > 1 ? ranks_any(stop_here) : stop_here;
+}

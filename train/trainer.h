@@ -263,6 +263,12 @@ typedef struct {
     size_t moving_n_floats;          /* floats in the non-trainable variables (batch norm's moving statistics); 0: none */
     float *moving_buf;               /* (T + (n_ranks > 1 ? n_ranks x T : 0), moving_n_floats): train_update_moving's
                                         packed statistics; NULL when moving_n_floats is 0 */
+    int stop_requested;              /* this rank was asked to stop (a signal): set before a step, carried by the
+                                        modes whose ranks step apart (trainer_ranks_stop) */
+    int stop_agreed;                 /* those modes, after a step: every rank stops after this one */
+    double staleness_mean;           /* ps_mpi_async: the staleness (updates) of the gradients applied so far, over
+                                        every shard as the last pulls said; max -1 in the modes without */
+    long staleness_max;
     void *mode_state;                /* a further mode's own state (its open makes it, its close frees it); NULL here */
     Trace *trace;                    /* --trace, or NULL */
     TrainerStepTimes times;          /* of the last step */
@@ -369,9 +375,18 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes);
 int trainer_save_needs_every_rank(const Trainer *tr);
 
 /* 1 when the ranks do not step together (ps_mpi_async): only the save
- * points (--save_every, the end) are common to every rank, so a check that
- * needs every rank (a stop by signal) waits for one. */
+ * points (--save_every, the end) are common to every rank, so a collective
+ * check waits for one (a stop by signal is agreed otherwise:
+ * trainer_ranks_stop). */
 int trainer_ranks_step_apart(const Trainer *tr);
+
+/* After a step: 1 when every rank stops here (a stop by signal); stop_here:
+ * this rank was asked to.  Ranks in lockstep agree at once (ranks_any, a
+ * collective); ranks that step apart agree through their messages: set
+ * tr->stop_requested before each step, the request travels with the step's
+ * pushes and every rank stops after the same worker step, a few steps later
+ * (mode_ps_async.c); one process: stop_here. */
+int trainer_ranks_stop(Trainer *tr, int stop_here);
 
 /* The current variables, (n_params) floats owned by the trainer and valid
  * until the next trainer_step: ps->params, or tower 0's replica in

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# test_mpi_async_stop.sh TOWER FAULT_HELPER — a stop by signal under the
+# asynchronous parameter servers (--sync_replicas false) with --save_every 0,
+# where the ranks never meet before the end: the request travels with the
+# pushes and every worker stops after the same worker step
+# (train/mode_ps_async.c, trainer_ranks_stop).
+#   - SIGINT to every rank's process, 2 ranks: the job ends within 10 s;
+#     rank 0 says "stop requested by SIGINT after step N", finishes at step
+#     N, and model.ckpt-N is the index's latest and loads.  Not SIGINT to
+#     mpirun: Open MPI 4.1 forwards it as SIGTERM and sends SIGKILL 1 s later
+#     (odls_base_sigkill_timeout), before an asynchronous job's last steps and
+#     save on a loaded machine (docs/hosts.md);
+#   - SIGTERM to rank 2 alone of 3 (not a parameter server: --ps_ranks 2),
+#     --max_staleness 0: rank 0 says "stop requested by another rank after
+#     step N" with N a multiple of 3 (every worker made the same steps), the
+#     job ends within 10 s, model.ckpt-N loads;
+#   - the same to rank 1 of 2 at the default --max_staleness 16;
+#   - no process of the job is left.
+# Skips (77) without mpirun or without MPI in the build.
+set -euo pipefail
+tower=$1 helper=$2
+command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+mpi=(mpirun --oversubscribe --bind-to none)
+probe=$("${mpi[@]}" -np 2 "$tower" train --variable_update replicated --all_reduce host --data /nonexistent-probe 2>&1 || true)
+if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower was built without MPI"; exit 77; fi
+if ! echo "$probe" | grep -q "runs in one process, and mpirun started 2 ranks"; then
+  echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5
+  exit 77
+fi
+work=$(mktemp -d)
+launcher=
+trap '[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null; rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+t0=$(date +%s)
+"$helper" idx "$work/img" "$work/lab" 2000
+"$tower" convert --from idx --images "$work/img" --labels "$work/lab" --out "$work/data" --num_shards 2 >/dev/null
+common=(--model mnist --data "$work/data-*.tfrecord" --device cpu --num_towers 1 --batch_size 4 --min_after_dequeue 100
+        --log_every 1 --summary_every 0 --histogram_every 0 --no_progress --optimizer momentum
+        --variable_update parameter_server --sync_replicas false --save_every 0 --max_steps 100000000)
+
+# stop_run NAME NP SIGNAL TARGET_RANK WANT_LINE [FLAGS...]: starts the job, waits for step 12, sends SIGNAL to
+# every rank's process (TARGET_RANK "all") or to one rank's, and checks the stop.
+stop_run() {
+  local name=$1 np=$2 sig=$3 target=$4 want=$5
+  shift 5
+  local dir=$work/$name log=$work/$name.log
+  "${mpi[@]}" -np "$np" "$tower" train "${common[@]}" --train_dir "$dir" "$@" >"$log" 2>&1 &
+  launcher=$!
+  local deadline=$((SECONDS + 120))
+  until grep -qs "step 1[2-9][0-9]*, loss\|step [2-9][0-9][0-9]*, loss" "$log"; do
+    kill -0 "$launcher" 2>/dev/null || { cat "$log"; fail "$name: the run ended before step 12"; }
+    [ $SECONDS -lt $deadline ] || { cat "$log"; fail "$name: not at step 12 in 120 s"; }
+    sleep 0.1
+  done
+  local victim
+  victim=$(pgrep -P "$launcher" | tr '\n' ' ')
+  if [ "$target" != all ]; then
+    victim=""
+    for p in $(pgrep -P "$launcher" 2>/dev/null); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$target" && victim=$p
+    done
+    [ -n "$victim" ] || fail "$name: could not find rank $target's process"
+  fi
+  local ranks
+  ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  kill "-$sig" $victim
+  local sent=$SECONDS
+  for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2>/dev/null; then cat "$log"; fail "$name: the job still runs 10 s after SIG$sig"; fi
+  wait "$launcher" 2>/dev/null || true
+  launcher=
+  for p in $ranks; do # gone, or a zombie on its way (its parent, mpirun, has ended)
+    for _ in $(seq 1 20); do
+      [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || break
+      sleep 0.1
+    done
+    if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+      fail "$name: rank process $p still runs after mpirun ended"
+    fi
+  done
+  local n
+  n=$(sed -n "s/.*stop requested by $want after step \([0-9]*\): checkpoint.*/\1/p" "$log" | head -1)
+  [ -n "$n" ] || { cat "$log"; fail "$name: rank 0 printed no 'stop requested by $want after step N' line"; }
+  grep -q "done at step $n;" "$log" || { cat "$log"; fail "$name: rank 0 did not finish at step $n"; }
+  [ $((n % np)) = 0 ] || fail "$name: stopped at step $n, not a multiple of $np ranks (the workers' steps differ)"
+  "$helper" check "$dir" >"$work/check" || { cat "$work/check"; fail "$name: a checkpoint does not load"; }
+  [ "$(sed -n 's/^latest //p' "$work/check")" = "$n" ] || { cat "$work/check"; fail "$name: the latest checkpoint is not step $n"; }
+  if grep -q "^tmp \|^orphan \|^bad " "$work/check"; then cat "$work/check"; fail "$name: a partial checkpoint is left"; fi
+  echo "$name: SIG$sig to $( [ "$target" = all ] && echo "every rank" || echo "rank $target") after step 12: every rank stopped at step $n within $((SECONDS - sent)) s, model.ckpt-$n loads"
+}
+
+stop_run int-all 2 INT all SIGINT
+stop_run term-rank2 3 TERM 2 "another rank" --ps_ranks 2 --max_staleness 0
+stop_run term-rank1 2 TERM 1 "another rank"
+echo "asynchronous stop by signal: all checks passed ($(( $(date +%s) - t0 )) s)"
