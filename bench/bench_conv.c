@@ -399,9 +399,6 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     if (s->bias) diff = fmax(diff, rel_diff(k.db, k.o_db, s->C_out));
     if (mm) diff = fmax(diff, fmax(rel_diff(k.out, k.m_out, k.out_n), fmax(rel_diff(k.dinp, k.m_dinp, k.in_n),
                                                                              rel_diff(k.dw, k.m_dw, k.w_n))));
-    if (getenv("BENCH_CONV_DEBUG"))
-        fprintf(stderr, "diff out %.2g dinp %.2g dw %.2g db %.2g\n", rel_diff(k.out, k.o_out, k.out_n),
-                rel_diff(k.dinp, k.o_dinp, k.in_n), rel_diff(k.dw, k.o_dw, k.w_n), rel_diff(k.db, k.o_db, s->C_out));
     double *t[N_TIMED];
     for (int w = 0; w < N_TIMED; w++) t[w] = calloc(reps, sizeof(double));
     for (int r = 0; r < reps; r++)
@@ -442,16 +439,17 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
 }
 
-/* GFLOP/s of a 1024^3 sgemm with the current threads: median of 7 runs. */
+/* GFLOP/s of a 1024^3 sgemm with the current threads: median of 7 runs
+ * (per CPU second with --cpu_time). */
 static double sgemm_rate(void) {
     const int n = 1024;
     float *a = rnd((size_t)n * n, 5), *b = rnd((size_t)n * n, 6), *c = malloc(sizeof(float) * n * n);
     double t[7];
     sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
     for (int r = 0; r < 7; r++) {
-        double t0 = now_s();
+        double t0 = clock_s();
         sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        t[r] = now_s() - t0;
+        t[r] = clock_s() - t0;
     }
     free(a); free(b); free(c);
     return 2.0 * n * n * n / median(t, 7) / 1e9;
@@ -478,10 +476,11 @@ int main(int argc, char **argv) {
     omp_set_num_threads(threads);
     DN(dnnl_engine_create(&g_eng, dnnl_cpu, 0));
     DN(dnnl_stream_create(&g_stream, g_eng, dnnl_stream_default_flags));
-    printf("%d threads, median of %d interleaved runs (%s); dnnl_sgemm 1024^3: %.0f GFLOP/s (wall)\n", threads, reps,
+    printf("%d threads, median of %d interleaved runs (%s); dnnl_sgemm 1024^3: %.0f GFLOP/s\n", threads, reps,
            g_cpu_time ? "CPU time" : "wall time", sgemm_rate());
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (!*only || !strcmp(only, shapes[i].net)) bench_shape(&shapes[i], reps, threads);
+    /* --only with a name of no shape (e.g. none): the sgemm rate alone. */
     dnnl_stream_destroy(g_stream);
     dnnl_engine_destroy(g_eng);
     return 0;
