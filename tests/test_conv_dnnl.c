@@ -139,6 +139,9 @@ int main(void) {
         {8, 64, 1, 32, 2, PAD_VALID, 1, ACT_NONE},    /* resnet50 1x1 stride 2 (VALID skips the last cells) */
         {15, 3, 7, 16, 2, PAD_VALID, 1, ACT_RELU},    /* resnet50 conv1 7x7 stride 2 */
         {5, 24, 3, 40, 2, PAD_SAME, 1, ACT_RELU},     /* odd map, SAME padding after only */
+        {24, 3, 5, 64, 1, PAD_SAME, 1, ACT_RELU},     /* cifar10 conv1 */
+        {12, 64, 5, 64, 1, PAD_SAME, 1, ACT_RELU},    /* cifar10 conv2 */
+        {14, 32, 5, 64, 1, PAD_SAME, 1, ACT_RELU},    /* mnist conv2 */
     };
     const int n_cases = (int)(sizeof cases / sizeof cases[0]);
     printf("conv2d_run (oneDNN where conv_algo's table says) against conv2d's loops, rel err per pass:\n");
@@ -149,6 +152,8 @@ int main(void) {
     run_case(&cases[1], 4, 6, 2, 1, 0);
     run_case(&cases[2], 6, 6, 2, 0, 0);
     run_case(&cases[1], 6, 6, 2, 1, 1);
+    run_case(&cases[11], 9, 9, 2, 1, 0);
+    run_case(&cases[11], 9, 3, 1, 1, 0);
     /* The table itself: vgg11's 4x4 layer takes oneDNN in every pass when
      * the machine's oneDNN has a direct kernel for it. */
     Conv2d c;
