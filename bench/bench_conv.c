@@ -188,7 +188,8 @@ static double gflop(const Bench *k) {
 /* ---- the sides, pass by pass ---- */
 
 static void tower_fwd(Bench *k) {
-    if (k->s.pointwise) pointwise_forward(k->out, k->inp, k->w, (size_t)k->s.B * k->s.H * k->s.H, k->s.C_in, k->s.C_out);
+    const size_t rows = (size_t)k->s.B * k->s.H * k->s.H;
+    if (k->s.pointwise) pointwise_forward(k->out, k->inp, k->w, rows, k->s.C_in, k->s.C_out);
     else conv2d_forward(k->out, k->scratch, k->inp, k->w, k->s.bias ? k->bias : NULL, &k->c, k->s.B, k->n_threads);
 }
 
@@ -395,7 +396,8 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     run_one(&k, T_BWD_ALL);
     for (int w = C_BWD_W; w >= C_BWD_D; w--) run_one(&k, w); /* bwd-w computes the mask bwd-d reads */
     if (mm) for (int w = M_BWD_D; w <= M_BWD_W; w++) run_one(&k, w);
-    double diff = fmax(rel_diff(k.out, k.o_out, k.out_n), fmax(rel_diff(k.dinp, k.o_dinp, k.in_n), rel_diff(k.dw, k.o_dw, k.w_n)));
+    double diff = fmax(rel_diff(k.out, k.o_out, k.out_n),
+                       fmax(rel_diff(k.dinp, k.o_dinp, k.in_n), rel_diff(k.dw, k.o_dw, k.w_n)));
     if (s->bias) diff = fmax(diff, rel_diff(k.db, k.o_db, s->C_out));
     if (mm) diff = fmax(diff, fmax(rel_diff(k.out, k.m_out, k.out_n), fmax(rel_diff(k.dinp, k.m_dinp, k.in_n),
                                                                              rel_diff(k.dw, k.m_dw, k.w_n))));
@@ -410,7 +412,8 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     double med[N_TIMED] = {0};
     for (int w = 0; w < n_timed; w++) med[w] = median(t[w], reps);
     const double g = gflop(&k);
-    const double tf = med[T_FWD], tw = med[T_BWD_W], td = fmax(med[T_BWD_ALL] - med[T_BWD_W], 1e-9);
+    /* Tower's data figure is a difference of two noisy medians: 0 (and 0 GFLOP/s) when not positive. */
+    const double tf = med[T_FWD], tw = med[T_BWD_W], td = fmax(med[T_BWD_ALL] - med[T_BWD_W], 0.0);
 #define RATE(x) ((x) > 0 ? g / (x) : 0.0)
     printf("%-12s B%3d %3dx%-3d %4d->%-4d k%d s%d%s%s | %6.2f GF | tower fwd %7.2f ms %5.0f GF/s  bwd-d %7.2f %5.0f"
            "  bwd-w %7.2f %5.0f | conv fwd %7.2f %5.0f  bwd-d %7.2f %5.0f  bwd-w %7.2f %5.0f",
@@ -465,7 +468,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--wei_any")) g_wei_any = 1;
         else if (!strcmp(argv[i], "--cpu_time")) g_cpu_time = 1;
         else {
-            fprintf(stderr, "usage: bench_conv [--reps 9] [--threads 2] [--only vgg11|mobilenet_v2|resnet50] [--wei_any] [--cpu_time]\n");
+            fprintf(stderr, "usage: bench_conv [--reps 9] [--threads 2] [--only vgg11|mobilenet_v2|resnet50]"
+                            " [--wei_any] [--cpu_time]\n");
             return 2;
         }
     }

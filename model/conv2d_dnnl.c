@@ -46,7 +46,7 @@ typedef struct {
     ConvKey key;
     int failed;                              /* creation failed: loops for every pass */
     dnnl_primitive_t prim[CONV_PASS_COUNT];  /* NULL: that pass runs the loops */
-    dnnl_primitive_t to_blocked[2];          /* HWIO -> forward's / backward data's weights layout; NULL: HWIO already */
+    dnnl_primitive_t to_blocked[2];          /* HWIO -> forward's / backward data's layout; NULL: HWIO already */
     dnnl_primitive_t dw_to_hwio;             /* backward weights' gradient layout -> HWIO; NULL: HWIO already */
     dnnl_memory_desc_t src, dst, bias, hwio; /* plain descriptors */
     dnnl_memory_desc_t wei[CONV_PASS_COUNT]; /* each pass's weights (gradient) layout */
@@ -127,7 +127,8 @@ static int entry_create(ConvEntry *e) {
      * (VALID with a stride that skips the last cells) is 0 for oneDNN. */
     int pb = (k->OH - 1) * k->stride_h + k->KH - k->H - k->pad_top;
     int pr = (k->OW - 1) * k->stride_w + k->KW - k->W - k->pad_left;
-    dnnl_dims_t st = {k->stride_h, k->stride_w}, pl = {k->pad_top, k->pad_left}, prr = {pb > 0 ? pb : 0, pr > 0 ? pr : 0};
+    dnnl_dims_t st = {k->stride_h, k->stride_w}, pl = {k->pad_top, k->pad_left};
+    dnnl_dims_t prr = {pb > 0 ? pb : 0, pr > 0 ? pr : 0};
     const dnnl_memory_desc_t *bp = k->has_bias ? &e->bias : NULL;
     dnnl_convolution_desc_t desc[CONV_PASS_COUNT];
     if (dnnl_convolution_forward_desc_init(&desc[CONV_PASS_FORWARD], dnnl_forward_training, dnnl_convolution_direct,
@@ -154,7 +155,8 @@ static int entry_create(ConvEntry *e) {
         if (po) dnnl_post_ops_destroy(po);
     }
     dnnl_primitive_desc_t fwd_pd = NULL;
-    if (!rc) rc |= dnnl_primitive_desc_create(&fwd_pd, &desc[CONV_PASS_FORWARD], fwd_attr, g_engine, NULL) != dnnl_success;
+    if (!rc)
+        rc |= dnnl_primitive_desc_create(&fwd_pd, &desc[CONV_PASS_FORWARD], fwd_attr, g_engine, NULL) != dnnl_success;
     for (int p = 0; p < CONV_PASS_COUNT && !rc; p++) {
         dnnl_primitive_desc_t pd = fwd_pd;
         if (p != CONV_PASS_FORWARD &&
@@ -171,7 +173,8 @@ static int entry_create(ConvEntry *e) {
                 rc |= make_reorder(&e->to_blocked[p], &e->hwio, &e->wei[p], attr, &e->pad_n_bytes[p]) != 0;
             if (!rc && p == CONV_PASS_BACKWARD_WEIGHTS)
                 rc |= make_reorder(&e->dw_to_hwio, &e->wei[p], &e->hwio, attr, &e->pad_n_bytes[p]) != 0;
-            if (!dnnl_memory_desc_equal(&e->wei[p], &e->hwio)) e->wei_n_bytes[p] = dnnl_memory_desc_get_size(&e->wei[p]);
+            if (!dnnl_memory_desc_equal(&e->wei[p], &e->hwio))
+                e->wei_n_bytes[p] = dnnl_memory_desc_get_size(&e->wei[p]);
         }
         if (p != CONV_PASS_FORWARD) dnnl_primitive_desc_destroy(pd);
     }

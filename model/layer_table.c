@@ -93,6 +93,13 @@ static size_t conv2d_grads_n_bytes(const Conv2d *c) {
     return align64(sizeof(float) * conv2d_dw_n_floats(c)) + align64(sizeof(float) * c->C_out);
 }
 
+/* conv2d_run's part of the node's scratch as given (0 when a caller did not
+ * say: then the loops run, as they always fit). */
+static size_t conv2d_run_bytes_given(const Conv2d *c, const NodeRun *r) {
+    const size_t grads = conv2d_grads_n_bytes(c);
+    return r->scratch_n_bytes > grads ? r->scratch_n_bytes - grads : 0;
+}
+
 static size_t conv2d_node_scratch_n_bytes(const Node *n, int max_batch, int n_threads) {
     return conv2d_grads_n_bytes(&n->conv) + conv2d_run_scratch_n_bytes(&n->conv, !n->no_bias, max_batch, n_threads);
 }
@@ -104,7 +111,7 @@ static double conv2d_node_macs(const Node *n) {
 
 static void conv2d_node_forward(const Node *n, const NodeRun *r) {
     const size_t grads = conv2d_grads_n_bytes(&n->conv);
-    conv2d_run_forward(r->out, (char *)r->scratch + grads, r->scratch_n_bytes - grads, r->in[0], r->w[0],
+    conv2d_run_forward(r->out, (char *)r->scratch + grads, conv2d_run_bytes_given(&n->conv, r), r->in[0], r->w[0],
                        n->no_bias ? NULL : r->w[1], &n->conv, r->B, r->n_threads);
 }
 
@@ -113,8 +120,8 @@ static void conv2d_node_backward(const Node *n, const NodeRun *r) {
     const size_t grads = conv2d_grads_n_bytes(c);
     float *dw = (float *)r->scratch;
     float *db = (float *)((char *)dw + align64(sizeof(float) * conv2d_dw_n_floats(c)));
-    conv2d_run_backward(r->din[0], dw, n->no_bias ? NULL : db, (char *)r->scratch + grads, r->scratch_n_bytes - grads,
-                        r->out, r->dout, r->in[0], r->w[0], c, r->B, r->n_threads);
+    conv2d_run_backward(r->din[0], dw, n->no_bias ? NULL : db, (char *)r->scratch + grads,
+                        conv2d_run_bytes_given(c, r), r->out, r->dout, r->in[0], r->w[0], c, r->B, r->n_threads);
     grad_accumulate(r->dw[0], dw, conv2d_dw_n_floats(c));
     if (!n->no_bias) grad_accumulate(r->dw[1], db, (size_t)c->C_out);
 }

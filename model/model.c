@@ -351,7 +351,8 @@ float model_forward(float *logits, float *ce_loss, ModelActs *a,
         const Node *n = &g->nodes[i];
         NodeBuf *b = &a->bufs[i];
         NodeRun r = {.B = B, .n_threads = a->n_threads, .training = a->training, .out = b->out, .saved = b->saved,
-                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes, .sync = a->synced && a->training ? &a->sync : NULL};
+                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes,
+                     .sync = a->synced && a->training ? &a->sync : NULL};
         for (int j = 0; j < n->n_inputs; j++) r.in[j] = n->inputs[j] == GRAPH_INPUT ? a->x : a->bufs[n->inputs[j]].out;
         bind_vars(&r, s, n, params, NULL);
         double t0 = omp_get_wtime();
@@ -397,7 +398,8 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         NodeBuf *b = &a->bufs[i];
         if (!written[i]) continue; /* its output reaches no loss */
         NodeRun r = {.B = B, .n_threads = a->n_threads, .training = 1, .out = b->out, .saved = b->saved,
-                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes, .dout = b->dout, .sync = a->synced ? &a->sync : NULL};
+                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes, .dout = b->dout,
+                     .sync = a->synced ? &a->sync : NULL};
         int later[NODE_MAX_INPUTS] = {0}; /* input j's gradient goes to grad_tmp's slab j, then is added */
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];
