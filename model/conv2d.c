@@ -173,9 +173,11 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
                 relu_backward(dpre, out + (size_t)b * out_n, g, out_n);
                 g = dpre;
             }
-            bias_add_backward(db_t, g, rows, N);
-            im2col(col, inp + (size_t)b * in_n, c);
-            sgemm(1, 0, K, N, rows, 1.0f, col, K, g, N, 1.0f, dw_t, N);
+            if (dweight) {
+                bias_add_backward(db_t, g, rows, N);
+                im2col(col, inp + (size_t)b * in_n, c);
+                sgemm(1, 0, K, N, rows, 1.0f, col, K, g, N, 1.0f, dw_t, N);
+            }
             if (dinp) {
                 sgemm(0, 1, rows, K, N, 1.0f, g, N, weight, N, 0.0f, dcol, K);
                 col2im(dinp + (size_t)b * in_n, dcol, c);
@@ -184,14 +186,15 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
         /* Sum the partials in thread order (deterministic for a given team
          * size); the loop's implicit barrier makes every partial complete. */
         const float *dw_0 = partial_dw(scratch, c, 0);
+        const size_t w_sum_n = dweight ? w_n : 0;
 #pragma omp for schedule(static)
-        for (size_t i = 0; i < w_n; i++) {
+        for (size_t i = 0; i < w_sum_n; i++) {
             float s = 0.0f;
             for (int u = 0; u < nt; u++) s += dw_0[(size_t)u * per_thread + i];
             dweight[i] = s;
         }
 #pragma omp single
-        if (dbias) {
+        if (dweight && dbias) {
             for (int n = 0; n < N; n++) {
                 float s = 0.0f;
                 for (int u = 0; u < nt; u++) s += partial_db(scratch, c, u)[n];

@@ -1,9 +1,14 @@
 /* conv_algo.c — conv_algo_pick (conv_algo.h): the rule by which a GPU conv
- * layer takes one of cuDNN's convolution algorithms.  Plain C, built into
- * tower_model in every build so that tests/test_conv_algo.c runs anywhere.
- * What it does not do: talk to cuDNN (conv2d_cuda.cu does).
+ * layer takes one of cuDNN's convolution algorithms; conv_cpu_pick: the
+ * table by which each pass of a CPU conv layer takes oneDNN's convolution
+ * primitive or model/conv2d.c's loops.  Plain C, built into tower_model in
+ * every build so that tests/test_conv_algo.c runs anywhere.
+ * What it does not do: talk to cuDNN (conv2d_cuda.cu does) or oneDNN
+ * (conv2d_dnnl.c does).
  */
 #include "model/conv_algo.h"
+
+#include <string.h>
 
 int conv_algo_run_math(ConvMath listed, int allow_tf32) {
     if (!allow_tf32) return CONV_MATH_FMA;
@@ -22,4 +27,47 @@ int conv_algo_pick(const ConvAlgoCandidate *cand, int n, int allow_tf32, int det
     for (int i = 0; i < n; i++)
         if (fits(&cand[i], allow_tf32, cap_n_bytes)) return i;
     return -1;
+}
+
+/* ---- CPU ---------------------------------------------------------------------- */
+
+int conv_cpu_impl_direct(const char *impl_info) {
+    if (!impl_info || !*impl_info) return 0;
+    return strstr(impl_info, "gemm") == NULL && strstr(impl_info, "ref") == NULL;
+}
+
+/* Where oneDNN's direct kernels beat the loops, pass by pass (bench/bench_conv
+ * on vgg11's 3x3 and resnet50's convolutions at batch 64, one thread, CPU
+ * time, on a 2-core AMD EPYC with AVX-512, and with ONEDNN_MAX_CPU_ISA=AVX2
+ * for an AVX2 machine; bench/RESULTS.md, 2026-11-26): a row says oneDNN for
+ * the pass when the implementation's name contains impl_needs ("" for any
+ * direct kernel), the kernel has at least min_kernel_cells cells, the input
+ * at least min_C_in channels and the output map at most max_out_cells cells.
+ *   - forward: brgconv (AVX-512) 1.1-1.7x the loops on every 3x3 shape
+ *     (the loops' per-image im2col copies the input 9 times), jit:avx2 level
+ *     or better; on 1x1 kernels a tie (0.8-1.3x), so the loops keep them.
+ *   - backward data: 1.2-8.7x at C_in >= 64 (the loops' col2im and
+ *     per-image GEMMs of 4-16 rows starve at 4x4 and 2x2 maps); at C_in 3
+ *     (a first layer, whose input gradient nobody wants) 4x slower.
+ *   - backward weights: with AVX-512, 1.1-1.6x at maps of 4x4 and less, a
+ *     tie at 8x8, 1.5-5x slower at 16x16 and 32x32; jit:avx2's is slower
+ *     than the loops everywhere measured. */
+static const struct {
+    ConvPass pass;
+    const char *impl_needs;
+    int min_kernel_cells, min_C_in, max_out_cells;
+} cpu_rows[] = {
+    {CONV_PASS_FORWARD, "", 2, 1, 1 << 30},
+    {CONV_PASS_BACKWARD_DATA, "", 1, 16, 1 << 30},
+    {CONV_PASS_BACKWARD_WEIGHTS, "avx512", 1, 1, 16},
+};
+
+ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {
+    if (!conv_cpu_impl_direct(impl_info)) return CONV_CPU_LOOPS;
+    for (size_t i = 0; i < sizeof cpu_rows / sizeof cpu_rows[0]; i++)
+        if (cpu_rows[i].pass == pass && strstr(impl_info, cpu_rows[i].impl_needs) &&
+            s->KH * s->KW >= cpu_rows[i].min_kernel_cells && s->C_in >= cpu_rows[i].min_C_in &&
+            s->OH * s->OW <= cpu_rows[i].max_out_cells)
+            return CONV_CPU_ONEDNN;
+    return CONV_CPU_LOOPS;
 }

@@ -1,12 +1,17 @@
-/* conv_algo.h — which cuDNN convolution algorithm a GPU conv layer takes,
- * as a pure function of cuDNN's heuristics list, so that the rule is tested
- * on machines without a GPU (tests/test_conv_algo.c).
+/* conv_algo.h — which algorithm a conv layer takes: on the GPU one of
+ * cuDNN's (a pure function of cuDNN's heuristics list), on the CPU, pass by
+ * pass, oneDNN's convolution primitive or model/conv2d.c's loops (a pure
+ * function of the shape and of the implementation oneDNN would run), so
+ * that both rules are tested anywhere (tests/test_conv_algo.c).
  *
- * Where it sits: model/, plain C (no CUDA headers); conv2d_cuda.cu turns
- * each cudnnConvolution*AlgoPerf_t entry into a ConvAlgoCandidate (asking
- * cuDNN for its workspace with the math type it would run with) and calls
- * conv_algo_pick for each of forward, backward data and backward filter.
- * What it does not do: talk to cuDNN, or know the algorithms' names.
+ * Where it sits: model/, plain C (no CUDA or oneDNN headers);
+ * conv2d_cuda.cu turns each cudnnConvolution*AlgoPerf_t entry into a
+ * ConvAlgoCandidate (asking cuDNN for its workspace with the math type it
+ * would run with) and calls conv_algo_pick for each of forward, backward
+ * data and backward filter; conv2d_dnnl.c asks conv_cpu_pick for each CPU
+ * pass.
+ * What it does not do: talk to cuDNN or oneDNN, or know cuDNN's algorithm
+ * names.
  */
 #ifndef TOWER_MODEL_CONV_ALGO_H
 #define TOWER_MODEL_CONV_ALGO_H
@@ -50,6 +55,30 @@ typedef struct {
  *     last bits, docs/gpu.md);
  *   - with deterministic_only and no deterministic entry that fits: -1. */
 int conv_algo_pick(const ConvAlgoCandidate *cand, int n, int allow_tf32, int deterministic_only, size_t cap_n_bytes);
+
+/* ---- CPU: oneDNN's convolution primitive or the loops, pass by pass ---------- */
+
+typedef enum { CONV_PASS_FORWARD, CONV_PASS_BACKWARD_DATA, CONV_PASS_BACKWARD_WEIGHTS, CONV_PASS_COUNT } ConvPass;
+typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN } ConvCpuPath;
+
+/* What the CPU rule looks at: the layer's geometry for one image. */
+typedef struct {
+    int C_in, C_out;   /* channels in and out */
+    int KH, KW;        /* kernel */
+    int OH, OW;        /* output map */
+} ConvCpuShape;
+
+/* 1 when oneDNN's implementation string (dnnl_query_impl_info_str) names a
+ * direct kernel ("brgconv:avx512_core", "jit:avx2", "jit_1x1:..."), 0 for
+ * its im2col + gemm fallback ("gemm:jit") and its reference loops
+ * ("ref:any"), which are never faster than model/conv2d.c's own im2col. */
+int conv_cpu_impl_direct(const char *impl_info);
+
+/* The path of one pass (the table in conv_algo.c, measured with
+ * bench/bench_conv, bench/RESULTS.md): oneDNN only where the implementation
+ * it would run (impl_info, as conv_cpu_impl_direct reads it) is direct and
+ * a row of the table for the pass says the shape gains with it. */
+ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info);
 
 #ifdef __cplusplus
 }

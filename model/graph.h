@@ -209,6 +209,7 @@ typedef struct {
     float *out;                         /* (B, out shape): forward writes; backward reads */
     void *saved;                        /* saved_n_bytes(node, max_batch) of this node's own */
     void *scratch;                      /* shared: max over nodes of scratch_n_bytes */
+    size_t scratch_n_bytes;             /* its size (at least this node's scratch_n_bytes at max_batch) */
     const float *w[NODE_MAX_VARS];      /* the node's variables, in its vars order */
     float *dw[NODE_MAX_VARS];           /* their gradients: backward ADDS */
     float *dout;                        /* (B, out shape): the gradient of out; backward may clobber it */

@@ -85,13 +85,23 @@ static int conv2d_node_vars(const Node *n, NodeVar *v) {
     return 2;
 }
 
-/* Scratch: conv2d's per-thread scratch, then the parameter gradients it overwrites. */
+/* Scratch: the parameter gradients conv2d overwrites, then conv2d_run's
+ * scratch (oneDNN's weights layouts and scratchpads, or the loops'
+ * per-thread buffers). */
 static size_t conv2d_dw_n_floats(const Conv2d *c) { return (size_t)c->KH * c->KW * c->C_in * c->C_out; }
+static size_t conv2d_grads_n_bytes(const Conv2d *c) {
+    return align64(sizeof(float) * conv2d_dw_n_floats(c)) + align64(sizeof(float) * c->C_out);
+}
+
+/* conv2d_run's part of the node's scratch as given (0 when a caller did not
+ * say: then the loops run, as they always fit). */
+static size_t conv2d_run_bytes_given(const Conv2d *c, const NodeRun *r) {
+    const size_t grads = conv2d_grads_n_bytes(c);
+    return r->scratch_n_bytes > grads ? r->scratch_n_bytes - grads : 0;
+}
 
 static size_t conv2d_node_scratch_n_bytes(const Node *n, int max_batch, int n_threads) {
-    (void)max_batch;
-    return align64(sizeof(float) * conv2d_scratch_n_floats(&n->conv, n_threads)) +
-           align64(sizeof(float) * conv2d_dw_n_floats(&n->conv)) + align64(sizeof(float) * n->conv.C_out);
+    return conv2d_grads_n_bytes(&n->conv) + conv2d_run_scratch_n_bytes(&n->conv, !n->no_bias, max_batch, n_threads);
 }
 
 static double conv2d_node_macs(const Node *n) {
@@ -100,17 +110,18 @@ static double conv2d_node_macs(const Node *n) {
 }
 
 static void conv2d_node_forward(const Node *n, const NodeRun *r) {
-    conv2d_forward(r->out, r->scratch, r->in[0], r->w[0], n->no_bias ? NULL : r->w[1], &n->conv, r->B,
-                   r->n_threads);
+    const size_t grads = conv2d_grads_n_bytes(&n->conv);
+    conv2d_run_forward(r->out, (char *)r->scratch + grads, conv2d_run_bytes_given(&n->conv, r), r->in[0], r->w[0],
+                       n->no_bias ? NULL : r->w[1], &n->conv, r->B, r->n_threads);
 }
 
 static void conv2d_node_backward(const Node *n, const NodeRun *r) {
     const Conv2d *c = &n->conv;
-    char *s = r->scratch;
-    float *dw = (float *)(s + align64(sizeof(float) * conv2d_scratch_n_floats(c, r->n_threads)));
+    const size_t grads = conv2d_grads_n_bytes(c);
+    float *dw = (float *)r->scratch;
     float *db = (float *)((char *)dw + align64(sizeof(float) * conv2d_dw_n_floats(c)));
-    conv2d_backward(r->din[0], dw, n->no_bias ? NULL : db, r->scratch, r->out, r->dout, r->in[0], r->w[0], c, r->B,
-                    r->n_threads);
+    conv2d_run_backward(r->din[0], dw, n->no_bias ? NULL : db, (char *)r->scratch + grads,
+                        conv2d_run_bytes_given(c, r), r->out, r->dout, r->in[0], r->w[0], c, r->B, r->n_threads);
     grad_accumulate(r->dw[0], dw, conv2d_dw_n_floats(c));
     if (!n->no_bias) grad_accumulate(r->dw[1], db, (size_t)c->C_out);
 }

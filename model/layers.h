@@ -71,7 +71,8 @@ void conv2d_forward(float *out, float *scratch, const float *inp, const float *w
 
 /* Gradients of conv2d_forward.
  *   dinp   : (B, H, W, C_in)   OVERWRITTEN; may be NULL (not wanted, e.g. first layer)
- *   dweight: (KH, KW, C_in, C_out) OVERWRITTEN
+ *   dweight: (KH, KW, C_in, C_out) OVERWRITTEN; may be NULL (not wanted: then
+ *            no bias gradient either, whatever dbias is)
  *   dbias  : (C_out)           OVERWRITTEN; may be NULL
  *   scratch: as for forward, clobbered
  *   out    : (B, OH, OW, C_out) forward's output (read only when act == ACT_RELU)
@@ -81,6 +82,32 @@ void conv2d_forward(float *out, float *scratch, const float *inp, const float *w
 void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
                      const float *out, const float *dout, const float *inp,
                      const float *weight, const Conv2d *c, int B, int n_threads);
+
+/* conv2d as the CPU executor runs it (conv2d_dnnl.c): each pass through
+ * oneDNN's convolution primitive or the loops above, as conv_algo.h's CPU
+ * table picks; same arguments and results as conv2d_forward/backward
+ * (within float rounding: another summation order), except:
+ *   scratch: conv2d_run_scratch_n_bytes(c, bias != NULL, max_batch, n_threads)
+ *            bytes (scratch_n_bytes says how many were given), clobbered;
+ *            a batch larger than max_batch still runs (the loops take it);
+ *   dout   : clobbered after a ReLU (the mask is applied in place).
+ * The first call for a new (shape, batch, threads) creates oneDNN's
+ * primitives (cached for the process, so conv2d_run_scratch_n_bytes at
+ * planning time creates those of max_batch). */
+size_t conv2d_run_scratch_n_bytes(const Conv2d *c, int has_bias, int max_batch, int n_threads);
+void conv2d_run_forward(float *out, void *scratch, size_t scratch_n_bytes, const float *inp, const float *weight,
+                        const float *bias, const Conv2d *c, int B, int n_threads);
+void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratch, size_t scratch_n_bytes,
+                         const float *out, float *dout, const float *inp, const float *weight, const Conv2d *c, int B,
+                         int n_threads);
+/* The path pass (conv_algo.h's ConvPass) takes for this shape, batch and
+ * threads: CONV_CPU_ONEDNN or CONV_CPU_LOOPS (creating the primitives if
+ * needed). */
+int conv2d_run_path(const Conv2d *c, int has_bias, int B, int n_threads, int pass);
+/* on = 1: every conv2d_run_* call of the process runs the loops (the
+ * bit-for-bit oracle tests, bench_model --conv_loops for A/B timings);
+ * returns the previous setting. */
+int conv2d_run_set_loops_only(int on);
 
 /* ---- max pooling ------------------------------------------------------------
  * TensorFlow's max_pool: windows (KH, KW) moved by the strides; SAME pads with

@@ -52,6 +52,7 @@ struct ModelActs {
                                  before they are added; empty when graph.shared is 0 */
     size_t grad_tmp_n_floats; /* floats of one of its NODE_MAX_INPUTS slabs */
     void *scratch;            /* max over nodes of the kind's scratch_n_bytes */
+    size_t scratch_n_bytes;   /* its size */
     int B;                    /* batch of the last forward; 0 before the first */
     int training;             /* mode of the next forwards (model_acts_set_training), 1 by default */
     int forward_training;     /* mode of the last forward */
@@ -257,6 +258,7 @@ static size_t acts_arrays(ModelActs *a, int alloc) {
     a->grad_tmp_n_floats = g->shared ? Bm * max_out : 0; /* a chain never sums gradients */
     ARRAY(a->grad_tmp, sizeof(float) * NODE_MAX_INPUTS * a->grad_tmp_n_floats);
     ARRAY(a->scratch, scratch);
+    if (alloc) a->scratch_n_bytes = scratch;
 #undef ARRAY
     if (alloc) return ok ? 0 : (size_t)-1;
     return n_bytes;
@@ -349,7 +351,8 @@ float model_forward(float *logits, float *ce_loss, ModelActs *a,
         const Node *n = &g->nodes[i];
         NodeBuf *b = &a->bufs[i];
         NodeRun r = {.B = B, .n_threads = a->n_threads, .training = a->training, .out = b->out, .saved = b->saved,
-                     .scratch = a->scratch, .sync = a->synced && a->training ? &a->sync : NULL};
+                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes,
+                     .sync = a->synced && a->training ? &a->sync : NULL};
         for (int j = 0; j < n->n_inputs; j++) r.in[j] = n->inputs[j] == GRAPH_INPUT ? a->x : a->bufs[n->inputs[j]].out;
         bind_vars(&r, s, n, params, NULL);
         double t0 = omp_get_wtime();
@@ -395,7 +398,8 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         NodeBuf *b = &a->bufs[i];
         if (!written[i]) continue; /* its output reaches no loss */
         NodeRun r = {.B = B, .n_threads = a->n_threads, .training = 1, .out = b->out, .saved = b->saved,
-                     .scratch = a->scratch, .dout = b->dout, .sync = a->synced ? &a->sync : NULL};
+                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes, .dout = b->dout,
+                     .sync = a->synced ? &a->sync : NULL};
         int later[NODE_MAX_INPUTS] = {0}; /* input j's gradient goes to grad_tmp's slab j, then is added */
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];

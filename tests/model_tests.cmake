@@ -5,6 +5,9 @@ tower_add_test(NAME test_layers_gradcheck
 tower_add_test(NAME test_layers_known
   SOURCES test_layers_known.c gradcheck.c
   LIBS tower_model)
+tower_add_test(NAME test_conv_dnnl
+  SOURCES test_conv_dnnl.c
+  LIBS tower_model)
 tower_add_test(NAME test_model_spec
   SOURCES test_model_spec.c
   LIBS tower_model)

@@ -8,6 +8,10 @@
  * tensor-op entries only with TF32; the workspace cap and unusable entries
  * are honoured; an empty list gives -1; the math type an entry runs with
  * is FMA without TF32 and never ALLOW_CONVERSION (FP16/BF16) with it.
+ * The CPU table (conv_cpu_pick): oneDNN's gemm and reference fallbacks are
+ * never taken; 3x3 forward, backward data from 16 input channels and
+ * backward weights on maps of at most 16 cells with an AVX-512 kernel
+ * (not jit:avx2's) take oneDNN, the rest the loops.
  */
 #include <stdio.h>
 
@@ -50,6 +54,25 @@ int main(void) {
     expect("math with TF32: TENSOR_OP stays TENSOR_OP", conv_algo_run_math(CONV_MATH_TENSOR_OP, 1), CONV_MATH_TENSOR_OP);
     expect("math with TF32: ALLOW_CONVERSION (FP16/BF16) refused",
            conv_algo_run_math(CONV_MATH_TENSOR_OP_ALLOW_CONVERSION, 1), -1);
-    printf("%s\n", failures ? "conv_algo_pick FAILED" : "conv_algo_pick: every case as expected");
+    /* The CPU table (conv_algo.c): oneDNN only with a direct kernel, per pass. */
+    const ConvCpuShape vgg_4x4 = {256, 512, 3, 3, 4, 4}, vgg_16x16 = {64, 128, 3, 3, 16, 16};
+    const ConvCpuShape first = {3, 64, 3, 3, 32, 32}, one_by_one = {64, 256, 1, 1, 8, 8};
+    expect("cpu: gemm fallback is not direct", conv_cpu_impl_direct("x64:gemm:jit"), 0);
+    expect("cpu: reference loops are not direct", conv_cpu_impl_direct("ref:any"), 0);
+    expect("cpu: brgconv is direct", conv_cpu_impl_direct("brgconv:avx512_core"), 1);
+    expect("cpu: jit:avx2 is direct", conv_cpu_impl_direct("jit:avx2"), 1);
+    expect("cpu: no implementation string", conv_cpu_impl_direct(""), 0);
+    const char *brg = "brgconv:avx512_core", *jit512 = "jit:avx512_core", *avx2 = "jit:avx2";
+    expect("cpu: no direct kernel: loops", conv_cpu_pick(CONV_PASS_FORWARD, &vgg_4x4, "x64:gemm:jit"), CONV_CPU_LOOPS);
+    expect("cpu: jit:avx2 3x3 forward: oneDNN", conv_cpu_pick(CONV_PASS_FORWARD, &vgg_4x4, avx2), CONV_CPU_ONEDNN);
+    expect("cpu: jit:avx2 backward weights on 4x4: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_4x4, avx2), CONV_CPU_LOOPS);
+    expect("cpu: 3x3 forward: oneDNN", conv_cpu_pick(CONV_PASS_FORWARD, &vgg_16x16, brg), CONV_CPU_ONEDNN);
+    expect("cpu: 1x1 forward: loops", conv_cpu_pick(CONV_PASS_FORWARD, &one_by_one, brg), CONV_CPU_LOOPS);
+    expect("cpu: backward data at 64 channels: oneDNN", conv_cpu_pick(CONV_PASS_BACKWARD_DATA, &vgg_16x16, avx2), CONV_CPU_ONEDNN);
+    expect("cpu: backward data at 3 channels: loops", conv_cpu_pick(CONV_PASS_BACKWARD_DATA, &first, jit512), CONV_CPU_LOOPS);
+    expect("cpu: backward weights on 4x4: oneDNN", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_4x4, jit512), CONV_CPU_ONEDNN);
+    expect("cpu: backward weights on 16x16: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_16x16, jit512), CONV_CPU_LOOPS);
+    expect("cpu: backward weights 1x1 on 8x8: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &one_by_one, jit512), CONV_CPU_LOOPS);
+    printf("%s\n", failures ? "conv_algo FAILED" : "conv_algo: every case as expected");
     return failures ? 1 : 0;
 }

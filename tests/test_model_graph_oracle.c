@@ -18,9 +18,15 @@
  *   - backward ADDS: a second backward into the same block doubles it
  *     (exactly where no weight decay is added), and a forward/backward on a second batch through
  *     the same workspace still matches.
+ * The executor's convolutions run conv2d's loops here
+ * (conv2d_run_set_loops_only), as the reference's do: bits can only match
+ * within one summation order.  oneDNN's convolution path is checked
+ * against the loops by test_conv_dnnl, and whole networks through it by
+ * test_model_nets and test_model_gradcheck.
  */
 #include "gradcheck.h"
 #include "model/model.h"
+#include "model/layers.h"
 #include "tests/model_reference.h"
 
 #include <math.h>
@@ -140,6 +146,7 @@ static void check_case(const char *model, int H, int W, int C, int K, int max_ba
 }
 
 int main(void) {
+    conv2d_run_set_loops_only(1);
     const int batches[] = {5, 1, 8, 3};
     const int threads[] = {1, 2, 3};
     for (int t = 0; t < 3; t++) {

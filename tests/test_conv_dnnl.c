@@ -1,0 +1,170 @@
+/* test_conv_dnnl.c — conv2d as the CPU executor runs it (model/conv2d_dnnl.c:
+ * oneDNN's convolution primitive where conv_algo.c's CPU table says so)
+ * against the readable loops (conv2d_forward / conv2d_backward), the oracle.
+ *
+ * Where it sits: ctest (CPU).  For shapes the networks use (vgg11's 3x3
+ * SAME at 16x16 .. 2x2 with 64-512 channels, resnet20's 3x3 stride 2 SAME,
+ * resnet50's 1x1 stride 1 and 2 VALID and 7x7 stride 2 VALID, a first
+ * layer of 3 channels), with and without bias and ReLU, on 1 and 2
+ * threads: fresh random inputs, weights and output gradients; forward
+ * output, input gradient, weight and bias gradients compared with the
+ * loops' within 1e-4 of the largest magnitude (another summation order, no
+ * more).  Also: a batch smaller than the one the scratch was sized for, a
+ * batch larger (the loops take it), a NULL input gradient, scratch too
+ * small for oneDNN (the loops take it), dout clobbered only by the ReLU
+ * mask, and that oneDNN is taken for the passes the table names when this
+ * machine's oneDNN has direct kernels (said, not failed, when it has none).
+ */
+#include "model/conv_algo.h"
+#include "model/layers.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/check.h"
+
+static uint64_t g_seed = 0x5eed;
+
+static float *rnd(size_t n) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (g_seed += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        x[i] = (float)((double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    }
+    return x;
+}
+
+/* max |a - b| / max |a|, 0 when both are all zero. */
+static double rel_err(const float *ref, const float *x, size_t n) {
+    double m = 0.0, s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        m = fmax(m, fabs((double)ref[i] - x[i]));
+        s = fmax(s, fabs((double)ref[i]));
+    }
+    return s > 0.0 ? m / s : m;
+}
+
+static int n_onednn_passes; /* over every case: passes oneDNN actually ran */
+
+typedef struct {
+    int H, C_in, K, C_out, stride;
+    Padding pad;
+    int bias;
+    Activation act;
+} Case;
+
+/* One case: sized for max_batch, run at B; want_dinp 0 passes dinp NULL. */
+static void run_case(const Case *k, int max_batch, int B, int n_threads, int want_dinp, int starve_scratch) {
+    Conv2d c;
+    CHECK(conv2d_init(&c, k->H, k->H, k->C_in, k->K, k->K, k->C_out, k->stride, k->stride, k->pad, k->act) == 0);
+    const size_t in_n = (size_t)B * k->H * k->H * k->C_in, out_n = (size_t)B * c.OH * c.OW * k->C_out;
+    const size_t w_n = (size_t)k->K * k->K * k->C_in * k->C_out;
+    float *inp = rnd(in_n), *w = rnd(w_n), *bias = rnd(k->C_out), *g = rnd(out_n);
+    float *g_run = malloc(sizeof(float) * out_n);
+    memcpy(g_run, g, sizeof(float) * out_n);
+    float *out_ref = malloc(sizeof(float) * out_n), *out_run = malloc(sizeof(float) * out_n);
+    float *di_ref = malloc(sizeof(float) * in_n), *di_run = malloc(sizeof(float) * in_n);
+    float *dw_ref = malloc(sizeof(float) * w_n), *dw_run = malloc(sizeof(float) * w_n);
+    float *db_ref = malloc(sizeof(float) * k->C_out), *db_run = malloc(sizeof(float) * k->C_out);
+    for (size_t i = 0; i < in_n; i++) di_run[i] = NAN; /* must be overwritten (or left, when not wanted) */
+    for (size_t i = 0; i < w_n; i++) dw_run[i] = NAN;
+    for (int i = 0; i < k->C_out; i++) db_run[i] = NAN;
+    const float *b = k->bias ? bias : NULL;
+    float *loop_scratch = malloc(sizeof(float) * conv2d_scratch_n_floats(&c, n_threads));
+    conv2d_forward(out_ref, loop_scratch, inp, w, b, &c, B, n_threads);
+    conv2d_backward(want_dinp ? di_ref : NULL, dw_ref, k->bias ? db_ref : NULL, loop_scratch, out_ref, g, inp, w, &c, B,
+                    n_threads);
+    const size_t sized = conv2d_run_scratch_n_bytes(&c, k->bias, max_batch, n_threads);
+    const size_t given = starve_scratch ? sizeof(float) * conv2d_scratch_n_floats(&c, n_threads) : sized;
+    CHECK(sized >= sizeof(float) * conv2d_scratch_n_floats(&c, n_threads), "the run's scratch holds the loops'");
+    void *scratch = malloc(given);
+    conv2d_run_forward(out_run, scratch, given, inp, w, b, &c, B, n_threads);
+    conv2d_run_backward(want_dinp ? di_run : NULL, dw_run, k->bias ? db_run : NULL, scratch, given, out_run, g_run, inp,
+                        w, &c, B, n_threads);
+    int paths[CONV_PASS_COUNT];
+    for (int p = 0; p < CONV_PASS_COUNT; p++) {
+        paths[p] = conv2d_run_path(&c, k->bias, B, n_threads, p);
+        /* A pass runs oneDNN only when its primitive fits the scratch given. */
+        if (paths[p] == CONV_CPU_ONEDNN && !starve_scratch && B <= max_batch &&
+            (p != CONV_PASS_BACKWARD_DATA || want_dinp))
+            n_onednn_passes++;
+    }
+    const double tol = 1e-4;
+    char what[160];
+    snprintf(what, sizeof what, "%dx%d C %d->%d k%d s%d %s%s%s, B %d (sized %d), %d thread(s)%s%s", k->H, k->H,
+             k->C_in, k->C_out, k->K, k->stride, k->pad == PAD_SAME ? "SAME" : "VALID", k->bias ? " bias" : "",
+             k->act == ACT_RELU ? " relu" : "", B, max_batch, n_threads, want_dinp ? "" : ", no dinp",
+             starve_scratch ? ", scratch for the loops only" : "");
+    const double e_out = rel_err(out_ref, out_run, out_n);
+    const double e_dw = rel_err(dw_ref, dw_run, w_n);
+    const double e_db = k->bias ? rel_err(db_ref, db_run, k->C_out) : 0.0;
+    const double e_di = want_dinp ? rel_err(di_ref, di_run, in_n) : 0.0;
+    CHECK(e_out <= tol, "%s: forward rel err %.2g (path %d)", what, e_out, paths[0]);
+    CHECK(e_di <= tol, "%s: input gradient rel err %.2g (path %d)", what, e_di, paths[1]);
+    CHECK(e_dw <= tol, "%s: weight gradient rel err %.2g (path %d)", what, e_dw, paths[2]);
+    CHECK(e_db <= tol, "%s: bias gradient rel err %.2g (path %d)", what, e_db, paths[2]);
+    if (!want_dinp) {
+        int untouched = 1;
+        for (size_t i = 0; i < in_n; i++) untouched &= isnan(di_run[i]);
+        CHECK(untouched, "%s: dinp NULL, yet something was written", what);
+    }
+    /* dout: unchanged without a ReLU, the masked gradient with one. */
+    int dout_ok = 1;
+    for (size_t i = 0; i < out_n; i++) {
+        const float want = k->act == ACT_RELU && !(out_run[i] > 0.0f) && g_run[i] != g[i] ? 0.0f : g[i];
+        dout_ok &= g_run[i] == want;
+    }
+    CHECK(dout_ok, "%s: dout changed other than by the ReLU's mask", what);
+    printf("  %-78s fwd %.1e (%s) dinp %.1e (%s) dw %.1e db %.1e (%s)\n", what, e_out,
+           paths[0] == CONV_CPU_ONEDNN ? "oneDNN" : "loops", e_di, paths[1] == CONV_CPU_ONEDNN ? "oneDNN" : "loops",
+           e_dw, e_db, paths[2] == CONV_CPU_ONEDNN ? "oneDNN" : "loops");
+    free(inp); free(w); free(bias); free(g); free(g_run); free(out_ref); free(out_run); free(di_ref); free(di_run);
+    free(dw_ref); free(dw_run); free(db_ref); free(db_run); free(loop_scratch); free(scratch);
+}
+
+int main(void) {
+    const Case cases[] = {
+        {16, 64, 3, 128, 1, PAD_SAME, 1, ACT_RELU},   /* vgg11 block2 */
+        {4, 256, 3, 512, 1, PAD_SAME, 1, ACT_RELU},   /* vgg11 block4: every pass oneDNN */
+        {2, 512, 3, 512, 1, PAD_SAME, 1, ACT_RELU},   /* vgg11 block5 */
+        {8, 3, 3, 64, 1, PAD_SAME, 1, ACT_RELU},      /* a first layer */
+        {8, 16, 3, 32, 2, PAD_SAME, 1, ACT_NONE},     /* resnet20 conv3_block1_1 */
+        {4, 32, 3, 32, 1, PAD_SAME, 0, ACT_NONE},     /* no bias */
+        {4, 64, 1, 256, 1, PAD_VALID, 1, ACT_NONE},   /* resnet50 1x1 */
+        {8, 64, 1, 32, 2, PAD_VALID, 1, ACT_NONE},    /* resnet50 1x1 stride 2 (VALID skips the last cells) */
+        {15, 3, 7, 16, 2, PAD_VALID, 1, ACT_RELU},    /* resnet50 conv1 7x7 stride 2 */
+        {5, 24, 3, 40, 2, PAD_SAME, 1, ACT_RELU},     /* odd map, SAME padding after only */
+        {24, 3, 5, 64, 1, PAD_SAME, 1, ACT_RELU},     /* cifar10 conv1 */
+        {12, 64, 5, 64, 1, PAD_SAME, 1, ACT_RELU},    /* cifar10 conv2 */
+        {14, 32, 5, 64, 1, PAD_SAME, 1, ACT_RELU},    /* mnist conv2 */
+    };
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    printf("conv2d_run (oneDNN where conv_algo's table says) against conv2d's loops, rel err per pass:\n");
+    for (int t = 1; t <= 2; t++)
+        for (int i = 0; i < n_cases; i++) run_case(&cases[i], 6, 6, t, 1, 0);
+    /* Batches other than the one the scratch was sized for; no input gradient; starved scratch. */
+    run_case(&cases[1], 6, 3, 2, 1, 0);
+    run_case(&cases[1], 4, 6, 2, 1, 0);
+    run_case(&cases[2], 6, 6, 2, 0, 0);
+    run_case(&cases[1], 6, 6, 2, 1, 1);
+    run_case(&cases[11], 9, 9, 2, 1, 0);
+    run_case(&cases[11], 9, 3, 1, 1, 0);
+    /* The table itself: vgg11's 4x4 layer takes oneDNN in every pass when
+     * the machine's oneDNN has a direct kernel for it. */
+    Conv2d c;
+    conv2d_init(&c, 4, 4, 256, 3, 3, 512, 1, 1, PAD_SAME, ACT_RELU);
+    if (conv2d_run_path(&c, 1, 6, 1, CONV_PASS_FORWARD) == CONV_CPU_ONEDNN) {
+        CHECK(conv2d_run_path(&c, 1, 6, 1, CONV_PASS_BACKWARD_DATA) == CONV_CPU_ONEDNN);
+        CHECK(conv2d_run_path(&c, 1, 6, 1, CONV_PASS_BACKWARD_WEIGHTS) == CONV_CPU_ONEDNN);
+        CHECK(n_onednn_passes > 0, "oneDNN ran no pass");
+    } else {
+        printf("  (this machine's oneDNN has no direct kernel for vgg11's 4x4 layer: every pass ran the loops)\n");
+    }
+    printf("%d oneDNN passes compared; %d checks, %d failures\n", n_onednn_passes, check_count, check_failures);
+    return check_failures ? 1 : 0;
+}
