@@ -58,7 +58,7 @@ spec = {"image_raw": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedL
 def parse(rec):
     ex = tf.io.parse_single_example(rec, spec)
     img = tf.reshape(tf.io.decode_raw(ex["image_raw"], tf.uint8), (32, 32, 1))
-    return tf.cast(img, tf.float32) / 255.0, ex["label"]
+    return tf.cast(img, tf.float32) / 255.0 - 0.5, ex["label"]  # Tower's scaling for these nets (io/augment.c, augment_mnist_u8)
 
 
 def dataset(split, shuffle):
