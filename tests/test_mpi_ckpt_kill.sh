@@ -14,15 +14,7 @@
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
 tower=$1 helper=$2 n_kills=${3:-20}
-command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
-mpi=(mpirun --oversubscribe --bind-to none)
-probe=$("${mpi[@]}" -np 2 "$tower" train --variable_update replicated --all_reduce host --data /nonexistent-probe 2>&1 || true)
-if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower was built without MPI"; exit 77; fi
-if ! echo "$probe" | grep -q "runs in one process, and mpirun started 2 ranks"; then
-  echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5
-  exit 77
-fi
+source "$(dirname "$0")/mpi_common.sh"
 work=$(mktemp -d)
 launcher=
 trap '[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null; rm -rf "$work"' EXIT

@@ -26,15 +26,7 @@
 #     line naming rank 1, and no process of the job is left.
 # Skips (77) without mpirun, without MPI in the build, or without the data.
 source "$(dirname "$0")/train_common.sh"
-command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
-mpi=(mpirun --oversubscribe --bind-to none)
-probe=$("${mpi[@]}" -np 2 "$tower" train --variable_update replicated --all_reduce host --data /nonexistent-probe 2>&1 || true)
-if echo "$probe" | grep -q "built without MPI"; then echo "skipped: this tower was built without MPI"; exit 77; fi
-if ! echo "$probe" | grep -q "runs in one process, and mpirun started 2 ranks"; then
-  echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5
-  exit 77
-fi
+source "$(dirname "$0")/mpi_common.sh"
 echo "a one-process mode under mpirun -np 2: $(echo "$probe" | grep -m1 'runs in one process')"
 convert_fashion_mnist
 common=(--model mnist --data "$work/train-*.tfrecord" --batch_size 4 --seed 7 --log_every 1 --save_every 1000

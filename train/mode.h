@@ -123,6 +123,23 @@ int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, flo
 #define TRAIN_SUM_BLOCK_FLOATS 4096
 void train_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, float divisor);
 
+/* replicated_nccl's parts that replicated_nccl_mpi shares (train/mode_replicated_nccl.c; CUDA builds with
+ * NCCL only).  train_nccl_update_moving: after the update, batch norm's moving statistics from the towers'
+ * (train_update_moving into the host block) written to every tower's device variables; 0, or -1 with err.
+ * train_nccl_save: the host block <- tower 0's GPU variables and slots and every tower's share of the moving
+ * averages.  train_nccl_reduce_span: the ncclAllReduce of the GPU leaders in the last step, first in to
+ * last out. */
+int train_nccl_update_moving(Trainer *tr, char *err, size_t err_n_bytes);
+void train_nccl_save(const Trainer *tr);
+TowerSpan train_nccl_reduce_span(const Trainer *tr);
+
+/* The modes across ranks, at open: rank 0's global_step, examples consumed,
+ * last learning rate and optimizer scalars (Adam's beta powers) to every rank
+ * (MPI_Bcast; a rank that read no checkpoint has the initial ones).  The
+ * variables themselves each mode broadcasts as it holds them.  Every rank
+ * calls it once. */
+void train_ranks_bcast_state(Trainer *tr);
+
 /* The modes across ranks: every rank's step code rc, towers' losses,
  * accuracies and shard sizes (shard_n: T = tr->worker_towers; a server-only
  * rank's are unused), gathered into stats (R x (1 + 3T) floats, the

@@ -407,12 +407,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
         return -1;
     }
     ranks_bcast(ps->block, ps->block_n_bytes);
-    long state[2] = {ps->global_step, tr->examples_consumed};
-    ranks_bcast(state, sizeof state);
-    ps->global_step = state[0];
-    tr->examples_consumed = state[1];
-    ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
-    ranks_bcast(ps->scalars, sizeof ps->scalars);
+    train_ranks_bcast_state(tr);
 
     PsAsyncState *st = calloc(1, sizeof *st);
     tr->mode_state = st;

@@ -60,12 +60,7 @@ static int open_common(Trainer *tr, int gather, char *err, size_t err_n_bytes) {
     const size_t M = tr->spec.n_params;
     const int R = tr->n_ranks, T = tr->n_towers;
     ranks_bcast(ps->block, ps->block_n_bytes);
-    long state[2] = {ps->global_step, tr->examples_consumed};
-    ranks_bcast(state, sizeof state);
-    ps->global_step = state[0];
-    tr->examples_consumed = state[1];
-    ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
-    ranks_bcast(ps->scalars, sizeof ps->scalars); /* Adam's beta powers: a rank that read no checkpoint has the initial ones */
+    train_ranks_bcast_state(tr);
     if (ps_create_replicas(ps, T) != 0) {
         snprintf(err, err_n_bytes, "cannot allocate %d replicas of %zu variables (out of memory?)", T, M);
         return -1;
@@ -89,6 +84,16 @@ static int open_common(Trainer *tr, int gather, char *err, size_t err_n_bytes) {
 static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) { return open_common(tr, 1, err, err_n_bytes); }
 
 static int allreduce_open(Trainer *tr, char *err, size_t err_n_bytes) { return open_common(tr, 0, err, err_n_bytes); }
+
+void train_ranks_bcast_state(Trainer *tr) {
+    ParamServer *ps = tr->ps;
+    long state[2] = {ps->global_step, tr->examples_consumed};
+    ranks_bcast(state, sizeof state);
+    ps->global_step = state[0];
+    tr->examples_consumed = state[1];
+    ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
+    ranks_bcast(ps->scalars, sizeof ps->scalars); /* Adam's beta powers: a rank that read no checkpoint has the initial ones */
+}
 
 int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, float *loss, char *err,
                       size_t err_n_bytes) {

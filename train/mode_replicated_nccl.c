@@ -81,7 +81,12 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     /* Each replica's update kernel tested its new variables (ps_gpu_replica_apply). */
     for (int t = 0; rc == 1 && t < tr->n_towers; t++)
         if (tr->replica_nonfinite[t]) rc = train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
-    if (rc != 1 || tr->moving_n_floats == 0) return rc;
+    if (rc != 1) return rc;
+    return train_nccl_update_moving(tr, err, err_n_bytes) == 0 ? 1 : -1;
+}
+
+int train_nccl_update_moving(Trainer *tr, char *err, size_t err_n_bytes) {
+    if (tr->moving_n_floats == 0) return 0;
     /* Batch norm's moving statistics (train/batch_norm.c): the host block's are current (the devices' only ever
      * come from it), the towers' statistics through the host, the mean up to every tower's own variables. */
     if (train_update_moving(tr, &tr->ps->params, 1, err, err_n_bytes) != 0) return -1;
@@ -91,16 +96,14 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
             tower_group_write_moving_device(tr->towers, t, tr->ps->params, v.params, v.device, err, err_n_bytes) != 0)
             return -1;
     }
-    return 1;
+    return 0;
 }
 
-/* The host block <- tower 0's GPU variables and slots, and every tower's share of the moving averages. */
-static void mode_save(const Trainer *tr) {
+void train_nccl_save(const Trainer *tr) {
     if (tr->gpu_replicas) ps_gpu_replicas_download(tr->gpu_replicas, tr->ps);
 }
 
-/* The device's ncclAllReduce, first GPU leader in to last out. */
-static TowerSpan mode_reduce_span(const Trainer *tr) {
+TowerSpan train_nccl_reduce_span(const Trainer *tr) {
     TowerSpan s = {0.0, 0.0};
     for (int t = 0; t < tr->n_towers; t++) {
         const TowerSpan *n = &tr->nccl_spans[t];
@@ -131,8 +134,8 @@ static int mode_available(char *err, size_t err_n_bytes) {
 #define mode_describe NULL
 #define mode_open NULL
 #define mode_step NULL
-#define mode_save NULL
-#define mode_reduce_span NULL
+#define train_nccl_save NULL
+#define train_nccl_reduce_span NULL
 #define mode_close NULL
 #endif
 
@@ -160,7 +163,7 @@ const TrainModeI train_mode_replicated_nccl = {
     .describe = mode_describe,
     .open = mode_open,
     .step = mode_step,
-    .save = mode_save,
-    .reduce_device_span = mode_reduce_span,
+    .save = train_nccl_save,
+    .reduce_device_span = train_nccl_reduce_span,
     .close = mode_close,
 };

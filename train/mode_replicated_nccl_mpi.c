@@ -26,7 +26,7 @@
  *      host in the job's tower order (train_update_moving, a collective of
  *      the ranks) back to every tower's variables.
  * NCCL hands every rank the same sum, so every replica of every rank holds
- * the same bits; rank 0 saves tower 0's (mode_save).  The sum's order is
+ * the same bits; rank 0 saves tower 0's (train_nccl_save).  The sum's order is
  * NCCL's, not ps_cpu's: equal to one process of R x T towers to float
  * rounding.
  *
@@ -67,12 +67,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     const int R = tr->n_ranks, T = tr->n_towers;
     ranks_bcast(ps->block, ps->block_n_bytes);
-    long state[2] = {ps->global_step, tr->examples_consumed};
-    ranks_bcast(state, sizeof state);
-    ps->global_step = state[0];
-    tr->examples_consumed = state[1];
-    ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
-    ranks_bcast(ps->scalars, sizeof ps->scalars);
+    train_ranks_bcast_state(tr);
 
     NcclMpiState *st = calloc(1, sizeof *st);
     tr->mode_state = st;
@@ -152,34 +147,9 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     /* Every rank applied the same mean to the same variables: every rank sees the same verdict. */
     for (int t = 0; t < T; t++)
         if (tr->replica_nonfinite[t]) return train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
-    if (tr->moving_n_floats > 0) {
-        if (train_update_moving(tr, &tr->ps->params, 1, err, err_n_bytes) != 0) return -1;
-        for (int t = 0; t < T; t++) {
-            TowerDeviceView v;
-            if (tower_group_device_view(tr->towers, t, &v, err, err_n_bytes) != 0 ||
-                tower_group_write_moving_device(tr->towers, t, tr->ps->params, v.params, v.device, err, err_n_bytes) != 0)
-                return -1;
-        }
-    }
+    if (train_nccl_update_moving(tr, err, err_n_bytes) != 0) return -1;
     tr->times.apply.end_sec = tower_now_sec();
     return 1;
-}
-
-/* The host block <- tower 0's GPU variables and slots, and every tower's share of the moving averages. */
-static void mode_save(const Trainer *tr) {
-    if (tr->gpu_replicas) ps_gpu_replicas_download(tr->gpu_replicas, tr->ps);
-}
-
-/* The ncclAllReduce of this rank's GPU leaders, first in to last out. */
-static TowerSpan mode_reduce_span(const Trainer *tr) {
-    TowerSpan s = {0.0, 0.0};
-    for (int t = 0; t < tr->n_towers; t++) {
-        const TowerSpan *n = &tr->nccl_spans[t];
-        if (n->start_sec <= 0.0) continue;
-        if (s.start_sec == 0.0 || n->start_sec < s.start_sec) s.start_sec = n->start_sec;
-        if (n->end_sec > s.end_sec) s.end_sec = n->end_sec;
-    }
-    return s;
 }
 
 static size_t mode_host_n_bytes(const Trainer *tr) {
@@ -212,8 +182,8 @@ static int mode_available(char *err, size_t err_n_bytes) {
 #define mode_describe NULL
 #define mode_open NULL
 #define mode_step NULL
-#define mode_save NULL
-#define mode_reduce_span NULL
+#define train_nccl_save NULL
+#define train_nccl_reduce_span NULL
 #define mode_host_n_bytes NULL
 #define mode_close NULL
 #endif
@@ -236,8 +206,8 @@ const TrainModeI train_mode_replicated_nccl_mpi = {
     .describe = mode_describe,
     .open = mode_open,
     .step = mode_step,
-    .save = mode_save,
+    .save = train_nccl_save,
     .host_n_bytes = mode_host_n_bytes,
-    .reduce_device_span = mode_reduce_span,
+    .reduce_device_span = train_nccl_reduce_span,
     .close = mode_close,
 };
