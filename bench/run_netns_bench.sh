@@ -77,14 +77,15 @@ EOF
 chmod +x "$work/agent.sh"
 
 # tbf on both ends of every link (each direction's egress); the bucket holds
-# 4 ms at the rate (at least 64 KiB), and the queue 50 ms before it drops.
+# 1 ms at the rate (at least 64 KiB: a longer bucket lets a 16 MiB message
+# pass above the rate), and the queue 50 ms before it drops.
 set_rate() {
   local rate=$1 bits burst
   local num=${rate%%[kmg]bit} mult
   case ${rate#"$num"} in gbit) mult=1000000000 ;; mbit) mult=1000000 ;; kbit) mult=1000 ;; *) mult=0 ;; esac
   [[ "$num" =~ ^[0-9]+$ ]] && [ "$mult" -gt 0 ] || die "RATES: '$rate': expected a whole number of kbit, mbit or gbit (e.g. 10gbit)"
   bits=$((num * mult))
-  burst=$((bits / 8 / 250)); [ "$burst" -lt 65536 ] && burst=65536
+  burst=$((bits / 8 / 1000)); [ "$burst" -lt 65536 ] && burst=65536
   for ((i = 0; i < n_hosts; i++)); do
     for end in "${tag}_h$i ${short}h$i" "$sw ${short}s$i"; do
       set -- $end
