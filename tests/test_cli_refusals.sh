@@ -33,7 +33,7 @@ refuse 2 "tower train: --model 'lenet5': expected mnist, cifar10, mobilenet_v2, 
 refuse 2 "tower train: --variable_update 'independent': expected parameter_server or replicated" \
   train --variable_update independent $t
 refuse 2 "tower train: --local_parameter_device 'tpu': expected cpu, gpu or mpi" train --local_parameter_device tpu $t
-refuse 2 "tower train: --all_reduce 'gloo': expected auto, host, nccl, mpi or mpi_allreduce" train --variable_update replicated --all_reduce gloo $t
+refuse 2 "tower train: --all_reduce 'gloo': expected auto, host, nccl, mpi, mpi_allreduce or nccl_mpi" train --variable_update replicated --all_reduce gloo $t
 refuse 2 "tower train: --num_towers 1000: expected an integer in [0, 64] (0: one per device)" train --num_towers 1000 $t
 refuse 2 "tower train: --num_towers -1: expected an integer in [0, 64] (0: one per device)" train --num_towers -1 $t
 refuse 2 "tower train: --batch_size 0: expected an integer in [1, 1048576]" train --batch_size 0 $t
