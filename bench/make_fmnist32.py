@@ -1,10 +1,14 @@
-"""make_fmnist32.py SRC OUT — Fashion-MNIST as 32x32 TFRecords for the resnet20 accuracy comparison (bench/ only).
+"""make_fmnist32.py SRC OUT [--folder] — Fashion-MNIST as 32x32 TFRecords (and, with --folder, the same
+images as PNG files in an image folder) for the accuracy comparisons with Keras (bench/ only).
 
 Where it sits: bench/; reads the idx files of Debian's dataset-fashion-mnist (SRC, e.g.
 /usr/share/datasets/fashion-mnist), pads every 28x28 image with 2 zero pixels on each side (as
 LeNet's 32x32 MNIST), and writes OUT/train.tfrecord and OUT/test.tfrecord with Tower's features
 (image_raw: uint8 HWC bytes, label, height, width, depth; docs/data.md), so that Tower and Keras
-(bench/keras_resnet20_fmnist.py) train and evaluate on the same bytes.  Needs tensorflow (the
+(bench/keras_fmnist.py) train and evaluate on the same bytes.  With --folder it also writes
+OUT/folder/{train,test}/<label>/<index>.png (grey 32x32 PNG, lossless: the same pixels as the records;
+the class folders "0".."9" sort as the labels), for `tower train --data OUT/folder/train` as seed 000
+trains from an image folder.  Needs tensorflow (the
 TFRecord writer); what it does not do: resize, augment or shuffle.
 """
 import gzip
@@ -30,6 +34,7 @@ def feature_int(v):
 
 
 src, out = sys.argv[1], sys.argv[2]
+folder = "--folder" in sys.argv[3:]
 os.makedirs(out, exist_ok=True)
 for split, prefix in (("train", "train"), ("test", "t10k")):
     images = read_idx(os.path.join(src, "%s-images-idx3-ubyte.gz" % prefix))
@@ -43,3 +48,11 @@ for split, prefix in (("train", "train"), ("test", "t10k")):
                 "depth": feature_int(1)}))
             w.write(ex.SerializeToString())
     print("make_fmnist32: %s: %d images 32x32x1" % (os.path.join(out, split + ".tfrecord"), len(labels)))
+    if folder:
+        for c in range(10):
+            os.makedirs(os.path.join(out, "folder", split, str(c)), exist_ok=True)
+        for i, (img, lab) in enumerate(zip(padded, labels)):
+            png = tf.io.encode_png(img[:, :, None]).numpy()
+            with open(os.path.join(out, "folder", split, str(int(lab)), "%05d.png" % i), "wb") as f:
+                f.write(png)
+        print("make_fmnist32: %s: %d PNG files" % (os.path.join(out, "folder", split), len(labels)))

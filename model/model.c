@@ -464,6 +464,14 @@ size_t model_moving_stats_n_bytes(const ModelActs *a) {
     return n_bytes;
 }
 
+size_t model_moving_stats_spec_n_bytes(const ModelSpec *spec, int max_batch) {
+    ModelActs *a = acts_shell(spec, max_batch, 1);
+    if (!a) return 0;
+    const size_t n_bytes = model_moving_stats_n_bytes(a);
+    free(a);
+    return n_bytes;
+}
+
 int model_moving_stats_save(void *stats, const ModelActs *a) {
     if (a->B < 1 || !a->forward_training) return 0;
     unsigned char *p = stats;

@@ -202,6 +202,9 @@ void model_update_moving(float *params, const ModelActs *acts);
  *     model_moving_stats_save of acts, or of acts of the same network and
  *     max_batch). */
 size_t model_moving_stats_n_bytes(const ModelActs *acts);
+/* The same figure without activations: what model_moving_stats_n_bytes gives for acts of spec made with
+ * max_batch (the executors' fused graph), for memory bounds; 0 when the graph cannot be built. */
+size_t model_moving_stats_spec_n_bytes(const ModelSpec *spec, int max_batch);
 int model_moving_stats_save(void *stats, const ModelActs *acts);
 void model_update_moving_saved(float *params, const ModelActs *acts, const void *stats);
 

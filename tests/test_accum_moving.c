@@ -21,6 +21,8 @@
  *     1e-3 of the largest change the step made to a moving statistic,
  *     where the last-micro-batch rule is more than 0.1 of it away.
  *
+ * And the memory bound (CPU build only): a CPU tower's host bytes with
+ * --accum_steps k count the k - 1 kept micro-batches' statistics.
  * The gradients with --accum_steps are test_accum_steps' subject.
  * Built twice: test_accum_moving (CPU towers, as above) and, with CUDA,
  * test_gpu_accum_moving (-DTOWER_ACCUM_GPU, label gpu, 77 without a GPU):
@@ -173,9 +175,39 @@ static void check_one(const char *model, const char *mode_name, const char *batc
     trainer_close(tr, NULL, 0);
 }
 
+#ifndef TOWER_ACCUM_GPU
+/* The memory bound counts what the step keeps: a CPU tower's host bytes with --accum_steps k hold the k - 1
+ * earlier micro-batches' batch statistics beyond those of one micro-batch (the figure fails if the backend
+ * ignores k), and the statistics' size without activations is the one real activations give. */
+static void check_bound(const char *model) {
+    TrainerOptions o;
+    modes_base_options(&o, model, "cpu", N_TOWERS, B);
+    if (!strcmp(model, "mobilenet_v2")) o.model_opts.width_multiplier = 0.35f;
+    Trainer *tr = modes_open_or_die(&o);
+    ModelActs *acts = model_acts_create(&tr->spec, B);
+    const size_t one = acts ? model_moving_stats_n_bytes(acts) : 0;
+    char what[256];
+    snprintf(what, sizeof what, "%s: one forward's batch statistics, %zu bytes, from the spec alone: %zu", model, one,
+             model_moving_stats_spec_n_bytes(&tr->spec, B));
+    check(one > 0 && model_moving_stats_spec_n_bytes(&tr->spec, B) == one, what);
+    const size_t base = tower_backend_cpu.host_n_bytes(&tr->spec, B, 1);
+    for (int k = 2; k <= 40; k += 19) {
+        const size_t more = tower_backend_cpu.host_n_bytes(&tr->spec, B, k) - base;
+        snprintf(what, sizeof what, "%s: a CPU tower's bound with --accum_steps %d: %zu bytes more than with 1 (the "
+                 "kept statistics: %zu)", model, k, more, (size_t)(k - 1) * one);
+        check(more >= (size_t)(k - 1) * one && more <= (size_t)(2 * k + 4) * one, what);
+    }
+    model_acts_free(acts);
+    trainer_close(tr, NULL, 0);
+}
+#endif
+
 int main(void) {
 #ifdef TOWER_ACCUM_GPU
     gpu_test_require_gpu();
+#else
+    check_bound("mobilenet_v2");
+    check_bound("resnet20");
 #endif
     const char *const models[] = {"mobilenet_v2", "resnet20"};
     const int n_modes = (int)(sizeof modes / sizeof modes[0]);

@@ -19,7 +19,9 @@
 #     workers read what ranks 0 and 1 read: the split goes by the worker index, not the rank), and rank 0 (the
 #     server) logs the same losses; the log names the server-only rank and the global batch of the workers;
 #   - refused, one line each: --ps_ranks N >= R (no worker left), --ps_dedicated without --ps_ranks, in one
-#     process, with --variable_update replicated, with --sync_replicas false, on a network with batch norm;
+#     process, with --variable_update replicated, with --sync_replicas false, with --batch_norm sync;
+#   - resnet20 (batch norm, --batch_norm tower): 1 server + 2 workers and 2 + 2 (x 1 tower) bitwise one process
+#     of 2 towers, 2 + 2 x 2 towers bitwise the co-located 2 ranks x 2 (moving statistics included);
 #   - kill -9 of the server-only rank 0 ends the job, non-zero, within 10 s.
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
@@ -138,9 +140,27 @@ refused "--ps_dedicated with --variable_update replicated" "this run is replicat
   "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --variable_update replicated --ps_dedicated --ps_ranks 1
 refused "--ps_dedicated with --sync_replicas false" "this run is ps_mpi_async (.*--sync_replicas false) on 3 rank(s): not supported with asynchronous updates" \
   "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --sync_replicas false --ps_dedicated --ps_ranks 1
-mkdir -p "$work/bn"
-TEST_MPI_PS_DEDICATED=1 refused "--ps_dedicated on resnet20 (batch norm)" "--ps_dedicated: --model resnet20 has batch norm" \
-  "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np 3 "$helper" train resnet20 momentum 1 1 "$work/bn" ps_mpi 1
+refused "--ps_dedicated with --batch_norm sync" "--ps_dedicated with --batch_norm sync: the statistics of every layer" \
+  "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --model resnet20 --batch_norm sync --ps_dedicated --ps_ranks 1
+
+# Batch norm (--batch_norm tower): the server-only ranks take no part in the moving statistics' mean, the
+# workers' towers make it in the job's order, so the job equals one process of the workers' towers.
+for case in "3 1 1 2" "4 2 1 2" "4 2 2 4"; do # R N_SERVERS TOWERS_A_WORKER ALL_TOWERS
+  set -- $case
+  dir="$work/bn-$1-$2-$3"
+  run "$1" "$3" resnet20 momentum 3 "$dir" "$2" >"$work/bn.log" 2>&1 ||
+    { cat "$work/bn.log"; fail "resnet20 (batch norm): $2 server(s) + $(( $1 - $2 )) workers x $3 failed"; }
+  if [ "$3" = 1 ]; then
+    same "$(ref "$4" resnet20 momentum 3)" "$dir/model.ckpt-3" ||
+      fail "resnet20 (batch norm): $2 server(s) + $(( $1 - $2 )) workers x 1 tower differ from one process of $4 towers"
+  else
+    run 2 "$3" resnet20 momentum 3 "$work/bn-colo" 0 >/dev/null 2>&1 || fail "resnet20: co-located 2 x $3 failed"
+    same "$work/bn-colo/model.ckpt-3" "$dir/model.ckpt-3" ||
+      fail "resnet20 (batch norm): $2 servers + 2 workers x $3 towers differ from the co-located 2 ranks x $3"
+  fi
+done
+echo "resnet20 (batch norm): 1 server + 2 workers, 2 + 2 (x 1 tower) bitwise one process of 2 towers, 2 + 2 x 2" \
+  "bitwise co-located 2 x 2 (the moving statistics included)"
 
 # kill -9 of the server-only rank 0: the job ends, non-zero, within 10 s.
 TEST_MPI_PS_DEDICATED=1 "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np 3 "$helper" train mnist momentum 1 100000 "$work/killed" \

@@ -137,9 +137,11 @@ typedef struct TowerBackend {
     int (*set_sync)(void *dev, const ModelSync *sync, char *err, size_t err_n_bytes);
     /* Optional (NULL: not known).  Host bytes one tower created by
      * tower_create(spec, ..., max_batch, ...) on this thread holds at most:
-     * for memory bounds.  The CPU backend's are its weights, logits and
-     * ModelActs; a GPU tower's state lives in device memory. */
-    size_t (*host_n_bytes)(const ModelSpec *spec, int max_batch);
+     * for memory bounds, running accum_steps micro-batches a step.  The CPU
+     * backend's are its weights, logits, ModelActs and the kept batch
+     * statistics of a step's earlier micro-batches; a GPU tower's state
+     * lives in device memory. */
+    size_t (*host_n_bytes)(const ModelSpec *spec, int max_batch, int accum_steps);
     /* Optional (NULL: the backend cannot; a network with non-trainable
      * variables then cannot train on it).  Batch norm's moving statistics:
      * the non-trainable variables of params_host (n_params, host memory

@@ -203,11 +203,16 @@ static int cpu_update_moving(void *dev, float *params_host, char *err, size_t er
     return 0;
 }
 
-/* own_weights (page-aligned), logits and the activations, as cpu_tower_create allocates them. */
-static size_t cpu_host_n_bytes(const ModelSpec *spec, int max_batch) {
+/* own_weights (page-aligned), logits and the activations, as cpu_tower_create allocates them, and
+ * keep_stats' array for the accum_steps - 1 earlier micro-batches (its capacity: 4, doubled as needed). */
+static size_t cpu_host_n_bytes(const ModelSpec *spec, int max_batch, int accum_steps) {
     const size_t weights_n_bytes = (spec->n_params * sizeof(float) + 4095) / 4096 * 4096 + 4096;
     const size_t logits_n_bytes = (size_t)max_batch * spec->num_classes * sizeof(float) + 4096;
-    return sizeof(CpuTower) + weights_n_bytes + logits_n_bytes + model_acts_n_bytes(spec, max_batch);
+    size_t stats_cap = 0;
+    if (accum_steps > 1)
+        for (stats_cap = 4; stats_cap < (size_t)accum_steps - 1; stats_cap *= 2) {}
+    const size_t stats_n_bytes = stats_cap ? stats_cap * model_moving_stats_spec_n_bytes(spec, max_batch) : 0;
+    return sizeof(CpuTower) + weights_n_bytes + logits_n_bytes + model_acts_n_bytes(spec, max_batch) + stats_n_bytes;
 }
 
 const TowerBackend tower_backend_cpu = {

@@ -78,21 +78,26 @@ int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, si
     if (nm == 0) return 0;
     /* sync: every tower of every rank saved the job's global-batch statistics (the same bits): this rank's tower 0
      * alone, with no exchange. */
-    const int T = tr->bn_sync ? 1 : tr->n_towers, R = tr->bn_sync ? 1 : tr->n_ranks, N = R * T;
+    /* Server-only ranks (--ps_dedicated, ranks below n_servers) have no towers: they send rows of zeros, which
+     * the sum skips, and write the same mean as the workers. */
+    const int T = tr->bn_sync ? 1 : tr->worker_towers, R = tr->bn_sync ? 1 : tr->n_ranks;
+    const int first = tr->bn_sync ? 0 : tr->n_servers, N = (R - first) * T;
     float *mine = tr->moving_buf;                              /* (T, nm) */
     float *all = R > 1 ? tr->moving_buf + (size_t)T * nm : mine; /* (R, T, nm) */
-    for (int t = 0; t < T; t++) {
+    if (tr->n_towers == 0) memset(mine, 0, (size_t)T * nm * sizeof(float));
+    for (int t = 0; t < T && t < tr->n_towers; t++) {
         float *scratch = tr->ps->tower_grads[t];
         copy_moving(&tr->spec, scratch, dst[0]);
         if (tower_group_update_moving(tr->towers, t, scratch, err, err_n_bytes) != 0) return -1;
         pack_moving(&tr->spec, mine + (size_t)t * nm, scratch);
     }
     if (R > 1) ranks_allgather(mine, all, (size_t)T * nm * sizeof(float));
-    /* all[0] = (all[0] + all[1] + ... + all[N-1]) / N, left to right (ps_average_grads' order). */
+    /* all[0] = (all[f] + all[f+1] + ... + all[f+N-1]) / N, f = first x T, left to right (ps_average_grads' order). */
     const float n_f = (float)N;
+    const size_t f = (size_t)first * T;
     for (size_t i = 0; i < nm; i++) {
-        float s = all[i];
-        for (int k = 1; k < N; k++) s += all[(size_t)k * nm + i];
+        float s = all[f * nm + i];
+        for (size_t k = f + 1; k < f + (size_t)N; k++) s += all[k * nm + i];
         all[i] = s / n_f;
     }
     for (int d = 0; d < n_dst; d++) unpack_moving(&tr->spec, dst[d], all);

@@ -59,9 +59,13 @@
  *
  * Where it sits: one entry of train/modes.c's table (train/mode.h); the
  * transport is base/ranks.c, the placement ps/placement.c.
- * What it does not do: GPU buffers; batch norm's moving statistics with
- * server-only ranks (trainer_open refuses them); asynchronous updates are
- * mode_ps_async.c (its settle picks it under --sync_replicas false).
+ * Batch norm's moving statistics (--batch_norm tower): after the update,
+ * every rank's towers in the job's order (train/batch_norm.c); server-only
+ * ranks send rows the mean skips and write the same mean.
+ * What it does not do: GPU buffers; --batch_norm sync with server-only ranks
+ * (trainer_open refuses it: its sums run inside the workers' forward);
+ * asynchronous updates are mode_ps_async.c (its settle picks it under
+ * --sync_replicas false).
  */
 #include <math.h>
 #include <omp.h>

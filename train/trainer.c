@@ -394,13 +394,15 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     }
     m->variables_n_bytes = tr->ps ? ps_host_n_bytes(tr->ps) : 0;
     /* --batch_norm tower's packed statistics (train/batch_norm.c), with the server. */
-    const size_t moving_slots = (size_t)tr->n_towers * (tr->n_ranks > 1 ? 1 + tr->n_ranks : 1);
+    const size_t moving_slots = (size_t)tr->worker_towers * (tr->n_ranks > 1 ? 1 + tr->n_ranks : 1);
     if (tr->ps) m->variables_n_bytes += moving_slots * train_moving_n_floats(&tr->spec) * sizeof(float);
     m->towers_known = tr->backend && tr->backend->host_n_bytes;
     /* A tower's activations are sized for one micro-batch (shard_sizes), whatever --accum_steps: that is the
-     * point of accumulation; the input (staging batches, shuffle capacity) holds whole steps. */
+     * point of accumulation (beside them only the earlier micro-batches' batch statistics are kept); the
+     * input (staging batches, shuffle capacity) holds whole steps. */
     if (m->towers_known) {
-        for (int t = 0; t < tr->n_towers; t++) m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t]);
+        for (int t = 0; t < tr->n_towers; t++)
+            m->towers_n_bytes += tr->backend->host_n_bytes(&tr->spec, tr->shard_sizes[t], tr->accum_steps);
     }
     const TrainModeI *mode = train_mode(tr->mode);
     m->mode_n_bytes = mode->host_n_bytes ? mode->host_n_bytes(tr) : 0;
@@ -795,9 +797,9 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         goto fail;
     }
     tr->moving_n_floats = train_moving_n_floats(&tr->spec);
-    if (tr->moving_n_floats > 0 && tr->n_servers > 0) {
-        snprintf(err, err_n_bytes, "--ps_dedicated: --model %s has batch norm, whose moving statistics are averaged over "
-                 "every rank's towers (train/batch_norm.c), and a server-only rank has none: not supported yet", o->model);
+    if (tr->moving_n_floats > 0 && tr->n_servers > 0 && tr->bn_sync) {
+        snprintf(err, err_n_bytes, "--ps_dedicated with --batch_norm sync: the statistics of every layer are summed "
+                 "across the ranks inside the forward pass, which server-only ranks do not run; use --batch_norm tower");
         goto fail;
     }
     if (tr->moving_n_floats > 0 && !tr->backend->update_moving) {
@@ -864,7 +866,8 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         goto fail;
     }
     if (tr->moving_n_floats > 0) {
-        const size_t slots = (size_t)tr->n_towers * (tr->n_ranks > 1 ? 1 + tr->n_ranks : 1);
+        /* A server-only rank (--ps_dedicated) has no towers but takes part in the gather with a worker's rows. */
+        const size_t slots = (size_t)tr->worker_towers * (tr->n_ranks > 1 ? 1 + tr->n_ranks : 1);
         tr->moving_buf = malloc(slots * tr->moving_n_floats * sizeof(float));
         if (!tr->moving_buf) {
             snprintf(err, err_n_bytes, "out of memory for the batch norm statistics of %d tower(s)", tr->n_towers);
