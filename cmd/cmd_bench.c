@@ -72,6 +72,7 @@ typedef struct {
     float predict_compute_ms;  /* 0: the measured 1-tower forward+backward */
     const char *predict_nets;  /* --predict_nets: networks of the what-if at each of --predict_sizes ("": none) */
     const char *predict_sizes; /* comma-separated input sizes (square) of --predict_nets */
+    int ps_dedicated;          /* under mpirun: the parameter_server modes' first N ranks only serve (0: co-located) */
     float device_tflops;       /* achieved TFLOP/s of one tower's device; 0: this machine's measured rate */
     float device_update_gbps;  /* a replica's update on its tower's device, GB/s of variables; 0: the host's, 1 thread */
     int predict_hosts;         /* print the cost model across hosts for --predict_nets */
@@ -99,6 +100,8 @@ typedef struct {
     TrainerPhaseSec phase;            /* medians over the steps, in ms */
     double predicted;                 /* the cost model's step time (ms); NAN without --predict */
     int ranks;                        /* MPI ranks of the job (1 without mpirun) */
+    int servers;                      /* server-only ranks (--ps_dedicated; 0: co-located); with some, the phases and
+                                         the local average are the first worker's (rank `servers`) */
     /* MPI modes only (NAN otherwise): the parts of the step's reduce and apply spans timed alone on the
      * same ranks right after the configuration ran, and the cost model's network time from the ping-pong. */
     double local_avg_ms;              /* ps_mpi: the sum of this rank's T towers; replicated_mpi: the ordered sum of R x T */
@@ -196,7 +199,11 @@ static void measure_pingpong(PingPong *pp) {
  * and apply spans are made of.  0, or -1 with err (out of memory; the
  * caller ends the job). */
 static int measure_rank_parts(const Trainer *tr, BenchRow *r, const PingPong *pp, char *err, size_t err_n_bytes) {
-    const int R = tr->n_ranks, T = tr->n_towers, me = tr->rank;
+    /* N: the ranks that hold shards; with --ps_dedicated they are servers only, and the W = R - N workers push
+     * to them and pull from them (a server times the local average of a worker's T towers too: only the first
+     * worker's figure is reported). */
+    const int R = tr->n_ranks, T = tr->worker_towers, me = tr->rank;
+    const int N = tr->n_servers > 0 ? tr->n_servers : R, first_worker = tr->n_servers, W = R - tr->n_servers;
     const size_t M = tr->spec.n_params;
     const double M_bytes = (double)M * sizeof(float);
     const int is_ps = !strcmp(train_mode(r->mode)->variable_update, "parameter_server");
@@ -226,15 +233,18 @@ static int measure_rank_parts(const Trainer *tr, BenchRow *r, const PingPong *pp
     const double alpha = pp->alpha_sec > 0 ? pp->alpha_sec : 0.0, bw = pp->gbps * 1e9;
     if (is_ps) {
         for (int v = 0; v < tr->spec.n_vars; v++) var_n_bytes[v] = tr->spec.vars[v].n_floats * sizeof(float);
-        ps_place_variables(var_n_bytes, tr->spec.n_vars, R, PS_PLACE_GREEDY, owner, task_n_bytes);
+        ps_place_variables(var_n_bytes, tr->spec.n_vars, N, PS_PLACE_GREEDY, owner, task_n_bytes);
+        for (int s = N; s < R; s++) task_n_bytes[s] = 0;
         int at = 0;
+        const int worker = me >= first_worker;
         for (int s = 0; s < R; s++) {
             counts[s] = (int)(task_n_bytes[s] / sizeof(float));
             displs[s] = at;
             at += counts[s];
-            rcounts[s] = (int)(task_n_bytes[me] / sizeof(float));
-            rdispls[s] = s * rcounts[s];
+            rcounts[s] = s >= first_worker ? (int)(task_n_bytes[me] / sizeof(float)) : 0;
+            rdispls[s] = (s >= first_worker ? s - first_worker : 0) * (int)(task_n_bytes[me] / sizeof(float));
         }
+        static const int no_counts[BENCH_MAX_RANKS];
         float *recv = gather ? gather : calloc((size_t)R * (task_n_bytes[me] / sizeof(float)) + 1, sizeof(float));
         if (!recv) {
             snprintf(err, err_n_bytes, "out of memory timing the MPI parts");
@@ -242,16 +252,20 @@ static int measure_rank_parts(const Trainer *tr, BenchRow *r, const PingPong *pp
             free(gs);
             return -1;
         }
-        TIME_COLLECTIVE(r->push_ms, ranks_alltoallv(out, counts, displs, recv, rcounts, rdispls));
+        TIME_COLLECTIVE(r->push_ms, ranks_alltoallv(out, worker ? counts : no_counts, displs, recv, rcounts, rdispls));
         TIME_COLLECTIVE(r->pull_ms, ranks_allgatherv(out + displs[me], out, counts, displs));
         free(recv);
+        /* The busiest rank's bytes each way: co-located, a rank sends the others' shards and takes R - 1 slices
+         * of its own; with server-only ranks a server takes W slices of its shard, a worker sends all M. */
         double busiest = 0.0;
-        for (int s = 0; s < R; s++) {
-            double in = (double)(R - 1) * task_n_bytes[s], outb = M_bytes - task_n_bytes[s];
+        for (int s = 0; s < N; s++) {
+            double in = (double)(tr->n_servers > 0 ? W : R - 1) * task_n_bytes[s];
+            double outb = tr->n_servers > 0 ? M_bytes : M_bytes - task_n_bytes[s];
             if (in > busiest) busiest = in;
             if (outb > busiest) busiest = outb;
         }
-        r->net_predicted_ms = R > 1 ? 2 * ((R - 1) * alpha + busiest / bw) * 1e3 : 0.0;
+        const int peers = tr->n_servers > 0 ? (W > N ? W : N) : R - 1; /* messages through the busiest rank */
+        r->net_predicted_ms = R > 1 ? 2 * (peers * alpha + busiest / bw) * 1e3 : 0.0;
     } else {
         TIME_COLLECTIVE(r->gather_ms, ranks_allgather(bufs, gather, (size_t)T * M * sizeof(float)));
         r->net_predicted_ms = R > 1 ? ((R - 1) * alpha + (double)(R - 1) * T * M_bytes / bw) * 1e3 : 0.0;
@@ -259,6 +273,28 @@ static int measure_rank_parts(const Trainer *tr, BenchRow *r, const PingPong *pp
     free(gs);
     free(bufs);
     free(gather);
+    return 0;
+}
+
+/* With server-only ranks (--ps_dedicated) rank 0 is a server, which computes nothing: the row's phases, step
+ * spread and local average become the first worker's (rank n_servers), gathered from every rank (a
+ * collective).  0, or -1 with err (out of memory). */
+static int take_first_workers(const Trainer *tr, BenchRow *r, char *err, size_t err_n_bytes) {
+    enum { N_FIGURES = 11 };
+    const double mine[N_FIGURES] = {r->step_median,   r->step_p10,       r->step_p90,     r->phase.input,
+                                    r->phase.copy,    r->phase.compute,  r->phase.reduce, r->phase.apply,
+                                    r->phase.other,   r->local_avg_ms,   r->phase.step};
+    double *all = malloc((size_t)tr->n_ranks * sizeof mine);
+    if (!all) {
+        snprintf(err, err_n_bytes, "out of memory gathering the workers' phases");
+        return -1;
+    }
+    ranks_allgather(mine, all, sizeof mine);
+    const double *w = all + (size_t)tr->n_servers * N_FIGURES;
+    r->step_median = w[0], r->step_p10 = w[1], r->step_p90 = w[2];
+    r->phase.input = w[3], r->phase.copy = w[4], r->phase.compute = w[5], r->phase.reduce = w[6];
+    r->phase.apply = w[7], r->phase.other = w[8], r->local_avg_ms = w[9], r->phase.step = w[10];
+    free(all);
     return 0;
 }
 
@@ -276,6 +312,10 @@ static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, c
     o.device = bo->device;
     o.deterministic = bo->deterministic;
     trainer_mode_set_flags(r->mode, &o);
+    if (bo->ps_dedicated > 0 && !strcmp(train_mode(r->mode)->variable_update, "parameter_server")) {
+        o.ps_ranks = bo->ps_dedicated;
+        o.ps_dedicated = 1;
+    }
     if (bo->data[0]) o.data = bo->data;
     else o.synthetic = 1;
     char trace_path[1200];
@@ -345,10 +385,12 @@ static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, c
     free(step);
     for (int k = 0; k < 6; k++) free(ph[k]);
     r->ranks = tr.n_ranks;
+    r->servers = tr.n_servers;
     r->stale_mean = tr.staleness_max >= 0 ? tr.staleness_mean : NAN;
     r->stale_max = tr.staleness_max >= 0 ? (double)tr.staleness_max : NAN;
     r->local_avg_ms = r->push_ms = r->pull_ms = r->gather_ms = r->net_predicted_ms = NAN;
     if (rc == 0 && train_mode(r->mode)->across_ranks) rc = measure_rank_parts(&tr, r, pp, err, err_n_bytes);
+    if (rc == 0 && tr.n_servers > 0) rc = take_first_workers(&tr, r, err, err_n_bytes);
     if (rc == 0) rc = trainer_close(&tr, err, err_n_bytes);
     else trainer_close(&tr, NULL, 0);
     return rc;
@@ -790,8 +832,9 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
                    pingpong_sizes[k] / (pp->rtt_sec[k] / 2) / 1e9, k + 1 < PINGPONG_N_SIZES ? "," : "");
         else if (k == 0) printf(" none (one rank)");
     }
-    printf("\n%-8s %-15s %5s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s | %14s\n", "model",
-           "mode", "ranks", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg", "push", "gather",
+    printf("\n%-8s %-15s %5s %7s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s | %14s\n",
+           "model", "mode", "ranks", "servers", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg",
+           "push", "gather",
            "apply", "pull", "other", "net alone", "net model", "stale mean/max");
     for (int i = 0; i < n_rows; i++) {
         const BenchRow *r = &rows[i];
@@ -803,8 +846,10 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
         const double net = is_ps ? r->push_ms + r->pull_ms : r->gather_ms;
         char stale[32] = "-";
         if (!isnan(r->stale_mean)) snprintf(stale, sizeof stale, "%.2f/%.0f", r->stale_mean, r->stale_max);
-        printf("%-8s %-15s %5d %6d %6d %9.1f %8.1f | %8.2f | %8.2f %9.2f %7s %7s | %8.2f %7s | %7.2f | %9.2f %9.2f | %14s\n",
-               r->model, trainer_mode_name(r->mode), r->ranks, r->towers, r->global_batch, r->images_per_sec,
+        char servers[16] = "-";
+        if (r->servers > 0) snprintf(servers, sizeof servers, "%d", r->servers);
+        printf("%-8s %-15s %5d %7s %6d %6d %9.1f %8.1f | %8.2f | %8.2f %9.2f %7s %7s | %8.2f %7s | %7.2f | %9.2f %9.2f | "
+               "%14s\n", r->model, trainer_mode_name(r->mode), r->ranks, servers, r->towers, r->global_batch, r->images_per_sec,
                r->step_median, r->phase.compute, r->phase.reduce, r->local_avg_ms, push, gather, r->phase.apply, pull,
                r->phase.other, net, r->net_predicted_ms, stale);
     }
@@ -816,7 +861,8 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
            "(docs/modes.md, \"Across hosts\"));\n ps_mpi_async: img/s and phases are rank 0's worker steps (reduce = "
            "its towers' mean, apply = its push and pull, waits for the\n staleness bound included), push and pull "
            "timed as ps_mpi's collectives of the same bytes; stale: the updates applied between a worker's pull and\n"
-           " its push, mean and max over the run)\n");
+           " its push, mean and max over the run; servers: --ps_dedicated's server-only ranks, whose rows give the first\n"
+           " worker's phases and local average, towers a worker's, and push/pull the workers' to and from the servers)\n");
 }
 
 static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *err, size_t err_n_bytes) {
@@ -829,7 +875,7 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
                "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
                "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores,repeats,images_per_sec_min,"
                "images_per_sec_max,ranks,local_avg_ms,push_ms,pull_ms,allgather_ms,network_predicted_ms,staleness_mean,"
-               "staleness_max\n");
+               "staleness_max,ps_dedicated_ranks\n");
     for (int i = 0; i < n_rows; i++) {
         const BenchRow *r = &rows[i];
         TrainerOptions o;
@@ -849,7 +895,7 @@ static int write_csv(const char *path, const BenchRow *rows, int n_rows, char *e
             if (isnan(extra[k])) fprintf(f, ",");
             else fprintf(f, ",%.3f", extra[k]);
         }
-        fprintf(f, "\n");
+        fprintf(f, ",%d\n", r->servers);
     }
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
@@ -1028,6 +1074,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"predict_local_gbps", FLAG_FLOAT, &o->local_gbps, "--predict_hosts: intra-host all-reduce bus bandwidth, GB/s (assumed)"},
         {"predict_server_gbps", FLAG_FLOAT, &o->server_gbps, "--predict_hosts: a parameter server's summation rate, GB/s read + written (0: this CPU's, measured)"},
         {"predict_only", FLAG_BOOL, &o->predict_only, "print the --predict_nets tables only (no matrix, no CSV or SVG)"},
+        {"ps_dedicated", FLAG_INT, &o->ps_dedicated, "under mpirun -np R: the parameter_server modes across ranks run with the first N ranks as parameter servers only (tower train's --ps_dedicated --ps_ranks N; the other R - N ranks are the workers); the replicated modes ignore it (0: every rank a worker)"},
         {"seed", FLAG_LONG, &o->seed, "seed of the variables and of the synthetic data"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -1170,6 +1217,11 @@ static int bench_main(int argc, char **argv) {
         cmd_check_float("bench", "predict_server_gbps", o.server_gbps, 0.0, 1, 1e6, 1))
         return 2;
     const int R = ranks_size();
+    if (o.ps_dedicated < 0 || (o.ps_dedicated > 0 && o.ps_dedicated >= R)) {
+        fprintf(stderr, "tower bench: --ps_dedicated %d: expected 0, or 1 to R - 1 under mpirun -np R (servers and at "
+                "least one worker); this run has %d rank(s)\n", o.ps_dedicated, R);
+        return 2;
+    }
     if (R > 1 && (o.trace[0] || o.predict || n_nets > 0)) {
         fprintf(stderr, "tower bench: under mpirun with %d ranks only the matrix runs: --%s is for one process\n", R,
                 o.trace[0] ? "trace" : o.predict ? "predict" : "predict_nets");
