@@ -6,6 +6,11 @@
  * lays its image out as an im2col matrix (OH*OW, KH*KW*C_in) in its own
  * scratch and multiplies by the weights seen as (KH*KW*C_in, C_out), which
  * is exactly TensorFlow's HWIO layout, so no weight reshuffling is needed.
+ * A 1x1 kernel at stride 1 (ResNet-50's bottleneck convolutions) skips
+ * im2col: in NHWC the batch is already the (B*H*W, C_in) matrix, so each
+ * product is one sgemm over every pixel of the batch (model/pointwise.c's
+ * way; sgemm splits it across the threads) — faster than B small GEMMs
+ * where the maps are small (an 8x8 map is a 64-row GEMM per image).
  * What it does not do: allocate (scratch comes from the caller), or check
  * shapes after conv2d_init.
  */
@@ -70,6 +75,22 @@ static int team_size(int n_threads) {
     return nt < n_threads ? nt : n_threads;
 }
 
+/* 1 when the convolution is a plain matrix product of the batch: a 1x1 kernel at stride 1 (no padding either
+ * way), with B*H*W rows within sgemm's int range. */
+static int one_gemm(const Conv2d *c, int B) {
+    return c->KH == 1 && c->KW == 1 && c->stride_h == 1 && c->stride_w == 1 &&
+           (size_t)B * c->H * c->W <= 0x7fffffff;
+}
+
+/* sgemm on team_size(n_threads) threads (it splits across the calling thread's OpenMP threads). */
+static void sgemm_on(int n_threads, int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
+                     const float *Bm, int ldb, float beta, float *C, int ldc) {
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(team_size(n_threads));
+    sgemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, Bm, ldb, beta, C, ldc);
+    omp_set_num_threads(before);
+}
+
 /* col: (OH*OW, KH*KW*C_in) from one image img: (H, W, C_in); zero where the
  * window hangs over the padding.  For a fixed output pixel and kernel row the
  * KW input pixels are adjacent in NHWC, so each piece is one memcpy. */
@@ -128,14 +149,18 @@ void conv2d_forward(float *out, float *scratch, const float *inp, const float *w
     const int rows = c->OH * c->OW, K = c->KH * c->KW * c->C_in, N = c->C_out;
     const size_t in_n = (size_t)c->H * c->W * c->C_in, out_n = (size_t)rows * N;
     const size_t per_thread = per_thread_n_floats(c);
+    const int whole = one_gemm(c, B);
+    if (whole) sgemm_on(n_threads, 0, 0, B * rows, N, K, inp, K, weight, N, 0.0f, out, N);
 #pragma omp parallel num_threads(team_size(n_threads))
     {
         float *col = scratch + (size_t)omp_get_thread_num() * per_thread;
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
             float *out_b = out + (size_t)b * out_n;
-            im2col(col, inp + (size_t)b * in_n, c);
-            sgemm(0, 0, rows, N, K, 1.0f, col, K, weight, N, 0.0f, out_b, N);
+            if (!whole) {
+                im2col(col, inp + (size_t)b * in_n, c);
+                sgemm(0, 0, rows, N, K, 1.0f, col, K, weight, N, 0.0f, out_b, N);
+            }
             if (bias) bias_add_forward(out_b, out_b, bias, rows, N);
             if (c->act == ACT_RELU) relu_forward(out_b, out_b, out_n);
         }
@@ -156,6 +181,11 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
     const int rows = c->OH * c->OW, K = c->KH * c->KW * c->C_in, N = c->C_out;
     const size_t in_n = (size_t)c->H * c->W * c->C_in, out_n = (size_t)rows * N;
     const size_t per_thread = per_thread_n_floats(c), w_n = (size_t)K * N;
+    /* A 1x1 kernel at stride 1 without an activation: the two products over the whole batch, the loop below
+     * only the bias gradient's partials. */
+    const int whole = c->act == ACT_NONE && one_gemm(c, B);
+    if (whole && dinp) sgemm_on(n_threads, 0, 1, B * rows, K, N, dout, N, weight, N, 0.0f, dinp, K);
+    if (whole && dweight) sgemm_on(n_threads, 1, 0, K, N, B * rows, inp, K, dout, N, 0.0f, dweight, N);
 #pragma omp parallel num_threads(team_size(n_threads))
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -175,10 +205,11 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
             }
             if (dweight) {
                 bias_add_backward(db_t, g, rows, N);
+                if (whole) continue;
                 im2col(col, inp + (size_t)b * in_n, c);
                 sgemm(1, 0, K, N, rows, 1.0f, col, K, g, N, 1.0f, dw_t, N);
             }
-            if (dinp) {
+            if (dinp && !whole) {
                 sgemm(0, 1, rows, K, N, 1.0f, g, N, weight, N, 0.0f, dcol, K);
                 col2im(dinp + (size_t)b * in_n, dcol, c);
             }
@@ -186,7 +217,7 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
         /* Sum the partials in thread order (deterministic for a given team
          * size); the loop's implicit barrier makes every partial complete. */
         const float *dw_0 = partial_dw(scratch, c, 0);
-        const size_t w_sum_n = dweight ? w_n : 0;
+        const size_t w_sum_n = dweight && !whole ? w_n : 0;
 #pragma omp for schedule(static)
         for (size_t i = 0; i < w_sum_n; i++) {
             float s = 0.0f;

@@ -51,15 +51,21 @@ int conv_cpu_impl_direct(const char *impl_info) {
  *     (a first layer, whose input gradient nobody wants) 4x slower.
  *   - backward weights: with AVX-512, 1.1-1.6x at maps of 4x4 and less, a
  *     tie at 8x8, 1.5-5x slower at 16x16 and 32x32; jit:avx2's is slower
- *     than the loops everywhere measured. */
+ *     than the loops everywhere measured.
+ *   - 1x1 kernels stay on the loops in every pass: at stride 1 the loops
+ *     are one sgemm over the batch (model/conv2d.c): against oneDNN's
+ *     convolution on resnet50's 1x1 shapes 1.0-1.4x in backward data,
+ *     1.1-3.1x in backward weights
+ *     (bench/RESULTS.md, 2026-11-26, "ResNet-50's 1x1 convolutions"); at
+ *     stride 2 a tie in backward data, 2x in backward weights. */
 static const struct {
     ConvPass pass;
     const char *impl_needs;
     int min_kernel_cells, min_C_in, max_out_cells;
 } cpu_rows[] = {
     {CONV_PASS_FORWARD, "", 2, 1, 1 << 30},
-    {CONV_PASS_BACKWARD_DATA, "", 1, 16, 1 << 30},
-    {CONV_PASS_BACKWARD_WEIGHTS, "avx512", 1, 1, 16},
+    {CONV_PASS_BACKWARD_DATA, "", 2, 16, 1 << 30},
+    {CONV_PASS_BACKWARD_WEIGHTS, "avx512", 2, 1, 16},
 };
 
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {

@@ -73,6 +73,10 @@ int main(void) {
     expect("cpu: backward weights on 4x4: oneDNN", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_4x4, jit512), CONV_CPU_ONEDNN);
     expect("cpu: backward weights on 16x16: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_16x16, jit512), CONV_CPU_LOOPS);
     expect("cpu: backward weights 1x1 on 8x8: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &one_by_one, jit512), CONV_CPU_LOOPS);
+    /* 1x1 kernels: the loops' one sgemm over the batch beats oneDNN's convolution in both backward passes. */
+    const ConvCpuShape one_by_one_2x2 = {1024, 256, 1, 1, 2, 2};
+    expect("cpu: backward data 1x1 at 1024 channels: loops", conv_cpu_pick(CONV_PASS_BACKWARD_DATA, &one_by_one_2x2, jit512), CONV_CPU_LOOPS);
+    expect("cpu: backward weights 1x1 on 2x2: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &one_by_one_2x2, jit512), CONV_CPU_LOOPS);
     printf("%s\n", failures ? "conv_algo FAILED" : "conv_algo: every case as expected");
     return failures ? 1 : 0;
 }
