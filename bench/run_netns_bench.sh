@@ -19,7 +19,7 @@
 #
 # Environment: RATES (default "1gbit 10gbit", tc's units), RANKS ("2 4"),
 # DELAY (optional one-way delay per link through netem, e.g. 50us; default
-# none), and run_ranks_bench.sh's MODELS, TOWERS, BATCH, STEPS, WARMUP.
+# none), and run_ranks_bench.sh's MODELS, MODES, TOWERS, BATCH, STEPS, WARMUP, PS_DEDICATED.
 # Output: OUT_DIR/<rate>/ranks_<R>.{csv,log} and the table run_ranks_bench.sh
 # prints, once per rate.  Ranks still share this machine's cores: the link is
 # emulated, the compute is not.
