@@ -14,9 +14,10 @@
 #   - the epoch's end (--num_epochs 1 on 320 records, batch 8, 2 workers: 40 steps a worker) ends every rank,
 #     the server-only ones told by the workers: "done at step 80";
 #   - --resume: dedicated 1 + 2 into co-located 2 ranks, and co-located 2 ranks into dedicated 2 + 2;
-#   - a stop by signal with rank 0 a server: SIGINT to every rank of 1 + 2, and SIGTERM to the server-only
-#     rank 1 alone of 2 + 2 (it tells owner 0, which fixes the stop): every rank ends within 10 s, rank 0
-#     finishes at the stop's step (a multiple of W), whose checkpoint is the latest and loads;
+#   - a stop by signal with rank 0 a server: SIGINT to every rank of 1 + 2, SIGTERM to the server rank 0 alone
+#     of 1 + 2 (owner 0 fixes the stop itself), and SIGTERM to the server-only rank 1 alone of 2 + 2 (it tells
+#     owner 0): every rank ends within 10 s, rank 0 finishes at the stop's step (a multiple of W), whose
+#     checkpoint is the latest and loads;
 #   - refused, one line: --input_split files with --ps_dedicated --sync_replicas false;
 #   - kill -9 of the server-only rank 1 (of 2 + 2) ends the job, non-zero, within 10 s.
 # Skips (77) without mpirun or without MPI in the build.
@@ -163,6 +164,7 @@ stop_run() {
     "every rank stopped at step $s within $((SECONDS - sent)) s, model.ckpt-$s loads"
 }
 stop_run int-all 3 1 INT all SIGINT
+stop_run term-server0 3 1 TERM 0 SIGTERM
 stop_run term-server1 4 2 TERM 1 "another rank"
 
 # kill -9 of the server-only rank 1: the job ends, non-zero, within 10 s.

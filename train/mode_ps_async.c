@@ -619,7 +619,7 @@ static void log_staleness(Trainer *tr, PsAsyncState *st) {
     trainer_timestamp(ts, sizeof ts);
     if (tr->worker < 0) /* a server-only rank 0 sees its own shard's figures (it pulls nothing) */
         printf("%s: step %ld: staleness mean %.2f, max %ld over %ld update(s) of rank 0's shard (bound %ld)\n", ts,
-               tr->ps->global_step, tr->staleness_mean, tr->staleness_max, st->stale_n, st->bound);
+               tr->ps->global_step, tr->staleness_mean, tr->staleness_max, n, st->bound);
     else
         printf("%s: step %ld: staleness mean %.2f, max %ld over %ld shard update(s) (bound %ld)\n", ts,
                tr->ps->global_step, tr->staleness_mean, tr->staleness_max, n, st->bound);
@@ -657,6 +657,7 @@ static int server_rank_step(Trainer *tr, PsAsyncState *st, float *loss) {
     }
     tr->staleness_mean = st->stale_n ? (double)st->stale_sum / (double)st->stale_n : 0.0;
     tr->staleness_max = st->stale_max;
+    st->seen[tr->rank].stale_n = st->stale_n; /* its own shard's count for the log (it pulls nothing) */
     pthread_mutex_unlock(&st->lock);
     tr->times.average.end_sec = tr->times.apply.start_sec = tr->times.apply.end_sec = tower_now_sec();
     if (ended) return 0;
