@@ -4,10 +4,12 @@
 # no input), ranks N .. R-1 are the W workers, over loopback.
 #   - 1 server + 1 worker is bitwise ps_mpi with one worker (1 server + 1 worker, synchronous: every variable,
 #     slot and the step, test_mpi_ps_helper compare), mnist, momentum and adam;
-#   - resnet20 (--batch_norm tower) on 1 server + 2 workers (3 steps a worker): the checkpoint's moving
-#     statistics moved from their initial values (the server expects the workers' towers' shares);
+#   - resnet20 (--batch_norm tower) on 1 server + 2 workers x 1 tower (momentum) and 2 servers + 2 workers x 2
+#     towers (adam), 3 steps a worker: the checkpoint's moving statistics all moved from their initial values,
+#     finite (the servers expect the workers' T towers' shares: a push of another size ends the job);
 #   - `tower train`, 1 server + 2 workers and 2 servers + 2 workers, --max_staleness 2: the run ends at
-#     --max_steps (a multiple of W), "done at step N" and the index's latest checkpoint is N (its global_step),
+#     --max_steps (a multiple of W), "done at step N" and the index's latest checkpoint is N (test_fault_helper
+#     check: each checkpoint holds the global_step it is named for; none bad or partial),
 #     saves at every --save_every, the log's global batch is W x T x batch and its staleness lines never
 #     exceed the bound (W - 1)(2S + 1) = 5, and rank 0 (a server) logs the workers' losses (the first above 0.1,
 #     not a server's 0);
@@ -44,11 +46,16 @@ done
 echo "1 server + 1 worker: ps_mpi_async bitwise ps_mpi's one worker (mnist, momentum and adam)"
 
 # Batch norm: the server-only rank applies the workers' towers' shares.
-mkdir -p "$work/bn"
-TEST_MPI_PS_DEDICATED=1 "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np 3 "$helper" train resnet20 momentum 1 6 "$work/bn" \
-  ps_mpi_async 1 >"$work/bn.log" 2>&1 || { cat "$work/bn.log"; fail "resnet20, 1 server + 2 workers failed"; }
-"$helper" moving "$work/bn/model.ckpt-6" >"$work/moving.log" || { cat "$work/moving.log"; fail "resnet20: the moving statistics did not move"; }
-echo "resnet20, 1 server + 2 workers (3 steps a worker): $(cat "$work/moving.log")"
+for case in "3 1 1 momentum" "4 2 2 adam"; do # R N_SERVERS TOWERS_A_WORKER OPTIMIZER
+  set -- $case
+  dir="$work/bn-$1-$2-$3"
+  mkdir -p "$dir"
+  TEST_MPI_PS_DEDICATED=1 "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np "$1" "$helper" train resnet20 "$4" "$3" 6 "$dir" \
+    ps_mpi_async "$2" >"$work/bn.log" 2>&1 || { cat "$work/bn.log"; fail "resnet20, $2 server(s) + 2 workers x $3 failed"; }
+  "$helper" moving "$dir/model.ckpt-6" >"$work/moving.log" ||
+    { cat "$work/moving.log"; fail "resnet20, $2 server(s) + 2 workers x $3: the moving statistics did not move"; }
+  echo "resnet20, $2 server(s) + 2 workers x $3 tower(s), $4 (3 steps a worker): $(cat "$work/moving.log")"
+done
 
 "$fault" idx "$work/img" "$work/lab" 2000
 "$tower" convert --from idx --images "$work/img" --labels "$work/lab" --out "$work/data" --num_shards 2 >/dev/null
@@ -69,6 +76,7 @@ for case in "3 1" "4 2"; do
   grep -q "rank 0 is a server" "$log" || { cat "$log"; fail "$2 + $w: the log does not say rank 0 is a server"; }
   "$fault" check "$dir" >"$work/check" || { cat "$work/check"; fail "$2 + $w: a checkpoint does not load"; }
   [ "$(sed -n 's/^latest //p' "$work/check")" = 48 ] || { cat "$work/check"; fail "$2 + $w: the latest checkpoint is not 48"; }
+  if grep -q "^tmp \|^orphan \|^bad " "$work/check"; then cat "$work/check"; fail "$2 + $w: a bad or partial checkpoint"; fi
   for s in 16 32 48; do [ -f "$dir/model.ckpt-$s.index" ] || [ -f "$dir/model.ckpt-$s" ] || { ls "$dir"; fail "$2 + $w: no checkpoint $s"; }; done
   n_lines=$(grep -c "staleness mean" "$log" || true)
   [ "$n_lines" -ge 5 ] || { cat "$log"; fail "$2 + $w: $n_lines staleness lines"; }
@@ -160,6 +168,7 @@ stop_run() {
   [ $((s % w)) = 0 ] || fail "$name: stopped at step $s, not a multiple of $w workers"
   "$fault" check "$dir" >"$work/check" || { cat "$work/check"; fail "$name: a checkpoint does not load"; }
   [ "$(sed -n 's/^latest //p' "$work/check")" = "$s" ] || { cat "$work/check"; fail "$name: the latest checkpoint is not step $s"; }
+  if grep -q "^tmp \|^orphan \|^bad " "$work/check"; then cat "$work/check"; fail "$name: a bad or partial checkpoint"; fi
   echo "$name: SIG$sig to $( [ "$target" = all ] && echo "every rank" || echo "rank $target") of $n server(s) + $w workers:" \
     "every rank stopped at step $s within $((SECONDS - sent)) s, model.ckpt-$s loads"
 }
