@@ -136,7 +136,7 @@ enum {
 
 /* What precedes the floats of a push (worker -> owner) and of a pull (owner -> worker). */
 typedef struct {
-    long step;      /* push: the worker's step t (-1: the worker is done); pull: the step answered */
+    long step;      /* push: the worker's step t (< 0: a MSG_ kind above); pull: the step answered */
     long version;   /* push: the shard's version at the worker's last pull; pull: the shard's version now */
     long stale_sum; /* pull: the owner's staleness so far: sum, count and max over applied gradients */
     long stale_n;
@@ -532,7 +532,8 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->moving_at = calloc((size_t)tr->spec.n_vars, sizeof *st->moving_at);
     st->momentum = calloc((size_t)tr->spec.n_vars, sizeof *st->momentum);
     if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->pulled_version || !st->seen ||
-        !st->pushed || !st->pending || !st->done || !st->last_loss || !st->last_accuracy || !st->mcounts || !st->mdispls || !st->moving_at || !st->momentum)
+        !st->pushed || !st->pending || !st->done || !st->last_loss || !st->last_accuracy || !st->mcounts ||
+        !st->mdispls || !st->moving_at || !st->momentum)
         goto oom;
     for (int r = 0; r < R; r++) st->pending[r] = -1;
     st->stop_at = st->stop_after = st->ended = -1;
