@@ -19,7 +19,8 @@
 #     workers read what ranks 0 and 1 read: the split goes by the worker index, not the rank), and rank 0 (the
 #     server) logs the same losses; the log names the server-only rank and the global batch of the workers;
 #   - refused, one line each: --ps_ranks N >= R (no worker left), --ps_dedicated without --ps_ranks, in one
-#     process, with --variable_update replicated, with --sync_replicas false, with --batch_norm sync;
+#     process, with --variable_update replicated, with --batch_norm sync (--sync_replicas false now runs:
+#     tests/test_mpi_async_dedicated.sh);
 #   - resnet20 (batch norm, --batch_norm tower): 1 server + 2 workers and 2 + 2 (x 1 tower) bitwise one process
 #     of 2 towers, 2 + 2 x 2 towers bitwise the co-located 2 ranks x 2 (moving statistics included);
 #   - kill -9 of the server-only rank 0 ends the job, non-zero, within 10 s.
@@ -138,8 +139,6 @@ refused "--ps_dedicated under mpirun -np 1" "--ps_dedicated: server-only ranks n
   "${mpi[@]}" -np 1 "$tower" "${bad[@]}" --local_parameter_device mpi --ps_dedicated --ps_ranks 1
 refused "--ps_dedicated with --variable_update replicated" "this run is replicated_mpi" \
   "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --variable_update replicated --ps_dedicated --ps_ranks 1
-refused "--ps_dedicated with --sync_replicas false" "this run is ps_mpi_async (.*--sync_replicas false) on 3 rank(s): not supported with asynchronous updates" \
-  "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --sync_replicas false --ps_dedicated --ps_ranks 1
 refused "--ps_dedicated with --batch_norm sync" "--ps_dedicated with --batch_norm sync: the statistics of every layer" \
   "${mpi[@]}" -np 3 "$tower" "${bad[@]}" --model resnet20 --batch_norm sync --ps_dedicated --ps_ranks 1
 

@@ -57,6 +57,10 @@ typedef struct TrainModeI {
      * non-finite gradients or variables where the mode tests them).
      * Records tr->times.average and .apply. */
     int (*step)(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes);
+    /* Optional.  A worker rank's input ended (no next batch) in a mode whose
+     * ranks step apart (trainer_ranks_step_apart): tell the ranks that read
+     * nothing (--ps_dedicated) after how many steps, before the end's save. */
+    void (*input_ended)(Trainer *tr);
     /* Optional.  Before a save: bring the variables, slots and moving
      * averages every tower shares into the host block tr->ps->params. */
     void (*save)(const Trainer *tr);

@@ -28,17 +28,18 @@
  * Staleness of an applied gradient: the updates applied to the shard
  * between the worker's pull and its push.  Under the bound S a worker u
  * pushes steps t - S .. t + S while another pushes step t, so it is at most
- * (R - 1)(2S + 1) updates; the owners check every gradient against that and
- * end the job, one line, if it is ever exceeded.  Rank 0 prints the mean
- * and max seen over all shards (the pull answers carry each owner's figures)
- * every --log_every steps.
+ * (W - 1)(2S + 1) updates (W workers); the owners check every gradient
+ * against that and end the job, one line, if it is ever exceeded.  Rank 0
+ * prints the mean and max seen over all shards (the pull answers carry each
+ * owner's figures) every --log_every steps; a server-only rank 0 (below)
+ * pulls nothing and prints its own shard's.
  *
  * global_step, TensorFlow's convention: the count of applied worker
  * updates.  Each owner applies every worker's every push, so each owner's
- * count is the job's; a worker advances its own global_step by R per step,
+ * count is the job's; a worker advances its own global_step by W per step,
  * which is the owners' count whenever every worker has finished the same
  * number of steps: the save points and the end, where the ranks meet.
- * --max_steps N is N applied updates (N / R steps of each worker, rounded
+ * --max_steps N is N applied updates (N / W steps of each worker, rounded
  * up); --save_every and the end are the only points the ranks share (a stop
  * by signal is agreed through the pushes, below).
  *
@@ -59,6 +60,27 @@
  * flight, so none has passed it when owner 0's next pull tells it), and
  * each worker sets tr->stop_agreed there (trainer_ranks_stop); all then
  * save that step, as at the end.
+ *
+ * Dedicated server ranks (--ps_dedicated --ps_ranks N, TensorFlow's `ps`
+ * tasks apart from the workers): ranks 0 .. N-1 only serve (no towers, no
+ * input, tr->worker < 0), ranks N .. R-1 are the W = R - N workers; a push
+ * carries the workers' T (tr->worker_towers); a server-only rank pushes
+ * nothing.  Its server thread runs as on a co-located rank;
+ * its main thread still runs the trainer's loop, so that it meets the
+ * workers at the save points and the end: its step sleeps (a condition
+ * variable, no polling) until every worker has pushed that many steps, then
+ * advances global_step by W.  Owner 0 counts that itself and, each time the
+ * count grows, tells the other server-only ranks (MSG_REACHED, with the stop
+ * count fixed so far: it is fixed before any worker pushes that count, so
+ * the notice of that count carries it); a signal to a server-only rank goes
+ * to owner 0 (MSG_STOP), which fixes the stop as for a worker's; a worker
+ * whose input ended tells every server-only rank after how many steps
+ * (MSG_ENDED: every worker reads the same stream, --input_split none only),
+ * whose step then returns 0, the end.  A server-only rank 0 logs, for a
+ * step, the mean of each worker's loss and accuracy in its latest push (the
+ * pushes carry them) and its own shard's staleness; its --histogram_every
+ * variables are its own shard's current values and the other shards' as of
+ * the last save.
  *
  * The design: a server thread per parameter-server rank, beside the
  * worker, so an owner serves while its co-located worker computes.  It
@@ -84,11 +106,12 @@
  *
  * Where it sits: one entry of train/modes.c's table; the messages are
  * base/ranks.c's, the placement ps/placement.c.
- * What it does not do: --batch_norm sync, dedicated server-only ranks (a
- * rank beyond --ps_ranks is a worker only), GPU buffers; a rank that fails
- * outside its step (not killed) waits for the other workers' last push
- * before the job ends.
+ * What it does not do: --batch_norm sync, --input_split files or records
+ * with --ps_dedicated (the workers' parts would end apart), GPU buffers; a
+ * rank that fails outside its step (not killed) waits for the other
+ * workers' last push before the job ends.
  */
+#include <limits.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -102,19 +125,33 @@
 
 enum { TAG_PUSH = 17, TAG_PULL = 18 };
 
+/* What a message to a server thread is, by its header's step (>= 0: a push of that worker step). */
+enum {
+    MSG_DONE = -1,    /* a rank's last message: it is done (every rank sends it to every server at close) */
+    MSG_REACHED = -2, /* owner 0 -> the other server-only ranks: every worker has pushed `version` steps; `stop`
+                         owner 0's stop_at then */
+    MSG_STOP = -3,    /* a server-only rank -> owner 0: it was asked to stop (a signal) */
+    MSG_ENDED = -4,   /* a worker -> every server-only rank: its input ended after `version` steps */
+};
+
 /* What precedes the floats of a push (worker -> owner) and of a pull (owner -> worker). */
 typedef struct {
-    long step;      /* push: the worker's step t (-1: the worker is done); pull: the step answered */
+    long step;      /* push: the worker's step t (< 0: a MSG_ kind above); pull: the step answered */
     long version;   /* push: the shard's version at the worker's last pull; pull: the shard's version now */
     long stale_sum; /* pull: the owner's staleness so far: sum, count and max over applied gradients */
     long stale_n;
     long stale_max;
     long stop;      /* push: 1 when the worker was asked to stop; pull (owner 0): the worker step count after
                        which every worker stops, -1 none yet */
+    double loss;    /* push: the worker's loss and accuracy in that step (a server-only rank 0 logs them) */
+    double accuracy;
 } MsgHeader;
 
 typedef struct {
     int n_ps;               /* parameter-server ranks: 0 .. n_ps - 1 */
+    int n_servers;          /* --ps_dedicated: the first n_servers ranks only serve (= n_ps), else 0 */
+    int W;                  /* the workers: ranks n_servers .. R - 1 */
+    int T;                  /* a worker's towers (tr->worker_towers: also on a server-only rank, which has none) */
     PsPlacement rule;
     PsShards sh;            /* the shards: owner, packed order, counts, displs (ps/placement.h) */
     float *packed;          /* (M) the worker's mean gradient, then the pulled variables, in owner order */
@@ -135,7 +172,7 @@ typedef struct {
     long worker_step;       /* this worker's steps so far */
     long logged_at;         /* the global_step of rank 0's last staleness line */
     int failed;             /* a step failed: close does not wait for the others */
-    long bound;             /* (R - 1)(2S + 1): the staleness no applied gradient may exceed */
+    long bound;             /* (W - 1)(2S + 1): the staleness no applied gradient may exceed */
     /* The owner's server (its thread with several ranks, else inline). */
     ParamServer srv;        /* a copy of *tr->ps whose params are srv_params: the update count, lr, scalars */
     float *srv_params;      /* (M) the current variables; only this rank's shard is kept current */
@@ -147,15 +184,22 @@ typedef struct {
     long *pending;          /* (R) the step whose pull waits for the bound, -1 none */
     int *done;              /* (R) the worker said it is done */
     long stale_sum, stale_n, stale_max;
-    pthread_mutex_t lock;   /* srv, srv_params, slots, moving averages, staleness */
+    /* A server-only rank's main thread (--ps_dedicated): its step waits for its server thread. */
+    long reached;           /* worker steps every worker has pushed (owner 0: counted; others: owner 0's notices) */
+    long ended;             /* the worker step count after which the workers' input ended, -1 not (MSG_ENDED) */
+    double *last_loss;      /* (R) owner 0: each worker's loss in its latest push */
+    double *last_accuracy;  /* (R) and its accuracy */
+    int stop_sent;          /* this server-only rank has told owner 0 of its signal */
+    pthread_cond_t moved;   /* reached, ended or stop_at changed (signalled under lock) */
+    pthread_mutex_t lock;   /* srv, srv_params, slots, moving averages, staleness, pushed, reached, ended, stop_at */
     pthread_t thread;
-    int thread_started, p2p_open, lock_made;
+    int thread_started, p2p_open, lock_made, cond_made;
     const Trainer *tr;
 } PsAsyncState;
 
 /* A push to owner r: the header, the gradient's slice, then each tower's shares of r's moving statistics. */
 static size_t push_n_bytes(const PsAsyncState *st, int r) {
-    return sizeof(MsgHeader) + ((size_t)st->sh.counts[r] + (size_t)st->tr->n_towers * st->mcounts[r]) * sizeof(float);
+    return sizeof(MsgHeader) + ((size_t)st->sh.counts[r] + (size_t)st->T * st->mcounts[r]) * sizeof(float);
 }
 
 /* A pull from owner r: the header, the shard's values (its moving statistics among them). */
@@ -166,7 +210,7 @@ static size_t pull_n_bytes(const PsAsyncState *st, int r) {
 /* Byte offset of rank p's message in out / in. */
 static size_t msg_at(const PsAsyncState *st, int p) {
     return (size_t)p * sizeof(MsgHeader) +
-           ((size_t)st->sh.displs[p] + (size_t)st->tr->n_towers * st->mdispls[p]) * sizeof(float);
+           ((size_t)st->sh.displs[p] + (size_t)st->T * st->mdispls[p]) * sizeof(float);
 }
 
 /* The server's end of the job on a fault: one line, every rank ends. */
@@ -194,11 +238,11 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
     if (stale < 0 || (st->bound >= 0 && stale > st->bound)) {
         char what[200];
         snprintf(what, sizeof what, "worker %d's gradient is %ld update(s) stale, beyond the bound %ld "
-                 "((R - 1)(2S + 1) for --max_staleness %d)", w, stale, st->bound, tr->opt.max_staleness);
+                 "((W - 1)(2S + 1) for --max_staleness %d)", w, stale, st->bound, tr->opt.max_staleness);
         server_fatal(tr, what);
     }
     const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
-    const int T = tr->n_towers;
+    const int T = st->T;
     for (size_t i = 0; i < own + (size_t)T * own_moving; i++)
         if (float_nonfinite(st->mean[i])) {
             char what[160];
@@ -256,7 +300,7 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
 /* Owner: the pull answering step t (its shard now) into msg. Holds the lock. */
 static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
     const Trainer *tr = st->tr;
-    MsgHeader h = {t, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max, st->stop_at};
+    MsgHeader h = {t, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max, st->stop_at, 0.0, 0.0};
     memcpy(msg, &h, sizeof h);
     size_t at = 0;
     float *dst = (float *)(msg + sizeof h);
@@ -267,14 +311,47 @@ static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
     }
 }
 
-/* 1 when a worker may start step t + 1: every worker not done has pushed step t - S. */
+/* 1 when a worker may start step t + 1: every worker not done has pushed step t - S (a server-only rank pushes
+ * nothing: not counted). */
 static int may_pull(const PsAsyncState *st, long t) {
-    for (int u = 0; u < st->tr->n_ranks; u++)
+    for (int u = st->n_servers; u < st->tr->n_ranks; u++)
         if (!st->done[u] && st->pushed[u] < t - st->tr->opt.max_staleness + 1) return 0;
     return 1;
 }
 
-/* The server thread: pushes in arrival order until every worker is done. */
+/* Owner 0, a stop asked (a worker's push or a server-only rank's signal): every worker stops after one step
+ * more than the furthest has pushed, a count none has passed when it hears (each has at most one push in flight
+ * here).  Holds the lock. */
+static void fix_stop(PsAsyncState *st) {
+    if (st->stop_at >= 0) return;
+    long furthest = 0;
+    for (int u = st->n_servers; u < st->tr->n_ranks; u++)
+        if (st->pushed[u] > furthest) furthest = st->pushed[u];
+    st->stop_at = furthest + 1;
+    pthread_cond_broadcast(&st->moved);
+}
+
+/* Owner 0 with server-only ranks (--ps_dedicated), after a push: when every worker has pushed one step more,
+ * the other server-only ranks hear it (with the stop fixed so far: it is fixed before any worker pushes its
+ * count, so the notice of that count carries it), then this rank's main thread. */
+static void owner0_reached(PsAsyncState *st) {
+    const Trainer *tr = st->tr;
+    long least = LONG_MAX;
+    pthread_mutex_lock(&st->lock);
+    for (int u = st->n_servers; u < tr->n_ranks; u++)
+        if (st->pushed[u] < least) least = st->pushed[u];
+    const long stop_at = st->stop_at, reached = st->reached;
+    pthread_mutex_unlock(&st->lock);
+    if (least <= reached) return;
+    MsgHeader h = {MSG_REACHED, least, 0, 0, 0, stop_at, 0.0, 0.0};
+    for (int p = 1; p < st->n_servers; p++) ranks_send(&h, sizeof h, p, TAG_PUSH);
+    pthread_mutex_lock(&st->lock);
+    st->reached = least;
+    pthread_cond_broadcast(&st->moved);
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* The server thread: pushes in arrival order until every rank is done. */
 static void *server_main(void *arg) {
     PsAsyncState *st = arg;
     const Trainer *tr = st->tr;
@@ -286,28 +363,37 @@ static void *server_main(void *arg) {
         int w = -1;
         const size_t got = ranks_recv(st->srv_in, n_bytes, -1, TAG_PUSH, &w);
         MsgHeader h;
+        if (got < sizeof h) server_fatal(tr, "a message shorter than its header");
         memcpy(&h, st->srv_in, sizeof h);
-        if (h.step < 0) {
+        if (h.step == MSG_DONE) {
             st->done[w] = 1;
             n_done++;
+        } else if (h.step == MSG_REACHED || h.step == MSG_ENDED || h.step == MSG_STOP) {
+            pthread_mutex_lock(&st->lock);
+            if (h.step == MSG_REACHED) {
+                if (h.version > st->reached) st->reached = h.version;
+                if (st->stop_at < 0) st->stop_at = h.stop;
+            } else if (h.step == MSG_ENDED) {
+                if (st->ended < 0 || h.version < st->ended) st->ended = h.version;
+            } else if (tr->rank == 0) {
+                fix_stop(st);
+            }
+            pthread_cond_broadcast(&st->moved);
+            pthread_mutex_unlock(&st->lock);
+        } else if (h.step < 0) {
+            server_fatal(tr, "a message of an unknown kind");
         } else {
             if (got != n_bytes) server_fatal(tr, "a push of the wrong size");
             memcpy(st->mean, st->srv_in + sizeof h, n_bytes - sizeof h);
             pthread_mutex_lock(&st->lock);
             server_apply(st, w, h.version);
-            pthread_mutex_unlock(&st->lock);
             st->pushed[w] = h.step + 1;
+            st->last_loss[w] = h.loss;
+            st->last_accuracy[w] = h.accuracy;
+            if (tr->rank == 0 && h.stop > 0) fix_stop(st);
+            pthread_mutex_unlock(&st->lock);
             st->pending[w] = h.step;
-            /* Owner 0, a stop asked: every worker stops after one step more than the furthest has pushed, a count
-             * none has passed when it hears (each has at most one push in flight here). */
-            if (tr->rank == 0 && h.stop > 0 && st->stop_at < 0) {
-                long furthest = 0;
-                for (int u = 0; u < R; u++)
-                    if (st->pushed[u] > furthest) furthest = st->pushed[u];
-                pthread_mutex_lock(&st->lock);
-                st->stop_at = furthest + 1;
-                pthread_mutex_unlock(&st->lock);
-            }
+            if (tr->rank == 0 && st->n_servers > 0) owner0_reached(st);
         }
         for (int u = 0; u < R; u++) {
             if (st->pending[u] < 0 || !may_pull(st, st->pending[u])) continue;
@@ -323,13 +409,19 @@ static void *server_main(void *arg) {
 
 static void mode_describe(const Trainer *tr, const char *ts) {
     const PsAsyncState *st = tr->mode_state;
-    printf("%s: global batch %d = %d rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
-           "rank(s), placed by %s; asynchronous: each worker averages its %d tower(s), pushes each shard's slice to "
+    char where[200] = "";
+    if (st->n_servers > 0)
+        snprintf(where, sizeof where, " (ranks 0 .. %d, dedicated: no towers, no input, a server thread each "
+                 "(--ps_dedicated); workers: ranks %d .. %d)", st->n_servers - 1, st->n_servers, tr->n_ranks - 1);
+    printf("%s: global batch %d = %d worker rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
+           "rank(s)%s, placed by %s; asynchronous: each worker averages its %d tower(s), pushes each shard's slice to "
            "its owner, whose server thread applies %s to it on arrival, one worker at a time, and answers with the "
-           "shard's current values; --max_staleness %d (staleness at most %ld updates); rank %d of %d%s\n",
-           ts, tr->global_batch, tr->n_ranks, tr->n_towers, trainer_mode_name(tr->mode), st->n_ps,
-           ps_placement_name(st->rule), tr->n_towers, optimizer_name(&tr->ps->cfg.opt), tr->opt.max_staleness,
-           st->bound, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "");
+           "shard's current values; --max_staleness %d (staleness at most %ld updates); rank %d of %d%s%s\n",
+           ts, tr->global_batch, st->W, st->T, trainer_mode_name(tr->mode), st->n_ps, where,
+           ps_placement_name(st->rule), st->T, optimizer_name(&tr->ps->cfg.opt), tr->opt.max_staleness,
+           st->bound, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "",
+           tr->rank == 0 && tr->worker < 0 ? "; rank 0 is a server: a step's loss and accuracy are the mean of each "
+           "worker's in its latest push, the staleness figures its own shard's" : "");
     for (int r = 0; r < st->n_ps; r++) {
         int n = 0;
         for (int i = 0; i < tr->spec.n_vars; i++) n += st->sh.owner[i] == r;
@@ -341,9 +433,10 @@ static void mode_describe(const Trainer *tr, const char *ts) {
 static void mode_close(Trainer *tr) {
     PsAsyncState *st = tr->mode_state;
     if (!st) return;
-    /* Every worker, a server or not (--ps_ranks < R), tells each server it is done; a server then ends. */
+    /* Every rank, a worker or not, tells each server it is done; a server then ends.  On owner 0 this comes
+     * after its last MSG_REACHED (sent before its main thread's last step returned), so none is left unread. */
     if (st->p2p_open && !st->failed) {
-        MsgHeader done = {-1, 0, 0, 0, 0, 0};
+        MsgHeader done = {MSG_DONE, 0, 0, 0, 0, 0, 0.0, 0.0};
         for (int p = 0; p < st->n_ps; p++) ranks_send(&done, sizeof done, p, TAG_PUSH);
         if (st->thread_started) pthread_join(st->thread, NULL);
         st->thread_started = 0;
@@ -351,6 +444,7 @@ static void mode_close(Trainer *tr) {
     if (st->thread_started) return; /* a failed step: the job ends (ranks_abort); the thread is left to it */
     if (st->p2p_open) ranks_p2p_close();
     if (st->lock_made) pthread_mutex_destroy(&st->lock);
+    if (st->cond_made) pthread_cond_destroy(&st->moved);
     ps_shards_free(&st->sh);
     free(st->packed);
     free(st->gather);
@@ -365,6 +459,8 @@ static void mode_close(Trainer *tr) {
     free(st->pushed);
     free(st->pending);
     free(st->done);
+    free(st->last_loss);
+    free(st->last_accuracy);
     free(st->mcounts);
     free(st->mdispls);
     free(st->moving_at);
@@ -394,6 +490,11 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
                  tr->opt.ps_ranks, R);
         return -1;
     }
+    if (tr->n_servers > 0 && tr->input_split != PIPELINE_SPLIT_NONE) {
+        snprintf(err, err_n_bytes, "--ps_dedicated --sync_replicas false: --input_split none only (the workers' own "
+                 "parts would end at different steps, and the server-only ranks learn the end from the workers)");
+        return -1;
+    }
     if (tr->opt.max_staleness < 0) {
         snprintf(err, err_n_bytes, "--max_staleness %d: expected 0 or more (steps a worker may run ahead)",
                  tr->opt.max_staleness);
@@ -414,22 +515,28 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     if (!st) goto oom;
     st->tr = tr;
     st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
+    st->n_servers = tr->n_servers;
+    st->W = tr->n_workers;
+    st->T = tr->worker_towers;
     st->rule = rule;
-    st->bound = (long)(R - 1) * (2L * tr->opt.max_staleness + 1);
+    st->bound = (long)(st->W - 1) * (2L * tr->opt.max_staleness + 1);
     st->pulled_version = calloc((size_t)R, sizeof *st->pulled_version);
     st->seen = calloc((size_t)R, sizeof *st->seen);
     st->pushed = calloc((size_t)R, sizeof *st->pushed);
     st->pending = malloc((size_t)R * sizeof *st->pending);
     st->done = calloc((size_t)R, sizeof *st->done);
+    st->last_loss = calloc((size_t)R, sizeof *st->last_loss);
+    st->last_accuracy = calloc((size_t)R, sizeof *st->last_accuracy);
     st->mcounts = calloc((size_t)R, sizeof *st->mcounts);
     st->mdispls = calloc((size_t)R, sizeof *st->mdispls);
     st->moving_at = calloc((size_t)tr->spec.n_vars, sizeof *st->moving_at);
     st->momentum = calloc((size_t)tr->spec.n_vars, sizeof *st->momentum);
     if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->pulled_version || !st->seen ||
-        !st->pushed || !st->pending || !st->done || !st->mcounts || !st->mdispls || !st->moving_at || !st->momentum)
+        !st->pushed || !st->pending || !st->done || !st->last_loss || !st->last_accuracy || !st->mcounts ||
+        !st->mdispls || !st->moving_at || !st->momentum)
         goto oom;
     for (int r = 0; r < R; r++) st->pending[r] = -1;
-    st->stop_at = st->stop_after = -1;
+    st->stop_at = st->stop_after = st->ended = -1;
     /* Batch norm's moving statistics: where each is in the worker's packed shares, its momentum, each shard's count. */
     st->n_moving = train_moving_n_floats(&tr->spec);
     if (st->n_moving > 0 && model_moving_momentum(&tr->spec, st->momentum) != 0) {
@@ -447,7 +554,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
             if (!tr->spec.vars[st->sh.order[k]].trainable) st->mcounts[r] += tr->spec.vars[st->sh.order[k]].n_floats;
         if (r + 1 < R) st->mdispls[r + 1] = st->mdispls[r] + st->mcounts[r];
     }
-    const size_t T = (size_t)tr->n_towers;
+    const size_t T = (size_t)st->T; /* the workers' towers: what a push carries, also to a server-only rank */
     const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
     const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + (M + T * st->n_moving) * sizeof(float);
     st->packed = malloc(M * sizeof(float));
@@ -470,6 +577,8 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->logged_at = ps->global_step;
     if (pthread_mutex_init(&st->lock, NULL) != 0) goto oom;
     st->lock_made = 1;
+    if (pthread_cond_init(&st->moved, NULL) != 0) goto oom;
+    st->cond_made = 1;
     if (R > 1) {
         ranks_p2p_open();
         st->p2p_open = 1;
@@ -509,14 +618,74 @@ static void log_staleness(Trainer *tr, PsAsyncState *st) {
     for (int p = 0; p < st->n_ps; p++) n += st->seen[p].stale_n;
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: step %ld: staleness mean %.2f, max %ld over %ld shard update(s) (bound %ld)\n", ts,
-           tr->ps->global_step, tr->staleness_mean, tr->staleness_max, n, st->bound);
+    if (tr->worker < 0) /* a server-only rank 0 sees its own shard's figures (it pulls nothing) */
+        printf("%s: step %ld: staleness mean %.2f, max %ld over %ld update(s) of rank 0's shard (bound %ld)\n", ts,
+               tr->ps->global_step, tr->staleness_mean, tr->staleness_max, n, st->bound);
+    else
+        printf("%s: step %ld: staleness mean %.2f, max %ld over %ld shard update(s) (bound %ld)\n", ts,
+               tr->ps->global_step, tr->staleness_mean, tr->staleness_max, n, st->bound);
     fflush(stdout);
+}
+
+/* A server-only rank's step (--ps_dedicated): no towers; it waits (asleep on st->moved) until every worker
+ * has pushed as many steps, so that it reaches the save points and the end with them, or returns 0 when the
+ * workers' input ended first.  A signal to it goes to owner 0, which fixes the stop; it learns the stop's count
+ * from owner 0 (its own, or the MSG_REACHED notices: the notice of that count carries it).  Rank 0's loss is
+ * the mean of the workers' latest. */
+static int server_rank_step(Trainer *tr, PsAsyncState *st, float *loss) {
+    ParamServer *ps = tr->ps;
+    const long k = st->worker_step + 1;
+    if (tr->stop_requested && !st->stop_sent) {
+        st->stop_sent = 1;
+        if (tr->rank == 0) {
+            pthread_mutex_lock(&st->lock);
+            fix_stop(st);
+            pthread_mutex_unlock(&st->lock);
+        } else {
+            MsgHeader h = {MSG_STOP, 0, 0, 0, 0, 1, 0.0, 0.0};
+            ranks_send(&h, sizeof h, 0, TAG_PUSH);
+        }
+    }
+    tr->times.average.start_sec = tower_now_sec();
+    pthread_mutex_lock(&st->lock);
+    while (st->reached < k && !(st->ended >= 0 && k > st->ended)) pthread_cond_wait(&st->moved, &st->lock);
+    const int ended = st->reached < k;
+    const long stop_at = st->stop_at;
+    double loss_sum = 0.0, accuracy_sum = 0.0;
+    for (int u = st->n_servers; u < tr->n_ranks; u++) {
+        loss_sum += st->last_loss[u];
+        accuracy_sum += st->last_accuracy[u];
+    }
+    tr->staleness_mean = st->stale_n ? (double)st->stale_sum / (double)st->stale_n : 0.0;
+    tr->staleness_max = st->stale_max;
+    st->seen[tr->rank].stale_n = st->stale_n; /* its own shard's count for the log (it pulls nothing) */
+    pthread_mutex_unlock(&st->lock);
+    tr->times.average.end_sec = tr->times.apply.start_sec = tr->times.apply.end_sec = tower_now_sec();
+    if (ended) return 0;
+    *loss = (float)(loss_sum / st->W);
+    tr->accuracy = (float)(accuracy_sum / st->W);
+    st->worker_step = k;
+    if (stop_at >= 0 && st->stop_after < 0) st->stop_after = stop_at;
+    tr->stop_agreed = st->stop_after >= 0 && st->worker_step >= st->stop_after;
+    ps->global_step += st->W;
+    ps->last_lr = ps_step_lr(ps);
+    log_staleness(tr, st);
+    return 1;
+}
+
+/* A worker whose input ended (--ps_dedicated): the server-only ranks, which read nothing, hear after how many
+ * steps (every worker reads the same stream: they all end there). */
+static void mode_input_ended(Trainer *tr) {
+    PsAsyncState *st = tr->mode_state;
+    if (!st || st->n_servers == 0 || tr->worker < 0) return;
+    MsgHeader h = {MSG_ENDED, st->worker_step, 0, 0, 0, 0, 0.0, 0.0};
+    for (int p = 0; p < st->n_servers; p++) ranks_send(&h, sizeof h, p, TAG_PUSH);
 }
 
 static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     PsAsyncState *st = tr->mode_state;
+    if (tr->worker < 0) return server_rank_step(tr, st, loss); /* the empty batch: nothing to hand back */
     const int R = tr->n_ranks, T = tr->n_towers;
     TowerStep ts = {.hooks = NULL};
     for (int t = 0; t < T; t++) ts.params[t] = ps->params;
@@ -543,7 +712,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         server_apply(st, 0, st->pulled_version[0]);
         st->pulled_version[0] = st->srv.global_step;
         st->seen[0] = (MsgHeader){st->worker_step, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max,
-                                  tr->stop_requested ? st->worker_step + 1 : -1};
+                                  tr->stop_requested ? st->worker_step + 1 : -1, *loss, tr->accuracy};
         memcpy(ps->params, st->srv_params, ps->spec.n_params * sizeof(float));
         pthread_mutex_unlock(&st->lock);
     } else {
@@ -557,7 +726,8 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
             return -1;
         }
         for (int p = 0; p < st->n_ps; p++) {
-            MsgHeader h = {st->worker_step, st->pulled_version[p], 0, 0, 0, tr->stop_requested != 0};
+            MsgHeader h = {st->worker_step, st->pulled_version[p], 0, 0, 0, tr->stop_requested != 0, *loss,
+                           tr->accuracy};
             out[p] = st->out + msg_at(st, p);
             in[p] = st->in + msg_at(st, p);
             out_n[p] = push_n_bytes(st, p);
@@ -589,7 +759,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     }
     tr->staleness_mean = n ? (double)sum / (double)n : 0.0;
     tr->staleness_max = max;
-    ps->global_step += R; /* the owners' count once every worker has made as many steps */
+    ps->global_step += st->W; /* the owners' count once every worker has made as many steps */
     ps->last_lr = ps_step_lr(ps);
     tr->times.apply.end_sec = tower_now_sec();
     log_staleness(tr, st);
@@ -621,8 +791,18 @@ static void mode_save(const Trainer *tr) {
     pthread_mutex_unlock(&st->lock);
 }
 
-/* The variables this worker pulled last. */
-static const float *mode_variables(const Trainer *tr) { return tr->ps->params; }
+/* The variables this worker pulled last.  A server-only rank pulls nothing: its own shard's current values
+ * into the host block, the other shards there as of the last save. */
+static const float *mode_variables(const Trainer *tr) {
+    PsAsyncState *st = tr->mode_state;
+    if (tr->worker < 0 && st) {
+        pthread_mutex_lock(&st->lock);
+        ps_shards_pack(&st->sh, &tr->spec, tr->rank, tr->rank + 1, st->srv_params, st->packed);
+        ps_shards_unpack(&st->sh, &tr->spec, tr->rank, tr->rank + 1, st->packed, tr->ps->params);
+        pthread_mutex_unlock(&st->lock);
+    }
+    return tr->ps->params;
+}
 
 static const char *const aliases[] = {"parameter_server/mpi_async", NULL};
 
@@ -634,12 +814,14 @@ const TrainModeI train_mode_ps_mpi_async = {
     .aliases = aliases,
     .across_ranks = 1,
     .save_on_every_rank = 1,
+    .dedicated_servers = 1,
     .server_row = "worker: input, push to the shards' owners, pull",
     .server_apply = "push and pull",
     .available = train_mode_always_available,
     .describe = mode_describe,
     .open = mode_open,
     .step = mode_step,
+    .input_ended = mode_input_ended,
     .save = mode_save,
     .variables = mode_variables,
     .close = mode_close,

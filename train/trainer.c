@@ -131,9 +131,9 @@ static int plan_servers(Trainer *tr, char *err, size_t err_n_bytes) {
             return -1;
         }
         if (!m->dedicated_servers) {
-            snprintf(err, err_n_bytes, "--ps_dedicated: server-only ranks are supported by synchronous --variable_update "
-                     "parameter_server across the ranks of mpirun -np R (ps_mpi); this run is %s (%s) on %d rank(s)%s",
-                     m->name, m->flags, tr->n_ranks, tr->opt.sync_replicas ? "" : ": not supported with asynchronous updates");
+            snprintf(err, err_n_bytes, "--ps_dedicated: server-only ranks are supported by --variable_update "
+                     "parameter_server across the ranks of mpirun -np R (ps_mpi, or ps_mpi_async with --sync_replicas "
+                     "false); this run is %s (%s) on %d rank(s)", m->name, m->flags, tr->n_ranks);
             return -1;
         }
         if (tr->opt.ps_ranks < 1 || tr->opt.ps_ranks >= tr->n_ranks) {
@@ -905,8 +905,12 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
         if (tr->opt.synthetic) return 1;
     }
     int got = tr->worker < 0 ? 1 : pipeline_next(tr->pipeline, batch, err, err_n_bytes);
-    if (tr->input_split == PIPELINE_SPLIT_NONE && tr->n_servers == 0) {
-        if (got > 0) rank_shards(tr, *batch);
+    /* Every worker reads the same stream and ends with the others; ranks that step apart do not meet here (a
+     * server-only rank hears the end from the workers: the mode's input_ended). */
+    if (tr->input_split == PIPELINE_SPLIT_NONE && (tr->n_servers == 0 || trainer_ranks_step_apart(tr))) {
+        const TrainModeI *m = train_mode(tr->mode);
+        if (got > 0 && tr->worker >= 0) rank_shards(tr, *batch);
+        if (got == 0 && tr->worker >= 0 && m->input_ended && trainer_ranks_step_apart(tr)) m->input_ended(tr);
         return got;
     }
     if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
