@@ -12,9 +12,10 @@
 #     (R - 1)(2S + 1) = 33 of the default S = 16), which the synchronous rows
 #     leave empty;
 #   - ps_cpu's flags under 2 ranks run as ps_mpi, and the row says so;
-#   - --ps_dedicated 1 under 3 ranks: the ps_mpi row has 1 server rank, the
-#     2 workers' global batch, a worker's (non-zero) forward+backward and
-#     local average, push and pull; replicated_mpi's row ignores it;
+#   - --ps_dedicated 1 under 3 ranks: the ps_mpi and ps_mpi_async rows have
+#     1 server rank, the 2 workers' global batch, a worker's (non-zero)
+#     forward+backward and local average, push and pull (and the async
+#     row its staleness within the bound); replicated_mpi's row ignores it;
 #   - replicated_host (one process only), --predict and --ps_dedicated 2
 #     under 2 ranks (no worker left) fail with one line and a non-zero exit,
 #     never a hang.
@@ -69,10 +70,10 @@ timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --
 grep -q '^mnist,ps_mpi,parameter_server,mpi,.*,2,[0-9.]*,[0-9.]*,[0-9.]*,,' "$work/s.csv" || fail "ps_cpu under 2 ranks: not a ps_mpi row: $(cat "$work/s.csv")"
 echo "ps_cpu's flags under 2 ranks: a ps_mpi row"
 
-# --ps_dedicated 1 under 3 ranks: ps_mpi with rank 0 a server only (2 workers: global batch 8), its phases the
+# --ps_dedicated 1 under 3 ranks: ps_mpi and ps_mpi_async with rank 0 a server only (2 workers: global batch 8), their phases the
 # first worker's (rank 0 computes nothing, so a zero forward+backward would be the server's), push and pull
 # between workers and server; replicated_mpi ignores it (3 workers: 12).
-timeout 300 mpirun --oversubscribe --bind-to none -np 3 "$tower" bench --device cpu --models mnist --modes ps_mpi,replicated_mpi \
+timeout 300 mpirun --oversubscribe --bind-to none -np 3 "$tower" bench --device cpu --models mnist --modes ps_mpi,replicated_mpi,ps_mpi_async \
   --towers 1 --batch_size 4 --steps 2 --warmup 1 --ps_dedicated 1 --csv "$work/d.csv" --svg "" >"$work/d.log" 2>"$work/d.err" ||
   { cat "$work/d.err"; fail "the bench with --ps_dedicated 1 under 3 ranks failed"; }
 grep -Eq '^mnist +ps_mpi +3 +1 +1 +8 ' "$work/d.log" || { cat "$work/d.log"; fail "no ps_mpi row with 1 server and 8 examples"; }
@@ -80,11 +81,15 @@ python3 - "$work/d.csv" <<'PY'
 import csv, sys
 def fail(m): print("FAIL:", m); sys.exit(1)
 rows = {r["mode"]: r for r in csv.DictReader(open(sys.argv[1]))}
-ps, rep = rows["ps_mpi"], rows["replicated_mpi"]
-if (ps["ps_dedicated_ranks"], ps["global_batch"], ps["ranks"]) != ("1", "8", "3"): fail(f"ps_mpi: {ps}")
+ps, rep, asy = rows["ps_mpi"], rows["replicated_mpi"], rows["ps_mpi_async"]
+for name, r in (("ps_mpi", ps), ("ps_mpi_async", asy)):
+    if (r["ps_dedicated_ranks"], r["global_batch"], r["ranks"]) != ("1", "8", "3"): fail(f"{name}: {r}")
+    for k in ("compute_ms", "local_avg_ms", "push_ms", "pull_ms", "network_predicted_ms", "images_per_sec"):
+        if not float(r[k]) > 0: fail(f"{name} with a server rank: {k} = {r[k]} (not the first worker's?)")
 if (rep["ps_dedicated_ranks"], rep["global_batch"]) != ("0", "12"): fail(f"replicated_mpi: {rep}")
-for k in ("compute_ms", "local_avg_ms", "push_ms", "pull_ms", "network_predicted_ms", "images_per_sec"):
-    if not float(ps[k]) > 0: fail(f"ps_mpi with a server rank: {k} = {ps[k]} (not the first worker's?)")
+# 2 workers, --max_staleness 16: the bound is (W - 1)(2S + 1) = 33.
+if asy["staleness_mean"] == "" or not 0 <= float(asy["staleness_mean"]) <= float(asy["staleness_max"]) <= 33:
+    fail(f"ps_mpi_async with a server rank: staleness {asy['staleness_mean']}/{asy['staleness_max']}")
 print("--ps_dedicated 1: ps_mpi", round(float(ps["images_per_sec"]), 1), "img/s, a worker's forward+backward",
       ps["compute_ms"], "ms, push", ps["push_ms"], "ms, pull", ps["pull_ms"], "ms")
 PY
