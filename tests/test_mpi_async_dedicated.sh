@@ -83,6 +83,12 @@ for case in "3 1" "4 2"; do
   grep "staleness mean" "$log" | sed 's/.*max \([0-9]*\) over.*(bound \([0-9]*\))/\1 \2/' | while read -r max bound; do
     [ "$bound" = 5 ] && [ "$max" -le 5 ] || fail "$2 + $w: staleness max $max, bound $bound (want at most 5 = (2 - 1)(2 x 2 + 1))"
   done
+  # The memory bound counts the mode's own buffers: rank 0 (a server of a shard) holds at least the packed
+  # block, the server's copy and the save gather, and the pushes out and pulls in (M floats each).
+  vars_mib=$(sed -n 's/.*variables: [0-9]* floats (\([0-9.]*\) MiB).*/\1/p' "$log" | head -1)
+  buf_mib=$(sed -n "s/.*ps_mpi_async's buffers \([0-9.]*\) .*/\1/p" "$log" | head -1)
+  awk -v b="${buf_mib:-0}" -v v="${vars_mib:-1}" 'BEGIN { exit !(b >= 5 * v) }' ||
+    { grep "memory bound" "$log"; fail "$2 + $w: the memory bound's ps_mpi_async buffers '$buf_mib' MiB, < 5 x the model's $vars_mib"; }
   first=$(grep -m1 -o 'step [0-9]*, loss = [0-9.]*' "$log" | sed 's/.*= //')
   awk -v l="${first:-0}" 'BEGIN { exit !(l > 0.1) }' || { cat "$log"; fail "$2 + $w: rank 0's first loss is '$first', not the workers'"; }
   echo "$2 server(s) + $w workers: done at step 48, checkpoints 16, 32, 48 (latest 48 loads);" \

@@ -176,6 +176,11 @@ int train_device_views(const Trainer *tr, int *devices, float **params, float **
  * variables (batch norm's moving statistics); 0 for networks without. */
 size_t train_moving_n_floats(const ModelSpec *spec);
 
+/* The parameter servers across ranks (ps_mpi, ps_mpi_async): the floats of this rank's shard under
+ * --ps_placement over the --ps_ranks ranks (0 on a rank that holds none), from the configuration alone, for
+ * the modes' host_n_bytes; the whole model's n_params when the placement cannot be computed (out of memory). */
+size_t train_ps_own_n_floats(const Trainer *tr);
+
 /* After a step's update (the towers' last forwards were training ones):
  * each tower's batch statistics applied to a copy of dst[0]'s moving
  * statistics, the copies of the job's towers averaged in tower order

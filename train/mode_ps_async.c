@@ -597,6 +597,23 @@ oom:
     return -1;
 }
 
+/* mode_open's buffers, from the configuration alone (the memory bound may ask before open): the packed block,
+ * the server's copy of the variables and rank 0's save gather (M each), the pushes out and the pulls in (every
+ * owner's header, slice and T towers' moving-statistics shares), this rank's server buffers (its shard, own,
+ * and its shares of the statistics; the whole statistics' count bounds a shard's), the towers' shares, the
+ * per-rank and per-variable tables and the shards' layout. */
+static size_t mode_host_n_bytes(const Trainer *tr) {
+    const size_t R = (size_t)tr->n_ranks, M = tr->spec.n_params, n_vars = (size_t)tr->spec.n_vars;
+    const size_t T = (size_t)tr->worker_towers, nm = train_moving_n_floats(&tr->spec);
+    const size_t own = train_ps_own_n_floats(tr), hdr = sizeof(MsgHeader);
+    const size_t all_msgs = R * hdr + (M + T * nm) * sizeof(float);
+    const size_t floats = M * (tr->rank == 0 ? 3 : 2) + (own + T * nm + 1) + (T * nm + 1) + (T * nm + 1);
+    const size_t server = 2 * hdr + (2 * own + T * nm) * sizeof(float);
+    const size_t per_rank = R * (2 * hdr + 4 * sizeof(long) + 3 * sizeof(int) + 2 * sizeof(float) + 3 * sizeof(size_t));
+    const size_t per_var = n_vars * (sizeof(size_t) + sizeof(double) + 2 * sizeof(int)) + R * 2 * sizeof(int);
+    return sizeof(PsAsyncState) + 2 * all_msgs + floats * sizeof(float) + server + per_rank + per_var;
+}
+
 /* Worker: its towers' shares of shard p's moving statistics into msg ((T, mcounts[p]), the shard's packed order). */
 static void pack_shares(const PsAsyncState *st, int p, float *msg) {
     const Trainer *tr = st->tr;
@@ -822,6 +839,7 @@ const TrainModeI train_mode_ps_mpi_async = {
     .open = mode_open,
     .step = mode_step,
     .input_ended = mode_input_ended,
+    .host_n_bytes = mode_host_n_bytes,
     .save = mode_save,
     .variables = mode_variables,
     .close = mode_close,

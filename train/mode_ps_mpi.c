@@ -374,11 +374,8 @@ static int mode_write_checkpoint(Trainer *tr, const CkptRunState *run, char *err
     return 0;
 }
 
-/* mode_open's buffers, from the placement (a pure function of the table): the packed block (M), the workers'
- * slices of this rank's shard (W x own), its mean (own), rank 0's save gather (M, --checkpoint_writers rank0
- * across ranks), the step codes, the tables. */
-static size_t mode_host_n_bytes(const Trainer *tr) {
-    const int R = tr->n_ranks, n_vars = tr->spec.n_vars, W = tr->n_workers;
+size_t train_ps_own_n_floats(const Trainer *tr) {
+    const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
     const size_t M = tr->spec.n_params;
     const int n_ps = tr->opt.ps_ranks > 0 && tr->opt.ps_ranks <= R ? tr->opt.ps_ranks : R;
     PsPlacement rule = PS_PLACE_GREEDY;
@@ -396,6 +393,15 @@ static size_t mode_host_n_bytes(const Trainer *tr) {
     free(owner);
     free(var_n_bytes);
     free(shard);
+    return own;
+}
+
+/* mode_open's buffers, from the placement (a pure function of the table): the packed block (M), the workers'
+ * slices of this rank's shard (W x own), its mean (own), rank 0's save gather (M, --checkpoint_writers rank0
+ * across ranks), the step codes, the tables. */
+static size_t mode_host_n_bytes(const Trainer *tr) {
+    const int R = tr->n_ranks, n_vars = tr->spec.n_vars, W = tr->n_workers;
+    const size_t M = tr->spec.n_params, own = train_ps_own_n_floats(tr);
     const size_t tables = (size_t)n_vars * 2 * sizeof(int) + (size_t)R * (5 * sizeof(int) + sizeof(size_t) + sizeof(int));
     const int gathers = tr->rank == 0 && R > 1 && tr->opt.checkpoint_writers && !strcmp(tr->opt.checkpoint_writers, "rank0");
     return (M + ((size_t)W * own + 1) + (own + 1) + (gathers ? M : 0) + (size_t)R * (1 + 3 * tr->worker_towers)) *
