@@ -2,7 +2,9 @@
  *
  * Where it sits: bench/, a benchmark (not a test).  It opens the pipeline on
  * DIR/<class>/FILE.jpg with --threads workers, no shuffle, decoding each JPEG
- * (at libjpeg's reduced scale unless --full), resizing it to --size x --size
+ * (at libjpeg's reduced scale unless --full; --max_image_pixels N raises the
+ * pipeline's bound on a decoded image, which a full decode of a camera
+ * photograph exceeds), resizing it to --size x --size
  * RGB (PIL's bilinear) and converting it to float (AUGMENT_NONE), batches of
  * --batch, for --epochs passes after one warm-up pass (timed from
  * pipeline_open to the last batch), and prints one line:
@@ -29,20 +31,22 @@ static double clock_sec(clockid_t id) {
 int main(int argc, char **argv) {
     const char *dir = NULL;
     int threads = 2, size = 224, batch = 64, epochs = 2, full = 0;
+    long max_pixels = 0; /* 0: the pipeline's default */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--full")) full = 1;
+        else if (!strcmp(argv[i], "--max_image_pixels") && i + 1 < argc) max_pixels = atol(argv[++i]);
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else {
-            fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full]\n");
+            fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full] [--max_image_pixels N]\n");
             return 2;
         }
     }
     if (!dir) {
-        fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full]\n");
+        fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full] [--max_image_pixels N]\n");
         return 2;
     }
     PipelineConfig c;
@@ -57,6 +61,7 @@ int main(int argc, char **argv) {
     c.n_workers = threads;
     c.drop_remainder = 0;
     c.jpeg_scaled = !full;
+    if (max_pixels > 0) c.max_image_pixels = (size_t)max_pixels;
     char err[1024];
     double t0 = 0.0, cpu0 = 0.0, checksum = 0.0;
     long n = 0;

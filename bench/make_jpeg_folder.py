@@ -1,5 +1,6 @@
-"""make_jpeg_folder.py DIR N — N JPEGs (quality 90) of 300-600 px a side in DIR/class_0..9/, seeded, written
-by PIL: smooth colour fields with noise, so that they compress like photographs.  bench/ only."""
+"""make_jpeg_folder.py DIR N [MIN MAX] — N JPEGs (quality 90) of MIN-MAX px a side (default 300-600, about
+ImageNet's; 2000 4000 for camera photographs) in DIR/class_0..9/, seeded, written by PIL: smooth colour fields
+with noise, so that they compress like photographs.  bench/ only."""
 import os
 import sys
 
@@ -7,9 +8,10 @@ import numpy as np
 from PIL import Image
 
 out, n = sys.argv[1], int(sys.argv[2])
+lo, hi = (int(sys.argv[3]), int(sys.argv[4])) if len(sys.argv) > 4 else (300, 600)
 rng = np.random.default_rng(1)
 for i in range(n):
-    h, w = (int(v) for v in rng.integers(300, 601, size=2))
+    h, w = (int(v) for v in rng.integers(lo, hi + 1, size=2))
     y, x = np.mgrid[0:h, 0:w].astype(np.float32)
     f = rng.uniform(0.005, 0.05, size=(3, 2))
     img = np.stack([127 + 100 * np.sin(f[c, 0] * x + f[c, 1] * y + c) for c in range(3)], axis=-1)
