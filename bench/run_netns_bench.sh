@@ -91,7 +91,8 @@ set_rate() {
       set -- $end
       ip netns exec "$1" tc qdisc del dev "$2" root 2>/dev/null || true
       if [ -n "${DELAY:-}" ]; then
-        ip netns exec "$1" tc qdisc add dev "$2" root handle 1: netem delay "$DELAY"
+        ip netns exec "$1" tc qdisc add dev "$2" root handle 1: netem delay "$DELAY" 2>/dev/null ||
+          die "DELAY=$DELAY: tc cannot add a netem qdisc here (this kernel ($(uname -r)) has no sch_netem?); run without DELAY"
         ip netns exec "$1" tc qdisc add dev "$2" parent 1: handle 2: tbf rate "$rate" burst "$burst" latency 50ms
       else
         ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$rate" burst "$burst" latency 50ms
