@@ -35,7 +35,7 @@ header = ("model,mode,variable_update,local_parameter_device,all_reduce,towers,b
           "images_per_sec,step_ms_median,step_ms_p10,step_ms_p90,speedup,scaling_efficiency,input_ms,copy_ms,"
           "compute_ms,reduce_ms,apply_ms,other_ms,predicted_step_ms,cores,repeats,images_per_sec_min,"
           "images_per_sec_max,ranks,local_avg_ms,push_ms,pull_ms,allgather_ms,network_predicted_ms,"
-          "staleness_mean,staleness_max").split(",")
+          "staleness_mean,staleness_max,ps_dedicated_ranks").split(",")
 with open(f"{work}/bench.csv") as f:
     rows = list(csv.reader(f))
 if rows[0] != header: fail(f"CSV header {rows[0]}")
