@@ -15,3 +15,56 @@ if ! echo "$probe" | grep -q "runs in one process, and mpirun started 2 ranks"; 
   echo "skipped: mpirun cannot start 2 ranks here: $probe" | head -5
   exit 77
 fi
+
+# mpi_rank_pid RANK: the process of that rank among the children of $launcher (the test's backgrounded mpirun),
+# or nothing.
+mpi_rank_pid() {
+  local p
+  for p in $(pgrep -P "$launcher" 2>/dev/null); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
+  done
+  return 0
+}
+
+# mpi_check_stop NAME SIG LOG DIR WANT MULTIPLE CHECKER RANK_PIDS: right after SIG was sent to the job under
+# $launcher, whose rank processes are RANK_PIDS: mpirun ends within 10 s and leaves no rank process running
+# (a zombie on its way is fine); rank 0's LOG says "stop requested by WANT after step N" and "done at step N",
+# N a multiple of MULTIPLE (every worker made the same steps); `CHECKER check DIR` loads model.ckpt-N as the
+# latest with no partial checkpoint.  Uses the test's fail; clears launcher; sets mpi_stop_step (N) and
+# mpi_stop_sec (seconds from the call to mpirun's end).
+mpi_check_stop() {
+  local name=$1 sig=$2 log=$3 dir=$4 want=$5 multiple=$6 checker=$7 pids=$8 sent=$SECONDS p
+  for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2>/dev/null; then cat "$log"; fail "$name: the job still runs 10 s after SIG$sig"; fi
+  wait "$launcher" 2>/dev/null || true
+  launcher=
+  mpi_stop_sec=$((SECONDS - sent))
+  for p in $pids; do
+    for _ in $(seq 1 20); do
+      [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || break
+      sleep 0.1
+    done
+    if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+      fail "$name: rank process $p still runs after mpirun ended"
+    fi
+  done
+  mpi_stop_step=$(sed -n "s/.*stop requested by $want after step \([0-9]*\): checkpoint.*/\1/p" "$log" | head -1)
+  [ -n "$mpi_stop_step" ] || { cat "$log"; fail "$name: rank 0 printed no 'stop requested by $want after step N' line"; }
+  grep -q "done at step $mpi_stop_step;" "$log" || { cat "$log"; fail "$name: rank 0 did not finish at step $mpi_stop_step"; }
+  [ $((mpi_stop_step % multiple)) = 0 ] ||
+    fail "$name: stopped at step $mpi_stop_step, not a multiple of $multiple workers (their steps differ)"
+  "$checker" check "$dir" >"$dir.check" || { cat "$dir.check"; fail "$name: a checkpoint does not load"; }
+  [ "$(sed -n 's/^latest //p' "$dir.check")" = "$mpi_stop_step" ] ||
+    { cat "$dir.check"; fail "$name: the latest checkpoint is not step $mpi_stop_step"; }
+  if grep -q "^tmp \|^orphan \|^bad " "$dir.check"; then cat "$dir.check"; fail "$name: a partial checkpoint is left"; fi
+}
+
+# refused WHAT REGEX COMMAND...: COMMAND exits non-zero and prints a line matching REGEX (uses the test's $work
+# and fail).
+refused() {
+  local what=$1 re=$2
+  shift 2
+  if "$@" >"$work/refused.log" 2>&1; then fail "$what was accepted"; fi
+  grep -q -- "$re" "$work/refused.log" || { cat "$work/refused.log"; fail "$what: no line says why"; }
+  echo "$what: refused ($(grep -m1 -o -- "$re.*" "$work/refused.log" | cut -c1-150))"
+}

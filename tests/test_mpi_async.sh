@@ -38,13 +38,6 @@ common=(--model mnist --data "$work/train-*.tfrecord" --batch_size 16 --seed 7 -
         --device cpu --no_progress --summary_every 0 --histogram_every 0 --num_towers 1 --optimizer sgd)
 
 # (d) Bad flags: one line each, non-zero.
-refused() { # refused WHAT REGEX CMD...: CMD exits non-zero and prints a line matching REGEX
-  local what=$1 re=$2
-  shift 2
-  if "$@" >"$work/refused.log" 2>&1; then fail "$what was accepted"; fi
-  grep -q -- "$re" "$work/refused.log" || { cat "$work/refused.log"; fail "$what: no line says why"; }
-  echo "refused, $what: $(grep -m1 -o -- "$re.*" "$work/refused.log" | cut -c1-150)"
-}
 refused "--sync_replicas false in one process" "--sync_replicas false: asynchronous updates need --variable_update parameter_server across the ranks" \
   "$tower" train "${common[@]}" --sync_replicas false --max_steps 1 --train_dir "$work/r1"
 refused "--sync_replicas false with replicated" "this run is --variable_update replicated on 2 rank" \

@@ -115,24 +115,10 @@ grep -q "done at step 24;" "$work/resume3.log" || { cat "$work/resume3.log"; fai
 [ "$(sed -n 's/^latest //p' "$work/check")" = 24 ] || { cat "$work/check"; fail "resume: the latest checkpoint is not 24"; }
 echo "--resume: 1 server + 2 workers (8) -> co-located 2 ranks (16) -> 2 servers + 2 workers (24): loads"
 
-refused() { # refused WHAT EXPECTED-TEXT COMMAND...: exits non-zero with the line
-  local what=$1 want=$2
-  shift 2
-  if "$@" >"$work/refused.log" 2>&1; then fail "$what was accepted"; fi
-  grep -q -- "$want" "$work/refused.log" || { cat "$work/refused.log"; fail "$what: no line says why"; }
-  echo "$what: refused ($(grep -m1 -o -- "$want.*" "$work/refused.log" | cut -c1-150))"
-}
 refused "--input_split files" "--ps_dedicated --sync_replicas false: --input_split none only" \
   "${mpi[@]}" -np 3 "$tower" train "${common[@]}" --data "$work/data-*.tfrecord" --ps_dedicated --ps_ranks 1 \
   --input_split files --max_steps 2 --train_dir "$work/refused"
 
-rank_pid() { # rank_pid RANK: the process of that rank under $launcher
-  local p
-  for p in $(pgrep -P "$launcher" 2>/dev/null); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
-  done
-  return 0
-}
 # stop_run NAME NP N_SERVERS SIGNAL TARGET WANT: a stop by SIGNAL to every rank (TARGET all) or one.
 stop_run() {
   local name=$1 np=$2 n=$3 sig=$4 target=$5 want=$6
@@ -149,34 +135,13 @@ stop_run() {
   local victim ranks
   ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
   victim=$ranks
-  [ "$target" = all ] || victim=$(rank_pid "$target")
+  [ "$target" = all ] || victim=$(mpi_rank_pid "$target")
   [ -n "$victim" ] || fail "$name: could not find rank $target's process"
   # shellcheck disable=SC2086
   kill "-$sig" $victim
-  local sent=$SECONDS
-  for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$launcher" 2>/dev/null; then cat "$log"; fail "$name: the job still runs 10 s after SIG$sig"; fi
-  wait "$launcher" 2>/dev/null || true
-  launcher=
-  for p in $ranks; do
-    for _ in $(seq 1 20); do
-      [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || break
-      sleep 0.1
-    done
-    if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
-      fail "$name: rank process $p still runs after mpirun ended"
-    fi
-  done
-  local s
-  s=$(sed -n "s/.*stop requested by $want after step \([0-9]*\): checkpoint.*/\1/p" "$log" | head -1)
-  [ -n "$s" ] || { cat "$log"; fail "$name: rank 0 printed no 'stop requested by $want after step N' line"; }
-  grep -q "done at step $s;" "$log" || { cat "$log"; fail "$name: rank 0 did not finish at step $s"; }
-  [ $((s % w)) = 0 ] || fail "$name: stopped at step $s, not a multiple of $w workers"
-  "$fault" check "$dir" >"$work/check" || { cat "$work/check"; fail "$name: a checkpoint does not load"; }
-  [ "$(sed -n 's/^latest //p' "$work/check")" = "$s" ] || { cat "$work/check"; fail "$name: the latest checkpoint is not step $s"; }
-  if grep -q "^tmp \|^orphan \|^bad " "$work/check"; then cat "$work/check"; fail "$name: a bad or partial checkpoint"; fi
+  mpi_check_stop "$name" "$sig" "$log" "$dir" "$want" "$w" "$fault" "$ranks"
   echo "$name: SIG$sig to $( [ "$target" = all ] && echo "every rank" || echo "rank $target") of $n server(s) + $w workers:" \
-    "every rank stopped at step $s within $((SECONDS - sent)) s, model.ckpt-$s loads"
+    "every rank stopped at step $mpi_stop_step within $mpi_stop_sec s, model.ckpt-$mpi_stop_step loads"
 }
 stop_run int-all 3 1 INT all SIGINT
 stop_run term-server0 3 1 TERM 0 SIGTERM
@@ -187,7 +152,7 @@ stop_run term-server1 4 2 TERM 1 "another rank"
   --log_every 0 --train_dir "$work/killed" >"$work/kill.log" 2>&1 &
 launcher=$!
 victim=""
-for _ in $(seq 1 300); do victim=$(rank_pid 1); [ -n "$victim" ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do victim=$(mpi_rank_pid 1); [ -n "$victim" ] && break; sleep 0.1; done
 [ -n "$victim" ] || fail "could not find rank 1's process"
 sleep 4
 kill -9 "$victim"

@@ -45,42 +45,18 @@ stop_run() {
     [ $SECONDS -lt $deadline ] || { cat "$log"; fail "$name: not at step 12 in 120 s"; }
     sleep 0.1
   done
-  local victim
-  victim=$(pgrep -P "$launcher" | tr '\n' ' ')
+  local victim ranks
+  ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
+  victim=$ranks
   if [ "$target" != all ]; then
-    victim=""
-    for p in $(pgrep -P "$launcher" 2>/dev/null); do
-      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$target" && victim=$p
-    done
+    victim=$(mpi_rank_pid "$target")
     [ -n "$victim" ] || fail "$name: could not find rank $target's process"
   fi
-  local ranks
-  ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
   # shellcheck disable=SC2086
   kill "-$sig" $victim
-  local sent=$SECONDS
-  for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$launcher" 2>/dev/null; then cat "$log"; fail "$name: the job still runs 10 s after SIG$sig"; fi
-  wait "$launcher" 2>/dev/null || true
-  launcher=
-  for p in $ranks; do # gone, or a zombie on its way (its parent, mpirun, has ended)
-    for _ in $(seq 1 20); do
-      [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || break
-      sleep 0.1
-    done
-    if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
-      fail "$name: rank process $p still runs after mpirun ended"
-    fi
-  done
-  local n
-  n=$(sed -n "s/.*stop requested by $want after step \([0-9]*\): checkpoint.*/\1/p" "$log" | head -1)
-  [ -n "$n" ] || { cat "$log"; fail "$name: rank 0 printed no 'stop requested by $want after step N' line"; }
-  grep -q "done at step $n;" "$log" || { cat "$log"; fail "$name: rank 0 did not finish at step $n"; }
-  [ $((n % np)) = 0 ] || fail "$name: stopped at step $n, not a multiple of $np ranks (the workers' steps differ)"
-  "$helper" check "$dir" >"$work/check" || { cat "$work/check"; fail "$name: a checkpoint does not load"; }
-  [ "$(sed -n 's/^latest //p' "$work/check")" = "$n" ] || { cat "$work/check"; fail "$name: the latest checkpoint is not step $n"; }
-  if grep -q "^tmp \|^orphan \|^bad " "$work/check"; then cat "$work/check"; fail "$name: a partial checkpoint is left"; fi
-  echo "$name: SIG$sig to $( [ "$target" = all ] && echo "every rank" || echo "rank $target") after step 12: every rank stopped at step $n within $((SECONDS - sent)) s, model.ckpt-$n loads"
+  mpi_check_stop "$name" "$sig" "$log" "$dir" "$want" "$np" "$helper" "$ranks"
+  echo "$name: SIG$sig to $( [ "$target" = all ] && echo "every rank" || echo "rank $target") after step 12: every rank" \
+    "stopped at step $mpi_stop_step within $mpi_stop_sec s, model.ckpt-$mpi_stop_step loads"
 }
 
 stop_run int-all 2 INT all SIGINT

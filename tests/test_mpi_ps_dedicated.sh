@@ -27,9 +27,8 @@
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
 helper=$1 tower=$2 fault=$3
-command -v mpirun >/dev/null 2>&1 || { echo "skipped: mpirun is missing (apt-get install openmpi-bin)"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
-mpi=(timeout 300 mpirun --oversubscribe --bind-to none)
+mpi_timeout=300
+source "$(dirname "$0")/mpi_common.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -121,13 +120,6 @@ for split in none files records; do
 done
 echo "tower train, --input_split none, files and records: 1 server + 2 workers bitwise the co-located 2 ranks"
 
-refused() { # refused WHAT EXPECTED-TEXT COMMAND...: exits non-zero with the line
-  local what=$1 want=$2
-  shift 2
-  if "$@" >"$work/refused.log" 2>&1; then fail "$what was accepted"; fi
-  grep -q -- "$want" "$work/refused.log" || { cat "$work/refused.log"; fail "$what: no line says why"; }
-  echo "$what: refused ($(grep -m1 -o -- "$want.*" "$work/refused.log" | cut -c1-150))"
-}
 bad=("${common[@]}" --max_steps 1 --train_dir "$work/refused")
 refused "--ps_dedicated --ps_ranks 2 of 2 ranks" "--ps_dedicated --ps_ranks 2: expected 1 to 1" \
   "${mpi[@]}" -np 2 "$tower" "${bad[@]}" --ps_dedicated --ps_ranks 2
