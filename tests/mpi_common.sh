@@ -26,14 +26,32 @@ mpi_rank_pid() {
   return 0
 }
 
-# mpi_check_stop NAME SIG LOG DIR WANT MULTIPLE CHECKER RANK_PIDS: right after SIG was sent to the job under
-# $launcher, whose rank processes are RANK_PIDS: mpirun ends within 10 s and leaves no rank process running
-# (a zombie on its way is fine); rank 0's LOG says "stop requested by WANT after step N" and "done at step N",
-# N a multiple of MULTIPLE (every worker made the same steps); `CHECKER check DIR` loads model.ckpt-N as the
-# latest with no partial checkpoint.  Uses the test's fail; clears launcher; sets mpi_stop_step (N) and
-# mpi_stop_sec (seconds from the call to mpirun's end).
-mpi_check_stop() {
-  local name=$1 sig=$2 log=$3 dir=$4 want=$5 multiple=$6 checker=$7 pids=$8 sent=$SECONDS p
+# mpi_stop_job NAME SIG TARGET WANT MULTIPLE CHECKER WAIT_REGEX NP TRAIN_ARGS...: a stop by signal.  Starts
+# `tower train TRAIN_ARGS --train_dir $work/NAME` on NP ranks in the background ($launcher, rank 0's log in
+# $work/NAME.log), waits up to 120 s for a log line matching WAIT_REGEX, sends SIG to every rank's process
+# (TARGET all) or to rank TARGET's, then checks: mpirun ends within 10 s and leaves no rank process running (a
+# zombie on its way is fine); rank 0 says "stop requested by WANT after step N" and "done at step N", N a
+# multiple of MULTIPLE (every worker made the same steps); `CHECKER check DIR` loads model.ckpt-N as the latest
+# with no partial checkpoint.  Uses the test's $work, $tower and fail; clears launcher; sets mpi_stop_step (N)
+# and mpi_stop_sec (seconds from the signal to mpirun's end).
+mpi_stop_job() {
+  local name=$1 sig=$2 target=$3 want=$4 multiple=$5 checker=$6 wait_re=$7 np=$8 p victim pids sent
+  shift 8
+  local dir=$work/$name log=$work/$name.log deadline=$((SECONDS + 120))
+  "${mpi[@]}" -np "$np" "$tower" train "$@" --train_dir "$dir" >"$log" 2>&1 &
+  launcher=$!
+  until grep -qs -- "$wait_re" "$log"; do
+    kill -0 "$launcher" 2>/dev/null || { cat "$log"; fail "$name: the run ended before a line matching '$wait_re'"; }
+    [ $SECONDS -lt $deadline ] || { cat "$log"; fail "$name: no line matching '$wait_re' in 120 s"; }
+    sleep 0.1
+  done
+  pids=$(pgrep -P "$launcher" | tr '\n' ' ')
+  victim=$pids
+  [ "$target" = all ] || victim=$(mpi_rank_pid "$target")
+  [ -n "$victim" ] || fail "$name: could not find rank $target's process"
+  # shellcheck disable=SC2086
+  kill "-$sig" $victim
+  sent=$SECONDS
   for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$launcher" 2>/dev/null; then cat "$log"; fail "$name: the job still runs 10 s after SIG$sig"; fi
   wait "$launcher" 2>/dev/null || true

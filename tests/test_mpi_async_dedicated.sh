@@ -119,27 +119,12 @@ refused "--input_split files" "--ps_dedicated --sync_replicas false: --input_spl
   "${mpi[@]}" -np 3 "$tower" train "${common[@]}" --data "$work/data-*.tfrecord" --ps_dedicated --ps_ranks 1 \
   --input_split files --max_steps 2 --train_dir "$work/refused"
 
-# stop_run NAME NP N_SERVERS SIGNAL TARGET WANT: a stop by SIGNAL to every rank (TARGET all) or one.
+# stop_run NAME NP N_SERVERS SIGNAL TARGET WANT: a stop by SIGNAL after step 10 to every rank (TARGET all) or one
+# (mpi_common.sh's mpi_stop_job).
 stop_run() {
-  local name=$1 np=$2 n=$3 sig=$4 target=$5 want=$6
-  local dir=$work/$name log=$work/$name.log w=$(( np - n ))
-  "${mpi[@]}" -np "$np" "$tower" train "${common[@]}" --data "$work/data-*.tfrecord" --ps_dedicated --ps_ranks "$n" \
-    --save_every 0 --log_every 1 --max_steps 100000000 --train_dir "$dir" >"$log" 2>&1 &
-  launcher=$!
-  local deadline=$((SECONDS + 120))
-  until grep -qs "step [1-9][0-9][0-9]*, loss" "$log"; do
-    kill -0 "$launcher" 2>/dev/null || { cat "$log"; fail "$name: the run ended before step 10"; }
-    [ $SECONDS -lt $deadline ] || { cat "$log"; fail "$name: not at step 10 in 120 s"; }
-    sleep 0.1
-  done
-  local victim ranks
-  ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
-  victim=$ranks
-  [ "$target" = all ] || victim=$(mpi_rank_pid "$target")
-  [ -n "$victim" ] || fail "$name: could not find rank $target's process"
-  # shellcheck disable=SC2086
-  kill "-$sig" $victim
-  mpi_check_stop "$name" "$sig" "$log" "$dir" "$want" "$w" "$fault" "$ranks"
+  local name=$1 np=$2 n=$3 sig=$4 target=$5 want=$6 w=$(( $2 - $3 ))
+  mpi_stop_job "$name" "$sig" "$target" "$want" "$w" "$fault" "step [1-9][0-9][0-9]*, loss" "$np" "${common[@]}" \
+    --data "$work/data-*.tfrecord" --ps_dedicated --ps_ranks "$n" --save_every 0 --log_every 1 --max_steps 100000000
   echo "$name: SIG$sig to $( [ "$target" = all ] && echo "every rank" || echo "rank $target") of $n server(s) + $w workers:" \
     "every rank stopped at step $mpi_stop_step within $mpi_stop_sec s, model.ckpt-$mpi_stop_step loads"
 }

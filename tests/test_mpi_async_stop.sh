@@ -31,30 +31,13 @@ common=(--model mnist --data "$work/data-*.tfrecord" --device cpu --num_towers 1
         --log_every 1 --summary_every 0 --histogram_every 0 --no_progress --optimizer momentum
         --variable_update parameter_server --sync_replicas false --save_every 0 --max_steps 100000000)
 
-# stop_run NAME NP SIGNAL TARGET_RANK WANT_LINE [FLAGS...]: starts the job, waits for step 12, sends SIGNAL to
-# every rank's process (TARGET_RANK "all") or to one rank's, and checks the stop.
+# stop_run NAME NP SIGNAL TARGET_RANK WANT_LINE [FLAGS...]: the job on NP ranks, SIGNAL after step 12 to every
+# rank's process (TARGET_RANK "all") or to one rank's, and the stop's checks (mpi_common.sh's mpi_stop_job).
 stop_run() {
   local name=$1 np=$2 sig=$3 target=$4 want=$5
   shift 5
-  local dir=$work/$name log=$work/$name.log
-  "${mpi[@]}" -np "$np" "$tower" train "${common[@]}" --train_dir "$dir" "$@" >"$log" 2>&1 &
-  launcher=$!
-  local deadline=$((SECONDS + 120))
-  until grep -qs "step 1[2-9][0-9]*, loss\|step [2-9][0-9][0-9]*, loss" "$log"; do
-    kill -0 "$launcher" 2>/dev/null || { cat "$log"; fail "$name: the run ended before step 12"; }
-    [ $SECONDS -lt $deadline ] || { cat "$log"; fail "$name: not at step 12 in 120 s"; }
-    sleep 0.1
-  done
-  local victim ranks
-  ranks=$(pgrep -P "$launcher" | tr '\n' ' ')
-  victim=$ranks
-  if [ "$target" != all ]; then
-    victim=$(mpi_rank_pid "$target")
-    [ -n "$victim" ] || fail "$name: could not find rank $target's process"
-  fi
-  # shellcheck disable=SC2086
-  kill "-$sig" $victim
-  mpi_check_stop "$name" "$sig" "$log" "$dir" "$want" "$np" "$helper" "$ranks"
+  mpi_stop_job "$name" "$sig" "$target" "$want" "$np" "$helper" "step 1[2-9][0-9]*, loss\|step [2-9][0-9][0-9]*, loss" \
+    "$np" "${common[@]}" "$@"
   echo "$name: SIG$sig to $( [ "$target" = all ] && echo "every rank" || echo "rank $target") after step 12: every rank" \
     "stopped at step $mpi_stop_step within $mpi_stop_sec s, model.ckpt-$mpi_stop_step loads"
 }
