@@ -624,11 +624,15 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         }
     }
     if (exit_code == 0) {
-        PipelineStats st = {0}; /* a server-only rank (--ps_dedicated) reads nothing */
+        PipelineStats st = {0};
         if (tr.pipeline) pipeline_stats(tr.pipeline, &st);
         trainer_timestamp(ts, sizeof ts);
-        printf("%s: done at step %ld; checkpoint in %s; input pipeline: %.0f examples/sec produced, consumer waited %.1f s",
-               ts, tr.ps->global_step, o.train_dir, st.examples_per_sec, st.consumer_wait_sec);
+        printf("%s: done at step %ld; checkpoint in %s; ", ts, tr.ps->global_step, o.train_dir);
+        if (tr.worker < 0) /* a server-only rank (--ps_dedicated) reads nothing */
+            printf("no input pipeline on this rank (a parameter server only, --ps_dedicated)");
+        else
+            printf("input pipeline: %.0f examples/sec produced, consumer waited %.1f s", st.examples_per_sec,
+                   st.consumer_wait_sec);
         if (st.corrupt_skipped > 0)
             printf("; %ld corrupt record%s (%llu of %llu input bytes) skipped %ld time%s", st.corrupt_distinct,
                    st.corrupt_distinct == 1 ? "" : "s", (unsigned long long)st.corrupt_lost_n_bytes,

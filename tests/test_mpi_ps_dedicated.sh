@@ -17,7 +17,8 @@
 # through `tower train` on 1000 mnist-shaped records in 3 TFRecord files, 6 steps of batch 8:
 #   - 1 server + 2 workers bitwise the co-located 2 ranks with --input_split none, files and records (the
 #     workers read what ranks 0 and 1 read: the split goes by the worker index, not the rank), and rank 0 (the
-#     server) logs the same losses; the log names the server-only rank and the global batch of the workers;
+#     server) logs the same losses; the log names the server-only rank and the global batch of the workers,
+#     and rank 0's done line says it has no input pipeline;
 #   - refused, one line each: --ps_ranks N >= R (no worker left), --ps_dedicated without --ps_ranks, in one
 #     process, with --variable_update replicated, with --batch_norm sync (--sync_replicas false now runs:
 #     tests/test_mpi_async_dedicated.sh);
@@ -111,6 +112,8 @@ for split in none files records; do
     { cat "$work/colo.log"; fail "co-located 2 ranks, --input_split $split failed"; }
   "${mpi[@]}" -np 3 "$tower" "${common[@]}" --input_split $split --ps_dedicated --ps_ranks 1 --log_device_placement \
     --train_dir "$work/ded-$split" >"$work/train.log" 2>&1 || { cat "$work/train.log"; fail "1 server + 2 workers, --input_split $split failed"; }
+  grep -q "done at step 6; checkpoint in .*; no input pipeline on this rank (a parameter server only" "$work/train.log" ||
+    { cat "$work/train.log"; fail "--input_split $split: rank 0 (a server) does not say it has no input pipeline"; }
   same "$work/colo-$split/model.ckpt-6" "$work/ded-$split/model.ckpt-6" ||
     fail "--input_split $split: 1 server + 2 workers differ from the co-located 2 ranks"
   # rank 0, a server with no towers, logs the job's loss from the workers' (train_ranks_agree): the co-located one.
