@@ -13,6 +13,11 @@
 # build_dir/gpu_modes* (docs/modes.md says how to read them).
 # Needs a GPU; PyTorch with CUDA is optional (its column shows "-" without).
 #
+# Environment: GPU_BENCH_MODELS (the modes matrix's networks, default
+# mnist,cifar10; any of tower bench --models), GPU_BENCH_TOWERS (1,2,4),
+# GPU_BENCH_STEPS (20), GPU_BENCH_REPEAT (3), GPU_BENCH_PEER=0 (skip the
+# bench_gpu / PyTorch table, which has mnist and cifar10 only).
+#
 # usage: bench/run_gpu_bench.sh [build_dir] [extra bench_gpu/pytorch_gpu flags, e.g. --tf32]
 set -eu
 cd "$(dirname "$0")/.."
@@ -27,6 +32,11 @@ fi
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+MODELS=${GPU_BENCH_MODELS:-mnist,cifar10}
+TOWERS=${GPU_BENCH_TOWERS:-1,2,4}
+STEPS=${GPU_BENCH_STEPS:-20}
+REPEAT=${GPU_BENCH_REPEAT:-3}
+if [ "${GPU_BENCH_PEER:-1}" != 0 ]; then
 "$BUILD/bench/bench_gpu" "$@" | tee -a "$OUT"
 PY=""
 for p in python3 /usr/bin/python3; do
@@ -60,6 +70,8 @@ for (fw, model, towers), t in sorted(rows.items(), key=lambda r: (r[0][1] != "mn
         ratio, t["copy_in_ms"], t["compute_ms"], t["copy_out_ms"], t["wake_ms"], t["ps_ms"], t["h2d_vars_ms"]))
 PYEOF
 
+fi
+
 # ---- the variable placement modes on GPU towers (docs/modes.md) ----
 MODES=ps_cpu,replicated_host,ps_gpu,replicated_nccl
 if ! "$BUILD/cmd/tower" bench --device gpu --models mnist --modes replicated_nccl --towers 1 --batch_size 2 --steps 1 \
@@ -68,8 +80,8 @@ if ! "$BUILD/cmd/tower" bench --device gpu --models mnist --modes replicated_ncc
     MODES=ps_cpu,replicated_host,ps_gpu
 fi
 echo
-echo "# tower bench --device gpu, modes $MODES, 1, 2, 4 towers of 128 on GPU 0"
-"$BUILD/cmd/tower" bench --device gpu --models mnist,cifar10 --modes "$MODES" --towers 1,2,4 --batch_size 128 \
-    --steps 20 --warmup 5 --repeat 3 --csv "$BUILD/gpu_modes.csv" --svg "$BUILD/gpu_modes.svg" \
+echo "# tower bench --device gpu, models $MODELS, modes $MODES, towers $TOWERS of 128 on GPU 0"
+"$BUILD/cmd/tower" bench --device gpu --models "$MODELS" --modes "$MODES" --towers "$TOWERS" --batch_size 128 \
+    --steps "$STEPS" --warmup 5 --repeat "$REPEAT" --csv "$BUILD/gpu_modes.csv" --svg "$BUILD/gpu_modes.svg" \
     --trace "$BUILD/gpu_modes_trace.json"
 echo "# modes table: $BUILD/gpu_modes.csv, chart: $BUILD/gpu_modes.svg, traces: $BUILD/gpu_modes_trace-<model>-<mode>-<towers>.json"

@@ -8,9 +8,11 @@
  * transpose of cuDNN's NHWC filter layout (C_out, KH, KW, C_in), so a small
  * tiled transpose kernel converts the weights each step and the filter
  * gradient back.  cuDNN convolves, our kernels add the bias and apply relu.
- * What it does not do: asymmetric padding (TensorFlow's SAME with an odd
- * total is rejected at init: cuDNN only pads symmetrically), allocate
- * during forward/backward, or synchronise.
+ * Asymmetric padding (TensorFlow's SAME with an odd total: one more row and
+ * column after than before) is a zero-padded copy of the input in scratch,
+ * which cuDNN convolves with the symmetric part; backward data writes the
+ * padded gradient there and crops it into dinp.
+ * What it does not do: allocate during forward/backward, or synchronise.
  */
 #include "model/layers_cuda.h"
 #include "base/cuda_check.h"
@@ -49,12 +51,66 @@ extern "C" void transpose_cuda(float *dst, const float *src, int rows, int cols,
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* ---- asymmetric padding: pad the input, crop its gradient ----------------------- */
+
+/* dst (B, HP, WP, C) = src (B, H, W, C) placed at (top, left), zeros around. */
+__global__ static void pad_nhwc_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int HP, int WP,
+                                       int top, int left) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % C);
+        size_t t = i / C;
+        const int w = (int)(t % WP);
+        t /= WP;
+        const int h = (int)(t % HP);
+        const size_t b = t / HP;
+        const int ih = h - top, iw = w - left;
+        dst[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? src[((b * H + ih) * W + iw) * C + c] : 0.0f;
+    }
+}
+
+/* dst (B, H, W, C) = the window at (top, left) of src (B, HP, WP, C). */
+__global__ static void crop_nhwc_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int HP, int WP,
+                                        int top, int left) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % C);
+        size_t t = i / C;
+        const int w = (int)(t % W);
+        t /= W;
+        const int h = (int)(t % H);
+        const size_t b = t / H;
+        dst[i] = src[((b * HP + h + top) * WP + w + left) * C + c];
+    }
+}
+
+static unsigned grid_for(size_t n) {
+    size_t g = (n + 255) / 256;
+    return (unsigned)(g > 65535 ? 65535 : g);
+}
+
+static int is_padded(const Conv2dCuda *c) { return c->HP != c->geom.H || c->WP != c->geom.W; }
+
+static void pad_input(float *xpad, const float *inp, const Conv2dCuda *c, int B, cudaStream_t stream) {
+    const Conv2d *g = &c->geom;
+    const size_t n = (size_t)B * c->HP * c->WP * g->C_in;
+    pad_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(xpad, inp, n, g->H, g->W, g->C_in, c->HP, c->WP, c->ext_top,
+                                                       c->ext_left);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+static void crop_input_grad(float *dinp, const float *dxpad, const Conv2dCuda *c, int B, cudaStream_t stream) {
+    const Conv2d *g = &c->geom;
+    const size_t n = (size_t)B * g->H * g->W * g->C_in;
+    crop_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(dinp, dxpad, n, g->H, g->W, g->C_in, c->HP, c->WP, c->ext_top,
+                                                        c->ext_left);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 /* ---- scratch layout ------------------------------------------------------------ */
 
 static size_t align256(size_t n_bytes) { return (n_bytes + 255) / 256 * 256; }
 
 typedef struct {
-    size_t w_krsc, dw_krsc, dpre, partials, workspace, total; /* byte offsets, 256-aligned */
+    size_t w_krsc, dw_krsc, dpre, partials, xpad, workspace, total; /* byte offsets, 256-aligned */
 } ConvScratchLayout;
 
 static ConvScratchLayout scratch_layout(const Conv2dCuda *c) {
@@ -67,6 +123,8 @@ static ConvScratchLayout scratch_layout(const Conv2dCuda *c) {
     L.dw_krsc = off;   off += align256(w_n * sizeof(float));
     L.dpre = off;      off += align256(out_n * sizeof(float));
     L.partials = off;  off += align256(bias_grad_cuda_partials_n_floats(g->C_out) * sizeof(float));
+    L.xpad = off;      /* the padded input, then in backward its gradient; only where the padding is asymmetric */
+    if (is_padded(c)) off += align256((size_t)c->max_batch * c->HP * c->WP * g->C_in * sizeof(float));
     L.workspace = off; off += align256(c->workspace_n_bytes);
     L.total = off;
     return L;
@@ -243,7 +301,7 @@ none:
  * CPU geometry's. */
 static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
     const Conv2d *g = &c->geom;
-    if (CUDNN_SOFT(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, B, g->C_in, g->H, g->W),
+    if (CUDNN_SOFT(cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, B, g->C_in, c->HP, c->WP),
                    err, err_n_bytes) ||
         CUDNN_SOFT(cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, B, g->C_out, g->OH, g->OW),
                    err, err_n_bytes))
@@ -261,10 +319,16 @@ static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
     return 0;
 }
 
-/* TensorFlow's total padding along one dimension (layers.h). */
-static int pad_total(int in, int out, int k, int stride) {
-    int t = (out - 1) * stride + k - in;
-    return t > 0 ? t : 0;
+/* Split one dimension's padding: the geometry pads `before` cells before
+ * and whatever (out - 1) * stride + k - in leaves after; cuDNN takes the
+ * symmetric part (returned), *ext_before / *ext_after the explicit rest. */
+static int split_pad(int in, int out, int k, int stride, int before, int *ext_before, int *ext_after) {
+    int after = (out - 1) * stride + k - in - before;
+    if (after < 0) after = 0; /* VALID leaving the last cells unused: cuDNN's floor does the same */
+    const int sym = before < after ? before : after;
+    *ext_before = before - sym;
+    *ext_after = after - sym;
+    return sym;
 }
 
 extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
@@ -279,21 +343,17 @@ extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch
         snprintf(err, err_n_bytes, "conv2d_cuda_init: max_batch must be at least 1, got %d", max_batch);
         return -1;
     }
-    const int pt_h = pad_total(g->H, g->OH, g->KH, g->stride_h), pt_w = pad_total(g->W, g->OW, g->KW, g->stride_w);
-    if (pt_h % 2 || pt_w % 2) {
-        snprintf(err, err_n_bytes,
-                 "conv2d %dx%dx%d, kernel %dx%d, stride %dx%d, SAME: TensorFlow pads %d rows and %d columns in total, "
-                 "split unevenly, which cuDNN (symmetric padding only) cannot express; not supported on the GPU",
-                 g->H, g->W, g->C_in, g->KH, g->KW, g->stride_h, g->stride_w, pt_h, pt_w);
-        return -1;
-    }
+    const int sym_h = split_pad(g->H, g->OH, g->KH, g->stride_h, g->pad_top, &c->ext_top, &c->ext_bottom);
+    const int sym_w = split_pad(g->W, g->OW, g->KW, g->stride_w, g->pad_left, &c->ext_left, &c->ext_right);
+    c->HP = g->H + c->ext_top + c->ext_bottom;
+    c->WP = g->W + c->ext_left + c->ext_right;
     if (CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->x_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->y_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateFilterDescriptor(&c->w_desc), err, err_n_bytes))
         goto fail;
     for (int d = 0; d < 3; d++) {
         if (CUDNN_SOFT(cudnnCreateConvolutionDescriptor(&c->conv_desc[d]), err, err_n_bytes) ||
-            CUDNN_SOFT(cudnnSetConvolution2dDescriptor(c->conv_desc[d], g->pad_top, g->pad_left, g->stride_h, g->stride_w, 1, 1,
+            CUDNN_SOFT(cudnnSetConvolution2dDescriptor(c->conv_desc[d], sym_h, sym_w, g->stride_h, g->stride_w, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                        err, err_n_bytes))
             goto fail;
@@ -356,7 +416,13 @@ extern "C" void conv2d_forward_cuda(float *out, void *scratch, const float *inp,
     const int K = g->KH * g->KW * g->C_in;
     const float one = 1.0f, zero = 0.0f;
     transpose_cuda(w_krsc, weight, K, g->C_out, stream); /* (K, C_out) -> (C_out, K) */
-    CUDNN_CHECK(cudnnConvolutionForward(cudnn, &one, c->x_desc, inp, c->w_desc, w_krsc, c->conv_desc[0], c->algo_fwd,
+    const float *x = inp;
+    if (is_padded(c)) {
+        float *xpad = (float *)(base + L.xpad);
+        pad_input(xpad, inp, c, B, stream);
+        x = xpad;
+    }
+    CUDNN_CHECK(cudnnConvolutionForward(cudnn, &one, c->x_desc, x, c->w_desc, w_krsc, c->conv_desc[0], c->algo_fwd,
                                         base + L.workspace, c->workspace_n_bytes, &zero, c->y_desc, out));
     if (bias || g->act != ACT_NONE)
         bias_act_forward_cuda(out, bias, (size_t)B * g->OH * g->OW, g->C_out, g->act, stream);
@@ -382,12 +448,19 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
         grad = dpre;
     }
     if (dbias) bias_grad_cuda(dbias, partials, grad, rows, g->C_out, stream);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn, &one, c->x_desc, inp, c->y_desc, grad, c->conv_desc[2],
-                                               c->algo_bwd_filter, ws, c->workspace_n_bytes, &zero, c->w_desc, dw_krsc));
+    /* Asymmetric padding: the forward's padded input again (scratch is shared
+     * between layers), then the same buffer takes the padded input gradient. */
+    float *xpad = is_padded(c) ? (float *)(base + L.xpad) : NULL;
+    if (xpad) pad_input(xpad, inp, c, B, stream);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn, &one, c->x_desc, xpad ? xpad : inp, c->y_desc, grad,
+                                               c->conv_desc[2], c->algo_bwd_filter, ws, c->workspace_n_bytes, &zero,
+                                               c->w_desc, dw_krsc));
     transpose_cuda(dweight, dw_krsc, g->C_out, K, stream); /* (C_out, K) -> (K, C_out) */
     if (dinp) {
         transpose_cuda(w_krsc, weight, K, g->C_out, stream);
         CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn, &one, c->w_desc, w_krsc, c->y_desc, grad, c->conv_desc[1],
-                                                 c->algo_bwd_data, ws, c->workspace_n_bytes, &zero, c->x_desc, dinp));
+                                                 c->algo_bwd_data, ws, c->workspace_n_bytes, &zero, c->x_desc,
+                                                 xpad ? xpad : dinp));
+        if (xpad) crop_input_grad(dinp, xpad, c, B, stream);
     }
 }

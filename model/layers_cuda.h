@@ -53,9 +53,10 @@ extern "C" { /* the C headers included here have no guards of their own */
  * cuDNN's NHWC filter layout is (C_out, KH, KW, C_in) ("KRSC"), not
  * TensorFlow's HWIO: forward and backward transpose the weights into
  * scratch with a small kernel, and the filter gradient back.  cuDNN pads
- * symmetrically; TensorFlow's SAME puts the odd cell, if any, after, so a
- * geometry whose total padding is odd in either dimension is rejected at
- * init (the 5x5 stride-1 SAME convs of both models pad 2 + 2).
+ * symmetrically; TensorFlow's SAME puts the odd cell, if any, after (a 3x3
+ * stride-2 conv on an even map pads 0 before, 1 after), so such a geometry
+ * convolves a zero-padded copy of its input (and crops the input gradient
+ * back), as TensorFlow's own cuDNN path does.
  * Algorithms: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7), chosen
  * at init for max_batch and again whenever the batch changes, by
  * model/conv_algo.h's rule: the best deterministic one that fits, else
@@ -69,7 +70,13 @@ typedef struct {
     int batch;                   /* the batch the descriptors describe now */
     int allow_tf32;
     int deterministic_only;      /* refuse non-deterministic algorithms (--deterministic) */
-    cudnnTensorDescriptor_t x_desc;       /* (batch, H, W, C_in) NHWC */
+    /* Asymmetric padding: cuDNN pads min(before, after) on both sides; the
+     * rest is explicit zero rows/columns of a padded copy of the input,
+     * (batch, HP, WP, C_in) with HP = H + ext_top + ext_bottom, in scratch.
+     * All 0 (HP = H, WP = W) when the padding is symmetric. */
+    int ext_top, ext_bottom, ext_left, ext_right;
+    int HP, WP;
+    cudnnTensorDescriptor_t x_desc;       /* (batch, HP, WP, C_in) NHWC */
     cudnnTensorDescriptor_t y_desc;       /* (batch, OH, OW, C_out) NHWC */
     cudnnFilterDescriptor_t w_desc;       /* (C_out, KH, KW, C_in) */
     cudnnConvolutionDescriptor_t conv_desc[3]; /* forward, backward data, backward filter: each carries its algorithm's math type */

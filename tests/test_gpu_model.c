@@ -20,6 +20,19 @@
  * conv variable's gradient by a few 1e-3 in norm.  A wrong index,
  * transpose or missing term moves it by order 1.  Differences above 1e-4
  * are reported as such.
+ * Two exceptions, measured on an H100 (2026-11-26):
+ *  - a conv bias that feeds a training-mode batch norm has a gradient of
+ *    exactly 0 in exact arithmetic (the batch norm subtracts the batch
+ *    mean), so both sides hold rounding noise (1e-4 and below, where the
+ *    batch norm's beta gradient is order 1): it is checked instead to stay
+ *    below 1e-3 of that beta gradient's norm, on both sides;
+ *  - resnet50 (53 batch norms, 4x4 maps at the top) amplifies the 1e-6
+ *    rounding differences to 7e-5 in the logits, and the relu decisions that
+ *    then tip move every gradient below the top block by about 2% (1.9% in
+ *    every conv of conv2-conv4 at batch 6, up to 3.9% at batch 3, against
+ *    1.4e-5 for predictions/kernel): its limit is 1e-1.  resnet20 checks the
+ *    same layers (conv, batch norm, relu, add, projection shortcut, global
+ *    pool) at 2e-2.
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +51,7 @@ typedef struct {
 
 typedef struct {
     const ModelSpec *spec;
+    double grad_limit;     /* ||gpu - cpu|| / ||cpu|| allowed per variable (see the top) */
     ModelActs *cpu;
     ModelActsCuda *gpu;
     const float *params;   /* (n_params) host */
@@ -45,6 +59,25 @@ typedef struct {
     float *d_dparams;      /* (n_params) device */
     float *dparams_cpu, *dparams_gpu; /* (n_params) host */
 } Pair;
+
+static double norm(const float *a, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * a[i];
+    return sqrt(s);
+}
+
+/* The beta of the batch norm that a conv bias feeds (Keras's names:
+ * "<stem>_conv/bias" -> "<stem>_bn/beta"), or NULL. */
+static const ModelVar *bias_before_bn(const ModelSpec *s, const ModelVar *var) {
+    const char *suffix = "_conv/bias";
+    size_t n = strlen(var->name), k = strlen(suffix);
+    if (n <= k || strcmp(var->name + n - k, suffix) != 0) return NULL;
+    char want[256];
+    snprintf(want, sizeof want, "%.*s_bn/beta", (int)(n - k), var->name);
+    for (int v = 0; v < s->n_vars; v++)
+        if (strcmp(s->vars[v].name, want) == 0) return &s->vars[v];
+    return NULL;
+}
 
 /* One forward + backward on B random examples on both sides; compare. */
 static int run_batch(Pair *p, int B, int bad_label) {
@@ -82,7 +115,17 @@ static int run_batch(Pair *p, int B, int bad_label) {
         double worst = 0.0;
         for (size_t i = 0; i < var->n_floats; i++)
             if (fabs((double)g[i] - c[i]) > worst) worst = fabs((double)g[i] - c[i]);
-        int ok = rel <= 2e-2;
+        const ModelVar *beta = bias_before_bn(s, var);
+        if (beta) {
+            const double ref = norm(p->dparams_cpu + beta->offset, beta->n_floats);
+            const double ng = norm(g, var->n_floats), nc = norm(c, var->n_floats);
+            int ok = ref > 0.0 && ng <= 1e-3 * ref && nc <= 1e-3 * ref;
+            printf("  gradient %-28s %9zu values, feeds a batch norm: ||gpu|| %.3g, ||cpu|| %.3g, 1e-3 ||d %s|| = %.3g: %s\n",
+                   var->name, var->n_floats, ng, nc, beta->name, 1e-3 * ref, ok ? "ok" : "FAIL");
+            fails += !ok;
+            continue;
+        }
+        int ok = rel <= p->grad_limit;
         printf("  gradient %-28s %9zu values, ||gpu - cpu|| / ||cpu|| = %.3g, largest |diff| %.3g (largest |cpu| %.3g): %s%s\n",
                var->name, var->n_floats, rel, worst, gpu_test_max_abs(c, var->n_floats), ok ? "ok" : "FAIL",
                ok && rel > 1e-4 ? " (above 1e-4: a relu or max-pool decision tipped by rounding)" : "");
@@ -130,7 +173,7 @@ static int run_too_big(Pair *p, int B) {
     return ok ? 0 : 1;
 }
 
-static int test_model(const Ctx *x, const char *name, int H, int W, int C, uint64_t seed) {
+static int test_model(const Ctx *x, const char *name, int H, int W, int C, double grad_limit, uint64_t seed) {
     ModelSpec spec;
     char err[512];
     if (model_spec_init(&spec, name, H, W, C, 10, err, sizeof err)) {
@@ -141,6 +184,7 @@ static int test_model(const Ctx *x, const char *name, int H, int W, int C, uint6
     Pair p;
     memset(&p, 0, sizeof p);
     p.spec = &spec;
+    p.grad_limit = grad_limit;
     float *params = gpu_test_host(sizeof(float) * spec.n_params);
     model_init_params(params, &spec, seed);
     p.params = params;
@@ -246,16 +290,16 @@ int main(void) {
     CUDNN_CHECK(cudnnCreate(&x.cudnn));
     CUBLAS_CHECK(cublasCreate(&x.cublas));
     int fails = 0;
-    fails += test_model(&x, "mnist", 28, 28, 1, seed);
-    fails += test_model(&x, "cifar10", 24, 24, 3, seed + 1);
+    fails += test_model(&x, "mnist", 28, 28, 1, 2e-2, seed);
+    fails += test_model(&x, "cifar10", 24, 24, 3, 2e-2, seed + 1);
     /* 96x96: the last maps are 3x3, so the last batch norms see 9 B rows (see test_model_mobilenet_v2.c). */
-    fails += test_model(&x, "mobilenet_v2", 96, 96, 3, seed + 2);
+    fails += test_model(&x, "mobilenet_v2", 96, 96, 3, 2e-2, seed + 2);
     fails += test_modes(&x, 96, seed + 3);
     /* The Keras networks of model/nets/vgg.c and resnet.c (the RELU node, max pools, projection shortcuts);
      * resnet50 at 128x128: conv5's maps are 4x4, so its batch norms see 16 B rows. */
-    fails += test_model(&x, "vgg11", 32, 32, 3, seed + 4);
-    fails += test_model(&x, "resnet20", 32, 32, 3, seed + 5);
-    fails += test_model(&x, "resnet50", 128, 128, 3, seed + 6);
+    fails += test_model(&x, "vgg11", 32, 32, 3, 2e-2, seed + 4);
+    fails += test_model(&x, "resnet20", 32, 32, 3, 2e-2, seed + 5);
+    fails += test_model(&x, "resnet50", 128, 128, 3, 1e-1, seed + 6);
     cublasDestroy(x.cublas);
     cudnnDestroy(x.cudnn);
     cudaStreamDestroy(x.stream);
