@@ -99,11 +99,12 @@ extern "C" void conv2d_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
 extern "C" void conv2d_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     char *s = (char *)r->scratch;
     float *dw = (float *)(s + align256(conv2d_cuda_scratch_n_bytes(&r->c->conv)));
-    float *db = (float *)((char *)dw + align256(sizeof(float) * conv2d_dw_n_floats(&n->conv)));
+    /* No bias variable (Keras's use_bias=False: mobilenet_v2): no bias gradient. */
+    float *db = r->dw[1] ? (float *)((char *)dw + align256(sizeof(float) * conv2d_dw_n_floats(&n->conv))) : NULL;
     conv2d_backward_cuda(r->din[0], dw, db, r->scratch, r->out, r->dout, r->in[0], r->w[0], &r->c->conv, r->B,
                          r->cudnn, r->stream);
     grad_accumulate_cuda(r->dw[0], dw, conv2d_dw_n_floats(&n->conv), r->stream);
-    grad_accumulate_cuda(r->dw[1], db, (size_t)n->conv.C_out, r->stream);
+    if (db) grad_accumulate_cuda(r->dw[1], db, (size_t)n->conv.C_out, r->stream);
 }
 
 extern "C" void conv2d_node_describe_cuda(const NodeCuda *c, char *out, size_t out_n_bytes) {
@@ -201,12 +202,13 @@ extern "C" void dense_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
 }
 extern "C" void dense_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     const size_t n_w = (size_t)n->dense.n_in * n->dense.n_out;
-    float *dw = (float *)r->scratch, *db = (float *)((char *)r->scratch + align256(sizeof(float) * n_w));
+    float *dw = (float *)r->scratch;
+    float *db = r->dw[1] ? (float *)((char *)r->scratch + align256(sizeof(float) * n_w)) : NULL; /* NULL: no bias */
     /* The pre-activation gradient overwrites dout in place (the executor's buffer). */
     dense_backward_cuda(r->din[0], dw, db, r->dout, r->out, r->dout, r->in[0], r->w[0], &n->dense, r->B, r->cublas,
                         r->stream);
     grad_accumulate_cuda(r->dw[0], dw, n_w, r->stream);
-    grad_accumulate_cuda(r->dw[1], db, (size_t)n->dense.n_out, r->stream);
+    if (db) grad_accumulate_cuda(r->dw[1], db, (size_t)n->dense.n_out, r->stream);
 }
 extern "C" void dense_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
 
