@@ -21,18 +21,23 @@
  * transpose or missing term moves it by order 1.  Differences above 1e-4
  * are reported as such.
  * Two exceptions, measured on an H100 (2026-11-26):
- *  - a conv bias that feeds a training-mode batch norm has a gradient of
- *    exactly 0 in exact arithmetic (the batch norm subtracts the batch
- *    mean), so both sides hold rounding noise (1e-4 and below, where the
- *    batch norm's beta gradient is order 1): it is checked instead to stay
- *    below 1e-3 of that beta gradient's norm, on both sides;
- *  - resnet50 (53 batch norms, 4x4 maps at the top) amplifies the 1e-6
- *    rounding differences to 7e-5 in the logits, and the relu decisions that
- *    then tip move every gradient below the top block by about 2% (1.9% in
- *    every conv of conv2-conv4 at batch 6, up to 3.9% at batch 3, against
- *    1.4e-5 for predictions/kernel): its limit is 1e-1.  resnet20 checks the
- *    same layers (conv, batch norm, relu, add, projection shortcut, global
- *    pool) at 2e-2.
+ *  - a shift (a conv's bias, a batch norm's beta) whose output reaches a
+ *    training-mode batch norm through linear layers only has a gradient of
+ *    exactly 0 in exact arithmetic (that batch norm subtracts the batch
+ *    mean): resnet50's conv biases, mobilenet_v2's project_BN/beta.  Both
+ *    sides then hold rounding noise, 1e-6 of the same layer's kernel or
+ *    gamma gradient.  Where the CPU's gradient is below 1e-3 of that
+ *    sibling's norm, the GPU's must be too (and is not compared
+ *    relatively); a real shift gradient is of the sibling's order;
+ *  - deep batch-norm networks amplify the 1e-6 rounding differences, and the
+ *    relu (relu6) decisions that then tip move every gradient below the top
+ *    by about 1-2%, uniformly: resnet50 (53 batch norms, 4x4 maps at the
+ *    top: 7e-5 in the logits, 1.9% in every conv of conv2-conv4 at batch 6,
+ *    up to 3.9% at batch 3, 1.4e-5 for predictions/kernel) and mobilenet_v2
+ *    at 96x96 (3x3 maps at the top: 1.0% in every project kernel, up to
+ *    1.9%).  Their limit is 1e-1 and 5e-2.  resnet20 checks the same layers
+ *    as resnet50 (conv, batch norm, relu, add, projection shortcut, global
+ *    pool) at 2e-2 and measured 2.8e-6.
  */
 #include <math.h>
 #include <stdio.h>
@@ -66,16 +71,19 @@ static double norm(const float *a, size_t n) {
     return sqrt(s);
 }
 
-/* The beta of the batch norm that a conv bias feeds (Keras's names:
- * "<stem>_conv/bias" -> "<stem>_bn/beta"), or NULL. */
-static const ModelVar *bias_before_bn(const ModelSpec *s, const ModelVar *var) {
-    const char *suffix = "_conv/bias";
-    size_t n = strlen(var->name), k = strlen(suffix);
-    if (n <= k || strcmp(var->name + n - k, suffix) != 0) return NULL;
-    char want[256];
-    snprintf(want, sizeof want, "%.*s_bn/beta", (int)(n - k), var->name);
-    for (int v = 0; v < s->n_vars; v++)
-        if (strcmp(s->vars[v].name, want) == 0) return &s->vars[v];
+/* A shift variable's multiplicative sibling in the same layer: "<layer>/bias"
+ * -> "<layer>/kernel", "<layer>/beta" -> "<layer>/gamma"; else NULL. */
+static const ModelVar *scale_sibling(const ModelSpec *s, const ModelVar *var) {
+    static const char *const pairs[][2] = {{"/bias", "/kernel"}, {"/beta", "/gamma"}};
+    const size_t n = strlen(var->name);
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        const size_t k = strlen(pairs[p][0]);
+        if (n <= k || strcmp(var->name + n - k, pairs[p][0]) != 0) continue;
+        char want[256];
+        snprintf(want, sizeof want, "%.*s%s", (int)(n - k), var->name, pairs[p][1]);
+        for (int v = 0; v < s->n_vars; v++)
+            if (strcmp(s->vars[v].name, want) == 0) return &s->vars[v];
+    }
     return NULL;
 }
 
@@ -115,13 +123,14 @@ static int run_batch(Pair *p, int B, int bad_label) {
         double worst = 0.0;
         for (size_t i = 0; i < var->n_floats; i++)
             if (fabs((double)g[i] - c[i]) > worst) worst = fabs((double)g[i] - c[i]);
-        const ModelVar *beta = bias_before_bn(s, var);
-        if (beta) {
-            const double ref = norm(p->dparams_cpu + beta->offset, beta->n_floats);
-            const double ng = norm(g, var->n_floats), nc = norm(c, var->n_floats);
-            int ok = ref > 0.0 && ng <= 1e-3 * ref && nc <= 1e-3 * ref;
-            printf("  gradient %-28s %9zu values, feeds a batch norm: ||gpu|| %.3g, ||cpu|| %.3g, 1e-3 ||d %s|| = %.3g: %s\n",
-                   var->name, var->n_floats, ng, nc, beta->name, 1e-3 * ref, ok ? "ok" : "FAIL");
+        const ModelVar *sib = scale_sibling(s, var);
+        const double ref = sib ? norm(p->dparams_cpu + sib->offset, sib->n_floats) : 0.0;
+        const double nc = norm(c, var->n_floats);
+        if (sib && ref > 0.0 && nc <= 1e-3 * ref) { /* zero in exact arithmetic (see the top) */
+            const double ng = norm(g, var->n_floats);
+            int ok = ng <= 1e-3 * ref;
+            printf("  gradient %-28s %9zu values, 0 up to rounding: ||gpu|| %.3g, ||cpu|| %.3g, 1e-3 ||d %s|| = %.3g: %s\n",
+                   var->name, var->n_floats, ng, nc, sib->name, 1e-3 * ref, ok ? "ok" : "FAIL");
             fails += !ok;
             continue;
         }
@@ -293,7 +302,7 @@ int main(void) {
     fails += test_model(&x, "mnist", 28, 28, 1, 2e-2, seed);
     fails += test_model(&x, "cifar10", 24, 24, 3, 2e-2, seed + 1);
     /* 96x96: the last maps are 3x3, so the last batch norms see 9 B rows (see test_model_mobilenet_v2.c). */
-    fails += test_model(&x, "mobilenet_v2", 96, 96, 3, 2e-2, seed + 2);
+    fails += test_model(&x, "mobilenet_v2", 96, 96, 3, 5e-2, seed + 2);
     fails += test_modes(&x, 96, seed + 3);
     /* The Keras networks of model/nets/vgg.c and resnet.c (the RELU node, max pools, projection shortcuts);
      * resnet50 at 128x128: conv5's maps are 4x4, so its batch norms see 16 B rows. */
