@@ -319,17 +319,6 @@ static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
     return 0;
 }
 
-/* Split one dimension's padding: the geometry pads `before` cells before
- * and whatever (out - 1) * stride + k - in leaves after; cuDNN takes the
- * symmetric part (returned), *ext_before / *ext_after the explicit rest. */
-static int split_pad(int in, int out, int k, int stride, int before, int *ext_before, int *ext_after) {
-    int after = (out - 1) * stride + k - in - before;
-    if (after < 0) after = 0; /* VALID leaving the last cells unused: cuDNN's floor does the same */
-    const int sym = before < after ? before : after;
-    *ext_before = before - sym;
-    *ext_after = after - sym;
-    return sym;
-}
 
 extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
                                 int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
@@ -343,8 +332,9 @@ extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch
         snprintf(err, err_n_bytes, "conv2d_cuda_init: max_batch must be at least 1, got %d", max_batch);
         return -1;
     }
-    const int sym_h = split_pad(g->H, g->OH, g->KH, g->stride_h, g->pad_top, &c->ext_top, &c->ext_bottom);
-    const int sym_w = split_pad(g->W, g->OW, g->KW, g->stride_w, g->pad_left, &c->ext_left, &c->ext_right);
+    /* cuDNN's symmetric padding, and the explicit rest (model/conv_algo.h) */
+    const int sym_h = conv_pad_split(g->H, g->OH, g->KH, g->stride_h, g->pad_top, &c->ext_top, &c->ext_bottom);
+    const int sym_w = conv_pad_split(g->W, g->OW, g->KW, g->stride_w, g->pad_left, &c->ext_left, &c->ext_right);
     c->HP = g->H + c->ext_top + c->ext_bottom;
     c->WP = g->W + c->ext_left + c->ext_right;
     if (CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->x_desc), err, err_n_bytes) ||

@@ -31,6 +31,15 @@ int conv_algo_pick(const ConvAlgoCandidate *cand, int n, int allow_tf32, int det
 
 /* ---- CPU ---------------------------------------------------------------------- */
 
+int conv_pad_split(int in, int out, int k, int stride, int before, int *ext_before, int *ext_after) {
+    int after = (out - 1) * stride + k - in - before;
+    if (after < 0) after = 0;
+    const int sym = before < after ? before : after;
+    *ext_before = before - sym;
+    *ext_after = after - sym;
+    return sym;
+}
+
 int conv_cpu_impl_direct(const char *impl_info) {
     if (!impl_info || !*impl_info) return 0;
     return strstr(impl_info, "gemm") == NULL && strstr(impl_info, "ref") == NULL;

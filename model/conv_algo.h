@@ -56,6 +56,19 @@ typedef struct {
  *   - with deterministic_only and no deterministic entry that fits: -1. */
 int conv_algo_pick(const ConvAlgoCandidate *cand, int n, int allow_tf32, int deterministic_only, size_t cap_n_bytes);
 
+/* ---- GPU: TensorFlow's padding in cuDNN's terms --------------------------------- */
+
+/* One dimension of a convolution whose geometry pads `before` cells before
+ * (layers.h: pad_top / pad_left) and whatever (out - 1) * stride + k - in
+ * leaves after (TensorFlow's SAME puts an odd total's extra cell there; 0
+ * when VALID leaves the last cells unused, as cuDNN's floor does).  cuDNN
+ * pads symmetrically: returns the symmetric part min(before, after), and
+ * writes the rest, the zero cells an explicit padded copy of the input must
+ * add, to *ext_before and *ext_after (0 and 0 for a symmetric geometry).
+ * Then cuDNN's output size (in + ext_before + ext_after + 2 sym - k) /
+ * stride + 1 is `out` (tests/test_conv_algo.c sweeps it). */
+int conv_pad_split(int in, int out, int k, int stride, int before, int *ext_before, int *ext_after);
+
 /* ---- CPU: oneDNN's convolution primitive or the loops, pass by pass ---------- */
 
 typedef enum { CONV_PASS_FORWARD, CONV_PASS_BACKWARD_DATA, CONV_PASS_BACKWARD_WEIGHTS, CONV_PASS_COUNT } ConvPass;

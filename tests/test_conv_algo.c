@@ -12,10 +12,16 @@
  * never taken; 3x3 forward, backward data from 16 input channels and
  * backward weights on maps of at most 16 cells with an AVX-512 kernel
  * (not jit:avx2's) take oneDNN, the rest the loops.
+ * conv_pad_split (the GPU's odd SAME padding): the models' cases by hand,
+ * then every geometry conv2d_init makes for sizes 1-40, kernels 1-7,
+ * strides 1-3, SAME and VALID: no negative part, the symmetric part no
+ * larger than either side, and cuDNN's output size on the padded copy equal
+ * to TensorFlow's.
  */
 #include <stdio.h>
 
 #include "model/conv_algo.h"
+#include "model/layers.h"
 
 static int failures;
 
@@ -77,6 +83,45 @@ int main(void) {
     const ConvCpuShape one_by_one_2x2 = {1024, 256, 1, 1, 2, 2};
     expect("cpu: backward data 1x1 at 1024 channels: loops", conv_cpu_pick(CONV_PASS_BACKWARD_DATA, &one_by_one_2x2, jit512), CONV_CPU_LOOPS);
     expect("cpu: backward weights 1x1 on 2x2: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &one_by_one_2x2, jit512), CONV_CPU_LOOPS);
+    /* TensorFlow's padding in cuDNN's terms: {in, k, stride, SAME?} -> sym, ext_before, ext_after. */
+    static const struct { int in, k, s, same, sym, eb, ea; const char *what; } pads[] = {
+        {32, 3, 2, 1, 0, 0, 1, "resnet20's 3x3 stride 2 on 32: 0 before, 1 after"},
+        {96, 3, 2, 1, 0, 0, 1, "mobilenet_v2's Conv1 on 96"},
+        {28, 5, 1, 1, 2, 0, 0, "mnist's 5x5 stride 1: 2 + 2, symmetric"},
+        {10, 5, 2, 1, 1, 0, 1, "total 3: 1 before, 2 after"},
+        {9, 3, 2, 1, 1, 0, 0, "odd map, stride 2: 1 + 1"},
+        {10, 3, 2, 0, 0, 0, 0, "VALID leaving the last row unused"},
+    };
+    for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++) {
+        Conv2d g;
+        int eb = -1, ea = -1, sym = -1;
+        if (conv2d_init(&g, pads[i].in, pads[i].in, 1, pads[i].k, pads[i].k, 1, pads[i].s, pads[i].s,
+                        pads[i].same ? PAD_SAME : PAD_VALID, ACT_NONE) == 0)
+            sym = conv_pad_split(g.H, g.OH, g.KH, g.stride_h, g.pad_top, &eb, &ea);
+        char what[160];
+        snprintf(what, sizeof what, "pad: %s (sym, before, after)", pads[i].what);
+        expect(what, sym * 100 + eb * 10 + ea, pads[i].sym * 100 + pads[i].eb * 10 + pads[i].ea);
+    }
+    int n_geoms = 0, n_bad = 0;
+    for (int in = 1; in <= 40; in++)
+        for (int k = 1; k <= 7; k++)
+            for (int s = 1; s <= 3; s++)
+                for (int same = 0; same < 2; same++) {
+                    Conv2d g;
+                    if (conv2d_init(&g, in, in, 1, k, k, 1, s, s, same ? PAD_SAME : PAD_VALID, ACT_NONE)) continue;
+                    int eb, ea;
+                    const int sym = conv_pad_split(g.H, g.OH, g.KH, g.stride_h, g.pad_top, &eb, &ea);
+                    const int cudnn_out = (in + eb + ea + 2 * sym - k) / s + 1;
+                    n_geoms++;
+                    if (sym < 0 || eb < 0 || ea < 0 || sym > g.pad_top || cudnn_out != g.OH || sym + eb != g.pad_top) {
+                        if (n_bad++ < 5)
+                            printf("  pad: in %d, k %d, stride %d, %s: sym %d, before %d, after %d; cuDNN's out %d, TensorFlow's %d: FAIL\n",
+                                   in, k, s, same ? "SAME" : "VALID", sym, eb, ea, cudnn_out, g.OH);
+                    }
+                }
+    printf("  pad: %d geometries, cuDNN's output on the padded copy equals TensorFlow's in all but %d  %s\n", n_geoms,
+           n_bad, n_bad || n_geoms < 500 ? "FAIL" : "ok");
+    failures += n_bad != 0 || n_geoms < 500;
     printf("%s\n", failures ? "conv_algo FAILED" : "conv_algo: every case as expected");
     return failures ? 1 : 0;
 }
