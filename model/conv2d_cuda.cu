@@ -19,6 +19,7 @@
 #include "model/conv_algo.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- transpose ------------------------------------------------------------- */
@@ -214,33 +215,95 @@ extern "C" void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_
     size_t used = 0;
     out[0] = '\0';
     for (int d = 0; d < 3 && used < out_n_bytes; d++) {
-        int k = snprintf(out + used, out_n_bytes - used, "%s%s %s (%s, %s, %zu B workspace)", d ? "; " : "", what[d],
+        char ms[48] = "";
+        if (c->measured && c->algo_ms[d] >= 0.0f) snprintf(ms, sizeof ms, ", measured %.3f ms", (double)c->algo_ms[d]);
+        int k = snprintf(out + used, out_n_bytes - used, "%s%s %s (%s, %s, %zu B workspace%s)", d ? "; " : "", what[d],
                          names[d], c->algo_deterministic[d] ? "deterministic" : "NOT deterministic",
-                         math_name(c->algo_math[d]), c->ws_need_n_bytes[d]);
+                         math_name(c->algo_math[d]), c->ws_need_n_bytes[d], ms);
         if (k < 0) break;
         used += (size_t)k;
     }
 }
 
+/* TOWER_CUDNN_FIND=1 in the environment (read at each choice): cuDNN
+ * measures the candidates (cudnnFind*AlgorithmEx, on scratch buffers of the
+ * layer's sizes) and lists them fastest first, instead of its heuristics'
+ * order (cudnnGet*Algorithm_v7, which runs nothing).  The rule of
+ * conv_algo.h then takes the fastest deterministic one (or, not under
+ * --deterministic and none fitting, the fastest that fits): the same
+ * determinism as without it, possibly other algorithms. */
+static int find_enabled(void) {
+    const char *e = getenv("TOWER_CUDNN_FIND");
+    return e && e[0] && strcmp(e, "0") != 0;
+}
+
+/* The buffers cudnnFind*AlgorithmEx runs on: an input, an output, a filter
+ * (zeroed: the time does not depend on the values) and cap bytes of
+ * workspace.  Freed by find_bufs_free. */
+typedef struct {
+    float *x;   /* (batch, HP, WP, C_in) */
+    float *y;   /* (batch, OH, OW, C_out) */
+    float *w;   /* (C_out, KH, KW, C_in) */
+    void *ws;   /* (ws_n_bytes) */
+    size_t ws_n_bytes;
+} FindBufs;
+
+static void find_bufs_free(FindBufs *b) {
+    cudaFree(b->x);
+    cudaFree(b->y);
+    cudaFree(b->w);
+    cudaFree(b->ws);
+    memset(b, 0, sizeof *b);
+}
+
+static int find_bufs_alloc(FindBufs *b, const Conv2dCuda *c, size_t cap, char *err, size_t err_n_bytes) {
+    const Conv2d *g = &c->geom;
+    const size_t x_n = (size_t)c->batch * c->HP * c->WP * g->C_in, y_n = (size_t)c->batch * g->OH * g->OW * g->C_out;
+    const size_t w_n = (size_t)g->KH * g->KW * g->C_in * g->C_out;
+    memset(b, 0, sizeof *b);
+    b->ws_n_bytes = cap;
+    if (CUDA_SOFT(cudaMalloc((void **)&b->x, x_n * sizeof(float)), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&b->y, y_n * sizeof(float)), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMalloc((void **)&b->w, w_n * sizeof(float)), err, err_n_bytes) ||
+        (cap && CUDA_SOFT(cudaMalloc(&b->ws, cap), err, err_n_bytes)) ||
+        CUDA_SOFT(cudaMemset(b->x, 0, x_n * sizeof(float)), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemset(b->y, 0, y_n * sizeof(float)), err, err_n_bytes) ||
+        CUDA_SOFT(cudaMemset(b->w, 0, w_n * sizeof(float)), err, err_n_bytes)) {
+        find_bufs_free(b);
+        return -1;
+    }
+    return 0;
+}
+
 /* Choose the three algorithms for the current descriptors within cap bytes
- * of workspace.  Returns 0, or -1 with err. */
+ * of workspace: from cuDNN's heuristics, or measured (TOWER_CUDNN_FIND).
+ * Returns 0, or -1 with err. */
 static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, size_t err_n_bytes) {
     enum { MAX_PERF = 16 };
-    int n_max = 0, n_got = 0, i;
+    int n_max = 0, n_got = 0, i, rc = -1;
     const char *dir = "forward";
     cudnnConvolutionFwdAlgoPerf_t fwd[MAX_PERF];
     cudnnConvolutionBwdDataAlgoPerf_t bd[MAX_PERF];
     cudnnConvolutionBwdFilterAlgoPerf_t bf[MAX_PERF];
+    const int find = find_enabled();
+    FindBufs fb;
+    memset(&fb, 0, sizeof fb);
+    if (find && find_bufs_alloc(&fb, c, cap, err, err_n_bytes)) return -1;
+    c->measured = find;
 
     /* forward */
     if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[0], query_math(c)), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
-        return -1;
+        goto out;
     if (n_max > MAX_PERF) n_max = MAX_PERF;
-    if (CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithm_v7(h, c->x_desc, c->w_desc, c->conv_desc[0], c->y_desc, n_max,
-                                                          &n_got, fwd),
-                   err, err_n_bytes))
-        return -1;
+    if (find ? CUDNN_SOFT(cudnnFindConvolutionForwardAlgorithmEx(h, c->x_desc, fb.x, c->w_desc, fb.w, c->conv_desc[0],
+                                                                c->y_desc, fb.y, n_max, &n_got, fwd, fb.ws,
+                                                                fb.ws_n_bytes),
+                          err, err_n_bytes)
+             : CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithm_v7(h, c->x_desc, c->w_desc, c->conv_desc[0], c->y_desc,
+                                                                 n_max, &n_got, fwd),
+                          err, err_n_bytes))
+        goto out;
     i = pick_algo(fwd, n_got, c->conv_desc[0], c->allow_tf32, c->deterministic_only, cap, &c->ws_need_n_bytes[0],
                   &c->algo_deterministic[0], &c->algo_math[0], [&](cudnnConvolutionFwdAlgo_t algo, size_t *ws) {
                       return cudnnGetConvolutionForwardWorkspaceSize(h, c->x_desc, c->w_desc, c->conv_desc[0], c->y_desc,
@@ -248,17 +311,22 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
                   });
     if (i < 0) goto none;
     c->algo_fwd = fwd[i].algo;
+    c->algo_ms[0] = find ? fwd[i].time : -1.0f;
 
     /* backward data */
     dir = "backward data";
     if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[1], query_math(c)), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
-        return -1;
+        goto out;
     if (n_max > MAX_PERF) n_max = MAX_PERF;
-    if (CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->w_desc, c->y_desc, c->conv_desc[1], c->x_desc, n_max,
-                                                              &n_got, bd),
-                   err, err_n_bytes))
-        return -1;
+    if (find ? CUDNN_SOFT(cudnnFindConvolutionBackwardDataAlgorithmEx(h, c->w_desc, fb.w, c->y_desc, fb.y,
+                                                                     c->conv_desc[1], c->x_desc, fb.x, n_max, &n_got,
+                                                                     bd, fb.ws, fb.ws_n_bytes),
+                          err, err_n_bytes)
+             : CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->w_desc, c->y_desc, c->conv_desc[1],
+                                                                      c->x_desc, n_max, &n_got, bd),
+                          err, err_n_bytes))
+        goto out;
     i = pick_algo(bd, n_got, c->conv_desc[1], c->allow_tf32, c->deterministic_only, cap, &c->ws_need_n_bytes[1],
                   &c->algo_deterministic[1], &c->algo_math[1], [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *ws) {
                       return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c->w_desc, c->y_desc, c->conv_desc[1],
@@ -266,17 +334,22 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
                   });
     if (i < 0) goto none;
     c->algo_bwd_data = bd[i].algo;
+    c->algo_ms[1] = find ? bd[i].time : -1.0f;
 
     /* backward filter */
     dir = "backward filter";
     if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[2], query_math(c)), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
-        return -1;
+        goto out;
     if (n_max > MAX_PERF) n_max = MAX_PERF;
-    if (CUDNN_SOFT(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c->x_desc, c->y_desc, c->conv_desc[2], c->w_desc,
-                                                                n_max, &n_got, bf),
-                   err, err_n_bytes))
-        return -1;
+    if (find ? CUDNN_SOFT(cudnnFindConvolutionBackwardFilterAlgorithmEx(h, c->x_desc, fb.x, c->y_desc, fb.y,
+                                                                       c->conv_desc[2], c->w_desc, fb.w, n_max, &n_got,
+                                                                       bf, fb.ws, fb.ws_n_bytes),
+                          err, err_n_bytes)
+             : CUDNN_SOFT(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c->x_desc, c->y_desc, c->conv_desc[2],
+                                                                        c->w_desc, n_max, &n_got, bf),
+                          err, err_n_bytes))
+        goto out;
     i = pick_algo(bf, n_got, c->conv_desc[2], c->allow_tf32, c->deterministic_only, cap, &c->ws_need_n_bytes[2],
                   &c->algo_deterministic[2], &c->algo_math[2], [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *ws) {
                       return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c->x_desc, c->y_desc, c->conv_desc[2],
@@ -284,7 +357,9 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
                   });
     if (i < 0) goto none;
     c->algo_bwd_filter = bf[i].algo;
-    return 0;
+    c->algo_ms[2] = find ? bf[i].time : -1.0f;
+    rc = 0;
+    goto out;
 none:
     snprintf(err, err_n_bytes,
              "conv2d %dx%dx%d -> %dx%dx%d (kernel %dx%d) at batch %d: cuDNN offers no usable %s%s algorithm within %zu "
@@ -292,7 +367,9 @@ none:
              c->geom.H, c->geom.W, c->geom.C_in, c->geom.OH, c->geom.OW, c->geom.C_out, c->geom.KH, c->geom.KW, c->batch,
              c->deterministic_only ? "deterministic " : "", dir, cap, c->allow_tf32 ? "" : " without TF32",
              c->deterministic_only ? " (--deterministic: run without it to accept a non-deterministic one)" : "");
-    return -1;
+out:
+    if (find) find_bufs_free(&fb);
+    return rc;
 }
 
 /* ---- init / batch / free ---------------------------------------------------------- */

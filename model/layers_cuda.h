@@ -59,7 +59,9 @@ extern "C" { /* the C headers included here have no guards of their own */
  * back), as TensorFlow's own cuDNN path does.
  * Algorithms: cuDNN's heuristics (cudnnGetConvolution*Algorithm_v7), chosen
  * at init for max_batch and again whenever the batch changes, by
- * model/conv_algo.h's rule: the best deterministic one that fits, else
+ * model/conv_algo.h's rule (with TOWER_CUDNN_FIND=1 in the environment on
+ * cuDNN's measured list, fastest first, cudnnFind*AlgorithmEx on temporary
+ * buffers): the best deterministic one that fits, else
  * (unless deterministic_only, --deterministic) the best that fits; never
  * more workspace than init sized; with TF32 only DEFAULT or TENSOR_OP
  * math (never ALLOW_CONVERSION, which would allow FP16/BF16).  The choice
@@ -87,6 +89,8 @@ typedef struct {
     size_t ws_need_n_bytes[3];   /* what the current algorithms need (<= capacity) */
     int algo_deterministic[3];   /* [forward, backward data, backward filter]: cuDNN says CUDNN_DETERMINISTIC */
     cudnnMathType_t algo_math[3];/* the math type each runs with */
+    int measured;                /* chosen by cuDNN's measurements (TOWER_CUDNN_FIND=1), not its heuristics */
+    float algo_ms[3];            /* measured: each chosen algorithm's time in ms (cuDNN's Find), else -1 */
 } Conv2dCuda;
 
 /* Build descriptors for batch max_batch from geom (conv2d_init's result) and

@@ -2,7 +2,9 @@
  * backward, against the CPU reference (model/layers.h) on fresh random
  * inputs, for the geometries of both models, the MobileNetV2 layers (batch
  * norm with its sync split, depthwise, pointwise, zero padding, ReLU6, add,
- * global average pooling, dropout) and a few others.
+ * global average pooling, dropout) and a few others; conv2d also with odd
+ * SAME padding (the zero-padded copy) and with measured algorithms
+ * (TOWER_CUDNN_FIND=1).
  *
  * Where it sits: the first GPU test (label `gpu`); skipped (77) without a
  * GPU.  The seed is printed; TOWER_TEST_SEED=<seed> replays a run.
@@ -113,6 +115,45 @@ static int test_conv_deterministic(const Ctx *x, int H, int C_in, int C_out) {
     printf("conv2d %dx%dx%d -> %d, batch 128, deterministic only: %s: %s\n", H, H, C_in, C_out, desc, ok ? "ok" : "FAIL");
     conv2d_cuda_free(&c);
     return ok ? 0 : 1;
+}
+
+/* TOWER_CUDNN_FIND=1: the algorithms come from cuDNN's measurements; every
+ * direction records a time, the rule still holds (deterministic only:
+ * every algorithm deterministic, FMA math), the description says
+ * "measured"; without the variable nothing is measured. */
+static int test_conv_find(const Ctx *x, int H, int C_in, int C_out, int stride) {
+    Conv2d g;
+    if (conv2d_init(&g, H, H, C_in, 3, 3, C_out, stride, stride, PAD_SAME, ACT_RELU)) {
+        printf("conv2d_init rejected %dx%dx%d: FAIL\n", H, H, C_in);
+        return 1;
+    }
+    Conv2dCuda c;
+    char err[512] = "", desc[1024] = "";
+    setenv("TOWER_CUDNN_FIND", "1", 1);
+    int rc = conv2d_cuda_init(&c, &g, 32, 0, 1, x->cudnn, err, sizeof err);
+    unsetenv("TOWER_CUDNN_FIND");
+    if (rc) {
+        printf("conv2d %dx%dx%d -> %d stride %d, TOWER_CUDNN_FIND=1: %s: FAIL\n", H, H, C_in, C_out, stride, err);
+        return 1;
+    }
+    conv2d_cuda_describe_algos(&c, desc, sizeof desc);
+    int ok = c.measured == 1;
+    for (int d = 0; d < 3; d++)
+        ok &= c.algo_ms[d] >= 0.0f && c.algo_deterministic[d] && c.algo_math[d] == CUDNN_FMA_MATH;
+    ok &= strstr(desc, "measured") != NULL && !strstr(desc, "NOT deterministic");
+    printf("conv2d %dx%dx%d -> %d stride %d, batch 32, TOWER_CUDNN_FIND=1, deterministic only: %s: %s\n", H, H, C_in,
+           C_out, stride, desc, ok ? "ok" : "FAIL");
+    conv2d_cuda_free(&c);
+    /* and without it: heuristics, nothing measured */
+    if (conv2d_cuda_init(&c, &g, 32, 0, 1, x->cudnn, err, sizeof err)) {
+        printf("  without TOWER_CUDNN_FIND: %s: FAIL\n", err);
+        return 1;
+    }
+    conv2d_cuda_describe_algos(&c, desc, sizeof desc);
+    const int ok2 = c.measured == 0 && !strstr(desc, "measured");
+    printf("  without TOWER_CUDNN_FIND: nothing measured: %s\n", ok2 ? "ok" : "FAIL");
+    conv2d_cuda_free(&c);
+    return ok && ok2 ? 0 : 1;
 }
 
 /* ---- max pooling ---- */
@@ -694,6 +735,13 @@ int main(void) {
     fails += test_conv(&x, 10, 10, 3, 5, 8, 2, PAD_SAME, ACT_RELU, 3, 4, 0, rel);
     fails += test_conv(&x, 8, 8, 3, 4, 8, 1, PAD_SAME, ACT_RELU, 4, 4, 0, rel);
     fails += test_conv(&x, 9, 10, 5, 3, 7, 2, PAD_SAME, ACT_RELU, 2, 3, 0, rel);
+    /* Measured algorithms (TOWER_CUDNN_FIND=1): the rule holds, and the numbers match the CPU as before. */
+    fails += test_conv_find(&x, 32, 16, 32, 1);
+    fails += test_conv_find(&x, 32, 16, 32, 2);
+    setenv("TOWER_CUDNN_FIND", "1", 1);
+    fails += test_conv(&x, 32, 32, 16, 3, 32, 2, PAD_SAME, ACT_RELU, 3, 4, 0, rel);
+    fails += test_conv(&x, 14, 14, 32, 5, 64, 1, PAD_SAME, ACT_RELU, 5, 7, 0, rel);
+    unsetenv("TOWER_CUDNN_FIND");
 
     /* pool1/pool2 of mnist (2x2/2) and cifar10 (3x3/2, padding only after), then others */
     fails += test_pool(&x, 28, 28, 32, 2, 2, PAD_SAME, 3, 0);
