@@ -18,13 +18,29 @@
  *   ps         ps_average_grads + ps_apply_gradients on the CPU
  * plus, measured alone on the same GPU, one H2D copy of the variables.
  * A line starting "RESULT" carries the figures for run_gpu_bench.sh.
+ *
+ * --per_layer --model M (any model of the trainer) instead: where one
+ * GPU step's time goes, node by node.  No trainer: ONE workspace
+ * (model/model_cuda.h) on --device, random variables (model_init_params),
+ * a random batch of --batch uploaded once, --warmup steps, --steps steps
+ * timed by events around forward + backward (no profiling), then --steps
+ * profiled steps (model_acts_cuda_profile).  It prints a table sorted by
+ * each node's time, the median over the profiled steps: GPU milliseconds
+ * forward and backward, share of the profiled step, the host's enqueue
+ * milliseconds, and the node's own line (a conv's cuDNN algorithms); then
+ * the nodes' sum beside the whole step, and the sums per kind.  --csv
+ * writes the table too.  docs/gpu.md ("Per-layer profile") reads it.
+ *
  * What it does not do: read files (the input pipeline is io/'s, measured by
  * bench_pipeline) or check results (tests/test_gpu_*.c do).
  */
 #include "bench/bench_util.h"
 #include "base/flags.h"
+#include "model/model_cuda.h"
 #include "train/trainer.h"
+#include "base/cuda_check.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +53,10 @@ typedef struct {
     int steps, reps, warmup;
     int device;
     int tf32;
+    int per_layer;    /* 1: the per-node table of one model instead */
+    int image_size;   /* --per_layer: input height and width; 0: the model's default */
+    int deterministic; /* --per_layer: only deterministic cuDNN algorithms */
+    const char *csv;  /* --per_layer: also write the table here ("" = no) */
 } Opts;
 
 /* Seconds for one pinned host -> device copy of n_bytes: median of 9. */
@@ -130,11 +150,273 @@ static int bench(const Opts *o, const char *name, int n_towers) {
     return rc == 1 ? 0 : -1;
 }
 
+/* ---- --per_layer ---------------------------------------------------------------------------- */
+
+/* One node's medians over the profiled steps (milliseconds). */
+typedef struct {
+    int index;
+    ModelNodeInfoCuda info;
+    double fwd_ms, bwd_ms, host_fwd_ms, host_bwd_ms;
+} LayerRow;
+
+static int row_by_total(const void *x, const void *y) {
+    const LayerRow *a = x, *b = y;
+    const double ta = a->fwd_ms + a->bwd_ms, tb = b->fwd_ms + b->bwd_ms;
+    return ta > tb ? -1 : ta < tb ? 1 : a->index - b->index;
+}
+
+/* The median of column i of an (n_steps, n) float table. */
+static double column_median(const float *t, int n_steps, int n, int i, double *tmp) {
+    for (int k = 0; k < n_steps; k++) tmp[k] = t[(size_t)k * n + i];
+    return median(tmp, n_steps);
+}
+
+/* One training step on the workspace: zero the gradient, then forward +
+ * backward between two events.  Returns the GPU milliseconds between them,
+ * or -1 when the loss is not finite. */
+static double layer_step(ModelActsCuda *a, float *loss, float *d_dparams, size_t n_params, const float *d_x,
+                         const int32_t *d_labels, const float *d_params, int B, cudaEvent_t ev[2]) {
+    cudaStream_t st = model_acts_cuda_stream(a);
+    CUDA_CHECK(cudaMemsetAsync(d_dparams, 0, n_params * sizeof(float), st));
+    CUDA_CHECK(cudaEventRecord(ev[0], st));
+    model_forward_cuda_async(loss, NULL, a, d_x, d_labels, d_params, B);
+    model_backward_cuda(d_dparams, a, d_params);
+    CUDA_CHECK(cudaEventRecord(ev[1], st));
+    CUDA_CHECK(cudaEventSynchronize(ev[1]));
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    return isfinite(*loss) ? (double)ms : -1.0;
+}
+
+/* s with every '"' doubled, inside quotes (a CSV field). */
+static void csv_field(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static int per_layer(const Opts *o, const char *device_desc) {
+    ModelInputFacts facts;
+    (void)model_input_facts(o->model, &facts); /* an unknown name: model_spec_init says so */
+    const int H = o->image_size > 0 ? o->image_size : facts.distorts ? 24 : facts.H;
+    const int W = o->image_size > 0 ? o->image_size : facts.distorts ? 24 : facts.W;
+    const int B = o->batch, n_steps = o->steps;
+    char err[1024];
+    ModelSpec *spec = calloc(1, sizeof *spec);
+    if (!spec) {
+        fprintf(stderr, "bench_gpu: out of host memory\n");
+        return -1;
+    }
+    if (model_spec_init(spec, o->model, H, W, facts.C, 10, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_gpu: --per_layer: %s\n", err);
+        free(spec);
+        return -1;
+    }
+    CUDA_CHECK(cudaSetDevice(o->device));
+    cudaStream_t st;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    CUDA_CHECK(cudaStreamCreate(&st));
+    CUDNN_CHECK(cudnnCreate(&cudnn));
+    CUBLAS_CHECK(cublasCreate(&cublas));
+    ModelActsCuda *a = model_acts_cuda_create(spec, B, cudnn, cublas, st, o->tf32, o->deterministic, err, sizeof err);
+    if (!a) {
+        fprintf(stderr, "bench_gpu: --per_layer: %s\n", err);
+        return -1;
+    }
+    const size_t n_params = spec->n_params, x_n = (size_t)B * H * W * facts.C;
+    float *params = malloc(n_params * sizeof(float)), *x = malloc(x_n * sizeof(float));
+    int32_t *labels = malloc((size_t)B * sizeof(int32_t));
+    const int n = model_acts_cuda_n_nodes(a);
+    float *t_fwd = malloc(sizeof(float) * n_steps * n), *t_bwd = malloc(sizeof(float) * n_steps * n);
+    float *h_fwd = malloc(sizeof(float) * n_steps * n), *h_bwd = malloc(sizeof(float) * n_steps * n);
+    double *plain = malloc(sizeof(double) * n_steps), *prof = malloc(sizeof(double) * n_steps);
+    double *tmp = malloc(sizeof(double) * n_steps);
+    double *tot[7]; /* (7, n_steps): ModelProfileTotalsCuda's fields per profiled step */
+    LayerRow *rows = calloc((size_t)n, sizeof *rows);
+    int tot_ok = 1;
+    for (int k = 0; k < 7; k++) tot_ok &= (tot[k] = malloc(sizeof(double) * n_steps)) != NULL;
+    if (!params || !x || !labels || !t_fwd || !t_bwd || !h_fwd || !h_bwd || !plain || !prof || !tmp || !rows ||
+        !tot_ok) {
+        fprintf(stderr, "bench_gpu: out of host memory\n");
+        return -1;
+    }
+    model_init_params(params, spec, 1);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < x_n; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((r >> 40) * (2.0 / 16777216.0) - 1.0); /* uniform in [-1, 1) */
+    }
+    for (int b = 0; b < B; b++) labels[b] = b % spec->num_classes;
+    float *d_params, *d_dparams, *d_x, *loss;
+    int32_t *d_labels;
+    CUDA_CHECK(cudaMalloc((void **)&d_params, n_params * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&d_dparams, n_params * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&d_x, x_n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc((void **)&d_labels, (size_t)B * sizeof(int32_t)));
+    CUDA_CHECK(cudaMallocHost((void **)&loss, sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d_params, params, n_params * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_x, x, x_n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_labels, labels, (size_t)B * sizeof(int32_t), cudaMemcpyHostToDevice));
+    cudaEvent_t ev[2];
+    CUDA_CHECK(cudaEventCreate(&ev[0]));
+    CUDA_CHECK(cudaEventCreate(&ev[1]));
+
+    int rc = 0;
+    double host_step[2] = {0.0, 0.0}; /* host seconds of the unprofiled and the profiled steps */
+    for (int k = 0; k < o->warmup && rc == 0; k++)
+        rc = layer_step(a, loss, d_dparams, n_params, d_x, d_labels, d_params, B, ev) < 0.0 ? -1 : 0;
+    double t0 = now_s();
+    for (int k = 0; k < n_steps && rc == 0; k++)
+        rc = (plain[k] = layer_step(a, loss, d_dparams, n_params, d_x, d_labels, d_params, B, ev)) < 0.0 ? -1 : 0;
+    host_step[0] = (now_s() - t0) / n_steps;
+    if (rc == 0 && model_acts_cuda_profile(a, 1, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_gpu: --per_layer: %s\n", err);
+        rc = -2;
+    }
+    t0 = now_s();
+    for (int k = 0; k < n_steps && rc == 0; k++) {
+        ModelProfileTotalsCuda pt;
+        rc = (prof[k] = layer_step(a, loss, d_dparams, n_params, d_x, d_labels, d_params, B, ev)) < 0.0 ? -1 : 0;
+        if (rc == 0 && (model_acts_cuda_profile_read(a, t_fwd + (size_t)k * n, t_bwd + (size_t)k * n) != 0 ||
+                        model_acts_cuda_profile_read_host(a, h_fwd + (size_t)k * n, h_bwd + (size_t)k * n) != 0 ||
+                        model_acts_cuda_profile_totals(a, &pt) != 0)) {
+            fprintf(stderr, "bench_gpu: --per_layer: a profiled step left nothing to read\n");
+            rc = -2;
+        }
+        if (rc == 0) {
+            const double v[7] = {pt.forward_ms, pt.backward_ms, pt.input_ms, pt.loss_forward_ms, pt.loss_backward_ms,
+                                 pt.host_forward_ms, pt.host_backward_ms};
+            for (int j = 0; j < 7; j++) tot[j][k] = v[j];
+        }
+    }
+    host_step[1] = (now_s() - t0) / n_steps;
+    if (rc == -1) fprintf(stderr, "bench_gpu: --per_layer: the loss is not finite (%g)\n", (double)*loss);
+    if (rc == 0) {
+        const double step_ms = median(prof, n_steps), plain_ms = median(plain, n_steps);
+        double m[7];
+        for (int j = 0; j < 7; j++) m[j] = median(tot[j], n_steps);
+        double sum_f = 0.0, sum_b = 0.0;
+        for (int i = 0; i < n; i++) {
+            LayerRow *w = &rows[i];
+            w->index = i;
+            model_acts_cuda_node_info(a, i, &w->info);
+            w->fwd_ms = column_median(t_fwd, n_steps, n, i, tmp);
+            w->bwd_ms = column_median(t_bwd, n_steps, n, i, tmp);
+            w->host_fwd_ms = column_median(h_fwd, n_steps, n, i, tmp);
+            w->host_bwd_ms = column_median(h_bwd, n_steps, n, i, tmp);
+            sum_f += w->fwd_ms;
+            sum_b += w->bwd_ms;
+        }
+        qsort(rows, (size_t)n, sizeof *rows, row_by_total);
+        printf("# per-layer profile: %s %dx%dx%d, batch %d, on %s; %s math, %s cuDNN algorithms; %d warm-up steps, "
+               "medians of %d steps\n", o->model, H, W, facts.C, B, device_desc, o->tf32 ? "TF32" : "FP32 (FMA)",
+               o->deterministic ? "only deterministic" : "the trainer's", o->warmup, n_steps);
+        printf("# step (events around forward + backward): %.3f ms profiled, %.3f ms without profiling; host %.3f / "
+               "%.3f ms a step; %.0f img/s unprofiled\n", step_ms, plain_ms, 1e3 * host_step[1], 1e3 * host_step[0],
+               1e3 * B / plain_ms);
+        printf("# the executor's passes: forward %.3f ms (host enqueue %.3f), backward %.3f ms (host enqueue %.3f)\n",
+               m[0], m[5], m[1], m[6]);
+        printf("%4s %4s  %-26s %-10s %-5s %-14s %10s %10s %10s %6s %6s %9s %9s  %s\n", "rank", "node", "name", "kind",
+               "act", "out HxWxC", "fwd ms", "bwd ms", "total ms", "share", "cum", "host fwd", "host bwd",
+               "describe (conv: cuDNN algorithms)");
+        double cum = 0.0;
+        for (int j = 0; j < n; j++) {
+            const LayerRow *w = &rows[j];
+            char shape[32];
+            snprintf(shape, sizeof shape, "%dx%dx%d", w->info.H, w->info.W, w->info.C);
+            const double total = w->fwd_ms + w->bwd_ms;
+            cum += total;
+            printf("%4d %4d  %-26s %-10s %-5s %-14s %10.3f %10.3f %10.3f %5.1f%% %5.1f%% %9.3f %9.3f  %s\n", j + 1,
+                   w->index, w->info.name, w->info.kind, w->info.act, shape, w->fwd_ms, w->bwd_ms, total,
+                   100.0 * total / step_ms, 100.0 * cum / step_ms, w->host_fwd_ms, w->host_bwd_ms, w->info.describe);
+        }
+        const double loss_ms = m[2] + m[3] + m[4];
+        printf("# sum over the %d nodes: forward %.3f + backward %.3f = %.3f ms (%.1f%% of the %.3f ms step); input "
+               "copy %.3f, loss forward %.3f, loss backward %.3f ms; the rest, %.3f ms, is between events (launch "
+               "gaps, the gradient's zeroing is outside the step)\n", n, sum_f, sum_b, sum_f + sum_b,
+               100.0 * (sum_f + sum_b) / step_ms, step_ms, m[2], m[3], m[4], step_ms - (sum_f + sum_b) - loss_ms);
+        printf("# by kind (ms forward + backward = total, share of the step, nodes):");
+        for (int kind_row = 0; kind_row < n; kind_row++) {
+            const char *kind = rows[kind_row].info.kind;
+            int first = 1, count = 0;
+            double f = 0.0, b = 0.0;
+            for (int j = 0; j < n; j++) {
+                if (strcmp(rows[j].info.kind, kind) != 0) continue;
+                if (j < kind_row) first = 0;
+                f += rows[j].fwd_ms;
+                b += rows[j].bwd_ms;
+                count++;
+            }
+            if (first) printf("%s %s %.3f + %.3f = %.3f (%.1f%%, %d)", kind_row ? ";" : "", kind, f, b, f + b,
+                              100.0 * (f + b) / step_ms, count);
+        }
+        printf("\n");
+        printf("PERLAYER model=%s batch=%d H=%d W=%d tf32=%d step_ms=%.3f step_unprofiled_ms=%.3f forward_ms=%.3f "
+               "backward_ms=%.3f nodes_forward_ms=%.3f nodes_backward_ms=%.3f top=%s top_ms=%.3f\n", o->model, B, H, W,
+               o->tf32, step_ms, plain_ms, m[0], m[1], sum_f, sum_b, rows[0].info.name,
+               rows[0].fwd_ms + rows[0].bwd_ms);
+        if (o->csv[0]) {
+            FILE *f = fopen(o->csv, "w");
+            if (!f) {
+                fprintf(stderr, "bench_gpu: cannot write --csv %s\n", o->csv);
+                rc = -2;
+            } else {
+                fprintf(f, "model,batch,rank,node,name,kind,act,H,W,C,fwd_ms,bwd_ms,total_ms,share,host_fwd_ms,"
+                           "host_bwd_ms,describe\n");
+                for (int j = 0; j < n; j++) {
+                    const LayerRow *w = &rows[j];
+                    fprintf(f, "%s,%d,%d,%d,", o->model, B, j + 1, w->index);
+                    csv_field(f, w->info.name);
+                    fprintf(f, ",%s,%s,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,", w->info.kind, w->info.act, w->info.H,
+                            w->info.W, w->info.C, w->fwd_ms, w->bwd_ms, w->fwd_ms + w->bwd_ms,
+                            (w->fwd_ms + w->bwd_ms) / step_ms, w->host_fwd_ms, w->host_bwd_ms);
+                    csv_field(f, w->info.describe);
+                    fputc('\n', f);
+                }
+                if (fclose(f) != 0) {
+                    fprintf(stderr, "bench_gpu: cannot write --csv %s\n", o->csv);
+                    rc = -2;
+                }
+            }
+        }
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    model_acts_cuda_free(a);
+    cudaFree(d_params);
+    cudaFree(d_dparams);
+    cudaFree(d_x);
+    cudaFree(d_labels);
+    cudaFreeHost(loss);
+    cublasDestroy(cublas);
+    cudnnDestroy(cudnn);
+    cudaStreamDestroy(st);
+    for (int k = 0; k < 7; k++) free(tot[k]);
+    free(rows);
+    free(tmp);
+    free(prof);
+    free(plain);
+    free(h_bwd);
+    free(h_fwd);
+    free(t_bwd);
+    free(t_fwd);
+    free(labels);
+    free(x);
+    free(params);
+    free(spec);
+    return rc == 0 ? 0 : -1;
+}
+
 int main(int argc, char **argv) {
-    Opts o = {"all", 128, 20, 5, 10, 0, 0};
+    Opts o = {"all", 128, 20, 5, 10, 0, 0, 0, 0, 0, ""};
     int max_towers = 4;
     Flag flags[] = {
-        {"model", FLAG_STRING, &o.model, "mnist, cifar10 or all"},
+        {"model", FLAG_STRING, &o.model, "mnist, cifar10 or all; with --per_layer one model of the trainer (mnist, "
+                                         "cifar10, mobilenet_v2, vgg11, vgg16, resnet20, resnet50)"},
         {"batch", FLAG_INT, &o.batch, "examples per tower"},
         {"max_towers", FLAG_INT, &max_towers, "tower counts 1, 2, 4, ... up to this"},
         {"steps", FLAG_INT, &o.steps, "steps per timed run"},
@@ -142,15 +424,30 @@ int main(int argc, char **argv) {
         {"warmup", FLAG_INT, &o.warmup, "untimed steps first"},
         {"device", FLAG_INT, &o.device, "the GPU every tower runs on"},
         {"tf32", FLAG_BOOL, &o.tf32, "let cuDNN and cuBLAS use TF32 tensor cores"},
+        {"per_layer", FLAG_BOOL, &o.per_layer, "instead: one --model's GPU time node by node (--steps profiled steps "
+                                               "after --warmup), a table sorted by time; no trainer"},
+        {"image_size", FLAG_INT, &o.image_size, "--per_layer: input height and width (0: the model's default as tower "
+                                                "bench trains it: cifar10 24, vgg16 and resnet50 224, others native)"},
+        {"deterministic", FLAG_BOOL, &o.deterministic, "--per_layer: only cuDNN algorithms cuDNN calls deterministic "
+                                                       "(tower train's --deterministic)"},
+        {"csv", FLAG_STRING, &o.csv, "--per_layer: also write the table to this CSV file"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *pos[64];
     int n_pos = 0;
     int p = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
-    if (p == 1) return 0;
-    if (p < 0 || n_pos > 0 || o.batch < 1 || o.steps < 1 || o.reps < 1 || o.warmup < 0 || max_towers < 1 ||
-        max_towers > TOWER_MAX_TOWERS) {
+    if (p == 1) {
         flags_print_usage("bench_gpu", "", flags, n_flags);
+        return 0;
+    }
+    if (p < 0 || n_pos > 0 || o.batch < 1 || o.steps < 1 || o.reps < 1 || o.warmup < 0 || max_towers < 1 ||
+        max_towers > TOWER_MAX_TOWERS || o.image_size < 0 || o.image_size > 4096) {
+        flags_print_usage("bench_gpu", "", flags, n_flags);
+        return 2;
+    }
+    if (o.per_layer && strcmp(o.model, "all") == 0) {
+        fprintf(stderr, "bench_gpu: --per_layer needs one --model (mnist, cifar10, mobilenet_v2, vgg11, vgg16, "
+                        "resnet20 or resnet50)\n");
         return 2;
     }
     char err[256];
@@ -165,6 +462,7 @@ int main(int argc, char **argv) {
     }
     char desc[256];
     tower_backend_cuda.describe_device(o.device, desc, sizeof desc);
+    if (o.per_layer) return per_layer(&o, desc) == 0 ? 0 : 1;
     printf("# %s; %s; %d warm-up steps, then %d runs of %d steps\n", desc, tower_backend_cuda.host_alloc(0).kind,
            o.warmup, o.reps, o.steps);
     const char *models[2] = {"mnist", "cifar10"};

@@ -10,13 +10,22 @@
 # ps_cpu, replicated_host, ps_gpu and replicated_nccl (when built with NCCL)
 # x 1, 2, 4 towers of 128 on GPU 0 x both models, median of 3 interleaved
 # runs, with its CSV, SVG chart and one Chrome trace per configuration in
-# build_dir/gpu_modes* (docs/modes.md says how to read them).
+# build_dir/gpu_modes* (docs/modes.md says how to read them).  Last, for
+# each model in GPU_BENCH_PER_LAYER, `bench_gpu --per_layer`: where one GPU
+# step of 128 goes, node by node (docs/gpu.md, "Per-layer profile"), with
+# its CSV in build_dir/per_layer_<model>.csv.
 # Needs a GPU; PyTorch with CUDA is optional (its column shows "-" without).
 #
-# Environment: GPU_BENCH_MODELS (the modes matrix's networks, default
-# mnist,cifar10; any of tower bench --models), GPU_BENCH_TOWERS (1,2,4),
-# GPU_BENCH_STEPS (20), GPU_BENCH_REPEAT (3), GPU_BENCH_PEER=0 (skip the
-# bench_gpu / PyTorch table, which has mnist and cifar10 only).
+# Environment: each part has its own switch, so any part can run alone:
+#   GPU_BENCH_PEER=0      skip the bench_gpu / PyTorch table (mnist and cifar10 only);
+#   GPU_BENCH_MODELS      the modes matrix's networks (default mnist,cifar10; any
+#                         of tower bench --models); set but empty (GPU_BENCH_MODELS=)
+#                         skips the matrix;
+#   GPU_BENCH_PER_LAYER   models for the per-layer tables, space- or comma-separated
+#                         (default empty: none), e.g. "resnet20 resnet50";
+#   GPU_BENCH_TOWERS (1,2,4), GPU_BENCH_STEPS (20), GPU_BENCH_REPEAT (3): the matrix;
+#   GPU_BENCH_PER_LAYER_STEPS (10), GPU_BENCH_PER_LAYER_WARMUP (3): the tables.
+# Only the tables: GPU_BENCH_PEER=0 GPU_BENCH_MODELS= GPU_BENCH_PER_LAYER="resnet50" bench/run_gpu_bench.sh build-gpu
 #
 # usage: bench/run_gpu_bench.sh [build_dir] [extra bench_gpu/pytorch_gpu flags, e.g. --tf32]
 set -eu
@@ -32,7 +41,7 @@ fi
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-MODELS=${GPU_BENCH_MODELS:-mnist,cifar10}
+MODELS=${GPU_BENCH_MODELS-mnist,cifar10}
 TOWERS=${GPU_BENCH_TOWERS:-1,2,4}
 STEPS=${GPU_BENCH_STEPS:-20}
 REPEAT=${GPU_BENCH_REPEAT:-3}
@@ -73,6 +82,7 @@ PYEOF
 fi
 
 # ---- the variable placement modes on GPU towers (docs/modes.md) ----
+if [ -n "$MODELS" ]; then
 MODES=ps_cpu,replicated_host,ps_gpu,replicated_nccl
 if ! "$BUILD/cmd/tower" bench --device gpu --models mnist --modes replicated_nccl --towers 1 --batch_size 2 --steps 1 \
        --warmup 0 --csv "" --svg "" >"$BUILD/gpu_modes_probe.log" 2>&1; then
@@ -85,3 +95,16 @@ echo "# tower bench --device gpu, models $MODELS, modes $MODES, towers $TOWERS o
     --steps "$STEPS" --warmup 5 --repeat "$REPEAT" --csv "$BUILD/gpu_modes.csv" --svg "$BUILD/gpu_modes.svg" \
     --trace "$BUILD/gpu_modes_trace.json"
 echo "# modes table: $BUILD/gpu_modes.csv, chart: $BUILD/gpu_modes.svg, traces: $BUILD/gpu_modes_trace-<model>-<mode>-<towers>.json"
+fi
+
+# ---- per-layer tables: one model's GPU step node by node (docs/gpu.md) ----
+FAILED=""
+for m in $(echo "${GPU_BENCH_PER_LAYER:-}" | tr ',' ' '); do
+    echo
+    "$BUILD/bench/bench_gpu" --per_layer --model "$m" --batch 128 --steps "${GPU_BENCH_PER_LAYER_STEPS:-10}" \
+        --warmup "${GPU_BENCH_PER_LAYER_WARMUP:-3}" --csv "$BUILD/per_layer_$m.csv" "$@" || FAILED="$FAILED $m"
+done
+if [ -n "$FAILED" ]; then
+    echo "run_gpu_bench.sh: bench_gpu --per_layer failed for:$FAILED" >&2
+    exit 1
+fi

@@ -11,8 +11,12 @@
  * tests/test_gpu_model.c compares losses and gradients with the CPU's.
  * Memory: one cudaMalloc holds every activation, gradient and scratch
  * buffer, laid out once by layout(); nothing is allocated per step.
+ * Profiling (model_acts_cuda_profile, opt-in): event pairs around every
+ * node's enqueue, recorded only while a->prof is set; read back by
+ * model_acts_cuda_profile_read (bench/bench_gpu.c --per_layer).
  * What it does not do: set the device, synchronise (except
- * model_forward_cuda and model_acts_cuda_free), or know about towers.
+ * model_forward_cuda, model_acts_cuda_free and the profile's reads), or
+ * know about towers.
  */
 #include "model/layers_cuda.h"
 #include "model/model_cuda.h"
@@ -27,6 +31,7 @@ extern "C" {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- what the layer table's CUDA entries see ---------------------------------------- */
 
@@ -396,6 +401,20 @@ typedef struct {
 #define SCALAR_LOSS 1
 #define SCALAR_L2 2           /* + v: variable v's weight-decay term */
 
+/* model_acts_cuda_profile's state: (start, end) event pairs on the stream
+ * and host milliseconds, per node and pass, of the last profiled forward
+ * and the backward after it. */
+enum { PROF_FWD_PASS, PROF_BWD_PASS, PROF_INPUT, PROF_LOSS_FWD, PROF_XENT_BWD, PROF_L2_BWD, PROF_N_EXTRA };
+typedef struct {
+    cudaEvent_t fwd[GRAPH_MAX_NODES][2], bwd[GRAPH_MAX_NODES][2];
+    cudaEvent_t extra[PROF_N_EXTRA][2];      /* indexed by PROF_* */
+    double host_fwd_ms[GRAPH_MAX_NODES], host_bwd_ms[GRAPH_MAX_NODES];
+    double host_fwd_pass_ms, host_bwd_pass_ms;
+    unsigned char bwd_ran[GRAPH_MAX_NODES];  /* 1: node i's backward ran (its output reaches the loss) */
+    int fwd_done;                            /* 1: the last forward ran profiled to its end */
+    int bwd_done;                            /* 1: a backward ran profiled after it */
+} ProfCuda;
+
 struct ModelActsCuda {
     ModelSpec spec;
     Graph graph;              /* built from spec by graph_build, as model.c */
@@ -430,6 +449,7 @@ struct ModelActsCuda {
     ModelSync sync;           /* batch norm's cross-tower sums (model_acts_cuda_set_sync) */
     int synced;               /* 1: sync is set */
     double *sync_pinned;      /* pinned host: (2 C_max + 1) doubles over the graph's batch norms */
+    ProfCuda *prof;           /* per-node timing (model_acts_cuda_profile), or NULL: off */
 };
 
 /* Carve n_bytes at *off from base (0 on the sizing pass). */
@@ -470,6 +490,18 @@ static size_t layout(ModelActsCuda *a, uintptr_t base) {
 
 /* ---- create / free ------------------------------------------------------------------------ */
 
+/* Destroy every event p created (cudaEventDestroy defers the release of
+ * one still pending on a stream), then p.  NULL is a no-op. */
+static void prof_free(ProfCuda *p) {
+    if (!p) return;
+    cudaEvent_t *ev[] = {&p->fwd[0][0], &p->bwd[0][0], &p->extra[0][0]};
+    const int n[] = {2 * GRAPH_MAX_NODES, 2 * GRAPH_MAX_NODES, 2 * PROF_N_EXTRA};
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < n[k]; j++)
+            if (ev[k][j]) cudaEventDestroy(ev[k][j]);
+    free(p);
+}
+
 extern "C" void model_acts_cuda_free(ModelActsCuda *a) {
     if (!a) return;
     if (a->block) cudaStreamSynchronize(a->stream);
@@ -478,6 +510,7 @@ extern "C" void model_acts_cuda_free(ModelActsCuda *a) {
     if (a->block) cudaFree(a->block);
     if (a->loss_pinned) cudaFreeHost(a->loss_pinned);
     if (a->sync_pinned) cudaFreeHost(a->sync_pinned);
+    prof_free(a->prof);
     free(a);
 }
 
@@ -594,6 +627,16 @@ static void sync_check(const ModelActsCuda *a, const char *layer, const char *pa
 
 /* ---- forward / backward ------------------------------------------------------------------------ */
 
+/* The host's CLOCK_MONOTONIC in milliseconds (profiling). */
+static double host_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* Profiling: record ev on the stream (nothing waits). */
+static void prof_record(cudaEvent_t ev, cudaStream_t st) { CUDA_CHECK(cudaEventRecord(ev, st)); }
+
 /* Describe batch B in every node (host-only). */
 static int set_batch(ModelActsCuda *a, int B, char *err, size_t err_n_bytes) {
     if (B == a->described_batch) return 0;
@@ -644,7 +687,10 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
     const ModelSpec *s = &a->spec;
     const Graph *g = &a->graph;
     char e[384];
+    ProfCuda *p = a->prof;
+    double host_t0 = 0.0;
     a->B = 0;
+    if (p) p->fwd_done = p->bwd_done = 0;
     if (B < 1 || B > a->max_batch) {
         fprintf(stderr, "model_forward_cuda: batch %d outside [1, %d] (the max_batch of model_acts_cuda_create)\n", B,
                 a->max_batch);
@@ -659,15 +705,30 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
     a->B = B;
     a->forward_training = a->training;
     cudaStream_t st = a->stream;
+    if (p) {
+        host_t0 = host_now_ms();
+        prof_record(p->extra[PROF_FWD_PASS][0], st);
+        prof_record(p->extra[PROF_INPUT][0], st);
+    }
     CUDA_CHECK(cudaMemcpyAsync(a->x, x_dev, sizeof(float) * B * s->H * s->W * s->C, cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(a->labels, labels_dev, sizeof(int32_t) * B, cudaMemcpyDeviceToDevice, st));
+    if (p) prof_record(p->extra[PROF_INPUT][1], st);
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = &g->nodes[i];
         NodeRunCuda r = node_run(a, i, B, params_dev, NULL);
+        if (p) {
+            p->host_fwd_ms[i] = host_now_ms();
+            prof_record(p->fwd[i][0], st);
+        }
         model_layer_table[n->kind].cuda_forward(n, &r);
+        if (p) {
+            prof_record(p->fwd[i][1], st);
+            p->host_fwd_ms[i] = host_now_ms() - p->host_fwd_ms[i];
+        }
         sync_check(a, n->name, "forward");
     }
     const float *out = a->bufs[g->output].out;
+    if (p) prof_record(p->extra[PROF_LOSS_FWD][0], st);
     softmax_xent_forward_cuda(&a->scalars[SCALAR_CE], a->probs, a->example_loss, out, a->labels, B, s->num_classes, st);
     for (int v = 0; v < s->n_vars; v++) {
         if (s->vars[v].wd == 0.0f) continue;
@@ -679,6 +740,12 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
     CUDA_CHECK(cudaMemcpyAsync(loss_host, &a->scalars[SCALAR_LOSS], sizeof(float), cudaMemcpyDeviceToHost, st));
     if (logits_host)
         CUDA_CHECK(cudaMemcpyAsync(logits_host, out, sizeof(float) * B * s->num_classes, cudaMemcpyDeviceToHost, st));
+    if (p) {
+        prof_record(p->extra[PROF_LOSS_FWD][1], st);
+        prof_record(p->extra[PROF_FWD_PASS][1], st);
+        p->host_fwd_pass_ms = host_now_ms() - host_t0;
+        p->fwd_done = 1;
+    }
 }
 
 extern "C" float model_forward_cuda(float *logits_host, ModelActsCuda *a, const float *x_dev,
@@ -702,12 +769,26 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
         fprintf(stderr, "model_backward_cuda: the last forward ran in evaluation mode; no gradient added\n");
         return;
     }
+    ProfCuda *p = a->prof;
+    double host_t0 = 0.0;
+    if (p) {
+        host_t0 = host_now_ms();
+        memset(p->bwd_ran, 0, sizeof p->bwd_ran);
+        prof_record(p->extra[PROF_BWD_PASS][0], st);
+        prof_record(p->extra[PROF_XENT_BWD][0], st);
+    }
     unsigned char written[GRAPH_MAX_NODES] = {0}; /* as model.c's model_backward */
     softmax_xent_backward_cuda(a->bufs[g->output].dout, a->probs, a->labels, 1.0f, B, s->num_classes, st);
+    if (p) prof_record(p->extra[PROF_XENT_BWD][1], st);
     written[g->output] = 1;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const Node *n = &g->nodes[i];
         if (!written[i]) continue; /* its output reaches no loss */
+        if (p) {
+            p->host_bwd_ms[i] = host_now_ms();
+            p->bwd_ran[i] = 1;
+            prof_record(p->bwd[i][0], st);
+        }
         NodeRunCuda r = node_run(a, i, B, params_dev, dparams_dev);
         r.dout = a->bufs[i].dout;
         int later[NODE_MAX_INPUTS] = {0};
@@ -725,12 +806,23 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
                 grad_accumulate_cuda(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)), st);
             written[in] = 1;
         }
+        if (p) {
+            prof_record(p->bwd[i][1], st);
+            p->host_bwd_ms[i] = host_now_ms() - p->host_bwd_ms[i];
+        }
         sync_check(a, n->name, "backward");
     }
+    if (p) prof_record(p->extra[PROF_L2_BWD][0], st);
     for (int v = 0; v < s->n_vars; v++)
         if (s->vars[v].wd != 0.0f)
             l2_loss_backward_cuda(dparams_dev + s->vars[v].offset, params_dev + s->vars[v].offset, s->vars[v].n_floats,
                                   s->vars[v].wd, st);
+    if (p) {
+        prof_record(p->extra[PROF_L2_BWD][1], st);
+        prof_record(p->extra[PROF_BWD_PASS][1], st);
+        p->host_bwd_pass_ms = host_now_ms() - host_t0;
+        p->bwd_done = 1;
+    }
 }
 
 extern "C" void model_acts_cuda_set_training(ModelActsCuda *a, int training) { a->training = training != 0; }
@@ -794,4 +886,103 @@ extern "C" int model_moving_stats_save_cuda(void *stats_dev, ModelActsCuda *a) {
 
 extern "C" void model_update_moving_saved_cuda(float *params_dev, ModelActsCuda *a, const void *stats_dev) {
     update_moving_from_cuda(params_dev, a, (const unsigned char *)stats_dev);
+}
+
+/* ---- per-node timing ------------------------------------------------------------------------------ */
+
+extern "C" int model_acts_cuda_profile(ModelActsCuda *a, int on, char *err, size_t err_n_bytes) {
+    if (!on) {
+        prof_free(a->prof);
+        a->prof = NULL;
+        return 0;
+    }
+    if (a->prof) return 0;
+    ProfCuda *p = (ProfCuda *)calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, err_n_bytes, "model_acts_cuda_profile: out of host memory");
+        return -1;
+    }
+    for (int i = 0; i < a->graph.n_nodes; i++)
+        for (int k = 0; k < 2; k++)
+            if (CUDA_SOFT(cudaEventCreate(&p->fwd[i][k]), err, err_n_bytes) ||
+                CUDA_SOFT(cudaEventCreate(&p->bwd[i][k]), err, err_n_bytes))
+                goto fail;
+    for (int j = 0; j < PROF_N_EXTRA; j++)
+        for (int k = 0; k < 2; k++)
+            if (CUDA_SOFT(cudaEventCreate(&p->extra[j][k]), err, err_n_bytes)) goto fail;
+    a->prof = p;
+    return 0;
+fail:
+    prof_free(p);
+    return -1;
+}
+
+extern "C" int model_acts_cuda_n_nodes(const ModelActsCuda *a) { return a->graph.n_nodes; }
+
+static const char *act_name(Activation act) { return act == ACT_RELU ? "relu" : act == ACT_RELU6 ? "relu6" : ""; }
+
+extern "C" int model_acts_cuda_node_info(const ModelActsCuda *a, int i, ModelNodeInfoCuda *info) {
+    if (i < 0 || i >= a->graph.n_nodes) return -1;
+    const Node *n = &a->graph.nodes[i];
+    const LayerKindInfo *k = &model_layer_table[n->kind];
+    info->name = n->name;
+    info->kind = k->name;
+    info->act = act_name(n->kind == NODE_CONV2D ? n->conv.act
+                         : n->kind == NODE_DENSE ? n->dense.act
+                         : n->kind == NODE_BATCHNORM ? n->bn.act
+                                                     : ACT_NONE);
+    info->H = n->out.H;
+    info->W = n->out.W;
+    info->C = n->out.C;
+    k->cuda_describe(&a->nodes[i], info->describe, sizeof info->describe);
+    return 0;
+}
+
+/* Milliseconds between a pair's two events (both recorded, the end waited for). */
+static float prof_elapsed_ms(cudaEvent_t const pair[2]) {
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, pair[0], pair[1]));
+    return ms;
+}
+
+/* -1 unless profiling is on and each wanted pass ran profiled; waits for those passes' last events. */
+static int prof_ready(const ModelActsCuda *a, int want_fwd, int want_bwd) {
+    const ProfCuda *p = a->prof;
+    if (!p || (want_fwd && !p->fwd_done) || (want_bwd && !p->bwd_done)) return -1;
+    if (want_fwd) CUDA_CHECK(cudaEventSynchronize(p->extra[PROF_FWD_PASS][1]));
+    if (want_bwd) CUDA_CHECK(cudaEventSynchronize(p->extra[PROF_BWD_PASS][1]));
+    return 0;
+}
+
+extern "C" int model_acts_cuda_profile_read(ModelActsCuda *a, float *fwd_ms, float *bwd_ms) {
+    if (prof_ready(a, fwd_ms != NULL, bwd_ms != NULL)) return -1;
+    const ProfCuda *p = a->prof;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        if (fwd_ms) fwd_ms[i] = prof_elapsed_ms(p->fwd[i]);
+        if (bwd_ms) bwd_ms[i] = p->bwd_ran[i] ? prof_elapsed_ms(p->bwd[i]) : 0.0f;
+    }
+    return 0;
+}
+
+extern "C" int model_acts_cuda_profile_read_host(ModelActsCuda *a, float *fwd_ms, float *bwd_ms) {
+    const ProfCuda *p = a->prof;
+    if (!p || (fwd_ms && !p->fwd_done) || (bwd_ms && !p->bwd_done)) return -1;
+    for (int i = 0; i < a->graph.n_nodes; i++) {
+        if (fwd_ms) fwd_ms[i] = (float)p->host_fwd_ms[i];
+        if (bwd_ms) bwd_ms[i] = p->bwd_ran[i] ? (float)p->host_bwd_ms[i] : 0.0f;
+    }
+    return 0;
+}
+
+extern "C" int model_acts_cuda_profile_totals(ModelActsCuda *a, ModelProfileTotalsCuda *t) {
+    if (prof_ready(a, 1, 1)) return -1;
+    const ProfCuda *p = a->prof;
+    t->forward_ms = prof_elapsed_ms(p->extra[PROF_FWD_PASS]);
+    t->backward_ms = prof_elapsed_ms(p->extra[PROF_BWD_PASS]);
+    t->input_ms = prof_elapsed_ms(p->extra[PROF_INPUT]);
+    t->loss_forward_ms = prof_elapsed_ms(p->extra[PROF_LOSS_FWD]);
+    t->loss_backward_ms = prof_elapsed_ms(p->extra[PROF_XENT_BWD]) + prof_elapsed_ms(p->extra[PROF_L2_BWD]);
+    t->host_forward_ms = (float)p->host_fwd_pass_ms;
+    t->host_backward_ms = (float)p->host_bwd_pass_ms;
+    return 0;
 }

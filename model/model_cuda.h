@@ -124,6 +124,73 @@ void model_update_moving_saved_cuda(float *params_dev, ModelActsCuda *a, const v
 /* The stream the workspace was created with. */
 cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a);
 
+/* ---- per-node timing (bench_gpu --per_layer) ----
+ * Opt-in: on (1) creates a pair of cudaEvents per node and pass (forward,
+ * backward), plus pairs around the input copy, the loss (cross-entropy and
+ * weight decay, forward and backward) and each whole pass; from the next
+ * forward on, the executor records one before and one after each node's
+ * enqueue on the stream (a node's backward includes summing its input
+ * gradients into a shared tensor's), and reads the host clock around each
+ * enqueue.  Nothing is added that waits: a node's GPU time is what the
+ * stream spent between its two events, including any idle time while the
+ * host was still enqueuing it (compare the host time).  Off (0) destroys
+ * the events; without profiling the executor pays one branch per node.
+ * Both are idempotent.  0, or -1 with one line in err (no host memory, an
+ * event cudaEventCreate refused; profiling is then off). */
+int model_acts_cuda_profile(ModelActsCuda *a, int on, char *err, size_t err_n_bytes);
+
+/* Nodes in the workspace's (fused) graph: the length of every per-node
+ * array below; node i runs i-th forward and (n_nodes - 1 - i)-th backward. */
+int model_acts_cuda_n_nodes(const ModelActsCuda *a);
+
+/* What names node i in a table. */
+typedef struct {
+    const char *name;        /* the node's name, e.g. "conv2_block1_1_conv" (the workspace's: valid while it lives) */
+    const char *kind;        /* the layer table's name: "conv2d", "batchnorm", ... (static) */
+    const char *act;         /* the activation it applies to its output (its own or one graph_fuse folded
+                                in): "relu", "relu6", or "" (static) */
+    int H, W, C;             /* one example's output (H, W, C) */
+    char describe[512];      /* the kind's own line (conv2d: its cuDNN algorithms for the current batch, with
+                                their math and workspace, conv2d_cuda_describe_algos), or "" */
+} ModelNodeInfoCuda;
+
+/* Fill *info for node i.  0, or -1 if i is not in [0, n_nodes). */
+int model_acts_cuda_node_info(const ModelActsCuda *a, int i, ModelNodeInfoCuda *info);
+
+/* Each node's GPU time, in milliseconds, in the last profiled forward and
+ * the backward that followed it (cudaEventElapsedTime; waits for the last
+ * event of the pass read).
+ *   fwd_ms, bwd_ms: (n_nodes) HOST floats, or NULL for a pass not wanted.
+ *     A node whose output reaches no loss (backward skips it) gets 0.
+ * Returns 0, or -1 (the arrays untouched) when profiling is off, or a
+ * wanted pass has not run profiled since it was turned on (a backward:
+ * since the last profiled forward; a forward that failed counts as none). */
+int model_acts_cuda_profile_read(ModelActsCuda *a, float *fwd_ms, float *bwd_ms);
+
+/* Host milliseconds (CLOCK_MONOTONIC) each node's enqueue took in the same
+ * passes as model_acts_cuda_profile_read, which it follows in arguments
+ * and return.  A node whose host time is near its GPU time is bound by its
+ * launches, or waits inside (a synchronous copy or allocation). */
+int model_acts_cuda_profile_read_host(ModelActsCuda *a, float *fwd_ms, float *bwd_ms);
+
+/* What a profiled forward and backward spent outside their nodes, and as a
+ * whole (GPU milliseconds between events on the stream, host milliseconds
+ * of enqueuing). */
+typedef struct {
+    float forward_ms;        /* the whole forward: the input copy to the loss's copy to the host */
+    float backward_ms;       /* the whole backward: the cross-entropy's gradient to weight decay's */
+    float input_ms;          /* the forward's copy of x and labels */
+    float loss_forward_ms;   /* cross-entropy, weight-decay terms, their total, the copies to the host */
+    float loss_backward_ms;  /* the cross-entropy's gradient plus weight decay's gradients */
+    float host_forward_ms;   /* host: enqueuing the whole forward */
+    float host_backward_ms;  /* host: enqueuing the whole backward */
+} ModelProfileTotalsCuda;
+
+/* Fill *t from the last profiled forward and the backward that followed
+ * (waits for both).  0, or -1 (*t untouched) when profiling is off or
+ * either pass has not run profiled (as model_acts_cuda_profile_read). */
+int model_acts_cuda_profile_totals(ModelActsCuda *a, ModelProfileTotalsCuda *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,7 +30,18 @@
 #   racecheck the same with --tool racecheck (slower).                 ~4-9 min
 #   sanitize  memcheck then racecheck in one call (only if each proved quick).
 #   bench     build + bench/run_gpu_bench.sh: Tower beside PyTorch on the same
-#             GPU, then `tower bench` over every mode x 1, 2, 4 towers.  ~6-9 min
+#             GPU, then `tower bench` over every mode x 1, 2, 4 towers, then the
+#             per-layer tables of GPU_BENCH_PER_LAYER (default none; e.g.
+#             GPU_BENCH_PER_LAYER="resnet20 resnet50").                ~6-9 min
+#   profile   builds bench_gpu and tower only, then where a GPU step's time
+#             goes, node by node: bench/run_gpu_bench.sh's per-layer tables
+#             (bench_gpu --per_layer, batch 128, each conv's cuDNN algorithms)
+#             for TOWER_GPU_CHECK_PROFILE_MODELS (default resnet20 resnet50
+#             mobilenet_v2 vgg11), `tower bench` (ps_cpu, 1 tower of 128) on
+#             resnet20 and resnet50 for the trainer's forward / backward
+#             beside them, and `tower train --model resnet20
+#             --log_device_placement` for 3 steps on the carried Fashion-MNIST
+#             (28x28x1: the trainer's cuDNN algorithms line).          ~2-3 min
 #
 # Logs and CSVs go to $OUT (the device tool brings back at most 8 files, 2
 # folders down): $OUT/<stage>.log (everything, also printed) and
@@ -42,14 +53,14 @@
 # default the project's 80-real;90-real;90-virtual), TOWER_GPU_CHECK_NO_GPU_OK=1
 # (exit 0 at "no GPU": the CPU machine's test of everything before).
 #
-# usage: bash scripts/gpu-check.sh deps|build|tests|modes|train|memcheck|racecheck|sanitize|bench
+# usage: bash scripts/gpu-check.sh deps|build|tests|modes|train|memcheck|racecheck|sanitize|bench|profile
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 STAGE=${1:-}
 case $STAGE in
-  deps|build|tests|modes|train|memcheck|racecheck|sanitize|bench) ;;
-  *) echo "usage: bash scripts/gpu-check.sh deps|build|tests|modes|train|memcheck|racecheck|sanitize|bench" >&2; exit 2 ;;
+  deps|build|tests|modes|train|memcheck|racecheck|sanitize|bench|profile) ;;
+  *) echo "usage: bash scripts/gpu-check.sh deps|build|tests|modes|train|memcheck|racecheck|sanitize|bench|profile" >&2; exit 2 ;;
 esac
 OUT=${OUT:-$ROOT/gpu-check-out}
 PREFIX=${PREFIX:-/tmp/tower-deps}
@@ -178,11 +189,15 @@ case $pc_cflags in *"$PREFIX"/usr/include*) ;; *) die "pkg-config's libprotobuf-
 [ "$STAGE" = deps ] && { say "configured; stage deps done"; exit 0; }
 
 # ---- 4. build ----
-say "building in $BUILD"
-cmake --build "$BUILD" -j"$(nproc)" >"$WORK/build.log" 2>&1 ||
+# (profile needs two programs only: the rest of the build would take most of its time)
+TARGETS=()
+[ "$STAGE" = profile ] && TARGETS=(--target bench_gpu tower)
+say "building in $BUILD${TARGETS[*]:+ (${TARGETS[*]:1})}"
+cmake --build "$BUILD" -j"$(nproc)" "${TARGETS[@]}" >"$WORK/build.log" 2>&1 ||
   { grep -m20 -E "error|Error" "$WORK/build.log"; tail -20 "$WORK/build.log"; die "build failed ($STAGE-files.tar.gz: build.log)"; }
 TOWER=$BUILD/cmd/tower
-say "built: $(ls "$BUILD"/tests/test_gpu_* 2>/dev/null | wc -l) GPU test binaries"
+if [ "$STAGE" = profile ]; then say "built: bench_gpu, tower"
+else say "built: $(ls "$BUILD"/tests/test_gpu_* 2>/dev/null | wc -l) GPU test binaries"; fi
 if ldd "$TOWER" | grep -q "not found"; then ldd "$TOWER" | grep "not found"; die "tower has unresolved libraries"; fi
 ldd "$TOWER" | grep -E "cudart|cudnn|nccl|cublas|dnnl|protobuf" | sed 's/^/  /'
 grep -rlq cudart_static "$BUILD" --include=build.ninja --include=*.rsp --include=link.txt &&
@@ -301,6 +316,35 @@ bench)
   cat "$WORK/bench.log"
   cp "$BUILD"/gpu_modes.csv "$BUILD"/gpu_modes.svg "$WORK/" 2>/dev/null
   cp "$BUILD"/gpu_modes_trace*.json "$WORK/" 2>/dev/null
+  cp "$BUILD"/per_layer_*.csv "$WORK/" 2>/dev/null
+  ;;
+profile)
+  models=${TOWER_GPU_CHECK_PROFILE_MODELS:-resnet20 resnet50 mobilenet_v2 vgg11}
+  rm -f "$BUILD"/per_layer_*.csv
+  GPU_BENCH_PEER=0 GPU_BENCH_MODELS='' GPU_BENCH_PER_LAYER="$models" \
+    timeout "$(upto 240)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile.log" 2>&1 || rc=1
+  cat "$WORK/profile.log"
+  cp "$BUILD"/per_layer_*.csv "$WORK/" 2>/dev/null
+  # The trainer's own forward / backward (TOWER_PHASE_*) beside the tables' steps.
+  for m in resnet20 resnet50; do
+    [ "$(left)" -gt 60 ] || { say "out of time before tower bench $m"; rc=1; break; }
+    timeout "$(upto 90)" $TOWER bench --device gpu --models $m --modes ps_cpu --towers 1 --batch_size 128 --steps 5 \
+      --warmup 2 --csv "" --svg "" >"$WORK/tower-bench-$m.log" 2>&1 || { say "tower bench $m failed"; rc=1; }
+    cat "$WORK/tower-bench-$m.log"
+  done
+  # The trainer's cuDNN algorithms line (on 28x28x1 Fashion-MNIST, the one data set carried: the
+  # tables above have the algorithms at each model's own input).
+  if [ "$(left)" -gt 40 ]; then
+    data=$SCRATCH/fm
+    mkdir -p "$data"
+    $TOWER convert --from idx --images "$TOWER_FASHION_MNIST_DIR/t10k-images-idx3-ubyte.gz" \
+      --labels "$TOWER_FASHION_MNIST_DIR/t10k-labels-idx1-ubyte.gz" --out "$data/fm" --num_shards 1 >/dev/null ||
+      die "convert"
+    timeout "$(upto 60)" $TOWER train --model resnet20 --device gpu --data "$data/fm-*.tfrecord" \
+      --train_dir "$SCRATCH/profile-train" --batch_size 128 --max_steps 3 --log_every 1 --min_after_dequeue 100 \
+      --log_device_placement >"$WORK/train-resnet20.log" 2>&1 || { tail -5 "$WORK/train-resnet20.log"; rc=1; }
+    grep -E "tower_0|step [0-9]" "$WORK/train-resnet20.log"
+  fi
   ;;
 esac
 say "stage $STAGE: $([ $rc -eq 0 ] && echo ok || echo FAILED)"

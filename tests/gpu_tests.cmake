@@ -16,6 +16,8 @@ tower_add_test(NAME test_conv_algo SOURCES test_conv_algo.c LIBS tower_model)
 if(TOWER_HAVE_CUDA)
   tower_add_test(NAME test_gpu_layers SOURCES test_gpu_layers.c LIBS tower_model_cuda LABELS gpu)
   tower_add_test(NAME test_gpu_model SOURCES test_gpu_model.c LIBS tower_model_cuda LABELS gpu)
+  # The executor's per-node timing (model_acts_cuda_profile), which bench_gpu --per_layer prints.
+  tower_add_test(NAME test_gpu_profile SOURCES test_gpu_profile.c LIBS tower_model_cuda LABELS gpu)
   tower_add_test(NAME test_gpu_tower_equivalence SOURCES test_gpu_tower_equivalence.c LIBS tower_train LABELS gpu)
   tower_add_test(NAME test_gpu_ps_kernels SOURCES test_gpu_ps_kernels.c LIBS tower_ps_cuda tower_model LABELS gpu)
   tower_add_test(NAME test_gpu_modes SOURCES test_gpu_modes.c LIBS tower_train LABELS "gpu;gpu_modes")
