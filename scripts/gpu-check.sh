@@ -37,11 +37,13 @@
 #             goes, node by node: bench/run_gpu_bench.sh's per-layer tables
 #             (bench_gpu --per_layer, batch 128, each conv's cuDNN algorithms)
 #             for TOWER_GPU_CHECK_PROFILE_MODELS (default resnet20 resnet50
-#             mobilenet_v2 vgg11), `tower bench` (ps_cpu, 1 tower of 128) on
+#             mobilenet_v2 vgg11), the resnet20 and resnet50 tables again with
+#             TOWER_CUDNN_FIND=1 (cuDNN's measured algorithms), `tower bench`
+#             (ps_cpu, 1 tower of 128) on
 #             resnet20 and resnet50 for the trainer's forward / backward
 #             beside them, and `tower train --model resnet20
 #             --log_device_placement` for 3 steps on the carried Fashion-MNIST
-#             (28x28x1: the trainer's cuDNN algorithms line).          ~2-3 min
+#             (28x28x1: the trainer's cuDNN algorithms line).          ~3-4 min
 #
 # Logs and CSVs go to $OUT (the device tool brings back at most 8 files, 2
 # folders down): $OUT/<stage>.log (everything, also printed) and
@@ -325,6 +327,19 @@ profile)
     timeout "$(upto 240)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile.log" 2>&1 || rc=1
   cat "$WORK/profile.log"
   cp "$BUILD"/per_layer_*.csv "$WORK/" 2>/dev/null
+  # The same two ResNets with cuDNN's measured algorithms (TOWER_CUDNN_FIND=1, docs/gpu.md): does the
+  # heuristics' choice (ALGO_1 backward everywhere on 2026-11-26) explain the backward's time?
+  if [ "$(left)" -gt 120 ]; then
+    mkdir -p "$WORK/find"
+    rm -f "$BUILD"/per_layer_*.csv
+    TOWER_CUDNN_FIND=1 GPU_BENCH_PEER=0 GPU_BENCH_MODELS='' GPU_BENCH_PER_LAYER="resnet20 resnet50" \
+      timeout "$(upto 150)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile-find.log" 2>&1 || rc=1
+    echo "# the same with TOWER_CUDNN_FIND=1 (measured algorithms)"
+    cat "$WORK/profile-find.log"
+    cp "$BUILD"/per_layer_*.csv "$WORK/find/" 2>/dev/null
+  else
+    say "no time left for the TOWER_CUDNN_FIND=1 tables"
+  fi
   # The trainer's own forward / backward (TOWER_PHASE_*) beside the tables' steps.
   for m in resnet20 resnet50; do
     [ "$(left)" -gt 60 ] || { say "out of time before tower bench $m"; rc=1; break; }
