@@ -126,10 +126,13 @@ static void folder_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes,
     const size_t listing = imagefolder_listing_n_bytes(cfg->image_dir);
     /* the epoch's order: one long a file; the listing holds at least as many bytes a file */
     *reader_n_bytes = listing + listing / 2 + sizeof(FolderSource);
-    /* one worker: the decoded image (3 bytes a pixel), the resampler's (tH, W) floats (12) and (tH, tW)
-     * bytes (3), libjpeg's memory (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use) and the weights */
+    /* one worker: the decoded image (3 bytes a pixel), the resampled (tH, tW) bytes (3), libjpeg's memory
+     * (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use), the resampler's one row of floats (W, 3), W at
+     * most 65535, and its weights */
     const size_t P = cfg->max_image_pixels ? cfg->max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
-    const size_t one = P * (3 + 12 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + RESAMPLE_COEFFS_N_BYTES + sizeof(ImageFolderScratch);
+    const size_t row_n_bytes = (size_t)65535 * 3 * sizeof(float);
+    const size_t one = P * (3 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + row_n_bytes + RESAMPLE_COEFFS_N_BYTES +
+                       sizeof(ImageFolderScratch);
     *workers_n_bytes = (size_t)cfg->n_workers * one;
 }
 

@@ -3,12 +3,16 @@
 # datasets (io/imagefolder.h), the progress line (cmd/progress.h), and all of
 # them through the `tower` binary (test_eco_cli.sh: convert an image folder,
 # train, eval, export, the terminal and non-terminal output).  The checks by
-# TensorBoard's and safetensors' own readers carry the label `interop` and
-# exit 77 (skipped) where `import tensorboard` / `import safetensors` fails.
+# TensorBoard's, safetensors' and Pillow's own code carry the label `interop` and
+# exit 77 (skipped) where `import tensorboard` / `import safetensors` / `import PIL` fails.
 tower_add_test(NAME test_events SOURCES test_events.c LIBS tower_io tower_ps)
 tower_add_test(NAME test_safetensors SOURCES test_safetensors.c LIBS tower_ps)
 tower_add_test(NAME test_imagefolder SOURCES test_imagefolder.c LIBS tower_io)
 tower_add_test(NAME test_progress SOURCES test_progress.c ${CMAKE_SOURCE_DIR}/cmd/progress.c LIBS m)
+# The image folders' decode + resize against PIL's on the same files (Pillow's own code).
+add_test(NAME test_pil_interop
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_pil_interop.sh $<TARGET_FILE:test_imagefolder>)
+set_tests_properties(test_pil_interop PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 300)
 
 if(TARGET tower)
   add_test(NAME test_eco_cli

@@ -14,6 +14,11 @@
  *   test_imagefolder make DIR N       a small dataset for tests/test_eco_cli.sh:
  *       DIR/{circle,cross,square}/ with N 28x28 grey images each (PNG and
  *       JPEG), plus two files that must be skipped (broken.png, notes.txt)
+ *   test_imagefolder load PATH S MODE OUT
+ *       decode PATH at full size and resize it to S x S RGB as the
+ *       converter and the pipeline do (MODE: resize or center_crop), the
+ *       S*S*3 bytes into OUT (tests/interop/pil_interop.py compares them
+ *       with PIL's); exit 1 with one line on an error
  */
 #include <math.h>
 #include <png.h>
@@ -579,11 +584,38 @@ static void test_warning_escaped(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* The "load" mode: one image through imagefolder_load, full decode. */
+static int load_one(const char *path, int S, const char *mode_name, const char *out_path) {
+    const ImageFolderResizeMode mode = !strcmp(mode_name, "center_crop") ? IMAGEFOLDER_CENTER_CROP : IMAGEFOLDER_RESIZE;
+    if (S < 1 || S > 4096 || (strcmp(mode_name, "resize") && strcmp(mode_name, "center_crop"))) {
+        fprintf(stderr, "test_imagefolder load: size %d or mode '%s' not understood\n", S, mode_name);
+        return 1;
+    }
+    uint8_t *out = malloc((size_t)S * S * 3);
+    ImageFolderScratch scr = {0};
+    char err[512];
+    int scale_eighths = 8;
+    if (!out || imagefolder_load(out, S, 3, mode, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &scale_eighths, err,
+                                 sizeof err) != 0) {
+        fprintf(stderr, "test_imagefolder load: %s\n", out ? err : "out of memory");
+        free(out);
+        return 1;
+    }
+    FILE *f = fopen(out_path, "wb");
+    const int ok = f && fwrite(out, 1, (size_t)S * S * 3, f) == (size_t)S * S * 3;
+    if (f && fclose(f) != 0) perror(out_path);
+    imagefolder_scratch_free(&scr);
+    free(out);
+    if (!ok) fprintf(stderr, "test_imagefolder load: cannot write %s\n", out_path);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "make")) {
         make_dataset(argv[2], atoi(argv[3]));
         return 0;
     }
+    if (argc == 6 && !strcmp(argv[1], "load")) return load_one(argv[2], atoi(argv[3]), argv[4], argv[5]);
     test_resize();
     test_folder();
     test_center_crop_offset();
