@@ -607,6 +607,9 @@ extern "C" void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out
         if (k < 0) break;
         used += (size_t)k;
     }
+    /* Cut short: say so at the end rather than stop mid-word. */
+    static const char cut[] = " | ... (cut: the buffer is full)";
+    if (used >= out_n_bytes && out_n_bytes > sizeof cut) memcpy(out + out_n_bytes - sizeof cut, cut, sizeof cut);
 }
 
 /* TOWER_CUDA_SYNC_CHECK: wait for the stream after layer L's forward or

@@ -55,7 +55,8 @@ ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_batch, cudn
 
 /* One line into out: for each node whose kind describes itself (the conv
  * layers: the cuDNN algorithms chosen for the current batch and whether
- * each is deterministic, conv2d_cuda_describe_algos), "conv1: ... | conv2: ...". */
+ * each is deterministic, conv2d_cuda_describe_algos), "conv1: ... | conv2: ...";
+ * a line longer than out_n_bytes ends "... (cut: the buffer is full)". */
 void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out, size_t out_n_bytes);
 
 /* Whether TOWER_CUDA_SYNC_CHECK asks for a wait and check after every layer. */

@@ -86,7 +86,8 @@ typedef struct {
     cudaEvent_t ev[TC_N_EVENTS]; /* the phase events of the current step, on the stream */
     double anchor_sec;       /* tower_now_sec() just before ev[TC_EV_ANCHOR] was recorded on the idle stream */
     int copy_in_started;     /* this step's copy-in has begun (anchor and TC_EV_IN_START recorded) */
-    char algorithms[1024];   /* the conv layers' cuDNN algorithms at max_batch (model_acts_cuda_describe_algos) */
+    char algorithms[32768];  /* the conv layers' cuDNN algorithms at max_batch (model_acts_cuda_describe_algos):
+                              * resnet50's 53 convolutions take about 16 KB */
     int ran;                 /* TC_RAN_* bits: the phases this step ran, for device_spans */
     size_t stats_n_bytes;    /* one training forward's batch statistics (model_moving_stats_n_bytes_cuda); 0: none */
     void *stats_dev;         /* (stats_cap, stats_n_bytes) device: this step's micro-batches before the last, in order */
