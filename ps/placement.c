@@ -33,6 +33,12 @@ void ps_place_variables(const size_t *n_bytes, int n_vars, int n_tasks, PsPlacem
     }
 }
 
+size_t ps_shards_n_bytes(int n_vars, int n_ranks) {
+    const PsShards *s = NULL;
+    return (size_t)n_vars * (sizeof *s->owner + sizeof *s->order) + (size_t)n_ranks * sizeof *s->counts +
+           ((size_t)n_ranks + 1) * sizeof *s->displs + (size_t)n_ranks * sizeof *s->shard_n_bytes;
+}
+
 int ps_shards_init(PsShards *s, const ModelSpec *spec, int n_ranks, int n_ps, PsPlacement rule) {
     const int n_vars = spec->n_vars;
     memset(s, 0, sizeof *s);

@@ -61,6 +61,10 @@ typedef struct PsShards {
 int ps_shards_init(PsShards *s, const ModelSpec *spec, int n_ranks, int n_ps, PsPlacement rule);
 void ps_shards_free(PsShards *s);
 
+/* The bytes ps_shards_init allocates for n_vars variables over n_ranks
+ * ranks (its arrays; the memory bound's share of a PsShards). */
+size_t ps_shards_n_bytes(int n_vars, int n_ranks);
+
 /* The index into s->order of rank r's first variable (r = n_ranks: n_vars). */
 int ps_shards_first(const PsShards *s, const ModelSpec *spec, int r);
 

@@ -94,6 +94,24 @@ typedef struct {
     float *stats;          /* (R, 1 + 3T) train_ranks_agree's buffer, T a worker's towers */
 } PsMpiState;
 
+/* The floats of each buffer of PsMpiState, from the trainer and this rank's
+ * shard size: what mode_open allocates and mode_host_n_bytes counts. */
+typedef struct {
+    size_t packed, recv, mean, stats, gather;
+} PsMpiBufs;
+
+static PsMpiBufs ps_mpi_bufs(const Trainer *tr, size_t own) {
+    const int R = tr->n_ranks;
+    const char *writers = tr->opt.checkpoint_writers ? tr->opt.checkpoint_writers : "owners";
+    const int gathers = tr->rank == 0 && R > 1 && !strcmp(writers, "rank0");
+    const size_t M = tr->spec.n_params;
+    return (PsMpiBufs){.packed = M,
+                       .recv = (size_t)tr->n_workers * own + 1,
+                       .mean = own + 1,
+                       .stats = (size_t)R * (1 + 3 * (size_t)tr->worker_towers),
+                       .gather = gathers ? M : 0};
+}
+
 static void mode_describe(const Trainer *tr, const char *ts) {
     const PsMpiState *st = tr->mode_state;
     const int T = tr->worker_towers;
@@ -148,7 +166,7 @@ static void mode_close(Trainer *tr) {
 /* Rank 0's server to every rank, the placement, the buffers. */
 static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
-    const int R = tr->n_ranks, T = tr->worker_towers;
+    const int R = tr->n_ranks;
     const size_t M = tr->spec.n_params;
     if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
         snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
@@ -190,13 +208,13 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "%d workers x a shard of %d floats: more than MPI's int displacements", W, own);
         return -1;
     }
-    st->packed = malloc(M * sizeof(float));
-    st->recv = malloc(((size_t)W * own + 1) * sizeof(float));
-    st->mean = malloc(((size_t)own + 1) * sizeof(float));
-    st->stats = malloc((size_t)R * (1 + 3 * T) * sizeof(float));
-    const int gathers = tr->rank == 0 && R > 1 && !strcmp(writers, "rank0");
-    if (gathers) st->gather = malloc(M * sizeof(float));
-    if (!st->packed || !st->recv || !st->mean || !st->stats || (gathers && !st->gather)) goto oom;
+    const PsMpiBufs b = ps_mpi_bufs(tr, (size_t)own);
+    st->packed = malloc(b.packed * sizeof(float));
+    st->recv = malloc(b.recv * sizeof(float));
+    st->mean = malloc(b.mean * sizeof(float));
+    st->stats = malloc(b.stats * sizeof(float));
+    if (b.gather) st->gather = malloc(b.gather * sizeof(float));
+    if (!st->packed || !st->recv || !st->mean || !st->stats || (b.gather && !st->gather)) goto oom;
     /* After a --resume, each owner's slots and moving averages from rank 0's (which alone loaded, all of them),
      * through the packed block: a rank keeps only its shard's (ps_create's keep, mode_server_keeps).  Fresh, every
      * rank made its own alike (the same seed's variables, the optimizer's initial slots). */
@@ -400,12 +418,11 @@ size_t train_ps_own_n_floats(const Trainer *tr) {
  * slices of this rank's shard (W x own), its mean (own), rank 0's save gather (M, --checkpoint_writers rank0
  * across ranks), the step codes, the tables. */
 static size_t mode_host_n_bytes(const Trainer *tr) {
-    const int R = tr->n_ranks, n_vars = tr->spec.n_vars, W = tr->n_workers;
-    const size_t M = tr->spec.n_params, own = train_ps_own_n_floats(tr);
-    const size_t tables = (size_t)n_vars * 2 * sizeof(int) + (size_t)R * (5 * sizeof(int) + sizeof(size_t) + sizeof(int));
-    const int gathers = tr->rank == 0 && R > 1 && tr->opt.checkpoint_writers && !strcmp(tr->opt.checkpoint_writers, "rank0");
-    return (M + ((size_t)W * own + 1) + (own + 1) + (gathers ? M : 0) + (size_t)R * (1 + 3 * tr->worker_towers)) *
-               sizeof(float) + tables + sizeof(PsMpiState);
+    const int R = tr->n_ranks;
+    const PsMpiBufs b = ps_mpi_bufs(tr, train_ps_own_n_floats(tr));
+    const size_t counts = 3 * (size_t)R * sizeof(int); /* no_counts, recv_counts, recv_displs */
+    return (b.packed + b.recv + b.mean + b.stats + b.gather) * sizeof(float) + counts +
+           ps_shards_n_bytes(tr->spec.n_vars, R) + sizeof(PsMpiState);
 }
 
 /* Before the server exists: this rank keeps the slots and moving averages of
