@@ -90,6 +90,12 @@ static unsigned grid_for(size_t n) {
 
 static int is_padded(const Conv2dCuda *c) { return c->HP != c->geom.H || c->WP != c->geom.W; }
 
+/* The filter's floats: (C_out, KH, KW, C_in / groups). */
+static size_t filter_n_floats(const Conv2dCuda *c) {
+    const Conv2d *g = &c->geom;
+    return (size_t)g->KH * g->KW * (size_t)(g->C_in / c->groups) * g->C_out;
+}
+
 static void pad_input(float *xpad, const float *inp, const Conv2dCuda *c, int B, cudaStream_t stream) {
     const Conv2d *g = &c->geom;
     const size_t n = (size_t)B * c->HP * c->WP * g->C_in;
@@ -116,7 +122,7 @@ typedef struct {
 
 static ConvScratchLayout scratch_layout(const Conv2dCuda *c) {
     const Conv2d *g = &c->geom;
-    const size_t w_n = (size_t)g->KH * g->KW * g->C_in * g->C_out;
+    const size_t w_n = filter_n_floats(c);
     const size_t out_n = (size_t)c->max_batch * g->OH * g->OW * g->C_out;
     ConvScratchLayout L;
     size_t off = 0;
@@ -214,6 +220,10 @@ extern "C" void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_
                             bwd_filter_algo_name(c->algo_bwd_filter)};
     size_t used = 0;
     out[0] = '\0';
+    if (c->groups > 1 && out_n_bytes > 0) {
+        const int k = snprintf(out, out_n_bytes, "grouped convolution, %d groups: ", c->groups);
+        if (k > 0) used = (size_t)k < out_n_bytes ? (size_t)k : out_n_bytes;
+    }
     for (int d = 0; d < 3 && used < out_n_bytes; d++) {
         char ms[48] = "";
         if (c->measured && c->algo_ms[d] >= 0.0f) snprintf(ms, sizeof ms, ", measured %.3f ms", (double)c->algo_ms[d]);
@@ -259,7 +269,7 @@ static void find_bufs_free(FindBufs *b) {
 static int find_bufs_alloc(FindBufs *b, const Conv2dCuda *c, size_t cap, char *err, size_t err_n_bytes) {
     const Conv2d *g = &c->geom;
     const size_t x_n = (size_t)c->batch * c->HP * c->WP * g->C_in, y_n = (size_t)c->batch * g->OH * g->OW * g->C_out;
-    const size_t w_n = (size_t)g->KH * g->KW * g->C_in * g->C_out;
+    const size_t w_n = filter_n_floats(c);
     memset(b, 0, sizeof *b);
     b->ws_n_bytes = cap;
     if (CUDA_SOFT(cudaMalloc((void **)&b->x, x_n * sizeof(float)), err, err_n_bytes) ||
@@ -397,10 +407,13 @@ static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
 }
 
 
-extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
-                                int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+/* conv2d_cuda_init and conv2d_cuda_init_depthwise: groups 1, or C_in (each
+ * channel its own filter). */
+static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_batch, int allow_tf32,
+                        int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
     memset(c, 0, sizeof *c);
     c->geom = *geom;
+    c->groups = groups;
     c->max_batch = max_batch;
     c->allow_tf32 = allow_tf32 != 0;
     c->deterministic_only = deterministic_only != 0;
@@ -422,10 +435,12 @@ extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch
         if (CUDNN_SOFT(cudnnCreateConvolutionDescriptor(&c->conv_desc[d]), err, err_n_bytes) ||
             CUDNN_SOFT(cudnnSetConvolution2dDescriptor(c->conv_desc[d], sym_h, sym_w, g->stride_h, g->stride_w, 1, 1,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                       err, err_n_bytes))
+                       err, err_n_bytes) ||
+            (groups > 1 && CUDNN_SOFT(cudnnSetConvolutionGroupCount(c->conv_desc[d], groups), err, err_n_bytes)))
             goto fail;
     }
-    if (CUDNN_SOFT(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g->C_out, g->C_in, g->KH, g->KW),
+    if (CUDNN_SOFT(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g->C_out, g->C_in / groups,
+                                              g->KH, g->KW),
                    err, err_n_bytes))
         goto fail;
     if (describe_batch(c, max_batch, err, err_n_bytes)) goto fail;
@@ -438,6 +453,30 @@ extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch
 fail:
     conv2d_cuda_free(c);
     return -1;
+}
+
+extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
+                                int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+    return init_grouped(c, geom, 1, max_batch, allow_tf32, deterministic_only, cudnn, err, err_n_bytes);
+}
+
+extern "C" int conv2d_cuda_init_depthwise(Conv2dCuda *c, const Depthwise *d, int max_batch, int allow_tf32,
+                                          int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+    Conv2d g;
+    memset(&g, 0, sizeof g);
+    g.H = d->H;
+    g.W = d->W;
+    g.C_in = g.C_out = d->C;
+    g.KH = d->KH;
+    g.KW = d->KW;
+    g.stride_h = g.stride_w = d->stride;
+    g.padding = d->padding;
+    g.act = ACT_NONE;
+    g.OH = d->OH;
+    g.OW = d->OW;
+    g.pad_top = d->pad_top;
+    g.pad_left = d->pad_left;
+    return init_grouped(c, &g, d->C, max_batch, allow_tf32, deterministic_only, cudnn, err, err_n_bytes);
 }
 
 extern "C" int conv2d_cuda_set_batch(Conv2dCuda *c, int B, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
@@ -480,7 +519,7 @@ extern "C" void conv2d_forward_cuda(float *out, void *scratch, const float *inp,
     const ConvScratchLayout L = scratch_layout(c);
     char *base = (char *)scratch;
     float *w_krsc = (float *)(base + L.w_krsc);
-    const int K = g->KH * g->KW * g->C_in;
+    const int K = g->KH * g->KW * (g->C_in / c->groups);
     const float one = 1.0f, zero = 0.0f;
     transpose_cuda(w_krsc, weight, K, g->C_out, stream); /* (K, C_out) -> (C_out, K) */
     const float *x = inp;
@@ -506,7 +545,7 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
     float *w_krsc = (float *)(base + L.w_krsc), *dw_krsc = (float *)(base + L.dw_krsc);
     float *dpre = (float *)(base + L.dpre), *partials = (float *)(base + L.partials);
     void *ws = base + L.workspace;
-    const int K = g->KH * g->KW * g->C_in;
+    const int K = g->KH * g->KW * (g->C_in / c->groups);
     const size_t rows = (size_t)B * g->OH * g->OW;
     const float one = 1.0f, zero = 0.0f;
     const float *grad = dout;

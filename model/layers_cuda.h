@@ -72,6 +72,7 @@ typedef struct {
     int batch;                   /* the batch the descriptors describe now */
     int allow_tf32;
     int deterministic_only;      /* refuse non-deterministic algorithms (--deterministic) */
+    int groups;                  /* 1; C_in for a depthwise convolution (conv2d_cuda_init_depthwise) */
     /* Asymmetric padding: cuDNN pads min(before, after) on both sides; the
      * rest is explicit zero rows/columns of a padded copy of the input,
      * (batch, HP, WP, C_in) with HP = H + ext_top + ext_bottom, in scratch.
@@ -100,6 +101,17 @@ typedef struct {
  * c is then left freed. */
 int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32, int deterministic_only,
                      cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
+
+/* A depthwise convolution (depth multiplier 1, Keras's (KH, KW, C, 1)
+ * kernel, no bias) as cuDNN's grouped convolution with C groups: the same
+ * descriptors, algorithm rule, padding and forward/backward as conv2d
+ * (weight (KH, KW, C) seen as the (KH*KW, C) matrix whose transpose is
+ * cuDNN's (C, KH, KW, 1) filter).  The layer graph takes it for its
+ * depthwise nodes with TOWER_DEPTHWISE_CUDNN=1 in the environment, in
+ * place of depthwise_cuda.cu's kernels (model/model_cuda.cu).  Returns 0,
+ * or -1 with one line in err. */
+int conv2d_cuda_init_depthwise(Conv2dCuda *c, const Depthwise *d, int max_batch, int allow_tf32,
+                               int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
 
 /* One line into out: the three algorithms chosen for the current batch,
  * each with "deterministic" or "NOT deterministic", its math type and its
@@ -302,9 +314,9 @@ void transpose_cuda(float *dst, const float *src, int rows, int cols, cudaStream
  *   - depthwise: cuDNN's grouped convolution (groups = C) wants the filter
  *     as (C, KH, KW, 1) (a transpose of Keras's (KH, KW, C, 1)) and pads
  *     only symmetrically; the direct kernels below (the CPU's windows, any
- *     padding) are the first version, written and compiled without a GPU
- *     to measure on, and cuDNN's grouped convolution is the candidate fast
- *     path to measure against them on one (docs/models.md).
+ *     padding) ran on an H100 and match the CPU; the grouped convolution
+ *     is conv2d_cuda_init_depthwise (TOWER_DEPTHWISE_CUDNN=1), to be
+ *     measured against them (docs/gpu.md).
  * ========================================================================== */
 
 /* grad_accumulate: dst += src.  dst, src: (n), must not alias. */

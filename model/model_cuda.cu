@@ -37,8 +37,9 @@ extern "C" {
 
 /* A node's GPU state: whatever its kind keeps between calls. */
 struct NodeCuda {
-    Conv2dCuda conv;          /* CONV2D: descriptors, algorithms */
+    Conv2dCuda conv;          /* CONV2D, and DEPTHWISE with dw_cudnn: descriptors, algorithms */
     LrnCuda lrn;              /* LRN */
+    int dw_cudnn;             /* DEPTHWISE: 1 = cuDNN's grouped convolution in conv (TOWER_DEPTHWISE_CUDNN=1) */
 };
 
 /* Handles and options at workspace creation. */
@@ -313,17 +314,55 @@ extern "C" void batchnorm_node_update_cuda(const Node *n, float *const *w, const
     batchnorm_update_moving_cuda(w[2], w[3], mean, var, n->bn.momentum, n->bn.C, r->stream);
 }
 
-/* depthwise */
-NO_STATE_CUDA(depthwise)
+/* depthwise: our kernels (depthwise_cuda.cu), or with TOWER_DEPTHWISE_CUDNN=1
+ * in the environment (read at workspace creation) cuDNN's grouped
+ * convolution (conv2d_cuda_init_depthwise), to measure one against the
+ * other on a GPU (docs/gpu.md). */
+static int depthwise_cudnn_wanted(void) {
+    const char *e = getenv("TOWER_DEPTHWISE_CUDNN");
+    return e && e[0] && strcmp(e, "0") != 0;
+}
+static size_t depthwise_w_n_floats(const Depthwise *d) { return (size_t)d->KH * d->KW * d->C; }
+extern "C" int depthwise_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *err,
+                                        size_t err_n_bytes) {
+    c->dw_cudnn = depthwise_cudnn_wanted();
+    if (!c->dw_cudnn) return 0;
+    return conv2d_cuda_init_depthwise(&c->conv, &n->dw, env->max_batch, env->allow_tf32, env->deterministic_only,
+                                      env->cudnn, err, err_n_bytes);
+}
+extern "C" int depthwise_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *err,
+                                             size_t err_n_bytes) {
+    (void)n;
+    return c->dw_cudnn ? conv2d_cuda_set_batch(&c->conv, B, env->cudnn, err, err_n_bytes) : 0;
+}
+extern "C" void depthwise_node_free_cuda(NodeCuda *c) {
+    if (c->dw_cudnn) conv2d_cuda_free(&c->conv);
+}
+/* cuDNN: its scratch, then the weight gradient conv2d_backward_cuda overwrites. */
 extern "C" size_t depthwise_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
-    (void)c;
+    if (c->dw_cudnn)
+        return align256(conv2d_cuda_scratch_n_bytes(&c->conv)) + align256(sizeof(float) * depthwise_w_n_floats(&n->dw));
     return depthwise_cuda_scratch_n_bytes(&n->dw, max_batch);
 }
 extern "C" void depthwise_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
-    depthwise_forward_cuda(r->out, r->in[0], r->w[0], &n->dw, r->B, r->stream);
+    if (r->c->dw_cudnn)
+        conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], NULL, &r->c->conv, r->B, r->cudnn, r->stream);
+    else
+        depthwise_forward_cuda(r->out, r->in[0], r->w[0], &n->dw, r->B, r->stream);
 }
 extern "C" void depthwise_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
-    depthwise_backward_cuda(r->din[0], r->dw[0], r->scratch, r->dout, r->in[0], r->w[0], &n->dw, r->B, r->stream);
+    if (!r->c->dw_cudnn) {
+        depthwise_backward_cuda(r->din[0], r->dw[0], r->scratch, r->dout, r->in[0], r->w[0], &n->dw, r->B, r->stream);
+        return;
+    }
+    float *dw = (float *)((char *)r->scratch + align256(conv2d_cuda_scratch_n_bytes(&r->c->conv)));
+    conv2d_backward_cuda(r->din[0], dw, NULL, r->scratch, r->out, r->dout, r->in[0], r->w[0], &r->c->conv, r->B,
+                         r->cudnn, r->stream);
+    grad_accumulate_cuda(r->dw[0], dw, depthwise_w_n_floats(&n->dw), r->stream);
+}
+extern "C" void depthwise_node_describe_cuda(const NodeCuda *c, char *out, size_t out_n_bytes) {
+    if (c->dw_cudnn) conv2d_cuda_describe_algos(&c->conv, out, out_n_bytes);
+    else no_describe(c, out, out_n_bytes);
 }
 
 /* pointwise */

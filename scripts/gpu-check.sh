@@ -38,7 +38,8 @@
 #             (bench_gpu --per_layer, batch 128, each conv's cuDNN algorithms)
 #             for TOWER_GPU_CHECK_PROFILE_MODELS (default resnet20 resnet50
 #             mobilenet_v2 vgg11), the resnet20 and resnet50 tables again with
-#             TOWER_CUDNN_FIND=1 (cuDNN's measured algorithms), `tower bench`
+#             TOWER_CUDNN_FIND=1 (cuDNN's measured algorithms), mobilenet_v2's
+#             with TOWER_DEPTHWISE_CUDNN=1 (cuDNN's grouped convolution), `tower bench`
 #             (ps_cpu, 1 tower of 128) on
 #             resnet20 and resnet50 for the trainer's forward / backward
 #             beside them, and `tower train --model resnet20
@@ -339,6 +340,16 @@ profile)
     cp "$BUILD"/per_layer_*.csv "$WORK/find/" 2>/dev/null
   else
     say "no time left for the TOWER_CUDNN_FIND=1 tables"
+  fi
+  # mobilenet_v2's depthwise layers as cuDNN's grouped convolution (TOWER_DEPTHWISE_CUDNN=1) against our kernels.
+  if [ "$(left)" -gt 90 ]; then
+    mkdir -p "$WORK/dwcudnn"
+    rm -f "$BUILD"/per_layer_*.csv
+    TOWER_DEPTHWISE_CUDNN=1 GPU_BENCH_PEER=0 GPU_BENCH_MODELS='' GPU_BENCH_PER_LAYER="mobilenet_v2" \
+      timeout "$(upto 90)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile-dwcudnn.log" 2>&1 || rc=1
+    echo "# mobilenet_v2 with TOWER_DEPTHWISE_CUDNN=1 (depthwise as cuDNN's grouped convolution)"
+    cat "$WORK/profile-dwcudnn.log"
+    cp "$BUILD"/per_layer_*.csv "$WORK/dwcudnn/" 2>/dev/null
   fi
   # The trainer's own forward / backward (TOWER_PHASE_*) beside the tables' steps.
   for m in resnet20 resnet50; do

@@ -4,7 +4,7 @@
  * norm with its sync split, depthwise, pointwise, zero padding, ReLU6, add,
  * global average pooling, dropout) and a few others; conv2d also with odd
  * SAME padding (the zero-padded copy) and with measured algorithms
- * (TOWER_CUDNN_FIND=1).
+ * (TOWER_CUDNN_FIND=1); depthwise also as cuDNN's grouped convolution.
  *
  * Where it sits: the first GPU test (label `gpu`); skipped (77) without a
  * GPU.  The seed is printed; TOWER_TEST_SEED=<seed> replays a run.
@@ -592,6 +592,54 @@ static int test_depthwise(const Ctx *x, int B, int H, int W, int C, int stride, 
     return fails;
 }
 
+/* The same depthwise convolution as cuDNN's grouped convolution
+ * (conv2d_cuda_init_depthwise, TOWER_DEPTHWISE_CUDNN=1's path): forward,
+ * dinp and dweight against the CPU layer; the description says "grouped". */
+static int test_depthwise_cudnn(const Ctx *x, int B, int H, int W, int C, int stride, Padding pad, double rel) {
+    Depthwise d;
+    if (depthwise_init(&d, H, W, C, 3, 3, stride, pad)) {
+        printf("depthwise_init rejected %dx%dx%d s%d: FAIL\n", H, W, C, stride);
+        return 1;
+    }
+    printf("depthwise 3x3 as cuDNN's grouped convolution %dx%dx%d, stride %d, %s -> %dx%d, batch %d\n", H, W, C,
+           stride, pad == PAD_SAME ? "SAME" : "VALID", d.OH, d.OW, B);
+    Conv2dCuda c;
+    char err[512], desc[1024];
+    if (conv2d_cuda_init_depthwise(&c, &d, B, 0, 0, x->cudnn, err, sizeof err)) {
+        printf("  %s: FAIL\n", err);
+        return 1;
+    }
+    conv2d_cuda_describe_algos(&c, desc, sizeof desc);
+    const size_t in_n = (size_t)B * H * W * C, out_n = (size_t)B * d.OH * d.OW * C, w_n = (size_t)9 * C;
+    float *inp = gpu_test_host(F(in_n)), *w = gpu_test_host(F(w_n)), *dout = gpu_test_host(F(out_n));
+    float *out = gpu_test_host(F(out_n)), *dinp = gpu_test_host(F(in_n)), *dw = gpu_test_host(F(w_n));
+    float *scratch = gpu_test_host(F(depthwise_scratch_n_floats(&d, 1)));
+    float *got = gpu_test_host(F(in_n > out_n ? in_n : out_n));
+    gpu_test_fill(inp, in_n, -1.0f, 1.0f);
+    gpu_test_fill(w, w_n, -1.0f, 1.0f);
+    gpu_test_fill(dout, out_n, -1.0f, 1.0f);
+    memset(dw, 0, F(w_n));
+    depthwise_forward(out, inp, w, &d, B);
+    depthwise_backward(dinp, dw, scratch, dout, inp, w, &d, B, 1);
+    float *d_inp = gpu_test_upload(inp, F(in_n)), *d_w = gpu_test_upload(w, F(w_n)), *d_dout = gpu_test_upload(dout, F(out_n));
+    float *d_out = gpu_test_dev(F(out_n)), *d_dinp = gpu_test_dev(F(in_n)), *d_dw = gpu_test_dev(F(w_n));
+    void *d_scratch = gpu_test_dev(conv2d_cuda_scratch_n_bytes(&c));
+    int fails = !strstr(desc, "grouped");
+    printf("  %s: %s\n", desc, fails ? "FAIL (not described as grouped)" : "ok");
+    conv2d_forward_cuda(d_out, d_scratch, d_inp, d_w, NULL, &c, B, x->cudnn, x->stream);
+    gpu_test_download(got, d_out, F(out_n));
+    fails += gpu_test_check_scaled("forward out", got, out, out_n, rel);
+    conv2d_backward_cuda(d_dinp, d_dw, NULL, d_scratch, d_out, d_dout, d_inp, d_w, &c, B, x->cudnn, x->stream);
+    gpu_test_download(got, d_dinp, F(in_n));
+    fails += gpu_test_check_scaled("backward dinp", got, dinp, in_n, rel);
+    gpu_test_download(got, d_dw, F(w_n));
+    fails += gpu_test_check_scaled("backward dweight (written)", got, dw, w_n, rel);
+    cudaFree(d_inp); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_scratch);
+    free(inp); free(w); free(dout); free(out); free(dinp); free(dw); free(scratch); free(got);
+    conv2d_cuda_free(&c);
+    return fails;
+}
+
 static int test_pointwise(const Ctx *x, size_t rows, int Ci, int Co, double rel) {
     printf("pointwise 1x1 %zu rows, %d -> %d channels\n", rows, Ci, Co);
     const size_t in_n = rows * Ci, out_n = rows * Co, w_n = (size_t)Ci * Co;
@@ -789,6 +837,11 @@ int main(void) {
     fails += test_depthwise(&x, 8, 17, 17, 96, 2, PAD_VALID, rel);
     fails += test_depthwise(&x, 3, 7, 5, 13, 1, PAD_SAME, rel);
     fails += test_depthwise(&x, 3, 9, 8, 5, 2, PAD_VALID, rel);
+    /* The same as cuDNN's grouped convolution (TOWER_DEPTHWISE_CUDNN=1), odd SAME padding (32x32 stride 2) included. */
+    fails += test_depthwise_cudnn(&x, 8, 16, 16, 32, 1, PAD_SAME, rel);
+    fails += test_depthwise_cudnn(&x, 4, 32, 32, 16, 2, PAD_SAME, rel);
+    fails += test_depthwise_cudnn(&x, 8, 17, 17, 96, 2, PAD_VALID, rel);
+    fails += test_depthwise_cudnn(&x, 3, 7, 5, 13, 1, PAD_SAME, rel);
     fails += test_pointwise(&x, (size_t)8 * 16 * 16, 16, 96, rel);
     fails += test_pointwise(&x, (size_t)8 * 4 * 4, 320, 1280, rel);
     fails += test_pointwise(&x, 37, 7, 5, rel);

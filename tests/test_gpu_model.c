@@ -303,6 +303,11 @@ int main(void) {
     fails += test_model(&x, "cifar10", 24, 24, 3, 2e-2, seed + 1);
     /* 96x96: the last maps are 3x3, so the last batch norms see 9 B rows (see test_model_mobilenet_v2.c). */
     fails += test_model(&x, "mobilenet_v2", 96, 96, 3, 5e-2, seed + 2);
+    /* Its depthwise layers as cuDNN's grouped convolution (TOWER_DEPTHWISE_CUDNN=1, read at workspace creation). */
+    setenv("TOWER_DEPTHWISE_CUDNN", "1", 1);
+    printf("(TOWER_DEPTHWISE_CUDNN=1) ");
+    fails += test_model(&x, "mobilenet_v2", 96, 96, 3, 5e-2, seed + 7);
+    unsetenv("TOWER_DEPTHWISE_CUDNN");
     fails += test_modes(&x, 96, seed + 3);
     /* The Keras networks of model/nets/vgg.c and resnet.c (the RELU node, max pools, projection shortcuts);
      * resnet50 at 128x128: conv5's maps are 4x4, so its batch norms see 16 B rows. */
