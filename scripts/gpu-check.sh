@@ -26,7 +26,8 @@
 #             train 1876 steps, eval; the 0.88 mark) and the same with
 #             --deterministic twice, compared bitwise.                  ~3-6 min
 #   memcheck  build + compute-sanitizer --tool memcheck on a short run (3 steps,
-#             2 towers) of every mode.                                  ~3-8 min
+#             2 towers) of every mode, then of mobilenet_v2, resnet20 and vgg11
+#             (tower bench, synthetic data, ps_cpu).                   ~1-4 min
 #   racecheck the same with --tool racecheck (slower).                 ~4-9 min
 #   sanitize  memcheck then racecheck in one call (only if each proved quick).
 #   bench     build + bench/run_gpu_bench.sh: Tower beside PyTorch on the same
@@ -312,6 +313,15 @@ memcheck|racecheck|sanitize)
       say "compute-sanitizer --tool $tool, $mode, 2 towers, 3 steps: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$WORK/sanitize-$tool-$mode.log" | tail -1) (exit $r)"
       [ $r -eq 0 ] || { tail -15 "$WORK/sanitize-$tool-$mode.log"; rc=1; }
     done
+    # The other networks' layers (batch norm, depthwise, pointwise, residual adds, odd SAME padding): tower
+    # bench on synthetic data (no data set needed), 2 towers of 4, 2 steps, ps_cpu (the towers' own code).
+    [ "$(left)" -gt 60 ] || { say "out of time before $tool on the other networks"; rc=1; break; }
+    timeout "$(( $(left) < 200 ? $(left) : 200 ))" "$CS" --tool "$tool" --error-exitcode 99 \
+      $TOWER bench --device gpu --models mobilenet_v2,resnet20,vgg11 --modes ps_cpu --towers 2 --batch_size 4 \
+      --steps 2 --warmup 0 --csv "" --svg "" >"$WORK/sanitize-$tool-nets.log" 2>&1
+    r=$?
+    say "compute-sanitizer --tool $tool, mobilenet_v2, resnet20, vgg11 (tower bench, ps_cpu, 2 towers of 4, 2 steps): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$WORK/sanitize-$tool-nets.log" | tail -1) (exit $r)"
+    [ $r -eq 0 ] || { tail -15 "$WORK/sanitize-$tool-nets.log"; rc=1; }
   done
   ;;
 bench)
