@@ -332,35 +332,27 @@ bench)
   cp "$BUILD"/per_layer_*.csv "$WORK/" 2>/dev/null
   ;;
 profile)
-  models=${TOWER_GPU_CHECK_PROFILE_MODELS:-resnet20 resnet50 mobilenet_v2 vgg11}
-  rm -f "$BUILD"/per_layer_*.csv
-  GPU_BENCH_PEER=0 GPU_BENCH_MODELS='' GPU_BENCH_PER_LAYER="$models" \
-    timeout "$(upto 240)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile.log" 2>&1 || rc=1
-  cat "$WORK/profile.log"
-  cp "$BUILD"/per_layer_*.csv "$WORK/" 2>/dev/null
+  # tables NAME SECONDS MODELS [VAR=VALUE ...]: run_gpu_bench.sh's per-layer tables of MODELS with the
+  # variables given, into $WORK/profile-NAME.log and the CSVs into $WORK/NAME/.
+  tables() {
+    local name=$1 secs=$2 models=$3
+    shift 3
+    mkdir -p "$WORK/$name"
+    rm -f "$BUILD"/per_layer_*.csv
+    env "$@" GPU_BENCH_PEER=0 GPU_BENCH_MODELS='' GPU_BENCH_PER_LAYER="$models" \
+      timeout "$(upto "$secs")" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile-$name.log" 2>&1 || rc=1
+    echo "# per-layer tables: $models${*:+ with $*}"
+    cat "$WORK/profile-$name.log"
+    cp "$BUILD"/per_layer_*.csv "$WORK/$name/" 2>/dev/null
+  }
+  tables heuristics 240 "${TOWER_GPU_CHECK_PROFILE_MODELS:-resnet20 resnet50 mobilenet_v2 vgg11}" TOWER_CUDNN_FIND=0
   # The same two ResNets with cuDNN's measured algorithms (TOWER_CUDNN_FIND=1, docs/gpu.md): does the
   # heuristics' choice (ALGO_1 backward everywhere on 2026-11-26) explain the backward's time?
-  if [ "$(left)" -gt 120 ]; then
-    mkdir -p "$WORK/find"
-    rm -f "$BUILD"/per_layer_*.csv
-    TOWER_CUDNN_FIND=1 GPU_BENCH_PEER=0 GPU_BENCH_MODELS='' GPU_BENCH_PER_LAYER="resnet20 resnet50" \
-      timeout "$(upto 150)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile-find.log" 2>&1 || rc=1
-    echo "# the same with TOWER_CUDNN_FIND=1 (measured algorithms)"
-    cat "$WORK/profile-find.log"
-    cp "$BUILD"/per_layer_*.csv "$WORK/find/" 2>/dev/null
-  else
-    say "no time left for the TOWER_CUDNN_FIND=1 tables"
-  fi
-  # mobilenet_v2's depthwise layers as cuDNN's grouped convolution (TOWER_DEPTHWISE_CUDNN=1) against our kernels.
-  if [ "$(left)" -gt 90 ]; then
-    mkdir -p "$WORK/dwcudnn"
-    rm -f "$BUILD"/per_layer_*.csv
-    TOWER_DEPTHWISE_CUDNN=1 GPU_BENCH_PEER=0 GPU_BENCH_MODELS='' GPU_BENCH_PER_LAYER="mobilenet_v2" \
-      timeout "$(upto 90)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/profile-dwcudnn.log" 2>&1 || rc=1
-    echo "# mobilenet_v2 with TOWER_DEPTHWISE_CUDNN=1 (depthwise as cuDNN's grouped convolution)"
-    cat "$WORK/profile-dwcudnn.log"
-    cp "$BUILD"/per_layer_*.csv "$WORK/dwcudnn/" 2>/dev/null
-  fi
+  if [ "$(left)" -gt 120 ]; then tables find 150 "resnet20 resnet50" TOWER_CUDNN_FIND=1
+  else say "no time left for the TOWER_CUDNN_FIND=1 tables"; fi
+  # mobilenet_v2's depthwise layers as cuDNN's grouped convolution against our kernels.
+  if [ "$(left)" -gt 90 ]; then tables dwcudnn 90 mobilenet_v2 TOWER_DEPTHWISE_CUDNN=1
+  else say "no time left for the TOWER_DEPTHWISE_CUDNN=1 table"; fi
   # The trainer's own forward / backward (TOWER_PHASE_*) beside the tables' steps.
   for m in resnet20 resnet50; do
     [ "$(left)" -gt 60 ] || { say "out of time before tower bench $m"; rc=1; break; }

@@ -556,87 +556,99 @@ static int test_batchnorm(const Ctx *x, size_t rows, int C, float offset, double
     return fails;
 }
 
-static int test_depthwise(const Ctx *x, int B, int H, int W, int C, int stride, Padding pad, double rel) {
+/* A depthwise case and the CPU layer's results on fresh random inputs:
+ * forward out, dinp, and dweight added onto dw0 in every entry. */
+typedef struct {
     Depthwise d;
-    if (depthwise_init(&d, H, W, C, 3, 3, stride, pad)) {
+    int B;
+    size_t in_n, out_n, w_n;
+    float *inp, *w, *dout;   /* (B, H, W, C), (3, 3, C), (B, OH, OW, C) */
+    float *out, *dinp, *dw;  /* the CPU's */
+    float *got;              /* a download buffer, (max(in_n, out_n)) */
+} DwCase;
+
+static int dw_case_make(DwCase *k, int B, int H, int W, int C, int stride, Padding pad, float dw0, const char *what) {
+    memset(k, 0, sizeof *k);
+    if (depthwise_init(&k->d, H, W, C, 3, 3, stride, pad)) {
         printf("depthwise_init rejected %dx%dx%d s%d: FAIL\n", H, W, C, stride);
-        return 1;
+        return -1;
     }
-    printf("depthwise 3x3 %dx%dx%d, stride %d, %s -> %dx%d, batch %d\n", H, W, C, stride,
-           pad == PAD_SAME ? "SAME" : "VALID", d.OH, d.OW, B);
-    const size_t in_n = (size_t)B * H * W * C, out_n = (size_t)B * d.OH * d.OW * C, w_n = (size_t)9 * C;
-    float *inp = gpu_test_host(F(in_n)), *w = gpu_test_host(F(w_n)), *dout = gpu_test_host(F(out_n));
-    float *out = gpu_test_host(F(out_n)), *dinp = gpu_test_host(F(in_n)), *dw = gpu_test_host(F(w_n));
-    float *scratch = gpu_test_host(F(depthwise_scratch_n_floats(&d, 1)));
-    float *got = gpu_test_host(F(in_n > out_n ? in_n : out_n));
-    gpu_test_fill(inp, in_n, -1.0f, 1.0f);
-    gpu_test_fill(w, w_n, -1.0f, 1.0f);
-    gpu_test_fill(dout, out_n, -1.0f, 1.0f);
-    for (size_t i = 0; i < w_n; i++) dw[i] = 0.5f;
-    depthwise_forward(out, inp, w, &d, B);
-    depthwise_backward(dinp, dw, scratch, dout, inp, w, &d, B, 1);
-    float *d_inp = gpu_test_upload(inp, F(in_n)), *d_w = gpu_test_upload(w, F(w_n)), *d_dout = gpu_test_upload(dout, F(out_n));
-    float *d_out = gpu_test_dev(F(out_n)), *d_dinp = gpu_test_dev(F(in_n)), *d_dw = dev_filled(w_n, 0.5f);
-    void *d_scratch = gpu_test_dev(depthwise_cuda_scratch_n_bytes(&d, B));
+    printf("depthwise 3x3%s %dx%dx%d, stride %d, %s -> %dx%d, batch %d\n", what, H, W, C, stride,
+           pad == PAD_SAME ? "SAME" : "VALID", k->d.OH, k->d.OW, B);
+    k->B = B;
+    k->in_n = (size_t)B * H * W * C, k->out_n = (size_t)B * k->d.OH * k->d.OW * C, k->w_n = (size_t)9 * C;
+    k->inp = gpu_test_host(F(k->in_n)), k->w = gpu_test_host(F(k->w_n)), k->dout = gpu_test_host(F(k->out_n));
+    k->out = gpu_test_host(F(k->out_n)), k->dinp = gpu_test_host(F(k->in_n)), k->dw = gpu_test_host(F(k->w_n));
+    k->got = gpu_test_host(F(k->in_n > k->out_n ? k->in_n : k->out_n));
+    float *scratch = gpu_test_host(F(depthwise_scratch_n_floats(&k->d, 1)));
+    gpu_test_fill(k->inp, k->in_n, -1.0f, 1.0f);
+    gpu_test_fill(k->w, k->w_n, -1.0f, 1.0f);
+    gpu_test_fill(k->dout, k->out_n, -1.0f, 1.0f);
+    for (size_t i = 0; i < k->w_n; i++) k->dw[i] = dw0;
+    depthwise_forward(k->out, k->inp, k->w, &k->d, B);
+    depthwise_backward(k->dinp, k->dw, scratch, k->dout, k->inp, k->w, &k->d, B, 1);
+    free(scratch);
+    return 0;
+}
+
+static void dw_case_free(DwCase *k) {
+    free(k->inp), free(k->w), free(k->dout), free(k->out), free(k->dinp), free(k->dw), free(k->got);
+}
+
+static int test_depthwise(const Ctx *x, int B, int H, int W, int C, int stride, Padding pad, double rel) {
+    DwCase k;
+    if (dw_case_make(&k, B, H, W, C, stride, pad, 0.5f, "")) return 1;
+    const Depthwise *d = &k.d;
+    float *d_inp = gpu_test_upload(k.inp, F(k.in_n)), *d_w = gpu_test_upload(k.w, F(k.w_n));
+    float *d_dout = gpu_test_upload(k.dout, F(k.out_n)), *d_out = gpu_test_dev(F(k.out_n));
+    float *d_dinp = gpu_test_dev(F(k.in_n)), *d_dw = dev_filled(k.w_n, 0.5f);
+    void *d_scratch = gpu_test_dev(depthwise_cuda_scratch_n_bytes(d, B));
     int fails = 0;
-    depthwise_forward_cuda(d_out, d_inp, d_w, &d, B, x->stream);
-    gpu_test_download(got, d_out, F(out_n));
-    fails += gpu_test_check_scaled("forward out", got, out, out_n, rel);
-    depthwise_backward_cuda(d_dinp, d_dw, d_scratch, d_dout, d_inp, d_w, &d, B, x->stream);
-    gpu_test_download(got, d_dinp, F(in_n));
-    fails += gpu_test_check_scaled("backward dinp", got, dinp, in_n, rel);
-    gpu_test_download(got, d_dw, F(w_n));
-    fails += gpu_test_check_scaled("backward dweight (added to 0.5)", got, dw, w_n, rel);
+    depthwise_forward_cuda(d_out, d_inp, d_w, d, B, x->stream);
+    gpu_test_download(k.got, d_out, F(k.out_n));
+    fails += gpu_test_check_scaled("forward out", k.got, k.out, k.out_n, rel);
+    depthwise_backward_cuda(d_dinp, d_dw, d_scratch, d_dout, d_inp, d_w, d, B, x->stream);
+    gpu_test_download(k.got, d_dinp, F(k.in_n));
+    fails += gpu_test_check_scaled("backward dinp", k.got, k.dinp, k.in_n, rel);
+    gpu_test_download(k.got, d_dw, F(k.w_n));
+    fails += gpu_test_check_scaled("backward dweight (added to 0.5)", k.got, k.dw, k.w_n, rel);
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_scratch);
-    free(inp); free(w); free(dout); free(out); free(dinp); free(dw); free(scratch); free(got);
+    dw_case_free(&k);
     return fails;
 }
 
 /* The same depthwise convolution as cuDNN's grouped convolution
  * (conv2d_cuda_init_depthwise, TOWER_DEPTHWISE_CUDNN=1's path): forward,
- * dinp and dweight against the CPU layer; the description says "grouped". */
+ * dinp and dweight (written) against the CPU layer; the description says
+ * "grouped". */
 static int test_depthwise_cudnn(const Ctx *x, int B, int H, int W, int C, int stride, Padding pad, double rel) {
-    Depthwise d;
-    if (depthwise_init(&d, H, W, C, 3, 3, stride, pad)) {
-        printf("depthwise_init rejected %dx%dx%d s%d: FAIL\n", H, W, C, stride);
-        return 1;
-    }
-    printf("depthwise 3x3 as cuDNN's grouped convolution %dx%dx%d, stride %d, %s -> %dx%d, batch %d\n", H, W, C,
-           stride, pad == PAD_SAME ? "SAME" : "VALID", d.OH, d.OW, B);
+    DwCase k;
+    if (dw_case_make(&k, B, H, W, C, stride, pad, 0.0f, " as cuDNN's grouped convolution")) return 1;
     Conv2dCuda c;
     char err[512], desc[1024];
-    if (conv2d_cuda_init_depthwise(&c, &d, B, 0, 0, x->cudnn, err, sizeof err)) {
+    if (conv2d_cuda_init_depthwise(&c, &k.d, B, 0, 0, x->cudnn, err, sizeof err)) {
         printf("  %s: FAIL\n", err);
+        dw_case_free(&k);
         return 1;
     }
     conv2d_cuda_describe_algos(&c, desc, sizeof desc);
-    const size_t in_n = (size_t)B * H * W * C, out_n = (size_t)B * d.OH * d.OW * C, w_n = (size_t)9 * C;
-    float *inp = gpu_test_host(F(in_n)), *w = gpu_test_host(F(w_n)), *dout = gpu_test_host(F(out_n));
-    float *out = gpu_test_host(F(out_n)), *dinp = gpu_test_host(F(in_n)), *dw = gpu_test_host(F(w_n));
-    float *scratch = gpu_test_host(F(depthwise_scratch_n_floats(&d, 1)));
-    float *got = gpu_test_host(F(in_n > out_n ? in_n : out_n));
-    gpu_test_fill(inp, in_n, -1.0f, 1.0f);
-    gpu_test_fill(w, w_n, -1.0f, 1.0f);
-    gpu_test_fill(dout, out_n, -1.0f, 1.0f);
-    memset(dw, 0, F(w_n));
-    depthwise_forward(out, inp, w, &d, B);
-    depthwise_backward(dinp, dw, scratch, dout, inp, w, &d, B, 1);
-    float *d_inp = gpu_test_upload(inp, F(in_n)), *d_w = gpu_test_upload(w, F(w_n)), *d_dout = gpu_test_upload(dout, F(out_n));
-    float *d_out = gpu_test_dev(F(out_n)), *d_dinp = gpu_test_dev(F(in_n)), *d_dw = gpu_test_dev(F(w_n));
+    float *d_inp = gpu_test_upload(k.inp, F(k.in_n)), *d_w = gpu_test_upload(k.w, F(k.w_n));
+    float *d_dout = gpu_test_upload(k.dout, F(k.out_n)), *d_out = gpu_test_dev(F(k.out_n));
+    float *d_dinp = gpu_test_dev(F(k.in_n)), *d_dw = gpu_test_dev(F(k.w_n));
     void *d_scratch = gpu_test_dev(conv2d_cuda_scratch_n_bytes(&c));
     int fails = !strstr(desc, "grouped");
     printf("  %s: %s\n", desc, fails ? "FAIL (not described as grouped)" : "ok");
     conv2d_forward_cuda(d_out, d_scratch, d_inp, d_w, NULL, &c, B, x->cudnn, x->stream);
-    gpu_test_download(got, d_out, F(out_n));
-    fails += gpu_test_check_scaled("forward out", got, out, out_n, rel);
+    gpu_test_download(k.got, d_out, F(k.out_n));
+    fails += gpu_test_check_scaled("forward out", k.got, k.out, k.out_n, rel);
     conv2d_backward_cuda(d_dinp, d_dw, NULL, d_scratch, d_out, d_dout, d_inp, d_w, &c, B, x->cudnn, x->stream);
-    gpu_test_download(got, d_dinp, F(in_n));
-    fails += gpu_test_check_scaled("backward dinp", got, dinp, in_n, rel);
-    gpu_test_download(got, d_dw, F(w_n));
-    fails += gpu_test_check_scaled("backward dweight (written)", got, dw, w_n, rel);
+    gpu_test_download(k.got, d_dinp, F(k.in_n));
+    fails += gpu_test_check_scaled("backward dinp", k.got, k.dinp, k.in_n, rel);
+    gpu_test_download(k.got, d_dw, F(k.w_n));
+    fails += gpu_test_check_scaled("backward dweight (written)", k.got, k.dw, k.w_n, rel);
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_dout); cudaFree(d_out); cudaFree(d_dinp); cudaFree(d_dw); cudaFree(d_scratch);
-    free(inp); free(w); free(dout); free(out); free(dinp); free(dw); free(scratch); free(got);
     conv2d_cuda_free(&c);
+    dw_case_free(&k);
     return fails;
 }
 
