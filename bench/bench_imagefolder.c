@@ -13,6 +13,9 @@
  * wall clock, whose share of the cores depends on the other processes)
  * bench/run_imagefolder_bench.sh runs it beside tf.data's decode_jpeg + resize
  * (bench/tf_imagefolder.py) on the same files.
+ * `bench_imagefolder --resize_only H W [--size S] [--channels C] [--repeat N]`
+ * times the resampler alone (imagefolder_resize, random H x W x C bytes to
+ * S x S, N calls): one line, milliseconds per call.
  * What it does not do: no training, no augmentation beyond the float conversion.
  */
 #include <stdio.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "io/imagefolder.h"
 #include "io/pipeline.h"
 
 static double clock_sec(clockid_t id) {
@@ -28,7 +32,40 @@ static double clock_sec(clockid_t id) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* --resize_only: imagefolder_resize on random bytes, n calls. */
+static int resize_only(int H, int W, int S, int C, int n) {
+    if (H < 1 || W < 1 || S < 1 || C < 1 || C > 16 || n < 1) {
+        fprintf(stderr, "bench_imagefolder --resize_only: sizes, --channels (1-16) and --repeat must be positive\n");
+        return 2;
+    }
+    unsigned char *src = malloc((size_t)H * W * C), *dst = malloc((size_t)S * S * C);
+    if (!src || !dst) return 1;
+    unsigned seed = 12345;
+    for (size_t i = 0; i < (size_t)H * W * C; i++) src[i] = (unsigned char)((seed = seed * 1103515245u + 12345u) >> 16);
+    unsigned sum = 0;
+    const double t0 = clock_sec(CLOCK_MONOTONIC);
+    for (int k = 0; k < n; k++) {
+        if (imagefolder_resize(dst, S, S, src, H, W, C) != 0) return 1;
+        sum += dst[(size_t)k % ((size_t)S * S * C)];
+    }
+    const double t = clock_sec(CLOCK_MONOTONIC) - t0;
+    printf("resize: %d x %d x %d -> %d x %d, %.3f ms per call (%d calls; checksum %u)\n", H, W, C, S, S, 1e3 * t / n, n,
+           sum);
+    free(src);
+    free(dst);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 4 && !strcmp(argv[1], "--resize_only")) {
+        int S = 224, C = 3, n = 300;
+        for (int i = 4; i + 1 < argc; i += 2) {
+            if (!strcmp(argv[i], "--size")) S = atoi(argv[i + 1]);
+            else if (!strcmp(argv[i], "--channels")) C = atoi(argv[i + 1]);
+            else if (!strcmp(argv[i], "--repeat")) n = atoi(argv[i + 1]);
+        }
+        return resize_only(atoi(argv[2]), atoi(argv[3]), S, C, n);
+    }
     const char *dir = NULL;
     int threads = 2, size = 224, batch = 64, epochs = 2, full = 0;
     long max_pixels = 0; /* 0: the pipeline's default */
