@@ -68,7 +68,7 @@
  *
  * Dedicated server ranks (--ps_dedicated --ps_ranks N, TensorFlow's `ps`
  * tasks apart from the workers): ranks 0 .. N-1 only serve (no towers, no
- * input, tr->worker < 0), ranks N .. R-1 are the W = R - N workers; a push
+ * input, tr->worker < 0), ranks N .. R-1 are the W = R - N workers (tr->n_workers); a push
  * carries the workers' T (tr->worker_towers); a server-only rank pushes
  * nothing.  Its server thread runs as on a co-located rank; its main
  * thread still runs the trainer's loop as a passive rank, so that it meets
@@ -186,9 +186,6 @@ typedef struct {
 
 typedef struct {
     int n_ps;               /* parameter-server ranks: 0 .. n_ps - 1 */
-    int n_servers;          /* --ps_dedicated: the first n_servers ranks only serve (= n_ps), else 0 */
-    int W;                  /* the workers: ranks n_servers .. R - 1 */
-    int T;                  /* a worker's towers (tr->worker_towers: also on a server-only rank, which has none) */
     PsPlacement rule;
     PsShards sh;            /* the shards: owner, packed order, counts, displs (ps/placement.h) */
     float *packed;          /* (M) the worker's mean gradient, then the pulled variables, in owner order */
@@ -238,7 +235,8 @@ typedef struct {
 
 /* A push to owner r: the header, the gradient's slice, then each tower's shares of r's moving statistics. */
 static size_t push_n_bytes(const PsAsyncState *st, int r) {
-    return sizeof(MsgHeader) + ((size_t)st->sh.counts[r] + (size_t)st->T * st->mcounts[r]) * sizeof(float);
+    const size_t T = (size_t)st->tr->worker_towers;
+    return sizeof(MsgHeader) + ((size_t)st->sh.counts[r] + T * st->mcounts[r]) * sizeof(float);
 }
 
 /* A pull from owner r: the header, the shard's values (its moving statistics among them). */
@@ -249,7 +247,7 @@ static size_t pull_n_bytes(const PsAsyncState *st, int r) {
 /* Byte offset of rank p's message in out / in. */
 static size_t msg_at(const PsAsyncState *st, int p) {
     return (size_t)p * sizeof(MsgHeader) +
-           ((size_t)st->sh.displs[p] + (size_t)st->T * st->mdispls[p]) * sizeof(float);
+           ((size_t)st->sh.displs[p] + (size_t)st->tr->worker_towers * st->mdispls[p]) * sizeof(float);
 }
 
 /* The server's end of the job on a fault: one line, every rank ends. */
@@ -281,7 +279,7 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
         server_fatal(tr, what);
     }
     const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
-    const int T = st->T;
+    const int T = tr->worker_towers;
     for (size_t i = 0; i < own + (size_t)T * own_moving; i++)
         if (float_nonfinite(st->mean[i])) {
             char what[160];
@@ -353,7 +351,7 @@ static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
 /* 1 when a worker may start step t + 1: every worker not done and whose input has not ended has pushed step
  * t - S (a server-only rank pushes nothing: not counted). */
 static int may_pull(const PsAsyncState *st, long t) {
-    for (int u = st->n_servers; u < st->tr->n_ranks; u++)
+    for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++)
         if (!st->done[u] && st->ended[u] < 0 && st->pushed[u] < t - st->tr->opt.max_staleness + 1) return 0;
     return 1;
 }
@@ -364,7 +362,7 @@ static int may_pull(const PsAsyncState *st, long t) {
 static void fix_stop(PsAsyncState *st) {
     if (st->stop_at >= 0) return;
     long furthest = 0;
-    for (int u = st->n_servers; u < st->tr->n_ranks; u++)
+    for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++)
         if (st->pushed[u] > furthest) furthest = st->pushed[u];
     st->stop_at = furthest + 1;
     pthread_cond_broadcast(&st->moved);
@@ -379,7 +377,7 @@ static int round_answer(const PsAsyncState *st, long k, MsgHeader *h) {
     long count = 0;
     int ran = 0;
     double loss = 0.0, accuracy = 0.0;
-    for (int u = st->n_servers; u < st->tr->n_ranks; u++) {
+    for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++) {
         if (st->ended[u] >= 0 && st->ended[u] < k) {
             count += st->ended[u];
             continue;
@@ -418,14 +416,14 @@ static void *server_main(void *arg) {
             else st->waiting[w] = h.version;
             if (h.step == MSG_WAIT && h.stop > 0) fix_stop(st);
             int running = 0;
-            for (int u = st->n_servers; u < R; u++) running += st->ended[u] < 0;
+            for (int u = tr->n_servers; u < R; u++) running += st->ended[u] < 0;
             pthread_cond_broadcast(&st->moved);
             pthread_mutex_unlock(&st->lock);
             if (h.step == MSG_ENDED && tr->rank == 0) { /* rank 0 logs (the others' stdout is /dev/null) */
                 char ts[64];
                 trainer_timestamp(ts, sizeof ts);
                 printf("%s: rank %d (worker %d): its input ended after %ld step(s); %d worker(s) still running\n", ts,
-                       w, w - st->n_servers, h.version, running);
+                       w, w - tr->n_servers, h.version, running);
                 fflush(stdout);
             }
         } else if (h.step < 0) {
@@ -467,15 +465,15 @@ static void *server_main(void *arg) {
 static void mode_describe(const Trainer *tr, const char *ts) {
     const PsAsyncState *st = tr->mode_state;
     char where[200] = "";
-    if (st->n_servers > 0)
+    if (tr->n_servers > 0)
         snprintf(where, sizeof where, " (ranks 0 .. %d, dedicated: no towers, no input, a server thread each "
-                 "(--ps_dedicated); workers: ranks %d .. %d)", st->n_servers - 1, st->n_servers, tr->n_ranks - 1);
+                 "(--ps_dedicated); workers: ranks %d .. %d)", tr->n_servers - 1, tr->n_servers, tr->n_ranks - 1);
     printf("%s: global batch %d = %d worker rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
            "rank(s)%s, placed by %s; asynchronous: each worker averages its %d tower(s), pushes each shard's slice to "
            "its owner, whose server thread applies %s to it on arrival, one worker at a time, and answers with the "
            "shard's current values; --max_staleness %d (staleness at most %ld updates); rank %d of %d%s%s\n",
-           ts, tr->global_batch, st->W, st->T, trainer_mode_name(tr->mode), st->n_ps, where,
-           ps_placement_name(st->rule), st->T, optimizer_name(&tr->ps->cfg.opt), tr->opt.max_staleness,
+           ts, tr->global_batch, tr->n_workers, tr->worker_towers, trainer_mode_name(tr->mode), st->n_ps, where,
+           ps_placement_name(st->rule), tr->worker_towers, optimizer_name(&tr->ps->cfg.opt), tr->opt.max_staleness,
            st->bound, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "",
            tr->rank == 0 && tr->worker < 0 ? "; rank 0 is a server: a step's loss and accuracy are the mean of "
            "those of the workers still running in their latest pushes, the staleness figures its own shard's" : "");
@@ -569,11 +567,8 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     if (!st) goto oom;
     st->tr = tr;
     st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
-    st->n_servers = tr->n_servers;
-    st->W = tr->n_workers;
-    st->T = tr->worker_towers;
     st->rule = rule;
-    st->bound = (long)(st->W - 1) * (2L * tr->opt.max_staleness + 1);
+    st->bound = (long)(tr->n_workers - 1) * (2L * tr->opt.max_staleness + 1);
     st->pulled_version = calloc((size_t)R, sizeof *st->pulled_version);
     st->seen = calloc((size_t)R, sizeof *st->seen);
     st->pushed = calloc((size_t)R, sizeof *st->pushed);
@@ -588,8 +583,8 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->moving_at = calloc((size_t)tr->spec.n_vars, sizeof *st->moving_at);
     st->momentum = calloc((size_t)tr->spec.n_vars, sizeof *st->momentum);
     if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->pulled_version || !st->seen ||
-        !st->pushed || !st->pending || !st->ended || !st->waiting || !st->done || !st->last_loss || !st->last_accuracy || !st->mcounts ||
-        !st->mdispls || !st->moving_at || !st->momentum)
+        !st->pushed || !st->pending || !st->ended || !st->waiting || !st->done || !st->last_loss ||
+        !st->last_accuracy || !st->mcounts || !st->mdispls || !st->moving_at || !st->momentum)
         goto oom;
     for (int r = 0; r < R; r++) st->pending[r] = st->ended[r] = st->waiting[r] = -1;
     st->stop_at = st->stop_after = -1;
@@ -610,7 +605,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
             if (!tr->spec.vars[st->sh.order[k]].trainable) st->mcounts[r] += tr->spec.vars[st->sh.order[k]].n_floats;
         if (r + 1 < R) st->mdispls[r + 1] = st->mdispls[r] + st->mcounts[r];
     }
-    const size_t T = (size_t)st->T; /* the workers' towers: what a push carries, also to a server-only rank */
+    const size_t T = (size_t)tr->worker_towers; /* the workers' towers: what a push carries, also to a server */
     const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
     const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + (M + T * st->n_moving) * sizeof(float);
     st->packed = malloc(M * sizeof(float));
@@ -744,9 +739,9 @@ static int passive_step(Trainer *tr, PsAsyncState *st, float *loss) {
     ps->global_step = st->base_step + a.version;
     /* The examples of the round: trainer_step_batch counts a server-only rank's step as the whole global batch
      * (every worker's); take off the workers whose input had ended. */
-    if (tr->worker < 0)
-        tr->examples_consumed -= (long)(st->W - (ps->global_step - before)) * (tr->global_batch / st->W);
-    tr->schedule_step += st->W;
+    const long ran = ps->global_step - before, per_worker = tr->global_batch / tr->n_workers;
+    if (tr->worker < 0) tr->examples_consumed -= (tr->n_workers - ran) * per_worker;
+    tr->schedule_step += tr->n_workers;
     ps->last_lr = ps_step_lr(ps);
     log_staleness(tr, st);
     return 1;
@@ -758,7 +753,7 @@ static int passive_step(Trainer *tr, PsAsyncState *st, float *loss) {
  * the same stream, --input_split none) end together: the end, now. */
 static int mode_input_ended(Trainer *tr) {
     PsAsyncState *st = tr->mode_state;
-    if (!st || st->n_servers == 0 || tr->worker < 0) return 0;
+    if (!st || tr->n_servers == 0 || tr->worker < 0) return 0;
     MsgHeader h = {MSG_ENDED, st->worker_step, 0, 0, 0, 0, 0.0, 0.0};
     for (int p = 0; p < st->n_ps; p++) ranks_send(&h, sizeof h, p, TAG_PUSH);
     return 1;
@@ -841,8 +836,8 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     }
     tr->staleness_mean = n ? (double)sum / (double)n : 0.0;
     tr->staleness_max = max;
-    ps->global_step += st->W; /* the owners' count once every worker has made as many steps (its view: below) */
-    tr->schedule_step += st->W;
+    ps->global_step += tr->n_workers; /* the owners' count once every worker has made as many steps (its view: below) */
+    tr->schedule_step += tr->n_workers;
     ps->last_lr = ps_step_lr(ps);
     tr->times.apply.end_sec = tower_now_sec();
     log_staleness(tr, st);
