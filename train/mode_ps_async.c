@@ -68,9 +68,9 @@
  *
  * Dedicated server ranks (--ps_dedicated --ps_ranks N, TensorFlow's `ps`
  * tasks apart from the workers): ranks 0 .. N-1 only serve (no towers, no
- * input, tr->worker < 0), ranks N .. R-1 are the W = R - N workers (tr->n_workers); a push
- * carries the workers' T (tr->worker_towers); a server-only rank pushes
- * nothing.  Its server thread runs as on a co-located rank; its main
+ * input, tr->worker < 0), ranks N .. R-1 are the W = R - N workers
+ * (tr->n_workers); a push carries the workers' T (tr->worker_towers); a
+ * server-only rank pushes nothing.  Its server thread runs as on a co-located rank; its main
  * thread still runs the trainer's loop as a passive rank, so that it meets
  * the workers at the save points and the end.
  *
@@ -106,6 +106,12 @@
  *     the saves of --save_every are still the schedule's rounds (the count
  *     in their names less than a multiple of E), and --max_steps N still ends
  *     after round ceil(N / W), fewer than N updates then.
+ * Why rounds and not the updates for the schedule: a running worker that
+ * finishes step k cannot know whether a worker up to S + 1 steps behind
+ * will take step k (its part may end first), so no running rank can count
+ * the job's updates between the points where the ranks meet without
+ * waiting for the slowest; the rounds every rank knows without a message,
+ * and the exact count is taken where they meet.
  * With --input_split none every worker's input ends after the same step:
  * the same rule, all passive at the round after.  A signal to a passive
  * rank goes to owner 0 with its question (MSG_WAIT, stop 1), which fixes
