@@ -519,6 +519,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     long last_saved = trainer_schedule_step(&tr), last_scalars = tr.ps->global_step, last_histograms = tr.ps->global_step;
     double interval_start = tower_now_sec(), summary_start = interval_start;
     long interval_steps = 0, summary_steps = 0, interval_examples = tr.examples_consumed;
+    long summary_examples = tr.examples_consumed; /* examples/sec as the log line's: the examples consumed */
     float loss = 0.0f;
     /* The schedule (--max_steps, --save_every) reads trainer_schedule_step: global_step, or, where the ranks step
      * apart, a count that is the same on every rank (their global_steps may differ between the save points). */
@@ -567,7 +568,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         int histograms_due = dopt.histogram_every > 0 && step % dopt.histogram_every == 0;
         if (events && (scalars_due || histograms_due)) {
             double now = tower_now_sec(), secs = now - summary_start > 1e-9 ? now - summary_start : 1e-9;
-            if (write_summaries(events, &tr, step, loss, summary_steps * (double)tr.global_batch / secs,
+            if (write_summaries(events, &tr, step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                                 summary_steps / secs, scalars_due, histograms_due, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);
                 fprintf(stderr, "tower train: summaries at step %ld: %s\n", step, err);
@@ -577,6 +578,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             if (scalars_due) {
                 summary_start = now;
                 summary_steps = 0;
+                summary_examples = tr.examples_consumed;
                 last_scalars = step;
             }
             if (histograms_due) last_histograms = step;
@@ -612,7 +614,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     if (exit_code == 0 && events && (final_scalars || final_histograms)) {
         double secs = tower_now_sec() - summary_start;
         if (secs < 1e-9) secs = 1e-9;
-        if (write_summaries(events, &tr, final_step, loss, summary_steps * (double)tr.global_batch / secs,
+        if (write_summaries(events, &tr, final_step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                             summary_steps / secs, final_scalars, final_histograms, err, sizeof err) != 0) {
             fprintf(stderr, "tower train: summaries at step %ld: %s\n", final_step, err);
             exit_code = 1;
