@@ -374,17 +374,21 @@ static void save_on_input_error(Trainer *tr, const TrainerOptions *o, long last_
     }
 }
 
-/* TensorFlow's log line for the steps since *interval_start (then restarted). */
-static void log_step(const Trainer *tr, long step, float loss, double *interval_start, long *interval_steps) {
+/* TensorFlow's log line for the steps since *interval_start (then restarted).  examples/sec: the examples
+ * those steps consumed (the global batch a step; fewer in a round of ps_mpi_async after a worker's part
+ * ended, as its server-only rank 0 counts them). */
+static void log_step(const Trainer *tr, long step, float loss, double *interval_start, long *interval_steps,
+                     long *interval_examples) {
     char ts[64];
     double now = tower_now_sec();
     double duration = (now - *interval_start) / (double)*interval_steps;
     trainer_timestamp(ts, sizeof ts);
     printf("%s: step %ld, loss = %.2f (%.1f examples/sec; %.3f sec/batch)\n", ts, step, loss,
-           tr->global_batch / duration, duration / tr->worker_towers);
+           (double)(tr->examples_consumed - *interval_examples) / (now - *interval_start), duration / tr->worker_towers);
     fflush(stdout);
     *interval_start = now;
     *interval_steps = 0;
+    *interval_examples = tr->examples_consumed;
 }
 
 static int train_main(int argc, char **argv, int rank);
@@ -512,11 +516,14 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     sigaction(SIGTERM, &sa, NULL);
 
     int exit_code = 0;
-    long last_saved = tr.ps->global_step, last_scalars = tr.ps->global_step, last_histograms = tr.ps->global_step;
+    long last_saved = trainer_schedule_step(&tr), last_scalars = tr.ps->global_step, last_histograms = tr.ps->global_step;
     double interval_start = tower_now_sec(), summary_start = interval_start;
-    long interval_steps = 0, summary_steps = 0;
+    long interval_steps = 0, summary_steps = 0, interval_examples = tr.examples_consumed;
+    long summary_examples = tr.examples_consumed; /* examples/sec as the log line's: the examples consumed */
     float loss = 0.0f;
-    while (tr.ps->global_step < o.max_steps) {
+    /* The schedule (--max_steps, --save_every) reads trainer_schedule_step: global_step, or, where the ranks step
+     * apart, a count that is the same on every rank (their global_steps may differ between the save points). */
+    while (trainer_schedule_step(&tr) < o.max_steps) {
         /* the next global batch */
         PipelineBatch *batch;
         int got = trainer_next_batch(&tr, &batch, err, sizeof err);
@@ -556,12 +563,12 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         long step = tr.ps->global_step;
         display_step(&disp, &tr, loss);
         if (!disp.live && o.log_every > 0 && (step % o.log_every == 0 || step == 1))
-            log_step(&tr, step, loss, &interval_start, &interval_steps);
+            log_step(&tr, step, loss, &interval_start, &interval_steps, &interval_examples);
         int scalars_due = dopt.summary_every > 0 && step % dopt.summary_every == 0;
         int histograms_due = dopt.histogram_every > 0 && step % dopt.histogram_every == 0;
         if (events && (scalars_due || histograms_due)) {
             double now = tower_now_sec(), secs = now - summary_start > 1e-9 ? now - summary_start : 1e-9;
-            if (write_summaries(events, &tr, step, loss, summary_steps * (double)tr.global_batch / secs,
+            if (write_summaries(events, &tr, step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                                 summary_steps / secs, scalars_due, histograms_due, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);
                 fprintf(stderr, "tower train: summaries at step %ld: %s\n", step, err);
@@ -571,19 +578,21 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             if (scalars_due) {
                 summary_start = now;
                 summary_steps = 0;
+                summary_examples = tr.examples_consumed;
                 last_scalars = step;
             }
             if (histograms_due) last_histograms = step;
         }
         /* the checkpoint */
-        if (o.save_every > 0 && step % o.save_every == 0) {
+        const long scheduled = trainer_schedule_step(&tr);
+        if (o.save_every > 0 && scheduled % o.save_every == 0) {
             if (trainer_save(&tr, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);
                 fprintf(stderr, "tower train: checkpoint at step %ld: %s\n", step, err);
                 exit_code = 1;
                 break;
             }
-            last_saved = step;
+            last_saved = scheduled;
         }
         /* Every rank stops after the same step (ranks that step apart agree through their pushes). */
         if (trainer_ranks_stop(&tr, stop_signal != 0)) {
@@ -605,7 +614,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     if (exit_code == 0 && events && (final_scalars || final_histograms)) {
         double secs = tower_now_sec() - summary_start;
         if (secs < 1e-9) secs = 1e-9;
-        if (write_summaries(events, &tr, final_step, loss, summary_steps * (double)tr.global_batch / secs,
+        if (write_summaries(events, &tr, final_step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                             summary_steps / secs, final_scalars, final_histograms, err, sizeof err) != 0) {
             fprintf(stderr, "tower train: summaries at step %ld: %s\n", final_step, err);
             exit_code = 1;
@@ -617,7 +626,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     }
     /* The end's checkpoint; a run that ends at step 0 (--max_steps 0) writes model.ckpt-0, the initial
      * variables, as TensorFlow's CheckpointSaverHook does when a session starts. */
-    if (exit_code == 0 && (tr.ps->global_step != last_saved || tr.ps->global_step == 0)) {
+    if (exit_code == 0 && (trainer_schedule_step(&tr) != last_saved || trainer_schedule_step(&tr) == 0)) {
         if (trainer_save(&tr, err, sizeof err) != 0) {
             fprintf(stderr, "tower train: final checkpoint: %s\n", err);
             exit_code = 1;

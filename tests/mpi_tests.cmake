@@ -68,8 +68,14 @@ add_test(NAME test_mpi_async_stop
 set_tests_properties(test_mpi_async_stop PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 300)
 # --ps_dedicated --sync_replicas false: 1 server + 1 worker bitwise ps_mpi's one worker, resnet20's moving
 # statistics on 1 + 2, runs of 1 + 2 and 2 + 2 to the end (saves, staleness bound, the epoch's end), --resume
-# across layouts, a stop by signal with rank 0 a server, a refusal, a killed server-only rank.
+# across layouts, a stop by signal with rank 0 a server, a killed server-only rank.
 add_test(NAME test_mpi_async_dedicated
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async_dedicated.sh $<TARGET_FILE:tower>
   $<TARGET_FILE:test_mpi_ps_helper> $<TARGET_FILE:test_fault_helper>)
 set_tests_properties(test_mpi_async_dedicated PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 600)
+# --ps_dedicated --sync_replicas false with --input_split files and records over parts of unequal length: each
+# worker runs to its own part's end, the job to the last one's; the saves after a part ended, the final
+# checkpoint's global_step (every worker step), a stop by signal after a part ended, --max_steps.
+add_test(NAME test_mpi_async_split
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async_split.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
+set_tests_properties(test_mpi_async_split PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 600)

@@ -20,7 +20,6 @@
 #     of 1 + 2 (owner 0 fixes the stop itself), and SIGTERM to the server-only rank 1 alone of 2 + 2 (it tells
 #     owner 0): every rank ends within 10 s, rank 0 finishes at the stop's step (a multiple of W), whose
 #     checkpoint is the latest and loads;
-#   - refused, one line: --input_split files with --ps_dedicated --sync_replicas false;
 #   - kill -9 of the server-only rank 1 (of 2 + 2) ends the job, non-zero, within 10 s.
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
@@ -114,10 +113,6 @@ grep -q "done at step 24;" "$work/resume3.log" || { cat "$work/resume3.log"; fai
 "$fault" check "$work/resume" >"$work/check" || { cat "$work/check"; fail "resume: a checkpoint does not load"; }
 [ "$(sed -n 's/^latest //p' "$work/check")" = 24 ] || { cat "$work/check"; fail "resume: the latest checkpoint is not 24"; }
 echo "--resume: 1 server + 2 workers (8) -> co-located 2 ranks (16) -> 2 servers + 2 workers (24): loads"
-
-refused "--input_split files" "--ps_dedicated --sync_replicas false: --input_split none only" \
-  "${mpi[@]}" -np 3 "$tower" train "${common[@]}" --data "$work/data-*.tfrecord" --ps_dedicated --ps_ranks 1 \
-  --input_split files --max_steps 2 --train_dir "$work/refused"
 
 # stop_run NAME NP N_SERVERS SIGNAL TARGET WANT: a stop by SIGNAL after step 10 to every rank (TARGET all) or one
 # (mpi_common.sh's mpi_stop_job).

@@ -58,9 +58,11 @@ typedef struct TrainModeI {
      * Records tr->times.average and .apply. */
     int (*step)(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes);
     /* Optional.  A worker rank's input ended (no next batch) in a mode whose
-     * ranks step apart (trainer_ranks_step_apart): tell the ranks that read
-     * nothing (--ps_dedicated) after how many steps, before the end's save. */
-    void (*input_ended)(Trainer *tr);
+     * ranks step apart (trainer_ranks_step_apart): tell the ranks that need
+     * to know (--ps_dedicated) after how many steps.  1: the rank stays in
+     * the job without input (tr->input_done: each step then gets the empty
+     * batch, and the mode's step says when the job ends); 0: it ends now. */
+    int (*input_ended)(Trainer *tr);
     /* Optional.  Before a save: bring the variables, slots and moving
      * averages every tower shares into the host block tr->ps->params. */
     void (*save)(const Trainer *tr);

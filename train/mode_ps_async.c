@@ -38,10 +38,15 @@
  * updates.  Each owner applies every worker's every push, so each owner's
  * count is the job's; a worker advances its own global_step by W per step,
  * which is the owners' count whenever every worker has finished the same
- * number of steps: the save points and the end, where the ranks meet.
- * --max_steps N is N applied updates (N / W steps of each worker, rounded
- * up); --save_every and the end are the only points the ranks share (a stop
- * by signal is agreed through the pushes, below).
+ * number of steps (below: a passive rank counts exactly, and every rank
+ * takes the owners' count at each save).  The schedule, the same on every
+ * rank without a message (tr->schedule_step, trainer_schedule_step): W a
+ * round from the count at open, round k being every worker's k-th step;
+ * --max_steps N ends the job after round ceil(N / W), --save_every E saves
+ * after each round whose schedule count is a multiple of E.  With every
+ * worker to the end both are the applied updates, N and every E; --save_every
+ * and the end are the only points the ranks share (a stop by signal is
+ * agreed through the pushes, below).
  *
  * Batch norm's moving statistics (--batch_norm tower): TensorFlow runs
  * each worker's UPDATE_OPS on the ps variables, in arrival order.  Here a
@@ -63,24 +68,62 @@
  *
  * Dedicated server ranks (--ps_dedicated --ps_ranks N, TensorFlow's `ps`
  * tasks apart from the workers): ranks 0 .. N-1 only serve (no towers, no
- * input, tr->worker < 0), ranks N .. R-1 are the W = R - N workers; a push
- * carries the workers' T (tr->worker_towers); a server-only rank pushes
- * nothing.  Its server thread runs as on a co-located rank;
- * its main thread still runs the trainer's loop, so that it meets the
- * workers at the save points and the end: its step sleeps (a condition
- * variable, no polling) until every worker has pushed that many steps, then
- * advances global_step by W.  Owner 0 counts that itself and, each time the
- * count grows, tells the other server-only ranks (MSG_REACHED, with the stop
- * count fixed so far: it is fixed before any worker pushes that count, so
- * the notice of that count carries it); a signal to a server-only rank goes
- * to owner 0 (MSG_STOP), which fixes the stop as for a worker's; a worker
- * whose input ended tells every server-only rank after how many steps
- * (MSG_ENDED: every worker reads the same stream, --input_split none only),
- * whose step then returns 0, the end.  A server-only rank 0 logs, for a
- * step, the mean of each worker's loss and accuracy in its latest push (the
- * pushes carry them) and its own shard's staleness; its --histogram_every
- * variables are its own shard's current values and the other shards' as of
- * the last save.
+ * input, tr->worker < 0), ranks N .. R-1 are the W = R - N workers
+ * (tr->n_workers); a push carries the workers' T (tr->worker_towers); a
+ * server-only rank pushes nothing.  Its server thread runs as on a co-located rank; its main
+ * thread still runs the trainer's loop as a passive rank, so that it meets
+ * the workers at the save points and the end.
+ *
+ * The end of the input with --ps_dedicated (any --input_split; TensorFlow's
+ * asynchronous between-graph replication: each worker trains until its own
+ * part ends, the job until the last one's).  With --input_split files or
+ * records each worker reads its own part, and the parts end at different
+ * steps.  The rule, in rounds (round k: every worker's k-th step):
+ *   - a worker whose input ended after e steps tells every owner
+ *     (MSG_ENDED, e: the bound stops waiting for it) and stays in the job as
+ *     a passive rank, as a server-only rank is one from the start;
+ *   - a passive rank's step k (passive_step) waits until round k is known:
+ *     every worker whose input has not ended has pushed step k.  Owner 0
+ *     (rank 0) knows it under its lock and sleeps on a condition variable
+ *     (no polling); the others ask owner 0 (MSG_WAIT k), whose server thread
+ *     answers once it is known.  The answer: the worker steps of rounds
+ *     1 .. k (k for each worker that took step k, e for one whose input ended
+ *     after e < k), the stop fixed so far, the mean loss and accuracy of the
+ *     round's workers' latest pushes; or the end, when every worker's input
+ *     ended before step k;
+ *   - so every rank, running or passive, runs the same rounds, and the save
+ *     points and the end (the schedule's, or a stop's) fall after the same
+ *     round on every rank: a worker whose part ended early still meets the
+ *     others at every save that remains, then at the end, when the last
+ *     part ends (every passive rank hears it at the round after; the last
+ *     worker is passive then too);
+ *   - a passive rank's global_step is the job's count through its round,
+ *     exact: base + those worker steps (a round adds the workers still
+ *     running); a running worker's is its own view, W a step, until the next
+ *     save, where every rank takes owner 0's count (a barrier: every push of
+ *     the round applied, none of a later one), which is the checkpoint's.
+ *     Rank 0, a server, logs and saves the exact count; after a part ended
+ *     the saves of --save_every are still the schedule's rounds (the count
+ *     in their names less than a multiple of E), and --max_steps N still ends
+ *     after round ceil(N / W), fewer than N updates then.
+ * Why rounds and not the updates for the schedule: a running worker that
+ * finishes step k cannot know whether a worker up to S + 1 steps behind
+ * will take step k (its part may end first), so no running rank can count
+ * the job's updates between the points where the ranks meet without
+ * waiting for the slowest; the rounds every rank knows without a message,
+ * and the exact count is taken where they meet.
+ * With --input_split none every worker's input ends after the same step:
+ * the same rule, all passive at the round after.  A signal to a passive
+ * rank goes to owner 0 with its question (MSG_WAIT, stop 1), which fixes
+ * the stop as for a worker's (it is fixed before any worker pushes that
+ * count, so the answer of that round carries it).  A server-only rank 0
+ * logs, for a step, the mean of the round's workers' loss and accuracy in
+ * their latest pushes (the pushes carry them), its own shard's staleness,
+ * and each worker's end of input (it is owner 0: "rank r (worker w): its
+ * input ended after e step(s)"); its --histogram_every variables are its
+ * own shard's current values and the other shards' as of the last save.
+ * --resume after a split run skips examples_consumed / W examples of each
+ * part, as the other modes do: the parts' own counts are not recorded.
  *
  * The design: a server thread per parameter-server rank, beside the
  * worker, so an owner serves while its co-located worker computes.  It
@@ -106,9 +149,10 @@
  *
  * Where it sits: one entry of train/modes.c's table; the messages are
  * base/ranks.c's, the placement ps/placement.c.
- * What it does not do: --batch_norm sync, --input_split files or records
- * with --ps_dedicated (the workers' parts would end apart), GPU buffers; a
- * rank that fails outside its step (not killed) waits for the other
+ * What it does not do: --batch_norm sync, GPU buffers; co-located ranks
+ * (no --ps_dedicated) with --input_split files or records step together at
+ * the input (the trainer's agreement each step) and end at the first part's
+ * end; a rank that fails outside its step (not killed) waits for the other
  * workers' last push before the job ends.
  */
 #include <limits.h>
@@ -127,11 +171,10 @@ enum { TAG_PUSH = 17, TAG_PULL = 18 };
 
 /* What a message to a server thread is, by its header's step (>= 0: a push of that worker step). */
 enum {
-    MSG_DONE = -1,    /* a rank's last message: it is done (every rank sends it to every server at close) */
-    MSG_REACHED = -2, /* owner 0 -> the other server-only ranks: every worker has pushed `version` steps; `stop`
-                         owner 0's stop_at then */
-    MSG_STOP = -3,    /* a server-only rank -> owner 0: it was asked to stop (a signal) */
-    MSG_ENDED = -4,   /* a worker -> every server-only rank: its input ended after `version` steps */
+    MSG_DONE = -1,  /* a rank's last message: it is done (every rank sends it to every server at close) */
+    MSG_WAIT = -2,  /* a passive rank -> owner 0: answer (TAG_PULL) once round `version` is known; `stop` 1: this
+                       rank was asked to stop (a signal) */
+    MSG_ENDED = -4, /* a worker -> every owner: its input ended after `version` steps (it pushes no more) */
 };
 
 /* What precedes the floats of a push (worker -> owner) and of a pull (owner -> worker). */
@@ -141,17 +184,14 @@ typedef struct {
     long stale_sum; /* pull: the owner's staleness so far: sum, count and max over applied gradients */
     long stale_n;
     long stale_max;
-    long stop;      /* push: 1 when the worker was asked to stop; pull (owner 0): the worker step count after
-                       which every worker stops, -1 none yet */
+    long stop;      /* push, MSG_WAIT: 1 when the rank was asked to stop; pull, round (owner 0): the worker step
+                       count after which every worker stops, -1 none yet */
     double loss;    /* push: the worker's loss and accuracy in that step (a server-only rank 0 logs them) */
     double accuracy;
 } MsgHeader;
 
 typedef struct {
     int n_ps;               /* parameter-server ranks: 0 .. n_ps - 1 */
-    int n_servers;          /* --ps_dedicated: the first n_servers ranks only serve (= n_ps), else 0 */
-    int W;                  /* the workers: ranks n_servers .. R - 1 */
-    int T;                  /* a worker's towers (tr->worker_towers: also on a server-only rank, which has none) */
     PsPlacement rule;
     PsShards sh;            /* the shards: owner, packed order, counts, displs (ps/placement.h) */
     float *packed;          /* (M) the worker's mean gradient, then the pulled variables, in owner order */
@@ -182,16 +222,18 @@ typedef struct {
     unsigned char *srv_out; /* (header + own) a pull */
     long *pushed;           /* (R) steps each worker has pushed */
     long *pending;          /* (R) the step whose pull waits for the bound, -1 none */
+    long *ended;            /* (R) the worker's input ended after that many steps (MSG_ENDED), -1 not yet */
+    long *waiting;          /* (R) owner 0: the round a passive rank waits to hear of (MSG_WAIT), -1 none */
     int *done;              /* (R) the worker said it is done */
     long stale_sum, stale_n, stale_max;
-    /* A server-only rank's main thread (--ps_dedicated): its step waits for its server thread. */
-    long reached;           /* worker steps every worker has pushed (owner 0: counted; others: owner 0's notices) */
-    long ended;             /* the worker step count after which the workers' input ended, -1 not (MSG_ENDED) */
+    /* A passive rank (--ps_dedicated: a server-only rank, or a worker whose input ended): its step waits for
+     * the round (owner 0 under the lock, the others by MSG_WAIT). */
+    long base_step;         /* global_step at open: the rounds' counts start there */
     double *last_loss;      /* (R) owner 0: each worker's loss in its latest push */
     double *last_accuracy;  /* (R) and its accuracy */
-    int stop_sent;          /* this server-only rank has told owner 0 of its signal */
-    pthread_cond_t moved;   /* reached, ended or stop_at changed (signalled under lock) */
-    pthread_mutex_t lock;   /* srv, srv_params, slots, moving averages, staleness, pushed, reached, ended, stop_at */
+    int stop_sent;          /* this passive rank has told owner 0 of its signal */
+    pthread_cond_t moved;   /* owner 0: pushed, ended or stop_at changed (signalled under lock) */
+    pthread_mutex_t lock;   /* srv, srv_params, slots, moving averages, staleness, pushed, ended, stop_at */
     pthread_t thread;
     int thread_started, p2p_open, lock_made, cond_made;
     const Trainer *tr;
@@ -199,7 +241,8 @@ typedef struct {
 
 /* A push to owner r: the header, the gradient's slice, then each tower's shares of r's moving statistics. */
 static size_t push_n_bytes(const PsAsyncState *st, int r) {
-    return sizeof(MsgHeader) + ((size_t)st->sh.counts[r] + (size_t)st->T * st->mcounts[r]) * sizeof(float);
+    const size_t T = (size_t)st->tr->worker_towers;
+    return sizeof(MsgHeader) + ((size_t)st->sh.counts[r] + T * st->mcounts[r]) * sizeof(float);
 }
 
 /* A pull from owner r: the header, the shard's values (its moving statistics among them). */
@@ -210,7 +253,7 @@ static size_t pull_n_bytes(const PsAsyncState *st, int r) {
 /* Byte offset of rank p's message in out / in. */
 static size_t msg_at(const PsAsyncState *st, int p) {
     return (size_t)p * sizeof(MsgHeader) +
-           ((size_t)st->sh.displs[p] + (size_t)st->T * st->mdispls[p]) * sizeof(float);
+           ((size_t)st->sh.displs[p] + (size_t)st->tr->worker_towers * st->mdispls[p]) * sizeof(float);
 }
 
 /* The server's end of the job on a fault: one line, every rank ends. */
@@ -242,7 +285,7 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
         server_fatal(tr, what);
     }
     const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
-    const int T = st->T;
+    const int T = tr->worker_towers;
     for (size_t i = 0; i < own + (size_t)T * own_moving; i++)
         if (float_nonfinite(st->mean[i])) {
             char what[160];
@@ -311,11 +354,11 @@ static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
     }
 }
 
-/* 1 when a worker may start step t + 1: every worker not done has pushed step t - S (a server-only rank pushes
- * nothing: not counted). */
+/* 1 when a worker may start step t + 1: every worker not done and whose input has not ended has pushed step
+ * t - S (a server-only rank pushes nothing: not counted). */
 static int may_pull(const PsAsyncState *st, long t) {
-    for (int u = st->n_servers; u < st->tr->n_ranks; u++)
-        if (!st->done[u] && st->pushed[u] < t - st->tr->opt.max_staleness + 1) return 0;
+    for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++)
+        if (!st->done[u] && st->ended[u] < 0 && st->pushed[u] < t - st->tr->opt.max_staleness + 1) return 0;
     return 1;
 }
 
@@ -325,30 +368,35 @@ static int may_pull(const PsAsyncState *st, long t) {
 static void fix_stop(PsAsyncState *st) {
     if (st->stop_at >= 0) return;
     long furthest = 0;
-    for (int u = st->n_servers; u < st->tr->n_ranks; u++)
+    for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++)
         if (st->pushed[u] > furthest) furthest = st->pushed[u];
     st->stop_at = furthest + 1;
     pthread_cond_broadcast(&st->moved);
 }
 
-/* Owner 0 with server-only ranks (--ps_dedicated), after a push: when every worker has pushed one step more,
- * the other server-only ranks hear it (with the stop fixed so far: it is fixed before any worker pushes its
- * count, so the notice of that count carries it), then this rank's main thread. */
-static void owner0_reached(PsAsyncState *st) {
-    const Trainer *tr = st->tr;
-    long least = LONG_MAX;
-    pthread_mutex_lock(&st->lock);
-    for (int u = st->n_servers; u < tr->n_ranks; u++)
-        if (st->pushed[u] < least) least = st->pushed[u];
-    const long stop_at = st->stop_at, reached = st->reached;
-    pthread_mutex_unlock(&st->lock);
-    if (least <= reached) return;
-    MsgHeader h = {MSG_REACHED, least, 0, 0, 0, stop_at, 0.0, 0.0};
-    for (int p = 1; p < st->n_servers; p++) ranks_send(&h, sizeof h, p, TAG_PUSH);
-    pthread_mutex_lock(&st->lock);
-    st->reached = least;
-    pthread_cond_broadcast(&st->moved);
-    pthread_mutex_unlock(&st->lock);
+/* Owner 0: round k (every worker's k-th step), once known: 1 with *h its answer to a passive rank: step k, or -1
+ * when every worker's input ended before step k (the end); version the count of worker steps of rounds 1 .. k
+ * (the job's updates since open: k for each worker that took step k, e_u for one whose input ended after e_u <
+ * k steps); stop the stop fixed so far; loss and accuracy the mean of the round's workers' latest pushes.  0
+ * while a worker whose input has not ended has not pushed step k.  Holds the lock. */
+static int round_answer(const PsAsyncState *st, long k, MsgHeader *h) {
+    long count = 0;
+    int ran = 0;
+    double loss = 0.0, accuracy = 0.0;
+    for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++) {
+        if (st->ended[u] >= 0 && st->ended[u] < k) {
+            count += st->ended[u];
+            continue;
+        }
+        if (st->pushed[u] < k) return 0;
+        count += k;
+        ran++;
+        loss += st->last_loss[u];
+        accuracy += st->last_accuracy[u];
+    }
+    *h = (MsgHeader){ran > 0 ? k : -1, count, 0, 0, 0, st->stop_at, ran > 0 ? loss / ran : 0.0,
+                     ran > 0 ? accuracy / ran : 0.0};
+    return 1;
 }
 
 /* The server thread: pushes in arrival order until every rank is done. */
@@ -368,18 +416,22 @@ static void *server_main(void *arg) {
         if (h.step == MSG_DONE) {
             st->done[w] = 1;
             n_done++;
-        } else if (h.step == MSG_REACHED || h.step == MSG_ENDED || h.step == MSG_STOP) {
+        } else if (h.step == MSG_ENDED || (h.step == MSG_WAIT && tr->rank == 0)) {
             pthread_mutex_lock(&st->lock);
-            if (h.step == MSG_REACHED) {
-                if (h.version > st->reached) st->reached = h.version;
-                if (st->stop_at < 0) st->stop_at = h.stop;
-            } else if (h.step == MSG_ENDED) {
-                if (st->ended < 0 || h.version < st->ended) st->ended = h.version;
-            } else if (tr->rank == 0) {
-                fix_stop(st);
-            }
+            if (h.step == MSG_ENDED) st->ended[w] = h.version;
+            else st->waiting[w] = h.version;
+            if (h.step == MSG_WAIT && h.stop > 0) fix_stop(st);
+            int running = 0;
+            for (int u = tr->n_servers; u < R; u++) running += st->ended[u] < 0;
             pthread_cond_broadcast(&st->moved);
             pthread_mutex_unlock(&st->lock);
+            if (h.step == MSG_ENDED && tr->rank == 0) { /* rank 0 logs (the others' stdout is /dev/null) */
+                char ts[64];
+                trainer_timestamp(ts, sizeof ts);
+                printf("%s: rank %d (worker %d): its input ended after %ld step(s); %d worker(s) still running\n", ts,
+                       w, w - tr->n_servers, h.version, running);
+                fflush(stdout);
+            }
         } else if (h.step < 0) {
             server_fatal(tr, "a message of an unknown kind");
         } else {
@@ -391,9 +443,9 @@ static void *server_main(void *arg) {
             st->last_loss[w] = h.loss;
             st->last_accuracy[w] = h.accuracy;
             if (tr->rank == 0 && h.stop > 0) fix_stop(st);
+            pthread_cond_broadcast(&st->moved);
             pthread_mutex_unlock(&st->lock);
             st->pending[w] = h.step;
-            if (tr->rank == 0 && st->n_servers > 0) owner0_reached(st);
         }
         for (int u = 0; u < R; u++) {
             if (st->pending[u] < 0 || !may_pull(st, st->pending[u])) continue;
@@ -403,6 +455,15 @@ static void *server_main(void *arg) {
             ranks_send(st->srv_out, out_n_bytes, u, TAG_PULL);
             st->pending[u] = -1;
         }
+        /* Owner 0: the passive ranks waiting for a round that is now known. */
+        for (int u = 0; u < R && tr->rank == 0; u++) {
+            MsgHeader a;
+            pthread_mutex_lock(&st->lock);
+            const int known = st->waiting[u] >= 0 && round_answer(st, st->waiting[u], &a);
+            if (known) st->waiting[u] = -1;
+            pthread_mutex_unlock(&st->lock);
+            if (known) ranks_send(&a, sizeof a, u, TAG_PULL);
+        }
     }
     return NULL;
 }
@@ -410,18 +471,18 @@ static void *server_main(void *arg) {
 static void mode_describe(const Trainer *tr, const char *ts) {
     const PsAsyncState *st = tr->mode_state;
     char where[200] = "";
-    if (st->n_servers > 0)
+    if (tr->n_servers > 0)
         snprintf(where, sizeof where, " (ranks 0 .. %d, dedicated: no towers, no input, a server thread each "
-                 "(--ps_dedicated); workers: ranks %d .. %d)", st->n_servers - 1, st->n_servers, tr->n_ranks - 1);
+                 "(--ps_dedicated); workers: ranks %d .. %d)", tr->n_servers - 1, tr->n_servers, tr->n_ranks - 1);
     printf("%s: global batch %d = %d worker rank(s) x %d tower(s); mode %s: variables in shards on %d parameter-server "
            "rank(s)%s, placed by %s; asynchronous: each worker averages its %d tower(s), pushes each shard's slice to "
            "its owner, whose server thread applies %s to it on arrival, one worker at a time, and answers with the "
            "shard's current values; --max_staleness %d (staleness at most %ld updates); rank %d of %d%s%s\n",
-           ts, tr->global_batch, st->W, st->T, trainer_mode_name(tr->mode), st->n_ps, where,
-           ps_placement_name(st->rule), st->T, optimizer_name(&tr->ps->cfg.opt), tr->opt.max_staleness,
+           ts, tr->global_batch, tr->n_workers, tr->worker_towers, trainer_mode_name(tr->mode), st->n_ps, where,
+           ps_placement_name(st->rule), tr->worker_towers, optimizer_name(&tr->ps->cfg.opt), tr->opt.max_staleness,
            st->bound, tr->rank, tr->n_ranks, tr->rank == 0 ? " (logs, summaries, checkpoints)" : "",
-           tr->rank == 0 && tr->worker < 0 ? "; rank 0 is a server: a step's loss and accuracy are the mean of each "
-           "worker's in its latest push, the staleness figures its own shard's" : "");
+           tr->rank == 0 && tr->worker < 0 ? "; rank 0 is a server: a step's loss and accuracy are the mean of "
+           "those of the workers still running in their latest pushes, the staleness figures its own shard's" : "");
     for (int r = 0; r < st->n_ps; r++) {
         int n = 0;
         for (int i = 0; i < tr->spec.n_vars; i++) n += st->sh.owner[i] == r;
@@ -433,8 +494,8 @@ static void mode_describe(const Trainer *tr, const char *ts) {
 static void mode_close(Trainer *tr) {
     PsAsyncState *st = tr->mode_state;
     if (!st) return;
-    /* Every rank, a worker or not, tells each server it is done; a server then ends.  On owner 0 this comes
-     * after its last MSG_REACHED (sent before its main thread's last step returned), so none is left unread. */
+    /* Every rank, a worker or not, tells each server it is done; a server then ends.  A passive rank's last
+     * MSG_WAIT was answered before its loop ended, so none is left unanswered. */
     if (st->p2p_open && !st->failed) {
         MsgHeader done = {MSG_DONE, 0, 0, 0, 0, 0, 0.0, 0.0};
         for (int p = 0; p < st->n_ps; p++) ranks_send(&done, sizeof done, p, TAG_PUSH);
@@ -458,6 +519,8 @@ static void mode_close(Trainer *tr) {
     free(st->srv_out);
     free(st->pushed);
     free(st->pending);
+    free(st->ended);
+    free(st->waiting);
     free(st->done);
     free(st->last_loss);
     free(st->last_accuracy);
@@ -490,11 +553,6 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
                  tr->opt.ps_ranks, R);
         return -1;
     }
-    if (tr->n_servers > 0 && tr->input_split != PIPELINE_SPLIT_NONE) {
-        snprintf(err, err_n_bytes, "--ps_dedicated --sync_replicas false: --input_split none only (the workers' own "
-                 "parts would end at different steps, and the server-only ranks learn the end from the workers)");
-        return -1;
-    }
     if (tr->opt.max_staleness < 0) {
         snprintf(err, err_n_bytes, "--max_staleness %d: expected 0 or more (steps a worker may run ahead)",
                  tr->opt.max_staleness);
@@ -515,15 +573,14 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     if (!st) goto oom;
     st->tr = tr;
     st->n_ps = tr->opt.ps_ranks > 0 ? tr->opt.ps_ranks : R;
-    st->n_servers = tr->n_servers;
-    st->W = tr->n_workers;
-    st->T = tr->worker_towers;
     st->rule = rule;
-    st->bound = (long)(st->W - 1) * (2L * tr->opt.max_staleness + 1);
+    st->bound = (long)(tr->n_workers - 1) * (2L * tr->opt.max_staleness + 1);
     st->pulled_version = calloc((size_t)R, sizeof *st->pulled_version);
     st->seen = calloc((size_t)R, sizeof *st->seen);
     st->pushed = calloc((size_t)R, sizeof *st->pushed);
     st->pending = malloc((size_t)R * sizeof *st->pending);
+    st->ended = malloc((size_t)R * sizeof *st->ended);
+    st->waiting = malloc((size_t)R * sizeof *st->waiting);
     st->done = calloc((size_t)R, sizeof *st->done);
     st->last_loss = calloc((size_t)R, sizeof *st->last_loss);
     st->last_accuracy = calloc((size_t)R, sizeof *st->last_accuracy);
@@ -532,11 +589,11 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->moving_at = calloc((size_t)tr->spec.n_vars, sizeof *st->moving_at);
     st->momentum = calloc((size_t)tr->spec.n_vars, sizeof *st->momentum);
     if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->pulled_version || !st->seen ||
-        !st->pushed || !st->pending || !st->done || !st->last_loss || !st->last_accuracy || !st->mcounts ||
-        !st->mdispls || !st->moving_at || !st->momentum)
+        !st->pushed || !st->pending || !st->ended || !st->waiting || !st->done || !st->last_loss ||
+        !st->last_accuracy || !st->mcounts || !st->mdispls || !st->moving_at || !st->momentum)
         goto oom;
-    for (int r = 0; r < R; r++) st->pending[r] = -1;
-    st->stop_at = st->stop_after = st->ended = -1;
+    for (int r = 0; r < R; r++) st->pending[r] = st->ended[r] = st->waiting[r] = -1;
+    st->stop_at = st->stop_after = -1;
     /* Batch norm's moving statistics: where each is in the worker's packed shares, its momentum, each shard's count. */
     st->n_moving = train_moving_n_floats(&tr->spec);
     if (st->n_moving > 0 && model_moving_momentum(&tr->spec, st->momentum) != 0) {
@@ -554,7 +611,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
             if (!tr->spec.vars[st->sh.order[k]].trainable) st->mcounts[r] += tr->spec.vars[st->sh.order[k]].n_floats;
         if (r + 1 < R) st->mdispls[r + 1] = st->mdispls[r] + st->mcounts[r];
     }
-    const size_t T = (size_t)st->T; /* the workers' towers: what a push carries, also to a server-only rank */
+    const size_t T = (size_t)tr->worker_towers; /* the workers' towers: what a push carries, also to a server */
     const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
     const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + (M + T * st->n_moving) * sizeof(float);
     st->packed = malloc(M * sizeof(float));
@@ -574,7 +631,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->srv = *ps;
     st->srv.params = st->srv_params;
     for (int p = 0; p < st->n_ps; p++) st->pulled_version[p] = ps->global_step;
-    st->logged_at = ps->global_step;
+    st->logged_at = st->base_step = tr->schedule_step = ps->global_step;
     if (pthread_mutex_init(&st->lock, NULL) != 0) goto oom;
     st->lock_made = 1;
     if (pthread_cond_init(&st->moved, NULL) != 0) goto oom;
@@ -609,7 +666,7 @@ static size_t mode_host_n_bytes(const Trainer *tr) {
     const size_t all_msgs = R * hdr + (M + T * nm) * sizeof(float);
     const size_t floats = M * (tr->rank == 0 ? 3 : 2) + (own + T * nm + 1) + (T * nm + 1) + (T * nm + 1);
     const size_t server = 2 * hdr + (2 * own + T * nm) * sizeof(float);
-    const size_t per_rank = R * (2 * hdr + 4 * sizeof(long) + 3 * sizeof(int) + 2 * sizeof(float) + 3 * sizeof(size_t));
+    const size_t per_rank = R * (2 * hdr + 6 * sizeof(long) + 3 * sizeof(int) + 2 * sizeof(float) + 3 * sizeof(size_t));
     const size_t per_var = n_vars * (sizeof(size_t) + sizeof(double) + 2 * sizeof(int)) + R * 2 * sizeof(int);
     return sizeof(PsAsyncState) + 2 * all_msgs + floats * sizeof(float) + server + per_rank + per_var;
 }
@@ -644,65 +701,74 @@ static void log_staleness(Trainer *tr, PsAsyncState *st) {
     fflush(stdout);
 }
 
-/* A server-only rank's step (--ps_dedicated): no towers; it waits (asleep on st->moved) until every worker
- * has pushed as many steps, so that it reaches the save points and the end with them, or returns 0 when the
- * workers' input ended first.  A signal to it goes to owner 0, which fixes the stop; it learns the stop's count
- * from owner 0 (its own, or the MSG_REACHED notices: the notice of that count carries it).  Rank 0's loss is
- * the mean of the workers' latest. */
-static int server_rank_step(Trainer *tr, PsAsyncState *st, float *loss) {
+/* A passive rank's step (--ps_dedicated: a server-only rank, or a worker whose input ended): no towers; round
+ * k = its step count + 1 once every worker whose input has not ended has pushed step k (owner 0, rank 0, waits
+ * asleep on st->moved; the others ask it, MSG_WAIT, and sleep in the receive of its answer), or 0 when every
+ * worker's input ended before step k (the end).  Its global_step is then the job's count through round k,
+ * exact: base + the worker steps of rounds 1 .. k.  A signal to it goes to owner 0 with the question, which
+ * fixes the stop; the answer of a round carries the stop fixed so far (fixed before any worker pushes that
+ * count, so the answer of that round carries it).  Its loss and accuracy (rank 0 logs them) are the mean of
+ * the round's workers' latest. */
+static int passive_step(Trainer *tr, PsAsyncState *st, float *loss) {
     ParamServer *ps = tr->ps;
     const long k = st->worker_step + 1;
-    if (tr->stop_requested && !st->stop_sent) {
-        st->stop_sent = 1;
-        if (tr->rank == 0) {
-            pthread_mutex_lock(&st->lock);
-            fix_stop(st);
-            pthread_mutex_unlock(&st->lock);
-        } else {
-            MsgHeader h = {MSG_STOP, 0, 0, 0, 0, 1, 0.0, 0.0};
-            ranks_send(&h, sizeof h, 0, TAG_PUSH);
-        }
-    }
+    const int ask_stop = tr->stop_requested && !st->stop_sent;
+    if (ask_stop) st->stop_sent = 1;
     tr->times.average.start_sec = tower_now_sec();
-    pthread_mutex_lock(&st->lock);
-    while (st->reached < k && !(st->ended >= 0 && k > st->ended)) pthread_cond_wait(&st->moved, &st->lock);
-    const int ended = st->reached < k;
-    const long stop_at = st->stop_at;
-    double loss_sum = 0.0, accuracy_sum = 0.0;
-    for (int u = st->n_servers; u < tr->n_ranks; u++) {
-        loss_sum += st->last_loss[u];
-        accuracy_sum += st->last_accuracy[u];
+    MsgHeader a;
+    if (tr->rank == 0) {
+        pthread_mutex_lock(&st->lock);
+        if (ask_stop) fix_stop(st);
+        while (!round_answer(st, k, &a)) pthread_cond_wait(&st->moved, &st->lock);
+        pthread_mutex_unlock(&st->lock);
+    } else {
+        MsgHeader q = {MSG_WAIT, k, 0, 0, 0, ask_stop, 0.0, 0.0};
+        ranks_send(&q, sizeof q, 0, TAG_PUSH);
+        if (ranks_recv(&a, sizeof a, 0, TAG_PULL, NULL) != sizeof a || (a.step != k && a.step != -1))
+            server_fatal(tr, "owner 0's answer of a round is not the round asked");
     }
-    tr->staleness_mean = st->stale_n ? (double)st->stale_sum / (double)st->stale_n : 0.0;
-    tr->staleness_max = st->stale_max;
-    st->seen[tr->rank].stale_n = st->stale_n; /* its own shard's count for the log (it pulls nothing) */
-    pthread_mutex_unlock(&st->lock);
+    if (tr->worker < 0) { /* a server-only rank's staleness figures are its own shard's (it pulls nothing) */
+        pthread_mutex_lock(&st->lock);
+        tr->staleness_mean = st->stale_n ? (double)st->stale_sum / (double)st->stale_n : 0.0;
+        tr->staleness_max = st->stale_max;
+        st->seen[tr->rank].stale_n = st->stale_n;
+        pthread_mutex_unlock(&st->lock);
+    }
     tr->times.average.end_sec = tr->times.apply.start_sec = tr->times.apply.end_sec = tower_now_sec();
-    if (ended) return 0;
-    *loss = (float)(loss_sum / st->W);
-    tr->accuracy = (float)(accuracy_sum / st->W);
+    if (a.step < 0) return 0;
+    *loss = (float)a.loss;
+    tr->accuracy = (float)a.accuracy;
     st->worker_step = k;
-    if (stop_at >= 0 && st->stop_after < 0) st->stop_after = stop_at;
+    if (a.stop >= 0 && st->stop_after < 0) st->stop_after = a.stop;
     tr->stop_agreed = st->stop_after >= 0 && st->worker_step >= st->stop_after;
-    ps->global_step += st->W;
+    const long before = ps->global_step;
+    ps->global_step = st->base_step + a.version;
+    /* The examples of the round: trainer_step_batch counts a server-only rank's step as the whole global batch
+     * (every worker's); take off the workers whose input had ended. */
+    const long ran = ps->global_step - before, per_worker = tr->global_batch / tr->n_workers;
+    if (tr->worker < 0) tr->examples_consumed -= (tr->n_workers - ran) * per_worker;
+    tr->schedule_step += tr->n_workers;
     ps->last_lr = ps_step_lr(ps);
     log_staleness(tr, st);
     return 1;
 }
 
-/* A worker whose input ended (--ps_dedicated): the server-only ranks, which read nothing, hear after how many
- * steps (every worker reads the same stream: they all end there). */
-static void mode_input_ended(Trainer *tr) {
+/* A worker whose input ended (--ps_dedicated): every owner hears after how many steps (its bound no longer
+ * waits for it), and the worker stays in the job as a passive rank (its next steps are passive_step's) so
+ * that it meets the others at the save points and the end.  Co-located ranks (every rank a worker, reading
+ * the same stream, --input_split none) end together: the end, now. */
+static int mode_input_ended(Trainer *tr) {
     PsAsyncState *st = tr->mode_state;
-    if (!st || st->n_servers == 0 || tr->worker < 0) return;
+    if (!st || tr->n_servers == 0 || tr->worker < 0) return 0;
     MsgHeader h = {MSG_ENDED, st->worker_step, 0, 0, 0, 0, 0.0, 0.0};
-    for (int p = 0; p < st->n_servers; p++) ranks_send(&h, sizeof h, p, TAG_PUSH);
+    for (int p = 0; p < st->n_ps; p++) ranks_send(&h, sizeof h, p, TAG_PUSH);
+    return 1;
 }
 
 static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     PsAsyncState *st = tr->mode_state;
-    if (tr->worker < 0) return server_rank_step(tr, st, loss); /* the empty batch: nothing to hand back */
+    if (tr->worker < 0 || tr->input_done) return passive_step(tr, st, loss); /* the empty batch: nothing to hand back */
     const int R = tr->n_ranks, T = tr->n_towers;
     TowerStep ts = {.hooks = NULL};
     for (int t = 0; t < T; t++) ts.params[t] = ps->params;
@@ -776,7 +842,8 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     }
     tr->staleness_mean = n ? (double)sum / (double)n : 0.0;
     tr->staleness_max = max;
-    ps->global_step += st->W; /* the owners' count once every worker has made as many steps */
+    ps->global_step += tr->n_workers; /* the owners' count once every worker has made as many steps (its view: below) */
+    tr->schedule_step += tr->n_workers;
     ps->last_lr = ps_step_lr(ps);
     tr->times.apply.end_sec = tower_now_sec();
     log_staleness(tr, st);
@@ -806,6 +873,8 @@ static void mode_save(const Trainer *tr) {
         memcpy(ps->scalars, st->srv.scalars, sizeof ps->scalars);
     }
     pthread_mutex_unlock(&st->lock);
+    /* Every rank takes the job's count (a worker's own advances W a step, more than the job's once a part ended). */
+    if (R > 1) ranks_bcast(&ps->global_step, sizeof ps->global_step);
 }
 
 /* The variables this worker pulled last.  A server-only rank pulls nothing: its own shard's current values

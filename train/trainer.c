@@ -900,17 +900,25 @@ fail:
 
 /* The next global batch: from the pipeline, or the synthetic one. */
 static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_n_bytes) {
-    if (tr->opt.synthetic || tr->worker < 0) { /* a server-only rank: the empty batch, never ending by itself */
+    /* A server-only rank, or a worker whose input ended and stays (tr->input_done): the empty batch, never ending
+     * by itself (the mode's step ends it). */
+    if (tr->opt.synthetic || tr->worker < 0 || tr->input_done) {
         *batch = &tr->synthetic;
-        if (tr->opt.synthetic) return 1;
+        if (tr->opt.synthetic || tr->input_done) return 1;
     }
     int got = tr->worker < 0 ? 1 : pipeline_next(tr->pipeline, batch, err, err_n_bytes);
-    /* Every worker reads the same stream and ends with the others; ranks that step apart do not meet here (a
-     * server-only rank hears the end from the workers: the mode's input_ended). */
-    if (tr->input_split == PIPELINE_SPLIT_NONE && (tr->n_servers == 0 || trainer_ranks_step_apart(tr))) {
+    /* Every worker reads the same stream and ends with the others; ranks that step apart do not meet here, with
+     * any split under --ps_dedicated (the mode's input_ended: the servers hear the end from the workers, and a
+     * worker whose own part ended first stays in the job, passive, until the others' end). */
+    const int apart = trainer_ranks_step_apart(tr) && (tr->input_split == PIPELINE_SPLIT_NONE || tr->n_servers > 0);
+    if (apart || (tr->input_split == PIPELINE_SPLIT_NONE && tr->n_servers == 0)) {
         const TrainModeI *m = train_mode(tr->mode);
-        if (got > 0 && tr->worker >= 0) rank_shards(tr, *batch);
-        if (got == 0 && tr->worker >= 0 && m->input_ended && trainer_ranks_step_apart(tr)) m->input_ended(tr);
+        if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
+        if (got == 0 && tr->worker >= 0 && apart && m->input_ended && m->input_ended(tr)) {
+            tr->input_done = 1;
+            *batch = &tr->synthetic;
+            return 1;
+        }
         return got;
     }
     if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
@@ -1121,6 +1129,10 @@ int trainer_save_needs_every_rank(const Trainer *tr) {
 }
 
 int trainer_ranks_step_apart(const Trainer *tr) { return tr->n_ranks > 1 && tr->mode == TRAINER_PS_MPI_ASYNC; }
+
+long trainer_schedule_step(const Trainer *tr) {
+    return trainer_ranks_step_apart(tr) ? tr->schedule_step : tr->ps->global_step;
+}
 
 int trainer_ranks_stop(Trainer *tr, int stop_here) {
     if (trainer_ranks_step_apart(tr)) return tr->stop_agreed;

@@ -266,6 +266,10 @@ typedef struct {
     int stop_requested;              /* this rank was asked to stop (a signal): set before a step, carried by the
                                         modes whose ranks step apart (trainer_ranks_stop) */
     int stop_agreed;                 /* those modes, after a step: every rank stops after this one */
+    long schedule_step;              /* those modes: the count --max_steps and --save_every read
+                                        (trainer_schedule_step), the same on every rank after a step */
+    int input_done;                  /* those modes: this worker's input ended and it stays in the job without it
+                                        (the mode's input_ended said so): each step gets the empty batch */
     double staleness_mean;           /* ps_mpi_async: the staleness (updates) of the gradients applied so far, over
                                         every shard as the last pulls said; max -1 in the modes without */
     long staleness_max;
@@ -379,6 +383,15 @@ int trainer_save_needs_every_rank(const Trainer *tr);
  * check waits for one (a stop by signal is agreed otherwise:
  * trainer_ranks_stop). */
 int trainer_ranks_step_apart(const Trainer *tr);
+
+/* The count the loop's schedule reads (--max_steps, --save_every, whether
+ * the end needs a save): ps->global_step, except where the ranks step apart,
+ * whose global_steps may differ between the save points (a passive rank of
+ * ps_mpi_async counts the job's updates exactly, a worker W a step): there
+ * tr->schedule_step, W a step on every rank from the count at open, the same
+ * on every rank after each step, so that every rank meets the others at the
+ * same save points and ends after the same step. */
+long trainer_schedule_step(const Trainer *tr);
 
 /* After a step: 1 when every rank stops here (a stop by signal); stop_here:
  * this rank was asked to.  Ranks in lockstep agree at once (ranks_any, a
