@@ -534,6 +534,33 @@ static void mode_close(Trainer *tr) {
     tr->mode_state = NULL;
 }
 
+/* The bytes of PsAsyncState's buffers, from the trainer, this rank's shard
+ * (own floats, own_moving of them moving statistics) and all the moving
+ * statistics: what mode_open allocates and mode_host_n_bytes counts. */
+typedef struct {
+    size_t packed_n_bytes, msgs_n_bytes /* each of out and in */, srv_params_n_bytes, mean_n_bytes, srv_in_n_bytes,
+        srv_out_n_bytes, shares_n_bytes, bn_tmp_n_bytes, gather_n_bytes;
+} PsAsyncBufs;
+
+static PsAsyncBufs ps_async_bufs(const Trainer *tr, size_t own, size_t own_moving, size_t n_moving) {
+    const size_t M = tr->spec.n_params, T = (size_t)tr->worker_towers; /* a push carries the workers' towers */
+    const size_t R = (size_t)tr->n_ranks, f = sizeof(float), hdr = sizeof(MsgHeader);
+    return (PsAsyncBufs){.packed_n_bytes = M * f,
+                         .msgs_n_bytes = R * hdr + (M + T * n_moving) * f,
+                         .srv_params_n_bytes = M * f,
+                         .mean_n_bytes = (own + T * own_moving + 1) * f,
+                         .srv_in_n_bytes = hdr + (own + T * own_moving) * f,
+                         .srv_out_n_bytes = hdr + own * f,
+                         .shares_n_bytes = (T * n_moving + 1) * f,
+                         .bn_tmp_n_bytes = (T * own_moving + 1) * f,
+                         .gather_n_bytes = tr->rank == 0 ? M * f : 0};
+}
+
+static size_t ps_async_bufs_n_bytes(const PsAsyncBufs *b) {
+    return b->packed_n_bytes + 2 * b->msgs_n_bytes + b->srv_params_n_bytes + b->mean_n_bytes + b->srv_in_n_bytes +
+           b->srv_out_n_bytes + b->shares_n_bytes + b->bn_tmp_n_bytes + b->gather_n_bytes;
+}
+
 static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     ParamServer *ps = tr->ps;
     const int R = tr->n_ranks;
@@ -611,19 +638,17 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
             if (!tr->spec.vars[st->sh.order[k]].trainable) st->mcounts[r] += tr->spec.vars[st->sh.order[k]].n_floats;
         if (r + 1 < R) st->mdispls[r + 1] = st->mdispls[r] + st->mcounts[r];
     }
-    const size_t T = (size_t)tr->worker_towers; /* the workers' towers: what a push carries, also to a server */
-    const size_t own = (size_t)st->sh.counts[tr->rank], own_moving = st->mcounts[tr->rank];
-    const size_t all_msgs = (size_t)R * sizeof(MsgHeader) + (M + T * st->n_moving) * sizeof(float);
-    st->packed = malloc(M * sizeof(float));
-    st->out = malloc(all_msgs);
-    st->in = malloc(all_msgs);
-    st->srv_params = malloc(M * sizeof(float));
-    st->mean = malloc((own + T * own_moving + 1) * sizeof(float));
-    st->srv_in = malloc(sizeof(MsgHeader) + (own + T * own_moving) * sizeof(float));
-    st->srv_out = malloc(sizeof(MsgHeader) + own * sizeof(float));
-    st->shares = malloc((T * st->n_moving + 1) * sizeof(float));
-    st->bn_tmp = malloc((T * own_moving + 1) * sizeof(float));
-    if (tr->rank == 0) st->gather = malloc(M * sizeof(float));
+    const PsAsyncBufs b = ps_async_bufs(tr, (size_t)st->sh.counts[tr->rank], st->mcounts[tr->rank], st->n_moving);
+    st->packed = malloc(b.packed_n_bytes);
+    st->out = malloc(b.msgs_n_bytes);
+    st->in = malloc(b.msgs_n_bytes);
+    st->srv_params = malloc(b.srv_params_n_bytes);
+    st->mean = malloc(b.mean_n_bytes);
+    st->srv_in = malloc(b.srv_in_n_bytes);
+    st->srv_out = malloc(b.srv_out_n_bytes);
+    st->shares = malloc(b.shares_n_bytes);
+    st->bn_tmp = malloc(b.bn_tmp_n_bytes);
+    if (b.gather_n_bytes) st->gather = malloc(b.gather_n_bytes);
     if (!st->packed || !st->out || !st->in || !st->srv_params || !st->mean || !st->srv_in || !st->srv_out ||
         !st->shares || !st->bn_tmp || (tr->rank == 0 && !st->gather))
         goto oom;
@@ -660,15 +685,15 @@ oom:
  * and its shares of the statistics; the whole statistics' count bounds a shard's), the towers' shares, the
  * per-rank and per-variable tables and the shards' layout. */
 static size_t mode_host_n_bytes(const Trainer *tr) {
-    const size_t R = (size_t)tr->n_ranks, M = tr->spec.n_params, n_vars = (size_t)tr->spec.n_vars;
-    const size_t T = (size_t)tr->worker_towers, nm = train_moving_n_floats(&tr->spec);
-    const size_t own = train_ps_own_n_floats(tr), hdr = sizeof(MsgHeader);
-    const size_t all_msgs = R * hdr + (M + T * nm) * sizeof(float);
-    const size_t floats = M * (tr->rank == 0 ? 3 : 2) + (own + T * nm + 1) + (T * nm + 1) + (T * nm + 1);
-    const size_t server = 2 * hdr + (2 * own + T * nm) * sizeof(float);
-    const size_t per_rank = R * (2 * hdr + 6 * sizeof(long) + 3 * sizeof(int) + 2 * sizeof(float) + 3 * sizeof(size_t));
-    const size_t per_var = n_vars * (sizeof(size_t) + sizeof(double) + 2 * sizeof(int)) + R * 2 * sizeof(int);
-    return sizeof(PsAsyncState) + 2 * all_msgs + floats * sizeof(float) + server + per_rank + per_var;
+    const size_t R = (size_t)tr->n_ranks, n_vars = (size_t)tr->spec.n_vars, nm = train_moving_n_floats(&tr->spec);
+    /* this rank's shard of the moving statistics is at most all of them */
+    const PsAsyncBufs b = ps_async_bufs(tr, train_ps_own_n_floats(tr), nm, nm);
+    const PsAsyncState *z = NULL; /* sizeof only */
+    const size_t per_rank = R * (sizeof *z->pulled_version + sizeof *z->seen + sizeof *z->pushed + sizeof *z->pending +
+                                 sizeof *z->ended + sizeof *z->waiting + sizeof *z->done + sizeof *z->last_loss +
+                                 sizeof *z->last_accuracy + sizeof *z->mcounts + sizeof *z->mdispls);
+    const size_t per_var = n_vars * (sizeof *z->moving_at + sizeof *z->momentum);
+    return sizeof(PsAsyncState) + ps_async_bufs_n_bytes(&b) + per_rank + per_var + ps_shards_n_bytes(tr->spec.n_vars, (int)R);
 }
 
 /* Worker: its towers' shares of shard p's moving statistics into msg ((T, mcounts[p]), the shard's packed order). */
