@@ -20,9 +20,34 @@ fi
 # or nothing.
 mpi_rank_pid() {
   local p
-  for p in $(pgrep -P "$launcher" 2>/dev/null); do
+  # the ranks are mpirun's children, and mpirun is $launcher or, under `timeout`, its child
+  for p in $(pgrep -P "$launcher" 2>/dev/null) $(pgrep -P "$(pgrep -P "$launcher" | head -1)" 2>/dev/null); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
   done
+  return 0
+}
+
+# mpi_kill_rank RANK SECONDS: with $launcher the test's backgrounded mpirun, find RANK's process (within
+# 20 s), let the job run SECONDS more, kill -9 that process, and check that the whole job ends within 10 s
+# with a non-zero status (calls the test's fail otherwise).  Sets $killed_rc (the job's status) and
+# $killed_took (seconds from the kill to the end).
+mpi_kill_rank() {
+  local rank=$1 victim="" t_kill
+  for _ in $(seq 1 200); do
+    victim=$(mpi_rank_pid "$rank" | head -1)
+    [ -n "$victim" ] && break
+    sleep 0.1
+  done
+  [ -n "$victim" ] || { kill "$launcher"; fail "could not find rank $rank's process"; }
+  sleep "$2"
+  t_kill=$(date +%s.%N)
+  kill -9 "$victim"
+  for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after rank $rank was killed"; fi
+  killed_rc=0
+  wait "$launcher" || killed_rc=$?
+  killed_took=$(echo "$(date +%s.%N) - $t_kill" | bc)
+  [ "$killed_rc" != 0 ] || fail "the job exited 0 after rank $rank was killed"
   return 0
 }
 

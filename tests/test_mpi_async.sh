@@ -90,21 +90,6 @@ echo "checkpoints at 4, 8; --resume from 8 to 16: loads"
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_steps 100000 --log_every 0 \
   --train_dir "$work/killed" >"$work/kill.log" 2>&1 &
 launcher=$!
-victim=""
-for _ in $(seq 1 300); do
-  for p in $(pgrep -P "$launcher" 2>/dev/null); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
-  done
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
-[ -n "$victim" ] || { kill "$launcher"; fail "could not find rank 1's process"; }
-sleep 5
-kill -9 "$victim"
-for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after rank 1 was killed"; fi
-rc=0
-wait "$launcher" || rc=$?
-[ "$rc" != 0 ] || fail "the job exited 0 after rank 1 was killed"
-echo "kill -9 of rank 1: the job ended with exit $rc"
+mpi_kill_rank 1 5
+echo "kill -9 of rank 1: the job ended with exit $killed_rc"
 echo "asynchronous parameter servers: all checks passed ($(( $(date +%s) - t0 )) s)"

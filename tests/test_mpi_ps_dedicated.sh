@@ -160,21 +160,6 @@ echo "resnet20 (batch norm): 1 server + 2 workers, 2 + 2 (x 1 tower) bitwise one
 TEST_MPI_PS_DEDICATED=1 "${mpi[@]}" -x TEST_MPI_PS_DEDICATED -np 3 "$helper" train mnist momentum 1 100000 "$work/killed" \
   ps_mpi 1 >"$work/kill.log" 2>&1 &
 launcher=$!
-victim=""
-for _ in $(seq 1 200); do
-  for p in $(pgrep -P "$(pgrep -P "$launcher" | head -1)" 2>/dev/null) $(pgrep -P "$launcher" 2>/dev/null); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0" && victim=$p
-  done
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
-[ -n "$victim" ] || { kill "$launcher"; fail "could not find rank 0's process"; }
-sleep 3
-kill -9 "$victim"
-for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after the server rank 0 was killed"; fi
-rc=0
-wait "$launcher" || rc=$?
-[ "$rc" != 0 ] || fail "the job exited 0 after the server rank 0 was killed"
-echo "kill -9 of the server-only rank 0: the job ended with exit $rc"
+mpi_kill_rank 0 3
+echo "kill -9 of the server-only rank 0: the job ended with exit $killed_rc"
 echo "dedicated parameter-server ranks equal one process ($(( $(date +%s) - t0 )) s)"

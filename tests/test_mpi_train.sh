@@ -115,24 +115,8 @@ done
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \
   --train_dir "$work/killed" >"$work/kill.log" 2>&1 &
 launcher=$!
-victim=""
-for _ in $(seq 1 200); do
-  for p in $(pgrep -P "$launcher" 2>/dev/null); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
-  done
-  [ -n "$victim" ] && break
-  sleep 0.1
-done
-[ -n "$victim" ] || { kill "$launcher"; fail "could not find rank 1's process"; }
-sleep 3 # into the steps
-killed_at=$(date +%s.%N)
-kill -9 "$victim"
-rc=0
-for _ in $(seq 1 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$launcher" 2>/dev/null; then kill -9 "$launcher"; fail "the job still runs 10 s after rank 1 was killed"; fi
-wait "$launcher" || rc=$?
-took=$(echo "$(date +%s.%N) - $killed_at" | bc)
-[ "$rc" != 0 ] || fail "the job exited 0 after rank 1 was killed"
+mpi_kill_rank 1 3 # 3 s into the steps
+rc=$killed_rc took=$killed_took
 grep -q "rank 1 .*signal 9" "$work/kill.log" || { cat "$work/kill.log"; fail "no line names rank 1 and its signal"; }
 echo "kill -9 of rank 1: the job ended with exit $rc after $(printf '%.1f' "$took") s: $(grep -m1 'rank 1' "$work/kill.log" | sed 's/^ *//')"
 echo "mpi training equals one process ($(( $(date +%s) - t0 )) s)"
