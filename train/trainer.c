@@ -907,13 +907,13 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
         if (tr->opt.synthetic || tr->input_done) return 1;
     }
     int got = tr->worker < 0 ? 1 : pipeline_next(tr->pipeline, batch, err, err_n_bytes);
+    if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
     /* Every worker reads the same stream and ends with the others; ranks that step apart do not meet here, with
      * any split under --ps_dedicated (the mode's input_ended: the servers hear the end from the workers, and a
      * worker whose own part ended first stays in the job, passive, until the others' end). */
     const int apart = trainer_ranks_step_apart(tr) && (tr->input_split == PIPELINE_SPLIT_NONE || tr->n_servers > 0);
     if (apart || (tr->input_split == PIPELINE_SPLIT_NONE && tr->n_servers == 0)) {
         const TrainModeI *m = train_mode(tr->mode);
-        if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
         if (got == 0 && tr->worker >= 0 && apart && m->input_ended && m->input_ended(tr)) {
             tr->input_done = 1;
             *batch = &tr->synthetic;
@@ -921,7 +921,6 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
         }
         return got;
     }
-    if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
     /* Each rank reads its own part, or a server-only rank none: they agree, so that all step or none does (a
      * rank whose part ended or failed first ends the job's steps; MPI_Allgather of each rank's answer). */
     int all[PIPELINE_MAX_SHARDS];
