@@ -69,9 +69,15 @@ int graph_build(Graph *g, const ModelSpec *spec) {
             if (in != GRAPH_INPUT && ++n_consumers[in] > 1) g->shared = 1;
         }
         NodeVar nv[NODE_MAX_VARS];
-        g->nodes[i].var0 = v;
-        g->nodes[i].n_vars = model_layer_table[g->nodes[i].kind].vars(&g->nodes[i], nv);
-        v += g->nodes[i].n_vars;
+        Node *n = &g->nodes[i];
+        n->var0 = v;
+        n->n_vars = model_layer_table[n->kind].vars(n, nv);
+        v += n->n_vars;
+        /* Inputs come before their consumers, so their flags are final here. */
+        n->grad_wanted = 0;
+        for (int j = 0; j < n->n_vars; j++) n->grad_wanted |= nv[j].trainable != 0;
+        for (int j = 0; j < n->n_inputs; j++)
+            if (n->inputs[j] != GRAPH_INPUT) n->grad_wanted |= g->nodes[n->inputs[j]].grad_wanted;
     }
     if (v > MODEL_MAX_VARS) {
         g->ok = 0;

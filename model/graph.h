@@ -95,8 +95,12 @@ typedef struct {
     int keras;                      /* CONV2D/DENSE: Keras's variables ("kernel" glorot_uniform, "bias"
                                        zeros) instead of the tutorial's ("weights", "biases") */
     int no_bias;                    /* CONV2D: no bias variable (Keras's use_bias=False) */
-    /* Filled by graph_finish: */
+    /* Filled by graph_build: */
     int var0, n_vars;               /* its variables: ModelSpec.vars[var0 .. var0 + n_vars) */
+    int grad_wanted;                /* 1: this node or one upstream of it has a trainable variable, so the
+                                       gradient of its output is needed; 0: the executors' backward skips
+                                       the node and no consumer writes its gradient (resnet50's conv1_pad;
+                                       the input gradient of a first convolution) */
 } Node;
 
 typedef struct {

@@ -825,7 +825,7 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
     written[g->output] = 1;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const Node *n = &g->nodes[i];
-        if (!written[i]) continue; /* its output reaches no loss */
+        if (!written[i] || !n->grad_wanted) continue; /* reaches no loss, or nothing trainable upstream */
         if (p) {
             p->host_bwd_ms[i] = host_now_ms();
             p->bwd_ran[i] = 1;
@@ -836,14 +836,14 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
         int later[NODE_MAX_INPUTS] = {0};
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];
-            if (in == GRAPH_INPUT) continue;
+            if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue; /* din[j] stays NULL: not wanted */
             later[j] = written[in] || (j == 1 && n->inputs[0] == in);
             r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
         }
         model_layer_table[n->kind].cuda_backward(n, &r);
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];
-            if (in == GRAPH_INPUT) continue;
+            if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue;
             if (later[j])
                 grad_accumulate_cuda(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)), st);
             written[in] = 1;

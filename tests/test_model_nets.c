@@ -24,6 +24,10 @@
  *      batch norms see 64 rows) and resnet50 (64x64, batch 2: 8 rows at
  *      conv5) through a residual block's convolutions, batch norms, the
  *      projection shortcut and the head.  A planted 15% error is rejected.
+ *   3. Skipped gradients (Node.grad_wanted): resnet50's conv1_pad, which
+ *      only pads the image, is the one node of the five networks whose
+ *      output gradient the executors skip; every node with a variable
+ *      wants its gradient.  The gradient checks of 2 run with the skip.
  */
 #include "gradcheck.h"
 #include "model/graph.h"
@@ -229,8 +233,38 @@ static void test_gradients(void) {
     check_net("resnet50", 64, 2, NULL, r50, 8, 3e-4);
 }
 
+/* The nodes of `net` whose grad_wanted is 0 must be exactly the n named. */
+static void check_grad_skipped(const char *net, int H, const char *const *skipped, int n) {
+    char err[256];
+    ModelSpec s;
+    Graph *g = malloc(sizeof *g);
+    CHECK(g && model_spec_init(&s, net, H, H, 3, 10, err, sizeof err) == 0 && graph_build(g, &s) == 0, "%s: %s", net,
+          err);
+    int n_skipped = 0;
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        const Node *nd = &g->nodes[i];
+        int listed = 0;
+        for (int k = 0; k < n; k++) listed |= strcmp(nd->name, skipped[k]) == 0;
+        n_skipped += !nd->grad_wanted;
+        CHECK(nd->grad_wanted == !listed, "%s: node %d %s has grad_wanted %d", net, i, nd->name, nd->grad_wanted);
+        CHECK(nd->n_vars == 0 || nd->grad_wanted, "%s: node %s has variables but no gradient", net, nd->name);
+    }
+    CHECK(n_skipped == n, "%s: %d nodes skip their gradient, want %d", net, n_skipped, n);
+    free(g);
+}
+
+static void test_grad_skipped(void) {
+    const char *r50[] = {"conv1_pad"};
+    check_grad_skipped("resnet50", 64, r50, 1);
+    check_grad_skipped("resnet20", 32, NULL, 0);
+    check_grad_skipped("vgg11", 32, NULL, 0);
+    check_grad_skipped("mobilenet_v2", 32, NULL, 0);
+    check_grad_skipped("cifar10", 24, NULL, 0);
+}
+
 int main(void) {
     test_tables();
+    test_grad_skipped();
     test_gradients();
     if (check_failures) {
         printf("FAIL: %d checks failed\n", check_failures);
