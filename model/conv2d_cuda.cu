@@ -12,6 +12,20 @@
  * column after than before) is a zero-padded copy of the input in scratch,
  * which cuDNN convolves with the symmetric part; backward data writes the
  * padded gradient there and crops it into dinp.
+ * A 1x1 convolution (no padding, any stride: ResNet-50's bottleneck ends
+ * and projection shortcuts, MobileNetV2's pointwise layers when they are
+ * conv nodes) is a matrix product, and runs as three cuBLAS GEMMs on the
+ * HWIO weights as they are (no transposes): cuDNN's only algorithm for
+ * its input gradient within the workspace cap was ALGO_0, 20-50x slower
+ * (bench/RESULTS.md, 2026-11-26).  Strides > 1 gather the sampled input
+ * rows into scratch first and scatter the input gradient back.
+ * TOWER_CONV1X1_CUDNN=1 in the environment keeps such layers on cuDNN.
+ * The filter gradient of the other (ungrouped) convolutions is a GEMM
+ * too: the input windows unrolled (im2col, TensorFlow's padding read as
+ * zeros) in chunks of images, times the output gradient, summed over the
+ * chunks in a fixed order.  cuDNN's deterministic NHWC filter algorithm
+ * (ALGO_1) took 5-15x the forward's time on an H100 (resnet20's 3x3
+ * layers: 0.65 ms against 0.08).  TOWER_CONV_WGRAD_CUDNN=1 keeps cuDNN.
  * What it does not do: allocate during forward/backward, or synchronise.
  */
 #include "model/layers_cuda.h"
@@ -112,12 +126,109 @@ static void crop_input_grad(float *dinp, const float *dxpad, const Conv2dCuda *c
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* ---- 1x1 convolutions as GEMMs: the input sampled at the stride ------------------- */
+
+/* dst (B, OH, OW, C) = src (B, H, W, C) at rows (oh * sh, ow * sw). */
+__global__ static void gather_strided_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int OH,
+                                             int OW, int sh, int sw) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % C);
+        size_t t = i / C;
+        const int ow = (int)(t % OW);
+        t /= OW;
+        const int oh = (int)(t % OH);
+        const size_t b = t / OH;
+        dst[i] = src[((b * H + (size_t)oh * sh) * W + (size_t)ow * sw) * C + c];
+    }
+}
+
+/* dst (B, H, W, C) = src (B, OH, OW, C) at the sampled rows, 0 elsewhere. */
+__global__ static void scatter_strided_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int OH,
+                                              int OW, int sh, int sw) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % C);
+        size_t t = i / C;
+        const int w = (int)(t % W);
+        t /= W;
+        const int h = (int)(t % H);
+        const size_t b = t / H;
+        const int sampled = h % sh == 0 && w % sw == 0 && h / sh < OH && w / sw < OW;
+        dst[i] = sampled ? src[((b * OH + h / sh) * OW + w / sw) * C + c] : 0.0f;
+    }
+}
+
+static int env_is_1(const char *name) {
+    const char *e = getenv(name);
+    return e && e[0] == '1';
+}
+
+/* A 1x1 convolution without padding: a GEMM (unless TOWER_CONV1X1_CUDNN=1). */
+static int gemm_applies(const Conv2d *g, int groups, int HP, int WP) {
+    if (groups != 1 || g->KH != 1 || g->KW != 1 || g->pad_top != 0 || g->pad_left != 0 || HP != g->H || WP != g->W)
+        return 0;
+    return !env_is_1("TOWER_CONV1X1_CUDNN");
+}
+
+static int is_strided(const Conv2d *g) { return g->stride_h != 1 || g->stride_w != 1; }
+
+/* col (nb, OH, OW, KH, KW, C) = the input windows of x (nb, H, W, C), rows
+ * in HWIO's order, zeros where a window reads TensorFlow's padding. */
+__global__ static void im2col_nhwc_kernel(float *col, const float *x, size_t n, int H, int W, int C, int OH, int OW,
+                                          int KH, int KW, int sh, int sw, int pad_top, int pad_left) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int c = (int)(i % C);
+        size_t t = i / C;
+        const int kw = (int)(t % KW);
+        t /= KW;
+        const int kh = (int)(t % KH);
+        t /= KH;
+        const int ow = (int)(t % OW);
+        t /= OW;
+        const int oh = (int)(t % OH);
+        const size_t b = t / OH;
+        const int ih = oh * sh - pad_top + kh, iw = ow * sw - pad_left + kw;
+        col[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[((b * H + ih) * W + iw) * C + c] : 0.0f;
+    }
+}
+
+/* The unrolled input of one chunk of images is at most this many bytes. */
+#define COL_CHUNK_N_BYTES ((size_t)64 << 20)
+
+/* Images per im2col chunk: as many as fit COL_CHUNK_N_BYTES, at least 1, at most max_batch. */
+static int col_batch_for(const Conv2d *g, int max_batch) {
+    const size_t per_image = (size_t)g->OH * g->OW * g->KH * g->KW * g->C_in * sizeof(float);
+    size_t nb = COL_CHUNK_N_BYTES / (per_image ? per_image : 1);
+    if (nb < 1) nb = 1;
+    return nb > (size_t)max_batch ? max_batch : (int)nb;
+}
+
+/* dweight (KH, KW, C_in, C_out) = sum over the B images of col^T . grad, chunk by chunk in image order
+ * (row-major (KKC, C_out) = col^T (KKC, rows) . grad (rows, C_out); column-major dweight^T = grad^T . col). */
+static void filter_grad_gemm(float *dweight, float *col, const float *inp, const float *grad, const Conv2dCuda *c,
+                             int B, cublasHandle_t cublas, cudaStream_t stream) {
+    const Conv2d *g = &c->geom;
+    const int KKC = g->KH * g->KW * g->C_in;
+    const size_t img_rows = (size_t)g->OH * g->OW, img_in = (size_t)g->H * g->W * g->C_in;
+    const float one = 1.0f, zero = 0.0f;
+    for (int b0 = 0; b0 < B; b0 += c->col_batch) {
+        const int nb = B - b0 < c->col_batch ? B - b0 : c->col_batch;
+        const size_t n = (size_t)nb * img_rows * KKC;
+        im2col_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(col, inp + (size_t)b0 * img_in, n, g->H, g->W, g->C_in,
+                                                            g->OH, g->OW, g->KH, g->KW, g->stride_h, g->stride_w,
+                                                            g->pad_top, g->pad_left);
+        CUDA_CHECK(cudaGetLastError());
+        CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, g->C_out, KKC, (int)(nb * img_rows), &one,
+                                 grad + (size_t)b0 * img_rows * g->C_out, g->C_out, col, KKC, b0 ? &one : &zero,
+                                 dweight, g->C_out));
+    }
+}
+
 /* ---- scratch layout ------------------------------------------------------------ */
 
 static size_t align256(size_t n_bytes) { return (n_bytes + 255) / 256 * 256; }
 
 typedef struct {
-    size_t w_krsc, dw_krsc, dpre, partials, xpad, workspace, total; /* byte offsets, 256-aligned */
+    size_t w_krsc, dw_krsc, dpre, partials, xpad, xsub, col, workspace, total; /* byte offsets, 256-aligned */
 } ConvScratchLayout;
 
 static ConvScratchLayout scratch_layout(const Conv2dCuda *c) {
@@ -132,6 +243,11 @@ static ConvScratchLayout scratch_layout(const Conv2dCuda *c) {
     L.partials = off;  off += align256(bias_grad_cuda_partials_n_floats(g->C_out) * sizeof(float));
     L.xpad = off;      /* the padded input, then in backward its gradient; only where the padding is asymmetric */
     if (is_padded(c)) off += align256((size_t)c->max_batch * c->HP * c->WP * g->C_in * sizeof(float));
+    L.xsub = off;      /* a strided 1x1 GEMM's sampled input, then in backward its gradient */
+    if (c->gemm_1x1 && is_strided(g)) off += align256((size_t)c->max_batch * g->OH * g->OW * g->C_in * sizeof(float));
+    L.col = off;       /* im2col chunk of the filter gradient's GEMM */
+    if (c->wgrad_gemm)
+        off += align256((size_t)c->col_batch * g->OH * g->OW * g->KH * g->KW * g->C_in * sizeof(float));
     L.workspace = off; off += align256(c->workspace_n_bytes);
     L.total = off;
     return L;
@@ -219,12 +335,26 @@ extern "C" void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_
     const char *names[3] = {fwd_algo_name(c->algo_fwd), bwd_data_algo_name(c->algo_bwd_data),
                             bwd_filter_algo_name(c->algo_bwd_filter)};
     size_t used = 0;
+    if (out_n_bytes == 0) return;
     out[0] = '\0';
-    if (c->groups > 1 && out_n_bytes > 0) {
+    if (c->gemm_1x1) {
+        snprintf(out, out_n_bytes, "1x1%s: cuBLAS GEMMs for forward, backward data, backward filter (deterministic, %s, "
+                 "0 B workspace)", is_strided(&c->geom) ? " stride > 1, sampled input" : "",
+                 c->allow_tf32 ? "TF32 allowed" : "fma");
+        return;
+    }
+    if (c->groups > 1) {
         const int k = snprintf(out, out_n_bytes, "grouped convolution, %d groups: ", c->groups);
         if (k > 0) used = (size_t)k < out_n_bytes ? (size_t)k : out_n_bytes;
     }
     for (int d = 0; d < 3 && used < out_n_bytes; d++) {
+        if (d == 2 && c->wgrad_gemm) {
+            const int k = snprintf(out + used, out_n_bytes - used, "; backward filter im2col + cuBLAS GEMM "
+                                   "(deterministic, %s, %d images a chunk)", c->allow_tf32 ? "TF32 allowed" : "fma",
+                                   c->col_batch);
+            if (k > 0) used += (size_t)k;
+            break;
+        }
         char ms[48] = "";
         if (c->measured && c->algo_ms[d] >= 0.0f) snprintf(ms, sizeof ms, ", measured %.3f ms", (double)c->algo_ms[d]);
         int k = snprintf(out + used, out_n_bytes - used, "%s%s %s (%s, %s, %zu B workspace%s)", d ? "; " : "", what[d],
@@ -295,6 +425,16 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     cudnnConvolutionFwdAlgoPerf_t fwd[MAX_PERF];
     cudnnConvolutionBwdDataAlgoPerf_t bd[MAX_PERF];
     cudnnConvolutionBwdFilterAlgoPerf_t bf[MAX_PERF];
+    if (c->gemm_1x1) { /* cuBLAS: nothing to choose, no workspace; deterministic, FMA unless TF32 */
+        for (int d = 0; d < 3; d++) {
+            c->ws_need_n_bytes[d] = 0;
+            c->algo_deterministic[d] = 1;
+            c->algo_math[d] = c->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+            c->algo_ms[d] = -1.0f;
+        }
+        c->measured = 0;
+        return 0;
+    }
     const int find = find_enabled();
     FindBufs fb;
     memset(&fb, 0, sizeof fb);
@@ -347,6 +487,14 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     c->algo_ms[1] = find ? bd[i].time : -1.0f;
 
     /* backward filter */
+    if (c->wgrad_gemm) { /* im2col + cuBLAS: deterministic, FMA unless TF32, no cuDNN workspace */
+        c->ws_need_n_bytes[2] = 0;
+        c->algo_deterministic[2] = 1;
+        c->algo_math[2] = c->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+        c->algo_ms[2] = -1.0f;
+        rc = 0;
+        goto out;
+    }
     dir = "backward filter";
     if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[2], query_math(c)), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
@@ -427,6 +575,9 @@ static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_b
     const int sym_w = conv_pad_split(g->W, g->OW, g->KW, g->stride_w, g->pad_left, &c->ext_left, &c->ext_right);
     c->HP = g->H + c->ext_top + c->ext_bottom;
     c->WP = g->W + c->ext_left + c->ext_right;
+    c->gemm_1x1 = gemm_applies(g, groups, c->HP, c->WP);
+    c->wgrad_gemm = !c->gemm_1x1 && groups == 1 && !env_is_1("TOWER_CONV_WGRAD_CUDNN");
+    c->col_batch = c->wgrad_gemm ? col_batch_for(g, max_batch) : 0;
     if (CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->x_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->y_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateFilterDescriptor(&c->w_desc), err, err_n_bytes))
@@ -513,11 +664,31 @@ static void check_batch(const Conv2dCuda *c, int B, const char *fn) {
 
 extern "C" void conv2d_forward_cuda(float *out, void *scratch, const float *inp, const float *weight,
                                     const float *bias, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
-                                    cudaStream_t stream) {
+                                    cublasHandle_t cublas, cudaStream_t stream) {
     check_batch(c, B, "conv2d_forward_cuda");
     const Conv2d *g = &c->geom;
     const ConvScratchLayout L = scratch_layout(c);
     char *base = (char *)scratch;
+    if (c->gemm_1x1) {
+        /* out (M, C_out) = x (M, C_in) . weight (C_in, C_out), row-major; in cuBLAS's column-major
+         * terms out^T (C_out, M) = weight^T (C_out, C_in) . x^T (C_in, M). */
+        const int M = B * g->OH * g->OW;
+        const float one = 1.0f, zero = 0.0f;
+        const float *x = inp;
+        if (is_strided(g)) {
+            float *xsub = (float *)(base + L.xsub);
+            const size_t n = (size_t)M * g->C_in;
+            gather_strided_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW,
+                                                                   g->stride_h, g->stride_w);
+            CUDA_CHECK(cudaGetLastError());
+            x = xsub;
+        }
+        CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, g->C_out, M, g->C_in, &one, weight, g->C_out, x,
+                                 g->C_in, &zero, out, g->C_out));
+        if (bias || g->act != ACT_NONE)
+            bias_act_forward_cuda(out, bias, (size_t)M, g->C_out, g->act, stream);
+        return;
+    }
     float *w_krsc = (float *)(base + L.w_krsc);
     const int K = g->KH * g->KW * (g->C_in / c->groups);
     const float one = 1.0f, zero = 0.0f;
@@ -537,7 +708,7 @@ extern "C" void conv2d_forward_cuda(float *out, void *scratch, const float *inp,
 extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, void *scratch,
                                      const float *out, const float *dout, const float *inp,
                                      const float *weight, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
-                                     cudaStream_t stream) {
+                                     cublasHandle_t cublas, cudaStream_t stream) {
     check_batch(c, B, "conv2d_backward_cuda");
     const Conv2d *g = &c->geom;
     const ConvScratchLayout L = scratch_layout(c);
@@ -554,14 +725,46 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
         grad = dpre;
     }
     if (dbias) bias_grad_cuda(dbias, partials, grad, rows, g->C_out, stream);
-    /* Asymmetric padding: the forward's padded input again (scratch is shared
-     * between layers), then the same buffer takes the padded input gradient. */
+    if (c->gemm_1x1) {
+        /* Row-major: dweight (C_in, C_out) = x^T (C_in, M) . grad (M, C_out); dx (M, C_in) = grad (M, C_out) .
+         * weight^T (C_out, C_in).  Column-major: dweight^T = grad^T . x, dx^T = weight . grad^T. */
+        const int M = (int)rows;
+        const float *x = inp;
+        float *xsub = is_strided(g) ? (float *)(base + L.xsub) : NULL;
+        if (xsub) {
+            const size_t n = rows * g->C_in;
+            gather_strided_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW,
+                                                                   g->stride_h, g->stride_w);
+            CUDA_CHECK(cudaGetLastError());
+            x = xsub;
+        }
+        CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, g->C_out, g->C_in, M, &one, grad, g->C_out, x,
+                                 g->C_in, &zero, dweight, g->C_out));
+        if (dinp) {
+            CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, g->C_in, M, g->C_out, &one, weight, g->C_out,
+                                     grad, g->C_out, &zero, xsub ? xsub : dinp, g->C_in));
+            if (xsub) {
+                const size_t n = (size_t)B * g->H * g->W * g->C_in;
+                scatter_strided_kernel<<<grid_for(n), 256, 0, stream>>>(dinp, xsub, n, g->H, g->W, g->C_in, g->OH,
+                                                                        g->OW, g->stride_h, g->stride_w);
+                CUDA_CHECK(cudaGetLastError());
+            }
+        }
+        return;
+    }
+    /* Asymmetric padding: the forward's padded input again for cuDNN's filter
+     * gradient (scratch is shared between layers; im2col reads the padding
+     * itself), then the same buffer takes the padded input gradient. */
     float *xpad = is_padded(c) ? (float *)(base + L.xpad) : NULL;
-    if (xpad) pad_input(xpad, inp, c, B, stream);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn, &one, c->x_desc, xpad ? xpad : inp, c->y_desc, grad,
-                                               c->conv_desc[2], c->algo_bwd_filter, ws, c->workspace_n_bytes, &zero,
-                                               c->w_desc, dw_krsc));
-    transpose_cuda(dweight, dw_krsc, g->C_out, K, stream); /* (C_out, K) -> (K, C_out) */
+    if (xpad && !c->wgrad_gemm) pad_input(xpad, inp, c, B, stream);
+    if (c->wgrad_gemm) {
+        filter_grad_gemm(dweight, (float *)(base + L.col), inp, grad, c, B, cublas, stream);
+    } else {
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn, &one, c->x_desc, xpad ? xpad : inp, c->y_desc, grad,
+                                                   c->conv_desc[2], c->algo_bwd_filter, ws, c->workspace_n_bytes,
+                                                   &zero, c->w_desc, dw_krsc));
+        transpose_cuda(dweight, dw_krsc, g->C_out, K, stream); /* (C_out, K) -> (K, C_out) */
+    }
     if (dinp) {
         transpose_cuda(w_krsc, weight, K, g->C_out, stream);
         CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn, &one, c->w_desc, w_krsc, c->y_desc, grad, c->conv_desc[1],

@@ -91,6 +91,12 @@ typedef struct {
     int algo_deterministic[3];   /* [forward, backward data, backward filter]: cuDNN says CUDNN_DETERMINISTIC */
     cudnnMathType_t algo_math[3];/* the math type each runs with */
     int measured;                /* chosen by cuDNN's measurements (TOWER_CUDNN_FIND=1), not its heuristics */
+    int gemm_1x1;                /* 1: a 1x1 convolution without padding, run as cuBLAS GEMMs on the input
+                                    sampled at the stride (no cuDNN algorithms, no workspace); 0 with
+                                    TOWER_CONV1X1_CUDNN=1 in the environment at init */
+    int wgrad_gemm;              /* 1: (not gemm_1x1, groups 1) the filter gradient is im2col + a cuBLAS GEMM
+                                    per chunk of col_batch images, not cuDNN's; 0 with TOWER_CONV_WGRAD_CUDNN=1 */
+    int col_batch;               /* wgrad_gemm: images per im2col chunk (at most 64 MiB unrolled) */
     float algo_ms[3];            /* measured: each chosen algorithm's time in ms (cuDNN's Find), else -1 */
 } Conv2dCuda;
 
@@ -139,10 +145,12 @@ size_t conv2d_cuda_scratch_n_bytes(const Conv2dCuda *c);
  *   weight : (KH, KW, C_in, C_out)              HWIO, as the parameter block
  *   bias   : (C_out), or NULL for none
  * B must be the batch c describes (conv2d_cuda_set_batch); anything else is
- * a programming error: one line on stderr and exit(2). */
+ * a programming error: one line on stderr and exit(2).  cudnn and cublas
+ * are bound to stream (cublas runs the 1x1 GEMMs, c->gemm_1x1; its math
+ * mode decides TF32 there). */
 void conv2d_forward_cuda(float *out, void *scratch, const float *inp, const float *weight,
                          const float *bias, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
-                         cudaStream_t stream);
+                         cublasHandle_t cublas, cudaStream_t stream);
 
 /* Gradients of conv2d_forward_cuda, as conv2d_backward:
  *   dinp   : (B, H, W, C_in)        OVERWRITTEN; may be NULL
@@ -157,7 +165,7 @@ void conv2d_forward_cuda(float *out, void *scratch, const float *inp, const floa
 void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, void *scratch,
                           const float *out, const float *dout, const float *inp,
                           const float *weight, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
-                          cudaStream_t stream);
+                          cublasHandle_t cublas, cudaStream_t stream);
 
 /* ---- max pooling: our own kernels ------------------------------------------
  * cuDNN pads symmetrically and cannot express TensorFlow's SAME padding of

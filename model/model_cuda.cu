@@ -99,7 +99,7 @@ extern "C" size_t conv2d_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node
 
 extern "C" void conv2d_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
     (void)n;
-    conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], r->w[1], &r->c->conv, r->B, r->cudnn, r->stream);
+    conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], r->w[1], &r->c->conv, r->B, r->cudnn, r->cublas, r->stream);
 }
 
 extern "C" void conv2d_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
@@ -108,7 +108,7 @@ extern "C" void conv2d_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     /* No bias variable (Keras's use_bias=False: mobilenet_v2): no bias gradient. */
     float *db = r->dw[1] ? (float *)((char *)dw + align256(sizeof(float) * conv2d_dw_n_floats(&n->conv))) : NULL;
     conv2d_backward_cuda(r->din[0], dw, db, r->scratch, r->out, r->dout, r->in[0], r->w[0], &r->c->conv, r->B,
-                         r->cudnn, r->stream);
+                         r->cudnn, r->cublas, r->stream);
     grad_accumulate_cuda(r->dw[0], dw, conv2d_dw_n_floats(&n->conv), r->stream);
     if (db) grad_accumulate_cuda(r->dw[1], db, (size_t)n->conv.C_out, r->stream);
 }
@@ -346,7 +346,7 @@ extern "C" size_t depthwise_node_scratch_n_bytes_cuda(const NodeCuda *c, const N
 }
 extern "C" void depthwise_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
     if (r->c->dw_cudnn)
-        conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], NULL, &r->c->conv, r->B, r->cudnn, r->stream);
+        conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], NULL, &r->c->conv, r->B, r->cudnn, r->cublas, r->stream);
     else
         depthwise_forward_cuda(r->out, r->in[0], r->w[0], &n->dw, r->B, r->stream);
 }
@@ -357,7 +357,7 @@ extern "C" void depthwise_node_backward_cuda(const Node *n, const NodeRunCuda *r
     }
     float *dw = (float *)((char *)r->scratch + align256(conv2d_cuda_scratch_n_bytes(&r->c->conv)));
     conv2d_backward_cuda(r->din[0], dw, NULL, r->scratch, r->out, r->dout, r->in[0], r->w[0], &r->c->conv, r->B,
-                         r->cudnn, r->stream);
+                         r->cudnn, r->cublas, r->stream);
     grad_accumulate_cuda(r->dw[0], dw, depthwise_w_n_floats(&n->dw), r->stream);
 }
 extern "C" void depthwise_node_describe_cuda(const NodeCuda *c, char *out, size_t out_n_bytes) {

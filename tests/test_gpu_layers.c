@@ -3,8 +3,10 @@
  * inputs, for the geometries of both models, the MobileNetV2 layers (batch
  * norm with its sync split, depthwise, pointwise, zero padding, ReLU6, add,
  * global average pooling, dropout) and a few others; conv2d also with odd
- * SAME padding (the zero-padded copy) and with measured algorithms
- * (TOWER_CUDNN_FIND=1); depthwise also as cuDNN's grouped convolution.
+ * SAME padding (the zero-padded copy), with measured algorithms
+ * (TOWER_CUDNN_FIND=1), 1x1 as cuBLAS GEMMs (strided: the sampled
+ * input) and on cuDNN, the filter gradient as im2col + GEMM (in several
+ * chunks) and as cuDNN's; depthwise also as cuDNN's grouped convolution.
  *
  * Where it sits: the first GPU test (label `gpu`); skipped (77) without a
  * GPU.  The seed is printed; TOWER_TEST_SEED=<seed> replays a run.
@@ -49,6 +51,17 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
         printf("  %s: FAIL\n", err);
         return 1;
     }
+    /* A 1x1 kernel has no padding: cuBLAS GEMMs, unless TOWER_CONV1X1_CUDNN=1 keeps cuDNN. */
+    const char *keep = getenv("TOWER_CONV1X1_CUDNN");
+    const int want_gemm = K == 1 && !(keep && keep[0] == '1');
+    if (c.gemm_1x1 != want_gemm) {
+        printf("  gemm_1x1 is %d, want %d: FAIL\n", c.gemm_1x1, want_gemm);
+        conv2d_cuda_free(&c);
+        return 1;
+    }
+    if (K == 1) printf("  1x1 on %s\n", c.gemm_1x1 ? "cuBLAS GEMMs" : "cuDNN (TOWER_CONV1X1_CUDNN=1)");
+    if (c.wgrad_gemm) printf("  filter gradient: im2col + cuBLAS GEMM, %d image(s) a chunk, %d chunk(s)\n", c.col_batch,
+                             (B + c.col_batch - 1) / c.col_batch);
     const size_t in_n = (size_t)B * H * W * C_in, out_n = (size_t)B * g.OH * g.OW * C_out;
     const size_t w_n = (size_t)K * K * C_in * C_out;
     float *inp = gpu_test_host(F(in_n)), *w = gpu_test_host(F(w_n)), *b = gpu_test_host(F(C_out));
@@ -69,10 +82,11 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
     float *d_db = gpu_test_dev(F(C_out));
     void *d_scratch = gpu_test_dev(conv2d_cuda_scratch_n_bytes(&c));
     int fails = 0;
-    conv2d_forward_cuda(d_out, d_scratch, d_inp, d_w, d_b, &c, B, x->cudnn, x->stream);
+    conv2d_forward_cuda(d_out, d_scratch, d_inp, d_w, d_b, &c, B, x->cudnn, x->cublas, x->stream);
     gpu_test_download(got, d_out, F(out_n));
     fails += gpu_test_check_scaled("forward out", got, out, out_n, rel);
-    conv2d_backward_cuda(d_dinp, d_dw, d_db, d_scratch, d_saved, d_dout, d_inp, d_w, &c, B, x->cudnn, x->stream);
+    conv2d_backward_cuda(d_dinp, d_dw, d_db, d_scratch, d_saved, d_dout, d_inp, d_w, &c, B, x->cudnn, x->cublas,
+                         x->stream);
     gpu_test_download(got, d_dinp, F(in_n));
     fails += gpu_test_check_scaled("backward dinp", got, dinp, in_n, rel);
     gpu_test_download(got, d_dw, F(w_n));
@@ -81,7 +95,8 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
     fails += gpu_test_check_scaled("backward dbias", got, db, C_out, rel);
     /* dinp and dbias may be NULL (the first layer): dweight must not change. */
     CUDA_CHECK(cudaMemset(d_dw, 0xff, F(w_n)));
-    conv2d_backward_cuda(NULL, d_dw, NULL, d_scratch, d_saved, d_dout, d_inp, d_w, &c, B, x->cudnn, x->stream);
+    conv2d_backward_cuda(NULL, d_dw, NULL, d_scratch, d_saved, d_dout, d_inp, d_w, &c, B, x->cudnn, x->cublas,
+                         x->stream);
     gpu_test_download(got, d_dw, F(w_n));
     fails += gpu_test_check_scaled("backward dweight, dinp = dbias = NULL", got, dw, w_n, rel);
 
@@ -92,12 +107,13 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
     return fails;
 }
 
-/* The models' conv shapes at batch 128 with deterministic_only (--deterministic):
- * init succeeds, and every recorded algorithm is one cuDNN calls
+/* The models' conv shapes at batch 128 with deterministic_only (--deterministic),
+ * and resnet50's 1x1 convolutions at 224x224 (on cuDNN they had no
+ * deterministic input-gradient algorithm within the workspace cap): init succeeds, and every recorded algorithm is one cuDNN calls
  * deterministic, in FMA math (no TF32); the description names all three. */
-static int test_conv_deterministic(const Ctx *x, int H, int C_in, int C_out) {
+static int test_conv_deterministic(const Ctx *x, int H, int C_in, int C_out, int K, int stride) {
     Conv2d g;
-    if (conv2d_init(&g, H, H, C_in, 5, 5, C_out, 1, 1, PAD_SAME, ACT_RELU)) {
+    if (conv2d_init(&g, H, H, C_in, K, K, C_out, stride, stride, PAD_SAME, ACT_RELU)) {
         printf("conv2d_init rejected %dx%dx%d: FAIL\n", H, H, C_in);
         return 1;
     }
@@ -138,8 +154,9 @@ static int test_conv_find(const Ctx *x, int H, int C_in, int C_out, int stride) 
     }
     conv2d_cuda_describe_algos(&c, desc, sizeof desc);
     int ok = c.measured == 1;
-    for (int d = 0; d < 3; d++)
-        ok &= c.algo_ms[d] >= 0.0f && c.algo_deterministic[d] && c.algo_math[d] == CUDNN_FMA_MATH;
+    for (int d = 0; d < 3; d++) /* the filter gradient's GEMM (wgrad_gemm) is not cuDNN's to measure */
+        ok &= (d == 2 && c.wgrad_gemm ? c.algo_ms[d] < 0.0f : c.algo_ms[d] >= 0.0f) && c.algo_deterministic[d] &&
+              c.algo_math[d] == CUDNN_FMA_MATH;
     ok &= strstr(desc, "measured") != NULL && !strstr(desc, "NOT deterministic");
     printf("conv2d %dx%dx%d -> %d stride %d, batch 32, TOWER_CUDNN_FIND=1, deterministic only: %s: %s\n", H, H, C_in,
            C_out, stride, desc, ok ? "ok" : "FAIL");
@@ -154,6 +171,25 @@ static int test_conv_find(const Ctx *x, int H, int C_in, int C_out, int stride) 
     printf("  without TOWER_CUDNN_FIND: nothing measured: %s\n", ok2 ? "ok" : "FAIL");
     conv2d_cuda_free(&c);
     return ok && ok2 ? 0 : 1;
+}
+
+/* A geometry whose unrolled input exceeds one im2col chunk at batch B: the
+ * filter gradient sums several chunks (checked), then test_conv compares
+ * everything with the CPU. */
+static int test_conv_chunked(const Ctx *x, int H, int C_in, int K, int C_out, int B, double rel) {
+    Conv2d g;
+    Conv2dCuda c;
+    char err[512] = "";
+    if (conv2d_init(&g, H, H, C_in, K, K, C_out, 1, 1, PAD_SAME, ACT_RELU) ||
+        conv2d_cuda_init(&c, &g, B, 0, 0, x->cudnn, err, sizeof err)) {
+        printf("conv2d %dx%dx%d k%d: %s: FAIL\n", H, H, C_in, K, err);
+        return 1;
+    }
+    const int ok = c.wgrad_gemm && c.col_batch < B;
+    printf("conv2d %dx%dx%d k%d batch %d: filter gradient in chunks of %d images: %s\n", H, H, C_in, K, B, c.col_batch,
+           ok ? "ok" : "FAIL (want several chunks)");
+    conv2d_cuda_free(&c);
+    return (ok ? 0 : 1) + test_conv(x, H, H, C_in, K, C_out, 1, PAD_SAME, ACT_RELU, B, B, 0, rel);
 }
 
 /* ---- max pooling ---- */
@@ -638,10 +674,11 @@ static int test_depthwise_cudnn(const Ctx *x, int B, int H, int W, int C, int st
     void *d_scratch = gpu_test_dev(conv2d_cuda_scratch_n_bytes(&c));
     int fails = !strstr(desc, "grouped");
     printf("  %s: %s\n", desc, fails ? "FAIL (not described as grouped)" : "ok");
-    conv2d_forward_cuda(d_out, d_scratch, d_inp, d_w, NULL, &c, B, x->cudnn, x->stream);
+    conv2d_forward_cuda(d_out, d_scratch, d_inp, d_w, NULL, &c, B, x->cudnn, x->cublas, x->stream);
     gpu_test_download(k.got, d_out, F(k.out_n));
     fails += gpu_test_check_scaled("forward out", k.got, k.out, k.out_n, rel);
-    conv2d_backward_cuda(d_dinp, d_dw, NULL, d_scratch, d_out, d_dout, d_inp, d_w, &c, B, x->cudnn, x->stream);
+    conv2d_backward_cuda(d_dinp, d_dw, NULL, d_scratch, d_out, d_dout, d_inp, d_w, &c, B, x->cudnn, x->cublas,
+                         x->stream);
     gpu_test_download(k.got, d_dinp, F(k.in_n));
     fails += gpu_test_check_scaled("backward dinp", k.got, k.dinp, k.in_n, rel);
     gpu_test_download(k.got, d_dw, F(k.w_n));
@@ -782,10 +819,27 @@ int main(void) {
     fails += test_conv(&x, 9, 9, 5, 3, 7, 2, PAD_SAME, ACT_NONE, 3, 3, 0, rel);
     fails += test_conv(&x, 9, 11, 5, 3, 7, 2, PAD_VALID, ACT_RELU, 2, 4, 0, rel);
     fails += test_conv(&x, 12, 12, 64, 5, 64, 1, PAD_SAME, ACT_RELU, 4, 4, 1, 5e-3);
-    fails += test_conv_deterministic(&x, 28, 1, 32);
-    fails += test_conv_deterministic(&x, 14, 32, 64);
-    fails += test_conv_deterministic(&x, 24, 3, 64);
-    fails += test_conv_deterministic(&x, 12, 64, 64);
+    fails += test_conv_deterministic(&x, 28, 1, 32, 5, 1);
+    fails += test_conv_deterministic(&x, 14, 32, 64, 5, 1);
+    fails += test_conv_deterministic(&x, 24, 3, 64, 5, 1);
+    fails += test_conv_deterministic(&x, 12, 64, 64, 5, 1);
+    fails += test_conv_deterministic(&x, 56, 256, 64, 1, 1);  /* conv2_block2_1_conv */
+    fails += test_conv_deterministic(&x, 56, 256, 512, 1, 2); /* conv3_block1_0_conv */
+    /* 1x1 convolutions: cuBLAS GEMMs (stride 1; stride 2 on an odd and an even map; TF32), then cuDNN */
+    fails += test_conv(&x, 14, 14, 64, 1, 32, 1, PAD_VALID, ACT_RELU, 5, 7, 0, rel);
+    fails += test_conv(&x, 15, 15, 24, 1, 40, 2, PAD_VALID, ACT_NONE, 3, 4, 0, rel);
+    fails += test_conv(&x, 8, 9, 16, 1, 24, 2, PAD_SAME, ACT_RELU, 4, 4, 0, rel);
+    CUBLAS_CHECK(cublasSetMathMode(x.cublas, CUBLAS_TF32_TENSOR_OP_MATH)); /* as model_cuda.cu's with TF32 */
+    fails += test_conv(&x, 14, 14, 64, 1, 32, 1, PAD_SAME, ACT_NONE, 4, 4, 1, 5e-3);
+    CUBLAS_CHECK(cublasSetMathMode(x.cublas, CUBLAS_DEFAULT_MATH));
+    fails += test_conv_chunked(&x, 96, 32, 3, 8, 7, rel);
+    setenv("TOWER_CONV_WGRAD_CUDNN", "1", 1); /* cuDNN's filter gradient, with odd SAME padding */
+    fails += test_conv(&x, 9, 10, 5, 3, 7, 2, PAD_SAME, ACT_RELU, 2, 3, 0, rel);
+    fails += test_conv(&x, 14, 14, 32, 5, 64, 1, PAD_SAME, ACT_RELU, 5, 7, 0, rel);
+    unsetenv("TOWER_CONV_WGRAD_CUDNN");
+    setenv("TOWER_CONV1X1_CUDNN", "1", 1);
+    fails += test_conv(&x, 15, 15, 24, 1, 40, 2, PAD_VALID, ACT_RELU, 3, 4, 0, rel);
+    unsetenv("TOWER_CONV1X1_CUDNN");
     /* TensorFlow's SAME with an odd total (one more cell after than before):
      * a zero-padded copy of the input on the GPU.  resnet20's and
      * mobilenet_v2's stride-2 3x3 convs on even maps, then odd totals of 3,
