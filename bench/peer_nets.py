@@ -21,7 +21,13 @@ returns its gradients, else TensorFlow prunes the unused backward pass).
     the stem conv 3x3/2 with Keras's asymmetric zero padding, 17 inverted
     residual blocks, ReLU6, batch norm eps 1e-3 and Keras's momentum 0.999,
     Conv_1 to 1280 x alpha (at least 1280), global average pooling, the dense
-    predictions); torchvision is not needed.
+    predictions); resnet50 with Keras's layout (keras/src/applications/resnet.py:
+    conv1 7x7/2 after a 3-pixel zero pad, max pool 3x3/2 after a 1-pixel pad,
+    bottlenecks 3-4-6-3 with the stride on the first 1x1, projection shortcuts,
+    conv biases, batch norm eps 1.001e-5); torchvision is not needed.
+    --device cuda (torch only) trains on GPU 0: the data and the model on the
+    GPU, cudnn.benchmark on, TF32 off, each timed step ends in a synchronize
+    (bench/run_gpu_bench.sh's GPU_BENCH_NETS part, beside tower bench --device gpu).
 Run both with scripts/install-peers.sh's python (torch 2.x, tensorflow 2.x).
 """
 import argparse
@@ -32,7 +38,9 @@ import time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--framework", choices=["torch", "keras"], required=True)
-ap.add_argument("--model", choices=["resnet20", "vgg11", "mobilenet_v2"], required=True)
+ap.add_argument("--model", choices=["resnet20", "vgg11", "mobilenet_v2", "resnet50"], required=True)
+ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                help="torch only: cuda trains on GPU 0 (cudnn.benchmark on, TF32 off, as Tower's FP32)")
 ap.add_argument("--width", type=float, default=1.0, help="mobilenet_v2's width multiplier (alpha)")
 ap.add_argument("--size", type=int, default=32)
 ap.add_argument("--fc_width", type=int, default=4096, help="vgg11's fc1/fc2 width")
@@ -65,6 +73,9 @@ def mobilenet_torch(H, alpha, classes=10):
 
     def bn(c):
         return nn.BatchNorm2d(c, eps=1e-3, momentum=1e-3)
+
+    if name == "resnet50":
+        return resnet50_torch(bn, classes)
 
     class Block(nn.Module):
         def __init__(self, c_in, expansion, filters, stride):
@@ -112,6 +123,30 @@ def mobilenet_torch(H, alpha, classes=10):
     return Net()
 
 
+def resnet50_torch(bn, classes):
+    import torch.nn as nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self, c_in, filters, stride, project):
+            super().__init__()
+            self.short = nn.Sequential(nn.Conv2d(c_in, 4 * filters, 1, stride), bn(4 * filters)) if project else None
+            self.body = nn.Sequential(nn.Conv2d(c_in, filters, 1, stride), bn(filters), nn.ReLU(),
+                                      nn.Conv2d(filters, filters, 3, padding=1), bn(filters), nn.ReLU(),
+                                      nn.Conv2d(filters, 4 * filters, 1), bn(4 * filters))
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu((self.short(x) if self.short is not None else x) + self.body(x))
+
+    layers, c = [nn.ZeroPad2d(3), nn.Conv2d(3, 64, 7, 2), bn(64), nn.ReLU(), nn.ZeroPad2d(1), nn.MaxPool2d(3, 2)], 64
+    for filters, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            layers.append(Bottleneck(c, filters, stride if i == 0 else 1, i == 0))
+            c = 4 * filters
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes)]
+    return nn.Sequential(*layers)
+
+
 def torch_model(name, H, classes=10):
     import torch.nn as nn
 
@@ -130,6 +165,9 @@ def torch_model(name, H, classes=10):
         side = H // 32
         return nn.Sequential(*feats, nn.Flatten(), nn.Linear(512 * side * side, args.fc_width), nn.ReLU(),
                              nn.Linear(args.fc_width, args.fc_width), nn.ReLU(), nn.Linear(args.fc_width, classes))
+
+    if name == "resnet50":
+        return resnet50_torch(bn, classes)
 
     class Block(nn.Module):
         def __init__(self, c_in, filters, stride):
@@ -166,19 +204,34 @@ def bench_torch():
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    net = torch_model(args.model, args.size)
+    dev = torch.device(args.device)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print("peer_nets.py: torch %s has no usable CUDA device" % torch.__version__, file=sys.stderr)
+            sys.exit(2)
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    net = torch_model(args.model, args.size).to(dev)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    x = torch.rand(args.batch, 3, args.size, args.size) - 0.5
-    labels = torch.randint(0, 10, (args.batch,))
+    x = (torch.rand(args.batch, 3, args.size, args.size) - 0.5).to(dev)
+    labels = torch.randint(0, 10, (args.batch,)).to(dev)
+
+    def sync():
+        if args.device == "cuda":
+            torch.cuda.synchronize(dev)
+
     times = []
     for r in range(args.warmup + args.reps):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = torch.nn.functional.cross_entropy(net(x), labels)
         loss.backward()
         if not args.no_step:
             opt.step()
+        sync()
         if r >= args.warmup:
             times.append(time.perf_counter() - t0)
     n_params = sum(p.numel() for p in net.parameters()) + sum(b.numel() for n, b in net.named_buffers()
@@ -199,6 +252,9 @@ def bench_keras():
                                                   weights=None, classes=10, classifier_activation=None)
     elif args.model == "vgg11":
         model = keras_arch.vgg11(args.size, args.fc_width)
+    elif args.model == "resnet50":
+        model = tf.keras.applications.ResNet50(input_shape=(args.size, args.size, 3), weights=None, classes=10,
+                                               classifier_activation=None)
     else:
         model = keras_arch.resnet20(args.size)
     opt = tf.keras.optimizers.SGD(0.01)

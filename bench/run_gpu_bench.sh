@@ -21,6 +21,10 @@
 #   GPU_BENCH_MODELS      the modes matrix's networks (default mnist,cifar10; any
 #                         of tower bench --models); set but empty (GPU_BENCH_MODELS=)
 #                         skips the matrix;
+#   GPU_BENCH_NETS        networks run one tower of 128 in tower bench (ps_cpu, ps_gpu) and in
+#                         PyTorch (bench/peer_nets.py --device cuda) on the same GPU, with a table
+#                         of the ratios (default empty: none), e.g. "resnet20,vgg11,mobilenet_v2,resnet50";
+#                         GPU_BENCH_NETS_STEPS (10) steps a run;
 #   GPU_BENCH_PER_LAYER   models for the per-layer tables, space- or comma-separated
 #                         (default empty: none), e.g. "resnet20 resnet50";
 #   GPU_BENCH_TOWERS (1,2,4), GPU_BENCH_STEPS (20), GPU_BENCH_REPEAT (3): the matrix;
@@ -97,14 +101,57 @@ echo "# tower bench --device gpu, models $MODELS, modes $MODES, towers $TOWERS o
 echo "# modes table: $BUILD/gpu_modes.csv, chart: $BUILD/gpu_modes.svg, traces: $BUILD/gpu_modes_trace-<model>-<mode>-<towers>.json"
 fi
 
-# ---- per-layer tables: one model's GPU step node by node (docs/gpu.md) ----
 FAILED=""
+# ---- the other networks beside PyTorch: one tower of 128, ps_cpu and ps_gpu (issue 12's bar) ----
+NETS=$(echo "${GPU_BENCH_NETS:-}" | tr ',' ' ')
+if [ -n "$NETS" ]; then
+PY=""
+for p in python3 /usr/bin/python3; do
+    if "$p" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then PY=$p; break; fi
+done
+NETS_OUT=$(mktemp)
+for m in $NETS; do
+    case $m in resnet50) size=224 ;; *) size=32 ;; esac
+    echo
+    echo "# $m ${size}x${size}, batch 128, one tower: tower bench --device gpu (ps_cpu, ps_gpu) and PyTorch on the same GPU"
+    "$BUILD/cmd/tower" bench --device gpu --models "$m" --modes ps_cpu,ps_gpu --towers 1 --batch_size 128 \
+        --steps "${GPU_BENCH_NETS_STEPS:-10}" --warmup 3 --repeat 3 --csv "$BUILD/gpu_nets_$m.csv" --svg "" ||
+        FAILED="$FAILED tower-bench-$m"
+    awk -F, -v m="$m" 'NR > 1 { printf "NETS model=%s framework=tower_%s img_s=%s\n", m, $2, $10 }' \
+        "$BUILD/gpu_nets_$m.csv" >>"$NETS_OUT" 2>/dev/null
+    if [ -n "$PY" ]; then
+        "$PY" bench/peer_nets.py --framework torch --device cuda --model "$m" --size "$size" --batch 128 \
+            --reps "${GPU_BENCH_NETS_STEPS:-10}" --warmup 5 | tee "$BUILD/gpu_nets_$m.torch.log" ||
+            FAILED="$FAILED pytorch-$m"
+        sed -n 's/^RESULT framework=torch model=\([^ ]*\) .* img_s=\([^ ]*\) .*/NETS model=\1 framework=pytorch img_s=\2/p' \
+            "$BUILD/gpu_nets_$m.torch.log" >>"$NETS_OUT"
+    fi
+done
+python3 - "$NETS_OUT" <<'PYEOF'
+import sys
+r = {}
+for line in open(sys.argv[1]):
+    kv = dict(f.split("=", 1) for f in line.split()[1:])
+    r.setdefault(kv["model"], {})[kv["framework"]] = float(kv["img_s"])
+print("\n| model (batch 128, 1 tower) | Tower ps_cpu img/s | Tower ps_gpu img/s | PyTorch img/s | ps_cpu / PyTorch | ps_gpu / PyTorch |")
+print("|---|---|---|---|---|---|")
+for m, v in r.items():
+    pt = v.get("pytorch")
+    f = lambda k: "%.0f" % v[k] if k in v else "-"
+    q = lambda k: "%.2fx" % (v[k] / pt) if k in v and pt else "-"
+    print("| %s | %s | %s | %s | %s | %s |" % (m, f("tower_ps_cpu"), f("tower_ps_gpu"), f("pytorch"), q("tower_ps_cpu"),
+                                              q("tower_ps_gpu")))
+PYEOF
+rm -f "$NETS_OUT"
+fi
+
+# ---- per-layer tables: one model's GPU step node by node (docs/gpu.md) ----
 for m in $(echo "${GPU_BENCH_PER_LAYER:-}" | tr ',' ' '); do
     echo
     "$BUILD/bench/bench_gpu" --per_layer --model "$m" --batch 128 --steps "${GPU_BENCH_PER_LAYER_STEPS:-10}" \
         --warmup "${GPU_BENCH_PER_LAYER_WARMUP:-3}" --csv "$BUILD/per_layer_$m.csv" "$@" || FAILED="$FAILED $m"
 done
 if [ -n "$FAILED" ]; then
-    echo "run_gpu_bench.sh: bench_gpu --per_layer failed for:$FAILED" >&2
+    echo "run_gpu_bench.sh: failed:$FAILED" >&2
     exit 1
 fi
