@@ -355,6 +355,11 @@ extern "C" void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_
             if (k > 0) used += (size_t)k;
             break;
         }
+        if (d == 1 && !c->input_grad) {
+            const int k = snprintf(out + used, out_n_bytes - used, "; backward data none (input gradient not wanted)");
+            if (k > 0) used += (size_t)k;
+            continue;
+        }
         char ms[48] = "";
         if (c->measured && c->algo_ms[d] >= 0.0f) snprintf(ms, sizeof ms, ", measured %.3f ms", (double)c->algo_ms[d]);
         int k = snprintf(out + used, out_n_bytes - used, "%s%s %s (%s, %s, %zu B workspace%s)", d ? "; " : "", what[d],
@@ -463,7 +468,14 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     c->algo_fwd = fwd[i].algo;
     c->algo_ms[0] = find ? fwd[i].time : -1.0f;
 
-    /* backward data */
+    /* backward data: not chosen for a layer whose input gradient is never wanted (the first layer) */
+    if (!c->input_grad) {
+        c->ws_need_n_bytes[1] = 0;
+        c->algo_deterministic[1] = 1;
+        c->algo_math[1] = query_math(c);
+        c->algo_ms[1] = -1.0f;
+        goto filter;
+    }
     dir = "backward data";
     if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[1], query_math(c)), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
@@ -486,6 +498,7 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     c->algo_bwd_data = bd[i].algo;
     c->algo_ms[1] = find ? bd[i].time : -1.0f;
 
+filter:
     /* backward filter */
     if (c->wgrad_gemm) { /* im2col + cuBLAS: deterministic, FMA unless TF32, no cuDNN workspace */
         c->ws_need_n_bytes[2] = 0;
@@ -558,13 +571,14 @@ static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
 /* conv2d_cuda_init and conv2d_cuda_init_depthwise: groups 1, or C_in (each
  * channel its own filter). */
 static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_batch, int allow_tf32,
-                        int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+                        int deterministic_only, int input_grad, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
     memset(c, 0, sizeof *c);
     c->geom = *geom;
     c->groups = groups;
     c->max_batch = max_batch;
     c->allow_tf32 = allow_tf32 != 0;
     c->deterministic_only = deterministic_only != 0;
+    c->input_grad = input_grad != 0;
     const Conv2d *g = &c->geom;
     if (max_batch < 1) {
         snprintf(err, err_n_bytes, "conv2d_cuda_init: max_batch must be at least 1, got %d", max_batch);
@@ -607,12 +621,14 @@ fail:
 }
 
 extern "C" int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32,
-                                int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
-    return init_grouped(c, geom, 1, max_batch, allow_tf32, deterministic_only, cudnn, err, err_n_bytes);
+                                int deterministic_only, int input_grad, cudnnHandle_t cudnn, char *err,
+                                size_t err_n_bytes) {
+    return init_grouped(c, geom, 1, max_batch, allow_tf32, deterministic_only, input_grad, cudnn, err, err_n_bytes);
 }
 
 extern "C" int conv2d_cuda_init_depthwise(Conv2dCuda *c, const Depthwise *d, int max_batch, int allow_tf32,
-                                          int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
+                                          int deterministic_only, int input_grad, cudnnHandle_t cudnn, char *err,
+                                          size_t err_n_bytes) {
     Conv2d g;
     memset(&g, 0, sizeof g);
     g.H = d->H;
@@ -627,7 +643,7 @@ extern "C" int conv2d_cuda_init_depthwise(Conv2dCuda *c, const Depthwise *d, int
     g.OW = d->OW;
     g.pad_top = d->pad_top;
     g.pad_left = d->pad_left;
-    return init_grouped(c, &g, d->C, max_batch, allow_tf32, deterministic_only, cudnn, err, err_n_bytes);
+    return init_grouped(c, &g, d->C, max_batch, allow_tf32, deterministic_only, input_grad, cudnn, err, err_n_bytes);
 }
 
 extern "C" int conv2d_cuda_set_batch(Conv2dCuda *c, int B, cudnnHandle_t cudnn, char *err, size_t err_n_bytes) {
@@ -710,6 +726,11 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
                                      const float *weight, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,
                                      cublasHandle_t cublas, cudaStream_t stream) {
     check_batch(c, B, "conv2d_backward_cuda");
+    if (dinp && !c->input_grad) {
+        fprintf(stderr, "conv2d_backward_cuda: an input gradient was asked of a layer initialised without one "
+                        "(input_grad 0 at conv2d_cuda_init)\n");
+        exit(2);
+    }
     const Conv2d *g = &c->geom;
     const ConvScratchLayout L = scratch_layout(c);
     char *base = (char *)scratch;

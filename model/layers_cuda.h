@@ -72,6 +72,8 @@ typedef struct {
     int batch;                   /* the batch the descriptors describe now */
     int allow_tf32;
     int deterministic_only;      /* refuse non-deterministic algorithms (--deterministic) */
+    int input_grad;              /* 0: the input gradient is never asked (the network's first layer): no
+                                    backward-data algorithm is chosen, and dinp must be NULL */
     int groups;                  /* 1; C_in for a depthwise convolution (conv2d_cuda_init_depthwise) */
     /* Asymmetric padding: cuDNN pads min(before, after) on both sides; the
      * rest is explicit zero rows/columns of a padded copy of the input,
@@ -101,12 +103,15 @@ typedef struct {
 } Conv2dCuda;
 
 /* Build descriptors for batch max_batch from geom (conv2d_init's result) and
- * choose the algorithms.  cudnn: a handle on the device the layer will run
- * on.  Returns 0, or -1 with one line in err (odd SAME padding, no
+ * choose the algorithms.  input_grad 0: backward will never be asked for
+ * the input gradient (dinp NULL), so none of cuDNN's backward-data
+ * algorithms is chosen (under --deterministic resnet50's conv1 has no
+ * deterministic one within the cap).  cudnn: a handle on the device the
+ * layer will run on.  Returns 0, or -1 with one line in err (odd SAME padding, no
  * algorithm, none deterministic when deterministic_only, a cuDNN failure);
  * c is then left freed. */
 int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32, int deterministic_only,
-                     cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
+                     int input_grad, cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
 
 /* A depthwise convolution (depth multiplier 1, Keras's (KH, KW, C, 1)
  * kernel, no bias) as cuDNN's grouped convolution with C groups: the same
@@ -117,7 +122,8 @@ int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow
  * place of depthwise_cuda.cu's kernels (model/model_cuda.cu).  Returns 0,
  * or -1 with one line in err. */
 int conv2d_cuda_init_depthwise(Conv2dCuda *c, const Depthwise *d, int max_batch, int allow_tf32,
-                               int deterministic_only, cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
+                               int deterministic_only, int input_grad, cudnnHandle_t cudnn, char *err,
+                               size_t err_n_bytes);
 
 /* One line into out: the three algorithms chosen for the current batch,
  * each with "deterministic" or "NOT deterministic", its math type and its

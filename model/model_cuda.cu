@@ -46,6 +46,7 @@ struct NodeCuda {
 struct NodeCudaEnv {
     int max_batch;
     int allow_tf32, deterministic_only;
+    int input_grad;           /* the node being initialised: its input 0's gradient is wanted (Node.grad_wanted) */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
 };
@@ -78,8 +79,8 @@ static size_t conv2d_dw_n_floats(const Conv2d *c) { return (size_t)c->KH * c->KW
 
 extern "C" int conv2d_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *err,
                                      size_t err_n_bytes) {
-    return conv2d_cuda_init(&c->conv, &n->conv, env->max_batch, env->allow_tf32, env->deterministic_only, env->cudnn,
-                            err, err_n_bytes);
+    return conv2d_cuda_init(&c->conv, &n->conv, env->max_batch, env->allow_tf32, env->deterministic_only,
+                            env->input_grad, env->cudnn, err, err_n_bytes);
 }
 
 extern "C" int conv2d_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *err,
@@ -328,7 +329,7 @@ extern "C" int depthwise_node_init_cuda(NodeCuda *c, const Node *n, const NodeCu
     c->dw_cudnn = depthwise_cudnn_wanted();
     if (!c->dw_cudnn) return 0;
     return conv2d_cuda_init_depthwise(&c->conv, &n->dw, env->max_batch, env->allow_tf32, env->deterministic_only,
-                                      env->cudnn, err, err_n_bytes);
+                                      env->input_grad, env->cudnn, err, err_n_bytes);
 }
 extern "C" int depthwise_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, const NodeCudaEnv *env, char *err,
                                              size_t err_n_bytes) {
@@ -600,6 +601,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
                      n->name, k->name);
             goto fail;
         }
+        a->env.input_grad = n->inputs[0] != GRAPH_INPUT && a->graph.nodes[n->inputs[0]].grad_wanted;
         if (k->cuda_init(&a->nodes[i], n, &a->env, e, sizeof e)) {
             snprintf(err, err_n_bytes, "model %s, layer %s: %s", spec->name, n->name, e);
             goto fail; /* the failed node freed itself */

@@ -46,7 +46,7 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
            max_batch, allow_tf32 ? ", TF32 allowed" : "");
     Conv2dCuda c;
     char err[512];
-    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, 0, x->cudnn, err, sizeof err) ||
+    if (conv2d_cuda_init(&c, &g, max_batch, allow_tf32, 0, 1, x->cudnn, err, sizeof err) ||
         conv2d_cuda_set_batch(&c, B, x->cudnn, err, sizeof err)) {
         printf("  %s: FAIL\n", err);
         return 1;
@@ -119,7 +119,7 @@ static int test_conv_deterministic(const Ctx *x, int H, int C_in, int C_out, int
     }
     Conv2dCuda c;
     char err[512] = "", desc[1024] = "";
-    if (conv2d_cuda_init(&c, &g, 128, 0, 1, x->cudnn, err, sizeof err)) {
+    if (conv2d_cuda_init(&c, &g, 128, 0, 1, 1, x->cudnn, err, sizeof err)) {
         printf("conv2d %dx%dx%d -> %d, batch 128, deterministic only: %s: FAIL\n", H, H, C_in, C_out, err);
         return 1;
     }
@@ -129,6 +129,35 @@ static int test_conv_deterministic(const Ctx *x, int H, int C_in, int C_out, int
     ok &= strstr(desc, "forward") && strstr(desc, "backward data") && strstr(desc, "backward filter") &&
           !strstr(desc, "NOT deterministic");
     printf("conv2d %dx%dx%d -> %d, batch 128, deterministic only: %s: %s\n", H, H, C_in, C_out, desc, ok ? "ok" : "FAIL");
+    conv2d_cuda_free(&c);
+    return ok ? 0 : 1;
+}
+
+/* resnet50's conv1_conv (7x7 stride 2 on the 230x230x3 padded image, 64
+ * filters) at batch 128 under --deterministic: cuDNN has no deterministic
+ * backward-data algorithm for it within the cap, and as the network's first
+ * layer it needs none: with input_grad 0 init succeeds, every recorded
+ * direction is deterministic, the description says backward data is not
+ * wanted; forward and the filter gradient then match the CPU (test_conv's
+ * dinp = NULL call is the same path on a small shape). */
+static int test_conv_first_layer(const Ctx *x) {
+    Conv2d g;
+    if (conv2d_init(&g, 230, 230, 3, 7, 7, 64, 2, 2, PAD_VALID, ACT_NONE)) {
+        printf("conv2d_init rejected resnet50's conv1: FAIL\n");
+        return 1;
+    }
+    Conv2dCuda c;
+    char err[512] = "", desc[1024] = "";
+    if (conv2d_cuda_init(&c, &g, 128, 0, 1, 0, x->cudnn, err, sizeof err)) {
+        printf("resnet50 conv1 230x230x3 7x7/2 -> 64, batch 128, deterministic only, no input gradient: %s: FAIL\n",
+               err);
+        return 1;
+    }
+    conv2d_cuda_describe_algos(&c, desc, sizeof desc);
+    int ok = 1;
+    for (int d = 0; d < 3; d++) ok &= c.algo_deterministic[d];
+    ok &= strstr(desc, "input gradient not wanted") != NULL && !strstr(desc, "NOT deterministic");
+    printf("resnet50 conv1, batch 128, deterministic only, no input gradient: %s: %s\n", desc, ok ? "ok" : "FAIL");
     conv2d_cuda_free(&c);
     return ok ? 0 : 1;
 }
@@ -146,7 +175,7 @@ static int test_conv_find(const Ctx *x, int H, int C_in, int C_out, int stride) 
     Conv2dCuda c;
     char err[512] = "", desc[1024] = "";
     setenv("TOWER_CUDNN_FIND", "1", 1);
-    int rc = conv2d_cuda_init(&c, &g, 32, 0, 1, x->cudnn, err, sizeof err);
+    int rc = conv2d_cuda_init(&c, &g, 32, 0, 1, 1, x->cudnn, err, sizeof err);
     unsetenv("TOWER_CUDNN_FIND");
     if (rc) {
         printf("conv2d %dx%dx%d -> %d stride %d, TOWER_CUDNN_FIND=1: %s: FAIL\n", H, H, C_in, C_out, stride, err);
@@ -162,7 +191,7 @@ static int test_conv_find(const Ctx *x, int H, int C_in, int C_out, int stride) 
            C_out, stride, desc, ok ? "ok" : "FAIL");
     conv2d_cuda_free(&c);
     /* and without it: heuristics, nothing measured */
-    if (conv2d_cuda_init(&c, &g, 32, 0, 1, x->cudnn, err, sizeof err)) {
+    if (conv2d_cuda_init(&c, &g, 32, 0, 1, 1, x->cudnn, err, sizeof err)) {
         printf("  without TOWER_CUDNN_FIND: %s: FAIL\n", err);
         return 1;
     }
@@ -181,7 +210,7 @@ static int test_conv_chunked(const Ctx *x, int H, int C_in, int K, int C_out, in
     Conv2dCuda c;
     char err[512] = "";
     if (conv2d_init(&g, H, H, C_in, K, K, C_out, 1, 1, PAD_SAME, ACT_RELU) ||
-        conv2d_cuda_init(&c, &g, B, 0, 0, x->cudnn, err, sizeof err)) {
+        conv2d_cuda_init(&c, &g, B, 0, 0, 1, x->cudnn, err, sizeof err)) {
         printf("conv2d %dx%dx%d k%d: %s: FAIL\n", H, H, C_in, K, err);
         return 1;
     }
@@ -662,7 +691,7 @@ static int test_depthwise_cudnn(const Ctx *x, int B, int H, int W, int C, int st
     if (dw_case_make(&k, B, H, W, C, stride, pad, 0.0f, " as cuDNN's grouped convolution")) return 1;
     Conv2dCuda c;
     char err[512], desc[1024];
-    if (conv2d_cuda_init_depthwise(&c, &k.d, B, 0, 0, x->cudnn, err, sizeof err)) {
+    if (conv2d_cuda_init_depthwise(&c, &k.d, B, 0, 0, 1, x->cudnn, err, sizeof err)) {
         printf("  %s: FAIL\n", err);
         dw_case_free(&k);
         return 1;
@@ -823,6 +852,7 @@ int main(void) {
     fails += test_conv_deterministic(&x, 14, 32, 64, 5, 1);
     fails += test_conv_deterministic(&x, 24, 3, 64, 5, 1);
     fails += test_conv_deterministic(&x, 12, 64, 64, 5, 1);
+    fails += test_conv_first_layer(&x);
     fails += test_conv_deterministic(&x, 56, 256, 64, 1, 1);  /* conv2_block2_1_conv */
     fails += test_conv_deterministic(&x, 56, 256, 512, 1, 2); /* conv3_block1_0_conv */
     /* 1x1 convolutions: cuBLAS GEMMs (stride 1; stride 2 on an odd and an even map; TF32), then cuDNN */
