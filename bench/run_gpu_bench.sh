@@ -99,6 +99,33 @@ echo "# tower bench --device gpu, models $MODELS, modes $MODES, towers $TOWERS o
     --steps "$STEPS" --warmup 5 --repeat "$REPEAT" --csv "$BUILD/gpu_modes.csv" --svg "$BUILD/gpu_modes.svg" \
     --trace "$BUILD/gpu_modes_trace.json"
 echo "# modes table: $BUILD/gpu_modes.csv, chart: $BUILD/gpu_modes.svg, traces: $BUILD/gpu_modes_trace-<model>-<mode>-<towers>.json"
+# Several towers on one GPU share it: the fair reference for N towers of 128 is one tower of N x 128 on
+# the same GPU (the same work per step), not N times one tower of 128.
+rm -f "$BUILD/gpu_modes_global.csv"
+for t in $(echo "$TOWERS" | tr ',' ' '); do
+    [ "$t" -gt 1 ] || continue
+    "$BUILD/cmd/tower" bench --device gpu --models "$MODELS" --modes ps_cpu,ps_gpu --towers 1 \
+        --batch_size $((t * 128)) --steps "$STEPS" --warmup 5 --repeat "$REPEAT" --csv "$BUILD/gpu_modes_global_$t.csv" \
+        --svg "" >/dev/null && tail -n +2 "$BUILD/gpu_modes_global_$t.csv" >>"$BUILD/gpu_modes_global.csv"
+done
+python3 - "$BUILD/gpu_modes.csv" "$BUILD/gpu_modes_global.csv" <<'PYEOF'
+import csv, sys
+cols = None
+ref = {}
+try:
+    for row in csv.reader(open(sys.argv[2])):
+        ref[(row[0], row[1], int(row[7]))] = float(row[9])  # model, mode, global_batch -> images_per_sec
+except OSError:
+    pass
+print("\n| model | mode | towers x 128 on one GPU: img/s | one tower of the same global batch: img/s | ratio |")
+print("|---|---|---|---|---|")
+for row in csv.DictReader(open(sys.argv[1])):
+    t = int(row["towers"])
+    key = (row["model"], row["mode"], int(row["global_batch"]))
+    if t > 1 and key in ref:
+        v = float(row["images_per_sec"])
+        print("| %s | %s | %d: %.0f | %.0f | %.2f |" % (row["model"], row["mode"], t, v, ref[key], v / ref[key]))
+PYEOF
 fi
 
 FAILED=""
