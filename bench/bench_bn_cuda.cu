@@ -326,15 +326,15 @@ static void run_setup(BnRun *r, const BnShape *s, int B, cudnnHandle_t cudnn, cu
     r->n_rows = (size_t)B * s->H * s->W;
     r->cudnn = cudnn;
     r->stream = stream;
-    const size_t t_bytes = r->n_rows * C * sizeof(float), v_bytes = (size_t)C * sizeof(float);
+    const size_t tensor_n_bytes = r->n_rows * C * sizeof(float), vector_n_bytes = (size_t)C * sizeof(float);
     float **tensors[] = {&r->x, &r->dy, &r->y_ours, &r->dx_ours, &r->y, &r->dx};
-    for (size_t k = 0; k < sizeof tensors / sizeof tensors[0]; k++) *tensors[k] = (float *)device_alloc(t_bytes);
+    for (size_t k = 0; k < sizeof tensors / sizeof tensors[0]; k++) *tensors[k] = (float *)device_alloc(tensor_n_bytes);
     float **vectors[] = {&r->gamma,     &r->beta,       &r->mean,         &r->var,       &r->inv_std,
                          &r->moving_mean, &r->moving_var, &r->dgamma_ours, &r->dbeta_ours, &r->save_mean,
                          &r->save_inv_var, &r->run_mean,  &r->run_var,     &r->dgamma,    &r->dbeta};
     for (size_t k = 0; k < sizeof vectors / sizeof vectors[0]; k++) {
-        *vectors[k] = (float *)device_alloc(v_bytes);
-        CUDA_CHECK(cudaMemsetAsync(*vectors[k], 0, v_bytes, stream));
+        *vectors[k] = (float *)device_alloc(vector_n_bytes);
+        CUDA_CHECK(cudaMemsetAsync(*vectors[k], 0, vector_n_bytes, stream));
     }
     r->scratch = (double *)device_alloc(batchnorm_cuda_scratch_n_doubles(C) * sizeof(double));
     fill_inputs_kernel<<<grid_for(r->n_rows * C), 256, 0, stream>>>(r->x, r->dy, r->n_rows * C, C, BNB_SEED);
@@ -389,9 +389,9 @@ static void run_free(BnRun *r) {
 
 /* Run each cuDNN variant once against ours; set res->ok and the differences. */
 static void check_shape(BnRun *r, ShapeResult *res, unsigned *counters) {
-    const size_t n = r->n_rows * r->bn.C, v_bytes = (size_t)r->bn.C * sizeof(float);
-    CUDA_CHECK(cudaMemsetAsync(r->dgamma_ours, 0, v_bytes, r->stream));
-    CUDA_CHECK(cudaMemsetAsync(r->dbeta_ours, 0, v_bytes, r->stream));
+    const size_t n = r->n_rows * r->bn.C, vector_n_bytes = (size_t)r->bn.C * sizeof(float);
+    CUDA_CHECK(cudaMemsetAsync(r->dgamma_ours, 0, vector_n_bytes, r->stream));
+    CUDA_CHECK(cudaMemsetAsync(r->dbeta_ours, 0, vector_n_bytes, r->stream));
     bn_forward(r, 0);
     bn_backward(r, 0);
     res->ok[0] = 1;
@@ -401,10 +401,10 @@ static void check_shape(BnRun *r, ShapeResult *res, unsigned *counters) {
     for (int i = 1; i < BNB_N_IMPLS; i++) {
         cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
         if (bn_impls[i].api == API_CUDNN_EX) st = run_setup_ex(r, i);
-        CUDA_CHECK(cudaMemsetAsync(r->dgamma, 0, v_bytes, r->stream));
-        CUDA_CHECK(cudaMemsetAsync(r->dbeta, 0, v_bytes, r->stream));
-        CUDA_CHECK(cudaMemsetAsync(r->run_mean, 0, v_bytes, r->stream));
-        CUDA_CHECK(cudaMemsetAsync(r->run_var, 0, v_bytes, r->stream));
+        CUDA_CHECK(cudaMemsetAsync(r->dgamma, 0, vector_n_bytes, r->stream));
+        CUDA_CHECK(cudaMemsetAsync(r->dbeta, 0, vector_n_bytes, r->stream));
+        CUDA_CHECK(cudaMemsetAsync(r->run_mean, 0, vector_n_bytes, r->stream));
+        CUDA_CHECK(cudaMemsetAsync(r->run_var, 0, vector_n_bytes, r->stream));
         if (st == CUDNN_STATUS_SUCCESS) st = bn_forward(r, i);
         if (st == CUDNN_STATUS_SUCCESS) st = bn_backward(r, i);
         if (st != CUDNN_STATUS_SUCCESS) {
