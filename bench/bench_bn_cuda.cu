@@ -465,7 +465,8 @@ static void time_shape(BnRun *r, ShapeResult *res, int warmup, int repeat, cudaE
 /* ---- main ------------------------------------------------------------------------ */
 
 #define BNB_USAGE \
-    "usage: bench_bn_cuda [--nets resnet20,mobilenet_v2,resnet50] [--repeat N (20)] [--warmup N (3)] [--batch B (128)]\n" \
+    "usage: bench_bn_cuda [--nets resnet20,mobilenet_v2,resnet50] [--repeat N (20)] [--warmup N (3)]" \
+    " [--batch B (128)]\n" \
     "       bench_bn_cuda --list [--nets ...]   (the batch-norm shapes only; needs no GPU)\n"
 
 /* One line saying why, the usage, and 2. */
@@ -501,7 +502,8 @@ int main(int argc, char **argv) {
         else if (strcmp(flag, "--warmup") == 0) warmup = parse_positive(val);
         else if (strcmp(flag, "--batch") == 0) batch = parse_positive(val);
         else return usage("unknown flag");
-        if (repeat < 0 || warmup < 0 || batch < 0) return usage("--repeat, --warmup and --batch take a positive integer");
+        if (repeat < 0 || warmup < 0 || batch < 0)
+            return usage("--repeat, --warmup and --batch take a positive integer");
     }
     int wanted[BNB_N_NETS] = {0};
     char names[256];
