@@ -195,7 +195,7 @@ case $pc_cflags in *"$PREFIX"/usr/include*) ;; *) die "pkg-config's libprotobuf-
 # ---- 4. build ----
 # (profile needs two programs only: the rest of the build would take most of its time)
 TARGETS=()
-[ "$STAGE" = profile ] && TARGETS=(--target bench_gpu tower)
+[ "$STAGE" = profile ] && TARGETS=(--target bench_gpu bench_bn_cuda tower)
 say "building in $BUILD${TARGETS[*]:+ (${TARGETS[*]:1})}"
 cmake --build "$BUILD" -j"$(nproc)" "${TARGETS[@]}" >"$WORK/build.log" 2>&1 ||
   { grep -m20 -E "error|Error" "$WORK/build.log"; tail -20 "$WORK/build.log"; die "build failed ($STAGE-files.tar.gz: build.log)"; }
@@ -375,6 +375,11 @@ profile)
       --log_device_placement >"$WORK/train-resnet20.log" 2>&1 || { tail -5 "$WORK/train-resnet20.log"; rc=1; }
     grep -E "tower_0|step [0-9]" "$WORK/train-resnet20.log"
   fi
+  # Issue 15: our batch-norm kernels against cuDNN's on the networks' batch-norm shapes.
+  if [ "$(left)" -gt 40 ]; then
+    timeout "$(upto 60)" "$BUILD"/bench/bench_bn_cuda 2>&1 | tee "$WORK/bench-bn.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { say "bench_bn_cuda failed"; rc=1; }
+  else say "no time left for bench_bn_cuda"; fi
   ;;
 esac
 say "stage $STAGE: $([ $rc -eq 0 ] && echo ok || echo FAILED)"
