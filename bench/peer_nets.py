@@ -74,9 +74,6 @@ def mobilenet_torch(H, alpha, classes=10):
     def bn(c):
         return nn.BatchNorm2d(c, eps=1e-3, momentum=1e-3)
 
-    if name == "resnet50":
-        return resnet50_torch(bn, classes)
-
     class Block(nn.Module):
         def __init__(self, c_in, expansion, filters, stride):
             super().__init__()
