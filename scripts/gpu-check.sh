@@ -85,7 +85,10 @@ die() { say "FAILED: $*"; exit 1; }
 finish() { pack; exec 1>&- 2>&-; wait "$TEE_PID" 2>/dev/null; }
 trap finish EXIT
 
-say "start $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), $(nproc) cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+# The device's copy of the tree may carry an older .git than its files: say when they differ.
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
+[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null | head -1)" ] && rev="$rev + uncommitted changes"
+say "start $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), $(nproc) cores; commit $rev"
 
 # ---- 1. the carried Debian packages, unpacked into $PREFIX ----
 [ -d "$CARRY/debs" ] || die "$CARRY/debs is missing: run scripts/gpu-carry.sh on the CPU machine and name $CARRY in the call's carry"
@@ -193,14 +196,14 @@ case $pc_cflags in *"$PREFIX"/usr/include*) ;; *) die "pkg-config's libprotobuf-
 [ "$STAGE" = deps ] && { say "configured; stage deps done"; exit 0; }
 
 # ---- 4. build ----
-# (profile needs two programs only: the rest of the build would take most of its time)
+# (profile needs three programs only: the rest of the build would take most of its time)
 TARGETS=()
 [ "$STAGE" = profile ] && TARGETS=(--target bench_gpu bench_bn_cuda tower)
 say "building in $BUILD${TARGETS[*]:+ (${TARGETS[*]:1})}"
 cmake --build "$BUILD" -j"$(nproc)" "${TARGETS[@]}" >"$WORK/build.log" 2>&1 ||
   { grep -m20 -E "error|Error" "$WORK/build.log"; tail -20 "$WORK/build.log"; die "build failed ($STAGE-files.tar.gz: build.log)"; }
 TOWER=$BUILD/cmd/tower
-if [ "$STAGE" = profile ]; then say "built: bench_gpu, tower"
+if [ "$STAGE" = profile ]; then say "built: bench_gpu, bench_bn_cuda, tower"
 else say "built: $(ls "$BUILD"/tests/test_gpu_* 2>/dev/null | wc -l) GPU test binaries"; fi
 if ldd "$TOWER" | grep -q "not found"; then ldd "$TOWER" | grep "not found"; die "tower has unresolved libraries"; fi
 ldd "$TOWER" | grep -E "cudart|cudnn|nccl|cublas|dnnl|protobuf" | sed 's/^/  /'
