@@ -68,16 +68,23 @@ extern "C" void transpose_cuda(float *dst, const float *src, int rows, int cols,
 
 /* ---- asymmetric padding: pad the input, crop its gradient ----------------------- */
 
+/* (b, h, w, c) of element i of a (B, H, W, C) tensor. */
+__device__ static inline void nhwc_coords(size_t i, int H, int W, int C, size_t *b, int *h, int *w, int *c) {
+    *c = (int)(i % C);
+    size_t t = i / C;
+    *w = (int)(t % W);
+    t /= W;
+    *h = (int)(t % H);
+    *b = t / H;
+}
+
 /* dst (B, HP, WP, C) = src (B, H, W, C) placed at (top, left), zeros around. */
 __global__ static void pad_nhwc_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int HP, int WP,
                                        int top, int left) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % C);
-        size_t t = i / C;
-        const int w = (int)(t % WP);
-        t /= WP;
-        const int h = (int)(t % HP);
-        const size_t b = t / HP;
+        size_t b;
+        int h, w, c;
+        nhwc_coords(i, HP, WP, C, &b, &h, &w, &c);
         const int ih = h - top, iw = w - left;
         dst[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? src[((b * H + ih) * W + iw) * C + c] : 0.0f;
     }
@@ -87,12 +94,9 @@ __global__ static void pad_nhwc_kernel(float *dst, const float *src, size_t n, i
 __global__ static void crop_nhwc_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int HP, int WP,
                                         int top, int left) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % C);
-        size_t t = i / C;
-        const int w = (int)(t % W);
-        t /= W;
-        const int h = (int)(t % H);
-        const size_t b = t / H;
+        size_t b;
+        int h, w, c;
+        nhwc_coords(i, H, W, C, &b, &h, &w, &c);
         dst[i] = src[((b * HP + h + top) * WP + w + left) * C + c];
     }
 }
@@ -126,32 +130,16 @@ static void crop_input_grad(float *dinp, const float *dxpad, const Conv2dCuda *c
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* ---- 1x1 convolutions as GEMMs: the input sampled at the stride ------------------- */
-
-/* dst (B, OH, OW, C) = src (B, H, W, C) at rows (oh * sh, ow * sw). */
-__global__ static void gather_strided_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int OH,
-                                             int OW, int sh, int sw) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % C);
-        size_t t = i / C;
-        const int ow = (int)(t % OW);
-        t /= OW;
-        const int oh = (int)(t % OH);
-        const size_t b = t / OH;
-        dst[i] = src[((b * H + (size_t)oh * sh) * W + (size_t)ow * sw) * C + c];
-    }
-}
+/* ---- 1x1 convolutions as GEMMs: the input sampled at the stride ------------------- *
+ * (the sampled input is im2col_nhwc_kernel's with a 1x1 window and no padding) */
 
 /* dst (B, H, W, C) = src (B, OH, OW, C) at the sampled rows, 0 elsewhere. */
 __global__ static void scatter_strided_kernel(float *dst, const float *src, size_t n, int H, int W, int C, int OH,
                                               int OW, int sh, int sw) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int c = (int)(i % C);
-        size_t t = i / C;
-        const int w = (int)(t % W);
-        t /= W;
-        const int h = (int)(t % H);
-        const size_t b = t / H;
+        size_t b;
+        int h, w, c;
+        nhwc_coords(i, H, W, C, &b, &h, &w, &c);
         const int sampled = h % sh == 0 && w % sw == 0 && h / sh < OH && w / sw < OW;
         dst[i] = sampled ? src[((b * OH + h / sh) * OW + w / sw) * C + c] : 0.0f;
     }
@@ -694,8 +682,8 @@ extern "C" void conv2d_forward_cuda(float *out, void *scratch, const float *inp,
         if (is_strided(g)) {
             float *xsub = (float *)(base + L.xsub);
             const size_t n = (size_t)M * g->C_in;
-            gather_strided_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW,
-                                                                   g->stride_h, g->stride_w);
+            im2col_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW, 1, 1,
+                                                                g->stride_h, g->stride_w, 0, 0);
             CUDA_CHECK(cudaGetLastError());
             x = xsub;
         }
@@ -754,8 +742,8 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
         float *xsub = is_strided(g) ? (float *)(base + L.xsub) : NULL;
         if (xsub) {
             const size_t n = rows * g->C_in;
-            gather_strided_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW,
-                                                                   g->stride_h, g->stride_w);
+            im2col_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW, 1, 1,
+                                                                g->stride_h, g->stride_w, 0, 0);
             CUDA_CHECK(cudaGetLastError());
             x = xsub;
         }
