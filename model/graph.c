@@ -144,3 +144,33 @@ int graph_fuse(Graph *g) {
     }
     return removed;
 }
+
+int graph_var_chunks(const Graph *g, const ModelSpec *s, size_t min_n_floats, int *node_chunk, int *chunk_first,
+                     size_t *chunk_start, int max_chunks) {
+    if (max_chunks < 1) return -1;
+    int k = -1;
+    size_t end = 0; /* one past the last float of the variables placed so far */
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *n = &g->nodes[i];
+        if (n->n_vars > 0) {
+            const ModelVar *first = &s->vars[n->var0], *last = &s->vars[n->var0 + n->n_vars - 1];
+            if (first->offset < end || last->offset + last->n_floats < first->offset) return -1;
+            if (k < 0 || end - chunk_start[k] >= min_n_floats) {
+                if (k + 1 >= max_chunks) return -1;
+                k++;
+                chunk_start[k] = k ? first->offset : 0;
+                chunk_first[k] = i;
+            }
+            end = last->offset + last->n_floats;
+        }
+        node_chunk[i] = k < 0 ? 0 : k;
+    }
+    if (k < 0) { /* no variables: one empty chunk */
+        k = 0;
+        chunk_start[0] = 0;
+        chunk_first[0] = -1;
+    }
+    if (end > s->n_params) return -1;
+    chunk_start[k + 1] = s->n_params;
+    return k + 1;
+}

@@ -201,6 +201,25 @@ int graph_build(Graph *g, const ModelSpec *spec);
  * number of nodes removed. */
 int graph_fuse(Graph *g);
 
+/* The variable block cut at node boundaries into chunks copied to and from
+ * a GPU one at a time, so a layer's forward can start once its chunk has
+ * arrived and a chunk's gradients can leave once backward has passed its
+ * first node (TOWER_GPU_OVERLAP, docs/gpu.md).  Walking the nodes in
+ * order, a node with variables opens a new chunk when the current one
+ * already spans min_n_floats (chunk 0 opens at the first such node);
+ * nodes without variables belong to the current chunk (chunk 0 before
+ * any).  Writes, for n chunks:
+ *   node_chunk  (g->n_nodes)  each node's chunk
+ *   chunk_first (max_chunks)  the first node with variables of each chunk
+ *                             (-1 for a network without variables)
+ *   chunk_start (max_chunks + 1) each chunk's first float in the block;
+ *                             chunk_start[0] = 0, chunk_start[n] = n_params,
+ *                             so the chunks cover the block, gaps included.
+ * Returns n (>= 1), or -1 when more than max_chunks are needed or the
+ * variables are not in node order in the block. */
+int graph_var_chunks(const Graph *g, const ModelSpec *s, size_t min_n_floats, int *node_chunk, int *chunk_first,
+                     size_t *chunk_start, int max_chunks);
+
 /* ---- the layer table ---------------------------------------------------------- */
 
 /* What the CPU executor hands a node's forward/backward. */

@@ -28,6 +28,12 @@
  *      only pads the image, is the one node of the five networks whose
  *      output gradient the executors skip; every node with a variable
  *      wants its gradient.  The gradient checks of 2 run with the skip.
+ *   4. The variable block's chunks (graph_var_chunks, the GPU's overlapped
+ *      copies) on the executors' fused graphs of every network: they cover
+ *      the block in order, each node's variables inside its chunk, each
+ *      chunk but the last at least the minimum, chunk_first the chunk's
+ *      first node with variables; minimum 0 gives one chunk per node with
+ *      variables; too few chunks allowed is refused.
  */
 #include "gradcheck.h"
 #include "model/graph.h"
@@ -262,9 +268,66 @@ static void test_grad_skipped(void) {
     check_grad_skipped("cifar10", 24, NULL, 0);
 }
 
+static void check_var_chunks(const char *net, int H, int C, size_t min_n_floats) {
+    char err[256];
+    ModelSpec s;
+    Graph *g = malloc(sizeof *g);
+    int node_chunk[GRAPH_MAX_NODES], chunk_first[GRAPH_MAX_NODES];
+    size_t chunk_start[GRAPH_MAX_NODES + 1];
+    if (!g || model_spec_init(&s, net, H, H, C, 10, err, sizeof err) != 0 || graph_build(g, &s) != 0) {
+        CHECK(0, "%s: %s", net, err);
+        free(g);
+        return;
+    }
+    graph_fuse(g);
+    const int n = graph_var_chunks(g, &s, min_n_floats, node_chunk, chunk_first, chunk_start, GRAPH_MAX_NODES);
+    int with_vars = 0;
+    for (int i = 0; i < g->n_nodes; i++) with_vars += g->nodes[i].n_vars > 0;
+    CHECK(n >= 1 && chunk_start[0] == 0 && chunk_start[n] == s.n_params, "%s: %d chunks, from %zu to %zu of %zu", net,
+          n, n >= 1 ? chunk_start[0] : 0, n >= 1 ? chunk_start[n] : 0, s.n_params);
+    for (int k = 0; n >= 1 && k < n; k++) {
+        CHECK(chunk_start[k] < chunk_start[k + 1], "%s: chunk %d is empty", net, k);
+        CHECK(k == n - 1 || chunk_start[k + 1] - chunk_start[k] >= min_n_floats, "%s: chunk %d spans %zu < %zu", net,
+              k, chunk_start[k + 1] - chunk_start[k], min_n_floats);
+        const int f = chunk_first[k];
+        CHECK(f >= 0 && f < g->n_nodes && node_chunk[f] == k && g->nodes[f].n_vars > 0 &&
+                  (f == 0 || node_chunk[f - 1] < k || k == 0),
+              "%s: chunk %d's first node %d", net, k, f);
+    }
+    for (int i = 0; n >= 1 && i < g->n_nodes; i++) {
+        const Node *nd = &g->nodes[i];
+        CHECK(i == 0 || node_chunk[i] >= node_chunk[i - 1], "%s: node %d's chunk goes back", net, i);
+        if (nd->n_vars == 0) continue;
+        const int k = node_chunk[i];
+        const ModelVar *a = &s.vars[nd->var0], *b = &s.vars[nd->var0 + nd->n_vars - 1];
+        CHECK(k >= 0 && k < n && a->offset >= chunk_start[k] && b->offset + b->n_floats <= chunk_start[k + 1],
+              "%s: node %s's variables [%zu, %zu) outside its chunk %d", net, nd->name, a->offset,
+              b->offset + b->n_floats, k);
+        CHECK(chunk_first[k] <= i, "%s: node %s comes before its chunk's first node", net, nd->name);
+    }
+    if (min_n_floats == 0)
+        CHECK(n == with_vars, "%s: minimum 0 gives %d chunks for %d nodes with variables", net, n, with_vars);
+    if (n > 1)
+        CHECK(graph_var_chunks(g, &s, min_n_floats, node_chunk, chunk_first, chunk_start, n - 1) == -1,
+              "%s: %d chunks fit in %d", net, n, n - 1);
+    printf("%s: %d chunks of at least %zu floats over %zu\n", net, n, min_n_floats, s.n_params);
+    free(g);
+}
+
+static void test_var_chunks(void) {
+    const struct { const char *net; int H, C; } nets[] = {
+        {"mnist", 28, 1}, {"cifar10", 24, 3}, {"resnet20", 32, 3}, {"vgg11", 32, 3}, {"mobilenet_v2", 32, 3},
+        {"resnet50", 64, 3}};
+    for (size_t k = 0; k < sizeof nets / sizeof nets[0]; k++) {
+        check_var_chunks(nets[k].net, nets[k].H, nets[k].C, 0);
+        check_var_chunks(nets[k].net, nets[k].H, nets[k].C, 16384);
+    }
+}
+
 int main(void) {
     test_tables();
     test_grad_skipped();
+    test_var_chunks();
     test_gradients();
     if (check_failures) {
         printf("FAIL: %d checks failed\n", check_failures);
