@@ -18,6 +18,7 @@
 #
 # Environment: each part has its own switch, so any part can run alone:
 #   GPU_BENCH_PEER=0      skip the bench_gpu / PyTorch table (mnist and cifar10 only);
+#   GPU_BENCH_OVERLAP=0   in that table, skip bench_gpu's second run with TOWER_GPU_OVERLAP=1 (docs/gpu.md);
 #   GPU_BENCH_MODELS      the modes matrix's networks (default mnist,cifar10; any
 #                         of tower bench --models); set but empty (GPU_BENCH_MODELS=)
 #                         skips the matrix;
@@ -51,6 +52,11 @@ STEPS=${GPU_BENCH_STEPS:-20}
 REPEAT=${GPU_BENCH_REPEAT:-3}
 if [ "${GPU_BENCH_PEER:-1}" != 0 ]; then
 "$BUILD/bench/bench_gpu" "$@" | tee -a "$OUT"
+if [ "${GPU_BENCH_OVERLAP:-1}" != 0 ]; then
+    echo "# again with TOWER_GPU_OVERLAP=1 (the copies on a second stream, chunk by chunk)"
+    TOWER_GPU_OVERLAP=1 "$BUILD/bench/bench_gpu" "$@" | sed 's/^RESULT framework=tower /RESULT framework=tower_overlap /' |
+        tee -a "$OUT"
+fi
 PY=""
 for p in python3 /usr/bin/python3; do
     if "$p" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then PY=$p; break; fi
@@ -69,18 +75,24 @@ for line in open(sys.argv[1]):
     kv = dict(f.split("=", 1) for f in line.split()[1:])
     rows[(kv["framework"], kv["model"], int(kv["towers"]))] = kv
 print("\n| model | towers x batch (global) | Tower img/s (min-max) | PyTorch img/s, same global batch | Tower / PyTorch | "
-      "Tower step: copy in / compute / copy out / wake-up / ps (ms) | variables H2D alone (ms) |")
-print("|---|---|---|---|---|---|---|")
+      "Tower step: copy in / compute / copy out / wake-up / ps (ms) | variables H2D alone (ms) | "
+      "overlapped copies: img/s, / PyTorch, copy in / compute / copy out (ms) |")
+print("|---|---|---|---|---|---|---|---|")
 for (fw, model, towers), t in sorted(rows.items(), key=lambda r: (r[0][1] != "mnist", r[0][2])):
     if fw != "tower":
         continue
     p = rows.get(("pytorch", model, towers))
     B = int(t["batch"])
     ratio = "%.2fx" % (float(t["img_s"]) / float(p["img_s"])) if p else "-"
-    print("| %s | %d x %d (%d) | %.0f (%.0f-%.0f) | %s | %s | %s / %s / %s / %s / %s | %s |" % (
+    ov = rows.get(("tower_overlap", model, towers))
+    ovs = "-"
+    if ov:
+        ovs = "%.0f, %s, %s / %s / %s" % (float(ov["img_s"]), "%.2fx" % (float(ov["img_s"]) / float(p["img_s"])) if p
+                                          else "-", ov["copy_in_ms"], ov["compute_ms"], ov["copy_out_ms"])
+    print("| %s | %d x %d (%d) | %.0f (%.0f-%.0f) | %s | %s | %s / %s / %s / %s / %s | %s | %s |" % (
         model, towers, B, towers * B, float(t["img_s"]), float(t["img_s_min"]), float(t["img_s_max"]),
         "%.0f (%.0f-%.0f)" % (float(p["img_s"]), float(p["img_s_min"]), float(p["img_s_max"])) if p else "-",
-        ratio, t["copy_in_ms"], t["compute_ms"], t["copy_out_ms"], t["wake_ms"], t["ps_ms"], t["h2d_vars_ms"]))
+        ratio, t["copy_in_ms"], t["compute_ms"], t["copy_out_ms"], t["wake_ms"], t["ps_ms"], t["h2d_vars_ms"], ovs))
 PYEOF
 
 fi

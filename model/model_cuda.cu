@@ -14,6 +14,10 @@
  * Profiling (model_acts_cuda_profile, opt-in): event pairs around every
  * node's enqueue, recorded only while a->prof is set; read back by
  * model_acts_cuda_profile_read (bench/bench_gpu.c --per_layer).
+ * Overlapped copies (model_acts_cuda_overlap, opt-in): the variables come
+ * in chunk by chunk on a second stream while forward runs (a node waits for
+ * its chunk's event), and backward sends each chunk's gradient out as soon
+ * as it has passed the chunk's first node (graph_var_chunks).
  * What it does not do: set the device, synchronise (except
  * model_forward_cuda, model_acts_cuda_free and the profile's reads), or
  * know about towers.
@@ -455,6 +459,20 @@ typedef struct {
     int bwd_done;                            /* 1: a backward ran profiled after it */
 } ProfCuda;
 
+/* The overlapped copies' chunks and events (model_acts_cuda_overlap). */
+typedef struct {
+    int n_chunks;
+    int node_chunk[GRAPH_MAX_NODES];          /* graph_var_chunks' */
+    int chunk_first[GRAPH_MAX_NODES];
+    size_t chunk_start[GRAPH_MAX_NODES + 1];  /* in floats */
+    cudaEvent_t in_ev[GRAPH_MAX_NODES];       /* chunk k's variables are on the device (copy stream) */
+    cudaEvent_t out_ev[GRAPH_MAX_NODES];      /* chunk k's gradient is final (compute stream) */
+    cudaEvent_t ready;                        /* the compute stream reached the copy-in (its last reader is done) */
+    int n_events;                             /* events created (each array up to n_chunks) */
+    cudaStream_t copy;                        /* the caller's second stream on the same device */
+    int params_pending;                       /* 1: the next forward waits chunk by chunk */
+} OverlapCuda;
+
 struct ModelActsCuda {
     ModelSpec spec;
     Graph graph;              /* built from spec by graph_build, as model.c */
@@ -490,6 +508,7 @@ struct ModelActsCuda {
     int synced;               /* 1: sync is set */
     double *sync_pinned;      /* pinned host: (2 C_max + 1) doubles over the graph's batch norms */
     ProfCuda *prof;           /* per-node timing (model_acts_cuda_profile), or NULL: off */
+    OverlapCuda *ov;          /* overlapped copies (model_acts_cuda_overlap), or NULL: off */
 };
 
 /* Carve n_bytes at *off from base (0 on the sizing pass). */
@@ -542,6 +561,16 @@ static void prof_free(ProfCuda *p) {
     free(p);
 }
 
+static void overlap_free(OverlapCuda *ov) {
+    if (!ov) return;
+    for (int k = 0; k < ov->n_events; k++) {
+        cudaEventDestroy(ov->in_ev[k]);
+        cudaEventDestroy(ov->out_ev[k]);
+    }
+    if (ov->ready) cudaEventDestroy(ov->ready);
+    free(ov);
+}
+
 extern "C" void model_acts_cuda_free(ModelActsCuda *a) {
     if (!a) return;
     if (a->block) cudaStreamSynchronize(a->stream);
@@ -551,6 +580,7 @@ extern "C" void model_acts_cuda_free(ModelActsCuda *a) {
     if (a->loss_pinned) cudaFreeHost(a->loss_pinned);
     if (a->sync_pinned) cudaFreeHost(a->sync_pinned);
     prof_free(a->prof);
+    overlap_free(a->ov);
     free(a);
 }
 
@@ -757,9 +787,15 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
     CUDA_CHECK(cudaMemcpyAsync(a->x, x_dev, sizeof(float) * B * s->H * s->W * s->C, cudaMemcpyDeviceToDevice, st));
     CUDA_CHECK(cudaMemcpyAsync(a->labels, labels_dev, sizeof(int32_t) * B, cudaMemcpyDeviceToDevice, st));
     if (p) prof_record(p->extra[PROF_INPUT][1], st);
+    OverlapCuda *ov = a->ov && a->ov->params_pending ? a->ov : NULL;
+    int waited = -1; /* chunks up to this one are waited for (they arrive in order) */
     for (int i = 0; i < g->n_nodes; i++) {
         const Node *n = &g->nodes[i];
         NodeRunCuda r = node_run(a, i, B, params_dev, NULL);
+        if (ov && n->n_vars > 0 && ov->node_chunk[i] > waited) {
+            waited = ov->node_chunk[i];
+            CUDA_CHECK(cudaStreamWaitEvent(st, ov->in_ev[waited], 0));
+        }
         if (p) {
             p->host_fwd_ms[i] = host_now_ms();
             prof_record(p->fwd[i][0], st);
@@ -770,6 +806,10 @@ extern "C" void model_forward_cuda_async(float *loss_host, float *logits_host, M
             p->host_fwd_ms[i] = host_now_ms() - p->host_fwd_ms[i];
         }
         sync_check(a, n->name, "forward");
+    }
+    if (ov) { /* the weight-decay terms read every variable */
+        if (waited < ov->n_chunks - 1) CUDA_CHECK(cudaStreamWaitEvent(st, ov->in_ev[ov->n_chunks - 1], 0));
+        ov->params_pending = 0;
     }
     const float *out = a->bufs[g->output].out;
     if (p) prof_record(p->extra[PROF_LOSS_FWD][0], st);
@@ -800,7 +840,58 @@ extern "C" float model_forward_cuda(float *logits_host, ModelActsCuda *a, const 
     return *a->loss_pinned;
 }
 
-extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *params_dev) {
+/* Node i's backward: its parameter gradients added into dparams_dev, its
+ * inputs' gradients written (or summed, for a tensor with several
+ * consumers), in model.c's order; written[] as model.c's model_backward. */
+static void backward_node(ModelActsCuda *a, int i, float *dparams_dev, const float *params_dev,
+                          unsigned char *written) {
+    const Graph *g = &a->graph;
+    const Node *n = &g->nodes[i];
+    const int B = a->B;
+    cudaStream_t st = a->stream;
+    ProfCuda *p = a->prof;
+    if (p) {
+        p->host_bwd_ms[i] = host_now_ms();
+        p->bwd_ran[i] = 1;
+        prof_record(p->bwd[i][0], st);
+    }
+    NodeRunCuda r = node_run(a, i, B, params_dev, dparams_dev);
+    r.dout = a->bufs[i].dout;
+    int later[NODE_MAX_INPUTS] = {0};
+    for (int j = 0; j < n->n_inputs; j++) {
+        const int in = n->inputs[j];
+        if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue; /* din[j] stays NULL: not wanted */
+        later[j] = written[in] || (j == 1 && n->inputs[0] == in);
+        r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
+    }
+    model_layer_table[n->kind].cuda_backward(n, &r);
+    for (int j = 0; j < n->n_inputs; j++) {
+        const int in = n->inputs[j];
+        if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue;
+        if (later[j])
+            grad_accumulate_cuda(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)), st);
+        written[in] = 1;
+    }
+    if (p) {
+        prof_record(p->bwd[i][1], st);
+        p->host_bwd_ms[i] = host_now_ms() - p->host_bwd_ms[i];
+    }
+    sync_check(a, n->name, "backward");
+}
+
+/* The weight-decay gradient of variable v added into dparams_dev. */
+static void l2_backward_var(const ModelActsCuda *a, int v, float *dparams_dev, const float *params_dev) {
+    const ModelVar *mv = &a->spec.vars[v];
+    if (mv->wd != 0.0f)
+        l2_loss_backward_cuda(dparams_dev + mv->offset, params_dev + mv->offset, mv->n_floats, mv->wd, a->stream);
+}
+
+/* model_backward_cuda, and with grads_host (a->ov set) each chunk's
+ * gradient sent to grads_host on the copy stream once backward has passed
+ * the chunk's first node; the weight-decay gradient is then added node by
+ * node, right after the node's own (the same additions in the same order
+ * for every element as after the whole pass). */
+static void backward_pass(float *dparams_dev, ModelActsCuda *a, const float *params_dev, float *grads_host) {
     const ModelSpec *s = &a->spec;
     const Graph *g = &a->graph;
     const int B = a->B;
@@ -813,6 +904,7 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
         fprintf(stderr, "model_backward_cuda: the last forward ran in evaluation mode; no gradient added\n");
         return;
     }
+    const OverlapCuda *ov = grads_host ? a->ov : NULL;
     ProfCuda *p = a->prof;
     double host_t0 = 0.0;
     if (p) {
@@ -827,46 +919,102 @@ extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const 
     written[g->output] = 1;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const Node *n = &g->nodes[i];
-        if (!written[i] || !n->grad_wanted) continue; /* reaches no loss, or nothing trainable upstream */
-        if (p) {
-            p->host_bwd_ms[i] = host_now_ms();
-            p->bwd_ran[i] = 1;
-            prof_record(p->bwd[i][0], st);
-        }
-        NodeRunCuda r = node_run(a, i, B, params_dev, dparams_dev);
-        r.dout = a->bufs[i].dout;
-        int later[NODE_MAX_INPUTS] = {0};
-        for (int j = 0; j < n->n_inputs; j++) {
-            const int in = n->inputs[j];
-            if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue; /* din[j] stays NULL: not wanted */
-            later[j] = written[in] || (j == 1 && n->inputs[0] == in);
-            r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
-        }
-        model_layer_table[n->kind].cuda_backward(n, &r);
-        for (int j = 0; j < n->n_inputs; j++) {
-            const int in = n->inputs[j];
-            if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue;
-            if (later[j])
-                grad_accumulate_cuda(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)), st);
-            written[in] = 1;
-        }
-        if (p) {
-            prof_record(p->bwd[i][1], st);
-            p->host_bwd_ms[i] = host_now_ms() - p->host_bwd_ms[i];
-        }
-        sync_check(a, n->name, "backward");
+        if (written[i] && n->grad_wanted) backward_node(a, i, dparams_dev, params_dev, written);
+        if (!ov) continue;
+        for (int v = n->var0; v < n->var0 + n->n_vars; v++) l2_backward_var(a, v, dparams_dev, params_dev);
+        const int k = ov->node_chunk[i];
+        if (ov->chunk_first[k] != i) continue;
+        /* every node of chunk k is behind: send its gradient */
+        const size_t lo = ov->chunk_start[k], n_floats = ov->chunk_start[k + 1] - lo;
+        CUDA_CHECK(cudaEventRecord(ov->out_ev[k], st));
+        CUDA_CHECK(cudaStreamWaitEvent(ov->copy, ov->out_ev[k], 0));
+        if (n_floats)
+            CUDA_CHECK(cudaMemcpyAsync(grads_host + lo, dparams_dev + lo, n_floats * sizeof(float),
+                                       cudaMemcpyDeviceToHost, ov->copy));
     }
     if (p) prof_record(p->extra[PROF_L2_BWD][0], st);
-    for (int v = 0; v < s->n_vars; v++)
-        if (s->vars[v].wd != 0.0f)
-            l2_loss_backward_cuda(dparams_dev + s->vars[v].offset, params_dev + s->vars[v].offset, s->vars[v].n_floats,
-                                  s->vars[v].wd, st);
+    if (!ov)
+        for (int v = 0; v < s->n_vars; v++) l2_backward_var(a, v, dparams_dev, params_dev);
     if (p) {
         prof_record(p->extra[PROF_L2_BWD][1], st);
         prof_record(p->extra[PROF_BWD_PASS][1], st);
         p->host_bwd_pass_ms = host_now_ms() - host_t0;
         p->bwd_done = 1;
     }
+}
+
+extern "C" void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *params_dev) {
+    backward_pass(dparams_dev, a, params_dev, NULL);
+}
+
+extern "C" void model_backward_cuda_copy_out(float *dparams_dev, ModelActsCuda *a, const float *params_dev,
+                                             float *grads_host) {
+    if (!a->ov) {
+        fprintf(stderr, "model_backward_cuda_copy_out: no overlapped copies on this workspace "
+                        "(model_acts_cuda_overlap first)\n");
+        exit(2);
+    }
+    backward_pass(dparams_dev, a, params_dev, grads_host);
+}
+
+extern "C" int model_acts_cuda_overlap(ModelActsCuda *a, cudaStream_t copy_stream, size_t min_chunk_n_bytes,
+                                       char *err, size_t err_n_bytes) {
+    if (a->ov) return 0;
+    OverlapCuda *ov = (OverlapCuda *)calloc(1, sizeof *ov);
+    if (!ov) {
+        snprintf(err, err_n_bytes, "model_acts_cuda_overlap: out of host memory");
+        return -1;
+    }
+    ov->copy = copy_stream;
+    ov->n_chunks = graph_var_chunks(&a->graph, &a->spec, min_chunk_n_bytes / sizeof(float), ov->node_chunk,
+                                    ov->chunk_first, ov->chunk_start, GRAPH_MAX_NODES);
+    if (ov->n_chunks < 1) {
+        snprintf(err, err_n_bytes, "model_acts_cuda_overlap: model %s's variables are not in node order",
+                 a->spec.name ? a->spec.name : "?");
+        free(ov);
+        return -1;
+    }
+    if (CUDA_SOFT(cudaEventCreateWithFlags(&ov->ready, cudaEventDisableTiming), err, err_n_bytes)) {
+        ov->ready = NULL;
+        overlap_free(ov);
+        return -1;
+    }
+    for (; ov->n_events < ov->n_chunks; ov->n_events++) {
+        const int k = ov->n_events;
+        if (CUDA_SOFT(cudaEventCreateWithFlags(&ov->in_ev[k], cudaEventDisableTiming), err, err_n_bytes)) {
+            overlap_free(ov);
+            return -1;
+        }
+        if (CUDA_SOFT(cudaEventCreateWithFlags(&ov->out_ev[k], cudaEventDisableTiming), err, err_n_bytes)) {
+            cudaEventDestroy(ov->in_ev[k]);
+            overlap_free(ov);
+            return -1;
+        }
+    }
+    a->ov = ov;
+    return 0;
+}
+
+extern "C" int model_acts_cuda_overlap_chunks(const ModelActsCuda *a) { return a->ov ? a->ov->n_chunks : 0; }
+
+extern "C" void model_copy_params_in_cuda_async(ModelActsCuda *a, float *params_dev, const float *params_host) {
+    OverlapCuda *ov = a->ov;
+    if (!ov) {
+        fprintf(stderr, "model_copy_params_in_cuda_async: no overlapped copies on this workspace "
+                        "(model_acts_cuda_overlap first)\n");
+        exit(2);
+    }
+    /* The compute stream's earlier work (the last step's readers of params_dev) comes first. */
+    CUDA_CHECK(cudaEventRecord(ov->ready, a->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(ov->copy, ov->ready, 0));
+    for (int k = 0; k < ov->n_chunks; k++) {
+        const size_t lo = ov->chunk_start[k], n_floats = ov->chunk_start[k + 1] - lo;
+        if (n_floats)
+            CUDA_CHECK(cudaMemcpyAsync(params_dev + lo, params_host + lo, n_floats * sizeof(float),
+                                       cudaMemcpyHostToDevice, ov->copy));
+        CUDA_CHECK(cudaEventRecord(ov->in_ev[k], ov->copy));
+    }
+    ov->params_pending = 1;
 }
 
 extern "C" void model_acts_cuda_set_training(ModelActsCuda *a, int training) { a->training = training != 0; }

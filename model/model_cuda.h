@@ -96,6 +96,38 @@ float model_forward_cuda(float *logits_host, ModelActsCuda *a, const float *x_de
  * Nothing waits; the gradient is complete once the stream has passed. */
 void model_backward_cuda(float *dparams_dev, ModelActsCuda *a, const float *params_dev);
 
+/* ---- overlapped copies (TOWER_GPU_OVERLAP=1, tower/tower_cuda.c; docs/gpu.md) ----
+ * The variable block in chunks of whole nodes (graph_var_chunks, at least
+ * min_chunk_n_bytes each but the last) copied on a second stream while the
+ * compute stream works: forward starts a node once its chunk has arrived,
+ * and backward sends a chunk's gradient out once it has passed the chunk's
+ * first node, so most of both copies hide behind compute. */
+
+/* Turn them on for this workspace.  copy_stream: a second stream on the
+ * workspace's device, the caller's (it outlives the workspace).  Returns 0
+ * (also when already on), or -1 with one line in err (events, host
+ * memory). */
+int model_acts_cuda_overlap(ModelActsCuda *a, cudaStream_t copy_stream, size_t min_chunk_n_bytes, char *err,
+                            size_t err_n_bytes);
+
+/* The chunks of model_acts_cuda_overlap, 0 when it is off. */
+int model_acts_cuda_overlap_chunks(const ModelActsCuda *a);
+
+/* Enqueue params_host (n_params, PINNED host) -> params_dev on the copy
+ * stream, chunk by chunk, after everything already on the compute stream;
+ * the next model_forward_cuda_async waits for each chunk before its first
+ * node.  Nothing waits here.  Without model_acts_cuda_overlap: one line and
+ * exit(2) (a programming error). */
+void model_copy_params_in_cuda_async(ModelActsCuda *a, float *params_dev, const float *params_host);
+
+/* model_backward_cuda, and each chunk of dparams_dev copied to grads_host
+ * (n_params, PINNED host) on the copy stream as soon as it is final; the
+ * weight-decay gradient is added node by node (bit for bit the same
+ * gradient).  grads_host is complete once the copy stream has passed
+ * (cudaStreamSynchronize of it).  Without model_acts_cuda_overlap: one
+ * line and exit(2). */
+void model_backward_cuda_copy_out(float *dparams_dev, ModelActsCuda *a, const float *params_dev, float *grads_host);
+
 /* As model_acts_set_training (model.h): training (1, the default) or
  * evaluation mode of the next forwards; backward needs a training forward. */
 void model_acts_cuda_set_training(ModelActsCuda *a, int training);

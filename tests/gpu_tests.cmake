@@ -21,6 +21,8 @@ if(TOWER_HAVE_CUDA)
   tower_add_test(NAME test_gpu_tower_equivalence SOURCES test_gpu_tower_equivalence.c LIBS tower_train LABELS gpu)
   tower_add_test(NAME test_gpu_ps_kernels SOURCES test_gpu_ps_kernels.c LIBS tower_ps_cuda tower_model LABELS gpu)
   tower_add_test(NAME test_gpu_modes SOURCES test_gpu_modes.c LIBS tower_train LABELS "gpu;gpu_modes")
+  # TOWER_GPU_OVERLAP=1 (copies on a second stream, chunk by chunk) bitwise the plain copies; not yet run on a GPU.
+  tower_add_test(NAME test_gpu_overlap SOURCES test_gpu_overlap.c LIBS tower_train LABELS gpu)
   # Sync batch norm on GPU towers (the executor's host round trip per layer), built by tower_tests.cmake.
   add_test(NAME test_gpu_sync_bn COMMAND test_tower_sync_bn cuda)
   set_tests_properties(test_gpu_sync_bn PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu)

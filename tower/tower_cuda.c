@@ -27,6 +27,15 @@
  * host's clock through an anchor event recorded on the idle stream at the
  * start of the step, at a host time taken just before (device_spans; the
  * anchor runs within the launch latency, a few microseconds).
+ * Overlapped copies (TOWER_GPU_OVERLAP=1 in the environment at tower
+ * creation; opt-in, docs/gpu.md): a second stream carries the variables in
+ * chunk by chunk while forward runs (model_copy_params_in_cuda_async: each
+ * node waits for its chunk) and, from the second step on of a tower whose
+ * gradient goes to the host, the gradient out chunk by chunk while
+ * backward runs (model_backward_cuda_copy_out); copy_grads_out then only
+ * waits for that stream.  A scale_grads after compute makes the full copy
+ * run as before.  The copy-in span then covers the shard only, and the
+ * copy-out span the wait for the last chunk.
  * bind_params is not offered: a GPU cannot compute on host memory.  Every operation
  * makes the tower's GPU current first (cudaSetDevice is per host thread and
  * cheap): tower_create runs on the caller's thread, the rest on the tower's.
@@ -89,6 +98,10 @@ typedef struct {
     char algorithms[32768];  /* the conv layers' cuDNN algorithms at max_batch (model_acts_cuda_describe_algos):
                               * resnet50's 53 convolutions take about 16 KB */
     int ran;                 /* TC_RAN_* bits: the phases this step ran, for device_spans */
+    cudaStream_t copy_stream; /* TOWER_GPU_OVERLAP=1: the overlapped copies' stream; NULL: off */
+    cudaEvent_t copy_done;   /* on copy_stream: everything sent so far has arrived */
+    int overlap_out;         /* 1 once a copy-out to the host was asked: compute then sends the gradient itself */
+    int grads_sent;          /* this step's last compute sent its whole gradient to grads_host (copy_stream) */
     size_t stats_n_bytes;    /* one training forward's batch statistics (model_moving_stats_n_bytes_cuda); 0: none */
     void *stats_dev;         /* (stats_cap, stats_n_bytes) device: this step's micro-batches before the last, in order */
     int n_stats, stats_cap;
@@ -156,6 +169,7 @@ static void cuda_describe_device(int device, char *out, size_t out_n_bytes) {
 /* Free t's resources; its device must be current. */
 static void free_on_device(CudaTower *t) {
     if (t->stream) cudaStreamSynchronize(t->stream);
+    if (t->copy_stream) cudaStreamSynchronize(t->copy_stream);
     model_acts_cuda_free(t->acts);
     if (t->params_dev) cudaFree(t->params_dev);
     if (t->grads_dev) cudaFree(t->grads_dev);
@@ -169,9 +183,20 @@ static void free_on_device(CudaTower *t) {
         if (t->ev[k]) cudaEventDestroy(t->ev[k]);
     if (t->cublas) cublasDestroy(t->cublas);
     if (t->cudnn) cudnnDestroy(t->cudnn);
+    if (t->copy_done) cudaEventDestroy(t->copy_done);
+    if (t->copy_stream) cudaStreamDestroy(t->copy_stream);
     if (t->stream) cudaStreamDestroy(t->stream);
     free(t);
 }
+
+/* TOWER_GPU_OVERLAP=1 in the environment: overlapped copies (the file's header). */
+static int overlap_wanted(void) {
+    const char *e = getenv("TOWER_GPU_OVERLAP");
+    return e && e[0] == '1' && e[1] == '\0';
+}
+
+/* The overlapped copies' chunks: at least this much of the variable block each (but the last). */
+#define TC_OVERLAP_CHUNK_N_BYTES ((size_t)256 << 10)
 
 static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batch, float *grads_host,
                                  int allow_tf32, int deterministic_only, char *err, size_t err_n_bytes) {
@@ -219,7 +244,17 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
                                      err, err_n_bytes);
     /* Idle from here on between steps: the first step's anchor event runs at once. */
     if (!t->acts || CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) goto fail;
+    if (overlap_wanted() &&
+        (CUDA_SOFT(cudaStreamCreateWithFlags(&t->copy_stream, cudaStreamNonBlocking), err, err_n_bytes) ||
+         CUDA_SOFT(cudaEventCreateWithFlags(&t->copy_done, cudaEventDisableTiming), err, err_n_bytes) ||
+         model_acts_cuda_overlap(t->acts, t->copy_stream, TC_OVERLAP_CHUNK_N_BYTES, err, err_n_bytes)))
+        goto fail;
     model_acts_cuda_describe_algos(t->acts, t->algorithms, sizeof t->algorithms);
+    if (t->copy_stream) {
+        const size_t used = strlen(t->algorithms);
+        snprintf(t->algorithms + used, sizeof t->algorithms - used, "%soverlapped copies: %d chunks of at least %zu KiB",
+                 used ? " | " : "", model_acts_cuda_overlap_chunks(t->acts), TC_OVERLAP_CHUNK_N_BYTES >> 10);
+    }
     t->stats_n_bytes = model_moving_stats_n_bytes_cuda(t->acts);
     cudaSetDevice(prev);
     return t;
@@ -269,8 +304,12 @@ static int begin_copy_in(CudaTower *t, char *err, size_t err_n_bytes) {
 static int cuda_copy_params_in(void *dev, const float *params_host, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
     t->copy_in_started = 0; /* the variables are always a step's first copy */
-    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes) ||
-        CUDA_SOFT(cudaMemcpyAsync(t->params_dev, params_host, t->spec->n_params * sizeof(float), cudaMemcpyHostToDevice,
+    if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes)) return -1;
+    if (t->copy_stream) { /* chunk by chunk on the copy stream; forward waits for each */
+        model_copy_params_in_cuda_async(t->acts, t->params_dev, params_host);
+        return 0;
+    }
+    if (CUDA_SOFT(cudaMemcpyAsync(t->params_dev, params_host, t->spec->n_params * sizeof(float), cudaMemcpyHostToDevice,
                                   t->stream),
                   err, err_n_bytes))
         return -1;
@@ -352,7 +391,9 @@ static int cuda_compute(void *dev, int accumulate, float *loss, float *accuracy,
         (!accumulate &&
          CUDA_SOFT(cudaMemsetAsync(t->grads_dev, 0, t->spec->n_params * sizeof(float), t->stream), err, err_n_bytes)))
         return -1;
-    model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
+    t->grads_sent = t->copy_stream && t->overlap_out && t->grads_host;
+    if (t->grads_sent) model_backward_cuda_copy_out(t->grads_dev, t->acts, t->params_dev, t->grads_host);
+    else model_backward_cuda(t->grads_dev, t->acts, t->params_dev);
     if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_BWD_END], t->stream), err, err_n_bytes) ||
         CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
         return -1;
@@ -366,6 +407,7 @@ static int cuda_compute(void *dev, int accumulate, float *loss, float *accuracy,
  * host, as the model leaves it), then wait. */
 static int cuda_scale_grads(void *dev, float scale, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
+    t->grads_sent = 0; /* what compute sent is unscaled: copy_grads_out copies again */
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetStream(t->cublas, t->stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSscal(t->cublas, (int)t->spec->n_params, &scale, t->grads_dev, 1), err, err_n_bytes) ||
@@ -380,6 +422,22 @@ static int copy_grads_timed(CudaTower *t, float *dst, int dst_device, int to_hos
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) ||
         CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_OUT_START], t->stream), err, err_n_bytes))
         return -1;
+    if (t->copy_stream) {
+        /* compute sent the gradient already (to the host): the stream waits for the last chunk */
+        const int sent = to_host && t->grads_sent && dst == t->grads_host;
+        t->grads_sent = 0;
+        if (CUDA_SOFT(cudaEventRecord(t->copy_done, t->copy_stream), err, err_n_bytes) ||
+            CUDA_SOFT(cudaStreamWaitEvent(t->stream, t->copy_done, 0), err, err_n_bytes))
+            return -1;
+        if (sent) {
+            if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_OUT_END], t->stream), err, err_n_bytes) ||
+                CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes))
+                return -1;
+            t->ran |= TC_RAN_COPY_OUT;
+            return 0;
+        }
+        /* else a full copy below, after any chunk still on its way (a stale one must not land last) */
+    }
     cudaError_t e;
     if (to_host) e = cudaMemcpyAsync(dst, t->grads_dev, n_bytes, cudaMemcpyDeviceToHost, t->stream);
     else if (dst_device == t->device) e = cudaMemcpyAsync(dst, t->grads_dev, n_bytes, cudaMemcpyDeviceToDevice, t->stream);
@@ -393,6 +451,7 @@ static int copy_grads_timed(CudaTower *t, float *dst, int dst_device, int to_hos
 
 static int cuda_copy_grads_out(void *dev, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
+    t->overlap_out = 1; /* from the next step on, compute sends the gradient itself (with a copy stream) */
     return copy_grads_timed(t, t->grads_host, -1, 1, err, err_n_bytes);
 }
 
