@@ -14,6 +14,8 @@
  */
 #include "model/layers_cuda.h"
 
+#include <stdlib.h>
+
 static unsigned blocks_for(size_t n, int threads) {
     size_t b = (n + (size_t)threads - 1) / (size_t)threads;
     return (unsigned)(b < 65535u * 32u ? (b ? b : 1) : 65535u * 32u);
@@ -74,11 +76,32 @@ __global__ static void bn_final_kernel(double *sums, const double *partials, int
     sums[j] = s;
 }
 
+extern "C" int batchnorm_cuda_chunks_from_env(char *err, size_t err_n_bytes) {
+    const char *e = getenv("TOWER_BN_CUDA_CHUNKS");
+    if (!e || !*e) return BN_CUDA_MAX_CHUNKS;
+    char *end = NULL;
+    const long v = strtol(e, &end, 10);
+    if (*end != '\0' || v < 1 || v > BN_CUDA_CHUNKS_LIMIT) {
+        snprintf(err, err_n_bytes, "TOWER_BN_CUDA_CHUNKS=%.32s: expected a whole number from 1 to %d", e,
+                 BN_CUDA_CHUNKS_LIMIT);
+        return -1;
+    }
+    return (int)v;
+}
+
+/* The cap on chunks, read once (a bad value, refused by model_acts_cuda_create, counts as unset here). */
+static size_t read_max_chunks(void) {
+    char err[128];
+    const int v = batchnorm_cuda_chunks_from_env(err, sizeof err);
+    return v > 0 ? (size_t)v : BN_CUDA_MAX_CHUNKS;
+}
+
 static void column_sums(double *sums, double *partials, const float *inp, const float *dout, const float *mean,
                         const float *inv_std, size_t n_rows, int C, int backward, cudaStream_t stream) {
-    /* Chunks of at least 64 rows, at most BN_CUDA_MAX_CHUNKS: a function of n_rows only. */
+    static const size_t max_chunks = read_max_chunks(); /* initialised once, thread-safely */
+    /* Chunks of at least 64 rows, at most max_chunks: a function of n_rows only. */
     size_t n_chunks = (n_rows + 63) / 64;
-    if (n_chunks > BN_CUDA_MAX_CHUNKS) n_chunks = BN_CUDA_MAX_CHUNKS;
+    if (n_chunks > max_chunks) n_chunks = max_chunks;
     if (n_chunks < 1) n_chunks = 1;
     const size_t rows_per_chunk = (n_rows + n_chunks - 1) / n_chunks;
     dim3 grid((unsigned)((C + 31) / 32), (unsigned)n_chunks), block(32, 8);

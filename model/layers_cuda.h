@@ -339,9 +339,17 @@ void grad_accumulate_cuda(float *dst, const float *src, size_t n, cudaStream_t s
 /* ---- batch normalisation ----------------------------------------------------------
  * The per-channel sums go through fixed row chunks (at most
  * BN_CUDA_MAX_CHUNKS, a function of n_rows only) summed in double, the
- * partial sums then added in chunk order. */
+ * partial sums then added in chunk order.  TOWER_BN_CUDA_CHUNKS=N in the
+ * environment (read once; 1 to BN_CUDA_CHUNKS_LIMIT) sets another cap, for
+ * measuring (bench_bn_cuda; resnet50's 112x112x64 layers run 2 x 256
+ * blocks, half an H100): other sums in another order, as deterministic. */
 #define BN_CUDA_MAX_CHUNKS 256
-static inline size_t batchnorm_cuda_partials_n_doubles(int C) { return (size_t)2 * BN_CUDA_MAX_CHUNKS * (size_t)C; }
+#define BN_CUDA_CHUNKS_LIMIT 1024
+static inline size_t batchnorm_cuda_partials_n_doubles(int C) { return (size_t)2 * BN_CUDA_CHUNKS_LIMIT * (size_t)C; }
+/* TOWER_BN_CUDA_CHUNKS's cap, BN_CUDA_MAX_CHUNKS when unset; -1 with one
+ * line in err for a value outside 1..BN_CUDA_CHUNKS_LIMIT (model_acts_cuda_create
+ * refuses to start then). */
+int batchnorm_cuda_chunks_from_env(char *err, size_t err_n_bytes);
 /* Doubles of scratch batchnorm_forward_train_cuda / batchnorm_backward_cuda
  * need: the sums (2, C) then the partials. */
 static inline size_t batchnorm_cuda_scratch_n_doubles(int C) {

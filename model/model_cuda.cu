@@ -614,6 +614,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
         CUBLAS_SOFT(cublasSetMathMode(cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), err,
                     err_n_bytes))
         goto fail;
+    if (batchnorm_cuda_chunks_from_env(err, err_n_bytes) < 0) goto fail;
     if (graph_build(&a->graph, &a->spec) == 0) graph_fuse(&a->graph); /* as model.c's executor */
     if (!a->graph.ok || a->graph.n_nodes < 1 ||
         a->graph.nodes[a->graph.n_nodes - 1].var0 + a->graph.nodes[a->graph.n_nodes - 1].n_vars != spec->n_vars) {
