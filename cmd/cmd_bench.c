@@ -1047,7 +1047,7 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"fc_width", FLAG_INT, &o->fc_width, "vgg11, vgg16: units of fc1 and fc2 (as tower train)"},
         {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi, ps_mpi_async (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
-        {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic (an error when a layer has none)"},
+        {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only deterministic convolution algorithms (cuDNN's that cuDNN calls so; Tower's GEMMs are; an error when a layer has none)"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step"},
         {"steps", FLAG_INT, &o->steps, "timed steps per configuration"},

@@ -79,7 +79,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs"},
         {"gpus", FLAG_STRING, &o->gpus, "GPU towers: the GPUs to use, e.g. 0,2,3 (overrides num_gpus)"},
         {"allow_tf32", FLAG_BOOL, &o->allow_tf32, "GPU towers: allow TF32 tensor-core math (off: results compare with the CPU)"},
-        {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only cuDNN algorithms cuDNN calls deterministic, so a run repeats bit for bit (an error when a layer has none)"},
+        {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only deterministic convolution algorithms (cuDNN's that cuDNN calls so; Tower's GEMMs are), so a run repeats bit for bit (an error when a layer has none)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable)"},
         {"shard_sizes", FLAG_STRING, &o->shard_sizes, "uneven split of the global batch, e.g. 80,48 (overrides batch_size)"},
         {"accum_steps", FLAG_INT, &o->accum_steps, "gradient accumulation: each tower runs this many micro-batches of batch_size (or its shard_sizes entry) per step, forward and backward, and takes the mean of their gradients; batch norm's moving statistics take one update per micro-batch; a step consumes accum_steps times the examples, activations stay sized for one micro-batch (docs/modes.md)"},

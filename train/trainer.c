@@ -494,7 +494,7 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
         char e[256];
         if (tr->backend->device_view && tower_group_device_view(tr->towers, t, &v, e, sizeof e) == 0 && v.algorithms &&
             v.algorithms[0])
-            printf("%s: tower_%d: cuDNN algorithms: %s\n", ts, t, v.algorithms);
+            printf("%s: tower_%d: conv algorithms: %s\n", ts, t, v.algorithms);
     }
     m->describe(tr, ts);
     if (tr->accum_steps > 1 || tr->loss_global_batch)
