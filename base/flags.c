@@ -112,3 +112,8 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
     }
     return 0;
 }
+
+int flags_env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && v[0] && strcmp(v, "0") != 0;
+}

@@ -6,9 +6,14 @@
  * (checked by a test) read the same table.
  * Accepted forms: --name value, --name=value; booleans also bare --name, or
  * --name true / --name false (the word after it: only those two).
+ * Also the one rule of the environment switches (flags_env_on).
  */
 #ifndef TOWER_CMD_FLAGS_H
 #define TOWER_CMD_FLAGS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_BOOL, FLAG_STRING } FlagType;
 
@@ -35,5 +40,14 @@ void flags_print_usage(const char *command, const char *synopsis,
 
 /* Format a flag's current value (its default before parsing) into buf. */
 const char *flags_value_str(const Flag *flag, char *buf, int buf_n_bytes);
+
+/* An environment switch (TOWER_CUDNN_FIND=1 and the like, read where they
+ * act): 1 when the environment sets `name` to anything but "" or "0",
+ * else 0. */
+int flags_env_on(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -31,6 +31,7 @@
 #include "model/layers_cuda.h"
 #include "base/cuda_check.h"
 #include "model/conv_algo.h"
+#include "base/flags.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -108,8 +109,7 @@ static unsigned grid_for(size_t n) {
 
 static int is_padded(const Conv2dCuda *c) { return c->HP != c->geom.H || c->WP != c->geom.W; }
 
-/* The filter's floats: (C_out, KH, KW, C_in / groups). */
-static size_t filter_n_floats(const Conv2dCuda *c) {
+extern "C" size_t conv2d_cuda_filter_n_floats(const Conv2dCuda *c) {
     const Conv2d *g = &c->geom;
     return (size_t)g->KH * g->KW * (size_t)(g->C_in / c->groups) * g->C_out;
 }
@@ -145,16 +145,11 @@ __global__ static void scatter_strided_kernel(float *dst, const float *src, size
     }
 }
 
-static int env_is_1(const char *name) {
-    const char *e = getenv(name);
-    return e && e[0] == '1';
-}
-
 /* A 1x1 convolution without padding: a GEMM (unless TOWER_CONV1X1_CUDNN=1). */
 static int gemm_applies(const Conv2d *g, int groups, int HP, int WP) {
     if (groups != 1 || g->KH != 1 || g->KW != 1 || g->pad_top != 0 || g->pad_left != 0 || HP != g->H || WP != g->W)
         return 0;
-    return !env_is_1("TOWER_CONV1X1_CUDNN");
+    return !flags_env_on("TOWER_CONV1X1_CUDNN");
 }
 
 static int is_strided(const Conv2d *g) { return g->stride_h != 1 || g->stride_w != 1; }
@@ -190,14 +185,31 @@ static int col_batch_for(const Conv2d *g, int max_batch) {
     return nb > (size_t)max_batch ? max_batch : (int)nb;
 }
 
-/* dweight (KH, KW, C_in, C_out) = sum over the B images of col^T . grad, chunk by chunk in image order
- * (row-major (KKC, C_out) = col^T (KKC, rows) . grad (rows, C_out); column-major dweight^T = grad^T . col). */
+/* dweight (K, C_out) = col^T (K, rows) . grad (rows, C_out), or += with accumulate: row-major, so in cuBLAS's
+ * column-major terms dweight^T = grad^T . col.  The filter gradient of both GEMM paths. */
+static void weight_grad_gemm(float *dweight, const float *col, const float *grad, int rows, int K, int C_out,
+                             int accumulate, cublasHandle_t cublas) {
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, C_out, K, rows, &one, grad, C_out, col, K,
+                             accumulate ? &one : &zero, dweight, C_out));
+}
+
+/* xsub (B, OH, OW, C_in) = the input rows a strided 1x1 convolution reads (im2col with a 1x1 window); returns xsub. */
+static const float *sample_input(float *xsub, const float *inp, const Conv2dCuda *c, int B, cudaStream_t stream) {
+    const Conv2d *g = &c->geom;
+    const size_t n = (size_t)B * g->OH * g->OW * g->C_in;
+    im2col_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW, 1, 1,
+                                                        g->stride_h, g->stride_w, 0, 0);
+    CUDA_CHECK(cudaGetLastError());
+    return xsub;
+}
+
+/* dweight (KH, KW, C_in, C_out) = sum over the B images of col^T . grad, chunk by chunk in image order. */
 static void filter_grad_gemm(float *dweight, float *col, const float *inp, const float *grad, const Conv2dCuda *c,
                              int B, cublasHandle_t cublas, cudaStream_t stream) {
     const Conv2d *g = &c->geom;
     const int KKC = g->KH * g->KW * g->C_in;
     const size_t img_rows = (size_t)g->OH * g->OW, img_in = (size_t)g->H * g->W * g->C_in;
-    const float one = 1.0f, zero = 0.0f;
     for (int b0 = 0; b0 < B; b0 += c->col_batch) {
         const int nb = B - b0 < c->col_batch ? B - b0 : c->col_batch;
         const size_t n = (size_t)nb * img_rows * KKC;
@@ -205,9 +217,8 @@ static void filter_grad_gemm(float *dweight, float *col, const float *inp, const
                                                             g->OH, g->OW, g->KH, g->KW, g->stride_h, g->stride_w,
                                                             g->pad_top, g->pad_left);
         CUDA_CHECK(cudaGetLastError());
-        CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, g->C_out, KKC, (int)(nb * img_rows), &one,
-                                 grad + (size_t)b0 * img_rows * g->C_out, g->C_out, col, KKC, b0 ? &one : &zero,
-                                 dweight, g->C_out));
+        weight_grad_gemm(dweight, col, grad + (size_t)b0 * img_rows * g->C_out, (int)(nb * img_rows), KKC, g->C_out,
+                         b0 > 0, cublas);
     }
 }
 
@@ -221,7 +232,7 @@ typedef struct {
 
 static ConvScratchLayout scratch_layout(const Conv2dCuda *c) {
     const Conv2d *g = &c->geom;
-    const size_t w_n = filter_n_floats(c);
+    const size_t w_n = conv2d_cuda_filter_n_floats(c);
     const size_t out_n = (size_t)c->max_batch * g->OH * g->OW * g->C_out;
     ConvScratchLayout L;
     size_t off = 0;
@@ -365,10 +376,7 @@ extern "C" void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_
  * conv_algo.h then takes the fastest deterministic one (or, not under
  * --deterministic and none fitting, the fastest that fits): the same
  * determinism as without it, possibly other algorithms. */
-static int find_enabled(void) {
-    const char *e = getenv("TOWER_CUDNN_FIND");
-    return e && e[0] && strcmp(e, "0") != 0;
-}
+static int find_enabled(void) { return flags_env_on("TOWER_CUDNN_FIND"); }
 
 /* The buffers cudnnFind*AlgorithmEx runs on: an input, an output, a filter
  * (zeroed: the time does not depend on the values) and cap bytes of
@@ -392,7 +400,7 @@ static void find_bufs_free(FindBufs *b) {
 static int find_bufs_alloc(FindBufs *b, const Conv2dCuda *c, size_t cap, char *err, size_t err_n_bytes) {
     const Conv2d *g = &c->geom;
     const size_t x_n = (size_t)c->batch * c->HP * c->WP * g->C_in, y_n = (size_t)c->batch * g->OH * g->OW * g->C_out;
-    const size_t w_n = filter_n_floats(c);
+    const size_t w_n = conv2d_cuda_filter_n_floats(c);
     memset(b, 0, sizeof *b);
     b->ws_n_bytes = cap;
     if (CUDA_SOFT(cudaMalloc((void **)&b->x, x_n * sizeof(float)), err, err_n_bytes) ||
@@ -408,6 +416,16 @@ static int find_bufs_alloc(FindBufs *b, const Conv2dCuda *c, size_t cap, char *e
     return 0;
 }
 
+/* Direction d runs no cuDNN algorithm (a GEMM path, or no input gradient):
+ * no workspace, nothing measured, deterministic, the query's math (FMA
+ * unless TF32: as cuBLAS's math mode). */
+static void record_not_cudnn(Conv2dCuda *c, int d) {
+    c->ws_need_n_bytes[d] = 0;
+    c->algo_deterministic[d] = 1;
+    c->algo_math[d] = query_math(c);
+    c->algo_ms[d] = -1.0f;
+}
+
 /* Choose the three algorithms for the current descriptors within cap bytes
  * of workspace: from cuDNN's heuristics, or measured (TOWER_CUDNN_FIND).
  * Returns 0, or -1 with err. */
@@ -418,13 +436,8 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     cudnnConvolutionFwdAlgoPerf_t fwd[MAX_PERF];
     cudnnConvolutionBwdDataAlgoPerf_t bd[MAX_PERF];
     cudnnConvolutionBwdFilterAlgoPerf_t bf[MAX_PERF];
-    if (c->gemm_1x1) { /* cuBLAS: nothing to choose, no workspace; deterministic, FMA unless TF32 */
-        for (int d = 0; d < 3; d++) {
-            c->ws_need_n_bytes[d] = 0;
-            c->algo_deterministic[d] = 1;
-            c->algo_math[d] = c->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-            c->algo_ms[d] = -1.0f;
-        }
+    if (c->gemm_1x1) { /* cuBLAS: nothing to choose */
+        for (int d = 0; d < 3; d++) record_not_cudnn(c, d);
         c->measured = 0;
         return 0;
     }
@@ -458,10 +471,7 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
 
     /* backward data: not chosen for a layer whose input gradient is never wanted (the first layer) */
     if (!c->input_grad) {
-        c->ws_need_n_bytes[1] = 0;
-        c->algo_deterministic[1] = 1;
-        c->algo_math[1] = query_math(c);
-        c->algo_ms[1] = -1.0f;
+        record_not_cudnn(c, 1);
         goto filter;
     }
     dir = "backward data";
@@ -488,11 +498,8 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
 
 filter:
     /* backward filter */
-    if (c->wgrad_gemm) { /* im2col + cuBLAS: deterministic, FMA unless TF32, no cuDNN workspace */
-        c->ws_need_n_bytes[2] = 0;
-        c->algo_deterministic[2] = 1;
-        c->algo_math[2] = c->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-        c->algo_ms[2] = -1.0f;
+    if (c->wgrad_gemm) { /* im2col + cuBLAS */
+        record_not_cudnn(c, 2);
         rc = 0;
         goto out;
     }
@@ -578,7 +585,7 @@ static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_b
     c->HP = g->H + c->ext_top + c->ext_bottom;
     c->WP = g->W + c->ext_left + c->ext_right;
     c->gemm_1x1 = gemm_applies(g, groups, c->HP, c->WP);
-    c->wgrad_gemm = !c->gemm_1x1 && groups == 1 && !env_is_1("TOWER_CONV_WGRAD_CUDNN");
+    c->wgrad_gemm = !c->gemm_1x1 && groups == 1 && !flags_env_on("TOWER_CONV_WGRAD_CUDNN");
     c->col_batch = c->wgrad_gemm ? col_batch_for(g, max_batch) : 0;
     if (CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->x_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->y_desc), err, err_n_bytes) ||
@@ -678,15 +685,7 @@ extern "C" void conv2d_forward_cuda(float *out, void *scratch, const float *inp,
          * terms out^T (C_out, M) = weight^T (C_out, C_in) . x^T (C_in, M). */
         const int M = B * g->OH * g->OW;
         const float one = 1.0f, zero = 0.0f;
-        const float *x = inp;
-        if (is_strided(g)) {
-            float *xsub = (float *)(base + L.xsub);
-            const size_t n = (size_t)M * g->C_in;
-            im2col_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW, 1, 1,
-                                                                g->stride_h, g->stride_w, 0, 0);
-            CUDA_CHECK(cudaGetLastError());
-            x = xsub;
-        }
+        const float *x = is_strided(g) ? sample_input((float *)(base + L.xsub), inp, c, B, stream) : inp;
         CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_N, g->C_out, M, g->C_in, &one, weight, g->C_out, x,
                                  g->C_in, &zero, out, g->C_out));
         if (bias || g->act != ACT_NONE)
@@ -738,17 +737,9 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
         /* Row-major: dweight (C_in, C_out) = x^T (C_in, M) . grad (M, C_out); dx (M, C_in) = grad (M, C_out) .
          * weight^T (C_out, C_in).  Column-major: dweight^T = grad^T . x, dx^T = weight . grad^T. */
         const int M = (int)rows;
-        const float *x = inp;
         float *xsub = is_strided(g) ? (float *)(base + L.xsub) : NULL;
-        if (xsub) {
-            const size_t n = rows * g->C_in;
-            im2col_nhwc_kernel<<<grid_for(n), 256, 0, stream>>>(xsub, inp, n, g->H, g->W, g->C_in, g->OH, g->OW, 1, 1,
-                                                                g->stride_h, g->stride_w, 0, 0);
-            CUDA_CHECK(cudaGetLastError());
-            x = xsub;
-        }
-        CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, g->C_out, g->C_in, M, &one, grad, g->C_out, x,
-                                 g->C_in, &zero, dweight, g->C_out));
+        const float *x = xsub ? sample_input(xsub, inp, c, B, stream) : inp;
+        weight_grad_gemm(dweight, x, grad, M, g->C_in, g->C_out, 0, cublas);
         if (dinp) {
             CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, g->C_in, M, g->C_out, &one, weight, g->C_out,
                                      grad, g->C_out, &zero, xsub ? xsub : dinp, g->C_in));
@@ -765,10 +756,10 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
      * gradient (scratch is shared between layers; im2col reads the padding
      * itself), then the same buffer takes the padded input gradient. */
     float *xpad = is_padded(c) ? (float *)(base + L.xpad) : NULL;
-    if (xpad && !c->wgrad_gemm) pad_input(xpad, inp, c, B, stream);
     if (c->wgrad_gemm) {
         filter_grad_gemm(dweight, (float *)(base + L.col), inp, grad, c, B, cublas, stream);
     } else {
+        if (xpad) pad_input(xpad, inp, c, B, stream);
         CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn, &one, c->x_desc, xpad ? xpad : inp, c->y_desc, grad,
                                                    c->conv_desc[2], c->algo_bwd_filter, ws, c->workspace_n_bytes,
                                                    &zero, c->w_desc, dw_krsc));

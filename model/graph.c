@@ -76,8 +76,7 @@ int graph_build(Graph *g, const ModelSpec *spec) {
         /* Inputs come before their consumers, so their flags are final here. */
         n->grad_wanted = 0;
         for (int j = 0; j < n->n_vars; j++) n->grad_wanted |= nv[j].trainable != 0;
-        for (int j = 0; j < n->n_inputs; j++)
-            if (n->inputs[j] != GRAPH_INPUT) n->grad_wanted |= g->nodes[n->inputs[j]].grad_wanted;
+        for (int j = 0; j < n->n_inputs; j++) n->grad_wanted |= graph_grad_wanted(g, n->inputs[j]);
     }
     if (v > MODEL_MAX_VARS) {
         g->ok = 0;
@@ -154,7 +153,7 @@ int graph_var_chunks(const Graph *g, const ModelSpec *s, size_t min_n_floats, in
         const Node *n = &g->nodes[i];
         if (n->n_vars > 0) {
             const ModelVar *first = &s->vars[n->var0], *last = &s->vars[n->var0 + n->n_vars - 1];
-            if (first->offset < end || last->offset + last->n_floats < first->offset) return -1;
+            if (first->offset < end) return -1;
             if (k < 0 || end - chunk_start[k] >= min_n_floats) {
                 if (k + 1 >= max_chunks) return -1;
                 k++;

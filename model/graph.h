@@ -136,6 +136,10 @@ int graph_node_done(Graph *g);
 /* Index of the last node added (the usual input of the next), or GRAPH_INPUT. */
 static inline int graph_last(const Graph *g) { return g->n_nodes ? g->n_nodes - 1 : GRAPH_INPUT; }
 
+/* Whether the gradient of input `in` (a node index or GRAPH_INPUT) is wanted:
+ * a node whose grad_wanted is set; never the model's input. */
+static inline int graph_grad_wanted(const Graph *g, int in) { return in != GRAPH_INPUT && g->nodes[in].grad_wanted; }
+
 /* Shape of node i's output (i = GRAPH_INPUT: the model's input). */
 NodeShape graph_shape(const Graph *g, int i);
 

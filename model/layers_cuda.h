@@ -138,6 +138,9 @@ int conv2d_cuda_set_batch(Conv2dCuda *c, int B, cudnnHandle_t cudnn, char *err, 
 /* Destroy the descriptors; c may be zeroed or half-built. */
 void conv2d_cuda_free(Conv2dCuda *c);
 
+/* Floats in the layer's filter (and its gradient): KH x KW x (C_in / groups) x C_out. */
+size_t conv2d_cuda_filter_n_floats(const Conv2dCuda *c);
+
 /* Device bytes of scratch conv2d_forward_cuda/backward_cuda need: the
  * weights and their gradient in KRSC layout, the pre-activation gradient
  * (max_batch, OH, OW, C_out), bias-gradient partial sums and the cuDNN

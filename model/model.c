@@ -404,7 +404,7 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];
             r.in[j] = in == GRAPH_INPUT ? a->x : a->bufs[in].out;
-            if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue; /* din[j] stays NULL: not wanted */
+            if (!graph_grad_wanted(g, in)) continue; /* din[j] stays NULL: not wanted */
             later[j] = written[in] || (j == 1 && n->inputs[0] == in);
             r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
         }
@@ -413,7 +413,7 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         model_layer_table[n->kind].backward(n, &r);
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];
-            if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue;
+            if (!graph_grad_wanted(g, in)) continue;
             if (later[j])
                 grad_accumulate(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)));
             written[in] = 1;

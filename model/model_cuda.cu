@@ -25,6 +25,7 @@
 #include "model/layers_cuda.h"
 #include "model/model_cuda.h"
 #include "base/cuda_check.h"
+#include "base/flags.h"
 
 extern "C" {
 #include "model/graph.h"
@@ -79,8 +80,6 @@ static size_t align256(size_t n_bytes) { return (n_bytes + 255) / 256 * 256; }
 
 /* ---- conv2d ---------------------------------------------------------------------------- */
 
-static size_t conv2d_dw_n_floats(const Conv2d *c) { return (size_t)c->KH * c->KW * c->C_in * c->C_out; }
-
 extern "C" int conv2d_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *err,
                                      size_t err_n_bytes) {
     return conv2d_cuda_init(&c->conv, &n->conv, env->max_batch, env->allow_tf32, env->deterministic_only,
@@ -98,23 +97,25 @@ extern "C" void conv2d_node_free_cuda(NodeCuda *c) { conv2d_cuda_free(&c->conv);
 /* cuDNN's scratch, then the parameter gradients conv2d_backward_cuda overwrites. */
 extern "C" size_t conv2d_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
     (void)max_batch;
-    return align256(conv2d_cuda_scratch_n_bytes(&c->conv)) + align256(sizeof(float) * conv2d_dw_n_floats(&n->conv)) +
-           align256(sizeof(float) * n->conv.C_out);
+    return align256(conv2d_cuda_scratch_n_bytes(&c->conv)) +
+           align256(sizeof(float) * conv2d_cuda_filter_n_floats(&c->conv)) + align256(sizeof(float) * n->conv.C_out);
 }
 
 extern "C" void conv2d_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
     (void)n;
-    conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], r->w[1], &r->c->conv, r->B, r->cudnn, r->cublas, r->stream);
+    conv2d_forward_cuda(r->out, r->scratch, r->in[0], r->w[0], r->w[1], &r->c->conv, r->B, r->cudnn, r->cublas,
+                        r->stream);
 }
 
 extern "C" void conv2d_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     char *s = (char *)r->scratch;
     float *dw = (float *)(s + align256(conv2d_cuda_scratch_n_bytes(&r->c->conv)));
     /* No bias variable (Keras's use_bias=False: mobilenet_v2): no bias gradient. */
-    float *db = r->dw[1] ? (float *)((char *)dw + align256(sizeof(float) * conv2d_dw_n_floats(&n->conv))) : NULL;
+    const size_t dw_n_floats = conv2d_cuda_filter_n_floats(&r->c->conv);
+    float *db = r->dw[1] ? (float *)((char *)dw + align256(sizeof(float) * dw_n_floats)) : NULL;
     conv2d_backward_cuda(r->din[0], dw, db, r->scratch, r->out, r->dout, r->in[0], r->w[0], &r->c->conv, r->B,
                          r->cudnn, r->cublas, r->stream);
-    grad_accumulate_cuda(r->dw[0], dw, conv2d_dw_n_floats(&n->conv), r->stream);
+    grad_accumulate_cuda(r->dw[0], dw, dw_n_floats, r->stream);
     if (db) grad_accumulate_cuda(r->dw[1], db, (size_t)n->conv.C_out, r->stream);
 }
 
@@ -323,14 +324,9 @@ extern "C" void batchnorm_node_update_cuda(const Node *n, float *const *w, const
  * in the environment (read at workspace creation) cuDNN's grouped
  * convolution (conv2d_cuda_init_depthwise), to measure one against the
  * other on a GPU (docs/gpu.md). */
-static int depthwise_cudnn_wanted(void) {
-    const char *e = getenv("TOWER_DEPTHWISE_CUDNN");
-    return e && e[0] && strcmp(e, "0") != 0;
-}
-static size_t depthwise_w_n_floats(const Depthwise *d) { return (size_t)d->KH * d->KW * d->C; }
 extern "C" int depthwise_node_init_cuda(NodeCuda *c, const Node *n, const NodeCudaEnv *env, char *err,
                                         size_t err_n_bytes) {
-    c->dw_cudnn = depthwise_cudnn_wanted();
+    c->dw_cudnn = flags_env_on("TOWER_DEPTHWISE_CUDNN");
     if (!c->dw_cudnn) return 0;
     return conv2d_cuda_init_depthwise(&c->conv, &n->dw, env->max_batch, env->allow_tf32, env->deterministic_only,
                                       env->input_grad, env->cudnn, err, err_n_bytes);
@@ -346,7 +342,8 @@ extern "C" void depthwise_node_free_cuda(NodeCuda *c) {
 /* cuDNN: its scratch, then the weight gradient conv2d_backward_cuda overwrites. */
 extern "C" size_t depthwise_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
     if (c->dw_cudnn)
-        return align256(conv2d_cuda_scratch_n_bytes(&c->conv)) + align256(sizeof(float) * depthwise_w_n_floats(&n->dw));
+        return align256(conv2d_cuda_scratch_n_bytes(&c->conv)) +
+               align256(sizeof(float) * conv2d_cuda_filter_n_floats(&c->conv));
     return depthwise_cuda_scratch_n_bytes(&n->dw, max_batch);
 }
 extern "C" void depthwise_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
@@ -363,7 +360,7 @@ extern "C" void depthwise_node_backward_cuda(const Node *n, const NodeRunCuda *r
     float *dw = (float *)((char *)r->scratch + align256(conv2d_cuda_scratch_n_bytes(&r->c->conv)));
     conv2d_backward_cuda(r->din[0], dw, NULL, r->scratch, r->out, r->dout, r->in[0], r->w[0], &r->c->conv, r->B,
                          r->cudnn, r->cublas, r->stream);
-    grad_accumulate_cuda(r->dw[0], dw, depthwise_w_n_floats(&n->dw), r->stream);
+    grad_accumulate_cuda(r->dw[0], dw, conv2d_cuda_filter_n_floats(&r->c->conv), r->stream);
 }
 extern "C" void depthwise_node_describe_cuda(const NodeCuda *c, char *out, size_t out_n_bytes) {
     if (c->dw_cudnn) conv2d_cuda_describe_algos(&c->conv, out, out_n_bytes);
@@ -468,7 +465,6 @@ typedef struct {
     cudaEvent_t in_ev[GRAPH_MAX_NODES];       /* chunk k's variables are on the device (copy stream) */
     cudaEvent_t out_ev[GRAPH_MAX_NODES];      /* chunk k's gradient is final (compute stream) */
     cudaEvent_t ready;                        /* the compute stream reached the copy-in (its last reader is done) */
-    int n_events;                             /* events created (each array up to n_chunks) */
     cudaStream_t copy;                        /* the caller's second stream on the same device */
     int params_pending;                       /* 1: the next forward waits chunk by chunk */
 } OverlapCuda;
@@ -561,11 +557,12 @@ static void prof_free(ProfCuda *p) {
     free(p);
 }
 
+/* Destroy every event ov created (its arrays start zeroed), then ov.  NULL is a no-op. */
 static void overlap_free(OverlapCuda *ov) {
     if (!ov) return;
-    for (int k = 0; k < ov->n_events; k++) {
-        cudaEventDestroy(ov->in_ev[k]);
-        cudaEventDestroy(ov->out_ev[k]);
+    for (int k = 0; k < ov->n_chunks; k++) {
+        if (ov->in_ev[k]) cudaEventDestroy(ov->in_ev[k]);
+        if (ov->out_ev[k]) cudaEventDestroy(ov->out_ev[k]);
     }
     if (ov->ready) cudaEventDestroy(ov->ready);
     free(ov);
@@ -632,7 +629,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
                      n->name, k->name);
             goto fail;
         }
-        a->env.input_grad = n->inputs[0] != GRAPH_INPUT && a->graph.nodes[n->inputs[0]].grad_wanted;
+        a->env.input_grad = graph_grad_wanted(&a->graph, n->inputs[0]);
         if (k->cuda_init(&a->nodes[i], n, &a->env, e, sizeof e)) {
             snprintf(err, err_n_bytes, "model %s, layer %s: %s", spec->name, n->name, e);
             goto fail; /* the failed node freed itself */
@@ -662,10 +659,7 @@ fail:
 
 extern "C" cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a) { return a->stream; }
 
-extern "C" int model_cuda_sync_check_enabled(void) {
-    const char *v = getenv("TOWER_CUDA_SYNC_CHECK");
-    return v && *v && strcmp(v, "0") != 0;
-}
+extern "C" int model_cuda_sync_check_enabled(void) { return flags_env_on("TOWER_CUDA_SYNC_CHECK"); }
 
 extern "C" void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out, size_t out_n_bytes) {
     size_t used = 0;
@@ -861,14 +855,14 @@ static void backward_node(ModelActsCuda *a, int i, float *dparams_dev, const flo
     int later[NODE_MAX_INPUTS] = {0};
     for (int j = 0; j < n->n_inputs; j++) {
         const int in = n->inputs[j];
-        if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue; /* din[j] stays NULL: not wanted */
+        if (!graph_grad_wanted(g, in)) continue; /* din[j] stays NULL: not wanted */
         later[j] = written[in] || (j == 1 && n->inputs[0] == in);
         r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
     }
     model_layer_table[n->kind].cuda_backward(n, &r);
     for (int j = 0; j < n->n_inputs; j++) {
         const int in = n->inputs[j];
-        if (in == GRAPH_INPUT || !g->nodes[in].grad_wanted) continue;
+        if (!graph_grad_wanted(g, in)) continue;
         if (later[j])
             grad_accumulate_cuda(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)), st);
         written[in] = 1;
@@ -972,25 +966,17 @@ extern "C" int model_acts_cuda_overlap(ModelActsCuda *a, cudaStream_t copy_strea
     if (ov->n_chunks < 1) {
         snprintf(err, err_n_bytes, "model_acts_cuda_overlap: model %s's variables are not in node order",
                  a->spec.name ? a->spec.name : "?");
-        free(ov);
-        return -1;
-    }
-    if (CUDA_SOFT(cudaEventCreateWithFlags(&ov->ready, cudaEventDisableTiming), err, err_n_bytes)) {
-        ov->ready = NULL;
+        ov->n_chunks = 0;
         overlap_free(ov);
         return -1;
     }
-    for (; ov->n_events < ov->n_chunks; ov->n_events++) {
-        const int k = ov->n_events;
-        if (CUDA_SOFT(cudaEventCreateWithFlags(&ov->in_ev[k], cudaEventDisableTiming), err, err_n_bytes)) {
-            overlap_free(ov);
-            return -1;
-        }
-        if (CUDA_SOFT(cudaEventCreateWithFlags(&ov->out_ev[k], cudaEventDisableTiming), err, err_n_bytes)) {
-            cudaEventDestroy(ov->in_ev[k]);
-            overlap_free(ov);
-            return -1;
-        }
+    int rc = CUDA_SOFT(cudaEventCreateWithFlags(&ov->ready, cudaEventDisableTiming), err, err_n_bytes);
+    for (int k = 0; k < ov->n_chunks && !rc; k++)
+        rc = CUDA_SOFT(cudaEventCreateWithFlags(&ov->in_ev[k], cudaEventDisableTiming), err, err_n_bytes) ||
+             CUDA_SOFT(cudaEventCreateWithFlags(&ov->out_ev[k], cudaEventDisableTiming), err, err_n_bytes);
+    if (rc) {
+        overlap_free(ov);
+        return -1;
     }
     a->ov = ov;
     return 0;

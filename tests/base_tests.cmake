@@ -1,3 +1,4 @@
 # Tests of base/ (the floor): the fatal report every CUDA/cuDNN/cuBLAS/NCCL
-# check ends in.
+# check ends in, and the environment switches' rule (flags_env_on).
 tower_add_test(NAME test_base_check SOURCES test_base_check.c LIBS tower_base Threads::Threads)
+tower_add_test(NAME test_base_flags SOURCES test_base_flags.c LIBS tower_base)

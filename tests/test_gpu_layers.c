@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/flags.h"
 #include "model/layers.h"
 #include "model/layers_cuda.h"
 #include "tests/test_gpu_common.h"
@@ -52,8 +53,7 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
         return 1;
     }
     /* A 1x1 kernel has no padding: cuBLAS GEMMs, unless TOWER_CONV1X1_CUDNN=1 keeps cuDNN. */
-    const char *keep = getenv("TOWER_CONV1X1_CUDNN");
-    const int want_gemm = K == 1 && !(keep && keep[0] == '1');
+    const int want_gemm = K == 1 && !flags_env_on("TOWER_CONV1X1_CUDNN");
     if (c.gemm_1x1 != want_gemm) {
         printf("  gemm_1x1 is %d, want %d: FAIL\n", c.gemm_1x1, want_gemm);
         conv2d_cuda_free(&c);

@@ -57,6 +57,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "base/flags.h"
 #include "model/layers_cuda.h"
 #include "model/model_cuda.h"
 
@@ -189,12 +190,6 @@ static void free_on_device(CudaTower *t) {
     free(t);
 }
 
-/* TOWER_GPU_OVERLAP=1 in the environment: overlapped copies (the file's header). */
-static int overlap_wanted(void) {
-    const char *e = getenv("TOWER_GPU_OVERLAP");
-    return e && e[0] == '1' && e[1] == '\0';
-}
-
 /* The overlapped copies' chunks: at least this much of the variable block each (but the last). */
 #define TC_OVERLAP_CHUNK_N_BYTES ((size_t)256 << 10)
 
@@ -244,7 +239,7 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
                                      err, err_n_bytes);
     /* Idle from here on between steps: the first step's anchor event runs at once. */
     if (!t->acts || CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) goto fail;
-    if (overlap_wanted() &&
+    if (flags_env_on("TOWER_GPU_OVERLAP") && /* overlapped copies: the file's header */
         (CUDA_SOFT(cudaStreamCreateWithFlags(&t->copy_stream, cudaStreamNonBlocking), err, err_n_bytes) ||
          CUDA_SOFT(cudaEventCreateWithFlags(&t->copy_done, cudaEventDisableTiming), err, err_n_bytes) ||
          model_acts_cuda_overlap(t->acts, t->copy_stream, TC_OVERLAP_CHUNK_N_BYTES, err, err_n_bytes)))
