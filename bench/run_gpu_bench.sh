@@ -46,6 +46,11 @@ fi
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+# A Python with a CUDA-enabled PyTorch for the peer columns, or none.
+PY=""
+for p in python3 /usr/bin/python3; do
+    if "$p" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then PY=$p; break; fi
+done
 MODELS=${GPU_BENCH_MODELS-mnist,cifar10}
 TOWERS=${GPU_BENCH_TOWERS:-1,2,4}
 STEPS=${GPU_BENCH_STEPS:-20}
@@ -57,10 +62,6 @@ if [ "${GPU_BENCH_OVERLAP:-1}" != 0 ]; then
     TOWER_GPU_OVERLAP=1 "$BUILD/bench/bench_gpu" "$@" | sed 's/^RESULT framework=tower /RESULT framework=tower_overlap /' |
         tee -a "$OUT"
 fi
-PY=""
-for p in python3 /usr/bin/python3; do
-    if "$p" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then PY=$p; break; fi
-done
 if [ -n "$PY" ]; then
     "$PY" bench/pytorch_gpu.py "$@" | tee -a "$OUT"
 else
@@ -113,22 +114,20 @@ echo "# tower bench --device gpu, models $MODELS, modes $MODES, towers $TOWERS o
 echo "# modes table: $BUILD/gpu_modes.csv, chart: $BUILD/gpu_modes.svg, traces: $BUILD/gpu_modes_trace-<model>-<mode>-<towers>.json"
 # Several towers on one GPU share it: the fair reference for N towers of 128 is one tower of N x 128 on
 # the same GPU (the same work per step), not N times one tower of 128.
-rm -f "$BUILD/gpu_modes_global.csv"
+GLOBAL=""
 for t in $(echo "$TOWERS" | tr ',' ' '); do
     [ "$t" -gt 1 ] || continue
     "$BUILD/cmd/tower" bench --device gpu --models "$MODELS" --modes ps_cpu,ps_gpu --towers 1 \
         --batch_size $((t * 128)) --steps "$STEPS" --warmup 5 --repeat "$REPEAT" --csv "$BUILD/gpu_modes_global_$t.csv" \
-        --svg "" >/dev/null && tail -n +2 "$BUILD/gpu_modes_global_$t.csv" >>"$BUILD/gpu_modes_global.csv"
+        --svg "" >/dev/null && GLOBAL="$GLOBAL $BUILD/gpu_modes_global_$t.csv"
 done
-python3 - "$BUILD/gpu_modes.csv" "$BUILD/gpu_modes_global.csv" <<'PYEOF'
+# shellcheck disable=SC2086
+python3 - "$BUILD/gpu_modes.csv" $GLOBAL <<'PYEOF'
 import csv, sys
-cols = None
-ref = {}
-try:
-    for row in csv.reader(open(sys.argv[2])):
-        ref[(row[0], row[1], int(row[7]))] = float(row[9])  # model, mode, global_batch -> images_per_sec
-except OSError:
-    pass
+ref = {}  # (model, mode, global batch) -> one tower's images/sec
+for path in sys.argv[2:]:
+    for row in csv.DictReader(open(path)):
+        ref[(row["model"], row["mode"], int(row["global_batch"]))] = float(row["images_per_sec"])
 print("\n| model | mode | towers x 128 on one GPU: img/s | one tower of the same global batch: img/s | ratio |")
 print("|---|---|---|---|---|")
 for row in csv.DictReader(open(sys.argv[1])):
@@ -144,10 +143,6 @@ FAILED=""
 # ---- the other networks beside PyTorch: one tower of 128, ps_cpu and ps_gpu (issue 12's bar) ----
 NETS=$(echo "${GPU_BENCH_NETS:-}" | tr ',' ' ')
 if [ -n "$NETS" ]; then
-PY=""
-for p in python3 /usr/bin/python3; do
-    if "$p" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then PY=$p; break; fi
-done
 NETS_OUT=$(mktemp)
 for m in $NETS; do
     case $m in resnet50) size=224 ;; *) size=32 ;; esac

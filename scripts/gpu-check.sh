@@ -332,7 +332,7 @@ bench)
   GPU_BENCH_NETS=${GPU_BENCH_NETS-resnet20,vgg11,mobilenet_v2,resnet50} \
     timeout "$(left)" sh bench/run_gpu_bench.sh "$BUILD" >"$WORK/bench.log" 2>&1 || rc=1
   cat "$WORK/bench.log"
-  cp "$BUILD"/gpu_modes.csv "$BUILD"/gpu_modes.svg "$BUILD"/gpu_nets_* "$WORK/" 2>/dev/null
+  cp "$BUILD"/gpu_modes.csv "$BUILD"/gpu_modes.svg "$BUILD"/gpu_modes_global_* "$BUILD"/gpu_nets_* "$WORK/" 2>/dev/null
   cp "$BUILD"/gpu_modes_trace*.json "$WORK/" 2>/dev/null
   cp "$BUILD"/per_layer_*.csv "$WORK/" 2>/dev/null
   ;;
