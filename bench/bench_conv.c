@@ -24,10 +24,17 @@
  * falls back to its own im2col + gemm): the weights are then reordered into
  * it in the forward pass and the gradient back to HWIO in backward weights,
  * both timed.
+ * --winograd runs oneDNN's Winograd kernels (F(4x4, 3x3), AVX-512) on the
+ * conv side instead of its direct ones: they take blocked activations only,
+ * so each pass also reorders its activations from NHWC and its result back,
+ * all timed, as model/conv2d_dnnl.c runs them (weights as --wei_any).  The
+ * measurement behind conv_cpu_winograd (model/conv_algo.c): run the same
+ * --only with and without it.
  * --cpu_time times the process's CPU seconds instead of wall seconds: with
  * --threads 1 on a loaded machine the steadier figure (GFLOP/s then per
  * CPU-second).
- * Usage: bench_conv [--reps 9] [--threads 2] [--only vgg11|mobilenet_v2|resnet50] [--wei_any] [--cpu_time]
+ * Usage: bench_conv [--reps 9] [--threads 2] [--only NET] [--wei_any] [--winograd] [--cpu_time]
+ * (NET: vgg11, mobilenet_v2, resnet50, resnet20, vgg16_224, resnet50_224)
  */
 #include "bench/bench_util.h"
 #include "model/layers.h"
@@ -96,6 +103,21 @@ static const Shape shapes[] = {
     {"resnet50", 8, 14, 1024, 1, 256, 1, PAD_VALID, 1, 0, 0},
     /* resnet50's 3x3 at 32x32 input. */
     {"resnet50", 64, 8, 64, 3, 64, 1, PAD_SAME, 1, 0, 0},
+    /* resnet20's 3x3 stride 1 at 32x32, batch 64. */
+    {"resnet20", 64, 32, 16, 3, 16, 1, PAD_SAME, 1, 0, 0},
+    {"resnet20", 64, 16, 32, 3, 32, 1, PAD_SAME, 1, 0, 0},
+    {"resnet20", 64, 8, 64, 3, 64, 1, PAD_SAME, 1, 0, 0},
+    /* vgg16's 3x3 at 224x224, batch 8 (one per block). */
+    {"vgg16_224", 8, 112, 64, 3, 64, 1, PAD_SAME, 1, 1, 0},
+    {"vgg16_224", 8, 56, 128, 3, 128, 1, PAD_SAME, 1, 1, 0},
+    {"vgg16_224", 8, 28, 256, 3, 256, 1, PAD_SAME, 1, 1, 0},
+    {"vgg16_224", 8, 14, 512, 3, 512, 1, PAD_SAME, 1, 1, 0},
+    /* resnet50's 3x3 at 224x224 (conv2 .. conv5), batch 8, and conv5's 7x7 at batch 16. */
+    {"resnet50_224", 8, 56, 64, 3, 64, 1, PAD_SAME, 1, 0, 0},
+    {"resnet50_224", 8, 28, 128, 3, 128, 1, PAD_SAME, 1, 0, 0},
+    {"resnet50_224", 8, 14, 256, 3, 256, 1, PAD_SAME, 1, 0, 0},
+    {"resnet50_224", 8, 7, 512, 3, 512, 1, PAD_SAME, 1, 0, 0},
+    {"resnet50_224", 16, 7, 512, 3, 512, 1, PAD_SAME, 1, 0, 0},
 };
 
 static dnnl_engine_t g_eng;
@@ -169,9 +191,13 @@ typedef struct {
     float *m_out, *m_dinp, *m_dw;
     Prim cf, cbd, cbw, mf, mbd, mbw;
     Prim r_w, r_wd, r_dw; /* --wei_any: weights HWIO -> forward's / backward data's layout, gradient back */
+    /* --winograd: NHWC -> blocked of forward's src, backward data's diff_dst, backward weights' src and diff_dst;
+     * blocked -> NHWC of forward's dst and backward data's diff_src (each unset where the layout is NHWC). */
+    Prim r_x, r_gd, r_xw, r_gw, r_y, r_dx;
 } Bench;
 
 static int g_wei_any;  /* --wei_any: let the convolution primitive choose its weights layout */
+static int g_winograd; /* --winograd: oneDNN's Winograd kernels on blocked activations (implies --wei_any) */
 static int g_cpu_time; /* --cpu_time: time the process's CPU seconds, not wall (steadier on a shared machine) */
 
 static double clock_s(void) {
@@ -211,6 +237,22 @@ static void relu_mask(Bench *k) {
     for (size_t i = 0; i < n; i++) k->gtmp[i] = k->out[i] > 0.0f ? k->dout[i] : 0.0f;
 }
 
+/* The memory primitive pd takes for its argument `arg`: the NHWC tensor at p itself, or (--winograd, a blocked
+ * layout) a blocked buffer, with *r set to the reorder from p into it (an input) or from it back to p (out). */
+static dnnl_memory_t act(Prim *r, const_dnnl_primitive_desc_t pd, int arg, const dnnl_memory_desc_t *nhwc, float *p,
+                         int out) {
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, arg);
+    if (dnnl_memory_desc_equal(md, nhwc)) return mem(nhwc, p);
+    dnnl_memory_t blk;
+    DN(dnnl_memory_create(&blk, md, g_eng, DNNL_MEMORY_ALLOCATE));
+    DN(dnnl_reorder_primitive_desc_create(&r->pd, out ? md : nhwc, g_eng, out ? nhwc : md, g_eng, NULL));
+    DN(dnnl_primitive_create(&r->p, r->pd));
+    r->a[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, out ? blk : mem(nhwc, p)};
+    r->a[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, out ? mem(nhwc, p) : blk};
+    r->n_args = 2;
+    return blk;
+}
+
 static void setup_conv(Bench *k) {
     const Shape *s = &k->s;
     const Conv2d *c = &k->c;
@@ -226,10 +268,14 @@ static void setup_conv(Bench *k) {
     dnnl_dims_t st = {s->stride, s->stride}, pl = {c->pad_top, c->pad_left}, prr = {pb > 0 ? pb : 0, pr > 0 ? pr : 0};
     const dnnl_memory_desc_t *bp = s->bias ? &bia : NULL;
     dnnl_convolution_desc_t df, dbd, dbw;
-    DN(dnnl_convolution_forward_desc_init(&df, dnnl_forward_training, dnnl_convolution_direct, &src, &wei, bp, &dst,
-                                          st, pl, prr));
-    DN(dnnl_convolution_backward_data_desc_init(&dbd, dnnl_convolution_direct, &src, &wei, &dst, st, pl, prr));
-    DN(dnnl_convolution_backward_weights_desc_init(&dbw, dnnl_convolution_direct, &src, &wei, bp, &dst, st, pl, prr));
+    const dnnl_alg_kind_t alg = g_winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
+    dnnl_memory_desc_t src_any, dst_any;
+    DN(dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any));
+    DN(dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any));
+    const dnnl_memory_desc_t *sp = g_winograd ? &src_any : &src, *dp = g_winograd ? &dst_any : &dst;
+    DN(dnnl_convolution_forward_desc_init(&df, dnnl_forward_training, alg, sp, &wei, bp, dp, st, pl, prr));
+    DN(dnnl_convolution_backward_data_desc_init(&dbd, alg, sp, &wei, dp, st, pl, prr));
+    DN(dnnl_convolution_backward_weights_desc_init(&dbw, alg, sp, &wei, bp, dp, st, pl, prr));
     dnnl_primitive_attr_t attr;
     DN(dnnl_primitive_attr_create(&attr));
     if (s->relu) {
@@ -274,18 +320,18 @@ static void setup_conv(Bench *k) {
         k->r_wd.a[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, bwd_w};
         k->r_wd.n_args = 2;
     }
-    k->cf.a[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(&src, k->inp)};
+    float *g = s->relu ? k->gtmp : k->dout;
+    k->cf.a[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, act(&k->r_x, k->cf.pd, DNNL_ARG_SRC, &src, k->inp, 0)};
     k->cf.a[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, m_w};
-    k->cf.a[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, mem(&dst, k->o_out)};
+    k->cf.a[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, act(&k->r_y, k->cf.pd, DNNL_ARG_DST, &dst, k->o_out, 1)};
     k->cf.n_args = 3;
     if (s->bias) k->cf.a[k->cf.n_args++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem(&bia, k->bias)};
-    float *g = s->relu ? k->gtmp : k->dout;
-    k->cbd.a[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, mem(&dst, g)};
+    k->cbd.a[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, act(&k->r_gd, k->cbd.pd, DNNL_ARG_DIFF_DST, &dst, g, 0)};
     k->cbd.a[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, k->r_wd.p ? k->r_wd.a[1].memory : m_w};
-    k->cbd.a[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, mem(&src, k->o_dinp)};
+    k->cbd.a[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, act(&k->r_dx, k->cbd.pd, DNNL_ARG_DIFF_SRC, &src, k->o_dinp, 1)};
     k->cbd.n_args = 3;
-    k->cbw.a[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, mem(&src, k->inp)};
-    k->cbw.a[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, mem(&dst, g)};
+    k->cbw.a[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, act(&k->r_xw, k->cbw.pd, DNNL_ARG_SRC, &src, k->inp, 0)};
+    k->cbw.a[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, act(&k->r_gw, k->cbw.pd, DNNL_ARG_DIFF_DST, &dst, g, 0)};
     k->cbw.a[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, m_dw};
     k->cbw.n_args = 3;
     if (s->bias) k->cbw.a[k->cbw.n_args++] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_BIAS, mem(&bia, k->o_db)};
@@ -347,14 +393,20 @@ static void run_one(Bench *k, int which) {
     case T_BWD_ALL: tower_bwd(k, 1); break;
     case C_FWD:
         if (k->r_w.p) prim_run(&k->r_w);
+        if (k->r_x.p) prim_run(&k->r_x);
         prim_run(&k->cf);
+        if (k->r_y.p) prim_run(&k->r_y);
         break;
     case C_BWD_D:
         if (k->r_wd.p) prim_run(&k->r_wd);
+        if (k->r_gd.p) prim_run(&k->r_gd);
         prim_run(&k->cbd);
+        if (k->r_dx.p) prim_run(&k->r_dx);
         break;
     case C_BWD_W:
         if (k->s.relu) relu_mask(k);
+        if (k->r_xw.p) prim_run(&k->r_xw);
+        if (k->r_gw.p) prim_run(&k->r_gw);
         prim_run(&k->cbw);
         if (k->r_dw.p) prim_run(&k->r_dw);
         break;
@@ -365,6 +417,7 @@ static void run_one(Bench *k, int which) {
 }
 
 static void bench_shape(const Shape *s, int reps, int n_threads) {
+    if (g_winograd && (s->K != 3 || s->stride != 1)) return; /* oneDNN's Winograd: 3x3 at stride 1 only */
     Bench k;
     memset(&k, 0, sizeof k);
     k.s = *s;
@@ -435,8 +488,9 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     fflush(stdout);
 #undef RATE
     for (int w = 0; w < N_TIMED; w++) free(t[w]);
-    Prim *ps[] = {&k.cf, &k.cbd, &k.cbw, &k.mf, &k.mbd, &k.mbw, &k.r_w, &k.r_wd, &k.r_dw};
-    for (int i = 0; i < 9; i++) prim_free(ps[i]);
+    Prim *ps[] = {&k.cf, &k.cbd, &k.cbw, &k.mf, &k.mbd, &k.mbw, &k.r_w, &k.r_wd, &k.r_dw,
+                  &k.r_x, &k.r_gd, &k.r_xw, &k.r_gw, &k.r_y, &k.r_dx};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) prim_free(ps[i]);
     float *fs[] = {k.inp, k.w, k.bias, k.dout, k.out, k.dinp, k.dw, k.db, k.gtmp, k.o_out, k.o_dinp, k.o_dw, k.o_db,
                    k.m_out, k.m_dinp, k.m_dw, k.scratch};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
@@ -466,10 +520,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--wei_any")) g_wei_any = 1;
+        else if (!strcmp(argv[i], "--winograd")) g_winograd = g_wei_any = 1;
         else if (!strcmp(argv[i], "--cpu_time")) g_cpu_time = 1;
         else {
-            fprintf(stderr, "usage: bench_conv [--reps 9] [--threads 2] [--only vgg11|mobilenet_v2|resnet50]"
-                            " [--wei_any] [--cpu_time]\n");
+            fprintf(stderr, "usage: bench_conv [--reps 9] [--threads 2] [--only NET] [--wei_any] [--winograd]"
+                            " [--cpu_time]\n");
             return 2;
         }
     }

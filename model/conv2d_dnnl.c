@@ -6,13 +6,18 @@
  * Where it sits: model/; layer_table.c's conv2d node calls it; conv2d.c's
  * loops stay the readable version and the tests' oracle
  * (tests/test_conv_dnnl.c, tests/model_reference.c).
- * How: activations stay NHWC (oneDNN's nhwc tag, no reorder); the weights
- * are HWIO for Tower but oneDNN's direct kernels want a blocked layout of
- * their own choosing (format "any"), so the forward and backward-data
- * passes reorder the weights into scratch and backward weights reorders its
- * gradient back into HWIO.  A ReLU after the bias is a post-op forward; its
- * mask is applied to dout in place before the backward primitives (the
- * executor allows a node to clobber dout).  Primitives are created once per
+ * How: activations stay NHWC (oneDNN's nhwc tag, no reorder) for the
+ * direct kernels; the weights are HWIO for Tower but oneDNN's kernels want
+ * a blocked layout of their own choosing (format "any"), so the forward and
+ * backward-data passes reorder the weights into scratch and backward
+ * weights reorders its gradient back into HWIO.  Where conv_cpu_winograd
+ * says so, all three passes run oneDNN's Winograd kernels instead, which
+ * take blocked activations only: each pass reorders its activation inputs
+ * from NHWC into scratch and its activation output back (the reorders are
+ * in the measured gain); where this oneDNN has no Winograd kernel (no
+ * AVX-512) the direct rule applies.  A ReLU after the bias is a post-op
+ * forward; its mask is applied to dout in place before the backward
+ * primitives (the executor allows a node to clobber dout).  Primitives are created once per
  * (geometry, bias, activation, batch, threads) and cached for the process
  * (a fixed table under a mutex, never freed: a few dozen entries per
  * network); they run with a user scratchpad carved from the node's scratch,
@@ -22,15 +27,18 @@
  * or a oneDNN error takes the loops: slower, never wrong.
  * Threads: oneDNN (OpenMP runtime) takes omp_get_max_threads(); it is set
  * to min(that, n_threads) around creation and each call, then restored.
- * What it does not do: reorder activations, allocate tensors (oneDNN
- * allocates its small per-call bookkeeping: memory objects, a stream).
+ * What it does not do: keep activations blocked between layers (each
+ * Winograd pass reorders its own), allocate tensors (oneDNN allocates its
+ * small per-call bookkeeping: memory objects, a stream).
  */
+#include "base/flags.h"
 #include "model/conv_algo.h"
 #include "model/layers.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,10 +49,21 @@ typedef struct {
     int has_bias, relu, B, n_threads;
 } ConvKey;
 
-/* One direct primitive per pass, or NULL where the table says loops. */
+/* A pass's two activations, in argument order: forward (src in, dst out),
+ * backward data (diff_dst in, diff_src out), backward weights (src in,
+ * diff_dst in). */
+static const int act_arg[CONV_PASS_COUNT][2] = {
+    {DNNL_ARG_SRC, DNNL_ARG_DST},
+    {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC},
+    {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST},
+};
+static const int act_is_out[CONV_PASS_COUNT][2] = {{0, 1}, {0, 1}, {0, 0}};
+
+/* One primitive per pass, or NULL where the table says loops. */
 typedef struct {
     ConvKey key;
     int failed;                              /* creation failed: loops for every pass */
+    int winograd;                            /* every pass runs oneDNN's Winograd kernels on blocked activations */
     dnnl_primitive_t prim[CONV_PASS_COUNT];  /* NULL: that pass runs the loops */
     dnnl_primitive_t to_blocked[2];          /* HWIO -> forward's / backward data's layout; NULL: HWIO already */
     dnnl_primitive_t dw_to_hwio;             /* backward weights' gradient layout -> HWIO; NULL: HWIO already */
@@ -52,6 +71,11 @@ typedef struct {
     dnnl_memory_desc_t wei[CONV_PASS_COUNT]; /* each pass's weights (gradient) layout */
     size_t pad_n_bytes[CONV_PASS_COUNT];     /* each pass's scratchpad, its reorders' included */
     size_t wei_n_bytes[CONV_PASS_COUNT];     /* each pass's blocked weights buffer (0: HWIO) */
+    /* Winograd only: each pass's activations (act_arg) in their blocked layout, and the reorder of each from
+     * NHWC (an input) or back to NHWC (an output); NULL where the layout is NHWC already. */
+    dnnl_memory_desc_t act[CONV_PASS_COUNT][2];
+    dnnl_primitive_t act_reorder[CONV_PASS_COUNT][2];
+    size_t act_n_bytes[CONV_PASS_COUNT][2];  /* each blocked activation's buffer (0: NHWC, none) */
 } ConvEntry;
 
 #define CONV_CACHE_N 512
@@ -80,7 +104,7 @@ static ConvKey key_of(const Conv2d *c, int has_bias, int B, int n_threads) {
 }
 
 static ConvCpuShape shape_of(const ConvKey *k) {
-    return (ConvCpuShape){k->C_in, k->C_out, k->KH, k->KW, k->OH, k->OW};
+    return (ConvCpuShape){k->C_in, k->C_out, k->KH, k->KW, k->OH, k->OW, k->stride_h, k->stride_w, k->B};
 }
 
 static size_t scratchpad_n_bytes(const_dnnl_primitive_desc_t pd) {
@@ -110,19 +134,37 @@ static int make_reorder(dnnl_primitive_t *out, const dnnl_memory_desc_t *from, c
     return 0;
 }
 
-/* Fill e's primitives for e->key (threads already set by the caller). */
-static int entry_create(ConvEntry *e) {
+/* The NHWC descriptor of the pass's activation i (act_arg). */
+static const dnnl_memory_desc_t *act_plain(const ConvEntry *e, ConvPass p, int i) {
+    return act_arg[p][i] == DNNL_ARG_SRC || act_arg[p][i] == DNNL_ARG_DIFF_SRC ? &e->src : &e->dst;
+}
+
+/* The pass's activation i (act_arg) as the primitive pd takes it. */
+static const dnnl_memory_desc_t *pass_act_md(const_dnnl_primitive_desc_t pd, ConvPass p, int i) {
+    return dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, act_arg[p][i]);
+}
+
+/* Fill e's primitives for e->key with convolution algorithm alg (threads
+ * already set by the caller): direct, each pass where conv_cpu_pick says
+ * oneDNN, on NHWC activations; Winograd, every pass, on the blocked
+ * activations oneDNN chooses (any pass it cannot create fails the whole). */
+static int entry_create(ConvEntry *e, dnnl_alg_kind_t alg) {
     const ConvKey *k = &e->key;
     const ConvCpuShape shape = shape_of(k);
+    const int wino = alg == dnnl_convolution_winograd;
+    e->winograd = wino;
     dnnl_dims_t sd = {k->B, k->C_in, k->H, k->W}, wd = {k->C_out, k->C_in, k->KH, k->KW}, bd = {k->C_out},
                 dd = {k->B, k->C_out, k->OH, k->OW};
-    dnnl_memory_desc_t any;
+    dnnl_memory_desc_t any, src_any, dst_any;
     if (dnnl_memory_desc_init_by_tag(&e->src, 4, sd, dnnl_f32, dnnl_nhwc) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&e->dst, 4, dd, dnnl_f32, dnnl_nhwc) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&e->hwio, 4, wd, dnnl_f32, dnnl_hwio) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&e->bias, 1, bd, dnnl_f32, dnnl_a) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&any, 4, wd, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
+        dnnl_memory_desc_init_by_tag(&any, 4, wd, dnnl_f32, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any) != dnnl_success)
         return -1;
+    const dnnl_memory_desc_t *src = wino ? &src_any : &e->src, *dst = wino ? &dst_any : &e->dst;
     /* TensorFlow's padding after the last row/column; a negative remainder
      * (VALID with a stride that skips the last cells) is 0 for oneDNN. */
     int pb = (k->OH - 1) * k->stride_h + k->KH - k->H - k->pad_top;
@@ -131,12 +173,12 @@ static int entry_create(ConvEntry *e) {
     dnnl_dims_t prr = {pb > 0 ? pb : 0, pr > 0 ? pr : 0};
     const dnnl_memory_desc_t *bp = k->has_bias ? &e->bias : NULL;
     dnnl_convolution_desc_t desc[CONV_PASS_COUNT];
-    if (dnnl_convolution_forward_desc_init(&desc[CONV_PASS_FORWARD], dnnl_forward_training, dnnl_convolution_direct,
-                                           &e->src, &any, bp, &e->dst, st, pl, prr) != dnnl_success ||
-        dnnl_convolution_backward_data_desc_init(&desc[CONV_PASS_BACKWARD_DATA], dnnl_convolution_direct, &e->src,
-                                                 &any, &e->dst, st, pl, prr) != dnnl_success ||
-        dnnl_convolution_backward_weights_desc_init(&desc[CONV_PASS_BACKWARD_WEIGHTS], dnnl_convolution_direct,
-                                                    &e->src, &any, bp, &e->dst, st, pl, prr) != dnnl_success)
+    if (dnnl_convolution_forward_desc_init(&desc[CONV_PASS_FORWARD], dnnl_forward_training, alg, src, &any, bp, dst,
+                                           st, pl, prr) != dnnl_success ||
+        dnnl_convolution_backward_data_desc_init(&desc[CONV_PASS_BACKWARD_DATA], alg, src, &any, dst, st, pl, prr) !=
+            dnnl_success ||
+        dnnl_convolution_backward_weights_desc_init(&desc[CONV_PASS_BACKWARD_WEIGHTS], alg, src, &any, bp, dst, st,
+                                                    pl, prr) != dnnl_success)
         return -1;
     dnnl_primitive_attr_t attr, fwd_attr;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success) return -1;
@@ -164,7 +206,8 @@ static int entry_create(ConvEntry *e) {
             rc = 1;
             break;
         }
-        if (conv_cpu_pick((ConvPass)p, &shape, impl_of(pd)) == CONV_CPU_ONEDNN) {
+        if (wino ? strstr(impl_of(pd), "wino") != NULL
+                 : conv_cpu_pick((ConvPass)p, &shape, impl_of(pd)) == CONV_CPU_ONEDNN) {
             const dnnl_query_t q = p == CONV_PASS_BACKWARD_WEIGHTS ? dnnl_query_diff_weights_md : dnnl_query_weights_md;
             e->wei[p] = *dnnl_primitive_desc_query_md(pd, q, 0);
             e->pad_n_bytes[p] = scratchpad_n_bytes(pd);
@@ -175,6 +218,17 @@ static int entry_create(ConvEntry *e) {
                 rc |= make_reorder(&e->dw_to_hwio, &e->wei[p], &e->hwio, attr, &e->pad_n_bytes[p]) != 0;
             if (!dnnl_memory_desc_equal(&e->wei[p], &e->hwio))
                 e->wei_n_bytes[p] = dnnl_memory_desc_get_size(&e->wei[p]);
+            for (int i = 0; i < 2 && wino && !rc; i++) {
+                const dnnl_memory_desc_t *plain = act_plain(e, (ConvPass)p, i);
+                e->act[p][i] = *pass_act_md(pd, (ConvPass)p, i);
+                rc |= act_is_out[p][i] ? make_reorder(&e->act_reorder[p][i], &e->act[p][i], plain, attr,
+                                                      &e->pad_n_bytes[p]) != 0
+                                       : make_reorder(&e->act_reorder[p][i], plain, &e->act[p][i], attr,
+                                                      &e->pad_n_bytes[p]) != 0;
+                if (e->act_reorder[p][i]) e->act_n_bytes[p][i] = dnnl_memory_desc_get_size(&e->act[p][i]);
+            }
+        } else if (wino) {
+            rc = 1; /* oneDNN took another kernel for a Winograd descriptor: not what was measured */
         }
         if (p != CONV_PASS_FORWARD) dnnl_primitive_desc_destroy(pd);
     }
@@ -190,10 +244,26 @@ static void entry_drop(ConvEntry *e) {
     for (int i = 0; i < 2; i++)
         if (e->to_blocked[i]) dnnl_primitive_destroy(e->to_blocked[i]);
     if (e->dw_to_hwio) dnnl_primitive_destroy(e->dw_to_hwio);
+    for (int p = 0; p < CONV_PASS_COUNT; p++)
+        for (int i = 0; i < 2; i++)
+            if (e->act_reorder[p][i]) dnnl_primitive_destroy(e->act_reorder[p][i]);
     ConvKey k = e->key;
     memset(e, 0, sizeof *e);
     e->key = k;
     e->failed = 1;
+}
+
+/* e's primitives: Winograd where conv_cpu_winograd says so, unless
+ * TOWER_CONV_DIRECT is on (base/flags.h's rule) or this oneDNN has no
+ * Winograd kernel for it; else the direct rule; else (failed) the loops. */
+static void entry_fill(ConvEntry *e) {
+    const ConvCpuShape shape = shape_of(&e->key);
+    if (conv_cpu_winograd(&shape) && !flags_env_on("TOWER_CONV_DIRECT")) {
+        if (entry_create(e, dnnl_convolution_winograd) == 0) return;
+        entry_drop(e);
+        e->failed = 0;
+    }
+    if (entry_create(e, dnnl_convolution_direct) != 0) entry_drop(e);
 }
 
 /* The entry for key, created on first use; NULL when the cache is full or
@@ -211,7 +281,7 @@ static const ConvEntry *entry_get(const ConvKey *key) {
             e->key = *key;
             const int saved = omp_get_max_threads();
             omp_set_num_threads(key->n_threads);
-            if (entry_create(e) != 0) entry_drop(e);
+            entry_fill(e);
             omp_set_num_threads(saved);
         }
     }
@@ -219,9 +289,18 @@ static const ConvEntry *entry_get(const ConvKey *key) {
     return e;
 }
 
-/* Scratch layout of one pass: [blocked weights][scratchpad]. */
+/* Scratch layout of one pass: [blocked weights][blocked activation 0][blocked activation 1][scratchpad] (the
+ * activations only for Winograd). */
+static size_t pass_act_at(const ConvEntry *e, ConvPass p, int i) {
+    size_t at = align64(e->wei_n_bytes[p]);
+    for (int j = 0; j < i; j++) at += align64(e->act_n_bytes[p][j]);
+    return at;
+}
+
+static size_t pass_pad_at(const ConvEntry *e, ConvPass p) { return pass_act_at(e, p, 2); }
+
 static size_t pass_n_bytes(const ConvEntry *e, ConvPass p) {
-    return e->prim[p] ? align64(e->wei_n_bytes[p]) + align64(e->pad_n_bytes[p]) : 0;
+    return e->prim[p] ? pass_pad_at(e, p) + align64(e->pad_n_bytes[p]) : 0;
 }
 
 /* ---- running a pass ----------------------------------------------------------- */
@@ -275,16 +354,49 @@ static int weights_for(const ConvEntry *e, ConvPass p, const float *w, void *blk
     return run(e->to_blocked[p], a, 2, e, pad);
 }
 
+/* The pass's activation i as its primitive takes it: the NHWC tensor at `plain` itself (direct kernels, or a
+ * layout that is NHWC already), or its blocked copy in scratch: an input reordered there now, an output to be
+ * reordered back by act_out.  The memory object goes to *m. */
+static int act_in(const ConvEntry *e, ConvPass p, int i, void *plain, char *scratch, dnnl_memory_t *m) {
+    if (!e->act_reorder[p][i]) return mem_make(m, act_plain(e, p, i), plain);
+    char *blk = scratch + pass_act_at(e, p, i), *pad = scratch + pass_pad_at(e, p);
+    if (mem_make(m, &e->act[p][i], blk) != 0) return -1;
+    if (act_is_out[p][i]) return 0;
+    dnnl_exec_arg_t a[2];
+    dnnl_memory_t from = NULL, to = NULL;
+    mem_make(&from, act_plain(e, p, i), plain);
+    mem_make(&to, &e->act[p][i], blk);
+    a[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, from};
+    a[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, to};
+    return run(e->act_reorder[p][i], a, 2, e, pad);
+}
+
+/* An output activation computed into its blocked copy: back to NHWC at `plain`. */
+static int act_out(const ConvEntry *e, ConvPass p, int i, void *plain, char *scratch) {
+    if (!e->act_reorder[p][i]) return 0;
+    dnnl_exec_arg_t a[2];
+    dnnl_memory_t from = NULL, to = NULL;
+    mem_make(&from, &e->act[p][i], scratch + pass_act_at(e, p, i));
+    mem_make(&to, act_plain(e, p, i), plain);
+    a[0] = (dnnl_exec_arg_t){DNNL_ARG_FROM, from};
+    a[1] = (dnnl_exec_arg_t){DNNL_ARG_TO, to};
+    return run(e->act_reorder[p][i], a, 2, e, scratch + pass_pad_at(e, p));
+}
+
 static int pass_forward(const ConvEntry *e, float *out, char *scratch, const float *inp, const float *weight,
                         const float *bias) {
-    char *blk = scratch, *pad = scratch + align64(e->wei_n_bytes[CONV_PASS_FORWARD]);
+    const ConvPass p = CONV_PASS_FORWARD;
+    char *blk = scratch, *pad = scratch + pass_pad_at(e, p);
     const void *w;
-    if (weights_for(e, CONV_PASS_FORWARD, weight, blk, pad, &w) != 0) return -1;
+    if (weights_for(e, p, weight, blk, pad, &w) != 0) return -1;
     dnnl_exec_arg_t a[5];
     dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
-    mem_make(&m[0], &e->src, (void *)inp);
-    mem_make(&m[1], &e->wei[CONV_PASS_FORWARD], (void *)w);
-    mem_make(&m[2], &e->dst, out);
+    if (act_in(e, p, 0, (void *)inp, scratch, &m[0]) != 0 || act_in(e, p, 1, out, scratch, &m[2]) != 0) {
+        for (int i = 0; i < 4; i++)
+            if (m[i]) dnnl_memory_destroy(m[i]);
+        return -1;
+    }
+    mem_make(&m[1], &e->wei[p], (void *)w);
     a[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, m[0]};
     a[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, m[1]};
     a[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, m[2]};
@@ -293,32 +405,41 @@ static int pass_forward(const ConvEntry *e, float *out, char *scratch, const flo
         mem_make(&m[3], &e->bias, (void *)bias);
         a[n++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, m[3]};
     }
-    return run(e->prim[CONV_PASS_FORWARD], a, n, e, pad);
+    if (run(e->prim[p], a, n, e, pad) != 0) return -1;
+    return act_out(e, p, 1, out, scratch);
 }
 
 static int pass_backward_data(const ConvEntry *e, float *dinp, char *scratch, const float *g, const float *weight) {
-    char *blk = scratch, *pad = scratch + align64(e->wei_n_bytes[CONV_PASS_BACKWARD_DATA]);
+    const ConvPass p = CONV_PASS_BACKWARD_DATA;
+    char *blk = scratch, *pad = scratch + pass_pad_at(e, p);
     const void *w;
-    if (weights_for(e, CONV_PASS_BACKWARD_DATA, weight, blk, pad, &w) != 0) return -1;
+    if (weights_for(e, p, weight, blk, pad, &w) != 0) return -1;
     dnnl_exec_arg_t a[4];
     dnnl_memory_t m[3] = {NULL, NULL, NULL};
-    mem_make(&m[0], &e->dst, (void *)g);
-    mem_make(&m[1], &e->wei[CONV_PASS_BACKWARD_DATA], (void *)w);
-    mem_make(&m[2], &e->src, dinp);
+    if (act_in(e, p, 0, (void *)g, scratch, &m[0]) != 0 || act_in(e, p, 1, dinp, scratch, &m[2]) != 0) {
+        for (int i = 0; i < 3; i++)
+            if (m[i]) dnnl_memory_destroy(m[i]);
+        return -1;
+    }
+    mem_make(&m[1], &e->wei[p], (void *)w);
     a[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, m[0]};
     a[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, m[1]};
     a[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, m[2]};
-    return run(e->prim[CONV_PASS_BACKWARD_DATA], a, 3, e, pad);
+    if (run(e->prim[p], a, 3, e, pad) != 0) return -1;
+    return act_out(e, p, 1, dinp, scratch);
 }
 
 static int pass_backward_weights(const ConvEntry *e, float *dweight, float *dbias, char *scratch, const float *g,
                                  const float *inp) {
     const ConvPass p = CONV_PASS_BACKWARD_WEIGHTS;
-    char *blk = scratch, *pad = scratch + align64(e->wei_n_bytes[p]);
+    char *blk = scratch, *pad = scratch + pass_pad_at(e, p);
     dnnl_exec_arg_t a[5];
     dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
-    mem_make(&m[0], &e->src, (void *)inp);
-    mem_make(&m[1], &e->dst, (void *)g);
+    if (act_in(e, p, 0, (void *)inp, scratch, &m[0]) != 0 || act_in(e, p, 1, (void *)g, scratch, &m[1]) != 0) {
+        for (int i = 0; i < 4; i++)
+            if (m[i]) dnnl_memory_destroy(m[i]);
+        return -1;
+    }
     mem_make(&m[2], &e->wei[p], e->dw_to_hwio ? (void *)blk : (void *)dweight);
     a[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, m[0]};
     a[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, m[1]};
@@ -353,8 +474,16 @@ size_t conv2d_run_scratch_n_bytes(const Conv2d *c, int has_bias, int max_batch, 
     size_t loops = align64(sizeof(float) * conv2d_scratch_n_floats(c, n_threads));
     const ConvKey key = key_of(c, has_bias, max_batch, n_threads);
     const ConvEntry *e = entry_get(&key);
-    size_t dnnl = e ? dnnl_n_bytes(e) : 0;
+    size_t dnnl = e ? 63 + dnnl_n_bytes(e) : 0; /* 63: room to align the caller's pointer (aligned_scratch) */
     return loops > dnnl ? loops : dnnl;
+}
+
+/* oneDNN's kernels (Winograd's) load their scratchpad 64 bytes at a time: the scratch from its first 64-byte
+ * boundary, and *n_bytes less what that skips. */
+static char *aligned_scratch(void *scratch, size_t *n_bytes) {
+    const size_t skip = (64 - (uintptr_t)scratch % 64) % 64;
+    *n_bytes = *n_bytes > skip ? *n_bytes - skip : 0;
+    return (char *)scratch + skip;
 }
 
 /* The entry for this call when it fits scratch_n_bytes, else NULL (loops). */
@@ -367,15 +496,19 @@ static const ConvEntry *entry_for_call(const Conv2d *c, int has_bias, int B, int
 
 void conv2d_run_forward(float *out, void *scratch, size_t scratch_n_bytes, const float *inp, const float *weight,
                         const float *bias, const Conv2d *c, int B, int n_threads) {
-    const ConvEntry *e = entry_for_call(c, bias != NULL, B, n_threads, scratch_n_bytes);
-    if (e && e->prim[CONV_PASS_FORWARD] && pass_forward(e, out, scratch, inp, weight, bias) == 0) return;
+    size_t n_bytes = scratch_n_bytes;
+    char *aligned = aligned_scratch(scratch, &n_bytes);
+    const ConvEntry *e = entry_for_call(c, bias != NULL, B, n_threads, n_bytes);
+    if (e && e->prim[CONV_PASS_FORWARD] && pass_forward(e, out, aligned, inp, weight, bias) == 0) return;
     conv2d_forward(out, scratch, inp, weight, bias, c, B, n_threads);
 }
 
 void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratch, size_t scratch_n_bytes,
                          const float *out, float *dout, const float *inp, const float *weight, const Conv2d *c, int B,
                          int n_threads) {
-    const ConvEntry *e = entry_for_call(c, dbias != NULL, B, n_threads, scratch_n_bytes);
+    size_t n_bytes = scratch_n_bytes;
+    char *aligned = aligned_scratch(scratch, &n_bytes);
+    const ConvEntry *e = entry_for_call(c, dbias != NULL, B, n_threads, n_bytes);
     const int data_dnnl = e && dinp && e->prim[CONV_PASS_BACKWARD_DATA];
     const int weights_dnnl = e && e->prim[CONV_PASS_BACKWARD_WEIGHTS];
     if (!data_dnnl && !weights_dnnl) {
@@ -391,8 +524,8 @@ void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratc
         plain.act = ACT_NONE;
     }
     int data_done = 0, weights_done = 0;
-    if (weights_dnnl) weights_done = pass_backward_weights(e, dweight, dbias, scratch, dout, inp) == 0;
-    if (data_dnnl) data_done = pass_backward_data(e, dinp, scratch, dout, weight) == 0;
+    if (weights_dnnl) weights_done = pass_backward_weights(e, dweight, dbias, aligned, dout, inp) == 0;
+    if (data_dnnl) data_done = pass_backward_data(e, dinp, aligned, dout, weight) == 0;
     if (!data_done || !weights_done)
         conv2d_backward(data_done ? NULL : dinp, weights_done ? NULL : dweight, weights_done ? NULL : dbias, scratch,
                         out, dout, inp, weight, &plain, B, n_threads);
@@ -402,7 +535,8 @@ int conv2d_run_path(const Conv2d *c, int has_bias, int B, int n_threads, int pas
     if (pass < 0 || pass >= CONV_PASS_COUNT) return CONV_CPU_LOOPS;
     const ConvKey key = key_of(c, has_bias, B, n_threads);
     const ConvEntry *e = entry_get(&key);
-    return e && !e->failed && e->prim[pass] ? CONV_CPU_ONEDNN : CONV_CPU_LOOPS;
+    if (!e || e->failed || !e->prim[pass]) return CONV_CPU_LOOPS;
+    return e->winograd ? CONV_CPU_WINOGRAD : CONV_CPU_ONEDNN;
 }
 
 int conv2d_run_set_loops_only(int on) { return __atomic_exchange_n(&g_loops_only, on ? 1 : 0, __ATOMIC_RELAXED); }

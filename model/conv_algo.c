@@ -77,6 +77,13 @@ static const struct {
     {CONV_PASS_BACKWARD_WEIGHTS, "avx512", 2, 1, 16},
 };
 
+int conv_cpu_winograd(const ConvCpuShape *s) {
+    if (s->KH != 3 || s->KW != 3 || s->stride_h != 1 || s->stride_w != 1 || s->C_in < 32 || s->C_out < 32) return 0;
+    const long tiles_h = (s->OH + 3) / 4, tiles_w = (s->OW + 3) / 4;
+    const long tile_cells = 16 * tiles_h * tiles_w, cells = (long)s->OH * s->OW;
+    return cells > 0 && tile_cells * 100 <= cells * 135 && (long)s->B * tiles_h * tiles_w >= 64;
+}
+
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {
     if (!conv_cpu_impl_direct(impl_info)) return CONV_CPU_LOOPS;
     for (size_t i = 0; i < sizeof cpu_rows / sizeof cpu_rows[0]; i++)

@@ -72,13 +72,15 @@ int conv_pad_split(int in, int out, int k, int stride, int before, int *ext_befo
 /* ---- CPU: oneDNN's convolution primitive or the loops, pass by pass ---------- */
 
 typedef enum { CONV_PASS_FORWARD, CONV_PASS_BACKWARD_DATA, CONV_PASS_BACKWARD_WEIGHTS, CONV_PASS_COUNT } ConvPass;
-typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN } ConvCpuPath;
+typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN, CONV_CPU_WINOGRAD } ConvCpuPath;
 
-/* What the CPU rule looks at: the layer's geometry for one image. */
+/* What the CPU rule looks at: the layer's geometry, and the batch. */
 typedef struct {
     int C_in, C_out;   /* channels in and out */
     int KH, KW;        /* kernel */
     int OH, OW;        /* output map */
+    int stride_h, stride_w;
+    int B;             /* images in the call */
 } ConvCpuShape;
 
 /* 1 when oneDNN's implementation string (dnnl_query_impl_info_str) names a
@@ -92,6 +94,17 @@ int conv_cpu_impl_direct(const char *impl_info);
  * it would run (impl_info, as conv_cpu_impl_direct reads it) is direct and
  * a row of the table for the pass says the shape gains with it. */
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info);
+
+/* 1 when the layer's three passes should run oneDNN's Winograd kernels
+ * (F(4x4, 3x3), "jit_wino_4x3", AVX-512 only; conv2d_dnnl.c falls back to
+ * conv_cpu_pick's rule where oneDNN has none): a 3x3 kernel at stride 1
+ * with at least 32 channels in and out, output tiles of 4x4 that waste at
+ * most 35% of their cells on the map's edge, and at least 64 tiles in the
+ * call.  Measured (bench/bench_conv --winograd, bench/RESULTS.md) 1.3-2.2x
+ * the direct kernels there, blocked-layout reorders included; slower on
+ * 2x2 and 3x3 maps (a tile of 16 cells for 4 or 9), at 16 channels and on
+ * a first layer of 3, and on 7x7 maps at batch 8 (32 tiles). */
+int conv_cpu_winograd(const ConvCpuShape *s);
 
 #ifdef __cplusplus
 }

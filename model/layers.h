@@ -101,8 +101,8 @@ void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratc
                          const float *out, float *dout, const float *inp, const float *weight, const Conv2d *c, int B,
                          int n_threads);
 /* The path pass (conv_algo.h's ConvPass) takes for this shape, batch and
- * threads: CONV_CPU_ONEDNN or CONV_CPU_LOOPS (creating the primitives if
- * needed). */
+ * threads: CONV_CPU_WINOGRAD, CONV_CPU_ONEDNN (direct kernels) or
+ * CONV_CPU_LOOPS (creating the primitives if needed). */
 int conv2d_run_path(const Conv2d *c, int has_bias, int B, int n_threads, int pass);
 /* on = 1: every conv2d_run_* call of the process runs the loops (the
  * bit-for-bit oracle tests, bench_model --conv_loops for A/B timings);

@@ -61,8 +61,8 @@ int main(void) {
     expect("math with TF32: ALLOW_CONVERSION (FP16/BF16) refused",
            conv_algo_run_math(CONV_MATH_TENSOR_OP_ALLOW_CONVERSION, 1), -1);
     /* The CPU table (conv_algo.c): oneDNN only with a direct kernel, per pass. */
-    const ConvCpuShape vgg_4x4 = {256, 512, 3, 3, 4, 4}, vgg_16x16 = {64, 128, 3, 3, 16, 16};
-    const ConvCpuShape first = {3, 64, 3, 3, 32, 32}, one_by_one = {64, 256, 1, 1, 8, 8};
+    const ConvCpuShape vgg_4x4 = {256, 512, 3, 3, 4, 4, 1, 1, 64}, vgg_16x16 = {64, 128, 3, 3, 16, 16, 1, 1, 64};
+    const ConvCpuShape first = {3, 64, 3, 3, 32, 32, 1, 1, 64}, one_by_one = {64, 256, 1, 1, 8, 8, 1, 1, 64};
     expect("cpu: gemm fallback is not direct", conv_cpu_impl_direct("x64:gemm:jit"), 0);
     expect("cpu: reference loops are not direct", conv_cpu_impl_direct("ref:any"), 0);
     expect("cpu: brgconv is direct", conv_cpu_impl_direct("brgconv:avx512_core"), 1);
@@ -80,9 +80,29 @@ int main(void) {
     expect("cpu: backward weights on 16x16: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_16x16, jit512), CONV_CPU_LOOPS);
     expect("cpu: backward weights 1x1 on 8x8: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &one_by_one, jit512), CONV_CPU_LOOPS);
     /* 1x1 kernels: the loops' one sgemm over the batch beats oneDNN's convolution in both backward passes. */
-    const ConvCpuShape one_by_one_2x2 = {1024, 256, 1, 1, 2, 2};
+    const ConvCpuShape one_by_one_2x2 = {1024, 256, 1, 1, 2, 2, 1, 1, 64};
     expect("cpu: backward data 1x1 at 1024 channels: loops", conv_cpu_pick(CONV_PASS_BACKWARD_DATA, &one_by_one_2x2, jit512), CONV_CPU_LOOPS);
     expect("cpu: backward weights 1x1 on 2x2: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &one_by_one_2x2, jit512), CONV_CPU_LOOPS);
+    /* Winograd F(4x4, 3x3): 3x3 at stride 1, >= 32 channels, tiles that waste <= 35%, >= 64 tiles a call. */
+    expect("cpu winograd: vgg11 4x4 at batch 64", conv_cpu_winograd(&vgg_4x4), 1);
+    expect("cpu winograd: vgg11 16x16 at batch 64", conv_cpu_winograd(&vgg_16x16), 1);
+    expect("cpu winograd: a first layer of 3 channels", conv_cpu_winograd(&first), 0);
+    expect("cpu winograd: 1x1", conv_cpu_winograd(&one_by_one), 0);
+    const ConvCpuShape w2x2 = {512, 512, 3, 3, 2, 2, 1, 1, 64}, w3x3 = {256, 256, 3, 3, 3, 3, 1, 1, 64};
+    const ConvCpuShape w7_b8 = {512, 512, 3, 3, 7, 7, 1, 1, 8}, w7_b16 = {512, 512, 3, 3, 7, 7, 1, 1, 16};
+    const ConvCpuShape w14_b8 = {512, 512, 3, 3, 14, 14, 1, 1, 8}, c16 = {16, 16, 3, 3, 32, 32, 1, 1, 64};
+    const ConvCpuShape strided = {64, 64, 3, 3, 8, 8, 2, 2, 64}, c32_out16 = {32, 16, 3, 3, 16, 16, 1, 1, 64};
+    const ConvCpuShape w4_b3 = {256, 512, 3, 3, 4, 4, 1, 1, 63}, w10 = {64, 64, 3, 3, 10, 10, 1, 1, 64};
+    expect("cpu winograd: 2x2 map (a tile of 16 cells for 4)", conv_cpu_winograd(&w2x2), 0);
+    expect("cpu winograd: 3x3 map", conv_cpu_winograd(&w3x3), 0);
+    expect("cpu winograd: 10x10 map (44% waste)", conv_cpu_winograd(&w10), 0);
+    expect("cpu winograd: 7x7 at batch 8 (32 tiles)", conv_cpu_winograd(&w7_b8), 0);
+    expect("cpu winograd: 7x7 at batch 16 (64 tiles)", conv_cpu_winograd(&w7_b16), 1);
+    expect("cpu winograd: 14x14 at batch 8", conv_cpu_winograd(&w14_b8), 1);
+    expect("cpu winograd: 16 channels", conv_cpu_winograd(&c16), 0);
+    expect("cpu winograd: 16 channels out", conv_cpu_winograd(&c32_out16), 0);
+    expect("cpu winograd: stride 2", conv_cpu_winograd(&strided), 0);
+    expect("cpu winograd: 63 tiles", conv_cpu_winograd(&w4_b3), 0);
     /* TensorFlow's padding in cuDNN's terms: {in, k, stride, SAME?} -> sym, ext_before, ext_after. */
     static const struct { int in, k, s, same, sym, eb, ea; const char *what; } pads[] = {
         {32, 3, 2, 1, 0, 0, 1, "resnet20's 3x3 stride 2 on 32: 0 before, 1 after"},

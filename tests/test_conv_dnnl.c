@@ -14,6 +14,10 @@
  * small for oneDNN (the loops take it), dout clobbered only by the ReLU
  * mask, and that oneDNN is taken for the passes the table names when this
  * machine's oneDNN has direct kernels (said, not failed, when it has none).
+ * Winograd (conv_cpu_winograd): vgg11's and resnet20's shapes at batches
+ * with 64 tiles or more, through the same comparison, the NHWC <-> blocked
+ * reorders of each pass included; two runs bit for bit equal; and
+ * TOWER_CONV_DIRECT=1 keeps the direct kernels.
  */
 #include "model/conv_algo.h"
 #include "model/layers.h"
@@ -51,6 +55,10 @@ static double rel_err(const float *ref, const float *x, size_t n) {
 
 static int n_onednn_passes; /* over every case: passes oneDNN actually ran */
 
+static const char *path_name(int path) {
+    return path == CONV_CPU_WINOGRAD ? "Winograd" : path == CONV_CPU_ONEDNN ? "oneDNN" : "loops";
+}
+
 typedef struct {
     int H, C_in, K, C_out, stride;
     Padding pad;
@@ -77,20 +85,23 @@ static void run_case(const Case *k, int max_batch, int B, int n_threads, int wan
     const float *b = k->bias ? bias : NULL;
     float *loop_scratch = malloc(sizeof(float) * conv2d_scratch_n_floats(&c, n_threads));
     conv2d_forward(out_ref, loop_scratch, inp, w, b, &c, B, n_threads);
-    conv2d_backward(want_dinp ? di_ref : NULL, dw_ref, k->bias ? db_ref : NULL, loop_scratch, out_ref, g, inp, w, &c, B,
-                    n_threads);
     const size_t sized = conv2d_run_scratch_n_bytes(&c, k->bias, max_batch, n_threads);
     const size_t given = starve_scratch ? sizeof(float) * conv2d_scratch_n_floats(&c, n_threads) : sized;
     CHECK(sized >= sizeof(float) * conv2d_scratch_n_floats(&c, n_threads), "the run's scratch holds the loops'");
     void *scratch = malloc(given);
     conv2d_run_forward(out_run, scratch, given, inp, w, b, &c, B, n_threads);
+    /* The oracle's backward masks the ReLU with the run's output: an output within rounding of 0 may fall on
+     * either side in the two forwards, and one such cell moves a weight gradient summed over B x 16 cells by
+     * 1e-2 of its size (measured at 4x4, batch 64).  The forwards are compared on their own below. */
+    conv2d_backward(want_dinp ? di_ref : NULL, dw_ref, k->bias ? db_ref : NULL, loop_scratch, out_run, g, inp, w, &c,
+                    B, n_threads);
     conv2d_run_backward(want_dinp ? di_run : NULL, dw_run, k->bias ? db_run : NULL, scratch, given, out_run, g_run, inp,
                         w, &c, B, n_threads);
     int paths[CONV_PASS_COUNT];
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
         paths[p] = conv2d_run_path(&c, k->bias, B, n_threads, p);
         /* A pass runs oneDNN only when its primitive fits the scratch given. */
-        if (paths[p] == CONV_CPU_ONEDNN && !starve_scratch && B <= max_batch &&
+        if (paths[p] != CONV_CPU_LOOPS && !starve_scratch && B <= max_batch &&
             (p != CONV_PASS_BACKWARD_DATA || want_dinp))
             n_onednn_passes++;
     }
@@ -120,11 +131,40 @@ static void run_case(const Case *k, int max_batch, int B, int n_threads, int wan
         dout_ok &= g_run[i] == want;
     }
     CHECK(dout_ok, "%s: dout changed other than by the ReLU's mask", what);
-    printf("  %-78s fwd %.1e (%s) dinp %.1e (%s) dw %.1e db %.1e (%s)\n", what, e_out,
-           paths[0] == CONV_CPU_ONEDNN ? "oneDNN" : "loops", e_di, paths[1] == CONV_CPU_ONEDNN ? "oneDNN" : "loops",
-           e_dw, e_db, paths[2] == CONV_CPU_ONEDNN ? "oneDNN" : "loops");
+    printf("  %-78s fwd %.1e (%s) dinp %.1e (%s) dw %.1e db %.1e (%s)\n", what, e_out, path_name(paths[0]), e_di,
+           path_name(paths[1]), e_dw, e_db, path_name(paths[2]));
     free(inp); free(w); free(bias); free(g); free(g_run); free(out_ref); free(out_run); free(di_ref); free(di_run);
     free(dw_ref); free(dw_run); free(db_ref); free(db_run); free(loop_scratch); free(scratch);
+}
+
+/* Two runs of every pass on the same inputs: the same bits. */
+static void repeat_bitwise(const Case *k, int B, int n_threads) {
+    Conv2d c;
+    CHECK(conv2d_init(&c, k->H, k->H, k->C_in, k->K, k->K, k->C_out, k->stride, k->stride, k->pad, k->act) == 0);
+    const size_t in_n = (size_t)B * k->H * k->H * k->C_in, out_n = (size_t)B * c.OH * c.OW * k->C_out;
+    const size_t w_n = (size_t)k->K * k->K * k->C_in * k->C_out, sc_n = conv2d_run_scratch_n_bytes(&c, 1, B, n_threads);
+    float *inp = rnd(in_n), *w = rnd(w_n), *bias = rnd(k->C_out), *g = rnd(out_n);
+    float *out[2], *di[2], *dw[2], *db[2], *dout[2];
+    void *scratch = malloc(sc_n);
+    for (int r = 0; r < 2; r++) {
+        out[r] = malloc(sizeof(float) * out_n);
+        di[r] = malloc(sizeof(float) * in_n);
+        dw[r] = malloc(sizeof(float) * w_n);
+        db[r] = malloc(sizeof(float) * k->C_out);
+        dout[r] = malloc(sizeof(float) * out_n);
+        memcpy(dout[r], g, sizeof(float) * out_n);
+        conv2d_run_forward(out[r], scratch, sc_n, inp, w, bias, &c, B, n_threads);
+        conv2d_run_backward(di[r], dw[r], db[r], scratch, sc_n, out[r], dout[r], inp, w, &c, B, n_threads);
+    }
+    CHECK(!memcmp(out[0], out[1], sizeof(float) * out_n) && !memcmp(di[0], di[1], sizeof(float) * in_n) &&
+              !memcmp(dw[0], dw[1], sizeof(float) * w_n) && !memcmp(db[0], db[1], sizeof(float) * k->C_out),
+          "%dx%d C %d->%d, B %d: two runs differ", k->H, k->H, k->C_in, k->C_out, B);
+    printf("  %dx%d C %d->%d, B %d, %d thread(s): two runs bit for bit equal (%s)\n", k->H, k->H, k->C_in, k->C_out,
+           B, n_threads, path_name(conv2d_run_path(&c, 1, B, n_threads, CONV_PASS_FORWARD)));
+    for (int r = 0; r < 2; r++) {
+        free(out[r]); free(di[r]); free(dw[r]); free(db[r]); free(dout[r]);
+    }
+    free(inp); free(w); free(bias); free(g); free(scratch);
 }
 
 int main(void) {
@@ -154,6 +194,36 @@ int main(void) {
     run_case(&cases[1], 6, 6, 2, 1, 1);
     run_case(&cases[11], 9, 9, 2, 1, 0);
     run_case(&cases[11], 9, 3, 1, 1, 0);
+    /* Winograd: shapes conv_cpu_winograd takes, at batches of 64 tiles and more (and one below: direct). */
+    const Case wino[] = {
+        {4, 256, 3, 512, 1, PAD_SAME, 1, ACT_RELU}, /* vgg11 block4 at batch 64 */
+        {8, 32, 3, 64, 1, PAD_SAME, 1, ACT_RELU},   /* batch 16: 4 tiles each */
+        {16, 32, 3, 32, 1, PAD_SAME, 0, ACT_NONE},  /* resnet20 conv3 (no bias): batch 4, 16 tiles each */
+        {7, 64, 3, 64, 1, PAD_SAME, 1, ACT_NONE},   /* 7x7: a tile row and column half used */
+    };
+    const int wino_batch[] = {64, 16, 4, 16};
+    int n_wino = 0;
+    for (int t = 1; t <= 2; t++)
+        for (int i = 0; i < (int)(sizeof wino / sizeof wino[0]); i++) {
+            run_case(&wino[i], wino_batch[i], wino_batch[i], t, 1, 0);
+            Conv2d w;
+            conv2d_init(&w, wino[i].H, wino[i].H, wino[i].C_in, 3, 3, wino[i].C_out, 1, 1, PAD_SAME, wino[i].act);
+            n_wino += conv2d_run_path(&w, wino[i].bias, wino_batch[i], t, CONV_PASS_FORWARD) == CONV_CPU_WINOGRAD;
+        }
+    run_case(&wino[1], 16, 8, 2, 1, 0);  /* 32 tiles: direct, in scratch sized for Winograd at 16 */
+    run_case(&wino[0], 64, 64, 2, 0, 0); /* no input gradient */
+    if (n_wino > 0) {
+        repeat_bitwise(&wino[0], 64, 2);
+        /* TOWER_CONV_DIRECT=1: the direct kernels (a batch not cached yet: the switch is read at creation). */
+        setenv("TOWER_CONV_DIRECT", "1", 1);
+        Conv2d w;
+        conv2d_init(&w, 4, 4, 256, 3, 3, 512, 1, 1, PAD_SAME, ACT_RELU);
+        CHECK(conv2d_run_path(&w, 1, 65, 2, CONV_PASS_FORWARD) == CONV_CPU_ONEDNN, "TOWER_CONV_DIRECT=1: direct");
+        unsetenv("TOWER_CONV_DIRECT");
+        CHECK(conv2d_run_path(&w, 1, 66, 2, CONV_PASS_FORWARD) == CONV_CPU_WINOGRAD, "switch off: Winograd again");
+    } else {
+        printf("  (this machine's oneDNN has no Winograd kernel (it needs AVX-512): those shapes ran direct)\n");
+    }
     /* The table itself: vgg11's 4x4 layer takes oneDNN in every pass when
      * the machine's oneDNN has a direct kernel for it. */
     Conv2d c;
