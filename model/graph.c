@@ -173,3 +173,20 @@ int graph_var_chunks(const Graph *g, const ModelSpec *s, size_t min_n_floats, in
     chunk_start[k + 1] = s->n_params;
     return k + 1;
 }
+
+void graph_describe(const Graph *g, void (*describe)(const void *ctx, int i, char *out, size_t out_n_bytes),
+                    const void *ctx, char *out, size_t out_n_bytes) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < g->n_nodes && used < out_n_bytes; i++) {
+        char d[512] = "";
+        describe(ctx, i, d, sizeof d);
+        if (!d[0]) continue;
+        int k = snprintf(out + used, out_n_bytes - used, "%s%s: %s", used ? " | " : "", g->nodes[i].name, d);
+        if (k < 0) break;
+        used += (size_t)k;
+    }
+    /* Cut short: say so at the end rather than stop mid-word. */
+    static const char cut[] = " | ... (cut: the buffer is full)";
+    if (used >= out_n_bytes && out_n_bytes > sizeof cut) memcpy(out + out_n_bytes - sizeof cut, cut, sizeof cut);
+}

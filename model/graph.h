@@ -224,6 +224,12 @@ int graph_fuse(Graph *g);
 int graph_var_chunks(const Graph *g, const ModelSpec *s, size_t min_n_floats, int *node_chunk, int *chunk_first,
                      size_t *chunk_start, int max_chunks);
 
+/* One line of the nodes an executor says something of: "name: what | name: what ...", what being
+ * describe(ctx, i, ...)'s line for node i (nodes whose line is "" are left out); "" when none.  A line longer
+ * than out ends in " | ... (cut: the buffer is full)". */
+void graph_describe(const Graph *g, void (*describe)(const void *ctx, int i, char *out, size_t out_n_bytes),
+                    const void *ctx, char *out, size_t out_n_bytes);
+
 /* ---- the layer table ---------------------------------------------------------- */
 
 /* What the CPU executor hands a node's forward/backward. */
@@ -264,6 +270,9 @@ typedef struct {
     /* After a training forward: update the node's non-trainable variables
      * w (writable) from what it saved; NULL for kinds without any. */
     void (*update)(const Node *n, float *const *w, const void *saved);
+    /* One line on how the CPU runs the node at max_batch on n_threads (conv2d: each pass's path: oneDNN's
+     * Winograd or direct kernels, or the loops); NULL for kinds with nothing to choose. */
+    void (*describe)(const Node *n, int max_batch, int n_threads, char *out, size_t out_n_bytes);
     /* The CUDA twin (model_cuda.cu defines these; NULL in a build without it).
      * init: descriptors for max_batch; set_batch: describe batch B (host-only);
      * scratch: device bytes shared between nodes; describe: one line or "". */

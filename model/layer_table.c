@@ -15,8 +15,10 @@
  * in a CPU-only program, which never reads them.
  * What it does not do: allocate, keep state, or know about towers.
  */
+#include "model/conv_algo.h"
 #include "model/graph.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- shared helpers ---------------------------------------------------------- */
@@ -124,6 +126,20 @@ static void conv2d_node_backward(const Node *n, const NodeRun *r) {
                         conv2d_run_bytes_given(c, r), r->out, r->dout, r->in[0], r->w[0], c, r->B, r->n_threads);
     grad_accumulate(r->dw[0], dw, conv2d_dw_n_floats(c));
     if (!n->no_bias) grad_accumulate(r->dw[1], db, (size_t)c->C_out);
+}
+
+static const char *conv2d_path_name(int path) {
+    return path == CONV_CPU_WINOGRAD ? "oneDNN Winograd" : path == CONV_CPU_ONEDNN ? "oneDNN direct" : "loops";
+}
+
+static void conv2d_node_describe(const Node *n, int max_batch, int n_threads, char *out, size_t out_n_bytes) {
+    int path[CONV_PASS_COUNT];
+    for (int p = 0; p < CONV_PASS_COUNT; p++) path[p] = conv2d_run_path(&n->conv, !n->no_bias, max_batch, n_threads, p);
+    if (path[0] == path[1] && path[1] == path[2])
+        snprintf(out, out_n_bytes, "%s, every pass", conv2d_path_name(path[0]));
+    else
+        snprintf(out, out_n_bytes, "forward %s, backward data %s, backward weights %s", conv2d_path_name(path[0]),
+                 conv2d_path_name(path[1]), conv2d_path_name(path[2]));
 }
 
 /* ---- max pooling ------------------------------------------------------------------ */
@@ -474,6 +490,17 @@ static void gap_node_backward(const Node *n, const NodeRun *r) {
 #define gap_node_vars no_vars
 #define gap_node_saved_n_bytes no_bytes
 #define gap_node_scratch_n_bytes no_scratch
+#define maxpool_node_describe NULL
+#define lrn_node_describe NULL
+#define dense_node_describe NULL
+#define batchnorm_node_describe NULL
+#define depthwise_node_describe NULL
+#define pointwise_node_describe NULL
+#define zeropad_node_describe NULL
+#define relu6_node_describe NULL
+#define relu_node_describe NULL
+#define add_node_describe NULL
+#define gap_node_describe NULL
 #define conv2d_node_update NULL
 #define maxpool_node_update NULL
 #define lrn_node_update NULL
@@ -514,6 +541,7 @@ const LayerKindInfo model_layer_table[NODE_KIND_COUNT] = {
                   stem##_node_forward,                                                                            \
                   stem##_node_backward,                                                                           \
                   stem##_node_update,                                                                             \
+                  stem##_node_describe,                                                                           \
                   stem##_node_init_cuda,                                                                          \
                   stem##_node_set_batch_cuda,                                                                     \
                   stem##_node_free_cuda,                                                                          \

@@ -534,6 +534,16 @@ void model_layer_times_reset(ModelActs *a) {
     a->n_loss_forward = a->n_loss_backward = 0;
 }
 
+static void describe_node(const void *ctx, int i, char *out, size_t out_n_bytes) {
+    const ModelActs *a = ctx;
+    const Node *n = &a->graph.nodes[i];
+    if (model_layer_table[n->kind].describe) model_layer_table[n->kind].describe(n, a->max_batch, a->n_threads, out, out_n_bytes);
+}
+
+void model_acts_describe(const ModelActs *a, char *out, size_t out_n_bytes) {
+    graph_describe(&a->graph, describe_node, a, out, out_n_bytes);
+}
+
 int model_count_correct(const float *logits, const int32_t *labels, int n, int num_classes) {
     int correct = 0;
     for (int i = 0; i < n; i++) {

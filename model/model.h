@@ -243,4 +243,10 @@ typedef struct {
 int model_layer_times(ModelLayerTime *times, int max_n, const ModelActs *acts);
 void model_layer_times_reset(ModelActs *acts);
 
+/* One line: how the CPU runs the layers that have a choice, at the workspace's max_batch and threads (each
+ * conv layer's passes: oneDNN's Winograd or direct kernels, or the loops; model/conv_algo.h), e.g.
+ * "block2_conv1: oneDNN Winograd, every pass | ..."; "" for a network without such layers.  Creates the
+ * conv layers' primitives if needed. */
+void model_acts_describe(const ModelActs *acts, char *out, size_t out_n_bytes);
+
 #endif

@@ -661,21 +661,13 @@ extern "C" cudaStream_t model_acts_cuda_stream(const ModelActsCuda *a) { return 
 
 extern "C" int model_cuda_sync_check_enabled(void) { return flags_env_on("TOWER_CUDA_SYNC_CHECK"); }
 
+static void describe_node_cuda(const void *ctx, int i, char *out, size_t out_n_bytes) {
+    const ModelActsCuda *a = (const ModelActsCuda *)ctx;
+    model_layer_table[a->graph.nodes[i].kind].cuda_describe(&a->nodes[i], out, out_n_bytes);
+}
+
 extern "C" void model_acts_cuda_describe_algos(const ModelActsCuda *a, char *out, size_t out_n_bytes) {
-    size_t used = 0;
-    out[0] = '\0';
-    for (int i = 0; i < a->graph.n_nodes && used < out_n_bytes; i++) {
-        const Node *n = &a->graph.nodes[i];
-        char d[512];
-        model_layer_table[n->kind].cuda_describe(&a->nodes[i], d, sizeof d);
-        if (!d[0]) continue;
-        int k = snprintf(out + used, out_n_bytes - used, "%s%s: %s", used ? " | " : "", n->name, d);
-        if (k < 0) break;
-        used += (size_t)k;
-    }
-    /* Cut short: say so at the end rather than stop mid-word. */
-    static const char cut[] = " | ... (cut: the buffer is full)";
-    if (used >= out_n_bytes && out_n_bytes > sizeof cut) memcpy(out + out_n_bytes - sizeof cut, cut, sizeof cut);
+    graph_describe(&a->graph, describe_node_cuda, a, out, out_n_bytes);
 }
 
 /* TOWER_CUDA_SYNC_CHECK: wait for the stream after layer L's forward or

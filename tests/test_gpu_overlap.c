@@ -16,7 +16,7 @@
  *     the last must land last) and --loss_scaling global_batch with unequal
  *     --shard_sizes (scale_grads after compute: the full copy again).
  * It also checks that the switch takes: a tower created with the variable
- * set reports its chunks (device_view's algorithms line) and one created
+ * set reports its chunks (describe_algorithms' line) and one created
  * without does not, and that the chunks cover the model (model/graph.c's
  * graph_var_chunks, tested on every network by test_model_nets).
  * A lost or stale chunk (a gradient copied before backward finished with
@@ -85,10 +85,9 @@ static int check_switch(void) {
             printf("tower_create: %s: FAIL\n", err);
             return fails + 1;
         }
-        TowerDeviceView view;
-        memset(&view, 0, sizeof view);
-        const int got = tower_backend_cuda.device_view(t, &view, err, sizeof err) == 0 && view.algorithms &&
-                        strstr(view.algorithms, "overlapped copies") != NULL;
+        char algorithms[32768];
+        tower_backend_cuda.describe_algorithms(t, algorithms, sizeof algorithms);
+        const int got = strstr(algorithms, "overlapped copies") != NULL;
         printf("tower %s TOWER_GPU_OVERLAP=1: overlapped copies %s: %s\n", want ? "with" : "without",
                got ? "on" : "off", got == want ? "ok" : "FAIL");
         fails += got != want;

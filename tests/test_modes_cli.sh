@@ -10,7 +10,8 @@
 #     row (average, apply) or the all-reduce row, a marker per step, every
 #     phase once per step per tower, in order within a step;
 #   - `tower train --variable_update replicated --trace` on Fashion-MNIST's
-#     test set logs its mode and writes a trace;
+#     test set logs its mode and each CPU tower's conv paths
+#     (--log_device_placement) and writes a trace;
 #   - bad mode flags, GPU modes on CPU towers (--device cpu) and an
 #     unwritable trace fail with one line on stderr and a non-zero exit.
 set -euo pipefail
@@ -127,6 +128,18 @@ if [ -f "$src/t10k-images-idx3-ubyte.gz" ]; then
     --log_device_placement --trace "$work/train.json" >"$work/train.log" 2>&1 ||
     { cat "$work/train.log"; fail "tower train --variable_update replicated failed"; }
   grep -q "mode replicated_host" "$work/train.log" || fail "the placement log does not name the mode"
+  # Each CPU tower's conv layers, each pass's path (model/conv_algo.h): mnist's conv1 and conv2, nothing else.
+  python3 - "$work/train.log" <<'EOF' || fail "the placement log does not give each conv layer's paths"
+import re, sys
+path = "(oneDNN Winograd|oneDNN direct|loops)"
+one = re.compile(f"{path}, every pass|forward {path}, backward data {path}, backward weights {path}")
+for t in (0, 1):
+    line = [l for l in open(sys.argv[1]) if f"tower_{t}: conv algorithms: " in l]
+    assert len(line) == 1, f"tower_{t}: {len(line)} lines"
+    layers = [x.split(": ", 1) for x in line[0].split("conv algorithms: ", 1)[1].strip().split(" | ")]
+    assert [n for n, _ in layers] == ["conv1", "conv2"], layers
+    assert all(one.fullmatch(v) for _, v in layers), layers
+EOF
   grep -q "step 6, loss = " "$work/train.log" || fail "no log line for step 6"
   [ -f "$work/train/model.ckpt-6" ] || fail "no checkpoint after 6 replicated steps"
   python3 -c "

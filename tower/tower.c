@@ -485,6 +485,12 @@ int tower_group_write_moving_device(TowerGroup *g, int t, const float *params_ho
     return 0;
 }
 
+void tower_group_describe_algorithms(const TowerGroup *g, int t, char *out, size_t out_n_bytes) {
+    out[0] = '\0';
+    if (t >= 0 && t < g->n_towers && g->towers[t].backend->describe_algorithms)
+        g->towers[t].backend->describe_algorithms(g->towers[t].dev, out, out_n_bytes);
+}
+
 int tower_group_device_view(const TowerGroup *g, int t, TowerDeviceView *view, char *err, size_t err_n_bytes) {
     if (t < 0 || t >= g->n_towers) {
         snprintf(err, err_n_bytes, "tower %d does not exist (%d towers)", t, g->n_towers);

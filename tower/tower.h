@@ -63,7 +63,6 @@ typedef struct {
     int device;     /* the tower's GPU (CUDA device number) */
     float *params;  /* (n_params) device memory on `device`: the variables compute reads */
     float *grads;   /* (n_params) device memory on `device`: the gradient compute writes, complete when compute returns */
-    const char *algorithms; /* one line: the conv layers' cuDNN algorithms and whether each is deterministic; "" if none */
 } TowerDeviceView;
 
 /* A backend: what a tower's device is and how data moves to and from it.
@@ -113,6 +112,10 @@ typedef struct TowerBackend {
      * forward pass of the last compute ended, so that the phase times can
      * show forward and backward apart. */
     double (*forward_end_sec)(const void *dev);
+    /* Optional (NULL: nothing to say).  One line: how the tower runs its
+     * conv layers (cuDNN's algorithms and whether each is deterministic; on
+     * the CPU each pass's path), "" if the network has none. */
+    void (*describe_algorithms)(const void *dev, char *out, size_t out_n_bytes);
     /* Optional, the three together (NULL: the backend keeps nothing on a
      * device of its own; the GPU modes need one that does).
      * device_view: the tower's device buffers (TowerDeviceView). */
@@ -358,6 +361,9 @@ typedef struct {
  * (the later micro-batches' shard copies included) and BACKWARD is empty:
  * the phases are not split, and are the host's times on a GPU. */
 int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_n_bytes);
+
+/* Tower t's line of TowerBackend.describe_algorithms into out ("" for a tower t that does not exist). */
+void tower_group_describe_algorithms(const TowerGroup *g, int t, char *out, size_t out_n_bytes);
 
 /* Tower t's device buffers (TowerBackend.device_view).  Returns 0, or -1
  * with one line in err when the backend has none (CPU towers). */

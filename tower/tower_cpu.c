@@ -203,6 +203,10 @@ static int cpu_update_moving(void *dev, float *params_host, char *err, size_t er
     return 0;
 }
 
+static void cpu_describe_algorithms(const void *dev, char *out, size_t out_n_bytes) {
+    model_acts_describe(((const CpuTower *)dev)->acts, out, out_n_bytes);
+}
+
 /* own_weights (page-aligned), logits and the activations, as cpu_tower_create allocates them, and
  * keep_stats' array for the accum_steps - 1 earlier micro-batches (its capacity: 4, doubled as needed). */
 static size_t cpu_host_n_bytes(const ModelSpec *spec, int max_batch, int accum_steps) {
@@ -230,6 +234,7 @@ const TowerBackend tower_backend_cpu = {
     .bind_params = cpu_bind_params,
     .set_sync = cpu_set_sync,
     .forward_end_sec = cpu_forward_end_sec,
+    .describe_algorithms = cpu_describe_algorithms,
     .host_n_bytes = cpu_host_n_bytes,
     .update_moving = cpu_update_moving,
 };

@@ -462,8 +462,11 @@ static int cuda_device_view(void *dev, TowerDeviceView *view, char *err, size_t 
     view->device = t->device;
     view->params = t->params_dev;
     view->grads = t->grads_dev;
-    view->algorithms = t->algorithms;
     return 0;
+}
+
+static void cuda_describe_algorithms(const void *dev, char *out, size_t out_n_bytes) {
+    snprintf(out, out_n_bytes, "%s", ((const CudaTower *)dev)->algorithms);
 }
 
 /* ev[k] on the host clock: the anchor's host time + the device time since the anchor.
@@ -584,6 +587,7 @@ static int cuda_write_moving_device(void *dev, const float *params_host, float *
         .compute = cuda_compute,                                                                       \
         .scale_grads = cuda_scale_grads,                                                               \
         .copy_grads_out = cuda_copy_grads_out,                                                         \
+        .describe_algorithms = cuda_describe_algorithms,                                               \
         .device_view = cuda_device_view,                                                               \
         .copy_params_in_device = cuda_copy_params_in_device,                                           \
         .copy_grads_out_device = cuda_copy_grads_out_device,                                           \

@@ -490,11 +490,9 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
                tr->backend->name, d, tc->n_threads[t], tr->shard_sizes[t]);
         if (tr->accum_steps > 1) printf(" x %d micro-batches (--accum_steps)", tr->accum_steps);
         printf("\n");
-        TowerDeviceView v = {0};
-        char e[256];
-        if (tr->backend->device_view && tower_group_device_view(tr->towers, t, &v, e, sizeof e) == 0 && v.algorithms &&
-            v.algorithms[0])
-            printf("%s: tower_%d: conv algorithms: %s\n", ts, t, v.algorithms);
+        char algorithms[32768];
+        tower_group_describe_algorithms(tr->towers, t, algorithms, sizeof algorithms);
+        if (algorithms[0]) printf("%s: tower_%d: conv algorithms: %s\n", ts, t, algorithms);
     }
     m->describe(tr, ts);
     if (tr->accum_steps > 1 || tr->loss_global_batch)
