@@ -11,7 +11,8 @@
 #     phase once per step per tower, in order within a step;
 #   - `tower train --variable_update replicated --trace` on Fashion-MNIST's
 #     test set logs its mode and each CPU tower's conv paths
-#     (--log_device_placement) and writes a trace;
+#     (--log_device_placement) and writes a trace; a tower's OpenMP threads
+#     are the cores, or OMP_NUM_THREADS where it says fewer;
 #   - bad mode flags, GPU modes on CPU towers (--device cpu) and an
 #     unwritable trace fail with one line on stderr and a non-zero exit.
 set -euo pipefail
@@ -149,6 +150,16 @@ n = sum(1 for e in ev if e['ph'] == 'X' and e['name'] == 'all-reduce')
 assert n == 12, f'{n} all-reduce spans, expected 2 towers x 6 steps'
 " "$work/train.json" || fail "the training trace"
   echo "tower train --variable_update replicated --trace: ok"
+  # A CPU tower's threads: the cores (as OpenMP sees them: nproc), or OMP_NUM_THREADS when it says fewer.
+  for omp in "" 1; do
+    rm -rf "$work/train1"
+    env ${omp:+OMP_NUM_THREADS=$omp} "$tower" train --model mnist --data "$work/fm-*.tfrecord" --train_dir "$work/train1" \
+      --batch_size 4 --max_steps 1 --min_after_dequeue 100 --log_device_placement >"$work/train1.log" 2>&1 ||
+      { cat "$work/train1.log"; fail "tower train${omp:+ under OMP_NUM_THREADS=$omp} failed"; }
+    want=${omp:-$(nproc)}
+    grep -q "tower_0: cpu backend, .*, $want OpenMP thread(s)" "$work/train1.log" ||
+      fail "${omp:+OMP_NUM_THREADS=$omp: }the log does not give tower_0 $want OpenMP thread(s): $(grep 'tower_0: cpu' "$work/train1.log")"
+  done
 else
   echo "skipped the training run: $src is missing (Debian package dataset-fashion-mnist)"
 fi

@@ -73,7 +73,12 @@ static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, 
     t->grads_host = grads_host;
     t->own_weights = host_alloc_page_aligned(spec->n_params * sizeof(float), NULL);
     t->weights = t->own_weights;
+    /* The workspace plans for the tower's threads (its scratch, the conv layers' oneDNN primitives), which
+     * model_acts_create reads from omp_get_max_threads(); compute runs on them (cpu_compute). */
+    const int threads_before = omp_get_max_threads();
+    omp_set_num_threads(n_threads);
     t->acts = model_acts_create(spec, max_batch);
+    omp_set_num_threads(threads_before);
     t->logits = malloc((size_t)max_batch * spec->num_classes * sizeof(float));
     if (t->acts) t->stats_n_bytes = model_moving_stats_n_bytes(t->acts);
     if (!t->weights || !t->acts || !t->logits) {

@@ -349,8 +349,10 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
      * towers as cores, a second OpenMP thread of the server would, after those loops,
      * keep spinning (libgomp waits actively for its next region) on a core that a tower
      * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md). */
-    /* The ranks of a job on one host share its cores. */
+    /* The ranks of a job on one host share its cores; OMP_NUM_THREADS (or a narrower affinity mask, which
+     * omp_get_max_threads reflects) caps them. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN) / ranks_local_size();
+    if (cores > omp_get_max_threads()) cores = omp_get_max_threads();
     tr->server_threads = tr->n_towers >= cores ? 1 : omp_get_max_threads();
     if (tr->n_towers > TOWER_MAX_TOWERS) {
         snprintf(err, err_n_bytes, "--num_towers %d: at most %d", tr->n_towers, TOWER_MAX_TOWERS);
