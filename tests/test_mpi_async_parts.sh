@@ -26,14 +26,18 @@
 #   - the same checkpoint without the parts' counts (`FAULT forge ... no_parts`: a file of an older build):
 #     the older rule, 100 skipped each: worker 1 ends after 35 steps, done at 85, 340 examples;
 #   - the same checkpoint resumed with --input_split records (another split): a note on stderr, 100 skipped
-#     each (records parts of 80 a epoch): each ends after 15 steps, done at 80.
+#     each (records parts of 80 a epoch): each ends after 15 steps, done at 80;
+#   - SIGINT to rank 0 after its part ended (files of 40 and 2000 records: a co-located passive rank 0, its
+#     server thread serving on): every rank ends within 10 s at the same step, past 20, whose checkpoint is the
+#     latest and loads.
 # Skips (77) without mpirun or without MPI in the build.
 set -euo pipefail
 tower=$1 fault=$2
 mpi_timeout=300
 source "$(dirname "$0")/mpi_common.sh"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+launcher=
+trap '[ -n "$launcher" ] && kill -9 "$launcher" 2>/dev/null; rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 data() { # data NAME N SHARDS: N synthetic records in SHARDS files $work/NAME-*.tfrecord
@@ -176,3 +180,15 @@ e0=$(ended "$log" 0 0) e1=$(ended "$log" 1 1)
 [ "$e0" = 15 ] && [ "$e1" = 15 ] ||
   { cat "$log"; fail "other split: the parts ended after '$e0' and '$e1' steps, want 15 and 15 (100 of 160 skipped)"; }
 echo "another split: a note, 100 skipped each, the parts ended after 15 and 15 steps ($((SECONDS - t)) s)"
+
+# 8. A stop by signal to the co-located rank 0 once passive (mpirun itself the launcher: mpi_stop_job finds the
+# ranks among its children and bounds the waits itself).
+t=$SECONDS
+mpi=(mpirun --oversubscribe --bind-to none)
+mpi_stop_job stop-passive INT 0 SIGINT 1 "$fault" "its input ended after" 2 "${common[@]}" --input_split files \
+  --data "$work/uneven-*.tfrecord" --num_epochs 1 --save_every 0 --log_every 1
+[ "$mpi_stop_step" -gt 20 ] || fail "stop-passive: stopped at step $mpi_stop_step, not after rank 0's 10 steps"
+[ "$(ended "$work/stop-passive.log" 0 0)" = 10 ] ||
+  { cat "$work/stop-passive.log"; fail "stop-passive: rank 0's part did not end after 10"; }
+echo "SIGINT to the passive rank 0: every rank stopped at step $mpi_stop_step within $mpi_stop_sec s," \
+  "model.ckpt-$mpi_stop_step loads ($((SECONDS - t)) s)"
