@@ -692,9 +692,9 @@ static const char *split_name(int split) {
 
 /* After the mode's open (a resumed state is then rank 0's on every rank): where each worker's part of the data
  * starts (--input_split files|records).  A checkpoint that records the parts' own counts, of as many workers and
- * the same split: each part's own; otherwise (no split then, another worker count or split, a file older than the
- * counts) examples_consumed / W each, exact where the parts were consumed equally (every synchronous mode: each
- * step takes W x a worker's batch) and re-cut otherwise, with a note. */
+ * the same split: each part's own; otherwise (a checkpoint of a run without a split or older than the counts,
+ * another worker count or split: a note) examples_consumed / W each, exact where the parts were consumed equally
+ * (every synchronous mode: each step takes W x a worker's batch), approximate otherwise. */
 static void settle_parts(Trainer *tr) {
     tr->examples_at_open = tr->examples_consumed;
     if (tr->input_split == PIPELINE_SPLIT_NONE) return;
