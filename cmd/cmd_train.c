@@ -376,7 +376,7 @@ static void save_on_input_error(Trainer *tr, const TrainerOptions *o, long last_
 
 /* TensorFlow's log line for the steps since *interval_start (then restarted).  examples/sec: the examples
  * those steps consumed (the global batch a step; fewer in a round of ps_mpi_async after a worker's part
- * ended, as its server-only rank 0 counts them). */
+ * ended, as its rank 0 counts them). */
 static void log_step(const Trainer *tr, long step, float loss, double *interval_start, long *interval_steps,
                      long *interval_examples) {
     char ts[64];

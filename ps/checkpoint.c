@@ -336,6 +336,7 @@ static int save_file(const char *dir, const char *name, const ParamServer *ps, c
     int32_t shapes[MODEL_MAX_VARS][4];
     Tower__Checkpoint msg;
     Tower__RunState rs;
+    int64_t part_counts[CKPT_MAX_PARTS];
     tower__checkpoint__init(&msg);
     tower__run_state__init(&rs);
     msg.model = (char *)spec->name;
@@ -402,6 +403,12 @@ static int save_file(const char *dir, const char *name, const ParamServer *ps, c
         rs.n_towers = run->n_towers;
         rs.batch_size = run->batch_size;
         rs.accum_steps = run->accum_steps;
+        if (run->n_parts > 0) {
+            rs.n_part_examples_consumed = (size_t)run->n_parts;
+            rs.part_examples_consumed = part_counts;
+            for (int w = 0; w < run->n_parts; w++) part_counts[w] = run->part_examples_consumed[w];
+            rs.input_split = (char *)run->input_split;
+        }
     }
     msg.run = &rs;
 
@@ -610,6 +617,12 @@ static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t er
     if (!msg->run) {
         tower__checkpoint__free_unpacked(msg, NULL);
         fail(err, err_n_bytes, "%s: the run state is missing", path);
+        return NULL;
+    }
+    if (msg->run->n_part_examples_consumed > CKPT_MAX_PARTS) {
+        fail(err, err_n_bytes, "%s: the run state counts %zu workers' parts, at most %d", path,
+             msg->run->n_part_examples_consumed, CKPT_MAX_PARTS);
+        tower__checkpoint__free_unpacked(msg, NULL);
         return NULL;
     }
     if (msg->global_step < 0) {
@@ -906,6 +919,12 @@ static void run_from_msg(CkptRunState *run, const Tower__RunState *rs) {
     run->n_towers = rs->n_towers;
     run->batch_size = rs->batch_size;
     run->accum_steps = rs->accum_steps > 0 ? rs->accum_steps : 1; /* absent (older files): one micro-batch */
+    /* absent (no split, older files): none; msg_open refused more than CKPT_MAX_PARTS */
+    run->n_parts = (int)rs->n_part_examples_consumed;
+    for (int w = 0; w < run->n_parts; w++) run->part_examples_consumed[w] = (long)rs->part_examples_consumed[w];
+    snprintf(run->input_split, sizeof run->input_split, "%s",
+             run->n_parts > 0 && (!strcmp(rs->input_split, "files") || !strcmp(rs->input_split, "records"))
+                 ? rs->input_split : "");
 }
 
 /* The file's network options; a file older than them gets the defaults (width 1.0, Keras's head). */

@@ -38,11 +38,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/limits.h"
 #include "ps/ps.h"
 
 #define CKPT_FORMAT_VERSION 1u
 #define CKPT_HEADER_N_BYTES 24
 #define CKPT_INDEX_NAME "checkpoint"
+
+#define CKPT_MAX_PARTS TOWER_MAX_TOWERS
 
 /* What resuming needs besides the variables. */
 typedef struct {
@@ -51,6 +54,11 @@ typedef struct {
     int n_towers;
     int batch_size;          /* per tower (per micro-batch) */
     int accum_steps;         /* micro-batches per tower per step; 1 for files older than the field */
+    /* Across ranks with --input_split files or records: each worker part's own examples consumed (a job's
+     * workers are at most its towers); n_parts 0 without a split and in files older than the field. */
+    int n_parts;
+    long part_examples_consumed[CKPT_MAX_PARTS]; /* (n_parts) in worker order */
+    char input_split[8];     /* "files" or "records" with the parts; "" without */
 } CkptRunState;
 
 /* Write dir/model.ckpt-<global_step> from ps and run (run may be NULL: zeros),

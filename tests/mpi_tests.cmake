@@ -79,3 +79,10 @@ set_tests_properties(test_mpi_async_dedicated PROPERTIES SKIP_RETURN_CODE 77 LAB
 add_test(NAME test_mpi_async_split
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async_split.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
 set_tests_properties(test_mpi_async_split PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 600)
+# --sync_replicas false with --input_split files and records on co-located ranks: each worker runs to its own
+# part's end (2 and 3 ranks, --max_steps), the checkpoints' counts (global_step, examples, each part's own);
+# --resume skips each part's own count exactly (co-located and into --ps_dedicated), an older checkpoint
+# without the parts' counts and another split the examples / W each.
+add_test(NAME test_mpi_async_parts
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async_parts.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
+set_tests_properties(test_mpi_async_parts PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train;fault" TIMEOUT 600)

@@ -27,6 +27,13 @@
  *         no_momentum   the momentum accumulators and the optimizer's name
  *                       are left out (an sgd checkpoint of an older build)
  *         version       a valid payload under format version 99
+ *         no_parts      the run state without the worker parts' own examples
+ *                       and their split (a file of a build before them)
+ *
+ *   test_fault_helper run CKPT
+ *       Prints the run state of the checkpoint CKPT (dir/model.ckpt-N, read
+ *       with ckpt_read) on one line: `step N examples E parts P0,P1,...
+ *       split S` (parts and split `-` when it records none).
  *
  *   test_fault_helper idx IMAGES LABELS N
  *   test_fault_helper cifar OUT N
@@ -230,6 +237,7 @@ static int forge(const char *in, const char *out, const char *kind) {
     /* What the edits change, put back before free_unpacked frees the message. */
     const Tower__Checkpoint saved = *m;
     char *saved_name = m->variables[0]->name;
+    const Tower__RunState saved_run = *m->run;
     if (!strcmp(kind, "rename_var")) {
         m->variables[0]->name = "forged/weights";
     } else if (!strcmp(kind, "drop_var") || !strcmp(kind, "extra_var")) {
@@ -253,6 +261,9 @@ static int forge(const char *in, const char *out, const char *kind) {
         m->optimizer = (char *)""; /* as a file from before the optimizer table, saved with sgd */
     } else if (!strcmp(kind, "version")) {
         version = 99;
+    } else if (!strcmp(kind, "no_parts")) {
+        m->run->n_part_examples_consumed = 0;
+        m->run->input_split = (char *)"";
     } else {
         fprintf(stderr, "forge: unknown kind '%s'\n", kind);
         tower__checkpoint__free_unpacked(m, NULL);
@@ -279,6 +290,7 @@ static int forge(const char *in, const char *out, const char *kind) {
     m->moving_averages = saved.moving_averages;
     m->n_moving_averages = saved.n_moving_averages;
     m->variables[0]->name = saved_name;
+    *m->run = saved_run;
     tower__checkpoint__free_unpacked(m, NULL);
     free(payload);
     free(b);
@@ -347,11 +359,28 @@ static int write_cifar(const char *out, long n) {
     return ok ? 0 : 1;
 }
 
+/* ---- the run state ---- */
+
+static int print_run(const char *path) {
+    CkptContents c;
+    char err[1024];
+    if (ckpt_read(path, &c, err, sizeof err) != 0) {
+        fprintf(stderr, "run: %s\n", err);
+        return 1;
+    }
+    printf("step %ld examples %ld parts ", c.global_step, c.run.examples_consumed);
+    for (int w = 0; w < c.run.n_parts; w++) printf("%s%ld", w ? "," : "", c.run.part_examples_consumed[w]);
+    printf("%s split %s\n", c.run.n_parts ? "" : "-", c.run.input_split[0] ? c.run.input_split : "-");
+    ckpt_contents_free(&c);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "idx")) return write_idx(argv[2], argv[3], atol(argv[4]));
     if (argc == 4 && !strcmp(argv[1], "cifar")) return write_cifar(argv[2], atol(argv[3]));
     if (argc == 3 && !strcmp(argv[1], "check")) return check_dir(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "run")) return print_run(argv[2]);
     if (argc == 5 && !strcmp(argv[1], "forge")) return forge(argv[2], argv[3], argv[4]);
-    fprintf(stderr, "usage: test_fault_helper check DIR | forge IN OUT KIND | idx IMAGES LABELS N | cifar OUT N\n");
+    fprintf(stderr, "usage: test_fault_helper check DIR | run CKPT | forge IN OUT KIND | idx IMAGES LABELS N | cifar OUT N\n");
     return 2;
 }

@@ -147,7 +147,8 @@ static void test_round_trip(void) {
     ParamServer *a = tiny_ps("tiny", 4, 16, 10, OPT_MOMENTUM, 0.9999f, 1);
     train(a, 3);
     a->params[5] = -0.0f; /* bits that a value-compare would miss */
-    CkptRunState run = {0xDEADBEEFCAFEF00Dull, 1234567890123L, 2, 128, 4};
+    CkptRunState run = {.seed = 0xDEADBEEFCAFEF00Dull, .examples_consumed = 1234567890123L, .n_towers = 2,
+                        .batch_size = 128, .accum_steps = 4};
     CHECK(ckpt_save(dir, a, &run, 5, err, sizeof err) == 0, "save: %s", err);
     CHECK(ckpt_latest(dir, path, sizeof path) == 1, "latest not found");
     char want[700];
@@ -476,7 +477,7 @@ static void test_read_real_model(void) {
     for (size_t i = 0; i < spec.n_params; i++) ps->tower_grads[0][i] = (float)(i % 17) * 1e-3f - 8e-3f;
     ps_average_grads(ps);
     ps_apply_gradients(ps);
-    CkptRunState run = {7, 128, 1, 128, 1};
+    CkptRunState run = {.seed = 7, .examples_consumed = 128, .n_towers = 1, .batch_size = 128, .accum_steps = 1};
     CHECK(ckpt_save(dir, ps, &run, 5, err, sizeof err) == 0, "save mnist: %s", err);
     CHECK(ckpt_latest(dir, path, sizeof path) == 1, "latest");
     CkptContents c;
@@ -600,6 +601,56 @@ static void test_each_optimizer(void) {
     ps_free(rms);
 }
 
+/* The worker parts' own examples (RunState.part_examples_consumed and input_split): saved and read back; absent
+ * (a run without a split, a file older than the field) they read as none; more parts than CKPT_MAX_PARTS is a
+ * load error of one line. */
+static void test_run_parts(void) {
+    char dir[600], path[700], err[512];
+    make_dir(dir, sizeof dir, "parts");
+    ParamServer *a = tiny_ps("tiny", 4, 8, 6, OPT_MOMENTUM, 0.9999f, 1);
+    train(a, 2);
+    CkptRunState run = {.seed = 3, .examples_consumed = 212, .n_towers = 3, .batch_size = 4, .accum_steps = 1,
+                        .n_parts = 3, .part_examples_consumed = {68, 80, 64}, .input_split = "records"};
+    CHECK(ckpt_save(dir, a, &run, 5, err, sizeof err) == 0, "save: %s", err);
+    snprintf(path, sizeof path, "%s/model.ckpt-2", dir);
+    CkptRunState got;
+    memset(&got, 0x55, sizeof got);
+    CHECK(ckpt_load(path, a, &got, err, sizeof err) == 0, "load: %s", err);
+    CHECK(got.examples_consumed == 212 && got.n_parts == 3 && got.part_examples_consumed[0] == 68 &&
+          got.part_examples_consumed[1] == 80 && got.part_examples_consumed[2] == 64 && !strcmp(got.input_split, "records"),
+          "parts: %d, %ld %ld %ld, split '%.8s'", got.n_parts, got.part_examples_consumed[0], got.part_examples_consumed[1],
+          got.part_examples_consumed[2], got.input_split);
+    run.n_parts = 0; /* a run without a split writes none */
+    train(a, 1);
+    CHECK(ckpt_save(dir, a, &run, 5, err, sizeof err) == 0, "save: %s", err);
+    snprintf(path, sizeof path, "%s/model.ckpt-3", dir);
+    memset(&got, 0x55, sizeof got);
+    CHECK(ckpt_load(path, a, &got, err, sizeof err) == 0 && got.n_parts == 0 && got.input_split[0] == '\0' &&
+          got.examples_consumed == 212, "no parts: %d parts, split '%.8s' (%s)", got.n_parts, got.input_split, err);
+    /* one part count too many */
+    size_t n;
+    unsigned char *b = read_all(path, &n);
+    Tower__Checkpoint *m = b ? tower__checkpoint__unpack(NULL, n - 24, b + 24) : NULL;
+    CHECK(m != NULL, "%s does not decode", path);
+    if (m) {
+        int64_t many[CKPT_MAX_PARTS + 1] = {0};
+        m->run->n_part_examples_consumed = CKPT_MAX_PARTS + 1;
+        m->run->part_examples_consumed = many;
+        size_t len = tower__checkpoint__get_packed_size(m);
+        uint8_t *buf = malloc(len);
+        tower__checkpoint__pack(m, buf);
+        m->run->n_part_examples_consumed = 0;
+        m->run->part_examples_consumed = NULL;
+        tower__checkpoint__free_unpacked(m, NULL);
+        write_with_header(path, buf, len);
+        free(buf);
+        CHECK(ckpt_load(path, a, &got, err, sizeof err) == -1 && strstr(err, "counts 65 workers' parts, at most 64") &&
+              strstr(err, path), "too many parts: %s", err);
+    }
+    free(b);
+    ps_free(a);
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(g_root, sizeof g_root, "%s/test_ps_checkpoint.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -611,6 +662,7 @@ int main(void) {
     test_mismatch();
     test_read_real_model();
     test_each_optimizer();
+    test_run_parts();
     if (!check_failures) remove_tree(g_root);
     else fprintf(stderr, "files left in %s\n", g_root);
     if (check_failures) fprintf(stderr, "test_ps_checkpoint: %d check(s) failed\n", check_failures);

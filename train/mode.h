@@ -59,13 +59,20 @@ typedef struct TrainModeI {
     int (*step)(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes);
     /* Optional.  A worker rank's input ended (no next batch) in a mode whose
      * ranks step apart (trainer_ranks_step_apart): tell the ranks that need
-     * to know (--ps_dedicated) after how many steps.  1: the rank stays in
-     * the job without input (tr->input_done: each step then gets the empty
-     * batch, and the mode's step says when the job ends); 0: it ends now. */
+     * to know (the servers, with a split or --ps_dedicated) after how many
+     * steps.  1: the rank stays in the job without input (tr->input_done:
+     * each step then gets the empty batch, and the mode's step says when the
+     * job ends); 0: it ends now. */
     int (*input_ended)(Trainer *tr);
     /* Optional.  Before a save: bring the variables, slots and moving
      * averages every tower shares into the host block tr->ps->params. */
     void (*save)(const Trainer *tr);
+    /* Optional.  At a save, after save, on every rank: the job's counts
+     * where this rank's own are not exact (ranks that step apart: the ones
+     * save took from owner 0): tr->examples_consumed, and into run (rank 0
+     * writes it) the examples and each worker part's.  NULL: the trainer's
+     * own, every part the same steps (trainer_save). */
+    void (*run_state)(Trainer *tr, CkptRunState *run);
     /* Optional.  Across ranks, the checkpoint written by the ranks that hold
      * its parts (every rank calls it, at the same step, instead of save +
      * rank 0's ckpt_save; run: what ckpt_save records).  0 on every rank,
@@ -140,8 +147,9 @@ void train_nccl_save(const Trainer *tr);
 TowerSpan train_nccl_reduce_span(const Trainer *tr);
 
 /* The modes across ranks, at open: rank 0's global_step, examples consumed,
- * last learning rate and optimizer scalars (Adam's beta powers) to every rank
- * (MPI_Bcast; a rank that read no checkpoint has the initial ones).  The
+ * the checkpoint's parts (tr->resume_run: each worker part's examples, the
+ * split), last learning rate and optimizer scalars (Adam's beta powers) to
+ * every rank (MPI_Bcast; a rank that read no checkpoint has the initial ones).  The
  * variables themselves each mode broadcasts as it holds them.  Every rank
  * calls it once. */
 void train_ranks_bcast_state(Trainer *tr);

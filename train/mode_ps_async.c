@@ -36,10 +36,11 @@
  *
  * global_step, TensorFlow's convention: the count of applied worker
  * updates.  Each owner applies every worker's every push, so each owner's
- * count is the job's; a worker advances its own global_step by W per step,
- * which is the owners' count whenever every worker has finished the same
- * number of steps (below: a passive rank counts exactly, and every rank
- * takes the owners' count at each save).  The schedule, the same on every
+ * count is the job's.  A worker's global_step after its step k is the
+ * count at open + the worker steps of rounds 1 .. k as owner 0 knows them
+ * when it answers the pull (round_steps: W a round while every worker
+ * runs), a passive rank's the same, exact (below), and every rank takes the
+ * owners' count at each save.  The schedule, the same on every
  * rank without a message (tr->schedule_step, trainer_schedule_step): W a
  * round from the count at open, round k being every worker's k-th step;
  * --max_steps N ends the job after round ceil(N / W), --save_every E saves
@@ -74,14 +75,16 @@
  * thread still runs the trainer's loop as a passive rank, so that it meets
  * the workers at the save points and the end.
  *
- * The end of the input with --ps_dedicated (any --input_split; TensorFlow's
+ * The end of the input, with --ps_dedicated (any --input_split) or with
+ * --input_split files or records on co-located ranks (TensorFlow's
  * asynchronous between-graph replication: each worker trains until its own
- * part ends, the job until the last one's).  With --input_split files or
- * records each worker reads its own part, and the parts end at different
- * steps.  The rule, in rounds (round k: every worker's k-th step):
+ * part ends, the job until the last one's).  With a split each worker reads
+ * its own part, and the parts end at different steps.  The rule, in rounds
+ * (round k: every worker's k-th step):
  *   - a worker whose input ended after e steps tells every owner
  *     (MSG_ENDED, e: the bound stops waiting for it) and stays in the job as
- *     a passive rank, as a server-only rank is one from the start;
+ *     a passive rank, as a server-only rank is one from the start (a
+ *     co-located one's server thread serves its shard on);
  *   - a passive rank's step k (passive_step) waits until round k is known:
  *     every worker whose input has not ended has pushed step k.  Owner 0
  *     (rank 0) knows it under its lock and sleeps on a condition variable
@@ -99,13 +102,17 @@
  *     worker is passive then too);
  *   - a passive rank's global_step is the job's count through its round,
  *     exact: base + those worker steps (a round adds the workers still
- *     running); a running worker's is its own view, W a step, until the next
- *     save, where every rank takes owner 0's count (a barrier: every push of
- *     the round applied, none of a later one), which is the checkpoint's.
- *     Rank 0, a server, logs and saves the exact count; after a part ended
- *     the saves of --save_every are still the schedule's rounds (the count
- *     in their names less than a multiple of E), and --max_steps N still ends
- *     after round ceil(N / W), fewer than N updates then.
+ *     running); a running worker's is the same count as owner 0 knew it at
+ *     its pull, exact unless a part's end reached owner 0 after the worker
+ *     passed that round (possible only with S > 0, and then ahead by at most
+ *     S + 1 a part), until the next save, where every rank takes owner 0's
+ *     count (a barrier: every push of the round applied, none of a later
+ *     one), which is the checkpoint's.  Rank 0 logs its own count (a server,
+ *     or a co-located worker once passive: the exact one) and saves owner
+ *     0's; after a part ended the saves of --save_every are still the
+ *     schedule's rounds (the count in their names less than a multiple of
+ *     E), and --max_steps N still ends after round ceil(N / W), fewer than N
+ *     updates then.
  * Why rounds and not the updates for the schedule: a running worker that
  * finishes step k cannot know whether a worker up to S + 1 steps behind
  * will take step k (its part may end first), so no running rank can count
@@ -113,17 +120,28 @@
  * waiting for the slowest; the rounds every rank knows without a message,
  * and the exact count is taken where they meet.
  * With --input_split none every worker's input ends after the same step:
- * the same rule, all passive at the round after.  A signal to a passive
+ * with --ps_dedicated the same rule, all passive at the round after;
+ * co-located ranks (none serves without a worker) end then, together,
+ * without that round (mode_input_ended).  A signal to a passive
  * rank goes to owner 0 with its question (MSG_WAIT, stop 1), which fixes
  * the stop as for a worker's (it is fixed before any worker pushes that
- * count, so the answer of that round carries it).  A server-only rank 0
- * logs, for a step, the mean of the round's workers' loss and accuracy in
- * their latest pushes (the pushes carry them), its own shard's staleness,
- * and each worker's end of input (it is owner 0: "rank r (worker w): its
- * input ended after e step(s)"); its --histogram_every variables are its
- * own shard's current values and the other shards' as of the last save.
- * --resume after a split run skips examples_consumed / W examples of each
- * part, as the other modes do: the parts' own counts are not recorded.
+ * count, so the answer of that round carries it).  Rank 0, owner 0, logs
+ * each worker's end of input ("rank r (worker w): its input ended after e
+ * step(s)").  A server-only rank 0, and a co-located rank 0 once passive,
+ * logs for a step the mean of the round's workers' loss and accuracy in
+ * their latest pushes (the pushes carry them); a server-only one its own
+ * shard's staleness, and as its --histogram_every variables its own shard's
+ * current values and the other shards' as of the last save.
+ *
+ * The examples consumed: a worker step is one worker's batch (global batch
+ * / W).  A rank's count is the job's as its global_step (the count at open
+ * + round_steps x that batch; the trainer adds nothing: set_counts); at a
+ * save rank 0 takes owner 0's, from each worker's pushed steps, with each
+ * worker part's own (tr->part_start, where its input started, + its steps x
+ * its batch): the checkpoint records both (RunState.part_examples_consumed,
+ * with the split).  --resume with as many workers and the same split skips
+ * exactly each part's own; otherwise examples / W each (trainer.c,
+ * settle_parts).
  *
  * The design: a server thread per parameter-server rank, beside the
  * worker, so an owner serves while its co-located worker computes.  It
@@ -149,11 +167,9 @@
  *
  * Where it sits: one entry of train/modes.c's table; the messages are
  * base/ranks.c's, the placement ps/placement.c.
- * What it does not do: --batch_norm sync, GPU buffers; co-located ranks
- * (no --ps_dedicated) with --input_split files or records step together at
- * the input (the trainer's agreement each step) and end at the first part's
- * end; a rank that fails outside its step (not killed) waits for the other
- * workers' last push before the job ends.
+ * What it does not do: --batch_norm sync, GPU buffers; a rank that fails
+ * outside its step (not killed) waits for the other workers' last push
+ * before the job ends.
  */
 #include <limits.h>
 #include <omp.h>
@@ -188,6 +204,7 @@ typedef struct {
                        count after which every worker stops, -1 none yet */
     double loss;    /* push: the worker's loss and accuracy in that step (a server-only rank 0 logs them) */
     double accuracy;
+    long rounds;    /* pull from owner 0: the worker steps of rounds 1 .. step + 1 as it knows them (round_steps) */
 } MsgHeader;
 
 typedef struct {
@@ -226,9 +243,12 @@ typedef struct {
     long *waiting;          /* (R) owner 0: the round a passive rank waits to hear of (MSG_WAIT), -1 none */
     int *done;              /* (R) the worker said it is done */
     long stale_sum, stale_n, stale_max;
-    /* A passive rank (--ps_dedicated: a server-only rank, or a worker whose input ended): its step waits for
+    /* A passive rank (a server-only rank, or a worker whose input ended and stays): its step waits for
      * the round (owner 0 under the lock, the others by MSG_WAIT). */
     long base_step;         /* global_step at open: the rounds' counts start there */
+    long base_examples;     /* examples_consumed at open, likewise */
+    long saved_examples;    /* the job's examples at the last save (owner 0's count, broadcast) */
+    long *saved_parts;      /* (R) rank 0: each worker part's examples at the last save (tr->part_start + its steps) */
     double *last_loss;      /* (R) owner 0: each worker's loss in its latest push */
     double *last_accuracy;  /* (R) and its accuracy */
     int stop_sent;          /* this passive rank has told owner 0 of its signal */
@@ -340,10 +360,21 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
     if (bad) server_fatal(tr, "non-finite variables after an update (Model diverged)");
 }
 
+/* Owner 0: the worker steps of rounds 1 .. k as far as it knows: e_u for a worker whose input it heard ended after
+ * e_u < k steps, k for every other.  Exact once round k is known (round_answer), and for a running worker's step k
+ * unless a part that ends before step k has not told owner 0 yet (with --max_staleness S a worker may be up to S
+ * steps past another's last push; S = 0: always exact).  Holds the lock. */
+static long round_steps(const PsAsyncState *st, long k) {
+    long count = 0;
+    for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++) count += st->ended[u] >= 0 && st->ended[u] < k ? st->ended[u] : k;
+    return count;
+}
+
 /* Owner: the pull answering step t (its shard now) into msg. Holds the lock. */
 static void server_pull(PsAsyncState *st, long t, unsigned char *msg) {
     const Trainer *tr = st->tr;
-    MsgHeader h = {t, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max, st->stop_at, 0.0, 0.0};
+    MsgHeader h = {t, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max, st->stop_at, 0.0, 0.0,
+                   tr->rank == 0 ? round_steps(st, t + 1) : 0};
     memcpy(msg, &h, sizeof h);
     size_t at = 0;
     float *dst = (float *)(msg + sizeof h);
@@ -380,22 +411,17 @@ static void fix_stop(PsAsyncState *st) {
  * k steps); stop the stop fixed so far; loss and accuracy the mean of the round's workers' latest pushes.  0
  * while a worker whose input has not ended has not pushed step k.  Holds the lock. */
 static int round_answer(const PsAsyncState *st, long k, MsgHeader *h) {
-    long count = 0;
     int ran = 0;
     double loss = 0.0, accuracy = 0.0;
     for (int u = st->tr->n_servers; u < st->tr->n_ranks; u++) {
-        if (st->ended[u] >= 0 && st->ended[u] < k) {
-            count += st->ended[u];
-            continue;
-        }
+        if (st->ended[u] >= 0 && st->ended[u] < k) continue;
         if (st->pushed[u] < k) return 0;
-        count += k;
         ran++;
         loss += st->last_loss[u];
         accuracy += st->last_accuracy[u];
     }
-    *h = (MsgHeader){ran > 0 ? k : -1, count, 0, 0, 0, st->stop_at, ran > 0 ? loss / ran : 0.0,
-                     ran > 0 ? accuracy / ran : 0.0};
+    *h = (MsgHeader){ran > 0 ? k : -1, round_steps(st, k), 0, 0, 0, st->stop_at, ran > 0 ? loss / ran : 0.0,
+                     ran > 0 ? accuracy / ran : 0.0, 0};
     return 1;
 }
 
@@ -497,7 +523,7 @@ static void mode_close(Trainer *tr) {
     /* Every rank, a worker or not, tells each server it is done; a server then ends.  A passive rank's last
      * MSG_WAIT was answered before its loop ended, so none is left unanswered. */
     if (st->p2p_open && !st->failed) {
-        MsgHeader done = {MSG_DONE, 0, 0, 0, 0, 0, 0.0, 0.0};
+        MsgHeader done = {MSG_DONE, 0, 0, 0, 0, 0, 0.0, 0.0, 0};
         for (int p = 0; p < st->n_ps; p++) ranks_send(&done, sizeof done, p, TAG_PUSH);
         if (st->thread_started) pthread_join(st->thread, NULL);
         st->thread_started = 0;
@@ -524,6 +550,7 @@ static void mode_close(Trainer *tr) {
     free(st->done);
     free(st->last_loss);
     free(st->last_accuracy);
+    free(st->saved_parts);
     free(st->mcounts);
     free(st->mdispls);
     free(st->moving_at);
@@ -611,13 +638,14 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->done = calloc((size_t)R, sizeof *st->done);
     st->last_loss = calloc((size_t)R, sizeof *st->last_loss);
     st->last_accuracy = calloc((size_t)R, sizeof *st->last_accuracy);
+    st->saved_parts = calloc((size_t)R, sizeof *st->saved_parts);
     st->mcounts = calloc((size_t)R, sizeof *st->mcounts);
     st->mdispls = calloc((size_t)R, sizeof *st->mdispls);
     st->moving_at = calloc((size_t)tr->spec.n_vars, sizeof *st->moving_at);
     st->momentum = calloc((size_t)tr->spec.n_vars, sizeof *st->momentum);
     if (ps_shards_init(&st->sh, &tr->spec, R, st->n_ps, rule) != 0 || !st->pulled_version || !st->seen ||
         !st->pushed || !st->pending || !st->ended || !st->waiting || !st->done || !st->last_loss ||
-        !st->last_accuracy || !st->mcounts || !st->mdispls || !st->moving_at || !st->momentum)
+        !st->last_accuracy || !st->saved_parts || !st->mcounts || !st->mdispls || !st->moving_at || !st->momentum)
         goto oom;
     for (int r = 0; r < R; r++) st->pending[r] = st->ended[r] = st->waiting[r] = -1;
     st->stop_at = st->stop_after = -1;
@@ -657,6 +685,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     st->srv.params = st->srv_params;
     for (int p = 0; p < st->n_ps; p++) st->pulled_version[p] = ps->global_step;
     st->logged_at = st->base_step = tr->schedule_step = ps->global_step;
+    st->base_examples = st->saved_examples = tr->examples_consumed;
     if (pthread_mutex_init(&st->lock, NULL) != 0) goto oom;
     st->lock_made = 1;
     if (pthread_cond_init(&st->moved, NULL) != 0) goto oom;
@@ -691,7 +720,7 @@ static size_t mode_host_n_bytes(const Trainer *tr) {
     const PsAsyncState *z = NULL; /* sizeof only */
     const size_t per_rank = R * (sizeof *z->pulled_version + sizeof *z->seen + sizeof *z->pushed + sizeof *z->pending +
                                  sizeof *z->ended + sizeof *z->waiting + sizeof *z->done + sizeof *z->last_loss +
-                                 sizeof *z->last_accuracy + sizeof *z->mcounts + sizeof *z->mdispls);
+                                 sizeof *z->last_accuracy + sizeof *z->saved_parts + sizeof *z->mcounts + sizeof *z->mdispls);
     const size_t per_var = n_vars * (sizeof *z->moving_at + sizeof *z->momentum);
     return sizeof(PsAsyncState) + ps_async_bufs_n_bytes(&b) + per_rank + per_var + ps_shards_n_bytes(tr->spec.n_vars, (int)R);
 }
@@ -726,11 +755,19 @@ static void log_staleness(Trainer *tr, PsAsyncState *st) {
     fflush(stdout);
 }
 
-/* A passive rank's step (--ps_dedicated: a server-only rank, or a worker whose input ended): no towers; round
+/* The job's counts through this rank's round: global_step = the count at open + the worker steps of the rounds
+ * since (owner 0's round_steps), and, across ranks, the examples likewise (each worker step one worker's batch;
+ * one process: the trainer counts them). */
+static void set_counts(Trainer *tr, const PsAsyncState *st, long rounds) {
+    tr->ps->global_step = st->base_step + rounds;
+    if (trainer_ranks_step_apart(tr)) tr->examples_consumed = st->base_examples + rounds * (tr->global_batch / tr->n_workers);
+}
+
+/* A passive rank's step (a server-only rank, or a worker whose input ended): no towers; round
  * k = its step count + 1 once every worker whose input has not ended has pushed step k (owner 0, rank 0, waits
  * asleep on st->moved; the others ask it, MSG_WAIT, and sleep in the receive of its answer), or 0 when every
- * worker's input ended before step k (the end).  Its global_step is then the job's count through round k,
- * exact: base + the worker steps of rounds 1 .. k.  A signal to it goes to owner 0 with the question, which
+ * worker's input ended before step k (the end).  Its global_step and examples are then the job's counts through
+ * round k, exact: base + the worker steps of rounds 1 .. k.  A signal to it goes to owner 0 with the question, which
  * fixes the stop; the answer of a round carries the stop fixed so far (fixed before any worker pushes that
  * count, so the answer of that round carries it).  Its loss and accuracy (rank 0 logs them) are the mean of
  * the round's workers' latest. */
@@ -747,7 +784,7 @@ static int passive_step(Trainer *tr, PsAsyncState *st, float *loss) {
         while (!round_answer(st, k, &a)) pthread_cond_wait(&st->moved, &st->lock);
         pthread_mutex_unlock(&st->lock);
     } else {
-        MsgHeader q = {MSG_WAIT, k, 0, 0, 0, ask_stop, 0.0, 0.0};
+        MsgHeader q = {MSG_WAIT, k, 0, 0, 0, ask_stop, 0.0, 0.0, 0};
         ranks_send(&q, sizeof q, 0, TAG_PUSH);
         if (ranks_recv(&a, sizeof a, 0, TAG_PULL, NULL) != sizeof a || (a.step != k && a.step != -1))
             server_fatal(tr, "owner 0's answer of a round is not the round asked");
@@ -766,26 +803,22 @@ static int passive_step(Trainer *tr, PsAsyncState *st, float *loss) {
     st->worker_step = k;
     if (a.stop >= 0 && st->stop_after < 0) st->stop_after = a.stop;
     tr->stop_agreed = st->stop_after >= 0 && st->worker_step >= st->stop_after;
-    const long before = ps->global_step;
-    ps->global_step = st->base_step + a.version;
-    /* The examples of the round: trainer_step_batch counts a server-only rank's step as the whole global batch
-     * (every worker's); take off the workers whose input had ended. */
-    const long ran = ps->global_step - before, per_worker = tr->global_batch / tr->n_workers;
-    if (tr->worker < 0) tr->examples_consumed -= (tr->n_workers - ran) * per_worker;
+    set_counts(tr, st, a.version);
     tr->schedule_step += tr->n_workers;
     ps->last_lr = ps_step_lr(ps);
     log_staleness(tr, st);
     return 1;
 }
 
-/* A worker whose input ended (--ps_dedicated): every owner hears after how many steps (its bound no longer
- * waits for it), and the worker stays in the job as a passive rank (its next steps are passive_step's) so
- * that it meets the others at the save points and the end.  Co-located ranks (every rank a worker, reading
- * the same stream, --input_split none) end together: the end, now. */
+/* A worker whose input ended (--ps_dedicated, or a split: its own part ended): every owner hears after how many
+ * steps (its bound no longer waits for it), and the worker stays in the job as a passive rank (its next steps
+ * are passive_step's; its server thread, if it owns a shard, serves on) so that it meets the others at the save
+ * points and the end.  Co-located ranks reading the same stream (--input_split none: every rank a worker, every
+ * input ending after the same step) end together: the end, now. */
 static int mode_input_ended(Trainer *tr) {
     PsAsyncState *st = tr->mode_state;
-    if (!st || tr->n_servers == 0 || tr->worker < 0) return 0;
-    MsgHeader h = {MSG_ENDED, st->worker_step, 0, 0, 0, 0, 0.0, 0.0};
+    if (!st || tr->worker < 0 || (tr->n_servers == 0 && tr->input_split == PIPELINE_SPLIT_NONE)) return 0;
+    MsgHeader h = {MSG_ENDED, st->worker_step, 0, 0, 0, 0, 0.0, 0.0, 0};
     for (int p = 0; p < st->n_ps; p++) ranks_send(&h, sizeof h, p, TAG_PUSH);
     return 1;
 }
@@ -819,8 +852,10 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         pthread_mutex_lock(&st->lock);
         server_apply(st, 0, st->pulled_version[0]);
         st->pulled_version[0] = st->srv.global_step;
+        st->pushed[0] = st->worker_step + 1;
         st->seen[0] = (MsgHeader){st->worker_step, st->srv.global_step, st->stale_sum, st->stale_n, st->stale_max,
-                                  tr->stop_requested ? st->worker_step + 1 : -1, *loss, tr->accuracy};
+                                  tr->stop_requested ? st->worker_step + 1 : -1, *loss, tr->accuracy,
+                                  st->worker_step + 1};
         memcpy(ps->params, st->srv_params, ps->spec.n_params * sizeof(float));
         pthread_mutex_unlock(&st->lock);
     } else {
@@ -835,7 +870,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         }
         for (int p = 0; p < st->n_ps; p++) {
             MsgHeader h = {st->worker_step, st->pulled_version[p], 0, 0, 0, tr->stop_requested != 0, *loss,
-                           tr->accuracy};
+                           tr->accuracy, 0};
             out[p] = st->out + msg_at(st, p);
             in[p] = st->in + msg_at(st, p);
             out_n[p] = push_n_bytes(st, p);
@@ -867,7 +902,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     }
     tr->staleness_mean = n ? (double)sum / (double)n : 0.0;
     tr->staleness_max = max;
-    ps->global_step += tr->n_workers; /* the owners' count once every worker has made as many steps (its view: below) */
+    set_counts(tr, st, st->seen[0].rounds); /* the job's through this round as owner 0 knew at the pull */
     tr->schedule_step += tr->n_workers;
     ps->last_lr = ps_step_lr(ps);
     tr->times.apply.end_sec = tower_now_sec();
@@ -877,7 +912,10 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
 
 /* Every rank, at the same worker step: the ranks meet (every push applied),
  * then each owner's variables, slots and moving averages to rank 0's host
- * block, with its update count and the optimizer's scalars. */
+ * block, with its update count and the optimizer's scalars, and owner 0's
+ * counts of each worker's steps (none of a later round can have arrived: no
+ * rank passes the broadcast below before rank 0 sends it): the job's
+ * examples and each worker part's (mode_run_state). */
 static void mode_save(const Trainer *tr) {
     ParamServer *ps = tr->ps;
     PsAsyncState *st = tr->mode_state;
@@ -896,10 +934,29 @@ static void mode_save(const Trainer *tr) {
         ps->global_step = st->srv.global_step;
         ps->last_lr = st->srv.last_lr;
         memcpy(ps->scalars, st->srv.scalars, sizeof ps->scalars);
+        const long per_worker = tr->global_batch / tr->n_workers;
+        long steps = 0;
+        for (int w = 0; w < tr->n_workers; w++) {
+            const long own = st->pushed[tr->n_servers + w];
+            steps += own;
+            st->saved_parts[w] = tr->part_start[w] + own * per_worker;
+        }
+        st->saved_examples = st->base_examples + steps * per_worker;
     }
     pthread_mutex_unlock(&st->lock);
-    /* Every rank takes the job's count (a worker's own advances W a step, more than the job's once a part ended). */
-    if (R > 1) ranks_bcast(&ps->global_step, sizeof ps->global_step);
+    /* Every rank takes the job's counts (a running worker's own may be ahead: a part's end told late). */
+    long counts[2] = {ps->global_step, st->saved_examples};
+    if (R > 1) ranks_bcast(counts, sizeof counts);
+    ps->global_step = counts[0];
+    st->saved_examples = counts[1];
+}
+
+/* After mode_save: the job's examples on every rank, and rank 0's counts of each worker part into the run state
+ * it writes. */
+static void mode_run_state(Trainer *tr, CkptRunState *run) {
+    PsAsyncState *st = tr->mode_state;
+    tr->examples_consumed = run->examples_consumed = st->saved_examples;
+    for (int w = 0; w < run->n_parts && tr->rank == 0; w++) run->part_examples_consumed[w] = st->saved_parts[w];
 }
 
 /* The variables this worker pulled last.  A server-only rank pulls nothing: its own shard's current values
@@ -935,6 +992,7 @@ const TrainModeI train_mode_ps_mpi_async = {
     .input_ended = mode_input_ended,
     .host_n_bytes = mode_host_n_bytes,
     .save = mode_save,
+    .run_state = mode_run_state,
     .variables = mode_variables,
     .close = mode_close,
 };

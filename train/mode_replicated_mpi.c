@@ -91,6 +91,7 @@ void train_ranks_bcast_state(Trainer *tr) {
     ranks_bcast(state, sizeof state);
     ps->global_step = state[0];
     tr->examples_consumed = state[1];
+    ranks_bcast(&tr->resume_run, sizeof tr->resume_run); /* the parts' own counts (trainer_open's part_start) */
     ranks_bcast(&ps->last_lr, sizeof ps->last_lr);
     ranks_bcast(ps->scalars, sizeof ps->scalars); /* Adam's beta powers: a rank that read no checkpoint has the initial ones */
 }

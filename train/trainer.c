@@ -621,10 +621,10 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
 }
 
 /* The input pipeline of tr->pipeline_cfg (after a --resume: skipping the
- * examples the checkpoint's steps consumed).  0, or -1 with err. */
+ * examples the checkpoint's steps consumed: the job's, or with --input_split
+ * its own part's, part_start).  0, or -1 with err. */
 static int open_pipeline(Trainer *tr, char *err, size_t err_n_bytes) {
-    /* The job's examples; with --input_split each rank consumed its share of them. */
-    tr->pipeline_cfg.skip_examples = tr->examples_consumed / (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_workers : 1);
+    tr->pipeline_cfg.skip_examples = tr->input_split != PIPELINE_SPLIT_NONE ? tr->part_start[tr->worker] : tr->examples_consumed;
     char e[512];
     tr->pipeline = pipeline_open(&tr->pipeline_cfg, e, sizeof e);
     if (!tr->pipeline) {
@@ -678,11 +678,38 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
                 tr->n_workers * tr->worker_towers, o->batch_size, tr->accum_steps, o->seed);
     }
     tr->examples_consumed = run.examples_consumed;
+    tr->resume_run = run;
     tr->resumed = 1;
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
     printf("%s: resumed from %s at step %ld\n", ts, path, tr->ps->global_step);
     return 0;
+}
+
+static const char *split_name(int split) {
+    return split == PIPELINE_SPLIT_FILES ? "files" : split == PIPELINE_SPLIT_RECORDS ? "records" : "none";
+}
+
+/* After the mode's open (a resumed state is then rank 0's on every rank): where each worker's part of the data
+ * starts (--input_split files|records).  A checkpoint that records the parts' own counts, of as many workers and
+ * the same split: each part's own; otherwise (a checkpoint of a run without a split or older than the counts,
+ * another worker count or split: a note) examples_consumed / W each, exact where the parts were consumed equally
+ * (every synchronous mode: each step takes W x a worker's batch), approximate otherwise. */
+static void settle_parts(Trainer *tr) {
+    tr->examples_at_open = tr->examples_consumed;
+    if (tr->input_split == PIPELINE_SPLIT_NONE) return;
+    const CkptRunState *run = &tr->resume_run;
+    const int own = run->n_parts == tr->n_workers && !strcmp(run->input_split, split_name(tr->input_split));
+    for (int w = 0; w < tr->n_workers; w++)
+        tr->part_start[w] = own ? run->part_examples_consumed[w] : tr->examples_consumed / tr->n_workers;
+    if (run->n_parts > 0 && !own && tr->rank == 0) {
+        char ts[64];
+        trainer_timestamp(ts, sizeof ts);
+        fprintf(stderr, "%s: note: the checkpoint records the examples of %d worker(s)' parts of --input_split %s; "
+                "this run has %d worker(s) with --input_split %s: each part skips %ld (examples consumed / %d), "
+                "not its own count\n", ts, run->n_parts, run->input_split, tr->n_workers, split_name(tr->input_split),
+                tr->examples_consumed / tr->n_workers, tr->n_workers);
+    }
 }
 
 int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes) {
@@ -876,6 +903,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     }
     const TrainModeI *m = train_mode(tr->mode);
     if (m->open && m->open(tr, err, err_n_bytes) != 0) goto fail;
+    settle_parts(tr);
 
     if (tr->worker < 0) {
         /* A server-only rank reads nothing: every step hands its mode the empty tr->synthetic. */
@@ -908,10 +936,10 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
     }
     int got = tr->worker < 0 ? 1 : pipeline_next(tr->pipeline, batch, err, err_n_bytes);
     if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
-    /* Every worker reads the same stream and ends with the others; ranks that step apart do not meet here, with
-     * any split under --ps_dedicated (the mode's input_ended: the servers hear the end from the workers, and a
-     * worker whose own part ended first stays in the job, passive, until the others' end). */
-    const int apart = trainer_ranks_step_apart(tr) && (tr->input_split == PIPELINE_SPLIT_NONE || tr->n_servers > 0);
+    /* Every worker reads the same stream and ends with the others; ranks that step apart never meet here (the
+     * mode's input_ended: with a split or --ps_dedicated the servers hear the end from the workers, and a worker
+     * whose own part ended first stays in the job, passive, until the others' end). */
+    const int apart = trainer_ranks_step_apart(tr);
     if (apart || (tr->input_split == PIPELINE_SPLIT_NONE && tr->n_servers == 0)) {
         const TrainModeI *m = train_mode(tr->mode);
         if (got == 0 && tr->worker >= 0 && apart && m->input_ended && m->input_ended(tr)) {
@@ -1051,8 +1079,9 @@ int trainer_step_batch(Trainer *tr, PipelineBatch *batch, float *loss, char *err
     int n_examples = batch->n;
     int rc = train_mode(tr->mode)->step(tr, batch, loss, err, err_n_bytes);
     tr->times.end_sec = tower_now_sec();
-    /* The job's examples (a server-only rank, which reads none, counts them too: rank 0 saves the count). */
-    if (rc == 1)
+    /* The job's examples (a server-only rank, which reads none, counts them too: rank 0 saves the count); where
+     * the ranks step apart the mode's step counts them (the job's as owner 0 knows them). */
+    if (rc == 1 && !trainer_ranks_step_apart(tr))
         tr->examples_consumed += tr->worker < 0 ? (long)tr->global_batch
                                                 : (long)n_examples * (tr->input_split != PIPELINE_SPLIT_NONE ? tr->n_workers : 1);
     if (tr->trace && rc != -1) trace_step(tr, step);
@@ -1113,10 +1142,19 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
         .batch_size = tr->opt.batch_size,
         .accum_steps = tr->accum_steps,
     };
+    /* With a split, each worker part's own examples: in lockstep every part took the steps since open, each W x
+     * a worker's batch of the job's count (exact); the modes whose ranks step apart give theirs (run_state). */
+    if (tr->input_split != PIPELINE_SPLIT_NONE) {
+        run.n_parts = tr->n_workers;
+        snprintf(run.input_split, sizeof run.input_split, "%s", split_name(tr->input_split));
+        for (int w = 0; w < tr->n_workers; w++)
+            run.part_examples_consumed[w] = tr->part_start[w] + (tr->examples_consumed - tr->examples_at_open) / tr->n_workers;
+    }
     /* Across ranks, a mode whose state is spread over them may write it where it lies (ps_mpi: each owner its shard). */
     if (m->write_checkpoint && tr->n_ranks > 1) return m->write_checkpoint(tr, &run, err, err_n_bytes);
     /* The variables every tower shares, in the host block (the mode knows where they are). */
     if (m->save) m->save(tr);
+    if (m->run_state) m->run_state(tr, &run);
     if (tr->rank != 0) return 0; /* rank 0 alone writes */
     /* Never replace a good checkpoint with variables that have blown up. */
     if (!trainer_variables_finite(tr, err, err_n_bytes)) return -1;

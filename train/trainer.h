@@ -245,6 +245,11 @@ typedef struct {
     long examples_per_epoch;
     long examples_consumed;          /* by the steps taken so far (for resume) */
     int resumed;                     /* 1: trainer_open loaded a checkpoint (--resume found one) */
+    CkptRunState resume_run;         /* --resume: the checkpoint's run state (across ranks rank 0's, broadcast at
+                                        open: train_ranks_bcast_state); zeros without */
+    long examples_at_open;           /* examples_consumed when this run's steps began */
+    long part_start[TOWER_MAX_TOWERS]; /* (n_workers) --input_split files|records: the examples each worker's part had
+                                        consumed when this run began, what its pipeline skips (trainer_open) */
     float tower_losses[TOWER_MAX_TOWERS];     /* each tower's mean loss in the last step */
     float tower_accuracy[TOWER_MAX_TOWERS];   /* each tower's batch accuracy in the last step */
     float accuracy;                           /* the global batch's accuracy in the last step */
@@ -387,7 +392,8 @@ int trainer_ranks_step_apart(const Trainer *tr);
 /* The count the loop's schedule reads (--max_steps, --save_every, whether
  * the end needs a save): ps->global_step, except where the ranks step apart,
  * whose global_steps may differ between the save points (a passive rank of
- * ps_mpi_async counts the job's updates exactly, a worker W a step): there
+ * ps_mpi_async counts the job's updates exactly, a running worker as owner 0
+ * knows them when it answers): there
  * tr->schedule_step, W a step on every rank from the count at open, the same
  * on every rank after each step, so that every rank meets the others at the
  * same save points and ends after the same step. */
