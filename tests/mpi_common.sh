@@ -111,3 +111,15 @@ refused() {
   grep -q -- "$re" "$work/refused.log" || { cat "$work/refused.log"; fail "$what: no line says why"; }
   echo "$what: refused ($(grep -m1 -o -- "$re.*" "$work/refused.log" | cut -c1-150))"
 }
+
+# logged LOG: rank 0's logged steps, space-separated.
+logged() { sed -n 's/.*: step \([0-9]*\), loss = .*/\1/p' "$1" | tr '\n' ' '; }
+
+# steps_rise WHAT LOG S...: rank 0's logged steps in LOG only grow, and include every S.
+steps_rise() {
+  local what=$1 log=$2 steps prev=0 s
+  shift 2
+  steps=$(logged "$log")
+  for s in $steps; do [ "$s" -gt "$prev" ] || fail "$what: rank 0's logged steps go back ($steps)"; prev=$s; done
+  for s in "$@"; do echo " $steps " | grep -q " $s " || { cat "$log"; fail "$what: rank 0 logged no step $s"; }; done
+}
