@@ -100,10 +100,11 @@ ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl
  * conv_cpu_pick's rule where oneDNN has none): a 3x3 kernel at stride 1
  * with at least 32 channels in and out, output tiles of 4x4 that waste at
  * most 35% of their cells on the map's edge, and at least 64 tiles in the
- * call.  Measured (bench/bench_conv --winograd, bench/RESULTS.md) 1.3-2.2x
+ * call.  Measured (bench/bench_conv --winograd, bench/RESULTS.md) 1.4-2.5x
  * the direct kernels there, blocked-layout reorders included; slower on
- * 2x2 and 3x3 maps (a tile of 16 cells for 4 or 9), at 16 channels and on
- * a first layer of 3, and on 7x7 maps at batch 8 (32 tiles). */
+ * 2x2 maps (a tile of 16 cells for 4; 3x3 maps, 9 of 16, fall under the
+ * same waste rule unmeasured), at 16 channels and on a first layer of 3,
+ * and level on 7x7 maps at batch 8 (32 tiles). */
 int conv_cpu_winograd(const ConvCpuShape *s);
 
 #ifdef __cplusplus
