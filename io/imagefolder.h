@@ -108,10 +108,15 @@ int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char 
 int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
                               int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n_bytes);
 
-/* The resampler's buffer, grown on demand; free with imagefolder_scratch_free. */
+/* A worker's buffers, grown on demand and kept from image to image; zero it before the first use, free with
+ * imagefolder_scratch_free. */
 typedef struct {
-    uint8_t *scaled;          /* (tH, tW, 3) before the centre crop */
+    uint8_t *scaled;          /* (tH, tW, 3) the resampled image before the centre crop */
     size_t scaled_n_bytes;
+    uint8_t *pixels;          /* (H, W, 3) the decoded JPEG (imagefolder_load) */
+    size_t pixels_n_bytes;
+    uint8_t *file;            /* (n_bytes) the file's bytes, read whole (imagefolder_load) */
+    size_t file_n_bytes;
 } ImageFolderScratch;
 void imagefolder_scratch_free(ImageFolderScratch *scr);
 

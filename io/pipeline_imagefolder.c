@@ -24,6 +24,7 @@
 #define DECODE_WINDOW_PER_WORKER (2 * PIPELINE_GROUP) /* images in flight per worker */
 #define LIBJPEG_N_BYTES_PER_PIXEL 8                   /* libjpeg's own memory per decoded pixel (the bound) */
 #define RESAMPLE_COEFFS_N_BYTES ((size_t)8 << 20)     /* the resampler's weights for sides up to 65535 */
+#define RESAMPLE_ROW_PAD_N_FLOATS ((size_t)65535 * 3 + 1) /* the zeros past its row (imagefolder_resize) */
 
 typedef struct {
     ConvertSource *listing;       /* convert_open_imagefolder's: classes, files, labels */
@@ -127,11 +128,12 @@ static void folder_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes,
     /* the epoch's order: one long a file; the listing holds at least as many bytes a file */
     *reader_n_bytes = listing + listing / 2 + sizeof(FolderSource);
     /* one worker: the decoded image (3 bytes a pixel), the resampled (tH, tW) bytes (3), libjpeg's memory
-     * (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use), the resampler's one row of floats (W, 3), W at
-     * most 65535, and its weights */
+     * (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use), a file read whole (at most P + 1 bytes; larger
+     * ones are read through stdio), the resampler's one row of floats (W, 3) with its padding, W at most
+     * 65535, and its weights */
     const size_t P = cfg->max_image_pixels ? cfg->max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
-    const size_t row_n_bytes = (size_t)65535 * 3 * sizeof(float);
-    const size_t one = P * (3 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + row_n_bytes + RESAMPLE_COEFFS_N_BYTES +
+    const size_t row_n_bytes = ((size_t)65535 * 3 + RESAMPLE_ROW_PAD_N_FLOATS) * sizeof(float);
+    const size_t one = P * (3 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + (P + 1) + row_n_bytes + RESAMPLE_COEFFS_N_BYTES +
                        sizeof(ImageFolderScratch);
     *workers_n_bytes = (size_t)cfg->n_workers * one;
 }
