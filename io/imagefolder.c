@@ -425,7 +425,15 @@ RESIZE_CLONES static void horizontal_row_u8(uint8_t *out, const float *row, int 
         return;
     }
 #endif
-    (void)n_taps;
+    if (C == 1) { /* n_taps taps a pixel, as above */
+        for (int x = 0; x < dW; x++) {
+            const float *kk = xk + (size_t)x * xks, *p = row + xf[x];
+            float a = (xc[x] > 0 ? kk[0] : 0.0f) * p[0];
+            for (int i = 1; i < n_taps; i++) a += kk[i] * p[i];
+            out[x] = round_u8(a);
+        }
+        return;
+    }
     for (int x = 0; x < dW; x++) {
         const float *kk = xk + (size_t)x * xks, *p = row + (size_t)xf[x] * C;
         const float w0 = xc[x] > 0 ? kk[0] : 0.0f;
