@@ -23,7 +23,10 @@
 
 #define DECODE_WINDOW_PER_WORKER (2 * PIPELINE_GROUP) /* images in flight per worker */
 #define LIBJPEG_N_BYTES_PER_PIXEL 8                   /* libjpeg's own memory per decoded pixel (the bound) */
-#define RESAMPLE_COEFFS_N_BYTES ((size_t)8 << 20)     /* the resampler's weights for sides up to 65535 */
+/* The resampler's weights for sides up to 65535: per axis out x ksize <= 2 in + 3 out <= 5 x 65535 taps, as
+ * doubles then floats, and on AVX2 the horizontal pass's copies of them (16 bytes a tap) and its sums (16
+ * bytes an output pixel): under 10 MiB at the peak. */
+#define RESAMPLE_COEFFS_N_BYTES ((size_t)16 << 20)
 #define RESAMPLE_ROW_PAD_N_FLOATS ((size_t)65535 * 3 + 1) /* the zeros past its row (imagefolder_resize) */
 
 typedef struct {
