@@ -34,7 +34,7 @@
  * --threads 1 on a loaded machine the steadier figure (GFLOP/s then per
  * CPU-second).
  * Usage: bench_conv [--reps 9] [--threads 2] [--only NET] [--wei_any] [--winograd] [--cpu_time]
- * (NET: vgg11, mobilenet_v2, resnet50, resnet20, vgg16_224, resnet50_224)
+ * (NET: vgg11, mobilenet_v2, resnet50, resnet20, vgg16_224, resnet50_224, mnist, cifar10)
  */
 #include "bench/bench_util.h"
 #include "model/layers.h"
@@ -118,6 +118,12 @@ static const Shape shapes[] = {
     {"resnet50_224", 8, 14, 256, 3, 256, 1, PAD_SAME, 1, 0, 0},
     {"resnet50_224", 8, 7, 512, 3, 512, 1, PAD_SAME, 1, 0, 0},
     {"resnet50_224", 16, 7, 512, 3, 512, 1, PAD_SAME, 1, 0, 0},
+    /* the tutorials' 5x5 convolutions (bias + ReLU, SAME) at batch 128: mnist's at 28x28 and 14x14,
+     * cifar10's at 24x24 and 12x12. */
+    {"mnist", 128, 28, 1, 5, 32, 1, PAD_SAME, 1, 1, 0},
+    {"mnist", 128, 14, 32, 5, 64, 1, PAD_SAME, 1, 1, 0},
+    {"cifar10", 128, 24, 3, 5, 64, 1, PAD_SAME, 1, 1, 0},
+    {"cifar10", 128, 12, 64, 5, 64, 1, PAD_SAME, 1, 1, 0},
 };
 
 static dnnl_engine_t g_eng;

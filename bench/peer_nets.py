@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""peer_nets.py -- the peers' training step of resnet20, vgg11 and mobilenet_v2 for bench/run_nets_bench.sh
+"""peer_nets.py -- the peers' training step of resnet20, vgg11, mobilenet_v2, resnet50, mnist and cifar10 for bench/run_nets_bench.sh
 and bench/run_mobilenet_bench.sh (not a test).
 
 Where it sits: bench/; times one training step (forward, backward and, without
@@ -24,7 +24,9 @@ returns its gradients, else TensorFlow prunes the unused backward pass).
     predictions); resnet50 with Keras's layout (keras/src/applications/resnet.py:
     conv1 7x7/2 after a 3-pixel zero pad, max pool 3x3/2 after a 1-pixel pad,
     bottlenecks 3-4-6-3 with the stride on the first 1x1, projection shortcuts,
-    conv biases, batch norm eps 1.001e-5); torchvision is not needed.
+    conv biases, batch norm eps 1.001e-5); mnist and cifar10 as bench/torch_models.py's Net (the
+    tutorials' CNNs, TensorFlow's SAME pools, the LRN constants; mnist's input has 1 channel);
+    torchvision is not needed.
     --device cuda (torch only) trains on GPU 0: the data and the model on the
     GPU, cudnn.benchmark on, TF32 off, each timed step ends in a synchronize
     (bench/run_gpu_bench.sh's GPU_BENCH_NETS part, beside tower bench --device gpu).
@@ -38,7 +40,8 @@ import time
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--framework", choices=["torch", "keras"], required=True)
-ap.add_argument("--model", choices=["resnet20", "vgg11", "mobilenet_v2", "resnet50"], required=True)
+ap.add_argument("--model", choices=["resnet20", "vgg11", "mobilenet_v2", "resnet50", "mnist", "cifar10"],
+                required=True)
 ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                 help="torch only: cuda trains on GPU 0 (cudnn.benchmark on, TF32 off, as Tower's FP32)")
 ap.add_argument("--width", type=float, default=1.0, help="mobilenet_v2's width multiplier (alpha)")
@@ -50,6 +53,7 @@ ap.add_argument("--reps", type=int, default=10)
 ap.add_argument("--warmup", type=int, default=3)
 ap.add_argument("--no_step", action="store_true", help="forward + backward only (as bench_model)")
 args = ap.parse_args()
+CHANNELS = 1 if args.model == "mnist" else 3  # the input's channels
 
 
 def make_divisible(v, divisor=8):
@@ -165,6 +169,10 @@ def torch_model(name, H, classes=10):
 
     if name == "resnet50":
         return resnet50_torch(bn, classes)
+    if name in ("mnist", "cifar10"):
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import torch_models
+        return torch_models.Net(name, H, H, CHANNELS, classes)
 
     class Block(nn.Module):
         def __init__(self, c_in, filters, stride):
@@ -212,7 +220,7 @@ def bench_torch():
     net = torch_model(args.model, args.size).to(dev)
     net.train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
-    x = (torch.rand(args.batch, 3, args.size, args.size) - 0.5).to(dev)
+    x = (torch.rand(args.batch, CHANNELS, args.size, args.size) - 0.5).to(dev)
     labels = torch.randint(0, 10, (args.batch,)).to(dev)
 
     def sync():
@@ -252,11 +260,13 @@ def bench_keras():
     elif args.model == "resnet50":
         model = tf.keras.applications.ResNet50(input_shape=(args.size, args.size, 3), weights=None, classes=10,
                                                classifier_activation=None)
+    elif args.model in ("mnist", "cifar10"):
+        model = keras_arch.tutorial_cnn(args.model, args.size)
     else:
         model = keras_arch.resnet20(args.size)
     opt = tf.keras.optimizers.SGD(0.01)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    x = tf.random.uniform((args.batch, args.size, args.size, 3), -0.5, 0.5)
+    x = tf.random.uniform((args.batch, args.size, args.size, CHANNELS), -0.5, 0.5)
     labels = tf.random.uniform((args.batch,), 0, 10, dtype=tf.int32)
 
     @tf.function
