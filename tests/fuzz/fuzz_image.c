@@ -11,12 +11,17 @@
  *      resizes (or resizes and crops) and converts to grey or keeps RGB.
  *      The last input byte picks the configuration: image_size
  *      1 + (b & 63), channels 1 when b & 64, center-crop when b & 128 (a
- *      PNG or JPEG ignores bytes after its end).
+ *      PNG or JPEG ignores bytes after its end);
+ *   3. with the same configuration, through imagefolder_load (the input
+ *      pipeline's loader: the file read whole, JPEGs decoded from memory
+ *      into buffers kept from one input to the next), at full size and at
+ *      libjpeg's reduced scale.
  * Invariants: a PNG that libpng's own simplified reader (png_image_*)
  * reads as RGB decodes, at the same size; a file that does not decode is
  * one warning line naming it and is skipped (the source never fails for
  * it); decode and source agree on
- * which files are good; a good image is at least 1 x 1 and at most
+ * which files are good, and so does imagefolder_load at full size, with
+ * the source's bytes; a good image is at least 1 x 1 and at most
  * IMAGEFOLDER_MAX_PIXELS; the item has the configured shape; with RGB
  * output and image_size equal to both sides, the item is the decoded
  * image itself.
@@ -122,8 +127,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = src->next(src, &item, err, sizeof err);
     FUZZ_REQUIRE(rc == (decoded ? 1 : 0), "next returned %d for a file imagefolder_decode %s (%s)", rc,
                  decoded ? "decodes" : "refuses", rc < 0 ? err : "");
+    /* 3. the input pipeline's loader: the file read whole, decoded from memory into buffers kept from input to
+     * input (static scr), at full size and at libjpeg's reduced scale. */
+    static ImageFolderScratch scr;
+    const int S = cfg.image_size, C = cfg.channels;
+    uint8_t *loaded = malloc((size_t)S * S * C);
+    FUZZ_REQUIRE(loaded != NULL, "out of memory");
+    int scale_eighths = 0;
+    char lerr[1024];
+    const int lrc = imagefolder_load(loaded, S, C, cfg.mode, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &scale_eighths, lerr,
+                                     sizeof lerr);
+    /* the loader also refuses what would scale past its bound (a 1 x 200000 image cropped to 64: 12.8 M x 64) */
+    FUZZ_REQUIRE(rc == 1 ? lrc == 0 || strstr(lerr, "does not scale") : lrc != 0,
+                 "imagefolder_load returned %d for a file the source %s (%s)", lrc, rc == 1 ? "reads" : "skips",
+                 lrc ? lerr : "");
+    if (lrc != 0) fuzz_require_line(lerr, path, "imagefolder_load");
+    if (lrc == 0 && rc == 1)
+        FUZZ_REQUIRE(scale_eighths == 8 && !memcmp(loaded, item.image, (size_t)S * S * C),
+                     "imagefolder_load's %d x %d x %d differs from the source's", S, S, C);
+    if (imagefolder_load(loaded, S, C, cfg.mode, path, IMAGEFOLDER_MAX_PIXELS, 1, &scr, &scale_eighths, lerr,
+                         sizeof lerr) != 0)
+        fuzz_require_line(lerr, path, "imagefolder_load, scaled");
+    else
+        FUZZ_REQUIRE(scale_eighths >= 1 && scale_eighths <= 8, "scale %d/8", scale_eighths);
+    free(loaded);
     if (rc == 1) {
-        int S = cfg.image_size, C = cfg.channels;
         FUZZ_REQUIRE(item.H == S && item.W == S && item.C == C && item.label == 0, "item %d x %d x %d, label %lld", item.H, item.W,
                      item.C, (long long)item.label);
         if (C == 3 && H == S && W == S)
