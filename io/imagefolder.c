@@ -22,8 +22,17 @@
 
 #include <jpeglib.h>
 #include <jerror.h>
-#if defined(__SSE2__)
+/* The resizer's code paths (tests/test_resize_paths.c builds this file with each): by default the AVX2 clones
+ * where the compiler and loader can make them, the SSE2 passes, plain C; IMAGEFOLDER_RESIZE_BASELINE drops the
+ * AVX2 clones, IMAGEFOLDER_RESIZE_SCALAR the SSE2 passes as well. */
+#ifdef IMAGEFOLDER_RESIZE_SCALAR
+#define IMAGEFOLDER_RESIZE_BASELINE
+#endif
+#if defined(__SSE2__) && !defined(IMAGEFOLDER_RESIZE_SCALAR)
+#define RESIZE_SSE2 1
 #include <emmintrin.h>
+#else
+#define RESIZE_SSE2 0
 #endif
 
 void imagefolder_config_defaults(ImageFolderConfig *c) {
@@ -387,11 +396,11 @@ static inline uint8_t round_u8(float v) {
 
 /* The resampler's two loops are compiled twice, for AVX2 and for the
  * baseline, and the loader picks one (target_clones: an ifunc).  Neither
- * has FMA, so both give the same bytes.  Measured: 2x on a 375 x 500 to
- * 224 x 224 resize (bench/RESULTS.md).  The AVX2 loop must call the AVX2
+ * has FMA, so both give the same bytes.  Measured: 2.2x on a 375 x 500
+ * to 224 x 224 resize, with horizontal_rgb_avx2 (bench/RESULTS.md).  The AVX2 loop must call the AVX2
  * horizontal pass: a baseline (SSE) function called from AVX2 code was
  * slower than no clones at all. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(IMAGEFOLDER_RESIZE_BASELINE)
 #define RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define RESIZE_CLONES
@@ -403,7 +412,7 @@ static inline uint8_t round_u8(float v) {
  * (max xc); row holds n_taps * C + 1 floats of zeros past its end. */
 RESIZE_CLONES static void horizontal_row_u8(uint8_t *out, const float *row, int dW, int C, const int *xf,
                                             const int *xc, const float *xk, int xks, int n_taps) {
-#if defined(__SSE2__)
+#if RESIZE_SSE2
     if (C == 3) {
         /* A pixel's three sums in one 4-lane register (the fourth lane reads the next pixel's first value, or
          * the padding, and is dropped): the scalar loop's multiplies and adds, lane for lane, in its order, so
@@ -445,7 +454,7 @@ RESIZE_CLONES static void horizontal_row_u8(uint8_t *out, const float *row, int 
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(IMAGEFOLDER_RESIZE_BASELINE)
 #define RESIZE_HAVE_AVX2 1
 #include <immintrin.h>
 
@@ -753,7 +762,8 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
     size_t n_bytes = 0;
     /* A JPEG of at most max_pixels bytes (the pipeline's bound counts one such buffer a worker) is read with one
      * read and decoded into scr->pixels: no per-image allocation (the page faults of a fresh buffer were 2-3%
-     * of a 224 x 224 image's time) and no 4 KB reads through stdio. */
+     * of a 224 x 224 image's time) and no 4 KB reads through stdio.  A PNG is only sniffed from those bytes:
+     * libpng reads it again from its path. */
     const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
     if (whole < 0) return -1;
     *scale_eighths = 8;

@@ -8,6 +8,15 @@
 tower_add_test(NAME test_events SOURCES test_events.c LIBS tower_io tower_ps)
 tower_add_test(NAME test_safetensors SOURCES test_safetensors.c LIBS tower_ps)
 tower_add_test(NAME test_imagefolder SOURCES test_imagefolder.c LIBS tower_io)
+# The resizer's paths the loader does not pick here, each against the same oracle as test_imagefolder's:
+# io/imagefolder.c compiled on its own without the AVX2 clones (the SSE2 pass) and as plain C.
+foreach(path BASELINE SCALAR)
+  string(TOLOWER ${path} name)
+  tower_add_test(NAME test_resize_${name} SOURCES test_resize_paths.c ${CMAKE_SOURCE_DIR}/io/imagefolder.c
+                 LIBS tower_io)  # for libpng, libjpeg and base/ (its own imagefolder.o is not pulled in)
+  target_include_directories(test_resize_${name} PRIVATE ${CMAKE_SOURCE_DIR})
+  target_compile_definitions(test_resize_${name} PRIVATE IMAGEFOLDER_RESIZE_${path} RESIZE_PATH_NAME="${name}")
+endforeach()
 tower_add_test(NAME test_progress SOURCES test_progress.c ${CMAKE_SOURCE_DIR}/cmd/progress.c LIBS m)
 # The image folders' decode + resize against PIL's on the same files (Pillow's own code).
 add_test(NAME test_pil_interop

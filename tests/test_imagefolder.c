@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -39,6 +38,7 @@
 #include "io/tfrecord.h"
 
 #include "tests/check.h"
+#include "tests/resize_oracle.h"
 
 /* ---------------------------------------------------------------- writing test images */
 
@@ -193,87 +193,7 @@ static void test_resize(void) {
     CHECK(!memcmp(id, lr, 64), "same size is not a copy");
 }
 
-/* The resampler's oracle: PIL's weights (a triangle of half-width max(1, in/out), each output's taps
- * normalised), computed here in double and rounded to float, then the two passes written as plainly as they
- * read: each output value is the float sum over its row taps of (the float sum over its column taps, in
- * order, first tap first), +0.5, truncated, clamped.  imagefolder_resize's vectorised passes (4-lane pixels,
- * zero-weight taps that make every pixel's loop one length, the AVX2 clone) must give these bytes exactly. */
-static void oracle_taps(int in, int out, int o, int *first, int *count, float *w /* (2 * in + 3) */) {
-    double scale = (double)in / out, fs = scale < 1.0 ? 1.0 : scale, support = fs, center = (o + 0.5) * scale;
-    int lo = (int)(center - support + 0.5), hi = (int)(center + support + 0.5);
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > in ? in : hi;
-    int n = hi - lo, ksize = (int)ceil(support) * 2 + 1;
-    n = n > ksize ? ksize : n;
-    double k[2 * 65 + 3], sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        double t = fabs((i + lo - center + 0.5) / fs);
-        k[i] = t < 1.0 ? 1.0 - t : 0.0;
-        sum += k[i];
-    }
-    for (int i = 0; i < n; i++) w[i] = (float)(sum != 0.0 ? k[i] / sum : k[i]);
-    *first = lo;
-    *count = n;
-}
-
-static void oracle_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C) {
-    float wy[2 * 65 + 3], wx[2 * 65 + 3];
-    for (int y = 0; y < dH; y++) {
-        int y0, ny;
-        oracle_taps(sH, dH, y, &y0, &ny, wy);
-        for (int x = 0; x < dW; x++) {
-            int x0, nx;
-            oracle_taps(sW, dW, x, &x0, &nx, wx);
-            for (int c = 0; c < C; c++) {
-                float acc = 0.0f;
-                for (int i = 0; i < nx; i++) {
-                    float col = 0.0f;
-                    for (int j = 0; j < ny; j++) {
-                        const float v = wy[j] * (float)src[((size_t)(y0 + j) * sW + (x0 + i)) * C + c];
-                        col = j ? col + v : v;
-                    }
-                    acc = i ? acc + wx[i] * col : wx[i] * col;
-                }
-                int r = (int)(acc + 0.5f);
-                dst[((size_t)y * dW + x) * C + c] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
-            }
-        }
-    }
-}
-
-static void test_resize_oracle(void) {
-    uint32_t s = (uint32_t)time(NULL) ^ ((uint32_t)getpid() << 16); /* fresh inputs each run, the seed printed */
-    printf("test_resize_oracle: seed %u\n", s);
-    const int channels[] = {1, 3, 4};
-    int n_cases = 0, n_bad = 0;
-    for (int t = 0; t < 400; t++) {
-        /* sides 1..64 either way (shrinks up to 64x, enlargements, equal sides), as many 3-channel cases */
-        s = s * 1664525u + 1013904223u;
-        int sH = 1 + (int)(s >> 8) % 64, sW = 1 + (int)(s >> 16) % 64;
-        s = s * 1664525u + 1013904223u;
-        int dH = 1 + (int)(s >> 8) % 64, dW = 1 + (int)(s >> 16) % 64, C = channels[(s >> 28) % 3];
-        const size_t n_src = (size_t)sH * sW * C, n_dst = (size_t)dH * dW * C;
-        uint8_t *src = malloc(n_src), *got = malloc(n_dst), *want = malloc(n_dst);
-        for (size_t i = 0; i < n_src; i++) {
-            s = s * 1664525u + 1013904223u;
-            src[i] = (uint8_t)(t % 4 == 0 ? ((s >> 24) & 1) * 255 : s >> 24); /* a quarter black and white */
-        }
-        int rc = imagefolder_resize(got, dH, dW, src, sH, sW, C);
-        oracle_resize(want, dH, dW, src, sH, sW, C);
-        n_cases++;
-        if (rc != 0 || memcmp(got, want, n_dst)) {
-            size_t i = 0;
-            while (i + 1 < n_dst && got[i] == want[i]) i++;
-            if (n_bad++ < 5)
-                CHECK(0, "resize %dx%dx%d -> %dx%d: rc %d, byte %zu is %d, the oracle's %d", sH, sW, C, dH, dW, rc, i,
-                      got[i], want[i]);
-        }
-        free(src);
-        free(got);
-        free(want);
-    }
-    CHECK(n_bad == 0, "%d of %d resizes differ from the oracle", n_bad, n_cases);
-}
+static void test_resize_oracle(void) { check_failures += resize_oracle_check("the dispatched path"); }
 
 static void test_folder(void) {
     char dir[] = "/tmp/tower_test_imagefolder_XXXXXX";
