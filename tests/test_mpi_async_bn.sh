@@ -7,17 +7,19 @@
 #     2 towers, momentum; and mpirun -np 1, adam), moving statistics included,
 #     through tests/test_mpi_ps_helper; and the statistics moved there;
 #   - --batch_norm sync with --sync_replicas false is refused with one line;
-#   - 2 ranks x 1 tower of resnet20 on Fashion-MNIST (300 applied updates of 8
+#   - 2 ranks x 1 tower of resnet20 on Fashion-MNIST (600 applied updates of 8
 #     examples): the checkpoint's moving statistics all moved from their
 #     initial values and are finite (variances positive), and `tower eval`
 #     (the moving averages of the variables, the owners' statistics among
-#     them) on the first 2000 test images scores above 0.25 (chance: 0.10;
-#     0.38-0.60 over 4 runs of seeds 7-9).  The statistics lag at first
-#     (momentum 0.99 from variance 1): after 100 updates synchronous ps_mpi and
-#     async both scored 0.10, so the run is 300.  Not the raw variables: at
-#     this rate (per example twice a synchronous run's at 0.05) the loss still
-#     jumps, the statistics lag the jumps by about 100 updates, and one run of
-#     5 scored 0.11 raw (0.35-0.62 the others).  At a synchronous run's rate
+#     them) on the first 2000 test images scores above 0.5 (chance: 0.10;
+#     0.69-0.74 over 9 runs of seeds 7 and 8, 4 of them two at a time).  The
+#     statistics lag (momentum 0.99 from variance 1): after 100 updates
+#     synchronous ps_mpi and async both scored 0.10, and after 300 async
+#     scored 0.19-0.66 over 4 runs (it failed CI and 1 of 5 runs alone at
+#     0.25), so the run is 600.  Not the raw variables: at this rate (per
+#     example twice a synchronous run's at 0.05) the loss still jumps, the
+#     statistics lag the jumps by about 100 updates, and one run of 5 scored
+#     0.11 raw after 300 (0.35-0.62 the others).  At a synchronous run's rate
 #     per example the two agree (docs/hosts.md).
 # Skips (77) without mpirun, MPI in the build, or the data.
 source "$(dirname "$0")/train_common.sh"
@@ -65,14 +67,14 @@ grep -q "batch_norm sync with --sync_replicas false: a global batch's statistics
   { cat "$work/bnsync.log"; fail "--batch_norm sync with --sync_replicas false: no line says why"; }
 echo "refused: $(grep -m1 -o -- "--batch_norm sync with.*" "$work/bnsync.log" | cut -c1-120)"
 
-"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --max_steps 300 --log_every 100 --train_dir "$work/async" \
+"${mpi[@]}" -np 2 "$tower" train "${common[@]}" --max_steps 600 --log_every 100 --train_dir "$work/async" \
   >"$work/async.log" 2>&1 || { cat "$work/async.log"; fail "2 ranks of resnet20, asynchronous, failed"; }
-grep -q "done at step 300;" "$work/async.log" || { cat "$work/async.log"; fail "the run did not end at step 300"; }
-"$helper" moving "$work/async/model.ckpt-300" >"$work/moving.log" || { cat "$work/moving.log"; fail "moving statistics"; }
-echo "2 ranks x 1 tower, 300 updates: $(cat "$work/moving.log")"
-p=$("$tower" eval --checkpoint "$work/async/model.ckpt-300" --data "$work/few-*.tfrecord" --eval_dir none --no_progress \
+grep -q "done at step 600;" "$work/async.log" || { cat "$work/async.log"; fail "the run did not end at step 600"; }
+"$helper" moving "$work/async/model.ckpt-600" >"$work/moving.log" || { cat "$work/moving.log"; fail "moving statistics"; }
+echo "2 ranks x 1 tower, 600 updates: $(cat "$work/moving.log")"
+p=$("$tower" eval --checkpoint "$work/async/model.ckpt-600" --data "$work/few-*.tfrecord" --eval_dir none --no_progress \
   2>&1 | sed -n 's/.*precision @ 1 = \([0-9.]*\).*/\1/p')
 [ -n "$p" ] || fail "no precision from eval"
-awk -v p="$p" 'BEGIN { exit !(p > 0.25) }' || fail "eval of the asynchronous resnet20: precision $p, not above 0.25"
+awk -v p="$p" 'BEGIN { exit !(p > 0.5) }' || fail "eval of the asynchronous resnet20: precision $p, not above 0.5"
 echo "eval (moving averages) on 2000 test images: precision @ 1 = $p"
 echo "asynchronous batch norm: all checks passed ($(( $(date +%s) - t0 )) s)"
