@@ -290,27 +290,47 @@ static int sniff_format(const char *path, char *err, size_t err_n) {
     return sniff_bytes(path, magic, got, err, err_n);
 }
 
+/* The PNG or JPEG at path to RGB, its format from its first bytes: from data (n_bytes, the file read whole) when
+ * given, else from the file.  A JPEG decodes into scr->pixels when scr is given (kept by scr; S, mode and
+ * *scale_eighths as decode_jpeg's); a PNG, and a JPEG without scr, into a buffer malloc'ed for the caller, which
+ * *owned then names too (else NULL).  A PNG lets scr->pixels go first, so that one decoded image is held.
+ * *orig_H, *orig_W: the stored size.  0, or -1 with err (*pixels and *owned NULL). */
+static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
+                        size_t max_pixels, ImageFolderScratch *scr, uint8_t **pixels, uint8_t **owned, int *H, int *W,
+                        int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+    *pixels = *owned = NULL;
+    *scale_eighths = 8;
+    int kind = data ? sniff_bytes(path, data, n_bytes, err, err_n) : sniff_format(path, err, err_n);
+    if (kind < 0) return -1;
+    if (kind == 1) {
+        if (scr) {
+            free(scr->pixels);
+            scr->pixels = NULL;
+            scr->pixels_n_bytes = 0;
+        }
+        if (decode_png(path, max_pixels, owned, H, W, err, err_n) != 0) return -1;
+        *pixels = *owned;
+        *orig_H = *H;
+        *orig_W = *W;
+        return 0;
+    }
+    FILE *f = data ? NULL : fopen(path, "rb");
+    if (!data && !f) {
+        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = decode_jpeg(path, f, data, n_bytes, S, mode, max_pixels, scr, pixels, H, W, orig_H, orig_W, scale_eighths,
+                         err, err_n);
+    if (f) fclose(f);
+    if (rc == 0 && !scr) *owned = *pixels;
+    return rc;
+}
+
 int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
                               int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
-    *pixels = NULL;
-    *scale_eighths = 8;
-    int kind = sniff_format(path, err, err_n);
-    if (kind < 0) return -1;
-    if (kind == 2) {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
-            return -1;
-        }
-        int rc = decode_jpeg(path, f, NULL, 0, S, mode, max_pixels, NULL, pixels, H, W, orig_H, orig_W, scale_eighths,
-                             err, err_n);
-        fclose(f);
-        return rc;
-    }
-    if (decode_png(path, max_pixels, pixels, H, W, err, err_n) != 0) return -1;
-    *orig_H = *H;
-    *orig_W = *W;
-    return 0;
+    uint8_t *owned;
+    return decode_image(path, NULL, 0, S, mode, max_pixels, NULL, pixels, &owned, H, W, orig_H, orig_W, scale_eighths,
+                        err, err_n);
 }
 
 int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
@@ -757,7 +777,7 @@ static int read_small_file(const char *path, size_t cap, ImageFolderScratch *scr
 
 int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
                      int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
-    uint8_t *rgb = NULL, *owned = NULL; /* owned: malloc'ed by the decoder, freed here; else rgb is scr->pixels */
+    uint8_t *rgb, *owned; /* owned: malloc'ed by the decoder (a PNG), freed here; else rgb is scr->pixels */
     int H, W, oH, oW;
     size_t n_bytes = 0;
     /* A JPEG of at most max_pixels bytes (the pipeline's bound counts one such buffer a worker) is read with one
@@ -765,30 +785,9 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
      * of a 224 x 224 image's time) and no 4 KB reads through stdio.  A PNG is only sniffed from those bytes:
      * libpng reads it again from its path. */
     const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
-    if (whole < 0) return -1;
-    *scale_eighths = 8;
-    int kind = whole ? sniff_bytes(path, scr->file, n_bytes, err, err_n) : sniff_format(path, err, err_n);
-    if (kind < 0) return -1;
-    if (kind == 2) {
-        FILE *f = whole ? NULL : fopen(path, "rb");
-        if (!whole && !f) {
-            snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
-            return -1;
-        }
-        int rc = decode_jpeg(path, f, scr->file, n_bytes, scaled ? S : 0, mode, max_pixels, scr, &rgb, &H, &W, &oH,
-                             &oW, scale_eighths, err, err_n);
-        if (f) fclose(f);
-        if (rc != 0) return -1;
-    } else {
-        /* a PNG gets a buffer of its own: the JPEGs' one goes first, so that one decoded image is held */
-        free(scr->pixels);
-        scr->pixels = NULL;
-        scr->pixels_n_bytes = 0;
-        if (decode_png(path, max_pixels, &owned, &H, &W, err, err_n) != 0) return -1;
-        rgb = owned;
-        oH = H;
-        oW = W;
-    }
+    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, max_pixels, scr, &rgb,
+                                  &owned, &H, &W, &oH, &oW, scale_eighths, err, err_n) != 0)
+        return -1;
     int tH, tW;
     target_size(S, mode, oH, oW, &tH, &tW);
     /* The resampled image is (tH, tW) bytes; the work of the first pass is (tH, W) rows: both bounded. */

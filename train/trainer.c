@@ -686,9 +686,9 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     return 0;
 }
 
-static const char *split_name(int split) {
-    return split == PIPELINE_SPLIT_FILES ? "files" : split == PIPELINE_SPLIT_RECORDS ? "records" : "none";
-}
+/* --input_split's names, by PIPELINE_SPLIT_* value (trainer_open reads them, the run state writes them). */
+static const char *const split_names[] = {[PIPELINE_SPLIT_NONE] = "none", [PIPELINE_SPLIT_FILES] = "files",
+                                          [PIPELINE_SPLIT_RECORDS] = "records"};
 
 /* After the mode's open (a resumed state is then rank 0's on every rank): where each worker's part of the data
  * starts (--input_split files|records).  A checkpoint that records the parts' own counts, of as many workers and
@@ -699,7 +699,7 @@ static void settle_parts(Trainer *tr) {
     tr->examples_at_open = tr->examples_consumed;
     if (tr->input_split == PIPELINE_SPLIT_NONE) return;
     const CkptRunState *run = &tr->resume_run;
-    const int own = run->n_parts == tr->n_workers && !strcmp(run->input_split, split_name(tr->input_split));
+    const int own = run->n_parts == tr->n_workers && !strcmp(run->input_split, split_names[tr->input_split]);
     for (int w = 0; w < tr->n_workers; w++)
         tr->part_start[w] = own ? run->part_examples_consumed[w] : tr->examples_consumed / tr->n_workers;
     if (run->n_parts > 0 && !own && tr->rank == 0) {
@@ -707,7 +707,7 @@ static void settle_parts(Trainer *tr) {
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: the checkpoint records the examples of %d worker(s)' parts of --input_split %s; "
                 "this run has %d worker(s) with --input_split %s: each part skips %ld (examples consumed / %d), "
-                "not its own count\n", ts, run->n_parts, run->input_split, tr->n_workers, split_name(tr->input_split),
+                "not its own count\n", ts, run->n_parts, run->input_split, tr->n_workers, split_names[tr->input_split],
                 tr->examples_consumed / tr->n_workers, tr->n_workers);
     }
 }
@@ -730,14 +730,15 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tr->bn_sync = !strcmp(o->batch_norm, "sync");
     tr->staleness_max = -1;
     const char *split = o->input_split ? o->input_split : "none";
-    if (strcmp(split, "none") && strcmp(split, "files") && strcmp(split, "records")) {
+    int split_kind = -1;
+    for (int k = 0; k < (int)(sizeof split_names / sizeof split_names[0]); k++)
+        if (!strcmp(split, split_names[k])) split_kind = k;
+    if (split_kind < 0) {
         snprintf(err, err_n_bytes, "--input_split '%s': expected none, files or records", split);
         return -1;
     }
     /* One process reads everything; synthetic data has nothing to split. */
-    if (tr->n_ranks > 1 && !o->synthetic)
-        tr->input_split = !strcmp(split, "files") ? PIPELINE_SPLIT_FILES : !strcmp(split, "records") ? PIPELINE_SPLIT_RECORDS
-                                                                                                    : PIPELINE_SPLIT_NONE;
+    if (tr->n_ranks > 1 && !o->synthetic) tr->input_split = split_kind;
     if (o->batch_size < 1) {
         snprintf(err, err_n_bytes, "--batch_size must be at least 1, got %d", o->batch_size);
         return -1;
@@ -1146,7 +1147,7 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
      * a worker's batch of the job's count (exact); the modes whose ranks step apart give theirs (run_state). */
     if (tr->input_split != PIPELINE_SPLIT_NONE) {
         run.n_parts = tr->n_workers;
-        snprintf(run.input_split, sizeof run.input_split, "%s", split_name(tr->input_split));
+        snprintf(run.input_split, sizeof run.input_split, "%s", split_names[tr->input_split]);
         for (int w = 0; w < tr->n_workers; w++)
             run.part_examples_consumed[w] = tr->part_start[w] + (tr->examples_consumed - tr->examples_at_open) / tr->n_workers;
     }
