@@ -448,8 +448,8 @@ static int measure_figures(const char *model, const ModelOptions *opts, TrainCos
     if (!ps || !src || !dst) {
         snprintf(err, err_n_bytes, "--predict: out of memory for the microbenchmarks");
         ps_free(ps);
-        free(src);
-        free(dst);
+        host_free_page_aligned(src, NULL);
+        host_free_page_aligned(dst, NULL);
         return -1;
     }
     const size_t n = spec.n_params;
@@ -497,8 +497,8 @@ static int measure_figures(const char *model, const ModelOptions *opts, TrainCos
     f->barrier_ms = t_tiny * 1e3; /* N = 2: one barrier and two tiny phases */
     f->ring_gbps = M / (t_big - t_tiny > 1e-9 ? t_big - t_tiny : t_big) / 1e9; /* each rank moves 2(N-1)/N M = M */
     ps_free(ps);
-    free(src);
-    free(dst);
+    host_free_page_aligned(src, NULL);
+    host_free_page_aligned(dst, NULL);
     return 0;
 }
 

@@ -519,9 +519,10 @@ size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, Pi
     /* slot_data, slot_label, free_slots, work */
     m->slots_n_bytes = n_slots * (z.slot_n_bytes + sizeof(int32_t) + sizeof(int) + sizeof(WorkItem));
     m->shuffle_n_bytes = (size_t)(z.capacity > 0 ? z.capacity : 1) * sizeof(int);
-    /* Each staging buffer is zeroed by cfg->alloc (all its pages resident). */
-    m->staging_n_bytes = (size_t)z.P * (round_up_pages((size_t)z.B * z.out_n_floats * sizeof(float)) +
-                                        round_up_pages((size_t)z.B * sizeof(int32_t)) + sizeof(RingEntry));
+    /* Each staging buffer is zero (all its pages resident once written), with the page the default allocator
+     * keeps before it (base/host_alloc.c). */
+    m->staging_n_bytes = (size_t)z.P * (round_up_pages((size_t)z.B * z.out_n_floats * sizeof(float)) + 4096 +
+                                        round_up_pages((size_t)z.B * sizeof(int32_t)) + 4096 + sizeof(RingEntry));
     /* The source: what its reader holds (TFRecord: one open reader and the
      * Example decoder, the file names; image folder: the listing and the
      * epoch's order), and the workers' decode scratch (image folder). */

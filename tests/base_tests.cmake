@@ -1,4 +1,5 @@
 # Tests of base/ (the floor): the fatal report every CUDA/cuDNN/cuBLAS/NCCL
-# check ends in, and the environment switches' rule (flags_env_on).
+# check ends in, the environment switches' rule (flags_env_on) and the default host allocator.
 tower_add_test(NAME test_base_check SOURCES test_base_check.c LIBS tower_base Threads::Threads)
 tower_add_test(NAME test_base_flags SOURCES test_base_flags.c LIBS tower_base)
+tower_add_test(NAME test_base_host_alloc SOURCES test_base_host_alloc.c LIBS tower_base)

@@ -83,7 +83,7 @@ static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, 
     if (t->acts) t->stats_n_bytes = model_moving_stats_n_bytes(t->acts);
     if (!t->weights || !t->acts || !t->logits) {
         snprintf(err, err_n_bytes, "out of memory for the weights and activations of batch %d", max_batch);
-        free(t->own_weights);
+        host_free_page_aligned(t->own_weights, NULL);
         free(t->logits);
         model_acts_free(t->acts);
         free(t);
@@ -95,7 +95,7 @@ static void *cpu_tower_create(const ModelSpec *spec, int device, int max_batch, 
 static void cpu_tower_free(void *dev) {
     CpuTower *t = dev;
     if (!t) return;
-    free(t->own_weights);
+    host_free_page_aligned(t->own_weights, NULL);
     free(t->logits);
     free(t->stats);
     model_acts_free(t->acts);
