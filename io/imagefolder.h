@@ -129,10 +129,9 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
 
 /* One file to out (S, S, C): decoded as imagefolder_decode_scaled does
  * (scaled 0: full size, as tower convert), then imagefolder_transform.  A
- * file of at most max_pixels bytes is read whole into scr->file and a JPEG
- * decoded from those bytes into scr->pixels, both kept for the next file;
- * a larger file is read through stdio; a PNG is decoded from its path into
- * a buffer of its own (scr->pixels is let go first).  Refuses images whose
+ * file of at most max_pixels bytes is read whole into scr->file and
+ * decoded from those bytes (a larger file through stdio) into scr->pixels,
+ * both kept for the next file.  Refuses images whose
  * decoded size or resampling buffers ((tH, W) and (tH, tW)) exceed
  * max_pixels, or with a side over 65535, so that a worker's memory is
  * bounded by max_pixels (the input pipeline's bound).  *scale_eighths as

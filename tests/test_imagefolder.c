@@ -278,6 +278,35 @@ static void test_folder(void) {
     CHECK(imagefolder_decode(p, &pix, &H, &W, err, sizeof err) == -1 && strstr(err, p) && !strchr(err, '\n'),
           "bad.png: '%s'", err);
 
+    /* imagefolder_load (the file read whole, decoded from its bytes into kept buffers) against imagefolder_decode
+     * (from the open file, into a buffer of its own) and imagefolder_transform: the same pixels for every good
+     * file, the same one line for every bad one, whichever file came before (the kept buffers). */
+    const char *files[] = {"a_cat/1.png",  "a_cat/2_grey.PNG", "a_cat/3.jpg",   "a_cat/bad.png", "a_cat/trunc.jpg",
+                           "b_dog/g16.png", "b_dog/pal.png",   "b_dog/trunc.png", "c_bird/x.png", "a_cat/1.png"};
+    ImageFolderScratch kept = {0}, own = {0};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        enum { S = 5 };
+        uint8_t loaded[S * S * 3], want_px[S * S * 3];
+        char lerr[1024];
+        int m = 0;
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        const int lrc = imagefolder_load(loaded, S, 3, IMAGEFOLDER_RESIZE, p, IMAGEFOLDER_MAX_PIXELS, 0, &kept, &m,
+                                         lerr, sizeof lerr);
+        const int drc = imagefolder_decode(p, &pix, &H, &W, err, sizeof err);
+        CHECK(lrc == drc, "%s: imagefolder_load %d, imagefolder_decode %d (%s)", files[i], lrc, drc, lrc ? lerr : err);
+        if (lrc == 0 && drc == 0) {
+            CHECK(imagefolder_transform(want_px, S, 3, IMAGEFOLDER_RESIZE, pix, H, W, H, W, &own) == 0, "transform");
+            CHECK(!memcmp(loaded, want_px, sizeof loaded), "%s: imagefolder_load's pixels differ", files[i]);
+        } else if (lrc != 0 && drc != 0) {
+            CHECK(!strcmp(lerr, err) && strstr(lerr, p) && !strchr(lerr, '\n'),
+                  "%s: imagefolder_load says '%s', imagefolder_decode '%s'", files[i], lerr, err);
+        }
+        free(pix);
+        pix = NULL;
+    }
+    imagefolder_scratch_free(&kept);
+    imagefolder_scratch_free(&own);
+
     /* The source, RGB 4x4, resize. */
     Warnings warn = {.n = 0};
     ImageFolderConfig cfg;
