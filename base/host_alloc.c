@@ -8,9 +8,12 @@
  * with memset in pipeline_open faulted every 4 KiB page in one thread before
  * the first image was decoded (about 40 ms for 77 MB on the 2-core EPYC, see
  * bench/RESULTS.md).  A fresh mapping is zero already, and its pages fault in
- * where they are first written, 2 MiB at a time with transparent huge pages.
- * What it does not do: pin memory (tower/tower_cuda.c does), or pool blocks:
- * each call maps or allocates, each free unmaps or frees.
+ * where they are first written, once (the kernel's zeroing, without a second
+ * pass of memset).
+ * What it does not do: pin memory (tower/tower_cuda.c does), pool blocks
+ * (each call maps or allocates, each free unmaps or frees), or ask for
+ * transparent huge pages (tried: no difference measured through the noise of
+ * this machine, and a policy of the kernel's to leave to the user).
  * LeakSanitizer does not see the mapped blocks (only malloc's); the smaller
  * ones, and everything else in the process, it still checks.
  */
@@ -43,9 +46,6 @@ void *host_alloc_page_aligned(size_t n_bytes, void *ctx) {
         void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return NULL;
         base = m;
-#ifdef MADV_HUGEPAGE
-        (void)madvise(base + page, total - page, MADV_HUGEPAGE); /* advice: refused where THP is off */
-#endif
         ((HostAllocHeader *)base)->map_n_bytes = total;
     } else {
         void *m = NULL;

@@ -28,10 +28,8 @@ typedef struct {
  * (or n_bytes overflows).  A block of at least HOST_ALLOC_MAP_MIN_N_BYTES
  * is an anonymous mapping of its own, zero as the kernel hands it out (no
  * memset: its pages are touched first by whoever writes them, e.g. the
- * input pipeline's workers, not all at once by the allocating thread) and
- * marked for transparent huge pages (one fault per 2 MiB instead of per
- * 4 KiB, where the kernel allows them); a smaller one comes from
- * posix_memalign and is zeroed here.  ctx is unused.  Free it only with
+ * input pipeline's workers, not all at once by the allocating thread); a
+ * smaller one comes from posix_memalign and is zeroed here.  ctx is unused.  Free it only with
  * host_free_page_aligned: a page before the block says which it is. */
 void *host_alloc_page_aligned(size_t n_bytes, void *ctx);
 
