@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <png.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jpeglib.h>
 #include <jerror.h>
@@ -642,6 +644,7 @@ typedef struct {
     int *folder_label;     /* (n_folders) each folder's label (index in classes) */
     FolderFile *files;     /* (n_files) class after class, names sorted */
     long n_files, next;
+    uint64_t files_n_bytes; /* the files' sizes when listed */
     long n_skipped;
     uint8_t *out;          /* (image_size, image_size, channels) */
     uint8_t *scaled;       /* (scaled_H, scaled_W, 3) before the crop, grown on demand */
@@ -759,30 +762,36 @@ void imagefolder_scratch_free(ImageFolderScratch *scr) {
  * larger (nothing read), -1 with err. */
 static int read_small_file(const char *path, size_t cap, ImageFolderScratch *scr, size_t *n_bytes, char *err,
                            size_t err_n) {
-    FILE *f = fopen(path, "rb");
+    /* open/fstat/read, not stdio: no FILE to allocate and no second fstat (stdio's, for its buffer size) */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
-    if (!f || fstat(fileno(f), &sb) != 0) {
+    if (fd < 0 || fstat(fd, &sb) != 0) {
         snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
-        if (f) fclose(f);
+        if (fd >= 0) close(fd);
         return -1;
-    }
-    if (!S_ISREG(sb.st_mode) || sb.st_size < 0 || (uint64_t)sb.st_size > cap) {
-        fclose(f);
-        return 0;
     }
     /* + 1: a file grown since fstat reads one byte more, and is read again the slow way */
-    if (grow(&scr->file, &scr->file_n_bytes, (size_t)sb.st_size + 1) != 0) {
-        fclose(f);
+    if (!S_ISREG(sb.st_mode) || sb.st_size < 0 || (uint64_t)sb.st_size > cap ||
+        grow(&scr->file, &scr->file_n_bytes, (size_t)sb.st_size + 1) != 0) {
+        close(fd);
         return 0;
     }
-    *n_bytes = fread(scr->file, 1, (size_t)sb.st_size + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        snprintf(err, err_n, "%s: cannot read: %s", path, strerror(errno));
-        return -1;
+    const size_t want = (size_t)sb.st_size + 1;
+    size_t got = 0;
+    while (got < want) {
+        const ssize_t r = read(fd, scr->file + got, want - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            snprintf(err, err_n, "%s: cannot read: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
     }
-    return *n_bytes <= (size_t)sb.st_size;
+    close(fd);
+    *n_bytes = got;
+    return got <= (size_t)sb.st_size;
 }
 
 int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
@@ -1080,6 +1089,7 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
             st->files[st->n_files].path = fp;
             st->files[st->n_files].label = st->folder_label[c];
             st->n_files++;
+            st->files_n_bytes += (uint64_t)sb.st_size;
             found++;
         }
         if (found == 0) {
@@ -1145,6 +1155,10 @@ int imagefolder_write_labels(const ConvertSource *src, const char *path, char *e
 }
 
 long imagefolder_n_files(const ConvertSource *src) { return ((const FolderState *)src->state)->n_files; }
+
+uint64_t imagefolder_files_n_bytes(const ConvertSource *src) {
+    return ((const FolderState *)src->state)->files_n_bytes;
+}
 
 const char *imagefolder_file(const ConvertSource *src, long i, int *label) {
     const FolderState *st = src->state;

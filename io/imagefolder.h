@@ -143,6 +143,8 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
  * after class (imagefolder_file: its path, owned by the source, and label). */
 long imagefolder_n_files(const ConvertSource *src);
 const char *imagefolder_file(const ConvertSource *src, long i, int *label);
+/* Their sizes in bytes, summed from the stat that listed them (no second stat a file). */
+uint64_t imagefolder_files_n_bytes(const ConvertSource *src);
 
 /* The number of candidate files of the image folder dir (with the class
  * list of labels_file, or NULL), listed as convert_open_imagefolder does,

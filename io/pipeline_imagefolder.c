@@ -64,11 +64,7 @@ static int folder_open(Pipeline *p, char *err, size_t err_n) {
         snprintf(err, err_n, "%s: no image files in its class folders", c->image_dir);
         return -1;
     }
-    for (long i = 0; i < fs->n_files; i++) {
-        int label;
-        struct stat sb;
-        if (stat(imagefolder_file(fs->listing, i, &label), &sb) == 0) p->input_n_bytes += (uint64_t)sb.st_size;
-    }
+    p->input_n_bytes += imagefolder_files_n_bytes(fs->listing);
     fs->order = malloc((size_t)fs->n_files * sizeof *fs->order);
     fs->scratch = calloc((size_t)c->n_workers, sizeof *fs->scratch);
     if (!fs->order || !fs->scratch) {

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -173,6 +174,28 @@ static void config(PipelineConfig *c, const char *dir, int n_workers, uint64_t s
 
 /* Runs the pipeline to its end: the ids (R of the first pixel) in stream order into ids (at most cap).
  * Returns the count, or -1 with err on a pipeline error. */
+/* The bytes of the regular files (not dot files) in dir's class folders (not dot folders), read here with
+ * opendir and stat: what the pipeline's input_n_bytes must be. */
+static uint64_t folder_n_bytes(const char *dir) {
+    uint64_t total = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char cdir[1024];
+        struct stat sb;
+        snprintf(cdir, sizeof cdir, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || stat(cdir, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        DIR *c = opendir(cdir);
+        for (struct dirent *f; c && (f = readdir(c));) {
+            char fp[2048];
+            snprintf(fp, sizeof fp, "%s/%s", cdir, f->d_name);
+            if (f->d_name[0] != '.' && stat(fp, &sb) == 0 && S_ISREG(sb.st_mode)) total += (uint64_t)sb.st_size;
+        }
+        if (c) closedir(c);
+    }
+    if (d) closedir(d);
+    return total;
+}
+
 static long run(const PipelineConfig *c, int *ids, long cap, PipelineStats *st, char *err, size_t err_n) {
     Pipeline *p = pipeline_open(c, err, err_n);
     if (!p) return -1;
@@ -270,6 +293,8 @@ static void test_bad_images(const char *dir) {
     CHECK(n == 2 * N_IMAGES, "skip_corrupt: %ld examples, expected every good image twice (%s)", n, n < 0 ? err : "");
     CHECK(st.corrupt_distinct == 2 && st.corrupt_skipped == 4, "corrupt distinct %ld, skipped %ld", st.corrupt_distinct,
           st.corrupt_skipped);
+    CHECK(st.input_n_bytes > 0 && st.input_n_bytes == folder_n_bytes(dir), "input_n_bytes %llu, the files hold %llu",
+          (unsigned long long)st.input_n_bytes, (unsigned long long)folder_n_bytes(dir));
     CHECK(w.n == 2, "%d warnings, expected one per bad file", w.n);
     int escaped = 0;
     for (int i = 0; i < w.n && i < 16; i++) {
