@@ -93,6 +93,10 @@ typedef struct {
     /* An image folder instead of files: DIR/<class>/FILE.png|jpg|jpeg (io/imagefolder.h's rules), decoded and
      * resized by the workers to in_H x in_W x in_C (in_H == in_W, the image size; in_C 3 RGB or 1 grey). */
     const char *image_dir;                   /* NULL: TFRecord files */
+    struct ConvertSource *image_listing;     /* image_dir: its listing, convert_open_imagefolder(image_dir) with
+                                              * labels_file, borrowed: the caller closes it after pipeline_close
+                                              * (a trainer that counted the folder lists it once); NULL: the
+                                              * pipeline lists image_dir itself */
     const char *labels_file;                 /* image_dir: the class list (NULL: the sorted class folders) */
     int resize_mode;                         /* image_dir: IMAGEFOLDER_RESIZE (0) or IMAGEFOLDER_CENTER_CROP (1) */
     int jpeg_scaled;                         /* image_dir: 1 (default) decodes JPEGs at libjpeg's reduced scale where larger than needed */

@@ -31,6 +31,7 @@
 
 typedef struct {
     ConvertSource *listing;       /* convert_open_imagefolder's: classes, files, labels */
+    int listing_borrowed;         /* 1: cfg.image_listing, the caller's to close */
     long n_files;
     long *order;                  /* (n_files) this epoch's order */
     ImageFolderScratch *scratch;  /* (n_workers) */
@@ -52,7 +53,9 @@ static int folder_open(Pipeline *p, char *err, size_t err_n) {
     ic.warn = c->warn;
     ic.warn_ctx = c->warn_ctx;
     ic.labels_file = c->labels_file;
-    if (!(fs->listing = convert_open_imagefolder(c->image_dir, &ic, err, err_n))) return -1;
+    fs->listing_borrowed = c->image_listing != NULL;
+    if (fs->listing_borrowed) fs->listing = c->image_listing;
+    else if (!(fs->listing = convert_open_imagefolder(c->image_dir, &ic, err, err_n))) return -1;
     int n_classes;
     imagefolder_classes(fs->listing, &n_classes);
     if (n_classes > c->num_classes) {
@@ -78,7 +81,7 @@ static int folder_open(Pipeline *p, char *err, size_t err_n) {
 static void folder_close(Pipeline *p) {
     FolderSource *fs = p->src_state;
     if (!fs) return;
-    if (fs->listing) fs->listing->close(fs->listing);
+    if (fs->listing && !fs->listing_borrowed) fs->listing->close(fs->listing);
     for (int w = 0; fs->scratch && w < p->cfg.n_workers; w++) imagefolder_scratch_free(&fs->scratch[w]);
     free(fs->scratch);
     free(fs->order);

@@ -172,8 +172,6 @@ static void config(PipelineConfig *c, const char *dir, int n_workers, uint64_t s
     c->drop_remainder = 0;
 }
 
-/* Runs the pipeline to its end: the ids (R of the first pixel) in stream order into ids (at most cap).
- * Returns the count, or -1 with err on a pipeline error. */
 /* The bytes of the regular files (not dot files) in dir's class folders (not dot folders), read here with
  * opendir and stat: what the pipeline's input_n_bytes must be. */
 static uint64_t folder_n_bytes(const char *dir) {
@@ -196,6 +194,8 @@ static uint64_t folder_n_bytes(const char *dir) {
     return total;
 }
 
+/* Runs the pipeline to its end: the ids (R of the first pixel) in stream order into ids (at most cap).
+ * Returns the count, or -1 with err on a pipeline error. */
 static long run(const PipelineConfig *c, int *ids, long cap, PipelineStats *st, char *err, size_t err_n) {
     Pipeline *p = pipeline_open(c, err, err_n);
     if (!p) return -1;
@@ -248,6 +248,21 @@ static void test_epochs_and_order(const char *dir) {
     config(&c, dir, 2, 8, 1);
     CHECK(run(&c, d, 4 * N_IMAGES, NULL, err, sizeof err) == 2 * N_IMAGES);
     CHECK(memcmp(a, d, sizeof(int) * 2 * N_IMAGES) != 0, "seeds 7 and 8 give the same stream");
+    /* A listing made by the caller (the trainer's, which counted the folder with it): the same stream, twice,
+     * and the listing still the caller's after each pipeline_close (under ASan a use after free would show). */
+    ImageFolderConfig ic;
+    imagefolder_config_defaults(&ic);
+    ConvertSource *listing = convert_open_imagefolder(dir, &ic, err, sizeof err);
+    CHECK(listing != NULL, "listing: %s", err);
+    for (int k = 0; listing && k < 2; k++) {
+        config(&c, dir, 3, 7, 1);
+        c.image_listing = listing;
+        CHECK(run(&c, d, 4 * N_IMAGES, NULL, err, sizeof err) == 2 * N_IMAGES, "with a listing: %s", err);
+        CHECK(!memcmp(a, d, sizeof(int) * 2 * N_IMAGES), "pass %d: the caller's listing gives another stream", k);
+        CHECK(imagefolder_n_files(listing) == N_IMAGES, "pass %d: the listing holds %ld files after pipeline_close",
+              k, imagefolder_n_files(listing));
+    }
+    if (listing) listing->close(listing);
     config(&c, dir, 2, 7, 0);
     CHECK(run(&c, d, 4 * N_IMAGES, NULL, err, sizeof err) == 2 * N_IMAGES);
     int ordered = 1;

@@ -509,6 +509,7 @@ static void log_device_placement(const Trainer *tr, const TowerGroupConfig *tc) 
 int trainer_close(Trainer *tr, char *err, size_t err_n_bytes) {
     int rc = 0;
     if (tr->pipeline) pipeline_close(tr->pipeline);
+    if (tr->image_listing) tr->image_listing->close(tr->image_listing);
     const TrainModeI *m = train_mode(tr->mode);
     if (m->close) m->close(tr);
     if (tr->towers) tower_group_free(tr->towers);
@@ -614,6 +615,7 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
     pcfg.skip_examples = tr->examples_consumed;
     if (tr->image_folder) {
         pcfg.image_dir = o->data;
+        pcfg.image_listing = tr->image_listing;
         pcfg.labels_file = o->labels[0] ? o->labels : NULL;
         pcfg.resize_mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
     }
@@ -787,10 +789,18 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
         H = W = o->image_size;
         is_float = 0;
-        if (imagefolder_count(o->data, o->labels[0] ? o->labels : NULL, &tr->examples_per_epoch, e, sizeof e) != 0) {
+        /* Listed once: the count here, the files for the pipeline (pipeline_cfg.image_listing, closed by
+         * trainer_close); its warnings (a subfolder, a class without files) go where the pipeline's go. */
+        ImageFolderConfig ic;
+        imagefolder_config_defaults(&ic);
+        ic.labels_file = o->labels[0] ? o->labels : NULL;
+        ic.warn = o->warn;
+        ic.warn_ctx = o->warn_ctx;
+        if (!(tr->image_listing = convert_open_imagefolder(o->data, &ic, e, sizeof e))) {
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
         }
+        tr->examples_per_epoch = imagefolder_n_files(tr->image_listing);
     } else if (!o->synthetic) {
         if (o->labels[0]) {
             snprintf(err, err_n_bytes, "--labels applies to an image folder as --data (TFRecord data carries its "
