@@ -29,8 +29,9 @@ typedef struct {
  * is an anonymous mapping of its own, zero as the kernel hands it out (no
  * memset: its pages are touched first by whoever writes them, e.g. the
  * input pipeline's workers, not all at once by the allocating thread); a
- * smaller one comes from posix_memalign and is zeroed here.  ctx is unused.  Free it only with
- * host_free_page_aligned: a page before the block says which it is. */
+ * smaller one comes from posix_memalign and is zeroed here.  ctx is
+ * unused.  Free it only with host_free_page_aligned: a page before the
+ * block says which it is. */
 void *host_alloc_page_aligned(size_t n_bytes, void *ctx);
 
 /* Frees a block of host_alloc_page_aligned; NULL is a no-op. */
