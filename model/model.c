@@ -85,6 +85,18 @@ int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
     return model_spec_init_opts(spec, name, H, W, C, num_classes, NULL, err, err_n_bytes);
 }
 
+void model_opts_normalize(const char *name, ModelOptions *opts) {
+    if (opts->width_multiplier == 0.0f) opts->width_multiplier = 1.0f;
+    if (opts->fc_width == 0) opts->fc_width = 4096;
+    const NetInfo *net = name ? model_net_find(name) : NULL;
+    if (!net) return;
+    /* Options the network does not read take their defaults, so that a checkpoint (which records them)
+     * and a --resume with or without them agree for it. */
+    if (!(net->opts_used & MODEL_OPT_WIDTH)) opts->width_multiplier = 1.0f;
+    if (!(net->opts_used & MODEL_OPT_HEAD)) opts->head = MODEL_HEAD_KERAS;
+    if (!(net->opts_used & MODEL_OPT_FC_WIDTH)) opts->fc_width = 4096;
+}
+
 int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
                          const ModelOptions *opts, char *err, size_t err_n_bytes) {
     memset(spec, 0, sizeof *spec);
@@ -108,11 +120,7 @@ int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C,
     }
     spec->kind = (ModelKind)(net - model_nets);
     spec->name = net->name;
-    /* Options the network does not read take their defaults, so that a checkpoint (which records them)
-     * and a --resume with or without them agree for it. */
-    if (!(net->opts_used & MODEL_OPT_WIDTH)) spec->opts.width_multiplier = 1.0f;
-    if (!(net->opts_used & MODEL_OPT_HEAD)) spec->opts.head = MODEL_HEAD_KERAS;
-    if (!(net->opts_used & MODEL_OPT_FC_WIDTH)) spec->opts.fc_width = 4096;
+    model_opts_normalize(name, &spec->opts);
     if (num_classes < 1) {
         snprintf(err, err_n_bytes, "model %s: num_classes must be at least 1, got %d", spec->name, num_classes);
         return -1;

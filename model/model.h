@@ -85,6 +85,12 @@ typedef struct {
 int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
                     int num_classes, char *err, size_t err_n_bytes);
 
+/* opts as the network `name` reads them: width_multiplier 0 -> 1.0 and fc_width 0 -> 4096, and the options
+ * the network does not read at their defaults (what model_spec_init_opts stores in spec->opts, and what
+ * ckpt_load compares a checkpoint's recorded options with).  An unknown name: the zeros only.  Validates
+ * nothing. */
+void model_opts_normalize(const char *name, ModelOptions *opts);
+
 /* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes
  * any input from 32x32 with 1 or 3 channels; vgg11, vgg16 and resnet50 any
  * from 32x32, resnet20 any size (any channel count).  A width multiplier

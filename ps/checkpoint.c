@@ -942,7 +942,9 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
     const Tower__Checkpoint *msg = cm.msg;
     int rc = 0;
     SectionMaps m;
-    const ModelOptions file_opts = opts_from_msg(msg);
+    /* The file's options as its network reads them (ckpt_read's rule): one it ignores is not a mismatch. */
+    ModelOptions file_opts = opts_from_msg(msg);
+    model_opts_normalize(msg->model, &file_opts);
     /* A spec made by hand (no model_spec_init_opts) may leave its width 0: the default, 1.0. */
     const float spec_width = spec->opts.width_multiplier == 0.0f ? 1.0f : spec->opts.width_multiplier;
     const int spec_fc = spec->opts.fc_width == 0 ? 4096 : spec->opts.fc_width;

@@ -500,6 +500,39 @@ static void test_read_real_model(void) {
     craft(bad, "no-such-model", none, 0);
     CHECK(ckpt_read(bad, &c, err, sizeof err) == -1 && strstr(err, "no-such-model") && strstr(err, bad), "unknown: %s", err);
     CHECK(c.params == NULL, "failed read leaves contents zeroed");
+
+    /* Options the network does not read (mnist: the width multiplier, the head, fc_width), recorded otherwise than
+     * their defaults (a crafted file; fuzz_checkpoint found one): ckpt_read and ckpt_load both take them as the
+     * network reads them, so the file loads into the model's server (it was refused: "expected
+     * --width_multiplier 1").  The server's spec here is made by hand from the real one, as such a file's writer's. */
+    char odd_dir[600];
+    make_dir(odd_dir, sizeof odd_dir, "ignored-options");
+    ModelSpec odd = spec;
+    odd.opts.width_multiplier = 1.00027f;
+    odd.opts.head = MODEL_HEAD_SEED;
+    odd.opts.fc_width = 17;
+    ParamServer *writer = ps_create(&odd, 1, &cfg, host_alloc_default(), 12);
+    CHECK(writer && ckpt_save(odd_dir, writer, &run, 5, err, sizeof err) == 0, "save with odd options: %s", err);
+    CHECK(ckpt_latest(odd_dir, path, sizeof path) == 1, "latest (odd options)");
+    CHECK(ckpt_read(path, &c, err, sizeof err) == 0 && c.opts.width_multiplier == 1.0f && c.opts.head == MODEL_HEAD_KERAS &&
+              c.opts.fc_width == 4096, "ckpt_read of ignored options: %s (width %g)", err, c.opts.width_multiplier);
+    ckpt_contents_free(&c);
+    CHECK(ckpt_load(path, ps, NULL, err, sizeof err) == 0 && writer && same_floats(ps->params, writer->params, spec.n_params),
+          "ckpt_load of options mnist does not read: %s", err);
+    ps_free(writer);
+    /* An option the network reads still has to match: mobilenet_v2's width multiplier. */
+    ModelSpec m35, m50;
+    const ModelOptions w35 = {.width_multiplier = 0.35f}, w50 = {.width_multiplier = 0.5f};
+    CHECK(model_spec_init_opts(&m35, "mobilenet_v2", 32, 32, 1, 10, &w35, err, sizeof err) == 0 &&
+              model_spec_init_opts(&m50, "mobilenet_v2", 32, 32, 1, 10, &w50, err, sizeof err) == 0, "mobilenet specs: %s", err);
+    ParamServer *a = ps_create(&m35, 1, &cfg, host_alloc_default(), 1), *b = ps_create(&m50, 1, &cfg, host_alloc_default(), 1);
+    make_dir(odd_dir, sizeof odd_dir, "used-option");
+    CHECK(a && b && ckpt_save(odd_dir, a, &run, 5, err, sizeof err) == 0, "save mobilenet_v2 0.35: %s", err);
+    CHECK(ckpt_latest(odd_dir, path, sizeof path) == 1, "latest (mobilenet_v2)");
+    CHECK(b && ckpt_load(path, b, NULL, err, sizeof err) == -1 && strstr(err, "--width_multiplier 0.35") &&
+              strstr(err, "expected --width_multiplier 0.5"), "a width mobilenet_v2 reads, mismatched: '%s'", err);
+    ps_free(a);
+    ps_free(b);
     ps_free(ps);
 }
 

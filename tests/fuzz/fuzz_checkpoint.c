@@ -13,7 +13,7 @@
  *      ckpt_find_latest and ckpt_latest.
  * A checkpoint file goes through ckpt_read (the model and shape come from
  * the file) and, when that accepts it, ckpt_load into a ParamServer built
- * for that model, which must accept it too and restore the same bits, run
+ * for that model and its options, which must accept it too and restore the same bits, run
  * state and step; it also goes through ckpt_load into a fixed server
  * (mnist on 4x4x1 inputs, 10 classes, momentum and moving averages: the
  * model of the seed corpus), which must leave the server untouched when it
@@ -79,9 +79,12 @@ static void read_and_reload(const char *path) {
     }
     ModelSpec spec;
     char why[256];
-    FUZZ_REQUIRE(model_spec_init(&spec, c.model, c.H, c.W, c.C, c.num_classes, why, sizeof why) == 0,
-                 "ckpt_read accepted model '%s' %dx%dx%d/%d that model_spec_init refuses: %s", c.model, c.H, c.W, c.C,
-                 c.num_classes, why);
+    /* The server as the file names it, options included (ckpt_read's, as the network reads them).  A file may
+     * record options its network ignores (regress/checkpoint/cifar10-width-option: a cifar10 file saying
+     * --width_multiplier 1.00027, which ckpt_load once refused while ckpt_read took it). */
+    FUZZ_REQUIRE(model_spec_init_opts(&spec, c.model, c.H, c.W, c.C, c.num_classes, &c.opts, why, sizeof why) == 0,
+                 "ckpt_read accepted model '%s' %dx%dx%d/%d that model_spec_init_opts refuses: %s", c.model, c.H, c.W,
+                 c.C, c.num_classes, why);
     FUZZ_REQUIRE(c.params && spec.n_params == c.n_params, "ckpt_read: %zu params, the spec has %zu", c.n_params, spec.n_params);
     /* A model the spec accepts has no empty variable (an input shape too large
      * for the plan's int sizes once gave local3/weights a shape of (0, 1024)). */
