@@ -293,19 +293,6 @@ static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *e
     return -1;
 }
 
-/* The format from the first bytes of the file: 1 PNG, 2 JPEG, or -1 with err. */
-static int sniff_format(const char *path, char *err, size_t err_n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    uint8_t magic[8];
-    size_t got = fread(magic, 1, sizeof magic, f);
-    fclose(f);
-    return sniff_bytes(path, magic, got, err, err_n);
-}
-
 /* The PNG or JPEG at path to RGB, its format from its first bytes: from data (n_bytes, the file read whole) when
  * given, else from the file.  It decodes into scr->pixels when scr is given (kept by scr; S, mode and
  * *scale_eighths as decode_jpeg's, a PNG always at full size), else into a buffer malloc'ed for the caller,
@@ -316,11 +303,18 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
                         int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     *pixels = *owned = NULL;
     *scale_eighths = 8;
-    int kind = data ? sniff_bytes(path, data, n_bytes, err, err_n) : sniff_format(path, err, err_n);
-    if (kind < 0) return -1;
+    /* Without the bytes, the file is opened once: its first bytes sniffed, then rewound for the decoder. */
     FILE *f = data ? NULL : fopen(path, "rb");
     if (!data && !f) {
         snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    uint8_t magic[8];
+    const size_t got = f ? fread(magic, 1, sizeof magic, f) : 0;
+    const int kind = f ? sniff_bytes(path, magic, got, err, err_n) : sniff_bytes(path, data, n_bytes, err, err_n);
+    if (kind < 0 || (f && fseek(f, 0, SEEK_SET) != 0)) {
+        if (kind >= 0) snprintf(err, err_n, "%s: cannot read: %s", path, strerror(errno));
+        if (f) fclose(f);
         return -1;
     }
     int rc;

@@ -45,17 +45,18 @@ static int folder_open(Pipeline *p, char *err, size_t err_n) {
         return -1;
     }
     p->src_state = fs;
-    ImageFolderConfig ic;
-    imagefolder_config_defaults(&ic);
-    ic.image_size = c->in_H;
-    ic.channels = c->in_C;
-    ic.mode = c->resize_mode == IMAGEFOLDER_CENTER_CROP ? IMAGEFOLDER_CENTER_CROP : IMAGEFOLDER_RESIZE;
-    ic.warn = c->warn;
-    ic.warn_ctx = c->warn_ctx;
-    ic.labels_file = c->labels_file;
     fs->listing_borrowed = c->image_listing != NULL;
-    if (fs->listing_borrowed) fs->listing = c->image_listing;
-    else if (!(fs->listing = convert_open_imagefolder(c->image_dir, &ic, err, err_n))) return -1;
+    if (fs->listing_borrowed) {
+        fs->listing = c->image_listing;
+    } else {
+        /* The listing alone is used (classes, files, labels): the source's image options stay at defaults. */
+        ImageFolderConfig ic;
+        imagefolder_config_defaults(&ic);
+        ic.warn = c->warn;
+        ic.warn_ctx = c->warn_ctx;
+        ic.labels_file = c->labels_file;
+        if (!(fs->listing = convert_open_imagefolder(c->image_dir, &ic, err, err_n))) return -1;
+    }
     int n_classes;
     imagefolder_classes(fs->listing, &n_classes);
     if (n_classes > c->num_classes) {

@@ -101,8 +101,7 @@ int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C,
                          const ModelOptions *opts, char *err, size_t err_n_bytes) {
     memset(spec, 0, sizeof *spec);
     if (opts) spec->opts = *opts;
-    if (spec->opts.width_multiplier == 0.0f) spec->opts.width_multiplier = 1.0f;
-    if (spec->opts.fc_width == 0) spec->opts.fc_width = 4096;
+    model_opts_normalize(NULL, &spec->opts); /* the zeros; the network's unread options once it is known */
     if (!(spec->opts.width_multiplier > 0.0f && spec->opts.width_multiplier <= 16.0f) ||
         (spec->opts.head != MODEL_HEAD_KERAS && spec->opts.head != MODEL_HEAD_SEED) || spec->opts.fc_width < 1 ||
         spec->opts.fc_width > 65536) {

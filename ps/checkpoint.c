@@ -942,23 +942,22 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
     const Tower__Checkpoint *msg = cm.msg;
     int rc = 0;
     SectionMaps m;
-    /* The file's options as its network reads them (ckpt_read's rule): one it ignores is not a mismatch. */
-    ModelOptions file_opts = opts_from_msg(msg);
+    /* Both sides' options as the network reads them (ckpt_read's rule): one it ignores is not a mismatch, and a
+     * spec made by hand (no model_spec_init_opts) may leave its width or fc_width 0, the defaults. */
+    ModelOptions file_opts = opts_from_msg(msg), spec_opts = spec->opts;
     model_opts_normalize(msg->model, &file_opts);
-    /* A spec made by hand (no model_spec_init_opts) may leave its width 0: the default, 1.0. */
-    const float spec_width = spec->opts.width_multiplier == 0.0f ? 1.0f : spec->opts.width_multiplier;
-    const int spec_fc = spec->opts.fc_width == 0 ? 4096 : spec->opts.fc_width;
+    model_opts_normalize(spec->name, &spec_opts);
     if (strcmp(msg->model, spec->name) != 0 || msg->height != spec->H || msg->width != spec->W ||
         msg->channels != spec->C || msg->num_classes != spec->num_classes) {
         rc = fail(err, err_n_bytes, "%s: the checkpoint is for model '%s' on %dx%dx%d inputs with %d classes, "
                   "expected '%s' on %dx%dx%d inputs with %d classes", path, msg->model, msg->height, msg->width,
                   msg->channels, msg->num_classes, spec->name, spec->H, spec->W, spec->C, spec->num_classes);
-    } else if (file_opts.width_multiplier != spec_width || file_opts.head != spec->opts.head ||
-               file_opts.fc_width != spec_fc) {
+    } else if (file_opts.width_multiplier != spec_opts.width_multiplier || file_opts.head != spec_opts.head ||
+               file_opts.fc_width != spec_opts.fc_width) {
         rc = fail(err, err_n_bytes, "%s: the checkpoint is for '%s' with --width_multiplier %g --head %s --fc_width %d, "
                   "expected --width_multiplier %g --head %s --fc_width %d", path, msg->model, file_opts.width_multiplier,
-                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", file_opts.fc_width, spec_width,
-                  spec->opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec_fc);
+                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", file_opts.fc_width, spec_opts.width_multiplier,
+                  spec_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec_opts.fc_width);
     } else if (map_all(msg, spec, &m, path, err, err_n_bytes) != 0) {
         rc = -1;
     } else if (check_optimizer_state(msg, &m, ps, path, err, err_n_bytes) != 0) {
