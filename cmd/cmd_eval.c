@@ -99,13 +99,12 @@ static int eval_memory_fits(const PipelineConfig *pc, const ModelSpec *spec, int
     return 0;
 }
 
-/* The examples eval will read: the records of the TFRecord files, or the
- * image folder's files; -1 when they cannot be counted (the pipeline then
- * reports why). */
-static long count_examples(int image_folder, const char *dir, const char *labels_file, char **files, int n_files,
-                           int compression, char *err, size_t err_n_bytes) {
-    long n = -1;
-    if (image_folder) return imagefolder_count(dir, labels_file, &n, err, err_n_bytes) == 0 ? n : -1;
+/* The examples eval will read: the image folder's files (its listing), or
+ * the records of the TFRecord files; -1 when they cannot be counted (the
+ * pipeline then reports why). */
+static long count_examples(const ConvertSource *listing, char **files, int n_files, int compression, char *err,
+                           size_t err_n_bytes) {
+    if (listing) return imagefolder_n_files(listing);
     return io_count_records((const char *const *)files, n_files, compression, err, err_n_bytes);
 }
 
@@ -167,6 +166,7 @@ int cmd_eval(int argc, char **argv) {
     char **files = NULL;
     int n_files = 0, H, W, C, is_float, exit_code = 1;
     Pipeline *pipe = NULL;
+    ConvertSource *listing = NULL; /* an image folder's, listed once: the count and the pipeline's files */
     ModelActs *acts = NULL;
     float *logits = NULL;
     long *confusion = NULL;
@@ -253,11 +253,24 @@ int cmd_eval(int argc, char **argv) {
                 spec.H, spec.W);
         goto done;
     }
-    /* The batch: at most the examples the set holds, where they are counted (one pass over the records,
-     * CRCs only): for the progress line, or when the batch asked for does not fit in memory. */
+    Progress bar; /* started (disabled) before the listing and the pipeline, whose warnings erase it */
+    progress_start(&bar, stdout, 0, "eval", "ex", 0, 0, 0.5);
+    if (image_folder) {
+        /* Listed once: the count below and the pipeline's files (pc.image_listing, closed after the pipeline). */
+        ImageFolderConfig ic;
+        imagefolder_config_defaults(&ic);
+        ic.labels_file = labels_file;
+        ic.warn = eval_warn;
+        ic.warn_ctx = &bar;
+        if (!(listing = convert_open_imagefolder(o.data, &ic, err, sizeof err))) {
+            fprintf(stderr, "tower eval: %s\n", err);
+            goto done;
+        }
+    }
+    /* The batch: at most the examples the set holds, where they are counted (a folder's listing; one pass over
+     * the records, CRCs only): for the progress line, or when the batch asked for does not fit in memory. */
     const int live = progress_wanted(stdout, o.no_progress);
-    long n_records = live ? count_examples(image_folder, o.data, labels_file, files, n_files, compression, err, sizeof err)
-                          : -1;
+    long n_records = live ? count_examples(listing, files, n_files, compression, err, sizeof err) : -1;
     int batch = o.batch_size;
     if (n_records > 0 && n_records < batch) batch = (int)n_records;
     PipelineConfig pc;
@@ -284,18 +297,17 @@ int cmd_eval(int argc, char **argv) {
     pc.max_corrupt_fraction = o.max_corrupt_fraction;
     if (image_folder) {
         pc.image_dir = o.data;
+        pc.image_listing = listing;
         pc.labels_file = labels_file;
         pc.resize_mode = strcmp(o.resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
     }
-    Progress bar; /* started (disabled) before the pipeline, whose warnings erase it */
-    progress_start(&bar, stdout, 0, "eval", "ex", 0, 0, 0.5);
     pc.warn = eval_warn;
     pc.warn_ctx = &bar;
     if (o.input_threads > 0) pc.n_workers = o.input_threads;
     pc.alloc = host_alloc_default();
     const size_t image_n_bytes = (size_t)H * W * C * (is_float ? 4 : 1);
     if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 0) && n_records < 0) {
-        n_records = count_examples(image_folder, o.data, labels_file, files, n_files, compression, err, sizeof err);
+        n_records = count_examples(listing, files, n_files, compression, err, sizeof err);
         if (n_records > 0 && n_records < batch) batch = pc.shard_sizes[0] = (int)n_records;
     }
     if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 1)) goto done;
@@ -392,6 +404,7 @@ done:
         exit_code = 1;
     }
     if (pipe) pipeline_close(pipe);
+    if (listing) listing->close(listing);
     model_acts_free(acts);
     free(logits);
     free(confusion);

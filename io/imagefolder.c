@@ -1200,20 +1200,3 @@ size_t imagefolder_listing_n_bytes(const char *dir) {
     free_names(classes, n_classes);
     return total + 256 * sizeof(FolderFile) + sizeof(FolderState) + sizeof(ConvertSource);
 }
-
-static void warn_nothing(void *ctx, const char *line) {
-    (void)ctx;
-    (void)line;
-}
-
-int imagefolder_count(const char *dir, const char *labels_file, long *n_files, char *err, size_t err_n) {
-    ImageFolderConfig ic;
-    imagefolder_config_defaults(&ic);
-    ic.warn = warn_nothing;
-    ic.labels_file = labels_file;
-    ConvertSource *s = convert_open_imagefolder(dir, &ic, err, err_n);
-    if (!s) return -1;
-    *n_files = imagefolder_n_files(s);
-    s->close(s);
-    return 0;
-}

@@ -146,11 +146,6 @@ const char *imagefolder_file(const ConvertSource *src, long i, int *label);
 /* Their sizes in bytes, summed from the stat that listed them (no second stat a file). */
 uint64_t imagefolder_files_n_bytes(const ConvertSource *src);
 
-/* The number of candidate files of the image folder dir (with the class
- * list of labels_file, or NULL), listed as convert_open_imagefolder does,
- * without its warnings.  0, or -1 with one line in err. */
-int imagefolder_count(const char *dir, const char *labels_file, long *n_files, char *err, size_t err_n_bytes);
-
 /* 1 when path is a directory holding at least one subdirectory (a class
  * folder): an image folder as `--data`.  A directory of files only is not. */
 int imagefolder_is_folder(const char *path);

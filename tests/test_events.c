@@ -15,6 +15,9 @@
  *       the last step the norms and histograms equal to DIR's checkpoint
  *   test_events eval DIR STEP PRECISION
  *       the events file `tower eval` wrote in DIR: "Precision @ 1" at STEP
+ *   test_events scalars DIR TAG
+ *       prints "STEP VALUE" for each event of DIR's one events file that has
+ *       the scalar TAG, in file order (%.9g), for a script's checks
  * Exit 0 on success, 1 with "FAIL: ..." lines otherwise.
  */
 #include <dirent.h>
@@ -655,9 +658,33 @@ static void check_eval(int argc, char **argv) {
     free(evs);
 }
 
+static void print_scalars(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: test_events scalars DIR TAG\n");
+        exit(2);
+    }
+    char path[4096];
+    CHECK(find_events_file(argv[2], path, sizeof path) == 0, "%s: not exactly one events file", argv[2]);
+    if (check_failures) return;
+    Event *evs;
+    int n_evs;
+    CHECK(read_events(path, &evs, &n_evs) == 0, "reading %s", path);
+    if (check_failures) return;
+    for (int i = 0; i < n_evs; i++) {
+        const Value *v = find_value(&evs[i], argv[3]);
+        if (v && v->has_simple) printf("%lld %.9g\n", (long long)evs[i].step, v->simple);
+        free_event(&evs[i]);
+    }
+    free(evs);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "train")) check_train(argc, argv);
     else if (argc >= 2 && !strcmp(argv[1], "eval")) check_eval(argc, argv);
+    else if (argc >= 2 && !strcmp(argv[1], "scalars")) {
+        print_scalars(argc, argv);
+        if (!check_failures) return 0;
+    }
     else unit_tests();
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);

@@ -69,6 +69,17 @@ a=$(grep -o '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/ev
 b=$(grep -o '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_split_tfr.out")
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "a split without cross: folder ($a) and --labels conversion ($b) differ"
 grep -q "class 1 ('cross') of .* has no folder here" "$work/eval_split.err" || fail "no warning for the missing class"
+# On a terminal (script's pty) eval counts the examples for its progress line from the listing the pipeline then
+# reads (listed once): the same result, the warning once.
+if command -v script >/dev/null 2>&1; then
+  script -qec "$(printf '%q ' "$tower" eval "${ev[@]}" --data "$work/test")" /dev/null >"$work/eval_split_tty.out" 2>&1 </dev/null ||
+    { cat "$work/eval_split_tty.out"; fail "eval on a terminal failed"; }
+  c=$(grep -ao '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_split_tty.out")
+  [ "$c" = "$a" ] || fail "eval on a terminal ($c) differs from eval to a file ($a)"
+  n=$(grep -ac "class 1 ('cross') of .* has no folder here" "$work/eval_split_tty.out")
+  [ "$n" -eq 1 ] || fail "eval on a terminal: the missing class's warning $n times"
+  echo "ok: eval on a terminal (progress line): the same result, the warning once"
+fi
 printf 'circle\nsquare\n' >"$work/short.txt"
 set +e
 "$tower" eval "${ev[@]}" --data "$work/test" --labels "$work/short.txt" >/dev/null 2>"$work/eval_short.err"

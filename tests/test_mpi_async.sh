@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
-# test_mpi_async.sh TOWER HELPER — asynchronous parameter servers
+# test_mpi_async.sh TOWER HELPER EVENTS — asynchronous parameter servers
 # (--sync_replicas false, train/mode_ps_async.c) across MPI ranks on loopback:
 #   - one worker: ps_mpi_async is bitwise ps_mpi (one process of 2 towers,
 #     adam; and under mpirun -np 1, momentum), through tests/test_mpi_ps_helper;
 #   - bad flags refused with one line: --sync_replicas false in one process,
 #     with --variable_update replicated, --max_staleness -1;
 #   - 4 ranks x 1 tower on Fashion-MNIST, sgd: asynchronous (1600 applied
-#     updates of 16 examples, learning rate 0.05) reaches a test precision
-#     at most 2 points below synchronous (400 steps of 4 x 16, learning rate
-#     0.2): the same examples, the same learning rate per example.  Async's
-#     arrival order varies run to run: after a quarter of that (6400
-#     examples, still on the steep part of the curve) it scored 0.619 to
-#     0.694 against sync's 0.662, and failed CI once; 25600 examples
-#     reach the flatter part;
+#     updates of 16 examples, learning rate 0.05; its checkpoint at step
+#     1600) reaches a test precision at most 3.5 points below synchronous
+#     (400 steps of 4 x 16, learning rate 0.2): the same examples, the same
+#     learning rate per example.  Both ends move: async's with its arrival
+#     order, 23 runs on the 2-core CI machine (2026-11-27, bench/RESULTS.md)
+#     scored 0.805 to 0.832, two near 0.805, and CI saw 0.803 and
+#     0.804 (each failing the 2-point check this test had); sync's with the
+#     seed, 0.811 to 0.828 over seeds 1, 2, 3 and 7 (0.826).  One worker's
+#     quarter of the updates alone reaches 0.733, half of them 0.784: both
+#     below the bound.  (After 6400 examples, on the steep part of the
+#     curve, async scored 0.619 to 0.694 against 0.662: hence 25600);
 #   - the staleness lines of rank 0's log: max never above their bound
 #     (R - 1)(2S + 1); --max_staleness 0 is lockstep: max at most R - 1 = 3;
+#   - --num_epochs_per_decay decays after the same examples as a synchronous
+#     run: an applied update carries one worker's batch, so with 640
+#     examples an epoch, decays every half epoch = 20 updates of 16: the
+#     learning_rate scalars rank 0 writes (read back by EVENTS, the
+#     test_events binary) of the lockstep run at steps 8 .. 48;
 #   - --save_every + --resume: the checkpoint of step 8 is resumed to 16;
 #   - kill -9 of rank 1 mid-run ends the job, non-zero, within 10 s.
 # Skips (77) without mpirun, MPI in the build, or the data.
 source "$(dirname "$0")/train_common.sh"
 helper=$2
+events=$3
 source "$(dirname "$0")/mpi_common.sh"
 t0=$(date +%s)
 
@@ -54,9 +64,22 @@ staleness_ok() { # staleness_ok LOG MAX_ALLOWED: prints the last line; fails bey
   grep "staleness mean" "$log" | tail -1 | sed 's/^[^:]*:[^:]*:[^:]*: //'
 }
 "${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_staleness 0 \
-  --max_steps 48 --log_every 8 --train_dir "$work/lockstep" >"$work/lockstep.log" 2>&1 ||
+  --max_steps 48 --log_every 8 --summary_every 8 --num_examples_per_epoch 640 --num_epochs_per_decay 0.5 \
+  --train_dir "$work/lockstep" >"$work/lockstep.log" 2>&1 ||
   { cat "$work/lockstep.log"; fail "--max_staleness 0 run failed"; }
 echo "--max_staleness 0 at 4 ranks (lockstep): $(staleness_ok "$work/lockstep.log" 3)"
+
+# (e) The learning rate decays after the same examples as in a synchronous run (320 of them): every 20 updates.
+# Rank 0 writes after its round k (step 4k), when the owners may have applied up to 3 of round k + 1 (lockstep
+# lets a worker on once every worker pushed round k): no step below is within 3 of a multiple of 20.
+lr_seen=$("$events" scalars "$work/lockstep" learning_rate) || fail "reading the lockstep run's events: $lr_seen"
+lr_want=$(printf '%s\n' "8 0.05" "16 0.05" "24 0.005" "32 0.005" "40 0.0005" "48 0.0005")
+[ "$(echo "$lr_seen" | awk '{ print $1 }')" = "$(echo "$lr_want" | awk '{ print $1 }')" ] ||
+  fail "learning_rate summaries at steps $(echo $lr_seen | tr '\n' ' '), expected 8, 16, .., 48"
+paste -d ' ' <(echo "$lr_seen") <(echo "$lr_want") | awk '{ if ($2 < $4 * 0.999999 || $2 > $4 * 1.000001) {
+  printf "step %d: learning_rate %s, expected %s\n", $1, $2, $4; bad = 1 } } END { exit bad }' ||
+  fail "--num_epochs_per_decay 0.5 of 640 examples: not every 20 updates of 16"
+echo "--num_epochs_per_decay: the learning rate falls tenfold every 20 updates of 16 examples (steps 8-48)"
 
 # (b) Convergence: the same examples, the same learning rate per example.
 "${mpi[@]}" -np 4 "$tower" train "${common[@]}" --learning_rate 0.2 --max_steps 400 --log_every 100 \
@@ -70,8 +93,9 @@ precision() { "$tower" eval --checkpoint_dir "$1" --data "$work/test-*.tfrecord"
 ps=$(precision "$work/sync")
 pa=$(precision "$work/async")
 [ -n "$ps" ] && [ -n "$pa" ] || fail "no precision from eval (sync '$ps', async '$pa')"
-awk -v s="$ps" -v a="$pa" 'BEGIN { exit !(s > 0.5 && a > 0.5 && s - a <= 0.02) }' ||
-  fail "asynchronous precision $pa is more than 2 points below synchronous $ps (or one did not learn)"
+[ -f "$work/async/model.ckpt-1600" ] || { ls "$work/async"; fail "no asynchronous checkpoint at step 1600"; }
+awk -v s="$ps" -v a="$pa" 'BEGIN { exit !(s > 0.5 && a > 0.5 && s - a <= 0.035) }' ||
+  fail "asynchronous precision $pa is more than 3.5 points below synchronous $ps (or one did not learn)"
 echo "Fashion-MNIST, 4 ranks x 1 tower, 25600 examples: synchronous precision $ps, asynchronous $pa"
 
 # Checkpoint and resume: 8 applied updates (2 steps a worker), saved at 4 and 8, resumed to 16.

@@ -760,7 +760,7 @@ static void log_staleness(Trainer *tr, PsAsyncState *st) {
  * one process: the trainer counts them). */
 static void set_counts(Trainer *tr, const PsAsyncState *st, long rounds) {
     tr->ps->global_step = st->base_step + rounds;
-    if (trainer_ranks_step_apart(tr)) tr->examples_consumed = st->base_examples + rounds * (tr->global_batch / tr->n_workers);
+    if (trainer_ranks_step_apart(tr)) tr->examples_consumed = st->base_examples + rounds * trainer_step_examples(tr);
 }
 
 /* A passive rank's step (a server-only rank, or a worker whose input ended): no towers; round

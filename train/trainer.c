@@ -878,7 +878,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     pc.lr.staircase = 1;
     pc.lr.decay_steps = 0;
     if (o->num_epochs_per_decay > 0)
-        pc.lr.decay_steps = (long)((double)tr->examples_per_epoch / tr->global_batch * o->num_epochs_per_decay);
+        pc.lr.decay_steps = (long)((double)tr->examples_per_epoch / trainer_step_examples(tr) * o->num_epochs_per_decay);
     pc.ema_decay = o->moving_average_decay;
     unsigned char keep[MODEL_MAX_VARS];
     const TrainModeI *mk = train_mode(tr->mode);
@@ -1177,6 +1177,10 @@ int trainer_save_needs_every_rank(const Trainer *tr) {
 }
 
 int trainer_ranks_step_apart(const Trainer *tr) { return tr->n_ranks > 1 && tr->mode == TRAINER_PS_MPI_ASYNC; }
+
+long trainer_step_examples(const Trainer *tr) {
+    return trainer_ranks_step_apart(tr) ? tr->global_batch / tr->n_workers : tr->global_batch;
+}
 
 long trainer_schedule_step(const Trainer *tr) {
     return trainer_ranks_step_apart(tr) ? tr->schedule_step : tr->ps->global_step;

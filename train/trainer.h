@@ -390,6 +390,13 @@ int trainer_save_needs_every_rank(const Trainer *tr);
  * trainer_ranks_stop). */
 int trainer_ranks_step_apart(const Trainer *tr);
 
+/* The examples one global step carries: the global batch, or where the
+ * ranks step apart one worker's batch (ps_mpi_async's global_step counts the
+ * workers' updates, TensorFlow's convention).  --num_epochs_per_decay's
+ * decay steps and the progress bar's count of the run are in these, so an
+ * asynchronous run decays after the same examples as a synchronous one. */
+long trainer_step_examples(const Trainer *tr);
+
 /* The count the loop's schedule reads (--max_steps, --save_every, whether
  * the end needs a save): ps->global_step, except where the ranks step apart,
  * whose global_steps may differ between the save points (a passive rank of
