@@ -633,17 +633,24 @@ static void check_train(int argc, char **argv) {
     ckpt_contents_free(&ck);
 }
 
-static void check_eval(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: test_events eval DIR STEP PRECISION\n");
+/* A mode's command line of want_argc arguments (exit 2 with usage otherwise), and the one events file of
+ * its DIR (argv[2]) read into *evs (the caller frees them): 0, or -1 after a failed check. */
+static int read_dir_events(int argc, char **argv, int want_argc, const char *usage, Event **evs, int *n_evs) {
+    if (argc != want_argc) {
+        fprintf(stderr, "usage: %s\n", usage);
         exit(2);
     }
     char path[4096];
     CHECK(find_events_file(argv[2], path, sizeof path) == 0, "%s: not exactly one events file", argv[2]);
-    if (check_failures) return;
+    if (check_failures) return -1;
+    CHECK(read_events(path, evs, n_evs) == 0, "reading %s", path);
+    return check_failures ? -1 : 0;
+}
+
+static void check_eval(int argc, char **argv) {
     Event *evs;
     int n_evs;
-    CHECK(read_events(path, &evs, &n_evs) == 0, "reading %s", path);
+    if (read_dir_events(argc, argv, 5, "test_events eval DIR STEP PRECISION", &evs, &n_evs) != 0) return;
     CHECK(n_evs == 2, "%d records, expected the version and one summary", n_evs);
     if (n_evs == 2) {
         CHECK(!strcmp(evs[0].file_version, "brain.Event:2"), "file_version");
@@ -659,17 +666,9 @@ static void check_eval(int argc, char **argv) {
 }
 
 static void print_scalars(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_events scalars DIR TAG\n");
-        exit(2);
-    }
-    char path[4096];
-    CHECK(find_events_file(argv[2], path, sizeof path) == 0, "%s: not exactly one events file", argv[2]);
-    if (check_failures) return;
     Event *evs;
     int n_evs;
-    CHECK(read_events(path, &evs, &n_evs) == 0, "reading %s", path);
-    if (check_failures) return;
+    if (read_dir_events(argc, argv, 4, "test_events scalars DIR TAG", &evs, &n_evs) != 0) return;
     for (int i = 0; i < n_evs; i++) {
         const Value *v = find_value(&evs[i], argv[3]);
         if (v && v->has_simple) printf("%lld %.9g\n", (long long)evs[i].step, v->simple);
