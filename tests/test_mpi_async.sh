@@ -24,6 +24,8 @@
 #     examples an epoch, decays every half epoch = 20 updates of 16: the
 #     learning_rate scalars rank 0 writes (read back by EVENTS, the
 #     test_events binary) of the lockstep run at steps 8 .. 48;
+#   - on a terminal (script's pty) the progress line reaches 100% at the
+#     last update (it counts the run in one worker's batches too);
 #   - --save_every + --resume: the checkpoint of step 8 is resumed to 16;
 #   - kill -9 of rank 1 mid-run ends the job, non-zero, within 10 s.
 # Skips (77) without mpirun, MPI in the build, or the data.
@@ -109,6 +111,19 @@ grep -q "resumed from .*model.ckpt-8 at step 8" "$work/resume2.log" || { cat "$w
 "$tower" eval --checkpoint "$work/resume/model.ckpt-16" --data "$work/test-*.tfrecord" --eval_dir none --no_progress \
   >/dev/null 2>&1 || fail "the resumed checkpoint does not load"
 echo "checkpoints at 4, 8; --resume from 8 to 16: loads"
+
+# (f) The progress line on a terminal (Open MPI gives the ranks script's pty) counts the run in updates of one
+# worker's batch: 100% after the last (counted in global batches, it ended at 25%).
+if command -v script >/dev/null 2>&1; then
+  bar_args=()
+  for a in "${common[@]}"; do [ "$a" = --no_progress ] || bar_args+=("$a"); done
+  script -qec "$(printf '%q ' "${mpi[@]}" -np 4 "$tower" train "${bar_args[@]}" --learning_rate 0.05 \
+    --sync_replicas false --max_steps 48 --log_every 0 --train_dir "$work/bar")" /dev/null >"$work/bar.out" 2>&1 </dev/null ||
+    { cat "$work/bar.out"; fail "the run on a terminal failed"; }
+  last=$(tr '\r' '\n' <"$work/bar.out" | grep -a '%|' | tail -1)
+  case "$last" in *" 100%|"*"step 48,"*) ;; *) fail "the progress line's last state: '$last', expected 100% at step 48" ;; esac
+  echo "the progress line on a terminal: 100% at step 48"
+fi
 
 # A killed rank ends the job.
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --learning_rate 0.05 --sync_replicas false --max_steps 100000 --log_every 0 \
