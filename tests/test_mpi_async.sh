@@ -10,7 +10,7 @@
 #     1600) reaches a test precision at most 3.5 points below synchronous
 #     (400 steps of 4 x 16, learning rate 0.2): the same examples, the same
 #     learning rate per example.  Both ends move: async's with its arrival
-#     order, 23 runs on the 2-core CI machine (2026-11-27, bench/RESULTS.md)
+#     order, 23 runs on the 2-core development machine (2026-11-27, RESULTS)
 #     scored 0.805 to 0.832, two near 0.805, and CI saw 0.803 and
 #     0.804 (each failing the 2-point check this test had); sync's with the
 #     seed, 0.811 to 0.828 over seeds 1, 2, 3 and 7 (0.826).  One worker's
