@@ -503,7 +503,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
                                                        sizeof err);
         }
         disp.run_examples =
-            progress_run_total(o.max_steps, trainer_step_examples(&tr), o.num_epochs, disp.examples_per_epoch);
+            progress_run_total(o.max_steps, trainer_step_examples(&tr), tr.global_batch, o.num_epochs,
+                               disp.examples_per_epoch);
         if (disp.examples_per_epoch > 0) {
             disp.n_epochs = (disp.run_examples + disp.examples_per_epoch - 1) / disp.examples_per_epoch;
             if (disp.n_epochs < 1) disp.n_epochs = 1;

@@ -108,14 +108,15 @@ void progress_relabel(Progress *p, const char *label) {
     pthread_mutex_unlock(&g_terminal_mu);
 }
 
-long progress_run_total(long max_steps, long step_examples, long num_epochs, long examples_per_epoch) {
+long progress_run_total(long max_steps, long step_examples, long global_batch, long num_epochs,
+                        long examples_per_epoch) {
     if (max_steps < 0) max_steps = 0;
-    long steps = max_steps;
-    if (num_epochs > 0 && examples_per_epoch > 0 && step_examples > 0) {
-        long epoch_steps = (long)((double)num_epochs * (double)examples_per_epoch / (double)step_examples);
-        if (epoch_steps < steps) steps = epoch_steps;
+    long total = max_steps * step_examples;
+    if (num_epochs > 0 && examples_per_epoch > 0 && global_batch > 0) {
+        long batches = (long)((double)num_epochs * (double)examples_per_epoch / (double)global_batch);
+        if (batches * global_batch < total) total = batches * global_batch;
     }
-    return steps * step_examples;
+    return total;
 }
 
 void progress_format_duration(char *buf, size_t n, double seconds) {

@@ -72,10 +72,13 @@ void progress_relabel(Progress *p, const char *label);
 /* Examples a training run will have consumed when it ends: max_steps global
  * steps of step_examples each (the global batch, one worker's batch in an
  * asynchronous run: trainer_step_examples), or fewer when num_epochs (> 0)
- * epochs of examples_per_epoch (> 0) end it first (whole steps: the last
- * partial batch of the data is dropped).  The progress line of `tower train`
- * runs from 0 to this. */
-long progress_run_total(long max_steps, long step_examples, long num_epochs, long examples_per_epoch);
+ * epochs of examples_per_epoch (> 0) end it first: whole global batches
+ * (global_batch, the job's examples a step; every rank's input drops its last
+ * partial one, and asynchronous ranks reading the whole data each use their
+ * share of every global batch).  The progress line of `tower train` runs from
+ * 0 to this. */
+long progress_run_total(long max_steps, long step_examples, long global_batch, long num_epochs,
+                        long examples_per_epoch);
 
 /* ---- the formatting, pure functions (tested on their own) ---- */
 

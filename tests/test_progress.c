@@ -53,13 +53,23 @@ static char *contents(FILE *f) {
  * epoch, and warnings landed inside the line). */
 static void test_run_and_warnings(void) {
     /* --max_steps 150 of 128 on 60000 examples: the run is 19200 examples, not an epoch. */
-    CHECK(progress_run_total(150, 128, 0, 60000) == 19200, "max_steps 150: %ld", progress_run_total(150, 128, 0, 60000));
+    CHECK(progress_run_total(150, 128, 128, 0, 60000) == 19200, "max_steps 150: %ld",
+          progress_run_total(150, 128, 128, 0, 60000));
     /* --num_epochs 2 of 100 examples, batches of 16, ends first: 12 whole batches. */
-    CHECK(progress_run_total(1000000, 16, 2, 100) == 192, "num_epochs 2: %ld", progress_run_total(1000000, 16, 2, 100));
+    CHECK(progress_run_total(1000000, 16, 16, 2, 100) == 192, "num_epochs 2: %ld",
+          progress_run_total(1000000, 16, 16, 2, 100));
     /* --max_steps first. */
-    CHECK(progress_run_total(5, 16, 2, 100) == 80, "max_steps 5: %ld", progress_run_total(5, 16, 2, 100));
+    CHECK(progress_run_total(5, 16, 16, 2, 100) == 80, "max_steps 5: %ld", progress_run_total(5, 16, 16, 2, 100));
     /* Unknown epoch size: max_steps alone. */
-    CHECK(progress_run_total(7, 10, 3, 0) == 70, "unknown epoch: %ld", progress_run_total(7, 10, 3, 0));
+    CHECK(progress_run_total(7, 10, 10, 3, 0) == 70, "unknown epoch: %ld", progress_run_total(7, 10, 10, 3, 0));
+    /* Asynchronous ranks step apart, each update one worker's batch: `mpirun -np 2 tower train --sync_replicas false
+     * --batch_size 32 --num_epochs 1` on 60,000 examples ended at step 1874 (each rank's input holds 937 whole global
+     * batches of 64, a rank using its 32 of each), 59,968 examples: the bar counted 1875 updates and ended at 99%. */
+    CHECK(progress_run_total(100000, 32, 64, 1, 60000) == 1874L * 32, "async num_epochs 1: %ld",
+          progress_run_total(100000, 32, 64, 1, 60000));
+    /* ... and its --max_steps in updates of one worker's batch. */
+    CHECK(progress_run_total(1000, 32, 64, 1, 60000) == 1000L * 32, "async max_steps: %ld",
+          progress_run_total(1000, 32, 64, 1, 60000));
 
     /* A warning erases the drawn line first: it starts a line of its own, and the bar is redrawn after it. */
     FILE *f = tmpfile();
