@@ -36,6 +36,7 @@
 #include "base/ranks.h"
 #include "model/model.h"
 #include "tests/check.h"
+#include "tests/grad_diff.h"
 #include "tower/tower.h"
 
 #define SHARD 4
@@ -122,27 +123,6 @@ static Step run(const ModelSpec *spec, const float *params, const float *x, cons
     tower_group_free(g);
     for (int t = 0; t < T; t++) free(grads[t]);
     return r;
-}
-
-/* test_tower_sync_bn.c's measure: the largest over trainable variables of
- * max|a - b| / max(the variable's largest |b|, 1e-2 of the gradient's largest). */
-static double grad_rel_diff(const ModelSpec *spec, const float *a, const float *b, const char **worst) {
-    double rel = 0.0, all = 1e-30;
-    for (size_t i = 0; i < spec->n_params; i++) all = fmax(all, fabs((double)b[i]));
-    for (int v = 0; v < spec->n_vars; v++) {
-        const ModelVar *var = &spec->vars[v];
-        if (!var->trainable) continue;
-        double d = 0.0, m = 1e-2 * all;
-        for (size_t i = 0; i < var->n_floats; i++) {
-            d = fmax(d, fabs((double)a[var->offset + i] - b[var->offset + i]));
-            m = fmax(m, fabs((double)b[var->offset + i]));
-        }
-        if (d / m > rel) {
-            rel = d / m;
-            *worst = var->name;
-        }
-    }
-    return rel;
 }
 
 int main(int argc, char **argv) {
