@@ -36,11 +36,16 @@ static size_t page_n_bytes(void) {
     return n > 0 ? (size_t)n : 4096;
 }
 
+size_t host_alloc_page_aligned_n_bytes(size_t n_bytes) {
+    const size_t page = page_n_bytes();
+    return page + (n_bytes + page - 1) / page * page;
+}
+
 void *host_alloc_page_aligned(size_t n_bytes, void *ctx) {
     (void)ctx;
     const size_t page = page_n_bytes();
     if (n_bytes > SIZE_MAX - 2 * page) return NULL;
-    const size_t total = page + (n_bytes + page - 1) / page * page;
+    const size_t total = host_alloc_page_aligned_n_bytes(n_bytes);
     char *base;
     if (n_bytes >= HOST_ALLOC_MAP_MIN_N_BYTES) {
         void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -34,6 +34,11 @@ typedef struct {
  * block says which it is. */
 void *host_alloc_page_aligned(size_t n_bytes, void *ctx);
 
+/* The bytes host_alloc_page_aligned holds for a block of n_bytes: its
+ * whole pages and the page before them (the page size of this machine).
+ * For memory bounds (the input pipeline's); no overflow check. */
+size_t host_alloc_page_aligned_n_bytes(size_t n_bytes);
+
 /* Frees a block of host_alloc_page_aligned; NULL is a no-op. */
 void host_free_page_aligned(void *p, void *ctx);
 

@@ -503,8 +503,6 @@ static void plan_sizes(const PipelineConfig *c, PipelineSizes *z) {
     z->out_n_floats = (size_t)c->out_H * (size_t)c->out_W * (size_t)c->in_C;
 }
 
-static size_t round_up_pages(size_t n_bytes) { return (n_bytes + 4095) / 4096 * 4096; }
-
 size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, PipelineMemory *m) {
     PipelineMemory local;
     if (!m) m = &local;
@@ -521,8 +519,8 @@ size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, Pi
     m->shuffle_n_bytes = (size_t)(z.capacity > 0 ? z.capacity : 1) * sizeof(int);
     /* Each staging buffer is zero (all its pages resident once written), with the page the default allocator
      * keeps before it (base/host_alloc.c). */
-    m->staging_n_bytes = (size_t)z.P * (round_up_pages((size_t)z.B * z.out_n_floats * sizeof(float)) + 4096 +
-                                        round_up_pages((size_t)z.B * sizeof(int32_t)) + 4096 + sizeof(RingEntry));
+    m->staging_n_bytes = (size_t)z.P * (host_alloc_page_aligned_n_bytes((size_t)z.B * z.out_n_floats * sizeof(float)) +
+                                        host_alloc_page_aligned_n_bytes((size_t)z.B * sizeof(int32_t)) + sizeof(RingEntry));
     /* The source: what its reader holds (TFRecord: one open reader and the
      * Example decoder, the file names; image folder: the listing and the
      * epoch's order), and the workers' decode scratch (image folder). */

@@ -3,7 +3,8 @@
  * and memset below HOST_ALLOC_MAP_MIN_N_BYTES, an anonymous mapping from
  * it up), also when a block of the same size was just written and freed
  * (the small path reuses freed memory: a missing memset shows here), and
- * an impossible size refused with NULL.
+ * an impossible size refused with NULL; the bytes it says a block holds
+ * (host_alloc_page_aligned_n_bytes) whole pages of this machine's size.
  *
  * Where it sits: ctest (CPU).  The pipeline's staging buffers and the
  * parameter server's master variables come from this allocator on CPU
@@ -36,6 +37,10 @@ int main(void) {
             if (!p) continue;
             CHECK((uintptr_t)p % page == 0, "round %d: %zu bytes at %p: not aligned to the page (%zu)", round, n,
                   (void *)p, page);
+            /* What a memory bound counts for it (the input pipeline's): whole pages of this machine, and one more. */
+            const size_t held = host_alloc_page_aligned_n_bytes(n);
+            CHECK(held % page == 0 && held >= n + page && held < n + 2 * page,
+                  "%zu bytes: host_alloc_page_aligned_n_bytes says %zu (pages of %zu)", n, held, page);
             const long nz = first_nonzero(p, n);
             CHECK(nz < 0, "round %d: %zu bytes: byte %ld is 0x%02x, not zero", round, n, nz, nz < 0 ? 0 : p[nz]);
             memset(p, 0xab, n); /* every byte writable; dirty for the next round's block of this size */
