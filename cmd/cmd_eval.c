@@ -384,6 +384,9 @@ int cmd_eval(int argc, char **argv) {
         printf("%s: %ld corrupt record%s skipped (%llu of %llu input bytes unreadable)\n", ts, pst.corrupt_distinct,
                pst.corrupt_distinct == 1 ? "" : "s", (unsigned long long)pst.corrupt_lost_n_bytes,
                (unsigned long long)pst.input_n_bytes);
+    if (pst.images_damaged > 0)
+        printf("%s: %ld image%s kept with damaged JPEG data (warned about above)\n", ts, pst.images_damaged,
+               pst.images_damaged == 1 ? "" : "s");
     printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
            n_total, loss_sum / (double)n_total, path, ck.global_step,
            params == ck.ema ? "moving averages" : "raw variables");

@@ -648,6 +648,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             printf("; %ld corrupt record%s (%llu of %llu input bytes) skipped %ld time%s", st.corrupt_distinct,
                    st.corrupt_distinct == 1 ? "" : "s", (unsigned long long)st.corrupt_lost_n_bytes,
                    (unsigned long long)st.input_n_bytes, st.corrupt_skipped, st.corrupt_skipped == 1 ? "" : "s");
+        if (st.images_damaged > 0)
+            printf("; %ld image%s kept with damaged JPEG data", st.images_damaged, st.images_damaged == 1 ? "" : "s");
         printf("\n");
     }
     if (trainer_close(&tr, err, sizeof err) != 0) {

@@ -167,6 +167,7 @@ typedef struct {
     jmp_buf jump;
     int truncated;            /* libjpeg reached the end of the file inside the image */
     char msg[JMSG_LENGTH_MAX];
+    char damaged[JMSG_LENGTH_MAX]; /* libjpeg's first warning of damaged scan data, or "" */
 } JpegError;
 
 static void jpeg_on_error(j_common_ptr cinfo) {
@@ -175,10 +176,20 @@ static void jpeg_on_error(j_common_ptr cinfo) {
     longjmp(e->jump, 1);
 }
 
-/* Warnings (level -1) are not printed; a premature end of data is remembered. */
+/* Warnings (level -1) are not printed here.  A premature end of the file is remembered (the image is refused);
+ * so is the first warning that the scan data is damaged (a marker where data should be, a bad Huffman or
+ * arithmetic code, a lost restart marker): libjpeg fills in what it could not decode and the image is kept, as
+ * TensorFlow's decode_jpeg and PIL keep it, with a warning line for the caller.  The other warnings (bytes
+ * after the scan data, an unknown JFIF revision or Adobe transform, odd progression parameters) leave the
+ * picture whole. */
 static void jpeg_on_message(j_common_ptr cinfo, int level) {
     JpegError *e = (JpegError *)cinfo->err;
-    if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) e->truncated = 1;
+    if (level >= 0) return;
+    const int code = cinfo->err->msg_code;
+    if (code == JWRN_JPEG_EOF) e->truncated = 1;
+    else if (!e->damaged[0] && (code == JWRN_HIT_MARKER || code == JWRN_HUFF_BAD_CODE || code == JWRN_ARITH_BAD_CODE ||
+                                code == JWRN_MUST_RESYNC))
+        (*cinfo->err->format_message)(cinfo, e->damaged);
 }
 
 /* The size the image is scaled to before the centre crop (both sides S for
@@ -278,6 +289,9 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
         free(buf);
         return -1;
     }
+    if (jerr.damaged[0])
+        snprintf(err, err_n, "%s: damaged JPEG data (libjpeg: %s); decoded with libjpeg's fill-in, as TensorFlow and "
+                 "PIL decode it", path, jerr.damaged);
     *pixels = out;
     *scale_eighths = M;
     return 0;
@@ -296,13 +310,14 @@ static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *e
 /* The PNG or JPEG at path to RGB, its format from its first bytes: from data (n_bytes, the file read whole) when
  * given, else from the file.  It decodes into scr->pixels when scr is given (kept by scr; S, mode and
  * *scale_eighths as decode_jpeg's, a PNG always at full size), else into a buffer malloc'ed for the caller,
- * which *owned then names too (else NULL).  *orig_H, *orig_W: the stored size.  0, or -1 with err (*pixels and
- * *owned NULL). */
+ * which *owned then names too (else NULL).  *orig_H, *orig_W: the stored size.  0 (err "", or a warning line
+ * for a JPEG with damaged data), or -1 with err (*pixels and *owned NULL). */
 static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
                         size_t max_pixels, ImageFolderScratch *scr, uint8_t **pixels, uint8_t **owned, int *H, int *W,
                         int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     *pixels = *owned = NULL;
     *scale_eighths = 8;
+    if (err_n) err[0] = '\0';
     /* Without the bytes, the file is opened once: its first bytes sniffed, then rewound for the decoder. */
     FILE *f = data ? NULL : fopen(path, "rb");
     if (!data && !f) {
@@ -792,6 +807,7 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
     uint8_t *rgb, *owned; /* rgb: scr->pixels; owned: NULL (decode_image with scr) */
     int H, W, oH, oW;
     size_t n_bytes = 0;
+    if (err_n) err[0] = '\0';
     /* A file of at most max_pixels bytes (the pipeline's bound counts one such buffer a worker) is read with one
      * read and decoded into scr->pixels: no per-image allocation (the page faults of a fresh buffer were 2-3%
      * of a 224 x 224 JPEG's time), no 4 KB reads through stdio, and a PNG is not opened and read a second time
@@ -829,6 +845,7 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             st->n_skipped++;
             continue;
         }
+        if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
         ImageFolderScratch scr = {.scaled = st->scaled, .scaled_n_bytes = st->scaled_n_bytes};
         int rc = imagefolder_transform(st->out, st->cfg.image_size, st->cfg.channels, st->cfg.mode, rgb, H, W, H, W, &scr);
         st->scaled = scr.scaled;

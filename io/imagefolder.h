@@ -94,7 +94,11 @@ int imagefolder_write_labels(const ConvertSource *src, const char *path, char *e
 
 /* Decodes the PNG or JPEG file at path to 8-bit RGB: *pixels (H, W, 3) is
  * malloc'ed for the caller.  Returns 0, or -1 with one line in err
- * ("PATH: ..."). */
+ * ("PATH: ...").  On success err is "", or one warning line for a JPEG
+ * whose scan data libjpeg found damaged and filled in ("PATH: damaged JPEG
+ * data (libjpeg: Corrupt JPEG data: premature end of data segment); ..."):
+ * the image is kept, as TensorFlow and PIL keep it; a JPEG whose file ends
+ * inside the image is refused. */
 int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n_bytes);
 
 /* As imagefolder_decode, with libjpeg's scaled decoding: S > 0 decodes a
@@ -104,7 +108,8 @@ int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char 
  * the DCT does at a fraction of the full decode's cost.  S 0 or a PNG:
  * full size (*scale_eighths 8).  *H, *W: the decoded size; *orig_H,
  * *orig_W: the stored size.  An image over max_pixels (decoded) is refused
- * before its pixels are allocated.  0, or -1 with one line in err. */
+ * before its pixels are allocated.  0 (err: "" or a warning line, as
+ * imagefolder_decode), or -1 with one line in err. */
 int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
                               int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n_bytes);
 
@@ -135,7 +140,8 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
  * decoded size or resampling buffers ((tH, W) and (tH, tW)) exceed
  * max_pixels, or with a side over 65535, so that a worker's memory is
  * bounded by max_pixels (the input pipeline's bound).  *scale_eighths as
- * imagefolder_decode_scaled.  0, or -1 with one line in err ("PATH: ..."). */
+ * imagefolder_decode_scaled.  0 (err: "" or a warning line, as
+ * imagefolder_decode), or -1 with one line in err ("PATH: ..."). */
 int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
                      int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n_bytes);
 

@@ -229,6 +229,8 @@ void pipeline_order(const Pipeline *p, long epoch, long *order, long n) {
     }
 }
 
+static void pipeline_damaged(Pipeline *p, const char *msg);
+
 long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
     long dispatched = 0, collected = 0, good = 0;
     while (collected < n) {
@@ -255,6 +257,7 @@ long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
         collected++;
         if (state > 0) {
             good++;
+            if (d->why[0]) pipeline_damaged(p, d->why);
             if (pipeline_accept(p, d->slot) != 0) return -1;
         } else {
             pipeline_put_slot_back(p, d->slot);
@@ -310,12 +313,32 @@ int pipeline_bad(Pipeline *p, const char *msg, uint64_t lost, const char *where)
     return 0;
 }
 
+/* A good example that came with a warning (an image kept though libjpeg found its data damaged): warned about
+ * once, in the first epoch that meets it (each epoch meets the same ones, as pipeline_bad counts them), the
+ * first log_corrupt of them, escaped; counted in stats.images_damaged.  Reader thread. */
+static void pipeline_damaged(Pipeline *p, const char *msg) {
+    pthread_mutex_lock(&p->mu);
+    const long n = ++p->epoch_damaged;
+    const int is_new = n > p->damaged_distinct;
+    if (is_new) p->damaged_distinct = n;
+    pthread_mutex_unlock(&p->mu);
+    if (is_new && n <= p->cfg.log_corrupt) {
+        char line[700];
+        snprintf(line, sizeof line, "%s", msg);
+        escape_in_place(line, sizeof line);
+        warn_line(p, line);
+    }
+    if (is_new && n == p->cfg.log_corrupt + 1 && p->cfg.log_corrupt > 0)
+        warn_line(p, "further images decoded from damaged data are kept without a warning (counted in the statistics)");
+}
+
 /* One epoch from the source, then the shuffle buffer drained (epochs never
  * mix).  The number of good examples, or -1 to stop. */
 static long run_epoch(Pipeline *p, long epoch) {
     p->shuf_rng = rng_seed(p->cfg.seed, RNG_STREAM_SHUFFLE, (uint64_t)epoch);
     pthread_mutex_lock(&p->mu);
     p->epoch_corrupt = 0;
+    p->epoch_damaged = 0;
     p->epoch_lost_n_bytes = 0;
     pthread_mutex_unlock(&p->mu);
     long good = p->src->read_epoch(p, epoch);
@@ -410,6 +433,7 @@ static void augment_one(Pipeline *p, const WorkItem *it) {
 static int decode_one(Pipeline *p, int worker, const WorkItem *it) {
     DecodeEntry *d = &p->win[it->win];
     d->lost_n_bytes = 0;
+    d->why[0] = '\0';
     int rc = p->src->decode(p, worker, d->item, it->slot, d->why, sizeof d->why, &d->lost_n_bytes);
     return rc == 0 ? 1 : -1;
 }
@@ -736,6 +760,7 @@ void pipeline_stats(Pipeline *p, PipelineStats *s) {
     s->prefetch_batches = p->P;
     s->images_decoded = atomic_load(&p->images_decoded);
     s->images_scaled = atomic_load(&p->images_scaled);
+    s->images_damaged = p->damaged_distinct;
     pthread_mutex_unlock(&p->mu);
 }
 

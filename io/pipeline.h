@@ -140,6 +140,8 @@ typedef struct {
     int prefetch_batches;     /* the ring depth in use */
     long images_decoded;      /* image folder: images the workers decoded (every epoch counted) */
     long images_scaled;       /* image folder: of those, JPEGs decoded at a reduced scale */
+    long images_damaged;      /* image folder: distinct images kept though libjpeg found their data damaged (warned
+                                 about once each, the first log_corrupt of them) */
 } PipelineStats;
 
 /* Starts the threads.  Checks the configuration (and that every file opens)

@@ -51,7 +51,7 @@ typedef struct {
 typedef struct {
     long item;              /* the source's example index */
     int slot;
-    int state;              /* 0 in flight, 1 decoded, -1 bad (why, lost_n_bytes) */
+    int state;              /* 0 in flight, 1 decoded (why: "" or a warning), -1 bad (why, lost_n_bytes) */
     uint64_t lost_n_bytes;
     char why[600];
 } DecodeEntry;
@@ -72,8 +72,9 @@ typedef struct {
      * pipeline_bad.  The number of good examples, or -1 to stop. */
     long (*read_epoch)(Pipeline *p, long epoch);
     /* Worker thread `worker`: decode example `item` into slot (image and
-     * label).  0, or -1 with why and the bytes lost.  NULL for a source that
-     * decodes in read_epoch. */
+     * label).  0 (why: "" or one warning line for an example kept, e.g. a
+     * JPEG decoded from damaged data), or -1 with why and the bytes lost.
+     * NULL for a source that decodes in read_epoch. */
     int (*decode)(Pipeline *p, int worker, long item, int slot, char *why, size_t why_n_bytes, uint64_t *lost_n_bytes);
     void (*close)(Pipeline *p);            /* frees p->src_state; NULL state is fine */
     /* The source's share of pipeline_max_n_bytes: *reader_n_bytes (what the
@@ -130,6 +131,8 @@ struct Pipeline {
     uint64_t lost_n_bytes;     /* the most bytes one epoch lost to bad records */
     uint64_t input_n_bytes;    /* the files' sizes, at open */
     long epoch_corrupt;        /* this epoch's (reader thread) */
+    long damaged_distinct;     /* the most images decoded from damaged data one epoch met (pipeline_damaged) */
+    long epoch_damaged;        /* this epoch's (reader thread) */
     uint64_t epoch_lost_n_bytes;
     double fill_sum, wait_sec;
     atomic_long images_decoded, images_scaled; /* image folders: decodes, and those at a reduced JPEG scale */

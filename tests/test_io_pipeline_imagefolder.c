@@ -23,6 +23,13 @@
  * (stats.images_scaled), and none with jpeg_scaled 0 or small images.
  * An Adam7-interlaced PNG decodes to its pixels (the decoder reads row by
  * row, pass after pass).
+ * A JPEG whose scan data stops at a marker (cut at 70%, then its end
+ * marker: libjpeg's "premature end of data segment") is kept, as
+ * TensorFlow and PIL keep it, with one warning naming it: from
+ * imagefolder_decode and imagefolder_load (a good JPEG gives none, whatever
+ * err held before), once from tower convert's source, and once from the
+ * pipeline over two epochs (stats.images_damaged 1); the same file cut
+ * without its end marker is still refused.
  */
 #include <math.h>
 #include <png.h>
@@ -473,6 +480,120 @@ static void test_scaled_jpeg(const char *dir) {
     free(other);
 }
 
+typedef struct {
+    int n;
+    char line[1024];
+} OneWarning;
+
+static void keep_warning(void *ctx, const char *line) {
+    OneWarning *w = ctx;
+    if (w->n++ == 0) snprintf(w->line, sizeof w->line, "%s", line);
+}
+
+/* A warning about the damaged file: names it and what libjpeg said, one line. */
+static int damaged_line(const char *line, const char *path) {
+    return strstr(line, path) && strstr(line, "premature end of data segment") && strstr(line, "damaged JPEG data") &&
+           !strchr(line, '\n');
+}
+
+static void test_damaged_jpeg(const char *tmp) {
+    char dir[700], path[800], good[800], cut[800], err[1024];
+    snprintf(dir, sizeof dir, "%s/damaged", tmp);
+    mkdir(dir, 0755);
+    for (int c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "%s/%c", dir, 'a' + c);
+        mkdir(path, 0755);
+    }
+    /* A noisy 64 x 64 JPEG (its scan data fills most of the file), and a copy cut at 70% with its end marker. */
+    static uint8_t px[64 * 64 * 3];
+    for (int i = 0; i < 64 * 64 * 3; i++) px[i] = (uint8_t)((i * 2654435761u) >> 24);
+    snprintf(good, sizeof good, "%s/b/good.jpg", dir);
+    write_jpeg_rgb(good, 64, 64, px, 90);
+    FILE *f = fopen(good, "rb");
+    static uint8_t bytes[64 * 64 * 3 * 2];
+    const size_t n = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    if (f) fclose(f);
+    CHECK(n > 1000 && n < sizeof bytes, "the JPEG has %zu bytes", n);
+    const size_t keep = n * 7 / 10;
+    snprintf(path, sizeof path, "%s/a/damaged.jpg", dir);
+    f = fopen(path, "wb");
+    fwrite(bytes, 1, keep, f);
+    fwrite("\xff\xd9", 1, 2, f);
+    fclose(f);
+    snprintf(cut, sizeof cut, "%s/cut.jpg", tmp); /* outside the folder */
+    f = fopen(cut, "wb");
+    fwrite(bytes, 1, keep, f);
+    fclose(f);
+
+    uint8_t *rgb = NULL;
+    int H = 0, W = 0;
+    CHECK(imagefolder_decode(path, &rgb, &H, &W, err, sizeof err) == 0 && H == 64 && W == 64,
+          "the damaged JPEG does not decode: %s", err);
+    CHECK(damaged_line(err, path), "imagefolder_decode's warning: '%s'", err);
+    free(rgb);
+    rgb = NULL;
+    snprintf(err, sizeof err, "left over");
+    CHECK(imagefolder_decode(good, &rgb, &H, &W, err, sizeof err) == 0 && err[0] == '\0',
+          "the good JPEG: '%s'", err);
+    free(rgb);
+    rgb = NULL;
+    CHECK(imagefolder_decode(cut, &rgb, &H, &W, err, sizeof err) != 0 && strstr(err, "truncated"),
+          "the JPEG cut without its end marker: '%s'", err);
+    ImageFolderScratch scr = {0};
+    uint8_t out[S * S * 3];
+    int scale = 0;
+    CHECK(imagefolder_load(out, S, 3, IMAGEFOLDER_RESIZE, path, (size_t)1 << 20, 1, &scr, &scale, err, sizeof err) == 0 &&
+              damaged_line(err, path), "imagefolder_load: '%s'", err);
+    snprintf(err, sizeof err, "left over");
+    CHECK(imagefolder_load(out, S, 3, IMAGEFOLDER_RESIZE, good, (size_t)1 << 20, 1, &scr, &scale, err, sizeof err) == 0 &&
+              err[0] == '\0', "imagefolder_load of the good JPEG: '%s'", err);
+    imagefolder_scratch_free(&scr);
+
+    /* tower convert's source: both images, one warning. */
+    OneWarning w = {0};
+    ImageFolderConfig icfg;
+    imagefolder_config_defaults(&icfg);
+    icfg.image_size = S;
+    icfg.warn = keep_warning;
+    icfg.warn_ctx = &w;
+    ConvertSource *src = convert_open_imagefolder(dir, &icfg, err, sizeof err);
+    CHECK(src != NULL, "convert_open_imagefolder: %s", err);
+    if (src) {
+        ConvertItem item;
+        int k = 0;
+        while (src->next(src, &item, err, sizeof err) == 1) k++;
+        CHECK(k == 2 && imagefolder_n_skipped(src) == 0, "convert: %d images, %ld skipped", k, imagefolder_n_skipped(src));
+        CHECK(w.n == 1 && damaged_line(w.line, path), "convert: %d warnings, the first '%s'", w.n, w.line);
+        src->close(src);
+    }
+
+    /* The pipeline, two epochs: both images each time, one warning. */
+    PipelineConfig c;
+    config(&c, dir, 2, 5, 1);
+    c.num_classes = 2;
+    OneWarning pw = {0};
+    c.warn = keep_warning;
+    c.warn_ctx = &pw;
+    Pipeline *p = pipeline_open(&c, err, sizeof err);
+    CHECK(p != NULL, "pipeline_open: %s", err);
+    if (!p) return;
+    long got = 0;
+    PipelineBatch *b;
+    int rc;
+    while ((rc = pipeline_next(p, &b, err, sizeof err)) == 1) {
+        got += b->n;
+        pipeline_release(p, b);
+    }
+    CHECK(rc == 0, "pipeline: %s", err);
+    PipelineStats st;
+    pipeline_stats(p, &st);
+    pipeline_close(p);
+    CHECK(got == 4, "the pipeline gave %ld examples in 2 epochs of 2 images", got);
+    CHECK(pw.n == 1 && damaged_line(pw.line, path), "pipeline: %d warnings, the first '%s'", pw.n, pw.line);
+    CHECK(st.images_damaged == 1 && st.corrupt_skipped == 0, "images_damaged %ld, corrupt_skipped %ld",
+          st.images_damaged, st.corrupt_skipped);
+}
+
 int main(void) {
     char dir[] = "/tmp/test_pipeline_imagefolder_XXXXXX";
     if (!mkdtemp(dir)) {
@@ -487,6 +608,7 @@ int main(void) {
     test_memory_bound(folder);
     test_scaled_jpeg(dir);
     test_interlaced_png(dir);
+    test_damaged_jpeg(dir);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
