@@ -15,7 +15,9 @@
  * expand to RGB, 16-bit keeps the high byte, alpha is dropped, as PIL's
  * convert("RGB")), JPEG through libjpeg-turbo.  A file that is not a PNG or JPEG, or does not
  * decode, gets one warning line and is skipped; imagefolder_n_skipped counts
- * them, and the conversion goes on.
+ * them, and the conversion goes on.  A JPEG whose scan data libjpeg finds
+ * damaged (and fills in) is kept with one warning line, as TensorFlow and PIL
+ * keep it; one whose file ends inside the image is skipped as truncated.
  * Every image comes out image_size x image_size x channels, uint8:
  *   IMAGEFOLDER_RESIZE       both sides scaled to image_size (aspect ratio not kept);
  *   IMAGEFOLDER_CENTER_CROP  the shorter side scaled to image_size, then the central
