@@ -10,6 +10,7 @@
 #   a test split lacking a class maps its folders by the checkpoint's labels.txt
 #     (= converting it with --labels), and --labels that differ are refused;
 #   resume: 8 + 8 steps with --resume = 16 steps straight, bitwise; another seed differs;
+#   a JPEG with damaged scan data is kept: one warning over 3 epochs, counted in train's and eval's end lines;
 #   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused.
 set -euo pipefail
 tower=$1 images=$2
@@ -99,6 +100,31 @@ cmp "$work/straight/model.ckpt-16" "$work/resumed/model.ckpt-16" || fail "8 + 8 
 "$tower" train "${rs[@]}" --train_dir "$work/other" --max_steps 16 --seed 6 >/dev/null
 if cmp -s "$work/straight/model.ckpt-16" "$work/other/model.ckpt-16"; then fail "seeds 5 and 6 gave the same variables"; fi
 echo "ok: resume on an image folder is bitwise a straight run"
+
+# ---- a JPEG whose scan data stops at a marker (cut halfway through its scan, then its end marker): kept, as
+# TensorFlow and PIL keep it, with one warning naming it over 3 epochs, and counted in the end lines of train and eval
+mkdir -p "$work/dmg"
+cp -r "$work/test/circle" "$work/test/square" "$work/dmg/"
+jpg=$(ls "$work/dmg/circle/"*.jpg | head -1)
+size=$(stat -c %s "$jpg")
+sos=$(LC_ALL=C grep -obUaP '\xFF\xDA' "$jpg" | head -1 | cut -d: -f1)
+[ -n "$sos" ] || fail "no start of scan in $jpg"
+{ head -c $(( sos + (size - sos) / 2 )) "$jpg"; printf '\377\331'; } >"$work/dmg/cut.jpg"
+mv "$work/dmg/cut.jpg" "$jpg"
+n_dmg=$(find "$work/dmg" -type f | wc -l)
+"$tower" train "${common[@]}" --data "$work/dmg" --train_dir "$work/dmgrun" --max_steps $(( 3 * n_dmg / 8 )) \
+  >"$work/dmg.out" 2>"$work/dmg.err"
+[ "$(grep -c 'warning: ' "$work/dmg.err")" -eq 1 ] &&
+  grep -q "warning: $jpg: damaged JPEG data (libjpeg: Corrupt JPEG data: premature end of data segment); " "$work/dmg.err" ||
+  fail "train over 3 epochs: expected one warning naming $jpg: $(cat "$work/dmg.err")"
+grep -q "done at step .*; 1 image kept with damaged JPEG data$" "$work/dmg.out" ||
+  fail "train's end line does not count the damaged image: $(tail -1 "$work/dmg.out")"
+"$tower" eval "${ev[@]}" --checkpoint_dir "$work/dmgrun" --data "$work/dmg" >"$work/dmg_eval.out" 2>"$work/dmg_eval.err"
+[ "$(grep -c 'warning: .*damaged JPEG data' "$work/dmg_eval.err")" -eq 1 ] &&
+  grep -q ": 1 image kept with damaged JPEG data (warned about above)$" "$work/dmg_eval.out" &&
+  grep -q " of $n_dmg examples correct" "$work/dmg_eval.out" ||
+  fail "eval of the folder with a damaged JPEG: $(cat "$work/dmg_eval.out" "$work/dmg_eval.err")"
+echo "ok: a JPEG with damaged scan data is kept, warned about once, counted in train's and eval's end lines"
 
 # ---- a directory of TFRecord files (no class folders) keeps the hint
 set +e
