@@ -807,7 +807,6 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
     uint8_t *rgb, *owned; /* rgb: scr->pixels; owned: NULL (decode_image with scr) */
     int H, W, oH, oW;
     size_t n_bytes = 0;
-    if (err_n) err[0] = '\0';
     /* A file of at most max_pixels bytes (the pipeline's bound counts one such buffer a worker) is read with one
      * read and decoded into scr->pixels: no per-image allocation (the page faults of a fresh buffer were 2-3%
      * of a 224 x 224 JPEG's time), no 4 KB reads through stdio, and a PNG is not opened and read a second time

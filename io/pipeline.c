@@ -272,6 +272,28 @@ static void warn_line(const Pipeline *p, const char *line) {
     else fprintf(stderr, "warning: %s\n", line);
 }
 
+/* Counts one more of a kind this epoch (*epoch_n) against the most any epoch met (*distinct): every epoch meets the
+ * same ones, so the n-th is new, a distinct one, only in the first epoch that gets that far.  Under mu.  Returns
+ * n when it is new, else 0. */
+static long count_distinct_locked(long *epoch_n, long *distinct) {
+    const long n = ++*epoch_n;
+    if (n <= *distinct) return 0;
+    *distinct = n;
+    return n;
+}
+
+/* The warning for the n-th distinct one of a kind (0: not new, nothing): the first log_corrupt get their line
+ * (escaped in place), the next one `further`, saying the rest go silent. */
+static void warn_distinct(const Pipeline *p, long n, char *line, size_t line_n_bytes, const char *further) {
+    if (n <= 0) return;
+    if (n <= p->cfg.log_corrupt) {
+        escape_in_place(line, line_n_bytes);
+        warn_line(p, line);
+    } else if (n == p->cfg.log_corrupt + 1 && p->cfg.log_corrupt > 0) {
+        warn_line(p, further);
+    }
+}
+
 /* A bad record (reader r, message msg): skip and count it, or stop the
  * pipeline.  Every epoch meets the same bad records, so each is counted as
  * a distinct record (and logged) once, in the first epoch that meets it,
@@ -284,9 +306,7 @@ int pipeline_bad(Pipeline *p, const char *msg, uint64_t lost, const char *where)
     }
     pthread_mutex_lock(&p->mu);
     p->corrupt++;
-    long n = ++p->epoch_corrupt;
-    int is_new = n > p->corrupt_distinct;
-    if (is_new) p->corrupt_distinct = n;
+    const long n_new = count_distinct_locked(&p->epoch_corrupt, &p->corrupt_distinct);
     p->epoch_lost_n_bytes += lost;
     if (p->epoch_lost_n_bytes > p->lost_n_bytes) p->lost_n_bytes = p->epoch_lost_n_bytes;
     uint64_t lost_total = p->epoch_lost_n_bytes, input = p->input_n_bytes;
@@ -300,16 +320,11 @@ int pipeline_bad(Pipeline *p, const char *msg, uint64_t lost, const char *where)
         pipeline_fail(p, line);
         return -1;
     }
-    if (is_new && n <= p->cfg.log_corrupt) {
-        if (where)
-            snprintf(line, sizeof line, "%s (skipped; %llu bytes of %s unreadable)", msg, (unsigned long long)lost, where);
-        else
-            snprintf(line, sizeof line, "%s (skipped)", msg);
-        escape_in_place(line, sizeof line);
-        warn_line(p, line);
-    }
-    if (is_new && n == p->cfg.log_corrupt + 1 && p->cfg.log_corrupt > 0)
-        warn_line(p, "further bad records are skipped silently (counted in the statistics)");
+    if (where)
+        snprintf(line, sizeof line, "%s (skipped; %llu bytes of %s unreadable)", msg, (unsigned long long)lost, where);
+    else
+        snprintf(line, sizeof line, "%s (skipped)", msg);
+    warn_distinct(p, n_new, line, sizeof line, "further bad records are skipped silently (counted in the statistics)");
     return 0;
 }
 
@@ -318,18 +333,12 @@ int pipeline_bad(Pipeline *p, const char *msg, uint64_t lost, const char *where)
  * first log_corrupt of them, escaped; counted in stats.images_damaged.  Reader thread. */
 static void pipeline_damaged(Pipeline *p, const char *msg) {
     pthread_mutex_lock(&p->mu);
-    const long n = ++p->epoch_damaged;
-    const int is_new = n > p->damaged_distinct;
-    if (is_new) p->damaged_distinct = n;
+    const long n_new = count_distinct_locked(&p->epoch_damaged, &p->damaged_distinct);
     pthread_mutex_unlock(&p->mu);
-    if (is_new && n <= p->cfg.log_corrupt) {
-        char line[700];
-        snprintf(line, sizeof line, "%s", msg);
-        escape_in_place(line, sizeof line);
-        warn_line(p, line);
-    }
-    if (is_new && n == p->cfg.log_corrupt + 1 && p->cfg.log_corrupt > 0)
-        warn_line(p, "further images decoded from damaged data are kept without a warning (counted in the statistics)");
+    char line[700];
+    snprintf(line, sizeof line, "%s", msg);
+    warn_distinct(p, n_new, line, sizeof line,
+                  "further images decoded from damaged data are kept without a warning (counted in the statistics)");
 }
 
 /* One epoch from the source, then the shuffle buffer drained (epochs never
