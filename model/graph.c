@@ -154,7 +154,8 @@ int graph_var_chunks(const Graph *g, const ModelSpec *s, size_t min_n_floats, in
         if (n->n_vars > 0) {
             const ModelVar *first = &s->vars[n->var0], *last = &s->vars[n->var0 + n->n_vars - 1];
             if (first->offset < end) return -1;
-            if (k < 0 || end - chunk_start[k] >= min_n_floats) {
+            const size_t node_n_floats = last->offset + last->n_floats - first->offset;
+            if (k < 0 || end - chunk_start[k] >= min_n_floats || node_n_floats >= min_n_floats) {
                 if (k + 1 >= max_chunks) return -1;
                 k++;
                 chunk_start[k] = k ? first->offset : 0;

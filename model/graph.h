@@ -210,9 +210,13 @@ int graph_fuse(Graph *g);
  * arrived and a chunk's gradients can leave once backward has passed its
  * first node (TOWER_GPU_OVERLAP, docs/gpu.md).  Walking the nodes in
  * order, a node with variables opens a new chunk when the current one
- * already spans min_n_floats (chunk 0 opens at the first such node);
- * nodes without variables belong to the current chunk (chunk 0 before
- * any).  Writes, for n chunks:
+ * already spans min_n_floats, or when its own variables do (a large layer
+ * starts its own chunk: mnist's local3, 12.8 MB after 0.2 MB of
+ * convolutions, then arrives while the convolutions run and leaves while
+ * their backward runs); chunk 0 opens at the first node with variables,
+ * and nodes without variables belong to the current chunk (chunk 0 before
+ * any).  So every chunk but the last spans min_n_floats or is followed by
+ * a chunk whose first node alone does.  Writes, for n chunks:
  *   node_chunk  (g->n_nodes)  each node's chunk
  *   chunk_first (max_chunks)  the first node with variables of each chunk
  *                             (-1 for a network without variables)

@@ -31,7 +31,9 @@
  *   4. The variable block's chunks (graph_var_chunks, the GPU's overlapped
  *      copies) on the executors' fused graphs of every network: they cover
  *      the block in order, each node's variables inside its chunk, each
- *      chunk but the last at least the minimum, chunk_first the chunk's
+ *      chunk but the last at least the minimum unless the next one's first
+ *      node alone spans it, every node that spans the minimum alone first in
+ *      its chunk (mnist at 256 KiB: 3 chunks), chunk_first the chunk's
  *      first node with variables; minimum 0 gives one chunk per node with
  *      variables; too few chunks allowed is refused.
  */
@@ -236,7 +238,10 @@ static void test_gradients(void) {
     const char *r50[] = {"conv5_block1_0_conv/kernel", "conv5_block1_0_bn/gamma", "conv5_block3_1_bn/beta",
                          "conv5_block2_2_conv/kernel", "conv5_block3_3_conv/kernel", "conv5_block3_3_bn/gamma",
                          "predictions/kernel",         "predictions/bias"};
-    check_net("resnet50", 64, 2, NULL, r50, 8, 3e-4);
+    /* A step of 1e-3, not 3e-4: the loss is a float after 50 layers, and its rounding over a 6e-4 span moved the
+     * central difference of conv5_block1_0_bn/gamma[889] by 0.004 on an AVX2 machine (oneDNN's AVX2 kernels round
+     * otherwise than its AVX-512 ones, where 3e-4 had passed); at 1e-3 the largest difference there is 0.0012. */
+    check_net("resnet50", 64, 2, NULL, r50, 8, 1e-3);
 }
 
 /* The nodes of `net` whose grad_wanted is 0 must be exactly the n named. */
@@ -268,7 +273,15 @@ static void test_grad_skipped(void) {
     check_grad_skipped("cifar10", 24, NULL, 0);
 }
 
-static void check_var_chunks(const char *net, int H, int C, size_t min_n_floats) {
+/* The floats from a node's first variable to the end of its last. */
+static size_t node_n_floats(const ModelSpec *s, const Node *nd) {
+    if (nd->n_vars == 0) return 0;
+    const ModelVar *a = &s->vars[nd->var0], *b = &s->vars[nd->var0 + nd->n_vars - 1];
+    return b->offset + b->n_floats - a->offset;
+}
+
+/* Returns the number of chunks (-1 when the network cannot be built). */
+static int check_var_chunks(const char *net, int H, int C, size_t min_n_floats) {
     char err[256];
     ModelSpec s;
     Graph *g = malloc(sizeof *g);
@@ -277,7 +290,7 @@ static void check_var_chunks(const char *net, int H, int C, size_t min_n_floats)
     if (!g || model_spec_init(&s, net, H, H, C, 10, err, sizeof err) != 0 || graph_build(g, &s) != 0) {
         CHECK(0, "%s: %s", net, err);
         free(g);
-        return;
+        return -1;
     }
     graph_fuse(g);
     const int n = graph_var_chunks(g, &s, min_n_floats, node_chunk, chunk_first, chunk_start, GRAPH_MAX_NODES);
@@ -287,8 +300,10 @@ static void check_var_chunks(const char *net, int H, int C, size_t min_n_floats)
           n, n >= 1 ? chunk_start[0] : 0, n >= 1 ? chunk_start[n] : 0, s.n_params);
     for (int k = 0; n >= 1 && k < n; k++) {
         CHECK(chunk_start[k] < chunk_start[k + 1], "%s: chunk %d is empty", net, k);
-        CHECK(k == n - 1 || chunk_start[k + 1] - chunk_start[k] >= min_n_floats, "%s: chunk %d spans %zu < %zu", net,
-              k, chunk_start[k + 1] - chunk_start[k], min_n_floats);
+        /* Short only where the next chunk's first node alone spans the minimum. */
+        CHECK(k == n - 1 || chunk_start[k + 1] - chunk_start[k] >= min_n_floats ||
+                  node_n_floats(&s, &g->nodes[chunk_first[k + 1]]) >= min_n_floats,
+              "%s: chunk %d spans %zu < %zu", net, k, chunk_start[k + 1] - chunk_start[k], min_n_floats);
         const int f = chunk_first[k];
         CHECK(f >= 0 && f < g->n_nodes && node_chunk[f] == k && g->nodes[f].n_vars > 0 &&
                   (f == 0 || node_chunk[f - 1] < k || k == 0),
@@ -304,14 +319,19 @@ static void check_var_chunks(const char *net, int H, int C, size_t min_n_floats)
               "%s: node %s's variables [%zu, %zu) outside its chunk %d", net, nd->name, a->offset,
               b->offset + b->n_floats, k);
         CHECK(chunk_first[k] <= i, "%s: node %s comes before its chunk's first node", net, nd->name);
+        /* A large layer starts its own chunk. */
+        CHECK(node_n_floats(&s, nd) < min_n_floats || chunk_first[k] == i,
+              "%s: node %s (%zu floats, minimum %zu) does not start its chunk %d", net, nd->name, node_n_floats(&s, nd),
+              min_n_floats, k);
     }
     if (min_n_floats == 0)
         CHECK(n == with_vars, "%s: minimum 0 gives %d chunks for %d nodes with variables", net, n, with_vars);
     if (n > 1)
         CHECK(graph_var_chunks(g, &s, min_n_floats, node_chunk, chunk_first, chunk_start, n - 1) == -1,
               "%s: %d chunks fit in %d", net, n, n - 1);
-    printf("%s: %d chunks of at least %zu floats over %zu\n", net, n, min_n_floats, s.n_params);
+    printf("%s: %d chunks (minimum %zu floats) over %zu\n", net, n, min_n_floats, s.n_params);
     free(g);
+    return n;
 }
 
 static void test_var_chunks(void) {
@@ -321,7 +341,11 @@ static void test_var_chunks(void) {
     for (size_t k = 0; k < sizeof nets / sizeof nets[0]; k++) {
         check_var_chunks(nets[k].net, nets[k].H, nets[k].C, 0);
         check_var_chunks(nets[k].net, nets[k].H, nets[k].C, 16384);
+        check_var_chunks(nets[k].net, nets[k].H, nets[k].C, 65536); /* the GPU towers' 256 KiB */
     }
+    /* mnist at 256 KiB: conv1 + conv2 (0.2 MB), local3 alone (12.8 MB), softmax_linear; before local3 started
+     * its own chunk, chunk 0 held all three layers and nothing overlapped (H100, 2026-11-27). */
+    CHECK(check_var_chunks("mnist", 28, 1, 65536) == 3, "mnist at 65536 floats: 3 chunks");
 }
 
 int main(void) {
