@@ -30,7 +30,10 @@
  * Overlapped copies (TOWER_GPU_OVERLAP=1 in the environment at tower
  * creation; opt-in, docs/gpu.md): a second stream carries the variables in
  * chunk by chunk while forward runs (model_copy_params_in_cuda_async: each
- * node waits for its chunk) and, from the second step on of a tower whose
+ * node waits for its chunk; copy_params_in only notes the block, and
+ * copy_shard_in sends it after the shard, which would otherwise wait
+ * behind it on the one host-to-device copy engine) and, from the second
+ * step on of a tower whose
  * gradient goes to the host, the gradient out chunk by chunk while
  * backward runs (model_backward_cuda_copy_out); copy_grads_out then only
  * waits for that stream.  A scale_grads after compute makes the full copy
@@ -103,6 +106,8 @@ typedef struct {
     cudaEvent_t copy_done;   /* on copy_stream: everything sent so far has arrived */
     int overlap_out;         /* 1 once a copy-out to the host was asked: compute then sends the gradient itself */
     int grads_sent;          /* this step's last compute sent its whole gradient to grads_host (copy_stream) */
+    const float *params_pending; /* (n_params) host: overlapped copies only, copy_params_in's block, sent by
+                                  * copy_shard_in after the shard; NULL: nothing waiting */
     size_t stats_n_bytes;    /* one training forward's batch statistics (model_moving_stats_n_bytes_cuda); 0: none */
     void *stats_dev;         /* (stats_cap, stats_n_bytes) device: this step's micro-batches before the last, in order */
     int n_stats, stats_cap;
@@ -247,7 +252,7 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
     model_acts_cuda_describe_algos(t->acts, t->algorithms, sizeof t->algorithms);
     if (t->copy_stream) {
         const size_t used = strlen(t->algorithms);
-        snprintf(t->algorithms + used, sizeof t->algorithms - used, "%soverlapped copies: %d chunks of at least %zu KiB",
+        snprintf(t->algorithms + used, sizeof t->algorithms - used, "%soverlapped copies: %d chunks (cut at %zu KiB, a larger layer alone)",
                  used ? " | " : "", model_acts_cuda_overlap_chunks(t->acts), TC_OVERLAP_CHUNK_N_BYTES >> 10);
     }
     t->stats_n_bytes = model_moving_stats_n_bytes_cuda(t->acts);
@@ -300,8 +305,8 @@ static int cuda_copy_params_in(void *dev, const float *params_host, char *err, s
     CudaTower *t = dev;
     t->copy_in_started = 0; /* the variables are always a step's first copy */
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes)) return -1;
-    if (t->copy_stream) { /* chunk by chunk on the copy stream; forward waits for each */
-        model_copy_params_in_cuda_async(t->acts, t->params_dev, params_host);
+    if (t->copy_stream) { /* chunk by chunk on the copy stream, after the shard (copy_shard_in) */
+        t->params_pending = params_host;
         return 0;
     }
     if (CUDA_SOFT(cudaMemcpyAsync(t->params_dev, params_host, t->spec->n_params * sizeof(float), cudaMemcpyHostToDevice,
@@ -331,17 +336,23 @@ static int cuda_copy_shard_in(void *dev, const float *x_host, const int32_t *lab
     if (n < 1 || n > t->max_batch) {
         snprintf(err, err_n_bytes, "shard of %d examples, this tower holds 1 to %d", n, t->max_batch);
         t->copy_in_started = 0;
+        t->params_pending = NULL;
         return -1;
     }
     const size_t x_bytes = (size_t)n * t->spec->H * t->spec->W * t->spec->C * sizeof(float);
-    const int rc = CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes) ||
-                   CUDA_SOFT(cudaMemcpyAsync(t->x_dev, x_host, x_bytes, cudaMemcpyHostToDevice, t->stream), err,
-                             err_n_bytes) ||
-                   CUDA_SOFT(cudaMemcpyAsync(t->labels_dev, labels_host, (size_t)n * sizeof(int32_t),
-                                             cudaMemcpyHostToDevice, t->stream),
-                             err, err_n_bytes) ||
-                   CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_IN_END], t->stream), err, err_n_bytes) ||
-                   CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes);
+    int rc = CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes) || begin_copy_in(t, err, err_n_bytes) ||
+             CUDA_SOFT(cudaMemcpyAsync(t->x_dev, x_host, x_bytes, cudaMemcpyHostToDevice, t->stream), err,
+                       err_n_bytes) ||
+             CUDA_SOFT(cudaMemcpyAsync(t->labels_dev, labels_host, (size_t)n * sizeof(int32_t),
+                                       cudaMemcpyHostToDevice, t->stream),
+                       err, err_n_bytes) ||
+             CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_IN_END], t->stream), err, err_n_bytes);
+    /* Overlapped copies: the variables go after the shard.  Host-to-device copies share one copy engine, so a
+     * shard sent behind them waited for all of them, and forward with it (mnist on the H100: the copy-in phase
+     * 0.43 ms with the chunks, 0.45 ms without). */
+    if (!rc && t->params_pending) model_copy_params_in_cuda_async(t->acts, t->params_dev, t->params_pending);
+    t->params_pending = NULL;
+    rc = rc || CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes);
     t->copy_in_started = 0; /* the next step anchors afresh, whatever happened here */
     if (rc) return -1;
     t->ran |= TC_RAN_COPY_IN;
@@ -377,6 +388,10 @@ static int keep_stats(CudaTower *t, char *err, size_t err_n_bytes) {
 static int cuda_compute(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
     CudaTower *t = dev;
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
+    if (t->params_pending) { /* variables copied in with no shard after them: send them now */
+        model_copy_params_in_cuda_async(t->acts, t->params_dev, t->params_pending);
+        t->params_pending = NULL;
+    }
     if (!accumulate) t->n_stats = 0;
     else if (keep_stats(t, err, err_n_bytes) != 0) return -1;
     if (CUDA_SOFT(cudaEventRecord(t->ev[TC_EV_FWD_START], t->stream), err, err_n_bytes)) return -1;
