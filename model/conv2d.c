@@ -6,6 +6,8 @@
  * lays its image out as an im2col matrix (OH*OW, KH*KW*C_in) in its own
  * scratch and multiplies by the weights seen as (KH*KW*C_in, C_out), which
  * is exactly TensorFlow's HWIO layout, so no weight reshuffling is needed.
+ * The weight gradient of a map under 64 cells takes a group of images per
+ * GEMM (wgrad_group_max), so that the product is not 4 or 16 rows deep.
  * A 1x1 kernel at stride 1 (ResNet-50's bottleneck convolutions) skips
  * im2col: in NHWC the batch is already the (B*H*W, C_in) matrix, so each
  * product is one sgemm over every pixel of the batch (model/pointwise.c's
@@ -51,18 +53,36 @@ int conv2d_init(Conv2d *c, int H, int W, int C_in, int KH, int KW, int C_out,
     return 0;
 }
 
+/* The weight gradient's GEMM takes the im2col rows of several images at once where a map is small, so that
+ * its inner dimension is at least WGRAD_MIN_ROWS: one GEMM per image of vgg11's 2x2 layer (4 rows) read and
+ * wrote the thread's 9.4 MB partial gradient 32 times a step for 4 rows of work each (33 ms of the layer's
+ * backward on the 2-core AVX2 EPYC; bench/RESULTS.md, 2026-11-27).  Maps of 64 cells or more keep one image
+ * per GEMM, and with it their results bit for bit. */
+enum { WGRAD_MIN_ROWS = 64 };
+static int wgrad_group_max(const Conv2d *c) {
+    const int rows = c->OH * c->OW;
+    return rows >= WGRAD_MIN_ROWS ? 1 : (WGRAD_MIN_ROWS + rows - 1) / rows;
+}
+
 /* Per-thread scratch layout, each part rounded up to 16 floats (64 bytes). */
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 static size_t col_n_floats(const Conv2d *c) {
     return round16((size_t)c->OH * c->OW * c->KH * c->KW * c->C_in);
 }
-static size_t img_out_n_floats(const Conv2d *c) { return round16((size_t)c->OH * c->OW * c->C_out); }
+static size_t group_col_n_floats(const Conv2d *c) {
+    return round16((size_t)wgrad_group_max(c) * c->OH * c->OW * c->KH * c->KW * c->C_in);
+}
+static size_t group_out_n_floats(const Conv2d *c) {
+    return round16((size_t)wgrad_group_max(c) * c->OH * c->OW * c->C_out);
+}
 static size_t dw_n_floats(const Conv2d *c) {
     return round16((size_t)c->KH * c->KW * c->C_in * c->C_out);
 }
 static size_t per_thread_n_floats(const Conv2d *c) {
-    /* col, dcol, dpre, dweight partial, dbias partial */
-    return 2 * col_n_floats(c) + img_out_n_floats(c) + dw_n_floats(c) + round16((size_t)c->C_out);
+    /* col (a group's images; forward uses its first), dcol (one image), dpre (a group's), dweight partial,
+     * dbias partial */
+    return group_col_n_floats(c) + col_n_floats(c) + group_out_n_floats(c) + dw_n_floats(c) +
+           round16((size_t)c->C_out);
 }
 
 size_t conv2d_scratch_n_floats(const Conv2d *c, int n_threads) {
@@ -169,7 +189,8 @@ void conv2d_forward(float *out, float *scratch, const float *inp, const float *w
 
 /* Thread u's partial weight gradient (K, N) and bias gradient (N) in scratch. */
 static float *partial_dw(float *scratch, const Conv2d *c, int u) {
-    return scratch + (size_t)u * per_thread_n_floats(c) + 2 * col_n_floats(c) + img_out_n_floats(c);
+    return scratch + (size_t)u * per_thread_n_floats(c) + group_col_n_floats(c) + col_n_floats(c) +
+           group_out_n_floats(c);
 }
 static float *partial_db(float *scratch, const Conv2d *c, int u) {
     return partial_dw(scratch, c, u) + dw_n_floats(c);
@@ -189,30 +210,38 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
 #pragma omp parallel num_threads(team_size(n_threads))
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        float *col = scratch + (size_t)t * per_thread;  /* (rows, K) */
-        float *dcol = col + col_n_floats(c);             /* (rows, K) */
-        float *dpre = dcol + col_n_floats(c);            /* (rows, N) */
+        float *col = scratch + (size_t)t * per_thread;  /* (G * rows, K): the group's images */
+        float *dcol = col + group_col_n_floats(c);       /* (rows, K) */
+        float *dpre = dcol + col_n_floats(c);            /* (G * rows, N) */
         float *dw_t = partial_dw(scratch, c, t);         /* (K, N) */
         float *db_t = partial_db(scratch, c, t);         /* (N) */
         memset(dw_t, 0, sizeof(float) * w_n);
         memset(db_t, 0, sizeof(float) * N);
+        /* Groups of G images (wgrad_group_max), at least one group a thread where the batch allows. */
+        const int per_t = (B + nt - 1) / nt, G_max = wgrad_group_max(c);
+        const int G = per_t < G_max ? (per_t > 0 ? per_t : 1) : G_max, n_groups = (B + G - 1) / G;
 #pragma omp for schedule(static)
-        for (int b = 0; b < B; b++) {
-            const float *g = dout + (size_t)b * out_n;
-            if (c->act == ACT_RELU) {
-                relu_backward(dpre, out + (size_t)b * out_n, g, out_n);
-                g = dpre;
+        for (int q = 0; q < n_groups; q++) {
+            const int b0 = q * G, b1 = b0 + G < B ? b0 + G : B;
+            for (int b = b0; b < b1; b++) {
+                const float *g = dout + (size_t)b * out_n;
+                if (c->act == ACT_RELU) {
+                    float *gb = dpre + (size_t)(b - b0) * out_n;
+                    relu_backward(gb, out + (size_t)b * out_n, g, out_n);
+                    g = gb;
+                }
+                if (dweight) {
+                    bias_add_backward(db_t, g, rows, N);
+                    if (!whole) im2col(col + (size_t)(b - b0) * rows * K, inp + (size_t)b * in_n, c);
+                }
+                if (dinp && !whole) {
+                    sgemm(0, 1, rows, K, N, 1.0f, g, N, weight, N, 0.0f, dcol, K);
+                    col2im(dinp + (size_t)b * in_n, dcol, c);
+                }
             }
-            if (dweight) {
-                bias_add_backward(db_t, g, rows, N);
-                if (whole) continue;
-                im2col(col, inp + (size_t)b * in_n, c);
-                sgemm(1, 0, K, N, rows, 1.0f, col, K, g, N, 1.0f, dw_t, N);
-            }
-            if (dinp && !whole) {
-                sgemm(0, 1, rows, K, N, 1.0f, g, N, weight, N, 0.0f, dcol, K);
-                col2im(dinp + (size_t)b * in_n, dcol, c);
-            }
+            /* The group's (G * rows, N) output gradient: the masked copies, or dout itself. */
+            const float *g0 = c->act == ACT_RELU ? dpre : dout + (size_t)b0 * out_n;
+            if (dweight && !whole) sgemm(1, 0, K, N, (b1 - b0) * rows, 1.0f, col, K, g0, N, 1.0f, dw_t, N);
         }
         /* Sum the partials in thread order (deterministic for a given team
          * size); the loop's implicit barrier makes every partial complete. */
