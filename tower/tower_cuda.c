@@ -33,11 +33,10 @@
  * node waits for its chunk; copy_params_in only notes the block, and
  * copy_shard_in sends it after the shard, which would otherwise wait
  * behind it on the one host-to-device copy engine) and, from the second
- * step on of a tower whose
- * gradient goes to the host, the gradient out chunk by chunk while
- * backward runs (model_backward_cuda_copy_out); copy_grads_out then only
- * waits for that stream.  A scale_grads after compute makes the full copy
- * run as before.  The copy-in span then covers the shard only, and the
+ * step on of a tower whose gradient goes to the host, the gradient out
+ * chunk by chunk while backward runs (model_backward_cuda_copy_out);
+ * copy_grads_out then only waits for that stream.  A scale_grads after
+ * compute makes the full copy run as before.  The copy-in span then covers the shard only, and the
  * copy-out span the wait for the last chunk.
  * bind_params is not offered: a GPU cannot compute on host memory.  Every operation
  * makes the tower's GPU current first (cudaSetDevice is per host thread and
@@ -106,8 +105,8 @@ typedef struct {
     cudaEvent_t copy_done;   /* on copy_stream: everything sent so far has arrived */
     int overlap_out;         /* 1 once a copy-out to the host was asked: compute then sends the gradient itself */
     int grads_sent;          /* this step's last compute sent its whole gradient to grads_host (copy_stream) */
-    const float *params_pending; /* (n_params) host: overlapped copies only, copy_params_in's block, sent by
-                                  * copy_shard_in after the shard; NULL: nothing waiting */
+    const float *params_pending; /* (n_params) host: overlapped copies only, copy_params_in's block, sent
+                                  * by copy_shard_in after the shard; NULL: nothing waiting */
     size_t stats_n_bytes;    /* one training forward's batch statistics (model_moving_stats_n_bytes_cuda); 0: none */
     void *stats_dev;         /* (stats_cap, stats_n_bytes) device: this step's micro-batches before the last, in order */
     int n_stats, stats_cap;
@@ -252,8 +251,9 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
     model_acts_cuda_describe_algos(t->acts, t->algorithms, sizeof t->algorithms);
     if (t->copy_stream) {
         const size_t used = strlen(t->algorithms);
-        snprintf(t->algorithms + used, sizeof t->algorithms - used, "%soverlapped copies: %d chunks (cut at %zu KiB, a larger layer alone)",
-                 used ? " | " : "", model_acts_cuda_overlap_chunks(t->acts), TC_OVERLAP_CHUNK_N_BYTES >> 10);
+        snprintf(t->algorithms + used, sizeof t->algorithms - used,
+                 "%soverlapped copies: %d chunks (cut at %zu KiB, a larger layer alone)", used ? " | " : "",
+                 model_acts_cuda_overlap_chunks(t->acts), TC_OVERLAP_CHUNK_N_BYTES >> 10);
     }
     t->stats_n_bytes = model_moving_stats_n_bytes_cuda(t->acts);
     cudaSetDevice(prev);
