@@ -320,6 +320,7 @@ int pipeline_bad(Pipeline *p, const char *msg, uint64_t lost, const char *where)
         pipeline_fail(p, line);
         return -1;
     }
+    if (!n_new) return 0; /* met in an earlier epoch: counted, not warned about again */
     if (where)
         snprintf(line, sizeof line, "%s (skipped; %llu bytes of %s unreadable)", msg, (unsigned long long)lost, where);
     else
@@ -335,6 +336,7 @@ static void pipeline_damaged(Pipeline *p, const char *msg) {
     pthread_mutex_lock(&p->mu);
     const long n_new = count_distinct_locked(&p->epoch_damaged, &p->damaged_distinct);
     pthread_mutex_unlock(&p->mu);
+    if (!n_new) return; /* met in an earlier epoch */
     char line[700];
     snprintf(line, sizeof line, "%s", msg);
     warn_distinct(p, n_new, line, sizeof line,
