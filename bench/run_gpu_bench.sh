@@ -29,6 +29,8 @@
 #   GPU_BENCH_PER_LAYER   models for the per-layer tables, space- or comma-separated
 #                         (default empty: none), e.g. "resnet20 resnet50";
 #   GPU_BENCH_TOWERS (1,2,4), GPU_BENCH_STEPS (20), GPU_BENCH_REPEAT (3): the matrix;
+#   GPU_BENCH_PREDICT=1   the matrix with --predict: the cost model fitted to these runs, and its
+#                         parameter server against ring table up to 8 towers (docs/modes.md);
 #   GPU_BENCH_PER_LAYER_STEPS (10), GPU_BENCH_PER_LAYER_WARMUP (3): the tables.
 # Only the tables: GPU_BENCH_PEER=0 GPU_BENCH_MODELS= GPU_BENCH_PER_LAYER="resnet50" bench/run_gpu_bench.sh build-gpu
 #
@@ -110,7 +112,7 @@ echo
 echo "# tower bench --device gpu, models $MODELS, modes $MODES, towers $TOWERS of 128 on GPU 0"
 "$BUILD/cmd/tower" bench --device gpu --models "$MODELS" --modes "$MODES" --towers "$TOWERS" --batch_size 128 \
     --steps "$STEPS" --warmup 5 --repeat "$REPEAT" --csv "$BUILD/gpu_modes.csv" --svg "$BUILD/gpu_modes.svg" \
-    --trace "$BUILD/gpu_modes_trace.json"
+    --trace "$BUILD/gpu_modes_trace.json" ${GPU_BENCH_PREDICT:+--predict}
 echo "# modes table: $BUILD/gpu_modes.csv, chart: $BUILD/gpu_modes.svg, traces: $BUILD/gpu_modes_trace-<model>-<mode>-<towers>.json"
 # Several towers on one GPU share it: the fair reference for N towers of 128 is one tower of N x 128 on
 # the same GPU (the same work per step), not N times one tower of 128.
