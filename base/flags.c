@@ -117,3 +117,8 @@ int flags_env_on(const char *name) {
     const char *v = getenv(name);
     return v && v[0] && strcmp(v, "0") != 0;
 }
+
+int flags_env_default_on(const char *name) {
+    const char *v = getenv(name);
+    return !v || strcmp(v, "0") != 0;
+}

@@ -46,6 +46,10 @@ const char *flags_value_str(const Flag *flag, char *buf, int buf_n_bytes);
  * else 0. */
 int flags_env_on(const char *name);
 
+/* A switch that is on by default (TOWER_GPU_OVERLAP): 0 only when the
+ * environment sets `name` to "0", else 1 (unset and "" included). */
+int flags_env_default_on(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

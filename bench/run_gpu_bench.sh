@@ -18,7 +18,8 @@
 #
 # Environment: each part has its own switch, so any part can run alone:
 #   GPU_BENCH_PEER=0      skip the bench_gpu / PyTorch table (mnist and cifar10 only);
-#   GPU_BENCH_OVERLAP=0   in that table, skip bench_gpu's second run with TOWER_GPU_OVERLAP=1 (docs/gpu.md);
+#   GPU_BENCH_OVERLAP=0   in that table, skip bench_gpu's second run with TOWER_GPU_OVERLAP=1 (docs/gpu.md;
+#                         the first runs with TOWER_GPU_OVERLAP=0, the plain copies);
 #   GPU_BENCH_MODELS      the modes matrix's networks (default mnist,cifar10; any
 #                         of tower bench --models); set but empty (GPU_BENCH_MODELS=)
 #                         skips the matrix;
@@ -58,7 +59,7 @@ TOWERS=${GPU_BENCH_TOWERS:-1,2,4}
 STEPS=${GPU_BENCH_STEPS:-20}
 REPEAT=${GPU_BENCH_REPEAT:-3}
 if [ "${GPU_BENCH_PEER:-1}" != 0 ]; then
-"$BUILD/bench/bench_gpu" "$@" | tee -a "$OUT"
+TOWER_GPU_OVERLAP=0 "$BUILD/bench/bench_gpu" "$@" | tee -a "$OUT"
 if [ "${GPU_BENCH_OVERLAP:-1}" != 0 ]; then
     echo "# again with TOWER_GPU_OVERLAP=1 (the copies on a second stream, chunk by chunk)"
     TOWER_GPU_OVERLAP=1 "$BUILD/bench/bench_gpu" "$@" | sed 's/^RESULT framework=tower /RESULT framework=tower_overlap /' |

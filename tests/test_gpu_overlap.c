@@ -1,12 +1,13 @@
-/* test_gpu_overlap.c — the overlapped copies (TOWER_GPU_OVERLAP=1,
- * tower/tower_cuda.c, model_cuda.h) change nothing but the time: the same
+/* test_gpu_overlap.c — the overlapped copies (the default since
+ * 2026-11-27; TOWER_GPU_OVERLAP=0 turns them off; tower/tower_cuda.c,
+ * model_cuda.h) change nothing but the time: the same
  * training with and without them gives the same variables, moving
  * averages and losses bit for bit.
  *
  * Where it sits: label `gpu`; skipped (77) without a GPU.  Each case runs
- * the trainer's own step (tests/modes_common.h) twice on GPU towers, the
- * environment variable unset and then set before the trainer opens (the
- * towers read it at creation), --deterministic so both runs take the same
+ * the trainer's own step (tests/modes_common.h) twice on GPU towers, with
+ * TOWER_GPU_OVERLAP=0 and then unset before the trainer opens (the towers
+ * read it at creation), --deterministic so both runs take the same
  * algorithms, 4 steps so that the gradient's chunked copy-out (from a
  * tower's second step on) is in three of them:
  *   - mnist, cifar10 (weight decay: the node-by-node L2 gradient), resnet20
@@ -15,9 +16,9 @@
  *   - --accum_steps 2 (compute sends the gradient after each micro-batch:
  *     the last must land last) and --loss_scaling global_batch with unequal
  *     --shard_sizes (scale_grads after compute: the full copy again).
- * It also checks that the switch takes: a tower created with the variable
- * set reports its chunks (describe_algorithms' line) and one created
- * without does not, and that the chunks cover the model (model/graph.c's
+ * It also checks that the switch takes: a tower created by default
+ * reports its chunks (describe_algorithms' line) and one created with
+ * TOWER_GPU_OVERLAP=0 does not, and that the chunks cover the model (model/graph.c's
  * graph_var_chunks, tested on every network by test_model_nets).
  * A lost or stale chunk (a gradient copied before backward finished with
  * it, a copy-in that forward did not wait for) changes the variables.
@@ -44,15 +45,15 @@ static RunResult run(const TrainerOptions *o, int steps, float *losses) {
     return r;
 }
 
-/* One case: without, then with TOWER_GPU_OVERLAP=1; 0 when bitwise equal. */
+/* One case: with TOWER_GPU_OVERLAP=0, then with the default (overlapped);
+ * 0 when bitwise equal. */
 static int compare(const char *what, const TrainerOptions *o) {
     enum { STEPS = 4 };
     float loss_off[STEPS], loss_on[STEPS];
-    unsetenv("TOWER_GPU_OVERLAP");
+    setenv("TOWER_GPU_OVERLAP", "0", 1);
     RunResult off = run(o, STEPS, loss_off);
-    setenv("TOWER_GPU_OVERLAP", "1", 1);
-    RunResult on = run(o, STEPS, loss_on);
     unsetenv("TOWER_GPU_OVERLAP");
+    RunResult on = run(o, STEPS, loss_on);
     const ModelSpec spec = modes_last_spec();
     const size_t n_bytes = spec.n_params * sizeof(float);
     const int same = memcmp(off.params, on.params, n_bytes) == 0 && memcmp(off.ema, on.ema, n_bytes) == 0 &&
@@ -67,7 +68,7 @@ static int compare(const char *what, const TrainerOptions *o) {
     return same ? 0 : 1;
 }
 
-/* A tower made with the switch says so in its algorithms line, one made without does not. */
+/* A tower made by default says so in its algorithms line, one made with TOWER_GPU_OVERLAP=0 does not. */
 static int check_switch(void) {
     char err[512];
     ModelSpec spec;
@@ -77,8 +78,8 @@ static int check_switch(void) {
     }
     int fails = 0;
     for (int want = 0; want < 2; want++) {
-        if (want) setenv("TOWER_GPU_OVERLAP", "1", 1);
-        else unsetenv("TOWER_GPU_OVERLAP");
+        if (want) unsetenv("TOWER_GPU_OVERLAP");
+        else setenv("TOWER_GPU_OVERLAP", "0", 1);
         void *t = tower_backend_cuda.tower_create(&spec, 0, 8, 1, NULL, err, sizeof err);
         unsetenv("TOWER_GPU_OVERLAP");
         if (!t) {
@@ -88,7 +89,7 @@ static int check_switch(void) {
         char algorithms[32768];
         tower_backend_cuda.describe_algorithms(t, algorithms, sizeof algorithms);
         const int got = strstr(algorithms, "overlapped copies") != NULL;
-        printf("tower %s TOWER_GPU_OVERLAP=1: overlapped copies %s: %s\n", want ? "with" : "without",
+        printf("tower %s: overlapped copies %s: %s\n", want ? "by default" : "with TOWER_GPU_OVERLAP=0",
                got ? "on" : "off", got == want ? "ok" : "FAIL");
         fails += got != want;
         tower_backend_cuda.tower_free(t);

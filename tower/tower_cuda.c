@@ -27,8 +27,8 @@
  * host's clock through an anchor event recorded on the idle stream at the
  * start of the step, at a host time taken just before (device_spans; the
  * anchor runs within the launch latency, a few microseconds).
- * Overlapped copies (TOWER_GPU_OVERLAP=1 in the environment at tower
- * creation; opt-in, docs/gpu.md): a second stream carries the variables in
+ * Overlapped copies (on unless TOWER_GPU_OVERLAP=0 is in the environment
+ * at tower creation; docs/gpu.md): a second stream carries the variables in
  * chunk by chunk while forward runs (model_copy_params_in_cuda_async: each
  * node waits for its chunk; copy_params_in only notes the block, and
  * copy_shard_in sends it after the shard, which would otherwise wait
@@ -101,7 +101,7 @@ typedef struct {
     char algorithms[32768];  /* the conv layers' cuDNN algorithms at max_batch (model_acts_cuda_describe_algos):
                               * resnet50's 53 convolutions take about 16 KB */
     int ran;                 /* TC_RAN_* bits: the phases this step ran, for device_spans */
-    cudaStream_t copy_stream; /* TOWER_GPU_OVERLAP=1: the overlapped copies' stream; NULL: off */
+    cudaStream_t copy_stream; /* the overlapped copies' stream; NULL: off (TOWER_GPU_OVERLAP=0) */
     cudaEvent_t copy_done;   /* on copy_stream: everything sent so far has arrived */
     int overlap_out;         /* 1 once a copy-out to the host was asked: compute then sends the gradient itself */
     int grads_sent;          /* this step's last compute sent its whole gradient to grads_host (copy_stream) */
@@ -243,7 +243,7 @@ static void *tower_create_on_gpu(const ModelSpec *spec, int device, int max_batc
                                      err, err_n_bytes);
     /* Idle from here on between steps: the first step's anchor event runs at once. */
     if (!t->acts || CUDA_SOFT(cudaStreamSynchronize(t->stream), err, err_n_bytes)) goto fail;
-    if (flags_env_on("TOWER_GPU_OVERLAP") && /* overlapped copies: the file's header */
+    if (flags_env_default_on("TOWER_GPU_OVERLAP") && /* overlapped copies: the file's header */
         (CUDA_SOFT(cudaStreamCreateWithFlags(&t->copy_stream, cudaStreamNonBlocking), err, err_n_bytes) ||
          CUDA_SOFT(cudaEventCreateWithFlags(&t->copy_done, cudaEventDisableTiming), err, err_n_bytes) ||
          model_acts_cuda_overlap(t->acts, t->copy_stream, TC_OVERLAP_CHUNK_N_BYTES, err, err_n_bytes)))
