@@ -26,6 +26,16 @@
  * chunks in a fixed order.  cuDNN's deterministic NHWC filter algorithm
  * (ALGO_1) took 5-15x the forward's time on an H100 (resnet20's 3x3
  * layers: 0.65 ms against 0.08).  TOWER_CONV_WGRAD_CUDNN=1 keeps cuDNN.
+ * The input gradient of a stride-1 convolution with symmetric padding is
+ * a forward convolution of the output gradient with the filter flipped in
+ * h and w and its channels swapped (conv_algo.h's conv_dgrad_as_forward):
+ * where cuDNN has no deterministic backward-data algorithm within the
+ * workspace cap (VGG16 at 224x224, batch 128: only the atomic ALGO_0, 0.9 s
+ * a layer on an H100, bench/RESULTS.md 2026-11-27), backward data runs as
+ * cuDNN's forward on a flipped copy of the weights (dgrad_fwd).
+ * TOWER_CONV_DGRAD_CUDNN=1 keeps cuDNN's backward data;
+ * TOWER_CONV_DGRAD_FORWARD=1 takes the forward wherever it applies (the
+ * tests compare it with the CPU that way).
  * What it does not do: allocate during forward/backward, or synchronise.
  */
 #include "model/layers_cuda.h"
@@ -65,6 +75,24 @@ extern "C" void transpose_cuda(float *dst, const float *src, int rows, int cols,
     dim3 grid((unsigned)((cols + TILE - 1) / TILE), (unsigned)((rows + TILE - 1) / TILE));
     transpose_kernel<<<grid, block, 0, stream>>>(dst, src, rows, cols);
     CUDA_CHECK(cudaGetLastError());
+}
+
+/* ---- the input gradient as a forward convolution: the flipped filter ---------- */
+
+/* dst (C_in, KH, KW, C_out) = src (KH, KW, C_in, C_out) with h and w reversed:
+ * dst[ci][r][s][co] = src[KH-1-r][KW-1-s][ci][co], cuDNN's NHWC filter for
+ * C_in outputs from C_out inputs.  Both sides are contiguous in co. */
+__global__ static void flip_filter_kernel(float *dst, const float *src, size_t n, int KH, int KW, int C_in,
+                                          int C_out) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int co = (int)(i % C_out);
+        size_t t = i / C_out;
+        const int s = (int)(t % KW);
+        t /= KW;
+        const int r = (int)(t % KH);
+        const int ci = (int)(t / KH);
+        dst[i] = src[(((size_t)(KH - 1 - r) * KW + (KW - 1 - s)) * C_in + ci) * C_out + co];
+    }
 }
 
 /* ---- asymmetric padding: pad the input, crop its gradient ----------------------- */
@@ -330,8 +358,10 @@ static const char *math_name(cudnnMathType_t m) {
 }
 
 extern "C" void conv2d_cuda_describe_algos(const Conv2dCuda *c, char *out, size_t out_n_bytes) {
-    static const char *const what[3] = {"forward", "backward data", "backward filter"};
-    const char *names[3] = {fwd_algo_name(c->algo_fwd), bwd_data_algo_name(c->algo_bwd_data),
+    const char *const what[3] = {"forward", c->dgrad_fwd ? "backward data as a forward convolution (flipped filter)"
+                                                         : "backward data", "backward filter"};
+    const char *names[3] = {fwd_algo_name(c->algo_fwd),
+                            c->dgrad_fwd ? fwd_algo_name(c->algo_dgrad_fwd) : bwd_data_algo_name(c->algo_bwd_data),
                             bwd_filter_algo_name(c->algo_bwd_filter)};
     size_t used = 0;
     if (out_n_bytes == 0) return;
@@ -470,31 +500,95 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
     c->algo_ms[0] = find ? fwd[i].time : -1.0f;
 
     /* backward data: not chosen for a layer whose input gradient is never wanted (the first layer) */
+    c->dgrad_fwd = 0;
     if (!c->input_grad) {
         record_not_cudnn(c, 1);
         goto filter;
     }
     dir = "backward data";
-    if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[1], query_math(c)), err, err_n_bytes) ||
-        CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
-        goto out;
-    if (n_max > MAX_PERF) n_max = MAX_PERF;
-    if (find ? CUDNN_SOFT(cudnnFindConvolutionBackwardDataAlgorithmEx(h, c->w_desc, fb.w, c->y_desc, fb.y,
-                                                                     c->conv_desc[1], c->x_desc, fb.x, n_max, &n_got,
-                                                                     bd, fb.ws, fb.ws_n_bytes),
-                          err, err_n_bytes)
-             : CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->w_desc, c->y_desc, c->conv_desc[1],
-                                                                      c->x_desc, n_max, &n_got, bd),
-                          err, err_n_bytes))
-        goto out;
-    i = pick_algo(bd, n_got, c->conv_desc[1], c->allow_tf32, c->deterministic_only, cap, &c->ws_need_n_bytes[1],
-                  &c->algo_deterministic[1], &c->algo_math[1], [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *ws) {
-                      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c->w_desc, c->y_desc, c->conv_desc[1],
-                                                                          c->x_desc, algo, ws);
-                  });
-    if (i < 0) goto none;
-    c->algo_bwd_data = bd[i].algo;
-    c->algo_ms[1] = find ? bd[i].time : -1.0f;
+    {
+        const int force_fwd = c->dgrad_fwd_ok && flags_env_on("TOWER_CONV_DGRAD_FORWARD");
+        int listed = -1; /* entries of bd once cuDNN has listed them */
+        auto list_bwd = [&]() -> int {
+            if (listed >= 0) return 0;
+            if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->conv_desc[1], query_math(c)), err, err_n_bytes) ||
+                CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
+                return -1;
+            if (n_max > MAX_PERF) n_max = MAX_PERF;
+            if (find ? CUDNN_SOFT(cudnnFindConvolutionBackwardDataAlgorithmEx(h, c->w_desc, fb.w, c->y_desc, fb.y,
+                                                                             c->conv_desc[1], c->x_desc, fb.x, n_max,
+                                                                             &n_got, bd, fb.ws, fb.ws_n_bytes),
+                                  err, err_n_bytes)
+                     : CUDNN_SOFT(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c->w_desc, c->y_desc, c->conv_desc[1],
+                                                                              c->x_desc, n_max, &n_got, bd),
+                                  err, err_n_bytes))
+                return -1;
+            listed = n_got;
+            return 0;
+        };
+        auto pick_bwd = [&](int det_only) {
+            return pick_algo(bd, listed, c->conv_desc[1], c->allow_tf32, det_only, cap, &c->ws_need_n_bytes[1],
+                             &c->algo_deterministic[1], &c->algo_math[1],
+                             [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *ws) {
+                                 return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c->w_desc, c->y_desc,
+                                                                                     c->conv_desc[1], c->x_desc, algo,
+                                                                                     ws);
+                             });
+        };
+        /* The forward convolution of dout with the flipped filter, deterministic entries only: 1 when one
+         * fits (recorded), 0 when none does, -1 on a cuDNN error. */
+        auto pick_dgrad_forward = [&]() -> int {
+            cudnnConvolutionFwdAlgoPerf_t df[MAX_PERF];
+            if (CUDNN_SOFT(cudnnSetConvolutionMathType(c->dgrad_desc, query_math(c)), err, err_n_bytes) ||
+                CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &n_max), err, err_n_bytes))
+                return -1;
+            if (n_max > MAX_PERF) n_max = MAX_PERF;
+            if (find ? CUDNN_SOFT(cudnnFindConvolutionForwardAlgorithmEx(h, c->y_desc, fb.y, c->wflip_desc, fb.w,
+                                                                        c->dgrad_desc, c->x_desc, fb.x, n_max, &n_got,
+                                                                        df, fb.ws, fb.ws_n_bytes),
+                                  err, err_n_bytes)
+                     : CUDNN_SOFT(cudnnGetConvolutionForwardAlgorithm_v7(h, c->y_desc, c->wflip_desc, c->dgrad_desc,
+                                                                         c->x_desc, n_max, &n_got, df),
+                                  err, err_n_bytes))
+                return -1;
+            const int j = pick_algo(df, n_got, c->dgrad_desc, c->allow_tf32, 1, cap, &c->ws_need_n_bytes[1],
+                                    &c->algo_deterministic[1], &c->algo_math[1],
+                                    [&](cudnnConvolutionFwdAlgo_t algo, size_t *ws) {
+                                        return cudnnGetConvolutionForwardWorkspaceSize(h, c->y_desc, c->wflip_desc,
+                                                                                       c->dgrad_desc, c->x_desc, algo,
+                                                                                       ws);
+                                    });
+            if (j < 0) return 0;
+            c->algo_dgrad_fwd = df[j].algo;
+            c->algo_ms[1] = find ? df[j].time : -1.0f;
+            return 1;
+        };
+        /* 1. cuDNN's backward data: its best deterministic entry that fits, or where the forward way cannot
+         *    stand in, conv_algo.h's whole rule (skipped with TOWER_CONV_DGRAD_FORWARD=1) */
+        i = -1;
+        if (!force_fwd) {
+            if (list_bwd()) goto out;
+            i = pick_bwd(c->dgrad_fwd_ok || c->deterministic_only);
+        }
+        /* 2. the forward convolution with the flipped filter */
+        if (i < 0 && c->dgrad_fwd_ok) {
+            const int got = pick_dgrad_forward();
+            if (got < 0) goto out;
+            if (got) {
+                c->dgrad_fwd = 1;
+                goto filter;
+            }
+        }
+        /* 3. cuDNN's backward data under conv_algo.h's whole rule (a non-deterministic entry unless
+         *    --deterministic), where step 1 was held to deterministic entries or skipped */
+        if (i < 0 && (force_fwd || c->dgrad_fwd_ok)) {
+            if (list_bwd()) goto out;
+            i = pick_bwd(c->deterministic_only);
+        }
+        if (i < 0) goto none;
+        c->algo_bwd_data = bd[i].algo;
+        c->algo_ms[1] = find ? bd[i].time : -1.0f;
+    }
 
 filter:
     /* backward filter */
@@ -558,6 +652,16 @@ static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
                  n, ch, h, w, B, g->C_out, g->OH, g->OW);
         return -1;
     }
+    if (c->dgrad_fwd_ok) { /* the flipped forward convolution must give back the input's shape */
+        if (CUDNN_SOFT(cudnnGetConvolution2dForwardOutputDim(c->dgrad_desc, c->y_desc, c->wflip_desc, &n, &ch, &h, &w),
+                       err, err_n_bytes))
+            return -1;
+        if (n != B || ch != g->C_in || h != g->H || w != g->W) {
+            snprintf(err, err_n_bytes, "conv2d: the input gradient as a forward convolution gives %dx%dx%dx%d (NCHW), "
+                     "the input is %dx%dx%dx%d", n, ch, h, w, B, g->C_in, g->H, g->W);
+            return -1;
+        }
+    }
     c->batch = B;
     return 0;
 }
@@ -587,6 +691,11 @@ static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_b
     c->gemm_1x1 = gemm_applies(g, groups, c->HP, c->WP);
     c->wgrad_gemm = !c->gemm_1x1 && groups == 1 && !flags_env_on("TOWER_CONV_WGRAD_CUDNN");
     c->col_batch = c->wgrad_gemm ? col_batch_for(g, max_batch) : 0;
+    /* The input gradient as a forward convolution (the file's header), where the geometry allows it. */
+    int dpad_h = 0, dpad_w = 0;
+    c->dgrad_fwd_ok = c->input_grad && groups == 1 && !c->gemm_1x1 && !flags_env_on("TOWER_CONV_DGRAD_CUDNN") &&
+                      conv_dgrad_as_forward(g->H, g->OH, g->KH, g->stride_h, g->pad_top, &dpad_h) &&
+                      conv_dgrad_as_forward(g->W, g->OW, g->KW, g->stride_w, g->pad_left, &dpad_w);
     if (CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->x_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->y_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateFilterDescriptor(&c->w_desc), err, err_n_bytes))
@@ -602,6 +711,16 @@ static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_b
     if (CUDNN_SOFT(cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g->C_out, g->C_in / groups,
                                               g->KH, g->KW),
                    err, err_n_bytes))
+        goto fail;
+    if (c->dgrad_fwd_ok &&
+        (CUDNN_SOFT(cudnnCreateFilterDescriptor(&c->wflip_desc), err, err_n_bytes) ||
+         CUDNN_SOFT(cudnnSetFilter4dDescriptor(c->wflip_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, g->C_in, g->C_out,
+                                               g->KH, g->KW),
+                    err, err_n_bytes) ||
+         CUDNN_SOFT(cudnnCreateConvolutionDescriptor(&c->dgrad_desc), err, err_n_bytes) ||
+         CUDNN_SOFT(cudnnSetConvolution2dDescriptor(c->dgrad_desc, dpad_h, dpad_w, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                    CUDNN_DATA_FLOAT),
+                    err, err_n_bytes)))
         goto fail;
     if (describe_batch(c, max_batch, err, err_n_bytes)) goto fail;
     /* At init the workspace is whatever the best algorithms need, up to 256 MiB a layer. */
@@ -658,6 +777,8 @@ extern "C" void conv2d_cuda_free(Conv2dCuda *c) {
     if (c->x_desc) cudnnDestroyTensorDescriptor(c->x_desc);
     if (c->y_desc) cudnnDestroyTensorDescriptor(c->y_desc);
     if (c->w_desc) cudnnDestroyFilterDescriptor(c->w_desc);
+    if (c->wflip_desc) cudnnDestroyFilterDescriptor(c->wflip_desc);
+    if (c->dgrad_desc) cudnnDestroyConvolutionDescriptor(c->dgrad_desc);
     for (int d = 0; d < 3; d++)
         if (c->conv_desc[d]) cudnnDestroyConvolutionDescriptor(c->conv_desc[d]);
     memset(c, 0, sizeof *c);
@@ -765,7 +886,13 @@ extern "C" void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, 
                                                    &zero, c->w_desc, dw_krsc));
         transpose_cuda(dweight, dw_krsc, g->C_out, K, stream); /* (C_out, K) -> (K, C_out) */
     }
-    if (dinp) {
+    if (dinp && c->dgrad_fwd) { /* a forward convolution of the output gradient with the flipped filter */
+        const size_t n = conv2d_cuda_filter_n_floats(c);
+        flip_filter_kernel<<<grid_for(n), 256, 0, stream>>>(w_krsc, weight, n, g->KH, g->KW, g->C_in, g->C_out);
+        CUDA_CHECK(cudaGetLastError());
+        CUDNN_CHECK(cudnnConvolutionForward(cudnn, &one, c->y_desc, grad, c->wflip_desc, w_krsc, c->dgrad_desc,
+                                            c->algo_dgrad_fwd, ws, c->workspace_n_bytes, &zero, c->x_desc, dinp));
+    } else if (dinp) {
         transpose_cuda(w_krsc, weight, K, g->C_out, stream);
         CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn, &one, c->w_desc, w_krsc, c->y_desc, grad, c->conv_desc[1],
                                                  c->algo_bwd_data, ws, c->workspace_n_bytes, &zero, c->x_desc,

@@ -40,6 +40,15 @@ int conv_pad_split(int in, int out, int k, int stride, int before, int *ext_befo
     return sym;
 }
 
+int conv_dgrad_as_forward(int in, int out, int k, int stride, int before, int *pad) {
+    int ext_before, ext_after;
+    const int sym = conv_pad_split(in, out, k, stride, before, &ext_before, &ext_after);
+    if (stride != 1 || ext_before != 0 || ext_after != 0 || sym != before || before > k - 1) return 0;
+    if (out + 2 * (k - 1 - before) - k + 1 != in) return 0;
+    *pad = k - 1 - before;
+    return 1;
+}
+
 int conv_cpu_impl_direct(const char *impl_info) {
     if (!impl_info || !*impl_info) return 0;
     return strstr(impl_info, "gemm") == NULL && strstr(impl_info, "ref") == NULL;

@@ -69,6 +69,19 @@ int conv_algo_pick(const ConvAlgoCandidate *cand, int n, int allow_tf32, int det
  * stride + 1 is `out` (tests/test_conv_algo.c sweeps it). */
 int conv_pad_split(int in, int out, int k, int stride, int before, int *ext_before, int *ext_after);
 
+/* One dimension of a stride-1 convolution's input gradient as a forward
+ * convolution: dinp[i] = sum over r of dout[i - pad + r] * w[k - 1 - r]
+ * (the output gradient zero-padded by `pad` on both sides, cross-correlated
+ * with the flipped kernel), which is
+ * sum over o of dout[o] * w[i - o + before].  Applies when stride is 1 and
+ * TensorFlow's padding is symmetric (before == after, conv_pad_split's
+ * ext parts 0) and at most k - 1: returns 1 with *pad = k - 1 - before (then
+ * out + 2 pad - k + 1 == in); else 0.  conv2d_cuda.cu runs backward data
+ * this way when cuDNN has no deterministic backward-data algorithm within
+ * the workspace cap (docs/gpu.md); tests/test_conv_algo.c checks both sums
+ * equal on every geometry of sizes 1-24, kernels 1-7. */
+int conv_dgrad_as_forward(int in, int out, int k, int stride, int before, int *pad);
+
 /* ---- CPU: oneDNN's convolution primitive or the loops, pass by pass ---------- */
 
 typedef enum { CONV_PASS_FORWARD, CONV_PASS_BACKWARD_DATA, CONV_PASS_BACKWARD_WEIGHTS, CONV_PASS_COUNT } ConvPass;

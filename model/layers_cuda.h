@@ -99,6 +99,15 @@ typedef struct {
     int wgrad_gemm;              /* 1: (not gemm_1x1, groups 1) the filter gradient is im2col + a cuBLAS GEMM
                                     per chunk of col_batch images, not cuDNN's; 0 with TOWER_CONV_WGRAD_CUDNN=1 */
     int col_batch;               /* wgrad_gemm: images per im2col chunk (at most 64 MiB unrolled) */
+    int dgrad_fwd_ok;            /* 1: stride 1, symmetric padding, groups 1, not gemm_1x1, input_grad
+                                    (conv_algo.h's conv_dgrad_as_forward), and TOWER_CONV_DGRAD_CUDNN unset
+                                    at init: the input gradient may run as a forward convolution */
+    int dgrad_fwd;               /* 1 for the current batch: backward data is cuDNN's forward convolution of the
+                                    output gradient (y_desc) with the flipped filter (wflip_desc) into dinp
+                                    (x_desc), algorithm algo_dgrad_fwd; 0: cuDNN's backward data, algo_bwd_data */
+    cudnnFilterDescriptor_t wflip_desc;     /* dgrad_fwd_ok: (C_in, KH, KW, C_out), the kernel flipped in h and w */
+    cudnnConvolutionDescriptor_t dgrad_desc;/* dgrad_fwd_ok: stride 1, padding KH-1-pad_top, KW-1-pad_left */
+    cudnnConvolutionFwdAlgo_t algo_dgrad_fwd;
     float algo_ms[3];            /* measured: each chosen algorithm's time in ms (cuDNN's Find), else -1 */
 } Conv2dCuda;
 
@@ -144,7 +153,8 @@ size_t conv2d_cuda_filter_n_floats(const Conv2dCuda *c);
 /* Device bytes of scratch conv2d_forward_cuda/backward_cuda need: the
  * weights and their gradient in KRSC layout, the pre-activation gradient
  * (max_batch, OH, OW, C_out), bias-gradient partial sums and the cuDNN
- * workspace, each 256-byte aligned. */
+ * workspace, each 256-byte aligned (the KRSC weights' room also takes the
+ * flipped filter when dgrad_fwd). */
 size_t conv2d_cuda_scratch_n_bytes(const Conv2dCuda *c);
 
 /* out = act(conv(inp, weight) + bias).
@@ -170,7 +180,9 @@ void conv2d_forward_cuda(float *out, void *scratch, const float *inp, const floa
  *   dout   : (B, OH, OW, C_out) not modified
  *   inp, weight: as for forward.
  * The relu derivative at exactly 0 is 0.  Run to run deterministic when
- * cuDNN offers deterministic algorithms for the shape (they are preferred). */
+ * cuDNN offers deterministic algorithms for the shape (they are preferred;
+ * at stride 1 with symmetric padding the input gradient always has one, as
+ * a forward convolution: dgrad_fwd). */
 void conv2d_backward_cuda(float *dinp, float *dweight, float *dbias, void *scratch,
                           const float *out, const float *dout, const float *inp,
                           const float *weight, const Conv2dCuda *c, int B, cudnnHandle_t cudnn,

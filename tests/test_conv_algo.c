@@ -17,6 +17,12 @@
  * strides 1-3, SAME and VALID: no negative part, the symmetric part no
  * larger than either side, and cuDNN's output size on the padded copy equal
  * to TensorFlow's.
+ * conv_dgrad_as_forward (the GPU's input gradient as a forward convolution
+ * of the output gradient with the flipped kernel): on every geometry of
+ * sizes 1-24, kernels 1-7, strides 1-2, SAME and VALID, where it applies
+ * (stride 1, symmetric padding) the flipped forward sum equals the input
+ * gradient's definition on integer data, exactly; it applies to every
+ * stride-1 odd-kernel geometry and to none with stride 2.
  */
 #include <stdio.h>
 
@@ -142,6 +148,47 @@ int main(void) {
     printf("  pad: %d geometries, cuDNN's output on the padded copy equals TensorFlow's in all but %d  %s\n", n_geoms,
            n_bad, n_bad || n_geoms < 500 ? "FAIL" : "ok");
     failures += n_bad != 0 || n_geoms < 500;
+    /* The input gradient as a forward convolution, one dimension (the two are independent). */
+    int n_applied = 0, n_wrong = 0, n_missed = 0;
+    for (int in = 1; in <= 24; in++)
+        for (int k = 1; k <= 7; k++)
+            for (int s = 1; s <= 2; s++)
+                for (int same = 0; same < 2; same++) {
+                    Conv2d g;
+                    if (conv2d_init(&g, in, in, 1, k, k, 1, s, s, same ? PAD_SAME : PAD_VALID, ACT_NONE)) continue;
+                    int pad = -1;
+                    const int applies = conv_dgrad_as_forward(g.H, g.OH, g.KH, g.stride_h, g.pad_top, &pad);
+                    if (!applies) {
+                        n_missed += s == 1 && k % 2 == 1; /* stride 1, odd kernel: always symmetric */
+                        continue;
+                    }
+                    n_applied++;
+                    if (s != 1) { n_wrong++; continue; }
+                    long w[7], dout[40], want[40], got[40];
+                    for (int r = 0; r < k; r++) w[r] = 3 * r - 5;
+                    for (int o = 0; o < g.OH; o++) dout[o] = (o * 7) % 11 - 5;
+                    for (int i = 0; i < in; i++) { /* the definition: every output o whose window holds i */
+                        want[i] = 0;
+                        for (int o = 0; o < g.OH; o++) {
+                            const int r = i - o * s + g.pad_top;
+                            if (r >= 0 && r < k) want[i] += dout[o] * w[r];
+                        }
+                        got[i] = 0; /* the flipped forward convolution with `pad` zeros each side */
+                        for (int r = 0; r < k; r++) {
+                            const int o = i - pad + r;
+                            if (o >= 0 && o < g.OH) got[i] += dout[o] * w[k - 1 - r];
+                        }
+                        if (got[i] != want[i]) {
+                            if (n_wrong++ < 5)
+                                printf("  dgrad as forward: in %d, k %d, %s, pad %d: dinp[%d] %ld, want %ld: FAIL\n", in, k,
+                                       same ? "SAME" : "VALID", pad, i, got[i], want[i]);
+                            break;
+                        }
+                    }
+                }
+    printf("  dgrad as forward: applies to %d geometries, the sums equal in all but %d, %d stride-1 odd kernels missed  %s\n",
+           n_applied, n_wrong, n_missed, n_wrong || n_missed || n_applied < 150 ? "FAIL" : "ok");
+    failures += n_wrong != 0 || n_missed != 0 || n_applied < 150;
     printf("%s\n", failures ? "conv_algo FAILED" : "conv_algo: every case as expected");
     return failures ? 1 : 0;
 }

@@ -6,7 +6,10 @@
  * SAME padding (the zero-padded copy), with measured algorithms
  * (TOWER_CUDNN_FIND=1), 1x1 as cuBLAS GEMMs (strided: the sampled
  * input) and on cuDNN, the filter gradient as im2col + GEMM (in several
- * chunks) and as cuDNN's; depthwise also as cuDNN's grouped convolution.
+ * chunks) and as cuDNN's, the input gradient as a forward convolution
+ * with the flipped filter (TOWER_CONV_DGRAD_FORWARD=1; VGG16's 224x224
+ * layers get a deterministic one under --deterministic); depthwise also
+ * as cuDNN's grouped convolution.
  *
  * Where it sits: the first GPU test (label `gpu`); skipped (77) without a
  * GPU.  The seed is printed; TOWER_TEST_SEED=<seed> replays a run.
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "base/flags.h"
+#include "model/conv_algo.h"
 #include "model/layers.h"
 #include "model/layers_cuda.h"
 #include "tests/test_gpu_common.h"
@@ -60,6 +64,17 @@ static int test_conv(const Ctx *x, int H, int W, int C_in, int K, int C_out, int
         return 1;
     }
     if (K == 1) printf("  1x1 on %s\n", c.gemm_1x1 ? "cuBLAS GEMMs" : "cuDNN (TOWER_CONV1X1_CUDNN=1)");
+    /* TOWER_CONV_DGRAD_FORWARD=1: the input gradient runs as a forward convolution wherever it applies. */
+    int pad_h, pad_w;
+    const int dgrad_applies = !c.gemm_1x1 && conv_dgrad_as_forward(g.H, g.OH, g.KH, g.stride_h, g.pad_top, &pad_h) &&
+                              conv_dgrad_as_forward(g.W, g.OW, g.KW, g.stride_w, g.pad_left, &pad_w);
+    if (flags_env_on("TOWER_CONV_DGRAD_FORWARD") && c.dgrad_fwd != dgrad_applies) {
+        printf("  TOWER_CONV_DGRAD_FORWARD=1: dgrad_fwd is %d, want %d: FAIL\n", c.dgrad_fwd, dgrad_applies);
+        conv2d_cuda_free(&c);
+        return 1;
+    }
+    if (c.dgrad_fwd) printf("  input gradient: a forward convolution with the flipped filter, padding %d x %d\n", pad_h,
+                            pad_w);
     if (c.wgrad_gemm) printf("  filter gradient: im2col + cuBLAS GEMM, %d image(s) a chunk, %d chunk(s)\n", c.col_batch,
                              (B + c.col_batch - 1) / c.col_batch);
     const size_t in_n = (size_t)B * H * W * C_in, out_n = (size_t)B * g.OH * g.OW * C_out;
@@ -863,6 +878,24 @@ int main(void) {
     fails += test_conv(&x, 14, 14, 64, 1, 32, 1, PAD_SAME, ACT_NONE, 4, 4, 1, 5e-3);
     CUBLAS_CHECK(cublasSetMathMode(x.cublas, CUBLAS_DEFAULT_MATH));
     fails += test_conv_chunked(&x, 96, 32, 3, 8, 7, rel);
+    /* The input gradient as a forward convolution of dout with the flipped filter (TOWER_CONV_DGRAD_FORWARD=1
+     * takes it wherever it applies: stride 1, symmetric padding): SAME 5x5 and 3x3, VALID, a map wider than
+     * tall, a kernel as large as the map, TF32; a stride-2 and an odd-padded layer keep cuDNN's backward data. */
+    setenv("TOWER_CONV_DGRAD_FORWARD", "1", 1);
+    fails += test_conv(&x, 14, 14, 32, 5, 64, 1, PAD_SAME, ACT_RELU, 5, 7, 0, rel);
+    fails += test_conv(&x, 12, 12, 40, 3, 24, 1, PAD_SAME, ACT_NONE, 3, 4, 0, rel);
+    fails += test_conv(&x, 11, 11, 16, 3, 8, 1, PAD_VALID, ACT_RELU, 4, 4, 0, rel);
+    fails += test_conv(&x, 9, 13, 5, 3, 7, 1, PAD_SAME, ACT_RELU, 2, 3, 0, rel);
+    fails += test_conv(&x, 5, 5, 8, 5, 4, 1, PAD_VALID, ACT_NONE, 3, 3, 0, rel);
+    fails += test_conv(&x, 12, 12, 64, 3, 64, 1, PAD_SAME, ACT_RELU, 4, 4, 1, 5e-3);
+    fails += test_conv(&x, 9, 9, 5, 3, 7, 2, PAD_SAME, ACT_NONE, 3, 3, 0, rel);
+    fails += test_conv(&x, 8, 8, 3, 4, 8, 1, PAD_SAME, ACT_RELU, 4, 4, 0, rel);
+    unsetenv("TOWER_CONV_DGRAD_FORWARD");
+    /* VGG16's 3x3 layers at 224x224, batch 128 (cuDNN's only backward data within the cap was the atomic
+     * ALGO_0 on 2026-11-27): under --deterministic every direction now has a deterministic algorithm. */
+    fails += test_conv_deterministic(&x, 224, 64, 64, 3, 1); /* block1_conv2 */
+    fails += test_conv_deterministic(&x, 56, 256, 256, 3, 1); /* block3_conv2 */
+    fails += test_conv_deterministic(&x, 28, 512, 512, 3, 1); /* block4_conv2 */
     setenv("TOWER_CONV_WGRAD_CUDNN", "1", 1); /* cuDNN's filter gradient, with odd SAME padding */
     fails += test_conv(&x, 9, 10, 5, 3, 7, 2, PAD_SAME, ACT_RELU, 2, 3, 0, rel);
     fails += test_conv(&x, 14, 14, 32, 5, 64, 1, PAD_SAME, ACT_RELU, 5, 7, 0, rel);
