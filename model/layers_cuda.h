@@ -417,6 +417,29 @@ void batchnorm_backward_cuda(float *dinp, float *dgamma, float *dbeta, double *s
                              const float *dout, const float *inp, const float *mean, const float *inv_std,
                              const float *gamma, const BatchNorm *bn, size_t n_rows, cudaStream_t stream);
 
+/* Small maps in tower mode, one kernel each way (batchnorm_cuda.cu's header):
+ * with TOWER_BN_CUDA_FUSED=1 in the environment (read once; off by
+ * default until measured on a GPU), batchnorm_forward_train_cuda,
+ * batchnorm_backward_cuda and the layer graph's batch-norm node (with its
+ * fused ReLU/ReLU6) take them for at most BN_CUDA_FUSED_MAX_ROWS rows.
+ * Bitwise the split kernels' results (tests/test_gpu_layers.c). */
+#define BN_CUDA_FUSED_MAX_ROWS 2048
+/* 1 when the fused kernels take n_rows rows (the variable set, 1 <= n_rows <= BN_CUDA_FUSED_MAX_ROWS). */
+int batchnorm_cuda_fused(size_t n_rows);
+/* As batchnorm_forward_train_cuda, then act in place (ACT_NONE, ACT_RELU or
+ * ACT_RELU6, as relu_forward_cuda / relu6_forward_cuda), in one kernel of
+ * ceil(C / 32) blocks; no scratch.  out may alias inp. */
+void batchnorm_act_forward_train_fused_cuda(float *out, float *mean, float *var, float *inv_std, const float *inp,
+                                            const float *gamma, const float *beta, const BatchNorm *bn,
+                                            Activation act, size_t n_rows, cudaStream_t stream);
+/* As act's backward in place on dout (from the activated output out: NULL
+ * for ACT_NONE) then batchnorm_backward_cuda, in one kernel: dinp WRITTEN
+ * (may be NULL; may alias dout), dgamma/dbeta ADDED; dout is not modified
+ * (unless dinp aliases it). */
+void batchnorm_act_backward_fused_cuda(float *dinp, float *dgamma, float *dbeta, const float *dout, const float *out,
+                                       const float *inp, const float *mean, const float *inv_std, const float *gamma,
+                                       const BatchNorm *bn, Activation act, size_t n_rows, cudaStream_t stream);
+
 /* ---- depthwise convolution: direct kernels ----------------------------------------
  * Forward: one thread per output cell.  Backward: dinp gathers, per input
  * cell, the taps that read it (no atomics); dweight sums g * x per (tap,

@@ -290,6 +290,10 @@ extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r)
         batchnorm_moments_cuda(mean, var, sums, count, n->bn.C, r->stream);
         batchnorm_normalize_cuda(r->out, inv_std, r->in[0], mean, var, r->w[0], r->w[1], n->bn.epsilon, rows, n->bn.C,
                                  r->stream);
+    } else if (r->training && batchnorm_cuda_fused(rows_of(n, r->B))) {
+        batchnorm_act_forward_train_fused_cuda(r->out, mean, var, inv_std, r->in[0], r->w[0], r->w[1], &n->bn,
+                                               n->bn.act, rows_of(n, r->B), r->stream);
+        return; /* the activation is in the kernel */
     } else if (r->training)
         batchnorm_forward_train_cuda(r->out, mean, var, inv_std, (double *)r->scratch, r->in[0], r->w[0], r->w[1],
                                      &n->bn, rows_of(n, r->B), r->stream);
@@ -300,6 +304,11 @@ extern "C" void batchnorm_node_forward_cuda(const Node *n, const NodeRunCuda *r)
 }
 extern "C" void batchnorm_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
     const float *mean = (const float *)r->saved, *inv_std = mean + 2 * n->bn.C;
+    if (!r->sync && batchnorm_cuda_fused(rows_of(n, r->B))) { /* the activation's backward in the kernel */
+        batchnorm_act_backward_fused_cuda(r->din[0], r->dw[0], r->dw[1], r->dout, r->out, r->in[0], mean, inv_std,
+                                          r->w[0], &n->bn, n->bn.act, rows_of(n, r->B), r->stream);
+        return;
+    }
     bn_act_backward_cuda(n, r);
     if (r->sync) { /* gamma's and beta's gradients from this tower's rows; the input's from the global sums */
         double *dsums = (double *)r->scratch, *partials = dsums + 2 * (size_t)n->bn.C;

@@ -383,12 +383,13 @@ profile)
     timeout "$(upto 60)" "$BUILD"/bench/bench_bn_cuda 2>&1 | tee "$WORK/bench-bn.log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || { say "bench_bn_cuda failed"; rc=1; }
   else say "no time left for bench_bn_cuda"; fi
-  # Our kernels with more row chunks (TOWER_BN_CUDA_CHUNKS, model/layers_cuda.h): do the large maps gain?
+  # Our small-map kernels (TOWER_BN_CUDA_FUSED=1, model/layers_cuda.h: one launch each way up to 2048 rows):
+  # do mobilenet_v2's 1x1 to 4x4 maps gain?  (TOWER_BN_CUDA_CHUNKS=1024 was measured slower on 2026-11-27.)
   if [ "$(left)" -gt 40 ]; then
-    TOWER_BN_CUDA_CHUNKS=1024 timeout "$(upto 60)" "$BUILD"/bench/bench_bn_cuda --nets resnet50,mobilenet_v2 2>&1 |
-      tee "$WORK/bench-bn-1024.log" | grep -E "^BNBENCH|total|FAIL"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || { say "bench_bn_cuda with TOWER_BN_CUDA_CHUNKS=1024 failed"; rc=1; }
-  else say "no time left for bench_bn_cuda with TOWER_BN_CUDA_CHUNKS=1024"; fi
+    TOWER_BN_CUDA_FUSED=1 timeout "$(upto 60)" "$BUILD"/bench/bench_bn_cuda 2>&1 |
+      tee "$WORK/bench-bn-fused.log" | grep -E "^BNBENCH|total|FAIL"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { say "bench_bn_cuda with TOWER_BN_CUDA_FUSED=1 failed"; rc=1; }
+  else say "no time left for bench_bn_cuda with TOWER_BN_CUDA_FUSED=1"; fi
   ;;
 esac
 say "stage $STAGE: $([ $rc -eq 0 ] && echo ok || echo FAILED)"

@@ -16,12 +16,18 @@ tower_add_test(NAME test_conv_algo SOURCES test_conv_algo.c LIBS tower_model)
 if(TOWER_HAVE_CUDA)
   tower_add_test(NAME test_gpu_layers SOURCES test_gpu_layers.c LIBS tower_model_cuda LABELS gpu)
   tower_add_test(NAME test_gpu_model SOURCES test_gpu_model.c LIBS tower_model_cuda LABELS gpu)
+  # Both again with TOWER_BN_CUDA_FUSED=1: batch norm's small-map kernels (and the graph node's fused
+  # activation in them) against the CPU.
+  add_test(NAME test_gpu_layers_bn_fused COMMAND test_gpu_layers)
+  add_test(NAME test_gpu_model_bn_fused COMMAND test_gpu_model)
+  set_tests_properties(test_gpu_layers_bn_fused test_gpu_model_bn_fused PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu
+                       ENVIRONMENT TOWER_BN_CUDA_FUSED=1)
   # The executor's per-node timing (model_acts_cuda_profile), which bench_gpu --per_layer prints.
   tower_add_test(NAME test_gpu_profile SOURCES test_gpu_profile.c LIBS tower_model_cuda LABELS gpu)
   tower_add_test(NAME test_gpu_tower_equivalence SOURCES test_gpu_tower_equivalence.c LIBS tower_train LABELS gpu)
   tower_add_test(NAME test_gpu_ps_kernels SOURCES test_gpu_ps_kernels.c LIBS tower_ps_cuda tower_model LABELS gpu)
   tower_add_test(NAME test_gpu_modes SOURCES test_gpu_modes.c LIBS tower_train LABELS "gpu;gpu_modes")
-  # TOWER_GPU_OVERLAP=1 (copies on a second stream, chunk by chunk) bitwise the plain copies; not yet run on a GPU.
+  # The overlapped copies (the default: a second stream, chunk by chunk) bitwise TOWER_GPU_OVERLAP=0's plain copies.
   tower_add_test(NAME test_gpu_overlap SOURCES test_gpu_overlap.c LIBS tower_train LABELS gpu)
   # Sync batch norm on GPU towers (the executor's host round trip per layer), built by tower_tests.cmake.
   add_test(NAME test_gpu_sync_bn COMMAND test_tower_sync_bn cuda)
@@ -51,7 +57,7 @@ if(TOWER_HAVE_CUDA)
   # test_accum_steps.c on GPU towers (ps_gpu, replicated_nccl): --accum_steps and --loss_scaling.
   tower_add_test(NAME test_gpu_accum_steps SOURCES test_accum_steps.c LIBS tower_train LABELS gpu)
   target_compile_definitions(test_gpu_accum_steps PRIVATE TOWER_ACCUM_GPU)
-  # test_accum_moving.c on GPU towers: batch norm's moving statistics with --accum_steps (not run on a GPU yet).
+  # test_accum_moving.c on GPU towers: batch norm's moving statistics with --accum_steps.
   tower_add_test(NAME test_gpu_accum_moving SOURCES test_accum_moving.c LIBS tower_train LABELS gpu)
   target_compile_definitions(test_gpu_accum_moving PRIVATE TOWER_ACCUM_GPU)
 endif()
