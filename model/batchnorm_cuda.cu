@@ -187,9 +187,12 @@ __device__ static inline float bn_act(float y, int act) {
     return act == ACT_RELU6 ? (r < 6.0f ? r : 6.0f) : r;
 }
 
-/* The gradient through act at the activated output o, as relu_backward_kernel / relu6_backward_kernel. */
-__device__ static inline float bn_act_grad(float g, float o, int act) {
+/* The gradient through act of dout[i] at the activated output out[i], as relu_backward_kernel /
+ * relu6_backward_kernel (out is not read for ACT_NONE: it may be NULL then). */
+__device__ static inline float bn_act_grad(const float *dout, const float *out, size_t i, int act) {
+    const float g = dout[i];
     if (act == ACT_NONE) return g;
+    const float o = out[i];
     if (act == ACT_RELU6) return (o > 0.0f && o < 6.0f) ? g : 0.0f;
     return o > 0.0f ? g : 0.0f;
 }
@@ -207,7 +210,7 @@ __device__ static void bn_block_sums(double *S, double *S2, double (*sh)[8][32],
         if (c < C) {
             if (backward) {
                 for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
-                    const float g = bn_act_grad(dout[r * C + c], out[r * C + c], act);
+                    const float g = bn_act_grad(dout, out, r * C + c, act);
                     const float xhat = __fmul_rn(__fsub_rn(inp[r * C + c], m), is);
                     s += (double)g;
                     s2 += (double)g * (double)xhat;
@@ -293,7 +296,7 @@ __global__ static void bn_fused_backward_kernel(float *dinp, float *dgamma, floa
     const float scale = __fmul_rn(gamma[c], is);
     for (size_t r = threadIdx.y; r < n_rows; r += 8) {
         const size_t i = r * C + c;
-        const float g = bn_act_grad(dout[i], out[i], act);
+        const float g = bn_act_grad(dout, out, i, act);
         const float xhat = __fmul_rn(__fsub_rn(inp[i], m), is);
         const float t = __fsub_rn(__fsub_rn(g, mean_dy), __fmul_rn(xhat, mean_dy_xhat));
         dinp[i] = __fmul_rn(scale, t);

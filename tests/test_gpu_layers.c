@@ -681,8 +681,8 @@ static int test_batchnorm_fused(const Ctx *x, size_t rows, int C, Activation act
     /* fused */
     batchnorm_act_forward_train_fused_cuda(d_out[1], d_stats[1], d_stats[1] + C, d_stats[1] + 2 * C, d_inp, d_gamma,
                                            d_beta, &bn, act, rows, x->stream);
-    batchnorm_act_backward_fused_cuda(d_dinp[1], d_dg[1], d_db[1], d_dout2[1], d_out[1], d_inp, d_stats[1],
-                                      d_stats[1] + 2 * C, d_gamma, &bn, act, rows, x->stream);
+    batchnorm_act_backward_fused_cuda(d_dinp[1], d_dg[1], d_db[1], d_dout2[1], act == ACT_NONE ? NULL : d_out[1],
+                                      d_inp, d_stats[1], d_stats[1] + 2 * C, d_gamma, &bn, act, rows, x->stream);
     int fails = 0;
     const struct { const char *what; float *const *d; size_t n; } cmp[] = {
         {"forward out", d_out, n}, {"mean, var, inv_std", d_stats, 3 * (size_t)C}, {"dinp", d_dinp, n},
