@@ -14,7 +14,9 @@
  *   copy in    variables + shard host -> GPU (TOWER_PHASE_COPY_IN, mean over towers)
  *   compute    forward + backward on the GPU (TOWER_PHASE_FORWARD + _BACKWARD)
  *   copy out   gradients GPU -> host (TOWER_PHASE_COPY_OUT)
- *   wake-up    from the go to the tower thread's start (tower_wake_sec)
+ *   wake-up    from the go to the tower's copy-in start (tower_wake_sec; on the device's clock), and
+ *              from the go to the tower's thread running (tower_thread_wake_sec; host), which tells a
+ *              thread woken late from a first CUDA call that reached the device late
  *   ps         ps_average_grads + ps_apply_gradients on the CPU
  * plus, measured alone on the same GPU, one H2D copy of the variables.
  * A line starting "RESULT" carries the figures for run_gpu_bench.sh.
@@ -102,8 +104,8 @@ static int bench(const Opts *o, const char *name, int n_towers) {
     const int B = o->batch, total = B * n_towers;
     const int n_steps = o->reps * o->steps;
     double *rate = calloc(o->reps, sizeof(double));
-    double *ph[5];
-    for (int p = 0; p < 5; p++) ph[p] = calloc(n_steps, sizeof(double));
+    double *ph[6];
+    for (int p = 0; p < 6; p++) ph[p] = calloc(n_steps, sizeof(double));
     int rc = 1;
     float loss = 0.0f;
     for (int i = 0; i < o->warmup && rc == 1; i++) rc = trainer_step(&tr, &loss, err, sizeof err);
@@ -120,6 +122,7 @@ static int bench(const Opts *o, const char *name, int n_towers) {
                 ph[1][k] += (tower_phase_sec(tt, TOWER_PHASE_FORWARD) + tower_phase_sec(tt, TOWER_PHASE_BACKWARD)) / n_towers;
                 ph[2][k] += tower_phase_sec(tt, TOWER_PHASE_COPY_OUT) / n_towers;
                 ph[3][k] += tower_wake_sec(tt) / n_towers;
+                ph[5][k] += tower_thread_wake_sec(tt) / n_towers;
             }
         }
         rate[r] = (double)total * o->steps / (tower_now_sec() - t0);
@@ -133,18 +136,19 @@ static int bench(const Opts *o, const char *name, int n_towers) {
             hi = rate[r] > hi ? rate[r] : hi;
         }
         const double img_s = median(rate, o->reps);
-        double ms[5];
-        for (int p = 0; p < 5; p++) ms[p] = 1e3 * median(ph[p], n_steps);
+        double ms[6];
+        for (int p = 0; p < 6; p++) ms[p] = 1e3 * median(ph[p], n_steps);
         const double h2d = 1e3 * h2d_alone(tr.ps->params, tr.spec.n_params * sizeof(float), o->device);
         printf("%-8s %d tower(s) x %d on GPU %d%s: %9.0f img/s (min-max %.0f-%.0f)  step %.2f ms: copy in %.2f, "
-               "compute %.2f, copy out %.2f, wake-up %.2f, ps %.2f; variables H2D alone %.2f ms, loss %.3f\n",
+               "compute %.2f, copy out %.2f, wake-up %.2f (thread %.2f), ps %.2f; variables H2D alone %.2f ms, loss %.3f\n",
                name, n_towers, B, o->device, o->tf32 ? " (TF32)" : "", img_s, lo, hi, 1e3 * total / img_s, ms[0], ms[1],
-               ms[2], ms[3], ms[4], h2d, tr.tower_losses[0]);
+               ms[2], ms[3], ms[5], ms[4], h2d, tr.tower_losses[0]);
         printf("RESULT framework=tower model=%s towers=%d batch=%d img_s=%.1f img_s_min=%.1f img_s_max=%.1f "
-               "copy_in_ms=%.3f compute_ms=%.3f copy_out_ms=%.3f wake_ms=%.3f ps_ms=%.3f h2d_vars_ms=%.3f tf32=%d\n",
-               name, n_towers, B, img_s, lo, hi, ms[0], ms[1], ms[2], ms[3], ms[4], h2d, o->tf32);
+               "copy_in_ms=%.3f compute_ms=%.3f copy_out_ms=%.3f wake_ms=%.3f wake_thread_ms=%.3f ps_ms=%.3f h2d_vars_ms=%.3f "
+               "tf32=%d\n",
+               name, n_towers, B, img_s, lo, hi, ms[0], ms[1], ms[2], ms[3], ms[5], ms[4], h2d, o->tf32);
     }
-    for (int p = 0; p < 5; p++) free(ph[p]);
+    for (int p = 0; p < 6; p++) free(ph[p]);
     free(rate);
     trainer_close(&tr, NULL, 0);
     return rc == 1 ? 0 : -1;

@@ -79,7 +79,7 @@ for line in open(sys.argv[1]):
     kv = dict(f.split("=", 1) for f in line.split()[1:])
     rows[(kv["framework"], kv["model"], int(kv["towers"]))] = kv
 print("\n| model | towers x batch (global) | Tower img/s (min-max) | PyTorch img/s, same global batch | Tower / PyTorch | "
-      "Tower step: copy in / compute / copy out / wake-up / ps (ms) | variables H2D alone (ms) | "
+      "Tower step: copy in / compute / copy out / wake-up (thread) / ps (ms) | variables H2D alone (ms) | "
       "overlapped copies: img/s, / PyTorch, copy in / compute / copy out (ms) |")
 print("|---|---|---|---|---|---|---|---|")
 for (fw, model, towers), t in sorted(rows.items(), key=lambda r: (r[0][1] != "mnist", r[0][2])):
@@ -93,10 +93,11 @@ for (fw, model, towers), t in sorted(rows.items(), key=lambda r: (r[0][1] != "mn
     if ov:
         ovs = "%.0f, %s, %s / %s / %s" % (float(ov["img_s"]), "%.2fx" % (float(ov["img_s"]) / float(p["img_s"])) if p
                                           else "-", ov["copy_in_ms"], ov["compute_ms"], ov["copy_out_ms"])
-    print("| %s | %d x %d (%d) | %.0f (%.0f-%.0f) | %s | %s | %s / %s / %s / %s / %s | %s | %s |" % (
+    print("| %s | %d x %d (%d) | %.0f (%.0f-%.0f) | %s | %s | %s / %s / %s / %s (%s) / %s | %s | %s |" % (
         model, towers, B, towers * B, float(t["img_s"]), float(t["img_s_min"]), float(t["img_s_max"]),
         "%.0f (%.0f-%.0f)" % (float(p["img_s"]), float(p["img_s_min"]), float(p["img_s_max"])) if p else "-",
-        ratio, t["copy_in_ms"], t["compute_ms"], t["copy_out_ms"], t["wake_ms"], t["ps_ms"], t["h2d_vars_ms"], ovs))
+        ratio, t["copy_in_ms"], t["compute_ms"], t["copy_out_ms"], t["wake_ms"], t.get("wake_thread_ms", "-"), t["ps_ms"],
+        t["h2d_vars_ms"], ovs))
 PYEOF
 
 fi

@@ -11,6 +11,8 @@
  * another), the seed printed.
  * That the check can fail: the same N towers without sync (each its own
  * statistics) must differ from the one tower by more than 1e-3.
+ * Every tower's times are in order: the go, its thread running, its
+ * copy-in (tower_thread_wake_sec, tower_wake_sec).
  * That a failing tower cannot hang the others: a step where tower 1's shard
  * is over its maximum (its copy-in fails, so it never reaches the first
  * collective sum) returns -1 with that tower's message (the ctest timeout
@@ -78,6 +80,14 @@ static Step run(const ModelSpec *spec, const float *params, const float *x, cons
     }
     r.rc = tower_group_run(g, &st, r.err, sizeof r.err);
     CHECK(r.rc == 0, "tower_group_run: %s", r.err);
+    /* Each tower's times: the go, then its thread running, then its copy-in (on a GPU the device's clock,
+     * anchored after the thread began). */
+    for (int t = 0; t < n_towers; t++) {
+        const TowerTimes *tt = &g->towers[t].times;
+        CHECK(tt->go_sec > 0.0 && tower_thread_wake_sec(tt) >= 0.0 && tower_wake_sec(tt) >= tower_thread_wake_sec(tt),
+              "tower %d: go %.6f, thread %.6f, copy-in %.6f s", t, tt->go_sec, tt->run_sec,
+              tt->span[TOWER_PHASE_COPY_IN].start_sec);
+    }
     r.grad = calloc(spec->n_params, sizeof(float));
     for (int t = 0; t < n_towers; t++) {
         r.loss += g->towers[t].loss / n_towers;

@@ -244,6 +244,7 @@ static void tower_run_step(Tower *t, double go_time, const TowerHooks *hooks) {
     TowerSpan *sp = tt->span;
     memset(tt, 0, sizeof *tt);
     tt->go_sec = go_time;
+    tt->run_sec = tower_now_sec();
     t->status = -1;
     t->bn_failed = 0;
 

@@ -207,6 +207,7 @@ const char *tower_phase_name(TowerPhase p);
  * (durations come from tower_phase_sec, never stored twice). */
 typedef struct {
     double go_sec;         /* when the step was published (tower_now_sec clock) */
+    double run_sec;        /* when the tower's thread began the step, before any backend call (host clock) */
     TowerSpan span[TOWER_N_PHASES];
 } TowerTimes;
 
@@ -215,8 +216,12 @@ static inline double tower_phase_sec(const TowerTimes *tt, TowerPhase p) {
     return tt->span[p].end_sec - tt->span[p].start_sec;
 }
 
-/* Seconds from the go to the start of copy-in (the thread's wake-up). */
+/* Seconds from the go to the start of copy-in (the thread's wake-up; a GPU tower's copy-in starts on the
+ * device's clock, so this also holds the time its first CUDA call took to reach the device). */
 static inline double tower_wake_sec(const TowerTimes *tt) { return tt->span[TOWER_PHASE_COPY_IN].start_sec - tt->go_sec; }
+
+/* Seconds from the go to the tower's thread running the step (host clock only). */
+static inline double tower_thread_wake_sec(const TowerTimes *tt) { return tt->run_sec - tt->go_sec; }
 
 /* Per-step work run on every tower thread after its gradients are
  * delivered (the replicated modes).  Each returns 0, or -1 with one line in
