@@ -667,6 +667,25 @@ static int describe_batch(Conv2dCuda *c, int B, char *err, size_t err_n_bytes) {
 }
 
 
+/* The workspace a layer may ask cuDNN for at init, in bytes: 256 MiB, or
+ * TOWER_CUDNN_WORKSPACE_MIB (1 to 65536) from the environment, for
+ * measuring what a larger one buys (the scratch holding it is shared by a
+ * tower's layers: the largest layer's need counts once).  -1 with one line
+ * in err for a bad value. */
+static int workspace_cap(size_t *cap, char *err, size_t err_n_bytes) {
+    const char *e = getenv("TOWER_CUDNN_WORKSPACE_MIB");
+    *cap = (size_t)256 << 20;
+    if (!e || !*e) return 0;
+    char *end = NULL;
+    const long v = strtol(e, &end, 10);
+    if (*end != '\0' || v < 1 || v > 65536) {
+        snprintf(err, err_n_bytes, "TOWER_CUDNN_WORKSPACE_MIB=%.32s: expected a whole number of MiB from 1 to 65536", e);
+        return -1;
+    }
+    *cap = (size_t)v << 20;
+    return 0;
+}
+
 /* conv2d_cuda_init and conv2d_cuda_init_depthwise: groups 1, or C_in (each
  * channel its own filter). */
 static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_batch, int allow_tf32,
@@ -723,8 +742,9 @@ static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_b
                     err, err_n_bytes)))
         goto fail;
     if (describe_batch(c, max_batch, err, err_n_bytes)) goto fail;
-    /* At init the workspace is whatever the best algorithms need, up to 256 MiB a layer. */
-    if (choose_algos(c, cudnn, (size_t)256 << 20, err, err_n_bytes)) goto fail;
+    /* At init the workspace is whatever the best algorithms need, up to 256 MiB a layer (workspace_cap). */
+    size_t cap;
+    if (workspace_cap(&cap, err, err_n_bytes) || choose_algos(c, cudnn, cap, err, err_n_bytes)) goto fail;
     c->workspace_n_bytes = c->ws_need_n_bytes[0];
     for (int d = 1; d < 3; d++)
         if (c->ws_need_n_bytes[d] > c->workspace_n_bytes) c->workspace_n_bytes = c->ws_need_n_bytes[d];

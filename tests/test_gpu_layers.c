@@ -217,6 +217,41 @@ static int test_conv_find(const Ctx *x, int H, int C_in, int C_out, int stride) 
     return ok && ok2 ? 0 : 1;
 }
 
+/* TOWER_CUDNN_WORKSPACE_MIB: 1 MiB holds every algorithm's workspace within it (checked on the chosen
+ * ones), 0 and a word are refused with one line naming the variable; unset, 256 MiB again. */
+static int test_conv_workspace_cap(const Ctx *x) {
+    Conv2d g;
+    if (conv2d_init(&g, 32, 32, 16, 3, 3, 32, 1, 1, PAD_SAME, ACT_RELU)) {
+        printf("conv2d_init rejected 32x32x16: FAIL\n");
+        return 1;
+    }
+    Conv2dCuda c;
+    char err[512] = "";
+    int fails = 0;
+    setenv("TOWER_CUDNN_WORKSPACE_MIB", "1", 1);
+    if (conv2d_cuda_init(&c, &g, 64, 0, 0, 1, x->cudnn, err, sizeof err)) {
+        printf("TOWER_CUDNN_WORKSPACE_MIB=1: %s: FAIL\n", err);
+        fails++;
+    } else {
+        const int ok = c.workspace_n_bytes <= ((size_t)1 << 20);
+        printf("TOWER_CUDNN_WORKSPACE_MIB=1: workspace %zu B: %s\n", c.workspace_n_bytes, ok ? "ok" : "FAIL");
+        fails += !ok;
+        conv2d_cuda_free(&c);
+    }
+    static const char *const bad[] = {"0", "lots", "65537"};
+    for (int k = 0; k < 3; k++) {
+        setenv("TOWER_CUDNN_WORKSPACE_MIB", bad[k], 1);
+        err[0] = '\0';
+        const int rc = conv2d_cuda_init(&c, &g, 64, 0, 0, 1, x->cudnn, err, sizeof err);
+        const int ok = rc != 0 && strstr(err, "TOWER_CUDNN_WORKSPACE_MIB") != NULL;
+        printf("TOWER_CUDNN_WORKSPACE_MIB=%s: refused (%s): %s\n", bad[k], err, ok ? "ok" : "FAIL");
+        fails += !ok;
+        if (rc == 0) conv2d_cuda_free(&c);
+    }
+    unsetenv("TOWER_CUDNN_WORKSPACE_MIB");
+    return fails;
+}
+
 /* A geometry whose unrolled input exceeds one im2col chunk at batch B: the
  * filter gradient sums several chunks (checked), then test_conv compares
  * everything with the CPU. */
@@ -1000,6 +1035,7 @@ int main(void) {
     /* Measured algorithms (TOWER_CUDNN_FIND=1): the rule holds, and the numbers match the CPU as before. */
     fails += test_conv_find(&x, 32, 16, 32, 1);
     fails += test_conv_find(&x, 32, 16, 32, 2);
+    fails += test_conv_workspace_cap(&x);
     setenv("TOWER_CUDNN_FIND", "1", 1);
     fails += test_conv(&x, 32, 32, 16, 3, 32, 2, PAD_SAME, ACT_RELU, 3, 4, 0, rel);
     fails += test_conv(&x, 14, 14, 32, 5, 64, 1, PAD_SAME, ACT_RELU, 5, 7, 0, rel);
