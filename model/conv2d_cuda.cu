@@ -32,7 +32,10 @@
  * where cuDNN has no deterministic backward-data algorithm within the
  * workspace cap (VGG16 at 224x224, batch 128: only the atomic ALGO_0, 0.9 s
  * a layer on an H100, bench/RESULTS.md 2026-11-27), backward data runs as
- * cuDNN's forward on a flipped copy of the weights (dgrad_fwd).
+ * cuDNN's forward on a flipped copy of the weights (dgrad_fwd); with
+ * TOWER_CUDNN_FIND=1 also wherever cuDNN timed it faster than its
+ * backward-data entry (resnet20's 16-channel layers on an H100: ALGO_1
+ * 0.17-0.31 ms against the forward's 0.12, 2026-11-27).
  * TOWER_CONV_DGRAD_CUDNN=1 keeps cuDNN's backward data;
  * TOWER_CONV_DGRAD_FORWARD=1 takes the forward wherever it applies (the
  * tests compare it with the CPU that way).
@@ -569,6 +572,22 @@ static int choose_algos(Conv2dCuda *c, cudnnHandle_t h, size_t cap, char *err, s
         if (!force_fwd) {
             if (list_bwd()) goto out;
             i = pick_bwd(c->dgrad_fwd_ok || c->deterministic_only);
+        }
+        /* 1b. measured (TOWER_CUDNN_FIND): the forward way instead when cuDNN timed it faster than step 1's */
+        if (i >= 0 && find && c->dgrad_fwd_ok) {
+            const size_t ws = c->ws_need_n_bytes[1];
+            const int det = c->algo_deterministic[1];
+            const cudnnMathType_t math = c->algo_math[1];
+            const float native_ms = bd[i].time;
+            const int got = pick_dgrad_forward();
+            if (got < 0) goto out;
+            if (got && c->algo_ms[1] < native_ms) {
+                c->dgrad_fwd = 1;
+                goto filter;
+            }
+            c->ws_need_n_bytes[1] = ws; /* step 1's entry stays: its fields back */
+            c->algo_deterministic[1] = det;
+            c->algo_math[1] = math;
         }
         /* 2. the forward convolution with the flipped filter */
         if (i < 0 && c->dgrad_fwd_ok) {
