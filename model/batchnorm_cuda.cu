@@ -32,23 +32,34 @@ static unsigned blocks_for(size_t n, int threads) {
 #define GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
-/* Stage 1 of the column sums.  Block (32, 8) covers 32 channels of chunk
- * blockIdx.y; thread (x, y) takes every 8th row from y; row 0 of the block
- * adds the 8 partials in order.  backward == 0: (x, x^2); backward == 1:
- * (dy, dy * xhat) with xhat = (x - mean) * inv_std as the CPU rounds it. */
-__global__ static void bn_partial_kernel(double *partials, const float *inp, const float *dout, const float *mean,
-                                         const float *inv_std, size_t n_rows, int C, size_t rows_per_chunk,
-                                         int backward) {
-    __shared__ double sh[2][8][32];
-    const int c = blockIdx.x * 32 + threadIdx.x;
-    const size_t r0 = blockIdx.y * rows_per_chunk;
-    const size_t r1 = r0 + rows_per_chunk < n_rows ? r0 + rows_per_chunk : n_rows;
+/* act(y) as relu_forward_kernel / relu6_forward_kernel round it. */
+__device__ static inline float bn_act(float y, int act) {
+    if (act == ACT_NONE) return y;
+    const float r = y > 0.0f ? y : 0.0f;
+    return act == ACT_RELU6 ? (r < 6.0f ? r : 6.0f) : r;
+}
+
+/* The gradient through act of dout[i] at the activated output out[i], as relu_backward_kernel /
+ * relu6_backward_kernel (out is not read for ACT_NONE: it may be NULL then). */
+__device__ static inline float bn_act_grad(const float *dout, const float *out, size_t i, int act) {
+    const float g = dout[i];
+    if (act == ACT_NONE) return g;
+    const float o = out[i];
+    if (act == ACT_RELU6) return (o > 0.0f && o < 6.0f) ? g : 0.0f;
+    return o > 0.0f ? g : 0.0f;
+}
+
+/* Thread (x, y)'s share of one chunk's sums of column c: rows r0 + y, r0 + y + 8, ... below r1, in order
+ * (0 and 0 when c >= C).  backward == 0: (x, x^2); backward == 1: (g, g * xhat) with g act's gradient of dout
+ * at out and xhat = (x - m) * is as the CPU rounds it. */
+__device__ static inline void bn_lane_sums(double *s_out, double *s2_out, const float *inp, const float *dout,
+                                           const float *out, float m, float is, int act, size_t r0, size_t r1,
+                                           int C, int c, int backward) {
     double s = 0.0, s2 = 0.0;
     if (c < C) {
         if (backward) {
-            const float m = mean[c], is = inv_std[c];
             for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
-                const float g = dout[r * C + c];
+                const float g = bn_act_grad(dout, out, r * C + c, act);
                 const float xhat = __fmul_rn(__fsub_rn(inp[r * C + c], m), is);
                 s += (double)g;
                 s2 += (double)g * (double)xhat;
@@ -61,15 +72,41 @@ __global__ static void bn_partial_kernel(double *partials, const float *inp, con
             }
         }
     }
+    *s_out = s;
+    *s2_out = s2;
+}
+
+/* The block's 8 lanes of column threadIdx.x, stored in sh and synchronised, added in lane order. */
+__device__ static inline void bn_lanes_total(double *t_out, double *t2_out, double (*sh)[8][32]) {
+    double t = sh[0][0][threadIdx.x], t2 = sh[1][0][threadIdx.x];
+    for (int k = 1; k < 8; k++) {
+        t += sh[0][k][threadIdx.x];
+        t2 += sh[1][k][threadIdx.x];
+    }
+    *t_out = t;
+    *t2_out = t2;
+}
+
+/* Stage 1 of the column sums.  Block (32, 8) covers 32 channels of chunk
+ * blockIdx.y; thread (x, y) takes every 8th row from y; row 0 of the block
+ * adds the 8 partials in order.  backward == 0: (x, x^2); backward == 1:
+ * (dy, dy * xhat). */
+__global__ static void bn_partial_kernel(double *partials, const float *inp, const float *dout, const float *mean,
+                                         const float *inv_std, size_t n_rows, int C, size_t rows_per_chunk,
+                                         int backward) {
+    __shared__ double sh[2][8][32];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    const size_t r0 = blockIdx.y * rows_per_chunk;
+    const size_t r1 = r0 + rows_per_chunk < n_rows ? r0 + rows_per_chunk : n_rows;
+    const float m = backward && c < C ? mean[c] : 0.0f, is = backward && c < C ? inv_std[c] : 0.0f;
+    double s, s2;
+    bn_lane_sums(&s, &s2, inp, dout, NULL, m, is, ACT_NONE, r0, r1, C, c, backward);
     sh[0][threadIdx.y][threadIdx.x] = s;
     sh[1][threadIdx.y][threadIdx.x] = s2;
     __syncthreads();
     if (threadIdx.y == 0 && c < C) {
-        double t = sh[0][0][threadIdx.x], t2 = sh[1][0][threadIdx.x];
-        for (int k = 1; k < 8; k++) {
-            t += sh[0][k][threadIdx.x];
-            t2 += sh[1][k][threadIdx.x];
-        }
+        double t, t2;
+        bn_lanes_total(&t, &t2, sh);
         partials[(size_t)blockIdx.y * 2 * C + c] = t;
         partials[(size_t)blockIdx.y * 2 * C + C + c] = t2;
     }
@@ -180,23 +217,6 @@ __global__ static void bn_backward_input_kernel(float *dinp, const float *dout, 
 
 /* ---- small maps: one kernel each way (the file's header) ---- */
 
-/* act(y) as relu_forward_kernel / relu6_forward_kernel round it. */
-__device__ static inline float bn_act(float y, int act) {
-    if (act == ACT_NONE) return y;
-    const float r = y > 0.0f ? y : 0.0f;
-    return act == ACT_RELU6 ? (r < 6.0f ? r : 6.0f) : r;
-}
-
-/* The gradient through act of dout[i] at the activated output out[i], as relu_backward_kernel /
- * relu6_backward_kernel (out is not read for ACT_NONE: it may be NULL then). */
-__device__ static inline float bn_act_grad(const float *dout, const float *out, size_t i, int act) {
-    const float g = dout[i];
-    if (act == ACT_NONE) return g;
-    const float o = out[i];
-    if (act == ACT_RELU6) return (o > 0.0f && o < 6.0f) ? g : 0.0f;
-    return o > 0.0f ? g : 0.0f;
-}
-
 /* Column sums of the block's 32 channels over every chunk, in bn_partial_kernel's order within a chunk and
  * bn_final_kernel's across chunks; valid in row 0 of the block (threadIdx.y == 0).  backward == 0: (x, x^2);
  * 1: (g, g * xhat), g = act's gradient of dout at out. */
@@ -206,32 +226,14 @@ __device__ static void bn_block_sums(double *S, double *S2, double (*sh)[8][32],
     double tot = 0.0, tot2 = 0.0;
     for (size_t k = 0; k < n_chunks; k++) {
         const size_t r0 = k * rows_per_chunk, r1 = r0 + rows_per_chunk < n_rows ? r0 + rows_per_chunk : n_rows;
-        double s = 0.0, s2 = 0.0;
-        if (c < C) {
-            if (backward) {
-                for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
-                    const float g = bn_act_grad(dout, out, r * C + c, act);
-                    const float xhat = __fmul_rn(__fsub_rn(inp[r * C + c], m), is);
-                    s += (double)g;
-                    s2 += (double)g * (double)xhat;
-                }
-            } else {
-                for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
-                    const double v = inp[r * C + c];
-                    s += v;
-                    s2 += v * v;
-                }
-            }
-        }
+        double s, s2;
+        bn_lane_sums(&s, &s2, inp, dout, out, m, is, act, r0, r1, C, c, backward);
         sh[0][threadIdx.y][threadIdx.x] = s;
         sh[1][threadIdx.y][threadIdx.x] = s2;
         __syncthreads();
         if (threadIdx.y == 0) {
-            double t = sh[0][0][threadIdx.x], t2 = sh[1][0][threadIdx.x];
-            for (int j = 1; j < 8; j++) {
-                t += sh[0][j][threadIdx.x];
-                t2 += sh[1][j][threadIdx.x];
-            }
+            double t, t2;
+            bn_lanes_total(&t, &t2, sh);
             tot += t;
             tot2 += t2;
         }

@@ -217,8 +217,8 @@ static int test_conv_find(const Ctx *x, int H, int C_in, int C_out, int stride) 
     return ok && ok2 ? 0 : 1;
 }
 
-/* TOWER_CUDNN_WORKSPACE_MIB: 1 MiB holds every algorithm's workspace within it (checked on the chosen
- * ones), 0 and a word are refused with one line naming the variable; unset, 256 MiB again. */
+/* TOWER_CUDNN_WORKSPACE_MIB: at 1 MiB the chosen algorithms' workspace stays within it; 0, a word and 65537
+ * are refused with one line naming the variable. */
 static int test_conv_workspace_cap(const Ctx *x) {
     Conv2d g;
     if (conv2d_init(&g, 32, 32, 16, 3, 3, 32, 1, 1, PAD_SAME, ACT_RELU)) {
