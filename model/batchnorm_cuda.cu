@@ -50,7 +50,8 @@ __device__ static inline float bn_act_grad(const float *dout, const float *out, 
 }
 
 /* Thread (x, y)'s share of one chunk's sums of column c: rows r0 + y, r0 + y + 8, ... below r1, in order
- * (0 and 0 when c >= C).  backward == 0: (x, x^2); backward == 1: (g, g * xhat) with g act's gradient of dout
+ * (0 and 0 when c >= C), every operation rounded on its own (no fused multiply-add: the split and the fused
+ * kernels must give the same bits whatever the compiler contracts).  backward == 0: (x, x^2); backward == 1: (g, g * xhat) with g act's gradient of dout
  * at out and xhat = (x - m) * is as the CPU rounds it. */
 __device__ static inline void bn_lane_sums(double *s_out, double *s2_out, const float *inp, const float *dout,
                                            const float *out, float m, float is, int act, size_t r0, size_t r1,
@@ -61,14 +62,14 @@ __device__ static inline void bn_lane_sums(double *s_out, double *s2_out, const 
             for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
                 const float g = bn_act_grad(dout, out, r * C + c, act);
                 const float xhat = __fmul_rn(__fsub_rn(inp[r * C + c], m), is);
-                s += (double)g;
-                s2 += (double)g * (double)xhat;
+                s = __dadd_rn(s, (double)g);
+                s2 = __dadd_rn(s2, __dmul_rn((double)g, (double)xhat));
             }
         } else {
             for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
                 const double v = inp[r * C + c];
-                s += v;
-                s2 += v * v;
+                s = __dadd_rn(s, v);
+                s2 = __dadd_rn(s2, __dmul_rn(v, v));
             }
         }
     }
@@ -164,13 +165,19 @@ static void column_sums(double *sums, double *partials, const float *inp, const 
     CUDA_CHECK(cudaGetLastError());
 }
 
+/* mean and biased variance from the sums over count rows, as batchnorm_moments (each operation rounded on
+ * its own: the split and the fused kernels give the same bits). */
+__device__ static inline void bn_moments(float *mean, float *var, double s, double s2, double count) {
+    const double m = __ddiv_rn(s, count);
+    const double v = __dsub_rn(__ddiv_rn(s2, count), __dmul_rn(m, m));
+    *mean = (float)m;
+    *var = (float)(v > 0.0 ? v : 0.0);
+}
+
 __global__ static void bn_moments_kernel(float *mean, float *var, const double *sums, double count, int C) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    const double m = sums[c] / count;
-    const double v = sums[C + c] / count - m * m;
-    mean[c] = (float)m;
-    var[c] = (float)(v > 0.0 ? v : 0.0);
+    bn_moments(&mean[c], &var[c], sums[c], sums[C + c], count);
 }
 
 __global__ static void bn_inv_std_kernel(float *inv_std, const float *var, float epsilon, int C) {
@@ -254,8 +261,8 @@ __global__ static void bn_fused_forward_kernel(float *out, float *mean, float *v
     double S, S2;
     bn_block_sums(&S, &S2, sh, inp, NULL, NULL, 0.0f, 0.0f, ACT_NONE, n_rows, C, c, n_chunks, rows_per_chunk, 0);
     if (threadIdx.y == 0 && c < C) {
-        const double count = (double)n_rows, mu = S / count, v = S2 / count - mu * mu;
-        const float mf = (float)mu, vf = (float)(v > 0.0 ? v : 0.0);
+        float mf, vf;
+        bn_moments(&mf, &vf, S, S2, (double)n_rows);
         const float is = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(vf, epsilon)));
         mean[c] = mf;
         var[c] = vf;
