@@ -22,6 +22,11 @@ if(TOWER_HAVE_CUDA)
   add_test(NAME test_gpu_model_bn_fused COMMAND test_gpu_model)
   set_tests_properties(test_gpu_layers_bn_fused test_gpu_model_bn_fused PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu
                        ENVIRONMENT TOWER_BN_CUDA_FUSED=1)
+  # The networks with every stride-1, symmetrically padded convolution's input gradient as a forward
+  # convolution with the flipped filter (TOWER_CONV_DGRAD_FORWARD=1), against the CPU.
+  add_test(NAME test_gpu_model_dgrad_forward COMMAND test_gpu_model)
+  set_tests_properties(test_gpu_model_dgrad_forward PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu
+                       ENVIRONMENT TOWER_CONV_DGRAD_FORWARD=1)
   # The executor's per-node timing (model_acts_cuda_profile), which bench_gpu --per_layer prints.
   tower_add_test(NAME test_gpu_profile SOURCES test_gpu_profile.c LIBS tower_model_cuda LABELS gpu)
   tower_add_test(NAME test_gpu_tower_equivalence SOURCES test_gpu_tower_equivalence.c LIBS tower_train LABELS gpu)
