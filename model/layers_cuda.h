@@ -112,13 +112,15 @@ typedef struct {
 } Conv2dCuda;
 
 /* Build descriptors for batch max_batch from geom (conv2d_init's result) and
- * choose the algorithms.  input_grad 0: backward will never be asked for
+ * choose the algorithms (backward data: cuDNN's, or a forward convolution
+ * with the flipped filter, dgrad_fwd; the workspace cap: 256 MiB or
+ * TOWER_CUDNN_WORKSPACE_MIB).  input_grad 0: backward will never be asked for
  * the input gradient (dinp NULL), so none of cuDNN's backward-data
  * algorithms is chosen (under --deterministic resnet50's conv1 has no
  * deterministic one within the cap).  cudnn: a handle on the device the
  * layer will run on.  Returns 0, or -1 with one line in err (odd SAME padding, no
- * algorithm, none deterministic when deterministic_only, a cuDNN failure);
- * c is then left freed. */
+ * algorithm, none deterministic when deterministic_only, a bad
+ * TOWER_CUDNN_WORKSPACE_MIB, a cuDNN failure); c is then left freed. */
 int conv2d_cuda_init(Conv2dCuda *c, const Conv2d *geom, int max_batch, int allow_tf32, int deterministic_only,
                      int input_grad, cudnnHandle_t cudnn, char *err, size_t err_n_bytes);
 
