@@ -140,12 +140,13 @@ static int bench(const Opts *o, const char *name, int n_towers) {
         for (int p = 0; p < 6; p++) ms[p] = 1e3 * median(ph[p], n_steps);
         const double h2d = 1e3 * h2d_alone(tr.ps->params, tr.spec.n_params * sizeof(float), o->device);
         printf("%-8s %d tower(s) x %d on GPU %d%s: %9.0f img/s (min-max %.0f-%.0f)  step %.2f ms: copy in %.2f, "
-               "compute %.2f, copy out %.2f, wake-up %.2f (thread %.2f), ps %.2f; variables H2D alone %.2f ms, loss %.3f\n",
+               "compute %.2f, copy out %.2f, wake-up %.2f (thread %.2f), ps %.2f; variables H2D alone %.2f ms, "
+               "loss %.3f\n",
                name, n_towers, B, o->device, o->tf32 ? " (TF32)" : "", img_s, lo, hi, 1e3 * total / img_s, ms[0], ms[1],
                ms[2], ms[3], ms[5], ms[4], h2d, tr.tower_losses[0]);
         printf("RESULT framework=tower model=%s towers=%d batch=%d img_s=%.1f img_s_min=%.1f img_s_max=%.1f "
-               "copy_in_ms=%.3f compute_ms=%.3f copy_out_ms=%.3f wake_ms=%.3f wake_thread_ms=%.3f ps_ms=%.3f h2d_vars_ms=%.3f "
-               "tf32=%d\n",
+               "copy_in_ms=%.3f compute_ms=%.3f copy_out_ms=%.3f wake_ms=%.3f wake_thread_ms=%.3f ps_ms=%.3f "
+               "h2d_vars_ms=%.3f tf32=%d\n",
                name, n_towers, B, img_s, lo, hi, ms[0], ms[1], ms[2], ms[3], ms[5], ms[4], h2d, o->tf32);
     }
     for (int p = 0; p < 6; p++) free(ph[p]);

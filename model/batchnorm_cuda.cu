@@ -51,8 +51,8 @@ __device__ static inline float bn_act_grad(const float *dout, const float *out, 
 
 /* Thread (x, y)'s share of one chunk's sums of column c: rows r0 + y, r0 + y + 8, ... below r1, in order
  * (0 and 0 when c >= C), every operation rounded on its own (no fused multiply-add: the split and the fused
- * kernels must give the same bits whatever the compiler contracts).  backward == 0: (x, x^2); backward == 1: (g, g * xhat) with g act's gradient of dout
- * at out and xhat = (x - m) * is as the CPU rounds it. */
+ * kernels must give the same bits whatever the compiler contracts).  backward == 0: (x, x^2); backward == 1:
+ * (g, g * xhat) with g act's gradient of dout at out and xhat = (x - m) * is as the CPU rounds it. */
 __device__ static inline void bn_lane_sums(double *s_out, double *s2_out, const float *inp, const float *dout,
                                            const float *out, float m, float is, int act, size_t r0, size_t r1,
                                            int C, int c, int backward) {

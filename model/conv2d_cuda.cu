@@ -698,7 +698,8 @@ static int workspace_cap(size_t *cap, char *err, size_t err_n_bytes) {
     char *end = NULL;
     const long v = strtol(e, &end, 10);
     if (*end != '\0' || v < 1 || v > 65536) {
-        snprintf(err, err_n_bytes, "TOWER_CUDNN_WORKSPACE_MIB=%.32s: expected a whole number of MiB from 1 to 65536", e);
+        snprintf(err, err_n_bytes, "TOWER_CUDNN_WORKSPACE_MIB=%.32s: expected a whole number of MiB from 1 to 65536",
+                 e);
         return -1;
     }
     *cap = (size_t)v << 20;

@@ -180,14 +180,14 @@ int main(void) {
                         }
                         if (got[i] != want[i]) {
                             if (n_wrong++ < 5)
-                                printf("  dgrad as forward: in %d, k %d, %s, pad %d: dinp[%d] %ld, want %ld: FAIL\n", in, k,
-                                       same ? "SAME" : "VALID", pad, i, got[i], want[i]);
+                                printf("  dgrad as forward: in %d, k %d, %s, pad %d: dinp[%d] %ld, want %ld: FAIL\n",
+                                       in, k, same ? "SAME" : "VALID", pad, i, got[i], want[i]);
                             break;
                         }
                     }
                 }
-    printf("  dgrad as forward: applies to %d geometries, the sums equal in all but %d, %d stride-1 odd kernels missed  %s\n",
-           n_applied, n_wrong, n_missed, n_wrong || n_missed || n_applied < 150 ? "FAIL" : "ok");
+    printf("  dgrad as forward: applies to %d geometries, the sums equal in all but %d, %d stride-1 odd kernels "
+           "missed  %s\n", n_applied, n_wrong, n_missed, n_wrong || n_missed || n_applied < 150 ? "FAIL" : "ok");
     failures += n_wrong != 0 || n_missed != 0 || n_applied < 150;
     printf("%s\n", failures ? "conv_algo FAILED" : "conv_algo: every case as expected");
     return failures ? 1 : 0;

@@ -704,7 +704,8 @@ static int test_batchnorm_fused(const Ctx *x, size_t rows, int C, Activation act
     }
     double *d_scratch = gpu_test_dev(batchnorm_cuda_scratch_n_doubles(C) * sizeof(double));
     const BatchNorm plain = {C, 0.99, 1e-3f, ACT_NONE};
-    /* split: forward, then the activation in place; backward: the activation's backward in place on dout, then batch norm's */
+    /* split: forward, then the activation in place; backward: the activation's backward in place on dout, then
+     * batch norm's */
     batchnorm_forward_train_cuda(d_out[0], d_stats[0], d_stats[0] + C, d_stats[0] + 2 * C, d_scratch, d_inp, d_gamma,
                                  d_beta, &plain, rows, x->stream);
     if (act == ACT_RELU) relu_forward_cuda(d_out[0], d_out[0], n, x->stream);

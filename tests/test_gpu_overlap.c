@@ -1,8 +1,8 @@
 /* test_gpu_overlap.c — the overlapped copies (the default since
  * 2026-11-27; TOWER_GPU_OVERLAP=0 turns them off; tower/tower_cuda.c,
- * model_cuda.h) change nothing but the time: the same
- * training with and without them gives the same variables, moving
- * averages and losses bit for bit.
+ * model_cuda.h) change nothing but the time: the same training with and
+ * without them gives the same variables, moving averages and losses bit
+ * for bit.
  *
  * Where it sits: label `gpu`; skipped (77) without a GPU.  Each case runs
  * the trainer's own step (tests/modes_common.h) twice on GPU towers, with
@@ -18,8 +18,9 @@
  *     --shard_sizes (scale_grads after compute: the full copy again).
  * It also checks that the switch takes: a tower created by default
  * reports its chunks (describe_algorithms' line) and one created with
- * TOWER_GPU_OVERLAP=0 does not, and that the chunks cover the model (model/graph.c's
- * graph_var_chunks, tested on every network by test_model_nets).
+ * TOWER_GPU_OVERLAP=0 does not, and that the chunks cover the model
+ * (model/graph.c's graph_var_chunks, tested on every network by
+ * test_model_nets).
  * A lost or stale chunk (a gradient copied before backward finished with
  * it, a copy-in that forward did not wait for) changes the variables.
  */
