@@ -106,6 +106,47 @@ extern "C" void add_backward_cuda(float *da, float *db, const float *dout, size_
     if (db && db != dout) CUDA_CHECK(cudaMemcpyAsync(db, dout, sizeof(float) * n, cudaMemcpyDeviceToDevice, stream));
 }
 
+/* out = act(a + b), as add_kernel then relu_forward_kernel / relu6_forward_kernel. */
+__global__ static void add_act_kernel(float *out, const float *a, const float *b, int six, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float s = __fadd_rn(a[i], b[i]);
+        const float p = s > 0.0f ? s : 0.0f;
+        out[i] = six ? (p < 6.0f ? p : 6.0f) : p;
+    }
+}
+
+/* da = db = dout masked by act at out, as relu_backward_kernel / relu6_backward_kernel; either may be NULL. */
+__global__ static void add_act_backward_kernel(float *da, float *db, const float *out, const float *dout, int six,
+                                               size_t n) {
+    GRID_STRIDE(i, n) {
+        const float o = out[i];
+        const float g = (o > 0.0f && (!six || o < 6.0f)) ? dout[i] : 0.0f;
+        if (da) da[i] = g;
+        if (db) db[i] = g;
+    }
+}
+
+extern "C" void add_act_forward_cuda(float *out, const float *a, const float *b, Activation act, size_t n,
+                                     cudaStream_t stream) {
+    if (act == ACT_NONE) {
+        add_forward_cuda(out, a, b, n, stream);
+        return;
+    }
+    add_act_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(out, a, b, act == ACT_RELU6, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void add_act_backward_cuda(float *da, float *db, const float *out, const float *dout, Activation act,
+                                      size_t n, cudaStream_t stream) {
+    if (act == ACT_NONE) {
+        add_backward_cuda(da, db, dout, n, stream);
+        return;
+    }
+    if (!da && !db) return;
+    add_act_backward_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(da, db, out, dout, act == ACT_RELU6, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
 /* ---- global average pooling ---- */
 
 __global__ static void gap_forward_kernel(float *out, const float *inp, int B, int n_pixels, int C) {

@@ -127,6 +127,12 @@ int graph_fuse(Graph *g) {
             n->bn.act = c->kind == NODE_RELU6 ? ACT_RELU6 : ACT_RELU;
             graph_remove_node(g, k, i);
             removed++;
+        } else if (n->kind == NODE_ADD && n->add_act == ACT_NONE && (c->kind == NODE_RELU6 || c->kind == NODE_RELU) &&
+                   c->n_vars == 0) {
+            /* ResNet's "*_add" + "*_out": the sum and its ReLU in one pass each way */
+            n->add_act = c->kind == NODE_RELU6 ? ACT_RELU6 : ACT_RELU;
+            graph_remove_node(g, k, i);
+            removed++;
         } else if (n->kind == NODE_ZEROPAD && c->kind == NODE_DEPTHWISE && c->dw.padding == PAD_VALID &&
                    c->dw.pad_top == 0 && c->dw.pad_left == 0 && n->n_vars == 0) {
             /* The depthwise reads the unpadded input; its bounds checks supply the zeros. */

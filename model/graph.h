@@ -90,6 +90,7 @@ typedef struct {
     BatchNorm bn;                   /* BATCHNORM: momentum, epsilon (C from the input) */
     Depthwise dw;                   /* DEPTHWISE: KH, KW, stride, padding */
     ZeroPad zp;                     /* ZEROPAD: top, bottom, left, right */
+    Activation add_act;             /* ADD: an activation fused after the sum (graph_fuse), ACT_NONE from the builder */
     int pw_C_out;                   /* POINTWISE: output channels */
     float w_stddev, b_value, wd;    /* CONV2D/DENSE: initializers of weights and biases, weights' decay */
     int keras;                      /* CONV2D/DENSE: Keras's variables ("kernel" glorot_uniform, "bias"
@@ -192,6 +193,9 @@ int graph_build(Graph *g, const ModelSpec *spec);
  *   - a BATCHNORM whose only consumer is a RELU6 or RELU absorbs it
  *     (bn.act = ACT_RELU6 / ACT_RELU): one pass over memory forward and
  *     one fewer backward instead of a separate activation node;
+ *   - an ADD whose only consumer is a RELU or RELU6 absorbs it likewise
+ *     (add_act: ResNet's "*_add" + "*_out"), and the activation's output
+ *     buffer and its gradient's are never made;
  *   - a ZEROPAD whose only consumer is a VALID DEPTHWISE (Keras's
  *     ZeroPadding2D before a stride-2 depthwise) is folded into it as
  *     implicit padding (dw.H, dw.W the unpadded input, dw.pad_top and

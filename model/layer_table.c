@@ -435,11 +435,11 @@ static int add_node_init(Node *n) {
 }
 
 static void add_node_forward(const Node *n, const NodeRun *r) {
-    add_forward(r->out, r->in[0], r->in[1], (size_t)r->B * node_shape_n(n->out));
+    add_act_forward(r->out, r->in[0], r->in[1], n->add_act, (size_t)r->B * node_shape_n(n->out));
 }
 
 static void add_node_backward(const Node *n, const NodeRun *r) {
-    add_backward(r->din[0], r->din[1], r->dout, (size_t)r->B * node_shape_n(n->out));
+    add_act_backward(r->din[0], r->din[1], r->out, r->dout, n->add_act, (size_t)r->B * node_shape_n(n->out));
 }
 
 /* ---- global average pooling (Keras GlobalAveragePooling2D) ----------------------------- */

@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 typedef enum { PAD_VALID = 0, PAD_SAME = 1 } Padding;
-typedef enum { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU6 = 2 } Activation; /* ACT_RELU6: batch norm's fused ReLU(6.) only */
+typedef enum { ACT_NONE = 0, ACT_RELU = 1, ACT_RELU6 = 2 } Activation; /* ACT_RELU6: a fused ReLU(6.) (batch norm, add) only */
 
 /* ---- TensorFlow's padding arithmetic (one spatial dimension) ----------------
  * VALID: out = ceil((in - k + 1) / stride), no padding.
@@ -528,6 +528,17 @@ void add_forward(float *out, const float *a, const float *b, size_t n);
 /* da, db WRITTEN = dout (each may be NULL, or alias dout: then nothing is
  * copied for it).  da, db, dout: (n).  See the DAG rule above. */
 void add_backward(float *da, float *db, const float *dout, size_t n);
+
+/* The residual addition with a fused activation (graph_fuse: Keras's Add
+ * followed by Activation("relu"), ResNet's "*_add" + "*_out"):
+ *   out = act(a + b), act ACT_NONE, ACT_RELU or ACT_RELU6, rounded as
+ *         add_forward then relu_layer_forward / relu6_forward;
+ *   da = db = act's gradient of dout at out, as relu_layer_backward /
+ *         relu6_backward then add_backward (WRITTEN; either may be NULL;
+ *         out and dout not modified unless da or db aliases dout).
+ * Shapes: out, a, b, dout, da, db: (n). */
+void add_act_forward(float *out, const float *a, const float *b, Activation act, size_t n);
+void add_act_backward(float *da, float *db, const float *out, const float *dout, Activation act, size_t n);
 
 /* ---- global average pooling (Keras GlobalAveragePooling2D): NHWC -> NC ---- */
 

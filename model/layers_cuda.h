@@ -485,6 +485,10 @@ void relu6_backward_cuda(float *dinp, const float *out, const float *dout, size_
 /* As add_forward / add_backward (da, db may be NULL or alias dout). */
 void add_forward_cuda(float *out, const float *a, const float *b, size_t n, cudaStream_t stream);
 void add_backward_cuda(float *da, float *db, const float *dout, size_t n, cudaStream_t stream);
+/* As add_act_forward / add_act_backward (one kernel each way; ACT_NONE: the two above). */
+void add_act_forward_cuda(float *out, const float *a, const float *b, Activation act, size_t n, cudaStream_t stream);
+void add_act_backward_cuda(float *da, float *db, const float *out, const float *dout, Activation act, size_t n,
+                           cudaStream_t stream);
 
 /* As global_avgpool_forward (one thread per (b, c), pixels in order: the
  * CPU's additions) / global_avgpool_backward. */

@@ -421,10 +421,11 @@ extern "C" void relu_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
 NO_STATE_CUDA(add)
 NO_SCRATCH_CUDA(add)
 extern "C" void add_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
-    add_forward_cuda(r->out, r->in[0], r->in[1], (size_t)r->B * node_shape_n(n->out), r->stream);
+    add_act_forward_cuda(r->out, r->in[0], r->in[1], n->add_act, (size_t)r->B * node_shape_n(n->out), r->stream);
 }
 extern "C" void add_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
-    add_backward_cuda(r->din[0], r->din[1], r->dout, (size_t)r->B * node_shape_n(n->out), r->stream);
+    add_act_backward_cuda(r->din[0], r->din[1], r->out, r->dout, n->add_act, (size_t)r->B * node_shape_n(n->out),
+                          r->stream);
 }
 
 /* global average pooling */
@@ -1110,6 +1111,7 @@ extern "C" int model_acts_cuda_node_info(const ModelActsCuda *a, int i, ModelNod
     info->act = act_name(n->kind == NODE_CONV2D ? n->conv.act
                          : n->kind == NODE_DENSE ? n->dense.act
                          : n->kind == NODE_BATCHNORM ? n->bn.act
+                         : n->kind == NODE_ADD       ? n->add_act
                                                      : ACT_NONE);
     info->H = n->out.H;
     info->W = n->out.W;

@@ -936,6 +936,28 @@ static int test_blocks(const Ctx *x, int B, int H, int W, int C) {
     grad_accumulate_cuda(d_o, d_a, n, x->stream);
     gpu_test_download(got, d_o, F(n));
     fails += gpu_test_check("add backward + grad_accumulate (exact)", got, ref, n, 0.0, 0.0, 0);
+    /* the Add with a fused ReLU / ReLU6 (ResNet's "*_add" + "*_out"): out, then da and db from out (a's values,
+     * -2 to 8, stand for the activated output: both masks' edges are crossed) */
+    for (int act = ACT_RELU; act <= ACT_RELU6; act++) {
+        const char *an = act == ACT_RELU6 ? "relu6" : "relu";
+        char what[64];
+        add_act_forward(ref, a, b2, (Activation)act, n);
+        add_act_forward_cuda(d_o, d_a, d_b, (Activation)act, n, x->stream);
+        gpu_test_download(got, d_o, F(n));
+        snprintf(what, sizeof what, "add+%s forward (exact)", an);
+        fails += gpu_test_check(what, got, ref, n, 0.0, 0.0, 0);
+        float *d_db = gpu_test_dev(F(n)), *ref_db = gpu_test_host(F(n));
+        add_act_backward(ref, ref_db, a, b2, (Activation)act, n);
+        add_act_backward_cuda(d_o, d_db, d_a, d_b, (Activation)act, n, x->stream);
+        gpu_test_download(got, d_o, F(n));
+        snprintf(what, sizeof what, "add+%s backward da (exact)", an);
+        fails += gpu_test_check(what, got, ref, n, 0.0, 0.0, 0);
+        gpu_test_download(got, d_db, F(n));
+        snprintf(what, sizeof what, "add+%s backward db (exact)", an);
+        fails += gpu_test_check(what, got, ref_db, n, 0.0, 0.0, 0);
+        cudaFree(d_db);
+        free(ref_db);
+    }
     global_avgpool_forward(ref, a, B, H * W, C);
     global_avgpool_forward_cuda(d_o, d_a, B, H * W, C, x->stream);
     gpu_test_download(got, d_o, F(gn));

@@ -4,7 +4,8 @@
  *
  * Where it sits: ctest (CPU).  Checks, on fresh random inputs:
  *   1. the rewrite: mobilenet_v2 loses every ReLU6 and ZeroPadding2D node,
- *      resnet20 the ReLUs that follow a batch norm (not those after an Add),
+ *      resnet20 every ReLU (those after a batch norm into it, those after
+ *      an Add into the Add),
  *      and every node that owns variables keeps its name, var0 and n_vars;
  *      mnist and cifar10 are untouched;
  *   2. the layers: batch norm with a fused ReLU6 / ReLU (training and
@@ -13,6 +14,9 @@
  *      depthwise with implicit padding against zeropad + depthwise;
  *   3. finite differences of the fused batch norm + ReLU6 / ReLU
  *      (gradcheck.c, with the kink guard) w.r.t. input, gamma and beta;
+ *      the fused Add + ReLU / ReLU6 against add_forward then the activation
+ *      and back (bit for bit: the same float operations), both inputs'
+ *      gradients, a NULL one, and finite differences w.r.t. both inputs;
  *   4. whole models: mobilenet_v2 (alpha 0.35, 32x32 and 33x33) and resnet20
  *      with the fused plan (model_acts_create) against the unfused one
  *      (model_acts_create_fused(.., 0)): loss, logits and every gradient,
@@ -84,6 +88,12 @@ static int count_bn_act(const Graph *g, Activation act) {
     return n;
 }
 
+static int count_add_act(const Graph *g, Activation act) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i].kind == NODE_ADD && g->nodes[i].add_act == act;
+    return n;
+}
+
 /* Every node with variables appears in both graphs, in order, with the same name, var0, n_vars. */
 static void same_variable_nodes(const char *what, const Graph *a, const Graph *b) {
     int i = 0, j = 0, ok = 1;
@@ -134,11 +144,13 @@ static void test_rewrite(void) {
     graph_build(&g, &s);
     graph_build(&f, &s);
     const int r = graph_fuse(&f);
-    CHECK(r == 10 && count_bn_act(&f, ACT_RELU) == 10 && count_kind(&f, NODE_RELU) == 9,
-          "resnet20: %d fused (want 10: the ReLU after each block's first batch norm and the stem's), %d ReLU nodes "
-          "left (want the 9 after the additions)", r, count_kind(&f, NODE_RELU));
+    CHECK(r == 19 && count_bn_act(&f, ACT_RELU) == 10 && count_add_act(&f, ACT_RELU) == 9 &&
+              count_kind(&f, NODE_RELU) == 0 && count_add_act(&g, ACT_NONE) == 9,
+          "resnet20: %d fused (want 19: the ReLU after each block's first batch norm and the stem's into the batch "
+          "norms, the 9 after the additions into them), %d ReLU nodes left (want 0)", r, count_kind(&f, NODE_RELU));
     same_variable_nodes("resnet20", &g, &f);
-    printf("ok: resnet20: %d ReLUs fused into batch norms, %d left after additions\n", r, count_kind(&f, NODE_RELU));
+    printf("ok: resnet20: %d ReLUs fused, %d into batch norms and %d into additions\n", r, count_bn_act(&f, ACT_RELU),
+           count_add_act(&f, ACT_RELU));
 
     const char *untouched[2] = {"mnist", "cifar10"};
     for (int k = 0; k < 2; k++) {
@@ -248,6 +260,63 @@ static void test_bn_act(Activation act, size_t rows, int C, uint64_t seed) {
     free(db2); free(ds); free(dx3); free(mm); free(mv);
 }
 
+/* The Add with a fused ReLU / ReLU6 against add_forward + the activation and back, then finite differences. */
+typedef struct {
+    size_t n;
+    Activation act;
+    float *a, *b, *out, *R;
+} FusedAdd;
+
+static double add_obj(void *p) {
+    FusedAdd *k = p;
+    add_act_forward(k->out, k->a, k->b, k->act, k->n);
+    return gradcheck_dot(k->out, k->R, k->n);
+}
+
+static void test_add_act(Activation act, size_t n, uint64_t seed) {
+    const char *an = act == ACT_RELU6 ? "relu6" : "relu";
+    FusedAdd k = {n, act, uniform(n, -4, 5, seed), uniform(n, -3, 4, seed + 1), malloc(sizeof(float) * n),
+                  uniform(n, -1, 1, seed + 2)};
+    float *s = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n), *dz = malloc(sizeof(float) * n);
+    float *da = malloc(sizeof(float) * n), *db = malloc(sizeof(float) * n), *da2 = malloc(sizeof(float) * n),
+          *db2 = malloc(sizeof(float) * n);
+    char what[96];
+    add_obj(&k);
+    add_forward(s, k.a, k.b, n);
+    if (act == ACT_RELU6) relu6_forward(y, s, n);
+    else relu_layer_forward(y, s, n);
+    snprintf(what, sizeof what, "add+%s forward", an);
+    expect_close(what, k.out, y, n, 0.0);
+    size_t n_clipped = 0;
+    for (size_t i = 0; i < n; i++) n_clipped += y[i] == 0.0f || y[i] == 6.0f;
+    CHECK(n_clipped > n / 20 && n_clipped < n - n / 20, "add+%s: %zu of %zu outputs clipped: not a test of the mask",
+          an, n_clipped, n);
+    add_act_backward(da, db, k.out, k.R, act, n);
+    if (act == ACT_RELU6) relu6_backward(dz, y, k.R, n);
+    else relu_layer_backward(dz, y, k.R, n);
+    add_backward(da2, db2, dz, n);
+    snprintf(what, sizeof what, "add+%s da", an);
+    expect_close(what, da, da2, n, 0.0);
+    snprintf(what, sizeof what, "add+%s db", an);
+    expect_close(what, db, db2, n, 0.0);
+    memset(db, 0x7f, sizeof(float) * n); /* db NULL: da alone, the same */
+    add_act_backward(NULL, db, k.out, k.R, act, n);
+    snprintf(what, sizeof what, "add+%s db with da NULL", an);
+    expect_close(what, db, db2, n, 0.0);
+    add_act_backward(da, db, k.out, k.R, act, n);
+    GradcheckOpts o = {NULL, 1e-3, 2e-2, 2e-3, 200, seed, 1, 0};
+    float *arrays[2] = {k.a, k.b}, *grads[2] = {da, db};
+    const char *names[2] = {"da", "db"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(what, sizeof what, "add+%s %s (finite differences)", an, names[i]);
+        o.what = what;
+        GradcheckResult r = gradcheck(arrays[i], n, grads[i], add_obj, &k, &o);
+        CHECK(r.n_failed == 0 && r.n_checked > 0, "%s: %d of %d failed", what, r.n_failed, r.n_checked);
+    }
+    free(k.a); free(k.b); free(k.out); free(k.R); free(s); free(y); free(dz); free(da); free(db); free(da2);
+    free(db2);
+}
+
 /* A stride-2 VALID depthwise after Keras's correct_pad, against the same depthwise reading the unpadded input. */
 static void test_implicit_pad(int B, int H, int W, int C, uint64_t seed) {
     ZeroPad z;
@@ -348,6 +417,8 @@ int main(void) {
     test_rewrite();
     test_bn_act(ACT_RELU6, 301, 19, 100);
     test_bn_act(ACT_RELU, 257, 40, 200);
+    test_add_act(ACT_RELU, 5000, 250);
+    test_add_act(ACT_RELU6, 4099, 260);
     test_implicit_pad(2, 8, 8, 5, 300);
     test_implicit_pad(3, 9, 7, 17, 400);
     test_model("mobilenet_v2", 32, 0.35f, 3, 1, 500);
