@@ -122,7 +122,7 @@ static void copy_floats(float *dst, const float *src, size_t n) {
 
 void add_backward(float *da, float *db, const float *dout, size_t n) {
     if (da && da != dout) copy_floats(da, dout, n);
-    if (db && db != dout) copy_floats(db, dout, n);
+    if (db && db != dout && db != da) copy_floats(db, dout, n);
 }
 
 void add_act_forward(float *out, const float *a, const float *b, Activation act, size_t n) {

@@ -526,7 +526,8 @@ void relu_layer_backward(float *dinp, const float *out, const float *dout, size_
 void add_forward(float *out, const float *a, const float *b, size_t n);
 
 /* da, db WRITTEN = dout (each may be NULL, or alias dout: then nothing is
- * copied for it).  da, db, dout: (n).  See the DAG rule above. */
+ * copied for it; or da and db one buffer: copied once).  da, db, dout: (n).
+ * See the DAG rule above. */
 void add_backward(float *da, float *db, const float *dout, size_t n);
 
 /* The residual addition with a fused activation (graph_fuse: Keras's Add

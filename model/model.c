@@ -56,6 +56,8 @@ struct ModelActs {
     int B;                    /* batch of the last forward; 0 before the first */
     int training;             /* mode of the next forwards (model_acts_set_training), 1 by default */
     int forward_training;     /* mode of the last forward */
+    signed char add_share[GRAPH_MAX_NODES]; /* an Add whose two inputs' gradients share one buffer (plan_add_sharing):
+                                 the input slot whose buffer serves both, else -1 */
     ModelSync sync;           /* batch norm's cross-tower sums (model_acts_set_sync) */
     int synced;               /* 1: sync is set */
     double loss_forward_s, loss_backward_s;
@@ -271,6 +273,42 @@ static size_t acts_arrays(ModelActs *a, int alloc) {
     return n_bytes;
 }
 
+/* Consumers of node `node` in g (GRAPH_INPUT: none counted), and the largest consumer index other than `skip`. */
+static int consumers(const Graph *g, int node, int skip, int *max_other) {
+    int n = 0;
+    *max_other = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++)
+            if (g->nodes[i].inputs[j] == node) {
+                n++;
+                if (i != skip && i > *max_other) *max_other = i;
+            }
+    return n;
+}
+
+/* An Add's backward writes the same gradient to both inputs: where one input p has the Add as its only
+ * consumer, is a batch norm or a convolution (their backward leaves dout as it is), and every other consumer
+ * of the other input q comes before p (so p has read its gradient before they add theirs), q's gradient
+ * buffer can be p's for the step: the Add writes it once and copies nothing (model_backward's dout_of).
+ * resnet's identity and projection blocks qualify.  Off in the unfused plan (fuse 0), the tests' oracle. */
+static void plan_add_sharing(ModelActs *a, int fuse) {
+    const Graph *g = &a->graph;
+    for (int i = 0; i < g->n_nodes; i++) {
+        a->add_share[i] = -1;
+        const Node *n = &g->nodes[i];
+        if (!fuse || n->kind != NODE_ADD || n->n_inputs != 2 || n->inputs[0] == n->inputs[1]) continue;
+        for (int s = 0; s < 2 && a->add_share[i] < 0; s++) {
+            const int p = n->inputs[s], q = n->inputs[1 - s];
+            if (p < 0 || q < 0) continue;
+            const NodeKind pk = g->nodes[p].kind;
+            int max_p, max_q;
+            if ((pk == NODE_BATCHNORM || pk == NODE_CONV2D) && consumers(g, p, i, &max_p) == 1 &&
+                (consumers(g, q, i, &max_q), max_q < p))
+                a->add_share[i] = (signed char)s;
+        }
+    }
+}
+
 /* The workspace's struct with its graph built and checked against spec's
  * variable table; no arrays yet.  NULL on failure. */
 static ModelActs *acts_shell(const ModelSpec *spec, int max_batch, int fuse) {
@@ -286,6 +324,7 @@ static ModelActs *acts_shell(const ModelSpec *spec, int max_batch, int fuse) {
         return NULL;
     }
     if (fuse) graph_fuse(&a->graph);
+    plan_add_sharing(a, fuse);
     const Node *last = &a->graph.nodes[a->graph.n_nodes - 1];
     if (last->var0 + last->n_vars != spec->n_vars) { /* a spec not made by model_spec_init for this shape */
         free(a);
@@ -393,10 +432,13 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         fprintf(stderr, "model_backward: the last model_forward ran in evaluation mode; no gradient added\n");
         return;
     }
-    /* written[i]: node i's dout holds (part of) its gradient already. */
+    /* written[i]: node i's dout holds (part of) its gradient already.  dout_of[i]: the buffer of node i's
+     * gradient this step (its own, or an Add's other input's: plan_add_sharing). */
     unsigned char written[GRAPH_MAX_NODES] = {0};
+    float *dout_of[GRAPH_MAX_NODES];
+    for (int i = 0; i < g->n_nodes; i++) dout_of[i] = a->bufs[i].dout;
     double t0 = omp_get_wtime();
-    softmax_xent_backward(a->bufs[g->output].dout, a->probs, a->labels, 1.0f, B, s->num_classes);
+    softmax_xent_backward(dout_of[g->output], a->probs, a->labels, 1.0f, B, s->num_classes);
     written[g->output] = 1;
     a->loss_backward_s += omp_get_wtime() - t0;
     a->n_loss_backward++;
@@ -405,15 +447,20 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         NodeBuf *b = &a->bufs[i];
         if (!written[i] || !n->grad_wanted) continue; /* reaches no loss, or nothing trainable upstream */
         NodeRun r = {.B = B, .n_threads = a->n_threads, .training = 1, .out = b->out, .saved = b->saved,
-                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes, .dout = b->dout,
+                     .scratch = a->scratch, .scratch_n_bytes = a->scratch_n_bytes, .dout = dout_of[i],
                      .sync = a->synced ? &a->sync : NULL};
+        if (a->add_share[i] >= 0) { /* both inputs' gradients in one buffer, when neither has one yet */
+            const int p = n->inputs[a->add_share[i]], q = n->inputs[1 - a->add_share[i]];
+            if (!written[p] && !written[q] && graph_grad_wanted(g, p) && graph_grad_wanted(g, q))
+                dout_of[q] = dout_of[p];
+        }
         int later[NODE_MAX_INPUTS] = {0}; /* input j's gradient goes to grad_tmp's slab j, then is added */
         for (int j = 0; j < n->n_inputs; j++) {
             const int in = n->inputs[j];
             r.in[j] = in == GRAPH_INPUT ? a->x : a->bufs[in].out;
             if (!graph_grad_wanted(g, in)) continue; /* din[j] stays NULL: not wanted */
             later[j] = written[in] || (j == 1 && n->inputs[0] == in);
-            r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : a->bufs[in].dout;
+            r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : dout_of[in];
         }
         bind_vars(&r, s, n, params, dparams);
         t0 = omp_get_wtime();
@@ -422,7 +469,7 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
             const int in = n->inputs[j];
             if (!graph_grad_wanted(g, in)) continue;
             if (later[j])
-                grad_accumulate(a->bufs[in].dout, r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)));
+                grad_accumulate(dout_of[in], r.din[j], (size_t)B * node_shape_n(graph_shape(g, in)));
             written[in] = 1;
         }
         b->backward_s += omp_get_wtime() - t0;
