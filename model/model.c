@@ -287,7 +287,8 @@ static int consumers(const Graph *g, int node, int skip, int *max_other) {
 }
 
 /* An Add's backward writes the same gradient to both inputs: where one input p has the Add as its only
- * consumer, is a batch norm or a convolution (their backward leaves dout as it is), and every other consumer
+ * consumer, is a batch norm or a convolution without a fused activation (their backward leaves dout as it
+ * is), and every other consumer
  * of the other input q comes before p (so p has read its gradient before they add theirs), q's gradient
  * buffer can be p's for the step: the Add writes it once and copies nothing (model_backward's dout_of).
  * resnet's identity and projection blocks qualify.  Off in the unfused plan (fuse 0), the tests' oracle. */
@@ -300,9 +301,11 @@ static void plan_add_sharing(ModelActs *a, int fuse) {
         for (int s = 0; s < 2 && a->add_share[i] < 0; s++) {
             const int p = n->inputs[s], q = n->inputs[1 - s];
             if (p < 0 || q < 0) continue;
-            const NodeKind pk = g->nodes[p].kind;
+            /* a convolution with a fused ReLU masks its dout in place on oneDNN's path (conv2d_run_backward) */
+            const Node *pn = &g->nodes[p];
+            const int keeps_dout = pn->kind == NODE_BATCHNORM || (pn->kind == NODE_CONV2D && pn->conv.act == ACT_NONE);
             int max_p, max_q;
-            if ((pk == NODE_BATCHNORM || pk == NODE_CONV2D) && consumers(g, p, i, &max_p) == 1 &&
+            if (keeps_dout && consumers(g, p, i, &max_p) == 1 &&
                 (consumers(g, q, i, &max_q), max_q < p))
                 a->add_share[i] = (signed char)s;
         }
