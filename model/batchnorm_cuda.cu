@@ -32,23 +32,6 @@ static unsigned blocks_for(size_t n, int threads) {
 #define GRID_STRIDE(i, n) \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
-/* act(y) as relu_forward_kernel / relu6_forward_kernel round it. */
-__device__ static inline float bn_act(float y, int act) {
-    if (act == ACT_NONE) return y;
-    const float r = y > 0.0f ? y : 0.0f;
-    return act == ACT_RELU6 ? (r < 6.0f ? r : 6.0f) : r;
-}
-
-/* The gradient through act of dout[i] at the activated output out[i], as relu_backward_kernel /
- * relu6_backward_kernel (out is not read for ACT_NONE: it may be NULL then). */
-__device__ static inline float bn_act_grad(const float *dout, const float *out, size_t i, int act) {
-    const float g = dout[i];
-    if (act == ACT_NONE) return g;
-    const float o = out[i];
-    if (act == ACT_RELU6) return (o > 0.0f && o < 6.0f) ? g : 0.0f;
-    return o > 0.0f ? g : 0.0f;
-}
-
 /* Thread (x, y)'s share of one chunk's sums of column c: rows r0 + y, r0 + y + 8, ... below r1, in order
  * (0 and 0 when c >= C), every operation rounded on its own (no fused multiply-add: the split and the fused
  * kernels must give the same bits whatever the compiler contracts).  backward == 0: (x, x^2); backward == 1:
@@ -60,7 +43,7 @@ __device__ static inline void bn_lane_sums(double *s_out, double *s2_out, const 
     if (c < C) {
         if (backward) {
             for (size_t r = r0 + threadIdx.y; r < r1; r += 8) {
-                const float g = bn_act_grad(dout, out, r * C + c, act);
+                const float g = act_grad_cuda(dout, out, r * C + c, act);
                 const float xhat = __fmul_rn(__fsub_rn(inp[r * C + c], m), is);
                 s = __dadd_rn(s, (double)g);
                 s2 = __dadd_rn(s2, __dmul_rn((double)g, (double)xhat));
@@ -276,7 +259,7 @@ __global__ static void bn_fused_forward_kernel(float *out, float *mean, float *v
     for (size_t r = threadIdx.y; r < n_rows; r += 8) {
         const size_t i = r * C + c;
         const float t = __fmul_rn(__fmul_rn(__fsub_rn(inp[i], mf), is), ga);
-        out[i] = bn_act(__fadd_rn(t, be), act);
+        out[i] = act_apply_cuda(__fadd_rn(t, be), act);
     }
 }
 
@@ -305,7 +288,7 @@ __global__ static void bn_fused_backward_kernel(float *dinp, float *dgamma, floa
     const float scale = __fmul_rn(gamma[c], is);
     for (size_t r = threadIdx.y; r < n_rows; r += 8) {
         const size_t i = r * C + c;
-        const float g = bn_act_grad(dout, out, i, act);
+        const float g = act_grad_cuda(dout, out, i, act);
         const float xhat = __fmul_rn(__fsub_rn(inp[i], m), is);
         const float t = __fsub_rn(__fsub_rn(g, mean_dy), __fmul_rn(xhat, mean_dy_xhat));
         dinp[i] = __fmul_rn(scale, t);

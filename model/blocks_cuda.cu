@@ -107,20 +107,15 @@ extern "C" void add_backward_cuda(float *da, float *db, const float *dout, size_
 }
 
 /* out = act(a + b), as add_kernel then relu_forward_kernel / relu6_forward_kernel. */
-__global__ static void add_act_kernel(float *out, const float *a, const float *b, int six, size_t n) {
-    GRID_STRIDE(i, n) {
-        const float s = __fadd_rn(a[i], b[i]);
-        const float p = s > 0.0f ? s : 0.0f;
-        out[i] = six ? (p < 6.0f ? p : 6.0f) : p;
-    }
+__global__ static void add_act_kernel(float *out, const float *a, const float *b, int act, size_t n) {
+    GRID_STRIDE(i, n) out[i] = act_apply_cuda(__fadd_rn(a[i], b[i]), act);
 }
 
 /* da = db = dout masked by act at out, as relu_backward_kernel / relu6_backward_kernel; either may be NULL. */
-__global__ static void add_act_backward_kernel(float *da, float *db, const float *out, const float *dout, int six,
+__global__ static void add_act_backward_kernel(float *da, float *db, const float *out, const float *dout, int act,
                                                size_t n) {
     GRID_STRIDE(i, n) {
-        const float o = out[i];
-        const float g = (o > 0.0f && (!six || o < 6.0f)) ? dout[i] : 0.0f;
+        const float g = act_grad_cuda(dout, out, i, act);
         if (da) da[i] = g;
         if (db) db[i] = g;
     }
@@ -132,7 +127,7 @@ extern "C" void add_act_forward_cuda(float *out, const float *a, const float *b,
         add_forward_cuda(out, a, b, n, stream);
         return;
     }
-    add_act_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(out, a, b, act == ACT_RELU6, n);
+    add_act_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(out, a, b, (int)act, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
@@ -143,7 +138,7 @@ extern "C" void add_act_backward_cuda(float *da, float *db, const float *out, co
         return;
     }
     if (!da && !db) return;
-    add_act_backward_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(da, db, out, dout, act == ACT_RELU6, n);
+    add_act_backward_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(da, db, out, dout, (int)act, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

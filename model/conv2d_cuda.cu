@@ -30,12 +30,12 @@
  * a forward convolution of the output gradient with the filter flipped in
  * h and w and its channels swapped (conv_algo.h's conv_dgrad_as_forward):
  * where cuDNN has no deterministic backward-data algorithm within the
- * workspace cap (VGG16 at 224x224, batch 128: only the atomic ALGO_0, 0.9 s
- * a layer on an H100, bench/RESULTS.md 2026-11-27), backward data runs as
+ * workspace cap (VGG16 at 224x224, batch 128: only the atomic ALGO_0, with
+ * 0.46-1.0 s of backward a layer on an H100, bench/RESULTS.md 2026-11-27), backward data runs as
  * cuDNN's forward on a flipped copy of the weights (dgrad_fwd); with
  * TOWER_CUDNN_FIND=1 also wherever cuDNN timed it faster than its
- * backward-data entry (resnet20's 16-channel layers on an H100: ALGO_1
- * 0.17-0.31 ms against the forward's 0.12, 2026-11-27).
+ * backward-data entry (resnet20's 32x32x16 layers on an H100, timed by
+ * cuDNN's Find: ALGO_1 0.17-0.29 ms, their forward 0.12-0.15, 2026-11-27).
  * TOWER_CONV_DGRAD_CUDNN=1 keeps cuDNN's backward data;
  * TOWER_CONV_DGRAD_FORWARD=1 takes the forward wherever it applies (the
  * tests compare it with the CPU that way).

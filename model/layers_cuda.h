@@ -506,4 +506,22 @@ void dropout_backward_cuda(float *dinp, const float *dout, const Dropout *d, uin
 }
 #endif
 
+#ifdef __CUDACC__
+/* A fused activation inside a kernel (batch norm's and the Add's): act(y) as relu_forward_kernel /
+ * relu6_forward_kernel round it, and the gradient through it of dout[i] at the activated output out[i] as
+ * relu_backward_kernel / relu6_backward_kernel (out is not read for ACT_NONE: it may be NULL then). */
+__device__ static inline float act_apply_cuda(float y, int act) {
+    if (act == ACT_NONE) return y;
+    const float r = y > 0.0f ? y : 0.0f;
+    return act == ACT_RELU6 ? (r < 6.0f ? r : 6.0f) : r;
+}
+__device__ static inline float act_grad_cuda(const float *dout, const float *out, size_t i, int act) {
+    const float g = dout[i];
+    if (act == ACT_NONE) return g;
+    const float o = out[i];
+    if (act == ACT_RELU6) return (o > 0.0f && o < 6.0f) ? g : 0.0f;
+    return o > 0.0f ? g : 0.0f;
+}
+#endif
+
 #endif
