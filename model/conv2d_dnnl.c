@@ -15,7 +15,9 @@
  * take blocked activations only: each pass reorders its activation inputs
  * from NHWC into scratch and its activation output back (the reorders are
  * in the measured gain); where this oneDNN has no Winograd kernel (no
- * AVX-512) the direct rule applies.  A ReLU after the bias is a post-op
+ * AVX-512) the direct rule applies, and the 3x3 stride-1 layers
+ * conv_cpu_winograd_f2 names run model/winograd.c's own F(2x2, 3x3)
+ * instead, every pass.  A ReLU after the bias is a post-op
  * forward; its mask is applied to dout in place before the backward
  * primitives (the executor allows a node to clobber dout).  Primitives are created once per
  * (geometry, bias, activation, batch, threads) and cached for the process
@@ -76,6 +78,9 @@ typedef struct {
     dnnl_memory_desc_t act[CONV_PASS_COUNT][2];
     dnnl_primitive_t act_reorder[CONV_PASS_COUNT][2];
     size_t act_n_bytes[CONV_PASS_COUNT][2];  /* each blocked activation's buffer (0: NHWC, none) */
+    /* Passes run by winograd.c's F(2x2, 3x3) instead (prim[p] NULL there), and the scratch they take. */
+    int f2[CONV_PASS_COUNT];
+    size_t f2_n_bytes;
 } ConvEntry;
 
 #define CONV_CACHE_N 512
@@ -101,6 +106,16 @@ static ConvKey key_of(const Conv2d *c, int has_bias, int B, int n_threads) {
     k.OH = c->OH; k.OW = c->OW; k.has_bias = has_bias; k.relu = c->act == ACT_RELU; k.B = B;
     k.n_threads = team_size(n_threads);
     return k;
+}
+
+/* The layer's geometry back from its key. */
+static Conv2d conv_of(const ConvKey *k) {
+    Conv2d c;
+    memset(&c, 0, sizeof c);
+    c.H = k->H; c.W = k->W; c.C_in = k->C_in; c.KH = k->KH; c.KW = k->KW; c.C_out = k->C_out;
+    c.stride_h = k->stride_h; c.stride_w = k->stride_w; c.OH = k->OH; c.OW = k->OW;
+    c.pad_top = k->pad_top; c.pad_left = k->pad_left; c.act = k->relu ? ACT_RELU : ACT_NONE;
+    return c;
 }
 
 static ConvCpuShape shape_of(const ConvKey *k) {
@@ -253,17 +268,49 @@ static void entry_drop(ConvEntry *e) {
     e->failed = 1;
 }
 
+/* 1 when this oneDNN runs its Winograd kernels (AVX-512 ones, which ONEDNN_MAX_CPU_ISA may hold back): asked
+ * once, for vgg11's 4x4 layer at batch 64 (a shape conv_cpu_winograd takes).  Called under g_cache_lock with
+ * the engine made. */
+static int onednn_has_winograd(void) {
+    static int known, has;
+    if (known) return has;
+    known = 1;
+    ConvEntry probe;
+    memset(&probe, 0, sizeof probe);
+    probe.key = (ConvKey){4, 4, 256, 3, 3, 512, 1, 1, 1, 1, 4, 4, 1, 0, 64, 1};
+    has = entry_create(&probe, dnnl_convolution_winograd) == 0;
+    entry_drop(&probe);
+    return has;
+}
+
 /* e's primitives: Winograd where conv_cpu_winograd says so, unless
  * TOWER_CONV_DIRECT is on (base/flags.h's rule) or this oneDNN has no
- * Winograd kernel for it; else the direct rule; else (failed) the loops. */
+ * Winograd kernel for it; else the direct rule; else (failed) the loops.
+ * Where this oneDNN has no Winograd kernel at all, the passes
+ * conv_cpu_winograd_f2 names run winograd.c's F(2x2, 3x3) instead of
+ * whatever oneDNN or the loops would (unless TOWER_CONV_WINOGRAD_F2=0). */
 static void entry_fill(ConvEntry *e) {
     const ConvCpuShape shape = shape_of(&e->key);
+    int done = 0;
     if (conv_cpu_winograd(&shape) && !flags_env_on("TOWER_CONV_DIRECT")) {
-        if (entry_create(e, dnnl_convolution_winograd) == 0) return;
-        entry_drop(e);
-        e->failed = 0;
+        if (entry_create(e, dnnl_convolution_winograd) == 0) done = 1;
+        else {
+            entry_drop(e);
+            e->failed = 0;
+        }
     }
-    if (entry_create(e, dnnl_convolution_direct) != 0) entry_drop(e);
+    if (!done && entry_create(e, dnnl_convolution_direct) != 0) entry_drop(e);
+    const Conv2d c = conv_of(&e->key);
+    if (onednn_has_winograd() || !winograd_applies(&c) || !flags_env_default_on("TOWER_CONV_WINOGRAD_F2")) return;
+    for (int p = 0; p < CONV_PASS_COUNT; p++) {
+        e->f2[p] = conv_cpu_winograd_f2((ConvPass)p, &shape);
+        if (e->f2[p] && e->prim[p]) {
+            dnnl_primitive_destroy(e->prim[p]);
+            e->prim[p] = NULL;
+            e->wei_n_bytes[p] = e->pad_n_bytes[p] = 0;
+        }
+    }
+    e->f2_n_bytes = sizeof(float) * winograd_scratch_n_floats(&c, e->key.B, e->key.n_threads);
 }
 
 /* The entry for key, created on first use; NULL when the cache is full or
@@ -300,6 +347,7 @@ static size_t pass_act_at(const ConvEntry *e, ConvPass p, int i) {
 static size_t pass_pad_at(const ConvEntry *e, ConvPass p) { return pass_act_at(e, p, 2); }
 
 static size_t pass_n_bytes(const ConvEntry *e, ConvPass p) {
+    if (e->f2[p]) return e->f2_n_bytes;
     return e->prim[p] ? pass_pad_at(e, p) + align64(e->pad_n_bytes[p]) : 0;
 }
 
@@ -491,7 +539,7 @@ static const ConvEntry *entry_for_call(const Conv2d *c, int has_bias, int B, int
     if (__atomic_load_n(&g_loops_only, __ATOMIC_RELAXED)) return NULL;
     const ConvKey key = key_of(c, has_bias, B, n_threads);
     const ConvEntry *e = entry_get(&key);
-    return e && !e->failed && dnnl_n_bytes(e) <= scratch_n_bytes ? e : NULL;
+    return e && dnnl_n_bytes(e) <= scratch_n_bytes ? e : NULL; /* a failed entry has no primitives */
 }
 
 void conv2d_run_forward(float *out, void *scratch, size_t scratch_n_bytes, const float *inp, const float *weight,
@@ -499,6 +547,10 @@ void conv2d_run_forward(float *out, void *scratch, size_t scratch_n_bytes, const
     size_t n_bytes = scratch_n_bytes;
     char *aligned = aligned_scratch(scratch, &n_bytes);
     const ConvEntry *e = entry_for_call(c, bias != NULL, B, n_threads, n_bytes);
+    if (e && e->f2[CONV_PASS_FORWARD]) {
+        winograd_forward(out, (float *)aligned, inp, weight, bias, c, B, n_threads);
+        return;
+    }
     if (e && e->prim[CONV_PASS_FORWARD] && pass_forward(e, out, aligned, inp, weight, bias) == 0) return;
     conv2d_forward(out, scratch, inp, weight, bias, c, B, n_threads);
 }
@@ -509,9 +561,11 @@ void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratc
     size_t n_bytes = scratch_n_bytes;
     char *aligned = aligned_scratch(scratch, &n_bytes);
     const ConvEntry *e = entry_for_call(c, dbias != NULL, B, n_threads, n_bytes);
+    const int data_f2 = e && dinp && e->f2[CONV_PASS_BACKWARD_DATA];
+    const int weights_f2 = e && dweight && e->f2[CONV_PASS_BACKWARD_WEIGHTS];
     const int data_dnnl = e && dinp && e->prim[CONV_PASS_BACKWARD_DATA];
-    const int weights_dnnl = e && e->prim[CONV_PASS_BACKWARD_WEIGHTS];
-    if (!data_dnnl && !weights_dnnl) {
+    const int weights_dnnl = e && dweight && e->prim[CONV_PASS_BACKWARD_WEIGHTS];
+    if (!data_dnnl && !weights_dnnl && !data_f2 && !weights_f2) {
         conv2d_backward(dinp, dweight, dbias, scratch, out, dout, inp, weight, c, B, n_threads);
         return;
     }
@@ -524,6 +578,14 @@ void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratc
         plain.act = ACT_NONE;
     }
     int data_done = 0, weights_done = 0;
+    if (weights_f2) {
+        winograd_backward_weights(dweight, dbias, (float *)aligned, dout, inp, c, B, n_threads);
+        weights_done = 1;
+    }
+    if (data_f2) {
+        winograd_backward_data(dinp, (float *)aligned, dout, weight, c, B, n_threads);
+        data_done = 1;
+    }
     if (weights_dnnl) weights_done = pass_backward_weights(e, dweight, dbias, aligned, dout, inp) == 0;
     if (data_dnnl) data_done = pass_backward_data(e, dinp, aligned, dout, weight) == 0;
     if (!data_done || !weights_done)
@@ -535,6 +597,7 @@ int conv2d_run_path(const Conv2d *c, int has_bias, int B, int n_threads, int pas
     if (pass < 0 || pass >= CONV_PASS_COUNT) return CONV_CPU_LOOPS;
     const ConvKey key = key_of(c, has_bias, B, n_threads);
     const ConvEntry *e = entry_get(&key);
+    if (e && e->f2[pass]) return CONV_CPU_WINOGRAD_F2;
     if (!e || e->failed || !e->prim[pass]) return CONV_CPU_LOOPS;
     return e->winograd ? CONV_CPU_WINOGRAD : CONV_CPU_ONEDNN;
 }

@@ -85,7 +85,7 @@ int conv_dgrad_as_forward(int in, int out, int k, int stride, int before, int *p
 /* ---- CPU: oneDNN's convolution primitive or the loops, pass by pass ---------- */
 
 typedef enum { CONV_PASS_FORWARD, CONV_PASS_BACKWARD_DATA, CONV_PASS_BACKWARD_WEIGHTS, CONV_PASS_COUNT } ConvPass;
-typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN, CONV_CPU_WINOGRAD } ConvCpuPath;
+typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN, CONV_CPU_WINOGRAD, CONV_CPU_WINOGRAD_F2 } ConvCpuPath;
 
 /* What the CPU rule looks at: the layer's geometry, and the batch. */
 typedef struct {
@@ -119,6 +119,12 @@ ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl
  * same waste rule unmeasured), at 16 channels and on a first layer of 3,
  * and level on 7x7 maps at batch 8 (32 tiles). */
 int conv_cpu_winograd(const ConvCpuShape *s);
+
+/* 1 when pass should run model/winograd.c's own F(2x2, 3x3) where
+ * oneDNN's Winograd kernels are not there (conv2d_dnnl.c asks only then,
+ * and only for a geometry winograd_applies accepts): a 3x3 kernel at
+ * stride 1 with channels in and out as the table in conv_algo.c gives. */
+int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s);
 
 #ifdef __cplusplus
 }

@@ -129,7 +129,10 @@ static void conv2d_node_backward(const Node *n, const NodeRun *r) {
 }
 
 static const char *conv2d_path_name(int path) {
-    return path == CONV_CPU_WINOGRAD ? "oneDNN Winograd" : path == CONV_CPU_ONEDNN ? "oneDNN direct" : "loops";
+    return path == CONV_CPU_WINOGRAD      ? "oneDNN Winograd"
+           : path == CONV_CPU_WINOGRAD_F2 ? "Winograd F(2x2,3x3)"
+           : path == CONV_CPU_ONEDNN      ? "oneDNN direct"
+                                          : "loops";
 }
 
 static void conv2d_node_describe(const Node *n, int max_batch, int n_threads, char *out, size_t out_n_bytes) {

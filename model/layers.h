@@ -83,6 +83,34 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
                      const float *out, const float *dout, const float *inp,
                      const float *weight, const Conv2d *c, int B, int n_threads);
 
+/* conv2d's passes as Winograd's F(2x2, 3x3) (winograd.c): same arguments
+ * and results as conv2d_forward/backward within float rounding (another
+ * order of additions), for a geometry winograd_applies accepts: a 3x3
+ * kernel at stride 1 with symmetric padding (SAME's 1 and 1, VALID's 0
+ * and 0).
+ *   scratch: winograd_scratch_n_floats(c, B, n_threads) floats (for the
+ *            largest B it will see), clobbered
+ *   winograd_backward_data: dinp (B, H, W, C_in) OVERWRITTEN from dout,
+ *            the output gradient after any activation's mask (unmodified)
+ *   winograd_backward_weights: dweight (3, 3, C_in, C_out) OVERWRITTEN,
+ *            dbias (C_out) OVERWRITTEN unless NULL
+ * Uses min(omp_get_max_threads(), n_threads) threads; the results are the
+ * same bits whatever the team size. */
+int winograd_applies(const Conv2d *c);
+size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads);
+void winograd_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,
+                      const Conv2d *c, int B, int n_threads);
+void winograd_backward_data(float *dinp, float *scratch, const float *dout, const float *weight, const Conv2d *c,
+                            int B, int n_threads);
+void winograd_backward_weights(float *dweight, float *dbias, float *scratch, const float *dout, const float *inp,
+                               const Conv2d *c, int B, int n_threads);
+/* A stride-1 conv's input gradient as a forward convolution of the output
+ * gradient zero-padded by *pad_h rows and *pad_w columns on each side with
+ * the flipped kernel: returns 1 and the padding when the geometry's padding
+ * is symmetric and at most the kernel less one (conv_algo.h's
+ * conv_dgrad_as_forward, both axes), else 0. */
+int conv_dgrad_pad(const Conv2d *c, int *pad_h, int *pad_w);
+
 /* conv2d as the CPU executor runs it (conv2d_dnnl.c): each pass through
  * oneDNN's convolution primitive or the loops above, as conv_algo.h's CPU
  * table picks; same arguments and results as conv2d_forward/backward

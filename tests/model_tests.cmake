@@ -56,3 +56,6 @@ set_tests_properties(test_model_mobilenet_keras PROPERTIES SKIP_RETURN_CODE 77 L
 tower_add_test(NAME test_model_fuse
   SOURCES test_model_fuse.c gradcheck.c
   LIBS tower_model)
+tower_add_test(NAME test_winograd
+  SOURCES test_winograd.c
+  LIBS tower_model)

@@ -17,7 +17,10 @@
  * Winograd (conv_cpu_winograd): vgg11's and resnet20's shapes at batches
  * with 64 tiles or more, through the same comparison, the NHWC <-> blocked
  * reorders of each pass included; two runs bit for bit equal; and
- * TOWER_CONV_DIRECT=1 keeps the direct kernels.
+ * TOWER_CONV_DIRECT=1 keeps the direct kernels.  Where oneDNN has no
+ * Winograd kernel: model/winograd.c's F(2x2, 3x3) takes every pass of the
+ * layers conv_cpu_winograd_f2 names (64 channels and more), not the
+ * others, and TOWER_CONV_WINOGRAD_F2=0 gives the table back.
  */
 #include "model/conv_algo.h"
 #include "model/layers.h"
@@ -56,7 +59,10 @@ static double rel_err(const float *ref, const float *x, size_t n) {
 static int n_onednn_passes; /* over every case: passes oneDNN actually ran */
 
 static const char *path_name(int path) {
-    return path == CONV_CPU_WINOGRAD ? "Winograd" : path == CONV_CPU_ONEDNN ? "oneDNN" : "loops";
+    return path == CONV_CPU_WINOGRAD      ? "Winograd"
+           : path == CONV_CPU_WINOGRAD_F2 ? "F(2x2,3x3)"
+           : path == CONV_CPU_ONEDNN      ? "oneDNN"
+                                          : "loops";
 }
 
 typedef struct {
@@ -228,13 +234,16 @@ int main(void) {
      * machine's oneDNN has them, and backward-weights only where they are AVX-512 ones (conv_algo.c: jit:avx2's
      * was slower than the loops everywhere measured).  oneDNN's AVX-512 kernels need avx512_core (F, BW, VL, DQ);
      * ONEDNN_MAX_CPU_ISA may hold them back, so with it set either path is accepted. */
+    /* The table as it stands without model/winograd.c's F(2x2, 3x3) (batch 5: not cached yet, and the switch
+     * is read at creation). */
+    setenv("TOWER_CONV_WINOGRAD_F2", "0", 1);
     Conv2d c;
     conv2d_init(&c, 4, 4, 256, 3, 3, 512, 1, 1, PAD_SAME, ACT_RELU);
-    if (conv2d_run_path(&c, 1, 6, 1, CONV_PASS_FORWARD) == CONV_CPU_ONEDNN) {
-        CHECK(conv2d_run_path(&c, 1, 6, 1, CONV_PASS_BACKWARD_DATA) == CONV_CPU_ONEDNN);
+    if (conv2d_run_path(&c, 1, 5, 1, CONV_PASS_FORWARD) == CONV_CPU_ONEDNN) {
+        CHECK(conv2d_run_path(&c, 1, 5, 1, CONV_PASS_BACKWARD_DATA) == CONV_CPU_ONEDNN);
         const int avx512_core = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-        const int wpath = conv2d_run_path(&c, 1, 6, 1, CONV_PASS_BACKWARD_WEIGHTS);
+        const int wpath = conv2d_run_path(&c, 1, 5, 1, CONV_PASS_BACKWARD_WEIGHTS);
         if (!avx512_core)
             CHECK(wpath == CONV_CPU_LOOPS, "no AVX-512: backward weights on the loops, not %s", path_name(wpath));
         else if (!getenv("ONEDNN_MAX_CPU_ISA"))
@@ -243,6 +252,41 @@ int main(void) {
     } else {
         printf("  (this machine's oneDNN has no direct kernel for vgg11's 4x4 layer: every pass ran the loops)\n");
     }
-    printf("%d oneDNN passes compared; %d checks, %d failures\n", n_onednn_passes, check_count, check_failures);
+    unsetenv("TOWER_CONV_WINOGRAD_F2");
+    /* model/winograd.c's F(2x2, 3x3), where this oneDNN has no Winograd kernel (n_wino == 0): every pass of
+     * vgg11's 4x4 layer and of a 64-channel 8x8 layer, none of resnet20's 32-channel 16x16 layer or of a
+     * stride-2 one (conv_cpu_winograd_f2); where oneDNN has Winograd kernels, never. */
+    Conv2d f64, f32, f_s2;
+    conv2d_init(&f64, 8, 8, 64, 3, 3, 64, 1, 1, PAD_SAME, ACT_NONE);
+    conv2d_init(&f32, 16, 16, 32, 3, 3, 32, 1, 1, PAD_SAME, ACT_NONE);
+    conv2d_init(&f_s2, 16, 16, 64, 3, 3, 128, 2, 2, PAD_SAME, ACT_NONE);
+    int n_f2 = 0;
+    for (int p = 0; p < CONV_PASS_COUNT; p++) {
+        const int want = n_wino == 0 ? CONV_CPU_WINOGRAD_F2 : -1;
+        const int p_vgg = conv2d_run_path(&c, 1, 8, 2, p), p64 = conv2d_run_path(&f64, 0, 8, 2, p);
+        if (want == CONV_CPU_WINOGRAD_F2) {
+            CHECK(p_vgg == want, "pass %d of vgg11's 4x4 layer: %s, not F(2x2,3x3)", p, path_name(p_vgg));
+            CHECK(p64 == want, "pass %d of the 64-channel 8x8 layer: %s, not F(2x2,3x3)", p, path_name(p64));
+        } else {
+            CHECK(p_vgg != CONV_CPU_WINOGRAD_F2 && p64 != CONV_CPU_WINOGRAD_F2, "oneDNN's Winograd is here");
+        }
+        CHECK(conv2d_run_path(&f32, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "32 channels take F(2x2,3x3)");
+        CHECK(conv2d_run_path(&f_s2, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "stride 2 takes F(2x2,3x3)");
+        n_f2 += p_vgg == CONV_CPU_WINOGRAD_F2;
+    }
+    /* Its results through conv2d_run_* (the cases above ran it where it applies): vgg11's 4x4 and 2x2 layers at
+     * batch 8, and the 64-channel 8x8 one, against the loops. */
+    const Case f2_cases[] = {
+        {4, 256, 3, 512, 1, PAD_SAME, 1, ACT_RELU},
+        {2, 512, 3, 512, 1, PAD_SAME, 1, ACT_RELU},
+        {8, 64, 3, 64, 1, PAD_SAME, 0, ACT_NONE},
+    };
+    for (int i = 0; i < 3; i++) run_case(&f2_cases[i], 8, 8, 2, 1, 0);
+    setenv("TOWER_CONV_WINOGRAD_F2", "0", 1);
+    CHECK(conv2d_run_path(&c, 1, 9, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0");
+    unsetenv("TOWER_CONV_WINOGRAD_F2");
+    printf("  F(2x2,3x3) (model/winograd.c) took %d of vgg11's 4x4 layer's passes%s\n", n_f2,
+           n_wino ? " (none: oneDNN's Winograd kernels are here)" : "");
+    printf("%d passes off the loops compared; %d checks, %d failures\n", n_onednn_passes, check_count, check_failures);
     return check_failures ? 1 : 0;
 }

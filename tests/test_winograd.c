@@ -1,0 +1,178 @@
+/* test_winograd.c — conv2d's Winograd F(2x2, 3x3) passes (model/winograd.c)
+ * against the readable loops (conv2d_forward / conv2d_backward), the
+ * oracle.
+ *
+ * Where it sits: ctest (CPU).  Every 3x3 stride-1 geometry of maps 1-9 on
+ * each side (odd sizes leave half tiles at the edges), SAME and VALID,
+ * channels 1-40 in and out (uneven, and past a SIMD width), with and
+ * without bias and ReLU, batches 1-3, on 1 and 2 threads, and vgg11's and
+ * resnet20's shapes at batch 8 (many chunks and segments): fresh random
+ * inputs, weights and output gradients; forward output, input gradient,
+ * weight and bias gradients within 2e-5 of the largest magnitude (another
+ * order of additions; the loops' own is not exact either).  Also: two runs
+ * bit for bit equal, and one thread's the same bits as two; the scratch size is enough for a smaller batch; dout
+ * is not modified; winograd_applies refuses stride 2, 1x1 and 5x5 kernels.
+ */
+#include "model/layers.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/check.h"
+
+static uint64_t g_seed = 0x3a1f;
+
+static float *rnd(size_t n) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (g_seed += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        x[i] = (float)((double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+    }
+    return x;
+}
+
+/* max |a - b| / max |a|, 0 when both are all zero. */
+static double rel_err(const float *ref, const float *x, size_t n) {
+    double m = 0.0, s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        m = fmax(m, fabs((double)ref[i] - x[i]));
+        s = fmax(s, fabs((double)ref[i]));
+    }
+    return s > 0.0 ? m / s : m;
+}
+
+static const double TOL = 2e-5;
+static double g_worst;
+
+/* One geometry: every pass against the loops; returns the number of failed checks. */
+static int compare(int H, int W, int C_in, int C_out, Padding pad, Activation act, int has_bias, int B, int nt) {
+    Conv2d c;
+    if (conv2d_init(&c, H, W, C_in, 3, 3, C_out, 1, 1, pad, act) != 0) return 0; /* VALID on a map under 3 */
+    const int before = check_failures;
+    CHECK(winograd_applies(&c), "%dx%d %s: 3x3 stride 1 applies", H, W, pad == PAD_SAME ? "SAME" : "VALID");
+    const size_t in_n = (size_t)B * H * W * C_in, out_n = (size_t)B * c.OH * c.OW * C_out;
+    const size_t w_n = (size_t)9 * C_in * C_out;
+    float *x = rnd(in_n), *w = rnd(w_n), *bias = has_bias ? rnd(C_out) : NULL, *dy = rnd(out_n);
+    float *y_ref = malloc(sizeof(float) * out_n), *y = malloc(sizeof(float) * out_n);
+    float *dx_ref = malloc(sizeof(float) * in_n), *dx = malloc(sizeof(float) * in_n);
+    float *dw_ref = malloc(sizeof(float) * w_n), *dw = malloc(sizeof(float) * w_n);
+    float *db_ref = malloc(sizeof(float) * C_out), *db = malloc(sizeof(float) * C_out);
+    float *g = malloc(sizeof(float) * out_n), *dy_copy = malloc(sizeof(float) * out_n);
+    float *loops = malloc(sizeof(float) * conv2d_scratch_n_floats(&c, nt));
+    float *scratch = malloc(sizeof(float) * winograd_scratch_n_floats(&c, B, nt));
+
+    conv2d_forward(y_ref, loops, x, w, bias, &c, B, nt);
+    conv2d_backward(dx_ref, dw_ref, db_ref, loops, y_ref, dy, x, w, &c, B, nt);
+    winograd_forward(y, scratch, x, w, bias, &c, B, nt);
+    /* The passes after the activation's mask, as conv2d_run_backward gives them dout (the reference output's
+     * mask, the one the loops apply). */
+    for (size_t i = 0; i < out_n; i++) g[i] = act == ACT_RELU && !(y_ref[i] > 0.0f) ? 0.0f : dy[i];
+    memcpy(dy_copy, g, sizeof(float) * out_n);
+    winograd_backward_data(dx, scratch, g, w, &c, B, nt);
+    winograd_backward_weights(dw, has_bias ? db : NULL, scratch, g, x, &c, B, nt);
+    CHECK(!memcmp(g, dy_copy, sizeof(float) * out_n), "dout modified");
+    const double e_y = rel_err(y_ref, y, out_n);
+    const double e_dx = rel_err(dx_ref, dx, in_n), e_dw = rel_err(dw_ref, dw, w_n);
+    const double e_db = has_bias ? rel_err(db_ref, db, C_out) : 0.0;
+    const double e = fmax(fmax(e_y, e_dx), fmax(e_dw, e_db));
+    if (e > g_worst) g_worst = e;
+    CHECK(e <= TOL, "%dx%d %d->%d %s%s%s B=%d threads %d: forward %.2g, dinp %.2g, dweight %.2g, dbias %.2g", H, W,
+          C_in, C_out, pad == PAD_SAME ? "SAME" : "VALID", act == ACT_RELU ? " relu" : "", has_bias ? " bias" : "", B,
+          nt, e_y, e_dx, e_dw, e_db);
+    free(x); free(w); free(bias); free(dy); free(y_ref); free(y); free(dx_ref); free(dx); free(dw_ref); free(dw);
+    free(db_ref); free(db); free(g); free(dy_copy); free(loops); free(scratch);
+    return check_failures - before;
+}
+
+/* Two runs of every pass bit for bit equal, one thread's the same as two, and a smaller batch within the
+ * scratch sized for a larger.  15x15 maps of batch 9: 576 tiles, several chunks and backward-weights segments,
+ * odd edges. */
+static void repeat_and_smaller(void) {
+    Conv2d c;
+    conv2d_init(&c, 15, 15, 64, 3, 3, 96, 1, 1, PAD_SAME, ACT_NONE);
+    const int B = 9, P = 15 * 15;
+    const size_t in_n = (size_t)B * P * 64, out_n = (size_t)B * P * 96, w_n = (size_t)9 * 64 * 96;
+    float *x = rnd(in_n), *w = rnd(w_n), *dy = rnd(out_n);
+    float *s = malloc(sizeof(float) * winograd_scratch_n_floats(&c, B, 2));
+    float *r[2][3];
+    for (int run = 0; run < 2; run++) {
+        r[run][0] = malloc(sizeof(float) * out_n);
+        r[run][1] = malloc(sizeof(float) * in_n);
+        r[run][2] = malloc(sizeof(float) * w_n);
+        winograd_forward(r[run][0], s, x, w, NULL, &c, B, 2);
+        winograd_backward_data(r[run][1], s, dy, w, &c, B, 2);
+        winograd_backward_weights(r[run][2], NULL, s, dy, x, &c, B, 2);
+    }
+    CHECK(!memcmp(r[0][0], r[1][0], sizeof(float) * out_n), "forward: two runs differ");
+    CHECK(!memcmp(r[0][1], r[1][1], sizeof(float) * in_n), "backward data: two runs differ");
+    CHECK(!memcmp(r[0][2], r[1][2], sizeof(float) * w_n), "backward weights: two runs differ");
+    /* One thread: the same bits (the chunks and segments do not depend on the team). */
+    winograd_forward(r[1][0], s, x, w, NULL, &c, B, 1);
+    winograd_backward_data(r[1][1], s, dy, w, &c, B, 1);
+    winograd_backward_weights(r[1][2], NULL, s, dy, x, &c, B, 1);
+    CHECK(!memcmp(r[0][0], r[1][0], sizeof(float) * out_n), "forward: 1 and 2 threads differ");
+    CHECK(!memcmp(r[0][1], r[1][1], sizeof(float) * in_n), "backward data: 1 and 2 threads differ");
+    CHECK(!memcmp(r[0][2], r[1][2], sizeof(float) * w_n), "backward weights: 1 and 2 threads differ");
+    /* Batch 2 in the batch-5 scratch: against the loops. */
+    float *loops = malloc(sizeof(float) * conv2d_scratch_n_floats(&c, 2));
+    float *y_ref = malloc(sizeof(float) * out_n), *dx_ref = malloc(sizeof(float) * in_n);
+    float *dw_ref = malloc(sizeof(float) * w_n);
+    conv2d_forward(y_ref, loops, x, w, NULL, &c, 2, 2);
+    conv2d_backward(dx_ref, dw_ref, NULL, loops, y_ref, dy, x, w, &c, 2, 2);
+    winograd_forward(r[0][0], s, x, w, NULL, &c, 2, 2);
+    winograd_backward_data(r[0][1], s, dy, w, &c, 2, 2);
+    winograd_backward_weights(r[0][2], NULL, s, dy, x, &c, 2, 2);
+    CHECK(rel_err(y_ref, r[0][0], (size_t)2 * P * 96) <= TOL, "batch 2 in batch 9's scratch: forward");
+    CHECK(rel_err(dx_ref, r[0][1], (size_t)2 * P * 64) <= TOL, "batch 2 in batch 9's scratch: backward data");
+    CHECK(rel_err(dw_ref, r[0][2], w_n) <= TOL, "batch 2 in batch 9's scratch: backward weights");
+    for (int run = 0; run < 2; run++)
+        for (int i = 0; i < 3; i++) free(r[run][i]);
+    free(x); free(w); free(dy); free(s); free(loops); free(y_ref); free(dx_ref); free(dw_ref);
+}
+
+int main(void) {
+    /* Small geometries, exhaustively over map sizes. */
+    int n_cases = 0;
+    for (int H = 1; H <= 9; H++)
+        for (int W = 1; W <= 9; W += (H % 2 ? 1 : 3))
+            for (int p = 0; p < 2; p++) {
+                const Padding pad = p ? PAD_VALID : PAD_SAME;
+                const int C_in = 1 + (H * 7 + W * 3) % 12, C_out = 1 + (H * 5 + W) % 11;
+                const Activation act = (H + W) % 2 ? ACT_RELU : ACT_NONE;
+                compare(H, W, C_in, C_out, pad, act, (H + W + p) % 3 != 0, 1 + (H + W) % 3, 1 + (W % 2));
+                n_cases++;
+            }
+    /* Channel counts past a SIMD width, both thread counts. */
+    const int chans[][2] = {{3, 16}, {16, 3}, {17, 33}, {40, 8}, {32, 32}};
+    for (size_t i = 0; i < sizeof chans / sizeof chans[0]; i++)
+        for (int nt = 1; nt <= 2; nt++) {
+            compare(7, 6, chans[i][0], chans[i][1], PAD_SAME, ACT_RELU, 1, 3, nt);
+            compare(6, 7, chans[i][0], chans[i][1], PAD_VALID, ACT_NONE, 0, 2, nt);
+            n_cases += 2;
+        }
+    /* The networks' shapes: vgg11 at 32x32 (16x16 .. 2x2 maps), resnet20's 32x32x16 .. 8x8x64. */
+    const int nets[][4] = {{16, 64, 128, 0}, {8, 128, 256, 0}, {8, 256, 256, 0}, {4, 256, 512, 0},
+                           {2, 512, 512, 0}, {32, 16, 16, 1}, {16, 32, 32, 1}, {8, 64, 64, 1}};
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        compare(nets[i][0], nets[i][0], nets[i][1], nets[i][2], PAD_SAME, nets[i][3] ? ACT_NONE : ACT_RELU,
+                !nets[i][3], 8, 2);
+        n_cases++;
+    }
+    repeat_and_smaller();
+    Conv2d c;
+    conv2d_init(&c, 8, 8, 4, 3, 3, 4, 2, 2, PAD_SAME, ACT_NONE);
+    CHECK(!winograd_applies(&c), "stride 2 refused");
+    conv2d_init(&c, 8, 8, 4, 1, 1, 4, 1, 1, PAD_SAME, ACT_NONE);
+    CHECK(!winograd_applies(&c), "1x1 refused");
+    conv2d_init(&c, 8, 8, 4, 5, 5, 4, 1, 1, PAD_SAME, ACT_NONE);
+    CHECK(!winograd_applies(&c), "5x5 refused");
+    printf("%d geometries against the loops, largest relative difference %.2g (bound %.0e); %d checks, %d "
+           "failures\n",
+           n_cases, g_worst, TOL, check_count, check_failures);
+    return check_failures ? 1 : 0;
+}
