@@ -588,7 +588,7 @@ void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratc
     }
     if (weights_dnnl) weights_done = pass_backward_weights(e, dweight, dbias, aligned, dout, inp) == 0;
     if (data_dnnl) data_done = pass_backward_data(e, dinp, aligned, dout, weight) == 0;
-    if (!data_done || !weights_done)
+    if ((dinp && !data_done) || (dweight && !weights_done))
         conv2d_backward(data_done ? NULL : dinp, weights_done ? NULL : dweight, weights_done ? NULL : dbias, scratch,
                         out, dout, inp, weight, &plain, B, n_threads);
 }

@@ -7,9 +7,10 @@
  * weights by name.
  *
  * Where it sits: tests/ (label interop).  Usage:
- *   test_nets_keras_helper NET OUT_DIR H B FC_WIDTH [WIDTH]
+ *   test_nets_keras_helper NET OUT_DIR H B FC_WIDTH [WIDTH [SEED]]
  * (10 classes, 3 channels; FC_WIDTH: the VGG head, 0 for Keras's 4096;
- * WIDTH: mobilenet_v2's width multiplier, default 1)
+ * WIDTH: mobilenet_v2's width multiplier, default (or 0) 1; SEED: the
+ * variables' initialiser seed, default 2026)
  * writes into OUT_DIR: vars.txt (one line per variable: name, offset,
  * ndim, shape), params.bin (n_params floats, seeded), x.bin ((B, H, H, 3)
  * floats), labels.bin (B int32), loss.bin (1 float: the training-mode
@@ -39,13 +40,14 @@ static int write_file(const char *dir, const char *name, const void *p, size_t n
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6 && argc != 7) {
-        fprintf(stderr, "usage: %s NET OUT_DIR H B FC_WIDTH [WIDTH]\n", argv[0]);
+    if (argc < 6 || argc > 8) {
+        fprintf(stderr, "usage: %s NET OUT_DIR H B FC_WIDTH [WIDTH [SEED]]\n", argv[0]);
         return 2;
     }
     const char *net = argv[1], *dir = argv[2];
     const int H = atoi(argv[3]), B = atoi(argv[4]), K = 10;
-    ModelOptions o = {argc == 7 ? (float)atof(argv[6]) : 0.0f, MODEL_HEAD_KERAS, atoi(argv[5])};
+    ModelOptions o = {argc >= 7 ? (float)atof(argv[6]) : 0.0f, MODEL_HEAD_KERAS, atoi(argv[5])};
+    const uint64_t seed = argc == 8 ? strtoull(argv[7], NULL, 10) : 2026;
     ModelSpec s;
     char err[256];
     if (B < 1 || model_spec_init_opts(&s, net, H, H, 3, K, &o, err, sizeof err)) {
@@ -56,7 +58,7 @@ int main(int argc, char **argv) {
     float *params = malloc(sizeof(float) * n), *grads = calloc(n, sizeof(float)), *x = malloc(sizeof(float) * x_n);
     float *logits = malloc(sizeof(float) * B * K);
     int32_t *labels = malloc(sizeof(int32_t) * B);
-    model_init_params(params, &s, 2026);
+    model_init_params(params, &s, seed);
     /* gamma, beta, moving statistics off their initial values, so that every term shows */
     for (int v = 0; v < s.n_vars; v++) {
         const char *nm = strrchr(s.vars[v].name, '/') + 1;
