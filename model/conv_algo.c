@@ -96,9 +96,10 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
 /* model/winograd.c's F(2x2, 3x3) against what each pass ran before (oneDNN's jit:avx2 forward and backward
  * data, the loops' backward weights), bench_model --per_layer at batch 64 on 2 threads, on a 2-core AMD EPYC
  * with AVX2 and no AVX-512 (bench/RESULTS.md, 2026-11-27): every pass gains where both channel counts are at
- * least 64 (vgg11's layers from 16x16 down to 2x2 1.5-2.0x, resnet20's 8x8x64 1.3-1.6x); at 32 channels
- * (resnet20's 16x16 layers) the forward is level and the backward 1.1x slower, at 16 1.2-1.8x slower: the
- * products are then too shallow to pay for the transforms, which move 16 values a channel each way. */
+ * least 64 (vgg11's layers from 16x16 down to 2x2 1.5-2.2x forward, 1.6-1.8x backward; resnet20's 8x8x64
+ * 1.6-1.7x and 1.1-1.4x); at 32 channels (resnet20's 16x16 layers) the forward is level and the backward 1.2x
+ * slower, at 16 (32x32) 1.2-1.4x and 1.8-2.0x slower: the products are then too shallow to pay for the
+ * transforms, which move 16 values a channel each way. */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s) {
     (void)pass;
     return s->KH == 3 && s->KW == 3 && s->stride_h == 1 && s->stride_w == 1 && s->C_in >= 64 && s->C_out >= 64;
