@@ -20,6 +20,15 @@ void gradcheck_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t see
     }
 }
 
+double gradcheck_rel_max_diff(const float *ref, const float *x, size_t n) {
+    double m = 0.0, s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        m = fmax(m, fabs((double)ref[i] - x[i]));
+        s = fmax(s, fabs((double)ref[i]));
+    }
+    return s > 0.0 ? m / s : m;
+}
+
 double gradcheck_dot(const float *a, const float *b, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];

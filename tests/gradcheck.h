@@ -58,4 +58,9 @@ double gradcheck_dot(const float *a, const float *b, size_t n);
 /* Fill x (n) with uniform values in [lo, hi) from a splitmix64 stream. */
 void gradcheck_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t seed);
 
+/* max |ref[i] - x[i]| / max |ref[i]| (in double; the largest difference
+ * itself when ref is all zero): two ways to compute one tensor compared
+ * on the scale of its largest entry. */
+double gradcheck_rel_max_diff(const float *ref, const float *x, size_t n);
+
 #endif

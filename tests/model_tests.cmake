@@ -6,7 +6,7 @@ tower_add_test(NAME test_layers_known
   SOURCES test_layers_known.c gradcheck.c
   LIBS tower_model)
 tower_add_test(NAME test_conv_dnnl
-  SOURCES test_conv_dnnl.c
+  SOURCES test_conv_dnnl.c gradcheck.c
   LIBS tower_model)
 tower_add_test(NAME test_model_spec
   SOURCES test_model_spec.c
@@ -57,5 +57,5 @@ tower_add_test(NAME test_model_fuse
   SOURCES test_model_fuse.c gradcheck.c
   LIBS tower_model)
 tower_add_test(NAME test_winograd
-  SOURCES test_winograd.c
+  SOURCES test_winograd.c gradcheck.c
   LIBS tower_model)

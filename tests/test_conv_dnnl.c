@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "tests/check.h"
+#include "tests/gradcheck.h"
 
 static uint64_t g_seed = 0x5eed;
 
@@ -46,15 +47,7 @@ static float *rnd(size_t n) {
     return x;
 }
 
-/* max |a - b| / max |a|, 0 when both are all zero. */
-static double rel_err(const float *ref, const float *x, size_t n) {
-    double m = 0.0, s = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        m = fmax(m, fabs((double)ref[i] - x[i]));
-        s = fmax(s, fabs((double)ref[i]));
-    }
-    return s > 0.0 ? m / s : m;
-}
+#define rel_err gradcheck_rel_max_diff
 
 static int n_onednn_passes; /* over every case: passes oneDNN actually ran */
 

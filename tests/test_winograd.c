@@ -22,29 +22,18 @@
 #include <string.h>
 
 #include "tests/check.h"
+#include "tests/gradcheck.h"
 
 static uint64_t g_seed = 0x3a1f;
 
+/* n fresh uniform values in [-1, 1), a new stream each call. */
 static float *rnd(size_t n) {
     float *x = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) {
-        uint64_t z = (g_seed += 0x9E3779B97F4A7C15ULL);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-        x[i] = (float)((double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-    }
+    gradcheck_fill_uniform(x, n, -1.0f, 1.0f, g_seed++);
     return x;
 }
 
-/* max |a - b| / max |a|, 0 when both are all zero. */
-static double rel_err(const float *ref, const float *x, size_t n) {
-    double m = 0.0, s = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        m = fmax(m, fabs((double)ref[i] - x[i]));
-        s = fmax(s, fabs((double)ref[i]));
-    }
-    return s > 0.0 ? m / s : m;
-}
+#define rel_err gradcheck_rel_max_diff
 
 static const double TOL = 2e-5;
 static double g_worst;
