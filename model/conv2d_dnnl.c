@@ -304,9 +304,12 @@ static void entry_fill(ConvEntry *e) {
     if (onednn_has_winograd() || !winograd_applies(&c) || !flags_env_default_on("TOWER_CONV_WINOGRAD_F2")) return;
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
         e->f2[p] = conv_cpu_winograd_f2((ConvPass)p, &shape);
-        if (e->f2[p] && e->prim[p]) {
+        if (e->f2[p] && e->prim[p]) { /* a direct entry: its weight reorders go with the pass */
             dnnl_primitive_destroy(e->prim[p]);
             e->prim[p] = NULL;
+            dnnl_primitive_t *reorder = p == CONV_PASS_BACKWARD_WEIGHTS ? &e->dw_to_hwio : &e->to_blocked[p];
+            if (*reorder) dnnl_primitive_destroy(*reorder);
+            *reorder = NULL;
             e->wei_n_bytes[p] = e->pad_n_bytes[p] = 0;
         }
     }
