@@ -132,7 +132,7 @@ if [ -f "$src/t10k-images-idx3-ubyte.gz" ]; then
   # Each CPU tower's conv layers, each pass's path (model/conv_algo.h): mnist's conv1 and conv2, nothing else.
   python3 - "$work/train.log" <<'EOF' || fail "the placement log does not give each conv layer's paths"
 import re, sys
-path = "(oneDNN Winograd|oneDNN direct|loops)"
+path = r"(oneDNN Winograd|Winograd F\(2x2,3x3\)|oneDNN direct|loops)"
 one = re.compile(f"{path}, every pass|forward {path}, backward data {path}, backward weights {path}")
 for t in (0, 1):
     line = [l for l in open(sys.argv[1]) if f"tower_{t}: conv algorithms: " in l]
