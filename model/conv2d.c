@@ -16,6 +16,7 @@
  * What it does not do: allocate (scratch comes from the caller), or check
  * shapes after conv2d_init.
  */
+#include "model/conv_algo.h"
 #include "model/layers.h"
 #include "model/sgemm.h"
 
@@ -38,6 +39,13 @@ int tf_padding(int *out_size, int *pad_before, int in_size, int k, int stride, P
     *out_size = out;
     *pad_before = pad_total / 2;
     return 0;
+}
+
+/* conv_algo.h's rule on both axes. */
+int conv_dgrad_pad(const Conv2d *c, int *pad_h, int *pad_w) {
+    *pad_h = *pad_w = 0;
+    return conv_dgrad_as_forward(c->H, c->OH, c->KH, c->stride_h, c->pad_top, pad_h) &&
+           conv_dgrad_as_forward(c->W, c->OW, c->KW, c->stride_w, c->pad_left, pad_w);
 }
 
 int conv2d_init(Conv2d *c, int H, int W, int C_in, int KH, int KW, int C_out,

@@ -733,8 +733,7 @@ static int init_grouped(Conv2dCuda *c, const Conv2d *geom, int groups, int max_b
     /* The input gradient as a forward convolution (the file's header), where the geometry allows it. */
     int dpad_h = 0, dpad_w = 0;
     c->dgrad_fwd_ok = c->input_grad && groups == 1 && !c->gemm_1x1 && !flags_env_on("TOWER_CONV_DGRAD_CUDNN") &&
-                      conv_dgrad_as_forward(g->H, g->OH, g->KH, g->stride_h, g->pad_top, &dpad_h) &&
-                      conv_dgrad_as_forward(g->W, g->OW, g->KW, g->stride_w, g->pad_left, &dpad_w);
+                      conv_dgrad_pad(g, &dpad_h, &dpad_w);
     if (CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->x_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateTensorDescriptor(&c->y_desc), err, err_n_bytes) ||
         CUDNN_SOFT(cudnnCreateFilterDescriptor(&c->w_desc), err, err_n_bytes))

@@ -108,7 +108,8 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
  * gradient zero-padded by *pad_h rows and *pad_w columns on each side with
  * the flipped kernel: returns 1 and the padding when the geometry's padding
  * is symmetric and at most the kernel less one (conv_algo.h's
- * conv_dgrad_as_forward, both axes), else 0. */
+ * conv_dgrad_as_forward, both axes), else 0.  conv2d.c; winograd.c's
+ * backward data and conv2d_cuda.cu's forward-way input gradient use it. */
 int conv_dgrad_pad(const Conv2d *c, int *pad_h, int *pad_w);
 
 /* conv2d as the CPU executor runs it (conv2d_dnnl.c): each pass through

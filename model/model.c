@@ -288,8 +288,8 @@ static int consumers(const Graph *g, int node, int skip, int *max_other) {
 
 /* An Add's backward writes the same gradient to both inputs: where one input p has the Add as its only
  * consumer, is a batch norm or a convolution without a fused activation (their backward leaves dout as it
- * is), and every other consumer
- * of the other input q comes before p (so p has read its gradient before they add theirs), q's gradient
+ * is), and every other consumer of the other input q comes before p (so p has read its gradient before they
+ * add theirs), q's gradient
  * buffer can be p's for the step: the Add writes it once and copies nothing (model_backward's dout_of).
  * resnet's identity and projection blocks qualify.  Off in the unfused plan (fuse 0), the tests' oracle. */
 static void plan_add_sharing(ModelActs *a, int fuse) {
@@ -305,9 +305,9 @@ static void plan_add_sharing(ModelActs *a, int fuse) {
             const Node *pn = &g->nodes[p];
             const int keeps_dout = pn->kind == NODE_BATCHNORM || (pn->kind == NODE_CONV2D && pn->conv.act == ACT_NONE);
             int max_p, max_q;
-            if (keeps_dout && consumers(g, p, i, &max_p) == 1 &&
-                (consumers(g, q, i, &max_q), max_q < p))
-                a->add_share[i] = (signed char)s;
+            if (!keeps_dout || consumers(g, p, i, &max_p) != 1) continue;
+            consumers(g, q, i, &max_q);
+            if (max_q < p) a->add_share[i] = (signed char)s;
         }
     }
 }

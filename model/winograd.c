@@ -35,7 +35,6 @@
  * What it does not do: strides other than 1, kernels other than 3x3, or
  * allocate (the caller's scratch, winograd_scratch_n_floats).
  */
-#include "model/conv_algo.h"
 #include "model/layers.h"
 #include "model/sgemm.h"
 
@@ -50,13 +49,6 @@ int winograd_applies(const Conv2d *c) {
     int pad_h, pad_w;
     return c->KH == 3 && c->KW == 3 && c->stride_h == 1 && c->stride_w == 1 &&
            conv_dgrad_pad(c, &pad_h, &pad_w);
-}
-
-/* conv_algo.h's rule on both axes. */
-int conv_dgrad_pad(const Conv2d *c, int *pad_h, int *pad_w) {
-    *pad_h = *pad_w = 0;
-    return conv_dgrad_as_forward(c->H, c->OH, c->KH, c->stride_h, c->pad_top, pad_h) &&
-           conv_dgrad_as_forward(c->W, c->OW, c->KW, c->stride_w, c->pad_left, pad_w);
 }
 
 /* One convolution as the transforms see it: an input map (H, W, C), an output map (OH, OW, K), the zero cells

@@ -50,6 +50,7 @@ static float *rnd(size_t n) {
 #define rel_err gradcheck_rel_max_diff
 
 static int n_onednn_passes; /* over every case: passes oneDNN actually ran */
+static int n_f2_passes;     /* and passes model/winograd.c ran */
 
 static const char *path_name(int path) {
     return path == CONV_CPU_WINOGRAD      ? "Winograd"
@@ -99,10 +100,12 @@ static void run_case(const Case *k, int max_batch, int B, int n_threads, int wan
     int paths[CONV_PASS_COUNT];
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
         paths[p] = conv2d_run_path(&c, k->bias, B, n_threads, p);
-        /* A pass runs oneDNN only when its primitive fits the scratch given. */
+        /* A pass runs oneDNN (or model/winograd.c) only when it fits the scratch given. */
         if (paths[p] != CONV_CPU_LOOPS && !starve_scratch && B <= max_batch &&
-            (p != CONV_PASS_BACKWARD_DATA || want_dinp))
-            n_onednn_passes++;
+            (p != CONV_PASS_BACKWARD_DATA || want_dinp)) {
+            if (paths[p] == CONV_CPU_WINOGRAD_F2) n_f2_passes++;
+            else n_onednn_passes++;
+        }
     }
     const double tol = 1e-4;
     char what[160];
@@ -275,11 +278,13 @@ int main(void) {
         {8, 64, 3, 64, 1, PAD_SAME, 0, ACT_NONE},
     };
     for (int i = 0; i < 3; i++) run_case(&f2_cases[i], 8, 8, 2, 1, 0);
+    if (n_wino == 0) CHECK(n_f2_passes > 0, "model/winograd.c ran no pass compared with the loops");
     setenv("TOWER_CONV_WINOGRAD_F2", "0", 1);
     CHECK(conv2d_run_path(&c, 1, 9, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0");
     unsetenv("TOWER_CONV_WINOGRAD_F2");
     printf("  F(2x2,3x3) (model/winograd.c) took %d of vgg11's 4x4 layer's passes%s\n", n_f2,
            n_wino ? " (none: oneDNN's Winograd kernels are here)" : "");
-    printf("%d passes off the loops compared; %d checks, %d failures\n", n_onednn_passes, check_count, check_failures);
+    printf("%d oneDNN and %d F(2x2,3x3) passes compared; %d checks, %d failures\n", n_onednn_passes, n_f2_passes,
+           check_count, check_failures);
     return check_failures ? 1 : 0;
 }

@@ -299,7 +299,7 @@ static void test_add_act(Activation act, size_t n, uint64_t seed) {
     expect_close(what, da, da2, n, 0.0);
     snprintf(what, sizeof what, "add+%s db", an);
     expect_close(what, db, db2, n, 0.0);
-    memset(db, 0x7f, sizeof(float) * n); /* db NULL: da alone, the same */
+    memset(db, 0x7f, sizeof(float) * n); /* da NULL: db alone, the same */
     add_act_backward(NULL, db, k.out, k.R, act, n);
     snprintf(what, sizeof what, "add+%s db with da NULL", an);
     expect_close(what, db, db2, n, 0.0);
