@@ -498,13 +498,30 @@ RESIZE_CLONES static void horizontal_row_u8(uint8_t *out, const float *row, int 
 #define RESIZE_HAVE_AVX2 1
 #include <immintrin.h>
 
+/* horizontal_rgb_avx2's last step: out (dW, 3) = sums (dW rounded up to 4, 4) rounded four pixels at a time
+ * (+0.5, truncation, the packs' saturation: round_u8's), the fourth lanes dropped by a shuffle. */
+__attribute__((target("avx2"))) static void round_rgb_avx2(uint8_t *out, const float *sums, int dW) {
+    const __m256 half = _mm256_set1_ps(0.5f);
+    const __m128i rgb = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    for (int x = 0; x < dW; x += 4) {
+        /* pixels x, x+1 in lo; x+2, x+3 in hi; the packs interleave 128-bit halves: lo.0 hi.0 lo.1 hi.1 */
+        const __m256i lo = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_loadu_ps(sums + 4 * (size_t)x), half));
+        const __m256i hi = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_loadu_ps(sums + 4 * (size_t)x + 8), half));
+        const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8); /* x, x+1, x+2, x+3 */
+        const __m128i b = _mm_shuffle_epi8(
+            _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1)), rgb);
+        uint8_t px[16];
+        _mm_storeu_si128((__m128i *)px, b);
+        memcpy(out + 3 * (size_t)x, px, 3 * (size_t)(dW - x < 4 ? dW - x : 4));
+    }
+}
+
 /* The horizontal pass of horizontal_row_u8 for C = 3, two pixels in one 8-lane register: pixel 2q in the low
  * half, 2q + 1 in the high, each as horizontal_row_u8's 4-lane pixel, so the same multiplies and adds lane for
  * lane, in the same order.  pairs (ceil(dW / 2), n_taps, 2, 4): tap i's weight of the pair's two pixels, each
  * four times (0 past a pixel's count, and for the missing pixel of an odd dW), made by horizontal_pairs.  The
- * sums go to sums (dW rounded up to 4, 4) first, and are rounded four pixels at a time (+0.5, truncation, the
- * packs' saturation: round_u8's), the fourth lanes dropped by a shuffle: rounding and storing each pixel on
- * its own took more time than its sums. */
+ * sums go to sums (dW rounded up to 4, 4) first, then round_rgb_avx2: rounding and storing each pixel on its
+ * own took more time than its sums.  (Two rows at a time, reading the weights once for both: no faster.) */
 __attribute__((target("avx2"))) static void horizontal_rgb_avx2(uint8_t *out, const float *row, int dW,
                                                                const int *xf, const float *pairs, int n_taps,
                                                                float *sums) {
@@ -518,18 +535,37 @@ __attribute__((target("avx2"))) static void horizontal_rgb_avx2(uint8_t *out, co
         }
         _mm256_storeu_ps(sums + 4 * (size_t)x, a);
     }
-    const __m256 half = _mm256_set1_ps(0.5f);
-    const __m128i rgb = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-    for (int x = 0; x < dW; x += 4) {
-        /* pixels x, x+1 in lo; x+2, x+3 in hi; the packs interleave 128-bit halves: lo.0 hi.0 lo.1 hi.1 */
-        const __m256i lo = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_loadu_ps(sums + 4 * (size_t)x), half));
-        const __m256i hi = _mm256_cvttps_epi32(_mm256_add_ps(_mm256_loadu_ps(sums + 4 * (size_t)x + 8), half));
-        const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8); /* x, x+1, x+2, x+3 */
-        const __m128i b = _mm_shuffle_epi8(
-            _mm_packus_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1)), rgb);
-        uint8_t px[16];
-        _mm_storeu_si128((__m128i *)px, b);
-        memcpy(out + 3 * (size_t)x, px, 3 * (size_t)(dW - x < 4 ? dW - x : 4));
+    round_rgb_avx2(out, sums, dW);
+}
+
+/* 8 bytes at p as 8 floats. */
+__attribute__((target("avx2"))) static inline __m256 bytes_to_floats_avx2(const uint8_t *p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* The vertical pass of one output row for any C: row[j] = the weighted sum of the n rows r0 + i * in_row_n
+ * (i < n, weights kk[i]; w0 is kk[0], or 0 where n is 0), j < in_row_n, 32 values at a time held in registers
+ * over every tap, so that row is written once instead of read and written once a tap (1.35-1.45x the resize;
+ * bench/RESULTS.md).  The multiplies and adds are vertical_row's plain loop's, value for value and in its
+ * order (the first tap sets the sum: w0 x), so the same floats. */
+__attribute__((target("avx2"))) static void vertical_row_avx2(float *row, const uint8_t *r0, size_t in_row_n,
+                                                              const float *kk, float w0, int n) {
+    size_t j = 0;
+    for (; j + 32 <= in_row_n; j += 32) {
+        const __m256 v0 = _mm256_set1_ps(w0);
+        __m256 a[4];
+        for (int q = 0; q < 4; q++) a[q] = _mm256_mul_ps(v0, bytes_to_floats_avx2(r0 + j + 8 * q));
+        for (int i = 1; i < n; i++) {
+            const uint8_t *r = r0 + (size_t)i * in_row_n + j;
+            const __m256 w = _mm256_set1_ps(kk[i]);
+            for (int q = 0; q < 4; q++) a[q] = _mm256_add_ps(a[q], _mm256_mul_ps(w, bytes_to_floats_avx2(r + 8 * q)));
+        }
+        for (int q = 0; q < 4; q++) _mm256_storeu_ps(row + j + 8 * q, a[q]);
+    }
+    for (; j < in_row_n; j++) {
+        float a = w0 * (float)r0[j];
+        for (int i = 1; i < n; i++) a += kk[i] * (float)r0[(size_t)i * in_row_n + j];
+        row[j] = a;
     }
 }
 
@@ -551,33 +587,47 @@ static float *horizontal_pairs(int dW, const int *xc, const float *xk, int xks, 
 #define RESIZE_HAVE_AVX2 0
 #endif
 
+/* The vertical pass of output row y: row (sW * C) = the weighted sum of src's rows yf[y] ... (weights yk),
+ * vertical_row_avx2 where avx2, else the plain loop (the same floats).  Inlined into resize_rows' clones. */
+static inline void vertical_row(float *row, const uint8_t *src, size_t in_row_n, const int *yf, const int *yc,
+                                       const float *yk, int yks, int y, int avx2) {
+    const float *kk = yk + (size_t)y * yks;
+    const uint8_t *r0 = src + (size_t)yf[y] * in_row_n;
+    const float w0 = yc[y] > 0 ? kk[0] : 0.0f;
+#if RESIZE_HAVE_AVX2
+    if (avx2) {
+        vertical_row_avx2(row, r0, in_row_n, kk, w0, yc[y]);
+        return;
+    }
+#endif
+    (void)avx2;
+    for (size_t j = 0; j < in_row_n; j++) row[j] = w0 * (float)r0[j];
+    for (int i = 1; i < yc[y]; i++) {
+        const float w = kk[i];
+        const uint8_t *r = r0 + (size_t)i * in_row_n;
+        for (size_t j = 0; j < in_row_n; j++) row[j] += w * (float)r[j];
+    }
+}
+
 /* The two passes over every output row of dst (dH, dW, C) from src (sH, sW, C), with the weights of
  * coeffs_float (x: xf, xc, xk, xks; y: likewise) and row, the vertical pass's (sW, C) floats with its
- * padding.  Static and called from this file only: Clang emits a clone's dispatcher only where it is
- * called. */
+ * padding; avx2: the CPU has AVX2 (vertical_row_avx2 then); pairs and sums, where given, horizontal_rgb_avx2's.
+ * Static and called from this file only: Clang emits a clone's dispatcher only where it is called. */
 RESIZE_CLONES static void resize_rows(uint8_t *dst, int dH, int dW, const uint8_t *src, int sW, int C, float *row,
                                       const int *xf, const int *xc, const float *xk, int xks, int n_taps,
                                       const float *pairs, float *sums, const int *yf, const int *yc,
-                                      const float *yk, int yks) {
-    const size_t in_row_n = (size_t)sW * C;
+                                      const float *yk, int yks, int avx2) {
+    const size_t in_row_n = (size_t)sW * C, out_row_n = (size_t)dW * C;
     for (int y = 0; y < dH; y++) {
-        const float *kk = yk + (size_t)y * yks;
-        const uint8_t *r0 = src + (size_t)yf[y] * in_row_n;
-        const float w0 = yc[y] > 0 ? kk[0] : 0.0f;
-        for (size_t j = 0; j < in_row_n; j++) row[j] = w0 * (float)r0[j];
-        for (int i = 1; i < yc[y]; i++) {
-            const float w = kk[i];
-            const uint8_t *r = src + (size_t)(yf[y] + i) * in_row_n;
-            for (size_t j = 0; j < in_row_n; j++) row[j] += w * (float)r[j];
-        }
+        vertical_row(row, src, in_row_n, yf, yc, yk, yks, y, avx2);
 #if RESIZE_HAVE_AVX2
         if (pairs) {
-            horizontal_rgb_avx2(dst + (size_t)y * dW * C, row, dW, xf, pairs, n_taps, sums);
+            horizontal_rgb_avx2(dst + y * out_row_n, row, dW, xf, pairs, n_taps, sums);
             continue;
         }
 #endif
         (void)pairs, (void)sums;
-        horizontal_row_u8(dst + (size_t)y * dW * C, row, dW, C, xf, xc, xk, xks, n_taps);
+        horizontal_row_u8(dst + y * out_row_n, row, dW, C, xf, xc, xk, xks, n_taps);
     }
 }
 
@@ -616,8 +666,10 @@ int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH,
     /* horizontal_rgb_avx2's weights and sums (dW rounded up to 4, 4), where the CPU has AVX2 (else, or short of
      * memory: none, and horizontal_row_u8) */
     float *pairs = NULL, *sums = NULL;
+    int avx2 = 0;
 #if RESIZE_HAVE_AVX2
-    if (C == 3 && __builtin_cpu_supports("avx2")) {
+    avx2 = __builtin_cpu_supports("avx2");
+    if (C == 3 && avx2) {
         pairs = horizontal_pairs(dW, xc, xk, xks, n_taps);
         sums = calloc(((size_t)dW + 3) / 4 * 16, sizeof(float));
         if (!pairs || !sums) {
@@ -627,7 +679,7 @@ int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH,
         }
     }
 #endif
-    resize_rows(dst, dH, dW, src, sW, C, row, xf, xc, xk, xks, n_taps, pairs, sums, yf, yc, yk, yks);
+    resize_rows(dst, dH, dW, src, sW, C, row, xf, xc, xk, xks, n_taps, pairs, sums, yf, yc, yk, yks, avx2);
     free(pairs);
     free(sums);
     free(row);
