@@ -12,6 +12,7 @@
 #include <stdint.h>
 #if defined(__SSE2__)
 #define AUGMENT_STREAM 1
+#define AUGMENT_STREAM_MIN_VALUES 65536 /* an image of at least 256 KB of floats */
 #include <emmintrin.h>
 #else
 #define AUGMENT_STREAM 0
@@ -179,19 +180,23 @@ void augment_mnist_u8(float *out, const uint8_t *in, size_t n) {
 void augment_none_u8(float *out, const uint8_t *in, size_t n) {
     size_t i = 0;
 #if AUGMENT_STREAM
-    /* The batch is read by a tower long after (a batch of 224 x 224 images is 38 MB, past any cache): stores
-     * that bypass the cache write it without first reading each line in, half the memory traffic. */
-    for (; i < n && ((uintptr_t)(out + i) & 15); i++) out[i] = (float)in[i];
-    const __m128i zero = _mm_setzero_si128();
-    for (; i + 16 <= n; i += 16) {
-        const __m128i b = _mm_loadu_si128((const __m128i *)(in + i));
-        const __m128i lo = _mm_unpacklo_epi8(b, zero), hi = _mm_unpackhi_epi8(b, zero);
-        _mm_stream_ps(out + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)));
-        _mm_stream_ps(out + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)));
-        _mm_stream_ps(out + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)));
-        _mm_stream_ps(out + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)));
+    /* A large image's batch is read by a tower long after and is past any cache (a batch of 64 at 224 x 224 is
+     * 38 MB): stores that bypass the cache write it without first reading each line in, half the memory
+     * traffic (+1% images/sec, bench/RESULTS.md).  A small image's batch may still be in cache when a tower
+     * reads it: plain stores. */
+    if (n >= AUGMENT_STREAM_MIN_VALUES) {
+        for (; i < n && ((uintptr_t)(out + i) & 15); i++) out[i] = (float)in[i];
+        const __m128i zero = _mm_setzero_si128();
+        for (; i + 16 <= n; i += 16) {
+            const __m128i b = _mm_loadu_si128((const __m128i *)(in + i));
+            const __m128i lo = _mm_unpacklo_epi8(b, zero), hi = _mm_unpackhi_epi8(b, zero);
+            _mm_stream_ps(out + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, zero)));
+            _mm_stream_ps(out + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, zero)));
+            _mm_stream_ps(out + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, zero)));
+            _mm_stream_ps(out + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, zero)));
+        }
+        _mm_sfence(); /* the streamed stores before the pipeline's hand-over */
     }
-    _mm_sfence(); /* the streamed stores before the pipeline's hand-over */
 #endif
     for (; i < n; i++) out[i] = (float)in[i];
 }

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "io/augment.h"
 #include "io/example.h"
@@ -461,6 +462,32 @@ static void test_augment_reference(void) {
     CHECK(o[0] == -0.5f && o[1] == 0.5f && fabsf(o[2] - (51.0f / 255.0f - 0.5f)) < 1e-7f);
 }
 
+/* augment_none_u8 (uint8 to float, no scaling) on fresh random bytes: a large image (its streaming stores) and a
+ * small one, at an aligned and an unaligned output, with a length that leaves a tail; nothing past n written. */
+static void test_augment_none(void) {
+    const size_t sizes[3] = {224 * 224 * 3 + 7, 65536, 32 * 32 * 3 + 5};
+    uint64_t s = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull + 1;
+    for (int k = 0; k < 3; k++)
+        for (int shift = 0; shift < 3; shift++) {
+            const size_t n = sizes[k];
+            uint8_t *in = malloc(n);
+            float *buf = malloc((n + 8) * sizeof(float));
+            CHECK(in && buf);
+            if (!in || !buf) return;
+            for (size_t i = 0; i < n; i++) in[i] = (uint8_t)((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+            for (size_t i = 0; i < n + 8; i++) buf[i] = -1.0f;
+            float *out = buf + shift;
+            augment_none_u8(out, in, n);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) bad += out[i] != (float)in[i];
+            for (float *q = buf; q < out; q++) bad += *q != -1.0f;
+            for (float *q = out + n; q < buf + n + 8; q++) bad += *q != -1.0f;
+            CHECK_MSG(bad == 0, "augment_none_u8: %zu wrong values (n %zu, output shifted by %d floats)", bad, n, shift);
+            free(in);
+            free(buf);
+        }
+}
+
 /* Counting allocator: the staging buffers must come from the caller's HostAlloc. */
 typedef struct {
     int n_alloc, n_free;
@@ -727,6 +754,7 @@ int main(void) {
     test_split_shards();
     test_exactly_once_and_shards(&ds);
     test_augment_reference();
+    test_augment_none();
     test_determinism_and_resume();
     test_allocator_and_close(&ds);
     test_bad_records();
