@@ -684,13 +684,16 @@ static int test_batchnorm_fused(const Ctx *x, size_t rows, int C, Activation act
     const BatchNorm bn = {C, 0.99, 1e-3f, act};
     const size_t n = rows * (size_t)C;
     float *h = gpu_test_host(F(n)), *a = gpu_test_host(F(n)), *b = gpu_test_host(F(n));
-    gpu_test_fill(h, n, -4.0f, 8.0f); /* past 6: relu6's upper edge is crossed */
+    gpu_test_fill(h, n, -4.0f, 8.0f);
     float *d_inp = gpu_test_upload(h, F(n));
     gpu_test_fill(h, n, -1.0f, 1.0f);
     float *d_dout = gpu_test_upload(h, F(n));
-    gpu_test_fill(h, C, 0.5f, 1.5f);
+    /* The output is beta + gamma x with x normalised (uniform inputs: |x| up to about 1.73), whatever the inputs'
+     * range: for relu6, gamma in [1.5, 2.5] and beta in [3.5, 5] put it in about [-0.8, 9.3], across both of
+     * relu6's edges (checked below); else about [-3.1, 3.1], across relu's. */
+    gpu_test_fill(h, C, act == ACT_RELU6 ? 1.5f : 0.5f, act == ACT_RELU6 ? 2.5f : 1.5f);
     float *d_gamma = gpu_test_upload(h, F(C));
-    gpu_test_fill(h, C, -0.5f, 0.5f);
+    gpu_test_fill(h, C, act == ACT_RELU6 ? 3.5f : -0.5f, act == ACT_RELU6 ? 5.0f : 0.5f);
     float *d_beta = gpu_test_upload(h, F(C));
     float *d_out[2], *d_stats[2], *d_dinp[2], *d_dg[2], *d_db[2], *d_dout2[2];
     for (int k = 0; k < 2; k++) {
@@ -729,6 +732,18 @@ static int test_batchnorm_fused(const Ctx *x, size_t rows, int C, Activation act
         const int same = memcmp(a, b, F(cmp[k].n)) == 0;
         printf("  %-28s %s\n", cmp[k].what, same ? "bitwise equal to the split kernels: ok" : "DIFFER: FAIL");
         fails += !same;
+    }
+    /* the activation's edges reached: outputs clamped at 0 (relu, relu6) and at 6 (relu6) */
+    if (act != ACT_NONE) {
+        gpu_test_download(a, d_out[0], F(n));
+        size_t at0 = 0, at6 = 0;
+        for (size_t i = 0; i < n; i++) {
+            at0 += a[i] == 0.0f;
+            at6 += a[i] == 6.0f;
+        }
+        const int edges = at0 > 0 && (act != ACT_RELU6 || at6 > 0);
+        printf("  %-28s %zu at 0, %zu at 6: %s\n", "activation's edges", at0, at6, edges ? "ok" : "not reached: FAIL");
+        fails += !edges;
     }
     /* dout unchanged by the fused backward; without dinp, dgamma and dbeta again (added a second time) */
     gpu_test_download(a, d_dout, F(n));
