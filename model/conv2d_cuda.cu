@@ -436,10 +436,17 @@ static int find_bufs_alloc(FindBufs *b, const Conv2dCuda *c, size_t cap, char *e
     const size_t w_n = conv2d_cuda_filter_n_floats(c);
     memset(b, 0, sizeof *b);
     b->ws_n_bytes = cap;
+    if (cap && CUDA_SOFT(cudaMalloc(&b->ws, cap), err, err_n_bytes)) {
+        /* the whole cap is asked for: say which setting sizes it */
+        const size_t k = strlen(err);
+        snprintf(err + k, err_n_bytes - k, " (TOWER_CUDNN_FIND=1 measures every layer with the whole workspace cap, "
+                 "%zu MiB: lower TOWER_CUDNN_WORKSPACE_MIB)", cap >> 20);
+        find_bufs_free(b);
+        return -1;
+    }
     if (CUDA_SOFT(cudaMalloc((void **)&b->x, x_n * sizeof(float)), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&b->y, y_n * sizeof(float)), err, err_n_bytes) ||
         CUDA_SOFT(cudaMalloc((void **)&b->w, w_n * sizeof(float)), err, err_n_bytes) ||
-        (cap && CUDA_SOFT(cudaMalloc(&b->ws, cap), err, err_n_bytes)) ||
         CUDA_SOFT(cudaMemset(b->x, 0, x_n * sizeof(float)), err, err_n_bytes) ||
         CUDA_SOFT(cudaMemset(b->y, 0, y_n * sizeof(float)), err, err_n_bytes) ||
         CUDA_SOFT(cudaMemset(b->w, 0, w_n * sizeof(float)), err, err_n_bytes)) {
