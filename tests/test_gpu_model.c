@@ -4,7 +4,9 @@
  * through batch-size changes on one workspace, a label out of range and a
  * batch larger than the workspace; and backward's convention (it ADDS).
  * mobilenet_v2 (96x96) too, with its evaluation mode and moving statistics;
- * vgg11 and resnet20 (32x32) and resnet50 (128x128).
+ * vgg11 and resnet20 (32x32) and resnet50 (128x128).  Under
+ * TOWER_CONV_DGRAD_FORWARD=1 (ctest's test_gpu_model_dgrad_forward) it also
+ * checks that the input gradient ran as a forward convolution somewhere.
  * Both executors run the fused graph (graph_fuse): mobilenet_v2's batch
  * norms with ReLU6 and implicitly padded stride-2 depthwise, resnet's batch
  * norms with ReLU, are compared here CPU against GPU (the GPU runs a fused
@@ -182,6 +184,27 @@ static int run_too_big(Pair *p, int B) {
     return ok ? 0 : 1;
 }
 
+/* Under TOWER_CONV_DGRAD_FORWARD=1 (test_gpu_model_dgrad_forward), the input gradient of every stride-1,
+ * symmetrically padded convolution whose input gradient is wanted runs as a forward convolution: every network
+ * here but mobilenet_v2 has such a layer (mobilenet_v2's convolutions are its stride-2 stem, 1x1 products and
+ * depthwise layers), so the algorithms line must name at least one, else the test would pass on cuDNN's
+ * backward data alone.  0, or 1 (printed). */
+static int check_dgrad_forward_taken(const Pair *p) {
+    const char *v = getenv("TOWER_CONV_DGRAD_FORWARD");
+    if (!v || strcmp(v, "1")) return 0;
+    const size_t line_n_bytes = (size_t)1 << 16;
+    char *line = gpu_test_host(line_n_bytes);
+    model_acts_cuda_describe_algos(p->gpu, line, line_n_bytes);
+    int n = 0;
+    for (const char *q = line; (q = strstr(q, "as a forward convolution")); q++) n++;
+    free(line);
+    const int want = strcmp(p->spec->name, "mobilenet_v2") != 0;
+    const int ok = want ? n > 0 : n == 0;
+    printf("  input gradients as a forward convolution: %d layer(s) (expected %s): %s\n", n, want ? "some" : "none",
+           ok ? "ok" : "FAIL");
+    return !ok;
+}
+
 static int test_model(const Ctx *x, const char *name, int H, int W, int C, double grad_limit, uint64_t seed) {
     ModelSpec spec;
     char err[512];
@@ -209,6 +232,7 @@ static int test_model(const Ctx *x, const char *name, int H, int W, int C, doubl
     p.dparams_gpu = gpu_test_host(sizeof(float) * spec.n_params);
     int fails = 0;
     fails += run_batch(&p, 6, 0);
+    fails += check_dgrad_forward_taken(&p);
     fails += run_batch(&p, 3, 0); /* a smaller batch: new descriptors and algorithms */
     fails += run_batch(&p, 8, 0); /* back up to max_batch */
     fails += run_batch(&p, 4, 1);
