@@ -1048,6 +1048,7 @@ int main(void) {
     fails += test_conv(&x, 12, 12, 64, 3, 64, 1, PAD_SAME, ACT_RELU, 4, 4, 1, 5e-3);
     fails += test_conv(&x, 9, 9, 5, 3, 7, 2, PAD_SAME, ACT_NONE, 3, 3, 0, rel);
     fails += test_conv(&x, 8, 8, 3, 4, 8, 1, PAD_SAME, ACT_RELU, 4, 4, 0, rel);
+    fails += test_conv(&x, 56, 56, 64, 3, 64, 1, PAD_SAME, ACT_RELU, 4, 4, 0, rel); /* a VGG-sized map, numbers too */
     unsetenv("TOWER_CONV_DGRAD_FORWARD");
     /* VGG16's 3x3 layers at 224x224, batch 128 (cuDNN's only backward data within the cap was the atomic
      * ALGO_0 on 2026-11-27): under --deterministic every direction now has a deterministic algorithm. */
