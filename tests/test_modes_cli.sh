@@ -160,6 +160,19 @@ assert n == 12, f'{n} all-reduce spans, expected 2 towers x 6 steps'
     grep -q "tower_0: cpu backend, .*, $want OpenMP thread(s)" "$work/train1.log" ||
       fail "${omp:+OMP_NUM_THREADS=$omp: }the log does not give tower_0 $want OpenMP thread(s): $(grep 'tower_0: cpu' "$work/train1.log")"
   done
+  # The server's threads with as many towers as cores (OMP_NUM_THREADS=2, 2 towers): every thread where idle OpenMP
+  # threads sleep (tower's own OMP_WAIT_POLICY=passive, or GOMP_SPINCOUNT=0), one where they would spin on a
+  # tower's core (OMP_WAIT_POLICY=active, a GOMP_SPINCOUNT above 0).
+  for policy in "" OMP_WAIT_POLICY=active GOMP_SPINCOUNT=0 GOMP_SPINCOUNT=1000; do
+    rm -rf "$work/train2"
+    env OMP_NUM_THREADS=2 $policy "$tower" train --model mnist --data "$work/fm-*.tfrecord" --train_dir "$work/train2" \
+      --num_towers 2 --batch_size 4 --max_steps 1 --min_after_dequeue 100 --log_device_placement >"$work/train2.log" 2>&1 ||
+      { cat "$work/train2.log"; fail "tower train with 2 towers${policy:+ under $policy} failed"; }
+    case "$policy" in *active|*=1000) want=1 ;; *) want=2 ;; esac
+    grep -q "applied on /cpu:0 by $want OpenMP thread(s)" "$work/train2.log" ||
+      fail "${policy:-the default wait policy}: the server should have $want OpenMP thread(s): $(grep 'applied on' "$work/train2.log")"
+  done
+  echo "tower train: the server's OpenMP threads under each wait policy: ok"
 else
   echo "skipped the training run: $src is missing (Debian package dataset-fashion-mnist)"
 fi

@@ -6,12 +6,14 @@
  */
 #include "train/trainer.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -273,6 +275,28 @@ static int plan_gpus(const TrainerOptions *o, int n_visible, int *gpus, char *er
 
 /* Which backend, how many towers, and on which devices.  --device auto takes
  * GPU towers when a GPU is usable and says which it chose. */
+/* 1 when GNU OpenMP's idle threads sleep at once instead of spinning for the next parallel region: libgomp's
+ * rule, read from the environment it read at load time: GOMP_SPINCOUNT, where set, is the spin count (here only
+ * a plain 0 counts as sleeping); else OMP_WAIT_POLICY=passive (any case) gives 0.  Anything else: 0 (spinning,
+ * or not known). */
+static int omp_idle_threads_sleep(void) {
+    const char *spin = getenv("GOMP_SPINCOUNT");
+    if (spin) {
+        while (isspace((unsigned char)*spin)) spin++;
+        const char *q = spin;
+        while (*q == '0') q++;
+        while (isspace((unsigned char)*q)) q++;
+        return q > spin && spin[0] == '0' && *q == '\0';
+    }
+    const char *policy = getenv("OMP_WAIT_POLICY");
+    if (!policy) return 0;
+    while (isspace((unsigned char)*policy)) policy++;
+    if (strncasecmp(policy, "passive", 7) != 0) return 0;
+    policy += 7;
+    while (isspace((unsigned char)*policy)) policy++;
+    return *policy == '\0';
+}
+
 static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     const char *dev = o->device;
@@ -347,13 +371,17 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
     }
     /* The server's average and update run while the towers wait.  With as many CPU
      * towers as cores, a second OpenMP thread of the server would, after those loops,
-     * keep spinning (libgomp waits actively for its next region) on a core that a tower
-     * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md). */
+     * keep spinning (libgomp's default wait for its next region) on a core that a tower
+     * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md).
+     * Where idle OpenMP threads sleep at once (`tower` runs OMP_WAIT_POLICY=passive
+     * unless the environment chose, cmd/main.c), the server takes every thread: mnist's
+     * 2 towers on 2 cores, average 3.4 -> 1.8 ms, update 3.9 -> 2.5 ms, the towers'
+     * forward and backward unchanged (bench/RESULTS.md). */
     /* The ranks of a job on one host share its cores; OMP_NUM_THREADS (or a narrower affinity mask, which
      * omp_get_max_threads reflects) caps them. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN) / ranks_local_size();
     if (cores > omp_get_max_threads()) cores = omp_get_max_threads();
-    tr->server_threads = tr->n_towers >= cores ? 1 : omp_get_max_threads();
+    tr->server_threads = tr->n_towers >= cores && !omp_idle_threads_sleep() ? 1 : omp_get_max_threads();
     if (tr->n_towers > TOWER_MAX_TOWERS) {
         snprintf(err, err_n_bytes, "--num_towers %d: at most %d", tr->n_towers, TOWER_MAX_TOWERS);
         return -1;
