@@ -590,7 +590,7 @@ static float *horizontal_pairs(int dW, const int *xc, const float *xk, int xks, 
 /* The vertical pass of output row y: row (sW * C) = the weighted sum of src's rows yf[y] ... (weights yk),
  * vertical_row_avx2 where avx2, else the plain loop (the same floats).  Inlined into resize_rows' clones. */
 static inline void vertical_row(float *row, const uint8_t *src, size_t in_row_n, const int *yf, const int *yc,
-                                       const float *yk, int yks, int y, int avx2) {
+                                const float *yk, int yks, int y, int avx2) {
     const float *kk = yk + (size_t)y * yks;
     const uint8_t *r0 = src + (size_t)yf[y] * in_row_n;
     const float w0 = yc[y] > 0 ? kk[0] : 0.0f;

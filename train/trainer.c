@@ -273,8 +273,6 @@ static int plan_gpus(const TrainerOptions *o, int n_visible, int *gpus, char *er
 }
 #endif
 
-/* Which backend, how many towers, and on which devices.  --device auto takes
- * GPU towers when a GPU is usable and says which it chose. */
 /* 1 when GNU OpenMP's idle threads sleep at once instead of spinning for the next parallel region: libgomp's
  * rule, read from the environment it read at load time: GOMP_SPINCOUNT, where set, is the spin count (here only
  * a plain 0 counts as sleeping); else OMP_WAIT_POLICY=passive (any case) gives 0.  Anything else: 0 (spinning,
@@ -297,6 +295,8 @@ static int omp_idle_threads_sleep(void) {
     return *policy == '\0';
 }
 
+/* Which backend, how many towers, and on which devices.  --device auto takes
+ * GPU towers when a GPU is usable and says which it chose. */
 static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     const char *dev = o->device;
@@ -375,7 +375,7 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
      * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md).
      * Where idle OpenMP threads sleep at once (`tower` runs OMP_WAIT_POLICY=passive
      * unless the environment chose, cmd/main.c), the server takes every thread: mnist's
-     * 2 towers on 2 cores, average 3.4 -> 1.8 ms, update 3.9 -> 2.5 ms, the towers'
+     * 2 towers on 2 cores, average 3.6 -> 2.0 ms, update 4.7 -> 2.9 ms, the towers'
      * forward and backward unchanged (bench/RESULTS.md). */
     /* The ranks of a job on one host share its cores; OMP_NUM_THREADS (or a narrower affinity mask, which
      * omp_get_max_threads reflects) caps them. */
