@@ -74,6 +74,8 @@ typedef struct {
     float scalars[OPT_MAX_SCALARS]; /* the optimizer's non-slot state (Adam's beta1_power, beta2_power) */
     float *ema;              /* (n_params) moving averages (NULL when disabled), from alloc */
     float *grads;            /* (n_params) the averaged gradient, from alloc (NULL with n_towers 0) */
+    const float *mean;       /* (n_params) what ps_apply_gradients applies, set by ps_average_grads: grads, or with
+                                one tower tower_grads[0] itself (no copy); NULL: grads */
     float **tower_grads;     /* [n_towers] -> (n_params) each tower's delivered gradient, from alloc (none: n_towers 0) */
     long global_step;        /* synchronous steps applied */
     float last_lr;           /* the learning rate of the last ps_apply_gradients; 0 before */
@@ -114,12 +116,14 @@ size_t ps_host_n_bytes(const ParamServer *ps);
 
 /* grads = (sum over towers in order 0..n-1 of tower_grads[t]) / n_towers:
  * per element, s = g0; s += g1; ...; grads = s / (float)n_towers.
- * OpenMP over elements; bitwise equal to that serial loop.  Returns 0, or
- * -1 when a mean is infinite or NaN (tested in the same loop; the caller
- * then applies nothing and stops: the model diverged). */
+ * OpenMP over elements; bitwise equal to that serial loop.  With one tower
+ * the mean is tower_grads[0] itself (g0 / 1 is g0): it is only checked, and
+ * ps->mean points at it instead of grads, which is left as it was.  Returns
+ * 0, or -1 when a mean is infinite or NaN (tested in the same loop; the
+ * caller then applies nothing and stops: the model diverged). */
 int ps_average_grads(ParamServer *ps);
 
-/* Steps 2-5 above on ps->grads: lr from the schedule at global_step, the
+/* Steps 2-5 above on ps->mean (ps->grads where no ps_average_grads set it; NULL again after): lr from the schedule at global_step, the
  * optimizer (on the trainable variables only: non-trainable ones, batch
  * norm's moving statistics, keep their values under every optimizer, AdamW's
  * decay included; the trainer updates them), global_step++, the moving average; sets last_lr.  Returns 0,

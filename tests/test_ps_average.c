@@ -138,23 +138,31 @@ static void test_average(void) {
             omp_set_num_threads(threads);
             memset(ps->grads, 0xff, n * sizeof(float));
             ps_average_grads(ps);
-            CHECK(memcmp(ps->grads, want, n * sizeof(float)) == 0,
+            /* the mean the update reads: grads, or with one tower the tower's own buffer, grads untouched */
+            CHECK(ps->mean == (nt == 1 ? ps->tower_grads[0] : ps->grads), "%d towers: ps->mean points elsewhere", nt);
+            if (!ps->mean) continue;
+            if (nt == 1) {
+                size_t touched = 0;
+                for (size_t i = 0; i < n; i++) touched += ((const uint32_t *)ps->grads)[i] != 0xffffffffu;
+                CHECK(touched == 0, "1 tower: %zu elements of grads written (nothing to copy)", touched);
+            }
+            CHECK(memcmp(ps->mean, want, n * sizeof(float)) == 0,
                   "%d towers, %d threads: not bitwise equal to the serial loop in tower order", nt, threads);
-            if (threads == 1) memcpy(first, ps->grads, n * sizeof(float));
-            else CHECK(memcmp(ps->grads, first, n * sizeof(float)) == 0, "%d towers: 1 and 2 threads differ", nt);
+            if (threads == 1) memcpy(first, ps->mean, n * sizeof(float));
+            else CHECK(memcmp(ps->mean, first, n * sizeof(float)) == 0, "%d towers: 1 and 2 threads differ", nt);
         }
         ps_average_grads(ps);
-        CHECK(memcmp(ps->grads, first, n * sizeof(float)) == 0, "%d towers: a second run differs", nt);
+        CHECK(ps->mean && memcmp(ps->mean, first, n * sizeof(float)) == 0, "%d towers: a second run differs", nt);
+        if (!ps->mean) continue;
         /* equal to sum / N in double within float tolerance */
         size_t bad = 0;
         for (size_t i = 0; i < n; i++) {
             double s = 0, mag = 0;
             for (int t = 0; t < nt; t++) { s += ps->tower_grads[t][i]; mag += fabs(ps->tower_grads[t][i]); }
             /* recursive summation: error <= (nt - 1) u sum|g|, then / nt, then one rounding */
-            if (fabs(ps->grads[i] - s / nt) > 2.4e-7 * mag) bad++;
+            if (fabs(ps->mean[i] - s / nt) > 2.4e-7 * mag) bad++;
         }
         CHECK(bad == 0, "%d towers: %zu elements differ from sum/N beyond float tolerance", nt, bad);
-        if (nt == 1) CHECK(memcmp(ps->grads, ps->tower_grads[0], n * sizeof(float)) == 0, "1 tower must copy exactly");
         /* the order is observable: summing in reverse gives other bits, so the
          * bitwise checks above would catch a wrong order */
         if (nt >= 3) {
@@ -242,13 +250,42 @@ static void test_nonfinite(void) {
         }
     }
     CHECK(ps_average_grads(ps) == 0, "finite again, still flagged");
-    /* Finite gradients, a learning rate that overflows one variable (float max is about 3.4e38). */
+    /* Finite gradients, a learning rate that overflows one variable (float max is about 3.4e38): the update
+     * reads grads when no ps_average_grads has set the mean since the last update. */
+    CHECK(ps_apply_gradients(ps) == 0 && ps->mean == NULL, "the update left ps->mean set");
     for (size_t i = 0; i < n; i++) ps->grads[i] = 0.0f;
     ps->grads[n / 2] = 1e30f;
     ps->cfg.lr.initial_lr = 1e30f;
     CHECK(ps_apply_gradients(ps) == -1, "an overflowing update not flagged");
     CHECK(!isfinite(ps->params[n / 2]), "the overflow did not happen (test setup)");
     ps_free(ps);
+
+    /* One tower: its own gradient is checked (no copy) and applied in place, as two towers' equal gradients
+     * (whose mean is the same floats) are. */
+    ps_config_defaults(&cfg);
+    ParamServer *one = ps_create(&spec, 1, &cfg, host_alloc_default(), 5), *two = ps_create(&spec, 2, &cfg,
+                                                                                             host_alloc_default(), 5);
+    CHECK(one && two, "ps_create (1 and 2 towers) failed");
+    if (one && two) {
+        for (size_t i = 0; i < n; i++)
+            one->tower_grads[0][i] = two->tower_grads[0][i] = two->tower_grads[1][i] = rnd();
+        for (int k = 0; k < 3; k++) {
+            for (int v = 0; v < 2; v++) {
+                const float keep = one->tower_grads[0][where[k]];
+                one->tower_grads[0][where[k]] = bad_values[v];
+                CHECK(ps_average_grads(one) == -1, "1 tower: a %s at element %zu not flagged", v ? "inf" : "NaN",
+                      where[k]);
+                one->tower_grads[0][where[k]] = keep;
+            }
+        }
+        CHECK(ps_average_grads(one) == 0 && ps_average_grads(two) == 0, "1 and 2 towers: finite flagged");
+        CHECK(ps_apply_gradients(one) == 0 && ps_apply_gradients(two) == 0, "1 and 2 towers: update flagged");
+        CHECK(memcmp(one->params, two->params, n * sizeof(float)) == 0 &&
+                  memcmp(one->slots[0], two->slots[0], n * sizeof(float)) == 0,
+              "1 tower's update in place differs from 2 towers' with the same gradient");
+    }
+    ps_free(one);
+    ps_free(two);
 
     ps = ps_create(&spec, 2, &cfg, host_alloc_default(), 5);
     CHECK(ps && ps_create_replicas(ps, 2) == 0, "replicas failed");

@@ -47,10 +47,11 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
 
 /* The cost model: each tower copies the variables in (towers sharing the
  * cores slow each other), the server reads N gradients and writes one
- * mean, then updates on every core. */
+ * mean (one tower: reads its gradient only, ps_average_grads), then
+ * updates on every core. */
 static double mode_predict_ms(const TrainCostFigures *f, int n_towers, double share) {
-    const double M = f->model_n_bytes, N = n_towers;
-    return M / (f->copy_gbps * 1e9) * 1e3 * share + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
+    const double M = f->model_n_bytes, N = n_towers, reduce_n = n_towers == 1 ? 1.0 : N + 1;
+    return M / (f->copy_gbps * 1e9) * 1e3 * share + reduce_n * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
 }
 
 /* Under mpirun with several ranks: the parameter server sharded across
