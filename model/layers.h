@@ -95,7 +95,8 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
  *   winograd_backward_weights: dweight (3, 3, C_in, C_out) OVERWRITTEN,
  *            dbias (C_out) OVERWRITTEN unless NULL
  * Uses min(omp_get_max_threads(), n_threads) threads; the results are the
- * same bits whatever the team size. */
+ * same bits whatever the team size.  B 0: nothing written, the weight and
+ * bias gradients 0. */
 int winograd_applies(const Conv2d *c);
 size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads);
 void winograd_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,

@@ -5,8 +5,9 @@
  * bench/RESULTS.md) because it picks the CPU's best kernels (AVX-512 here)
  * by itself, with no environment variable to set.
  * What it does not do: allocate.  Called inside an OpenMP parallel region
- * it runs on the calling thread only; outside one it uses the calling
- * thread's omp_get_max_threads(), except for products under
+ * (an active one, or a team of one) it runs on the calling thread only;
+ * outside one it uses the calling thread's omp_get_max_threads(), except
+ * for products under
  * SGEMM_SERIAL_MACS multiply-adds (softmax_linear, mnist's local4), which
  * run on the calling thread alone: splitting them costs more in
  * synchronisation than it saves, and much more when other processes

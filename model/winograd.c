@@ -357,6 +357,7 @@ static float *work_of(float *scratch, const Conv2d *c) {
 
 void winograd_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,
                       const Conv2d *c, int B, int n_threads) {
+    if (B < 1) return; /* no image: nothing to write */
     const int nt = team_size(n_threads);
     const float *zero = zero_row_of(scratch, c);
     float *U = work_of(scratch, c);
@@ -368,6 +369,7 @@ void winograd_forward(float *out, float *scratch, const float *inp, const float 
 
 void winograd_backward_data(float *dinp, float *scratch, const float *dout, const float *weight, const Conv2d *c,
                             int B, int n_threads) {
+    if (B < 1) return; /* no image: nothing to write */
     const int nt = team_size(n_threads);
     int pad_h, pad_w;
     conv_dgrad_pad(c, &pad_h, &pad_w);
@@ -380,6 +382,11 @@ void winograd_backward_data(float *dinp, float *scratch, const float *dout, cons
 
 void winograd_backward_weights(float *dweight, float *dbias, float *scratch, const float *dout, const float *inp,
                                const Conv2d *c, int B, int n_threads) {
+    if (B < 1) { /* no image: the gradients are 0 */
+        memset(dweight, 0, sizeof(float) * 9 * (size_t)c->C_in * c->C_out);
+        if (dbias) memset(dbias, 0, sizeof(float) * (size_t)c->C_out);
+        return;
+    }
     const int nt = team_size(n_threads);
     const int C = c->C_in, K = c->C_out;
     const float *zero = zero_row_of(scratch, c);

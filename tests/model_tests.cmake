@@ -59,3 +59,7 @@ tower_add_test(NAME test_model_fuse
 tower_add_test(NAME test_winograd
   SOURCES test_winograd.c gradcheck.c
   LIBS tower_model)
+# Again with more OpenMP threads than its teams (1 and 2) on any machine: a team of one must not let a product
+# inside it take the others (model/sgemm.c), or its bits would follow OMP_NUM_THREADS.
+add_test(NAME test_winograd_omp4 COMMAND test_winograd)
+set_tests_properties(test_winograd_omp4 PROPERTIES ENVIRONMENT OMP_NUM_THREADS=4)

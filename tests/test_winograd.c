@@ -11,7 +11,9 @@
  * weight and bias gradients within 2e-5 of the largest magnitude (another
  * order of additions; the loops' own is not exact either).  Also: two runs
  * bit for bit equal, and one thread's the same bits as two; the scratch size is enough for a smaller batch; dout
- * is not modified; winograd_applies refuses stride 2, 1x1 and 5x5 kernels.
+ * is not modified; winograd_applies refuses stride 2, 1x1 and 5x5 kernels; a batch of 0 writes
+ * nothing and gives zero weight and bias gradients.  test_winograd_omp4 runs it all again under
+ * OMP_NUM_THREADS=4 (teams of 1 and 2 among more threads).
  */
 #include "model/layers.h"
 
@@ -160,6 +162,24 @@ int main(void) {
     CHECK(!winograd_applies(&c), "1x1 refused");
     conv2d_init(&c, 8, 8, 4, 5, 5, 4, 1, 1, PAD_SAME, ACT_NONE);
     CHECK(!winograd_applies(&c), "5x5 refused");
+    /* An empty batch: no output written, the weight and bias gradients 0. */
+    conv2d_init(&c, 4, 4, 3, 3, 3, 5, 1, 1, PAD_SAME, ACT_NONE);
+    {
+        float *scratch = malloc(sizeof(float) * winograd_scratch_n_floats(&c, 1, 2));
+        float guard[8], dw[3 * 3 * 3 * 5], db[5], w[3 * 3 * 3 * 5];
+        for (int i = 0; i < 8; i++) guard[i] = 7.0f;
+        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) dw[i] = w[i] = 1.0f;
+        for (int i = 0; i < 5; i++) db[i] = 1.0f;
+        winograd_forward(guard, scratch, guard, w, NULL, &c, 0, 2);
+        winograd_backward_data(guard, scratch, guard, w, &c, 0, 2);
+        winograd_backward_weights(dw, db, scratch, guard, guard, &c, 0, 2);
+        int bad = 0;
+        for (int i = 0; i < 8; i++) bad += guard[i] != 7.0f;
+        for (size_t i = 0; i < sizeof dw / sizeof dw[0]; i++) bad += dw[i] != 0.0f;
+        for (int i = 0; i < 5; i++) bad += db[i] != 0.0f;
+        CHECK(bad == 0, "batch 0: %d values wrong (outputs untouched, gradients 0)", bad);
+        free(scratch);
+    }
     printf("%d geometries against the loops, largest relative difference %.2g (bound %.0e); %d checks, %d "
            "failures\n",
            n_cases, g_worst, TOL, check_count, check_failures);
