@@ -59,6 +59,11 @@ static int compare(int H, int W, int C_in, int C_out, Padding pad, Activation ac
 
     conv2d_forward(y_ref, loops, x, w, bias, &c, B, nt);
     conv2d_backward(dx_ref, dw_ref, db_ref, loops, y_ref, dy, x, w, &c, B, nt);
+    /* NaN where every pass must write (each OVERWRITES its output): a value added to, or left, shows */
+    for (size_t i = 0; i < out_n; i++) y[i] = NAN;
+    for (size_t i = 0; i < in_n; i++) dx[i] = NAN;
+    for (size_t i = 0; i < w_n; i++) dw[i] = NAN;
+    for (int i = 0; i < C_out; i++) db[i] = NAN;
     winograd_forward(y, scratch, x, w, bias, &c, B, nt);
     /* The passes after the activation's mask, as conv2d_run_backward gives them dout (the reference output's
      * mask, the one the loops apply). */
@@ -154,6 +159,10 @@ int main(void) {
                 !nets[i][3], 8, 2);
         n_cases++;
     }
+    /* At least 64 channels (the sizes the dispatch sends here) on odd maps, VALID and SAME. */
+    compare(7, 5, 64, 72, PAD_VALID, ACT_RELU, 1, 3, 2);
+    compare(9, 9, 65, 64, PAD_SAME, ACT_NONE, 1, 2, 1);
+    n_cases += 2;
     repeat_and_smaller();
     Conv2d c;
     conv2d_init(&c, 8, 8, 4, 3, 3, 4, 2, 2, PAD_SAME, ACT_NONE);
