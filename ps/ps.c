@@ -103,7 +103,7 @@ int ps_average_grads(ParamServer *ps) {
     const float n_towers_f = (float)n_towers;
     const size_t n_blocks = (n + PS_AVG_BLOCK_FLOATS - 1) / PS_AVG_BLOCK_FLOATS;
     int bad = 0; /* any mean infinite or NaN, tested in the divide loop */
-    if (n_towers == 1) { /* the tower's gradient is the mean: checked, applied in place (0.2-1.3 ms a step) */
+    if (n_towers == 1) { /* the tower's gradient is the mean: checked, applied in place (mnist: 1.4 -> 0.65 ms) */
         const float *g = tg[0];
         #pragma omp parallel for schedule(static) if(n_blocks > 8) reduction(|:bad)
         for (size_t b = 0; b < n_blocks; b++) {

@@ -123,7 +123,8 @@ size_t ps_host_n_bytes(const ParamServer *ps);
  * caller then applies nothing and stops: the model diverged). */
 int ps_average_grads(ParamServer *ps);
 
-/* Steps 2-5 above on ps->mean (ps->grads where no ps_average_grads set it; NULL again after): lr from the schedule at global_step, the
+/* Steps 2-5 above on ps->mean (ps->grads where no ps_average_grads set it;
+ * NULL again after): lr from the schedule at global_step, the
  * optimizer (on the trainable variables only: non-trainable ones, batch
  * norm's moving statistics, keep their values under every optimizer, AdamW's
  * decay included; the trainer updates them), global_step++, the moving average; sets last_lr.  Returns 0,
