@@ -466,7 +466,8 @@ static void test_augment_reference(void) {
  * small one, at an aligned and an unaligned output, with a length that leaves a tail; nothing past n written. */
 static void test_augment_none(void) {
     const size_t sizes[3] = {224 * 224 * 3 + 7, 65536, 32 * 32 * 3 + 5};
-    uint64_t s = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull + 1;
+    const uint64_t seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull + 1;
+    uint64_t s = seed;
     for (int k = 0; k < 3; k++)
         for (int shift = 0; shift < 3; shift++) {
             const size_t n = sizes[k];
@@ -482,7 +483,8 @@ static void test_augment_none(void) {
             for (size_t i = 0; i < n; i++) bad += out[i] != (float)in[i];
             for (float *q = buf; q < out; q++) bad += *q != -1.0f;
             for (float *q = out + n; q < buf + n + 8; q++) bad += *q != -1.0f;
-            CHECK_MSG(bad == 0, "augment_none_u8: %zu wrong values (n %zu, output shifted by %d floats)", bad, n, shift);
+            CHECK_MSG(bad == 0, "augment_none_u8: %zu wrong values (n %zu, output shifted by %d floats, seed %llu)", bad,
+                      n, shift, (unsigned long long)seed);
             free(in);
             free(buf);
         }
