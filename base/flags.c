@@ -1,6 +1,8 @@
 /* flags.c — the flag parser shared by every `tower` subcommand (see flags.h). */
 #include "base/flags.h"
 
+#include "base/escape.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -76,7 +78,9 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
         const char *a = argv[i];
         if (!strcmp(a, "-h")) return 1;
         if (a[0] == '-' && a[1] != '-' && a[1] != '\0') {
-            fprintf(stderr, "tower %s: unknown flag %s (flags take two dashes, --name; see --help)\n", argv[0], a);
+            char a_esc[256];
+            fprintf(stderr, "tower %s: unknown flag %s (flags take two dashes, --name; see --help)\n", argv[0],
+                    escape_str(a_esc, sizeof a_esc, a));
             return -1;
         }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
@@ -91,7 +95,9 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
         for (int k = 0; k < n; k++)
             if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) { f = &flags[k]; break; }
         if (!f) {
-            fprintf(stderr, "tower %s: unknown flag --%.*s (see --help)\n", argv[0], (int)len, name);
+            char name_esc[256];
+            fprintf(stderr, "tower %s: unknown flag --%s (see --help)\n", argv[0],
+                    escape_bytes(name_esc, sizeof name_esc, name, len));
             return -1;
         }
         const char *v;
@@ -106,7 +112,9 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
         }
         const char *expected;
         if (set_value(f, v, &expected) != 0) {
-            fprintf(stderr, "tower %s: bad value '%s' for --%s: expected %s\n", argv[0], v, f->name, expected);
+            char v_esc[256];
+            fprintf(stderr, "tower %s: bad value '%s' for --%s: expected %s\n", argv[0],
+                    escape_str(v_esc, sizeof v_esc, v), f->name, expected);
             return -1;
         }
     }

@@ -1112,24 +1112,24 @@ static int bench_main(int argc, char **argv) {
     TrainerMode modes[BENCH_MAX_LIST];
     int tower_counts[BENCH_MAX_LIST];
     if (n_models < 1 || n_modes < 1 || n_tower_counts < 1) {
-        fprintf(stderr, "tower bench: --models, --modes and --towers each need at least one value\n");
+        cmd_errorf("tower bench: --models, --modes and --towers each need at least one value\n");
         return 2;
     }
     for (int i = 0; i < n_models; i++) {
         if (!model_net_find(models[i])) {
             char names[256];
             model_net_names(names, sizeof names);
-            fprintf(stderr, "tower bench: --models: unknown model '%s' (expected %s)\n", models[i], names);
+            cmd_errorf("tower bench: --models: unknown model '%s' (expected %s)\n", models[i], names);
             return 2;
         }
     }
     for (int i = 0; i < n_modes; i++) {
         if (trainer_mode_from_name(mode_names[i], &modes[i], err, sizeof err) != 0) {
-            fprintf(stderr, "tower bench: --modes: %s\n", err);
+            cmd_errorf("tower bench: --modes: %s\n", err);
             return 2;
         }
         if (!trainer_mode_available(modes[i], err, sizeof err)) {
-            fprintf(stderr, "tower bench: --modes %s: %s\n", mode_names[i], err);
+            cmd_errorf("tower bench: --modes %s: %s\n", mode_names[i], err);
             return 1;
         }
     }
@@ -1137,13 +1137,13 @@ static int bench_main(int argc, char **argv) {
         char *end;
         long v = strtol(tower_items[i], &end, 10);
         if (end == tower_items[i] || *end || v < 1 || v > TOWER_MAX_TOWERS) {
-            fprintf(stderr, "tower bench: --towers: '%s' is not a tower count in [1, %d]\n", tower_items[i], TOWER_MAX_TOWERS);
+            cmd_errorf("tower bench: --towers: '%s' is not a tower count in [1, %d]\n", tower_items[i], TOWER_MAX_TOWERS);
             return 2;
         }
         tower_counts[i] = (int)v;
     }
     if (o.data[0] && n_models != 1) {
-        fprintf(stderr, "tower bench: --data holds one kind of image: give exactly one --models\n");
+        cmd_errorf("tower bench: --data holds one kind of image: give exactly one --models\n");
         return 2;
     }
     static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
@@ -1169,7 +1169,7 @@ static int bench_main(int argc, char **argv) {
         if (!model_net_find(nets[i])) {
             char names[256];
             model_net_names(names, sizeof names);
-            fprintf(stderr, "tower bench: --predict_nets: unknown model '%s' (expected %s)\n", nets[i], names);
+            cmd_errorf("tower bench: --predict_nets: unknown model '%s' (expected %s)\n", nets[i], names);
             return 2;
         }
     }
@@ -1177,7 +1177,7 @@ static int bench_main(int argc, char **argv) {
         char *end;
         long v = strtol(size_items[i], &end, 10);
         if (end == size_items[i] || *end || v < 32 || v > 1024) {
-            fprintf(stderr, "tower bench: --predict_sizes: '%s' is not an input size in [32, 1024]\n", size_items[i]);
+            cmd_errorf("tower bench: --predict_sizes: '%s' is not an input size in [32, 1024]\n", size_items[i]);
             return 2;
         }
         sizes[i] = (int)v;
@@ -1186,7 +1186,7 @@ static int bench_main(int argc, char **argv) {
         char *end;
         gbits[i] = strtod(gbit_items[i], &end);
         if (end == gbit_items[i] || *end || !(gbits[i] > 0) || gbits[i] > 1e6) {
-            fprintf(stderr, "tower bench: --predict_link_gbits: '%s' is not a link speed in (0, 1e6] Gb/s\n", gbit_items[i]);
+            cmd_errorf("tower bench: --predict_link_gbits: '%s' is not a link speed in (0, 1e6] Gb/s\n", gbit_items[i]);
             return 2;
         }
     }
@@ -1194,19 +1194,19 @@ static int bench_main(int argc, char **argv) {
         char *end;
         long v = strtol(host_items[i], &end, 10);
         if (end == host_items[i] || *end || v < 1 || v > BENCH_MAX_RANKS) {
-            fprintf(stderr, "tower bench: --predict_host_counts: '%s' is not a host count in [1, %d]\n", host_items[i],
+            cmd_errorf("tower bench: --predict_host_counts: '%s' is not a host count in [1, %d]\n", host_items[i],
                     BENCH_MAX_RANKS);
             return 2;
         }
         hosts[i] = (int)v;
     }
     if ((o.predict_only || o.predict_hosts) && n_nets < 1) {
-        fprintf(stderr, "tower bench: --%s needs --predict_nets (e.g. vgg16,resnet50)\n",
+        cmd_errorf("tower bench: --%s needs --predict_nets (e.g. vgg16,resnet50)\n",
                 o.predict_only ? "predict_only" : "predict_hosts");
         return 2;
     }
     if (n_nets > 0 && (n_sizes < 1 || (o.predict_hosts && (n_gbits < 1 || n_hosts < 1)))) {
-        fprintf(stderr, "tower bench: --predict_sizes, --predict_link_gbits and --predict_host_counts each need at least one value\n");
+        cmd_errorf("tower bench: --predict_sizes, --predict_link_gbits and --predict_host_counts each need at least one value\n");
         return 2;
     }
     if (cmd_check_float("bench", "device_tflops", o.device_tflops, 0.0, 1, 1e6, 1) ||
@@ -1218,12 +1218,12 @@ static int bench_main(int argc, char **argv) {
         return 2;
     const int R = ranks_size();
     if (o.ps_dedicated < 0 || (o.ps_dedicated > 0 && o.ps_dedicated >= R)) {
-        fprintf(stderr, "tower bench: --ps_dedicated %d: expected 0, or 1 to R - 1 under mpirun -np R (servers and at "
+        cmd_errorf("tower bench: --ps_dedicated %d: expected 0, or 1 to R - 1 under mpirun -np R (servers and at "
                 "least one worker); this run has %d rank(s)\n", o.ps_dedicated, R);
         return 2;
     }
     if (R > 1 && (o.trace[0] || o.predict || n_nets > 0)) {
-        fprintf(stderr, "tower bench: under mpirun with %d ranks only the matrix runs: --%s is for one process\n", R,
+        cmd_errorf("tower bench: under mpirun with %d ranks only the matrix runs: --%s is for one process\n", R,
                 o.trace[0] ? "trace" : o.predict ? "predict" : "predict_nets");
         return 2;
     }
@@ -1231,7 +1231,7 @@ static int bench_main(int argc, char **argv) {
     if (n_nets > 0) {
         HostRates h;
         if (measure_host_rates(&h, err, sizeof err) != 0) {
-            fprintf(stderr, "tower bench: %s\n", err);
+            cmd_errorf("tower bench: %s\n", err);
             return 1;
         }
         char ts0[64];
@@ -1244,13 +1244,13 @@ static int bench_main(int argc, char **argv) {
             double gflops = NAN;
             const int cap = o.batch_size < 32 ? o.batch_size : 32;
             if (o.device_tflops <= 0 && measure_compute_gflops(nets[i], &o.model_opts, cap, &gflops, err, sizeof err) != 0) {
-                fprintf(stderr, "tower bench: %s\n", err);
+                cmd_errorf("tower bench: %s\n", err);
                 return 1;
             }
             for (int k = 0; k < n_sizes; k++) {
                 NetFacts nf;
                 if (net_facts(&o, nets[i], sizes[k], gflops, &nf, err, sizeof err) != 0) {
-                    fprintf(stderr, "tower bench: --predict_nets: %s\n", err);
+                    cmd_errorf("tower bench: --predict_nets: %s\n", err);
                     return 2;
                 }
                 print_net_towers(&o, &nf, &h);
@@ -1265,7 +1265,7 @@ static int bench_main(int argc, char **argv) {
     if (ranks_rank() != 0) o.csv = o.svg = ""; /* rank 0 writes them */
     if ((o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
         (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0)) {
-        fprintf(stderr, "tower bench: %s\n", err);
+        cmd_errorf("tower bench: %s\n", err);
         return 1;
     }
     if (o.trace[0]) {
@@ -1273,7 +1273,7 @@ static int bench_main(int argc, char **argv) {
         char trace_path[1200];
         trace_path_for(o.trace, &first, trace_path, sizeof trace_path);
         if (check_writable("trace", trace_path, err, sizeof err) != 0) {
-            fprintf(stderr, "tower bench: %s\n", err);
+            cmd_errorf("tower bench: %s\n", err);
             return 1;
         }
     }
@@ -1292,7 +1292,7 @@ static int bench_main(int argc, char **argv) {
     static TrainCostFigures figures[BENCH_MAX_LIST];
     for (int m = 0; o.predict && m < n_models; m++) {
         if (measure_figures(models[m], &o.model_opts, &figures[m], err, sizeof err) != 0) {
-            fprintf(stderr, "tower bench: %s\n", err);
+            cmd_errorf("tower bench: %s\n", err);
             return 1;
         }
     }
@@ -1320,7 +1320,7 @@ static int bench_main(int argc, char **argv) {
     /* runs[i * repeat + k]: configuration i's k-th run */
     BenchRow *runs = calloc((size_t)n_rows * (size_t)o.repeat, sizeof *runs);
     if (!runs) {
-        fprintf(stderr, "tower bench: out of memory\n");
+        cmd_errorf("tower bench: out of memory\n");
         return 1;
     }
     for (int k = 0; k < o.repeat; k++) {
@@ -1328,7 +1328,7 @@ static int bench_main(int argc, char **argv) {
             BenchRow *r = &runs[i * o.repeat + k];
             *r = rows[i];
             if (run_config(&o, r, &pp, err, sizeof err) != 0) {
-                fprintf(stderr, "tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
+                cmd_errorf("tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
                         r->towers, err);
                 free(runs);
                 return 1;
@@ -1393,7 +1393,7 @@ static int bench_main(int argc, char **argv) {
     print_ranks_table(rows, n_rows, &pp);
     if (o.csv[0]) {
         if (write_csv(o.csv, rows, n_rows, err, sizeof err) != 0) {
-            fprintf(stderr, "tower bench: %s\n", err);
+            cmd_errorf("tower bench: %s\n", err);
             return 1;
         }
         printf("table written to %s\n", o.csv);
@@ -1404,7 +1404,7 @@ static int bench_main(int argc, char **argv) {
             snprintf(warning, sizeof warning, "other work was running (load average %.2f on %ld cores at the start): figures are noisy",
                      load, online_cores());
         if (write_svg(o.svg, rows, n_rows, models, n_models, o.predict, subtitle, warning, err, sizeof err) != 0) {
-            fprintf(stderr, "tower bench: %s\n", err);
+            cmd_errorf("tower bench: %s\n", err);
             return 1;
         }
         printf("chart written to %s\n", o.svg);
@@ -1419,14 +1419,14 @@ static int bench_main(int argc, char **argv) {
 int cmd_bench(int argc, char **argv) {
     char err[512];
     if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
-        fprintf(stderr, "tower bench: %s\n", err);
+        cmd_errorf("tower bench: %s\n", err);
         return 1;
     }
     const int rank = ranks_rank();
-    if (rank != 0 && !freopen("/dev/null", "w", stdout)) fprintf(stderr, "tower bench: rank %d: cannot silence stdout\n", rank);
+    if (rank != 0 && !freopen("/dev/null", "w", stdout)) cmd_errorf("tower bench: rank %d: cannot silence stdout\n", rank);
     int rc = bench_main(argc, argv);
     if (rc != 0 && ranks_size() > 1) {
-        fprintf(stderr, "tower bench: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
+        cmd_errorf("tower bench: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
         ranks_abort(rc);
     }
     ranks_finalize();

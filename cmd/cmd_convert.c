@@ -53,13 +53,13 @@ static void warn_line(void *ctx, const char *line) {
     char safe[4096];
     escape_str(safe, sizeof safe, line); /* file names may hold any byte */
     progress_clear((Progress *)ctx);
-    fprintf(stderr, "tower convert: warning: %s\n", safe);
+    cmd_errorf("tower convert: warning: %s\n", safe);
 }
 
 /* One error line; names from files and the file system may hold any byte. */
 static void print_error(char *err, size_t err_n_bytes) {
     escape_in_place(err, err_n_bytes);
-    fprintf(stderr, "tower convert: %s\n", err);
+    cmd_errorf("tower convert: %s\n", err);
 }
 
 /* The source for --from, or NULL with err; *usage_error is 1 when the command line is at fault. */
@@ -165,15 +165,15 @@ int cmd_convert(int argc, char **argv) {
     if (rc != 0) return 2;
     int compression = io_compression_parse(o.compression);
     if (compression < 0 || compression == IO_COMPRESSION_AUTO) {
-        fprintf(stderr, "tower convert: bad --compression '%s' (none, gzip or zlib)\n", o.compression);
+        cmd_errorf("tower convert: bad --compression '%s' (none, gzip or zlib)\n", o.compression);
         return 2;
     }
     if (!o.out || !o.out[0]) {
-        fprintf(stderr, "tower convert: --out PREFIX is required\n");
+        cmd_errorf("tower convert: --out PREFIX is required\n");
         return 2;
     }
     if (o.num_shards < 1 || o.num_shards > 99999) {
-        fprintf(stderr, "tower convert: --num_shards must be in [1, 99999]\n");
+        cmd_errorf("tower convert: --num_shards must be in [1, 99999]\n");
         return 2;
     }
     char err[1024];

@@ -93,7 +93,7 @@ static int eval_memory_fits(const PipelineConfig *pc, const ModelSpec *spec, int
     const size_t available = memory_available_n_bytes(source, sizeof source);
     if (available == 0 || input + acts <= available) return 1;
     if (!say) return 0;
-    fprintf(stderr, "tower eval: not enough memory: batch %d needs up to %.2f GiB of host memory (input %.2f, "
+    cmd_errorf("tower eval: not enough memory: batch %d needs up to %.2f GiB of host memory (input %.2f, "
             "activations %.2f GiB), and %.2f GiB is available (%s): lower --batch_size\n", batch,
             gib(input + acts), gib(input), gib(acts), gib(available), source);
     return 0;
@@ -140,7 +140,7 @@ int cmd_eval(int argc, char **argv) {
         cmd_check_float("eval", "max_corrupt_fraction", o.max_corrupt_fraction, 0, 1, 1, 1))
         return 2;
     if (!o.checkpoint[0] && !o.checkpoint_dir[0]) {
-        fprintf(stderr, "tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");
+        cmd_errorf("tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");
         return 2;
     }
     const int compression = io_compression_parse(o.compression);
@@ -150,13 +150,13 @@ int cmd_eval(int argc, char **argv) {
     ModelSpec spec;
     if (cmd_open_checkpoint("eval", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
     if (o.num_classes != spec.num_classes) {
-        fprintf(stderr, "tower eval: --num_classes %d but %s was trained for %d classes\n", o.num_classes, path,
+        cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o.num_classes, path,
                 spec.num_classes);
         ckpt_contents_free(&ck);
         return 1;
     }
     if (o.image_size > 0 && (o.image_size != spec.H || o.image_size != spec.W)) {
-        fprintf(stderr, "tower eval: --image_size %d but %s was trained on %dx%d inputs\n", o.image_size, path, spec.H,
+        cmd_errorf("tower eval: --image_size %d but %s was trained on %dx%d inputs\n", o.image_size, path, spec.H,
                 spec.W);
         ckpt_contents_free(&ck);
         return 1;
@@ -175,12 +175,12 @@ int cmd_eval(int argc, char **argv) {
     events_dir(edir, sizeof edir, o.eval_dir, path);
     if (edir[0]) {
         if (cmd_make_dirs(edir) != 0) {
-            fprintf(stderr, "tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
+            cmd_errorf("tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
                     edir, strerror(errno));
             goto done;
         }
         if (!(events = event_writer_open(edir, err, sizeof err))) {
-            fprintf(stderr, "tower eval: %s (--eval_dir none writes no events file)\n", err);
+            cmd_errorf("tower eval: %s (--eval_dir none writes no events file)\n", err);
             goto done;
         }
     }
@@ -198,15 +198,15 @@ int cmd_eval(int argc, char **argv) {
                 int lrc = io_labels_compare(ckpt_labels, labels_file, err, sizeof err);
                 if (lrc != 0) {
                     if (lrc > 0)
-                        fprintf(stderr, "tower eval: --labels differs from the checkpoint's class list, so its label "
+                        cmd_errorf("tower eval: --labels differs from the checkpoint's class list, so its label "
                                 "numbers name other classes: %s\n", err);
-                    else fprintf(stderr, "tower eval: %s\n", err);
+                    else cmd_errorf("tower eval: %s\n", err);
                     goto done;
                 }
             }
         }
         if (spec.H != spec.W) {
-            fprintf(stderr, "tower eval: the checkpoint's model takes %dx%d inputs; an image folder decodes to squares\n",
+            cmd_errorf("tower eval: the checkpoint's model takes %dx%d inputs; an image folder decodes to squares\n",
                     spec.H, spec.W);
             goto done;
         }
@@ -214,11 +214,11 @@ int cmd_eval(int argc, char **argv) {
         C = spec.C;
         is_float = 0;
     } else if (labels_file) {
-        fprintf(stderr, "tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
-                        "labels.txt beside the files)\n");
+        cmd_errorf("tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
+                   "labels.txt beside the files)\n");
         goto done;
     } else if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0) {
-        fprintf(stderr, "tower eval: --data: %s\n", err);
+        cmd_errorf("tower eval: --data: %s\n", err);
         goto done;
     }
     /* The class list: labels.txt beside the data against the one the checkpoint was trained with. */
@@ -227,28 +227,28 @@ int cmd_eval(int argc, char **argv) {
         io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
         int lrc = io_labels_compare(ckpt_labels, data_labels, err, sizeof err);
         if (lrc > 0) {
-            fprintf(stderr, "tower eval: the data's class list differs from the checkpoint's, so its label numbers name other "
-                            "classes: %s (convert the split with --labels %s)\n", err, ckpt_labels);
+            cmd_errorf("tower eval: the data's class list differs from the checkpoint's, so its label numbers name other "
+                       "classes: %s (convert the split with --labels %s)\n", err, ckpt_labels);
             goto done;
         }
         if (lrc < 0) {
-            fprintf(stderr, "tower eval: %s\n", err);
+            cmd_errorf("tower eval: %s\n", err);
             goto done;
         }
     }
     if (!image_folder && io_probe_image_shape(files[0], o.image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
-        fprintf(stderr, "tower eval: %s\n", err);
+        cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
     if (C != spec.C || H < spec.H || W < spec.W) {
-        fprintf(stderr, "tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
+        cmd_errorf("tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
                 escape_str(err, sizeof err, files[0]), H, W,
                 C, spec.H, spec.W, spec.C);
         goto done;
     }
     int is_cifar = spec.kind == MODEL_CIFAR10;
     if (!is_cifar && (H != spec.H || W != spec.W)) {
-        fprintf(stderr, "tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
+        cmd_errorf("tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
                 escape_str(err, sizeof err, files[0]), H, W,
                 spec.H, spec.W);
         goto done;
@@ -263,7 +263,7 @@ int cmd_eval(int argc, char **argv) {
         ic.warn = eval_warn;
         ic.warn_ctx = &bar;
         if (!(listing = convert_open_imagefolder(o.data, &ic, err, sizeof err))) {
-            fprintf(stderr, "tower eval: %s\n", err);
+            cmd_errorf("tower eval: %s\n", err);
             goto done;
         }
     }
@@ -317,11 +317,11 @@ int cmd_eval(int argc, char **argv) {
     logits = malloc((size_t)batch * spec.num_classes * sizeof(float));
     confusion = calloc((size_t)spec.num_classes * spec.num_classes, sizeof(long));
     if (!pipe) {
-        fprintf(stderr, "tower eval: %s\n", err);
+        cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
     if (!acts || !logits || !confusion) {
-        fprintf(stderr, "tower eval: out of memory for batch %d\n", batch);
+        cmd_errorf("tower eval: out of memory for batch %d\n", batch);
         goto done;
     }
     long n_expected = live ? n_records : 0;
@@ -333,7 +333,7 @@ int cmd_eval(int argc, char **argv) {
         int got = pipeline_next(pipe, &b, err, sizeof err);
         if (got < 0) {
             progress_clear(&bar);
-            fprintf(stderr, "tower eval: %s\n", err);
+            cmd_errorf("tower eval: %s\n", err);
             goto done;
         }
         if (got == 0) break;
@@ -361,7 +361,7 @@ int cmd_eval(int argc, char **argv) {
         progress_end(&bar, n_total, post);
     }
     if (n_total == 0) {
-        fprintf(stderr, "tower eval: %s holds no examples\n", o.data);
+        cmd_errorf("tower eval: %s holds no examples\n", o.data);
         goto done;
     }
     double precision = (double)n_correct / (double)n_total;
@@ -371,7 +371,7 @@ int cmd_eval(int argc, char **argv) {
             event_writer_add_scalar(events, "loss", (float)(total_loss_sum / (double)n_total), err, sizeof err) != 0 ||
             event_writer_add_scalar(events, "cross_entropy", (float)(loss_sum / (double)n_total), err, sizeof err) != 0 ||
             event_writer_write(events, ck.global_step, event_wall_time_now(), err, sizeof err) != 0) {
-            fprintf(stderr, "tower eval: %s\n", err);
+            cmd_errorf("tower eval: %s\n", err);
             goto done;
         }
     }
@@ -403,7 +403,7 @@ int cmd_eval(int argc, char **argv) {
     exit_code = 0;
 done:
     if (event_writer_close(events, err, sizeof err) != 0 && exit_code == 0) {
-        fprintf(stderr, "tower eval: %s\n", err);
+        cmd_errorf("tower eval: %s\n", err);
         exit_code = 1;
     }
     if (pipe) pipeline_close(pipe);

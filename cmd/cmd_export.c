@@ -47,11 +47,11 @@ int cmd_export(int argc, char **argv) {
     }
     if (rc != 0) return 2;
     if (n_positional > 0) {
-        fprintf(stderr, "tower export: unexpected argument '%s' (see --help)\n", positional[0]);
+        cmd_errorf("tower export: unexpected argument '%s' (see --help)\n", positional[0]);
         return 2;
     }
     if (!o.out[0]) {
-        fprintf(stderr, "tower export: --out FILE.safetensors is required\n");
+        cmd_errorf("tower export: --out FILE.safetensors is required\n");
         return 2;
     }
     char err[1024], path[4096];
@@ -65,7 +65,7 @@ int cmd_export(int argc, char **argv) {
             params = ck.ema;
             which = "moving_average";
         } else {
-            fprintf(stderr, "tower export: note: %s holds no moving averages; exporting the raw variables\n", path);
+            cmd_errorf("tower export: note: %s holds no moving averages; exporting the raw variables\n", path);
         }
     }
     SafetensorsTensor tensors[MODEL_MAX_VARS];
@@ -90,7 +90,7 @@ int cmd_export(int argc, char **argv) {
     };
     rc = safetensors_write(o.out, tensors, n_tensors, meta, (int)(sizeof meta / sizeof meta[0]), err, sizeof err);
     if (rc != 0) {
-        fprintf(stderr, "tower export: %s\n", err);
+        cmd_errorf("tower export: %s\n", err);
         ckpt_contents_free(&ck);
         return 1;
     }

@@ -45,21 +45,21 @@ int cmd_inspect(int argc, char **argv) {
     if (rc != 0) return 2;
     cfg.compression = io_compression_parse(compression);
     if (cfg.compression < 0) {
-        fprintf(stderr, "tower inspect: bad --compression '%s' (auto, none, gzip or zlib)\n", compression);
+        cmd_errorf("tower inspect: bad --compression '%s' (auto, none, gzip or zlib)\n", compression);
         return 2;
     }
     if (max_record_mb < 1 || max_record_mb > 4096) {
-        fprintf(stderr, "tower inspect: --max_record_mb must be in [1, 4096]\n");
+        cmd_errorf("tower inspect: --max_record_mb must be in [1, 4096]\n");
         return 2;
     }
     cfg.max_record_n_bytes = (size_t)max_record_mb << 20;
     if (!(max_corrupt_fraction >= 0 && max_corrupt_fraction <= 1)) {
-        fprintf(stderr, "tower inspect: --max_corrupt_fraction must be in [0, 1]\n");
+        cmd_errorf("tower inspect: --max_corrupt_fraction must be in [0, 1]\n");
         return 2;
     }
     cfg.max_corrupt_fraction = max_corrupt_fraction;
     if (n_positional == 0) {
-        fprintf(stderr, "tower inspect: no files given (see --help)\n");
+        cmd_errorf("tower inspect: no files given (see --help)\n");
         return 2;
     }
     if (cmd_check_long("inspect", "num_classes", cfg.num_classes, 0, 1 << 16, "0: no check")) return 2;
@@ -72,7 +72,7 @@ int cmd_inspect(int argc, char **argv) {
     for (int i = 0; i < n_positional; i++) {
         int k = snprintf(list + used, sizeof list - used, "%s%s", i ? "," : "", positional[i]);
         if (k < 0 || (size_t)k >= sizeof list - used) {
-            fprintf(stderr, "tower inspect: too many file arguments\n");
+            cmd_errorf("tower inspect: too many file arguments\n");
             return 2;
         }
         used += (size_t)k;
@@ -81,7 +81,7 @@ int cmd_inspect(int argc, char **argv) {
     char **files = NULL;
     int n_files = 0;
     if (io_expand_globs(list, &files, &n_files, err, sizeof err) != 0) {
-        fprintf(stderr, "tower inspect: %s\n", err);
+        cmd_errorf("tower inspect: %s\n", err);
         return 1;
     }
     InspectReport rep;
@@ -93,7 +93,7 @@ int cmd_inspect(int argc, char **argv) {
     inspect_report_free(&rep);
     io_free_files(files, n_files);
     if (rc < 0) {
-        fprintf(stderr, "tower inspect: out of memory\n");
+        cmd_errorf("tower inspect: out of memory\n");
         return 1;
     }
     return rc ? 1 : 0;

@@ -158,11 +158,11 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
     TrainerMode mode;
     if (trainer_mode_from_flags(o->variable_update, o->local_parameter_device, o->all_reduce, &mode, err,
                                 sizeof err) != 0) {
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         return -1;
     }
     if (!o->sync_replicas && (strcmp(o->variable_update, "parameter_server") != 0 || ranks_size() < 2)) {
-        fprintf(stderr, "tower train: --sync_replicas false: asynchronous updates need --variable_update "
+        cmd_errorf("tower train: --sync_replicas false: asynchronous updates need --variable_update "
                 "parameter_server across the ranks of mpirun -np R (R > 1); this run is --variable_update %s on %d "
                 "rank(s)\n", o->variable_update, ranks_size());
         return -1;
@@ -213,7 +213,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_long(c, "histogram_every", d->histogram_every, 0, LONG_MAX, "0: none"))
         return -1;
     if (trainer_check_batch_norm(o->batch_norm, err, sizeof err) != 0) {
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         return -1;
     }
     /* The lists' syntax; how many entries they need is known once the towers are (trainer_open). */
@@ -222,7 +222,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > TRAIN_MAX_BATCH || (*end && *end != ',') || (*end == ',' && !end[1])) {
-            fprintf(stderr, "tower train: --shard_sizes '%s': expected positive sizes (at most %d) separated by commas, "
+            cmd_errorf("tower train: --shard_sizes '%s': expected positive sizes (at most %d) separated by commas, "
                     "one per tower, e.g. 80,48\n", o->shard_sizes, TRAIN_MAX_BATCH);
             return -1;
         }
@@ -231,7 +231,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
     }
     /* A tower's step takes accum_steps micro-batches: its shard must stay within a tower's most. */
     if (largest_shard * o->accum_steps > TRAIN_MAX_BATCH) {
-        fprintf(stderr, "tower train: --accum_steps %d: %d micro-batches of %ld examples make a tower's step %ld "
+        cmd_errorf("tower train: --accum_steps %d: %d micro-batches of %ld examples make a tower's step %ld "
                 "examples, at most %d (lower --accum_steps or %s)\n", o->accum_steps, o->accum_steps, largest_shard,
                 largest_shard * o->accum_steps, TRAIN_MAX_BATCH, o->shard_sizes[0] ? "--shard_sizes" : "--batch_size");
         return -1;
@@ -240,7 +240,7 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         char *end;
         long g = strtol(p, &end, 10);
         if (end == p || g < 0 || g >= TOWER_MAX_TOWERS || (*end && *end != ',') || (*end == ',' && !end[1])) {
-            fprintf(stderr, "tower train: --gpus '%s': expected GPU numbers separated by commas, e.g. 0,2,3\n", o->gpus);
+            cmd_errorf("tower train: --gpus '%s': expected GPU numbers separated by commas, e.g. 0,2,3\n", o->gpus);
             return -1;
         }
         p = *end ? end + 1 : end;
@@ -351,26 +351,26 @@ static void save_on_input_error(Trainer *tr, const TrainerOptions *o, long last_
     char e[1024], kept[4200];
     const long step = tr->ps->global_step;
     if (tr->rank != 0) { /* rank 0 alone writes train_dir, and saves there */
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         return;
     }
     if (trainer_save_needs_every_rank(tr)) { /* the shards live on every rank: no save of rank 0 alone */
         if (latest_checkpoint(o->train_dir, kept, sizeof kept))
-            fprintf(stderr, "tower train: %s; the step's shards live on every rank, not saved: the latest checkpoint "
+            cmd_errorf("tower train: %s; the step's shards live on every rank, not saved: the latest checkpoint "
                     "stays %s\n", err, kept);
         else
-            fprintf(stderr, "tower train: %s; the step's shards live on every rank, not saved\n", err);
+            cmd_errorf("tower train: %s; the step's shards live on every rank, not saved\n", err);
         return;
     }
     if (step != last_saved) {
         if (trainer_save(tr, e, sizeof e) == 0 && latest_checkpoint(o->train_dir, kept, sizeof kept))
-            fprintf(stderr, "tower train: %s; the variables of step %ld are saved in %s\n", err, step, kept);
+            cmd_errorf("tower train: %s; the variables of step %ld are saved in %s\n", err, step, kept);
         else
-            fprintf(stderr, "tower train: %s; saving the variables of step %ld failed too: %s\n", err, step, e);
+            cmd_errorf("tower train: %s; saving the variables of step %ld failed too: %s\n", err, step, e);
     } else if (latest_checkpoint(o->train_dir, kept, sizeof kept)) {
-        fprintf(stderr, "tower train: %s; the variables of step %ld are in %s\n", err, step, kept);
+        cmd_errorf("tower train: %s; the variables of step %ld are in %s\n", err, step, kept);
     } else {
-        fprintf(stderr, "tower train: %s; no step ran, nothing saved\n", err);
+        cmd_errorf("tower train: %s; no step ran, nothing saved\n", err);
     }
 }
 
@@ -399,19 +399,19 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank);
 int cmd_train(int argc, char **argv) {
     char err[512];
     if (ranks_init(&argc, &argv, err, sizeof err) != 0) {
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         return 1;
     }
     const int rank = ranks_rank();
     if (rank != 0 && !freopen("/dev/null", "w", stdout)) {
-        fprintf(stderr, "tower train: rank %d: cannot silence stdout\n", rank);
+        cmd_errorf("tower train: rank %d: cannot silence stdout\n", rank);
     }
     int rc = train_main(argc, argv, rank);
     /* 128 + SIGINT or SIGTERM: a stop every rank agreed on after the same step, the checkpoint written:
      * the ranks end together, not by an abort. */
     const int stopped = rc == 128 + SIGINT || rc == 128 + SIGTERM;
     if (rc != 0 && !stopped && ranks_size() > 1) {
-        fprintf(stderr, "tower train: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
+        cmd_errorf("tower train: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
         ranks_abort(rc);
     }
     ranks_finalize();
@@ -437,7 +437,7 @@ static int train_main(int argc, char **argv, int rank) {
         cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0)
         return 2;
     if (cmd_make_dirs(o.train_dir) != 0) {
-        fprintf(stderr, "tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
+        cmd_errorf("tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
         return 1;
     }
     /* One run per train_dir, held to the exit (by rank 0, which alone writes there); a directory that
@@ -445,7 +445,7 @@ static int train_main(int argc, char **argv, int rank) {
     char err[1024];
     int lock_fd = -1;
     if (rank == 0 && trainer_lock_dir(o.train_dir, &lock_fd, err, sizeof err) != 0) {
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         return 1;
     }
     rc = run_train(o, dopt, rank);
@@ -463,7 +463,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     o.warn_ctx = &disp;
     if (trainer_open(&tr, &o, err, sizeof err) != 0) {
         escape_in_place(err, sizeof err); /* it may name a data file */
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         return 1;
     }
     /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
@@ -478,8 +478,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         int lrc = classes ? io_labels_record_names(classes, n_classes, run_labels, err, sizeof err)
                           : io_labels_record(data_labels, run_labels, err, sizeof err);
         if (lrc != 0) {
-            if (lrc > 0) fprintf(stderr, "tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
-            else fprintf(stderr, "tower train: %s\n", err);
+            if (lrc > 0) cmd_errorf("tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
+            else cmd_errorf("tower train: %s\n", err);
             trainer_close(&tr, NULL, 0);
             return 1;
         }
@@ -487,7 +487,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     EventWriter *events = NULL;
     if (rank == 0 && (dopt.summary_every > 0 || dopt.histogram_every > 0)) {
         if (!(events = event_writer_open(o.train_dir, err, sizeof err))) {
-            fprintf(stderr, "tower train: %s\n", err);
+            cmd_errorf("tower train: %s\n", err);
             trainer_close(&tr, NULL, 0);
             return 1;
         }
@@ -546,16 +546,16 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             trainer_timestamp(ts, sizeof ts);
             char kept[4200];
             if (latest_checkpoint(o.train_dir, kept, sizeof kept))
-                fprintf(stderr, "%s: %s; not saved: the latest checkpoint stays %s\n", ts, err, kept);
+                cmd_errorf("%s: %s; not saved: the latest checkpoint stays %s\n", ts, err, kept);
             else
-                fprintf(stderr, "%s: %s; not saved (no checkpoint was written)\n", ts, err);
+                cmd_errorf("%s: %s; not saved (no checkpoint was written)\n", ts, err);
             event_writer_close(events, NULL, 0);
             trainer_close(&tr, NULL, 0);
             return 1;
         }
         if (got < 0) {
             display_finish(&disp, &tr, loss);
-            fprintf(stderr, "tower train: %s\n", err);
+            cmd_errorf("tower train: %s\n", err);
             exit_code = 1;
             break;
         }
@@ -573,7 +573,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             if (write_summaries(events, &tr, step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                                 summary_steps / secs, scalars_due, histograms_due, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);
-                fprintf(stderr, "tower train: summaries at step %ld: %s\n", step, err);
+                cmd_errorf("tower train: summaries at step %ld: %s\n", step, err);
                 exit_code = 1;
                 break;
             }
@@ -590,7 +590,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         if (o.save_every > 0 && scheduled % o.save_every == 0) {
             if (trainer_save(&tr, err, sizeof err) != 0) {
                 display_finish(&disp, &tr, loss);
-                fprintf(stderr, "tower train: checkpoint at step %ld: %s\n", step, err);
+                cmd_errorf("tower train: checkpoint at step %ld: %s\n", step, err);
                 exit_code = 1;
                 break;
             }
@@ -618,19 +618,19 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         if (secs < 1e-9) secs = 1e-9;
         if (write_summaries(events, &tr, final_step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                             summary_steps / secs, final_scalars, final_histograms, err, sizeof err) != 0) {
-            fprintf(stderr, "tower train: summaries at step %ld: %s\n", final_step, err);
+            cmd_errorf("tower train: summaries at step %ld: %s\n", final_step, err);
             exit_code = 1;
         }
     }
     if (event_writer_close(events, err, sizeof err) != 0 && exit_code == 0) {
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         exit_code = 1;
     }
     /* The end's checkpoint; a run that ends at step 0 (--max_steps 0) writes model.ckpt-0, the initial
      * variables, as TensorFlow's CheckpointSaverHook does when a session starts. */
     if (exit_code == 0 && (trainer_schedule_step(&tr) != last_saved || trainer_schedule_step(&tr) == 0)) {
         if (trainer_save(&tr, err, sizeof err) != 0) {
-            fprintf(stderr, "tower train: final checkpoint: %s\n", err);
+            cmd_errorf("tower train: final checkpoint: %s\n", err);
             exit_code = 1;
         }
     }
@@ -653,7 +653,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         printf("\n");
     }
     if (trainer_close(&tr, err, sizeof err) != 0) {
-        fprintf(stderr, "tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err);
         exit_code = 1;
     }
     /* Stopped by a signal: the checkpoint is written, and the status says the run did not finish. */

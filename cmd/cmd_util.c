@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +15,20 @@
 #include "base/escape.h"
 #include "io/imagefolder.h"
 #include "model/graph.h"
+
+void cmd_errorf(const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(msg), n_fmt = strlen(fmt);
+    int newline = n_fmt > 0 && fmt[n_fmt - 1] == '\n';
+    if (newline && n > 0 && msg[n - 1] == '\n') msg[n - 1] = '\0';
+    escape_in_place(msg, sizeof msg - 1); /* room for the newline */
+    if (newline) strcat(msg, "\n");
+    fputs(msg, stderr);
+}
 
 int cmd_make_dirs(const char *path) {
     char buf[4096];
@@ -36,18 +51,18 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
     } else {
         int found = ckpt_find_latest(checkpoint_dir, path, path_n_bytes, err, sizeof err);
         if (found != 1) {
-            if (found == 0) fprintf(stderr, "tower %s: no checkpoint found in %s\n", command, checkpoint_dir);
-            else fprintf(stderr, "tower %s: %s\n", command, err);
+            if (found == 0) cmd_errorf("tower %s: no checkpoint found in %s\n", command, checkpoint_dir);
+            else cmd_errorf("tower %s: %s\n", command, err);
             return -1;
         }
     }
     if (ckpt_read(path, ck, err, sizeof err) != 0) {
-        fprintf(stderr, "tower %s: %s\n", command, err);
+        cmd_errorf("tower %s: %s\n", command, err);
         return -1;
     }
     if (model_spec_init_opts(spec, ck->model, ck->H, ck->W, ck->C, ck->num_classes, &ck->opts, err, sizeof err) != 0 ||
         spec->n_params != ck->n_params) {
-        fprintf(stderr, "tower %s: %s: the checkpoint's model does not build (%s)\n", command, path, err);
+        cmd_errorf("tower %s: %s: the checkpoint's model does not build (%s)\n", command, path, err);
         ckpt_contents_free(ck);
         return -1;
     }
@@ -98,15 +113,17 @@ int cmd_check_choice(const char *command, const char *flag, const char *value, c
     for (int i = 0; i < n && k < sizeof expected; i++)
         k += (size_t)snprintf(expected + k, sizeof expected - k, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
                               choices[i]);
-    fprintf(stderr, "tower %s: --%s '%s': expected %s\n", command, flag, escaped(value, v, sizeof v), expected);
+    cmd_errorf("tower %s: --%s '%s': expected %s\n", command, flag, escaped(value, v, sizeof v), expected);
     return -1;
 }
 
 int cmd_check_long(const char *command, const char *flag, long value, long lo, long hi, const char *note) {
     if (value >= lo && value <= hi) return 0;
-    if (hi == LONG_MAX) fprintf(stderr, "tower %s: --%s %ld: expected an integer >= %ld", command, flag, value, lo);
-    else fprintf(stderr, "tower %s: --%s %ld: expected an integer in [%ld, %ld]", command, flag, value, lo, hi);
-    fprintf(stderr, note ? " (%s)\n" : "\n", note);
+    char range[96];
+    if (hi == LONG_MAX) snprintf(range, sizeof range, ">= %ld", lo);
+    else snprintf(range, sizeof range, "in [%ld, %ld]", lo, hi);
+    cmd_errorf("tower %s: --%s %ld: expected an integer %s%s%s%s\n", command, flag, value, range, note ? " (" : "",
+               note ? note : "", note ? ")" : "");
     return -1;
 }
 
@@ -115,16 +132,16 @@ int cmd_check_float(const char *command, const char *flag, float value, double l
     const double v = value;
     if ((lo_closed ? v >= lo : v > lo) && (hi_closed ? v <= hi : v < hi)) return 0;
     if (isinf(hi))
-        fprintf(stderr, "tower %s: --%s %g: expected a number %s %g\n", command, flag, v, lo_closed ? ">=" : ">", lo);
+        cmd_errorf("tower %s: --%s %g: expected a number %s %g\n", command, flag, v, lo_closed ? ">=" : ">", lo);
     else
-        fprintf(stderr, "tower %s: --%s %g: expected a number in %c%g, %g%c\n", command, flag, v, lo_closed ? '[' : '(',
+        cmd_errorf("tower %s: --%s %g: expected a number in %c%g, %g%c\n", command, flag, v, lo_closed ? '[' : '(',
                 lo, hi, hi_closed ? ']' : ')');
     return -1;
 }
 
 int cmd_check_nonempty(const char *command, const char *flag, const char *value, const char *what) {
     if (value && value[0]) return 0;
-    fprintf(stderr, "tower %s: --%s '': expected a non-empty %s\n", command, flag, what);
+    cmd_errorf("tower %s: --%s '': expected a non-empty %s\n", command, flag, what);
     return -1;
 }
 
@@ -138,10 +155,10 @@ int cmd_check_data_paths(const char *command, const char *flag, const char *glob
         const char *slash = len > 0 && p[len - 1] == '/' ? "" : "/";
         escaped(p, e, sizeof e);
         if (flag)
-            fprintf(stderr, "tower %s: --%s '%s' is a directory: give its TFRecord files, e.g. --%s '%s%s*.tfrecord'\n",
+            cmd_errorf("tower %s: --%s '%s' is a directory: give its TFRecord files, e.g. --%s '%s%s*.tfrecord'\n",
                     command, flag, e, flag, e, slash);
         else
-            fprintf(stderr, "tower %s: '%s' is a directory: give its TFRecord files, e.g. '%s%s*.tfrecord'\n", command,
+            cmd_errorf("tower %s: '%s' is a directory: give its TFRecord files, e.g. '%s%s*.tfrecord'\n", command,
                     e, e, slash);
         return -1;
     }
@@ -173,7 +190,7 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
     struct stat st;
     const int looks_like_data = strstr(extra[0], ".tfrecord") || (stat(extra[0], &st) == 0 && S_ISREG(st.st_mode));
     if (!looks_like_data || !data) {
-        fprintf(stderr, "tower %s: unexpected argument '%s' (see --help)\n", command, escaped(extra[0], e, sizeof e));
+        cmd_errorf("tower %s: unexpected argument '%s' (see --help)\n", command, escaped(extra[0], e, sizeof e));
         return -1;
     }
     /* The pattern the files share: the common prefix without its trailing
@@ -195,7 +212,7 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
     if (pre + suf > shortest) suf = shortest > pre ? shortest - pre : 0;
     char pattern[4096], p[4096];
     snprintf(pattern, sizeof pattern, "%.*s*%s", (int)pre, first, first + strlen(first) - suf);
-    fprintf(stderr, "tower %s: unexpected argument '%s': an unquoted glob given to --data was expanded by the shell "
+    cmd_errorf("tower %s: unexpected argument '%s': an unquoted glob given to --data was expanded by the shell "
             "into several files; quote it, e.g. --data '%s'\n", command, escaped(extra[0], e, sizeof e),
             escaped(pattern, p, sizeof p));
     return -1;

@@ -81,4 +81,11 @@ int cmd_check_data(const char *command, const char *flag, const char *data);
  * from data (the --data value) and the extra arguments.  n_extra 0: 0. */
 int cmd_check_no_arguments(const char *command, const char *data, char **extra, int n_extra);
 
+/* fprintf(stderr, fmt, ...) with the whole message escaped (base/escape.h)
+ * before it is written, a final newline kept: every message of cmd/ goes
+ * through it, since flag values, paths and the messages of io/, ps/ and
+ * train/ may hold any byte, and none of those reaches a terminal raw.  One
+ * write of at most 4 KiB (longer is cut). */
+void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -116,11 +116,11 @@ int main(int argc, char **argv) {
         /* tower help COMMAND: that command's --help. */
         const Command *c = find_command(argv[2]);
         if (!c) {
-            fprintf(stderr, "tower help: unknown command '%s' (tower --help lists the commands)\n", argv[2]);
+            cmd_errorf("tower help: unknown command '%s' (tower --help lists the commands)\n", argv[2]);
             return 2;
         }
         if (argc > 3) {
-            fprintf(stderr, "tower help: unexpected argument '%s' (tower help COMMAND)\n", argv[3]);
+            cmd_errorf("tower help: unexpected argument '%s' (tower help COMMAND)\n", argv[3]);
             return 2;
         }
         char *help_argv[] = {argv[2], "--help", NULL};
@@ -128,6 +128,6 @@ int main(int argc, char **argv) {
     }
     const Command *c = find_command(first);
     if (c) return c->run(argc - 1, argv + 1);
-    fprintf(stderr, "tower: unknown command '%s' (tower --help lists the commands)\n", first);
+    cmd_errorf("tower: unknown command '%s' (tower --help lists the commands)\n", first);
     return 2;
 }

@@ -7,6 +7,8 @@
  */
 #include "cmd/progress.h"
 
+#include "base/escape.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -97,7 +99,8 @@ void progress_clear(Progress *p) {
 void progress_warn(Progress *p, FILE *to, const char *line) {
     pthread_mutex_lock(&g_terminal_mu);
     if (p) clear_locked(p);
-    fprintf(to, "warning: %s\n", line);
+    char safe[4096];
+    fprintf(to, "warning: %s\n", escape_str(safe, sizeof safe, line));
     fflush(to);
     pthread_mutex_unlock(&g_terminal_mu);
 }

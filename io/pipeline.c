@@ -269,7 +269,10 @@ long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
 
 static void warn_line(const Pipeline *p, const char *line) {
     if (p->cfg.warn) p->cfg.warn(p->cfg.warn_ctx, line);
-    else fprintf(stderr, "warning: %s\n", line);
+    else {
+        char safe[4096];
+        fprintf(stderr, "warning: %s\n", escape_str(safe, sizeof safe, line));
+    }
 }
 
 /* Counts one more of a kind this epoch (*epoch_n) against the most any epoch met (*distinct): every epoch meets the

@@ -34,7 +34,7 @@ After the build the binary is `build/cmd/tower`; `cmake --install build --prefix
 Every value is checked when the command line is parsed, before a file is read or a directory made, and
 a refusal is one line on stderr naming the flag, the value and what the flag accepts:
 
-    tower train: --model 'resnet50': expected mnist or cifar10
+    tower train: --model 'lenet5': expected mnist, cifar10, mobilenet_v2, vgg11, vgg16, resnet20 or resnet50
     tower train: --variable_update 'independent': expected parameter_server or replicated
     tower train: --num_towers 1000: expected an integer in [0, 64] (0: one per device)
     tower train: --batch_size 0: expected an integer in [1, 1048576]
@@ -46,6 +46,13 @@ a refusal is one line on stderr naming the flag, the value and what the flag acc
     tower train: unknown flag -x (flags take two dashes, --name; see --help)
 
 No flag takes `nan` or `inf`, and integers take no trailing characters and no values past their type.
+The messages are written escaped (base/escape.h: cmd/'s through `cmd_errorf` in cmd/cmd_util.c, the
+flag parser's, and the warnings and notes of io/ and train/): a byte outside printable ASCII, whether it
+came from the command line, a file name or a file's contents, is printed as `\xHH`, so a message stays
+one line and cannot move the cursor or forge a line of its own:
+
+    tower train: bad value '\x1b[2J\x0aforged line' for --batch_size: expected an integer
+
 The ranges:
 
 | flag | accepted |

@@ -154,6 +154,33 @@ refuse 2 "tower inspect: '$work/d' is a directory: give its TFRecord files, e.g.
 [ ! -e "$work/never" ] || fail "a refused train made its --train_dir"
 echo "ok: an unquoted glob and a directory as data get a hint"
 
+# ---- bytes from argv and from files reach the terminal escaped (base/escape.h), one line each ----
+esc=$'\e[2J\nforged line'
+refuse 2 "tower train: bad value '\\x1b[2J\\x0aforged line' for --batch_size: expected an integer" train --batch_size "$esc" $t
+refuse 2 "tower train: unknown flag --x\\x1b[2J\\x0aforged line (see --help)" train "--x$esc" $t
+refuse 2 "tower train: unknown flag -\\x1b[2J\\x0aforged line (flags take two dashes, --name; see --help)" train "-$esc" $t
+refuse 2 "tower train: --model '\\x1b[2J\\x0aforged line': expected mnist, cifar10, mobilenet_v2, vgg11, vgg16, resnet20 or resnet50" \
+  train --model "$esc" $t
+refuse 2 "tower train: --gpus '\\x1b[2J\\x0aforged line': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus "$esc" $t
+refuse 2 "tower bench: --towers: '\\x1b[2J\\x0aforged line' is not a tower count in [1, 64]" bench --towers "$esc"
+refuse 2 "tower bench: --modes: unknown mode '\\x1b[2J\\x0aforged line': expected $(
+  "$tower" bench --modes nope 2>&1 | sed -n "s/^tower bench: --modes: unknown mode 'nope': expected //p")" bench --modes "$esc"
+refuse 2 "tower: unknown command '\\x1b[2J\\x0aforged line' (tower --help lists the commands)" "$esc"
+refuse 2 "tower help: unknown command '\\x1b[2J\\x0aforged line' (tower --help lists the commands)" help "$esc"
+# a path that reaches io/'s messages: a file name with a newline and ESC in it
+bad="$work/bad"$'\e[31m\n'"name.tfrecord"
+printf 'not a record' >"$bad"
+set +e
+"$tower" inspect "$bad" >"$work/out" 2>"$work/err"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || fail "inspect of a 12-byte non-record file: exit 0"
+[ "$(wc -l <"$work/err")" -eq 1 ] || fail "inspect of a file named with a newline: not one line: $(cat -A "$work/err")"
+! grep -q $'\e' "$work/err" || fail "inspect of a file named with ESC: the byte reached stderr: $(cat -A "$work/err")"
+grep -qF 'bad\x1b[31m\x0aname.tfrecord' "$work/err" || fail "inspect: the name not escaped: $(cat -A "$work/err")"
+n_ok=$((n_ok + 1))
+echo "ok: bytes from argv and file names are escaped, one line each"
+
 # ---- bench: its output paths are tried before the benchmark runs ----
 b=(bench --models mnist --modes ps_cpu --towers 1 --steps 1 --warmup 0 --batch_size 1 --device cpu)
 refuse 1 "tower bench: --svg $work/no/dir/c.svg: cannot create the file: No such file or directory" \

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/escape.h"
 #include "base/memory.h"
 #include "base/ranks.h"
 #include "io/events.h"
@@ -545,7 +546,10 @@ int trainer_close(Trainer *tr, char *err, size_t err_n_bytes) {
         char e[1200];
         if (trace_close(tr->trace, e, sizeof e) != 0) {
             if (err) snprintf(err, err_n_bytes, "%s", e);
-            else fprintf(stderr, "tower: %s\n", e);
+            else {
+                escape_in_place(e, sizeof e);
+                fprintf(stderr, "tower: %s\n", e);
+            }
             rc = -1;
         }
     }
@@ -700,11 +704,11 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
      * (another global batch sizes the shuffle buffer otherwise: docs/ps.md, "Checkpoints"). */
     if (run.n_towers != tr->n_workers * tr->worker_towers || run.batch_size != o->batch_size ||
         run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) {
-        char ts[64];
+        char ts[64], safe_path[1024];
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, accum_steps %d, seed %llu; continuing "
                 "with %d, %d, %d, %ld (the run will not be bitwise a straight one)\n",
-                ts, path, run.n_towers, run.batch_size, run.accum_steps, (unsigned long long)run.seed,
+                ts, escape_str(safe_path, sizeof safe_path, path), run.n_towers, run.batch_size, run.accum_steps, (unsigned long long)run.seed,
                 tr->n_workers * tr->worker_towers, o->batch_size, tr->accum_steps, o->seed);
     }
     tr->examples_consumed = run.examples_consumed;
@@ -733,12 +737,12 @@ static void settle_parts(Trainer *tr) {
     for (int w = 0; w < tr->n_workers; w++)
         tr->part_start[w] = own ? run->part_examples_consumed[w] : tr->examples_consumed / tr->n_workers;
     if (run->n_parts > 0 && !own && tr->rank == 0) {
-        char ts[64];
+        char ts[64], safe_split[40];
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: the checkpoint records the examples of %d worker(s)' parts of --input_split %s; "
                 "this run has %d worker(s) with --input_split %s: each part skips %ld (examples consumed / %d), "
-                "not its own count\n", ts, run->n_parts, run->input_split, tr->n_workers, split_names[tr->input_split],
-                tr->examples_consumed / tr->n_workers, tr->n_workers);
+                "not its own count\n", ts, run->n_parts, escape_str(safe_split, sizeof safe_split, run->input_split),
+                tr->n_workers, split_names[tr->input_split], tr->examples_consumed / tr->n_workers, tr->n_workers);
     }
 }
 
