@@ -252,7 +252,8 @@ typedef struct {
     void *scratch;                      /* shared: max over nodes of scratch_n_bytes */
     size_t scratch_n_bytes;             /* its size (at least this node's scratch_n_bytes at max_batch) */
     const float *w[NODE_MAX_VARS];      /* the node's variables, in its vars order */
-    float *dw[NODE_MAX_VARS];           /* their gradients: backward ADDS */
+    float *dw[NODE_MAX_VARS];           /* their gradients: backward ADDS (WRITES when dw_write) */
+    int dw_write;                       /* 1: backward WRITES dw (only kinds whose writes_dw is 1 are given it) */
     float *dout;                        /* (B, out shape): the gradient of out; backward may clobber it */
     float *din[NODE_MAX_INPUTS];        /* (B, in shape): backward WRITES; NULL = not wanted */
 } NodeRun;
@@ -275,6 +276,9 @@ typedef struct {
     double (*macs)(const Node *n);
     void (*forward)(const Node *n, const NodeRun *r);
     void (*backward)(const Node *n, const NodeRun *r);
+    /* 1: backward honours NodeRun.dw_write (writes its variables' gradients straight, no scratch and no add);
+     * 0: the executor zeroes them first where it wants them written (model_backward_write). */
+    int writes_dw;
     /* After a training forward: update the node's non-trainable variables
      * w (writable) from what it saved; NULL for kinds without any. */
     void (*update)(const Node *n, float *const *w, const void *saved);

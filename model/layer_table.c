@@ -120,10 +120,13 @@ static void conv2d_node_forward(const Node *n, const NodeRun *r) {
 static void conv2d_node_backward(const Node *n, const NodeRun *r) {
     const Conv2d *c = &n->conv;
     const size_t grads = conv2d_grads_n_bytes(c);
-    float *dw = (float *)r->scratch;
-    float *db = (float *)((char *)dw + align64(sizeof(float) * conv2d_dw_n_floats(c)));
+    /* dw_write: the gradients straight into the variables' (conv2d_run_backward overwrites); else into scratch,
+     * then added. */
+    float *dw = r->dw_write ? r->dw[0] : (float *)r->scratch;
+    float *db = r->dw_write ? r->dw[1] : (float *)((char *)r->scratch + align64(sizeof(float) * conv2d_dw_n_floats(c)));
     conv2d_run_backward(r->din[0], dw, n->no_bias ? NULL : db, (char *)r->scratch + grads,
                         conv2d_run_bytes_given(c, r), r->out, r->dout, r->in[0], r->w[0], c, r->B, r->n_threads);
+    if (r->dw_write) return;
     grad_accumulate(r->dw[0], dw, conv2d_dw_n_floats(c));
     if (!n->no_bias) grad_accumulate(r->dw[1], db, (size_t)c->C_out);
 }
@@ -235,9 +238,13 @@ static void dense_node_forward(const Node *n, const NodeRun *r) {
 static void dense_node_backward(const Node *n, const NodeRun *r) {
     const Dense *d = &n->dense;
     const size_t n_w = (size_t)d->n_in * d->n_out;
-    float *dw = r->scratch, *db = (float *)((char *)r->scratch + align64(sizeof(float) * n_w));
+    /* dw_write: the gradients straight into the variables' (dense_backward overwrites: VGG16's fc1 is 411 MB);
+     * else into scratch, then added. */
+    float *dw = r->dw_write ? r->dw[0] : r->scratch;
+    float *db = r->dw_write ? r->dw[1] : (float *)((char *)r->scratch + align64(sizeof(float) * n_w));
     /* The pre-activation gradient overwrites dout in place (the executor's buffer). */
     dense_backward(r->din[0], dw, db, r->dout, r->out, r->dout, r->in[0], r->w[0], d, r->B);
+    if (r->dw_write) return;
     grad_accumulate(r->dw[0], dw, n_w);
     grad_accumulate(r->dw[1], db, (size_t)d->n_out);
 }
@@ -515,6 +522,19 @@ static void gap_node_backward(const Node *n, const NodeRun *r) {
 #define relu_node_update NULL
 #define add_node_update NULL
 #define gap_node_update NULL
+/* backward honours dw_write (graph.h): the two kinds whose weight gradients go through scratch, the large ones. */
+#define conv2d_node_writes_dw 1
+#define dense_node_writes_dw 1
+#define maxpool_node_writes_dw 0
+#define lrn_node_writes_dw 0
+#define batchnorm_node_writes_dw 0
+#define depthwise_node_writes_dw 0
+#define pointwise_node_writes_dw 0
+#define zeropad_node_writes_dw 0
+#define relu6_node_writes_dw 0
+#define relu_node_writes_dw 0
+#define add_node_writes_dw 0
+#define gap_node_writes_dw 0
 
 /* The CUDA twins: weak, so that a CPU-only program links without them. */
 #define X(K, stem)                                                                                               \
@@ -543,6 +563,7 @@ const LayerKindInfo model_layer_table[NODE_KIND_COUNT] = {
                   stem##_node_macs,                                                                               \
                   stem##_node_forward,                                                                            \
                   stem##_node_backward,                                                                           \
+                  stem##_node_writes_dw,                                                                          \
                   stem##_node_update,                                                                             \
                   stem##_node_describe,                                                                           \
                   stem##_node_init_cuda,                                                                          \

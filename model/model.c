@@ -12,7 +12,9 @@
  * table (layer_table.c).  The CUDA executor (model_cuda.cu) walks the same
  * graph the same way.
  * Backward convention (llm.c's): parameter gradients are ADDED (the caller
- * zeroes), activation gradients WRITTEN; a tensor read by several nodes
+ * zeroes; model_backward_write, a step's first micro-batch, writes them
+ * instead, straight from conv2d's and dense's products), activation
+ * gradients WRITTEN; a tensor read by several nodes
  * gets the first consumer's (in reverse order) gradient written into its
  * buffer and each later one's added (grad_accumulate), in node order.
  * What it does not do: know about towers, devices or optimizers; allocate
@@ -423,7 +425,10 @@ float model_forward(float *logits, float *ce_loss, ModelActs *a,
     return (float)loss;
 }
 
-void model_backward(float *dparams, ModelActs *a, const float *params) {
+/* model_backward (write 0: gradients added) and model_backward_write (write 1: every float of dparams written:
+ * conv2d and dense write their weight gradients straight (writes_dw), the other kinds' variables are zeroed
+ * first and added to, and the variables no node reached are zeroed at the end). */
+static void backward_pass(float *dparams, ModelActs *a, const float *params, int write) {
     const ModelSpec *s = &a->spec;
     const Graph *g = &a->graph;
     const int B = a->B;
@@ -438,6 +443,7 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
     /* written[i]: node i's dout holds (part of) its gradient already.  dout_of[i]: the buffer of node i's
      * gradient this step (its own, or an Add's other input's: plan_add_sharing). */
     unsigned char written[GRAPH_MAX_NODES] = {0};
+    unsigned char var_written[MODEL_MAX_VARS] = {0}; /* write: the variable's gradient is written this pass */
     float *dout_of[GRAPH_MAX_NODES];
     for (int i = 0; i < g->n_nodes; i++) dout_of[i] = a->bufs[i].dout;
     double t0 = omp_get_wtime();
@@ -466,6 +472,13 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
             r.din[j] = later[j] ? a->grad_tmp + (size_t)j * a->grad_tmp_n_floats : dout_of[in];
         }
         bind_vars(&r, s, n, params, dparams);
+        if (write) {
+            r.dw_write = model_layer_table[n->kind].writes_dw;
+            for (int j = 0; j < n->n_vars; j++) {
+                if (!r.dw_write) memset(r.dw[j], 0, sizeof(float) * s->vars[n->var0 + j].n_floats);
+                var_written[n->var0 + j] = 1;
+            }
+        }
         t0 = omp_get_wtime();
         model_layer_table[n->kind].backward(n, &r);
         for (int j = 0; j < n->n_inputs; j++) {
@@ -478,6 +491,8 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
         b->backward_s += omp_get_wtime() - t0;
         b->n_backward++;
     }
+    for (int v = 0; write && v < s->n_vars; v++)
+        if (!var_written[v]) memset(dparams + s->vars[v].offset, 0, sizeof(float) * s->vars[v].n_floats);
     t0 = omp_get_wtime();
     for (int v = 0; v < s->n_vars; v++)
         if (s->vars[v].wd != 0.0f)
@@ -485,6 +500,10 @@ void model_backward(float *dparams, ModelActs *a, const float *params) {
                              s->vars[v].n_floats, s->vars[v].wd);
     a->loss_backward_s += omp_get_wtime() - t0;
 }
+
+void model_backward(float *dparams, ModelActs *a, const float *params) { backward_pass(dparams, a, params, 0); }
+
+void model_backward_write(float *dparams, ModelActs *a, const float *params) { backward_pass(dparams, a, params, 1); }
 
 void model_acts_set_training(ModelActs *a, int training) { a->training = training != 0; }
 

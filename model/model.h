@@ -156,9 +156,22 @@ float model_forward(float *logits, float *ce_loss, ModelActs *acts,
  *            convention: the caller zeroes it once per step, so K
  *            micro-batches accumulate), where loss is exactly the value
  *            model_forward returned (mean over the batch plus weight decay).
- *            Entries of non-trainable variables are left as they are.
+ *            Entries of non-trainable variables are left as they are
+ *            (model_backward_write: the same, writing instead of adding).
  * Without a successful forward on acts: one line on stderr, nothing added. */
 void model_backward(float *dparams, ModelActs *acts, const float *params);
+
+/* As model_backward, but dparams is OVERWRITTEN: every one of its n_params
+ * floats is written (non-trainable variables' entries and those of
+ * variables no gradient reaches with 0), so the caller need not zero it.
+ * A step's first micro-batch: the same values as zeroing dparams and
+ * calling model_backward (bit for bit but for the sign of a zero: a
+ * product written straight may be -0 where 0 + -0 gives +0), without the
+ * memset and without conv2d's and dense's gradient passing through
+ * scratch and an add (vgg11's step on 2 AVX2 cores: bench/RESULTS.md,
+ * 2026-11-27).  Without a successful training forward: one line on stderr,
+ * nothing written. */
+void model_backward_write(float *dparams, ModelActs *acts, const float *params);
 
 /* Training (1, the default) or evaluation (0) mode of the next forwards on
  * acts: batch norm normalises with the batch's statistics (and saves them

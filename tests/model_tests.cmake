@@ -39,6 +39,10 @@ tower_add_test(NAME test_model_mobilenet_v2
 tower_add_test(NAME test_model_nets
   SOURCES test_model_nets.c gradcheck.c
   LIBS tower_model)
+# model_backward_write (a step's first micro-batch) against zeroing + model_backward, every network.
+tower_add_test(NAME test_model_backward_write
+  SOURCES test_model_backward_write.c gradcheck.c
+  LIBS tower_model)
 # vgg11, vgg16, resnet20, resnet50 against Keras (tf.keras.applications.VGG16
 # and ResNet50; vgg11 and resnet20 built from Keras's layers) by name (label
 # interop; skipped, 77, without TensorFlow: export TOWER_PYTHON).

@@ -5,7 +5,7 @@
  * copy of the weights (copied in from the master variables each step, as a
  * GPU tower would), its own activations (ModelActs), and computes its
  * gradients straight into the host gradient buffer the parameter server gave
- * it (zeroed at a step's first micro-batch, added to by the others, scaled
+ * it (written by a step's first micro-batch, added to by the others, scaled
  * in place), so its copy-out is empty.  In the replicated modes its weights are
  * bound to its replica's host buffer instead (bind_params): no copy-in, the
  * update is applied to them in place.  Its OpenMP threads: about C/N of the
@@ -171,9 +171,10 @@ static int cpu_compute(void *dev, int accumulate, float *loss, float *accuracy, 
     *loss = model_forward(t->logits, NULL, t->acts, t->x, t->labels, t->weights, t->n);
     *accuracy = (float)model_count_correct(t->logits, t->labels, t->n, t->spec->num_classes) / (float)t->n;
     t->forward_end_sec = tower_now_sec();
-    /* model_backward ADDS (llm.c's convention): zeroed once per step, at its first micro-batch. */
-    if (!accumulate) memset(t->grads_host, 0, sizeof(float) * t->spec->n_params);
-    model_backward(t->grads_host, t->acts, t->weights);
+    /* A step's first micro-batch writes the gradient (model_backward_write: no memset, conv2d's and dense's
+     * products straight into it); the later ones add (llm.c's convention). */
+    if (!accumulate) model_backward_write(t->grads_host, t->acts, t->weights);
+    else model_backward(t->grads_host, t->acts, t->weights);
     return 0;
 }
 
