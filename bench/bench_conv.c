@@ -103,10 +103,13 @@ static const Shape shapes[] = {
     {"resnet50", 8, 14, 1024, 1, 256, 1, PAD_VALID, 1, 0, 0},
     /* resnet50's 3x3 at 32x32 input. */
     {"resnet50", 64, 8, 64, 3, 64, 1, PAD_SAME, 1, 0, 0},
-    /* resnet20's 3x3 stride 1 at 32x32, batch 64. */
+    /* resnet20's 3x3 at 32x32, batch 64: conv1, the three stages' stride-1 layers, the two stride-2 ones. */
+    {"resnet20", 64, 32, 3, 3, 16, 1, PAD_SAME, 1, 0, 0},
     {"resnet20", 64, 32, 16, 3, 16, 1, PAD_SAME, 1, 0, 0},
     {"resnet20", 64, 16, 32, 3, 32, 1, PAD_SAME, 1, 0, 0},
     {"resnet20", 64, 8, 64, 3, 64, 1, PAD_SAME, 1, 0, 0},
+    {"resnet20", 64, 32, 16, 3, 32, 2, PAD_SAME, 1, 0, 0},
+    {"resnet20", 64, 16, 32, 3, 64, 2, PAD_SAME, 1, 0, 0},
     /* vgg16's 3x3 at 224x224, batch 8 (one per block). */
     {"vgg16_224", 8, 112, 64, 3, 64, 1, PAD_SAME, 1, 1, 0},
     {"vgg16_224", 8, 56, 128, 3, 128, 1, PAD_SAME, 1, 1, 0},
