@@ -1,7 +1,8 @@
 /* bench_model.c — forward+backward speed of the CPU models (not a test).
  *
  * Where it sits: bench/; measures what a CPU tower spends per step inside
- * model_forward + model_backward (model/), on random in-memory data with
+ * model_forward + model_backward_write (model/: a step's first micro-batch,
+ * the gradient written, as tower_cpu.c runs it), on random in-memory data with
  * TensorFlow's initializers, no optimizer step (that is ps/'s, measured by
  * bench/bench_ps).  bench/run_model_bench.sh runs it beside
  * bench/pytorch_model.py and prints both side by side.
@@ -89,8 +90,7 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
     model_init_params(params, &spec, 1);
     for (int i = 0; i < warmup; i++) {
         model_forward(NULL, NULL, acts, x, labels, params, B);
-        memset(dparams, 0, sizeof(float) * spec.n_params); /* backward adds, as a tower's step zeroes first */
-        model_backward(dparams, acts, params);
+        model_backward_write(dparams, acts, params); /* a step's first micro-batch, as a CPU tower runs it */
     }
     model_layer_times_reset(acts);
     struct rusage ru0, ru1;
@@ -98,8 +98,7 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
         model_forward(NULL, NULL, acts, x, labels, params, B);
-        memset(dparams, 0, sizeof(float) * spec.n_params);
-        model_backward(dparams, acts, params);
+        model_backward_write(dparams, acts, params);
         t[r] = now_s() - t0;
     }
     getrusage(RUSAGE_SELF, &ru1);
