@@ -227,7 +227,12 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
         ranks_bcast(st->packed, M * sizeof(float));
         if (tr->rank != 0) ps_shards_unpack(&st->sh, &tr->spec, tr->rank, tr->rank + 1, st->packed, x);
     }
-    return 0;
+    /* A worker's CPU towers read its full copy of the variables in place (as ps_cpu's): it changes only between
+     * steps (the owners' update, then the all-gather into it). */
+    float *params[TOWER_MAX_TOWERS];
+    for (int t = 0; t < tr->n_towers; t++) params[t] = ps->params;
+    tr->params_bound = tr->n_towers > 0 && tr->towers ? tower_group_bind_params(tr->towers, params, err, err_n_bytes) : 0;
+    return tr->params_bound < 0 ? -1 : 0;
 oom:
     snprintf(err, err_n_bytes, "cannot allocate the parameter-server shards' buffers for %d rank(s) of %zu variables "
              "(out of memory?)", R, M);
@@ -300,7 +305,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     for (int t = 0; t < T; t++) shard_n[t] = batch->shard_n[t];
     const float lr = ps_step_lr(ps);
     TowerStep ts = {.hooks = NULL};
-    for (int t = 0; t < T; t++) ts.params[t] = ps->params;
+    for (int t = 0; t < T; t++) ts.params[t] = tr->params_bound ? NULL : ps->params;
     int rc = 1;
     *loss = 0.0f;
     if (T > 0) rc = train_run_towers(tr, &ts, batch, loss, err, err_n_bytes);

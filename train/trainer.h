@@ -258,7 +258,7 @@ typedef struct {
     int server_threads;              /* parameter_server: OpenMP threads of the average and the update */
     /* The modes' own state, each set by its mode's open and freed by its close (train/mode_*.c). */
     int replicas_bound;              /* replicated: the towers compute on ps->replica_params in place */
-    int params_bound;                /* ps_cpu: the (CPU) towers compute on ps->params in place */
+    int params_bound;                /* ps_cpu, ps_mpi: the (CPU) towers compute on ps->params in place */
     AllreduceHost *allreduce;        /* replicated_host: the ring the tower threads run */
     PsGpu *ps_gpu;                   /* ps_gpu: variables, slots and moving averages on tower 0's GPU */
     PsGpuReplicas *gpu_replicas;     /* replicated_nccl: each tower's slots and share of the moving averages, on its GPU */
