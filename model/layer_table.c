@@ -9,7 +9,9 @@
  * the layer functions of layers.h.  Those functions OVERWRITE their
  * parameter gradients (conv2d, dense); the adaptors write them into scratch
  * and add them (grad_accumulate), so that every node follows the executor's
- * convention: parameter gradients ADDED, input gradients WRITTEN.
+ * convention: parameter gradients ADDED, input gradients WRITTEN; where the
+ * executor asks for the gradients written (NodeRun.dw_write, a step's first
+ * micro-batch: model_backward_write) they go straight into them.
  * The CUDA entries are weak references to <stem>_node_*_cuda, defined in
  * model_cuda.cu: they are linked in whenever the CUDA executor is, and NULL
  * in a CPU-only program, which never reads them.

@@ -156,8 +156,7 @@ float model_forward(float *logits, float *ce_loss, ModelActs *acts,
  *            convention: the caller zeroes it once per step, so K
  *            micro-batches accumulate), where loss is exactly the value
  *            model_forward returned (mean over the batch plus weight decay).
- *            Entries of non-trainable variables are left as they are
- *            (model_backward_write: the same, writing instead of adding).
+ *            Entries of non-trainable variables are left as they are.
  * Without a successful forward on acts: one line on stderr, nothing added. */
 void model_backward(float *dparams, ModelActs *acts, const float *params);
 

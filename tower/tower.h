@@ -91,8 +91,8 @@ typedef struct TowerBackend {
     /* Forward and backward on the shard; *loss = the shard's mean loss,
      * *accuracy = the fraction of the shard whose largest logit is its label.
      * The shard's gradient is ADDED to the tower's (the model's backward
-     * adds, llm.c's convention); accumulate 0 zeroes the tower's gradient
-     * first (a step's first micro-batch), 1 adds to what is there (the
+     * adds, llm.c's convention); accumulate 0 writes it instead, the same as
+     * zeroing first (a step's first micro-batch), 1 adds to what is there (the
      * later micro-batches of --accum_steps) and first keeps the previous
      * micro-batch's batch statistics aside for update_moving. */
     int (*compute)(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes);

@@ -1,14 +1,15 @@
 /* tower_cpu.c — the CPU backend: a tower whose device is a share of the
  * host's cores.
  *
- * Where it sits: behind TowerBackend (tower.h).  A CPU tower keeps its own
- * copy of the weights (copied in from the master variables each step, as a
- * GPU tower would), its own activations (ModelActs), and computes its
- * gradients straight into the host gradient buffer the parameter server gave
- * it (written by a step's first micro-batch, added to by the others, scaled
- * in place), so its copy-out is empty.  In the replicated modes its weights are
- * bound to its replica's host buffer instead (bind_params): no copy-in, the
- * update is applied to them in place.  Its OpenMP threads: about C/N of the
+ * Where it sits: behind TowerBackend (tower.h).  A CPU tower reads its
+ * weights from a host buffer it is bound to (bind_params: the master
+ * variables in ps_cpu and ps_mpi, its replica in the replicated modes; no
+ * copy-in), or, unbound (the asynchronous parameter server, whose server
+ * updates while towers compute), from its own copy, copied in each step as
+ * a GPU tower's are.  It keeps its own activations (ModelActs) and computes
+ * its gradients straight into the host gradient buffer the parameter server
+ * gave it (written by a step's first micro-batch, added to by the others,
+ * scaled in place), so its copy-out is empty.  Its OpenMP threads: about C/N of the
  * C cores for N towers, set on the tower's own thread.  With several
  * micro-batches per step it keeps each earlier micro-batch's batch-norm
  * statistics aside (the next forward overwrites the activations' own), so
