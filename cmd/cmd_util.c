@@ -17,7 +17,7 @@
 #include "model/graph.h"
 
 void cmd_errorf(const char *fmt, ...) {
-    char msg[4096];
+    char msg[16384]; /* a path of PATH_MAX bytes, escaped, and the rest of the line */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

@@ -85,7 +85,7 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
  * before it is written, a final newline kept: every message of cmd/ goes
  * through it, since flag values, paths and the messages of io/, ps/ and
  * train/ may hold any byte, and none of those reaches a terminal raw.  One
- * write of at most 4 KiB (longer is cut). */
+ * write of at most 16 KiB (longer is cut). */
 void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif
