@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/escape.h"
 #include "cmd/commands.h"
 #include "base/flags.h"
 #include "cmd/progress.h"
@@ -50,16 +49,8 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
 
 /* Image-folder warnings: one line on stderr each, with the progress line cleared first. */
 static void warn_line(void *ctx, const char *line) {
-    char safe[4096];
-    escape_str(safe, sizeof safe, line); /* file names may hold any byte */
     progress_clear((Progress *)ctx);
-    cmd_errorf("tower convert: warning: %s\n", safe);
-}
-
-/* One error line; names from files and the file system may hold any byte. */
-static void print_error(char *err, size_t err_n_bytes) {
-    escape_in_place(err, err_n_bytes);
-    cmd_errorf("tower convert: %s\n", err);
+    cmd_errorf("tower convert: warning: %s\n", line); /* escaped there: file names may hold any byte */
 }
 
 /* The source for --from, or NULL with err; *usage_error is 1 when the command line is at fault. */
@@ -182,7 +173,7 @@ int cmd_convert(int argc, char **argv) {
     progress_start(&bar, stdout, 0, "convert", "ex", 0, 0, 0.0);
     ConvertSource *src = open_source(&o, positional, n_positional, &bar, &usage_error, err, sizeof err);
     if (!src) {
-        print_error(err, sizeof err);
+        cmd_errorf("tower convert: %s\n", err); /* names from files: escaped there */
         return usage_error ? 2 : 1;
     }
     /* Long inputs get a live line on a terminal; a short one finishes within the delay and shows none. */
@@ -216,7 +207,7 @@ int cmd_convert(int argc, char **argv) {
     }
     src->close(src);
     if (rc != 0) {
-        print_error(err, sizeof err);
+        cmd_errorf("tower convert: %s\n", err); /* names from files: escaped there */
         return 1;
     }
     char first[4096], last[4096];

@@ -21,7 +21,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/escape.h"
 #include "base/memory.h"
 #include "cmd/commands.h"
 #include "cmd/progress.h"
@@ -242,15 +241,13 @@ int cmd_eval(int argc, char **argv) {
     }
     if (C != spec.C || H < spec.H || W < spec.W) {
         cmd_errorf("tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
-                escape_str(err, sizeof err, files[0]), H, W,
-                C, spec.H, spec.W, spec.C);
+                files[0], H, W, C, spec.H, spec.W, spec.C);
         goto done;
     }
     int is_cifar = spec.kind == MODEL_CIFAR10;
     if (!is_cifar && (H != spec.H || W != spec.W)) {
         cmd_errorf("tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
-                escape_str(err, sizeof err, files[0]), H, W,
-                spec.H, spec.W);
+                files[0], H, W, spec.H, spec.W);
         goto done;
     }
     Progress bar; /* started (disabled) before the listing and the pipeline, whose warnings erase it */

@@ -33,7 +33,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/escape.h"
 #include "base/ranks.h"
 #include "cmd/commands.h"
 #include "base/flags.h"
@@ -462,8 +461,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     o.warn = display_warn;
     o.warn_ctx = &disp;
     if (trainer_open(&tr, &o, err, sizeof err) != 0) {
-        escape_in_place(err, sizeof err); /* it may name a data file */
-        cmd_errorf("tower train: %s\n", err);
+        cmd_errorf("tower train: %s\n", err); /* it may name a data file: escaped there */
         return 1;
     }
     /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,

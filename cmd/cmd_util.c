@@ -73,8 +73,6 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
     return 0;
 }
 
-/* s with every byte outside printable ASCII as \xHH (base/escape.h), into buf. */
-static const char *escaped(const char *s, char *buf, size_t n) { return escape_str(buf, n, s); }
 
 const char *const *cmd_model_names(void) {
     static const char *names[MODEL_N_KINDS + 1];
@@ -107,13 +105,13 @@ int cmd_check_choice(const char *command, const char *flag, const char *value, c
     int n = 0;
     for (; choices[n]; n++)
         if (!strcmp(value, choices[n])) return 0;
-    char v[512], expected[512];
+    char expected[512];
     size_t k = 0;
     expected[0] = '\0';
     for (int i = 0; i < n && k < sizeof expected; i++)
         k += (size_t)snprintf(expected + k, sizeof expected - k, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
                               choices[i]);
-    cmd_errorf("tower %s: --%s '%s': expected %s\n", command, flag, escaped(value, v, sizeof v), expected);
+    cmd_errorf("tower %s: --%s '%s': expected %s\n", command, flag, value, expected);
     return -1;
 }
 
@@ -146,20 +144,19 @@ int cmd_check_nonempty(const char *command, const char *flag, const char *value,
 }
 
 int cmd_check_data_paths(const char *command, const char *flag, const char *globs) {
-    char buf[4096], e[4096];
+    char buf[4096];
     snprintf(buf, sizeof buf, "%s", globs);
     for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
         struct stat st;
         if (strpbrk(p, "*?[") || stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
         size_t len = strlen(p);
         const char *slash = len > 0 && p[len - 1] == '/' ? "" : "/";
-        escaped(p, e, sizeof e);
         if (flag)
             cmd_errorf("tower %s: --%s '%s' is a directory: give its TFRecord files, e.g. --%s '%s%s*.tfrecord'\n",
-                    command, flag, e, flag, e, slash);
+                    command, flag, p, flag, p, slash);
         else
             cmd_errorf("tower %s: '%s' is a directory: give its TFRecord files, e.g. '%s%s*.tfrecord'\n", command,
-                    e, e, slash);
+                    p, p, slash);
         return -1;
     }
     return 0;
@@ -186,11 +183,10 @@ static size_t common_suffix(const char *a, const char *b) {
 
 int cmd_check_no_arguments(const char *command, const char *data, char **extra, int n_extra) {
     if (n_extra == 0) return 0;
-    char e[4096];
     struct stat st;
     const int looks_like_data = strstr(extra[0], ".tfrecord") || (stat(extra[0], &st) == 0 && S_ISREG(st.st_mode));
     if (!looks_like_data || !data) {
-        cmd_errorf("tower %s: unexpected argument '%s' (see --help)\n", command, escaped(extra[0], e, sizeof e));
+        cmd_errorf("tower %s: unexpected argument '%s' (see --help)\n", command, extra[0]);
         return -1;
     }
     /* The pattern the files share: the common prefix without its trailing
@@ -210,10 +206,9 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
         suf--;
     }
     if (pre + suf > shortest) suf = shortest > pre ? shortest - pre : 0;
-    char pattern[4096], p[4096];
+    char pattern[4096];
     snprintf(pattern, sizeof pattern, "%.*s*%s", (int)pre, first, first + strlen(first) - suf);
     cmd_errorf("tower %s: unexpected argument '%s': an unquoted glob given to --data was expanded by the shell "
-            "into several files; quote it, e.g. --data '%s'\n", command, escaped(extra[0], e, sizeof e),
-            escaped(pattern, p, sizeof p));
+            "into several files; quote it, e.g. --data '%s'\n", command, extra[0], pattern);
     return -1;
 }

@@ -3,8 +3,8 @@
  *
  * Where it sits: ctest (CPU).  For mnist and cifar10 (8x8), mobilenet_v2
  * (32x32, width 0.35), vgg11 and vgg16 (32x32, a 16-wide head), resnet20
- * (16x16) and resnet50 (64x64), batch 2 on 2 threads, with fresh random
- * inputs and the networks' own initial variables:
+ * (16x16) and resnet50 (64x64), batch 2 on 2 threads, with random inputs
+ * (a fixed seed) and the networks' own initial variables:
  *   1. model_backward_write onto a block of NaN gives, float for float, what
  *      zeroing the block and model_backward give (compared with ==, so a
  *      zero written straight as -0 matches the +0 of 0 + -0; model.h), and
@@ -17,7 +17,8 @@
  *      written: the NaN block stays NaN.
  * A kind that wrote only part of its gradient, or one the executor forgot
  * to zero, leaves a NaN or a stale value and fails 1; a write that added
- * fails 1 through the NaN.
+ * fails 1 through the NaN.  Not reached here: the executor's zeroing of
+ * variables whose node no gradient reaches (no network has such a node).
  */
 #include "gradcheck.h"
 #include "model/model.h"

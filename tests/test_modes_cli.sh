@@ -58,8 +58,8 @@ for r in recs:
     if r["towers"] == "1" and abs(float(r["speedup"]) - 1) > 1e-9: fail(f"{tag}: speedup of one tower {r['speedup']}")
     expect = ("replicated", "host") if r["mode"] == "replicated_host" else ("parameter_server", "auto")
     if (r["variable_update"], r["all_reduce"]) != expect: fail(f"{tag}: flags {r['variable_update']} {r['all_reduce']}")
-    if float(r["copy_ms"]) > float(r["compute_ms"]):
-        fail(f"{tag}: CPU towers copy more than they compute ({r['copy_ms']} ms): the variables were copied in")
+    if r["mode"] == "replicated_host" and float(r["copy_ms"]) > float(r["compute_ms"]):
+        fail(f"{tag}: replicated towers copy more than they compute ({r['copy_ms']} ms): the variables were copied in")
 
 # ---- the SVG ----
 svg = ET.parse(f"{work}/bench.svg").getroot()

@@ -708,8 +708,8 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, accum_steps %d, seed %llu; continuing "
                 "with %d, %d, %d, %ld (the run will not be bitwise a straight one)\n",
-                ts, escape_str(safe_path, sizeof safe_path, path), run.n_towers, run.batch_size, run.accum_steps, (unsigned long long)run.seed,
-                tr->n_workers * tr->worker_towers, o->batch_size, tr->accum_steps, o->seed);
+                ts, escape_str(safe_path, sizeof safe_path, path), run.n_towers, run.batch_size, run.accum_steps,
+                (unsigned long long)run.seed, tr->n_workers * tr->worker_towers, o->batch_size, tr->accum_steps, o->seed);
     }
     tr->examples_consumed = run.examples_consumed;
     tr->resume_run = run;
@@ -737,12 +737,12 @@ static void settle_parts(Trainer *tr) {
     for (int w = 0; w < tr->n_workers; w++)
         tr->part_start[w] = own ? run->part_examples_consumed[w] : tr->examples_consumed / tr->n_workers;
     if (run->n_parts > 0 && !own && tr->rank == 0) {
-        char ts[64], safe_split[40];
+        char ts[64]; /* run->input_split is "files", "records" or "" (ckpt_load keeps no other value) */
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: the checkpoint records the examples of %d worker(s)' parts of --input_split %s; "
                 "this run has %d worker(s) with --input_split %s: each part skips %ld (examples consumed / %d), "
-                "not its own count\n", ts, run->n_parts, escape_str(safe_split, sizeof safe_split, run->input_split),
-                tr->n_workers, split_names[tr->input_split], tr->examples_consumed / tr->n_workers, tr->n_workers);
+                "not its own count\n", ts, run->n_parts, run->input_split, tr->n_workers, split_names[tr->input_split],
+                tr->examples_consumed / tr->n_workers, tr->n_workers);
     }
 }
 
