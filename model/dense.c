@@ -42,7 +42,7 @@ void dense_forward(float *out, const float *inp, const float *weight, const floa
 
 void dense_backward(float *dinp, float *dweight, float *dbias, float *dpre,
                     const float *out, const float *dout, const float *inp,
-                    const float *weight, const Dense *d, int B) {
+                    const float *weight, const Dense *d, int B, int dw_add) {
     const int N = d->n_out, K = d->n_in;
     const float *g = dout;
     if (d->act == ACT_RELU) {
@@ -50,9 +50,9 @@ void dense_backward(float *dinp, float *dweight, float *dbias, float *dpre,
         g = dpre;
     }
     if (dbias) {
-        memset(dbias, 0, sizeof(float) * N);
+        if (!dw_add) memset(dbias, 0, sizeof(float) * N);
         bias_add_backward(dbias, g, B, N);
     }
-    sgemm(1, 0, K, N, B, 1.0f, inp, K, g, N, 0.0f, dweight, N);
+    sgemm(1, 0, K, N, B, 1.0f, inp, K, g, N, dw_add ? 1.0f : 0.0f, dweight, N);
     if (dinp) input_grad(dinp, g, weight, B, K, N);
 }

@@ -26,21 +26,22 @@ extern "C" void dense_forward_cuda(float *out, const float *inp, const float *we
 
 extern "C" void dense_backward_cuda(float *dinp, float *dweight, float *dbias, float *dpre,
                                     const float *out, const float *dout, const float *inp,
-                                    const float *weight, const Dense *d, int B, cublasHandle_t cublas,
-                                    cudaStream_t stream) {
+                                    const float *weight, const Dense *d, int B, int dw_add,
+                                    cublasHandle_t cublas, cudaStream_t stream) {
     const int N = d->n_out, K = d->n_in;
     const float one = 1.0f, zero = 0.0f;
+    const float *dw_beta = dw_add ? &one : &zero;
     const float *g = dout;
     if (d->act == ACT_RELU) {
         relu_backward_cuda(dpre, out, dout, (size_t)B * N, stream);
         g = dpre;
     }
     if (dbias) {
-        CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * N, stream));
+        if (!dw_add) CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * N, stream));
         bias_add_backward_cuda(dbias, g, (size_t)B, N, stream);
     }
     /* column-major: dW^T (N, K; ld N) = g^T (N, B; ld N) @ inp (B, K) = op_T(inp^T (K, B; ld K)) */
-    CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, N, K, B, &one, g, N, inp, K, &zero, dweight, N));
+    CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, N, K, B, &one, g, N, inp, K, dw_beta, dweight, N));
     /* column-major: dinp^T (K, B; ld K) = W (K, N) = op_T(W^T (N, K; ld N)) @ g^T (N, B; ld N) */
     if (dinp) CUBLAS_CHECK(cublasSgemm(cublas, CUBLAS_OP_T, CUBLAS_OP_N, K, B, N, &one, weight, N, g, N, &zero, dinp, K));
 }

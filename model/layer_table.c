@@ -6,12 +6,13 @@
  * (model_cuda.cu) run every node through this table; the builders
  * (model/nets/) only set each node's settings.
  * How: each kind's functions are adaptors from the executor's NodeRun to
- * the layer functions of layers.h.  Those functions OVERWRITE their
- * parameter gradients (conv2d, dense); the adaptors write them into scratch
- * and add them (grad_accumulate), so that every node follows the executor's
- * convention: parameter gradients ADDED, input gradients WRITTEN; where the
- * executor asks for the gradients written (NodeRun.dw_write, a step's first
- * micro-batch: model_backward_write) they go straight into them.
+ * the layer functions of layers.h.  conv2d's OVERWRITES its parameter
+ * gradients; the adaptor writes them into scratch and adds them
+ * (grad_accumulate), so that every node follows the executor's convention:
+ * parameter gradients ADDED, input gradients WRITTEN (dense's adds itself,
+ * the sgemm's beta being 1).  Where the executor asks for the gradients
+ * written (NodeRun.dw_write, a step's first micro-batch:
+ * model_backward_write) they go straight into them.
  * The CUDA entries are weak references to <stem>_node_*_cuda, defined in
  * model_cuda.cu: they are linked in whenever the CUDA executor is, and NULL
  * in a CPU-only program, which never reads them.
@@ -224,13 +225,6 @@ static int dense_node_vars(const Node *n, NodeVar *v) {
     return 2;
 }
 
-static size_t dense_node_scratch_n_bytes(const Node *n, int max_batch, int n_threads) {
-    (void)max_batch;
-    (void)n_threads;
-    return align64(sizeof(float) * (size_t)n->dense.n_in * n->dense.n_out) +
-           align64(sizeof(float) * (size_t)n->dense.n_out);
-}
-
 static double dense_node_macs(const Node *n) { return (double)n->dense.n_in * n->dense.n_out; }
 
 static void dense_node_forward(const Node *n, const NodeRun *r) {
@@ -238,17 +232,11 @@ static void dense_node_forward(const Node *n, const NodeRun *r) {
 }
 
 static void dense_node_backward(const Node *n, const NodeRun *r) {
-    const Dense *d = &n->dense;
-    const size_t n_w = (size_t)d->n_in * d->n_out;
-    /* dw_write: the gradients straight into the variables' (dense_backward overwrites: VGG16's fc1 is 411 MB);
-     * else into scratch, then added. */
-    float *dw = r->dw_write ? r->dw[0] : r->scratch;
-    float *db = r->dw_write ? r->dw[1] : (float *)((char *)r->scratch + align64(sizeof(float) * n_w));
-    /* The pre-activation gradient overwrites dout in place (the executor's buffer). */
-    dense_backward(r->din[0], dw, db, r->dout, r->out, r->dout, r->in[0], r->w[0], d, r->B);
-    if (r->dw_write) return;
-    grad_accumulate(r->dw[0], dw, n_w);
-    grad_accumulate(r->dw[1], db, (size_t)d->n_out);
+    /* The gradients straight into the variables': written (dw_write) or added to (the sgemm's beta is 1), no
+     * scratch in between (VGG16's fc1 would need 411 MB).  The pre-activation gradient overwrites dout in place
+     * (the executor's buffer). */
+    dense_backward(r->din[0], r->dw[0], r->dw[1], r->dout, r->out, r->dout, r->in[0], r->w[0], &n->dense, r->B,
+                   !r->dw_write);
 }
 
 /* ---- batch normalisation (Keras BatchNormalization, NHWC, per channel) -------------
@@ -475,6 +463,7 @@ static void gap_node_backward(const Node *n, const NodeRun *r) {
 
 /* What a kind does not have. */
 #define conv2d_node_saved_n_bytes no_bytes
+#define dense_node_scratch_n_bytes no_scratch
 #define lrn_node_scratch_n_bytes no_scratch
 #define lrn_node_macs no_macs
 #define maxpool_node_scratch_n_bytes no_scratch
@@ -524,7 +513,7 @@ static void gap_node_backward(const Node *n, const NodeRun *r) {
 #define relu_node_update NULL
 #define add_node_update NULL
 #define gap_node_update NULL
-/* backward honours dw_write (graph.h): the two kinds whose weight gradients go through scratch, the large ones. */
+/* backward honours dw_write (graph.h): the two kinds with the large weight gradients, written without a memset. */
 #define conv2d_node_writes_dw 1
 #define dense_node_writes_dw 1
 #define maxpool_node_writes_dw 0

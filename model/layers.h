@@ -201,8 +201,10 @@ void dense_forward(float *out, const float *inp, const float *weight, const floa
                    const Dense *d, int B);
 
 /*   dinp   : (B, n_in)       OVERWRITTEN; may be NULL
- *   dweight: (n_in, n_out)   OVERWRITTEN
- *   dbias  : (n_out)         OVERWRITTEN; may be NULL
+ *   dweight: (n_in, n_out)   ADDED to when dw_add (the layer convention: the
+ *                            sgemm's beta is 1, no buffer in between), else
+ *                            OVERWRITTEN (a step's first micro-batch: no memset)
+ *   dbias  : (n_out)         as dweight; may be NULL
  *   dpre   : (B, n_out)      scratch for the pre-activation gradient when
  *                            act == ACT_RELU (may alias dout, which is then
  *                            overwritten); unused and may be NULL otherwise
@@ -210,7 +212,7 @@ void dense_forward(float *out, const float *inp, const float *weight, const floa
  *   dout   : (B, n_out) */
 void dense_backward(float *dinp, float *dweight, float *dbias, float *dpre,
                     const float *out, const float *dout, const float *inp,
-                    const float *weight, const Dense *d, int B);
+                    const float *weight, const Dense *d, int B, int dw_add);
 
 /* ---- bias add and relu (building blocks, also fused into conv2d/dense) ---- */
 

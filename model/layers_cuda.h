@@ -259,15 +259,16 @@ void dense_forward_cuda(float *out, const float *inp, const float *weight, const
                         const Dense *d, int B, cublasHandle_t cublas, cudaStream_t stream);
 
 /*   dinp   : (B, n_in)       OVERWRITTEN; may be NULL
- *   dweight: (n_in, n_out)   OVERWRITTEN
- *   dbias  : (n_out)         OVERWRITTEN; may be NULL
+ *   dweight: (n_in, n_out)   ADDED to when dw_add (cuBLAS's beta is 1), else
+ *                            OVERWRITTEN
+ *   dbias  : (n_out)         as dweight; may be NULL
  *   dpre   : (B, n_out)      pre-activation gradient when act == ACT_RELU
  *                            (may alias dout, which is then overwritten)
  *   out    : (B, n_out)      forward's output (read only when act == ACT_RELU)
  *   dout   : (B, n_out) */
 void dense_backward_cuda(float *dinp, float *dweight, float *dbias, float *dpre,
                          const float *out, const float *dout, const float *inp,
-                         const float *weight, const Dense *d, int B, cublasHandle_t cublas,
+                         const float *weight, const Dense *d, int B, int dw_add, cublasHandle_t cublas,
                          cudaStream_t stream);
 
 /* ---- bias add and relu: our own kernels ------------------------------------ */

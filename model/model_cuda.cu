@@ -203,24 +203,18 @@ extern "C" int dense_node_set_batch_cuda(NodeCuda *c, const Node *n, int B, cons
     return no_set_batch(c, n, B, env, e, k);
 }
 extern "C" void dense_node_free_cuda(NodeCuda *c) { no_free(c); }
-/* The parameter gradients dense_backward_cuda overwrites. */
+/* None: dense_backward_cuda adds into the variables' gradients (cuBLAS's beta is 1). */
 extern "C" size_t dense_node_scratch_n_bytes_cuda(const NodeCuda *c, const Node *n, int max_batch) {
-    (void)c, (void)max_batch;
-    return align256(sizeof(float) * (size_t)n->dense.n_in * n->dense.n_out) +
-           align256(sizeof(float) * (size_t)n->dense.n_out);
+    return no_scratch(c, n, max_batch);
 }
 extern "C" void dense_node_forward_cuda(const Node *n, const NodeRunCuda *r) {
     dense_forward_cuda(r->out, r->in[0], r->w[0], r->w[1], &n->dense, r->B, r->cublas, r->stream);
 }
 extern "C" void dense_node_backward_cuda(const Node *n, const NodeRunCuda *r) {
-    const size_t n_w = (size_t)n->dense.n_in * n->dense.n_out;
-    float *dw = (float *)r->scratch;
-    float *db = r->dw[1] ? (float *)((char *)r->scratch + align256(sizeof(float) * n_w)) : NULL; /* NULL: no bias */
-    /* The pre-activation gradient overwrites dout in place (the executor's buffer). */
-    dense_backward_cuda(r->din[0], dw, db, r->dout, r->out, r->dout, r->in[0], r->w[0], &n->dense, r->B, r->cublas,
-                        r->stream);
-    grad_accumulate_cuda(r->dw[0], dw, n_w, r->stream);
-    if (db) grad_accumulate_cuda(r->dw[1], db, (size_t)n->dense.n_out, r->stream);
+    /* Added straight into the variables' gradients, which the executor zeroed.  The pre-activation gradient
+     * overwrites dout in place (the executor's buffer). */
+    dense_backward_cuda(r->din[0], r->dw[0], r->dw[1], r->dout, r->out, r->dout, r->in[0], r->w[0], &n->dense, r->B,
+                        1, r->cublas, r->stream);
 }
 extern "C" void dense_node_describe_cuda(const NodeCuda *c, char *out, size_t k) { no_describe(c, out, k); }
 

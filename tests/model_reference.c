@@ -390,7 +390,7 @@ void ref_backward(float *dparams, RefActs *a, const float *params) {
         case LAYER_DENSE:
             /* The pre-activation gradient overwrites g in place (g is ours). */
             dense_backward(dinp, dparams + s->vars[L->w_var].offset, dparams + s->vars[L->b_var].offset,
-                           g, L->out, g, in, params + s->vars[L->w_var].offset, &L->dense, B);
+                           g, L->out, g, in, params + s->vars[L->w_var].offset, &L->dense, B, 0);
             break;
         }
         L->backward_s += omp_get_wtime() - t0;

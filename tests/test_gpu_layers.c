@@ -385,7 +385,7 @@ static int test_dense(const Ctx *x, int n_in, int n_out, Activation act, int B, 
     gpu_test_fill(b, n_out, -0.5f, 0.5f);
     gpu_test_fill(dout, out_n, -1.0f, 1.0f);
     dense_forward(out, inp, w, b, &d, B);
-    dense_backward(dinp, dw, db, dpre, out, dout, inp, w, &d, B);
+    dense_backward(dinp, dw, db, dpre, out, dout, inp, w, &d, B, 0);
     float *d_inp = gpu_test_upload(inp, F(in_n)), *d_w = gpu_test_upload(w, F(w_n)), *d_b = gpu_test_upload(b, F(n_out));
     float *d_g = gpu_test_upload(dout, F(out_n)), *d_saved = gpu_test_upload(out, F(out_n));
     float *d_out = gpu_test_dev(F(out_n)), *d_dinp = gpu_test_dev(F(in_n)), *d_dw = gpu_test_dev(F(w_n));
@@ -395,13 +395,28 @@ static int test_dense(const Ctx *x, int n_in, int n_out, Activation act, int B, 
     gpu_test_download(got, d_out, F(out_n));
     fails += gpu_test_check_scaled("forward out", got, out, out_n, rel);
     /* dpre aliases dout, as model_cuda.cu calls it */
-    dense_backward_cuda(d_dinp, d_dw, d_db, d_g, d_saved, d_g, d_inp, d_w, &d, B, x->cublas, x->stream);
+    dense_backward_cuda(d_dinp, d_dw, d_db, d_g, d_saved, d_g, d_inp, d_w, &d, B, 0, x->cublas, x->stream);
     gpu_test_download(got, d_dinp, F(in_n));
     fails += gpu_test_check_scaled("backward dinp", got, dinp, in_n, rel);
     gpu_test_download(got, d_dw, F(w_n));
     fails += gpu_test_check_scaled("backward dweight", got, dw, w_n, rel);
     gpu_test_download(got, d_db, F(n_out));
     fails += gpu_test_check_scaled("backward dbias", got, db, n_out, rel);
+    /* dw_add, as the CUDA executor calls it: added onto random values (d_g now holds the pre-activation gradient,
+     * which the relu's mask leaves as it is) */
+    float *dw0 = gpu_test_host(F(w_n)), *db0 = gpu_test_host(F(n_out));
+    gpu_test_fill(dw0, w_n, -1.0f, 1.0f);
+    gpu_test_fill(db0, n_out, -1.0f, 1.0f);
+    CUDA_CHECK(cudaMemcpy(d_dw, dw0, F(w_n), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_db, db0, F(n_out), cudaMemcpyHostToDevice));
+    for (size_t i = 0; i < w_n; i++) dw0[i] += dw[i];
+    for (int j = 0; j < n_out; j++) db0[j] += db[j];
+    dense_backward_cuda(NULL, d_dw, d_db, d_g, d_saved, d_g, d_inp, d_w, &d, B, 1, x->cublas, x->stream);
+    gpu_test_download(got, d_dw, F(w_n));
+    fails += gpu_test_check_scaled("backward dweight added", got, dw0, w_n, rel);
+    gpu_test_download(got, d_db, F(n_out));
+    fails += gpu_test_check_scaled("backward dbias added", got, db0, n_out, rel);
+    free(dw0); free(db0);
     cudaFree(d_inp); cudaFree(d_w); cudaFree(d_b); cudaFree(d_g); cudaFree(d_saved); cudaFree(d_out); cudaFree(d_dinp);
     cudaFree(d_dw); cudaFree(d_db);
     free(inp); free(w); free(b); free(out); free(dout); free(dpre); free(dinp); free(dw); free(db); free(got);

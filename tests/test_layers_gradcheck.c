@@ -238,7 +238,7 @@ static void test_dense(const char *name, int B, int n_in, int n_out, Activation 
     for (size_t i = 0; i < w_n; i++) dw[i] = 1e3f;
     for (int i = 0; i < n_out; i++) db[i] = 1e3f;
     dense_obj(&k);
-    dense_backward(dinp, dw, db, dpre, k.out, k.R, k.inp, k.w, &k.d, B);
+    dense_backward(dinp, dw, db, dpre, k.out, k.R, k.inp, k.w, &k.d, B, 0);
     char what[96];
     snprintf(what, sizeof what, "%s dinp", name);
     check(what, k.inp, in_n, dinp, dense_obj, &k);

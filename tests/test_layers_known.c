@@ -270,7 +270,9 @@ static void test_dense_reference(void) {
 }
 
 /* dense_backward on a product big enough to be split across threads
- * (dense.c's input_grad), against direct loops. */
+ * (dense.c's input_grad), against direct loops: writing onto NaN (every
+ * float written), then adding onto random values (dw_add: the sgemm's beta
+ * 1, the bias's sum added). */
 static void test_dense_backward_reference(void) {
     const int B = 16, n_in = 515, n_out = 301; /* 2.5M multiply-adds, odd sizes */
     Dense d = {n_in, n_out, ACT_RELU};
@@ -278,16 +280,26 @@ static void test_dense_backward_reference(void) {
     float *in = malloc(sizeof(float) * in_n), *w = malloc(sizeof(float) * w_n), *bias = malloc(sizeof(float) * n_out);
     float *out = malloc(sizeof(float) * out_n), *g = malloc(sizeof(float) * out_n), *dpre = malloc(sizeof(float) * out_n);
     float *dinp = malloc(sizeof(float) * in_n), *dw = malloc(sizeof(float) * w_n), *db = malloc(sizeof(float) * n_out);
+    float *dw_add = malloc(sizeof(float) * w_n), *dw0 = malloc(sizeof(float) * w_n);
+    float *db_add = malloc(sizeof(float) * n_out), *db0 = malloc(sizeof(float) * n_out);
     gradcheck_fill_uniform(in, in_n, -1, 1, 91);
     gradcheck_fill_uniform(w, w_n, -1, 1, 92);
     gradcheck_fill_uniform(bias, n_out, -1, 1, 93);
     gradcheck_fill_uniform(g, out_n, -1, 1, 94);
+    gradcheck_fill_uniform(dw0, w_n, -1, 1, 95);
+    gradcheck_fill_uniform(db0, n_out, -1, 1, 96);
+    for (size_t i = 0; i < w_n; i++) dw[i] = NAN;
+    for (int j = 0; j < n_out; j++) db[j] = NAN;
+    memcpy(dw_add, dw0, sizeof(float) * w_n);
+    memcpy(db_add, db0, sizeof(float) * n_out);
     int saved = omp_get_max_threads();
     omp_set_num_threads(2);
     dense_forward(out, in, w, bias, &d, B);
-    dense_backward(dinp, dw, db, dpre, out, g, in, w, &d, B);
+    /* dpre holds the pre-activation gradient; g stays the incoming one for both calls */
+    dense_backward(dinp, dw, db, dpre, out, g, in, w, &d, B, 0);
+    dense_backward(NULL, dw_add, db_add, dpre, out, g, in, w, &d, B, 1);
     omp_set_num_threads(saved);
-    double e_in = 0, e_w = 0, e_b = 0;
+    double e_in = 0, e_w = 0, e_b = 0, e_wa = 0, e_ba = 0;
     for (int b = 0; b < B; b++)
         for (int i = 0; i < n_in; i++) {
             double s = 0;
@@ -300,17 +312,24 @@ static void test_dense_backward_reference(void) {
             double s = 0;
             for (int b = 0; b < B; b++)
                 if (out[b * n_out + j] > 0) s += (double)in[(size_t)b * n_in + i] * g[b * n_out + j];
-            e_w = fmax(e_w, fabs(dw[(size_t)i * n_out + j] - s));
+            const size_t k = (size_t)i * n_out + j;
+            e_w = fmax(e_w, isnan(dw[k]) ? INFINITY : fabs(dw[k] - s));
+            e_wa = fmax(e_wa, fabs(dw_add[k] - dw0[k] - s));
         }
     for (int j = 0; j < n_out; j++) {
         double s = 0;
         for (int b = 0; b < B; b++)
             if (out[b * n_out + j] > 0) s += g[b * n_out + j];
-        e_b = fmax(e_b, fabs(db[j] - s));
+        e_b = fmax(e_b, isnan(db[j]) ? INFINITY : fabs(db[j] - s));
+        e_ba = fmax(e_ba, fabs(db_add[j] - db0[j] - s));
     }
     CHECK(e_in < 1e-4 && e_w < 1e-4 && e_b < 1e-4,
            "dense_backward (16x515x301, 2 threads) vs direct loops: max error dinp %g dweight %g dbias %g", e_in, e_w, e_b);
+    CHECK(e_wa < 1e-4 && e_ba < 1e-4,
+           "dense_backward adding (dw_add) onto random values vs direct loops: max error dweight %g dbias %g", e_wa,
+           e_ba);
     free(in); free(w); free(bias); free(out); free(g); free(dpre); free(dinp); free(dw); free(db);
+    free(dw_add); free(dw0); free(db_add); free(db0);
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------ */
