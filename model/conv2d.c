@@ -8,6 +8,10 @@
  * is exactly TensorFlow's HWIO layout, so no weight reshuffling is needed.
  * The weight gradient of a map under 64 cells takes a group of images per
  * GEMM (wgrad_group_max), so that the product is not 4 or 16 rows deep.
+ * Where one image's im2col matrix would pass COL_MAX_FLOATS (VGG16's
+ * block1 at 224x224: 115.6 MB), the image goes through in bands of output
+ * rows, each unrolled, multiplied and (backward) folded back on its own, so
+ * that a thread's scratch stays a few MB however large the map.
  * A 1x1 kernel at stride 1 (ResNet-50's bottleneck convolutions) skips
  * im2col: in NHWC the batch is already the (B*H*W, C_in) matrix, so each
  * product is one sgemm over every pixel of the batch (model/pointwise.c's
@@ -72,13 +76,25 @@ static int wgrad_group_max(const Conv2d *c) {
     return rows >= WGRAD_MIN_ROWS ? 1 : (WGRAD_MIN_ROWS + rows - 1) / rows;
 }
 
+/* Output rows (oh) a band unrolls: as many as keep its im2col matrix within COL_MAX_FLOATS (4 MiB), at least
+ * one; the whole map where it fits, and always where images are grouped (a small map).  One band is the whole
+ * image's product, as before bands: the same results bit for bit. */
+enum { COL_MAX_FLOATS = 1 << 20 };
+static int band_rows(const Conv2d *c) {
+    const size_t row_n_floats = (size_t)c->OW * c->KH * c->KW * c->C_in;
+    if (wgrad_group_max(c) > 1 || (size_t)c->OH * row_n_floats <= COL_MAX_FLOATS) return c->OH;
+    const size_t n = COL_MAX_FLOATS / row_n_floats;
+    return n > 0 ? (int)n : 1;
+}
+
 /* Per-thread scratch layout, each part rounded up to 16 floats (64 bytes). */
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 static size_t col_n_floats(const Conv2d *c) {
-    return round16((size_t)c->OH * c->OW * c->KH * c->KW * c->C_in);
+    return round16((size_t)band_rows(c) * c->OW * c->KH * c->KW * c->C_in);
 }
 static size_t group_col_n_floats(const Conv2d *c) {
-    return round16((size_t)wgrad_group_max(c) * c->OH * c->OW * c->KH * c->KW * c->C_in);
+    const int G = wgrad_group_max(c);
+    return G > 1 ? round16((size_t)G * c->OH * c->OW * c->KH * c->KW * c->C_in) : col_n_floats(c);
 }
 static size_t group_out_n_floats(const Conv2d *c) {
     return round16((size_t)wgrad_group_max(c) * c->OH * c->OW * c->C_out);
@@ -87,8 +103,8 @@ static size_t dw_n_floats(const Conv2d *c) {
     return round16((size_t)c->KH * c->KW * c->C_in * c->C_out);
 }
 static size_t per_thread_n_floats(const Conv2d *c) {
-    /* col (a group's images; forward uses its first), dcol (one image), dpre (a group's), dweight partial,
-     * dbias partial */
+    /* col (a group's images, or a band of one; forward uses its first band), dcol (a band), dpre (a group's),
+     * dweight partial, dbias partial */
     return group_col_n_floats(c) + col_n_floats(c) + group_out_n_floats(c) + dw_n_floats(c) +
            round16((size_t)c->C_out);
 }
@@ -119,14 +135,15 @@ static void sgemm_on(int n_threads, int trans_a, int trans_b, int M, int N, int 
     omp_set_num_threads(before);
 }
 
-/* col: (OH*OW, KH*KW*C_in) from one image img: (H, W, C_in); zero where the
- * window hangs over the padding.  For a fixed output pixel and kernel row the
- * KW input pixels are adjacent in NHWC, so each piece is one memcpy. */
-static void im2col(float *col, const float *img, const Conv2d *c) {
+/* col: ((oh1 - oh0)*OW, KH*KW*C_in), the windows of output rows oh0 .. oh1-1
+ * of one image img: (H, W, C_in); zero where the window hangs over the
+ * padding.  For a fixed output pixel and kernel row the KW input pixels are
+ * adjacent in NHWC, so each piece is one memcpy. */
+static void im2col(float *col, const float *img, const Conv2d *c, int oh0, int oh1) {
     const int C = c->C_in, KW = c->KW, row_n = c->KH * KW * C;
-    for (int oh = 0; oh < c->OH; oh++) {
+    for (int oh = oh0; oh < oh1; oh++) {
         for (int ow = 0; ow < c->OW; ow++) {
-            float *row = col + (size_t)(oh * c->OW + ow) * row_n;
+            float *row = col + (size_t)((oh - oh0) * c->OW + ow) * row_n;
             int ih0 = oh * c->stride_h - c->pad_top;
             int iw0 = ow * c->stride_w - c->pad_left;
             int kw_lo = iw0 < 0 ? -iw0 : 0;
@@ -147,14 +164,15 @@ static void im2col(float *col, const float *img, const Conv2d *c) {
     }
 }
 
-/* The adjoint of im2col: dimg: (H, W, C_in) OVERWRITTEN with the sum of every
- * col entry that was copied from each input cell. */
-static void col2im(float *dimg, const float *dcol, const Conv2d *c) {
+/* The adjoint of im2col for output rows oh0 .. oh1-1: every dcol entry
+ * ADDED to the cell of dimg: (H, W, C_in) it was copied from (the caller
+ * zeroes dimg before an image's first band; bands in order add in the order
+ * one whole-image pass would). */
+static void col2im(float *dimg, const float *dcol, const Conv2d *c, int oh0, int oh1) {
     const int C = c->C_in, KW = c->KW, row_n = c->KH * KW * C;
-    memset(dimg, 0, sizeof(float) * c->H * c->W * C);
-    for (int oh = 0; oh < c->OH; oh++) {
+    for (int oh = oh0; oh < oh1; oh++) {
         for (int ow = 0; ow < c->OW; ow++) {
-            const float *row = dcol + (size_t)(oh * c->OW + ow) * row_n;
+            const float *row = dcol + (size_t)((oh - oh0) * c->OW + ow) * row_n;
             int ih0 = oh * c->stride_h - c->pad_top;
             int iw0 = ow * c->stride_w - c->pad_left;
             int kw_lo = iw0 < 0 ? -iw0 : 0;
@@ -177,7 +195,7 @@ void conv2d_forward(float *out, float *scratch, const float *inp, const float *w
     const int rows = c->OH * c->OW, K = c->KH * c->KW * c->C_in, N = c->C_out;
     const size_t in_n = (size_t)c->H * c->W * c->C_in, out_n = (size_t)rows * N;
     const size_t per_thread = per_thread_n_floats(c);
-    const int whole = one_gemm(c, B);
+    const int whole = one_gemm(c, B), band = band_rows(c);
     if (whole) sgemm_on(n_threads, 0, 0, B * rows, N, K, inp, K, weight, N, 0.0f, out, N);
 #pragma omp parallel num_threads(team_size(n_threads))
     {
@@ -185,9 +203,11 @@ void conv2d_forward(float *out, float *scratch, const float *inp, const float *w
 #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
             float *out_b = out + (size_t)b * out_n;
-            if (!whole) {
-                im2col(col, inp + (size_t)b * in_n, c);
-                sgemm(0, 0, rows, N, K, 1.0f, col, K, weight, N, 0.0f, out_b, N);
+            for (int oh0 = 0; !whole && oh0 < c->OH; oh0 += band) {
+                const int oh1 = oh0 + band < c->OH ? oh0 + band : c->OH;
+                im2col(col, inp + (size_t)b * in_n, c, oh0, oh1);
+                sgemm(0, 0, (oh1 - oh0) * c->OW, N, K, 1.0f, col, K, weight, N, 0.0f,
+                      out_b + (size_t)oh0 * c->OW * N, N);
             }
             if (bias) bias_add_forward(out_b, out_b, bias, rows, N);
             if (c->act == ACT_RELU) relu_forward(out_b, out_b, out_n);
@@ -225,9 +245,11 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
         float *db_t = partial_db(scratch, c, t);         /* (N) */
         memset(dw_t, 0, sizeof(float) * w_n);
         memset(db_t, 0, sizeof(float) * N);
-        /* Groups of G images (wgrad_group_max), at least one group a thread where the batch allows. */
-        const int per_t = (B + nt - 1) / nt, G_max = wgrad_group_max(c);
+        /* Groups of G images (wgrad_group_max), at least one group a thread where the batch allows; a large map
+         * in bands of output rows (band_rows: G is then 1). */
+        const int per_t = (B + nt - 1) / nt, G_max = wgrad_group_max(c), band = band_rows(c);
         const int G = per_t < G_max ? (per_t > 0 ? per_t : 1) : G_max, n_groups = (B + G - 1) / G;
+        const int banded = band < c->OH;
 #pragma omp for schedule(static)
         for (int q = 0; q < n_groups; q++) {
             const int b0 = q * G, b1 = b0 + G < B ? b0 + G : B;
@@ -238,18 +260,24 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
                     relu_backward(gb, out + (size_t)b * out_n, g, out_n);
                     g = gb;
                 }
-                if (dweight) {
-                    bias_add_backward(db_t, g, rows, N);
-                    if (!whole) im2col(col + (size_t)(b - b0) * rows * K, inp + (size_t)b * in_n, c);
-                }
-                if (dinp && !whole) {
-                    sgemm(0, 1, rows, K, N, 1.0f, g, N, weight, N, 0.0f, dcol, K);
-                    col2im(dinp + (size_t)b * in_n, dcol, c);
+                if (dweight) bias_add_backward(db_t, g, rows, N);
+                if (whole) continue;
+                if (dinp) memset(dinp + (size_t)b * in_n, 0, sizeof(float) * in_n);
+                for (int oh0 = 0; oh0 < c->OH; oh0 += band) {
+                    const int oh1 = oh0 + band < c->OH ? oh0 + band : c->OH, band_n = (oh1 - oh0) * c->OW;
+                    const float *g_band = g + (size_t)oh0 * c->OW * N;
+                    if (dweight) im2col(col + (size_t)(b - b0) * rows * K, inp + (size_t)b * in_n, c, oh0, oh1);
+                    if (dweight && banded) sgemm(1, 0, K, N, band_n, 1.0f, col, K, g_band, N, 1.0f, dw_t, N);
+                    if (dinp) {
+                        sgemm(0, 1, band_n, K, N, 1.0f, g_band, N, weight, N, 0.0f, dcol, K);
+                        col2im(dinp + (size_t)b * in_n, dcol, c, oh0, oh1);
+                    }
                 }
             }
-            /* The group's (G * rows, N) output gradient: the masked copies, or dout itself. */
+            /* Unbanded, the group's (G * rows, N) output gradient in one product: the masked copies, or dout
+             * itself. */
             const float *g0 = c->act == ACT_RELU ? dpre : dout + (size_t)b0 * out_n;
-            if (dweight && !whole) sgemm(1, 0, K, N, (b1 - b0) * rows, 1.0f, col, K, g0, N, 1.0f, dw_t, N);
+            if (dweight && !whole && !banded) sgemm(1, 0, K, N, (b1 - b0) * rows, 1.0f, col, K, g0, N, 1.0f, dw_t, N);
         }
         /* Sum the partials in thread order (deterministic for a given team
          * size); the loop's implicit barrier makes every partial complete. */

@@ -54,9 +54,10 @@ int conv2d_init(Conv2d *c, int H, int W, int C_in, int KH, int KW, int C_out,
                 int stride_h, int stride_w, Padding padding, Activation act);
 
 /* Scratch floats that conv2d_forward/backward need for up to n_threads
- * OpenMP threads: per thread one image's im2col matrix (OH*OW, KH*KW*C_in),
- * its gradient, the pre-activation gradient (OH*OW, C_out) and partial
- * weight/bias gradients. */
+ * OpenMP threads: per thread one image's im2col matrix (OH*OW, KH*KW*C_in)
+ * (a band of its output rows where that passes 4 MiB; a group of images
+ * where the map is under 64 cells), its gradient, the pre-activation
+ * gradient (OH*OW, C_out) and partial weight/bias gradients. */
 size_t conv2d_scratch_n_floats(const Conv2d *c, int n_threads);
 
 /* out = act(conv(inp, weight) + bias), one image per thread.

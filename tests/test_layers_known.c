@@ -191,6 +191,49 @@ static void conv_reference(double *out, const float *in, const float *w, const f
                 }
 }
 
+/* The gradients of conv_reference's convolution, in double: g is the
+ * output gradient after the ReLU's mask (taken from the float forward). */
+static void conv_reference_backward(double *dinp, double *dw, double *db, const float *in, const float *w,
+                                    const float *g, const Conv2d *c, int B) {
+    memset(dinp, 0, sizeof(double) * B * c->H * c->W * c->C_in);
+    memset(dw, 0, sizeof(double) * c->KH * c->KW * c->C_in * c->C_out);
+    memset(db, 0, sizeof(double) * c->C_out);
+    for (int b = 0; b < B; b++)
+        for (int oh = 0; oh < c->OH; oh++)
+            for (int ow = 0; ow < c->OW; ow++) {
+                const float *gp = g + ((size_t)(b * c->OH + oh) * c->OW + ow) * c->C_out;
+                for (int co = 0; co < c->C_out; co++) db[co] += gp[co];
+                for (int kh = 0; kh < c->KH; kh++)
+                    for (int kw = 0; kw < c->KW; kw++) {
+                        int ih = oh * c->stride_h - c->pad_top + kh, iw = ow * c->stride_w - c->pad_left + kw;
+                        if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                        const size_t px = ((size_t)(b * c->H + ih) * c->W + iw) * c->C_in;
+                        for (int ci = 0; ci < c->C_in; ci++) {
+                            const float *wp = w + ((size_t)(kh * c->KW + kw) * c->C_in + ci) * c->C_out;
+                            double *dwp = dw + ((size_t)(kh * c->KW + kw) * c->C_in + ci) * c->C_out;
+                            double s = 0;
+                            for (int co = 0; co < c->C_out; co++) {
+                                s += (double)gp[co] * wp[co];
+                                dwp[co] += (double)in[px + ci] * gp[co];
+                            }
+                            dinp[px + ci] += s;
+                        }
+                    }
+            }
+}
+
+/* The largest |got - want| relative to the largest |want|. */
+static double worst_scaled(const float *got, const double *want, size_t n) {
+    double worst = 0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(got[i] - want[i]));
+    return worst / scale;
+}
+
+/* conv2d_forward and conv2d_backward (the loops) against direct loops in
+ * double, the gradients written onto NaN.  Shapes whose im2col matrix
+ * passes 4 MiB an image run in bands of output rows (conv2d.c's
+ * band_rows). */
 static void test_conv_reference(int B, int H, int W, int Ci, int KH, int KW, int Co, int sh, int sw,
                                 Padding pad, Activation act, int threads, uint64_t seed) {
     Conv2d c;
@@ -201,21 +244,35 @@ static void test_conv_reference(int B, int H, int W, int Ci, int KH, int KW, int
     size_t in_n = (size_t)B * H * W * Ci, w_n = (size_t)KH * KW * Ci * Co, out_n = (size_t)B * c.OH * c.OW * Co;
     float *in = malloc(sizeof(float) * in_n), *w = malloc(sizeof(float) * w_n), *bias = malloc(sizeof(float) * Co);
     float *out = malloc(sizeof(float) * out_n), *scratch = malloc(sizeof(float) * conv2d_scratch_n_floats(&c, threads));
-    double *want = malloc(sizeof(double) * out_n);
+    float *g = malloc(sizeof(float) * out_n), *gm = malloc(sizeof(float) * out_n);
+    float *dinp = malloc(sizeof(float) * in_n), *dw = malloc(sizeof(float) * w_n), *db = malloc(sizeof(float) * Co);
+    double *want = malloc(sizeof(double) * out_n), *want_dinp = malloc(sizeof(double) * in_n);
+    double *want_dw = malloc(sizeof(double) * w_n), *want_db = malloc(sizeof(double) * Co);
     gradcheck_fill_uniform(in, in_n, -1, 1, seed);
     gradcheck_fill_uniform(w, w_n, -1, 1, seed + 1);
     gradcheck_fill_uniform(bias, Co, -1, 1, seed + 2);
+    gradcheck_fill_uniform(g, out_n, -1, 1, seed + 3);
+    for (size_t i = 0; i < in_n; i++) dinp[i] = NAN;
+    for (size_t i = 0; i < w_n; i++) dw[i] = NAN;
+    for (int i = 0; i < Co; i++) db[i] = NAN;
     int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
     conv2d_forward(out, scratch, in, w, bias, &c, B, threads);
+    conv2d_backward(dinp, dw, db, scratch, out, g, in, w, &c, B, threads);
     omp_set_num_threads(saved);
     conv_reference(want, in, w, bias, &c, B);
+    for (size_t i = 0; i < out_n; i++) gm[i] = act == ACT_RELU && !(out[i] > 0) ? 0.0f : g[i];
+    conv_reference_backward(want_dinp, want_dw, want_db, in, w, gm, &c, B);
     double worst = 0;
     for (size_t i = 0; i < out_n; i++) worst = fmax(worst, fabs(out[i] - want[i]));
-    CHECK(worst < 1e-4, "conv2d %dx%dx%d k%dx%d s(%d,%d) %s %s, %d threads: max |out - reference| = %g",
-           H, W, Ci, KH, KW, sh, sw, pad == PAD_SAME ? "SAME" : "VALID", act == ACT_RELU ? "relu" : "linear",
-           threads, worst);
-    free(in); free(w); free(bias); free(out); free(scratch); free(want);
+    const double e_in = worst_scaled(dinp, want_dinp, in_n), e_w = worst_scaled(dw, want_dw, w_n);
+    const double e_b = worst_scaled(db, want_db, Co);
+    CHECK(worst < 1e-4 && e_in < 1e-5 && e_w < 1e-5 && e_b < 1e-5,
+           "conv2d %dx%dx%d k%dx%d s(%d,%d) %s %s, %d threads: max |out - reference| = %g; scaled max error dinp %g "
+           "dweight %g dbias %g", H, W, Ci, KH, KW, sh, sw, pad == PAD_SAME ? "SAME" : "VALID",
+           act == ACT_RELU ? "relu" : "linear", threads, worst, e_in, e_w, e_b);
+    free(in); free(w); free(bias); free(out); free(scratch); free(g); free(gm); free(dinp); free(dw); free(db);
+    free(want); free(want_dinp); free(want_dw); free(want_db);
 }
 
 static void test_conv_fused_relu(void) {
@@ -371,6 +428,11 @@ int main(void) {
     test_conv_reference(3, 9, 8, 4, 3, 3, 6, 2, 2, PAD_VALID, ACT_NONE, 2, 83);
     test_conv_reference(1, 5, 5, 1, 5, 5, 3, 1, 1, PAD_SAME, ACT_NONE, 1, 84);
     test_conv_reference(4, 6, 6, 64, 5, 5, 64, 1, 1, PAD_SAME, ACT_RELU, 2, 85);
+    /* In bands (an image's windows over 4 MiB): 18 + 6 rows; 19 + 5 rows at stride 2 with a row of padding on
+     * top; one row a band. */
+    test_conv_reference(2, 24, 24, 256, 3, 3, 8, 1, 1, PAD_SAME, ACT_RELU, 2, 86);
+    test_conv_reference(2, 47, 45, 256, 3, 3, 5, 2, 2, PAD_SAME, ACT_NONE, 2, 87);
+    test_conv_reference(1, 3, 128, 1024, 3, 3, 4, 1, 1, PAD_SAME, ACT_RELU, 1, 88);
     test_conv_fused_relu();
     test_dense_reference();
     test_dense_backward_reference();
