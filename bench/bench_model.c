@@ -12,11 +12,14 @@
  * dnnl_sgemm 1024^3 measured in the same process with the same threads.
  * Also the minor page faults per step (0 when nothing is allocated and
  * freed per step, as model/ promises).  --per_layer adds each layer's
- * share of the step.
+ * share of the step.  --conv_loops runs every convolution on model/conv2d.c's
+ * loops (conv2d_run_set_loops_only), for weighing conv_algo.c's table against
+ * them layer by layer.
  * A line starting "RESULT" carries the figures for scripts.
  */
 #include "bench/bench_util.h"
 #include "base/flags.h"
+#include "model/layers.h"
 #include "model/model.h"
 #include "model/sgemm.h"
 
@@ -135,7 +138,7 @@ static int bench(const char *name, int B, int reps, int warmup, int per_layer, d
 
 int main(int argc, char **argv) {
     const char *model = "all";
-    int batch = 0, threads = 2, reps = 20, warmup = 3, per_layer = 0, size = 0;
+    int batch = 0, threads = 2, reps = 20, warmup = 3, per_layer = 0, size = 0, conv_loops = 0;
     float width = 1.0f;
     Flag flags[] = {
         {"model", FLAG_STRING, &model, "a network of model/nets/nets.c (mnist, cifar10, mobilenet_v2, ...) or all (mnist and cifar10)"},
@@ -146,6 +149,7 @@ int main(int argc, char **argv) {
         {"reps", FLAG_INT, &reps, "timed steps (the median is reported)"},
         {"warmup", FLAG_INT, &warmup, "untimed steps first"},
         {"per_layer", FLAG_BOOL, &per_layer, "print each layer's forward/backward time"},
+        {"conv_loops", FLAG_BOOL, &conv_loops, "every convolution on conv2d.c's loops, whatever conv_algo.c's table says"},
     };
     const int n_flags = sizeof flags / sizeof flags[0];
     char **pos = malloc(sizeof(char *) * (argc + 1));
@@ -161,6 +165,7 @@ int main(int argc, char **argv) {
     }
     free(pos);
     omp_set_num_threads(threads);
+    if (conv_loops) conv2d_run_set_loops_only(1);
     double ceiling = sgemm_ceiling();
     const char *all[2] = {"mnist", "cifar10"};
     const int n_models = strcmp(model, "all") ? 1 : 2;
