@@ -73,7 +73,6 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
     return 0;
 }
 
-
 const char *const *cmd_model_names(void) {
     static const char *names[MODEL_N_KINDS + 1];
     for (int k = 0; k < MODEL_N_KINDS; k++) names[k] = model_nets[k].name;

@@ -29,6 +29,19 @@ double gradcheck_rel_max_diff(const float *ref, const float *x, size_t n) {
     return s > 0.0 ? m / s : m;
 }
 
+size_t gradcheck_count_not_doubled(const ModelSpec *spec, const float *once, const float *twice,
+                                   const float *params) {
+    size_t n_bad = 0;
+    for (int v = 0; v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        double g_max = 0;
+        for (size_t i = mv->offset; i < mv->offset + mv->n_floats; i++) g_max = fmax(g_max, fabs(once[i]));
+        for (size_t i = mv->offset; i < mv->offset + mv->n_floats; i++)
+            n_bad += !(fabs(twice[i] - 2.0 * once[i]) <= 1e-6 * (g_max + mv->wd * fabs(params[i])));
+    }
+    return n_bad;
+}
+
 double gradcheck_dot(const float *a, const float *b, size_t n) {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];

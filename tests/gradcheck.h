@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/model.h"
+
 /* Evaluates the objective at the current contents of the checked array. */
 typedef double (*GradcheckObjective)(void *ctx);
 
@@ -62,5 +64,14 @@ void gradcheck_fill_uniform(float *x, size_t n, float lo, float hi, uint64_t see
  * itself when ref is all zero): two ways to compute one tensor compared
  * on the scale of its largest entry. */
 double gradcheck_rel_max_diff(const float *ref, const float *x, size_t n);
+
+/* The entries of a whole model's gradient block where a second backward
+ * onto the first's result did not double it: |twice - 2 once| above 1e-6 of
+ * the variable's largest |once| plus its weight decay's term (wd |param|),
+ * which is added after each call.  Within rounding, not bit for bit:
+ * dense's sgemm sums its products onto the block (beta 1).  An overwrite
+ * instead of an add misses by |once|.  once, twice, params: (n_params). */
+size_t gradcheck_count_not_doubled(const ModelSpec *spec, const float *once, const float *twice,
+                                   const float *params);
 
 #endif

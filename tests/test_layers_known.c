@@ -222,11 +222,14 @@ static void conv_reference_backward(double *dinp, double *dw, double *db, const 
             }
 }
 
-/* The largest |got - want| relative to the largest |want|. */
+/* The largest |got - want| relative to the largest |want|; infinite where
+ * got holds a NaN (a float left unwritten on the NaN the test put there:
+ * fmax alone would skip it).  gradcheck_rel_max_diff's rule for a double
+ * reference. */
 static double worst_scaled(const float *got, const double *want, size_t n) {
     double worst = 0, scale = 1e-30;
     for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
-    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(got[i] - want[i]));
+    for (size_t i = 0; i < n; i++) worst = isnan(got[i]) ? INFINITY : fmax(worst, fabs(got[i] - want[i]));
     return worst / scale;
 }
 

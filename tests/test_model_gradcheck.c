@@ -274,10 +274,8 @@ static void check_contract(const char *model, int H, int W, int C, int num_class
     float loss = model_forward(logits, &ce, f.acts, f.x, f.labels, f.params, B);
     /* Backward ADDS (llm.c's convention): onto a block of 1.0 it gives
      * 1 + gradient (an overwrite would give the gradient), and a second call
-     * onto its own result twice the gradient, within rounding: dense's sgemm
-     * sums its products onto the block (beta 1), and the decay term is added
-     * after each call (((g + d) + g) + d).  An overwrite misses by |g|; the
-     * tolerance is 1e-6 of the variable's largest |g| and of its decay. */
+     * onto its own result twice the gradient, within rounding
+     * (gradcheck_count_not_doubled). */
     memset(f.dparams, 0, sizeof(float) * n);
     model_backward(f.dparams, f.acts, f.params);
     for (size_t i = 0; i < n; i++) d2[i] = 1.0f;
@@ -288,14 +286,7 @@ static void check_contract(const char *model, int H, int W, int C, int num_class
     CHECK(n_bad == 0, "%s: model_backward must add into dparams (%zu entries are not 1 + gradient)", model, n_bad);
     memcpy(d2, f.dparams, sizeof(float) * n);
     model_backward(d2, f.acts, f.params);
-    n_bad = 0;
-    for (int v = 0; v < f.spec.n_vars; v++) {
-        const ModelVar *mv = &f.spec.vars[v];
-        double g_max = 0;
-        for (size_t i = mv->offset; i < mv->offset + mv->n_floats; i++) g_max = fmax(g_max, fabs(f.dparams[i]));
-        for (size_t i = mv->offset; i < mv->offset + mv->n_floats; i++)
-            n_bad += !(fabs(d2[i] - 2.0 * f.dparams[i]) <= 1e-6 * (g_max + mv->wd * fabs(f.params[i])));
-    }
+    n_bad = gradcheck_count_not_doubled(&f.spec, f.dparams, d2, f.params);
     CHECK(n_bad == 0, "%s: two model_backward calls must give twice the gradient (%zu entries differ)", model, n_bad);
     /* loss = mean cross-entropy of the logits + sum over variables of wd * sum(w^2) / 2. */
     double want_ce = 0, wd = 0;

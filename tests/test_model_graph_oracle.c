@@ -121,18 +121,9 @@ static void check_case(const char *model, int H, int W, int C, int K, int max_ba
         for (size_t i = 0; i < n; i++) rg[i] = NAN;
         ref_backward(rg, ref, params);
         compare_grads(what, g, rg, n);
-        /* ADDS: a second backward doubles the block, within rounding (dense's
-         * sgemm sums its products onto the block; the decay term is added
-         * after the layers' gradients); an overwrite misses by |g|. */
+        /* ADDS: a second backward doubles the block, within rounding (gradcheck_count_not_doubled). */
         model_backward(g, acts, params);
-        size_t n_bad = 0;
-        for (int v = 0; v < spec.n_vars; v++) {
-            const ModelVar *mv = &spec.vars[v];
-            double g_max = 0;
-            for (size_t i = mv->offset; i < mv->offset + mv->n_floats; i++) g_max = fmax(g_max, fabs(rg[i]));
-            for (size_t i = mv->offset; i < mv->offset + mv->n_floats; i++)
-                n_bad += !(fabs(g[i] - 2.0 * rg[i]) <= 1e-6 * (g_max + mv->wd * fabs(params[i])));
-        }
+        const size_t n_bad = gradcheck_count_not_doubled(&spec, rg, g, params);
         CHECK(n_bad == 0, "%s: a second model_backward must add (%zu entries not doubled)", what, n_bad);
         printf("  %s: loss %.7g, %zu gradient entries: bitwise equal\n", what, loss, n);
     }
