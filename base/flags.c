@@ -25,51 +25,123 @@ const char *flags_value_str(const Flag *f, char *buf, int n) {
     return buf;
 }
 
-void flags_print_usage(const char *command, const char *synopsis, const Flag *flags, int n) {
-    printf("usage: tower %s %s\n\nflags (default in brackets):\n", command, synopsis);
-    for (int i = 0; i < n; i++) {
-        char buf[256];
-        printf("  --%-26s %s [%s]\n", flags[i].name, flags[i].help, flags_value_str(&flags[i], buf, sizeof buf));
+/* The type's own range, where a flag has none: what every value must fit. */
+static const char *type_range(FlagType type) {
+    switch (type) {
+    case FLAG_INT: return "an integer in [-2147483647, 2147483647]";
+    case FLAG_LONG: return "an integer in [-9223372036854775807, 9223372036854775807]";
+    case FLAG_FLOAT: return "a finite number";
+    default: return "a value";
     }
 }
 
-/* Store v into f's target: 0, or -1 with *expected saying what the value must look like. */
-static int set_value(const Flag *f, const char *v, const char **expected) {
+/* The range's upper end, or INFINITY where it has none: an int's ends at INT_MAX (included), a long's at
+ * LONG_MAX.  *hi_open: 1 when the end is excluded. */
+static double range_hi(const Flag *f, int *hi_open) {
+    *hi_open = f->ends[1] == ')';
+    if (f->type == FLAG_INT && f->hi >= (double)INT_MAX) {
+        *hi_open = 0;
+        return (double)INT_MAX;
+    }
+    if (f->type == FLAG_LONG && f->hi >= (double)LONG_MAX) return INFINITY;
+    return f->hi;
+}
+
+/* What f accepts, its values called `what` ("an integer", "a number", "a finite number"); the range's note
+ * after it in parentheses when with_note. */
+static const char *range_str(const Flag *f, const char *what, int with_note, char *buf, int n) {
+    if (!f->ends) {
+        snprintf(buf, n, "%s", type_range(f->type));
+        return buf;
+    }
+    const int is_int = f->type != FLAG_FLOAT;
+    int hi_open;
+    const double hi = range_hi(f, &hi_open);
+    const char *fmt = is_int ? "%.0f" : "%g";
+    char lo_s[32], hi_s[32];
+    snprintf(lo_s, sizeof lo_s, fmt, f->lo);
+    snprintf(hi_s, sizeof hi_s, fmt, hi);
+    int k;
+    if (isinf(hi)) k = snprintf(buf, n, "%s %s %s", what, f->ends[0] == '(' ? ">" : ">=", lo_s);
+    else k = snprintf(buf, n, "%s in %c%s, %s%c", what, f->ends[0], lo_s, hi_s, hi_open ? ')' : ']');
+    if (with_note && f->range_note && k >= 0 && k < n) snprintf(buf + k, n - k, " (%s)", f->range_note);
+    return buf;
+}
+
+const char *flags_range_str(const Flag *f, char *buf, int n) {
+    return range_str(f, f->type == FLAG_FLOAT ? "a number" : "an integer", 1, buf, n);
+}
+
+/* 1 when x lies in f's range (a flag without one: any x the type holds). */
+static int in_range(const Flag *f, double x) {
+    if (!f->ends) return 1;
+    int hi_open;
+    const double hi = range_hi(f, &hi_open);
+    return (f->ends[0] == '(' ? x > f->lo : x >= f->lo) && (hi_open ? x < hi : x <= hi);
+}
+
+void flags_print_usage(const char *command, const char *synopsis, const Flag *flags, int n) {
+    printf("usage: tower %s %s\n\nflags (default in brackets):\n", command, synopsis);
+    for (int i = 0; i < n; i++) {
+        char buf[256], range[160] = "";
+        if (flags[i].ends) {
+            char r[150];
+            snprintf(range, sizeof range, " (%s)",
+                     range_str(&flags[i], flags[i].type == FLAG_FLOAT ? "a number" : "an integer", 0, r, sizeof r));
+        }
+        printf("  --%-26s %s [%s]%s\n", flags[i].name, flags[i].help, flags_value_str(&flags[i], buf, sizeof buf),
+               range);
+    }
+}
+
+/* Store v into f's target: 0, -1 when v is not a value of f's type (no number, trailing characters, not
+ * finite), -2 when it is a number outside f's range or the type's. */
+static int set_value(const Flag *f, const char *v) {
     char *end = NULL;
     errno = 0;
     switch (f->type) {
     case FLAG_INT: {
         long x = strtol(v, &end, 10);
-        *expected = end == v || *end ? "an integer" : "an integer in [-2147483647, 2147483647]";
-        if (errno || end == v || *end || x < -2147483647L || x > 2147483647L) return -1;
+        if (end == v || *end) return -1;
+        if (errno || x < -2147483647L || x > 2147483647L || !in_range(f, (double)x)) return -2;
         *(int *)f->target = (int)x;
         return 0;
     }
     case FLAG_LONG: {
         long x = strtol(v, &end, 10);
-        *expected = end == v || *end ? "an integer" : "an integer in [-9223372036854775807, 9223372036854775807]";
-        if (errno || end == v || *end || x == LONG_MIN) return -1;
+        if (end == v || *end) return -1;
+        if (errno || x == LONG_MIN || !in_range(f, (double)x)) return -2;
         *(long *)f->target = x;
         return 0;
     }
     case FLAG_FLOAT: {
         /* No flag of Tower means anything with nan or inf: they are refused here, for every command. */
-        *expected = "a finite number";
         float x = strtof(v, &end);
         if (errno || end == v || *end || !isfinite(x)) return -1;
+        if (!in_range(f, x)) return -2;
         *(float *)f->target = x;
         return 0;
     }
     case FLAG_BOOL:
-        *expected = "true or false (also 1, yes, 0, no)";
         if (!strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "yes")) *(int *)f->target = 1;
         else if (!strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "no")) *(int *)f->target = 0;
         else return -1;
         return 0;
     case FLAG_STRING: *(const char **)f->target = v; return 0;
     }
-    *expected = "a value";
     return -1;
+}
+
+/* One line on stderr: what f accepts, for a value v it refused (rc: set_value's). */
+static void refuse_value(const char *command, const Flag *f, const char *v, int rc) {
+    char v_esc[256], expected[192];
+    escape_str(v_esc, sizeof v_esc, v);
+    if (f->type == FLAG_BOOL) snprintf(expected, sizeof expected, "true or false (also 1, yes, 0, no)");
+    else if (f->type == FLAG_STRING) snprintf(expected, sizeof expected, "a value");
+    else range_str(f, f->type != FLAG_FLOAT ? "an integer" : rc == -1 ? "a finite number" : "a number", 1, expected,
+                   sizeof expected);
+    if (rc == -2) fprintf(stderr, "tower %s: --%s %s: expected %s\n", command, f->name, v_esc, expected);
+    else fprintf(stderr, "tower %s: --%s '%s': expected %s\n", command, f->name, v_esc, expected);
 }
 
 int flags_parse(const Flag *flags, int n, int argc, char **argv, char **positional, int *n_positional) {
@@ -110,11 +182,9 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
             fprintf(stderr, "tower %s: flag --%s needs a value\n", argv[0], f->name);
             return -1;
         }
-        const char *expected;
-        if (set_value(f, v, &expected) != 0) {
-            char v_esc[256];
-            fprintf(stderr, "tower %s: bad value '%s' for --%s: expected %s\n", argv[0],
-                    escape_str(v_esc, sizeof v_esc, v), f->name, expected);
+        const int rc = set_value(f, v);
+        if (rc != 0) {
+            refuse_value(argv[0], f, v, rc);
             return -1;
         }
     }

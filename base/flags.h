@@ -22,24 +22,41 @@ typedef struct {
     FlagType type;
     void *target;      /* int*, long*, float*, int* (bool), const char** (string) */
     const char *help;
+    /* A number flag's accepted values (FLAG_RANGE): lo..hi, each end in or
+     * out as `ends` says ("[]", "[)", "(]" or "()"); hi INFINITY: no upper
+     * end.  ends NULL: any int, long or finite float. */
+    double lo, hi;
+    const char *ends;
+    const char *range_note; /* what a value in the range means, "0: one per device", or NULL */
 } Flag;
+
+/* The range of a number flag, after its help in a table entry:
+ *   {"batch_size", FLAG_INT, &o->batch_size, "examples per tower", FLAG_RANGE(1, 1 << 20, "[]", NULL)}
+ * flags_parse refuses a value outside it (one line, the range and the
+ * note) and --help prints it after the default. */
+#define FLAG_RANGE(lo_, hi_, ends_, note_) .lo = (lo_), .hi = (hi_), .ends = (ends_), .range_note = (note_)
 
 /* Parse argv[1..argc-1] (argv[0] is the subcommand name) against `flags`.
  * Arguments that are not flags are collected, in order, into positional
  * (an array of at least argc entries owned by the caller) and counted in
  * *n_positional.  Returns 0 on success, 1 when --help or -h was given (the
  * caller prints the usage), and -1 on a bad flag or value, an argument with
- * one dash, or a number that is not finite (one line on stderr naming the
- * flag and what it expects).  Ranges are the caller's to check. */
+ * one dash, a number that is not finite or outside the flag's range (one
+ * line on stderr naming the flag, the value and what the flag accepts). */
 int flags_parse(const Flag *flags, int n_flags, int argc, char **argv,
                 char **positional, int *n_positional);
 
-/* Print "usage: tower <command> ..." and every flag with its default. */
+/* Print "usage: tower <command> ..." and every flag with its default and range. */
 void flags_print_usage(const char *command, const char *synopsis,
                        const Flag *flags, int n_flags);
 
 /* Format a flag's current value (its default before parsing) into buf. */
 const char *flags_value_str(const Flag *flag, char *buf, int buf_n_bytes);
+
+/* Format what a number flag accepts into buf: "an integer in [1, 64]",
+ * "an integer >= 0", "a number in [0, 1)", "a number > 0", with the range
+ * note in parentheses when there is one; without a range, the type's. */
+const char *flags_range_str(const Flag *flag, char *buf, int buf_n_bytes);
 
 /* An environment switch (TOWER_CUDNN_FIND=1 and the like, read where they
  * act): 1 when the environment sets `name` to anything but "" or "0",

@@ -1042,39 +1042,39 @@ static int check_writable(const char *flag, const char *path, char *err, size_t 
 static int bench_flags(BenchOptions *o, Flag *flags) {
     const Flag table[] = {
         {"models", FLAG_STRING, &o->models, cmd_model_help("comma-separated models")},
-        {"width_multiplier", FLAG_FLOAT, &o->width_multiplier, "mobilenet_v2: Keras's alpha, in (0, 16]"},
+        {"width_multiplier", FLAG_FLOAT, &o->width_multiplier, "mobilenet_v2: Keras's alpha", FLAG_RANGE(0, 16, "(]", NULL)},
         {"head", FLAG_STRING, &o->head, "mobilenet_v2: keras or seed (as tower train)"},
-        {"fc_width", FLAG_INT, &o->fc_width, "vgg11, vgg16: units of fc1 and fc2 (as tower train)"},
+        {"fc_width", FLAG_INT, &o->fc_width, "vgg11, vgg16: units of fc1 and fc2 (as tower train)", FLAG_RANGE(1, 65536, "[]", NULL)},
         {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi, ps_mpi_async (or parameter_server/cpu, replicated/host, ...)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only deterministic convolution algorithms (cuDNN's that cuDNN calls so; Tower's GEMMs are; an error when a layer has none)"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step"},
-        {"steps", FLAG_INT, &o->steps, "timed steps per configuration"},
-        {"warmup", FLAG_INT, &o->warmup, "untimed steps first"},
-        {"repeat", FLAG_INT, &o->repeat, "run the matrix this many times, interleaved; report each configuration's median run"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
+        {"steps", FLAG_INT, &o->steps, "timed steps per configuration", FLAG_RANGE(1, 1000000, "[]", NULL)},
+        {"warmup", FLAG_INT, &o->warmup, "untimed steps first", FLAG_RANGE(0, 1000000, "[]", NULL)},
+        {"repeat", FLAG_INT, &o->repeat, "run the matrix this many times, interleaved; report each configuration's median run", FLAG_RANGE(1, 99, "[]", NULL)},
         {"data", FLAG_STRING, &o->data, "TFRecord files (comma-separated globs) instead of synthetic data in memory; give one model"},
         {"csv", FLAG_STRING, &o->csv, "write the table here as CSV (\"\": not written)"},
         {"svg", FLAG_STRING, &o->svg, "write the chart here as SVG (\"\": not written)"},
         {"trace", FLAG_STRING, &o->trace, "FILE.json: write each configuration's timeline to FILE-<model>-<mode>-<towers>.json"},
         {"predict", FLAG_BOOL, &o->predict, "fit the cost model of docs/modes.md and print its predictions beside the measurements"},
-        {"predict_max_towers", FLAG_INT, &o->predict_max_towers, "--predict: the what-if table goes up to this many towers"},
-        {"predict_copy_gbps", FLAG_FLOAT, &o->predict_copy_gbps, "--predict what-if: host<->device GB/s per tower (0: measured memcpy)"},
-        {"predict_allreduce_gbps", FLAG_FLOAT, &o->predict_allreduce_gbps, "--predict what-if: all-reduce GB/s per link (0: measured host ring)"},
-        {"predict_compute_ms", FLAG_FLOAT, &o->predict_compute_ms, "--predict what-if: forward+backward ms per tower (0: measured, 1 tower)"},
+        {"predict_max_towers", FLAG_INT, &o->predict_max_towers, "--predict: the what-if table goes up to this many towers", FLAG_RANGE(1, 4096, "[]", NULL)},
+        {"predict_copy_gbps", FLAG_FLOAT, &o->predict_copy_gbps, "--predict what-if: host<->device GB/s per tower (0: measured memcpy)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"predict_allreduce_gbps", FLAG_FLOAT, &o->predict_allreduce_gbps, "--predict what-if: all-reduce GB/s per link (0: measured host ring)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"predict_compute_ms", FLAG_FLOAT, &o->predict_compute_ms, "--predict what-if: forward+backward ms per tower (0: measured, 1 tower)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
         {"predict_nets", FLAG_STRING, &o->predict_nets, "what-if for these networks (e.g. vgg16,resnet50) at each --predict_sizes, without training them: the parameter server against the ring at 1, 2, 4, 8 towers"},
         {"predict_sizes", FLAG_STRING, &o->predict_sizes, "--predict_nets: comma-separated square input sizes (224: 1000 classes, else 10)"},
-        {"device_tflops", FLAG_FLOAT, &o->device_tflops, "--predict_nets: achieved TFLOP/s of one tower's device (0: this machine's rate, measured on each network at 32x32)"},
-        {"device_update_gbps", FLAG_FLOAT, &o->device_update_gbps, "--predict_nets: a replica's optimizer update on its tower's device, GB/s of variables (0: this host's, measured on one thread)"},
+        {"device_tflops", FLAG_FLOAT, &o->device_tflops, "--predict_nets: achieved TFLOP/s of one tower's device (0: this machine's rate, measured on each network at 32x32)", FLAG_RANGE(0, 1e6, "[]", NULL)},
+        {"device_update_gbps", FLAG_FLOAT, &o->device_update_gbps, "--predict_nets: a replica's optimizer update on its tower's device, GB/s of variables (0: this host's, measured on one thread)", FLAG_RANGE(0, 1e6, "[]", NULL)},
         {"predict_hosts", FLAG_BOOL, &o->predict_hosts, "--predict_nets: also the cost model across hosts (ring, parameter servers, BytePS-style, all-gather)"},
         {"predict_link_gbits", FLAG_STRING, &o->link_gbits, "--predict_hosts: comma-separated link speeds in Gb/s"},
         {"predict_host_counts", FLAG_STRING, &o->host_counts, "--predict_hosts: comma-separated host counts"},
-        {"predict_gpus_per_host", FLAG_INT, &o->gpus_per_host, "--predict_hosts: towers per host"},
-        {"predict_link_latency_us", FLAG_FLOAT, &o->link_latency_us, "--predict_hosts: one message's latency on a link, microseconds (assumed)"},
-        {"predict_local_gbps", FLAG_FLOAT, &o->local_gbps, "--predict_hosts: intra-host all-reduce bus bandwidth, GB/s (assumed)"},
-        {"predict_server_gbps", FLAG_FLOAT, &o->server_gbps, "--predict_hosts: a parameter server's summation rate, GB/s read + written (0: this CPU's, measured)"},
+        {"predict_gpus_per_host", FLAG_INT, &o->gpus_per_host, "--predict_hosts: towers per host", FLAG_RANGE(1, 4096, "[]", NULL)},
+        {"predict_link_latency_us", FLAG_FLOAT, &o->link_latency_us, "--predict_hosts: one message's latency on a link, microseconds (assumed)", FLAG_RANGE(0, 1e7, "[]", NULL)},
+        {"predict_local_gbps", FLAG_FLOAT, &o->local_gbps, "--predict_hosts: intra-host all-reduce bus bandwidth, GB/s (assumed)", FLAG_RANGE(0, 1e6, "(]", NULL)},
+        {"predict_server_gbps", FLAG_FLOAT, &o->server_gbps, "--predict_hosts: a parameter server's summation rate, GB/s read + written (0: this CPU's, measured)", FLAG_RANGE(0, 1e6, "[]", NULL)},
         {"predict_only", FLAG_BOOL, &o->predict_only, "print the --predict_nets tables only (no matrix, no CSV or SVG)"},
-        {"ps_dedicated", FLAG_INT, &o->ps_dedicated, "under mpirun -np R: the parameter_server modes across ranks run with the first N ranks as parameter servers only (tower train's --ps_dedicated --ps_ranks N; the other R - N ranks are the workers); the replicated modes ignore it (0: every rank a worker)"},
+        {"ps_dedicated", FLAG_INT, &o->ps_dedicated, "under mpirun -np R: the parameter_server modes across ranks run with the first N ranks as parameter servers only (tower train's --ps_dedicated --ps_ranks N; the other R - N ranks are the workers); the replicated modes ignore it (0: every rank a worker)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
         {"seed", FLAG_LONG, &o->seed, "seed of the variables and of the synthetic data"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -1147,13 +1147,7 @@ static int bench_main(int argc, char **argv) {
         return 2;
     }
     static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
-    if (cmd_check_choice("bench", "device", o.device, devices) || cmd_check_long("bench", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
-        cmd_check_long("bench", "steps", o.steps, 1, 1000000, NULL) || cmd_check_long("bench", "warmup", o.warmup, 0, 1000000, NULL) ||
-        cmd_check_long("bench", "repeat", o.repeat, 1, 99, NULL) ||
-        cmd_check_long("bench", "predict_max_towers", o.predict_max_towers, 1, 4096, NULL) ||
-        cmd_check_float("bench", "predict_copy_gbps", o.predict_copy_gbps, 0.0, 1, INFINITY, 0) ||
-        cmd_check_float("bench", "predict_allreduce_gbps", o.predict_allreduce_gbps, 0.0, 1, INFINITY, 0) ||
-        cmd_check_float("bench", "predict_compute_ms", o.predict_compute_ms, 0.0, 1, INFINITY, 0) ||
+    if (cmd_check_choice("bench", "device", o.device, devices) ||
         (o.data[0] && cmd_check_data_paths("bench", "data", o.data)))
         return 2;
     /* --predict_nets and --predict_hosts: their lists. */
@@ -1209,13 +1203,6 @@ static int bench_main(int argc, char **argv) {
         cmd_errorf("tower bench: --predict_sizes, --predict_link_gbits and --predict_host_counts each need at least one value\n");
         return 2;
     }
-    if (cmd_check_float("bench", "device_tflops", o.device_tflops, 0.0, 1, 1e6, 1) ||
-        cmd_check_float("bench", "device_update_gbps", o.device_update_gbps, 0.0, 1, 1e6, 1) ||
-        cmd_check_long("bench", "predict_gpus_per_host", o.gpus_per_host, 1, 4096, NULL) ||
-        cmd_check_float("bench", "predict_link_latency_us", o.link_latency_us, 0.0, 1, 1e7, 1) ||
-        cmd_check_float("bench", "predict_local_gbps", o.local_gbps, 0.0, 0, 1e6, 1) ||
-        cmd_check_float("bench", "predict_server_gbps", o.server_gbps, 0.0, 1, 1e6, 1))
-        return 2;
     const int R = ranks_size();
     if (o.ps_dedicated < 0 || (o.ps_dedicated > 0 && o.ps_dedicated >= R)) {
         cmd_errorf("tower bench: --ps_dedicated %d: expected 0, or 1 to R - 1 under mpirun -np R (servers and at "

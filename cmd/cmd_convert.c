@@ -33,11 +33,11 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"images", FLAG_STRING, &o->images, "--from idx: the images file (e.g. train-images-idx3-ubyte.gz)"},
         {"labels", FLAG_STRING, &o->labels, "--from idx: the labels file (e.g. train-labels-idx1-ubyte.gz); --from imagefolder: the class list, one name a line (e.g. the train split's labels.txt), so that every split shares it: a class folder not in it is refused"},
         {"out", FLAG_STRING, &o->out, "output prefix: writes PREFIX-00000-of-0000N.tfrecord"},
-        {"num_shards", FLAG_INT, &o->num_shards, "number of output files (example i goes to shard i mod N)"},
+        {"num_shards", FLAG_INT, &o->num_shards, "number of output files (example i goes to shard i mod N)", FLAG_RANGE(1, 99999, "[]", NULL)},
         {"compression", FLAG_STRING, &o->compression, "output compression: none, gzip or zlib (TensorFlow's compression_type)"},
         {"image_key", FLAG_STRING, &o->image_key, "feature key of the image (bytes, uint8, HWC)"},
         {"label_key", FLAG_STRING, &o->label_key, "feature key of the label (int64)"},
-        {"image_size", FLAG_INT, &o->image_size, "--from imagefolder: output height and width in pixels"},
+        {"image_size", FLAG_INT, &o->image_size, "--from imagefolder: output height and width in pixels", FLAG_RANGE(1, 4096, "[]", NULL)},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "--from imagefolder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
         {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
@@ -93,10 +93,6 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
             ic.mode = IMAGEFOLDER_CENTER_CROP;
         } else {
             snprintf(err, err_n, "unknown --resize_mode '%s' (resize or center_crop)", o->resize_mode);
-            return NULL;
-        }
-        if (o->image_size < 1 || o->image_size > 4096) {
-            snprintf(err, err_n, "--image_size %d outside [1, 4096]", o->image_size);
             return NULL;
         }
         if (o->channels != 1 && o->channels != 3) {
@@ -161,10 +157,6 @@ int cmd_convert(int argc, char **argv) {
     }
     if (!o.out || !o.out[0]) {
         cmd_errorf("tower convert: --out PREFIX is required\n");
-        return 2;
-    }
-    if (o.num_shards < 1 || o.num_shards > 99999) {
-        cmd_errorf("tower convert: --num_shards must be in [1, 99999]\n");
         return 2;
     }
     char err[1024];

@@ -45,17 +45,17 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the checkpoint directory's labels.txt when there, else the sorted class folders)"},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass, 1 to 1048576"},
-        {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
-        {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)"},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
+        {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
+        {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},
         {"no_moving_average", FLAG_BOOL, &o->no_moving_average, "evaluate the raw variables, not their moving averages"},
         {"confusion_matrix", FLAG_BOOL, &o->confusion_matrix, "print the confusion matrix (rows: true class, columns: predicted)"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
         {"label_key", FLAG_STRING, &o->label_key, "Example feature holding the label"},
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
-        {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)"},
+        {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)", FLAG_RANGE(0, 1024, "[]", "0: automatic")},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
-        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)"},
+        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
     };
@@ -129,14 +129,9 @@ int cmd_eval(int argc, char **argv) {
         cmd_check_nonempty("eval", "data", o.data, "list of TFRecord files or globs") ||
         cmd_check_data("eval", "data", o.data) ||
         cmd_check_choice("eval", "resize_mode", o.resize_mode, resize_modes) ||
-        cmd_check_long("eval", "batch_size", o.batch_size, 1, 1 << 20, NULL) ||
-        cmd_check_long("eval", "num_classes", o.num_classes, 1, 1 << 16, NULL) ||
-        cmd_check_long("eval", "image_size", o.image_size, 0, 4096, "0: the checkpoint's") ||
-        cmd_check_long("eval", "input_threads", o.input_threads, 0, 1024, "0: automatic") ||
         cmd_check_choice("eval", "compression", o.compression, compressions) ||
         cmd_check_nonempty("eval", "image_key", o.image_key, "feature key") ||
-        cmd_check_nonempty("eval", "label_key", o.label_key, "feature key") ||
-        cmd_check_float("eval", "max_corrupt_fraction", o.max_corrupt_fraction, 0, 1, 1, 1))
+        cmd_check_nonempty("eval", "label_key", o.label_key, "feature key"))
         return 2;
     if (!o.checkpoint[0] && !o.checkpoint_dir[0]) {
         cmd_errorf("tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");

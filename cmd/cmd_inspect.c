@@ -28,11 +28,11 @@ int cmd_inspect(int argc, char **argv) {
         {"compression", FLAG_STRING, &compression, "auto (detect from the first bytes), none, gzip or zlib"},
         {"image_key", FLAG_STRING, &cfg.image_key, "feature key of the image, checked against height x width x depth"},
         {"label_key", FLAG_STRING, &cfg.label_key, "feature key of the label (int64) for the histogram"},
-        {"num_classes", FLAG_INT, &cfg.num_classes, "check every label lies in [0, num_classes) (0: no check)"},
+        {"num_classes", FLAG_INT, &cfg.num_classes, "check every label lies in [0, num_classes) (0: no check)", FLAG_RANGE(0, 1 << 16, "[]", "0: no check")},
         {"skip_corrupt", FLAG_BOOL, &cfg.skip_corrupt, "report bad records and go on (the exit is still 1); default: stop at the first"},
-        {"max_record_mb", FLAG_INT, &max_record_mb, "records longer than this many MiB are bad (never allocated)"},
+        {"max_record_mb", FLAG_INT, &max_record_mb, "records longer than this many MiB are bad (never allocated)", FLAG_RANGE(1, 4096, "[]", NULL)},
         {"max_corrupt_fraction", FLAG_FLOAT, &max_corrupt_fraction,
-         "with --skip_corrupt, stop once bad records made more than this fraction of the files' bytes unreadable (1: no limit)"},
+         "with --skip_corrupt, stop once bad records made more than this fraction of the files' bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
     };
     int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *positional[argc > 0 ? argc : 1];
@@ -48,21 +48,12 @@ int cmd_inspect(int argc, char **argv) {
         cmd_errorf("tower inspect: bad --compression '%s' (auto, none, gzip or zlib)\n", compression);
         return 2;
     }
-    if (max_record_mb < 1 || max_record_mb > 4096) {
-        cmd_errorf("tower inspect: --max_record_mb must be in [1, 4096]\n");
-        return 2;
-    }
     cfg.max_record_n_bytes = (size_t)max_record_mb << 20;
-    if (!(max_corrupt_fraction >= 0 && max_corrupt_fraction <= 1)) {
-        cmd_errorf("tower inspect: --max_corrupt_fraction must be in [0, 1]\n");
-        return 2;
-    }
     cfg.max_corrupt_fraction = max_corrupt_fraction;
     if (n_positional == 0) {
         cmd_errorf("tower inspect: no files given (see --help)\n");
         return 2;
     }
-    if (cmd_check_long("inspect", "num_classes", cfg.num_classes, 0, 1 << 16, "0: no check")) return 2;
     for (int i = 0; i < n_positional; i++)
         if (cmd_check_data_paths("inspect", NULL, positional[i]) != 0) return 2;
     /* Each argument may be a path or a quoted glob. */

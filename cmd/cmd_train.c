@@ -45,7 +45,7 @@ static volatile sig_atomic_t stop_signal = 0; /* the SIGINT or SIGTERM received,
 static void on_signal(int sig) { stop_signal = sig; }
 
 
-/* The upper bounds of train_check_flags: far above any sane run, low enough
+/* The upper ends of the flags' ranges (train_flags): far above any sane run, low enough
  * that products of them (global batch, shuffle capacity) cannot overflow. */
 #define TRAIN_MAX_BATCH (1 << 20)            /* examples per tower */
 #define TRAIN_MAX_CLASSES (1 << 16)
@@ -66,70 +66,70 @@ typedef struct {
 static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     const Flag table[] = {
         {"model", FLAG_STRING, &o->model, cmd_model_help("model to train")},
-        {"width_multiplier", FLAG_FLOAT, &d->width_multiplier, "mobilenet_v2: Keras's alpha, the width of every layer, in (0, 16] (mnist, cifar10: ignored)"},
+        {"width_multiplier", FLAG_FLOAT, &d->width_multiplier, "mobilenet_v2: Keras's alpha, the width of every layer (mnist, cifar10: ignored)", FLAG_RANGE(0, 16, "(]", NULL)},
         {"head", FLAG_STRING, &d->head, "mobilenet_v2: keras (global average pooling, predictions) or seed (pooling, dense 512 relu, dense_1)"},
-        {"fc_width", FLAG_INT, &d->fc_width, "vgg11, vgg16: units of fc1 and fc2, 1 to 65536 (Keras's 4096; e.g. 512 for a 32x32 VGG16 of 15 M variables)"},
+        {"fc_width", FLAG_INT, &d->fc_width, "vgg11, vgg16: units of fc1 and fc2 (Keras's 4096; e.g. 512 for a 32x32 VGG16 of 15 M variables)", FLAG_RANGE(1, 65536, "[]", NULL)},
         {"batch_norm", FLAG_STRING, &o->batch_norm, "batch norm across towers: tower (each tower normalises with its shard's statistics; the moving statistics take the towers' mean once per step) or sync (SyncBatchNormalization: every tower normalises with the global batch's statistics, summed across the towers in every layer; one process); docs/models.md"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the training set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"train_dir", FLAG_STRING, &o->train_dir, "directory for checkpoints (model.ckpt-STEP, checkpoint); one run at a time (TRAIN_DIR/.lock)"},
-        {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run (0: only write the initial variables, model.ckpt-0)"},
-        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step (per micro-batch with --accum_steps), 1 to 1048576; the global batch is batch_size x towers x accum_steps"},
-        {"num_towers", FLAG_INT, &o->num_towers, "number of towers, at most 64 (0: one per device; CPU: 1)"},
-        {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs"},
+        {"max_steps", FLAG_LONG, &o->max_steps, "number of steps (global batches) to run (0: only write the initial variables, model.ckpt-0)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"batch_size", FLAG_INT, &o->batch_size, "examples per tower per step (per micro-batch with --accum_steps); the global batch is batch_size x towers x accum_steps", FLAG_RANGE(1, TRAIN_MAX_BATCH, "[]", NULL)},
+        {"num_towers", FLAG_INT, &o->num_towers, "number of towers (0: one per device; CPU: 1)", FLAG_RANGE(0, TOWER_MAX_TOWERS, "[]", "0: one per device")},
+        {"num_gpus", FLAG_INT, &o->num_gpus, "GPU towers: use the first num_gpus visible GPUs", FLAG_RANGE(1, TOWER_MAX_TOWERS, "[]", NULL)},
         {"gpus", FLAG_STRING, &o->gpus, "GPU towers: the GPUs to use, e.g. 0,2,3 (overrides num_gpus)"},
         {"allow_tf32", FLAG_BOOL, &o->allow_tf32, "GPU towers: allow TF32 tensor-core math (off: results compare with the CPU)"},
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only deterministic convolution algorithms (cuDNN's that cuDNN calls so; Tower's GEMMs are), so a run repeats bit for bit (an error when a layer has none)"},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable)"},
         {"shard_sizes", FLAG_STRING, &o->shard_sizes, "uneven split of the global batch, e.g. 80,48 (overrides batch_size)"},
-        {"accum_steps", FLAG_INT, &o->accum_steps, "gradient accumulation: each tower runs this many micro-batches of batch_size (or its shard_sizes entry) per step, forward and backward, and takes the mean of their gradients; batch norm's moving statistics take one update per micro-batch; a step consumes accum_steps times the examples, activations stay sized for one micro-batch (docs/modes.md)"},
+        {"accum_steps", FLAG_INT, &o->accum_steps, "gradient accumulation: each tower runs this many micro-batches of batch_size (or its shard_sizes entry) per step, forward and backward, and takes the mean of their gradients; batch norm's moving statistics take one update per micro-batch; a step consumes accum_steps times the examples, activations stay sized for one micro-batch (docs/modes.md)", FLAG_RANGE(1, TRAIN_MAX_BATCH, "[]", NULL)},
         {"loss_scaling", FLAG_STRING, &o->loss_scaling, "how the towers' gradients combine: tower_mean (the mean of the towers' shard means) or global_batch (MirroredStrategy's: the per-example loss summed over the global batch and divided by its size; equal to tower_mean when the shards are equal); docs/modes.md"},
         {"log_device_placement", FLAG_BOOL, &o->log_device_placement, "print where the variables and each tower live"},
         {"optimizer", FLAG_STRING, &o->optimizer, "momentum (TensorFlow's MomentumOptimizer), sgd (plain gradient descent), adam (TF1's AdamOptimizer), rmsprop (TF1's RMSPropOptimizer) or adamw (Keras's AdamW); docs/ps.md"},
-        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate, > 0 (unset, shown as nan: the optimizer's default, 0.01 for momentum and sgd, 0.001 for adam, rmsprop and adamw)"},
-        {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer, in [0, 1)"},
+        {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate (unset, shown as nan: the optimizer's default, 0.01 for momentum and sgd, 0.001 for adam, rmsprop and adamw)", FLAG_RANGE(0, INFINITY, "()", NULL)},
+        {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer", FLAG_RANGE(0, 1, "[)", NULL)},
         {"nesterov", FLAG_BOOL, &o->nesterov, "Nesterov momentum"},
-        {"adam_beta1", FLAG_FLOAT, &o->adam_beta1, "adam, adamw: decay of the first moments, in [0, 1)"},
-        {"adam_beta2", FLAG_FLOAT, &o->adam_beta2, "adam, adamw: decay of the second moments, in [0, 1)"},
-        {"adam_epsilon", FLAG_FLOAT, &o->adam_epsilon, "adam, adamw: epsilon, > 0 (unset, shown as nan: 1e-8 for adam as TF1, 1e-7 for adamw as Keras)"},
-        {"weight_decay", FLAG_FLOAT, &o->weight_decay, "adamw: decoupled weight decay, var -= var * weight_decay * lr before each step, >= 0"},
-        {"rmsprop_decay", FLAG_FLOAT, &o->rmsprop_decay, "rmsprop: decay (rho) of the mean squares, in [0, 1)"},
-        {"rmsprop_momentum", FLAG_FLOAT, &o->rmsprop_momentum, "rmsprop: momentum, in [0, 1)"},
-        {"rmsprop_epsilon", FLAG_FLOAT, &o->rmsprop_epsilon, "rmsprop: epsilon under the square root, > 0"},
+        {"adam_beta1", FLAG_FLOAT, &o->adam_beta1, "adam, adamw: decay of the first moments", FLAG_RANGE(0, 1, "[)", NULL)},
+        {"adam_beta2", FLAG_FLOAT, &o->adam_beta2, "adam, adamw: decay of the second moments", FLAG_RANGE(0, 1, "[)", NULL)},
+        {"adam_epsilon", FLAG_FLOAT, &o->adam_epsilon, "adam, adamw: epsilon (unset, shown as nan: 1e-8 for adam as TF1, 1e-7 for adamw as Keras)", FLAG_RANGE(0, INFINITY, "()", NULL)},
+        {"weight_decay", FLAG_FLOAT, &o->weight_decay, "adamw: decoupled weight decay, var -= var * weight_decay * lr before each step", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"rmsprop_decay", FLAG_FLOAT, &o->rmsprop_decay, "rmsprop: decay (rho) of the mean squares", FLAG_RANGE(0, 1, "[)", NULL)},
+        {"rmsprop_momentum", FLAG_FLOAT, &o->rmsprop_momentum, "rmsprop: momentum", FLAG_RANGE(0, 1, "[)", NULL)},
+        {"rmsprop_epsilon", FLAG_FLOAT, &o->rmsprop_epsilon, "rmsprop: epsilon under the square root", FLAG_RANGE(0, INFINITY, "()", NULL)},
         {"rmsprop_centered", FLAG_BOOL, &o->rmsprop_centered, "rmsprop: centered (normalise by the estimated variance)"},
-        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay), in (0, 1]"},
-        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays, >= 0 (0: constant learning rate)"},
-        {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)"},
-        {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages, in [0, 1) (0: none)"},
-        {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)"},
-        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder: the size its images are resized to (no crop)"},
+        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay)", FLAG_RANGE(0, 1, "(]", NULL)},
+        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays (0: constant learning rate)", FLAG_RANGE(0, INFINITY, "[)", "0: constant learning rate")},
+        {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)", FLAG_RANGE(0, INFINITY, "[)", "0: count the records")},
+        {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages (0: none)", FLAG_RANGE(0, 1, "[)", "0: none")},
+        {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, TRAIN_MAX_CLASSES, "[]", NULL)},
+        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder: the size its images are resized to (no crop)", FLAG_RANGE(0, TRAIN_MAX_IMAGE_SIZE, "[]", "0: no crop")},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the sorted class folders); a class folder not in it is refused"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
         {"label_key", FLAG_STRING, &o->label_key, "Example feature holding the label"},
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
-        {"min_after_dequeue", FLAG_LONG, &o->min_after_dequeue, "shuffle buffer: examples kept in it after each dequeue"},
-        {"input_threads", FLAG_INT, &o->input_threads, "decode/augment threads (0: automatic)"},
-        {"num_epochs", FLAG_INT, &o->num_epochs, "stop after this many epochs of --data (0: only --max_steps)"},
+        {"min_after_dequeue", FLAG_LONG, &o->min_after_dequeue, "shuffle buffer: examples kept in it after each dequeue", FLAG_RANGE(0, TRAIN_MAX_SHUFFLE, "[]", NULL)},
+        {"input_threads", FLAG_INT, &o->input_threads, "decode/augment threads (0: automatic)", FLAG_RANGE(0, TRAIN_MAX_INPUT_THREADS, "[]", "0: automatic")},
+        {"num_epochs", FLAG_INT, &o->num_epochs, "stop after this many epochs of --data (0: only --max_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: only --max_steps")},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
-        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)"},
+        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
         {"seed", FLAG_LONG, &o->seed, "seed of the initial variables and of the input pipeline"},
-        {"log_every", FLAG_INT, &o->log_every, "steps between log lines"},
-        {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)"},
-        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)"},
+        {"log_every", FLAG_INT, &o->log_every, "steps between log lines", FLAG_RANGE(0, INFINITY, "[)", "0: no log lines")},
+        {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)", FLAG_RANGE(0, INFINITY, "[)", "0: only at the end")},
+        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)", FLAG_RANGE(0, INFINITY, "[)", "0: keep all")},
         {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir (none there: start from step 0, and say so)"},
-        {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)"},
-        {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)"},
+        {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)", FLAG_RANGE(0, INFINITY, "[)", "0: no events file")},
+        {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
         {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},
         {"local_parameter_device", FLAG_STRING, &o->local_parameter_device, "parameter_server: where the variables live, cpu (host memory), gpu (tower 0's GPU; needs GPU towers) or mpi (in shards on the ranks of mpirun -np R, docs/hosts.md; cpu becomes mpi under mpirun with several ranks)"},
-        {"ps_ranks", FLAG_INT, &o->ps_ranks, "parameter_server across ranks: the first ps_ranks ranks hold the variables' shards, each also a worker (0: every rank), or only a server with --ps_dedicated"},
+        {"ps_ranks", FLAG_INT, &o->ps_ranks, "parameter_server across ranks: the first ps_ranks ranks hold the variables' shards, each also a worker (0: every rank), or only a server with --ps_dedicated", FLAG_RANGE(0, INFINITY, "[)", "0: every rank")},
         {"ps_dedicated", FLAG_BOOL, &o->ps_dedicated, "parameter_server across ranks, synchronous or not (--sync_replicas): the first --ps_ranks N ranks are parameter servers only (TensorFlow's ps tasks: no towers, no input), the other R - N ranks the workers; the global batch is (R - N) x towers x batch_size; docs/hosts.md"},
         {"ps_placement", FLAG_STRING, &o->ps_placement, "parameter_server across ranks: how variables go to shards, greedy (by bytes, to the least loaded so far: TensorFlow's GreedyLoadBalancingStrategy) or round_robin"},
         {"input_split", FLAG_STRING, &o->input_split, "across ranks (mpirun -np R): none (every rank reads the whole stream and takes its shards of each global batch: the job equals one process), files (rank r reads files r, r+R, ...) or records (rank r reads the records r, r+R, ... of each epoch's order), so each rank reads 1/R of the data; TFRecord data only; docs/hosts.md"},
         {"checkpoint_writers", FLAG_STRING, &o->checkpoint_writers, "parameter_server across ranks: who writes a checkpoint, owners (each parameter-server rank its shard's file, rank 0 the manifest and the index after all of them; every rank needs the same train_dir) or rank0 (rank 0 gathers the shards and writes one file)"},
         {"all_reduce", FLAG_STRING, &o->all_reduce, "replicated: how gradients are averaged: host (ring over host buffers), nccl (NCCL over the GPUs; needs GPU towers; under mpirun with several ranks one communicator over every rank's GPUs), nccl_mpi (that across-ranks form by name), mpi (gathered across the ranks of mpirun -np R and summed in rank order: the job equals one process, docs/hosts.md), mpi_allreduce (across ranks by MPI_Allreduce: less traffic, the library's summation order), auto (under mpirun with several ranks mpi, else nccl on GPU towers when built with NCCL, else host)"},
         {"sync_replicas", FLAG_BOOL, &o->sync_replicas, "parameter_server across ranks: true, every step averages every worker's gradient; false, each worker's gradient is applied on arrival (asynchronous, docs/hosts.md; needs several ranks)"},
-        {"max_staleness", FLAG_INT, &o->max_staleness, "--sync_replicas false: a worker starts step t only once every worker pushed step t - S - 1 (0: lockstep)"},
+        {"max_staleness", FLAG_INT, &o->max_staleness, "--sync_replicas false: a worker starts step t only once every worker pushed step t - S - 1 (0: lockstep)", FLAG_RANGE(0, INFINITY, "[)", "steps a worker may run ahead")},
         {"trace", FLAG_STRING, &o->trace, "write a Chrome trace-event JSON timeline of every step to this file (ui.perfetto.dev)"},
     };
     int n = (int)(sizeof table / sizeof table[0]);
@@ -137,11 +137,12 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     return n;
 }
 
-/* Every flag's value against its range or choices (docs/cli.md), before any
- * work: 0, or -1 after one line on stderr naming the flag (exit 2).  What
- * depends on the machine or the data (GPUs, files, image sizes) is left to
- * trainer_open. */
-static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions *d) {
+/* Every flag's value against its choices and the other flags (docs/cli.md;
+ * the numbers' ranges are their table entries', checked by flags_parse),
+ * before any work: 0, or -1 after one line on stderr naming the flag (exit
+ * 2).  What depends on the machine or the data (GPUs, files, image sizes) is
+ * left to trainer_open. */
+static int train_check_flags(const TrainerOptions *o) {
     const char *const *models = cmd_model_names();
     static const char *const devices[] = {"cpu", "gpu", "auto", NULL};
     const char *optimizers[OPT_N_KINDS + 1] = {NULL}; /* the optimizer table's names */
@@ -173,43 +174,12 @@ static int train_check_flags(const TrainerOptions *o, const TrainDisplayOptions 
         cmd_check_choice(c, "ps_placement", o->ps_placement, ps_placements) ||
         cmd_check_choice(c, "checkpoint_writers", o->checkpoint_writers, checkpoint_writers) ||
         cmd_check_choice(c, "input_split", o->input_split, input_splits) ||
-        cmd_check_long(c, "ps_ranks", o->ps_ranks, 0, INT_MAX, "0: every rank") ||
-        cmd_check_long(c, "max_staleness", o->max_staleness, 0, INT_MAX, "steps a worker may run ahead") ||
         cmd_check_nonempty(c, "data", o->data, "list of TFRecord files or globs") ||
         cmd_check_data(c, "data", o->data) ||
         cmd_check_nonempty(c, "train_dir", o->train_dir, "directory") ||
         cmd_check_nonempty(c, "image_key", o->image_key, "feature key") ||
         cmd_check_nonempty(c, "label_key", o->label_key, "feature key") ||
-        cmd_check_long(c, "max_steps", o->max_steps, 0, LONG_MAX, NULL) ||
-        cmd_check_long(c, "batch_size", o->batch_size, 1, TRAIN_MAX_BATCH, NULL) ||
-        cmd_check_long(c, "accum_steps", o->accum_steps, 1, TRAIN_MAX_BATCH, NULL) ||
-        cmd_check_choice(c, "loss_scaling", o->loss_scaling, loss_scalings) ||
-        cmd_check_long(c, "num_towers", o->num_towers, 0, TOWER_MAX_TOWERS, "0: one per device") ||
-        cmd_check_long(c, "num_gpus", o->num_gpus, 1, TOWER_MAX_TOWERS, NULL) ||
-        (!isnan(o->learning_rate) && cmd_check_float(c, "learning_rate", o->learning_rate, 0.0, 0, INFINITY, 0)) ||
-        cmd_check_float(c, "momentum", o->momentum, 0.0, 1, 1.0, 0) ||
-        cmd_check_float(c, "adam_beta1", o->adam_beta1, 0.0, 1, 1.0, 0) ||
-        cmd_check_float(c, "adam_beta2", o->adam_beta2, 0.0, 1, 1.0, 0) ||
-        (!isnan(o->adam_epsilon) && cmd_check_float(c, "adam_epsilon", o->adam_epsilon, 0.0, 0, INFINITY, 0)) ||
-        cmd_check_float(c, "weight_decay", o->weight_decay, 0.0, 1, INFINITY, 0) ||
-        cmd_check_float(c, "rmsprop_decay", o->rmsprop_decay, 0.0, 1, 1.0, 0) ||
-        cmd_check_float(c, "rmsprop_momentum", o->rmsprop_momentum, 0.0, 1, 1.0, 0) ||
-        cmd_check_float(c, "rmsprop_epsilon", o->rmsprop_epsilon, 0.0, 0, INFINITY, 0) ||
-        cmd_check_float(c, "lr_decay_factor", o->lr_decay_factor, 0.0, 0, 1.0, 1) ||
-        cmd_check_float(c, "num_epochs_per_decay", o->num_epochs_per_decay, 0.0, 1, INFINITY, 0) ||
-        cmd_check_long(c, "num_examples_per_epoch", o->num_examples_per_epoch, 0, LONG_MAX, "0: count the records") ||
-        cmd_check_float(c, "moving_average_decay", o->moving_average_decay, 0.0, 1, 1.0, 0) ||
-        cmd_check_float(c, "max_corrupt_fraction", o->max_corrupt_fraction, 0.0, 1, 1.0, 1) ||
-        cmd_check_long(c, "num_classes", o->num_classes, 1, TRAIN_MAX_CLASSES, NULL) ||
-        cmd_check_long(c, "image_size", o->image_size, 0, TRAIN_MAX_IMAGE_SIZE, "0: no crop") ||
-        cmd_check_long(c, "min_after_dequeue", o->min_after_dequeue, 0, TRAIN_MAX_SHUFFLE, NULL) ||
-        cmd_check_long(c, "input_threads", o->input_threads, 0, TRAIN_MAX_INPUT_THREADS, "0: automatic") ||
-        cmd_check_long(c, "num_epochs", o->num_epochs, 0, LONG_MAX, "0: only --max_steps") ||
-        cmd_check_long(c, "log_every", o->log_every, 0, LONG_MAX, "0: no log lines") ||
-        cmd_check_long(c, "save_every", o->save_every, 0, LONG_MAX, "0: only at the end") ||
-        cmd_check_long(c, "keep_checkpoints", o->keep_checkpoints, 0, LONG_MAX, "0: keep all") ||
-        cmd_check_long(c, "summary_every", d->summary_every, 0, LONG_MAX, "0: no events file") ||
-        cmd_check_long(c, "histogram_every", d->histogram_every, 0, LONG_MAX, "0: none"))
+        cmd_check_choice(c, "loss_scaling", o->loss_scaling, loss_scalings))
         return -1;
     if (trainer_check_batch_norm(o->batch_norm, err, sizeof err) != 0) {
         cmd_errorf("tower train: %s\n", err);
@@ -432,7 +402,7 @@ static int train_main(int argc, char **argv, int rank) {
         return 0;
     }
     if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
-        train_check_flags(&o, &dopt) != 0 ||
+        train_check_flags(&o) != 0 ||
         cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0)
         return 2;
     if (cmd_make_dirs(o.train_dir) != 0) {

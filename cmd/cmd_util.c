@@ -91,9 +91,7 @@ const char *cmd_model_help(const char *what) {
 int cmd_model_options(const char *command, float width_multiplier, const char *head, int fc_width,
                       ModelOptions *opts) {
     static const char *const heads[] = {"keras", "seed", NULL};
-    if (cmd_check_float(command, "width_multiplier", width_multiplier, 0.0, 0, 16.0, 1) ||
-        cmd_check_choice(command, "head", head, heads) || cmd_check_long(command, "fc_width", fc_width, 1, 65536, NULL))
-        return -1;
+    if (cmd_check_choice(command, "head", head, heads)) return -1;
     opts->width_multiplier = width_multiplier;
     opts->fc_width = fc_width;
     opts->head = strcmp(head, "seed") ? MODEL_HEAD_KERAS : MODEL_HEAD_SEED;
@@ -111,28 +109,6 @@ int cmd_check_choice(const char *command, const char *flag, const char *value, c
         k += (size_t)snprintf(expected + k, sizeof expected - k, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ",
                               choices[i]);
     cmd_errorf("tower %s: --%s '%s': expected %s\n", command, flag, value, expected);
-    return -1;
-}
-
-int cmd_check_long(const char *command, const char *flag, long value, long lo, long hi, const char *note) {
-    if (value >= lo && value <= hi) return 0;
-    char range[96];
-    if (hi == LONG_MAX) snprintf(range, sizeof range, ">= %ld", lo);
-    else snprintf(range, sizeof range, "in [%ld, %ld]", lo, hi);
-    cmd_errorf("tower %s: --%s %ld: expected an integer %s%s%s%s\n", command, flag, value, range, note ? " (" : "",
-               note ? note : "", note ? ")" : "");
-    return -1;
-}
-
-int cmd_check_float(const char *command, const char *flag, float value, double lo, int lo_closed, double hi,
-                    int hi_closed) {
-    const double v = value;
-    if ((lo_closed ? v >= lo : v > lo) && (hi_closed ? v <= hi : v < hi)) return 0;
-    if (isinf(hi))
-        cmd_errorf("tower %s: --%s %g: expected a number %s %g\n", command, flag, v, lo_closed ? ">=" : ">", lo);
-    else
-        cmd_errorf("tower %s: --%s %g: expected a number in %c%g, %g%c\n", command, flag, v, lo_closed ? '[' : '(',
-                lo, hi, hi_closed ? ']' : ')');
     return -1;
 }
 

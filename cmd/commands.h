@@ -43,22 +43,13 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
 const char *const *cmd_model_names(void);
 const char *cmd_model_help(const char *what);
 
-/* The network flags --width_multiplier (in (0, 16]), --head (keras or
- * seed) and --fc_width ([1, 65536]) into opts.  0, or -1 after one line on stderr naming the flag. */
+/* The network flags --width_multiplier, --head (keras or seed) and
+ * --fc_width into opts (the numbers' ranges are their flags', checked by
+ * flags_parse).  0, or -1 after one line on stderr naming the flag. */
 int cmd_model_options(const char *command, float width_multiplier, const char *head, int fc_width,
                       ModelOptions *opts);
 
 int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices);
-
-/* lo <= value <= hi (hi LONG_MAX: no upper bound); note, when not NULL,
- * follows in brackets, e.g. "0: one per device". */
-int cmd_check_long(const char *command, const char *flag, long value, long lo, long hi, const char *note);
-
-/* value in the interval from lo to hi, each end included when its
- * *_closed is 1 (hi INFINITY: no upper bound).  The parser has already
- * refused nan and inf. */
-int cmd_check_float(const char *command, const char *flag, float value, double lo, int lo_closed, double hi,
-                    int hi_closed);
 
 /* A non-empty value: "expected a non-empty WHAT". */
 int cmd_check_nonempty(const char *command, const char *flag, const char *value, const char *what);

@@ -40,41 +40,26 @@ a refusal is one line on stderr naming the flag, the value and what the flag acc
     tower train: --batch_size 0: expected an integer in [1, 1048576]
     tower train: --learning_rate -0.1: expected a number > 0
     tower train: --momentum 1: expected a number in [0, 1)
-    tower train: bad value 'nan' for --learning_rate: expected a finite number
-    tower train: bad value '12x' for --batch_size: expected an integer
+    tower train: --learning_rate 'nan': expected a finite number > 0
+    tower train: --batch_size '12x': expected an integer in [1, 1048576]
+    tower train: --batch_size 99999999999: expected an integer in [1, 1048576]
     tower train: unknown flag --no_such_flag (see --help)
     tower train: unknown flag -x (flags take two dashes, --name; see --help)
 
-No flag takes `nan` or `inf`, and integers take no trailing characters and no values past their type.
+No flag takes `nan` or `inf`, and integers take no trailing characters.  A number flag's range is part of
+its entry in the command's flag table (base/flags.h, `FLAG_RANGE`): the parser refuses a value outside it,
+a value past the type's (an int's, a long's) included, and `--help` prints it after the default, as in the
+lists below; a flag without one takes any value of its type.
 The messages are written escaped (base/escape.h: cmd/'s through `cmd_errorf` in cmd/cmd_util.c, the
 flag parser's, and the warnings and notes of io/ and train/): a byte outside printable ASCII, whether it
 came from the command line, a file name or a file's contents, is printed as `\xHH`, so a message stays
 one line and cannot move the cursor or forge a line of its own:
 
-    tower train: bad value '\x1b[2J\x0aforged line' for --batch_size: expected an integer
+    tower train: --batch_size '\x1b[2J\x0aforged line': expected an integer in [1, 1048576]
 
-The ranges:
-
-| flag | accepted |
-|---|---|
-| `--learning_rate` | > 0 (any finite rate: a rate too large for the model is found as divergence while training); unset: the optimizer's default (docs/ps.md) |
-| `--momentum` | [0, 1) |
-| `--optimizer` | momentum, sgd, adam, rmsprop, adamw |
-| `--adam_beta1`, `--adam_beta2`, `--rmsprop_decay`, `--rmsprop_momentum` | [0, 1) |
-| `--adam_epsilon`, `--rmsprop_epsilon` | > 0 |
-| `--weight_decay` | >= 0 |
-| `--lr_decay_factor` | (0, 1] |
-| `--num_epochs_per_decay` | >= 0 (0: a constant rate) |
-| `--moving_average_decay` | [0, 1) (0: no moving averages) |
-| `--batch_size` | 1 to 1048576 (train, eval, bench); `--shard_sizes` entries likewise |
-| `--num_towers` | 0 to 64 (0: one per device) |
-| `--num_gpus` | 1 to 64; `--gpus` a comma-separated list of GPU numbers |
-| `--num_classes` | 1 to 65536 (inspect: 0 to 65536, 0: no check) |
-| `--image_size` | train and eval 0 to 4096 (0: see the flag); convert 1 to 4096 |
-| `--min_after_dequeue` | 0 to 2^30 |
-| `--input_threads` | 0 to 1024 (0: automatic) |
-| `--max_steps`, `--num_epochs`, `--num_examples_per_epoch`, `--log_every`, `--save_every`, `--keep_checkpoints`, `--summary_every`, `--histogram_every` | >= 0 (0: see the flag) |
-| `--predict_copy_gbps`, `--predict_allreduce_gbps`, `--predict_compute_ms` (bench) | >= 0 (0: measured) |
+What the ranges do not say: `--learning_rate` takes any finite rate above 0 (one too large for the model
+is found as divergence while training) and, unset, is the optimizer's default (docs/ps.md); `--shard_sizes`
+entries are batch sizes (1 to 1048576); `--gpus` is a comma-separated list of GPU numbers.
 
 Data given the wrong way gets a hint (exit 2):
 

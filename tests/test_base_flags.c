@@ -1,21 +1,84 @@
-/* test_base_flags.c — flags_env_on and flags_env_default_on, the two
- * rules of the environment switches (off by default: TOWER_CUDNN_FIND,
- * TOWER_CONV1X1_CUDNN, TOWER_CONV_WGRAD_CUDNN, TOWER_CONV_DGRAD_CUDNN,
- * TOWER_DEPTHWISE_CUDNN, TOWER_CUDA_SYNC_CHECK; on by default:
- * TOWER_GPU_OVERLAP).
+/* test_base_flags.c — the flag parser's ranges (FLAG_RANGE) and the two
+ * rules of the environment switches, flags_env_on and flags_env_default_on
+ * (off by default: TOWER_CUDNN_FIND, TOWER_CONV1X1_CUDNN,
+ * TOWER_CONV_WGRAD_CUDNN, TOWER_CONV_DGRAD_CUDNN, TOWER_DEPTHWISE_CUDNN,
+ * TOWER_CUDA_SYNC_CHECK; on by default: TOWER_GPU_OVERLAP).
  *
- * Where it sits: ctest (CPU).  flags_env_on: unset, empty and "0" are off;
- * "1" and any other value are on.  flags_env_default_on: only "0" is off.
+ * Where it sits: ctest (CPU).  Ranges: each end of each kind ("[]", "()",
+ * open upper ends, none) taken and refused one step past it, an int's range
+ * capped at INT_MAX, a long's open, values past the type refused by the
+ * flag's range, a refused value not stored, and flags_range_str's words
+ * (the refusal lines themselves: tests/test_cli_refusals.sh).
+ * flags_env_on: unset, empty and "0" are off; "1" and any other value are
+ * on.  flags_env_default_on: only "0" is off.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/flags.h"
 #include "tests/check.h"
 
 #define NAME "TOWER_TEST_BASE_FLAGS_SWITCH"
 
+/* flags_parse of "--NAME VALUE" against one flag: its return code. */
+static int parse_one(const Flag *f, const char *value) {
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", f->name);
+    char *argv[] = {"test", flag, (char *)value, NULL};
+    char *positional[4];
+    int n_positional;
+    return flags_parse(f, 1, 3, argv, positional, &n_positional);
+}
+
+static void check_ranges(void) {
+    int i = 7;
+    long l = 7;
+    float x = 0.5f;
+    const Flag flags[] = {
+        {"closed", FLAG_INT, &i, "", FLAG_RANGE(1, 64, "[]", "0: never")},
+        {"int_open_top", FLAG_INT, &i, "", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"long_open_top", FLAG_LONG, &l, "", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"long_none", FLAG_LONG, &l, ""},
+        {"unit", FLAG_FLOAT, &x, "", FLAG_RANGE(0, 1, "[)", NULL)},
+        {"positive", FLAG_FLOAT, &x, "", FLAG_RANGE(0, INFINITY, "()", NULL)},
+        {"half", FLAG_FLOAT, &x, "", FLAG_RANGE(0, 16, "(]", NULL)},
+        {"int_none", FLAG_INT, &i, ""},
+    };
+    const struct { int flag; const char *value; int rc; } cases[] = {
+        {0, "1", 0}, {0, "64", 0}, {0, "0", -1}, {0, "65", -1}, {0, "4294967297", -1}, {0, "-4294967295", -1},
+        {0, "1x", -1}, {0, "", -1},
+        {1, "0", 0}, {1, "2147483647", 0}, {1, "2147483648", -1}, {1, "-1", -1},
+        {2, "9223372036854775807", 0}, {2, "99999999999999999999", -1}, {2, "-1", -1},
+        {3, "-9223372036854775807", 0}, {3, "-9223372036854775808", -1},
+        {4, "0", 0}, {4, "0.999", 0}, {4, "1", -1}, {4, "-0.001", -1}, {4, "nan", -1}, {4, "-inf", -1},
+        {5, "1e-30", 0}, {5, "3e38", 0}, {5, "0", -1}, {5, "1e39", -1}, {5, "inf", -1},
+        {6, "16", 0}, {6, "0", -1}, {6, "16.01", -1},
+        {7, "2147483647", 0}, {7, "-2147483647", 0}, {7, "2147483648", -1},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const Flag *f = &flags[cases[k].flag];
+        i = 7, l = 7, x = 0.5f;
+        const int rc = parse_one(f, cases[k].value);
+        CHECK(rc == cases[k].rc, "--%s '%s': %d, want %d", f->name, cases[k].value, rc, cases[k].rc);
+        const int untouched = f->type == FLAG_INT ? i == 7 : f->type == FLAG_LONG ? l == 7 : x == 0.5f;
+        if (rc != 0) CHECK(untouched, "--%s '%s' refused, yet its value changed", f->name, cases[k].value);
+        else CHECK(!untouched, "--%s '%s' taken, yet its value did not change", f->name, cases[k].value);
+    }
+    const char *const words[] = {
+        "an integer in [1, 64] (0: never)", "an integer in [0, 2147483647]", "an integer >= 0",
+        "an integer in [-9223372036854775807, 9223372036854775807]", "a number in [0, 1)", "a number > 0",
+        "a number in (0, 16]", "an integer in [-2147483647, 2147483647]"};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        char buf[160];
+        flags_range_str(&flags[k], buf, sizeof buf);
+        CHECK(!strcmp(buf, words[k]), "--%s: \"%s\", want \"%s\"", flags[k].name, buf, words[k]);
+    }
+}
+
 int main(void) {
+    check_ranges();
     unsetenv(NAME);
     CHECK(flags_env_on(NAME) == 0, "unset: on");
     CHECK(flags_env_default_on(NAME) == 1, "unset: default_on off");
@@ -33,6 +96,7 @@ int main(void) {
         printf("FAIL: %d checks failed\n", check_failures);
         return 1;
     }
+    printf("flag ranges: each end taken, one step past it refused (past the type too), refused values not stored: ok\n");
     printf("flags_env_on: unset, \"\" and \"0\" off, any other value on: ok\n");
     printf("flags_env_default_on: \"0\" off, unset and any other value on: ok\n");
     return 0;

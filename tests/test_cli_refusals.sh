@@ -52,9 +52,9 @@ refuse 2 "tower train: --max_steps -5: expected an integer >= 0" train --max_ste
 refuse 2 "tower train: --num_gpus 0: expected an integer in [1, 64]" train --num_gpus 0 $t
 refuse 2 "tower train: --num_classes 0: expected an integer in [1, 65536]" train --num_classes 0 $t
 refuse 2 "tower train: --image_size -1: expected an integer in [0, 4096] (0: no crop)" train --image_size -1 $t
-refuse 2 "tower train: --save_every -1: expected an integer >= 0 (0: only at the end)" train --save_every -1 $t
-refuse 2 "tower train: --keep_checkpoints -2: expected an integer >= 0 (0: keep all)" train --keep_checkpoints -2 $t
-refuse 2 "tower train: --summary_every -1: expected an integer >= 0 (0: no events file)" train --summary_every -1 $t
+refuse 2 "tower train: --save_every -1: expected an integer in [0, 2147483647] (0: only at the end)" train --save_every -1 $t
+refuse 2 "tower train: --keep_checkpoints -2: expected an integer in [0, 2147483647] (0: keep all)" train --keep_checkpoints -2 $t
+refuse 2 "tower train: --summary_every -1: expected an integer in [0, 2147483647] (0: no events file)" train --summary_every -1 $t
 refuse 2 "tower train: --shard_sizes '80,,48': expected positive sizes (at most 1048576) separated by commas, one per tower, e.g. 80,48" \
   train --shard_sizes 80,,48 $t
 refuse 2 "tower train: --gpus '0,x': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus 0,x $t
@@ -68,27 +68,32 @@ refuse 2 "tower train: --loss_scaling 'sum': expected tower_mean or global_batch
 refuse 2 "tower train: --data '': expected a non-empty list of TFRecord files or globs" train --data "" $t
 [ ! -e "$work/never" ] || fail "a refused train made its --train_dir"
 # hyperparameters: finite and in range
-refuse 2 "tower train: bad value 'nan' for --learning_rate: expected a finite number" train --learning_rate nan $t
-refuse 2 "tower train: bad value 'inf' for --learning_rate: expected a finite number" train --learning_rate inf $t
-refuse 2 "tower train: bad value '-inf' for --momentum: expected a finite number" train --momentum -inf $t
-refuse 2 "tower train: bad value '1e39' for --learning_rate: expected a finite number" train --learning_rate 1e39 $t
+refuse 2 "tower train: --learning_rate 'nan': expected a finite number > 0" train --learning_rate nan $t
+refuse 2 "tower train: --learning_rate 'inf': expected a finite number > 0" train --learning_rate inf $t
+refuse 2 "tower train: --momentum '-inf': expected a finite number in [0, 1)" train --momentum -inf $t
+refuse 2 "tower train: --learning_rate '1e39': expected a finite number > 0" train --learning_rate 1e39 $t
 refuse 2 "tower train: --learning_rate -0.1: expected a number > 0" train --learning_rate -0.1 $t
 refuse 2 "tower train: --learning_rate 0: expected a number > 0" train --learning_rate 0 $t
 refuse 2 "tower train: --momentum 1: expected a number in [0, 1)" train --momentum 1 $t
 refuse 2 "tower train: --momentum -0.5: expected a number in [0, 1)" train --momentum -0.5 $t
 refuse 2 "tower train: --lr_decay_factor 0: expected a number in (0, 1]" train --lr_decay_factor 0 $t
 refuse 2 "tower train: --lr_decay_factor 1.5: expected a number in (0, 1]" train --lr_decay_factor 1.5 $t
-refuse 2 "tower train: --num_epochs_per_decay -1: expected a number >= 0" train --num_epochs_per_decay -1 $t
-refuse 2 "tower train: --moving_average_decay 1: expected a number in [0, 1)" train --moving_average_decay 1 $t
-refuse 2 "tower train: --moving_average_decay -0.1: expected a number in [0, 1)" train --moving_average_decay -0.1 $t
+refuse 2 "tower train: --num_epochs_per_decay -1: expected a number >= 0 (0: constant learning rate)" train --num_epochs_per_decay -1 $t
+refuse 2 "tower train: --moving_average_decay 1: expected a number in [0, 1) (0: none)" train --moving_average_decay 1 $t
+refuse 2 "tower train: --moving_average_decay -0.1: expected a number in [0, 1) (0: none)" train --moving_average_decay -0.1 $t
 # integers: trailing garbage, overflow, one dash
-refuse 2 "tower train: bad value '12x' for --batch_size: expected an integer" train --batch_size 12x $t
-refuse 2 "tower train: bad value '4294967296' for --batch_size: expected an integer in [-2147483647, 2147483647]" \
-  train --batch_size 4294967296 $t
-refuse 2 "tower train: bad value '99999999999999999999' for --max_steps: expected an integer in [-9223372036854775807, 9223372036854775807]" \
-  train --max_steps 99999999999999999999 $t
-refuse 2 "tower train: bad value '' for --max_steps: expected an integer" train --max_steps "" $t
-refuse 2 "tower train: bad value 'maybe' for --resume: expected true or false (also 1, yes, 0, no)" train --resume=maybe $t
+refuse 2 "tower train: --batch_size '12x': expected an integer in [1, 1048576]" train --batch_size 12x $t
+# past the type: the flag's own range, not the type's (an int, a long)
+refuse 2 "tower train: --batch_size 4294967296: expected an integer in [1, 1048576]" train --batch_size 4294967296 $t
+refuse 2 "tower train: --num_towers 99999999999: expected an integer in [0, 64] (0: one per device)" \
+  train --num_towers 99999999999 $t
+refuse 2 "tower train: --num_epochs 2147483648: expected an integer in [0, 2147483647] (0: only --max_steps)" \
+  train --num_epochs 2147483648 $t
+refuse 2 "tower train: --max_steps 99999999999999999999: expected an integer >= 0" train --max_steps 99999999999999999999 $t
+refuse 2 "tower train: --seed 99999999999999999999: expected an integer in [-9223372036854775807, 9223372036854775807]" \
+  train --seed 99999999999999999999 $t
+refuse 2 "tower train: --max_steps '': expected an integer >= 0" train --max_steps "" $t
+refuse 2 "tower train: --resume 'maybe': expected true or false (also 1, yes, 0, no)" train --resume=maybe $t
 refuse 2 "tower train: unknown flag -x (flags take two dashes, --name; see --help)" train -x $t
 # eval
 refuse 2 "tower eval: --batch_size 0: expected an integer in [1, 1048576]" eval --batch_size 0
@@ -97,14 +102,17 @@ refuse 2 "tower eval: --compression 'x': expected auto, none, gzip or zlib" eval
 refuse 2 "tower eval: --image_size -1: expected an integer in [0, 4096] (0: the checkpoint's)" eval --image_size -1
 # convert, inspect, export, bench
 refuse 2 "tower convert: unknown --from 'png' (idx, cifar10 or imagefolder)" convert --from png --out "$work/c/x"
-refuse 2 "tower convert: --num_shards must be in [1, 99999]" convert --num_shards 0 --out "$work/c/x"
-refuse 2 "tower convert: bad value 'nan' for --image_size: expected an integer" convert --image_size nan --out "$work/c/x"
+refuse 2 "tower convert: --num_shards 0: expected an integer in [1, 99999]" convert --num_shards 0 --out "$work/c/x"
+refuse 2 "tower convert: --image_size 'nan': expected an integer in [1, 4096]" convert --image_size nan --out "$work/c/x"
+refuse 2 "tower convert: --image_size 0: expected an integer in [1, 4096]" convert --image_size 0 --out "$work/c/x"
 refuse 2 "tower inspect: --num_classes -1: expected an integer in [0, 65536] (0: no check)" inspect --num_classes -1 "$work/f"
-refuse 2 "tower inspect: --max_record_mb must be in [1, 4096]" inspect --max_record_mb 0 "$work/f"
+refuse 2 "tower inspect: --max_record_mb 0: expected an integer in [1, 4096]" inspect --max_record_mb 0 "$work/f"
+refuse 2 "tower inspect: --max_corrupt_fraction 2: expected a number in [0, 1]" inspect --max_corrupt_fraction 2 "$work/f"
 refuse 2 "tower export: unknown flag --model (see --help)" export --model mnist --out "$work/x.safetensors"
 refuse 2 "tower bench: --device 'tpu': expected cpu, gpu or auto" bench --device tpu
 refuse 2 "tower bench: --batch_size 2000000: expected an integer in [1, 1048576]" bench --batch_size 2000000
-refuse 2 "tower bench: bad value 'nan' for --predict_copy_gbps: expected a finite number" bench --predict_copy_gbps nan
+refuse 2 "tower bench: --predict_copy_gbps 'nan': expected a finite number >= 0" bench --predict_copy_gbps nan
+refuse 2 "tower bench: --predict_local_gbps 0: expected a number in (0, 1e+06]" bench --predict_local_gbps 0
 refuse 2 "tower bench: --predict_compute_ms -1: expected a number >= 0" bench --predict_compute_ms -1
 refuse 2 "tower bench: --repeat 100: expected an integer in [1, 99]" bench --repeat 100
 refuse 2 "tower bench: --steps 0: expected an integer in [1, 1000000]" bench --steps 0
@@ -156,7 +164,7 @@ echo "ok: an unquoted glob and a directory as data get a hint"
 
 # ---- bytes from argv and from files reach the terminal escaped (base/escape.h), one line each ----
 esc=$'\e[2J\nforged line'
-refuse 2 "tower train: bad value '\\x1b[2J\\x0aforged line' for --batch_size: expected an integer" train --batch_size "$esc" $t
+refuse 2 "tower train: --batch_size '\\x1b[2J\\x0aforged line': expected an integer in [1, 1048576]" train --batch_size "$esc" $t
 refuse 2 "tower train: unknown flag --x\\x1b[2J\\x0aforged line (see --help)" train "--x$esc" $t
 refuse 2 "tower train: unknown flag -\\x1b[2J\\x0aforged line (flags take two dashes, --name; see --help)" train "-$esc" $t
 refuse 2 "tower train: --model '\\x1b[2J\\x0aforged line': expected mnist, cifar10, mobilenet_v2, vgg11, vgg16, resnet20 or resnet50" \

@@ -118,7 +118,7 @@ static void test_command_line_errors(void) {
         {cmd_convert, {"convert", "--from", "png", "--out", "x"}, 2, "unknown --from 'png'"},
         {cmd_convert, {"convert", "--from", "idx", "--images", "a"}, 2, "--out PREFIX is required"},
         {cmd_convert, {"convert", "--out", "x", "--compression", "lz4"}, 2, "bad --compression 'lz4'"},
-        {cmd_convert, {"convert", "--out", "x", "--num_shards", "0"}, 2, "--num_shards must be in [1, 99999]"},
+        {cmd_convert, {"convert", "--out", "x", "--num_shards", "0"}, 2, "--num_shards 0: expected an integer in [1, 99999]"},
         {cmd_convert, {"convert", "--from", "cifar10", "--out", "x"}, 2, "needs the .bin files"},
         {cmd_convert, {"convert", "--bogus"}, 2, "unknown flag --bogus"},
         {cmd_inspect, {"inspect"}, 2, "no files given"},
@@ -393,7 +393,7 @@ static void test_inspect_corrupt_fraction(void) {
     free(err);
     rc = run(cmd_inspect, &out, &err, "inspect", "--max_corrupt_fraction", "2", path, NULL);
     CHECK(rc == 2);
-    CHECK_CONTAINS(err, "--max_corrupt_fraction must be in [0, 1]");
+    CHECK_CONTAINS(err, "--max_corrupt_fraction 2: expected a number in [0, 1]");
     free(out);
     free(err);
     free(bytes);

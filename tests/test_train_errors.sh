@@ -30,7 +30,7 @@ expect_error() { # expect_error PATTERN ARGS... : exit non-zero with PATTERN in 
   echo "ok: tower $* -> $(head -1 "$work/err")"
 }
 expect_error "unknown flag --no_such_flag" train --no_such_flag 1
-expect_error "bad value 'abc' for --batch_size" train --batch_size abc
+expect_error "--batch_size 'abc': expected an integer" train --batch_size abc
 expect_error "unknown command" frobnicate
 expect_error "--data" train --data "$work/none-*.tfrecord" --train_dir "$work/x"
 expect_error "--model" train --model resnet --data "$data" --train_dir "$work/x"
