@@ -80,8 +80,8 @@ static int in_range(const Flag *f, double x) {
     return (f->ends[0] == '(' ? x > f->lo : x >= f->lo) && (hi_open ? x < hi : x <= hi);
 }
 
-void flags_print_usage(const char *command, const char *synopsis, const Flag *flags, int n) {
-    printf("usage: tower %s %s\n\nflags (default in brackets):\n", command, synopsis);
+void flags_print_usage(const char *program, const char *synopsis, const Flag *flags, int n) {
+    printf("usage: %s %s\n\nflags (default in brackets):\n", program, synopsis);
     for (int i = 0; i < n; i++) {
         char buf[256], range[160] = "";
         if (flags[i].ends) {
@@ -133,15 +133,15 @@ static int set_value(const Flag *f, const char *v) {
 }
 
 /* One line on stderr: what f accepts, for a value v it refused (rc: set_value's). */
-static void refuse_value(const char *command, const Flag *f, const char *v, int rc) {
+static void refuse_value(const char *program, const Flag *f, const char *v, int rc) {
     char v_esc[256], expected[192];
     escape_str(v_esc, sizeof v_esc, v);
     if (f->type == FLAG_BOOL) snprintf(expected, sizeof expected, "true or false (also 1, yes, 0, no)");
     else if (f->type == FLAG_STRING) snprintf(expected, sizeof expected, "a value");
     else range_str(f, f->type != FLAG_FLOAT ? "an integer" : rc == -1 ? "a finite number" : "a number", 1, expected,
                    sizeof expected);
-    if (rc == -2) fprintf(stderr, "tower %s: --%s %s: expected %s\n", command, f->name, v_esc, expected);
-    else fprintf(stderr, "tower %s: --%s '%s': expected %s\n", command, f->name, v_esc, expected);
+    if (rc == -2) fprintf(stderr, "%s: --%s %s: expected %s\n", program, f->name, v_esc, expected);
+    else fprintf(stderr, "%s: --%s '%s': expected %s\n", program, f->name, v_esc, expected);
 }
 
 int flags_parse(const Flag *flags, int n, int argc, char **argv, char **positional, int *n_positional) {
@@ -151,7 +151,7 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
         if (!strcmp(a, "-h")) return 1;
         if (a[0] == '-' && a[1] != '-' && a[1] != '\0') {
             char a_esc[256];
-            fprintf(stderr, "tower %s: unknown flag %s (flags take two dashes, --name; see --help)\n", argv[0],
+            fprintf(stderr, "%s: unknown flag %s (flags take two dashes, --name; see --help)\n", argv[0],
                     escape_str(a_esc, sizeof a_esc, a));
             return -1;
         }
@@ -168,7 +168,7 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
             if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) { f = &flags[k]; break; }
         if (!f) {
             char name_esc[256];
-            fprintf(stderr, "tower %s: unknown flag --%s (see --help)\n", argv[0],
+            fprintf(stderr, "%s: unknown flag --%s (see --help)\n", argv[0],
                     escape_bytes(name_esc, sizeof name_esc, name, len));
             return -1;
         }
@@ -179,7 +179,7 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
         else if (f->type == FLAG_BOOL) v = "true";
         else if (i + 1 < argc) v = argv[++i];
         else {
-            fprintf(stderr, "tower %s: flag --%s needs a value\n", argv[0], f->name);
+            fprintf(stderr, "%s: flag --%s needs a value\n", argv[0], f->name);
             return -1;
         }
         const int rc = set_value(f, v);

@@ -36,7 +36,9 @@ typedef struct {
  * note) and --help prints it after the default. */
 #define FLAG_RANGE(lo_, hi_, ends_, note_) .lo = (lo_), .hi = (hi_), .ends = (ends_), .range_note = (note_)
 
-/* Parse argv[1..argc-1] (argv[0] is the subcommand name) against `flags`.
+/* Parse argv[1..argc-1] against `flags`; argv[0] is the program as the
+ * messages name it ("tower train": cmd/main.c passes each subcommand its
+ * name so; "bench_model").
  * Arguments that are not flags are collected, in order, into positional
  * (an array of at least argc entries owned by the caller) and counted in
  * *n_positional.  Returns 0 on success, 1 when --help or -h was given (the
@@ -46,8 +48,9 @@ typedef struct {
 int flags_parse(const Flag *flags, int n_flags, int argc, char **argv,
                 char **positional, int *n_positional);
 
-/* Print "usage: tower <command> ..." and every flag with its default and range. */
-void flags_print_usage(const char *command, const char *synopsis,
+/* Print "usage: PROGRAM SYNOPSIS" ("usage: tower train [flags]") and every
+ * flag with its default and range. */
+void flags_print_usage(const char *program, const char *synopsis,
                        const Flag *flags, int n_flags);
 
 /* Format a flag's current value (its default before parsing) into buf. */

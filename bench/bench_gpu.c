@@ -422,17 +422,17 @@ int main(int argc, char **argv) {
     Flag flags[] = {
         {"model", FLAG_STRING, &o.model, "mnist, cifar10 or all; with --per_layer one model of the trainer (mnist, "
                                          "cifar10, mobilenet_v2, vgg11, vgg16, resnet20, resnet50)"},
-        {"batch", FLAG_INT, &o.batch, "examples per tower"},
-        {"max_towers", FLAG_INT, &max_towers, "tower counts 1, 2, 4, ... up to this"},
-        {"steps", FLAG_INT, &o.steps, "steps per timed run"},
-        {"reps", FLAG_INT, &o.reps, "timed runs (median reported)"},
-        {"warmup", FLAG_INT, &o.warmup, "untimed steps first"},
-        {"device", FLAG_INT, &o.device, "the GPU every tower runs on"},
+        {"batch", FLAG_INT, &o.batch, "examples per tower", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
+        {"max_towers", FLAG_INT, &max_towers, "tower counts 1, 2, 4, ... up to this", FLAG_RANGE(1, TOWER_MAX_TOWERS, "[]", NULL)},
+        {"steps", FLAG_INT, &o.steps, "steps per timed run", FLAG_RANGE(1, 1000000, "[]", NULL)},
+        {"reps", FLAG_INT, &o.reps, "timed runs (median reported)", FLAG_RANGE(1, 1000, "[]", NULL)},
+        {"warmup", FLAG_INT, &o.warmup, "untimed steps first", FLAG_RANGE(0, 1000000, "[]", NULL)},
+        {"device", FLAG_INT, &o.device, "the GPU every tower runs on", FLAG_RANGE(0, 4096, "[]", NULL)},
         {"tf32", FLAG_BOOL, &o.tf32, "let cuDNN and cuBLAS use TF32 tensor cores"},
         {"per_layer", FLAG_BOOL, &o.per_layer, "instead: one --model's GPU time node by node (--steps profiled steps "
                                                "after --warmup), a table sorted by time; no trainer"},
         {"image_size", FLAG_INT, &o.image_size, "--per_layer: input height and width (0: the model's default as tower "
-                                                "bench trains it: cifar10 24, vgg16 and resnet50 224, others native)"},
+                                                "bench trains it: cifar10 24, vgg16 and resnet50 224, others native)", FLAG_RANGE(0, 4096, "[]", "0: the model's default")},
         {"deterministic", FLAG_BOOL, &o.deterministic, "--per_layer: only cuDNN algorithms cuDNN calls deterministic "
                                                        "(tower train's --deterministic)"},
         {"csv", FLAG_STRING, &o.csv, "--per_layer: also write the table to this CSV file"},
@@ -440,14 +440,15 @@ int main(int argc, char **argv) {
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *pos[64];
     int n_pos = 0;
+    argv[0] = "bench_gpu"; /* the parser's messages name the program so, not by its path */
     int p = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
     if (p == 1) {
         flags_print_usage("bench_gpu", "", flags, n_flags);
         return 0;
     }
-    if (p < 0 || n_pos > 0 || o.batch < 1 || o.steps < 1 || o.reps < 1 || o.warmup < 0 || max_towers < 1 ||
-        max_towers > TOWER_MAX_TOWERS || o.image_size < 0 || o.image_size > 4096) {
-        flags_print_usage("bench_gpu", "", flags, n_flags);
+    if (p < 0) return 2;
+    if (n_pos > 0) {
+        fprintf(stderr, "bench_gpu: takes no arguments, only flags (see --help)\n");
         return 2;
     }
     if (o.per_layer && strcmp(o.model, "all") == 0) {

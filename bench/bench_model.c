@@ -142,25 +142,27 @@ int main(int argc, char **argv) {
     float width = 1.0f;
     Flag flags[] = {
         {"model", FLAG_STRING, &model, "a network of model/nets/nets.c (mnist, cifar10, mobilenet_v2, ...) or all (mnist and cifar10)"},
-        {"size", FLAG_INT, &size, "input height and width (0: the network's; cifar10 24)"},
-        {"width", FLAG_FLOAT, &width, "mobilenet_v2's width multiplier"},
-        {"batch", FLAG_INT, &batch, "examples per step; 0 = 64 and 128"},
-        {"threads", FLAG_INT, &threads, "OpenMP threads"},
-        {"reps", FLAG_INT, &reps, "timed steps (the median is reported)"},
-        {"warmup", FLAG_INT, &warmup, "untimed steps first"},
+        {"size", FLAG_INT, &size, "input height and width (0: the network's; cifar10 24)", FLAG_RANGE(0, 4096, "[]", "0: the network's")},
+        {"width", FLAG_FLOAT, &width, "mobilenet_v2's width multiplier", FLAG_RANGE(0, 16, "(]", NULL)},
+        {"batch", FLAG_INT, &batch, "examples per step; 0 = 64 and 128", FLAG_RANGE(0, 1 << 20, "[]", "0: 64 and 128")},
+        {"threads", FLAG_INT, &threads, "OpenMP threads", FLAG_RANGE(1, 1024, "[]", NULL)},
+        {"reps", FLAG_INT, &reps, "timed steps (the median is reported)", FLAG_RANGE(1, 1000000, "[]", NULL)},
+        {"warmup", FLAG_INT, &warmup, "untimed steps first", FLAG_RANGE(0, 1000000, "[]", NULL)},
         {"per_layer", FLAG_BOOL, &per_layer, "print each layer's forward/backward time"},
         {"conv_loops", FLAG_BOOL, &conv_loops, "every convolution on conv2d.c's loops, whatever conv_algo.c's table says"},
     };
     const int n_flags = sizeof flags / sizeof flags[0];
     char **pos = malloc(sizeof(char *) * (argc + 1));
     int n_pos = 0;
+    argv[0] = "bench_model"; /* the parser's messages name the program so, not by its path */
     int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
     if (rc == 1) {
         flags_print_usage("bench_model", "[flags]", flags, n_flags);
         return 0;
     }
-    if (rc != 0 || n_pos != 0 || reps < 1 || threads < 1 || batch < 0 || size < 0 || !(width > 0.0f)) {
-        fprintf(stderr, "bench_model: bad arguments (see --help)\n");
+    if (rc != 0) return 2;
+    if (n_pos != 0) {
+        fprintf(stderr, "bench_model: takes no arguments, only flags (see --help)\n");
         return 2;
     }
     free(pos);

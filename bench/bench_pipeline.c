@@ -126,17 +126,18 @@ int main(int argc, char **argv) {
     int workers = 2, reps = 5, epochs = 2, batch = 128;
     const char *dir = "", *fmnist = "/usr/share/datasets/fashion-mnist";
     const Flag flags[] = {
-        {"cifar_records", FLAG_LONG, &cifar_records, "generated CIFAR-sized records"},
-        {"workers", FLAG_INT, &workers, "augment workers for the main rows"},
-        {"reps", FLAG_INT, &reps, "timed runs per row (median reported)"},
-        {"epochs", FLAG_INT, &epochs, "epochs per run"},
-        {"batch", FLAG_INT, &batch, "global batch"},
+        {"cifar_records", FLAG_LONG, &cifar_records, "generated CIFAR-sized records", FLAG_RANGE(1, 100000000, "[]", NULL)},
+        {"workers", FLAG_INT, &workers, "augment workers for the main rows", FLAG_RANGE(1, 256, "[]", NULL)},
+        {"reps", FLAG_INT, &reps, "timed runs per row (median reported)", FLAG_RANGE(1, 64, "[]", NULL)},
+        {"epochs", FLAG_INT, &epochs, "epochs per run", FLAG_RANGE(1, 1000, "[]", NULL)},
+        {"batch", FLAG_INT, &batch, "global batch", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
         {"dir", FLAG_STRING, &dir, "scratch directory (default: a new one under $TMPDIR or /tmp)"},
         {"fashion_mnist", FLAG_STRING, &fmnist, "directory of Fashion-MNIST's IDX .gz files (\"\" to skip)"},
     };
     int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *pos[argc > 0 ? argc : 1];
     int n_pos;
+    argv[0] = "bench_pipeline"; /* the parser's messages name the program so, not by its path */
     int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
     if (rc == 1) {
         flags_print_usage("bench_pipeline", "[flags]", flags, n_flags);

@@ -150,16 +150,18 @@ int main(int argc, char **argv) {
     int reps = 15;
     Flag flags[] = {
         {"backend", FLAG_STRING, &backend, "all, dnnl or openblas (openblas reads OPENBLAS_CORETYPE from the environment)"},
-        {"reps", FLAG_INT, &reps, "timings per figure (median reported)"},
+        {"reps", FLAG_INT, &reps, "timings per figure (median reported)", FLAG_RANGE(1, 1000, "[]", NULL)},
     };
     char **pos = malloc(sizeof(char *) * (argc + 1));
+    argv[0] = "bench_sgemm"; /* the parser's messages name the program so, not by its path */
     int n_pos = 0, rc = flags_parse(flags, 2, argc, argv, pos, &n_pos);
     if (rc == 1) {
         flags_print_usage("bench_sgemm", "[flags]", flags, 2);
         return 0;
     }
-    if (rc != 0 || n_pos || reps < 1 || (strcmp(backend, "all") && strcmp(backend, "dnnl") && strcmp(backend, "openblas"))) {
-        fprintf(stderr, "bench_sgemm: bad arguments (see --help)\n");
+    if (rc != 0) return 2;
+    if (n_pos || (strcmp(backend, "all") && strcmp(backend, "dnnl") && strcmp(backend, "openblas"))) {
+        fprintf(stderr, "bench_sgemm: --backend all, dnnl or openblas, and no arguments (see --help)\n");
         return 2;
     }
     free(pos);

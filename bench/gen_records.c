@@ -24,6 +24,7 @@
 #include "io/tfrecord.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,25 +50,27 @@ int main(int argc, char **argv) {
     int height = 64, width = 64, depth = 3, num_classes = 10, num_shards = 8;
     const Flag flags[] = {
         {"out_dir", FLAG_STRING, &out_dir, "directory for the train-*.tfrecord files (created if missing)"},
-        {"n_mb", FLAG_LONG, &n_mb, "write records until the files hold at least this many MiB"},
-        {"num_records", FLAG_LONG, &num_records, "write exactly this many records (instead of --n_mb)"},
-        {"height", FLAG_INT, &height, "image height"},
-        {"width", FLAG_INT, &width, "image width"},
-        {"depth", FLAG_INT, &depth, "image channels"},
-        {"num_classes", FLAG_INT, &num_classes, "labels cycle through [0, num_classes)"},
-        {"num_shards", FLAG_INT, &num_shards, "number of files"},
+        {"n_mb", FLAG_LONG, &n_mb, "write records until the files hold at least this many MiB", FLAG_RANGE(0, INFINITY, "[)", "0: --num_records")},
+        {"num_records", FLAG_LONG, &num_records, "write exactly this many records (instead of --n_mb)", FLAG_RANGE(0, INFINITY, "[)", "0: --n_mb")},
+        {"height", FLAG_INT, &height, "image height", FLAG_RANGE(1, 16384, "[]", NULL)},
+        {"width", FLAG_INT, &width, "image width", FLAG_RANGE(1, 16384, "[]", NULL)},
+        {"depth", FLAG_INT, &depth, "image channels", FLAG_RANGE(1, 64, "[]", NULL)},
+        {"num_classes", FLAG_INT, &num_classes, "labels cycle through [0, num_classes)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
+        {"num_shards", FLAG_INT, &num_shards, "number of files", FLAG_RANGE(1, GEN_MAX_SHARDS, "[]", NULL)},
         {"seed", FLAG_LONG, &seed, "seed of the pixels"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
+    argv[0] = "gen_records"; /* the parser's messages name the program so, not by its path */
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
-    if (rc == 1) return 0;
+    if (rc == 1) {
+        flags_print_usage("gen_records", "--out_dir DIR (--n_mb N | --num_records N) [flags]", flags, n_flags);
+        return 0;
+    }
     if (rc != 0) return 2;
-    if (!out_dir[0] || (n_mb <= 0) == (num_records <= 0) || height < 1 || width < 1 || depth < 1 ||
-        num_classes < 1 || num_shards < 1 || num_shards > GEN_MAX_SHARDS) {
-        fprintf(stderr, "gen_records: need --out_dir, exactly one of --n_mb or --num_records, positive sizes and "
-                        "1 to %d shards (see --help)\n", GEN_MAX_SHARDS);
+    if (!out_dir[0] || (n_mb == 0) == (num_records == 0)) {
+        fprintf(stderr, "gen_records: need --out_dir and exactly one of --n_mb or --num_records (see --help)\n");
         return 2;
     }
     if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {

@@ -1096,7 +1096,7 @@ static int bench_main(int argc, char **argv) {
     int n_positional;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
     if (rc == 1) {
-        flags_print_usage("bench", "[flags]", flags, n_flags);
+        flags_print_usage("tower bench", "[flags]", flags, n_flags);
         return 0;
     }
     if (rc != 0 || cmd_check_no_arguments("bench", o.data[0] ? o.data : NULL, positional, n_positional) != 0 ||

@@ -143,7 +143,7 @@ int cmd_convert(int argc, char **argv) {
     int n_positional = 0;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
     if (rc == 1) {
-        flags_print_usage("convert",
+        flags_print_usage("tower convert",
                           "--from idx --images F --labels F --out PREFIX [flags] | --from cifar10 --out PREFIX FILE... | "
                           "--from imagefolder --out PREFIX DIR",
                           flags, n_flags);

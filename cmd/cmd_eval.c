@@ -120,7 +120,7 @@ int cmd_eval(int argc, char **argv) {
     int n_positional;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
     if (rc == 1) {
-        flags_print_usage("eval", "[flags]", flags, n_flags);
+        flags_print_usage("tower eval", "[flags]", flags, n_flags);
         return 0;
     }
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};

@@ -42,7 +42,7 @@ int cmd_export(int argc, char **argv) {
     int n_positional = 0;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
     if (rc == 1) {
-        flags_print_usage("export", "--checkpoint_dir DIR --out FILE.safetensors [flags]", flags, n_flags);
+        flags_print_usage("tower export", "--checkpoint_dir DIR --out FILE.safetensors [flags]", flags, n_flags);
         return 0;
     }
     if (rc != 0) return 2;

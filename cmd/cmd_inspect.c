@@ -39,7 +39,7 @@ int cmd_inspect(int argc, char **argv) {
     int n_positional = 0;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
     if (rc == 1) {
-        flags_print_usage("inspect", "[flags] FILE... (files or quoted globs)", flags, n_flags);
+        flags_print_usage("tower inspect", "[flags] FILE... (files or quoted globs)", flags, n_flags);
         return 0;
     }
     if (rc != 0) return 2;

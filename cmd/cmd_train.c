@@ -398,7 +398,7 @@ static int train_main(int argc, char **argv, int rank) {
     int n_positional;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
     if (rc == 1) {
-        flags_print_usage("train", "[flags]", flags, n_flags);
+        flags_print_usage("tower train", "[flags]", flags, n_flags);
         return 0;
     }
     if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||

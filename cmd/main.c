@@ -20,17 +20,18 @@
 
 typedef struct {
     const char *name;
+    const char *program; /* its argv[0]: how the flag parser's messages and --help name it */
     int (*run)(int argc, char **argv);
     const char *what;
 } Command;
 
 static const Command commands[] = {
-    {"train", cmd_train, "train a model with the tower pattern (parameter server on the CPU, N towers)"},
-    {"eval", cmd_eval, "evaluate a checkpoint on a TFRecord set: precision @ 1"},
-    {"convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST), CIFAR-10 binary files or an image folder to TFRecord"},
-    {"inspect", cmd_inspect, "count and verify the records of TFRecord files, list their features"},
-    {"export", cmd_export, "write a checkpoint's variables to a .safetensors file (PyTorch, JAX, NumPy)"},
-    {"bench", cmd_bench, "compare variable placement modes (parameter server, all-reduce) x towers x models: table, CSV, SVG"},
+    {"train", "tower train", cmd_train, "train a model with the tower pattern (parameter server on the CPU, N towers)"},
+    {"eval", "tower eval", cmd_eval, "evaluate a checkpoint on a TFRecord set: precision @ 1"},
+    {"convert", "tower convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST), CIFAR-10 binary files or an image folder to TFRecord"},
+    {"inspect", "tower inspect", cmd_inspect, "count and verify the records of TFRecord files, list their features"},
+    {"export", "tower export", cmd_export, "write a checkpoint's variables to a .safetensors file (PyTorch, JAX, NumPy)"},
+    {"bench", "tower bench", cmd_bench, "compare variable placement modes (parameter server, all-reduce) x towers x models: table, CSV, SVG"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -123,11 +124,14 @@ int main(int argc, char **argv) {
             cmd_errorf("tower help: unexpected argument '%s' (tower help COMMAND)\n", argv[3]);
             return 2;
         }
-        char *help_argv[] = {argv[2], "--help", NULL};
+        char *help_argv[] = {(char *)c->program, "--help", NULL};
         return c->run(2, help_argv);
     }
     const Command *c = find_command(first);
-    if (c) return c->run(argc - 1, argv + 1);
+    if (c) {
+        argv[1] = (char *)c->program;
+        return c->run(argc - 1, argv + 1);
+    }
     cmd_errorf("tower: unknown command '%s' (tower --help lists the commands)\n", first);
     return 2;
 }
