@@ -87,18 +87,7 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
         imagefolder_config_defaults(&ic);
         ic.image_size = o->image_size;
         ic.channels = o->channels;
-        if (!strcmp(o->resize_mode, "resize")) {
-            ic.mode = IMAGEFOLDER_RESIZE;
-        } else if (!strcmp(o->resize_mode, "center_crop")) {
-            ic.mode = IMAGEFOLDER_CENTER_CROP;
-        } else {
-            snprintf(err, err_n, "unknown --resize_mode '%s' (resize or center_crop)", o->resize_mode);
-            return NULL;
-        }
-        if (o->channels != 1 && o->channels != 3) {
-            snprintf(err, err_n, "--channels %d: 1 or 3", o->channels);
-            return NULL;
-        }
+        ic.mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
         ic.warn = warn_line;
         ic.warn_ctx = bar;
         ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
@@ -149,12 +138,18 @@ int cmd_convert(int argc, char **argv) {
                           flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
-    int compression = io_compression_parse(o.compression);
-    if (compression < 0 || compression == IO_COMPRESSION_AUTO) {
-        cmd_errorf("tower convert: bad --compression '%s' (none, gzip or zlib)\n", o.compression);
+    static const char *const froms[] = {"idx", "cifar10", "imagefolder", NULL};
+    static const char *const compressions[] = {"none", "gzip", "zlib", NULL};
+    static const char *const resize_modes[] = {"resize", "center_crop", NULL};
+    if (rc != 0 || cmd_check_choice("convert", "from", o.from, froms) ||
+        cmd_check_choice("convert", "compression", o.compression, compressions) ||
+        cmd_check_choice("convert", "resize_mode", o.resize_mode, resize_modes))
+        return 2;
+    if (o.channels != 1 && o.channels != 3) {
+        cmd_errorf("tower convert: --channels %d: expected 1 or 3\n", o.channels);
         return 2;
     }
+    const int compression = io_compression_parse(o.compression);
     if (!o.out || !o.out[0]) {
         cmd_errorf("tower convert: --out PREFIX is required\n");
         return 2;

@@ -42,12 +42,9 @@ int cmd_inspect(int argc, char **argv) {
         flags_print_usage("tower inspect", "[flags] FILE... (files or quoted globs)", flags, n_flags);
         return 0;
     }
-    if (rc != 0) return 2;
+    static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
+    if (rc != 0 || cmd_check_choice("inspect", "compression", compression, compressions)) return 2;
     cfg.compression = io_compression_parse(compression);
-    if (cfg.compression < 0) {
-        cmd_errorf("tower inspect: bad --compression '%s' (auto, none, gzip or zlib)\n", compression);
-        return 2;
-    }
     cfg.max_record_n_bytes = (size_t)max_record_mb << 20;
     cfg.max_corrupt_fraction = max_corrupt_fraction;
     if (n_positional == 0) {

@@ -101,7 +101,11 @@ refuse 2 "tower eval: --num_classes -3: expected an integer in [1, 65536]" eval 
 refuse 2 "tower eval: --compression 'x': expected auto, none, gzip or zlib" eval --compression x
 refuse 2 "tower eval: --image_size -1: expected an integer in [0, 4096] (0: the checkpoint's)" eval --image_size -1
 # convert, inspect, export, bench
-refuse 2 "tower convert: unknown --from 'png' (idx, cifar10 or imagefolder)" convert --from png --out "$work/c/x"
+refuse 2 "tower convert: --from 'png': expected idx, cifar10 or imagefolder" convert --from png --out "$work/c/x"
+refuse 2 "tower convert: --compression 'auto': expected none, gzip or zlib" convert --compression auto --out "$work/c/x"
+refuse 2 "tower convert: --resize_mode 'crop': expected resize or center_crop" convert --resize_mode crop --out "$work/c/x"
+refuse 2 "tower convert: --channels 2: expected 1 or 3" convert --channels 2 --out "$work/c/x"
+refuse 2 "tower inspect: --compression 'lz4': expected auto, none, gzip or zlib" inspect --compression lz4 "$work/f"
 refuse 2 "tower convert: --num_shards 0: expected an integer in [1, 99999]" convert --num_shards 0 --out "$work/c/x"
 refuse 2 "tower convert: --image_size 'nan': expected an integer in [1, 4096]" convert --image_size nan --out "$work/c/x"
 refuse 2 "tower convert: --image_size 0: expected an integer in [1, 4096]" convert --image_size 0 --out "$work/c/x"
