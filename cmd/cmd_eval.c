@@ -211,7 +211,8 @@ int cmd_eval(int argc, char **argv) {
         cmd_errorf("tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
                    "labels.txt beside the files)\n");
         goto done;
-    } else if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0) {
+    } else if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0 ||
+               io_check_regular_files(files, n_files, err, sizeof err) != 0) {
         cmd_errorf("tower eval: --data: %s\n", err);
         goto done;
     }

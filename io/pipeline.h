@@ -204,6 +204,13 @@ void pipeline_close(Pipeline *p);
 int io_expand_globs(const char *pattern_list, char ***files, int *n_files, char *err, size_t err_n_bytes);
 void io_free_files(char **files, int n_files);
 
+/* 0 when each of files is a regular file; -1 with one line in err naming
+ * the first that is not (a pipe, a FIFO, a socket, a device), for which
+ * the trainer and eval would read a stream twice (the first record for the
+ * image shape, then the pipeline; every epoch again) and see garbage.  Only
+ * stat(2): a FIFO is never opened, so nothing waits for its writer. */
+int io_check_regular_files(char *const *files, int n_files, char *err, size_t err_n_bytes);
+
 /* Image shape from the first record of file: the height/width/depth int64
  * features ("height", "width", "depth") when present, else, for a square
  * single-channel image, sqrt of its size.  *is_float: 1 for a float_list

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "io/augment.h"
 #include "io/example.h"
@@ -678,6 +680,22 @@ static void test_helpers_and_config(const Dataset *ds) {
     CHECK_CONTAINS(err, "matches no files");
     CHECK(io_expand_globs(io_tmp("missing.tfrecord"), &files, &n, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "missing.tfrecord: no such file");
+    /* Only regular files: a FIFO (no writer: refused by stat alone, never opened, so this cannot hang) and a
+     * device are refused, naming the file; the data set's files pass. */
+    char fifo[1800];
+    snprintf(fifo, sizeof fifo, "%s/stream.tfrecord", io_test_dir);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    char *data_files[3] = {(char *)ds->paths[0], (char *)ds->paths[1], (char *)ds->paths[2]};
+    CHECK(io_check_regular_files(data_files, 3, err, sizeof err) == 0);
+    char *lists[][2] = {{data_files[0], fifo}, {"/dev/null", data_files[0]}};
+    const char *want[] = {"stream.tfrecord: not a regular file (a pipe or FIFO)", "/dev/null: not a regular file (a device)"};
+    for (int k = 0; k < 2; k++) {
+        err[0] = '\0';
+        CHECK(io_check_regular_files(lists[k], 2, err, sizeof err) == -1);
+        CHECK_CONTAINS(err, want[k]);
+    }
+    unlink(fifo);
     /* Probing and counting. */
     int H, W, C, is_float;
     CHECK(io_probe_image_shape(ds->paths[0], "image_raw", IO_COMPRESSION_AUTO, &H, &W, &C, &is_float, err, sizeof err) == 0);

@@ -36,6 +36,12 @@ expect_error "--data" train --data "$work/none-*.tfrecord" --train_dir "$work/x"
 expect_error "--model" train --model resnet --data "$data" --train_dir "$work/x"
 expect_error "--device gpu" train --device gpu --data "$data" --train_dir "$work/x"
 expect_error "no checkpoint" eval --checkpoint_dir "$work/empty" --data "$work/test-*.tfrecord"
+# A stream as data (a FIFO with no writer: opening it would wait forever; a pipe would be read twice): refused
+# by its kind before anything opens it.
+mkfifo "$work/stream.tfrecord"
+expect_error "stream.tfrecord: not a regular file (a pipe or FIFO)" train --data "$work/stream.tfrecord" --train_dir "$work/x"
+expect_error "stream.tfrecord: not a regular file (a pipe or FIFO)" eval --checkpoint_dir "$work/nan" --data "$work/stream.tfrecord"
+expect_error "/dev/null: not a regular file (a device)" train --data "$work/test-*.tfrecord,/dev/null" --train_dir "$work/x"
 
 # SIGTERM: finish the step, write a checkpoint, exit 128 + 15.
 "$tower" train --model mnist --data "$data" --train_dir "$work/sig" --batch_size 16 --max_steps 100000 \

@@ -843,6 +843,10 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
         }
+        if (io_check_regular_files(tr->files, tr->n_files, e, sizeof e) != 0) {
+            snprintf(err, err_n_bytes, "--data: %s", e);
+            goto fail;
+        }
         if (io_probe_image_shape(tr->files[0], o->image_key, compression, &H, &W, &C, &is_float, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "%s", e);
             goto fail;
