@@ -242,10 +242,22 @@ static int check_example(const Tensorflow__Example *ex, const uint8_t *data, siz
     return 0;
 }
 
-/* Size of path in bytes, 0 when it cannot be stat'ed. */
+/* Size of path in bytes, 0 when it cannot be stat'ed or is a stream (a pipe: its size is known at its end). */
 static uint64_t file_n_bytes(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
+}
+
+/* 1 when the bytes lost are over --max_corrupt_fraction of the input's, after one line on err_out. */
+static int over_fraction(const InspectConfig *cfg, InspectReport *rep, FILE *err_out) {
+    if (cfg->max_corrupt_fraction < 0 || (double)rep->n_bytes_lost <= cfg->max_corrupt_fraction * (double)rep->n_bytes_total)
+        return 0;
+    fprintf(err_out, "inspect: stopped: bad records made %llu of the %llu bytes unreadable (%.3g%%), over --max_corrupt_fraction %g\n",
+            (unsigned long long)rep->n_bytes_lost, (unsigned long long)rep->n_bytes_total,
+            rep->n_bytes_total ? 100.0 * (double)rep->n_bytes_lost / (double)rep->n_bytes_total : 100.0,
+            cfg->max_corrupt_fraction);
+    rep->over_fraction = 1;
+    return 1;
 }
 
 int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, InspectReport *rep, FILE *out,
@@ -270,6 +282,8 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
         long n_rec = 0, n_bad = 0;
         uint64_t lost = 0;
         int dead = 0;
+        /* A stream's size joins the input's at its end: its bad records are weighed against the fraction then. */
+        const int stream = tfr_reader_file_n_bytes(r) == 0 && file_n_bytes(files[fi]) == 0;
         for (;;) {
             const uint8_t *data;
             size_t n;
@@ -313,13 +327,7 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
                     stopped = 1;
                     break;
                 }
-                if (cfg->max_corrupt_fraction >= 0 && (double)rep->n_bytes_lost > cfg->max_corrupt_fraction * (double)rep->n_bytes_total) {
-                    fprintf(err_out,
-                            "inspect: stopped: bad records made %llu of the %llu bytes unreadable (%.3g%%), over --max_corrupt_fraction %g\n",
-                            (unsigned long long)rep->n_bytes_lost, (unsigned long long)rep->n_bytes_total,
-                            rep->n_bytes_total ? 100.0 * (double)rep->n_bytes_lost / (double)rep->n_bytes_total : 100.0,
-                            cfg->max_corrupt_fraction);
-                    rep->over_fraction = 1;
+                if (!stream && over_fraction(cfg, rep, err_out)) {
                     stopped = 1;
                     break;
                 }
@@ -327,6 +335,11 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
             } else {
                 n_rec++;
             }
+        }
+        if (stream) {
+            tfr_reader_size_stream(r); /* where the run stopped inside it */
+            rep->n_bytes_total += tfr_reader_file_n_bytes(r);
+            if (n_bad && !stopped && over_fraction(cfg, rep, err_out)) stopped = 1;
         }
         fprintf(out, "%s: %ld records, %s%s", name, n_rec, io_compression_name(tfr_reader_compression(r)),
                 n_bad ? "" : ", every CRC verified\n");

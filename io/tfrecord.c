@@ -93,7 +93,8 @@ struct TfrReader {
     int dead;                  /* TFR_BAD_STREAM seen */
     char dead_msg[512];
     char src_msg[256];         /* why a source read failed */
-    uint64_t file_n_bytes;     /* size of the file (of the buffer for a memory reader) */
+    uint64_t file_n_bytes;     /* size of the file (of the buffer for a memory reader); a stream's once read */
+    int stream;                /* not a regular file (a pipe): its size is known only at its end */
     uint64_t file_n_read;      /* bytes read from the file so far (into in) */
     uint64_t record_file_offset; /* file bytes consumed before the current record's header */
 };
@@ -286,6 +287,7 @@ TfrReader *tfr_reader_open(const char *path, int compression, size_t max_record_
     }
     struct stat sb;
     if (fstat(fileno(r->f), &sb) == 0 && S_ISREG(sb.st_mode)) r->file_n_bytes = (uint64_t)sb.st_size;
+    else r->stream = 1;
     r->in_cap = TFR_IN_BUFFER_N_BYTES;
     r->in = malloc(r->in_cap);
     r->own_in = 1;
@@ -309,6 +311,19 @@ TfrReader *tfr_reader_open_memory(const void *data, size_t n_bytes, const char *
 }
 
 /* Report a problem with the current record; BAD_STREAM makes the reader dead. */
+/* A stream's size, once it ended or failed, or its reader stops early: what was read, and the rest read and
+ * counted (discarded), so that the bytes a bad record made unreadable are known as a file's are. */
+static void stream_size_known(TfrReader *r) {
+    if (!r->stream) return;
+    r->stream = 0;
+    if (r->f && !r->in_eof) {
+        uint8_t sink[65536];
+        size_t got;
+        while ((got = fread(sink, 1, sizeof sink, r->f)) > 0) r->file_n_read += got;
+    }
+    r->file_n_bytes = r->file_n_read;
+}
+
 static int reader_fail(TfrReader *r, int status, char *err, size_t err_n, const char *fmt, ...) {
     char what[384];
     va_list ap;
@@ -317,6 +332,7 @@ static int reader_fail(TfrReader *r, int status, char *err, size_t err_n, const 
     va_end(ap);
     if (status == TFR_BAD_STREAM) {
         r->dead = 1;
+        stream_size_known(r);
         snprintf(r->dead_msg, sizeof r->dead_msg, "%s: record %ld at offset %llu: %s", r->name, r->index,
                  (unsigned long long)r->offset, what);
         set_err(err, err_n, "%s", r->dead_msg);
@@ -353,6 +369,7 @@ int tfr_reader_next(TfrReader *r, const uint8_t **data, size_t *n_bytes, char *e
     if (got < 0) return reader_fail(r, TFR_BAD_STREAM, err, err_n, "%s", r->src_msg);
     if (got == 0) {
         r->index = r->next_index - 1;
+        stream_size_known(r);
         return TFR_END;
     }
     r->next_index++;
@@ -404,6 +421,8 @@ uint64_t tfr_reader_record_offset(const TfrReader *r) { return r->offset; }
 int tfr_reader_compression(const TfrReader *r) { return r->compression; }
 const char *tfr_reader_name(const TfrReader *r) { return r->name; }
 uint64_t tfr_reader_file_n_bytes(const TfrReader *r) { return r->file_n_bytes; }
+
+void tfr_reader_size_stream(TfrReader *r) { stream_size_known(r); }
 
 uint64_t tfr_reader_lost_n_bytes(const TfrReader *r) {
     uint64_t end = r->dead ? r->file_n_bytes : file_consumed(r);

@@ -42,6 +42,32 @@ mkfifo "$work/stream.tfrecord"
 expect_error "stream.tfrecord: not a regular file (a pipe or FIFO)" train --data "$work/stream.tfrecord" --train_dir "$work/x"
 expect_error "stream.tfrecord: not a regular file (a pipe or FIFO)" eval --checkpoint_dir "$work/nan" --data "$work/stream.tfrecord"
 expect_error "/dev/null: not a regular file (a device)" train --data "$work/test-*.tfrecord,/dev/null" --train_dir "$work/x"
+# inspect reads each file once and takes a pipe: the same report as for the file (a stream's size is known at its
+# end, and so is its share of --max_corrupt_fraction), for a bad record, a cut stream and the fraction exceeded
+# (there the verdict: the bad record's line, the byte counts, the stop, the exit; a pipe is read to its end
+# before its share can be weighed, a file stops at the record, so the counts of good records differ).
+test_file=$(ls "$work"/test-*.tfrecord | head -1)
+cp "$test_file" "$work/bad.tfrecord"
+printf '\377' | dd of="$work/bad.tfrecord" bs=1 seek=8340 conv=notrunc 2>/dev/null
+head -c 5000 "$test_file" >"$work/cut.tfrecord"
+for args in "--skip_corrupt|bad" "--skip_corrupt --max_corrupt_fraction 0.00001|bad" "|bad" "--skip_corrupt|cut"; do
+  flags=${args%|*}
+  f="$work/${args#*|}.tfrecord"
+  for kind in file pipe; do
+    set +e
+    # shellcheck disable=SC2086
+    if [ $kind = file ]; then "$tower" inspect $flags "$f" >"$work/insp.$kind" 2>&1
+    else "$tower" inspect $flags <(cat "$f") >"$work/insp.$kind" 2>&1; fi
+    echo "exit $?" >>"$work/insp.$kind"
+    set -e
+    sed -i -e "s|$f|INPUT|g" -e 's|/dev/fd/[0-9]*|INPUT|g' "$work/insp.$kind"
+    case $flags in *fraction*) grep -E "at offset|^bad records|^exit|stopped" "$work/insp.$kind" >"$work/verdict.$kind"
+                              mv "$work/verdict.$kind" "$work/insp.$kind" ;; esac
+  done
+  diff "$work/insp.file" "$work/insp.pipe" >/dev/null || { diff "$work/insp.file" "$work/insp.pipe"; fail "inspect $args: a pipe's report differs from the file's"; }
+  grep -q "bad record" "$work/insp.file" || fail "inspect $args: no bad record reported"
+  echo "ok: inspect $args: a pipe's report is the file's ($(grep -c . "$work/insp.file") lines, $(tail -1 "$work/insp.file"))"
+done
 
 # SIGTERM: finish the step, write a checkpoint, exit 128 + 15.
 "$tower" train --model mnist --data "$data" --train_dir "$work/sig" --batch_size 16 --max_steps 100000 \
