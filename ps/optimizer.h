@@ -204,6 +204,27 @@ static inline int float_nonfinite(float x) {
     return (u & 0x7f800000u) == 0x7f800000u;
 }
 
+/* x[i] = x[i] / n for every i of x (n_floats), n a count (towers, ranks), rounded as the divide rounds:
+ * for a power of two by multiplying with 1 / n, which is exact (both round the same real number once) and
+ * costs a fraction of a divide; else the divide.  Returns 1 when some result is infinite or NaN, else 0.
+ * Two loops, not a test per element, so that each vectorizes. */
+static inline int count_divide(float *x, size_t n_floats, int n) {
+    const float n_f = (float)n, inv = 1.0f / n_f;
+    int bad = 0;
+    if (n > 0 && (n & (n - 1)) == 0) {
+        for (size_t i = 0; i < n_floats; i++) {
+            x[i] *= inv;
+            bad |= float_nonfinite(x[i]);
+        }
+    } else {
+        for (size_t i = 0; i < n_floats; i++) {
+            x[i] /= n_f;
+            bad |= float_nonfinite(x[i]);
+        }
+    }
+    return bad;
+}
+
 /* The moving-average decay after `num_updates` updates:
  * min(decay, (1 + num_updates) / (10 + num_updates)) computed in float32 as
  * TensorFlow does; num_updates < 0 means "no num_updates rule" and returns

@@ -100,7 +100,6 @@ int ps_average_grads(ParamServer *ps) {
     const int n_towers = ps->n_towers;
     float *const *tg = ps->tower_grads;
     float *grads = ps->grads;
-    const float n_towers_f = (float)n_towers;
     const size_t n_blocks = (n + PS_AVG_BLOCK_FLOATS - 1) / PS_AVG_BLOCK_FLOATS;
     int bad = 0; /* any mean infinite or NaN, tested in the divide loop */
     if (n_towers == 1) { /* the tower's gradient is the mean: checked, applied in place (mnist: 1.4 -> 0.65 ms) */
@@ -121,17 +120,13 @@ int ps_average_grads(ParamServer *ps) {
     for (size_t b = 0; b < n_blocks; b++) {
         const size_t lo = b * PS_AVG_BLOCK_FLOATS;
         const size_t hi = lo + PS_AVG_BLOCK_FLOATS < n ? lo + PS_AVG_BLOCK_FLOATS : n;
-        memcpy(grads + lo, tg[0] + lo, (hi - lo) * sizeof(float));
-        for (int t = 1; t < n_towers; t++) {
+        const float *g0 = tg[0], *g1 = tg[1];
+        for (size_t i = lo; i < hi; i++) grads[i] = g0[i] + g1[i]; /* tower 0, plus tower 1: the order of the sum */
+        for (int t = 2; t < n_towers; t++) {
             const float *g = tg[t];
             for (size_t i = lo; i < hi; i++) grads[i] += g[i];
         }
-        int block_bad = 0;
-        for (size_t i = lo; i < hi; i++) {
-            grads[i] /= n_towers_f;
-            block_bad |= float_nonfinite(grads[i]);
-        }
-        bad |= block_bad;
+        bad |= count_divide(grads + lo, hi - lo, n_towers);
     }
     return bad ? -1 : 0;
 }

@@ -243,7 +243,6 @@ oom:
 /* st->mean = (recv[0] + recv[1] + ... + recv[W-1]) / n per element, in
  * worker order.  1 when a mean is not finite. */
 static int mean_of_workers(PsMpiState *st, int W, size_t own, int n) {
-    const float n_f = (float)n;
     const size_t n_blocks = (own + SUM_BLOCK_FLOATS - 1) / SUM_BLOCK_FLOATS;
     int bad = 0;
     #pragma omp parallel for schedule(static) if(n_blocks > 8) reduction(|:bad)
@@ -254,12 +253,7 @@ static int mean_of_workers(PsMpiState *st, int W, size_t own, int n) {
             const float *g = st->recv + (size_t)r * own;
             for (size_t i = lo; i < hi; i++) st->mean[i] += g[i];
         }
-        int block_bad = 0;
-        for (size_t i = lo; i < hi; i++) {
-            st->mean[i] /= n_f;
-            block_bad |= float_nonfinite(st->mean[i]);
-        }
-        bad |= block_bad;
+        bad |= count_divide(st->mean + lo, hi - lo, n);
     }
     return bad;
 }
@@ -315,7 +309,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
     if (T > 0) {
-        train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1.0f); /* no divide */
+        train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1); /* no divide */
         ps_shards_pack(&st->sh, &tr->spec, 0, R, ps->grads, st->packed);
     }
     ranks_alltoallv(st->packed, T > 0 ? st->sh.counts : st->no_counts, st->sh.displs, st->recv, st->recv_counts,
