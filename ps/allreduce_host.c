@@ -59,7 +59,8 @@ void allreduce_host_ring_mean(AllreduceHost *ar, int rank, float *const *bufs, s
     if (n == 1) return; /* the mean of one buffer is itself */
     float *mine = bufs[rank];
     const float *left = bufs[ring_mod(rank - 1, n)];
-    const float n_f = (float)n;
+    const float n_f = (float)n, inv_n = 1.0f / n_f;
+    const int n_pow2 = (n & (n - 1)) == 0; /* divide by multiplying with 1/n: the same bits (count_divide) */
 
     /* Reduce-scatter: after phase s, chunk (rank - 1 - s) of this rank holds the sum of s + 2 ranks. */
     for (int s = 0; s < n - 1; s++) {
@@ -67,11 +68,10 @@ void allreduce_host_ring_mean(AllreduceHost *ar, int rank, float *const *bufs, s
         allreduce_host_chunk(n_floats, n, ring_mod(rank - 1 - s, n), &lo, &hi);
         if (s < n - 2) {
             for (size_t i = lo; i < hi; i++) mine[i] += left[i];
+        } else if (n_pow2) {
+            for (size_t i = lo; i < hi; i++) mine[i] = (mine[i] + left[i]) * inv_n;
         } else {
-            for (size_t i = lo; i < hi; i++) {
-                float sum = mine[i] + left[i];
-                mine[i] = sum / n_f;
-            }
+            for (size_t i = lo; i < hi; i++) mine[i] = (mine[i] + left[i]) / n_f;
         }
         pthread_barrier_wait(&ar->barrier);
     }
