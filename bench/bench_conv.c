@@ -36,6 +36,7 @@
  * Usage: bench_conv [--reps 9] [--threads 2] [--only NET] [--wei_any] [--winograd] [--cpu_time]
  * (NET: vgg11, mobilenet_v2, resnet50, resnet20, vgg16_224, resnet50_224, mnist, cifar10)
  */
+#include "base/flags.h"
 #include "bench/bench_util.h"
 #include "model/layers.h"
 #include "model/sgemm.h"
@@ -527,23 +528,29 @@ static double sgemm_rate(void) {
 int main(int argc, char **argv) {
     int reps = 9, threads = 2;
     const char *only = "";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--wei_any")) g_wei_any = 1;
-        else if (!strcmp(argv[i], "--winograd")) g_winograd = g_wei_any = 1;
-        else if (!strcmp(argv[i], "--cpu_time")) g_cpu_time = 1;
-        else {
-            fprintf(stderr, "usage: bench_conv [--reps 9] [--threads 2] [--only NET] [--wei_any] [--winograd]"
-                            " [--cpu_time]\n");
-            return 2;
-        }
+    const Flag flags[] = {
+        {"reps", FLAG_INT, &reps, "interleaved runs of each pass (the median is reported)", FLAG_RANGE(1, 10000, "[]", NULL)},
+        {"threads", FLAG_INT, &threads, "OpenMP threads", FLAG_RANGE(1, 1024, "[]", NULL)},
+        {"only", FLAG_STRING, &only, "one network's shapes (a name of the table's, e.g. vgg11; one of none: the sgemm rate alone)"},
+        {"wei_any", FLAG_BOOL, &g_wei_any, "let the convolution primitive choose its weights layout"},
+        {"winograd", FLAG_BOOL, &g_winograd, "oneDNN's Winograd kernels on blocked activations (implies --wei_any)"},
+        {"cpu_time", FLAG_BOOL, &g_cpu_time, "time the process's CPU seconds, not wall (steadier on a shared machine)"},
+    };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    char *pos[argc > 0 ? argc : 1];
+    int n_pos = 0;
+    argv[0] = "bench_conv"; /* the parser's messages name the program so, not by its path */
+    const int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
+    if (rc == 1) {
+        flags_print_usage("bench_conv", "[flags]", flags, n_flags);
+        return 0;
     }
-    if (reps < 1 || threads < 1) {
-        fprintf(stderr, "bench_conv: --reps and --threads must be positive\n");
+    if (rc != 0) return 2;
+    if (n_pos != 0) {
+        fprintf(stderr, "bench_conv: takes no arguments, only flags (see --help)\n");
         return 2;
     }
+    if (g_winograd) g_wei_any = 1;
     omp_set_num_threads(threads);
     DN(dnnl_engine_create(&g_eng, dnnl_cpu, 0));
     DN(dnnl_stream_create(&g_stream, g_eng, dnnl_stream_default_flags));

@@ -18,11 +18,13 @@
  * S x S, N calls): one line, milliseconds per call.
  * What it does not do: no training, no augmentation beyond the float conversion.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/flags.h"
 #include "io/imagefolder.h"
 #include "io/pipeline.h"
 
@@ -34,10 +36,6 @@ static double clock_sec(clockid_t id) {
 
 /* --resize_only: imagefolder_resize on random bytes, n calls. */
 static int resize_only(int H, int W, int S, int C, int n) {
-    if (H < 1 || W < 1 || S < 1 || C < 1 || C > 16 || n < 1) {
-        fprintf(stderr, "bench_imagefolder --resize_only: sizes, --channels (1-16) and --repeat must be positive\n");
-        return 2;
-    }
     unsigned char *src = malloc((size_t)H * W * C), *dst = malloc((size_t)S * S * C);
     if (!src || !dst) return 1;
     unsigned seed = 12345;
@@ -57,35 +55,44 @@ static int resize_only(int H, int W, int S, int C, int n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 4 && !strcmp(argv[1], "--resize_only")) {
-        int S = 224, C = 3, n = 300;
-        for (int i = 4; i + 1 < argc; i += 2) {
-            if (!strcmp(argv[i], "--size")) S = atoi(argv[i + 1]);
-            else if (!strcmp(argv[i], "--channels")) C = atoi(argv[i + 1]);
-            else if (!strcmp(argv[i], "--repeat")) n = atoi(argv[i + 1]);
-        }
-        return resize_only(atoi(argv[2]), atoi(argv[3]), S, C, n);
-    }
-    const char *dir = NULL;
-    int threads = 2, size = 224, batch = 64, epochs = 2, full = 0;
+    int threads = 2, size = 224, batch = 64, epochs = 2, full = 0, resize = 0, channels = 3, repeat = 300;
     long max_pixels = 0; /* 0: the pipeline's default */
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--full")) full = 1;
-        else if (!strcmp(argv[i], "--max_image_pixels") && i + 1 < argc) max_pixels = atol(argv[++i]);
-        else if (argv[i][0] != '-' && !dir) dir = argv[i];
-        else {
-            fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full] [--max_image_pixels N]\n");
+    const Flag flags[] = {
+        {"threads", FLAG_INT, &threads, "decode workers", FLAG_RANGE(1, 256, "[]", NULL)},
+        {"size", FLAG_INT, &size, "output height and width", FLAG_RANGE(1, 4096, "[]", NULL)},
+        {"batch", FLAG_INT, &batch, "images a batch", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
+        {"epochs", FLAG_INT, &epochs, "passes over the folder", FLAG_RANGE(1, 1000, "[]", NULL)},
+        {"full", FLAG_BOOL, &full, "decode JPEGs at full size (no reduced-scale decoding)"},
+        {"max_image_pixels", FLAG_LONG, &max_pixels, "the decoded image's bound", FLAG_RANGE(0, INFINITY, "[)", "0: the pipeline's default")},
+        {"resize_only", FLAG_BOOL, &resize, "instead: time the resize alone, of a random H x W image (the two arguments) to --size"},
+        {"channels", FLAG_INT, &channels, "--resize_only: channels of the image", FLAG_RANGE(1, 16, "[]", NULL)},
+        {"repeat", FLAG_INT, &repeat, "--resize_only: calls timed", FLAG_RANGE(1, 1000000, "[]", NULL)},
+    };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    char *pos[argc > 0 ? argc : 1];
+    int n_pos = 0;
+    argv[0] = "bench_imagefolder"; /* the parser's messages name the program so, not by its path */
+    const int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
+    if (rc == 1) {
+        flags_print_usage("bench_imagefolder", "DIR [flags] | --resize_only H W [--size S] [--channels C] [--repeat N]",
+                          flags, n_flags);
+        return 0;
+    }
+    if (rc != 0) return 2;
+    if (resize) {
+        char *end_h, *end_w;
+        const long H = n_pos == 2 ? strtol(pos[0], &end_h, 10) : 0, W = n_pos == 2 ? strtol(pos[1], &end_w, 10) : 0;
+        if (n_pos != 2 || *end_h || *end_w || H < 1 || W < 1 || H > 16384 || W > 16384) {
+            fprintf(stderr, "bench_imagefolder: --resize_only takes H and W, each in [1, 16384] (see --help)\n");
             return 2;
         }
+        return resize_only((int)H, (int)W, size, channels, repeat);
     }
-    if (!dir) {
-        fprintf(stderr, "usage: bench_imagefolder DIR [--threads N] [--size S] [--batch B] [--epochs E] [--full] [--max_image_pixels N]\n");
+    if (n_pos != 1) {
+        fprintf(stderr, "bench_imagefolder: give one image folder DIR (see --help)\n");
         return 2;
     }
+    const char *dir = pos[0];
     PipelineConfig c;
     pipeline_config_defaults(&c);
     c.image_dir = dir;

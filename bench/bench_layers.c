@@ -14,6 +14,7 @@
  * Usage: bench_layers [--batch 64] [--reps 7] [--threads 2] [--only depthwise|batchnorm]
  *                     [--loops_only]   (skip oneDNN: its timings print as 0)
  */
+#include "base/flags.h"
 #include "bench/bench_util.h"
 #include "model/layers.h"
 
@@ -273,19 +274,25 @@ static void bench_batchnorm(int B, int H, int C, int reps) {
 int main(int argc, char **argv) {
     int batch = 64, reps = 7, threads = 2;
     const char *only = "";
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--loops_only")) g_loops_only = 1;
-        else {
-            fprintf(stderr, "usage: bench_layers [--batch 64] [--reps 7] [--threads 2] [--only depthwise|batchnorm] [--loops_only]\n");
-            return 2;
-        }
+    const Flag flags[] = {
+        {"batch", FLAG_INT, &batch, "examples per pass", FLAG_RANGE(1, 4096, "[]", NULL)},
+        {"reps", FLAG_INT, &reps, "runs of each pass (the median is reported)", FLAG_RANGE(1, 10000, "[]", NULL)},
+        {"threads", FLAG_INT, &threads, "OpenMP threads", FLAG_RANGE(1, 1024, "[]", NULL)},
+        {"only", FLAG_STRING, &only, "depthwise or batchnorm alone (\"\": both)"},
+        {"loops_only", FLAG_BOOL, &g_loops_only, "skip oneDNN's timings (printed as 0)"},
+    };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    char *pos[argc > 0 ? argc : 1];
+    int n_pos = 0;
+    argv[0] = "bench_layers"; /* the parser's messages name the program so, not by its path */
+    const int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
+    if (rc == 1) {
+        flags_print_usage("bench_layers", "[flags]", flags, n_flags);
+        return 0;
     }
-    if (batch < 1 || reps < 1 || threads < 1) {
-        fprintf(stderr, "bench_layers: --batch, --reps and --threads must be positive\n");
+    if (rc != 0) return 2;
+    if (n_pos != 0 || (only[0] && strcmp(only, "depthwise") && strcmp(only, "batchnorm"))) {
+        fprintf(stderr, "bench_layers: --only depthwise or batchnorm, and no arguments (see --help)\n");
         return 2;
     }
     omp_set_num_threads(threads);

@@ -8,7 +8,7 @@
  * ckpt_save (with its fsyncs) and ckpt_load.  It prints medians (min-max)
  * of repeated runs as Markdown rows; it asserts nothing and trains nothing.
  *
- * usage: bench_ps [--reps N] [--dir DIR]   (DIR: where checkpoints go, default /tmp)
+ * usage: bench_ps [--reps N] [--dir DIR]   (DIR: where checkpoints go, default /tmp; --help)
  */
 #include <math.h>
 #include <omp.h>
@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "bench/bench_util.h"
 #include "ps/checkpoint.h"
 #include "ps/ps.h"
@@ -123,12 +124,24 @@ static void bench_model(const char *name, int H, int W, int C, int reps, const c
 int main(int argc, char **argv) {
     int reps = 31;
     const char *dir = "/tmp";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--dir")) dir = argv[i + 1];
-        else { fprintf(stderr, "usage: bench_ps [--reps N] [--dir DIR]\n"); return 2; }
+    const Flag flags[] = {
+        {"reps", FLAG_INT, &reps, "runs of each operation (the median is reported)", FLAG_RANGE(1, 10000, "[]", NULL)},
+        {"dir", FLAG_STRING, &dir, "where the checkpoints go (a subdirectory, removed after)"},
+    };
+    const int n_flags = (int)(sizeof flags / sizeof flags[0]);
+    char *pos[argc > 0 ? argc : 1];
+    int n_pos = 0;
+    argv[0] = "bench_ps"; /* the parser's messages name the program so, not by its path */
+    const int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
+    if (rc == 1) {
+        flags_print_usage("bench_ps", "[flags]", flags, n_flags);
+        return 0;
     }
-    if (reps < 1) reps = 1;
+    if (rc != 0) return 2;
+    if (n_pos != 0) {
+        fprintf(stderr, "bench_ps: takes no arguments, only flags (see --help)\n");
+        return 2;
+    }
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/bench_ps_ckpt.%d", dir, (int)getpid());
     printf("| model | operation | threads | ms median (min-max) | GB/s moved |\n|---|---|---|---|---|\n");
