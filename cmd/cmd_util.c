@@ -3,8 +3,6 @@
  * of flag values (a refusal is one line and exit 2).  cmd/ only wires; the
  * checkpoint format itself is ps/checkpoint.c's. */
 #include <errno.h>
-#include <limits.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
