@@ -76,8 +76,9 @@ int cmd_inspect(int argc, char **argv) {
     rc = io_inspect((const char *const *)files, n_files, &cfg, &rep, stdout, stderr);
     inspect_report_print(&rep, &cfg, stdout);
     if (rep.n_bad)
-        printf("bad records: %ld; %llu of %llu bytes unreadable%s\n", rep.n_bad, (unsigned long long)rep.n_bytes_lost,
-               (unsigned long long)rep.n_bytes_total, rep.over_fraction ? " (stopped: over --max_corrupt_fraction)" : "");
+        printf("bad records: %ld; %s%llu of %s%llu bytes unreadable%s\n", rep.n_bad, rep.n_bytes_partial ? "at least " : "",
+               (unsigned long long)rep.n_bytes_lost, rep.n_bytes_partial ? "at least " : "", (unsigned long long)rep.n_bytes_total,
+               rep.over_fraction ? " (stopped: over --max_corrupt_fraction)" : "");
     inspect_report_free(&rep);
     io_free_files(files, n_files);
     if (rc < 0) {

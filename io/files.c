@@ -36,15 +36,16 @@ void io_free_files(char **files, int n_files) {
 int io_check_regular_files(char *const *files, int n_files, char *err, size_t err_n) {
     for (int i = 0; i < n_files; i++) {
         struct stat st;
-        if (stat(files[i], &st) == 0 && S_ISREG(st.st_mode)) continue;
+        const int stat_rc = stat(files[i], &st);
+        if (stat_rc == 0 && S_ISREG(st.st_mode)) continue;
+        const char *kind = stat_rc != 0 ? strerror(errno)
+                           : S_ISFIFO(st.st_mode) ? "a pipe or FIFO"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                           : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a plain file";
         char name[1024];
         snprintf(err, err_n, "%s: not a regular file (%s): the input is read more than once (its first record for "
                  "the image shape, then all of it, each epoch again), which a stream cannot give; write it to a "
-                 "file first",
-                 escape_str(name, sizeof name, files[i]),
-                 stat(files[i], &st) != 0 ? strerror(errno) : S_ISFIFO(st.st_mode) ? "a pipe or FIFO"
-                 : S_ISSOCK(st.st_mode) ? "a socket" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                 : "not a plain file");
+                 "file first", escape_str(name, sizeof name, files[i]), kind);
         return -1;
     }
     return 0;

@@ -252,8 +252,9 @@ static uint64_t file_n_bytes(const char *path) {
 static int over_fraction(const InspectConfig *cfg, InspectReport *rep, FILE *err_out) {
     if (cfg->max_corrupt_fraction < 0 || (double)rep->n_bytes_lost <= cfg->max_corrupt_fraction * (double)rep->n_bytes_total)
         return 0;
-    fprintf(err_out, "inspect: stopped: bad records made %llu of the %llu bytes unreadable (%.3g%%), over --max_corrupt_fraction %g\n",
-            (unsigned long long)rep->n_bytes_lost, (unsigned long long)rep->n_bytes_total,
+    fprintf(err_out, "inspect: stopped: bad records made %s%llu of %s%llu bytes unreadable (%.3g%%), over --max_corrupt_fraction %g\n",
+            rep->n_bytes_partial ? "at least " : "", (unsigned long long)rep->n_bytes_lost,
+            rep->n_bytes_partial ? "at least " : "the ", (unsigned long long)rep->n_bytes_total,
             rep->n_bytes_total ? 100.0 * (double)rep->n_bytes_lost / (double)rep->n_bytes_total : 100.0,
             cfg->max_corrupt_fraction);
     rep->over_fraction = 1;
@@ -283,7 +284,7 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
         uint64_t lost = 0;
         int dead = 0;
         /* A stream's size joins the input's at its end: its bad records are weighed against the fraction then. */
-        const int stream = tfr_reader_file_n_bytes(r) == 0 && file_n_bytes(files[fi]) == 0;
+        const int stream = tfr_reader_size_unknown(r);
         for (;;) {
             const uint8_t *data;
             size_t n;
@@ -318,8 +319,11 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
                 rep->n_bytes_lost += k;
                 if (st == TFR_BAD_STREAM) {
                     dead = 1;
-                    fprintf(err_out, "%s (the rest of the file, %llu of its %llu bytes, cannot be read)\n", err,
-                            (unsigned long long)k, (unsigned long long)tfr_reader_file_n_bytes(r));
+                    if (tfr_reader_size_unknown(r))
+                        fprintf(err_out, "%s (the rest of the stream cannot be read; its size is unknown)\n", err);
+                    else
+                        fprintf(err_out, "%s (the rest of the file, %llu of its %llu bytes, cannot be read)\n", err,
+                                (unsigned long long)k, (unsigned long long)tfr_reader_file_n_bytes(r));
                 } else {
                     fprintf(err_out, "%s\n", err);
                 }
@@ -336,17 +340,23 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
                 n_rec++;
             }
         }
+        /* A stream read to its end adds its size; one that stopped before (a broken frame, the first bad record
+         * without --skip_corrupt) what was read of it, a lower bound. */
+        const int size_unknown = tfr_reader_size_unknown(r);
+        const uint64_t size = size_unknown ? tfr_reader_file_n_read(r) : tfr_reader_file_n_bytes(r);
         if (stream) {
-            tfr_reader_size_stream(r); /* where the run stopped inside it */
-            rep->n_bytes_total += tfr_reader_file_n_bytes(r);
+            rep->n_bytes_total += size;
+            rep->n_bytes_partial |= size_unknown;
             if (n_bad && !stopped && over_fraction(cfg, rep, err_out)) stopped = 1;
         }
         fprintf(out, "%s: %ld records, %s%s", name, n_rec, io_compression_name(tfr_reader_compression(r)),
                 n_bad ? "" : ", every CRC verified\n");
         if (n_bad)
-            fprintf(out, ", %ld bad record%s%s, %llu of %llu bytes unreadable%s\n", n_bad, n_bad > 1 ? "s" : "",
-                    stopped && !rep->over_fraction ? " (stopped at the first)" : "", (unsigned long long)lost,
-                    (unsigned long long)tfr_reader_file_n_bytes(r), dead ? " (the rest of the file after a broken frame)" : "");
+            fprintf(out, ", %ld bad record%s%s, %s%llu of %s%llu bytes unreadable%s\n", n_bad, n_bad > 1 ? "s" : "",
+                    stopped && !rep->over_fraction ? " (stopped at the first)" : "", size_unknown && dead ? "at least " : "",
+                    (unsigned long long)lost, size_unknown ? "at least " : "", (unsigned long long)size,
+                    dead ? size_unknown ? " (and the rest of the stream after a broken frame)"
+                                        : " (the rest of the file after a broken frame)" : "");
         rep->n_records += n_rec;
         rep->n_bad += n_bad;
         tfr_reader_close(r);
@@ -361,7 +371,8 @@ static const char *kind_short(FeatureKind k) { return feature_kind_name(k); }
 void inspect_report_print(const InspectReport *rep, const InspectConfig *cfg, FILE *out) {
     fprintf(out, "total: %ld good records in %ld file%s", rep->n_records, rep->n_files, rep->n_files == 1 ? "" : "s");
     if (rep->n_bad)
-        fprintf(out, ", %ld bad (%llu of %llu bytes unreadable)", rep->n_bad, (unsigned long long)rep->n_bytes_lost,
+        fprintf(out, ", %ld bad (%s%llu of %s%llu bytes unreadable)", rep->n_bad, rep->n_bytes_partial ? "at least " : "",
+                (unsigned long long)rep->n_bytes_lost, rep->n_bytes_partial ? "at least " : "",
                 (unsigned long long)rep->n_bytes_total);
     fprintf(out, "\n");
     if (rep->n_features) fprintf(out, "features (key, kind, values per record, records that have it):\n");

@@ -49,8 +49,9 @@ typedef struct {
 
 typedef struct {
     long n_files, n_records, n_bad;
-    uint64_t n_bytes_total;   /* the files' sizes */
+    uint64_t n_bytes_total;   /* the files' sizes (a stream's: what was read of it) */
     uint64_t n_bytes_lost;    /* bytes the bad records made unreadable (tfr_reader_lost_n_bytes; a whole file that does not open) */
+    int n_bytes_partial;      /* 1: a stream was not read to its end: both counts are lower bounds (its rest unknown) */
     int over_fraction;        /* 1: stopped because n_bytes_lost passed max_corrupt_fraction */
     InspectFeature features[INSPECT_MAX_KEYS];
     int n_features;

@@ -310,20 +310,16 @@ TfrReader *tfr_reader_open_memory(const void *data, size_t n_bytes, const char *
     return reader_finish_open(r, compression, err, err_n);
 }
 
-/* Report a problem with the current record; BAD_STREAM makes the reader dead. */
-/* A stream's size, once it ended or failed, or its reader stops early: what was read, and the rest read and
- * counted (discarded), so that the bytes a bad record made unreadable are known as a file's are. */
+/* A stream's size, once its end was read: what was read.  A stream that stops before its end (a broken
+ * frame, a reader that stops) keeps an unknown size: nothing reads on to learn it, since a stream (a pipe,
+ * /dev/zero) may never end. */
 static void stream_size_known(TfrReader *r) {
-    if (!r->stream) return;
+    if (!r->stream || !r->in_eof) return;
     r->stream = 0;
-    if (r->f && !r->in_eof) {
-        uint8_t sink[65536];
-        size_t got;
-        while ((got = fread(sink, 1, sizeof sink, r->f)) > 0) r->file_n_read += got;
-    }
     r->file_n_bytes = r->file_n_read;
 }
 
+/* Report a problem with the current record; BAD_STREAM makes the reader dead. */
 static int reader_fail(TfrReader *r, int status, char *err, size_t err_n, const char *fmt, ...) {
     char what[384];
     va_list ap;
@@ -422,10 +418,12 @@ int tfr_reader_compression(const TfrReader *r) { return r->compression; }
 const char *tfr_reader_name(const TfrReader *r) { return r->name; }
 uint64_t tfr_reader_file_n_bytes(const TfrReader *r) { return r->file_n_bytes; }
 
-void tfr_reader_size_stream(TfrReader *r) { stream_size_known(r); }
+int tfr_reader_size_unknown(const TfrReader *r) { return r->stream; }
+
+uint64_t tfr_reader_file_n_read(const TfrReader *r) { return r->file_n_read; }
 
 uint64_t tfr_reader_lost_n_bytes(const TfrReader *r) {
-    uint64_t end = r->dead ? r->file_n_bytes : file_consumed(r);
+    uint64_t end = r->dead ? (r->stream ? r->file_n_read : r->file_n_bytes) : file_consumed(r);
     return end > r->record_file_offset ? end - r->record_file_offset : 0;
 }
 

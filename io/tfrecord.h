@@ -89,15 +89,16 @@ int tfr_reader_compression(const TfrReader *r);
 const char *tfr_reader_name(const TfrReader *r);
 
 /* The file's size in bytes at open (the buffer's for a memory reader); a
- * stream's (a pipe: not a regular file) 0 until tfr_reader_next reported
- * its end or TFR_BAD_STREAM (it then reads the rest to count it), or
- * until tfr_reader_size_stream. */
+ * stream's (a pipe, a device: not a regular file) 0 until its end was read,
+ * then what was read. */
 uint64_t tfr_reader_file_n_bytes(const TfrReader *r);
 
-/* A stream read no further (a reader that stops at a bad record): read its
- * rest, discarded, to learn its size for tfr_reader_file_n_bytes.  Nothing
- * for a file or a stream already at its end. */
-void tfr_reader_size_stream(TfrReader *r);
+/* 1 for a stream whose end was not read (yet, or ever: a broken frame stops
+ * the reading), so its size is unknown; then tfr_reader_file_n_read says
+ * how much was read, and tfr_reader_lost_n_bytes after TFR_BAD_STREAM counts
+ * the bytes read past the bad record only. */
+int tfr_reader_size_unknown(const TfrReader *r);
+uint64_t tfr_reader_file_n_read(const TfrReader *r);
 
 /* After TFR_BAD_RECORD or TFR_BAD_STREAM: the bytes of the file that the
  * bad record made unreadable, from its header on: the whole record for
