@@ -9,3 +9,9 @@ foreach(t test_train_resume test_train_fashion_mnist test_train_errors test_trai
   add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${t}.sh $<TARGET_FILE:tower>)
   set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 LABELS train)
 endforeach()
+# The benchmark programs' flags (bench/, built with TOWER_BENCH): --help, and a bad value refused in one line.
+if(TOWER_BENCH)
+  add_test(NAME test_bench_flags COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_bench_flags.sh
+           $<TARGET_FILE:bench_model> $<TARGET_FILE:bench_pipeline> $<TARGET_FILE:bench_ps> $<TARGET_FILE:bench_layers>
+           $<TARGET_FILE:bench_conv> $<TARGET_FILE:bench_imagefolder> $<TARGET_FILE:gen_records>)
+endif()
