@@ -539,17 +539,8 @@ int main(int argc, char **argv) {
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *pos[argc > 0 ? argc : 1];
     int n_pos = 0;
-    argv[0] = "bench_conv"; /* the parser's messages name the program so, not by its path */
-    const int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
-    if (rc == 1) {
-        flags_print_usage("bench_conv", "[flags]", flags, n_flags);
-        return 0;
-    }
-    if (rc != 0) return 2;
-    if (n_pos != 0) {
-        fprintf(stderr, "bench_conv: takes no arguments, only flags (see --help)\n");
-        return 2;
-    }
+    const int done = bench_parse_flags("bench_conv", "[flags]", flags, n_flags, argc, argv, pos, &n_pos, 0);
+    if (done >= 0) return done;
     if (g_winograd) g_wei_any = 1;
     omp_set_num_threads(threads);
     DN(dnnl_engine_create(&g_eng, dnnl_cpu, 0));

@@ -438,19 +438,10 @@ int main(int argc, char **argv) {
         {"csv", FLAG_STRING, &o.csv, "--per_layer: also write the table to this CSV file"},
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
-    char *pos[64];
+    char *pos[argc > 0 ? argc : 1]; /* flags_parse's rule: room for argc (was 64 entries: 65 arguments overran it) */
     int n_pos = 0;
-    argv[0] = "bench_gpu"; /* the parser's messages name the program so, not by its path */
-    int p = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
-    if (p == 1) {
-        flags_print_usage("bench_gpu", "", flags, n_flags);
-        return 0;
-    }
-    if (p < 0) return 2;
-    if (n_pos > 0) {
-        fprintf(stderr, "bench_gpu: takes no arguments, only flags (see --help)\n");
-        return 2;
-    }
+    const int done = bench_parse_flags("bench_gpu", "[flags]", flags, n_flags, argc, argv, pos, &n_pos, 0);
+    if (done >= 0) return done;
     if (o.per_layer && strcmp(o.model, "all") == 0) {
         fprintf(stderr, "bench_gpu: --per_layer needs one --model (mnist, cifar10, mobilenet_v2, vgg11, vgg16, "
                         "resnet20 or resnet50)\n");

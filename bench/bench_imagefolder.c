@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "base/flags.h"
+#include "bench/bench_util.h"
 #include "io/imagefolder.h"
 #include "io/pipeline.h"
 
@@ -71,14 +72,9 @@ int main(int argc, char **argv) {
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *pos[argc > 0 ? argc : 1];
     int n_pos = 0;
-    argv[0] = "bench_imagefolder"; /* the parser's messages name the program so, not by its path */
-    const int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
-    if (rc == 1) {
-        flags_print_usage("bench_imagefolder", "DIR [flags] | --resize_only H W [--size S] [--channels C] [--repeat N]",
-                          flags, n_flags);
-        return 0;
-    }
-    if (rc != 0) return 2;
+    const int done = bench_parse_flags("bench_imagefolder", "DIR [flags] | --resize_only H W [--size S] [--channels C] "
+                                       "[--repeat N]", flags, n_flags, argc, argv, pos, &n_pos, 2);
+    if (done >= 0) return done;
     if (resize) {
         char *end_h, *end_w;
         const long H = n_pos == 2 ? strtol(pos[0], &end_h, 10) : 0, W = n_pos == 2 ? strtol(pos[1], &end_w, 10) : 0;

@@ -284,15 +284,10 @@ int main(int argc, char **argv) {
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *pos[argc > 0 ? argc : 1];
     int n_pos = 0;
-    argv[0] = "bench_layers"; /* the parser's messages name the program so, not by its path */
-    const int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
-    if (rc == 1) {
-        flags_print_usage("bench_layers", "[flags]", flags, n_flags);
-        return 0;
-    }
-    if (rc != 0) return 2;
-    if (n_pos != 0 || (only[0] && strcmp(only, "depthwise") && strcmp(only, "batchnorm"))) {
-        fprintf(stderr, "bench_layers: --only depthwise or batchnorm, and no arguments (see --help)\n");
+    const int done = bench_parse_flags("bench_layers", "[flags]", flags, n_flags, argc, argv, pos, &n_pos, 0);
+    if (done >= 0) return done;
+    if (only[0] && strcmp(only, "depthwise") && strcmp(only, "batchnorm")) {
+        fprintf(stderr, "bench_layers: --only depthwise or batchnorm (see --help)\n");
         return 2;
     }
     omp_set_num_threads(threads);

@@ -152,20 +152,10 @@ int main(int argc, char **argv) {
         {"conv_loops", FLAG_BOOL, &conv_loops, "every convolution on conv2d.c's loops, whatever conv_algo.c's table says"},
     };
     const int n_flags = sizeof flags / sizeof flags[0];
-    char **pos = malloc(sizeof(char *) * (argc + 1));
+    char *pos[argc > 0 ? argc : 1];
     int n_pos = 0;
-    argv[0] = "bench_model"; /* the parser's messages name the program so, not by its path */
-    int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
-    if (rc == 1) {
-        flags_print_usage("bench_model", "[flags]", flags, n_flags);
-        return 0;
-    }
-    if (rc != 0) return 2;
-    if (n_pos != 0) {
-        fprintf(stderr, "bench_model: takes no arguments, only flags (see --help)\n");
-        return 2;
-    }
-    free(pos);
+    const int done = bench_parse_flags("bench_model", "[flags]", flags, n_flags, argc, argv, pos, &n_pos, 0);
+    if (done >= 0) return done;
     omp_set_num_threads(threads);
     if (conv_loops) conv2d_run_set_loops_only(1);
     double ceiling = sgemm_ceiling();

@@ -136,14 +136,9 @@ int main(int argc, char **argv) {
     };
     int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *pos[argc > 0 ? argc : 1];
-    int n_pos;
-    argv[0] = "bench_pipeline"; /* the parser's messages name the program so, not by its path */
-    int rc = flags_parse(flags, n_flags, argc, argv, pos, &n_pos);
-    if (rc == 1) {
-        flags_print_usage("bench_pipeline", "[flags]", flags, n_flags);
-        return 0;
-    }
-    if (rc != 0) return 2;
+    int n_pos = 0;
+    const int done = bench_parse_flags("bench_pipeline", "[flags]", flags, n_flags, argc, argv, pos, &n_pos, 0);
+    if (done >= 0) return done;
     char scratch[1024];
     int made = 0;
     if (!dir[0]) {

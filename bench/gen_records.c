@@ -19,6 +19,7 @@
  *        bytes, files.  Exit 1 with one line on stderr on any error.
  */
 #include "base/flags.h"
+#include "bench/bench_util.h"
 #include "io/example.h"
 #include "io/rng.h"
 #include "io/tfrecord.h"
@@ -61,14 +62,10 @@ int main(int argc, char **argv) {
     };
     const int n_flags = (int)(sizeof flags / sizeof flags[0]);
     char *positional[argc > 0 ? argc : 1];
-    int n_positional;
-    argv[0] = "gen_records"; /* the parser's messages name the program so, not by its path */
-    int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
-    if (rc == 1) {
-        flags_print_usage("gen_records", "--out_dir DIR (--n_mb N | --num_records N) [flags]", flags, n_flags);
-        return 0;
-    }
-    if (rc != 0) return 2;
+    int n_positional = 0;
+    const int done = bench_parse_flags("gen_records", "--out_dir DIR (--n_mb N | --num_records N) [flags]", flags,
+                                       n_flags, argc, argv, positional, &n_positional, 0);
+    if (done >= 0) return done;
     if (!out_dir[0] || (n_mb == 0) == (num_records == 0)) {
         fprintf(stderr, "gen_records: need --out_dir and exactly one of --n_mb or --num_records (see --help)\n");
         return 2;
