@@ -152,19 +152,14 @@ int main(int argc, char **argv) {
         {"backend", FLAG_STRING, &backend, "all, dnnl or openblas (openblas reads OPENBLAS_CORETYPE from the environment)"},
         {"reps", FLAG_INT, &reps, "timings per figure (median reported)", FLAG_RANGE(1, 1000, "[]", NULL)},
     };
-    char **pos = malloc(sizeof(char *) * (argc + 1));
-    argv[0] = "bench_sgemm"; /* the parser's messages name the program so, not by its path */
-    int n_pos = 0, rc = flags_parse(flags, 2, argc, argv, pos, &n_pos);
-    if (rc == 1) {
-        flags_print_usage("bench_sgemm", "[flags]", flags, 2);
-        return 0;
-    }
-    if (rc != 0) return 2;
-    if (n_pos || (strcmp(backend, "all") && strcmp(backend, "dnnl") && strcmp(backend, "openblas"))) {
-        fprintf(stderr, "bench_sgemm: --backend all, dnnl or openblas, and no arguments (see --help)\n");
+    char *pos[argc > 0 ? argc : 1];
+    int n_pos = 0;
+    const int done = bench_parse_flags("bench_sgemm", "[flags]", flags, 2, argc, argv, pos, &n_pos, 0);
+    if (done >= 0) return done;
+    if (strcmp(backend, "all") && strcmp(backend, "dnnl") && strcmp(backend, "openblas")) {
+        fprintf(stderr, "bench_sgemm: --backend all, dnnl or openblas (see --help)\n");
         return 2;
     }
-    free(pos);
     if (strcmp(backend, "all") != 0) {
         run_backend(backend, reps);
         return 0;
