@@ -137,7 +137,6 @@ static void refuse_value(const char *program, const Flag *f, const char *v, int 
     char v_esc[256], expected[192];
     escape_str(v_esc, sizeof v_esc, v);
     if (f->type == FLAG_BOOL) snprintf(expected, sizeof expected, "true or false (also 1, yes, 0, no)");
-    else if (f->type == FLAG_STRING) snprintf(expected, sizeof expected, "a value");
     else range_str(f, f->type != FLAG_FLOAT ? "an integer" : rc == -1 ? "a finite number" : "a number", 1, expected,
                    sizeof expected);
     if (rc == -2) fprintf(stderr, "%s: --%s %s: expected %s\n", program, f->name, v_esc, expected);

@@ -40,7 +40,7 @@
 #include "base/flags.h"
 #include "base/ranks.h"
 #include "train/trainer.h"
-#include "train/mode.h" /* train_sum_in_order and a mode's across_ranks: the MPI parts timed alone */
+#include "train/mode.h" /* a mode's across_ranks; with ps/ps.h's ps_sum_in_order, the MPI parts timed alone */
 #include "ps/optimizer.h"
 #include "ps/placement.h"
 
@@ -228,7 +228,7 @@ static int measure_rank_parts(const Trainer *tr, BenchRow *r, const PingPong *pp
     }
     for (int k = 0; k < n_sum; k++) gs[k] = bufs + (size_t)k * M;
     float *out = bufs + (size_t)n_sum * M;
-    TIME_COLLECTIVE(r->local_avg_ms, train_sum_in_order(out, gs, n_sum, M, is_ps ? 1.0f : (float)n_sum));
+    TIME_COLLECTIVE(r->local_avg_ms, ps_sum_in_order(out, gs, n_sum, M, is_ps ? 1 : n_sum));
     r->push_ms = r->pull_ms = r->gather_ms = NAN;
     const double alpha = pp->alpha_sec > 0 ? pp->alpha_sec : 0.0, bw = pp->gbps * 1e9;
     if (is_ps) {
@@ -589,7 +589,7 @@ static int measure_host_rates(HostRates *h, char *err, size_t err_n_bytes) {
     const float *gs[2] = {g0, g1};
     for (int k = 0; k < COST_REPS; k++) {
         double t0 = tower_now_sec();
-        train_sum_in_order(out, gs, 2, n, 2.0f);
+        ps_sum_in_order(out, gs, 2, n, 2);
         t[k] = tower_now_sec() - t0;
     }
     h->reduce_gbps = 3.0 * M / quantile(t, COST_REPS, 0.5) / 1e9;

@@ -77,25 +77,22 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
         *usage_error = 0;
         return convert_open_cifar10((const char *const *)files, n_files, err, err_n);
     }
-    if (!strcmp(o->from, "imagefolder")) {
-        if (n_files != 1) {
-            snprintf(err, err_n, "--from imagefolder takes exactly one DIR argument (DIR/<class>/*.png|jpg|jpeg), got %d",
-                     n_files);
-            return NULL;
-        }
-        ImageFolderConfig ic;
-        imagefolder_config_defaults(&ic);
-        ic.image_size = o->image_size;
-        ic.channels = o->channels;
-        ic.mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
-        ic.warn = warn_line;
-        ic.warn_ctx = bar;
-        ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
-        *usage_error = 0;
-        return convert_open_imagefolder(files[0], &ic, err, err_n);
+    /* --from imagefolder (cmd_convert checked --from against its three choices) */
+    if (n_files != 1) {
+        snprintf(err, err_n, "--from imagefolder takes exactly one DIR argument (DIR/<class>/*.png|jpg|jpeg), got %d",
+                 n_files);
+        return NULL;
     }
-    snprintf(err, err_n, "unknown --from '%s' (idx, cifar10 or imagefolder)", o->from);
-    return NULL;
+    ImageFolderConfig ic;
+    imagefolder_config_defaults(&ic);
+    ic.image_size = o->image_size;
+    ic.channels = o->channels;
+    ic.mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
+    ic.warn = warn_line;
+    ic.warn_ctx = bar;
+    ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
+    *usage_error = 0;
+    return convert_open_imagefolder(files[0], &ic, err, err_n);
 }
 
 /* A source that counts what the wrapped one yields into the progress line. */

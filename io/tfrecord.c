@@ -94,7 +94,7 @@ struct TfrReader {
     char dead_msg[512];
     char src_msg[256];         /* why a source read failed */
     uint64_t file_n_bytes;     /* size of the file (of the buffer for a memory reader); a stream's once read */
-    int stream;                /* not a regular file (a pipe): its size is known only at its end */
+    int size_unknown;          /* a stream (not a regular file) whose end was not read yet: file_n_bytes unknown */
     uint64_t file_n_read;      /* bytes read from the file so far (into in) */
     uint64_t record_file_offset; /* file bytes consumed before the current record's header */
 };
@@ -287,7 +287,7 @@ TfrReader *tfr_reader_open(const char *path, int compression, size_t max_record_
     }
     struct stat sb;
     if (fstat(fileno(r->f), &sb) == 0 && S_ISREG(sb.st_mode)) r->file_n_bytes = (uint64_t)sb.st_size;
-    else r->stream = 1;
+    else r->size_unknown = 1;
     r->in_cap = TFR_IN_BUFFER_N_BYTES;
     r->in = malloc(r->in_cap);
     r->own_in = 1;
@@ -314,8 +314,8 @@ TfrReader *tfr_reader_open_memory(const void *data, size_t n_bytes, const char *
  * frame, a reader that stops) keeps an unknown size: nothing reads on to learn it, since a stream (a pipe,
  * /dev/zero) may never end. */
 static void stream_size_known(TfrReader *r) {
-    if (!r->stream || !r->in_eof) return;
-    r->stream = 0;
+    if (!r->size_unknown || !r->in_eof) return;
+    r->size_unknown = 0;
     r->file_n_bytes = r->file_n_read;
 }
 
@@ -418,12 +418,12 @@ int tfr_reader_compression(const TfrReader *r) { return r->compression; }
 const char *tfr_reader_name(const TfrReader *r) { return r->name; }
 uint64_t tfr_reader_file_n_bytes(const TfrReader *r) { return r->file_n_bytes; }
 
-int tfr_reader_size_unknown(const TfrReader *r) { return r->stream; }
+int tfr_reader_size_unknown(const TfrReader *r) { return r->size_unknown; }
 
 uint64_t tfr_reader_file_n_read(const TfrReader *r) { return r->file_n_read; }
 
 uint64_t tfr_reader_lost_n_bytes(const TfrReader *r) {
-    uint64_t end = r->dead ? (r->stream ? r->file_n_read : r->file_n_bytes) : file_consumed(r);
+    uint64_t end = r->dead ? (r->size_unknown ? r->file_n_read : r->file_n_bytes) : file_consumed(r);
     return end > r->record_file_offset ? end - r->record_file_offset : 0;
 }
 

@@ -95,6 +95,28 @@ void ps_free(ParamServer *ps) {
     free(ps);
 }
 
+int ps_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, int divisor) {
+    const size_t n_blocks = (n_floats + PS_AVG_BLOCK_FLOATS - 1) / PS_AVG_BLOCK_FLOATS;
+    int bad = 0;
+    #pragma omp parallel for schedule(static) if(n_blocks > 8) reduction(|:bad)
+    for (size_t b = 0; b < n_blocks; b++) {
+        const size_t lo = b * PS_AVG_BLOCK_FLOATS;
+        const size_t hi = lo + PS_AVG_BLOCK_FLOATS < n_floats ? lo + PS_AVG_BLOCK_FLOATS : n_floats;
+        /* The rows in locals: read through g in the loops, each store to out might change them, and nothing
+         * would vectorize. */
+        const float *g0 = g[0], *g1 = n > 1 ? g[1] : NULL;
+        if (n == 1) memcpy(out + lo, g0 + lo, (hi - lo) * sizeof(float));
+        else
+            for (size_t i = lo; i < hi; i++) out[i] = g0[i] + g1[i]; /* g[0], plus g[1]: the order of the sum */
+        for (int k = 2; k < n; k++) {
+            const float *gk = g[k];
+            for (size_t i = lo; i < hi; i++) out[i] += gk[i];
+        }
+        if (divisor != 1) bad |= count_divide(out + lo, hi - lo, divisor);
+    }
+    return bad;
+}
+
 int ps_average_grads(ParamServer *ps) {
     const size_t n = ps->spec.n_params;
     const int n_towers = ps->n_towers;
@@ -116,19 +138,7 @@ int ps_average_grads(ParamServer *ps) {
         return bad ? -1 : 0;
     }
     ps->mean = grads;
-    #pragma omp parallel for schedule(static) if(n_blocks > 8) reduction(|:bad)
-    for (size_t b = 0; b < n_blocks; b++) {
-        const size_t lo = b * PS_AVG_BLOCK_FLOATS;
-        const size_t hi = lo + PS_AVG_BLOCK_FLOATS < n ? lo + PS_AVG_BLOCK_FLOATS : n;
-        const float *g0 = tg[0], *g1 = tg[1];
-        for (size_t i = lo; i < hi; i++) grads[i] = g0[i] + g1[i]; /* tower 0, plus tower 1: the order of the sum */
-        for (int t = 2; t < n_towers; t++) {
-            const float *g = tg[t];
-            for (size_t i = lo; i < hi; i++) grads[i] += g[i];
-        }
-        bad |= count_divide(grads + lo, hi - lo, n_towers);
-    }
-    return bad ? -1 : 0;
+    return ps_sum_in_order(grads, (const float *const *)tg, n_towers, n, n_towers) ? -1 : 0;
 }
 
 /* The optimizer's elementwise update on the trainable variables only, one

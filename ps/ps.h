@@ -114,6 +114,14 @@ void ps_free(ParamServer *ps);
  * with the pointer tables.  For memory bounds; never fails. */
 size_t ps_host_n_bytes(const ParamServer *ps);
 
+/* out = (g[0] + g[1] + ... + g[n-1]) / divisor per element, left to right,
+ * in blocks on the OpenMP threads, bitwise the serial loop for any thread
+ * count; divisor 1 divides nothing, any other count_divide's way (ps/optimizer.h).
+ * out: (n_floats); g: [n >= 1] -> (n_floats).  ps_average_grads' sum, and the
+ * MPI modes' (train/).  Returns 1 when a quotient is infinite or NaN (tested
+ * where it divides), else 0. */
+int ps_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, int divisor);
+
 /* grads = (sum over towers in order 0..n-1 of tower_grads[t]) / n_towers:
  * per element, s = g0; s += g1; ...; grads = s / (float)n_towers.
  * OpenMP over elements; bitwise equal to that serial loop.  With one tower

@@ -129,13 +129,6 @@ double train_tower_weight(const Trainer *tr, int shard_n);
 int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
                          size_t err_n_bytes);
 
-/* out = (g[0] + g[1] + ... + g[n-1]) / divisor per element, left to right,
- * in blocks of TRAIN_SUM_BLOCK_FLOATS on the OpenMP threads: ps_average_grads'
- * operations (count_divide's), so with divisor n the result is bitwise its;
- * divisor 1 divides nothing.  out: (n_floats); g: [n] -> (n_floats).  The MPI
- * modes' sums. */
-#define TRAIN_SUM_BLOCK_FLOATS 4096
-void train_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, int divisor);
 
 /* replicated_nccl's parts that replicated_nccl_mpi shares (train/mode_replicated_nccl.c; CUDA builds with
  * NCCL only).  train_nccl_update_moving: after the update, batch norm's moving statistics from the towers'

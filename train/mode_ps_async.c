@@ -838,7 +838,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     tr->times.average.start_sec = tower_now_sec();
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
-    train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, T);
+    ps_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, T);
     /* The towers' shares of batch norm's moving statistics (their gradient buffers are free now). */
     if (st->n_moving > 0 && train_moving_shares(tr, st->shares, err, err_n_bytes) != 0) {
         omp_set_num_threads(threads_before);

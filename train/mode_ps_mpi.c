@@ -77,7 +77,6 @@
 #include "ps/placement.h"
 #include "train/mode.h"
 
-#define SUM_BLOCK_FLOATS TRAIN_SUM_BLOCK_FLOATS
 
 typedef struct {
     int n_ps;              /* parameter-server ranks: 0 .. n_ps - 1 */
@@ -243,19 +242,9 @@ oom:
 /* st->mean = (recv[0] + recv[1] + ... + recv[W-1]) / n per element, in
  * worker order.  1 when a mean is not finite. */
 static int mean_of_workers(PsMpiState *st, int W, size_t own, int n) {
-    const size_t n_blocks = (own + SUM_BLOCK_FLOATS - 1) / SUM_BLOCK_FLOATS;
-    int bad = 0;
-    #pragma omp parallel for schedule(static) if(n_blocks > 8) reduction(|:bad)
-    for (size_t b = 0; b < n_blocks; b++) {
-        const size_t lo = b * SUM_BLOCK_FLOATS, hi = lo + SUM_BLOCK_FLOATS < own ? lo + SUM_BLOCK_FLOATS : own;
-        memcpy(st->mean + lo, st->recv + lo, (hi - lo) * sizeof(float));
-        for (int r = 1; r < W; r++) {
-            const float *g = st->recv + (size_t)r * own;
-            for (size_t i = lo; i < hi; i++) st->mean[i] += g[i];
-        }
-        bad |= count_divide(st->mean + lo, hi - lo, n);
-    }
-    return bad;
+    const float *g[W];
+    for (int r = 0; r < W; r++) g[r] = st->recv + (size_t)r * own;
+    return ps_sum_in_order(st->mean, g, W, own, n);
 }
 
 /* The owner's update of its shard: the optimizer on each of its variables
@@ -309,7 +298,7 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     const int threads_before = omp_get_max_threads();
     omp_set_num_threads(tr->server_threads);
     if (T > 0) {
-        train_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1); /* no divide */
+        ps_sum_in_order(ps->grads, (const float *const *)ps->tower_grads, T, ps->spec.n_params, 1); /* no divide */
         ps_shards_pack(&st->sh, &tr->spec, 0, R, ps->grads, st->packed);
     }
     ranks_alltoallv(st->packed, T > 0 ? st->sh.counts : st->no_counts, st->sh.displs, st->recv, st->recv_counts,

@@ -131,21 +131,6 @@ int train_ranks_agree(Trainer *tr, float *stats, int rc, const int *shard_n, flo
     return diverged ? -2 : 1;
 }
 
-void train_sum_in_order(float *out, const float *const *g, int n, size_t n_floats, int divisor) {
-    const size_t n_blocks = (n_floats + TRAIN_SUM_BLOCK_FLOATS - 1) / TRAIN_SUM_BLOCK_FLOATS;
-    #pragma omp parallel for schedule(static) if(n_blocks > 8)
-    for (size_t b = 0; b < n_blocks; b++) {
-        const size_t lo = b * TRAIN_SUM_BLOCK_FLOATS;
-        const size_t hi = lo + TRAIN_SUM_BLOCK_FLOATS < n_floats ? lo + TRAIN_SUM_BLOCK_FLOATS : n_floats;
-        if (n == 1) memcpy(out + lo, g[0] + lo, (hi - lo) * sizeof(float));
-        else
-            for (size_t i = lo; i < hi; i++) out[i] = g[0][i] + g[1][i]; /* g[0], plus g[1]: the order of the sum */
-        for (int k = 2; k < n; k++)
-            for (size_t i = lo; i < hi; i++) out[i] += g[k][i];
-        if (divisor != 1) count_divide(out + lo, hi - lo, divisor);
-    }
-}
-
 /* The towers on their replicas, the agreement on the step's outcome, the
  * gather, the ordered mean, each replica's update, global_step + 1. */
 static int step_common(Trainer *tr, PipelineBatch *batch, float *loss, int gather, char *err, size_t err_n_bytes) {
@@ -165,7 +150,7 @@ static int step_common(Trainer *tr, PipelineBatch *batch, float *loss, int gathe
     const float *g[PIPELINE_MAX_SHARDS];
     if (!gather) { /* --all_reduce mpi_allreduce: this rank's towers in tower order, then MPI_SUM across ranks */
         for (int t = 0; t < T; t++) g[t] = ps->tower_grads[t];
-        train_sum_in_order(ps->grads, g, T, M, 1);
+        ps_sum_in_order(ps->grads, g, T, M, 1);
         ranks_allreduce_sum(ps->grads, M);
         count_divide(ps->grads, M, R * T);
     } else if (R == 1) {
@@ -175,7 +160,7 @@ static int step_common(Trainer *tr, PipelineBatch *batch, float *loss, int gathe
         ranks_allgather(st->send, st->recv, (size_t)T * M * sizeof(float));
         for (int k = 0; k < R * T; k++) g[k] = st->recv + (size_t)k * M;
     }
-    if (gather) train_sum_in_order(ps->grads, g, R * T, M, R * T);
+    if (gather) ps_sum_in_order(ps->grads, g, R * T, M, R * T);
     tr->times.average.end_sec = tr->times.apply.start_sec = tower_now_sec();
     for (int t = 0; t < T; t++) ps_replica_apply(ps, t, ps->grads, tr->step_lr);
     ps_finish_replicated_step(ps, tr->step_lr);
