@@ -440,7 +440,8 @@ static inline uint8_t round_u8(float v) {
  * to 224 x 224 resize, with horizontal_rgb_avx2 (bench/RESULTS.md).  The AVX2 loop must call the AVX2
  * horizontal pass: a baseline (SSE) function called from AVX2 code was
  * slower than no clones at all. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(IMAGEFOLDER_RESIZE_BASELINE)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(IMAGEFOLDER_RESIZE_BASELINE) && \
+    !defined(TOWER_SANITIZE_THREAD) /* ThreadSanitizer: see WINO_CLONES in model/winograd.c */
 #define RESIZE_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define RESIZE_CLONES

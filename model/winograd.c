@@ -41,7 +41,15 @@
 #include <omp.h>
 #include <string.h>
 
+/* No clones under ThreadSanitizer (the TOWER_SANITIZE_THREAD build): the
+ * loader runs an ifunc's resolver before the sanitizer's runtime starts,
+ * and an instrumented resolver crashes there (the baseline clone is the
+ * same additions). */
+#if defined(TOWER_SANITIZE_THREAD)
+#define WINO_CLONES
+#else
 #define WINO_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
 
 enum { XI = 16 }; /* cells of the transform domain: a 4x4 input tile per 2x2 output tile */
 

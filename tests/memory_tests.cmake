@@ -11,7 +11,7 @@
 # (bench/RESULTS.md).  Needs bench/gen_records (TOWER_BENCH); skipped (77)
 # under the sanitizers, whose shadow memory no bound of Tower's covers.
 if(TARGET tower AND TOWER_BENCH)
-  if(TOWER_SANITIZE)
+  if(TOWER_SANITIZE OR TOWER_SANITIZE_THREAD)
     add_test(NAME test_memory_bound COMMAND sh -c "echo 'skipped: peak RSS under the address sanitizer is not bounded by Tower'; exit 77")
   else()
     add_test(NAME test_memory_bound
