@@ -205,6 +205,24 @@ static void target_size(int S, ImageFolderResizeMode mode, int H, int W, int *tH
     }
 }
 
+/* rgb (W, 3) from one row of a CMYK JPEG as libjpeg gives it, cmyk (W, 4),
+ * as PIL's Image.open(...).convert("RGB") makes it: PIL reads every CMYK
+ * JPEG as Adobe's inverted CMYK (each byte 255 - v: Photoshop, which wrote
+ * most of them, stores the inks inverted), then converts with
+ * R = (255 - K) - round(C (255 - K) / 255), G and B alike (Pillow's
+ * cmyk2rgb, its rounded MULDIV255).  With the inversion undone that is
+ * k - round((255 - c) k / 255) on the stored bytes c, k. */
+static void cmyk_to_rgb(uint8_t *rgb, const uint8_t *cmyk, unsigned W) {
+    for (unsigned x = 0; x < W; x++) {
+        const int nk = cmyk[4 * x + 3]; /* 255 - K, K = 255 - the stored byte */
+        for (int j = 0; j < 3; j++) {
+            const int c = 255 - cmyk[4 * x + j];
+            const int t = c * nk + 128;
+            rgb[3 * x + j] = (uint8_t)(nk - (((t >> 8) + t) >> 8));
+        }
+    }
+}
+
 /* JPEG to RGB, from the open file f, or from the file's bytes (data,
  * n_bytes) when f is NULL.  S > 0: decode at the smallest of libjpeg's
  * scales 1/8, 1/4, 1/2 whose output still covers the target size of
@@ -220,7 +238,8 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
                        int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     struct jpeg_decompress_struct cinfo;
     JpegError jerr;
-    uint8_t *volatile buf = NULL; /* malloc'ed here (no scr) */
+    uint8_t *volatile buf = NULL;  /* malloc'ed here (no scr) */
+    uint8_t *volatile cmyk = NULL; /* (output_width, 4) one CMYK row, for a CMYK or YCCK JPEG */
     memset(&jerr, 0, sizeof jerr);
     cinfo.err = jpeg_std_error(&jerr.pub);
     jerr.pub.error_exit = jpeg_on_error;
@@ -229,6 +248,7 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
         snprintf(err, err_n, "%s: JPEG does not decode: %s", path, jerr.msg);
         jpeg_destroy_decompress(&cinfo);
         free(buf);
+        free(cmyk);
         return -1;
     }
     jpeg_create_decompress(&cinfo);
@@ -237,7 +257,10 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     if (f) jpeg_stdio_src(&cinfo, f);
     else jpeg_mem_src(&cinfo, data, (unsigned long)n_bytes);
     jpeg_read_header(&cinfo, TRUE);
-    cinfo.out_color_space = JCS_RGB;
+    /* libjpeg converts YCbCr, grey and RGB to RGB, not CMYK: a CMYK or YCCK JPEG (print work; 22 of
+     * ImageNet's training images) is read as CMYK and converted below, as PIL converts it. */
+    const int is_cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+    cinfo.out_color_space = is_cmyk ? JCS_CMYK : JCS_RGB;
     *orig_H = (int)cinfo.image_height;
     *orig_W = (int)cinfo.image_width;
     int M = 8;
@@ -276,14 +299,24 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
         jpeg_destroy_decompress(&cinfo);
         return -1;
     }
+    if (is_cmyk && !(cmyk = malloc((size_t)cinfo.output_width * 4))) {
+        snprintf(err, err_n, "%s: out of memory for a %u x %u CMYK image", path, cinfo.output_width,
+                 cinfo.output_height);
+        jpeg_destroy_decompress(&cinfo);
+        free(buf);
+        return -1;
+    }
     while (cinfo.output_scanline < cinfo.output_height) {
-        JSAMPROW row = out + row_n_bytes * cinfo.output_scanline;
+        uint8_t *rgb = out + row_n_bytes * cinfo.output_scanline;
+        JSAMPROW row = is_cmyk ? cmyk : rgb;
         jpeg_read_scanlines(&cinfo, &row, 1);
+        if (is_cmyk) cmyk_to_rgb(rgb, cmyk, cinfo.output_width);
     }
     jpeg_finish_decompress(&cinfo);
     *H = (int)cinfo.output_height;
     *W = (int)cinfo.output_width;
     jpeg_destroy_decompress(&cinfo);
+    free(cmyk);
     if (jerr.truncated) {
         snprintf(err, err_n, "%s: JPEG is truncated (premature end of data)", path);
         free(buf);

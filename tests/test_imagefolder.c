@@ -85,6 +85,36 @@ static void write_jpeg(const char *path, int H, int W, int C, const uint8_t *pix
     fclose(f);
 }
 
+/* A CMYK JPEG of pixels (H, W, 4) as stored (Adobe's inverted inks: 255 = none), written by libjpeg
+ * with its Adobe marker, the four channels kept (JCS_CMYK) or transformed (JCS_YCCK). */
+static void write_jpeg_cmyk(const char *path, int H, int W, const uint8_t *pixels, J_COLOR_SPACE stored) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr jerr;
+    c.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&c);
+    jpeg_stdio_dest(&c, f);
+    c.image_width = (JDIMENSION)W;
+    c.image_height = (JDIMENSION)H;
+    c.input_components = 4;
+    c.in_color_space = JCS_CMYK;
+    jpeg_set_defaults(&c);
+    jpeg_set_colorspace(&c, stored);
+    jpeg_set_quality(&c, 100, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * W * 4);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    fclose(f);
+}
+
 static void write_bytes(const char *path, const void *data, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(data, 1, n, f) != n) {
@@ -643,6 +673,56 @@ static int load_one(const char *path, int S, const char *mode_name, const char *
     return ok ? 0 : 1;
 }
 
+/* CMYK and YCCK JPEGs (libjpeg gives no RGB for them) decode to PIL's RGB:
+ * 8 x 8 blocks of known inks (stored inverted, as Adobe stores them) come
+ * out as the colours they print, within JPEG's error at quality 100; the
+ * pixel-exact comparison with PIL is tests/interop/pil_interop.py's. */
+static void test_cmyk_jpeg(void) {
+    char dir[] = "/tmp/tower_if_cmyk_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    /* stored bytes (255 - ink) c, m, y, k -> the RGB PIL makes of them */
+    static const uint8_t blocks[][7] = {
+        {255, 255, 255, 255, 255, 255, 255}, /* no ink: white */
+        {0, 255, 255, 255, 0, 255, 255},     /* full cyan */
+        {255, 0, 255, 255, 255, 0, 255},     /* full magenta */
+        {255, 255, 0, 255, 255, 255, 0},     /* full yellow */
+        {255, 255, 255, 0, 0, 0, 0},         /* full black */
+        {255, 255, 255, 128, 128, 128, 128}, /* half black: k - round((255 - c) k / 255) = 128 */
+        {128, 255, 255, 255, 128, 255, 255}, /* half cyan */
+        {55, 155, 205, 200, 43, 122, 161},   /* a mixture: 200 - round(200 x 200 / 255) = 43, ... */
+    };
+    const int n_blocks = (int)(sizeof blocks / sizeof blocks[0]), H = 8, W = 8 * n_blocks;
+    uint8_t *cmyk = malloc((size_t)H * W * 4);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) memcpy(cmyk + ((size_t)y * W + x) * 4, blocks[x / 8], 4);
+    const J_COLOR_SPACE stored[2] = {JCS_CMYK, JCS_YCCK};
+    for (int t = 0; t < 2; t++) {
+        char p[1200], err[512];
+        snprintf(p, sizeof p, "%s/%s.jpg", dir, t ? "ycck" : "cmyk");
+        write_jpeg_cmyk(p, H, W, cmyk, stored[t]);
+        uint8_t *pix = NULL;
+        int dH = 0, dW = 0;
+        CHECK(imagefolder_decode(p, &pix, &dH, &dW, err, sizeof err) == 0 && dH == H && dW == W,
+              "%s JPEG decodes: %s", t ? "YCCK" : "CMYK", err);
+        if (pix) {
+            int worst = 0;
+            for (int b = 0; b < n_blocks; b++)
+                for (int j = 0; j < 3; j++) { /* the block's centre pixel */
+                    const int d = abs((int)pix[((size_t)4 * W + 8 * b + 4) * 3 + j] - blocks[b][4 + j]);
+                    worst = d > worst ? d : worst;
+                }
+            CHECK(worst <= 3, "%s JPEG: a block's colour is %d levels from PIL's", t ? "YCCK" : "CMYK", worst);
+        }
+        free(pix);
+        remove(p);
+    }
+    free(cmyk);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "make")) {
         make_dataset(argv[2], atoi(argv[3]));
@@ -654,6 +734,7 @@ int main(int argc, char **argv) {
     test_folder();
     test_center_crop_offset();
     test_warning_escaped();
+    test_cmyk_jpeg();
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;

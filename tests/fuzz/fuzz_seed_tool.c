@@ -100,6 +100,7 @@ static void write_png(const char *dir, const char *name, int W, int H, int color
 
 typedef struct {
     int grey, progressive, restart, arith, subsample;
+    int cmyk; /* 1: four channels stored as CMYK, 2: as YCCK (Adobe's transform) */
 } JpegKind;
 
 static void write_jpeg(const char *dir, const char *name, int W, int H, JpegKind k) {
@@ -114,9 +115,10 @@ static void write_jpeg(const char *dir, const char *name, int W, int H, JpegKind
     jpeg_stdio_dest(&c, f);
     c.image_width = (JDIMENSION)W;
     c.image_height = (JDIMENSION)H;
-    c.input_components = k.grey ? 1 : 3;
-    c.in_color_space = k.grey ? JCS_GRAYSCALE : JCS_RGB;
+    c.input_components = k.grey ? 1 : k.cmyk ? 4 : 3;
+    c.in_color_space = k.grey ? JCS_GRAYSCALE : k.cmyk ? JCS_CMYK : JCS_RGB;
     jpeg_set_defaults(&c);
+    if (k.cmyk == 2) jpeg_set_colorspace(&c, JCS_YCCK);
     jpeg_set_quality(&c, 80, TRUE);
     if (!k.grey) {
         int h = k.subsample ? 2 : 1;
@@ -127,7 +129,7 @@ static void write_jpeg(const char *dir, const char *name, int W, int H, JpegKind
     if (k.restart) c.restart_interval = 1;
     if (k.arith) c.arith_code = TRUE;
     jpeg_start_compress(&c, TRUE);
-    uint8_t *row = malloc((size_t)W * 3);
+    uint8_t *row = malloc((size_t)W * 4);
     if (!row) die("out of memory", NULL);
     for (int y = 0; y < H; y++) {
         for (int x = 0; x < W; x++)
@@ -160,6 +162,8 @@ static int cmd_images(const char *dir) {
     write_jpeg(dir, "restart.jpg", 16, 16, (JpegKind){0, 0, 1, 0, 0});
     write_jpeg(dir, "arith.jpg", 9, 6, (JpegKind){0, 0, 0, 1, 1});
     write_jpeg(dir, "one.jpg", 1, 1, (JpegKind){0, 0, 0, 0, 1});
+    write_jpeg(dir, "cmyk.jpg", 9, 7, (JpegKind){.cmyk = 1});
+    write_jpeg(dir, "ycck.jpg", 8, 10, (JpegKind){.subsample = 1, .cmyk = 2});
     return 0;
 }
 

@@ -8,7 +8,8 @@ resize is PIL's BILINEAR filter (a triangle whose support grows with the
 shrink factor, as `Image.resize` has done since Pillow 2.7), then for
 `center_crop` torchvision's `Resize(S)` + `CenterCrop(S)`.  This script makes
 images with PIL (smooth gradients plus noise, so that both a wrong filter
-and a wrong phase show; RGB and grey PNGs, JPEGs at 4:2:0 and 4:4:4, sizes
+and a wrong phase show; RGB and grey PNGs, JPEGs at 4:2:0 and 4:4:4, CMYK
+JPEGs (libjpeg gives no RGB for them: Tower converts as PIL does), sizes
 that shrink by 1.1x to 7x and enlarge), has HELPER (`test_imagefolder load
 PATH S MODE OUT`, imagefolder_load at full decode) produce Tower's S x S
 RGB, computes PIL's, and compares.
@@ -86,6 +87,8 @@ def main():
         (257, 129, True, "PNG", None, 100, "center_crop"),
         (480, 640, True, "JPEG", None, 32, "resize"),
         (31, 700, False, "PNG", None, 28, "resize"),
+        (375, 500, False, "CMYK", 2, 224, "resize"),
+        (300, 200, False, "CMYK", 0, 64, "center_crop"),
     ]
     failures = 0
     seen_bilinear = []
@@ -93,7 +96,9 @@ def main():
         for i, (h, w, grey, fmt, sub, size, mode) in enumerate(cases):
             path = os.path.join(work, "img%d.%s" % (i, "png" if fmt == "PNG" else "jpg"))
             img = make_image(rng, h, w, grey)
-            if fmt == "JPEG":
+            if fmt == "CMYK":  # a CMYK JPEG (PIL writes Adobe's inverted inks and marker, as Photoshop does)
+                img.convert("CMYK").save(path, "JPEG", quality=90, subsampling=sub)
+            elif fmt == "JPEG":
                 kw = {"quality": 90}
                 if sub is not None:
                     kw["subsampling"] = sub
