@@ -58,7 +58,9 @@ static void write_png(const char *path, int H, int W, uint32_t format, const uin
     }
 }
 
-static void write_jpeg(const char *path, int H, int W, int C, const uint8_t *pixels, int quality) {
+/* pixels (H, W, C) to a JPEG: C 1 grey, 3 RGB, 4 CMYK as stored (Adobe's inverted inks, 255 = none; libjpeg
+ * writes its Adobe marker), kept as CMYK or, with ycck, transformed to YCCK. */
+static void write_jpeg_as(const char *path, int H, int W, int C, const uint8_t *pixels, int quality, int ycck) {
     FILE *f = fopen(path, "wb");
     if (!f) {
         perror(path);
@@ -72,8 +74,9 @@ static void write_jpeg(const char *path, int H, int W, int C, const uint8_t *pix
     c.image_width = (JDIMENSION)W;
     c.image_height = (JDIMENSION)H;
     c.input_components = C;
-    c.in_color_space = C == 3 ? JCS_RGB : JCS_GRAYSCALE;
+    c.in_color_space = C == 4 ? JCS_CMYK : C == 3 ? JCS_RGB : JCS_GRAYSCALE;
     jpeg_set_defaults(&c);
+    if (ycck) jpeg_set_colorspace(&c, JCS_YCCK);
     jpeg_set_quality(&c, quality, TRUE);
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
@@ -85,34 +88,8 @@ static void write_jpeg(const char *path, int H, int W, int C, const uint8_t *pix
     fclose(f);
 }
 
-/* A CMYK JPEG of pixels (H, W, 4) as stored (Adobe's inverted inks: 255 = none), written by libjpeg
- * with its Adobe marker, the four channels kept (JCS_CMYK) or transformed (JCS_YCCK). */
-static void write_jpeg_cmyk(const char *path, int H, int W, const uint8_t *pixels, J_COLOR_SPACE stored) {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr jerr;
-    c.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&c);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = (JDIMENSION)W;
-    c.image_height = (JDIMENSION)H;
-    c.input_components = 4;
-    c.in_color_space = JCS_CMYK;
-    jpeg_set_defaults(&c);
-    jpeg_set_colorspace(&c, stored);
-    jpeg_set_quality(&c, 100, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * W * 4);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    fclose(f);
+static void write_jpeg(const char *path, int H, int W, int C, const uint8_t *pixels, int quality) {
+    write_jpeg_as(path, H, W, C, pixels, quality, 0);
 }
 
 static void write_bytes(const char *path, const void *data, size_t n) {
@@ -698,11 +675,10 @@ static void test_cmyk_jpeg(void) {
     uint8_t *cmyk = malloc((size_t)H * W * 4);
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++) memcpy(cmyk + ((size_t)y * W + x) * 4, blocks[x / 8], 4);
-    const J_COLOR_SPACE stored[2] = {JCS_CMYK, JCS_YCCK};
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 2; t++) { /* stored as CMYK, then as YCCK */
         char p[1200], err[512];
         snprintf(p, sizeof p, "%s/%s.jpg", dir, t ? "ycck" : "cmyk");
-        write_jpeg_cmyk(p, H, W, cmyk, stored[t]);
+        write_jpeg_as(p, H, W, 4, cmyk, 100, t);
         uint8_t *pix = NULL;
         int dH = 0, dW = 0;
         CHECK(imagefolder_decode(p, &pix, &dH, &dW, err, sizeof err) == 0 && dH == H && dW == W,
