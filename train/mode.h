@@ -129,7 +129,6 @@ double train_tower_weight(const Trainer *tr, int shard_n);
 int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *loss, char *err,
                          size_t err_n_bytes);
 
-
 /* replicated_nccl's parts that replicated_nccl_mpi shares (train/mode_replicated_nccl.c; CUDA builds with
  * NCCL only).  train_nccl_update_moving: after the update, batch norm's moving statistics from the towers'
  * (train_update_moving into the host block) written to every tower's device variables; 0, or -1 with err.

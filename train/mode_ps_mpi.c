@@ -77,7 +77,6 @@
 #include "ps/placement.h"
 #include "train/mode.h"
 
-
 typedef struct {
     int n_ps;              /* parameter-server ranks: 0 .. n_ps - 1 */
     PsPlacement rule;
@@ -237,7 +236,6 @@ oom:
              "(out of memory?)", R, M);
     return -1;
 }
-
 
 /* st->mean = (recv[0] + recv[1] + ... + recv[W-1]) / n per element, in
  * worker order.  1 when a mean is not finite. */
