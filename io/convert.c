@@ -408,8 +408,14 @@ int convert_existing_shards(const char *prefix, char ***paths, int *n_paths, cha
         snprintf(err, err_n, "%s: cannot list the output directory: %s", prefix, strerror(e));
         return -1;
     }
-    int rc = 0, cap = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    int rc = 0, cap = 0, read_errno = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            read_errno = errno; /* a read error, not the end: a shard could be missed */
+            break;
+        }
         if (!is_shard_name(e->d_name, base)) continue;
         if (*n_paths == cap) {
             cap = cap ? 2 * cap : 8;
@@ -431,11 +437,12 @@ int convert_existing_shards(const char *prefix, char ***paths, int *n_paths, cha
     }
     closedir(d);
     free(dir);
-    if (rc) {
+    if (rc || read_errno) {
         convert_free_paths(*paths, *n_paths);
         *paths = NULL;
         *n_paths = 0;
-        snprintf(err, err_n, "convert: out of memory");
+        if (read_errno) snprintf(err, err_n, "%s: cannot list the output directory: %s", prefix, strerror(read_errno));
+        else snprintf(err, err_n, "convert: out of memory");
         return -1;
     }
     if (*n_paths > 1) qsort(*paths, (size_t)*n_paths, sizeof **paths, cmp_path);

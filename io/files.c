@@ -5,10 +5,12 @@
  * io_probe_image_shape and the epoch size with io_count_records; the class
  * list beside the data (labels.txt, from `tower convert --from imagefolder`)
  * is recorded in the train dir and compared at evaluation.
- * What it does not do: no directory walking beyond glob(3), no caching.
+ * What it does not do: no directory walking beyond glob(3) (whose read errors
+ * it reports, as glob alone does not), no caching.
  */
 #include "io/pipeline.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <glob.h>
 #include <math.h>
@@ -22,6 +24,62 @@
 #include "io/imagefolder.h"
 
 static int has_wildcard(const char *s) { return strpbrk(s, "*?[") != NULL; }
+
+/* glob(3) ends a directory's listing at readdir's NULL without looking at
+ * errno, so a read error part way through (EIO on a failing disk) would give
+ * fewer files and no error.  io_expand_globs reads directories through
+ * these (GLOB_ALTDIRFUNC), which keep the first error of the calling thread's
+ * glob, and has glob call glob_errfunc for a directory that cannot be opened. */
+typedef struct {
+    DIR *d;
+    char path[]; // the directory, as glob named it
+} GlobDir;
+
+static _Thread_local struct {
+    int errno_value; // 0: no error in this glob
+    char path[1024]; // the directory it happened in
+} glob_failure;
+
+static void glob_note_failure(const char *path, int errno_value) {
+    if (glob_failure.errno_value) return;
+    glob_failure.errno_value = errno_value;
+    snprintf(glob_failure.path, sizeof glob_failure.path, "%s", path);
+}
+
+/* A directory that does not exist is no match (the caller says which
+ * pattern matched nothing); any other error stops glob (1). */
+static int glob_errfunc(const char *path, int errno_value) {
+    if (errno_value == ENOENT) return 0;
+    glob_note_failure(path, errno_value);
+    return 1;
+}
+
+static void *glob_opendir(const char *path) {
+    GlobDir *g = malloc(sizeof *g + strlen(path) + 1);
+    if (!g) return NULL;
+    if (!(g->d = opendir(path))) {
+        const int e = errno;
+        free(g);
+        errno = e;
+        return NULL;
+    }
+    strcpy(g->path, path);
+    return g;
+}
+
+static struct dirent *glob_readdir(void *h) {
+    GlobDir *g = h;
+    errno = 0;
+    struct dirent *e = readdir(g->d);
+    if (!e && errno) glob_note_failure(g->path, errno);
+    return e;
+}
+
+static void glob_closedir(void *h) {
+    GlobDir *g = h;
+    closedir(g->d);
+    free(g);
+}
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -74,7 +132,22 @@ int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_ou
         if (!len) continue;
         glob_t g;
         memset(&g, 0, sizeof g);
-        int grc = glob(item, 0, NULL, &g);
+        g.gl_opendir = glob_opendir;
+        g.gl_readdir = glob_readdir;
+        g.gl_closedir = glob_closedir;
+        g.gl_stat = stat;
+        g.gl_lstat = lstat;
+        glob_failure.errno_value = 0;
+        int grc = glob(item, GLOB_ALTDIRFUNC, glob_errfunc, &g);
+        if (glob_failure.errno_value) {
+            char safe_item[512], safe_dir[1024];
+            snprintf(err, err_n, "pattern '%s': cannot read the directory %s: %s",
+                     escape_str(safe_item, sizeof safe_item, item),
+                     escape_str(safe_dir, sizeof safe_dir, glob_failure.path), strerror(glob_failure.errno_value));
+            globfree(&g);
+            rc = -1;
+            break;
+        }
         if (grc == GLOB_NOMATCH || (grc == 0 && g.gl_pathc == 0)) {
             if (has_wildcard(item)) snprintf(err, err_n, "pattern '%s' matches no files", item);
             else snprintf(err, err_n, "%s: no such file", item);

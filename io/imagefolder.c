@@ -756,14 +756,27 @@ static void warn_line(const FolderState *st, const char *line) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Sorted names of dir's entries, without "." ".." and dot files.  0 or -1 (errno set). */
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Sorted names of dir's entries, without "." ".." and dot files.  0 or -1
+ * (errno set): a read error part way through (readdir's NULL with errno set,
+ * EIO on a failing disk) fails the listing, so a folder is never read as
+ * holding fewer images than it does. */
 static int list_dir(const char *dir, char ***names, int *n_names) {
     DIR *d = opendir(dir);
     if (!d) return -1;
     char **v = NULL;
-    int n = 0, cap = 0;
+    int n = 0, cap = 0, read_errno = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    for (;;) {
+        errno = 0;
+        if (!(e = readdir(d))) {
+            read_errno = errno;
+            break;
+        }
         if (e->d_name[0] == '.') continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
@@ -775,21 +788,20 @@ static int list_dir(const char *dir, char ***names, int *n_names) {
         n++;
     }
     closedir(d);
+    if (read_errno) {
+        free_names(v, n);
+        errno = read_errno;
+        return -1;
+    }
     if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_str);
     *names = v;
     *n_names = n;
     return 0;
 oom:
     closedir(d);
-    for (int i = 0; i < n; i++) free(v[i]);
-    free(v);
+    free_names(v, n);
     errno = ENOMEM;
     return -1;
-}
-
-static void free_names(char **names, int n) {
-    for (int i = 0; i < n; i++) free(names[i]);
-    free(names);
 }
 
 static void folder_close(ConvertSource *s) {
@@ -1266,7 +1278,7 @@ int imagefolder_is_folder(const char *path) {
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
     char **names;
     int n, found = 0;
-    if (list_dir(path, &names, &n) != 0) return 0;
+    if (list_dir(path, &names, &n) != 0) return 1; /* opening it as a folder says why it cannot be read */
     size_t len = strlen(path);
     for (int i = 0; i < n && !found; i++) {
         char *p = malloc(len + strlen(names[i]) + 2);

@@ -155,7 +155,9 @@ const char *imagefolder_file(const ConvertSource *src, long i, int *label);
 uint64_t imagefolder_files_n_bytes(const ConvertSource *src);
 
 /* 1 when path is a directory holding at least one subdirectory (a class
- * folder): an image folder as `--data`.  A directory of files only is not. */
+ * folder): an image folder as `--data`.  A directory of files only is not.
+ * A directory that cannot be listed counts as one, so that opening it
+ * (convert_open_imagefolder) reports the read error with its errno. */
 int imagefolder_is_folder(const char *path);
 
 /* The bytes convert_open_imagefolder's listing of dir holds (file paths,

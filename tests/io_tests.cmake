@@ -9,6 +9,9 @@ tower_add_test(NAME test_io_example SOURCES test_io_example.c LIBS tower_io)
 tower_add_test(NAME test_io_pipeline SOURCES test_io_pipeline.c LIBS tower_io)
 tower_add_test(NAME test_io_pipeline_imagefolder SOURCES test_io_pipeline_imagefolder.c LIBS tower_io)
 tower_add_test(NAME test_io_convert SOURCES test_io_convert.c LIBS tower_io)
+# readdir and opendir wrapped, to fail a listing part way through (a read error is not the end of a directory).
+tower_add_test(NAME test_io_list_fault SOURCES test_io_list_fault.c LIBS tower_io)
+target_link_options(test_io_list_fault PRIVATE -Wl,--wrap=readdir,--wrap=opendir)
 # The subcommands' own sources, linked into the test (cmd/main.c is not needed).
 tower_add_test(NAME test_io_cli
   SOURCES test_io_cli.c ${CMAKE_SOURCE_DIR}/cmd/cmd_convert.c ${CMAKE_SOURCE_DIR}/cmd/cmd_inspect.c ${CMAKE_SOURCE_DIR}/base/flags.c
