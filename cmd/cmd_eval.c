@@ -13,13 +13,21 @@
  * evaluations together) with TensorFlow's tag "Precision @ 1", the loss and
  * the cross-entropy, at the checkpoint's global step.  On a terminal a
  * progress line follows long evaluations (cmd/progress.h).
+ *
+ * With --eval_interval_secs N it keeps watching --checkpoint_dir, as
+ * TensorFlow's cifar10_eval.py does beside a training run: every N seconds
+ * the latest checkpoint, when it is not the one evaluated last, is
+ * evaluated and added to the same events file, until a checkpoint of
+ * --until_step or later is evaluated, or SIGINT / SIGTERM.
  */
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/memory.h"
 #include "cmd/commands.h"
@@ -31,9 +39,15 @@
 typedef struct {
     const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression, *eval_dir, *labels, *resize_mode;
     int batch_size, num_classes, image_size, no_moving_average, confusion_matrix, input_threads, skip_corrupt;
-    int no_progress;
+    int no_progress, eval_interval_secs;
+    long until_step;
     float max_corrupt_fraction;
 } EvalOptions;
+
+/* Watching (--eval_interval_secs): the SIGINT or SIGTERM received, or 0. */
+static volatile sig_atomic_t eval_stop = 0;
+
+static void on_eval_signal(int sig) { eval_stop = sig; }
 
 /* The pipeline's warnings (reader thread), with the progress line erased first. */
 static void eval_warn(void *ctx, const char *line) { progress_warn((Progress *)ctx, stderr, line); }
@@ -58,6 +72,8 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
+        {"eval_interval_secs", FLAG_INT, &o->eval_interval_secs, "keep watching --checkpoint_dir: every this many seconds, evaluate its latest checkpoint when it is new (cifar10_eval.py's loop), until --until_step or SIGINT/SIGTERM", FLAG_RANGE(0, 86400, "[]", "0: evaluate once")},
+        {"until_step", FLAG_LONG, &o->until_step, "with --eval_interval_secs: stop after evaluating a checkpoint of this step or later", FLAG_RANGE(0, INFINITY, "[)", "0: until SIGINT or SIGTERM")},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     if (flags) memcpy(flags, table, sizeof table);
@@ -107,6 +123,398 @@ static long count_examples(const ConvertSource *listing, char **files, int n_fil
     return io_count_records((const char *const *)files, n_files, compression, err, err_n_bytes);
 }
 
+/* One evaluation of the checkpoint read from path (ck and spec, from
+ * cmd_read_checkpoint; the caller frees them): the checks against the
+ * flags, the data, one pass over it, the lines on stdout and, unless
+ * --eval_dir none, one event at the checkpoint's global step.  *events_io is
+ * opened here when NULL (the first evaluation) and left open: the caller
+ * closes it.  Returns 0; 1 after one line on stderr; 2 when SIGINT or
+ * SIGTERM arrived while watching (nothing printed or recorded for it). */
+static int eval_checkpoint(const EvalOptions *o, int compression, const char *path, const CkptContents *ck,
+                           const ModelSpec *spec, EventWriter **events_io) {
+    char err[1024];
+    if (o->num_classes != spec->num_classes) {
+        cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o->num_classes, path,
+                spec->num_classes);
+        return 1;
+    }
+    if (o->image_size > 0 && (o->image_size != spec->H || o->image_size != spec->W)) {
+        cmd_errorf("tower eval: --image_size %d but %s was trained on %dx%d inputs\n", o->image_size, path, spec->H,
+                spec->W);
+        return 1;
+    }
+    const float *params = (!o->no_moving_average && ck->ema) ? ck->ema : ck->params;
+
+    char **files = NULL;
+    int n_files = 0, H, W, C, is_float, exit_code = 1;
+    Pipeline *pipe = NULL;
+    ConvertSource *listing = NULL; /* an image folder's, listed once: the count and the pipeline's files */
+    ModelActs *acts = NULL;
+    float *logits = NULL;
+    long *confusion = NULL;
+    /* The events file: opened at the first evaluation, kept open by the caller for the next. */
+    if (!*events_io) {
+        char edir[4096];
+        events_dir(edir, sizeof edir, o->eval_dir, path);
+        if (edir[0] && cmd_make_dirs(edir) != 0) {
+            cmd_errorf("tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
+                    edir, strerror(errno));
+            goto done;
+        }
+        if (edir[0] && !(*events_io = event_writer_open(edir, err, sizeof err))) {
+            cmd_errorf("tower eval: %s (--eval_dir none writes no events file)\n", err);
+            goto done;
+        }
+    }
+    EventWriter *events = *events_io;
+    const int image_folder = imagefolder_is_folder(o->data);
+    char ckpt_labels[4096];
+    const char *labels_file = o->labels[0] ? o->labels : NULL;
+    if (image_folder) {
+        /* The class list: --labels, or the one the checkpoint was trained with, so that the folders map to its
+         * label numbers by name (a split may lack a class); --labels is compared with the checkpoint's. */
+        struct stat sb;
+        if (io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0 && stat(ckpt_labels, &sb) == 0) {
+            if (!labels_file) {
+                labels_file = ckpt_labels;
+            } else {
+                int lrc = io_labels_compare(ckpt_labels, labels_file, err, sizeof err);
+                if (lrc != 0) {
+                    if (lrc > 0)
+                        cmd_errorf("tower eval: --labels differs from the checkpoint's class list, so its label "
+                                "numbers name other classes: %s\n", err);
+                    else cmd_errorf("tower eval: %s\n", err);
+                    goto done;
+                }
+            }
+        }
+        if (spec->H != spec->W) {
+            cmd_errorf("tower eval: the checkpoint's model takes %dx%d inputs; an image folder decodes to squares\n",
+                    spec->H, spec->W);
+            goto done;
+        }
+        H = W = spec->H;
+        C = spec->C;
+        is_float = 0;
+    } else if (labels_file) {
+        cmd_errorf("tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
+                   "labels.txt beside the files)\n");
+        goto done;
+    } else if (io_expand_globs(o->data, &files, &n_files, err, sizeof err) != 0 ||
+               io_check_regular_files(files, n_files, err, sizeof err) != 0) {
+        cmd_errorf("tower eval: --data: %s\n", err);
+        goto done;
+    }
+    /* The class list: labels.txt beside the data against the one the checkpoint was trained with. */
+    char data_labels[4096];
+    if (!image_folder && io_labels_path(data_labels, sizeof data_labels, files[0]) == 0 &&
+        io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
+        int lrc = io_labels_compare(ckpt_labels, data_labels, err, sizeof err);
+        if (lrc > 0) {
+            cmd_errorf("tower eval: the data's class list differs from the checkpoint's, so its label numbers name other "
+                       "classes: %s (convert the split with --labels %s)\n", err, ckpt_labels);
+            goto done;
+        }
+        if (lrc < 0) {
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+    }
+    if (!image_folder && io_probe_image_shape(files[0], o->image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
+        cmd_errorf("tower eval: %s\n", err);
+        goto done;
+    }
+    if (C != spec->C || H < spec->H || W < spec->W) {
+        cmd_errorf("tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
+                files[0], H, W, C, spec->H, spec->W, spec->C);
+        goto done;
+    }
+    int is_cifar = spec->kind == MODEL_CIFAR10;
+    if (!is_cifar && (H != spec->H || W != spec->W)) {
+        cmd_errorf("tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
+                files[0], H, W, spec->H, spec->W);
+        goto done;
+    }
+    Progress bar; /* started (disabled) before the listing and the pipeline, whose warnings erase it */
+    progress_start(&bar, stdout, 0, "eval", "ex", 0, 0, 0.5);
+    if (image_folder) {
+        /* Listed once: the count below and the pipeline's files (pc.image_listing, closed after the pipeline). */
+        ImageFolderConfig ic;
+        imagefolder_config_defaults(&ic);
+        ic.labels_file = labels_file;
+        ic.warn = eval_warn;
+        ic.warn_ctx = &bar;
+        if (!(listing = convert_open_imagefolder(o->data, &ic, err, sizeof err))) {
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+    }
+    /* The batch: at most the examples the set holds, where they are counted (a folder's listing; one pass over
+     * the records, CRCs only): for the progress line, or when the batch asked for does not fit in memory. */
+    const int live = progress_wanted(stdout, o->no_progress);
+    long n_records = live ? count_examples(listing, files, n_files, compression, err, sizeof err) : -1;
+    int batch = o->batch_size;
+    if (n_records > 0 && n_records < batch) batch = (int)n_records;
+    PipelineConfig pc;
+    pipeline_config_defaults(&pc);
+    pc.files = (const char *const *)files;
+    pc.n_files = n_files;
+    pc.image_key = o->image_key;
+    pc.label_key = o->label_key;
+    pc.compression = compression;
+    pc.in_H = H;
+    pc.in_W = W;
+    pc.in_C = C;
+    pc.image_float = is_float;
+    pc.out_H = spec->H;
+    pc.out_W = spec->W;
+    pc.num_classes = spec->num_classes;
+    pc.augment = is_cifar ? AUGMENT_CIFAR_EVAL : AUGMENT_MNIST;
+    pc.n_shards = 1;
+    pc.shard_sizes[0] = batch;
+    pc.shuffle = 0;
+    pc.num_epochs = 1;
+    pc.drop_remainder = 0;
+    pc.skip_corrupt = o->skip_corrupt;
+    pc.max_corrupt_fraction = o->max_corrupt_fraction;
+    if (image_folder) {
+        pc.image_dir = o->data;
+        pc.image_listing = listing;
+        pc.labels_file = labels_file;
+        pc.resize_mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
+    }
+    pc.warn = eval_warn;
+    pc.warn_ctx = &bar;
+    if (o->input_threads > 0) pc.n_workers = o->input_threads;
+    pc.alloc = host_alloc_default();
+    const size_t image_n_bytes = (size_t)H * W * C * (is_float ? 4 : 1);
+    if (!eval_memory_fits(&pc, spec, batch, image_n_bytes, 0) && n_records < 0) {
+        n_records = count_examples(listing, files, n_files, compression, err, sizeof err);
+        if (n_records > 0 && n_records < batch) batch = pc.shard_sizes[0] = (int)n_records;
+    }
+    if (!eval_memory_fits(&pc, spec, batch, image_n_bytes, 1)) goto done;
+    pipe = pipeline_open(&pc, err, sizeof err);
+    acts = model_acts_create(spec, batch);
+    if (acts) model_acts_set_training(acts, 0); /* evaluation: batch norm's moving statistics, no dropout */
+    logits = malloc((size_t)batch * spec->num_classes * sizeof(float));
+    confusion = calloc((size_t)spec->num_classes * spec->num_classes, sizeof(long));
+    if (!pipe) {
+        cmd_errorf("tower eval: %s\n", err);
+        goto done;
+    }
+    if (!acts || !logits || !confusion) {
+        cmd_errorf("tower eval: out of memory for batch %d\n", batch);
+        goto done;
+    }
+    long n_expected = live ? n_records : 0;
+    progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
+    long n_total = 0, n_correct = 0;
+    double loss_sum = 0.0, total_loss_sum = 0.0;
+    for (;;) {
+        PipelineBatch *b;
+        int got = pipeline_next(pipe, &b, err, sizeof err);
+        if (got < 0) {
+            progress_clear(&bar);
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+        if (got == 0) break;
+        if (eval_stop) { /* watching, and asked to stop: this evaluation is not recorded */
+            progress_clear(&bar);
+            exit_code = 2;
+            goto done;
+        }
+        float ce;
+        float total_loss = model_forward(logits, &ce, acts, b->x, b->labels, params, b->n);
+        for (int i = 0; i < b->n; i++) {
+            const float *l = logits + (size_t)i * spec->num_classes;
+            int best = 0;
+            for (int k = 1; k < spec->num_classes; k++)
+                if (l[k] > l[best]) best = k;
+            n_correct += best == b->labels[i];
+            confusion[(size_t)b->labels[i] * spec->num_classes + best]++;
+        }
+        loss_sum += (double)ce * b->n;
+        total_loss_sum += (double)total_loss * b->n;
+        n_total += b->n;
+        pipeline_release(pipe, b);
+        char post[96];
+        snprintf(post, sizeof post, "%ld examples, precision %.3f", n_total, (double)n_correct / (double)n_total);
+        progress_update(&bar, n_total, post);
+    }
+    if (n_total > 0) {
+        char post[96];
+        snprintf(post, sizeof post, "%ld examples, precision %.3f", n_total, (double)n_correct / (double)n_total);
+        progress_end(&bar, n_total, post);
+    }
+    if (n_total == 0) {
+        cmd_errorf("tower eval: %s holds no examples\n", o->data);
+        goto done;
+    }
+    double precision = (double)n_correct / (double)n_total;
+    if (events) {
+        /* TensorFlow's cifar10_eval tag; "loss" is the training loss's definition (cross-entropy + weight decay). */
+        if (event_writer_add_scalar(events, "Precision @ 1", (float)precision, err, sizeof err) != 0 ||
+            event_writer_add_scalar(events, "loss", (float)(total_loss_sum / (double)n_total), err, sizeof err) != 0 ||
+            event_writer_add_scalar(events, "cross_entropy", (float)(loss_sum / (double)n_total), err, sizeof err) != 0 ||
+            event_writer_write(events, ck->global_step, event_wall_time_now(), err, sizeof err) != 0) {
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+    }
+    char ts[64];
+    trainer_timestamp(ts, sizeof ts);
+    printf("%s: precision @ 1 = %.3f\n", ts, precision);
+    PipelineStats pst;
+    pipeline_stats(pipe, &pst);
+    if (pst.corrupt_skipped > 0)
+        printf("%s: %ld corrupt record%s skipped (%llu of %llu input bytes unreadable)\n", ts, pst.corrupt_distinct,
+               pst.corrupt_distinct == 1 ? "" : "s", (unsigned long long)pst.corrupt_lost_n_bytes,
+               (unsigned long long)pst.input_n_bytes);
+    if (pst.images_damaged > 0)
+        printf("%s: %ld image%s kept with damaged JPEG data (warned about above)\n", ts, pst.images_damaged,
+               pst.images_damaged == 1 ? "" : "s");
+    printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
+           n_total, loss_sum / (double)n_total, path, ck->global_step,
+           params == ck->ema ? "moving averages" : "raw variables");
+    if (o->confusion_matrix) {
+        printf("confusion matrix (rows: true class, columns: predicted class)\n      ");
+        for (int k = 0; k < spec->num_classes; k++) printf(" %6d", k);
+        printf("\n");
+        for (int r = 0; r < spec->num_classes; r++) {
+            printf("%6d", r);
+            for (int k = 0; k < spec->num_classes; k++) printf(" %6ld", confusion[(size_t)r * spec->num_classes + k]);
+            printf("\n");
+        }
+    }
+    exit_code = 0;
+done:
+    if (pipe) pipeline_close(pipe);
+    if (listing) listing->close(listing);
+    model_acts_free(acts);
+    free(logits);
+    free(confusion);
+    for (int i = 0; i < n_files; i++) free(files[i]);
+    free(files);
+    return exit_code;
+}
+
+/* Sleep up to secs seconds, waking early when a stop signal arrives. */
+static void eval_sleep(int secs) {
+    const struct timespec tick = {0, 100 * 1000 * 1000};
+    for (long i = 0; i < 10L * secs && !eval_stop; i++) nanosleep(&tick, NULL);
+}
+
+/* What tells one checkpoint file from another of the same name (a run
+ * started over in the same directory writes model.ckpt-N again, by rename). */
+typedef struct {
+    char path[4096];
+    dev_t dev;
+    ino_t ino;
+    struct timespec mtime;
+} EvalFileId;
+
+static int eval_file_id(const char *path, EvalFileId *id) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return -1;
+    snprintf(id->path, sizeof id->path, "%s", path);
+    id->dev = sb.st_dev;
+    id->ino = sb.st_ino;
+    id->mtime = sb.st_mtim;
+    return 0;
+}
+
+static int eval_same_file(const EvalFileId *a, const EvalFileId *b) {
+    return !strcmp(a->path, b->path) && a->dev == b->dev && a->ino == b->ino && a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* --eval_interval_secs: cifar10_eval.py's loop.  Every interval, the latest
+ * checkpoint of --checkpoint_dir, when it is not the file evaluated last;
+ * until one of --until_step or later is evaluated (exit 0) or SIGINT /
+ * SIGTERM (exit 128 + the signal, as `tower train` stopped by one).  No
+ * checkpoint yet is waited for; a checkpoint the index names but that is
+ * gone when read (train's --keep_checkpoints removed it after a newer
+ * index) is passed over for the newer one; any other failure is one line
+ * and exit 1. */
+static int eval_watch(const EvalOptions *o, int compression) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_eval_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    char ts[64], err[1024], until[64];
+    if (o->until_step > 0) snprintf(until, sizeof until, "until step %ld", o->until_step);
+    else snprintf(until, sizeof until, "until SIGINT or SIGTERM");
+    trainer_timestamp(ts, sizeof ts);
+    printf("%s: watching %s for new checkpoints every %d s (%s)\n", ts, o->checkpoint_dir, o->eval_interval_secs,
+           until);
+    fflush(stdout);
+    EventWriter *events = NULL;
+    EvalFileId last = {.path = ""};
+    long n_evals = 0, last_step = -1;
+    int rc = 0, said_waiting = 0, passed_over = 0;
+    while (!eval_stop) {
+        char path[4096];
+        const int found = ckpt_find_latest(o->checkpoint_dir, path, sizeof path, err, sizeof err);
+        if (found < 0) {
+            cmd_errorf("tower eval: %s\n", err);
+            rc = 1;
+            break;
+        }
+        EvalFileId id = {.path = ""}; /* a file stat cannot see is read (and judged) anyway */
+        if (found == 0 && !said_waiting) {
+            trainer_timestamp(ts, sizeof ts);
+            printf("%s: no checkpoint in %s yet: waiting\n", ts, o->checkpoint_dir);
+            fflush(stdout);
+            said_waiting = 1;
+        }
+        if (found == 1 && (eval_file_id(path, &id) != 0 || !eval_same_file(&id, &last))) {
+            CkptContents ck;
+            ModelSpec spec;
+            if (cmd_read_checkpoint(path, &ck, &spec, err, sizeof err) != 0) {
+                char now[4096];
+                if (passed_over < 8 && ckpt_find_latest(o->checkpoint_dir, now, sizeof now, NULL, 0) == 1 &&
+                    strcmp(now, path) != 0) {
+                    passed_over++; /* the index moved on while this one was read */
+                    continue;
+                }
+                cmd_errorf("tower eval: %s\n", err);
+                rc = 1;
+                break;
+            }
+            passed_over = 0;
+            const int r = eval_checkpoint(o, compression, path, &ck, &spec, &events);
+            const long step = ck.global_step;
+            ckpt_contents_free(&ck);
+            if (r == 2) break;
+            if (r != 0) {
+                rc = 1;
+                break;
+            }
+            fflush(stdout);
+            last = id;
+            n_evals++;
+            last_step = step;
+            if (o->until_step > 0 && step >= o->until_step) break;
+        }
+        eval_sleep(o->eval_interval_secs);
+    }
+    if (rc == 0 && eval_stop) {
+        trainer_timestamp(ts, sizeof ts);
+        char last_s[64] = "";
+        if (n_evals > 0) snprintf(last_s, sizeof last_s, " (the last at step %ld)", last_step);
+        printf("%s: stopped by %s after %ld evaluation%s%s\n", ts, eval_stop == SIGINT ? "SIGINT" : "SIGTERM",
+               n_evals, n_evals == 1 ? "" : "s", last_s);
+        rc = 128 + eval_stop;
+    }
+    if (event_writer_close(events, err, sizeof err) != 0 && rc == 0) {
+        cmd_errorf("tower eval: %s\n", err);
+        rc = 1;
+    }
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
     EvalOptions o = {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
@@ -137,275 +545,30 @@ int cmd_eval(int argc, char **argv) {
         cmd_errorf("tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");
         return 2;
     }
+    if (o.eval_interval_secs > 0 && o.checkpoint[0]) {
+        cmd_errorf("tower eval: --eval_interval_secs watches --checkpoint_dir for new checkpoints; --checkpoint "
+                   "names one file\n");
+        return 2;
+    }
+    if (o.until_step > 0 && o.eval_interval_secs == 0) {
+        cmd_errorf("tower eval: --until_step %ld needs --eval_interval_secs (without it eval evaluates once)\n",
+                   o.until_step);
+        return 2;
+    }
     const int compression = io_compression_parse(o.compression);
+    if (o.eval_interval_secs > 0) return eval_watch(&o, compression);
 
     char err[1024], path[4096];
     CkptContents ck;
     ModelSpec spec;
     if (cmd_open_checkpoint("eval", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
-    if (o.num_classes != spec.num_classes) {
-        cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o.num_classes, path,
-                spec.num_classes);
-        ckpt_contents_free(&ck);
-        return 1;
-    }
-    if (o.image_size > 0 && (o.image_size != spec.H || o.image_size != spec.W)) {
-        cmd_errorf("tower eval: --image_size %d but %s was trained on %dx%d inputs\n", o.image_size, path, spec.H,
-                spec.W);
-        ckpt_contents_free(&ck);
-        return 1;
-    }
-    const float *params = (!o.no_moving_average && ck.ema) ? ck.ema : ck.params;
-
-    char **files = NULL;
-    int n_files = 0, H, W, C, is_float, exit_code = 1;
-    Pipeline *pipe = NULL;
-    ConvertSource *listing = NULL; /* an image folder's, listed once: the count and the pipeline's files */
-    ModelActs *acts = NULL;
-    float *logits = NULL;
-    long *confusion = NULL;
     EventWriter *events = NULL;
-    char edir[4096];
-    events_dir(edir, sizeof edir, o.eval_dir, path);
-    if (edir[0]) {
-        if (cmd_make_dirs(edir) != 0) {
-            cmd_errorf("tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
-                    edir, strerror(errno));
-            goto done;
-        }
-        if (!(events = event_writer_open(edir, err, sizeof err))) {
-            cmd_errorf("tower eval: %s (--eval_dir none writes no events file)\n", err);
-            goto done;
-        }
-    }
-    const int image_folder = imagefolder_is_folder(o.data);
-    char ckpt_labels[4096];
-    const char *labels_file = o.labels[0] ? o.labels : NULL;
-    if (image_folder) {
-        /* The class list: --labels, or the one the checkpoint was trained with, so that the folders map to its
-         * label numbers by name (a split may lack a class); --labels is compared with the checkpoint's. */
-        struct stat sb;
-        if (io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0 && stat(ckpt_labels, &sb) == 0) {
-            if (!labels_file) {
-                labels_file = ckpt_labels;
-            } else {
-                int lrc = io_labels_compare(ckpt_labels, labels_file, err, sizeof err);
-                if (lrc != 0) {
-                    if (lrc > 0)
-                        cmd_errorf("tower eval: --labels differs from the checkpoint's class list, so its label "
-                                "numbers name other classes: %s\n", err);
-                    else cmd_errorf("tower eval: %s\n", err);
-                    goto done;
-                }
-            }
-        }
-        if (spec.H != spec.W) {
-            cmd_errorf("tower eval: the checkpoint's model takes %dx%d inputs; an image folder decodes to squares\n",
-                    spec.H, spec.W);
-            goto done;
-        }
-        H = W = spec.H;
-        C = spec.C;
-        is_float = 0;
-    } else if (labels_file) {
-        cmd_errorf("tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
-                   "labels.txt beside the files)\n");
-        goto done;
-    } else if (io_expand_globs(o.data, &files, &n_files, err, sizeof err) != 0 ||
-               io_check_regular_files(files, n_files, err, sizeof err) != 0) {
-        cmd_errorf("tower eval: --data: %s\n", err);
-        goto done;
-    }
-    /* The class list: labels.txt beside the data against the one the checkpoint was trained with. */
-    char data_labels[4096];
-    if (!image_folder && io_labels_path(data_labels, sizeof data_labels, files[0]) == 0 &&
-        io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
-        int lrc = io_labels_compare(ckpt_labels, data_labels, err, sizeof err);
-        if (lrc > 0) {
-            cmd_errorf("tower eval: the data's class list differs from the checkpoint's, so its label numbers name other "
-                       "classes: %s (convert the split with --labels %s)\n", err, ckpt_labels);
-            goto done;
-        }
-        if (lrc < 0) {
-            cmd_errorf("tower eval: %s\n", err);
-            goto done;
-        }
-    }
-    if (!image_folder && io_probe_image_shape(files[0], o.image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
-        cmd_errorf("tower eval: %s\n", err);
-        goto done;
-    }
-    if (C != spec.C || H < spec.H || W < spec.W) {
-        cmd_errorf("tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
-                files[0], H, W, C, spec.H, spec.W, spec.C);
-        goto done;
-    }
-    int is_cifar = spec.kind == MODEL_CIFAR10;
-    if (!is_cifar && (H != spec.H || W != spec.W)) {
-        cmd_errorf("tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
-                files[0], H, W, spec.H, spec.W);
-        goto done;
-    }
-    Progress bar; /* started (disabled) before the listing and the pipeline, whose warnings erase it */
-    progress_start(&bar, stdout, 0, "eval", "ex", 0, 0, 0.5);
-    if (image_folder) {
-        /* Listed once: the count below and the pipeline's files (pc.image_listing, closed after the pipeline). */
-        ImageFolderConfig ic;
-        imagefolder_config_defaults(&ic);
-        ic.labels_file = labels_file;
-        ic.warn = eval_warn;
-        ic.warn_ctx = &bar;
-        if (!(listing = convert_open_imagefolder(o.data, &ic, err, sizeof err))) {
-            cmd_errorf("tower eval: %s\n", err);
-            goto done;
-        }
-    }
-    /* The batch: at most the examples the set holds, where they are counted (a folder's listing; one pass over
-     * the records, CRCs only): for the progress line, or when the batch asked for does not fit in memory. */
-    const int live = progress_wanted(stdout, o.no_progress);
-    long n_records = live ? count_examples(listing, files, n_files, compression, err, sizeof err) : -1;
-    int batch = o.batch_size;
-    if (n_records > 0 && n_records < batch) batch = (int)n_records;
-    PipelineConfig pc;
-    pipeline_config_defaults(&pc);
-    pc.files = (const char *const *)files;
-    pc.n_files = n_files;
-    pc.image_key = o.image_key;
-    pc.label_key = o.label_key;
-    pc.compression = compression;
-    pc.in_H = H;
-    pc.in_W = W;
-    pc.in_C = C;
-    pc.image_float = is_float;
-    pc.out_H = spec.H;
-    pc.out_W = spec.W;
-    pc.num_classes = spec.num_classes;
-    pc.augment = is_cifar ? AUGMENT_CIFAR_EVAL : AUGMENT_MNIST;
-    pc.n_shards = 1;
-    pc.shard_sizes[0] = batch;
-    pc.shuffle = 0;
-    pc.num_epochs = 1;
-    pc.drop_remainder = 0;
-    pc.skip_corrupt = o.skip_corrupt;
-    pc.max_corrupt_fraction = o.max_corrupt_fraction;
-    if (image_folder) {
-        pc.image_dir = o.data;
-        pc.image_listing = listing;
-        pc.labels_file = labels_file;
-        pc.resize_mode = strcmp(o.resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
-    }
-    pc.warn = eval_warn;
-    pc.warn_ctx = &bar;
-    if (o.input_threads > 0) pc.n_workers = o.input_threads;
-    pc.alloc = host_alloc_default();
-    const size_t image_n_bytes = (size_t)H * W * C * (is_float ? 4 : 1);
-    if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 0) && n_records < 0) {
-        n_records = count_examples(listing, files, n_files, compression, err, sizeof err);
-        if (n_records > 0 && n_records < batch) batch = pc.shard_sizes[0] = (int)n_records;
-    }
-    if (!eval_memory_fits(&pc, &spec, batch, image_n_bytes, 1)) goto done;
-    pipe = pipeline_open(&pc, err, sizeof err);
-    acts = model_acts_create(&spec, batch);
-    if (acts) model_acts_set_training(acts, 0); /* evaluation: batch norm's moving statistics, no dropout */
-    logits = malloc((size_t)batch * spec.num_classes * sizeof(float));
-    confusion = calloc((size_t)spec.num_classes * spec.num_classes, sizeof(long));
-    if (!pipe) {
-        cmd_errorf("tower eval: %s\n", err);
-        goto done;
-    }
-    if (!acts || !logits || !confusion) {
-        cmd_errorf("tower eval: out of memory for batch %d\n", batch);
-        goto done;
-    }
-    long n_expected = live ? n_records : 0;
-    progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
-    long n_total = 0, n_correct = 0;
-    double loss_sum = 0.0, total_loss_sum = 0.0;
-    for (;;) {
-        PipelineBatch *b;
-        int got = pipeline_next(pipe, &b, err, sizeof err);
-        if (got < 0) {
-            progress_clear(&bar);
-            cmd_errorf("tower eval: %s\n", err);
-            goto done;
-        }
-        if (got == 0) break;
-        float ce;
-        float total_loss = model_forward(logits, &ce, acts, b->x, b->labels, params, b->n);
-        for (int i = 0; i < b->n; i++) {
-            const float *l = logits + (size_t)i * spec.num_classes;
-            int best = 0;
-            for (int k = 1; k < spec.num_classes; k++)
-                if (l[k] > l[best]) best = k;
-            n_correct += best == b->labels[i];
-            confusion[(size_t)b->labels[i] * spec.num_classes + best]++;
-        }
-        loss_sum += (double)ce * b->n;
-        total_loss_sum += (double)total_loss * b->n;
-        n_total += b->n;
-        pipeline_release(pipe, b);
-        char post[96];
-        snprintf(post, sizeof post, "%ld examples, precision %.3f", n_total, (double)n_correct / (double)n_total);
-        progress_update(&bar, n_total, post);
-    }
-    if (n_total > 0) {
-        char post[96];
-        snprintf(post, sizeof post, "%ld examples, precision %.3f", n_total, (double)n_correct / (double)n_total);
-        progress_end(&bar, n_total, post);
-    }
-    if (n_total == 0) {
-        cmd_errorf("tower eval: %s holds no examples\n", o.data);
-        goto done;
-    }
-    double precision = (double)n_correct / (double)n_total;
-    if (events) {
-        /* TensorFlow's cifar10_eval tag; "loss" is the training loss's definition (cross-entropy + weight decay). */
-        if (event_writer_add_scalar(events, "Precision @ 1", (float)precision, err, sizeof err) != 0 ||
-            event_writer_add_scalar(events, "loss", (float)(total_loss_sum / (double)n_total), err, sizeof err) != 0 ||
-            event_writer_add_scalar(events, "cross_entropy", (float)(loss_sum / (double)n_total), err, sizeof err) != 0 ||
-            event_writer_write(events, ck.global_step, event_wall_time_now(), err, sizeof err) != 0) {
-            cmd_errorf("tower eval: %s\n", err);
-            goto done;
-        }
-    }
-    char ts[64];
-    trainer_timestamp(ts, sizeof ts);
-    printf("%s: precision @ 1 = %.3f\n", ts, precision);
-    PipelineStats pst;
-    pipeline_stats(pipe, &pst);
-    if (pst.corrupt_skipped > 0)
-        printf("%s: %ld corrupt record%s skipped (%llu of %llu input bytes unreadable)\n", ts, pst.corrupt_distinct,
-               pst.corrupt_distinct == 1 ? "" : "s", (unsigned long long)pst.corrupt_lost_n_bytes,
-               (unsigned long long)pst.input_n_bytes);
-    if (pst.images_damaged > 0)
-        printf("%s: %ld image%s kept with damaged JPEG data (warned about above)\n", ts, pst.images_damaged,
-               pst.images_damaged == 1 ? "" : "s");
-    printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
-           n_total, loss_sum / (double)n_total, path, ck.global_step,
-           params == ck.ema ? "moving averages" : "raw variables");
-    if (o.confusion_matrix) {
-        printf("confusion matrix (rows: true class, columns: predicted class)\n      ");
-        for (int k = 0; k < spec.num_classes; k++) printf(" %6d", k);
-        printf("\n");
-        for (int r = 0; r < spec.num_classes; r++) {
-            printf("%6d", r);
-            for (int k = 0; k < spec.num_classes; k++) printf(" %6ld", confusion[(size_t)r * spec.num_classes + k]);
-            printf("\n");
-        }
-    }
-    exit_code = 0;
-done:
+    int exit_code = eval_checkpoint(&o, compression, path, &ck, &spec, &events);
     if (event_writer_close(events, err, sizeof err) != 0 && exit_code == 0) {
         cmd_errorf("tower eval: %s\n", err);
         exit_code = 1;
     }
-    if (pipe) pipeline_close(pipe);
-    if (listing) listing->close(listing);
-    model_acts_free(acts);
-    free(logits);
-    free(confusion);
-    for (int i = 0; i < n_files; i++) free(files[i]);
-    free(files);
     ckpt_contents_free(&ck);
     return exit_code;
 }
+

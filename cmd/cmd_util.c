@@ -41,6 +41,25 @@ int cmd_make_dirs(const char *path) {
     return 0;
 }
 
+int cmd_read_checkpoint(const char *path, CkptContents *ck, ModelSpec *spec, char *err, size_t err_n_bytes) {
+    if (ckpt_read(path, ck, err, err_n_bytes) != 0) return -1;
+    char why[256] = "";
+    const int built = model_spec_init_opts(spec, ck->model, ck->H, ck->W, ck->C, ck->num_classes, &ck->opts, why,
+                                           sizeof why) == 0;
+    if (built && spec->n_params != ck->n_params)
+        snprintf(why, sizeof why, "its variables hold %zu floats, the file %zu", spec->n_params, ck->n_params);
+    if (!built || spec->n_params != ck->n_params) {
+        snprintf(err, err_n_bytes, "%s: the checkpoint's model does not build (%s)", path, why);
+        ckpt_contents_free(ck);
+        return -1;
+    }
+    for (int v = 0; ck->ema && v < spec->n_vars; v++) {
+        const ModelVar *mv = &spec->vars[v];
+        if (!mv->trainable) memcpy(ck->ema + mv->offset, ck->params + mv->offset, mv->n_floats * sizeof(float));
+    }
+    return 0;
+}
+
 int cmd_open_checkpoint(const char *command, const char *checkpoint, const char *checkpoint_dir,
                         CkptContents *ck, ModelSpec *spec, char *path, size_t path_n_bytes) {
     char err[1024];
@@ -54,19 +73,9 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
             return -1;
         }
     }
-    if (ckpt_read(path, ck, err, sizeof err) != 0) {
+    if (cmd_read_checkpoint(path, ck, spec, err, sizeof err) != 0) {
         cmd_errorf("tower %s: %s\n", command, err);
         return -1;
-    }
-    if (model_spec_init_opts(spec, ck->model, ck->H, ck->W, ck->C, ck->num_classes, &ck->opts, err, sizeof err) != 0 ||
-        spec->n_params != ck->n_params) {
-        cmd_errorf("tower %s: %s: the checkpoint's model does not build (%s)\n", command, path, err);
-        ckpt_contents_free(ck);
-        return -1;
-    }
-    for (int v = 0; ck->ema && v < spec->n_vars; v++) {
-        const ModelVar *mv = &spec->vars[v];
-        if (!mv->trainable) memcpy(ck->ema + mv->offset, ck->params + mv->offset, mv->n_floats * sizeof(float));
     }
     return 0;
 }

@@ -19,6 +19,11 @@ int cmd_bench(int argc, char **argv);
 /* mkdir -p: 0, or -1 with errno set. */
 int cmd_make_dirs(const char *path);
 
+/* Read the checkpoint file path into *ck (caller frees with
+ * ckpt_contents_free) and build its model's spec, as cmd_open_checkpoint
+ * does, printing nothing: 0, or -1 with one line in err (nothing to free). */
+int cmd_read_checkpoint(const char *path, CkptContents *ck, ModelSpec *spec, char *err, size_t err_n_bytes);
+
 /* Open the checkpoint `checkpoint` (a file), or else the latest in
  * `checkpoint_dir`, read it into *ck (caller frees with ckpt_contents_free)
  * and build its model's spec (with the network options the file records).

@@ -15,3 +15,7 @@ if(TOWER_BENCH)
            $<TARGET_FILE:bench_model> $<TARGET_FILE:bench_pipeline> $<TARGET_FILE:bench_ps> $<TARGET_FILE:bench_layers>
            $<TARGET_FILE:bench_conv> $<TARGET_FILE:bench_imagefolder> $<TARGET_FILE:gen_records>)
 endif()
+# tower eval --eval_interval_secs: watching a train_dir while it trains (the events read back by test_events).
+add_test(NAME test_eval_watch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eval_watch.sh $<TARGET_FILE:tower>
+         $<TARGET_FILE:test_fault_helper> $<TARGET_FILE:test_events>)
+set_tests_properties(test_eval_watch PROPERTIES LABELS train TIMEOUT 300)
