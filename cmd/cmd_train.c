@@ -96,8 +96,13 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"rmsprop_momentum", FLAG_FLOAT, &o->rmsprop_momentum, "rmsprop: momentum", FLAG_RANGE(0, 1, "[)", NULL)},
         {"rmsprop_epsilon", FLAG_FLOAT, &o->rmsprop_epsilon, "rmsprop: epsilon under the square root", FLAG_RANGE(0, INFINITY, "()", NULL)},
         {"rmsprop_centered", FLAG_BOOL, &o->rmsprop_centered, "rmsprop: centered (normalise by the estimated variance)"},
-        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "learning rate decay factor (staircase exponential decay)", FLAG_RANGE(0, 1, "(]", NULL)},
-        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "epochs between decays (0: constant learning rate)", FLAG_RANGE(0, INFINITY, "[)", "0: constant learning rate")},
+        {"lr_schedule", FLAG_STRING, &o->lr_schedule, "exponential (tf.train.exponential_decay, staircase: --lr_decay_factor every --num_epochs_per_decay; the tutorial's), piecewise (tf_cnn_benchmarks' --piecewise_learning_rate_schedule) or cosine (Keras's CosineDecay: --cosine_decay_epochs, --cosine_alpha); docs/ps.md"},
+        {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "exponential: learning rate decay factor (staircase exponential decay)", FLAG_RANGE(0, 1, "(]", NULL)},
+        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "exponential: epochs between decays (0: constant learning rate)", FLAG_RANGE(0, INFINITY, "[)", "0: constant learning rate")},
+        {"piecewise_learning_rate_schedule", FLAG_STRING, &o->piecewise_lr, "piecewise: 'RATE;EPOCH;RATE;EPOCH;RATE...', each rate from its epoch on, e.g. '0.1;80;0.01;120;0.001' (tf_cnn_benchmarks' flag; the first rate replaces --learning_rate)"},
+        {"cosine_decay_epochs", FLAG_FLOAT, &o->cosine_decay_epochs, "cosine: epochs from the rate down to --cosine_alpha times it, after the warmup (0: to --max_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: to --max_steps")},
+        {"cosine_alpha", FLAG_FLOAT, &o->cosine_alpha, "cosine: the last rate, a fraction of --learning_rate (Keras's alpha)", FLAG_RANGE(0, 1, "[]", NULL)},
+        {"num_learning_rate_warmup_epochs", FLAG_FLOAT, &o->warmup_epochs, "every schedule: epochs of linear warmup from 0 to the schedule's first rate (tf_cnn_benchmarks' flag; cosine starts after it, as Keras's warmup_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)", FLAG_RANGE(0, INFINITY, "[)", "0: count the records")},
         {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages (0: none)", FLAG_RANGE(0, 1, "[)", "0: none")},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, TRAIN_MAX_CLASSES, "[]", NULL)},
@@ -181,7 +186,8 @@ static int train_check_flags(const TrainerOptions *o) {
         cmd_check_nonempty(c, "label_key", o->label_key, "feature key") ||
         cmd_check_choice(c, "loss_scaling", o->loss_scaling, loss_scalings))
         return -1;
-    if (trainer_check_batch_norm(o->batch_norm, err, sizeof err) != 0) {
+    if (trainer_check_batch_norm(o->batch_norm, err, sizeof err) != 0 ||
+        trainer_check_lr_schedule(o, err, sizeof err) != 0) {
         cmd_errorf("tower train: %s\n", err);
         return -1;
     }

@@ -11,8 +11,10 @@
  */
 #include "ps/optimizer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Below this many elements a loop runs on the calling thread: starting the
@@ -307,12 +309,148 @@ int optimizer_kind_from_name(const char *name, OptimizerKind *kind, char *err, s
     return -1;
 }
 
-float lr_schedule_at(const LrSchedule *s, long global_step) {
+/* ---- learning-rate schedules: the table ---- */
+
+/* tf_cnn_benchmarks' warmup: init_lr * float32(step) / float32(warmup_steps). */
+static float warmup_linear(float r0, long step, long warmup_steps) {
+    return r0 * (float)step / (float)warmup_steps;
+}
+
+static float exponential_at(const LrSchedule *s, long step) {
+    if (step < s->warmup_steps) return warmup_linear(s->initial_lr, step, s->warmup_steps);
     if (s->decay_steps <= 0 || s->decay_factor == 1.0f) return s->initial_lr;
     /* tf.train.exponential_decay casts step and decay_steps to float32. */
-    float p = (float)global_step / (float)s->decay_steps;
+    float p = (float)step / (float)s->decay_steps;
     if (s->staircase) p = floorf(p);
     return s->initial_lr * powf(s->decay_factor, p);
+}
+
+static float piecewise_at(const LrSchedule *s, long step) {
+    if (step < s->warmup_steps) return warmup_linear(s->values[0], step, s->warmup_steps);
+    for (int i = 0; i < s->n_pieces - 1; i++)
+        if (step <= s->boundaries[i]) return s->values[i];
+    return s->values[s->n_pieces - 1];
+}
+
+/* Keras's CosineDecay(0, cosine_steps, alpha, warmup_target=initial_lr,
+ * warmup_steps) op for op: the step and both lengths as float32; 1 - alpha
+ * is Python's (double, then float32 where it meets a tensor). */
+static float cosine_at(const LrSchedule *s, long step) {
+    const float lr = s->initial_lr, decay_steps = (float)s->cosine_steps, warmup = (float)s->warmup_steps;
+    float t = (float)step;
+    if (s->warmup_steps > 0) {
+        t = fminf(t, decay_steps + warmup);
+        if (t < warmup) return (lr - 0.0f) * (t / warmup) + 0.0f;
+        t = t - warmup;
+    } else {
+        t = fminf(t, decay_steps);
+    }
+    const float pi = 3.14159265358979323846f, one_minus_alpha = (float)(1.0 - (double)s->alpha);
+    const float cosine_decayed = 0.5f * (1.0f + cosf(pi * (t / decay_steps)));
+    return lr * (one_minus_alpha * cosine_decayed + s->alpha);
+}
+
+typedef struct {
+    const char *name;
+    float (*at)(const LrSchedule *s, long step);
+} LrScheduleI;
+
+static const LrScheduleI lr_schedules[LR_N_KINDS] = {
+    [LR_EXPONENTIAL] = {"exponential", exponential_at},
+    [LR_PIECEWISE] = {"piecewise", piecewise_at},
+    [LR_COSINE] = {"cosine", cosine_at},
+};
+
+float lr_schedule_at(const LrSchedule *s, long global_step) { return lr_schedules[s->kind].at(s, global_step); }
+
+const char *lr_schedule_name(LrScheduleKind kind) { return lr_schedules[kind].name; }
+
+int lr_schedule_kind_from_name(const char *name, LrScheduleKind *kind, char *err, size_t err_n_bytes) {
+    for (int k = 0; k < LR_N_KINDS; k++)
+        if (!strcmp(name, lr_schedules[k].name)) {
+            *kind = (LrScheduleKind)k;
+            return 0;
+        }
+    snprintf(err, err_n_bytes, "--lr_schedule '%s': expected exponential, piecewise or cosine", name);
+    return -1;
+}
+
+int lr_piecewise_parse(const char *text, float *values, double *epochs, int *n_values, char *err, size_t err_n_bytes) {
+    *n_values = 0;
+    const char *p = text;
+    for (int i = 0;; i++) {
+        const char *end = strchr(p, ';');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        char piece[64];
+        if (len == 0 || len >= sizeof piece) {
+            snprintf(err, err_n_bytes, "--piecewise_learning_rate_schedule: piece %d is %s (expected RATE;EPOCH;RATE;...)",
+                     i + 1, len ? "too long" : "empty");
+            return -1;
+        }
+        memcpy(piece, p, len);
+        piece[len] = '\0';
+        char *stop;
+        errno = 0;
+        const double v = strtod(piece, &stop);
+        const int is_rate = i % 2 == 0;
+        if (*stop || errno == ERANGE || !isfinite(v) || (is_rate ? !(v > 0 && (float)v > 0) : v < 0)) {
+            snprintf(err, err_n_bytes, "--piecewise_learning_rate_schedule: piece %d '%s': expected %s", i + 1, piece,
+                     is_rate ? "a learning rate > 0" : "an epoch >= 0");
+            return -1;
+        }
+        if (is_rate) {
+            if (*n_values == LR_MAX_PIECES) {
+                snprintf(err, err_n_bytes, "--piecewise_learning_rate_schedule: more than %d rates", LR_MAX_PIECES);
+                return -1;
+            }
+            values[(*n_values)++] = (float)v;
+        } else {
+            if (*n_values >= 2 && v <= epochs[*n_values - 2]) {
+                snprintf(err, err_n_bytes, "--piecewise_learning_rate_schedule: piece %d: epoch %s is not after "
+                         "epoch %g (the epochs must increase)", i + 1, piece, epochs[*n_values - 2]);
+                return -1;
+            }
+            epochs[*n_values - 1] = v;
+        }
+        if (!end) {
+            if (!is_rate) {
+                snprintf(err, err_n_bytes, "--piecewise_learning_rate_schedule: ends with epoch %s, expected a rate "
+                         "after it (an odd number of pieces: RATE;EPOCH;RATE;...)", piece);
+                return -1;
+            }
+            return 0;
+        }
+        p = end + 1;
+    }
+}
+
+void lr_schedule_describe(const LrSchedule *s, char *out, size_t out_n_bytes) {
+    size_t used = 0;
+#define LR_PUT(...)                                                                              \
+    do {                                                                                        \
+        if (used < out_n_bytes) used += (size_t)snprintf(out + used, out_n_bytes - used, __VA_ARGS__); \
+    } while (0)
+    switch (s->kind) {
+    case LR_EXPONENTIAL:
+        if (s->decay_steps > 0 && s->decay_factor != 1.0f)
+            LR_PUT("exponential: %g, times %g every %ld steps%s", s->initial_lr, s->decay_factor, s->decay_steps,
+                   s->staircase ? " (staircase)" : "");
+        else LR_PUT("constant %g", s->initial_lr);
+        break;
+    case LR_PIECEWISE:
+        LR_PUT("piecewise: %g", s->values[0]);
+        for (int i = 1; i < s->n_pieces; i++) LR_PUT(", %g from step %ld", s->values[i], s->boundaries[i - 1] + 1);
+        break;
+    case LR_COSINE:
+        LR_PUT("cosine: from %g to %g over %ld steps", s->initial_lr, s->initial_lr * s->alpha, s->cosine_steps);
+        break;
+    default:
+        LR_PUT("unknown");
+    }
+    if (s->warmup_steps > 0)
+        LR_PUT("; linear warmup from 0 over the first %ld steps%s", s->warmup_steps,
+               s->kind == LR_COSINE ? " (the cosine starts after it)" : "");
+#undef LR_PUT
 }
 
 int optimizer_apply(float *params, float *const *slots, float *scalars, const float *grads, size_t n_floats,

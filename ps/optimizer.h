@@ -40,8 +40,9 @@
  *       plain:    den = ms + epsilon
  *       mom = mom * momentum + (g * lr) / sqrt(den)
  *       var -= mom
- *   learning rate (tf.train.exponential_decay), with the step read BEFORE
- *   global_step is incremented, as TensorFlow's apply_gradients reads it:
+ *   learning rate (tf.train.exponential_decay; the other schedules at
+ *   LrSchedule), with the step read BEFORE global_step is incremented, as
+ *   TensorFlow's apply_gradients reads it:
  *       p  = (float)step / (float)decay_steps;  p = floor(p) with staircase
  *       lr = lr0 * factor ^ p
  *   moving average (tf.train.ExponentialMovingAverage with
@@ -134,16 +135,65 @@ typedef struct {
     void (*finish)(const OptimizerConfig *cfg, float *scalars);
 } OptimizerI;
 
-/* Learning-rate schedule (tf.train.exponential_decay).  decay_steps <= 0 or
- * decay_factor == 1 gives a constant initial_lr.  cifar10 uses
- * initial_lr 0.1, decay_factor 0.1, staircase, decay_steps =
- * int(examples per epoch / global batch * epochs per decay). */
+/* Learning-rate schedules: a table (lr_schedule_kind_from_name, like the
+ * optimizers'), every entry a pure function of the step, computed in
+ * float32 in the order its TensorFlow or Keras original computes it:
+ *   exponential  tf.compat.v1.train.exponential_decay (the tutorial's):
+ *                decay_steps <= 0 or decay_factor == 1 gives a constant
+ *                initial_lr.  cifar10 uses initial_lr 0.1, decay_factor
+ *                0.1, staircase, decay_steps = int(examples per epoch /
+ *                global batch * epochs per decay).
+ *   piecewise    tf.compat.v1.train.piecewise_constant, as tf_cnn_benchmarks'
+ *                --piecewise_learning_rate_schedule builds it: values[0]
+ *                while step <= boundaries[0], values[i] while
+ *                boundaries[i-1] < step <= boundaries[i], the last value
+ *                after (boundaries[i] = int(epoch_i * steps per epoch) - 1,
+ *                so values[i] starts exactly at epoch_i).
+ *   cosine       keras.optimizers.schedules.CosineDecay with
+ *                initial_learning_rate 0 and warmup_target initial_lr
+ *                when warmup_steps > 0: after the warmup, from initial_lr
+ *                down to alpha * initial_lr over cosine_steps, then flat:
+ *                t = min(step, cosine_steps + warmup_steps) - warmup_steps
+ *                lr * ((1 - alpha) * 0.5 * (1 + cos(pi * t / cosine_steps)) + alpha)
+ * Warmup (warmup_steps > 0; step < warmup_steps): exponential and piecewise
+ * as tf_cnn_benchmarks' --num_learning_rate_warmup_epochs, the schedule's
+ * first rate r0 times step / warmup_steps, (r0 * step) / warmup_steps, and
+ * the schedule not shifted by it; cosine as Keras, r0 * (step /
+ * warmup_steps), the cosine starting after it. */
+typedef enum { LR_EXPONENTIAL = 0, LR_PIECEWISE = 1, LR_COSINE = 2, LR_N_KINDS } LrScheduleKind;
+
+#define LR_MAX_PIECES 16 /* values of a piecewise schedule */
+
 typedef struct {
-    float initial_lr;
-    float decay_factor;
-    long decay_steps;  /* in synchronous steps */
-    int staircase;     /* 1: floor the exponent */
+    float initial_lr;   /* exponential, cosine: the rate at step 0 (after a warmup, its end) */
+    float decay_factor; /* exponential */
+    long decay_steps;   /* exponential, in synchronous steps */
+    int staircase;      /* exponential: 1 floors the exponent */
+    LrScheduleKind kind;
+    int n_pieces;                            /* piecewise: values, in [1, LR_MAX_PIECES] */
+    float values[LR_MAX_PIECES];             /* piecewise: (n_pieces) */
+    long boundaries[LR_MAX_PIECES - 1];      /* piecewise: (n_pieces - 1) steps, increasing */
+    long cosine_steps;                       /* cosine: > 0 */
+    float alpha;                             /* cosine: the floor, a fraction of initial_lr, in [0, 1] */
+    long warmup_steps;                       /* every kind: 0 for none */
 } LrSchedule;
+
+/* The schedule a name selects (exponential, piecewise, cosine): 0, or -1
+ * with "--lr_schedule '<name>': expected exponential, piecewise or cosine" in err. */
+int lr_schedule_kind_from_name(const char *name, LrScheduleKind *kind, char *err, size_t err_n_bytes);
+
+/* The name of kind's table entry. */
+const char *lr_schedule_name(LrScheduleKind kind);
+
+/* tf_cnn_benchmarks' --piecewise_learning_rate_schedule "V0;E1;V1;E2;V2...":
+ * rates (finite, > 0) and the epochs where each next one starts (finite,
+ * >= 0, increasing).  Fills values (n_values of them, at most LR_MAX_PIECES)
+ * and epochs (n_values - 1).  0, or -1 with one line in err naming the
+ * piece. */
+int lr_piecewise_parse(const char *text, float *values, double *epochs, int *n_values, char *err, size_t err_n_bytes);
+
+/* One line for the log: the schedule's kind and its parameters in steps. */
+void lr_schedule_describe(const LrSchedule *s, char *out, size_t out_n_bytes);
 
 /* Fill cfg with momentum 0.9, Nesterov, and TensorFlow's defaults for
  * the other optimizers' hyperparameters (beta1 0.9, beta2 0.999, epsilon

@@ -18,10 +18,7 @@
 
 void ps_config_defaults(PsConfig *c) {
     optimizer_config_defaults(&c->opt);
-    c->lr.initial_lr = 0.01f;
-    c->lr.decay_factor = 1.0f;
-    c->lr.decay_steps = 0;
-    c->lr.staircase = 1;
+    c->lr = (LrSchedule){.kind = LR_EXPONENTIAL, .initial_lr = 0.01f, .decay_factor = 1.0f, .staircase = 1};
     c->ema_decay = 0.9999f;
     c->keep = NULL;
 }

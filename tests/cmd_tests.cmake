@@ -19,3 +19,7 @@ endif()
 add_test(NAME test_eval_watch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_eval_watch.sh $<TARGET_FILE:tower>
          $<TARGET_FILE:test_fault_helper> $<TARGET_FILE:test_events>)
 set_tests_properties(test_eval_watch PROPERTIES LABELS train TIMEOUT 300)
+# The learning-rate schedules against TensorFlow's and Keras's (label interop; 77 without TensorFlow).
+add_test(NAME test_lr_interop
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_lr_interop.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
+set_tests_properties(test_lr_interop PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)

@@ -189,6 +189,76 @@ static void test_lr_schedule(void) {
     CHECK(lr_schedule_at(&c2, 1000000) == 0.01f, "factor 1 must be constant");
 }
 
+/* The other entries of the schedule table, against their closed forms. */
+static void test_lr_schedules(void) {
+    /* piecewise: 0.1 through step 9, 0.01 through 19, then 0.001 (tf.train.piecewise_constant's x <= boundary) */
+    LrSchedule pw = {.kind = LR_PIECEWISE, .n_pieces = 3, .values = {0.1f, 0.01f, 0.001f}, .boundaries = {9, 19}};
+    for (long step = 0; step < 40; step++) {
+        const float want = step <= 9 ? 0.1f : step <= 19 ? 0.01f : 0.001f;
+        CHECK(lr_schedule_at(&pw, step) == want, "piecewise at step %ld: %.9g, want %.9g", step,
+              lr_schedule_at(&pw, step), want);
+    }
+    /* with tf_cnn_benchmarks' warmup over 5 steps: (0.1 * step) / 5, then the schedule, not shifted */
+    pw.warmup_steps = 5;
+    for (long step = 0; step < 5; step++)
+        CHECK(lr_schedule_at(&pw, step) == 0.1f * (float)step / 5.0f, "piecewise warmup at step %ld: %.9g", step,
+              lr_schedule_at(&pw, step));
+    CHECK(lr_schedule_at(&pw, 5) == 0.1f && lr_schedule_at(&pw, 10) == 0.01f, "piecewise after its warmup");
+    /* exponential with a warmup: the staircase counts from step 0 */
+    LrSchedule ex = {.initial_lr = 0.1f, .decay_factor = 0.5f, .decay_steps = 10, .staircase = 1, .warmup_steps = 4};
+    CHECK(lr_schedule_at(&ex, 0) == 0.0f && close_to(lr_schedule_at(&ex, 2), 0.05, 1e-7), "exponential warmup");
+    CHECK(lr_schedule_at(&ex, 4) == 0.1f && lr_schedule_at(&ex, 9) == 0.1f && lr_schedule_at(&ex, 10) == 0.05f,
+          "exponential after its warmup: %.9g %.9g %.9g", lr_schedule_at(&ex, 4), lr_schedule_at(&ex, 9),
+          lr_schedule_at(&ex, 10));
+    /* cosine from 0.1 to alpha 0.1 of it over 100 steps: lr (0.9 (1 + cos(pi t / 100)) / 2 + 0.1) */
+    LrSchedule cs = {.kind = LR_COSINE, .initial_lr = 0.1f, .cosine_steps = 100, .alpha = 0.1f};
+    for (int w = 0; w < 2; w++) {
+        cs.warmup_steps = w ? 10 : 0;
+        for (long step = 0; step < 130; step++) {
+            double want;
+            if (step < cs.warmup_steps) {
+                want = 0.1 * step / cs.warmup_steps; /* Keras's warmup from 0 to the rate */
+            } else {
+                const double t = fmin((double)(step - cs.warmup_steps), 100.0);
+                want = 0.1 * (0.9 * 0.5 * (1.0 + cos(M_PI * t / 100.0)) + 0.1);
+            }
+            CHECK(close_to(lr_schedule_at(&cs, step), want, 1e-6), "cosine (warmup %ld) at step %ld: %.9g, want %.9g",
+                  cs.warmup_steps, step, lr_schedule_at(&cs, step), want);
+        }
+    }
+    CHECK(lr_schedule_at(&cs, 10) == 0.1f && close_to(lr_schedule_at(&cs, 60), 0.055, 1e-6) &&
+          close_to(lr_schedule_at(&cs, 1000000), 0.01, 1e-6), "cosine's three points");
+
+    /* tf_cnn_benchmarks' list, and what it refuses */
+    float values[LR_MAX_PIECES];
+    double epochs[LR_MAX_PIECES];
+    int n = -1;
+    char err[256] = "";
+    CHECK(lr_piecewise_parse("0.1;80;0.01;120.5;0.001", values, epochs, &n, err, sizeof err) == 0, "%s", err);
+    CHECK(n == 3 && values[0] == 0.1f && values[1] == 0.01f && values[2] == 0.001f && epochs[0] == 80 &&
+          epochs[1] == 120.5, "parsed %d values", n);
+    CHECK(lr_piecewise_parse("0.5", values, epochs, &n, err, sizeof err) == 0 && n == 1 && values[0] == 0.5f,
+          "one rate is a constant schedule");
+    const struct { const char *text, *why; } bad[] = {
+        {"", "empty"}, {"0.1;80", "expected a rate after it"}, {"0.1;;0.01", "piece 2 is empty"},
+        {"0.1;x;0.01", "piece 2 'x': expected an epoch >= 0"}, {"0;5;0.01", "piece 1 '0': expected a learning rate > 0"},
+        {"0.1;-1;0.01", "expected an epoch >= 0"}, {"0.1;5;0.01;5;0.001", "epoch 5 is not after epoch 5"},
+        {"0.1;5;nan", "piece 3 'nan'"}, {"1e-60;5;0.1", "piece 1 '1e-60'"},
+        {"0.1;1;0.1;2;0.1;3;0.1;4;0.1;5;0.1;6;0.1;7;0.1;8;0.1;9;0.1;10;0.1;11;0.1;12;0.1;13;0.1;14;0.1;15;0.1;16;0.1",
+         "more than 16 rates"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        CHECK(lr_piecewise_parse(bad[i].text, values, epochs, &n, err, sizeof err) != 0, "'%s' accepted", bad[i].text);
+        CHECK_CONTAINS(err, bad[i].why);
+    }
+    LrScheduleKind kind;
+    CHECK(lr_schedule_kind_from_name("cosine", &kind, err, sizeof err) == 0 && kind == LR_COSINE &&
+          !strcmp(lr_schedule_name(kind), "cosine"));
+    CHECK(lr_schedule_kind_from_name("linear", &kind, err, sizeof err) != 0);
+    CHECK_CONTAINS(err, "expected exponential, piecewise or cosine");
+}
+
 static void test_ema(void) {
     /* decay = min(0.9999, (1 + n) / (10 + n)) */
     struct { long n; double want; } d[] = {
@@ -431,6 +501,7 @@ int main(void) {
     test_momentum_nesterov();
     test_large_arrays_match_tf_order();
     test_lr_schedule();
+    test_lr_schedules();
     test_ema();
     test_table();
     test_threads_every_entry();

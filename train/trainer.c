@@ -59,8 +59,13 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->rmsprop_momentum = 0.0f;
     o->rmsprop_epsilon = 1e-10f;
     o->rmsprop_centered = 0;
+    o->lr_schedule = "exponential";
     o->lr_decay_factor = 0.1f;
     o->num_epochs_per_decay = 0.0f;
+    o->piecewise_lr = "";
+    o->cosine_decay_epochs = 0.0f;
+    o->cosine_alpha = 0.0f;
+    o->warmup_epochs = 0.0f;
     o->moving_average_decay = 0.9999f;
     o->seed = 1;
     o->log_every = 10;
@@ -594,6 +599,14 @@ static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
         if (m->reduce_row) trace_name_row(tr->trace, 1 + tr->n_towers, m->reduce_row);
     }
     if (o->log_device_placement) log_device_placement(tr, tc);
+    const LrSchedule *lr = &tr->ps->cfg.lr;
+    if (o->log_device_placement || lr->kind != LR_EXPONENTIAL || lr->warmup_steps > 0) {
+        char ts[64], what[1024];
+        trainer_timestamp(ts, sizeof ts);
+        lr_schedule_describe(lr, what, sizeof what);
+        printf("%s: learning rate: %s\n", ts, what);
+        fflush(stdout);
+    }
     return 0;
 }
 
@@ -746,6 +759,90 @@ static void settle_parts(Trainer *tr) {
     }
 }
 
+int trainer_check_lr_schedule(const TrainerOptions *o, char *err, size_t err_n_bytes) {
+    LrScheduleKind kind;
+    if (lr_schedule_kind_from_name(o->lr_schedule, &kind, err, err_n_bytes) != 0) return -1;
+    const char *only = NULL; /* a flag of another schedule than the one asked for */
+    if (kind != LR_PIECEWISE && o->piecewise_lr[0]) only = "--piecewise_learning_rate_schedule applies to --lr_schedule piecewise";
+    if (kind != LR_COSINE && (o->cosine_decay_epochs > 0 || o->cosine_alpha > 0))
+        only = o->cosine_decay_epochs > 0 ? "--cosine_decay_epochs applies to --lr_schedule cosine"
+                                          : "--cosine_alpha applies to --lr_schedule cosine";
+    if (kind != LR_EXPONENTIAL && o->num_epochs_per_decay > 0)
+        only = "--num_epochs_per_decay applies to --lr_schedule exponential";
+    if (only) {
+        snprintf(err, err_n_bytes, "%s (this run: --lr_schedule %s)", only, o->lr_schedule);
+        return -1;
+    }
+    if (kind == LR_PIECEWISE) {
+        if (!o->piecewise_lr[0]) {
+            snprintf(err, err_n_bytes, "--lr_schedule piecewise needs --piecewise_learning_rate_schedule "
+                     "'RATE;EPOCH;RATE;...', e.g. '0.1;80;0.01;120;0.001'");
+            return -1;
+        }
+        if (!isnan(o->learning_rate)) {
+            snprintf(err, err_n_bytes, "--learning_rate with --lr_schedule piecewise: the schedule's first rate is the "
+                     "initial rate (as in tf_cnn_benchmarks)");
+            return -1;
+        }
+        float values[LR_MAX_PIECES];
+        double epochs[LR_MAX_PIECES];
+        int n;
+        if (lr_piecewise_parse(o->piecewise_lr, values, epochs, &n, err, err_n_bytes) != 0) return -1;
+    }
+    return 0;
+}
+
+/* 1 when the schedule counts in epochs, which need the epoch's size. */
+static int lr_counts_epochs(const TrainerOptions *o) {
+    LrScheduleKind kind = LR_EXPONENTIAL;
+    (void)lr_schedule_kind_from_name(o->lr_schedule, &kind, NULL, 0);
+    return o->warmup_epochs > 0 || kind == LR_PIECEWISE || (kind == LR_EXPONENTIAL && o->num_epochs_per_decay > 0) ||
+           (kind == LR_COSINE && o->cosine_decay_epochs > 0);
+}
+
+/* The learning-rate schedule of the flags (checked by trainer_check_lr_schedule), its epochs turned into
+ * steps as tf_cnn_benchmarks turns them: int(steps per epoch * epochs), a piecewise boundary one less.
+ * 0, or -1 with one line in err. */
+static int config_lr_schedule(const Trainer *tr, OptimizerKind opt_kind, LrSchedule *lr, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
+    const double steps_per_epoch =
+        tr->examples_per_epoch > 0 ? (double)tr->examples_per_epoch / trainer_step_examples(tr) : 0.0;
+    if (lr_counts_epochs(o) && !(steps_per_epoch > 0)) {
+        snprintf(err, err_n_bytes, "--lr_schedule %s counts epochs, and this run's epoch size is unknown: give "
+                 "--num_examples_per_epoch", o->lr_schedule);
+        return -1;
+    }
+    memset(lr, 0, sizeof *lr);
+    if (lr_schedule_kind_from_name(o->lr_schedule, &lr->kind, err, err_n_bytes) != 0) return -1;
+    lr->initial_lr = !isnan(o->learning_rate) ? o->learning_rate : optimizer_default_lr(opt_kind);
+    lr->decay_factor = o->lr_decay_factor;
+    lr->staircase = 1;
+    if (o->num_epochs_per_decay > 0) lr->decay_steps = (long)(steps_per_epoch * o->num_epochs_per_decay);
+    lr->warmup_steps = (long)(steps_per_epoch * o->warmup_epochs);
+    if (lr->kind == LR_PIECEWISE) {
+        double epochs[LR_MAX_PIECES];
+        if (lr_piecewise_parse(o->piecewise_lr, lr->values, epochs, &lr->n_pieces, err, err_n_bytes) != 0) return -1;
+        for (int i = 0; i < lr->n_pieces - 1; i++) lr->boundaries[i] = (long)(epochs[i] * steps_per_epoch) - 1;
+        lr->initial_lr = lr->values[0];
+    }
+    if (lr->kind == LR_COSINE) {
+        lr->alpha = o->cosine_alpha;
+        lr->cosine_steps = o->cosine_decay_epochs > 0 ? (long)(steps_per_epoch * o->cosine_decay_epochs)
+                                                      : o->max_steps - lr->warmup_steps;
+        if (lr->cosine_steps <= 0 && o->cosine_decay_epochs > 0) {
+            snprintf(err, err_n_bytes, "--lr_schedule cosine: no step to decay over: --cosine_decay_epochs %g is under "
+                     "one step of this run (%.3g steps an epoch)", o->cosine_decay_epochs, steps_per_epoch);
+            return -1;
+        }
+        if (lr->cosine_steps <= 0) {
+            snprintf(err, err_n_bytes, "--lr_schedule cosine: no step to decay over: --max_steps %ld ends within the "
+                     "%ld-step warmup (give --cosine_decay_epochs, or more --max_steps)", o->max_steps, lr->warmup_steps);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes) {
     if (!strcmp(batch_norm, "tower") || !strcmp(batch_norm, "sync")) return 0;
     snprintf(err, err_n_bytes, "--batch_norm '%s': expected tower or sync", batch_norm);
@@ -760,7 +857,9 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tr->n_ranks = ranks_size();
     const TrainerOptions *o = &tr->opt;
     char e[512];
-    if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0) return -1;
+    if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0 ||
+        trainer_check_lr_schedule(o, err, err_n_bytes) != 0)
+        return -1;
     tr->bn_sync = !strcmp(o->batch_norm, "sync");
     tr->staleness_max = -1;
     const char *split = o->input_split ? o->input_split : "none";
@@ -882,7 +981,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         goto fail;
     }
     if (!tr->image_folder || o->num_examples_per_epoch > 0) tr->examples_per_epoch = o->num_examples_per_epoch;
-    if (tr->examples_per_epoch <= 0 && o->num_epochs_per_decay > 0 && !o->synthetic) {
+    if (tr->examples_per_epoch <= 0 && lr_counts_epochs(o) && !o->synthetic) {
         tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
         if (tr->examples_per_epoch < 0) {
             snprintf(err, err_n_bytes, "%s", e);
@@ -909,12 +1008,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     pc.opt.rms_momentum = o->rmsprop_momentum;
     pc.opt.rms_epsilon = o->rmsprop_epsilon;
     pc.opt.centered = o->rmsprop_centered;
-    pc.lr.initial_lr = !isnan(o->learning_rate) ? o->learning_rate : optimizer_default_lr(pc.opt.kind);
-    pc.lr.decay_factor = o->lr_decay_factor;
-    pc.lr.staircase = 1;
-    pc.lr.decay_steps = 0;
-    if (o->num_epochs_per_decay > 0)
-        pc.lr.decay_steps = (long)((double)tr->examples_per_epoch / trainer_step_examples(tr) * o->num_epochs_per_decay);
+    if (config_lr_schedule(tr, pc.opt.kind, &pc.lr, err, err_n_bytes) != 0) goto fail;
     pc.ema_decay = o->moving_average_decay;
     unsigned char keep[MODEL_MAX_VARS];
     const TrainModeI *mk = train_mode(tr->mode);

@@ -101,8 +101,13 @@ typedef struct {
     float weight_decay;             /* adamw: decoupled weight decay, 0.004 (Keras) */
     float rmsprop_decay, rmsprop_momentum, rmsprop_epsilon; /* rmsprop: 0.9, 0, 1e-10 */
     int rmsprop_centered;           /* rmsprop: centered (ApplyCenteredRMSProp) */
-    float lr_decay_factor;
-    float num_epochs_per_decay;     /* 0: constant learning rate */
+    const char *lr_schedule;        /* exponential, piecewise or cosine (ps/optimizer.h's table) */
+    float lr_decay_factor;          /* exponential */
+    float num_epochs_per_decay;     /* exponential; 0: constant learning rate */
+    const char *piecewise_lr;       /* piecewise: "RATE;EPOCH;RATE;..." (tf_cnn_benchmarks' flag) */
+    float cosine_decay_epochs;      /* cosine: its length after the warmup; 0: to max_steps */
+    float cosine_alpha;             /* cosine: the floor, a fraction of the rate */
+    float warmup_epochs;            /* every schedule: a linear warmup from 0; 0: none */
     long num_examples_per_epoch;    /* 0: count the records of --data */
     float moving_average_decay;
     long seed;
@@ -219,6 +224,12 @@ void trainer_options_defaults(TrainerOptions *o);
  * trainer_open calls it; cmd/ too,
  * before any work. */
 int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_bytes);
+
+/* The learning-rate schedule's flags: --lr_schedule a name of the table,
+ * no flag of another schedule, piecewise's list well formed and without
+ * --learning_rate.  0, or -1 with one line in err.  trainer_open calls it;
+ * cmd/ too, before any work. */
+int trainer_check_lr_schedule(const TrainerOptions *o, char *err, size_t err_n_bytes);
 
 typedef struct {
     TrainerOptions opt;
