@@ -406,7 +406,9 @@ static void eval_sleep(int secs) {
 }
 
 /* What tells one checkpoint file from another of the same name (a run
- * started over in the same directory writes model.ckpt-N again, by rename). */
+ * started over in the same directory writes model.ckpt-N again, by rename):
+ * the file's, or for a checkpoint in shards (ps/checkpoint.h) its
+ * manifest's, device, inode and modification time. */
 typedef struct {
     char path[4096];
     dev_t dev;
@@ -416,7 +418,9 @@ typedef struct {
 
 static int eval_file_id(const char *path, EvalFileId *id) {
     struct stat sb;
-    if (stat(path, &sb) != 0) return -1;
+    char manifest[4200];
+    snprintf(manifest, sizeof manifest, "%s.shards", path);
+    if (stat(path, &sb) != 0 && stat(manifest, &sb) != 0) return -1;
     snprintf(id->path, sizeof id->path, "%s", path);
     id->dev = sb.st_dev;
     id->ino = sb.st_ino;

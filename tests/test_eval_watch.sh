@@ -10,7 +10,9 @@
 #      ends the watch with its line and exit 143;
 #   3. SIGINT while waiting: exit 130, no evaluation;
 #   4. a latest checkpoint that does not load: one line, exit 1;
-#   5. the flags that contradict it: exit 2, one line.
+#   5. the flags that contradict it: exit 2, one line;
+#   6. where MPI runs, a checkpoint in shards (a manifest, no single file) is
+#      evaluated once, not at every poll.
 # HELPER is test_fault_helper (synthetic IDX data), EVENTS is test_events
 # (`scalars DIR TAG` prints an events file's STEP VALUE lines).
 set -euo pipefail
@@ -128,6 +130,29 @@ timeout 60 "$tower" eval --checkpoint_dir "$work/bad" --eval_dir none "${watch[@
 [ "$(wc -l <"$work/w4.err")" -eq 1 ] && grep -q "^tower eval: $work/bad/model.ckpt-30: truncated" "$work/w4.err" ||
   { cat "$work/w4.err"; fail "4: not one line naming the file"; }
 echo "ok 4: $(cat "$work/w4.err")"
+
+# 6 (where this tower has MPI and mpirun starts 2 ranks). A checkpoint in shards (ps_mpi's owners write
+# model.ckpt-N.shard-* and the manifest model.ckpt-N.shards, no file model.ckpt-N): evaluated once, not at
+# every poll.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader,tcp
+mpi=(timeout 120 mpirun --oversubscribe --bind-to none -np 2)
+if command -v mpirun >/dev/null 2>&1 &&
+   "${mpi[@]}" "$tower" train "${train[@]}" --train_dir "$work/sharded" --max_steps 10 --variable_update \
+     parameter_server --checkpoint_writers owners >"$work/mpi.out" 2>&1 &&
+   [ -f "$work/sharded/model.ckpt-10.shards" ] && [ ! -e "$work/sharded/model.ckpt-10" ]; then
+  "$tower" eval --checkpoint_dir "$work/sharded" --eval_dir none "${watch[@]}" >"$work/w6.out" 2>"$work/w6.err" &
+  bg=$!
+  until_grep "$work/w6.out" "(step 10, " 30
+  sleep 3.5
+  kill -TERM "$bg"
+  rc=0
+  finish "$bg" 30 || rc=$?
+  [ "$rc" -eq 143 ] && [ "$(steps "$work/w6.out" | wc -l)" -eq 1 ] ||
+    { cat "$work/w6.out" "$work/w6.err"; fail "6: the sharded checkpoint evaluated other than once (exit $rc)"; }
+  echo "ok 6: a checkpoint in shards evaluated once"
+else
+  echo "skipped 6: no sharded checkpoint here (a tower without MPI, or mpirun cannot start 2 ranks): $(tail -n 1 "$work/mpi.out")"
+fi
 
 # 5. Refusals.
 refused() {
