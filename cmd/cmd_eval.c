@@ -35,11 +35,12 @@
 #include "train/trainer.h"
 #include "io/events.h"
 #include "io/imagefolder.h"
+#include "model/layers.h"
 
 typedef struct {
     const char *checkpoint_dir, *checkpoint, *data, *image_key, *label_key, *compression, *eval_dir, *labels, *resize_mode;
     int batch_size, num_classes, image_size, no_moving_average, confusion_matrix, input_threads, skip_corrupt;
-    int no_progress, eval_interval_secs;
+    int no_progress, eval_interval_secs, top_k;
     long until_step;
     float max_corrupt_fraction;
 } EvalOptions;
@@ -72,6 +73,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
+        {"top_k", FLAG_INT, &o->top_k, "also report precision @ K: the fraction whose label is among the K largest logits (TensorFlow's in_top_k: a label tied with the K-th counts; a row with a non-finite logit does not)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
         {"eval_interval_secs", FLAG_INT, &o->eval_interval_secs, "keep watching --checkpoint_dir: every this many seconds, evaluate its latest checkpoint when it is new (cifar10_eval.py's loop), until --until_step or SIGINT/SIGTERM", FLAG_RANGE(0, 86400, "[]", "0: evaluate once")},
         {"until_step", FLAG_LONG, &o->until_step, "with --eval_interval_secs: stop after evaluating a checkpoint of this step or later", FLAG_RANGE(0, INFINITY, "[)", "0: until SIGINT or SIGTERM")},
     };
@@ -136,6 +138,10 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     if (o->num_classes != spec->num_classes) {
         cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o->num_classes, path,
                 spec->num_classes);
+        return 1;
+    }
+    if (o->top_k > spec->num_classes) {
+        cmd_errorf("tower eval: --top_k %d but %s was trained for %d classes\n", o->top_k, path, spec->num_classes);
         return 1;
     }
     if (o->image_size > 0 && (o->image_size != spec->H || o->image_size != spec->W)) {
@@ -308,7 +314,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     }
     long n_expected = live ? n_records : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
-    long n_total = 0, n_correct = 0;
+    long n_total = 0, n_correct = 0, n_top_k = 0;
     double loss_sum = 0.0, total_loss_sum = 0.0;
     for (;;) {
         PipelineBatch *b;
@@ -331,7 +337,8 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
             int best = 0;
             for (int k = 1; k < spec->num_classes; k++)
                 if (l[k] > l[best]) best = k;
-            n_correct += best == b->labels[i];
+            n_correct += in_top_k(l, spec->num_classes, b->labels[i], 1); /* cifar10_eval's in_top_k(logits, labels, 1) */
+            if (o->top_k > 1) n_top_k += in_top_k(l, spec->num_classes, b->labels[i], o->top_k);
             confusion[(size_t)b->labels[i] * spec->num_classes + best]++;
         }
         loss_sum += (double)ce * b->n;
@@ -354,7 +361,11 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     double precision = (double)n_correct / (double)n_total;
     if (events) {
         /* TensorFlow's cifar10_eval tag; "loss" is the training loss's definition (cross-entropy + weight decay). */
+        char top_k_tag[32];
+        snprintf(top_k_tag, sizeof top_k_tag, "Precision @ %d", o->top_k);
         if (event_writer_add_scalar(events, "Precision @ 1", (float)precision, err, sizeof err) != 0 ||
+            (o->top_k > 1 &&
+             event_writer_add_scalar(events, top_k_tag, (float)((double)n_top_k / (double)n_total), err, sizeof err) != 0) ||
             event_writer_add_scalar(events, "loss", (float)(total_loss_sum / (double)n_total), err, sizeof err) != 0 ||
             event_writer_add_scalar(events, "cross_entropy", (float)(loss_sum / (double)n_total), err, sizeof err) != 0 ||
             event_writer_write(events, ck->global_step, event_wall_time_now(), err, sizeof err) != 0) {
@@ -365,6 +376,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
     printf("%s: precision @ 1 = %.3f\n", ts, precision);
+    if (o->top_k > 1) printf("%s: precision @ %d = %.3f\n", ts, o->top_k, (double)n_top_k / (double)n_total);
     PipelineStats pst;
     pipeline_stats(pipe, &pst);
     if (pst.corrupt_skipped > 0)
@@ -523,7 +535,7 @@ int cmd_eval(int argc, char **argv) {
     EvalOptions o = {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
         .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .labels = "",
-        .resize_mode = "resize", .batch_size = 500,
+        .resize_mode = "resize", .batch_size = 500, .top_k = 1,
         .num_classes = 10, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];

@@ -244,6 +244,12 @@ float softmax_xent_forward(float *probs, const float *logits, const int32_t *lab
 void softmax_xent_backward(float *dlogits, const float *probs, const int32_t *labels,
                            float dloss, int B, int K);
 
+/* tf.math.in_top_k for one row: 1 when fewer than k classes have a larger
+ * logit than the label's (so a label tied with the k-th counts, as
+ * TensorFlow counts it), 0 when any logit of the row is not finite.
+ *   logits: (K);  label in [0, K);  k >= 1 */
+int in_top_k(const float *logits, int K, int label, int k);
+
 /* ---- L2 weight decay: TensorFlow's wd * tf.nn.l2_loss(w) = wd * sum(w^2) / 2 */
 
 /* Returns wd * sum(w^2) / 2, accumulated in double.  w: (n). */

@@ -59,3 +59,13 @@ float l2_loss_forward(const float *w, size_t n, float wd) {
 void l2_loss_backward(float *dw, const float *w, size_t n, float wd) {
     for (size_t i = 0; i < n; i++) dw[i] += wd * w[i];
 }
+
+int in_top_k(const float *logits, int K, int label, int k) {
+    const float target = logits[label];
+    int above = 0;
+    for (int c = 0; c < K; c++) {
+        if (!isfinite(logits[c])) return 0;
+        above += logits[c] > target;
+    }
+    return above < k;
+}

@@ -421,7 +421,22 @@ static void test_xent_stable(void) {
     CHECK(isnan(softmax_xent_forward(probs3, logits, bad, 1, 3)), "label outside [0, K) must give NAN");
 }
 
+/* in_top_k as TensorFlow's in_top_k: ties with the k-th count, a non-finite logit fails the row. */
+static void test_in_top_k(void) {
+    const float row[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+    CHECK(in_top_k(row, 5, 1, 1) && in_top_k(row, 5, 3, 1), "both tied maxima are in the top 1");
+    CHECK(!in_top_k(row, 5, 4, 1) && !in_top_k(row, 5, 4, 2) && in_top_k(row, 5, 4, 3), "the third largest");
+    CHECK(!in_top_k(row, 5, 2, 4) && in_top_k(row, 5, 2, 5), "the smallest only in the top 5");
+    const float tie[4] = {1.0f, 1.0f, 1.0f, 0.0f};
+    CHECK(in_top_k(tie, 4, 2, 1) && !in_top_k(tie, 4, 3, 3) && in_top_k(tie, 4, 3, 4), "a three-way tie");
+    float bad[3] = {0.0f, 1.0f, NAN};
+    CHECK(!in_top_k(bad, 3, 1, 1) && !in_top_k(bad, 3, 0, 3), "a NaN in the row");
+    bad[2] = INFINITY;
+    CHECK(!in_top_k(bad, 3, 1, 3), "an infinite logit in the row");
+}
+
 int main(void) {
+    test_in_top_k();
     test_padding();
     test_pool_padding();
     test_lrn_hand();

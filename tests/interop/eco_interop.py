@@ -163,7 +163,7 @@ def decode(rec):
 
 
 ds = tf.data.TFRecordDataset(sorted(glob.glob(os.path.join(work, "data", "train-*.tfrecord")))).map(decode).batch(64)
-correct = total = 0
+correct = total = top2 = 0
 for x, y in ds:
     h = tf.nn.relu(tf.nn.conv2d(x, w["conv1/weights"], 1, "SAME") + w["conv1/biases"])
     h = tf.nn.max_pool2d(h, 2, 2, "SAME")
@@ -174,7 +174,17 @@ for x, y in ds:
     h = tf.nn.relu(h @ w["local4/weights"] + w["local4/biases"])
     logits = h @ w["softmax_linear/weights"] + w["softmax_linear/biases"]
     correct += int(tf.reduce_sum(tf.cast(tf.argmax(logits, 1) == y, tf.int32)))
+    top2 += int(tf.reduce_sum(tf.cast(tf.math.in_top_k(y, logits, 2), tf.int32)))
     total += int(tf.shape(y)[0])
 check(total == 120 and abs(correct / total - printed) <= 1.0 / total + 1e-9,
       "TensorFlow ops on the export: %d/%d, tower eval printed %.3f" % (correct, total, printed))
 done("the export in TensorFlow's ops: precision %d/%d = %.3f, tower eval %.3f" % (correct, total, correct / total, printed))
+# --top_k 2 against tf.math.in_top_k on the same export (one example's near-tie may flip either way)
+with open(os.path.join(work, "eval_top2.out")) as f:
+    lines = f.read()
+at1 = [float(l.rsplit("= ", 1)[1]) for l in lines.splitlines() if "precision @ 1 = " in l]
+at2 = [float(l.rsplit("= ", 1)[1]) for l in lines.splitlines() if "precision @ 2 = " in l]
+check(at1 == [printed] and len(at2) == 1, "tower eval --top_k 2 printed %r" % lines)
+check(abs(top2 / total - at2[0]) <= 1.0 / total + 1e-9 and at2[0] >= at1[0],
+      "precision @ 2: TensorFlow's in_top_k %d/%d, tower eval printed %.3f" % (top2, total, at2[0]))
+done("precision @ 2: TensorFlow's in_top_k %d/%d = %.3f, tower eval --top_k 2 %.3f" % (top2, total, top2 / total, at2[0]))

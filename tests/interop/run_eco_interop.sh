@@ -28,6 +28,8 @@ trap 'rm -rf "$work"' EXIT
   --histogram_every 20 --no_progress >/dev/null
 "$tower" eval --checkpoint_dir "$work/run" --data "$work/data/train-*.tfrecord" --num_classes 3 --batch_size 50 \
   --no_progress >"$work/eval.out"
+"$tower" eval --checkpoint_dir "$work/run" --data "$work/data/train-*.tfrecord" --num_classes 3 --batch_size 50 \
+  --top_k 2 --eval_dir none --no_progress >"$work/eval_top2.out"
 "$tower" export --checkpoint_dir "$work/run" --out "$work/ema.safetensors" >/dev/null
 "$tower" export --checkpoint_dir "$work/run" --out "$work/raw.safetensors" --no_moving_average >/dev/null
 "$py" "$here/eco_interop.py" "$work"
