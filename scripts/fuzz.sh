@@ -15,7 +15,10 @@
 #      build-fuzz/fuzz/corpus/<target> (kept between runs, so coverage
 #      accumulates), the fresh seeds, and the committed seeds and regression
 #      inputs of tests/fuzz/; -timeout=30 makes a unit slower than 30 s a
-#      finding, the default -rss_limit_mb=2048 a unit that needs more memory;
+#      finding (and -report_slow_units=30 keeps libFuzzer from saving the
+#      units between its default 10 s and that as findings too: a 383-byte
+#      CMYK JPEG of 134 M pixels takes 9 s in the instrumented fuzz_image),
+#      the default -rss_limit_mb=2048 a unit that needs more memory;
 #   4. print one line per target: executions, exec/s, coverage (cov: edges,
 #      ft: features), corpus (libFuzzer's units/bytes at the end of the run),
 #      files in the working corpus, findings.
@@ -71,7 +74,7 @@ run_target() {
   local dirs=("$F/corpus/$t" "$F/seeds/$t")
   for d in tests/fuzz/corpus/$t tests/fuzz/regress/$t; do [ -d "$d" ] && dirs+=("$d"); done
   local rc=0
-  "$B/tests/fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -print_final_stats=1 \
+  "$B/tests/fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -timeout=30 -report_slow_units=30 -print_final_stats=1 \
     -artifact_prefix="$F/findings/$t/" "${dirs[@]}" >"$F/logs/$t.log" 2>&1 || rc=$?
   echo "$rc" >"$F/logs/$t.rc"
 }
