@@ -433,16 +433,17 @@ void lr_schedule_describe(const LrSchedule *s, char *out, size_t out_n_bytes) {
     switch (s->kind) {
     case LR_EXPONENTIAL:
         if (s->decay_steps > 0 && s->decay_factor != 1.0f)
-            LR_PUT("exponential: %g, times %g every %ld steps%s", s->initial_lr, s->decay_factor, s->decay_steps,
-                   s->staircase ? " (staircase)" : "");
+            LR_PUT("%s: %g, times %g every %ld steps%s", lr_schedule_name(s->kind), s->initial_lr, s->decay_factor,
+                   s->decay_steps, s->staircase ? " (staircase)" : "");
         else LR_PUT("constant %g", s->initial_lr);
         break;
     case LR_PIECEWISE:
-        LR_PUT("piecewise: %g", s->values[0]);
+        LR_PUT("%s: %g", lr_schedule_name(s->kind), s->values[0]);
         for (int i = 1; i < s->n_pieces; i++) LR_PUT(", %g from step %ld", s->values[i], s->boundaries[i - 1] + 1);
         break;
     case LR_COSINE:
-        LR_PUT("cosine: from %g to %g over %ld steps", s->initial_lr, s->initial_lr * s->alpha, s->cosine_steps);
+        LR_PUT("%s: from %g to %g over %ld steps", lr_schedule_name(s->kind), s->initial_lr, s->initial_lr * s->alpha,
+               s->cosine_steps);
         break;
     default:
         LR_PUT("unknown");
