@@ -87,7 +87,7 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
     imagefolder_config_defaults(&ic);
     ic.image_size = o->image_size;
     ic.channels = o->channels;
-    ic.mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
+    ic.mode = (ImageFolderResizeMode)imagefolder_resize_mode_from_name(o->resize_mode);
     ic.warn = warn_line;
     ic.warn_ctx = bar;
     ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;

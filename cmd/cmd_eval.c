@@ -287,7 +287,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         pc.image_dir = o->data;
         pc.image_listing = listing;
         pc.labels_file = labels_file;
-        pc.resize_mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
+        pc.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
     }
     pc.warn = eval_warn;
     pc.warn_ctx = &bar;

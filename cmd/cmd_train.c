@@ -106,8 +106,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)", FLAG_RANGE(0, INFINITY, "[)", "0: count the records")},
         {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages (0: none)", FLAG_RANGE(0, 1, "[)", "0: none")},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, TRAIN_MAX_CLASSES, "[]", NULL)},
-        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder: the size its images are resized to (no crop)", FLAG_RANGE(0, TRAIN_MAX_IMAGE_SIZE, "[]", "0: no crop")},
-        {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
+        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder: the size its images are resized to (cropped as --resize_mode says)", FLAG_RANGE(0, TRAIN_MAX_IMAGE_SIZE, "[]", "0: no crop")},
+        {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to image_size), center_crop (shorter side to image_size, then the central square) or random_crop (tf_cnn_benchmarks' training crop, resized to image_size, flipped half the time; drawn anew each epoch)"},
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the sorted class folders); a class folder not in it is refused"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
         {"label_key", FLAG_STRING, &o->label_key, "Example feature holding the label"},
@@ -153,7 +153,7 @@ static int train_check_flags(const TrainerOptions *o) {
     const char *optimizers[OPT_N_KINDS + 1] = {NULL}; /* the optimizer table's names */
     for (int k = 0; k < OPT_N_KINDS; k++) optimizers[k] = optimizer_i((OptimizerKind)k)->name;
     static const char *const compressions[] = {"auto", "none", "gzip", "zlib", NULL};
-    static const char *const resize_modes[] = {"resize", "center_crop", NULL};
+    static const char *const resize_modes[] = {"resize", "center_crop", "random_crop", NULL};
     static const char *const loss_scalings[] = {"tower_mean", "global_batch", NULL};
     static const char *const ps_placements[] = {"greedy", "round_robin", NULL};
     static const char *const checkpoint_writers[] = {"owners", "rank0", NULL};

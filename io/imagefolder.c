@@ -9,6 +9,7 @@
  */
 #include "io/imagefolder.h"
 #include "base/escape.h"
+#include "io/rng.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -36,6 +37,14 @@
 #else
 #define RESIZE_SSE2 0
 #endif
+
+int imagefolder_resize_mode_from_name(const char *name) {
+    static const char *const names[] = {[IMAGEFOLDER_RESIZE] = "resize", [IMAGEFOLDER_CENTER_CROP] = "center_crop",
+                                        [IMAGEFOLDER_RANDOM_CROP] = "random_crop"};
+    for (int m = 0; m < (int)(sizeof names / sizeof names[0]); m++)
+        if (name && !strcmp(name, names[m])) return m;
+    return -1;
+}
 
 void imagefolder_config_defaults(ImageFolderConfig *c) {
     memset(c, 0, sizeof *c);
@@ -205,6 +214,70 @@ static void target_size(int S, ImageFolderResizeMode mode, int H, int W, int *tH
     }
 }
 
+/* The decoded size whose rectangle crop (of an H x W image) still covers S x S: S H / h by S W / w, rounded up. */
+static void crop_cover_size(int S, const ImageFolderCrop *crop, int H, int W, int *tH, int *tW) {
+    *tH = (int)ceil((double)S * H / crop->h);
+    *tW = (int)ceil((double)S * W / crop->w);
+}
+
+/* tf_cnn_benchmarks' train_image arguments to sample_distorted_bounding_box. */
+#define CROP_MIN_OBJECT_COVERED 0.1f
+#define CROP_MIN_ASPECT 0.75f
+#define CROP_MAX_ASPECT 1.33f
+#define CROP_MIN_AREA 0.05f
+#define CROP_MAX_AREA 1.0f
+#define CROP_MAX_ATTEMPTS 100
+
+/* TensorFlow's GenerateRandomCrop (sample_distorted_bounding_box_op.cc), in its float arithmetic and its
+ * lrintf rounding: a height uniform among the integers from round(sqrt(min_area / aspect)) to the largest
+ * whose width round(h aspect) fits the image, corrected by one where rounding puts the area out of range, then
+ * the offsets.  1 with *c set, 0 when the constraints cannot be met. */
+static int generate_random_crop(int W, int H, float min_rel, float max_rel, float aspect, uint64_t *rng,
+                                ImageFolderCrop *c) {
+    const float min_area = min_rel * (float)W * (float)H, max_area = max_rel * (float)W * (float)H;
+    int height = (int)lrintf(sqrtf(min_area / aspect));
+    int max_height = (int)lrintf(sqrtf(max_area / aspect));
+    if (lrintf((float)max_height * aspect) > W) {
+        /* the smallest max_height with round(max_height aspect) <= W, as TensorFlow finds it */
+        const float eps = 0.0000001f;
+        max_height = (int)((W + 0.5 - eps) / aspect);
+        if (lrintf((float)max_height * aspect) > W) max_height -= 1;
+    }
+    if (max_height > H) max_height = H;
+    if (height >= max_height) height = max_height;
+    if (height < max_height) height += (int)rng_below(rng, (uint64_t)(max_height - height + 1));
+    int width = (int)lrintf((float)height * aspect);
+    float area = (float)(width * height);
+    if (area < min_area) {
+        height += 1;
+        width = (int)lrintf((float)height * aspect);
+        area = (float)(width * height);
+    }
+    if (area > max_area) {
+        height -= 1;
+        width = (int)lrintf((float)height * aspect);
+        area = (float)(width * height);
+    }
+    if (area < min_area || area > max_area || width > W || height > H || width <= 0 || height <= 0) return 0;
+    c->y = height < H ? (int)rng_below(rng, (uint64_t)(H - height)) : 0;
+    c->x = width < W ? (int)rng_below(rng, (uint64_t)(W - width)) : 0;
+    c->w = width;
+    c->h = height;
+    return 1;
+}
+
+void imagefolder_random_crop(ImageFolderCrop *crop, int H, int W, uint64_t *rng_state) {
+    int found = 0;
+    for (int i = 0; i < CROP_MAX_ATTEMPTS && !found; i++) {
+        const float aspect = rng_uniform01(rng_state) * (CROP_MAX_ASPECT - CROP_MIN_ASPECT) + CROP_MIN_ASPECT;
+        /* the only box is the whole image: the crop must cover min_object_covered of it */
+        found = generate_random_crop(W, H, CROP_MIN_AREA, CROP_MAX_AREA, aspect, rng_state, crop) &&
+                (float)((long)crop->w * crop->h) / (float)((long)W * H) >= CROP_MIN_OBJECT_COVERED;
+    }
+    if (!found) *crop = (ImageFolderCrop){0, 0, W, H, 0};
+    crop->flip = rng_uniform01(rng_state) < 0.5f;
+}
+
 /* A function libFuzzer's coverage leaves alone (clang's no_sanitize("coverage"), and not inlined into a caller that is traced). */
 #if defined(__clang__)
 #define NO_COVERAGE __attribute__((no_sanitize("coverage"), noinline))
@@ -244,8 +317,9 @@ NO_COVERAGE static void cmyk_to_rgb(uint8_t *rgb, const uint8_t *cmyk, unsigned 
  * max_pixels pixels.  *pixels: scr->pixels (grown, kept by scr) when scr
  * is given, else malloc'ed for the caller.  Closes nothing. */
 static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                       size_t max_pixels, ImageFolderScratch *scr, uint8_t **pixels, int *H, int *W, int *orig_H,
-                       int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+                       const uint64_t *crop_rng, ImageFolderCrop *crop, size_t max_pixels, ImageFolderScratch *scr,
+                       uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err,
+                       size_t err_n) {
     struct jpeg_decompress_struct cinfo;
     JpegError jerr;
     uint8_t *volatile buf = NULL;  /* malloc'ed here (no scr) */
@@ -273,10 +347,15 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     cinfo.out_color_space = is_cmyk ? JCS_CMYK : JCS_RGB;
     *orig_H = (int)cinfo.image_height;
     *orig_W = (int)cinfo.image_width;
+    if (crop_rng) {
+        uint64_t st = *crop_rng;
+        imagefolder_random_crop(crop, *orig_H, *orig_W, &st);
+    }
     int M = 8;
     if (S > 0) {
         int tH, tW;
-        target_size(S, mode, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
+        if (crop_rng) crop_cover_size(S, crop, *orig_H, *orig_W, &tH, &tW);
+        else target_size(S, mode, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
         for (int m = 1; m < 8; m *= 2) {
             cinfo.scale_num = (unsigned)m;
             cinfo.scale_denom = 8;
@@ -356,8 +435,9 @@ static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *e
  * which *owned then names too (else NULL).  *orig_H, *orig_W: the stored size.  0 (err "", or a warning line
  * for a JPEG with damaged data), or -1 with err (*pixels and *owned NULL). */
 static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                        size_t max_pixels, ImageFolderScratch *scr, uint8_t **pixels, uint8_t **owned, int *H, int *W,
-                        int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+                        const uint64_t *crop_rng, ImageFolderCrop *crop, size_t max_pixels, ImageFolderScratch *scr,
+                        uint8_t **pixels, uint8_t **owned, int *H, int *W, int *orig_H, int *orig_W,
+                        int *scale_eighths, char *err, size_t err_n) {
     *pixels = *owned = NULL;
     *scale_eighths = 8;
     if (err_n) err[0] = '\0';
@@ -380,8 +460,12 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
         rc = decode_png(path, f, data, n_bytes, max_pixels, scr, pixels, H, W, err, err_n);
         *orig_H = *H;
         *orig_W = *W;
+        if (rc == 0 && crop_rng) {
+            uint64_t st = *crop_rng;
+            imagefolder_random_crop(crop, *H, *W, &st);
+        }
     } else {
-        rc = decode_jpeg(path, f, data, n_bytes, S, mode, max_pixels, scr, pixels, H, W, orig_H, orig_W,
+        rc = decode_jpeg(path, f, data, n_bytes, S, mode, crop_rng, crop, max_pixels, scr, pixels, H, W, orig_H, orig_W,
                          scale_eighths, err, err_n);
     }
     if (f) fclose(f);
@@ -392,8 +476,8 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
 int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
                               int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     uint8_t *owned;
-    return decode_image(path, NULL, 0, S, mode, max_pixels, NULL, pixels, &owned, H, W, orig_H, orig_W, scale_eighths,
-                        err, err_n);
+    return decode_image(path, NULL, 0, S, mode, NULL, NULL, max_pixels, NULL, pixels, &owned, H, W, orig_H, orig_W,
+                        scale_eighths, err, err_n);
 }
 
 int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
@@ -587,20 +671,20 @@ __attribute__((target("avx2"))) static inline __m256 bytes_to_floats_avx2(const 
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 
-/* The vertical pass of one output row for any C: row[j] = the weighted sum of the n rows r0 + i * in_row_n
+/* The vertical pass of one output row for any C: row[j] = the weighted sum of the n rows r0 + i * stride_n
  * (i < n, weights kk[i]; w0 is kk[0], or 0 where n is 0), j < in_row_n, 32 values at a time held in registers
  * over every tap, so that row is written once instead of read and written once a tap (1.35-1.45x the resize;
  * bench/RESULTS.md).  The multiplies and adds are vertical_row's plain loop's, value for value and in its
  * order (the first tap sets the sum: w0 x), so the same floats. */
 __attribute__((target("avx2"))) static void vertical_row_avx2(float *row, const uint8_t *r0, size_t in_row_n,
-                                                              const float *kk, float w0, int n) {
+                                                              size_t stride_n, const float *kk, float w0, int n) {
     size_t j = 0;
     for (; j + 32 <= in_row_n; j += 32) {
         const __m256 v0 = _mm256_set1_ps(w0);
         __m256 a[4];
         for (int q = 0; q < 4; q++) a[q] = _mm256_mul_ps(v0, bytes_to_floats_avx2(r0 + j + 8 * q));
         for (int i = 1; i < n; i++) {
-            const uint8_t *r = r0 + (size_t)i * in_row_n + j;
+            const uint8_t *r = r0 + (size_t)i * stride_n + j;
             const __m256 w = _mm256_set1_ps(kk[i]);
             for (int q = 0; q < 4; q++) a[q] = _mm256_add_ps(a[q], _mm256_mul_ps(w, bytes_to_floats_avx2(r + 8 * q)));
         }
@@ -608,7 +692,7 @@ __attribute__((target("avx2"))) static void vertical_row_avx2(float *row, const 
     }
     for (; j < in_row_n; j++) {
         float a = w0 * (float)r0[j];
-        for (int i = 1; i < n; i++) a += kk[i] * (float)r0[(size_t)i * in_row_n + j];
+        for (int i = 1; i < n; i++) a += kk[i] * (float)r0[(size_t)i * stride_n + j];
         row[j] = a;
     }
 }
@@ -632,15 +716,16 @@ static float *horizontal_pairs(int dW, const int *xc, const float *xk, int xks, 
 #endif
 
 /* The vertical pass of output row y: row (sW * C) = the weighted sum of src's rows yf[y] ... (weights yk),
- * vertical_row_avx2 where avx2, else the plain loop (the same floats).  Inlined into resize_rows' clones. */
-static inline void vertical_row(float *row, const uint8_t *src, size_t in_row_n, const int *yf, const int *yc,
-                                const float *yk, int yks, int y, int avx2) {
+ * rows stride_n bytes apart, vertical_row_avx2 where avx2, else the plain loop (the same floats).  Inlined
+ * into resize_rows' clones. */
+static inline void vertical_row(float *row, const uint8_t *src, size_t in_row_n, size_t stride_n, const int *yf,
+                                const int *yc, const float *yk, int yks, int y, int avx2) {
     const float *kk = yk + (size_t)y * yks;
-    const uint8_t *r0 = src + (size_t)yf[y] * in_row_n;
+    const uint8_t *r0 = src + (size_t)yf[y] * stride_n;
     const float w0 = yc[y] > 0 ? kk[0] : 0.0f;
 #if RESIZE_HAVE_AVX2
     if (avx2) {
-        vertical_row_avx2(row, r0, in_row_n, kk, w0, yc[y]);
+        vertical_row_avx2(row, r0, in_row_n, stride_n, kk, w0, yc[y]);
         return;
     }
 #endif
@@ -648,22 +733,22 @@ static inline void vertical_row(float *row, const uint8_t *src, size_t in_row_n,
     for (size_t j = 0; j < in_row_n; j++) row[j] = w0 * (float)r0[j];
     for (int i = 1; i < yc[y]; i++) {
         const float w = kk[i];
-        const uint8_t *r = r0 + (size_t)i * in_row_n;
+        const uint8_t *r = r0 + (size_t)i * stride_n;
         for (size_t j = 0; j < in_row_n; j++) row[j] += w * (float)r[j];
     }
 }
 
-/* The two passes over every output row of dst (dH, dW, C) from src (sH, sW, C), with the weights of
+/* The two passes over every output row of dst (dH, dW, C) from src (sH, sW, C; rows stride_n bytes apart), with the weights of
  * coeffs_float (x: xf, xc, xk, xks; y: likewise) and row, the vertical pass's (sW, C) floats with its
  * padding; avx2: the CPU has AVX2 (vertical_row_avx2 then); pairs and sums, where given, horizontal_rgb_avx2's.
  * Static and called from this file only: Clang emits a clone's dispatcher only where it is called. */
-RESIZE_CLONES static void resize_rows(uint8_t *dst, int dH, int dW, const uint8_t *src, int sW, int C, float *row,
+RESIZE_CLONES static void resize_rows(uint8_t *dst, int dH, int dW, const uint8_t *src, int sW, size_t stride_n, int C, float *row,
                                       const int *xf, const int *xc, const float *xk, int xks, int n_taps,
                                       const float *pairs, float *sums, const int *yf, const int *yc,
                                       const float *yk, int yks, int avx2) {
     const size_t in_row_n = (size_t)sW * C, out_row_n = (size_t)dW * C;
     for (int y = 0; y < dH; y++) {
-        vertical_row(row, src, in_row_n, yf, yc, yk, yks, y, avx2);
+        vertical_row(row, src, in_row_n, stride_n, yf, yc, yk, yks, y, avx2);
 #if RESIZE_HAVE_AVX2
         if (pairs) {
             horizontal_rgb_avx2(dst + y * out_row_n, row, dW, xf, pairs, n_taps, sums);
@@ -685,10 +770,11 @@ RESIZE_CLONES static void resize_rows(uint8_t *dst, int dH, int dW, const uint8_
  * (tests/interop/pil_interop.py).  PIL's own order, reproduced bit for bit
  * in fixed point, measured 2.5x slower here (its horizontal pass over every
  * input row does not vectorize; bench/RESULTS.md). */
-int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C) {
-    if (C < 1 || C > 16) return -1;
+int imagefolder_resize_strided(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, size_t stride_n,
+                               int C) {
+    if (C < 1 || C > 16 || stride_n < (size_t)sW * C) return -1;
     if (dH == sH && dW == sW) {
-        memcpy(dst, src, (size_t)sH * sW * C);
+        for (int y = 0; y < sH; y++) memcpy(dst + (size_t)y * sW * C, src + (size_t)y * stride_n, (size_t)sW * C);
         return 0;
     }
     int *xf = NULL, *xc = NULL, *yf = NULL, *yc = NULL, xks = 0, yks = 0;
@@ -723,13 +809,17 @@ int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH,
         }
     }
 #endif
-    resize_rows(dst, dH, dW, src, sW, C, row, xf, xc, xk, xks, n_taps, pairs, sums, yf, yc, yk, yks, avx2);
+    resize_rows(dst, dH, dW, src, sW, stride_n, C, row, xf, xc, xk, xks, n_taps, pairs, sums, yf, yc, yk, yks, avx2);
     free(pairs);
     free(sums);
     free(row);
     free(xf), free(xc), free(xk);
     free(yf), free(yc), free(yk);
     return 0;
+}
+
+int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C) {
+    return imagefolder_resize_strided(dst, dH, dW, src, sH, sW, (size_t)sW * C, C);
 }
 
 /* ---------------------------------------------------------------- the source */
@@ -838,6 +928,7 @@ static int center_crop_offset(int scaled, int size) {
 
 int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint8_t *rgb, int H, int W,
                           int orig_H, int orig_W, ImageFolderScratch *scr) {
+    if (mode == IMAGEFOLDER_RANDOM_CROP) return -1; /* imagefolder_transform_crop's */
     int tH, tW; /* size to scale to before cropping, from the stored size */
     target_size(S, mode, orig_H, orig_W, &tH, &tW);
     if (C == 3 && tH == S && tW == S) return imagefolder_resize(out, S, S, rgb, H, W, 3); /* nothing to crop */
@@ -864,6 +955,50 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
                 q[0] = (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 0x8000u) >> 16);
             }
         }
+    return 0;
+}
+
+/* round(v * to / from) for v in [0, from]: a stored coordinate in the decoded image's pixels. */
+static int scale_coord(int v, int to, int from) { return (int)floor((double)v * to / from + 0.5); }
+
+int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop *crop, const uint8_t *rgb, int H,
+                               int W, int orig_H, int orig_W, ImageFolderScratch *scr) {
+    if (crop->w < 1 || crop->h < 1 || crop->x < 0 || crop->y < 0 || crop->x + crop->w > orig_W ||
+        crop->y + crop->h > orig_H)
+        return -1;
+    int x0 = scale_coord(crop->x, W, orig_W), x1 = scale_coord(crop->x + crop->w, W, orig_W);
+    int y0 = scale_coord(crop->y, H, orig_H), y1 = scale_coord(crop->y + crop->h, H, orig_H);
+    /* at least one decoded pixel a side, inside the image */
+    if (x1 <= x0) x0 > 0 ? (void)(x0 = x1 - 1) : (void)(x1 = x0 + 1);
+    if (y1 <= y0) y0 > 0 ? (void)(y0 = y1 - 1) : (void)(y1 = y0 + 1);
+    const uint8_t *window = rgb + ((size_t)y0 * W + x0) * 3;
+    uint8_t *dst = out;
+    if (C != 3) { /* resized as RGB, then PIL's luma */
+        const size_t need = (size_t)S * S * 3;
+        if (need > scr->scaled_n_bytes) {
+            uint8_t *b = realloc(scr->scaled, need);
+            if (!b) return -1;
+            scr->scaled = b;
+            scr->scaled_n_bytes = need;
+        }
+        dst = scr->scaled;
+    }
+    if (imagefolder_resize_strided(dst, S, S, window, y1 - y0, x1 - x0, (size_t)W * 3, 3) != 0) return -1;
+    for (int y = 0; y < S; y++) {
+        uint8_t *row = dst + (size_t)y * S * 3;
+        if (crop->flip)
+            for (int a = 0, b = S - 1; a < b; a++, b--)
+                for (int j = 0; j < 3; j++) {
+                    const uint8_t t = row[3 * a + j];
+                    row[3 * a + j] = row[3 * b + j];
+                    row[3 * b + j] = t;
+                }
+        if (C != 3)
+            for (int x = 0; x < S; x++) {
+                const uint8_t *p = row + 3 * x;
+                out[(size_t)y * S + x] = (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 0x8000u) >> 16);
+            }
+    }
     return 0;
 }
 
@@ -910,8 +1045,11 @@ static int read_small_file(const char *path, size_t cap, ImageFolderScratch *scr
     return got <= (size_t)sb.st_size;
 }
 
-int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
-                     int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
+/* imagefolder_load and imagefolder_load_random_crop: crop_rng NULL for the first, else the stream of the crop
+ * (drawn into *crop once the stored size is known). */
+static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint64_t *crop_rng,
+                      ImageFolderCrop *crop, const char *path, size_t max_pixels, int scaled, ImageFolderScratch *scr,
+                      int *scale_eighths, char *err, size_t err_n) {
     uint8_t *rgb, *owned; /* rgb: scr->pixels; owned: NULL (decode_image with scr) */
     int H, W, oH, oW;
     size_t n_bytes = 0;
@@ -920,11 +1058,11 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
      * of a 224 x 224 JPEG's time), no 4 KB reads through stdio, and a PNG is not opened and read a second time
      * (Fashion-MNIST as 28 x 28 PNGs: 18% more images/sec, bench/RESULTS.md). */
     const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
-    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, max_pixels, scr, &rgb,
-                                  &owned, &H, &W, &oH, &oW, scale_eighths, err, err_n) != 0)
+    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, crop_rng, crop,
+                                  max_pixels, scr, &rgb, &owned, &H, &W, &oH, &oW, scale_eighths, err, err_n) != 0)
         return -1;
-    int tH, tW;
-    target_size(S, mode, oH, oW, &tH, &tW);
+    int tH = S, tW = S; /* a crop is resampled straight to S x S */
+    if (!crop_rng) target_size(S, mode, oH, oW, &tH, &tW);
     /* The resampled image is (tH, tW) bytes; the work of the first pass is (tH, W) rows: both bounded. */
     if ((size_t)tH * (size_t)W > max_pixels || (size_t)tH * (size_t)tW > max_pixels || H > 65535 || W > 65535) {
         snprintf(err, err_n, "%s: a %d x %d image does not scale to %d x %d within %zu pixels", path, oW, oH, tW, tH,
@@ -932,10 +1070,28 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
         free(owned);
         return -1;
     }
-    int rc = imagefolder_transform(out, S, C, mode, rgb, H, W, oH, oW, scr);
+    int rc = crop_rng ? imagefolder_transform_crop(out, S, C, crop, rgb, H, W, oH, oW, scr)
+                      : imagefolder_transform(out, S, C, mode, rgb, H, W, oH, oW, scr);
     free(owned);
     if (rc != 0) snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", path, W, H);
     return rc;
+}
+
+int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
+                     int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
+    if (mode == IMAGEFOLDER_RANDOM_CROP) {
+        snprintf(err, err_n, "%s: a random crop is imagefolder_load_random_crop's", path);
+        return -1;
+    }
+    return load_image(out, S, C, mode, NULL, NULL, path, max_pixels, scaled, scr, scale_eighths, err, err_n);
+}
+
+int imagefolder_load_random_crop(uint8_t *out, int S, int C, uint64_t rng_state, const char *path, size_t max_pixels,
+                                 int scaled, ImageFolderScratch *scr, ImageFolderCrop *crop, int *scale_eighths,
+                                 char *err, size_t err_n) {
+    ImageFolderCrop own;
+    return load_image(out, S, C, IMAGEFOLDER_RANDOM_CROP, &rng_state, crop ? crop : &own, path, max_pixels, scaled,
+                      scr, scale_eighths, err, err_n);
 }
 
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
@@ -1107,7 +1263,8 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
         return NULL;
     }
     if (cfg->mode != IMAGEFOLDER_RESIZE && cfg->mode != IMAGEFOLDER_CENTER_CROP) {
-        snprintf(err, err_n, "image folder: unknown resize mode %d", (int)cfg->mode);
+        snprintf(err, err_n, "image folder: resize mode %d is not one a conversion uses (a random crop is drawn "
+                 "anew each epoch, by the training pipeline)", (int)cfg->mode);
         return NULL;
     }
     ConvertSource *s = calloc(1, sizeof *s);

@@ -21,7 +21,11 @@
  * Every image comes out image_size x image_size x channels, uint8:
  *   IMAGEFOLDER_RESIZE       both sides scaled to image_size (aspect ratio not kept);
  *   IMAGEFOLDER_CENTER_CROP  the shorter side scaled to image_size, then the central
- *                            square kept (torchvision's Resize(s) + CenterCrop(s)).
+ *                            square kept (torchvision's Resize(s) + CenterCrop(s));
+ *   IMAGEFOLDER_RANDOM_CROP  (training, through the pipeline) a random crop of the
+ *                            stored image scaled to image_size, mirrored half the
+ *                            time: tf_cnn_benchmarks' training distortion
+ *                            (imagefolder_random_crop).
  * Scaling is PIL's bilinear filter (a triangle filter widened by the scale
  * factor when shrinking, so downscaling averages instead of aliasing; plain
  * bilinear with half-pixel centres when enlarging), separable, in float,
@@ -39,7 +43,31 @@
 
 #include "io/convert.h"
 
-typedef enum { IMAGEFOLDER_RESIZE = 0, IMAGEFOLDER_CENTER_CROP = 1 } ImageFolderResizeMode;
+typedef enum { IMAGEFOLDER_RESIZE = 0, IMAGEFOLDER_CENTER_CROP = 1, IMAGEFOLDER_RANDOM_CROP = 2 } ImageFolderResizeMode;
+
+/* A rectangle of the stored image, in its pixels (x, y its top-left corner;
+ * w, h its size), and whether the result is mirrored left-right. */
+typedef struct {
+    int x, y, w, h;
+    int flip;
+} ImageFolderCrop;
+
+/* IMAGEFOLDER_RANDOM_CROP, training only: tf_cnn_benchmarks' training crop
+ * (preprocessing.py's train_image), drawn from the stream *rng_state
+ * (io/rng.h) for an H x W image.  TensorFlow's
+ * sample_distorted_bounding_box with the whole image as the only box,
+ * min_object_covered 0.1, aspect_ratio_range (0.75, 1.33), area_range
+ * (0.05, 1.0), max_attempts 100: each attempt draws an aspect ratio a
+ * uniformly, then a height uniformly among the integers whose crop of width
+ * round(a h) has an area within the range (TensorFlow's GenerateRandomCrop,
+ * its rounding corrections included), then the offsets uniformly, y in
+ * [0, H - h) and x in [0, W - w) (0 where the crop spans the side), and
+ * keeps the crop when it covers at least 0.1 of the image; after 100
+ * failed attempts the whole image.  Then random_flip_left_right: flip with
+ * probability 1/2.  The same algorithm, not TensorFlow's random numbers:
+ * the distribution is compared with TensorFlow's in
+ * tests/interop/crop_interop.py. */
+void imagefolder_random_crop(ImageFolderCrop *crop, int H, int W, uint64_t *rng_state);
 
 #define IMAGEFOLDER_MAX_PIXELS ((size_t)1 << 28) /* larger images are skipped with a warning */
 
@@ -72,6 +100,10 @@ int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes,
  * *names (n_names, each malloc'ed, and the array) belong to the caller.
  * 0, or -1 with one line in err. */
 int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n_bytes);
+
+/* The mode named "resize", "center_crop" or "random_crop" (the flag
+ * --resize_mode's values); -1 for any other name. */
+int imagefolder_resize_mode_from_name(const char *name);
 
 /* image_size 32, channels 3, IMAGEFOLDER_RESIZE, warnings to stderr. */
 void imagefolder_config_defaults(ImageFolderConfig *cfg);
@@ -130,9 +162,21 @@ void imagefolder_scratch_free(ImageFolderScratch *scr);
 /* rgb (H, W, 3), decoded from an image stored as orig_H x orig_W (H, W
  * smaller after a scaled decode), into out (S, S, C): the size (S, mode)
  * gives from the stored size, the centre crop, the channels (C 1: PIL's
- * luma).  0, or -1 when memory is short. */
+ * luma).  0, or -1 when memory is short or mode is IMAGEFOLDER_RANDOM_CROP
+ * (imagefolder_transform_crop's). */
 int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint8_t *rgb, int H, int W,
                           int orig_H, int orig_W, ImageFolderScratch *scr);
+
+/* As imagefolder_transform for a crop of the stored image (crop, in the
+ * stored image's pixels): the crop's pixels resized to S x S by the same
+ * filter (PIL's img.crop(box).resize((S, S), BILINEAR), then
+ * transpose(FLIP_LEFT_RIGHT) where crop->flip).  After a scaled decode
+ * (H, W smaller than orig_H, orig_W) the crop's edges are those of the
+ * decoded pixels nearest to them (round(x W / orig_W), ...), at most half a
+ * decoded pixel away.  0, or -1 when memory is short or the crop lies
+ * outside the image. */
+int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop *crop, const uint8_t *rgb, int H,
+                               int W, int orig_H, int orig_W, ImageFolderScratch *scr);
 
 /* One file to out (S, S, C): decoded as imagefolder_decode_scaled does
  * (scaled 0: full size, as tower convert), then imagefolder_transform.  A
@@ -146,6 +190,15 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
  * imagefolder_decode), or -1 with one line in err ("PATH: ..."). */
 int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
                      int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n_bytes);
+
+/* As imagefolder_load with IMAGEFOLDER_RANDOM_CROP: the crop is
+ * imagefolder_random_crop's from rng_state (a copy: the same state gives
+ * the same crop) for the stored size, and a JPEG is decoded (scaled) at the
+ * smallest of the scales whose crop still covers S x S.  *crop (may be
+ * NULL) gets the crop drawn.  Returns as imagefolder_load. */
+int imagefolder_load_random_crop(uint8_t *out, int S, int C, uint64_t rng_state, const char *path, size_t max_pixels,
+                                 int scaled, ImageFolderScratch *scr, ImageFolderCrop *crop, int *scale_eighths,
+                                 char *err, size_t err_n_bytes);
 
 /* For a source from convert_open_imagefolder: the candidate files, class
  * after class (imagefolder_file: its path, owned by the source, and label). */
@@ -169,5 +222,10 @@ size_t imagefolder_listing_n_bytes(const char *dir);
  * uint8, both caller-owned, C in [1, 16]; in float, columns first.
  * Returns 0, or -1 when memory is short or C is out of range. */
 int imagefolder_resize(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, int C);
+
+/* As imagefolder_resize for src rows stride_n bytes apart (stride_n >= sW C:
+ * a window of a larger image).  -1 also when stride_n is smaller. */
+int imagefolder_resize_strided(uint8_t *dst, int dH, int dW, const uint8_t *src, int sH, int sW, size_t stride_n,
+                               int C);
 
 #endif

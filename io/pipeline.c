@@ -582,7 +582,7 @@ static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
         if (c->in_H != c->in_W || c->in_H > 4096 || (c->in_C != 1 && c->in_C != 3) || c->image_float)
             BAD("pipeline: an image folder decodes to square uint8 images of at most 4096 pixels a side, 1 or 3 "
                 "channels, not %d x %d x %d%s", c->in_H, c->in_W, c->in_C, c->image_float ? " floats" : "");
-        if (c->resize_mode != 0 && c->resize_mode != 1) BAD("pipeline: unknown resize mode %d", c->resize_mode);
+        if (c->resize_mode < 0 || c->resize_mode > 2) BAD("pipeline: unknown resize mode %d", c->resize_mode);
         if (c->max_image_pixels < (size_t)c->in_H * (size_t)c->in_W * 2)
             BAD("pipeline: max_image_pixels %zu is below twice the image size %d x %d", c->max_image_pixels, c->in_H,
                 c->in_W);

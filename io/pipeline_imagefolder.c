@@ -6,7 +6,8 @@
  * the reader permutes the file list (seeded by (seed, epoch), as the
  * TFRecord file order) and has the workers decode and resize the images
  * (pipeline_decode_in_workers: imagefolder_load, JPEGs at libjpeg's reduced
- * scale), collecting them in that order for the shuffle buffer.  An image
+ * scale; with IMAGEFOLDER_RANDOM_CROP a crop drawn from (seed, epoch, file),
+ * io/imagefolder.h), collecting them in that order for the shuffle buffer.  An image
  * that does not decode is a bad example: pipeline_bad with the file's size
  * as the bytes lost.  Memory: the listing, one epoch's order, and per worker
  * the buffers imagefolder_load bounds by cfg.max_image_pixels.
@@ -20,6 +21,7 @@
 
 #include "io/imagefolder.h"
 #include "io/pipeline_source.h"
+#include "io/rng.h"
 
 #define DECODE_WINDOW_PER_WORKER (2 * PIPELINE_GROUP) /* images in flight per worker */
 #define LIBJPEG_N_BYTES_PER_PIXEL 8                   /* libjpeg's own memory per decoded pixel (the bound) */
@@ -34,6 +36,7 @@ typedef struct {
     int listing_borrowed;         /* 1: cfg.image_listing, the caller's to close */
     long n_files;
     long *order;                  /* (n_files) this epoch's order */
+    long epoch;                   /* the epoch being read: set by the reader before it hands out the epoch's files */
     ImageFolderScratch *scratch;  /* (n_workers) */
 } FolderSource;
 
@@ -98,6 +101,7 @@ static long folder_count(Pipeline *p, char *err, size_t err_n) {
 
 static long folder_read_epoch(Pipeline *p, long epoch) {
     FolderSource *fs = p->src_state;
+    fs->epoch = epoch;
     pipeline_order(p, epoch, fs->order, fs->n_files);
     return pipeline_decode_in_workers(p, fs->order, fs->n_files);
 }
@@ -109,8 +113,17 @@ static int folder_decode(Pipeline *p, int worker, long item, int slot, char *why
     const char *path = imagefolder_file(fs->listing, item, &label);
     uint8_t *dst = p->slot_data + (size_t)slot * p->slot_n_bytes;
     atomic_fetch_add(&p->images_decoded, 1);
-    if (imagefolder_load(dst, c->in_H, c->in_C, (ImageFolderResizeMode)c->resize_mode, path, c->max_image_pixels,
-                         c->jpeg_scaled, &fs->scratch[worker], &scale_eighths, why, why_n) != 0) {
+    int rc;
+    if (c->resize_mode == IMAGEFOLDER_RANDOM_CROP) {
+        /* the crop of (seed, epoch, file): the same whichever worker decodes it, and after a resume */
+        const uint64_t rng = rng_seed(c->seed, RNG_STREAM_CROP, (uint64_t)fs->epoch * (uint64_t)fs->n_files + (uint64_t)item);
+        rc = imagefolder_load_random_crop(dst, c->in_H, c->in_C, rng, path, c->max_image_pixels, c->jpeg_scaled,
+                                          &fs->scratch[worker], NULL, &scale_eighths, why, why_n);
+    } else {
+        rc = imagefolder_load(dst, c->in_H, c->in_C, (ImageFolderResizeMode)c->resize_mode, path, c->max_image_pixels,
+                              c->jpeg_scaled, &fs->scratch[worker], &scale_eighths, why, why_n);
+    }
+    if (rc != 0) {
         struct stat sb;
         *lost_n_bytes = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
         return -1;

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-enum { RNG_STREAM_FILE_ORDER = 1, RNG_STREAM_SHUFFLE = 2, RNG_STREAM_AUGMENT = 3 };
+enum { RNG_STREAM_FILE_ORDER = 1, RNG_STREAM_SHUFFLE = 2, RNG_STREAM_AUGMENT = 3, RNG_STREAM_CROP = 4 };
 
 static inline uint64_t rng_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;

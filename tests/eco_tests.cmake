@@ -22,6 +22,10 @@ tower_add_test(NAME test_progress SOURCES test_progress.c ${CMAKE_SOURCE_DIR}/cm
 add_test(NAME test_pil_interop
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_pil_interop.sh $<TARGET_FILE:test_imagefolder>)
 set_tests_properties(test_pil_interop PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 300)
+# The training random crop against TensorFlow's sample_distorted_bounding_box (its distribution) and PIL (its pixels).
+add_test(NAME test_crop_interop
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_crop_interop.sh $<TARGET_FILE:test_imagefolder>)
+set_tests_properties(test_crop_interop PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 300)
 
 if(TARGET tower)
   add_test(NAME test_eco_cli

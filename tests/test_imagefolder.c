@@ -20,6 +20,22 @@
  *       converter and the pipeline do (MODE: resize or center_crop), the
  *       S*S*3 bytes into OUT (tests/interop/pil_interop.py compares them
  *       with PIL's); exit 1 with one line on an error
+ *   test_imagefolder crop PATH S X Y W H FLIP OUT
+ *       decode PATH at full size, crop the W x H rectangle at (X, Y), resize
+ *       it to S x S RGB and mirror it where FLIP is 1
+ *       (imagefolder_transform_crop), the bytes into OUT
+ *   test_imagefolder boxes H W SEED N
+ *       N random crops of an H x W image (imagefolder_random_crop, the
+ *       stream (SEED, crop, i) for the i-th), one "x y w h flip" line each
+ *       (tests/interop/crop_interop.py compares their distribution with
+ *       TensorFlow's sample_distorted_bounding_box)
+ *
+ * The random crop (IMAGEFOLDER_RANDOM_CROP): every crop lies in the image,
+ * covers at least a tenth of it (or is the whole image), has width
+ * round(h a) for an aspect a in [0.75, 1.33], is a pure function of its
+ * stream, flips about half the time, and decodes a large JPEG at a reduced
+ * scale only where the crop still covers S x S; its pixels are the plain
+ * resize of the crop's pixels, mirrored where it flips.
  */
 #include <math.h>
 #include <png.h>
@@ -35,6 +51,7 @@
 #include "io/convert.h"
 #include "io/example.h"
 #include "io/imagefolder.h"
+#include "io/rng.h"
 #include "io/tfrecord.h"
 
 #include "tests/check.h"
@@ -699,7 +716,193 @@ static void test_cmyk_jpeg(void) {
     rmdir(dir);
 }
 
+/* The "crop" mode: one image decoded at full size, then imagefolder_transform_crop. */
+static int crop_one(char **a) {
+    const int S = atoi(a[0]);
+    ImageFolderCrop crop = {atoi(a[1]), atoi(a[2]), atoi(a[3]), atoi(a[4]), atoi(a[5])};
+    const char *path = a[-1], *out_path = a[6];
+    uint8_t *pix = NULL, *out = S >= 1 && S <= 4096 ? malloc((size_t)S * S * 3) : NULL;
+    int H = 0, W = 0, rc = 1;
+    char err[512] = "";
+    ImageFolderScratch scr = {0};
+    if (out && imagefolder_decode(path, &pix, &H, &W, err, sizeof err) == 0 &&
+        imagefolder_transform_crop(out, S, 3, &crop, pix, H, W, H, W, &scr) == 0) {
+        FILE *f = fopen(out_path, "wb");
+        rc = !(f && fwrite(out, 1, (size_t)S * S * 3, f) == (size_t)S * S * 3);
+        if (f && fclose(f) != 0) rc = 1;
+        if (rc) snprintf(err, sizeof err, "cannot write %s", out_path);
+    } else if (!err[0]) {
+        snprintf(err, sizeof err, "size %d or crop %d,%d %dx%d not usable for a %d x %d image", S, crop.x, crop.y,
+                 crop.w, crop.h, W, H);
+    }
+    if (rc) fprintf(stderr, "test_imagefolder crop: %s\n", err);
+    imagefolder_scratch_free(&scr);
+    free(pix);
+    free(out);
+    return rc;
+}
+
+/* The "boxes" mode: n crops of an H x W image, one line each. */
+static int print_boxes(int H, int W, uint64_t seed, long n) {
+    if (H < 1 || W < 1 || n < 1) {
+        fprintf(stderr, "test_imagefolder boxes: size %d x %d or count %ld not usable\n", H, W, n);
+        return 1;
+    }
+    for (long i = 0; i < n; i++) {
+        uint64_t st = rng_seed(seed, RNG_STREAM_CROP, (uint64_t)i);
+        ImageFolderCrop c;
+        imagefolder_random_crop(&c, H, W, &st);
+        printf("%d %d %d %d %d\n", c.x, c.y, c.w, c.h, c.flip);
+    }
+    return fflush(stdout) != 0;
+}
+
+/* imagefolder_random_crop's promises over many draws on several image sizes (thin, tiny, photo-like). */
+static void test_random_crop_draws(void) {
+    static const int sizes[][2] = {{375, 500}, {500, 375}, {224, 224}, {1, 1}, {2, 90}, {90, 2}, {7, 5}, {4000, 3000}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int H = sizes[k][0], W = sizes[k][1];
+        int bad = 0, flips = 0, whole = 0, n = 4000, differ = 0;
+        double area_sum = 0;
+        ImageFolderCrop first = {0};
+        for (int i = 0; i < n; i++) {
+            uint64_t st = rng_seed(11, RNG_STREAM_CROP, (uint64_t)i), again = st;
+            ImageFolderCrop c, d;
+            imagefolder_random_crop(&c, H, W, &st);
+            imagefolder_random_crop(&d, H, W, &again);
+            if (memcmp(&c, &d, sizeof c)) bad++; /* a pure function of the stream */
+            if (i == 0) first = c;
+            else differ += memcmp(&c, &first, sizeof c) != 0;
+            const double frac = (double)c.w * c.h / ((double)W * H);
+            const int is_whole = c.x == 0 && c.y == 0 && c.w == W && c.h == H;
+            if (c.x < 0 || c.y < 0 || c.w < 1 || c.h < 1 || c.x + c.w > W || c.y + c.h > H) bad++;
+            if (!is_whole && frac < 0.1 - 1e-6) bad++;
+            /* the width is round(h a) for some a in [0.75, 1.33]: within half a pixel of [0.75 h, 1.33 h] */
+            if (!is_whole && (c.w < 0.75 * c.h - 0.5 || c.w > 1.33 * c.h + 0.5)) bad++;
+            /* the offsets stop one short of the far edge (TensorFlow's Uniform(H - h)) */
+            if ((c.h < H && c.y > H - c.h - 1) || (c.w < W && c.x > W - c.w - 1)) bad++;
+            flips += c.flip;
+            whole += is_whole;
+            area_sum += frac;
+        }
+        CHECK(bad == 0, "%d x %d: %d crops break a rule", H, W, bad);
+        CHECK(flips > n * 0.45 && flips < n * 0.55, "%d x %d: %d flips in %d crops", H, W, flips, n);
+        if (H >= 100 && W >= 100) {
+            /* a photo: crops of every size, rarely the whole image; mean area fraction about 0.4 (TensorFlow
+             * measured 0.38-0.42 on these sizes: tests/interop/crop_interop.py) */
+            CHECK(whole < n / 20, "%d x %d: the whole image %d times in %d", H, W, whole, n);
+            CHECK(area_sum / n > 0.3 && area_sum / n < 0.5, "%d x %d: mean area fraction %.3f", H, W, area_sum / n);
+            CHECK(differ > n - 20, "%d x %d: only %d crops differ from the first", H, W, differ);
+        }
+    }
+}
+
+/* imagefolder_transform_crop against the plain resize of the crop's pixels copied out (the stride), mirrored
+ * where it flips; the whole image as a crop is imagefolder_resize; grey is the luma of the RGB result; a crop
+ * outside the image is refused. */
+static void test_transform_crop(void) {
+    srand(5);
+    for (int t = 0; t < 40; t++) {
+        const int H = 3 + rand() % 80, W = 3 + rand() % 80, S = 1 + rand() % 40;
+        uint8_t *img = malloc((size_t)H * W * 3);
+        for (size_t i = 0; i < (size_t)H * W * 3; i++) img[i] = (uint8_t)rand();
+        ImageFolderCrop c = {0, 0, 1 + rand() % W, 1 + rand() % H, rand() % 2};
+        c.x = rand() % (W - c.w + 1);
+        c.y = rand() % (H - c.h + 1);
+        uint8_t *window = malloc((size_t)c.w * c.h * 3), *want = malloc((size_t)S * S * 3),
+                *got = malloc((size_t)S * S * 3), grey[40 * 40];
+        for (int y = 0; y < c.h; y++) memcpy(window + (size_t)y * c.w * 3, img + ((size_t)(c.y + y) * W + c.x) * 3, (size_t)c.w * 3);
+        CHECK(imagefolder_resize(want, S, S, window, c.h, c.w, 3) == 0);
+        ImageFolderScratch scr = {0};
+        CHECK(imagefolder_transform_crop(got, S, 3, &c, img, H, W, H, W, &scr) == 0, "transform_crop");
+        int mismatch = 0;
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++)
+                for (int j = 0; j < 3; j++)
+                    mismatch += got[((size_t)y * S + x) * 3 + j] != want[((size_t)y * S + (c.flip ? S - 1 - x : x)) * 3 + j];
+        CHECK(mismatch == 0, "case %d: %dx%d crop %d,%d %dx%d flip %d to %d: %d values differ from the resized crop",
+              t, W, H, c.x, c.y, c.w, c.h, c.flip, S, mismatch);
+        CHECK(imagefolder_transform_crop(grey, S, 1, &c, img, H, W, H, W, &scr) == 0, "grey transform_crop");
+        int grey_bad = 0;
+        for (int i = 0; i < S * S; i++)
+            grey_bad += grey[i] != (uint8_t)((19595u * got[3 * i] + 38470u * got[3 * i + 1] + 7471u * got[3 * i + 2] + 0x8000u) >> 16);
+        CHECK(grey_bad == 0, "case %d: %d grey values are not the luma of the RGB crop", t, grey_bad);
+        ImageFolderCrop all = {0, 0, W, H, 0};
+        CHECK(imagefolder_transform_crop(got, S, 3, &all, img, H, W, H, W, &scr) == 0 &&
+              imagefolder_resize(want, S, S, img, H, W, 3) == 0 && !memcmp(got, want, (size_t)S * S * 3),
+              "case %d: the whole image as a crop is not imagefolder_resize's", t);
+        ImageFolderCrop out = {W - c.w + 1, 0, c.w, c.h, 0};
+        CHECK(imagefolder_transform_crop(got, S, 3, &out, img, H, W, H, W, &scr) == -1, "a crop past the edge taken");
+        CHECK(imagefolder_transform(got, S, 3, IMAGEFOLDER_RANDOM_CROP, img, H, W, H, W, &scr) == -1,
+              "imagefolder_transform took the random crop mode");
+        imagefolder_scratch_free(&scr);
+        free(img), free(window), free(want), free(got);
+    }
+}
+
+/* imagefolder_load_random_crop on a 640 x 480 JPEG: the crop is the stream's (the same state, the same crop and
+ * bytes; a state's crop is imagefolder_random_crop's for the stored size); the full decode's bytes are
+ * imagefolder_transform_crop's of the decoded image; scaled decoding picks a reduced scale only where the crop
+ * still covers S x S, and stays within a few levels of the full decode (a smooth image). */
+static void test_load_random_crop(void) {
+    char dir[] = "/tmp/tower_if_crop_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    const int H = 480, W = 640, S = 32;
+    uint8_t *img = malloc((size_t)H * W * 3);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            uint8_t *p = img + ((size_t)y * W + x) * 3;
+            p[0] = (uint8_t)(x * 255 / W);
+            p[1] = (uint8_t)(y * 255 / H);
+            p[2] = (uint8_t)(128 + 100 * sin(x / 37.0) * cos(y / 23.0));
+        }
+    char path[600], err[512];
+    snprintf(path, sizeof path, "%s/a.jpg", dir);
+    write_jpeg(path, H, W, 3, img, 95);
+    uint8_t *dec = NULL;
+    int dH = 0, dW = 0;
+    CHECK(imagefolder_decode(path, &dec, &dH, &dW, err, sizeof err) == 0, "decode: %s", err);
+    ImageFolderScratch scr = {0};
+    uint8_t a[S * S * 3], b[S * S * 3], want[S * S * 3];
+    int reduced = 0;
+    for (int i = 0; i < 60 && dec; i++) {
+        const uint64_t st = rng_seed(3, RNG_STREAM_CROP, (uint64_t)i);
+        uint64_t st2 = st;
+        ImageFolderCrop c, c2, drawn;
+        int m = 0, m2 = 0;
+        imagefolder_random_crop(&drawn, H, W, &st2);
+        CHECK(imagefolder_load_random_crop(a, S, 3, st, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &c, &m, err, sizeof err) == 0 &&
+                  imagefolder_load_random_crop(b, S, 3, st, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &c2, &m2, err, sizeof err) == 0,
+              "load_random_crop: %s", err);
+        CHECK(!memcmp(&c, &c2, sizeof c) && !memcmp(a, b, sizeof a) && !memcmp(&c, &drawn, sizeof c) && m == 8,
+              "draw %d: the same state gives another crop or other bytes", i);
+        CHECK(imagefolder_transform_crop(want, S, 3, &c, dec, dH, dW, dH, dW, &scr) == 0 && !memcmp(a, want, sizeof a),
+              "draw %d: the full decode is not transform_crop's", i);
+        CHECK(imagefolder_load_random_crop(b, S, 3, st, path, IMAGEFOLDER_MAX_PIXELS, 1, &scr, &c2, &m2, err, sizeof err) == 0,
+              "scaled: %s", err);
+        /* the reduced scale keeps the crop at least S (give or take the rounding of its edges) on both sides */
+        CHECK(!memcmp(&c, &c2, sizeof c) && (m2 == 8 || (c.w * m2 / 8 >= S - 1 && c.h * m2 / 8 >= S - 1)),
+              "draw %d: crop %dx%d decoded at %d/8", i, c.w, c.h, m2);
+        reduced += m2 < 8;
+        int worst = 0;
+        for (size_t j = 0; j < sizeof a; j++) worst = abs(a[j] - b[j]) > worst ? abs(a[j] - b[j]) : worst;
+        CHECK(worst <= 24, "draw %d: the scaled decode's crop is %d levels from the full decode's", i, worst);
+    }
+    CHECK(reduced > 10, "only %d of 60 crops decoded at a reduced scale", reduced);
+    imagefolder_scratch_free(&scr);
+    free(dec);
+    free(img);
+    remove(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 10 && !strcmp(argv[1], "crop")) return crop_one(argv + 3);
+    if (argc == 6 && !strcmp(argv[1], "boxes"))
+        return print_boxes(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atol(argv[5]));
     if (argc == 4 && !strcmp(argv[1], "make")) {
         make_dataset(argv[2], atoi(argv[3]));
         return 0;
@@ -711,6 +914,9 @@ int main(int argc, char **argv) {
     test_center_crop_offset();
     test_warning_escaped();
     test_cmyk_jpeg();
+    test_random_crop_draws();
+    test_transform_crop();
+    test_load_random_crop();
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;

@@ -11,7 +11,10 @@
 #     (= converting it with --labels), and --labels that differ are refused;
 #   resume: 8 + 8 steps with --resume = 16 steps straight, bitwise; another seed differs;
 #   a JPEG with damaged scan data is kept: one warning over 3 epochs, counted in train's and eval's end lines;
-#   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused.
+#   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused;
+#   --resize_mode random_crop: the same run twice is bitwise the same, 8 + 8 steps with --resume = 16 straight,
+#     and it differs from --resize_mode resize; eval and convert refuse it (exit 2), and any --resize_mode but
+#     resize with TFRecord data is refused (exit 1).
 set -euo pipefail
 tower=$1 images=$2
 work=$(mktemp -d)
@@ -143,3 +146,27 @@ set -e
 [ "$rc" -eq 1 ] && grep -q "^tower train: --labels applies to an image folder" "$work/labels_tfr.err" ||
   fail "--labels with TFRecord data: exit $rc, $(cat "$work/labels_tfr.err")"
 echo "ok: --labels with TFRecord data is refused"
+
+# ---- --resize_mode random_crop: drawn from (seed, epoch, file), so a run repeats and resumes bitwise
+rc_=("${common[@]}" --data "$work/test" --seed 5 --save_every 1000 --resize_mode random_crop)
+"$tower" train "${rc_[@]}" --train_dir "$work/crop_a" --max_steps 16 >/dev/null
+"$tower" train "${rc_[@]}" --train_dir "$work/crop_b" --max_steps 16 >/dev/null
+cmp "$work/crop_a/model.ckpt-16" "$work/crop_b/model.ckpt-16" || fail "random_crop: the same run twice differs"
+"$tower" train "${rc_[@]}" --train_dir "$work/crop_r" --max_steps 8 >/dev/null
+"$tower" train "${rc_[@]}" --train_dir "$work/crop_r" --max_steps 16 --resume >/dev/null
+cmp "$work/crop_a/model.ckpt-16" "$work/crop_r/model.ckpt-16" || fail "random_crop: 8 + 8 steps with --resume differ"
+if cmp -s "$work/crop_a/model.ckpt-16" "$work/straight/model.ckpt-16"; then
+  fail "random_crop trained the same variables as resize"
+fi
+set +e
+"$tower" eval "${ev[@]}" --data "$work/test" --resize_mode random_crop >/dev/null 2>"$work/crop_eval.err"
+rc=$?
+"$tower" train "${common[@]}" --data "$work/data/train-*.tfrecord" --resize_mode center_crop --train_dir "$work/z" \
+  --max_steps 1 2>"$work/crop_tfr.err"
+rc2=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "resize_mode 'random_crop': expected resize or center_crop" "$work/crop_eval.err" ||
+  fail "eval --resize_mode random_crop: exit $rc, $(cat "$work/crop_eval.err")"
+[ "$rc2" -eq 1 ] && grep -q "^tower train: --resize_mode center_crop applies to an image folder" "$work/crop_tfr.err" ||
+  fail "--resize_mode with TFRecord data: exit $rc2, $(cat "$work/crop_tfr.err")"
+echo "ok: random_crop repeats and resumes bitwise, differs from resize; eval refuses it; TFRecord data refuses --resize_mode"

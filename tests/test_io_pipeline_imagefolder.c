@@ -30,6 +30,12 @@
  * err held before), once from tower convert's source, and once from the
  * pipeline over two epochs (stats.images_damaged 1); the same file cut
  * without its end marker is still refused.
+ * The random crop (resize_mode IMAGEFOLDER_RANDOM_CROP), on 40 x 30 PNGs
+ * whose pixels carry their position and whose blue byte their id: every
+ * example, in file order, is imagefolder_load_random_crop's for the stream
+ * (seed, crop, epoch x files + file); the same batches with 1 or 3 workers;
+ * a file's crop is drawn anew each epoch; with the shuffle, a resume
+ * (skip_examples) continues the stream with the same crops.
  */
 #include <math.h>
 #include <png.h>
@@ -45,6 +51,7 @@
 
 #include "io/imagefolder.h"
 #include "io/pipeline.h"
+#include "io/rng.h"
 
 #include "tests/check.h"
 
@@ -594,6 +601,94 @@ static void test_damaged_jpeg(const char *tmp) {
           st.images_damaged, st.corrupt_skipped);
 }
 
+#define CROP_H 30
+#define CROP_W 40
+#define CROP_N 9
+
+/* Runs c to its end: every example's floats in stream order into x (at most cap examples). */
+static long run_floats(const PipelineConfig *c, float *x, long cap, char *err, size_t err_n) {
+    Pipeline *p = pipeline_open(c, err, err_n);
+    if (!p) return -1;
+    long n = 0;
+    for (;;) {
+        PipelineBatch *b;
+        const int got = pipeline_next(p, &b, err, err_n);
+        if (got <= 0) {
+            pipeline_close(p);
+            return got < 0 ? -1 : n;
+        }
+        for (int i = 0; i < b->n; i++, n++)
+            if (n < cap) memcpy(x + (size_t)n * b->example_n_floats, b->x + (size_t)i * b->example_n_floats,
+                                b->example_n_floats * sizeof(float));
+        pipeline_release(p, b);
+    }
+}
+
+static void test_random_crop(const char *tmp) {
+    char dir[600], path[700], err[1024];
+    snprintf(dir, sizeof dir, "%s/crops", tmp);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/only", dir);
+    mkdir(path, 0755);
+    uint8_t px[CROP_H * CROP_W * 3];
+    for (int k = 0; k < CROP_N; k++) {
+        for (int y = 0; y < CROP_H; y++)
+            for (int x = 0; x < CROP_W; x++) {
+                uint8_t *q = px + ((size_t)y * CROP_W + x) * 3;
+                q[0] = (uint8_t)(6 * x);
+                q[1] = (uint8_t)(8 * y);
+                q[2] = (uint8_t)(20 * k);
+            }
+        snprintf(path, sizeof path, "%s/only/%02d.png", dir, k);
+        write_png_rgb(path, CROP_H, CROP_W, px);
+    }
+    enum { T = 16, EPOCHS = 3, N = CROP_N * EPOCHS };
+    const size_t ex = (size_t)T * T * 3;
+    float *a = malloc(N * ex * sizeof(float)), *b = malloc(N * ex * sizeof(float));
+    PipelineConfig c;
+    config(&c, dir, 3, 21, 0);
+    c.in_H = c.in_W = c.out_H = c.out_W = T;
+    c.num_classes = 1;
+    c.num_epochs = EPOCHS;
+    c.resize_mode = IMAGEFOLDER_RANDOM_CROP;
+    long n = run_floats(&c, a, N, err, sizeof err);
+    CHECK(n == N, "random crop: %ld examples (%s)", n, n < 0 ? err : "");
+    /* in file order: example i is file i % CROP_N of epoch i / CROP_N */
+    ImageFolderScratch scr = {0};
+    uint8_t want[T * T * 3];
+    int wrong = 0, redrawn = 0;
+    for (long i = 0; i < n && n == N; i++) {
+        const long e = i / CROP_N, k = i % CROP_N;
+        snprintf(path, sizeof path, "%s/only/%02ld.png", dir, k);
+        const uint64_t st = rng_seed(21, RNG_STREAM_CROP, (uint64_t)(e * CROP_N + k));
+        int m;
+        CHECK(imagefolder_load_random_crop(want, T, 3, st, path, (size_t)1 << 20, 1, &scr, NULL, &m, err, sizeof err) == 0,
+              "%s", err);
+        for (size_t j = 0; j < ex; j++) wrong += a[(size_t)i * ex + j] != (float)want[j];
+        if (e > 0) redrawn += memcmp(a + (size_t)i * ex, a + (size_t)(i - CROP_N) * ex, ex * sizeof(float)) != 0;
+    }
+    CHECK(wrong == 0, "random crop: %d values differ from imagefolder_load_random_crop's for (seed, epoch, file)", wrong);
+    CHECK(redrawn >= CROP_N * (EPOCHS - 1) - 1, "random crop: only %d of %d crops differ from the last epoch's",
+          redrawn, CROP_N * (EPOCHS - 1));
+    config(&c, dir, 1, 21, 0);
+    c.in_H = c.in_W = c.out_H = c.out_W = T;
+    c.num_classes = 1;
+    c.num_epochs = EPOCHS;
+    c.resize_mode = IMAGEFOLDER_RANDOM_CROP;
+    CHECK(run_floats(&c, b, N, err, sizeof err) == N && !memcmp(a, b, N * ex * sizeof(float)),
+          "random crop: 1 worker and 3 give other batches");
+    /* shuffled, then resumed 11 examples in: the rest of the same stream, crops included */
+    c.shuffle = 1;
+    c.n_workers = 2;
+    CHECK(run_floats(&c, a, N, err, sizeof err) == N, "shuffled: %s", err);
+    c.skip_examples = 11;
+    CHECK(run_floats(&c, b, N, err, sizeof err) == N - 11 && !memcmp(a + 11 * ex, b, (N - 11) * ex * sizeof(float)),
+          "random crop: a resume 11 examples in is not the rest of the stream");
+    imagefolder_scratch_free(&scr);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     char dir[] = "/tmp/test_pipeline_imagefolder_XXXXXX";
     if (!mkdtemp(dir)) {
@@ -609,6 +704,7 @@ int main(void) {
     test_scaled_jpeg(dir);
     test_interlaced_png(dir);
     test_damaged_jpeg(dir);
+    test_random_crop(dir);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

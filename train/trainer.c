@@ -662,7 +662,7 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
         pcfg.image_dir = o->data;
         pcfg.image_listing = tr->image_listing;
         pcfg.labels_file = o->labels[0] ? o->labels : NULL;
-        pcfg.resize_mode = strcmp(o->resize_mode, "center_crop") ? IMAGEFOLDER_RESIZE : IMAGEFOLDER_CENTER_CROP;
+        pcfg.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
     }
     tr->pipeline_cfg = pcfg;
 }
@@ -913,9 +913,9 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     }
     if (tr->image_folder) {
         /* Decoded and resized to --image_size in the pipeline; the count (candidate files) for the epoch. */
-        if (o->image_size < 1 || (strcmp(o->resize_mode, "resize") && strcmp(o->resize_mode, "center_crop"))) {
-            snprintf(err, err_n_bytes, "an image folder as --data needs --image_size >= 1 and --resize_mode resize or "
-                     "center_crop");
+        if (o->image_size < 1 || imagefolder_resize_mode_from_name(o->resize_mode) < 0) {
+            snprintf(err, err_n_bytes, "an image folder as --data needs --image_size >= 1 and --resize_mode resize, "
+                     "center_crop or random_crop");
             return -1;
         }
         H = W = o->image_size;
@@ -936,6 +936,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         if (o->labels[0]) {
             snprintf(err, err_n_bytes, "--labels applies to an image folder as --data (TFRecord data carries its "
                      "labels.txt beside the files)");
+            return -1;
+        }
+        if (strcmp(o->resize_mode, "resize")) {
+            snprintf(err, err_n_bytes, "--resize_mode %s applies to an image folder as --data (TFRecord images are "
+                     "used at their stored size)", o->resize_mode);
             return -1;
         }
         if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {

@@ -92,7 +92,7 @@ typedef struct {
     int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop); an image folder: the size
                                        its images are resized to (both models; no crop) */
     const char *labels;             /* an image folder: the class list file ("": the sorted class folders) */
-    const char *resize_mode;        /* an image folder: "resize" or "center_crop" (io/imagefolder.h) */
+    const char *resize_mode;        /* an image folder: "resize", "center_crop" or "random_crop" (io/imagefolder.h) */
     float learning_rate;            /* NAN: the optimizer's default (optimizer_default_lr) */
     float momentum;
     int nesterov;

@@ -15,7 +15,9 @@
  *   3. with the same configuration, through imagefolder_load (the input
  *      pipeline's loader: the file read whole, JPEGs decoded from memory
  *      into buffers kept from one input to the next), at full size and at
- *      libjpeg's reduced scale (at most SCALED_MAX_PIXELS decoded).
+ *      libjpeg's reduced scale (at most SCALED_MAX_PIXELS decoded);
+ *   4. through imagefolder_load_random_crop (the training crop, its decode
+ *      scale chosen from the crop), a crop inside the image or one line.
  * Invariants: a PNG that libpng's own simplified reader (png_image_*)
  * reads as RGB decodes, at the same size; a file that does not decode is
  * one warning line naming it and is skipped (the source never fails for
@@ -171,6 +173,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_require_line(lerr, path, "imagefolder_load, scaled");
     else
         FUZZ_REQUIRE(scale_eighths >= 1 && scale_eighths <= 8, "scale %d/8", scale_eighths);
+    /* 4. the training pipeline's random crop (its scale chosen from the crop), a stream from the input's size */
+    ImageFolderCrop crop = {-1, -1, 0, 0, 0};
+    if (imagefolder_load_random_crop(loaded, S, C, (uint64_t)size * 0x9e3779b97f4a7c15ull, path, SCALED_MAX_PIXELS, 1,
+                                     &scr, &crop, &scale_eighths, lerr, sizeof lerr) != 0) {
+        fuzz_require_line(lerr, path, "imagefolder_load_random_crop");
+    } else {
+        FUZZ_REQUIRE(crop.x >= 0 && crop.y >= 0 && crop.w >= 1 && crop.h >= 1 && (crop.flip == 0 || crop.flip == 1),
+                     "random crop %d,%d %dx%d flip %d", crop.x, crop.y, crop.w, crop.h, crop.flip);
+    }
     free(loaded);
     if (rc == 1) {
         FUZZ_REQUIRE(item.H == S && item.W == S && item.C == C && item.label == 0, "item %d x %d x %d, label %lld", item.H, item.W,
