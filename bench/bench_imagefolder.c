@@ -5,7 +5,8 @@
  * (at libjpeg's reduced scale unless --full; --max_image_pixels N raises the
  * pipeline's bound on a decoded image, which a full decode of a camera
  * photograph exceeds), resizing it to --size x --size
- * RGB (PIL's bilinear) and converting it to float (AUGMENT_NONE), batches of
+ * RGB (PIL's bilinear; --resize_mode as tower train's, random_crop the
+ * training crop) and converting it to float (AUGMENT_NONE), batches of
  * --batch, for --epochs passes after one warm-up pass (timed from
  * pipeline_open to the last batch), and prints one line:
  *   imagefolder: N images in T s = R images/sec; C CPU s = Q images per CPU second (threads W, ...)
@@ -58,12 +59,14 @@ static int resize_only(int H, int W, int S, int C, int n) {
 int main(int argc, char **argv) {
     int threads = 2, size = 224, batch = 64, epochs = 2, full = 0, resize = 0, channels = 3, repeat = 300;
     long max_pixels = 0; /* 0: the pipeline's default */
+    const char *resize_mode = "resize";
     const Flag flags[] = {
         {"threads", FLAG_INT, &threads, "decode workers", FLAG_RANGE(1, 256, "[]", NULL)},
         {"size", FLAG_INT, &size, "output height and width", FLAG_RANGE(1, 4096, "[]", NULL)},
         {"batch", FLAG_INT, &batch, "images a batch", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
         {"epochs", FLAG_INT, &epochs, "passes over the folder", FLAG_RANGE(1, 1000, "[]", NULL)},
         {"full", FLAG_BOOL, &full, "decode JPEGs at full size (no reduced-scale decoding)"},
+        {"resize_mode", FLAG_STRING, &resize_mode, "resize, center_crop or random_crop (the training crop)"},
         {"max_image_pixels", FLAG_LONG, &max_pixels, "the decoded image's bound", FLAG_RANGE(0, INFINITY, "[)", "0: the pipeline's default")},
         {"resize_only", FLAG_BOOL, &resize, "instead: time the resize alone, of a random H x W image (the two arguments) to --size"},
         {"channels", FLAG_INT, &channels, "--resize_only: channels of the image", FLAG_RANGE(1, 16, "[]", NULL)},
@@ -89,6 +92,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *dir = pos[0];
+    const int mode = imagefolder_resize_mode_from_name(resize_mode);
+    if (mode < 0) {
+        fprintf(stderr, "bench_imagefolder: --resize_mode '%s': expected resize, center_crop or random_crop\n", resize_mode);
+        return 2;
+    }
     PipelineConfig c;
     pipeline_config_defaults(&c);
     c.image_dir = dir;
@@ -101,6 +109,7 @@ int main(int argc, char **argv) {
     c.n_workers = threads;
     c.drop_remainder = 0;
     c.jpeg_scaled = !full;
+    c.resize_mode = mode;
     if (max_pixels > 0) c.max_image_pixels = (size_t)max_pixels;
     char err[1024];
     double t0 = 0.0, cpu0 = 0.0, checksum = 0.0;
@@ -136,7 +145,7 @@ int main(int argc, char **argv) {
     }
     double t = clock_sec(CLOCK_MONOTONIC) - t0, cpu = clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
     printf("imagefolder: %ld images in %.3f s = %.1f images/sec; %.3f CPU s = %.1f images per CPU second (threads %d, "
-           "size %d, %s, scaled %ld of %ld decodes; checksum %.0f)\n", n, t, n / t, cpu, n / cpu, threads, size,
-           full ? "full decode" : "scaled decode", st.images_scaled, st.images_decoded, checksum);
+           "size %d, %s, %s, scaled %ld of %ld decodes; checksum %.0f)\n", n, t, n / t, cpu, n / cpu, threads, size,
+           resize_mode, full ? "full decode" : "scaled decode", st.images_scaled, st.images_decoded, checksum);
     return 0;
 }

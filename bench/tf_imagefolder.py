@@ -1,6 +1,9 @@
-"""tf_imagefolder.py DIR [--threads N] [--size S] [--batch B] [--epochs E] — tf.data's image-folder input:
-decode_jpeg + resize (bilinear, float32) in a map with num_parallel_calls=N, batched, its threads limited to N
-(private_threadpool_size, inter/intra op); images/sec over E passes after one warm-up pass.
+"""tf_imagefolder.py DIR [--threads N] [--size S] [--batch B] [--epochs E] [--distort] — tf.data's image-folder
+input: decode_jpeg + resize (bilinear, float32) in a map with num_parallel_calls=N, batched, its threads limited to N
+(private_threadpool_size, inter/intra op); images/sec over E passes after one warm-up pass.  --distort:
+tf_cnn_benchmarks' training crop instead (preprocessing.train_image with fuse_decode_and_crop: extract_jpeg_shape,
+sample_distorted_bounding_box(min_object_covered 0.1, aspect (0.75, 1.33), area (0.05, 1.0), 100 attempts),
+decode_and_crop_jpeg, resize, random_flip_left_right).
 bench/ only: the comparison for bench_imagefolder (bench/run_imagefolder_bench.sh)."""
 import argparse
 import glob
@@ -13,6 +16,7 @@ p.add_argument("--threads", type=int, default=2)
 p.add_argument("--size", type=int, default=224)
 p.add_argument("--batch", type=int, default=64)
 p.add_argument("--epochs", type=int, default=2)
+p.add_argument("--distort", action="store_true")
 a = p.parse_args()
 
 import tensorflow as tf  # noqa: E402
@@ -27,7 +31,18 @@ def load(path):
     return tf.image.resize(img, [a.size, a.size])
 
 
-ds = tf.data.Dataset.from_tensor_slices(files).map(load, num_parallel_calls=a.threads).batch(a.batch).prefetch(2)
+def load_distorted(path):
+    buf = tf.io.read_file(path)
+    begin, size, _ = tf.image.sample_distorted_bounding_box(
+        tf.image.extract_jpeg_shape(buf), bounding_boxes=tf.constant([[[0.0, 0.0, 1.0, 1.0]]]),
+        min_object_covered=0.1, aspect_ratio_range=(0.75, 1.33), area_range=(0.05, 1.0), max_attempts=100,
+        use_image_if_no_bounding_boxes=True)
+    window = tf.stack([begin[0], begin[1], size[0], size[1]])
+    img = tf.io.decode_and_crop_jpeg(buf, window, channels=3)
+    return tf.image.random_flip_left_right(tf.image.resize(img, [a.size, a.size]))
+
+
+ds = tf.data.Dataset.from_tensor_slices(files).map(load_distorted if a.distort else load, num_parallel_calls=a.threads).batch(a.batch).prefetch(2)
 opt = tf.data.Options()
 opt.threading.private_threadpool_size = a.threads
 ds = ds.with_options(opt)
@@ -42,4 +57,4 @@ for _ in range(a.epochs):
 t = time.perf_counter() - t0
 c = time.process_time() - c0
 print("tf.data: %d images in %.3f s = %.1f images/sec; %.3f CPU s = %.1f images per CPU second (threads %d, size %d)"
-      % (n, t, n / t, c, n / c, a.threads, a.size))
+      % (n, t, n / t, c, n / c, a.threads, a.size) + (" with the training crop" if a.distort else ""))
