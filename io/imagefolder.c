@@ -220,6 +220,29 @@ static void crop_cover_size(int S, const ImageFolderCrop *crop, int H, int W, in
     *tW = (int)ceil((double)S * W / crop->w);
 }
 
+/* Where a crop's decode lies: the decoded size of the whole image (full_H, full_W, at the decode's scale) and
+ * the top-left corner (x, y) in it of the rows and columns decoded (all of them, but for a JPEG decoded
+ * through a window: decode_jpeg). */
+typedef struct {
+    int full_H, full_W;
+    int x, y;
+} DecodeWindow;
+
+/* round(v * to / from) for v in [0, from]: a stored coordinate in the decoded image's pixels. */
+static int scale_coord(int v, int to, int from) { return (int)floor((double)v * to / from + 0.5); }
+
+/* The crop (in the stored orig_H x orig_W image's pixels) in the pixels of the H x W decode of it: [*x0, *x1)
+ * by [*y0, *y1), the edges rounded to the nearest decoded pixel, at least one pixel a side, inside the image. */
+static void crop_in_decoded(const ImageFolderCrop *crop, int H, int W, int orig_H, int orig_W, int *x0, int *x1,
+                            int *y0, int *y1) {
+    *x0 = scale_coord(crop->x, W, orig_W);
+    *x1 = scale_coord(crop->x + crop->w, W, orig_W);
+    *y0 = scale_coord(crop->y, H, orig_H);
+    *y1 = scale_coord(crop->y + crop->h, H, orig_H);
+    if (*x1 <= *x0) *x0 > 0 ? (void)(*x0 = *x1 - 1) : (void)(*x1 = *x0 + 1);
+    if (*y1 <= *y0) *y0 > 0 ? (void)(*y0 = *y1 - 1) : (void)(*y1 = *y0 + 1);
+}
+
 /* tf_cnn_benchmarks' train_image arguments to sample_distorted_bounding_box. */
 #define CROP_MIN_OBJECT_COVERED 0.1f
 #define CROP_MIN_ASPECT 0.75f
@@ -317,9 +340,9 @@ NO_COVERAGE static void cmyk_to_rgb(uint8_t *rgb, const uint8_t *cmyk, unsigned 
  * max_pixels pixels.  *pixels: scr->pixels (grown, kept by scr) when scr
  * is given, else malloc'ed for the caller.  Closes nothing. */
 static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                       const uint64_t *crop_rng, ImageFolderCrop *crop, size_t max_pixels, ImageFolderScratch *scr,
-                       uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err,
-                       size_t err_n) {
+                       const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
+                       ImageFolderScratch *scr, uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W,
+                       int *scale_eighths, char *err, size_t err_n) {
     struct jpeg_decompress_struct cinfo;
     JpegError jerr;
     uint8_t *volatile buf = NULL;  /* malloc'ed here (no scr) */
@@ -376,12 +399,30 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
         return -1;
     }
     jpeg_start_decompress(&cinfo);
+    /* A crop decodes only its window, as TensorFlow's decode_and_crop_jpeg: the columns from the iMCU
+     * boundary at or left of the crop (jpeg_crop_scanline), the rows of the crop (jpeg_skip_scanlines over
+     * the others, which entropy-decodes them, so that a file truncated anywhere is still refused below). */
+    JDIMENSION y_first = 0, y_end = cinfo.output_height;
+    if (crop_rng) {
+        int x0, x1, y0, y1;
+        win->full_H = (int)cinfo.output_height;
+        win->full_W = (int)cinfo.output_width;
+        crop_in_decoded(crop, win->full_H, win->full_W, *orig_H, *orig_W, &x0, &x1, &y0, &y1);
+        JDIMENSION xoff = (JDIMENSION)x0, w = (JDIMENSION)(x1 - x0);
+        if (w < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &w);
+        win->x = (int)xoff;
+        win->y = y0;
+        y_first = (JDIMENSION)y0;
+        y_end = (JDIMENSION)y1;
+        if (y_first > 0) jpeg_skip_scanlines(&cinfo, y_first);
+    }
     size_t row_n_bytes = (size_t)cinfo.output_width * 3;
+    const size_t n_rows = y_end - y_first;
     uint8_t *out;
     if (scr) {
-        out = grow(&scr->pixels, &scr->pixels_n_bytes, row_n_bytes * cinfo.output_height) == 0 ? scr->pixels : NULL;
+        out = grow(&scr->pixels, &scr->pixels_n_bytes, row_n_bytes * n_rows) == 0 ? scr->pixels : NULL;
     } else {
-        out = buf = malloc(row_n_bytes * cinfo.output_height);
+        out = buf = malloc(row_n_bytes * n_rows);
     }
     if (!out) {
         snprintf(err, err_n, "%s: out of memory for a %u x %u image", path, cinfo.output_width, cinfo.output_height);
@@ -395,14 +436,16 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
         free(buf);
         return -1;
     }
-    while (cinfo.output_scanline < cinfo.output_height) {
-        uint8_t *rgb = out + row_n_bytes * cinfo.output_scanline;
+    while (cinfo.output_scanline < y_end) {
+        uint8_t *rgb = out + row_n_bytes * (cinfo.output_scanline - y_first);
         JSAMPROW row = is_cmyk ? cmyk : rgb;
         jpeg_read_scanlines(&cinfo, &row, 1);
         if (is_cmyk) cmyk_to_rgb(rgb, cmyk, cinfo.output_width);
     }
+    if (cinfo.output_scanline < cinfo.output_height)
+        jpeg_skip_scanlines(&cinfo, cinfo.output_height - cinfo.output_scanline);
     jpeg_finish_decompress(&cinfo);
-    *H = (int)cinfo.output_height;
+    *H = (int)n_rows;
     *W = (int)cinfo.output_width;
     jpeg_destroy_decompress(&cinfo);
     free(cmyk);
@@ -435,9 +478,9 @@ static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *e
  * which *owned then names too (else NULL).  *orig_H, *orig_W: the stored size.  0 (err "", or a warning line
  * for a JPEG with damaged data), or -1 with err (*pixels and *owned NULL). */
 static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                        const uint64_t *crop_rng, ImageFolderCrop *crop, size_t max_pixels, ImageFolderScratch *scr,
-                        uint8_t **pixels, uint8_t **owned, int *H, int *W, int *orig_H, int *orig_W,
-                        int *scale_eighths, char *err, size_t err_n) {
+                        const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
+                        ImageFolderScratch *scr, uint8_t **pixels, uint8_t **owned, int *H, int *W, int *orig_H,
+                        int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     *pixels = *owned = NULL;
     *scale_eighths = 8;
     if (err_n) err[0] = '\0';
@@ -463,10 +506,11 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
         if (rc == 0 && crop_rng) {
             uint64_t st = *crop_rng;
             imagefolder_random_crop(crop, *H, *W, &st);
+            *win = (DecodeWindow){*H, *W, 0, 0};
         }
     } else {
-        rc = decode_jpeg(path, f, data, n_bytes, S, mode, crop_rng, crop, max_pixels, scr, pixels, H, W, orig_H, orig_W,
-                         scale_eighths, err, err_n);
+        rc = decode_jpeg(path, f, data, n_bytes, S, mode, crop_rng, crop, win, max_pixels, scr, pixels, H, W, orig_H,
+                         orig_W, scale_eighths, err, err_n);
     }
     if (f) fclose(f);
     if (rc == 0 && !scr) *owned = *pixels;
@@ -476,8 +520,8 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
 int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
                               int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     uint8_t *owned;
-    return decode_image(path, NULL, 0, S, mode, NULL, NULL, max_pixels, NULL, pixels, &owned, H, W, orig_H, orig_W,
-                        scale_eighths, err, err_n);
+    return decode_image(path, NULL, 0, S, mode, NULL, NULL, NULL, max_pixels, NULL, pixels, &owned, H, W, orig_H,
+                        orig_W, scale_eighths, err, err_n);
 }
 
 int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
@@ -958,22 +1002,12 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
     return 0;
 }
 
-/* round(v * to / from) for v in [0, from]: a stored coordinate in the decoded image's pixels. */
-static int scale_coord(int v, int to, int from) { return (int)floor((double)v * to / from + 0.5); }
-
-int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop *crop, const uint8_t *rgb, int H,
-                               int W, int orig_H, int orig_W, ImageFolderScratch *scr) {
-    if (crop->w < 1 || crop->h < 1 || crop->x < 0 || crop->y < 0 || crop->x + crop->w > orig_W ||
-        crop->y + crop->h > orig_H)
-        return -1;
-    int x0 = scale_coord(crop->x, W, orig_W), x1 = scale_coord(crop->x + crop->w, W, orig_W);
-    int y0 = scale_coord(crop->y, H, orig_H), y1 = scale_coord(crop->y + crop->h, H, orig_H);
-    /* at least one decoded pixel a side, inside the image */
-    if (x1 <= x0) x0 > 0 ? (void)(x0 = x1 - 1) : (void)(x1 = x0 + 1);
-    if (y1 <= y0) y0 > 0 ? (void)(y0 = y1 - 1) : (void)(y1 = y0 + 1);
-    const uint8_t *window = rgb + ((size_t)y0 * W + x0) * 3;
+/* window (wh rows of ww RGB pixels, stride_n bytes apart) resized to out (S, S, C), mirrored where flip;
+ * C 1: resized as RGB into scr->scaled, then PIL's luma.  0, or -1 when memory is short. */
+static int transform_window(uint8_t *out, int S, int C, int flip, const uint8_t *window, int wh, int ww,
+                            size_t stride_n, ImageFolderScratch *scr) {
     uint8_t *dst = out;
-    if (C != 3) { /* resized as RGB, then PIL's luma */
+    if (C != 3) {
         const size_t need = (size_t)S * S * 3;
         if (need > scr->scaled_n_bytes) {
             uint8_t *b = realloc(scr->scaled, need);
@@ -983,10 +1017,10 @@ int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop
         }
         dst = scr->scaled;
     }
-    if (imagefolder_resize_strided(dst, S, S, window, y1 - y0, x1 - x0, (size_t)W * 3, 3) != 0) return -1;
+    if (imagefolder_resize_strided(dst, S, S, window, wh, ww, stride_n, 3) != 0) return -1;
     for (int y = 0; y < S; y++) {
         uint8_t *row = dst + (size_t)y * S * 3;
-        if (crop->flip)
+        if (flip)
             for (int a = 0, b = S - 1; a < b; a++, b--)
                 for (int j = 0; j < 3; j++) {
                     const uint8_t t = row[3 * a + j];
@@ -1000,6 +1034,17 @@ int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop
             }
     }
     return 0;
+}
+
+int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop *crop, const uint8_t *rgb, int H,
+                               int W, int orig_H, int orig_W, ImageFolderScratch *scr) {
+    if (crop->w < 1 || crop->h < 1 || crop->x < 0 || crop->y < 0 || crop->x + crop->w > orig_W ||
+        crop->y + crop->h > orig_H)
+        return -1;
+    int x0, x1, y0, y1;
+    crop_in_decoded(crop, H, W, orig_H, orig_W, &x0, &x1, &y0, &y1);
+    return transform_window(out, S, C, crop->flip, rgb + ((size_t)y0 * W + x0) * 3, y1 - y0, x1 - x0, (size_t)W * 3,
+                            scr);
 }
 
 void imagefolder_scratch_free(ImageFolderScratch *scr) {
@@ -1058,7 +1103,8 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, co
      * of a 224 x 224 JPEG's time), no 4 KB reads through stdio, and a PNG is not opened and read a second time
      * (Fashion-MNIST as 28 x 28 PNGs: 18% more images/sec, bench/RESULTS.md). */
     const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
-    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, crop_rng, crop,
+    DecodeWindow win = {0, 0, 0, 0}; /* a crop's: where the decoded rows and columns lie */
+    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, crop_rng, crop, &win,
                                   max_pixels, scr, &rgb, &owned, &H, &W, &oH, &oW, scale_eighths, err, err_n) != 0)
         return -1;
     int tH = S, tW = S; /* a crop is resampled straight to S x S */
@@ -1070,8 +1116,15 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, co
         free(owned);
         return -1;
     }
-    int rc = crop_rng ? imagefolder_transform_crop(out, S, C, crop, rgb, H, W, oH, oW, scr)
-                      : imagefolder_transform(out, S, C, mode, rgb, H, W, oH, oW, scr);
+    int rc;
+    if (crop_rng) {
+        int x0, x1, y0, y1;
+        crop_in_decoded(crop, win.full_H, win.full_W, oH, oW, &x0, &x1, &y0, &y1);
+        rc = transform_window(out, S, C, crop->flip, rgb + ((size_t)(y0 - win.y) * W + (size_t)(x0 - win.x)) * 3,
+                              y1 - y0, x1 - x0, (size_t)W * 3, scr);
+    } else {
+        rc = imagefolder_transform(out, S, C, mode, rgb, H, W, oH, oW, scr);
+    }
     free(owned);
     if (rc != 0) snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", path, W, H);
     return rc;

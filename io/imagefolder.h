@@ -194,8 +194,11 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, con
 /* As imagefolder_load with IMAGEFOLDER_RANDOM_CROP: the crop is
  * imagefolder_random_crop's from rng_state (a copy: the same state gives
  * the same crop) for the stored size, and a JPEG is decoded (scaled) at the
- * smallest of the scales whose crop still covers S x S.  *crop (may be
- * NULL) gets the crop drawn.  Returns as imagefolder_load. */
+ * smallest of the scales whose crop still covers S x S, through the crop's
+ * window only (libjpeg-turbo's jpeg_crop_scanline and jpeg_skip_scanlines:
+ * within one level of imagefolder_transform_crop on the whole decode, at
+ * the window's edges).  *crop (may be NULL) gets the crop drawn.  Returns
+ * as imagefolder_load. */
 int imagefolder_load_random_crop(uint8_t *out, int S, int C, uint64_t rng_state, const char *path, size_t max_pixels,
                                  int scaled, ImageFolderScratch *scr, ImageFolderCrop *crop, int *scale_eighths,
                                  char *err, size_t err_n_bytes);

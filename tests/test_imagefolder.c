@@ -35,7 +35,8 @@
  * round(h a) for an aspect a in [0.75, 1.33], is a pure function of its
  * stream, flips about half the time, and decodes a large JPEG at a reduced
  * scale only where the crop still covers S x S; its pixels are the plain
- * resize of the crop's pixels, mirrored where it flips.
+ * resize of the crop's pixels, mirrored where it flips; a JPEG decoded
+ * through the crop's window is within one level of the whole decode.
  */
 #include <math.h>
 #include <png.h>
@@ -879,8 +880,18 @@ static void test_load_random_crop(void) {
               "load_random_crop: %s", err);
         CHECK(!memcmp(&c, &c2, sizeof c) && !memcmp(a, b, sizeof a) && !memcmp(&c, &drawn, sizeof c) && m == 8,
               "draw %d: the same state gives another crop or other bytes", i);
-        CHECK(imagefolder_transform_crop(want, S, 3, &c, dec, dH, dW, dH, dW, &scr) == 0 && !memcmp(a, want, sizeof a),
-              "draw %d: the full decode is not transform_crop's", i);
+        /* the window's decode (jpeg_crop_scanline, jpeg_skip_scanlines) against the whole image's: libjpeg's
+         * chroma upsampling at the window's edges may move a value by one (measured: at most 1, on at most 7 of
+         * the 3072 values, 1.1 on average) */
+        CHECK(imagefolder_transform_crop(want, S, 3, &c, dec, dH, dW, dH, dW, &scr) == 0, "transform_crop");
+        int wd = 0, nd = 0;
+        for (size_t j = 0; j < sizeof a; j++) {
+            const int d = abs(a[j] - want[j]);
+            wd = d > wd ? d : wd;
+            nd += d > 0;
+        }
+        CHECK(wd <= 1 && nd <= (int)sizeof a / 100, "draw %d: the window's decode is %d levels from the whole image's "
+              "(%d of %zu values differ)", i, wd, nd, sizeof a);
         CHECK(imagefolder_load_random_crop(b, S, 3, st, path, IMAGEFOLDER_MAX_PIXELS, 1, &scr, &c2, &m2, err, sizeof err) == 0,
               "scaled: %s", err);
         /* the reduced scale keeps the crop at least S (give or take the rounding of its edges) on both sides */
