@@ -338,7 +338,11 @@ NO_COVERAGE static void cmyk_to_rgb(uint8_t *rgb, const uint8_t *cmyk, unsigned 
  * run plain C and measured slower than a full decode (bench/RESULTS.md).
  * *orig_H, *orig_W: the stored size.  The decoded image is at most
  * max_pixels pixels.  *pixels: scr->pixels (grown, kept by scr) when scr
- * is given, else malloc'ed for the caller.  Closes nothing. */
+ * is given, else malloc'ed for the caller.  With crop_rng (a random crop's
+ * stream), *crop is drawn for the stored size, the scale is the smallest
+ * whose crop covers S x S, and only the crop's window is decoded: *H x *W
+ * pixels at (win->x, win->y) of the win->full_H x win->full_W decode.
+ * Closes nothing. */
 static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
                        const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
                        ImageFolderScratch *scr, uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W,
