@@ -94,7 +94,8 @@ int main(int argc, char **argv) {
     const char *dir = pos[0];
     const int mode = imagefolder_resize_mode_from_name(resize_mode);
     if (mode < 0) {
-        fprintf(stderr, "bench_imagefolder: --resize_mode '%s': expected resize, center_crop or random_crop\n", resize_mode);
+        fprintf(stderr, "bench_imagefolder: --resize_mode '%s': expected resize, center_crop or random_crop\n",
+                resize_mode);
         return 2;
     }
     PipelineConfig c;

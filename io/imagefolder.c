@@ -786,13 +786,14 @@ static inline void vertical_row(float *row, const uint8_t *src, size_t in_row_n,
     }
 }
 
-/* The two passes over every output row of dst (dH, dW, C) from src (sH, sW, C; rows stride_n bytes apart), with the weights of
- * coeffs_float (x: xf, xc, xk, xks; y: likewise) and row, the vertical pass's (sW, C) floats with its
- * padding; avx2: the CPU has AVX2 (vertical_row_avx2 then); pairs and sums, where given, horizontal_rgb_avx2's.
- * Static and called from this file only: Clang emits a clone's dispatcher only where it is called. */
-RESIZE_CLONES static void resize_rows(uint8_t *dst, int dH, int dW, const uint8_t *src, int sW, size_t stride_n, int C, float *row,
-                                      const int *xf, const int *xc, const float *xk, int xks, int n_taps,
-                                      const float *pairs, float *sums, const int *yf, const int *yc,
+/* The two passes over every output row of dst (dH, dW, C) from src (sH, sW, C; rows stride_n bytes apart),
+ * with the weights of coeffs_float (x: xf, xc, xk, xks; y: likewise) and row, the vertical pass's (sW, C)
+ * floats with its padding; avx2: the CPU has AVX2 (vertical_row_avx2 then); pairs and sums, where given,
+ * horizontal_rgb_avx2's.  Static and called from this file only: Clang emits a clone's dispatcher only where
+ * it is called. */
+RESIZE_CLONES static void resize_rows(uint8_t *dst, int dH, int dW, const uint8_t *src, int sW, size_t stride_n,
+                                      int C, float *row, const int *xf, const int *xc, const float *xk, int xks,
+                                      int n_taps, const float *pairs, float *sums, const int *yf, const int *yc,
                                       const float *yk, int yks, int avx2) {
     const size_t in_row_n = (size_t)sW * C, out_row_n = (size_t)dW * C;
     for (int y = 0; y < dH; y++) {

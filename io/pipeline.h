@@ -98,7 +98,8 @@ typedef struct {
                                               * (a trainer that counted the folder lists it once); NULL: the
                                               * pipeline lists image_dir itself */
     const char *labels_file;                 /* image_dir: the class list (NULL: the sorted class folders) */
-    int resize_mode;                         /* image_dir: IMAGEFOLDER_RESIZE (0), _CENTER_CROP (1) or _RANDOM_CROP (2: drawn from (seed, epoch, file)) */
+    int resize_mode;                         /* image_dir: IMAGEFOLDER_RESIZE (0), _CENTER_CROP (1) or
+                                              * _RANDOM_CROP (2: drawn from (seed, epoch, file)) */
     int jpeg_scaled;                         /* image_dir: 1 (default) decodes JPEGs at libjpeg's reduced scale where larger than needed */
     size_t max_image_pixels;                 /* image_dir: the largest decoded image and resampling buffer, in pixels
                                                 (a larger image is a bad example); bounds each worker's memory */

@@ -116,7 +116,8 @@ static int folder_decode(Pipeline *p, int worker, long item, int slot, char *why
     int rc;
     if (c->resize_mode == IMAGEFOLDER_RANDOM_CROP) {
         /* the crop of (seed, epoch, file): the same whichever worker decodes it, and after a resume */
-        const uint64_t rng = rng_seed(c->seed, RNG_STREAM_CROP, (uint64_t)fs->epoch * (uint64_t)fs->n_files + (uint64_t)item);
+        const uint64_t rng =
+            rng_seed(c->seed, RNG_STREAM_CROP, (uint64_t)fs->epoch * (uint64_t)fs->n_files + (uint64_t)item);
         rc = imagefolder_load_random_crop(dst, c->in_H, c->in_C, rng, path, c->max_image_pixels, c->jpeg_scaled,
                                           &fs->scratch[worker], NULL, &scale_eighths, why, why_n);
     } else {
