@@ -25,6 +25,7 @@
 typedef struct {
     const char *from, *images, *labels, *out, *compression, *image_key, *label_key, *resize_mode;
     int num_shards, image_size, channels, no_progress, overwrite;
+    float central_fraction;
 } ConvertOptions;
 
 static int convert_flags(ConvertOptions *o, Flag *flags) {
@@ -39,6 +40,7 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"label_key", FLAG_STRING, &o->label_key, "feature key of the label (int64)"},
         {"image_size", FLAG_INT, &o->image_size, "--from imagefolder: output height and width in pixels", FLAG_RANGE(1, 4096, "[]", NULL)},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "--from imagefolder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
+        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "--from imagefolder, --resize_mode center_crop: the central fraction of the shorter side a center_crop keeps: the shorter side is first scaled to floor(image_size / F) (timm's crop_pct; 0.875 at 224: torchvision's Resize(256) + CenterCrop(224), the ImageNet evaluation crop)", FLAG_RANGE(0, 1, "(]", NULL)},
         {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"overwrite", FLAG_BOOL, &o->overwrite, "replace the shards of --out already there (any --num_shards); without it they are refused"},
@@ -88,6 +90,7 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
     ic.image_size = o->image_size;
     ic.channels = o->channels;
     ic.mode = (ImageFolderResizeMode)imagefolder_resize_mode_from_name(o->resize_mode);
+    ic.short_side = imagefolder_short_side(o->image_size, o->central_fraction);
     ic.warn = warn_line;
     ic.warn_ctx = bar;
     ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
@@ -122,7 +125,7 @@ static void labels_path(char *buf, size_t n, const char *out_prefix) {
 }
 
 int cmd_convert(int argc, char **argv) {
-    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0, 0};
+    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0, 0, 1.0f};
     Flag flags[16];
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
@@ -144,6 +147,11 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     if (o.channels != 1 && o.channels != 3) {
         cmd_errorf("tower convert: --channels %d: expected 1 or 3\n", o.channels);
+        return 2;
+    }
+    if (o.central_fraction != 1.0f && strcmp(o.resize_mode, "center_crop")) {
+        cmd_errorf("tower convert: --central_fraction applies to --resize_mode center_crop (this run: --resize_mode "
+                   "%s)\n", o.resize_mode);
         return 2;
     }
     const int compression = io_compression_parse(o.compression);

@@ -43,6 +43,7 @@ typedef struct {
     int no_progress, eval_interval_secs, top_k;
     long until_step;
     float max_corrupt_fraction;
+    float central_fraction;
 } EvalOptions;
 
 /* Watching (--eval_interval_secs): the SIGINT or SIGTERM received, or 0. */
@@ -60,6 +61,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the checkpoint directory's labels.txt when there, else the sorted class folders)"},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
+        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder, --resize_mode center_crop: the central fraction of the shorter side a center_crop keeps: the shorter side is first scaled to floor(input size / F) (timm's crop_pct; 0.875 at 224: torchvision's Resize(256) + CenterCrop(224), the ImageNet evaluation crop)", FLAG_RANGE(0, 1, "(]", NULL)},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},
@@ -288,6 +290,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         pc.image_listing = listing;
         pc.labels_file = labels_file;
         pc.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
+        pc.short_side = imagefolder_short_side(spec->H, o->central_fraction);
     }
     pc.warn = eval_warn;
     pc.warn_ctx = &bar;
@@ -535,7 +538,7 @@ int cmd_eval(int argc, char **argv) {
     EvalOptions o = {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
         .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .labels = "",
-        .resize_mode = "resize", .batch_size = 500, .top_k = 1,
+        .resize_mode = "resize", .batch_size = 500, .top_k = 1, .central_fraction = 1.0f,
         .num_classes = 10, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];
@@ -557,6 +560,11 @@ int cmd_eval(int argc, char **argv) {
         cmd_check_nonempty("eval", "image_key", o.image_key, "feature key") ||
         cmd_check_nonempty("eval", "label_key", o.label_key, "feature key"))
         return 2;
+    if (o.central_fraction != 1.0f && strcmp(o.resize_mode, "center_crop")) {
+        cmd_errorf("tower eval: --central_fraction applies to --resize_mode center_crop (this run: --resize_mode %s)\n",
+                   o.resize_mode);
+        return 2;
+    }
     if (!o.checkpoint[0] && !o.checkpoint_dir[0]) {
         cmd_errorf("tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");
         return 2;

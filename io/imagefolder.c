@@ -38,6 +38,12 @@
 #define RESIZE_SSE2 0
 #endif
 
+int imagefolder_short_side(int S, double central_fraction) {
+    if (!(central_fraction > 0.0 && central_fraction < 1.0)) return 0;
+    const double r = floor((double)S / central_fraction + 1e-9);
+    return r > 65535.0 ? 65535 : (int)r;
+}
+
 int imagefolder_resize_mode_from_name(const char *name) {
     static const char *const names[] = {[IMAGEFOLDER_RESIZE] = "resize", [IMAGEFOLDER_CENTER_CROP] = "center_crop",
                                         [IMAGEFOLDER_RANDOM_CROP] = "random_crop"};
@@ -202,15 +208,18 @@ static void jpeg_on_message(j_common_ptr cinfo, int level) {
 }
 
 /* The size the image is scaled to before the centre crop (both sides S for
- * IMAGEFOLDER_RESIZE; torchvision's Resize(S) for IMAGEFOLDER_CENTER_CROP). */
-static void target_size(int S, ImageFolderResizeMode mode, int H, int W, int *tH, int *tW) {
+ * IMAGEFOLDER_RESIZE; torchvision's Resize(R) for IMAGEFOLDER_CENTER_CROP,
+ * R = short_side, or S where short_side is 0). */
+static void target_size(int S, ImageFolderResizeMode mode, int short_side, int H, int W, int *tH, int *tW) {
     *tH = *tW = S;
     if (mode == IMAGEFOLDER_CENTER_CROP) {
-        /* torchvision Resize(S): the shorter side becomes S, the longer int(S * long / short). */
-        if (H <= W) *tW = (int)((double)S * W / H);
-        else *tH = (int)((double)S * H / W);
-        if (*tW < S) *tW = S;
-        if (*tH < S) *tH = S;
+        /* torchvision Resize(R): the shorter side becomes R, the longer int(R * long / short). */
+        const int R = short_side > S ? short_side : S;
+        *tH = *tW = R;
+        if (H <= W) *tW = (int)((double)R * W / H);
+        else *tH = (int)((double)R * H / W);
+        if (*tW < R) *tW = R;
+        if (*tH < R) *tH = R;
     }
 }
 
@@ -344,7 +353,7 @@ NO_COVERAGE static void cmyk_to_rgb(uint8_t *rgb, const uint8_t *cmyk, unsigned 
  * pixels at (win->x, win->y) of the win->full_H x win->full_W decode.
  * Closes nothing. */
 static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                       const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
+                       int short_side, const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
                        ImageFolderScratch *scr, uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W,
                        int *scale_eighths, char *err, size_t err_n) {
     struct jpeg_decompress_struct cinfo;
@@ -382,7 +391,7 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     if (S > 0) {
         int tH, tW;
         if (crop_rng) crop_cover_size(S, crop, *orig_H, *orig_W, &tH, &tW);
-        else target_size(S, mode, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
+        else target_size(S, mode, short_side, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
         for (int m = 1; m < 8; m *= 2) {
             cinfo.scale_num = (unsigned)m;
             cinfo.scale_denom = 8;
@@ -482,7 +491,7 @@ static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *e
  * which *owned then names too (else NULL).  *orig_H, *orig_W: the stored size.  0 (err "", or a warning line
  * for a JPEG with damaged data), or -1 with err (*pixels and *owned NULL). */
 static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                        const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
+                        int short_side, const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
                         ImageFolderScratch *scr, uint8_t **pixels, uint8_t **owned, int *H, int *W, int *orig_H,
                         int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     *pixels = *owned = NULL;
@@ -513,7 +522,7 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
             *win = (DecodeWindow){*H, *W, 0, 0};
         }
     } else {
-        rc = decode_jpeg(path, f, data, n_bytes, S, mode, crop_rng, crop, win, max_pixels, scr, pixels, H, W, orig_H,
+        rc = decode_jpeg(path, f, data, n_bytes, S, mode, short_side, crop_rng, crop, win, max_pixels, scr, pixels, H, W, orig_H,
                          orig_W, scale_eighths, err, err_n);
     }
     if (f) fclose(f);
@@ -521,16 +530,17 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
     return rc;
 }
 
-int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
+int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, int short_side, size_t max_pixels,
+                              uint8_t **pixels,
                               int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     uint8_t *owned;
-    return decode_image(path, NULL, 0, S, mode, NULL, NULL, NULL, max_pixels, NULL, pixels, &owned, H, W, orig_H,
+    return decode_image(path, NULL, 0, S, mode, short_side, NULL, NULL, NULL, max_pixels, NULL, pixels, &owned, H, W, orig_H,
                         orig_W, scale_eighths, err, err_n);
 }
 
 int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
     int oh, ow, m;
-    return imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, IMAGEFOLDER_MAX_PIXELS, pixels, H, W, &oh, &ow, &m, err,
+    return imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, 0, IMAGEFOLDER_MAX_PIXELS, pixels, H, W, &oh, &ow, &m, err,
                                      err_n);
 }
 
@@ -975,11 +985,12 @@ static int center_crop_offset(int scaled, int size) {
     return (d % 2 && k % 2) ? k + 1 : k;
 }
 
-int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint8_t *rgb, int H, int W,
+int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint8_t *rgb,
+                          int H, int W,
                           int orig_H, int orig_W, ImageFolderScratch *scr) {
     if (mode == IMAGEFOLDER_RANDOM_CROP) return -1; /* imagefolder_transform_crop's */
     int tH, tW; /* size to scale to before cropping, from the stored size */
-    target_size(S, mode, orig_H, orig_W, &tH, &tW);
+    target_size(S, mode, short_side, orig_H, orig_W, &tH, &tW);
     if (C == 3 && tH == S && tW == S) return imagefolder_resize(out, S, S, rgb, H, W, 3); /* nothing to crop */
     size_t need = (size_t)tH * tW * 3;
     if (need > scr->scaled_n_bytes) {
@@ -1097,7 +1108,7 @@ static int read_small_file(const char *path, size_t cap, ImageFolderScratch *scr
 
 /* imagefolder_load and imagefolder_load_random_crop: crop_rng NULL for the first, else the stream of the crop
  * (drawn into *crop once the stored size is known). */
-static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint64_t *crop_rng,
+static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint64_t *crop_rng,
                       ImageFolderCrop *crop, const char *path, size_t max_pixels, int scaled, ImageFolderScratch *scr,
                       int *scale_eighths, char *err, size_t err_n) {
     uint8_t *rgb, *owned; /* rgb: scr->pixels; owned: NULL (decode_image with scr) */
@@ -1109,11 +1120,11 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, co
      * (Fashion-MNIST as 28 x 28 PNGs: 18% more images/sec, bench/RESULTS.md). */
     const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
     DecodeWindow win = {0, 0, 0, 0}; /* a crop's: where the decoded rows and columns lie */
-    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, crop_rng, crop, &win,
+    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, short_side, crop_rng, crop, &win,
                                   max_pixels, scr, &rgb, &owned, &H, &W, &oH, &oW, scale_eighths, err, err_n) != 0)
         return -1;
     int tH = S, tW = S; /* a crop is resampled straight to S x S */
-    if (!crop_rng) target_size(S, mode, oH, oW, &tH, &tW);
+    if (!crop_rng) target_size(S, mode, short_side, oH, oW, &tH, &tW);
     /* The resampled image is (tH, tW) bytes; the work of the first pass is (tH, W) rows: both bounded. */
     if ((size_t)tH * (size_t)W > max_pixels || (size_t)tH * (size_t)tW > max_pixels || H > 65535 || W > 65535) {
         snprintf(err, err_n, "%s: a %d x %d image does not scale to %d x %d within %zu pixels", path, oW, oH, tW, tH,
@@ -1128,27 +1139,28 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, co
         rc = transform_window(out, S, C, crop->flip, rgb + ((size_t)(y0 - win.y) * W + (size_t)(x0 - win.x)) * 3,
                               y1 - y0, x1 - x0, (size_t)W * 3, scr);
     } else {
-        rc = imagefolder_transform(out, S, C, mode, rgb, H, W, oH, oW, scr);
+        rc = imagefolder_transform(out, S, C, mode, short_side, rgb, H, W, oH, oW, scr);
     }
     free(owned);
     if (rc != 0) snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", path, W, H);
     return rc;
 }
 
-int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
+int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const char *path,
+                     size_t max_pixels,
                      int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
     if (mode == IMAGEFOLDER_RANDOM_CROP) {
         snprintf(err, err_n, "%s: a random crop is imagefolder_load_random_crop's", path);
         return -1;
     }
-    return load_image(out, S, C, mode, NULL, NULL, path, max_pixels, scaled, scr, scale_eighths, err, err_n);
+    return load_image(out, S, C, mode, short_side, NULL, NULL, path, max_pixels, scaled, scr, scale_eighths, err, err_n);
 }
 
 int imagefolder_load_random_crop(uint8_t *out, int S, int C, uint64_t rng_state, const char *path, size_t max_pixels,
                                  int scaled, ImageFolderScratch *scr, ImageFolderCrop *crop, int *scale_eighths,
                                  char *err, size_t err_n) {
     ImageFolderCrop own;
-    return load_image(out, S, C, IMAGEFOLDER_RANDOM_CROP, &rng_state, crop ? crop : &own, path, max_pixels, scaled,
+    return load_image(out, S, C, IMAGEFOLDER_RANDOM_CROP, 0, &rng_state, crop ? crop : &own, path, max_pixels, scaled,
                       scr, scale_eighths, err, err_n);
 }
 
@@ -1168,7 +1180,8 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
         }
         if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
         ImageFolderScratch scr = {.scaled = st->scaled, .scaled_n_bytes = st->scaled_n_bytes};
-        int rc = imagefolder_transform(st->out, st->cfg.image_size, st->cfg.channels, st->cfg.mode, rgb, H, W, H, W, &scr);
+        int rc = imagefolder_transform(st->out, st->cfg.image_size, st->cfg.channels, st->cfg.mode, st->cfg.short_side,
+                                       rgb, H, W, H, W, &scr);
         st->scaled = scr.scaled;
         st->scaled_n_bytes = scr.scaled_n_bytes;
         free(rgb);
@@ -1323,6 +1336,12 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
     if (cfg->mode != IMAGEFOLDER_RESIZE && cfg->mode != IMAGEFOLDER_CENTER_CROP) {
         snprintf(err, err_n, "image folder: resize mode %d is not one a conversion uses (a random crop is drawn "
                  "anew each epoch, by the training pipeline)", (int)cfg->mode);
+        return NULL;
+    }
+    if (cfg->short_side != 0 &&
+        (cfg->mode != IMAGEFOLDER_CENTER_CROP || cfg->short_side < cfg->image_size || cfg->short_side > 65535)) {
+        snprintf(err, err_n, "image folder: a shorter side of %d before the crop needs the center crop and at least "
+                 "image_size %d", cfg->short_side, cfg->image_size);
         return NULL;
     }
     ConvertSource *s = calloc(1, sizeof *s);

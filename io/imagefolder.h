@@ -20,8 +20,9 @@
  * keep it; one whose file ends inside the image is skipped as truncated.
  * Every image comes out image_size x image_size x channels, uint8:
  *   IMAGEFOLDER_RESIZE       both sides scaled to image_size (aspect ratio not kept);
- *   IMAGEFOLDER_CENTER_CROP  the shorter side scaled to image_size, then the central
- *                            square kept (torchvision's Resize(s) + CenterCrop(s));
+ *   IMAGEFOLDER_CENTER_CROP  the shorter side scaled to image_size (or to short_side:
+ *                            imagefolder_short_side), then the central square kept
+ *                            (torchvision's Resize(r) + CenterCrop(s));
  *   IMAGEFOLDER_RANDOM_CROP  (training, through the pipeline) a random crop of the
  *                            stored image scaled to image_size, mirrored half the
  *                            time: tf_cnn_benchmarks' training distortion
@@ -75,6 +76,7 @@ typedef struct {
     int image_size;                   /* output height and width, in [1, 4096] */
     int channels;                     /* 3 (RGB) or 1 (grey) */
     ImageFolderResizeMode mode;
+    int short_side;                   /* IMAGEFOLDER_CENTER_CROP: the shorter side's size before the crop, >= image_size (0: image_size) */
     /* Called with each warning line (no newline), e.g.
      * "DIR/cat/x.png: skipped: not a PNG or JPEG image"; NULL prints it to stderr. */
     void (*warn)(void *ctx, const char *line);
@@ -100,6 +102,13 @@ int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes,
  * *names (n_names, each malloc'ed, and the array) belong to the caller.
  * 0, or -1 with one line in err. */
 int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n_bytes);
+
+/* The shorter side's size before a centre crop to S that keeps the central
+ * fraction of it (timm's floor(S / crop_pct); 224 and 0.875 give
+ * torchvision's Resize(256) + CenterCrop(224), tf_cnn_benchmarks' and
+ * slim's evaluation crop up to their rounding); 0 for a fraction of 1 (the
+ * crop keeps the whole shorter side) or outside (0, 1]. */
+int imagefolder_short_side(int S, double central_fraction);
 
 /* The mode named "resize", "center_crop" or "random_crop" (the flag
  * --resize_mode's values); -1 for any other name. */
@@ -137,15 +146,16 @@ int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char 
 
 /* As imagefolder_decode, with libjpeg's scaled decoding: S > 0 decodes a
  * JPEG at the smallest scale M/8 (M = 1..8, *scale_eighths = M) whose
- * output still covers the size (S, mode) resamples to before its crop, on
+ * output still covers the size (S, mode, short_side) resamples to before its crop, on
  * both sides: a 600 x 450 JPEG for S 224 decodes at 4/8 to 300 x 225, which
  * the DCT does at a fraction of the full decode's cost.  S 0 or a PNG:
  * full size (*scale_eighths 8).  *H, *W: the decoded size; *orig_H,
  * *orig_W: the stored size.  An image over max_pixels (decoded) is refused
  * before its pixels are allocated.  0 (err: "" or a warning line, as
  * imagefolder_decode), or -1 with one line in err. */
-int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, size_t max_pixels, uint8_t **pixels,
-                              int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n_bytes);
+int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, int short_side, size_t max_pixels,
+                              uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err,
+                              size_t err_n_bytes);
 
 /* A worker's buffers, grown on demand and kept from image to image; zero it before the first use, free with
  * imagefolder_scratch_free. */
@@ -160,12 +170,13 @@ typedef struct {
 void imagefolder_scratch_free(ImageFolderScratch *scr);
 
 /* rgb (H, W, 3), decoded from an image stored as orig_H x orig_W (H, W
- * smaller after a scaled decode), into out (S, S, C): the size (S, mode)
- * gives from the stored size, the centre crop, the channels (C 1: PIL's
+ * smaller after a scaled decode), into out (S, S, C): the size (S, mode,
+ * short_side: 0, or the center crop's shorter side before it, as
+ * ImageFolderConfig's) gives from the stored size, the centre crop, the channels (C 1: PIL's
  * luma).  0, or -1 when memory is short or mode is IMAGEFOLDER_RANDOM_CROP
  * (imagefolder_transform_crop's). */
-int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const uint8_t *rgb, int H, int W,
-                          int orig_H, int orig_W, ImageFolderScratch *scr);
+int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint8_t *rgb,
+                          int H, int W, int orig_H, int orig_W, ImageFolderScratch *scr);
 
 /* As imagefolder_transform for a crop of the stored image (crop, in the
  * stored image's pixels): the crop's pixels resized to S x S by the same
@@ -188,8 +199,9 @@ int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop
  * bounded by max_pixels (the input pipeline's bound).  *scale_eighths as
  * imagefolder_decode_scaled.  0 (err: "" or a warning line, as
  * imagefolder_decode), or -1 with one line in err ("PATH: ..."). */
-int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, const char *path, size_t max_pixels,
-                     int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n_bytes);
+int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const char *path,
+                     size_t max_pixels, int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err,
+                     size_t err_n_bytes);
 
 /* As imagefolder_load with IMAGEFOLDER_RANDOM_CROP: the crop is
  * imagefolder_random_crop's from rng_state (a copy: the same state gives

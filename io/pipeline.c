@@ -75,6 +75,7 @@ void pipeline_config_defaults(PipelineConfig *c) {
     c->image_dir = NULL;
     c->labels_file = NULL;
     c->resize_mode = 0;
+    c->short_side = 0;
     c->jpeg_scaled = 1;
     c->max_image_pixels = PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
 }
@@ -583,6 +584,9 @@ static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
             BAD("pipeline: an image folder decodes to square uint8 images of at most 4096 pixels a side, 1 or 3 "
                 "channels, not %d x %d x %d%s", c->in_H, c->in_W, c->in_C, c->image_float ? " floats" : "");
         if (c->resize_mode < 0 || c->resize_mode > 2) BAD("pipeline: unknown resize mode %d", c->resize_mode);
+        if (c->short_side != 0 && (c->resize_mode != 1 || c->short_side < c->in_H || c->short_side > 65535))
+            BAD("pipeline: a shorter side of %d before the crop needs the center crop and at least the image size %d",
+                c->short_side, c->in_H);
         if (c->max_image_pixels < (size_t)c->in_H * (size_t)c->in_W * 2)
             BAD("pipeline: max_image_pixels %zu is below twice the image size %d x %d", c->max_image_pixels, c->in_H,
                 c->in_W);

@@ -100,6 +100,8 @@ typedef struct {
     const char *labels_file;                 /* image_dir: the class list (NULL: the sorted class folders) */
     int resize_mode;                         /* image_dir: IMAGEFOLDER_RESIZE (0), _CENTER_CROP (1) or
                                               * _RANDOM_CROP (2: drawn from (seed, epoch, file)) */
+    int short_side;                          /* image_dir, _CENTER_CROP: the shorter side before the crop, >= in_H
+                                              * (0: in_H; imagefolder_short_side) */
     int jpeg_scaled;                         /* image_dir: 1 (default) decodes JPEGs at libjpeg's reduced scale where larger than needed */
     size_t max_image_pixels;                 /* image_dir: the largest decoded image and resampling buffer, in pixels
                                                 (a larger image is a bad example); bounds each worker's memory */

@@ -121,8 +121,8 @@ static int folder_decode(Pipeline *p, int worker, long item, int slot, char *why
         rc = imagefolder_load_random_crop(dst, c->in_H, c->in_C, rng, path, c->max_image_pixels, c->jpeg_scaled,
                                           &fs->scratch[worker], NULL, &scale_eighths, why, why_n);
     } else {
-        rc = imagefolder_load(dst, c->in_H, c->in_C, (ImageFolderResizeMode)c->resize_mode, path, c->max_image_pixels,
-                              c->jpeg_scaled, &fs->scratch[worker], &scale_eighths, why, why_n);
+        rc = imagefolder_load(dst, c->in_H, c->in_C, (ImageFolderResizeMode)c->resize_mode, c->short_side, path,
+                              c->max_image_pixels, c->jpeg_scaled, &fs->scratch[worker], &scale_eighths, why, why_n);
     }
     if (rc != 0) {
         struct stat sb;

@@ -17,7 +17,8 @@
  *       JPEG), plus two files that must be skipped (broken.png, notes.txt)
  *   test_imagefolder load PATH S MODE OUT
  *       decode PATH at full size and resize it to S x S RGB as the
- *       converter and the pipeline do (MODE: resize or center_crop), the
+ *       converter and the pipeline do (MODE: resize, center_crop, or
+ *       center_crop/R: the shorter side scaled to R >= S first), the
  *       S*S*3 bytes into OUT (tests/interop/pil_interop.py compares them
  *       with PIL's); exit 1 with one line on an error
  *   test_imagefolder crop PATH S X Y W H FLIP OUT
@@ -315,12 +316,12 @@ static void test_folder(void) {
         char lerr[1024];
         int m = 0;
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-        const int lrc = imagefolder_load(loaded, S, 3, IMAGEFOLDER_RESIZE, p, IMAGEFOLDER_MAX_PIXELS, 0, &kept, &m,
+        const int lrc = imagefolder_load(loaded, S, 3, IMAGEFOLDER_RESIZE, 0, p, IMAGEFOLDER_MAX_PIXELS, 0, &kept, &m,
                                          lerr, sizeof lerr);
         const int drc = imagefolder_decode(p, &pix, &H, &W, err, sizeof err);
         CHECK(lrc == drc, "%s: imagefolder_load %d, imagefolder_decode %d (%s)", files[i], lrc, drc, lrc ? lerr : err);
         if (lrc == 0 && drc == 0) {
-            CHECK(imagefolder_transform(want_px, S, 3, IMAGEFOLDER_RESIZE, pix, H, W, H, W, &own) == 0, "transform");
+            CHECK(imagefolder_transform(want_px, S, 3, IMAGEFOLDER_RESIZE, 0, pix, H, W, H, W, &own) == 0, "transform");
             CHECK(!memcmp(loaded, want_px, sizeof loaded), "%s: imagefolder_load's pixels differ", files[i]);
         } else if (lrc != 0 && drc != 0) {
             CHECK(!strcmp(lerr, err) && strstr(lerr, p) && !strchr(lerr, '\n'),
@@ -644,8 +645,10 @@ static void test_warning_escaped(void) {
 
 /* The "load" mode: one image through imagefolder_load, full decode. */
 static int load_one(const char *path, int S, const char *mode_name, const char *out_path) {
-    const ImageFolderResizeMode mode = !strcmp(mode_name, "center_crop") ? IMAGEFOLDER_CENTER_CROP : IMAGEFOLDER_RESIZE;
-    if (S < 1 || S > 4096 || (strcmp(mode_name, "resize") && strcmp(mode_name, "center_crop"))) {
+    /* "center_crop/R": the shorter side scaled to R before the crop */
+    const int short_side = !strncmp(mode_name, "center_crop/", 12) ? atoi(mode_name + 12) : 0;
+    const ImageFolderResizeMode mode = !strncmp(mode_name, "center_crop", 11) ? IMAGEFOLDER_CENTER_CROP : IMAGEFOLDER_RESIZE;
+    if (S < 1 || S > 4096 || (strcmp(mode_name, "resize") && strcmp(mode_name, "center_crop") && short_side < S)) {
         fprintf(stderr, "test_imagefolder load: size %d or mode '%s' not understood\n", S, mode_name);
         return 1;
     }
@@ -653,7 +656,7 @@ static int load_one(const char *path, int S, const char *mode_name, const char *
     ImageFolderScratch scr = {0};
     char err[512];
     int scale_eighths = 8;
-    if (!out || imagefolder_load(out, S, 3, mode, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &scale_eighths, err,
+    if (!out || imagefolder_load(out, S, 3, mode, short_side, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &scale_eighths, err,
                                  sizeof err) != 0) {
         fprintf(stderr, "test_imagefolder load: %s\n", out ? err : "out of memory");
         free(out);
@@ -834,7 +837,7 @@ static void test_transform_crop(void) {
               "case %d: the whole image as a crop is not imagefolder_resize's", t);
         ImageFolderCrop out = {W - c.w + 1, 0, c.w, c.h, 0};
         CHECK(imagefolder_transform_crop(got, S, 3, &out, img, H, W, H, W, &scr) == -1, "a crop past the edge taken");
-        CHECK(imagefolder_transform(got, S, 3, IMAGEFOLDER_RANDOM_CROP, img, H, W, H, W, &scr) == -1,
+        CHECK(imagefolder_transform(got, S, 3, IMAGEFOLDER_RANDOM_CROP, 0, img, H, W, H, W, &scr) == -1,
               "imagefolder_transform took the random crop mode");
         imagefolder_scratch_free(&scr);
         free(img), free(window), free(want), free(got);
@@ -910,6 +913,72 @@ static void test_load_random_crop(void) {
     rmdir(dir);
 }
 
+/* imagefolder_short_side is timm's floor(S / crop_pct); a center crop from a shorter side R keeps the central
+ * S x S of the image scaled so that its shorter side is R (the same bytes as resizing to R x R' and cropping by
+ * torchvision's offsets, done here), and a scaled JPEG decode covers R, not S; R below S or with another mode is
+ * refused by the converter's source. */
+static void test_short_side(void) {
+    CHECK(imagefolder_short_side(224, 0.875) == 256 && imagefolder_short_side(224, 1.0) == 0 &&
+              imagefolder_short_side(32, 0.5) == 64 && imagefolder_short_side(28, 0.875) == 32 &&
+              imagefolder_short_side(299, 0.875) == 341 && imagefolder_short_side(10, 0.0) == 0,
+          "imagefolder_short_side: %d %d %d %d %d", imagefolder_short_side(224, 0.875), imagefolder_short_side(224, 1.0),
+          imagefolder_short_side(32, 0.5), imagefolder_short_side(28, 0.875), imagefolder_short_side(299, 0.875));
+    srand(9);
+    for (int t = 0; t < 20; t++) {
+        const int H = 20 + rand() % 90, W = 20 + rand() % 90, S = 4 + rand() % 16, R = S + rand() % 20;
+        uint8_t *img = malloc((size_t)H * W * 3), *got = malloc((size_t)S * S * 3);
+        for (size_t i = 0; i < (size_t)H * W * 3; i++) img[i] = (uint8_t)rand();
+        /* torchvision Resize(R) then CenterCrop(S), by hand */
+        int tH = R, tW = R;
+        if (H <= W) tW = (int)((double)R * W / H);
+        else tH = (int)((double)R * H / W);
+        uint8_t *scaled = malloc((size_t)tH * tW * 3);
+        CHECK(imagefolder_resize(scaled, tH, tW, img, H, W, 3) == 0);
+        const int top = (int)nearbyint((tH - S) / 2.0), left = (int)nearbyint((tW - S) / 2.0);
+        ImageFolderScratch scr = {0};
+        CHECK(imagefolder_transform(got, S, 3, IMAGEFOLDER_CENTER_CROP, R, img, H, W, H, W, &scr) == 0);
+        int bad = 0;
+        for (int y = 0; y < S; y++)
+            bad += memcmp(got + (size_t)y * S * 3, scaled + ((size_t)(y + top) * tW + left) * 3, (size_t)S * 3) != 0;
+        CHECK(bad == 0, "case %d: %dx%d, S %d from a shorter side of %d: %d rows differ from Resize + CenterCrop", t, W,
+              H, S, R, bad);
+        imagefolder_scratch_free(&scr);
+        free(img), free(got), free(scaled);
+    }
+    /* a 1000 x 800 JPEG for 100: 1/8 (125 x 100) covers 100; a shorter side of 200 needs 1/4 */
+    char dir[] = "/tmp/tower_if_short_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    char path[600], err[512];
+    snprintf(path, sizeof path, "%s/a.jpg", dir);
+    uint8_t grey[3] = {120, 130, 140}, *img = solid(800, 1000, 3, grey), out[100 * 100 * 3];
+    write_jpeg(path, 800, 1000, 3, img, 90);
+    free(img);
+    ImageFolderScratch scr = {0};
+    int m1 = 0, m2 = 0;
+    CHECK(imagefolder_load(out, 100, 3, IMAGEFOLDER_CENTER_CROP, 0, path, IMAGEFOLDER_MAX_PIXELS, 1, &scr, &m1, err,
+                           sizeof err) == 0 &&
+              imagefolder_load(out, 100, 3, IMAGEFOLDER_CENTER_CROP, 200, path, IMAGEFOLDER_MAX_PIXELS, 1, &scr, &m2,
+                               err, sizeof err) == 0 && m1 == 1 && m2 == 2,
+          "scaled decodes at %d/8 and %d/8 (want 1 and 2): %s", m1, m2, err);
+    imagefolder_scratch_free(&scr);
+    remove(path);
+    rmdir(dir);
+    ImageFolderConfig ic;
+    imagefolder_config_defaults(&ic);
+    ic.image_size = 32;
+    ic.short_side = 16;
+    ic.mode = IMAGEFOLDER_CENTER_CROP;
+    CHECK(convert_open_imagefolder("/nonexistent", &ic, err, sizeof err) == NULL && strstr(err, "shorter side of 16"),
+          "a shorter side below image_size: %s", err);
+    ic.short_side = 40;
+    ic.mode = IMAGEFOLDER_RESIZE;
+    CHECK(convert_open_imagefolder("/nonexistent", &ic, err, sizeof err) == NULL && strstr(err, "shorter side of 40"),
+          "a shorter side with resize: %s", err);
+}
+
 int main(int argc, char **argv) {
     if (argc == 10 && !strcmp(argv[1], "crop")) return crop_one(argv + 3);
     if (argc == 6 && !strcmp(argv[1], "boxes"))
@@ -928,6 +997,7 @@ int main(int argc, char **argv) {
     test_random_crop_draws();
     test_transform_crop();
     test_load_random_crop();
+    test_short_side();
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);
         return 1;

@@ -14,7 +14,9 @@
 #   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused;
 #   --resize_mode random_crop: the same run twice is bitwise the same, 8 + 8 steps with --resume = 16 straight,
 #     and it differs from --resize_mode resize; eval and convert refuse it (exit 2), and any --resize_mode but
-#     resize with TFRecord data is refused (exit 1).
+#     resize with TFRecord data is refused (exit 1);
+#   --central_fraction 0.875 (center_crop from a shorter side of 32 at 28): eval on the folder = eval on the folder
+#     converted with the same flags, unlike the whole shorter side; with another --resize_mode refused (exit 2).
 set -euo pipefail
 tower=$1 images=$2
 work=$(mktemp -d)
@@ -170,3 +172,22 @@ set -e
 [ "$rc2" -eq 1 ] && grep -q "^tower train: --resize_mode center_crop applies to an image folder" "$work/crop_tfr.err" ||
   fail "--resize_mode with TFRecord data: exit $rc2, $(cat "$work/crop_tfr.err")"
 echo "ok: random_crop repeats and resumes bitwise, differs from resize; eval refuses it; TFRecord data refuses --resize_mode"
+
+# ---- --central_fraction: the center crop from a larger shorter side, the same in the pipeline and in convert
+"$tower" convert --from imagefolder "$work/test" --out "$work/cf/test" --image_size 28 --channels 1 \
+  --resize_mode center_crop --central_fraction 0.875 --labels "$work/run/labels.txt" >/dev/null 2>&1
+"$tower" eval "${ev[@]}" --data "$work/test" --resize_mode center_crop --central_fraction 0.875 >"$work/cf_folder.out" 2>/dev/null
+"$tower" eval "${ev[@]}" --data "$work/cf/test-*.tfrecord" >"$work/cf_tfr.out"
+"$tower" eval "${ev[@]}" --data "$work/test" --resize_mode center_crop >"$work/cf_whole.out" 2>/dev/null
+a=$(grep -o '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/cf_folder.out")
+b=$(grep -o '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/cf_tfr.out")
+c=$(grep -o '[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/cf_whole.out")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "--central_fraction: the folder ($a) and its conversion ($b) differ"
+[ "$a" != "$c" ] || fail "--central_fraction 0.875 evaluated the same as without it ($c)"
+set +e
+"$tower" eval "${ev[@]}" --data "$work/test" --central_fraction 0.875 >/dev/null 2>"$work/cf_refused.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "^tower eval: --central_fraction applies to --resize_mode center_crop" "$work/cf_refused.err" ||
+  fail "--central_fraction with resize: exit $rc, $(cat "$work/cf_refused.err")"
+echo "ok: --central_fraction: folder = conversion ($a), unlike the whole shorter side ($c); refused with resize"

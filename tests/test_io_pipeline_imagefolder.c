@@ -397,16 +397,16 @@ static void test_scaled_jpeg(const char *dir) {
 
     uint8_t *dec;
     int dH, dW, oH, oW, m;
-    CHECK(imagefolder_decode_scaled(path, T, IMAGEFOLDER_RESIZE, (size_t)1 << 22, &dec, &dH, &dW, &oH, &oW, &m, err,
+    CHECK(imagefolder_decode_scaled(path, T, IMAGEFOLDER_RESIZE, 0, (size_t)1 << 22, &dec, &dH, &dW, &oH, &oW, &m, err,
                                     sizeof err) == 0, "%s", err);
     CHECK(m == 4 && dH == 225 && dW == 300 && oH == H && oW == W, "decoded at %d/8 to %d x %d (stored %d x %d)", m, dW,
           dH, oW, oH);
     free(dec);
-    CHECK(imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, (size_t)1 << 22, &dec, &dH, &dW, &oH, &oW, &m, err,
+    CHECK(imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, 0, (size_t)1 << 22, &dec, &dH, &dW, &oH, &oW, &m, err,
                                     sizeof err) == 0 && m == 8 && dH == H && dW == W, "S 0 is not a full decode");
     free(dec);
     /* center_crop needs the shorter side 224 and the longer 298: 4/8 gives 225 x 300 */
-    CHECK(imagefolder_decode_scaled(path, T, IMAGEFOLDER_CENTER_CROP, (size_t)1 << 22, &dec, &dH, &dW, &oH, &oW, &m,
+    CHECK(imagefolder_decode_scaled(path, T, IMAGEFOLDER_CENTER_CROP, 0, (size_t)1 << 22, &dec, &dH, &dW, &oH, &oW, &m,
                                     err, sizeof err) == 0 && m == 4, "center_crop scale %d/8", m);
     free(dec);
 
@@ -414,9 +414,9 @@ static void test_scaled_jpeg(const char *dir) {
     uint8_t *full = malloc(n), *scaled = malloc(n), *other = malloc(n);
     ImageFolderScratch scr = {0};
     int m_full, m_scaled, m_other;
-    CHECK(imagefolder_load(full, T, 3, IMAGEFOLDER_RESIZE, path, (size_t)1 << 22, 0, &scr, &m_full, err, sizeof err) == 0);
-    CHECK(imagefolder_load(scaled, T, 3, IMAGEFOLDER_RESIZE, path, (size_t)1 << 22, 1, &scr, &m_scaled, err, sizeof err) == 0);
-    CHECK(imagefolder_load(other, T, 3, IMAGEFOLDER_RESIZE, shifted_path, (size_t)1 << 22, 0, &scr, &m_other, err,
+    CHECK(imagefolder_load(full, T, 3, IMAGEFOLDER_RESIZE, 0, path, (size_t)1 << 22, 0, &scr, &m_full, err, sizeof err) == 0);
+    CHECK(imagefolder_load(scaled, T, 3, IMAGEFOLDER_RESIZE, 0, path, (size_t)1 << 22, 1, &scr, &m_scaled, err, sizeof err) == 0);
+    CHECK(imagefolder_load(other, T, 3, IMAGEFOLDER_RESIZE, 0, shifted_path, (size_t)1 << 22, 0, &scr, &m_other, err,
                            sizeof err) == 0);
     CHECK(m_full == 8 && m_scaled == 4, "scales %d and %d", m_full, m_scaled);
     double mean, mean_other;
@@ -428,7 +428,7 @@ static void test_scaled_jpeg(const char *dir) {
     CHECK(mean <= 1.0 && max <= 8, "scaled path too far from the full one: mean %.3f max %d", mean, max);
     CHECK(mean_other > 1.0 && max_other > 8, "the comparison cannot tell a shifted image apart (mean %.3f)", mean_other);
     /* too large for max_pixels even at the reduced scale: refused before decoding */
-    CHECK(imagefolder_load(full, T, 3, IMAGEFOLDER_RESIZE, path, (size_t)40000, 1, &scr, &m, err, sizeof err) == -1 &&
+    CHECK(imagefolder_load(full, T, 3, IMAGEFOLDER_RESIZE, 0, path, (size_t)40000, 1, &scr, &m, err, sizeof err) == -1 &&
               strstr(err, "pixels"), "max_pixels not enforced: %s", err);
     imagefolder_scratch_free(&scr);
 
@@ -466,7 +466,7 @@ static void test_scaled_jpeg(const char *dir) {
         ImageFolderScratch s2 = {0};
         int m2;
         snprintf(p2, sizeof p2, "%s/a.jpg", cdir);
-        CHECK(imagefolder_load(want, T, 3, IMAGEFOLDER_RESIZE, p2, PIPELINE_DEFAULT_MAX_IMAGE_PIXELS, scaled_on, &s2, &m2,
+        CHECK(imagefolder_load(want, T, 3, IMAGEFOLDER_RESIZE, 0, p2, PIPELINE_DEFAULT_MAX_IMAGE_PIXELS, scaled_on, &s2, &m2,
                                err, sizeof err) == 0 && m2 == (scaled_on ? 4 : 8));
         int same = 1;
         for (size_t i = 0; i < n; i++) same &= b->x[i] == (float)want[i];
@@ -549,10 +549,10 @@ static void test_damaged_jpeg(const char *tmp) {
     ImageFolderScratch scr = {0};
     uint8_t out[S * S * 3];
     int scale = 0;
-    CHECK(imagefolder_load(out, S, 3, IMAGEFOLDER_RESIZE, path, (size_t)1 << 20, 1, &scr, &scale, err, sizeof err) == 0 &&
+    CHECK(imagefolder_load(out, S, 3, IMAGEFOLDER_RESIZE, 0, path, (size_t)1 << 20, 1, &scr, &scale, err, sizeof err) == 0 &&
               damaged_line(err, path), "imagefolder_load: '%s'", err);
     snprintf(err, sizeof err, "left over");
-    CHECK(imagefolder_load(out, S, 3, IMAGEFOLDER_RESIZE, good, (size_t)1 << 20, 1, &scr, &scale, err, sizeof err) == 0 &&
+    CHECK(imagefolder_load(out, S, 3, IMAGEFOLDER_RESIZE, 0, good, (size_t)1 << 20, 1, &scr, &scale, err, sizeof err) == 0 &&
               err[0] == '\0', "imagefolder_load of the good JPEG: '%s'", err);
     imagefolder_scratch_free(&scr);
 

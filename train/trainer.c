@@ -48,6 +48,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->image_size = 24;
     o->labels = "";
     o->resize_mode = "resize";
+    o->central_fraction = 1.0f;
     o->learning_rate = NAN;
     o->momentum = 0.9f;
     o->nesterov = 1;
@@ -663,6 +664,7 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
         pcfg.image_listing = tr->image_listing;
         pcfg.labels_file = o->labels[0] ? o->labels : NULL;
         pcfg.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
+        pcfg.short_side = imagefolder_short_side(o->image_size, o->central_fraction);
     }
     tr->pipeline_cfg = pcfg;
 }

@@ -93,6 +93,7 @@ typedef struct {
                                        its images are resized to (both models; no crop) */
     const char *labels;             /* an image folder: the class list file ("": the sorted class folders) */
     const char *resize_mode;        /* an image folder: "resize", "center_crop" or "random_crop" (io/imagefolder.h) */
+    float central_fraction;         /* an image folder, center_crop: the fraction of the shorter side kept, (0, 1] */
     float learning_rate;            /* NAN: the optimizer's default (optimizer_default_lr) */
     float momentum;
     int nesterov;

@@ -156,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_REQUIRE(loaded != NULL, "out of memory");
     int scale_eighths = 0;
     char lerr[1024];
-    const int lrc = imagefolder_load(loaded, S, C, cfg.mode, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &scale_eighths, lerr,
+    const int lrc = imagefolder_load(loaded, S, C, cfg.mode, cfg.short_side, path, IMAGEFOLDER_MAX_PIXELS, 0, &scr, &scale_eighths, lerr,
                                      sizeof lerr);
     /* the loader also refuses what would scale past its bound (a 1 x 200000 image cropped to 64: 12.8 M x 64) */
     FUZZ_REQUIRE(rc == 1 ? lrc == 0 || strstr(lerr, "does not scale") : lrc != 0,
@@ -169,7 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_REQUIRE(!lerr[0] == !damaged, "imagefolder_load %s a warning where imagefolder_decode %s one (%s)",
                      lerr[0] ? "gives" : "gives no", damaged ? "gives" : "gives no", lerr);
     }
-    if (imagefolder_load(loaded, S, C, cfg.mode, path, SCALED_MAX_PIXELS, 1, &scr, &scale_eighths, lerr, sizeof lerr) != 0)
+    if (imagefolder_load(loaded, S, C, cfg.mode, cfg.short_side, path, SCALED_MAX_PIXELS, 1, &scr, &scale_eighths, lerr, sizeof lerr) != 0)
         fuzz_require_line(lerr, path, "imagefolder_load, scaled");
     else
         FUZZ_REQUIRE(scale_eighths >= 1 && scale_eighths <= 8, "scale %d/8", scale_eighths);

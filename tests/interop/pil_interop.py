@@ -6,7 +6,8 @@ imagefolder`, `tower train --data DIR`) promise PIL's picture: libpng and
 libjpeg-turbo decode as PIL's `Image.open(...).convert("RGB")` does, and the
 resize is PIL's BILINEAR filter (a triangle whose support grows with the
 shrink factor, as `Image.resize` has done since Pillow 2.7), then for
-`center_crop` torchvision's `Resize(S)` + `CenterCrop(S)`.  This script makes
+`center_crop` torchvision's `Resize(S)` + `CenterCrop(S)` (`Resize(R)` for
+`--central_fraction`, the helper's mode `center_crop/R`).  This script makes
 images with PIL (smooth gradients plus noise, so that both a wrong filter
 and a wrong phase show; RGB and grey PNGs, JPEGs at 4:2:0 and 4:4:4, CMYK
 JPEGs (libjpeg gives no RGB for them: Tower converts as PIL does), sizes
@@ -53,11 +54,13 @@ def pil_reference(path, size, mode):
     if mode == "resize":
         return np.asarray(im.resize((size, size), Image.BILINEAR))
     w, h = im.size
-    # torchvision Resize(size): the shorter side to size, the other int(size * long / short)
+    # torchvision Resize(r): the shorter side to r, the other int(r * long / short); r = size, or R of
+    # "center_crop/R" (Resize(R) + CenterCrop(size): `--central_fraction`)
+    r = int(mode.split("/")[1]) if "/" in mode else size
     if w <= h:
-        tw, th = size, int(size * h / w)
+        tw, th = r, int(r * h / w)
     else:
-        th, tw = size, int(size * w / h)
+        th, tw = r, int(r * w / h)
     scaled = np.asarray(im.resize((tw, th), Image.BILINEAR))
     top, left = int(round((th - size) / 2.0)), int(round((tw - size) / 2.0))
     return scaled[top:top + size, left:left + size]
@@ -89,6 +92,9 @@ def main():
         (31, 700, False, "PNG", None, 28, "resize"),
         (375, 500, False, "CMYK", 2, 224, "resize"),
         (300, 200, False, "CMYK", 0, 64, "center_crop"),
+        (375, 500, False, "PNG", None, 224, "center_crop/256"),
+        (600, 450, False, "JPEG", 2, 224, "center_crop/256"),
+        (257, 129, True, "PNG", None, 28, "center_crop/32"),
     ]
     failures = 0
     seen_bilinear = []
