@@ -44,7 +44,11 @@
 
 #include "io/convert.h"
 
-typedef enum { IMAGEFOLDER_RESIZE = 0, IMAGEFOLDER_CENTER_CROP = 1, IMAGEFOLDER_RANDOM_CROP = 2 } ImageFolderResizeMode;
+typedef enum {
+    IMAGEFOLDER_RESIZE = 0,
+    IMAGEFOLDER_CENTER_CROP = 1,
+    IMAGEFOLDER_RANDOM_CROP = 2,
+} ImageFolderResizeMode;
 
 /* A rectangle of the stored image, in its pixels (x, y its top-left corner;
  * w, h its size), and whether the result is mirrored left-right. */
@@ -76,7 +80,8 @@ typedef struct {
     int image_size;                   /* output height and width, in [1, 4096] */
     int channels;                     /* 3 (RGB) or 1 (grey) */
     ImageFolderResizeMode mode;
-    int short_side;                   /* IMAGEFOLDER_CENTER_CROP: the shorter side's size before the crop, >= image_size (0: image_size) */
+    int short_side;                   /* IMAGEFOLDER_CENTER_CROP: the shorter side's size before the crop,
+                                       * >= image_size (0: image_size) */
     /* Called with each warning line (no newline), e.g.
      * "DIR/cat/x.png: skipped: not a PNG or JPEG image"; NULL prints it to stderr. */
     void (*warn)(void *ctx, const char *line);
@@ -146,8 +151,9 @@ int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char 
 
 /* As imagefolder_decode, with libjpeg's scaled decoding: S > 0 decodes a
  * JPEG at the smallest scale M/8 (M = 1..8, *scale_eighths = M) whose
- * output still covers the size (S, mode, short_side) resamples to before its crop, on
- * both sides: a 600 x 450 JPEG for S 224 decodes at 4/8 to 300 x 225, which
+ * output still covers the size (S, mode, short_side) resamples to before
+ * its crop, on both sides: a 600 x 450 JPEG for S 224 decodes at 4/8 to
+ * 300 x 225, which
  * the DCT does at a fraction of the full decode's cost.  S 0 or a PNG:
  * full size (*scale_eighths 8).  *H, *W: the decoded size; *orig_H,
  * *orig_W: the stored size.  An image over max_pixels (decoded) is refused
@@ -172,8 +178,8 @@ void imagefolder_scratch_free(ImageFolderScratch *scr);
 /* rgb (H, W, 3), decoded from an image stored as orig_H x orig_W (H, W
  * smaller after a scaled decode), into out (S, S, C): the size (S, mode,
  * short_side: 0, or the center crop's shorter side before it, as
- * ImageFolderConfig's) gives from the stored size, the centre crop, the channels (C 1: PIL's
- * luma).  0, or -1 when memory is short or mode is IMAGEFOLDER_RANDOM_CROP
+ * ImageFolderConfig's) gives from the stored size, the centre crop, the
+ * channels (C 1: PIL's luma).  0, or -1 when memory is short or mode is IMAGEFOLDER_RANDOM_CROP
  * (imagefolder_transform_crop's). */
 int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint8_t *rgb,
                           int H, int W, int orig_H, int orig_W, ImageFolderScratch *scr);
