@@ -149,11 +149,7 @@ int cmd_convert(int argc, char **argv) {
         cmd_errorf("tower convert: --channels %d: expected 1 or 3\n", o.channels);
         return 2;
     }
-    if (o.central_fraction != 1.0f && strcmp(o.resize_mode, "center_crop")) {
-        cmd_errorf("tower convert: --central_fraction applies to --resize_mode center_crop (this run: --resize_mode "
-                   "%s)\n", o.resize_mode);
-        return 2;
-    }
+    if (cmd_check_central_fraction("convert", o.central_fraction, o.resize_mode) != 0) return 2;
     const int compression = io_compression_parse(o.compression);
     if (!o.out || !o.out[0]) {
         cmd_errorf("tower convert: --out PREFIX is required\n");

@@ -560,11 +560,7 @@ int cmd_eval(int argc, char **argv) {
         cmd_check_nonempty("eval", "image_key", o.image_key, "feature key") ||
         cmd_check_nonempty("eval", "label_key", o.label_key, "feature key"))
         return 2;
-    if (o.central_fraction != 1.0f && strcmp(o.resize_mode, "center_crop")) {
-        cmd_errorf("tower eval: --central_fraction applies to --resize_mode center_crop (this run: --resize_mode %s)\n",
-                   o.resize_mode);
-        return 2;
-    }
+    if (cmd_check_central_fraction("eval", o.central_fraction, o.resize_mode) != 0) return 2;
     if (!o.checkpoint[0] && !o.checkpoint_dir[0]) {
         cmd_errorf("tower eval: --checkpoint_dir '': expected a directory (or --checkpoint FILE)\n");
         return 2;

@@ -167,11 +167,7 @@ static int train_check_flags(const TrainerOptions *o) {
         cmd_errorf("tower train: %s\n", err);
         return -1;
     }
-    if (o->central_fraction != 1.0f && strcmp(o->resize_mode, "center_crop") != 0) {
-        cmd_errorf("tower train: --central_fraction applies to --resize_mode center_crop (this run: --resize_mode "
-                   "%s)\n", o->resize_mode);
-        return -1;
-    }
+    if (cmd_check_central_fraction(c, o->central_fraction, o->resize_mode) != 0) return -1;
     if (!o->sync_replicas && (strcmp(o->variable_update, "parameter_server") != 0 || ranks_size() < 2)) {
         cmd_errorf("tower train: --sync_replicas false: asynchronous updates need --variable_update "
                 "parameter_server across the ranks of mpirun -np R (R > 1); this run is --variable_update %s on %d "

@@ -105,6 +105,13 @@ int cmd_model_options(const char *command, float width_multiplier, const char *h
     return 0;
 }
 
+int cmd_check_central_fraction(const char *command, float central_fraction, const char *resize_mode) {
+    if (central_fraction == 1.0f || !strcmp(resize_mode, "center_crop")) return 0;
+    cmd_errorf("tower %s: --central_fraction applies to --resize_mode center_crop (this run: --resize_mode %s)\n",
+               command, resize_mode);
+    return -1;
+}
+
 int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices) {
     int n = 0;
     for (; choices[n]; n++)

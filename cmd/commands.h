@@ -56,6 +56,10 @@ int cmd_model_options(const char *command, float width_multiplier, const char *h
 
 int cmd_check_choice(const char *command, const char *flag, const char *value, const char *const *choices);
 
+/* --central_fraction of an image folder's --resize_mode (convert, train,
+ * eval): a fraction other than 1 applies to center_crop only. */
+int cmd_check_central_fraction(const char *command, float central_fraction, const char *resize_mode);
+
 /* A non-empty value: "expected a non-empty WHAT". */
 int cmd_check_nonempty(const char *command, const char *flag, const char *value, const char *what);
 

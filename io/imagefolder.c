@@ -44,6 +44,10 @@ int imagefolder_short_side(int S, double central_fraction) {
     return r > 65535.0 ? 65535 : (int)r;
 }
 
+int imagefolder_short_side_valid(ImageFolderResizeMode mode, int short_side, int S) {
+    return short_side == 0 || (mode == IMAGEFOLDER_CENTER_CROP && short_side >= S && short_side <= 65535);
+}
+
 int imagefolder_resize_mode_from_name(const char *name) {
     static const char *const names[] = {[IMAGEFOLDER_RESIZE] = "resize", [IMAGEFOLDER_CENTER_CROP] = "center_crop",
                                         [IMAGEFOLDER_RANDOM_CROP] = "random_crop"};
@@ -237,6 +241,19 @@ typedef struct {
     int x, y;
 } DecodeWindow;
 
+/* What a decode is for: S, the output side a reduced scale must still cover (0: decode at full size), and
+ * either the resize of (mode, short_side) (target_size) or, where crop_rng is set (a random crop's stream),
+ * a crop: *crop drawn once the stored size is known, *win where the decoded pixels lie (a JPEG is decoded
+ * through the crop's window only). */
+typedef struct {
+    int S;
+    ImageFolderResizeMode mode;
+    int short_side;
+    const uint64_t *crop_rng;
+    ImageFolderCrop *crop;
+    DecodeWindow *win;
+} DecodeWant;
+
 /* round(v * to / from) for v in [0, from]: a stored coordinate in the decoded image's pixels. */
 static int scale_coord(int v, int to, int from) { return (int)floor((double)v * to / from + 0.5); }
 
@@ -310,6 +327,12 @@ void imagefolder_random_crop(ImageFolderCrop *crop, int H, int W, uint64_t *rng_
     crop->flip = rng_uniform01(rng_state) < 0.5f;
 }
 
+/* want's crop for an H x W stored image, from a copy of its stream (the same stream, the same crop). */
+static void draw_crop(const DecodeWant *want, int H, int W) {
+    uint64_t st = *want->crop_rng;
+    imagefolder_random_crop(want->crop, H, W, &st);
+}
+
 /* A function libFuzzer's coverage leaves alone (clang's no_sanitize("coverage"), and not inlined into a caller that is traced). */
 #if defined(__clang__)
 #define NO_COVERAGE __attribute__((no_sanitize("coverage"), noinline))
@@ -339,23 +362,25 @@ NO_COVERAGE static void cmyk_to_rgb(uint8_t *rgb, const uint8_t *cmyk, unsigned 
 }
 
 /* JPEG to RGB, from the open file f, or from the file's bytes (data,
- * n_bytes) when f is NULL.  S > 0: decode at the smallest of libjpeg's
+ * n_bytes) when f is NULL.  want->S > 0: decode at the smallest of libjpeg's
  * scales 1/8, 1/4, 1/2 whose output still covers the target size of
- * (S, mode) on both sides (*scale_eighths = M of M/8; 8 = full size);
- * S = 0: full size.  Only these three: libjpeg-turbo has SIMD inverse DCTs
+ * want on both sides (*scale_eighths = M of M/8; 8 = full size);
+ * want->S = 0: full size.  Only these three: libjpeg-turbo has SIMD inverse DCTs
  * for them (and the full size), while its other scales (3/8, 5/8, ...)
  * run plain C and measured slower than a full decode (bench/RESULTS.md).
  * *orig_H, *orig_W: the stored size.  The decoded image is at most
  * max_pixels pixels.  *pixels: scr->pixels (grown, kept by scr) when scr
- * is given, else malloc'ed for the caller.  With crop_rng (a random crop's
- * stream), *crop is drawn for the stored size, the scale is the smallest
- * whose crop covers S x S, and only the crop's window is decoded: *H x *W
- * pixels at (win->x, win->y) of the win->full_H x win->full_W decode.
+ * is given, else malloc'ed for the caller.  With want->crop_rng, the crop
+ * is drawn for the stored size, the scale is the smallest whose crop covers
+ * S x S, and only the crop's window is decoded: *H x *W pixels at
+ * (win->x, win->y) of the win->full_H x win->full_W decode.
  * Closes nothing. */
-static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                       int short_side, const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
-                       ImageFolderScratch *scr, uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W,
-                       int *scale_eighths, char *err, size_t err_n) {
+static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_bytes, const DecodeWant *want,
+                       size_t max_pixels, ImageFolderScratch *scr, uint8_t **pixels, int *H, int *W, int *orig_H,
+                       int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+    const int S = want->S;
+    ImageFolderCrop *crop = want->crop;
+    DecodeWindow *win = want->win;
     struct jpeg_decompress_struct cinfo;
     JpegError jerr;
     uint8_t *volatile buf = NULL;  /* malloc'ed here (no scr) */
@@ -383,15 +408,12 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     cinfo.out_color_space = is_cmyk ? JCS_CMYK : JCS_RGB;
     *orig_H = (int)cinfo.image_height;
     *orig_W = (int)cinfo.image_width;
-    if (crop_rng) {
-        uint64_t st = *crop_rng;
-        imagefolder_random_crop(crop, *orig_H, *orig_W, &st);
-    }
+    if (want->crop_rng) draw_crop(want, *orig_H, *orig_W);
     int M = 8;
     if (S > 0) {
         int tH, tW;
-        if (crop_rng) crop_cover_size(S, crop, *orig_H, *orig_W, &tH, &tW);
-        else target_size(S, mode, short_side, (int)cinfo.image_height, (int)cinfo.image_width, &tH, &tW);
+        if (want->crop_rng) crop_cover_size(S, crop, *orig_H, *orig_W, &tH, &tW);
+        else target_size(S, want->mode, want->short_side, *orig_H, *orig_W, &tH, &tW);
         for (int m = 1; m < 8; m *= 2) {
             cinfo.scale_num = (unsigned)m;
             cinfo.scale_denom = 8;
@@ -416,7 +438,7 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
      * boundary at or left of the crop (jpeg_crop_scanline), the rows of the crop (jpeg_skip_scanlines over
      * the others, which entropy-decodes them, so that a file truncated anywhere is still refused below). */
     JDIMENSION y_first = 0, y_end = cinfo.output_height;
-    if (crop_rng) {
+    if (want->crop_rng) {
         int x0, x1, y0, y1;
         win->full_H = (int)cinfo.output_height;
         win->full_W = (int)cinfo.output_width;
@@ -486,14 +508,13 @@ static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *e
 }
 
 /* The PNG or JPEG at path to RGB, its format from its first bytes: from data (n_bytes, the file read whole) when
- * given, else from the file.  It decodes into scr->pixels when scr is given (kept by scr; S, mode and
+ * given, else from the file.  It decodes into scr->pixels when scr is given (kept by scr; want and
  * *scale_eighths as decode_jpeg's, a PNG always at full size), else into a buffer malloc'ed for the caller,
  * which *owned then names too (else NULL).  *orig_H, *orig_W: the stored size.  0 (err "", or a warning line
  * for a JPEG with damaged data), or -1 with err (*pixels and *owned NULL). */
-static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, int S, ImageFolderResizeMode mode,
-                        int short_side, const uint64_t *crop_rng, ImageFolderCrop *crop, DecodeWindow *win, size_t max_pixels,
-                        ImageFolderScratch *scr, uint8_t **pixels, uint8_t **owned, int *H, int *W, int *orig_H,
-                        int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, const DecodeWant *want,
+                        size_t max_pixels, ImageFolderScratch *scr, uint8_t **pixels, uint8_t **owned, int *H, int *W,
+                        int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
     *pixels = *owned = NULL;
     *scale_eighths = 8;
     if (err_n) err[0] = '\0';
@@ -516,14 +537,13 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
         rc = decode_png(path, f, data, n_bytes, max_pixels, scr, pixels, H, W, err, err_n);
         *orig_H = *H;
         *orig_W = *W;
-        if (rc == 0 && crop_rng) {
-            uint64_t st = *crop_rng;
-            imagefolder_random_crop(crop, *H, *W, &st);
-            *win = (DecodeWindow){*H, *W, 0, 0};
+        if (rc == 0 && want->crop_rng) {
+            draw_crop(want, *H, *W);
+            *want->win = (DecodeWindow){*H, *W, 0, 0};
         }
     } else {
-        rc = decode_jpeg(path, f, data, n_bytes, S, mode, short_side, crop_rng, crop, win, max_pixels, scr, pixels, H, W, orig_H,
-                         orig_W, scale_eighths, err, err_n);
+        rc = decode_jpeg(path, f, data, n_bytes, want, max_pixels, scr, pixels, H, W, orig_H, orig_W, scale_eighths,
+                         err, err_n);
     }
     if (f) fclose(f);
     if (rc == 0 && !scr) *owned = *pixels;
@@ -531,17 +551,18 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, i
 }
 
 int imagefolder_decode_scaled(const char *path, int S, ImageFolderResizeMode mode, int short_side, size_t max_pixels,
-                              uint8_t **pixels,
-                              int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err, size_t err_n) {
+                              uint8_t **pixels, int *H, int *W, int *orig_H, int *orig_W, int *scale_eighths, char *err,
+                              size_t err_n) {
     uint8_t *owned;
-    return decode_image(path, NULL, 0, S, mode, short_side, NULL, NULL, NULL, max_pixels, NULL, pixels, &owned, H, W, orig_H,
-                        orig_W, scale_eighths, err, err_n);
+    const DecodeWant want = {S, mode, short_side, NULL, NULL, NULL};
+    return decode_image(path, NULL, 0, &want, max_pixels, NULL, pixels, &owned, H, W, orig_H, orig_W, scale_eighths,
+                        err, err_n);
 }
 
 int imagefolder_decode(const char *path, uint8_t **pixels, int *H, int *W, char *err, size_t err_n) {
     int oh, ow, m;
-    return imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, 0, IMAGEFOLDER_MAX_PIXELS, pixels, H, W, &oh, &ow, &m, err,
-                                     err_n);
+    return imagefolder_decode_scaled(path, 0, IMAGEFOLDER_RESIZE, 0, IMAGEFOLDER_MAX_PIXELS, pixels, H, W, &oh, &ow, &m,
+                                     err, err_n);
 }
 
 /* ---------------------------------------------------------------- resampling */
@@ -978,34 +999,12 @@ static void folder_close(ConvertSource *s) {
     free(s);
 }
 
-/* round((scaled - size) / 2) with halves to even, as Python's round(): d odd
- * gives a half, k + 0.5 -> k when k is even, k + 1 when odd. */
-static int center_crop_offset(int scaled, int size) {
-    int d = scaled - size, k = d / 2;
-    return (d % 2 && k % 2) ? k + 1 : k;
-}
-
-int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint8_t *rgb,
-                          int H, int W,
-                          int orig_H, int orig_W, ImageFolderScratch *scr) {
-    if (mode == IMAGEFOLDER_RANDOM_CROP) return -1; /* imagefolder_transform_crop's */
-    int tH, tW; /* size to scale to before cropping, from the stored size */
-    target_size(S, mode, short_side, orig_H, orig_W, &tH, &tW);
-    if (C == 3 && tH == S && tW == S) return imagefolder_resize(out, S, S, rgb, H, W, 3); /* nothing to crop */
-    size_t need = (size_t)tH * tW * 3;
-    if (need > scr->scaled_n_bytes) {
-        uint8_t *b = realloc(scr->scaled, need);
-        if (!b) return -1;
-        scr->scaled = b;
-        scr->scaled_n_bytes = need;
-    }
-    if (imagefolder_resize(scr->scaled, tH, tW, rgb, H, W, 3) != 0) return -1;
-    /* torchvision CenterCrop: top = int(round((h - S) / 2.)), left likewise, with
-     * Python 3's round, which takes a half to the even neighbour (4.5 -> 4). */
-    int top = center_crop_offset(tH, S), left = center_crop_offset(tW, S);
+/* out (S, S, C) = the S x S pixels of rgb (RGB rows of W pixels) from row top, column left, mirrored
+ * left-right where flip; C 1: PIL's convert("L"), L = (19595 R + 38470 G + 7471 B + 32768) >> 16. */
+static void copy_square(uint8_t *out, int S, int C, const uint8_t *rgb, int W, int top, int left, int flip) {
     for (int y = 0; y < S; y++)
         for (int x = 0; x < S; x++) {
-            const uint8_t *p = scr->scaled + ((size_t)(y + top) * tW + (x + left)) * 3;
+            const uint8_t *p = rgb + ((size_t)(y + top) * W + (size_t)(left + (flip ? S - 1 - x : x))) * 3;
             uint8_t *q = out + ((size_t)y * S + x) * C;
             if (C == 3) {
                 q[0] = p[0];
@@ -1015,40 +1014,40 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
                 q[0] = (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 0x8000u) >> 16);
             }
         }
+}
+
+/* round((scaled - size) / 2) with halves to even, as Python's round(): d odd
+ * gives a half, k + 0.5 -> k when k is even, k + 1 when odd. */
+static int center_crop_offset(int scaled, int size) {
+    int d = scaled - size, k = d / 2;
+    return (d % 2 && k % 2) ? k + 1 : k;
+}
+
+int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint8_t *rgb,
+                          int H, int W, int orig_H, int orig_W, ImageFolderScratch *scr) {
+    if (mode == IMAGEFOLDER_RANDOM_CROP) return -1; /* imagefolder_transform_crop's */
+    int tH, tW; /* size to scale to before cropping, from the stored size */
+    target_size(S, mode, short_side, orig_H, orig_W, &tH, &tW);
+    if (C == 3 && tH == S && tW == S) return imagefolder_resize(out, S, S, rgb, H, W, 3); /* nothing to crop */
+    if (grow(&scr->scaled, &scr->scaled_n_bytes, (size_t)tH * tW * 3) != 0 ||
+        imagefolder_resize(scr->scaled, tH, tW, rgb, H, W, 3) != 0)
+        return -1;
+    /* torchvision CenterCrop: top = int(round((h - S) / 2.)), left likewise, with
+     * Python 3's round, which takes a half to the even neighbour (4.5 -> 4). */
+    copy_square(out, S, C, scr->scaled, tW, center_crop_offset(tH, S), center_crop_offset(tW, S), 0);
     return 0;
 }
 
 /* window (wh rows of ww RGB pixels, stride_n bytes apart) resized to out (S, S, C), mirrored where flip;
- * C 1: resized as RGB into scr->scaled, then PIL's luma.  0, or -1 when memory is short. */
+ * RGB unmirrored straight into out, else through scr->scaled and copy_square.  0, or -1 when memory is
+ * short. */
 static int transform_window(uint8_t *out, int S, int C, int flip, const uint8_t *window, int wh, int ww,
                             size_t stride_n, ImageFolderScratch *scr) {
-    uint8_t *dst = out;
-    if (C != 3) {
-        const size_t need = (size_t)S * S * 3;
-        if (need > scr->scaled_n_bytes) {
-            uint8_t *b = realloc(scr->scaled, need);
-            if (!b) return -1;
-            scr->scaled = b;
-            scr->scaled_n_bytes = need;
-        }
-        dst = scr->scaled;
-    }
-    if (imagefolder_resize_strided(dst, S, S, window, wh, ww, stride_n, 3) != 0) return -1;
-    for (int y = 0; y < S; y++) {
-        uint8_t *row = dst + (size_t)y * S * 3;
-        if (flip)
-            for (int a = 0, b = S - 1; a < b; a++, b--)
-                for (int j = 0; j < 3; j++) {
-                    const uint8_t t = row[3 * a + j];
-                    row[3 * a + j] = row[3 * b + j];
-                    row[3 * b + j] = t;
-                }
-        if (C != 3)
-            for (int x = 0; x < S; x++) {
-                const uint8_t *p = row + 3 * x;
-                out[(size_t)y * S + x] = (uint8_t)((19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 0x8000u) >> 16);
-            }
-    }
+    if (C == 3 && !flip) return imagefolder_resize_strided(out, S, S, window, wh, ww, stride_n, 3);
+    if (grow(&scr->scaled, &scr->scaled_n_bytes, (size_t)S * S * 3) != 0 ||
+        imagefolder_resize_strided(scr->scaled, S, S, window, wh, ww, stride_n, 3) != 0)
+        return -1;
+    copy_square(out, S, C, scr->scaled, S, 0, 0, flip);
     return 0;
 }
 
@@ -1120,8 +1119,9 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, in
      * (Fashion-MNIST as 28 x 28 PNGs: 18% more images/sec, bench/RESULTS.md). */
     const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
     DecodeWindow win = {0, 0, 0, 0}; /* a crop's: where the decoded rows and columns lie */
-    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, scaled ? S : 0, mode, short_side, crop_rng, crop, &win,
-                                  max_pixels, scr, &rgb, &owned, &H, &W, &oH, &oW, scale_eighths, err, err_n) != 0)
+    const DecodeWant want = {scaled ? S : 0, mode, short_side, crop_rng, crop, &win};
+    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, &want, max_pixels, scr, &rgb, &owned, &H,
+                                  &W, &oH, &oW, scale_eighths, err, err_n) != 0)
         return -1;
     int tH = S, tW = S; /* a crop is resampled straight to S x S */
     if (!crop_rng) target_size(S, mode, short_side, oH, oW, &tH, &tW);
@@ -1147,8 +1147,8 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, in
 }
 
 int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const char *path,
-                     size_t max_pixels,
-                     int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
+                     size_t max_pixels, int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err,
+                     size_t err_n) {
     if (mode == IMAGEFOLDER_RANDOM_CROP) {
         snprintf(err, err_n, "%s: a random crop is imagefolder_load_random_crop's", path);
         return -1;
@@ -1338,8 +1338,7 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
                  "anew each epoch, by the training pipeline)", (int)cfg->mode);
         return NULL;
     }
-    if (cfg->short_side != 0 &&
-        (cfg->mode != IMAGEFOLDER_CENTER_CROP || cfg->short_side < cfg->image_size || cfg->short_side > 65535)) {
+    if (!imagefolder_short_side_valid(cfg->mode, cfg->short_side, cfg->image_size)) {
         snprintf(err, err_n, "image folder: a shorter side of %d before the crop needs the center crop and at least "
                  "image_size %d", cfg->short_side, cfg->image_size);
         return NULL;

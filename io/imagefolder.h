@@ -115,6 +115,10 @@ int imagefolder_read_labels(const char *path, char ***names, int *n_names, char 
  * crop keeps the whole shorter side) or outside (0, 1]. */
 int imagefolder_short_side(int S, double central_fraction);
 
+/* 1 when short_side suits a resize of mode to S: 0, or with
+ * IMAGEFOLDER_CENTER_CROP a side from S to 65535. */
+int imagefolder_short_side_valid(ImageFolderResizeMode mode, int short_side, int S);
+
 /* The mode named "resize", "center_crop" or "random_crop" (the flag
  * --resize_mode's values); -1 for any other name. */
 int imagefolder_resize_mode_from_name(const char *name);

@@ -19,6 +19,7 @@
  * shard_offset/shard_n), no device copies.
  */
 #include "io/pipeline.h"
+#include "io/imagefolder.h"
 #include "io/pipeline_source.h"
 
 #include <pthread.h>
@@ -584,7 +585,7 @@ static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
             BAD("pipeline: an image folder decodes to square uint8 images of at most 4096 pixels a side, 1 or 3 "
                 "channels, not %d x %d x %d%s", c->in_H, c->in_W, c->in_C, c->image_float ? " floats" : "");
         if (c->resize_mode < 0 || c->resize_mode > 2) BAD("pipeline: unknown resize mode %d", c->resize_mode);
-        if (c->short_side != 0 && (c->resize_mode != 1 || c->short_side < c->in_H || c->short_side > 65535))
+        if (!imagefolder_short_side_valid((ImageFolderResizeMode)c->resize_mode, c->short_side, c->in_H))
             BAD("pipeline: a shorter side of %d before the crop needs the center crop and at least the image size %d",
                 c->short_side, c->in_H);
         if (c->max_image_pixels < (size_t)c->in_H * (size_t)c->in_W * 2)
