@@ -30,6 +30,10 @@
  * all timed, as model/conv2d_dnnl.c runs them (weights as --wei_any).  The
  * measurement behind conv_cpu_winograd (model/conv_algo.c): run the same
  * --only with and without it.
+ * Where model/winograd.c applies (a 3x3 or 5x5 kernel at stride 1), a
+ * third side runs its F(2x2, 3x3) or F(2x2, 5x5) passes ("wino": forward,
+ * backward data, backward weights with the bias gradient, after the ReLU's
+ * mask like oneDNN's), the measurement behind conv_cpu_winograd_f2.
  * --cpu_time times the process's CPU seconds instead of wall seconds: with
  * --threads 1 on a loaded machine the steadier figure (GFLOP/s then per
  * CPU-second).
@@ -202,6 +206,7 @@ typedef struct {
     float *inp, *w, *bias, *dout, *out, *dinp, *dw, *db, *scratch, *gtmp;
     float *o_out, *o_dinp, *o_dw, *o_db;
     float *m_out, *m_dinp, *m_dw;
+    float *w_out, *w_dinp, *w_dw, *w_db, *w_scratch; /* model/winograd.c's side, where it applies (w_scratch) */
     Prim cf, cbd, cbw, mf, mbd, mbw;
     Prim r_w, r_wd, r_dw; /* --wei_any: weights HWIO -> forward's / backward data's layout, gradient back */
     /* --winograd: NHWC -> blocked of forward's src, backward data's diff_dst, backward weights' src and diff_dst;
@@ -397,7 +402,15 @@ static void setup_matmul(Bench *k) {
     k->mbw.n_args = 3;
 }
 
-enum { T_FWD, T_BWD_W, T_BWD_ALL, C_FWD, C_BWD_D, C_BWD_W, M_FWD, M_BWD_D, M_BWD_W, N_TIMED };
+enum { T_FWD, T_BWD_W, T_BWD_ALL, C_FWD, C_BWD_D, C_BWD_W, M_FWD, M_BWD_D, M_BWD_W, W_FWD, W_BWD_D, W_BWD_W, N_TIMED };
+
+/* 1 when side `which` runs for this shape: tower's and oneDNN's conv always, the matmul on 1x1 stride-1 shapes,
+ * model/winograd.c's where it applies. */
+static int side_on(const Bench *k, int which) {
+    if (which >= W_FWD) return k->w_scratch != NULL;
+    if (which >= M_FWD) return k->s.K == 1 && k->s.stride == 1;
+    return 1;
+}
 
 static void run_one(Bench *k, int which) {
     switch (which) {
@@ -426,6 +439,19 @@ static void run_one(Bench *k, int which) {
     case M_FWD: prim_run(&k->mf); break;
     case M_BWD_D: prim_run(&k->mbd); break;
     case M_BWD_W: prim_run(&k->mbw); break;
+    case W_FWD:
+        winograd_forward(k->w_out, k->w_scratch, k->inp, k->w, k->s.bias ? k->bias : NULL, &k->c, k->s.B,
+                         k->n_threads);
+        break;
+    case W_BWD_D:
+        winograd_backward_data(k->w_dinp, k->w_scratch, k->s.relu ? k->gtmp : k->dout, k->w, &k->c, k->s.B,
+                               k->n_threads);
+        break;
+    case W_BWD_W:
+        if (k->s.relu) relu_mask(k);
+        winograd_backward_weights(k->w_dw, k->s.bias ? k->w_db : NULL, k->w_scratch, k->s.relu ? k->gtmp : k->dout,
+                                  k->inp, &k->c, k->s.B, k->n_threads);
+        break;
     }
 }
 
@@ -453,30 +479,42 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     k.m_dw = calloc(k.w_n, sizeof(float));
     k.scratch = malloc(sizeof(float) * conv2d_scratch_n_floats(&k.c, n_threads));
     setup_conv(&k);
-    const int mm = s->K == 1 && s->stride == 1;
+    const int mm = side_on(&k, M_FWD);
     if (mm) setup_matmul(&k);
-    const int n_timed = mm ? N_TIMED : M_FWD;
+    if (!s->pointwise && winograd_applies(&k.c)) {
+        k.w_scratch = malloc(sizeof(float) * winograd_scratch_n_floats(&k.c, s->B, n_threads));
+        k.w_out = calloc(k.out_n, sizeof(float)); k.w_dinp = calloc(k.in_n, sizeof(float));
+        k.w_dw = calloc(k.w_n, sizeof(float)); k.w_db = calloc(s->C_out, sizeof(float));
+    }
+    const int wino = side_on(&k, W_FWD);
     /* Warm-up, which also leaves every side's results for the check (the
      * ReLU mask is computed from tower's output before oneDNN's backward). */
-    for (int w = 0; w < n_timed; w++) run_one(&k, w);
+    for (int w = 0; w < N_TIMED; w++)
+        if (side_on(&k, w)) run_one(&k, w);
     run_one(&k, T_BWD_ALL);
     for (int w = C_BWD_W; w >= C_BWD_D; w--) run_one(&k, w); /* bwd-w computes the mask bwd-d reads */
     if (mm) for (int w = M_BWD_D; w <= M_BWD_W; w++) run_one(&k, w);
+    if (wino) for (int w = W_BWD_W; w >= W_BWD_D; w--) run_one(&k, w);
     double diff = fmax(rel_diff(k.out, k.o_out, k.out_n),
                        fmax(rel_diff(k.dinp, k.o_dinp, k.in_n), rel_diff(k.dw, k.o_dw, k.w_n)));
     if (s->bias) diff = fmax(diff, rel_diff(k.db, k.o_db, s->C_out));
     if (mm) diff = fmax(diff, fmax(rel_diff(k.out, k.m_out, k.out_n), fmax(rel_diff(k.dinp, k.m_dinp, k.in_n),
                                                                              rel_diff(k.dw, k.m_dw, k.w_n))));
+    if (wino) diff = fmax(diff, fmax(rel_diff(k.out, k.w_out, k.out_n), fmax(rel_diff(k.dinp, k.w_dinp, k.in_n),
+                                                                               rel_diff(k.dw, k.w_dw, k.w_n))));
+    if (wino && s->bias) diff = fmax(diff, rel_diff(k.db, k.w_db, s->C_out));
     double *t[N_TIMED];
     for (int w = 0; w < N_TIMED; w++) t[w] = calloc(reps, sizeof(double));
     for (int r = 0; r < reps; r++)
-        for (int w = 0; w < n_timed; w++) {
+        for (int w = 0; w < N_TIMED; w++) {
+            if (!side_on(&k, w)) continue;
             const double t0 = clock_s();
             run_one(&k, w);
             t[w][r] = clock_s() - t0;
         }
     double med[N_TIMED] = {0};
-    for (int w = 0; w < n_timed; w++) med[w] = median(t[w], reps);
+    for (int w = 0; w < N_TIMED; w++)
+        if (side_on(&k, w)) med[w] = median(t[w], reps);
     const double g = gflop(&k);
     /* Tower's data figure is a difference of two noisy medians: 0 (and 0 GFLOP/s) when not positive. */
     const double tf = med[T_FWD], tw = med[T_BWD_W], td = fmax(med[T_BWD_ALL] - med[T_BWD_W], 0.0);
@@ -489,15 +527,18 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     if (mm)
         printf(" | matmul fwd %7.2f %5.0f  bwd-d %7.2f %5.0f  bwd-w %7.2f %5.0f", med[M_FWD] * 1e3, RATE(med[M_FWD]),
                med[M_BWD_D] * 1e3, RATE(med[M_BWD_D]), med[M_BWD_W] * 1e3, RATE(med[M_BWD_W]));
+    if (wino)
+        printf(" | wino fwd %7.2f %5.0f  bwd-d %7.2f %5.0f  bwd-w %7.2f %5.0f", med[W_FWD] * 1e3, RATE(med[W_FWD]),
+               med[W_BWD_D] * 1e3, RATE(med[W_BWD_D]), med[W_BWD_W] * 1e3, RATE(med[W_BWD_W]));
     printf(" | max rel diff %.1g | %s / %s / %s", diff, impl_name(k.cf.pd), impl_name(k.cbd.pd), impl_name(k.cbw.pd));
     if (mm) printf(" / mm %s %s %s", impl_name(k.mf.pd), impl_name(k.mbd.pd), impl_name(k.mbw.pd));
     printf("\n");
     printf("RESULT net=%s B=%d H=%d C_in=%d C_out=%d K=%d stride=%d threads=%d tower_fwd_ms=%.3f tower_bwd_d_ms=%.3f "
            "tower_bwd_w_ms=%.3f conv_fwd_ms=%.3f conv_bwd_d_ms=%.3f conv_bwd_w_ms=%.3f mm_fwd_ms=%.3f mm_bwd_d_ms=%.3f "
-           "mm_bwd_w_ms=%.3f\n",
+           "mm_bwd_w_ms=%.3f wino_fwd_ms=%.3f wino_bwd_d_ms=%.3f wino_bwd_w_ms=%.3f\n",
            s->net, s->B, s->H, s->C_in, s->C_out, s->K, s->stride, n_threads, tf * 1e3, td * 1e3, tw * 1e3,
            med[C_FWD] * 1e3, med[C_BWD_D] * 1e3, med[C_BWD_W] * 1e3, med[M_FWD] * 1e3, med[M_BWD_D] * 1e3,
-           med[M_BWD_W] * 1e3);
+           med[M_BWD_W] * 1e3, med[W_FWD] * 1e3, med[W_BWD_D] * 1e3, med[W_BWD_W] * 1e3);
     fflush(stdout);
 #undef RATE
     for (int w = 0; w < N_TIMED; w++) free(t[w]);
@@ -505,7 +546,7 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
                   &k.r_x, &k.r_gd, &k.r_xw, &k.r_gw, &k.r_y, &k.r_dx};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) prim_free(ps[i]);
     float *fs[] = {k.inp, k.w, k.bias, k.dout, k.out, k.dinp, k.dw, k.db, k.gtmp, k.o_out, k.o_dinp, k.o_dw, k.o_db,
-                   k.m_out, k.m_dinp, k.m_dw, k.scratch};
+                   k.m_out, k.m_dinp, k.m_dw, k.scratch, k.w_out, k.w_dinp, k.w_dw, k.w_db, k.w_scratch};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
 }
 

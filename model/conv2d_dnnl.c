@@ -17,7 +17,9 @@
  * in the measured gain); where this oneDNN has no Winograd kernel (no
  * AVX-512) the direct rule applies, and the 3x3 stride-1 layers
  * conv_cpu_winograd_f2 names run model/winograd.c's own F(2x2, 3x3)
- * instead, every pass.  A ReLU after the bias is a post-op
+ * instead, every pass; the 5x5 stride-1 layers it names run
+ * model/winograd.c's F(2x2, 5x5) on every CPU (oneDNN has no Winograd
+ * kernel for 5x5).  A ReLU after the bias is a post-op
  * forward; its mask is applied to dout in place before the backward
  * primitives (the executor allows a node to clobber dout).  Primitives are created once per
  * (geometry, bias, activation, batch, threads) and cached for the process
@@ -78,7 +80,8 @@ typedef struct {
     dnnl_memory_desc_t act[CONV_PASS_COUNT][2];
     dnnl_primitive_t act_reorder[CONV_PASS_COUNT][2];
     size_t act_n_bytes[CONV_PASS_COUNT][2];  /* each blocked activation's buffer (0: NHWC, none) */
-    /* Passes run by winograd.c's F(2x2, 3x3) instead (prim[p] NULL there), and the scratch they take. */
+    /* Passes run by winograd.c's F(2x2, 3x3) or F(2x2, 5x5) instead (prim[p] NULL there), and the scratch they
+     * take. */
     int f2[CONV_PASS_COUNT];
     size_t f2_n_bytes;
 } ConvEntry;
@@ -286,9 +289,10 @@ static int onednn_has_winograd(void) {
 /* e's primitives: Winograd where conv_cpu_winograd says so, unless
  * TOWER_CONV_DIRECT is on (base/flags.h's rule) or this oneDNN has no
  * Winograd kernel for it; else the direct rule; else (failed) the loops.
- * Where this oneDNN has no Winograd kernel at all, the passes
- * conv_cpu_winograd_f2 names run winograd.c's F(2x2, 3x3) instead of
- * whatever oneDNN or the loops would (unless TOWER_CONV_WINOGRAD_F2=0). */
+ * The passes conv_cpu_winograd_f2 names (told whether this oneDNN has
+ * Winograd kernels, i.e. AVX-512 ones) run winograd.c's F(2x2, 3x3) or
+ * F(2x2, 5x5) instead of whatever oneDNN or the loops would (unless
+ * TOWER_CONV_WINOGRAD_F2=0). */
 static void entry_fill(ConvEntry *e) {
     const ConvCpuShape shape = shape_of(&e->key);
     int done = 0;
@@ -301,9 +305,12 @@ static void entry_fill(ConvEntry *e) {
     }
     if (!done && entry_create(e, dnnl_convolution_direct) != 0) entry_drop(e);
     const Conv2d c = conv_of(&e->key);
-    if (onednn_has_winograd() || !winograd_applies(&c) || !flags_env_default_on("TOWER_CONV_WINOGRAD_F2")) return;
+    if (!winograd_applies(&c) || !flags_env_default_on("TOWER_CONV_WINOGRAD_F2")) return;
+    const int avx512 = onednn_has_winograd(); /* oneDNN's Winograd kernels are AVX-512 ones */
+    int n_f2 = 0;
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
-        e->f2[p] = conv_cpu_winograd_f2((ConvPass)p, &shape);
+        e->f2[p] = conv_cpu_winograd_f2((ConvPass)p, &shape, avx512);
+        n_f2 += e->f2[p];
         if (e->f2[p] && e->prim[p]) { /* a direct entry: its weight reorders go with the pass */
             dnnl_primitive_destroy(e->prim[p]);
             e->prim[p] = NULL;
@@ -313,7 +320,7 @@ static void entry_fill(ConvEntry *e) {
             e->wei_n_bytes[p] = e->pad_n_bytes[p] = 0;
         }
     }
-    e->f2_n_bytes = sizeof(float) * winograd_scratch_n_floats(&c, e->key.B, e->key.n_threads);
+    if (n_f2) e->f2_n_bytes = sizeof(float) * winograd_scratch_n_floats(&c, e->key.B, e->key.n_threads);
 }
 
 /* The entry for key, created on first use; NULL when the cache is full or

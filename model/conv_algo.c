@@ -99,10 +99,21 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * least 64 (vgg11's layers from 16x16 down to 2x2 1.5-2.2x forward, 1.6-1.8x backward; resnet20's 8x8x64
  * 1.6-1.7x and 1.1-1.4x); at 32 channels (resnet20's 16x16 layers) the forward is level and the backward 1.2x
  * slower, at 16 (32x32) 1.2-1.4x and 1.8-2.0x slower: the products are then too shallow to pay for the
- * transforms, which move 16 values a channel each way. */
-int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s) {
-    (void)pass;
-    return s->KH == 3 && s->KW == 3 && s->stride_h == 1 && s->stride_w == 1 && s->C_in >= 64 && s->C_out >= 64;
+ * transforms, which move 16 values a channel each way.  With AVX-512, oneDNN's own Winograd kernels take 3x3
+ * (conv_cpu_winograd).
+ * F(2x2, 5x5), for which oneDNN has no Winograd kernel on any CPU, on mnist's conv2 (14x14, 32 -> 64) and
+ * cifar10's (12x12, 64 -> 64) at batch 128 on 2 threads, a 2-core Zen 5 (bench/RESULTS.md, 2026-11-28):
+ * bench_conv --wei_any, pass by pass against oneDNN's brgconv forward and jit backward data and the loops'
+ * backward weights, forward 1.1x, backward data 1.35-1.5x, backward weights 0.55-0.8x (slower: its products
+ * are C_in x C_out with the tiles inside, and the loops' one big sgemm runs at AVX-512 width); with
+ * ONEDNN_MAX_CPU_ISA=AVX2 the whole step (bench_model, interleaved) gains 1.16x (mnist) and 1.31x (cifar10)
+ * with every pass on it, 1.16x and 1.19x without backward weights.  So: forward and backward data from 32
+ * channels in and out, backward weights too where oneDNN has no AVX-512 kernels.  The first layers (1 and 3
+ * channels in) stay off, as do the 16-channel sizes nobody has measured. */
+int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512) {
+    if (s->stride_h != 1 || s->stride_w != 1 || s->KH != s->KW) return 0;
+    if (s->KH == 5) return s->C_in >= 32 && s->C_out >= 32 && (pass != CONV_PASS_BACKWARD_WEIGHTS || !avx512);
+    return s->KH == 3 && !avx512 && s->C_in >= 64 && s->C_out >= 64;
 }
 
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {

@@ -120,11 +120,14 @@ ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl
  * and level on 7x7 maps at batch 8 (32 tiles). */
 int conv_cpu_winograd(const ConvCpuShape *s);
 
-/* 1 when pass should run model/winograd.c's own F(2x2, 3x3) where
- * oneDNN's Winograd kernels are not there (conv2d_dnnl.c asks only then,
- * and only for a geometry winograd_applies accepts): a 3x3 kernel at
- * stride 1 with channels in and out as the table in conv_algo.c gives. */
-int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s);
+/* 1 when pass should run model/winograd.c's own F(2x2, 3x3) or
+ * F(2x2, 5x5) (conv2d_dnnl.c asks only for a geometry winograd_applies
+ * accepts); avx512: this oneDNN runs AVX-512 kernels (it has Winograd
+ * ones).  A 3x3 kernel at stride 1 with at least 64 channels in and out,
+ * without AVX-512 (with it, oneDNN's own Winograd); a 5x5 one with at
+ * least 32, forward and backward data, and backward weights without
+ * AVX-512 (measured in conv_algo.c). */
+int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512);
 
 #ifdef __cplusplus
 }

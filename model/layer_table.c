@@ -134,9 +134,10 @@ static void conv2d_node_backward(const Node *n, const NodeRun *r) {
     if (!n->no_bias) grad_accumulate(r->dw[1], db, (size_t)c->C_out);
 }
 
-static const char *conv2d_path_name(int path) {
+/* The path's name; model/winograd.c's by the layer's kernel ("Winograd F(2x2,3x3)", "Winograd F(2x2,5x5)"). */
+static const char *conv2d_path_name(int path, const Conv2d *c) {
     return path == CONV_CPU_WINOGRAD      ? "oneDNN Winograd"
-           : path == CONV_CPU_WINOGRAD_F2 ? "Winograd F(2x2,3x3)"
+           : path == CONV_CPU_WINOGRAD_F2 ? (c->KH == 5 ? "Winograd F(2x2,5x5)" : "Winograd F(2x2,3x3)")
            : path == CONV_CPU_ONEDNN      ? "oneDNN direct"
                                           : "loops";
 }
@@ -145,10 +146,11 @@ static void conv2d_node_describe(const Node *n, int max_batch, int n_threads, ch
     int path[CONV_PASS_COUNT];
     for (int p = 0; p < CONV_PASS_COUNT; p++) path[p] = conv2d_run_path(&n->conv, !n->no_bias, max_batch, n_threads, p);
     if (path[0] == path[1] && path[1] == path[2])
-        snprintf(out, out_n_bytes, "%s, every pass", conv2d_path_name(path[0]));
+        snprintf(out, out_n_bytes, "%s, every pass", conv2d_path_name(path[0], &n->conv));
     else
-        snprintf(out, out_n_bytes, "forward %s, backward data %s, backward weights %s", conv2d_path_name(path[0]),
-                 conv2d_path_name(path[1]), conv2d_path_name(path[2]));
+        snprintf(out, out_n_bytes, "forward %s, backward data %s, backward weights %s",
+                 conv2d_path_name(path[0], &n->conv), conv2d_path_name(path[1], &n->conv),
+                 conv2d_path_name(path[2], &n->conv));
 }
 
 /* ---- max pooling ------------------------------------------------------------------ */

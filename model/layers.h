@@ -84,16 +84,16 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
                      const float *out, const float *dout, const float *inp,
                      const float *weight, const Conv2d *c, int B, int n_threads);
 
-/* conv2d's passes as Winograd's F(2x2, 3x3) (winograd.c): same arguments
- * and results as conv2d_forward/backward within float rounding (another
- * order of additions), for a geometry winograd_applies accepts: a 3x3
- * kernel at stride 1 with symmetric padding (SAME's 1 and 1, VALID's 0
- * and 0).
+/* conv2d's passes as Winograd's F(2x2, 3x3) or F(2x2, 5x5) (winograd.c):
+ * same arguments and results as conv2d_forward/backward within float
+ * rounding (another order of additions), for a geometry winograd_applies
+ * accepts: a 3x3 or 5x5 kernel at stride 1 with symmetric padding (SAME's
+ * 1 and 1 or 2 and 2, VALID's 0 and 0).
  *   scratch: winograd_scratch_n_floats(c, B, n_threads) floats (for the
  *            largest B it will see), clobbered
  *   winograd_backward_data: dinp (B, H, W, C_in) OVERWRITTEN from dout,
  *            the output gradient after any activation's mask (unmodified)
- *   winograd_backward_weights: dweight (3, 3, C_in, C_out) OVERWRITTEN,
+ *   winograd_backward_weights: dweight (KH, KW, C_in, C_out) OVERWRITTEN,
  *            dbias (C_out) OVERWRITTEN unless NULL
  * Uses min(omp_get_max_threads(), n_threads) threads; the results are the
  * same bits whatever the team size.  B 0: nothing written, the weight and

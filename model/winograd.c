@@ -1,14 +1,16 @@
-/* winograd.c — conv2d's three passes for a 3x3 kernel at stride 1 as
- * Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, 2015): each
- * 2x2 block of outputs comes from a 4x4 block of input, and the 9 x C_in
- * multiply-adds per output become 16 x C_in per 4 outputs, sixteen matrix
- * products (one per cell of the 4x4 transform domain) instead of one
- * product with 9 x C_in rows: 2.25x fewer multiply-adds.
+/* winograd.c — conv2d's three passes for a 3x3 or 5x5 kernel at stride 1
+ * as Winograd's minimal filtering F(2x2, r x r) (Lavin and Gray, 2015):
+ * each 2x2 block of outputs comes from an a x a block of input (a = r + 1:
+ * 4 for 3x3, 6 for 5x5), and the r*r x C_in multiply-adds per output
+ * become a*a x C_in per 4 outputs, a*a matrix products (one per cell of
+ * the transform domain) instead of one product with r*r x C_in rows:
+ * 2.25x fewer multiply-adds for 3x3, 2.78x for 5x5.
  *
  * Where it sits: model/, beside conv2d.c's loops (the readable version
  * and the oracle: tests/test_winograd.c compares every pass with them);
- * conv2d_dnnl.c runs these where conv_cpu_winograd_f2 says so (a CPU
- * without oneDNN's own Winograd kernels, which are AVX-512 only).
+ * conv2d_dnnl.c runs these where conv_cpu_winograd_f2 says so (3x3: a CPU
+ * without oneDNN's own Winograd kernels, which are AVX-512 only; 5x5,
+ * for which oneDNN has none: every CPU).
  * How, NHWC activations and HWIO weights as everywhere on the CPU:
  *   forward          Y = A^T [ U ⊙ V ] A summed over input channels, with
  *                    U = G g G^T (weights), V = B^T d B (input tile); per
@@ -16,24 +18,29 @@
  *                    (tiles x C_in) @ (C_in x C_out);
  *   backward data    the forward convolution of the output gradient with
  *                    the flipped filter, channels swapped (conv_algo.h's
- *                    conv_dgrad_as_forward), whose transformed weights are
- *                    the forward's U with cells 0 and 3 of each axis
- *                    swapped and each cell's matrix transposed: the same U,
- *                    read with trans_b;
+ *                    conv_dgrad_as_forward).  F(2x2, 3x3)'s points (0, 1,
+ *                    -1 and infinity) are closed under p -> 1/p, so the
+ *                    flipped filter's transform is the forward's U with
+ *                    cells 0 and 3 of each axis swapped and each cell's
+ *                    matrix transposed: the same U, read with trans_b;
+ *                    F(2x2, 5x5)'s (0, 1, -1, 2, -2, infinity) are not, so
+ *                    there the flipped filter is transformed itself;
  *   backward weights the adjoint in the weights: dU = V^T (A dY A^T)
  *                    summed over every tile of the batch (one sgemm per
  *                    cell, tiles as the inner dimension), dW = G^T dU G.
+ * Each kernel size is one entry of a table (its transforms and the flip);
+ * the tiling, the products and the threads are the same code for both.
  * Every transform is a few additions per channel with the channel loop
  * innermost (contiguous in NHWC), built for AVX2 and the baseline
  * (target_clones): the same additions, so the same bits, either way.
  * Threads: the forward passes split their tiles into chunks of a fixed
  * size (a function of the channels), one chunk at a time per thread with
  * single-threaded sgemm; backward weights splits its tiles into segments
- * of a fixed size and each segment's sixteen products over the threads,
+ * of a fixed size and each segment's products over the threads,
  * accumulating in segment order: every result is the same from run to run
  * and whatever the team size.
- * What it does not do: strides other than 1, kernels other than 3x3, or
- * allocate (the caller's scratch, winograd_scratch_n_floats).
+ * What it does not do: strides other than 1, kernels other than 3x3 and
+ * 5x5, or allocate (the caller's scratch, winograd_scratch_n_floats).
  */
 #include "model/layers.h"
 #include "model/sgemm.h"
@@ -51,87 +58,11 @@
 #define WINO_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 
-enum { XI = 16 }; /* cells of the transform domain: a 4x4 input tile per 2x2 output tile */
-
-int winograd_applies(const Conv2d *c) {
-    int pad_h, pad_w;
-    return c->KH == 3 && c->KW == 3 && c->stride_h == 1 && c->stride_w == 1 &&
-           conv_dgrad_pad(c, &pad_h, &pad_w);
-}
-
-/* One convolution as the transforms see it: an input map (H, W, C), an output map (OH, OW, K), the zero cells
- * before row 0 and column 0, and the output's 2x2 tiles. */
-typedef struct {
-    int H, W, C;
-    int OH, OW, K;
-    int pad_top, pad_left;
-    int tiles_h, tiles_w;
-} Geom;
-
-static Geom geom_make(int H, int W, int C, int OH, int OW, int K, int pad_top, int pad_left) {
-    return (Geom){H, W, C, OH, OW, K, pad_top, pad_left, (OH + 1) / 2, (OW + 1) / 2};
-}
-
-static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
-
-static int team_size(int n_threads) {
-    int nt = omp_get_max_threads();
-    if (n_threads < 1) n_threads = 1;
-    return nt < n_threads ? nt : n_threads;
-}
-
-/* Tiles per chunk of the forward passes: the chunk's transformed input and output, 16 x tiles x (C + K)
- * floats, at most about 2 MiB, as a power of two from 16 to 128 (so that a batch's chunks split evenly over 2
- * or 4 threads).  A function of the channels alone: the chunks, and with them every sgemm's operands, are the
- * same whatever the team size, and so are the results (dnnl_sgemm's rounding depends on a product's
- * dimensions). */
-static int chunk_tiles(int C, int K) {
-    const long budget = (2L << 20) / (4L * XI * (C + K));
-    int t = 16;
-    while (t < 128 && 2L * t <= budget) t *= 2;
-    return t;
-}
-
-/* Tiles per segment of backward weights: the segment's V and dM, about 4 MiB, 32 to 1024 tiles. */
-static int segment_tiles(int C, int K) {
-    long t = (4L << 20) / (4L * XI * (C + K));
-    if (t > 1024) t = 1024;
-    if (t < 32) t = 32;
-    return (int)t;
-}
-
-/* A thread's chunk buffers: the chunk's V (16, tc, C) and M (16, tc, K), and a spare output row (K); tc no
- * more than the batch's tiles. */
-static size_t chunk_n_floats(const Geom *g, int B) {
-    const long n_tiles = (long)B * g->tiles_h * g->tiles_w;
-    const size_t tc = (size_t)(chunk_tiles(g->C, g->K) < n_tiles ? chunk_tiles(g->C, g->K) : n_tiles);
-    return round16((size_t)XI * tc * (g->C + g->K)) + round16((size_t)g->K);
-}
-
-static size_t fwd_n_floats(const Geom *g, int B, int nt) {
-    return round16((size_t)XI * g->C * g->K) + (size_t)nt * chunk_n_floats(g, B);
-}
-
-size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads) {
-    const int nt = team_size(n_threads);
-    int pad_h = 0, pad_w = 0;
-    conv_dgrad_pad(c, &pad_h, &pad_w);
-    const Geom f = geom_make(c->H, c->W, c->C_in, c->OH, c->OW, c->C_out, c->pad_top, c->pad_left);
-    const Geom d = geom_make(c->OH, c->OW, c->C_out, c->H, c->W, c->C_in, pad_h, pad_w);
-    const size_t zero = round16((size_t)(c->C_in > c->C_out ? c->C_in : c->C_out));
-    const size_t fwd = fwd_n_floats(&f, B, nt), dgrad = fwd_n_floats(&d, B, nt);
-    const size_t wgrad = round16((size_t)XI * c->C_in * c->C_out) +
-                         round16((size_t)XI * segment_tiles(c->C_in, c->C_out) * (c->C_in + c->C_out));
-    size_t n = fwd > dgrad ? fwd : dgrad;
-    if (wgrad > n) n = wgrad;
-    return zero + n;
-}
-
-/* ---- the transforms, channel loop innermost --------------------------------------- */
+/* ---- F(2x2, 3x3): 4x4 tiles, the channel loop innermost ---------------------------------- */
 
 /* U[xi][c][k] = (G g G^T)[xi] for every (c, k), g the 3x3 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each
  * cell's (C, K) matrix.  G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. */
-WINO_CLONES static void transform_weights(float *U, const float *w, int C, int K, int c0, int c1) {
+WINO_CLONES static void weights_3x3(float *U, const float *w, int C, int K, int c0, int c1) {
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++) {
         const float *w0 = w + (size_t)c * K;
@@ -159,7 +90,7 @@ WINO_CLONES static void transform_weights(float *U, const float *w, int C, int K
 
 /* One tile's V = B^T d B into V[xi * v_stride + c], d's 16 pixels at p[0..15] (each C floats; the zero row
  * where the tile hangs over the padding).  B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
-WINO_CLONES static void transform_input(float *V, size_t v_stride, const float *const *p_in, int C) {
+WINO_CLONES static void input_3x3(float *V, size_t v_stride, const float *const *p_in, int C) {
     const float *p[16];
     float *v[16];
     for (int i = 0; i < 16; i++) {
@@ -188,7 +119,7 @@ WINO_CLONES static void transform_input(float *V, size_t v_stride, const float *
 
 /* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 2x2 output pixels y[0..3] (row by
  * row; a spare row past the map's edge).  A^T = [1 1 1 0; 0 1 -1 -1]. */
-WINO_CLONES static void transform_output(float *const *y_out, const float *M, size_t m_stride, const float *bias,
+WINO_CLONES static void output_3x3(float *const *y_out, const float *M, size_t m_stride, const float *bias,
                                          int relu, int K) {
     const float *mp[16];
     float *y[4];
@@ -217,8 +148,8 @@ WINO_CLONES static void transform_output(float *const *y_out, const float *M, si
 }
 
 /* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 2x2 pixels at p[0..3] (the zero row past the
- * map's edge): the adjoint of transform_output.  A = [1 0; 1 1; 1 -1; 0 -1]. */
-WINO_CLONES static void transform_output_grad(float *dM, size_t m_stride, const float *const *p_in, int K) {
+ * map's edge): the adjoint of output_3x3.  A = [1 0; 1 1; 1 -1; 0 -1]. */
+WINO_CLONES static void output_grad_3x3(float *dM, size_t m_stride, const float *const *p_in, int K) {
     const float *p[4];
     float *d[16];
     for (int i = 0; i < 4; i++) p[i] = p_in[i];
@@ -240,9 +171,9 @@ WINO_CLONES static void transform_output_grad(float *dM, size_t m_stride, const 
     }
 }
 
-/* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of transform_weights.
+/* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_3x3.
  * G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]. */
-WINO_CLONES static void transform_weights_grad(float *dw, const float *dU, int C, int K, int c0, int c1) {
+WINO_CLONES static void weights_grad_3x3(float *dw, const float *dU, int C, int K, int c0, int c1) {
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++) {
         const float *u = dU + (size_t)c * K;
@@ -266,20 +197,361 @@ WINO_CLONES static void transform_weights_grad(float *dw, const float *dU, int C
     }
 }
 
+/* ---- F(2x2, 5x5): 6x6 tiles, points 0, 1, -1, 2, -2 and infinity ---------------------------- */
+
+/* Eight channels at a time in GCC's vector type (elementwise IEEE arithmetic: the same bits in every clone
+ * and lane as one channel alone); a tail of fewer than 8 channels goes through zero-padded copies.  The
+ * helpers take and give vectors through pointers and are always inlined (no vector crosses a call, whose
+ * ABI would differ between the clones). */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4))); /* the same, at any float's address */
+typedef int v8i __attribute__((vector_size(32)));
+#define V8_INLINE static inline __attribute__((always_inline))
+
+/* v = n floats at x (n <= 8), the rest 0. */
+V8_INLINE void load8(v8 *v, const float *x, int n) {
+    if (n == 8) {
+        *v = *(const v8u *)x;
+        return;
+    }
+    *v = (v8){0};
+    memcpy(v, x, sizeof(float) * (size_t)n);
+}
+
+/* The first n floats of v to x. */
+V8_INLINE void store8(float *x, const v8 *v, int n) {
+    if (n == 8) *(v8u *)x = *v;
+    else memcpy(x, v, sizeof(float) * (size_t)n);
+}
+
+/* t = G g for one axis of 5 taps: G = [1/4 0 0 0 0; 1/6 1/6 1/6 1/6 1/6; 1/6 -1/6 1/6 -1/6 1/6;
+ * 1/24 1/12 1/6 1/3 2/3; 1/24 -1/12 1/6 -1/3 2/3; 0 0 0 0 1]: rows 1-4 as even and odd parts,
+ * g0 + g2 + g4 +- (g1 + g3) and g0 + 4 g2 + 16 g4 +- (2 g1 + 8 g3). */
+V8_INLINE void g_5(v8 t[6], const v8 g[5]) {
+    const v8 e1 = g[0] + g[2] + g[4], o1 = g[1] + g[3];
+    const v8 e2 = g[0] + 4.0f * g[2] + 16.0f * g[4], o2 = 2.0f * g[1] + 8.0f * g[3];
+    t[0] = 0.25f * g[0];
+    t[1] = (e1 + o1) * (1.0f / 6.0f);
+    t[2] = (e1 - o1) * (1.0f / 6.0f);
+    t[3] = (e2 + o2) * (1.0f / 24.0f);
+    t[4] = (e2 - o2) * (1.0f / 24.0f);
+    t[5] = g[4];
+}
+
+/* U[xi][c][k] = (G g G^T)[xi], g the 5x5 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
+ * matrix. */
+WINO_CLONES static void weights_5x5(float *U, const float *w, int C, int K, int c0, int c1) {
+    const size_t cell = (size_t)C * K;
+    for (int c = c0; c < c1; c++)
+        for (int k = 0; k < K; k += 8) {
+            const int n = K - k < 8 ? K - k : 8;
+            const float *w0 = w + (size_t)c * K + k;
+            float *u = U + (size_t)c * K + k;
+            v8 t[6][5];
+#pragma GCC unroll 5
+            for (int j = 0; j < 5; j++) { /* column j: taps (0, j) .. (4, j) */
+                v8 g[5], col[6];
+#pragma GCC unroll 5
+                for (int i = 0; i < 5; i++) load8(&g[i], w0 + (size_t)(i * 5 + j) * cell, n);
+                g_5(col, g);
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++) t[i][j] = col[i];
+            }
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) {
+                v8 row[6];
+                g_5(row, t[i]);
+#pragma GCC unroll 6
+                for (int j = 0; j < 6; j++) store8(u + (size_t)(i * 6 + j) * cell, &row[j], n);
+            }
+        }
+}
+
+/* v = B^T d for one axis of 6 values: B^T = [4 0 -5 0 1 0; 0 4 4 -1 -1 0; 0 -4 4 1 -1 0; 0 -2 -1 2 1 0;
+ * 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
+V8_INLINE void bt_6(v8 v[6], const v8 d[6]) {
+    const v8 a = 4.0f * d[1], b = 4.0f * d[2] - d[4], c = 2.0f * (d[3] - d[1]), e = d[4] - d[2];
+    v[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    v[1] = a + b - d[3];
+    v[2] = b - a + d[3];
+    v[3] = c + e;
+    v[4] = e - c;
+    v[5] = a - 5.0f * d[3] + d[5];
+}
+
+/* One tile's V = B^T d B into V[xi * v_stride + c], d's 36 pixels at p[0..35] (each C floats; the zero row
+ * where the tile hangs over the padding). */
+WINO_CLONES static void input_5x5(float *V, size_t v_stride, const float *const *p, int C) {
+    for (int c = 0; c < C; c += 8) {
+        const int n = C - c < 8 ? C - c : 8;
+        v8 t[6][6];
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) {
+            v8 d[6], col[6];
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) load8(&d[i], p[i * 6 + j] + c, n);
+            bt_6(col, d);
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) t[i][j] = col[i];
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            v8 row[6];
+            bt_6(row, t[i]);
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) store8(V + (size_t)(i * 6 + j) * v_stride + c, &row[j], n);
+        }
+    }
+}
+
+/* o = A^T m for one axis: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1]. */
+V8_INLINE void at_6(v8 o[2], const v8 m[6]) {
+    const v8 s = m[1] + m[2], d = m[1] - m[2], s2 = m[3] + m[4], d2 = m[3] - m[4];
+    o[0] = m[0] + s + s2;
+    o[1] = d + 2.0f * d2 + m[5];
+}
+
+/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 2x2 output pixels y[0..3] (row by
+ * row; a spare row past the map's edge). */
+WINO_CLONES static void output_5x5(float *const *y, const float *M, size_t m_stride, const float *bias, int relu,
+                                   int K) {
+    for (int k = 0; k < K; k += 8) {
+        const int n = K - k < 8 ? K - k : 8;
+        v8 s[2][6], o[4], b = {0};
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) {
+            v8 m[6], col[2];
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) load8(&m[i], M + (size_t)(i * 6 + j) * m_stride + k, n);
+            at_6(col, m);
+            s[0][j] = col[0];
+            s[1][j] = col[1];
+        }
+        at_6(o, s[0]);
+        at_6(o + 2, s[1]);
+        if (bias) load8(&b, bias + k, n);
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            v8 v = o[q] + b;
+            if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
+            store8(y[q] + k, &v, n);
+        }
+    }
+}
+
+/* r = A y for one axis of 2 values, A = (A^T)^T: (y0, y0 + y1, y0 - y1, y0 + 2 y1, y0 - 2 y1, y1). */
+V8_INLINE void a_6(v8 r[6], const v8 y[2]) {
+    r[0] = y[0];
+    r[1] = y[0] + y[1];
+    r[2] = y[0] - y[1];
+    r[3] = y[0] + 2.0f * y[1];
+    r[4] = y[0] - 2.0f * y[1];
+    r[5] = y[1];
+}
+
+/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 2x2 pixels at p[0..3] (the zero row past the
+ * map's edge): the adjoint of output_5x5. */
+WINO_CLONES static void output_grad_5x5(float *dM, size_t m_stride, const float *const *p, int K) {
+    for (int k = 0; k < K; k += 8) {
+        const int n = K - k < 8 ? K - k : 8;
+        v8 y0[2], y1[2], c0[6], c1[6];
+        load8(&y0[0], p[0] + k, n); /* column 0 of dy: rows 0 and 1 */
+        load8(&y0[1], p[2] + k, n);
+        load8(&y1[0], p[1] + k, n); /* column 1 */
+        load8(&y1[1], p[3] + k, n);
+        a_6(c0, y0);
+        a_6(c1, y1);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            const v8 y[2] = {c0[i], c1[i]};
+            v8 row[6];
+            a_6(row, y);
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) store8(dM + (size_t)(i * 6 + j) * m_stride + k, &row[j], n);
+        }
+    }
+}
+
+/* q = G^T u for one axis of 6 values: the rows of G^T, (1/4 1/6 1/6 1/24 1/24 0; 0 1/6 -1/6 1/12 -1/12 0;
+ * 0 1/6 1/6 1/6 1/6 0; 0 1/6 -1/6 1/3 -1/3 0; 0 1/6 1/6 2/3 2/3 1). */
+V8_INLINE void gt_6(v8 q[5], const v8 u[6]) {
+    const v8 s = (u[1] + u[2]) * (1.0f / 6.0f), d = (u[1] - u[2]) * (1.0f / 6.0f);
+    const v8 s2 = u[3] + u[4], d2 = u[3] - u[4];
+    q[0] = 0.25f * u[0] + s + s2 * (1.0f / 24.0f);
+    q[1] = d + d2 * (1.0f / 12.0f);
+    q[2] = s + s2 * (1.0f / 6.0f);
+    q[3] = d + d2 * (1.0f / 3.0f);
+    q[4] = s + s2 * (2.0f / 3.0f) + u[5];
+}
+
+/* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_5x5. */
+WINO_CLONES static void weights_grad_5x5(float *dw, const float *dU, int C, int K, int c0, int c1) {
+    const size_t cell = (size_t)C * K;
+    for (int c = c0; c < c1; c++)
+        for (int k = 0; k < K; k += 8) {
+            const int n = K - k < 8 ? K - k : 8;
+            const float *u = dU + (size_t)c * K + k;
+            float *w0 = dw + (size_t)c * K + k;
+            v8 q[5][6];
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) {
+                v8 col[6], r[5];
+#pragma GCC unroll 6
+                for (int i = 0; i < 6; i++) load8(&col[i], u + (size_t)(i * 6 + j) * cell, n);
+                gt_6(r, col);
+#pragma GCC unroll 5
+                for (int i = 0; i < 5; i++) q[i][j] = r[i];
+            }
+#pragma GCC unroll 5
+            for (int i = 0; i < 5; i++) {
+                v8 r[5];
+                gt_6(r, q[i]);
+#pragma GCC unroll 5
+                for (int j = 0; j < 5; j++) store8(w0 + (size_t)(i * 5 + j) * cell, &r[j], n);
+            }
+        }
+}
+
+/* ---- the table: one entry a kernel size ------------------------------------------------------ */
+
+enum { MAX_A = 6, MAX_XI = MAX_A * MAX_A }; /* the largest tile: 6x6 input pixels a 2x2 output tile */
+
+typedef struct {
+    int r;                /* kernel side */
+    int a;                /* input tile side, r + 1; a * a cells in the transform domain */
+    const int *flip;      /* the cell permutation by which the forward's U serves the flipped filter, or NULL
+                             when the points are not closed under p -> 1/p (then the flipped filter is
+                             transformed itself) */
+    /* U (a*a, C, K) from the weights (r, r, C, K), rows c0..c1 of each cell */
+    void (*weights)(float *U, const float *w, int C, int K, int c0, int c1);
+    /* one tile's V (a*a cells at v_stride) from its a*a input pixels (C floats each) */
+    void (*input)(float *V, size_t v_stride, const float *const *p, int C);
+    /* one tile's 2x2 outputs (K floats each, + bias, ReLU) from its M (a*a cells at m_stride) */
+    void (*output)(float *const *y, const float *M, size_t m_stride, const float *bias, int relu, int K);
+    /* one tile's dM (a*a cells at m_stride) from its 2x2 output gradients: output's adjoint */
+    void (*output_grad)(float *dM, size_t m_stride, const float *const *p, int K);
+    /* the weight gradient (r, r, C, K) from dU (a*a, C, K), rows c0..c1: weights' adjoint */
+    void (*weights_grad)(float *dw, const float *dU, int C, int K, int c0, int c1);
+} WinoKind;
+
+static const int flip_3x3[4] = {3, 1, 2, 0};
+
+static const WinoKind kinds[] = {
+    {3, 4, flip_3x3, weights_3x3, input_3x3, output_3x3, output_grad_3x3, weights_grad_3x3},
+    {5, 6, NULL, weights_5x5, input_5x5, output_5x5, output_grad_5x5, weights_grad_5x5},
+};
+
+/* The entry for c's kernel, or NULL. */
+static const WinoKind *kind_of(const Conv2d *c) {
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (c->KH == kinds[i].r && c->KW == kinds[i].r) return &kinds[i];
+    return NULL;
+}
+
+int winograd_applies(const Conv2d *c) {
+    int pad_h, pad_w;
+    return kind_of(c) && c->stride_h == 1 && c->stride_w == 1 && conv_dgrad_pad(c, &pad_h, &pad_w);
+}
+
+/* One convolution as the transforms see it: an input map (H, W, C), an output map (OH, OW, K), the zero cells
+ * before row 0 and column 0, the output's 2x2 tiles, and the kind's tile (a x a input pixels, xi cells). */
+typedef struct {
+    int H, W, C;
+    int OH, OW, K;
+    int pad_top, pad_left;
+    int tiles_h, tiles_w;
+    int a, xi;
+} Geom;
+
+static Geom geom_make(const WinoKind *kd, int H, int W, int C, int OH, int OW, int K, int pad_top, int pad_left) {
+    return (Geom){H, W, C, OH, OW, K, pad_top, pad_left, (OH + 1) / 2, (OW + 1) / 2, kd->a, kd->a * kd->a};
+}
+
+static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* The floats between two cells' matrices of n floats in V and M: n rounded up, and 16 more, so that the
+ * a*a cells a tile's transform writes do not lie a multiple of 4 KiB apart (a power-of-two stride put all
+ * 36 of F(2x2, 5x5)'s into one set of the 12-way L1 cache, each store a miss). */
+static size_t cell_stride(size_t n) { return round16(n) + 16; }
+
+static int team_size(int n_threads) {
+    int nt = omp_get_max_threads();
+    if (n_threads < 1) n_threads = 1;
+    return nt < n_threads ? nt : n_threads;
+}
+
+/* Tiles per chunk of the forward passes: the chunk's transformed input and output, xi x tiles x (C + K)
+ * floats, at most about 2 MiB, as a power of two from 16 to 128 (so that a batch's chunks split evenly over 2
+ * or 4 threads).  A function of the kind and the channels alone: the chunks, and with them every sgemm's
+ * operands, are the same whatever the team size, and so are the results (dnnl_sgemm's rounding depends on a
+ * product's dimensions). */
+static int chunk_tiles(int xi, int C, int K) {
+    const long budget = (2L << 20) / (4L * xi * (C + K));
+    int t = 16;
+    while (t < 128 && 2L * t <= budget) t *= 2;
+    return t;
+}
+
+/* Tiles per segment of backward weights: the segment's V and dM, about 4 MiB, 32 to 1024 tiles. */
+static int segment_tiles(int xi, int C, int K) {
+    long t = (4L << 20) / (4L * xi * (C + K));
+    if (t > 1024) t = 1024;
+    if (t < 32) t = 32;
+    return (int)t;
+}
+
+/* A thread's chunk buffers: the chunk's V (xi, tc, C) and M (xi, tc, K), and a spare output row (K); tc no
+ * more than the batch's tiles. */
+static size_t chunk_n_floats(const Geom *g, int B) {
+    const long n_tiles = (long)B * g->tiles_h * g->tiles_w;
+    const int ct = chunk_tiles(g->xi, g->C, g->K);
+    const size_t tc = (size_t)(ct < n_tiles ? ct : n_tiles);
+    return (size_t)g->xi * (cell_stride(tc * g->C) + cell_stride(tc * g->K)) + round16((size_t)g->K);
+}
+
+/* A forward pass's work: U (xi, C, K), and the threads' chunk buffers. */
+static size_t fwd_n_floats(const Geom *g, int B, int nt) {
+    return round16((size_t)g->xi * g->C * g->K) + (size_t)nt * chunk_n_floats(g, B);
+}
+
+/* The flipped filter, (r, r, C_out, C_in), where the kind transforms it itself. */
+static size_t flipped_n_floats(const WinoKind *kd, const Conv2d *c) {
+    return kd->flip ? 0 : round16((size_t)kd->r * kd->r * c->C_in * c->C_out);
+}
+
+size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads) {
+    const WinoKind *kd = kind_of(c);
+    if (!kd) return 0;
+    const int nt = team_size(n_threads);
+    int pad_h = 0, pad_w = 0;
+    conv_dgrad_pad(c, &pad_h, &pad_w);
+    const Geom f = geom_make(kd, c->H, c->W, c->C_in, c->OH, c->OW, c->C_out, c->pad_top, c->pad_left);
+    const Geom d = geom_make(kd, c->OH, c->OW, c->C_out, c->H, c->W, c->C_in, pad_h, pad_w);
+    const size_t zero = round16((size_t)(c->C_in > c->C_out ? c->C_in : c->C_out));
+    const size_t fwd = fwd_n_floats(&f, B, nt), dgrad = flipped_n_floats(kd, c) + fwd_n_floats(&d, B, nt);
+    const size_t ts = (size_t)segment_tiles(f.xi, c->C_in, c->C_out);
+    const size_t wgrad = round16((size_t)f.xi * c->C_in * c->C_out) +
+                         (size_t)f.xi * (cell_stride(ts * c->C_in) + cell_stride(ts * c->C_out));
+    size_t n = fwd > dgrad ? fwd : dgrad;
+    if (wgrad > n) n = wgrad;
+    return zero + n;
+}
+
 /* ---- tiles -------------------------------------------------------------------------- */
 
-/* The 16 input pixels of tile t (image-major, then tile rows, then tile columns) of map `in` (B, H, W, C):
- * pointers into in, or zero_row (C zeros) where the 4x4 window hangs over the padding. */
+/* The a*a input pixels of tile t (image-major, then tile rows, then tile columns) of map `in` (B, H, W, C):
+ * pointers into in, or zero_row (C zeros) where the a x a window hangs over the padding. */
 static void tile_inputs(const float **p, const float *in, const float *zero_row, const Geom *g, long t) {
     const long per_image = (long)g->tiles_h * g->tiles_w;
     const long b = t / per_image, r = t % per_image;
     const int ih0 = (int)(r / g->tiles_w) * 2 - g->pad_top, iw0 = (int)(r % g->tiles_w) * 2 - g->pad_left;
     const float *img = in + (size_t)b * g->H * g->W * g->C;
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
+    for (int i = 0; i < g->a; i++)
+        for (int j = 0; j < g->a; j++) {
             const int ih = ih0 + i, iw = iw0 + j;
-            p[i * 4 + j] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? img + ((size_t)ih * g->W + iw) * g->C
-                                                                        : zero_row;
+            p[i * g->a + j] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W
+                                  ? img + ((size_t)ih * g->W + iw) * g->C
+                                  : zero_row;
         }
 }
 
@@ -298,59 +570,72 @@ static void tile_outputs(long *idx, const Geom *g, long t) {
 
 /* ---- the passes ----------------------------------------------------------------------- */
 
-/* out (B, OH, OW, K) = act(conv(in, weights whose transform is U) + bias) over geometry g.  U: (16, C, K)
- * when !u_flipped; with u_flipped, U is the transform of a kernel whose flipped, channel-swapped twin this
- * convolution applies: U is (16, K, C) and cell (i, j) reads U's cell (p(i), p(j)) transposed, p swapping 0
- * and 3.  Work: nt threads' chunk buffers after U in scratch. */
-static void wino_conv(float *out, float *work, const float *in, const float *U, int u_flipped, const float *bias,
-                      int relu, const float *zero_row, const Geom *g, int B, int nt) {
+/* out (B, OH, OW, K) = act(conv(in, weights whose transform is U) + bias) over geometry g.  U: (xi, C, K)
+ * when !u_flipped; with u_flipped (only a kind with a flip), U is the transform of a kernel whose flipped,
+ * channel-swapped twin this convolution applies: U is (xi, K, C) and cell (i, j) reads U's cell (flip(i),
+ * flip(j)) transposed.  Work: nt threads' chunk buffers after U in scratch. */
+static void wino_conv(float *out, float *work, const float *in, const WinoKind *kd, const float *U, int u_flipped,
+                      const float *bias, int relu, const float *zero_row, const Geom *g, int B, int nt) {
     const long n_tiles = (long)B * g->tiles_h * g->tiles_w;
     /* Chunks of chunk_tiles (one chunk of every tile where the batch has fewer: the same partition). */
-    const int tc = chunk_tiles(g->C, g->K) < n_tiles ? chunk_tiles(g->C, g->K) : (int)n_tiles;
+    const int ct = chunk_tiles(g->xi, g->C, g->K);
+    const int tc = ct < n_tiles ? ct : (int)n_tiles;
     const long n_chunks = (n_tiles + tc - 1) / tc;
     const size_t per_thread = chunk_n_floats(g, B);
-    static const int flip[4] = {3, 1, 2, 0};
+    const int a = g->a, xi_n = g->xi;
 #pragma omp parallel num_threads(nt)
     {
-        float *V = work + (size_t)omp_get_thread_num() * per_thread; /* (16, tc, C) */
-        float *M = V + (size_t)XI * tc * g->C;                        /* (16, tc, K) */
-        float *spare = M + (size_t)XI * tc * g->K;                    /* (K): outputs past the map's edge */
+        float *V = work + (size_t)omp_get_thread_num() * per_thread; /* (xi, tc, C) */
+        const size_t v_stride = cell_stride((size_t)tc * g->C), m_stride = cell_stride((size_t)tc * g->K);
+        float *M = V + (size_t)xi_n * v_stride;                       /* (xi, tc, K) */
+        float *spare = M + (size_t)xi_n * m_stride;                   /* (K): outputs past the map's edge */
 #pragma omp for schedule(static)
         for (long q = 0; q < n_chunks; q++) {
             const long t0 = q * tc, t1 = t0 + tc < n_tiles ? t0 + tc : n_tiles;
             const int n = (int)(t1 - t0);
             for (long t = t0; t < t1; t++) {
-                const float *p[16];
+                const float *p[MAX_XI];
                 tile_inputs(p, in, zero_row, g, t);
-                transform_input(V + (size_t)(t - t0) * g->C, (size_t)tc * g->C, p, g->C);
+                kd->input(V + (size_t)(t - t0) * g->C, v_stride, p, g->C);
             }
-            for (int xi = 0; xi < XI; xi++) {
-                const float *Vx = V + (size_t)xi * tc * g->C;
-                float *Mx = M + (size_t)xi * tc * g->K;
+            for (int xi = 0; xi < xi_n; xi++) {
+                const float *Vx = V + (size_t)xi * v_stride;
+                float *Mx = M + (size_t)xi * m_stride;
                 if (!u_flipped)
                     sgemm(0, 0, n, g->K, g->C, 1.0f, Vx, g->C, U + (size_t)xi * g->C * g->K, g->K, 0.0f, Mx, g->K);
                 else
                     sgemm(0, 1, n, g->K, g->C, 1.0f, Vx, g->C,
-                          U + (size_t)(flip[xi / 4] * 4 + flip[xi % 4]) * g->C * g->K, g->C, 0.0f, Mx, g->K);
+                          U + (size_t)(kd->flip[xi / a] * a + kd->flip[xi % a]) * g->C * g->K, g->C, 0.0f, Mx, g->K);
             }
             for (long t = t0; t < t1; t++) {
                 long idx[4];
                 float *y[4];
                 tile_outputs(idx, g, t);
                 for (int i = 0; i < 4; i++) y[i] = idx[i] >= 0 ? out + (size_t)idx[i] * g->K : spare;
-                transform_output(y, M + (size_t)(t - t0) * g->K, (size_t)tc * g->K, bias, relu, g->K);
+                kd->output(y, M + (size_t)(t - t0) * g->K, m_stride, bias, relu, g->K);
             }
         }
     }
 }
 
-/* U = the weights' transform, (16, C_in, C_out), over the team. */
-static void weights_to_winograd(float *U, const float *weight, const Conv2d *c, int nt) {
+/* U = the transform of weight (r, r, C, K), (xi, C, K), over the team. */
+static void weights_to_winograd(float *U, const float *weight, const WinoKind *kd, int C, int K, int nt) {
 #pragma omp parallel num_threads(nt)
     {
         const int t = omp_get_thread_num(), n = omp_get_num_threads();
-        transform_weights(U, weight, c->C_in, c->C_out, (int)((long)c->C_in * t / n),
-                          (int)((long)c->C_in * (t + 1) / n));
+        kd->weights(U, weight, C, K, (int)((long)C * t / n), (int)((long)C * (t + 1) / n));
+    }
+}
+
+/* wf (r, r, K, C) = the filter (r, r, C, K) flipped in both axes, its channels swapped: the kernel of the
+ * input gradient as a forward convolution. */
+static void flip_filter(float *wf, const float *w, int r, int C, int K, int nt) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int tap = 0; tap < r * r; tap++) {
+        const float *src = w + (size_t)(r * r - 1 - tap) * C * K;
+        float *dst = wf + (size_t)tap * K * C;
+        for (int c = 0; c < C; c++)
+            for (int k = 0; k < K; k++) dst[(size_t)k * C + c] = src[(size_t)c * K + k];
     }
 }
 
@@ -366,44 +651,57 @@ static float *work_of(float *scratch, const Conv2d *c) {
 void winograd_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,
                       const Conv2d *c, int B, int n_threads) {
     if (B < 1) return; /* no image: nothing to write */
+    const WinoKind *kd = kind_of(c);
     const int nt = team_size(n_threads);
     const float *zero = zero_row_of(scratch, c);
     float *U = work_of(scratch, c);
-    weights_to_winograd(U, weight, c, nt);
-    const Geom g = geom_make(c->H, c->W, c->C_in, c->OH, c->OW, c->C_out, c->pad_top, c->pad_left);
-    wino_conv(out, U + round16((size_t)XI * c->C_in * c->C_out), inp, U, 0, bias, c->act == ACT_RELU, zero, &g, B,
-              nt);
+    const Geom g = geom_make(kd, c->H, c->W, c->C_in, c->OH, c->OW, c->C_out, c->pad_top, c->pad_left);
+    weights_to_winograd(U, weight, kd, c->C_in, c->C_out, nt);
+    wino_conv(out, U + round16((size_t)g.xi * c->C_in * c->C_out), inp, kd, U, 0, bias, c->act == ACT_RELU, zero,
+              &g, B, nt);
 }
 
 void winograd_backward_data(float *dinp, float *scratch, const float *dout, const float *weight, const Conv2d *c,
                             int B, int n_threads) {
     if (B < 1) return; /* no image: nothing to write */
+    const WinoKind *kd = kind_of(c);
     const int nt = team_size(n_threads);
     int pad_h, pad_w;
     conv_dgrad_pad(c, &pad_h, &pad_w);
     const float *zero = zero_row_of(scratch, c);
-    float *U = work_of(scratch, c);
-    weights_to_winograd(U, weight, c, nt);
-    const Geom g = geom_make(c->OH, c->OW, c->C_out, c->H, c->W, c->C_in, pad_h, pad_w);
-    wino_conv(dinp, U + round16((size_t)XI * c->C_in * c->C_out), dout, U, 1, NULL, 0, zero, &g, B, nt);
+    float *wf = work_of(scratch, c); /* the flipped filter, where the kind needs it */
+    float *U = wf + flipped_n_floats(kd, c);
+    const Geom g = geom_make(kd, c->OH, c->OW, c->C_out, c->H, c->W, c->C_in, pad_h, pad_w);
+    float *work = U + round16((size_t)g.xi * c->C_in * c->C_out);
+    if (kd->flip) {
+        weights_to_winograd(U, weight, kd, c->C_in, c->C_out, nt);
+        wino_conv(dinp, work, dout, kd, U, 1, NULL, 0, zero, &g, B, nt);
+    } else {
+        flip_filter(wf, weight, kd->r, c->C_in, c->C_out, nt);
+        weights_to_winograd(U, wf, kd, c->C_out, c->C_in, nt);
+        wino_conv(dinp, work, dout, kd, U, 0, NULL, 0, zero, &g, B, nt);
+    }
 }
 
 void winograd_backward_weights(float *dweight, float *dbias, float *scratch, const float *dout, const float *inp,
                                const Conv2d *c, int B, int n_threads) {
+    const WinoKind *kd = kind_of(c);
     if (B < 1) { /* no image: the gradients are 0 */
-        memset(dweight, 0, sizeof(float) * 9 * (size_t)c->C_in * c->C_out);
+        memset(dweight, 0, sizeof(float) * (size_t)kd->r * kd->r * c->C_in * c->C_out);
         if (dbias) memset(dbias, 0, sizeof(float) * (size_t)c->C_out);
         return;
     }
     const int nt = team_size(n_threads);
     const int C = c->C_in, K = c->C_out;
     const float *zero = zero_row_of(scratch, c);
-    float *dU = work_of(scratch, c);                          /* (16, C, K) */
-    float *V = dU + round16((size_t)XI * C * K);              /* (16, ts, C) */
-    const Geom g = geom_make(c->H, c->W, C, c->OH, c->OW, K, c->pad_top, c->pad_left);
+    const Geom g = geom_make(kd, c->H, c->W, C, c->OH, c->OW, K, c->pad_top, c->pad_left);
+    const int xi_n = g.xi;
+    float *dU = work_of(scratch, c);                          /* (xi, C, K) */
+    float *V = dU + round16((size_t)xi_n * C * K);            /* (xi, ts, C) */
     const long n_tiles = (long)B * g.tiles_h * g.tiles_w;
-    const int ts = segment_tiles(C, K);
-    float *dM = V + (size_t)XI * ts * C;                      /* (16, ts, K) */
+    const int ts = segment_tiles(xi_n, C, K);
+    const size_t v_stride = cell_stride((size_t)ts * C), m_stride = cell_stride((size_t)ts * K);
+    float *dM = V + (size_t)xi_n * v_stride;                  /* (xi, ts, K) */
     const long n_segments = (n_tiles + ts - 1) / ts;
 #pragma omp parallel num_threads(nt)
     {
@@ -412,22 +710,22 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
             const int n = (int)(t1 - t0);
 #pragma omp for schedule(static)
             for (long t = t0; t < t1; t++) {
-                const float *p[16];
+                const float *p[MAX_XI];
                 tile_inputs(p, inp, zero, &g, t);
-                transform_input(V + (size_t)(t - t0) * C, (size_t)ts * C, p, C);
+                kd->input(V + (size_t)(t - t0) * C, v_stride, p, C);
                 long idx[4];
                 const float *dy[4];
                 tile_outputs(idx, &g, t);
                 for (int i = 0; i < 4; i++) dy[i] = idx[i] >= 0 ? dout + (size_t)idx[i] * K : zero;
-                transform_output_grad(dM + (size_t)(t - t0) * K, (size_t)ts * K, dy, K);
+                kd->output_grad(dM + (size_t)(t - t0) * K, m_stride, dy, K);
             }
 #pragma omp for schedule(static)
-            for (int xi = 0; xi < XI; xi++)
-                sgemm(1, 0, C, K, n, 1.0f, V + (size_t)xi * ts * C, C, dM + (size_t)xi * ts * K, K,
+            for (int xi = 0; xi < xi_n; xi++)
+                sgemm(1, 0, C, K, n, 1.0f, V + (size_t)xi * v_stride, C, dM + (size_t)xi * m_stride, K,
                       s == 0 ? 0.0f : 1.0f, dU + (size_t)xi * C * K, K);
         }
         const int t = omp_get_thread_num(), n_t = omp_get_num_threads();
-        transform_weights_grad(dweight, dU, C, K, (int)((long)C * t / n_t), (int)((long)C * (t + 1) / n_t));
+        kd->weights_grad(dweight, dU, C, K, (int)((long)C * t / n_t), (int)((long)C * (t + 1) / n_t));
         /* The bias gradient: each thread its own columns, every row in order. */
         if (dbias) {
             const int k0 = (int)((long)K * t / n_t), k1 = (int)((long)K * (t + 1) / n_t);
