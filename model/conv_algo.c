@@ -102,17 +102,18 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * transforms, which move 16 values a channel each way.  With AVX-512, oneDNN's own Winograd kernels take 3x3
  * (conv_cpu_winograd).
  * F(2x2, 5x5), for which oneDNN has no Winograd kernel on any CPU, on mnist's conv2 (14x14, 32 -> 64) and
- * cifar10's (12x12, 64 -> 64) at batch 128 on 2 threads, a 2-core Zen 5 (bench/RESULTS.md, 2026-11-28):
- * bench_conv --wei_any, pass by pass against oneDNN's brgconv forward and jit backward data and the loops'
- * backward weights, forward 1.1x, backward data 1.35-1.5x, backward weights 0.55-0.8x (slower: its products
- * are C_in x C_out with the tiles inside, and the loops' one big sgemm runs at AVX-512 width); with
- * ONEDNN_MAX_CPU_ISA=AVX2 the whole step (bench_model, interleaved) gains 1.16x (mnist) and 1.31x (cifar10)
- * with every pass on it, 1.16x and 1.19x without backward weights.  So: forward and backward data from 32
- * channels in and out, backward weights too where oneDNN has no AVX-512 kernels.  The first layers (1 and 3
- * channels in) stay off, as do the 16-channel sizes nobody has measured. */
+ * cifar10's (12x12, 64 -> 64) at batch 128 on 2 threads, a 2-core Zen 5 (bench/RESULTS.md, 2026-11-28): the
+ * whole step (bench_model, 6 interleaved rounds) 1.19x and 1.28x the table without it; with backward weights
+ * left to the loops 8% and 14% slower than with every pass on it (8 rounds); with ONEDNN_MAX_CPU_ISA=AVX2
+ * 1.17x and 1.31x.  Backward weights is the pass that moves most memory (the tiles' transforms, 9 times the
+ * input and the output gradient, written and read back): in an hour when the machine's memory was contended
+ * (other tenants) it ran 2x slower, and the whole step fell to 0.99x and 1.12x.  So every pass from 32
+ * channels in and out; the first layers (1 and 3 channels in) stay off, as do the 16-channel sizes nobody
+ * has measured. */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512) {
     if (s->stride_h != 1 || s->stride_w != 1 || s->KH != s->KW) return 0;
-    if (s->KH == 5) return s->C_in >= 32 && s->C_out >= 32 && (pass != CONV_PASS_BACKWARD_WEIGHTS || !avx512);
+    (void)pass;
+    if (s->KH == 5) return s->C_in >= 32 && s->C_out >= 32;
     return s->KH == 3 && !avx512 && s->C_in >= 64 && s->C_out >= 64;
 }
 

@@ -125,8 +125,7 @@ int conv_cpu_winograd(const ConvCpuShape *s);
  * accepts); avx512: this oneDNN runs AVX-512 kernels (it has Winograd
  * ones).  A 3x3 kernel at stride 1 with at least 64 channels in and out,
  * without AVX-512 (with it, oneDNN's own Winograd); a 5x5 one with at
- * least 32, forward and backward data, and backward weights without
- * AVX-512 (measured in conv_algo.c). */
+ * least 32, on every CPU (measured in conv_algo.c); every pass alike. */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512);
 
 #ifdef __cplusplus
