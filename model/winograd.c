@@ -238,33 +238,32 @@ V8_INLINE void g_5(v8 t[6], const v8 g[5]) {
     t[5] = g[4];
 }
 
+/* The 2-D transform x -> F x F^T of one n_in x n_in matrix of 8-channel vectors, cell (i, j) read at
+ * src + (i * n_in + j) * cell (n floats), into the n_out x n_out matrix at dst + (i * n_out + j) * cell; f is
+ * F on one axis.  The weights' transform and its adjoint, whose data is small (a kernel, once a pass). */
+V8_INLINE void transform_2d(float *dst, const float *src, size_t cell, int n_in, int n_out,
+                            void (*f)(v8 *out, const v8 *in), int n) {
+    v8 t[6][6];
+    for (int j = 0; j < n_in; j++) { /* column j */
+        v8 col[6], r[6];
+        for (int i = 0; i < n_in; i++) load8(&col[i], src + (size_t)(i * n_in + j) * cell, n);
+        f(r, col);
+        for (int i = 0; i < n_out; i++) t[i][j] = r[i];
+    }
+    for (int i = 0; i < n_out; i++) {
+        v8 r[6];
+        f(r, t[i]);
+        for (int j = 0; j < n_out; j++) store8(dst + (size_t)(i * n_out + j) * cell, &r[j], n);
+    }
+}
+
 /* U[xi][c][k] = (G g G^T)[xi], g the 5x5 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
  * matrix. */
 WINO_CLONES static void weights_5x5(float *U, const float *w, int C, int K, int c0, int c1) {
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++)
-        for (int k = 0; k < K; k += 8) {
-            const int n = K - k < 8 ? K - k : 8;
-            const float *w0 = w + (size_t)c * K + k;
-            float *u = U + (size_t)c * K + k;
-            v8 t[6][5];
-#pragma GCC unroll 5
-            for (int j = 0; j < 5; j++) { /* column j: taps (0, j) .. (4, j) */
-                v8 g[5], col[6];
-#pragma GCC unroll 5
-                for (int i = 0; i < 5; i++) load8(&g[i], w0 + (size_t)(i * 5 + j) * cell, n);
-                g_5(col, g);
-#pragma GCC unroll 6
-                for (int i = 0; i < 6; i++) t[i][j] = col[i];
-            }
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) {
-                v8 row[6];
-                g_5(row, t[i]);
-#pragma GCC unroll 6
-                for (int j = 0; j < 6; j++) store8(u + (size_t)(i * 6 + j) * cell, &row[j], n);
-            }
-        }
+        for (int k = 0; k < K; k += 8)
+            transform_2d(U + (size_t)c * K + k, w + (size_t)c * K + k, cell, 5, 6, g_5, K - k < 8 ? K - k : 8);
 }
 
 /* v = B^T d for one axis of 6 values: B^T = [4 0 -5 0 1 0; 0 4 4 -1 -1 0; 0 -4 4 1 -1 0; 0 -2 -1 2 1 0;
@@ -388,28 +387,8 @@ V8_INLINE void gt_6(v8 q[5], const v8 u[6]) {
 WINO_CLONES static void weights_grad_5x5(float *dw, const float *dU, int C, int K, int c0, int c1) {
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++)
-        for (int k = 0; k < K; k += 8) {
-            const int n = K - k < 8 ? K - k : 8;
-            const float *u = dU + (size_t)c * K + k;
-            float *w0 = dw + (size_t)c * K + k;
-            v8 q[5][6];
-#pragma GCC unroll 6
-            for (int j = 0; j < 6; j++) {
-                v8 col[6], r[5];
-#pragma GCC unroll 6
-                for (int i = 0; i < 6; i++) load8(&col[i], u + (size_t)(i * 6 + j) * cell, n);
-                gt_6(r, col);
-#pragma GCC unroll 5
-                for (int i = 0; i < 5; i++) q[i][j] = r[i];
-            }
-#pragma GCC unroll 5
-            for (int i = 0; i < 5; i++) {
-                v8 r[5];
-                gt_6(r, q[i]);
-#pragma GCC unroll 5
-                for (int j = 0; j < 5; j++) store8(w0 + (size_t)(i * 5 + j) * cell, &r[j], n);
-            }
-        }
+        for (int k = 0; k < K; k += 8)
+            transform_2d(dw + (size_t)c * K + k, dU + (size_t)c * K + k, cell, 6, 5, gt_6, K - k < 8 ? K - k : 8);
 }
 
 /* ---- the table: one entry a kernel size ------------------------------------------------------ */
