@@ -120,7 +120,7 @@ WINO_CLONES static void input_3x3(float *V, size_t v_stride, const float *const 
 /* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 2x2 output pixels y[0..3] (row by
  * row; a spare row past the map's edge).  A^T = [1 1 1 0; 0 1 -1 -1]. */
 WINO_CLONES static void output_3x3(float *const *y_out, const float *M, size_t m_stride, const float *bias,
-                                         int relu, int K) {
+                                   int relu, int K) {
     const float *mp[16];
     float *y[4];
     for (int i = 0; i < 16; i++) mp[i] = M + (size_t)i * m_stride;
