@@ -100,7 +100,13 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * 1.6-1.7x and 1.1-1.4x); at 32 channels (resnet20's 16x16 layers) the forward is level and the backward 1.2x
  * slower, at 16 (32x32) 1.2-1.4x and 1.8-2.0x slower: the products are then too shallow to pay for the
  * transforms, which move 16 values a channel each way.  With AVX-512, oneDNN's own Winograd kernels take 3x3
- * (conv_cpu_winograd).
+ * (conv_cpu_winograd) except on maps their 4x4 tiles waste: on 2x2 maps (vgg11's and vgg16's block 5 at 32x32,
+ * resnet50's conv4 there) F(2x2, 3x3) is one tile an image, and against oneDNN's direct kernels on the 2-core
+ * Zen 5 (bench_conv --only vgg11 --wei_any, batch 64, 2026-11-28) 2.1x forward, 1.5x backward data and 2.8x
+ * backward weights on vgg11's 2x2 512 -> 512 layer; the whole step (bench_model --size 32 --batch 64, 3
+ * interleaved rounds) vgg11 1.18x, vgg16 1.11x, resnet50 1.02x.  Elsewhere on AVX-512 it stays off: on
+ * resnet50's 7x7 maps at batch 8 (where oneDNN's Winograd has too few tiles) it was level with the direct
+ * kernels (forward 1.14x, backward data 0.79x, backward weights 1.25x).
  * F(2x2, 5x5), for which oneDNN has no Winograd kernel on any CPU, on mnist's conv2 (14x14, 32 -> 64) and
  * cifar10's (12x12, 64 -> 64) at batch 128 on 2 threads, a 2-core Zen 5 (bench/RESULTS.md, 2026-11-28): the
  * whole step (bench_model, 6 interleaved rounds) 1.19x and 1.28x the table without it; with backward weights
@@ -114,7 +120,8 @@ int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512) {
     if (s->stride_h != 1 || s->stride_w != 1 || s->KH != s->KW) return 0;
     (void)pass;
     if (s->KH == 5) return s->C_in >= 32 && s->C_out >= 32;
-    return s->KH == 3 && !avx512 && s->C_in >= 64 && s->C_out >= 64;
+    if (s->KH != 3 || s->C_in < 64 || s->C_out < 64) return 0;
+    return !avx512 || (s->OH == 2 && s->OW == 2);
 }
 
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {

@@ -124,8 +124,9 @@ int conv_cpu_winograd(const ConvCpuShape *s);
  * F(2x2, 5x5) (conv2d_dnnl.c asks only for a geometry winograd_applies
  * accepts); avx512: this oneDNN runs AVX-512 kernels (it has Winograd
  * ones).  A 3x3 kernel at stride 1 with at least 64 channels in and out,
- * without AVX-512 (with it, oneDNN's own Winograd); a 5x5 one with at
- * least 32, on every CPU (measured in conv_algo.c); every pass alike. */
+ * without AVX-512 (with it, oneDNN's own Winograd) or on a 2x2 map (which
+ * oneDNN's 4x4 tiles waste); a 5x5 one with at least 32, on every CPU
+ * (measured in conv_algo.c); every pass alike. */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512);
 
 #ifdef __cplusplus

@@ -12,9 +12,9 @@
  * never taken; 3x3 forward, backward data from 16 input channels and
  * backward weights on maps of at most 16 cells with an AVX-512 kernel
  * (not jit:avx2's) take oneDNN, the rest the loops.  conv_cpu_winograd_f2
- * (model/winograd.c's own): 3x3 from 64 channels without AVX-512, 5x5
- * from 32 on every CPU, stride 1 (mnist's and cifar10's second
- * convolutions yes, their first no).
+ * (model/winograd.c's own): 3x3 from 64 channels without AVX-512 (with
+ * it on 2x2 maps), 5x5 from 32 on every CPU, stride 1 (mnist's and
+ * cifar10's second convolutions yes, their first no).
  * conv_pad_split (the GPU's odd SAME padding): the models' cases by hand,
  * then every geometry conv2d_init makes for sizes 1-40, kernels 1-7,
  * strides 1-3, SAME and VALID: no negative part, the symmetric part no
@@ -112,13 +112,15 @@ int main(void) {
     expect("cpu winograd: 16 channels out", conv_cpu_winograd(&c32_out16), 0);
     expect("cpu winograd: stride 2", conv_cpu_winograd(&strided), 0);
     expect("cpu winograd: 63 tiles", conv_cpu_winograd(&w4_b3), 0);
-    /* model/winograd.c's own: F(2x2, 3x3) from 64 channels in and out without AVX-512, F(2x2, 5x5) from 32,
-     * on every CPU, stride 1, every pass alike. */
+    /* model/winograd.c's own: F(2x2, 3x3) from 64 channels in and out without AVX-512 (with it on 2x2 maps
+     * only), F(2x2, 5x5) from 32 on every CPU, stride 1, every pass alike. */
     const ConvCpuShape m2 = {32, 64, 5, 5, 14, 14, 1, 1, 128}, m1 = {1, 32, 5, 5, 28, 28, 1, 1, 128};
     const ConvCpuShape c2 = {64, 64, 5, 5, 12, 12, 1, 1, 128}, c1 = {3, 64, 5, 5, 24, 24, 1, 1, 128};
     const ConvCpuShape f5_16 = {16, 64, 5, 5, 12, 12, 1, 1, 128}, f5_s2 = {64, 64, 5, 5, 6, 6, 2, 2, 128};
     const ConvCpuShape f7 = {64, 64, 7, 7, 12, 12, 1, 1, 128}, f35 = {64, 64, 3, 5, 12, 12, 1, 1, 128};
     const ConvCpuShape f3_64 = {64, 64, 3, 3, 8, 8, 1, 1, 64}, f3_32 = {32, 64, 3, 3, 16, 16, 1, 1, 64};
+    const ConvCpuShape f3_2x2 = {512, 512, 3, 3, 2, 2, 1, 1, 64}, f3_1x1 = {512, 512, 3, 3, 1, 1, 1, 1, 64};
+    const ConvCpuShape f3_2x2_c32 = {32, 32, 3, 3, 2, 2, 1, 1, 64};
     for (int avx512 = 0; avx512 <= 1; avx512++)
         for (int p = 0; p < CONV_PASS_COUNT; p++) {
             expect("cpu own winograd: mnist's conv2 (5x5, 32 -> 64)", conv_cpu_winograd_f2((ConvPass)p, &m2, avx512), 1);
@@ -131,6 +133,9 @@ int main(void) {
             expect("cpu own winograd: 3x5", conv_cpu_winograd_f2((ConvPass)p, &f35, avx512), 0);
             expect("cpu own winograd: 3x3 at 64 channels", conv_cpu_winograd_f2((ConvPass)p, &f3_64, avx512), !avx512);
             expect("cpu own winograd: 3x3 at 32 channels in", conv_cpu_winograd_f2((ConvPass)p, &f3_32, avx512), 0);
+            expect("cpu own winograd: vgg11's 2x2 layer", conv_cpu_winograd_f2((ConvPass)p, &f3_2x2, avx512), 1);
+            expect("cpu own winograd: 3x3 on a 1x1 map", conv_cpu_winograd_f2((ConvPass)p, &f3_1x1, avx512), !avx512);
+            expect("cpu own winograd: 2x2 map at 32 channels", conv_cpu_winograd_f2((ConvPass)p, &f3_2x2_c32, avx512), 0);
         }
     /* TensorFlow's padding in cuDNN's terms: {in, k, stride, SAME?} -> sym, ext_before, ext_after. */
     static const struct { int in, k, s, same, sym, eb, ea; const char *what; } pads[] = {

@@ -20,8 +20,8 @@
  * TOWER_CONV_DIRECT=1 keeps the direct kernels.  Where oneDNN has no
  * Winograd kernel: model/winograd.c's F(2x2, 3x3) takes every pass of the
  * layers conv_cpu_winograd_f2 names (64 channels and more), not the
- * others, and TOWER_CONV_WINOGRAD_F2=0 gives the table back.  On every
- * machine: model/winograd.c's F(2x2, 5x5) takes every pass of mnist's and
+ * others, and TOWER_CONV_WINOGRAD_F2=0 gives the table back; where it has
+ * them, F(2x2, 3x3) takes vgg11's 2x2 layer only.  On every machine: model/winograd.c's F(2x2, 5x5) takes every pass of mnist's and
  * cifar10's second convolutions, none of their first's (1 and 3 channels
  * in) or a stride-2 5x5 one's, compared with the loops the same way.
  */
@@ -254,21 +254,25 @@ int main(void) {
     unsetenv("TOWER_CONV_WINOGRAD_F2");
     /* model/winograd.c's F(2x2, 3x3), where this oneDNN has no Winograd kernel (n_wino == 0): every pass of
      * vgg11's 4x4 layer and of a 64-channel 8x8 layer, none of resnet20's 32-channel 16x16 layer or of a
-     * stride-2 one (conv_cpu_winograd_f2); where oneDNN has Winograd kernels, never. */
-    Conv2d f64, f32, f_s2;
+     * stride-2 one (conv_cpu_winograd_f2); where oneDNN has Winograd kernels, not those, but every pass of
+     * vgg11's 2x2 layer (whose map oneDNN's 4x4 tiles waste) on every machine. */
+    Conv2d f64, f32, f_s2, f2x2;
     conv2d_init(&f64, 8, 8, 64, 3, 3, 64, 1, 1, PAD_SAME, ACT_NONE);
     conv2d_init(&f32, 16, 16, 32, 3, 3, 32, 1, 1, PAD_SAME, ACT_NONE);
     conv2d_init(&f_s2, 16, 16, 64, 3, 3, 128, 2, 2, PAD_SAME, ACT_NONE);
+    conv2d_init(&f2x2, 2, 2, 512, 3, 3, 512, 1, 1, PAD_SAME, ACT_RELU);
     int n_f2 = 0;
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
         const int want = n_wino == 0 ? CONV_CPU_WINOGRAD_F2 : -1;
         const int p_vgg = conv2d_run_path(&c, 1, 8, 2, p), p64 = conv2d_run_path(&f64, 0, 8, 2, p);
+        const int p2x2 = conv2d_run_path(&f2x2, 1, 8, 2, p);
         if (want == CONV_CPU_WINOGRAD_F2) {
             CHECK(p_vgg == want, "pass %d of vgg11's 4x4 layer: %s, not F(2x2,3x3)", p, path_name(p_vgg));
             CHECK(p64 == want, "pass %d of the 64-channel 8x8 layer: %s, not F(2x2,3x3)", p, path_name(p64));
         } else {
             CHECK(p_vgg != CONV_CPU_WINOGRAD_F2 && p64 != CONV_CPU_WINOGRAD_F2, "oneDNN's Winograd is here");
         }
+        CHECK(p2x2 == CONV_CPU_WINOGRAD_F2, "pass %d of vgg11's 2x2 layer: %s, not F(2x2,3x3)", p, path_name(p2x2));
         CHECK(conv2d_run_path(&f32, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "32 channels take F(2x2,3x3)");
         CHECK(conv2d_run_path(&f_s2, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "stride 2 takes F(2x2,3x3)");
         n_f2 += p_vgg == CONV_CPU_WINOGRAD_F2;
