@@ -17,7 +17,8 @@
  * in the measured gain); where this oneDNN has no Winograd kernel (no
  * AVX-512) the direct rule applies, and the 3x3 stride-1 layers
  * conv_cpu_winograd_f2 names run model/winograd.c's own F(2x2, 3x3)
- * instead, every pass; the 5x5 stride-1 layers it names run
+ * instead, every pass (with AVX-512 too where the map is 2x2, which
+ * oneDNN's Winograd refuses); the 5x5 stride-1 layers it names run
  * model/winograd.c's F(2x2, 5x5) on every CPU (oneDNN has no Winograd
  * kernel for 5x5).  A ReLU after the bias is a post-op
  * forward; its mask is applied to dout in place before the backward
