@@ -233,12 +233,11 @@ static void crop_cover_size(int S, const ImageFolderCrop *crop, int H, int W, in
     *tW = (int)ceil((double)S * W / crop->w);
 }
 
-/* Where a crop's decode lies: the decoded size of the whole image (full_H, full_W, at the decode's scale) and
- * the top-left corner (x, y) in it of the rows and columns decoded (all of them, but for a JPEG decoded
- * through a window: decode_jpeg). */
+/* Where a crop lies in the decoded pixels: columns [x, x + w) and rows [y, y + h) of the H x W pixels the
+ * decode returns (the whole image at the decode's scale, or for a JPEG decoded through a window only its
+ * rows and columns: decode_jpeg), crop_in_decoded's rounding. */
 typedef struct {
-    int full_H, full_W;
-    int x, y;
+    int x, y, w, h;
 } DecodeWindow;
 
 /* What a decode is for: S, the output side a reduced scale must still cover (0: decode at full size), and
@@ -372,8 +371,8 @@ NO_COVERAGE static void cmyk_to_rgb(uint8_t *rgb, const uint8_t *cmyk, unsigned 
  * max_pixels pixels.  *pixels: scr->pixels (grown, kept by scr) when scr
  * is given, else malloc'ed for the caller.  With want->crop_rng, the crop
  * is drawn for the stored size, the scale is the smallest whose crop covers
- * S x S, and only the crop's window is decoded: *H x *W pixels at
- * (win->x, win->y) of the win->full_H x win->full_W decode.
+ * S x S, and only the crop's window is decoded: *H x *W pixels in which
+ * *win gives the crop.
  * Closes nothing. */
 static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_bytes, const DecodeWant *want,
                        size_t max_pixels, ImageFolderScratch *scr, uint8_t **pixels, int *H, int *W, int *orig_H,
@@ -440,13 +439,11 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     JDIMENSION y_first = 0, y_end = cinfo.output_height;
     if (want->crop_rng) {
         int x0, x1, y0, y1;
-        win->full_H = (int)cinfo.output_height;
-        win->full_W = (int)cinfo.output_width;
-        crop_in_decoded(crop, win->full_H, win->full_W, *orig_H, *orig_W, &x0, &x1, &y0, &y1);
+        crop_in_decoded(crop, (int)cinfo.output_height, (int)cinfo.output_width, *orig_H, *orig_W, &x0, &x1, &y0,
+                        &y1);
         JDIMENSION xoff = (JDIMENSION)x0, w = (JDIMENSION)(x1 - x0);
         if (w < cinfo.output_width) jpeg_crop_scanline(&cinfo, &xoff, &w);
-        win->x = (int)xoff;
-        win->y = y0;
+        *win = (DecodeWindow){x0 - (int)xoff, 0, x1 - x0, y1 - y0}; /* the rows decoded are the crop's */
         y_first = (JDIMENSION)y0;
         y_end = (JDIMENSION)y1;
         if (y_first > 0) jpeg_skip_scanlines(&cinfo, y_first);
@@ -539,7 +536,8 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, c
         *orig_W = *W;
         if (rc == 0 && want->crop_rng) {
             draw_crop(want, *H, *W);
-            *want->win = (DecodeWindow){*H, *W, 0, 0};
+            const ImageFolderCrop *c = want->crop; /* decoded at the stored size: the crop itself */
+            *want->win = (DecodeWindow){c->x, c->y, c->w, c->h};
         }
     } else {
         rc = decode_jpeg(path, f, data, n_bytes, want, max_pixels, scr, pixels, H, W, orig_H, orig_W, scale_eighths,
@@ -1118,7 +1116,7 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, in
      * of a 224 x 224 JPEG's time), no 4 KB reads through stdio, and a PNG is not opened and read a second time
      * (Fashion-MNIST as 28 x 28 PNGs: 18% more images/sec, bench/RESULTS.md). */
     const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
-    DecodeWindow win = {0, 0, 0, 0}; /* a crop's: where the decoded rows and columns lie */
+    DecodeWindow win = {0, 0, 0, 0}; /* a crop's: where it lies in the decoded pixels */
     const DecodeWant want = {scaled ? S : 0, mode, short_side, crop_rng, crop, &win};
     if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, &want, max_pixels, scr, &rgb, &owned, &H,
                                   &W, &oH, &oW, scale_eighths, err, err_n) != 0)
@@ -1134,10 +1132,8 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, in
     }
     int rc;
     if (crop_rng) {
-        int x0, x1, y0, y1;
-        crop_in_decoded(crop, win.full_H, win.full_W, oH, oW, &x0, &x1, &y0, &y1);
-        rc = transform_window(out, S, C, crop->flip, rgb + ((size_t)(y0 - win.y) * W + (size_t)(x0 - win.x)) * 3,
-                              y1 - y0, x1 - x0, (size_t)W * 3, scr);
+        rc = transform_window(out, S, C, crop->flip, rgb + ((size_t)win.y * W + (size_t)win.x) * 3, win.h, win.w,
+                              (size_t)W * 3, scr);
     } else {
         rc = imagefolder_transform(out, S, C, mode, short_side, rgb, H, W, oH, oW, scr);
     }
