@@ -107,15 +107,16 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * interleaved rounds) vgg11 1.18x, vgg16 1.11x, resnet50 1.02x.  Elsewhere on AVX-512 it stays off: on
  * resnet50's 7x7 maps at batch 8 (where oneDNN's Winograd has too few tiles) it was level with the direct
  * kernels (forward 1.14x, backward data 0.79x, backward weights 1.25x).
- * F(2x2, 5x5), for which oneDNN has no Winograd kernel on any CPU, on mnist's conv2 (14x14, 32 -> 64) and
+ * F(4x4, 5x5), for which oneDNN has no Winograd kernel on any CPU, on mnist's conv2 (14x14, 32 -> 64) and
  * cifar10's (12x12, 64 -> 64) at batch 128 on 2 threads, a 2-core Zen 5 (bench/RESULTS.md, 2026-11-28): the
- * whole step (bench_model, 6 interleaved rounds) 1.19x and 1.28x the table without it; with backward weights
- * left to the loops 8% and 14% slower than with every pass on it (8 rounds); with ONEDNN_MAX_CPU_ISA=AVX2
- * 1.17x and 1.31x.  Backward weights is the pass that moves most memory (the tiles' transforms, 9 times the
- * input and the output gradient, written and read back): in an hour when the machine's memory was contended
- * (other tenants) it ran 2x slower, and the whole step fell to 0.99x and 1.12x.  So every pass from 32
- * channels in and out; the first layers (1 and 3 channels in) stay off, as do the 16-channel sizes nobody
- * has measured. */
+ * whole step (bench_model, 4 interleaved rounds) 1.21x and 1.37x the F(2x2, 5x5) it replaced, which had been
+ * 1.19x and 1.28x the table without it (6 rounds; with ONEDNN_MAX_CPU_ISA=AVX2 1.17x and 1.31x); with
+ * backward weights left to the loops F(2x2, 5x5) was 8% and 14% slower than with every pass on it (8 rounds).
+ * Backward weights is the pass that moves most memory (the tiles' transforms, 4 times the input and the
+ * output gradient, written and read back) and the one the machine's state moves most (in an hour when its
+ * memory was contended by other tenants F(2x2, 5x5)'s ran 2x slower).  So every pass from 32 channels in and
+ * out; the first layers (1 and 3 channels in) stay off (bench_conv: 1.8x and 1.5x slower forward, 6x and 5x
+ * backward weights), as do the 16-channel sizes nobody has measured. */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512) {
     if (s->stride_h != 1 || s->stride_w != 1 || s->KH != s->KW) return 0;
     (void)pass;

@@ -84,7 +84,7 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
                      const float *out, const float *dout, const float *inp,
                      const float *weight, const Conv2d *c, int B, int n_threads);
 
-/* conv2d's passes as Winograd's F(2x2, 3x3) or F(2x2, 5x5) (winograd.c):
+/* conv2d's passes as Winograd's F(2x2, 3x3) or F(4x4, 5x5) (winograd.c):
  * same arguments and results as conv2d_forward/backward within float
  * rounding (another order of additions), for a geometry winograd_applies
  * accepts: a 3x3 or 5x5 kernel at stride 1 with symmetric padding (SAME's

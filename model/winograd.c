@@ -1,10 +1,11 @@
 /* winograd.c — conv2d's three passes for a 3x3 or 5x5 kernel at stride 1
- * as Winograd's minimal filtering F(2x2, r x r) (Lavin and Gray, 2015):
- * each 2x2 block of outputs comes from an a x a block of input (a = r + 1:
- * 4 for 3x3, 6 for 5x5), and the r*r x C_in multiply-adds per output
- * become a*a x C_in per 4 outputs, a*a matrix products (one per cell of
- * the transform domain) instead of one product with r*r x C_in rows:
- * 2.25x fewer multiply-adds for 3x3, 2.78x for 5x5.
+ * as Winograd's minimal filtering F(m x m, r x r) (Lavin and Gray, 2015),
+ * F(2x2, 3x3) and F(4x4, 5x5): each m x m block of outputs comes from an
+ * a x a block of input (a = m + r - 1: 4 for 3x3, 8 for 5x5), and the
+ * r*r x C_in multiply-adds per output become a*a x C_in per m*m outputs,
+ * a*a matrix products (one per cell of the transform domain) instead of
+ * one product with r*r x C_in rows: 2.25x fewer multiply-adds for 3x3,
+ * 6.25x for 5x5.
  *
  * Where it sits: model/, beside conv2d.c's loops (the readable version
  * and the oracle: tests/test_winograd.c compares every pass with them);
@@ -24,16 +25,19 @@
  *                    flipped filter's transform is the forward's U with
  *                    cells 0 and 3 of each axis swapped and each cell's
  *                    matrix transposed: the same U, read with trans_b;
- *                    F(2x2, 5x5)'s (0, 1, -1, 2, -2, infinity) are not, so
- *                    there the flipped filter is transformed itself;
+ *                    F(4x4, 5x5)'s (0, 1, -1, 2, -2, 1/2, -1/2, infinity)
+ *                    are too, but there G's row for 1/p is the reversed
+ *                    row for p times a factor of its own, so the flipped
+ *                    filter is transformed itself (a kernel, once a pass);
  *   backward weights the adjoint in the weights: dU = V^T (A dY A^T)
  *                    summed over every tile of the batch (one sgemm per
  *                    cell, tiles as the inner dimension), dW = G^T dU G.
  * Each kernel size is one entry of a table (its transforms and the flip);
  * the tiling, the products and the threads are the same code for both.
  * Every transform is a few additions per channel with the channel loop
- * innermost (contiguous in NHWC), built for AVX2 and the baseline
- * (target_clones): the same additions, so the same bits, either way.
+ * innermost (contiguous in NHWC; F(4x4, 5x5)'s eight channels a vector),
+ * built for AVX2 and the baseline (target_clones): the same additions, so
+ * the same bits, either way.
  * Threads: the forward passes split their tiles into chunks of a fixed
  * size (a function of the channels), one chunk at a time per thread with
  * single-threaded sgemm; backward weights splits its tiles into segments
@@ -198,7 +202,7 @@ WINO_CLONES static void weights_grad_3x3(float *dw, const float *dU, int C, int 
     }
 }
 
-/* ---- F(2x2, 5x5): 6x6 tiles, points 0, 1, -1, 2, -2 and infinity ---------------------------- */
+/* ---- vectors of eight channels --------------------------------------------------------------- */
 
 /* Eight channels at a time in GCC's vector type (elementwise IEEE arithmetic: the same bits in every clone
  * and lane as one channel alone); a tail of fewer than 8 channels goes through zero-padded copies.  The
@@ -225,37 +229,50 @@ V8_INLINE void store8(float *x, const v8 *v, int n) {
     else memcpy(x, v, sizeof(float) * (size_t)n);
 }
 
-/* t = G g for one axis of 5 taps: G = [1/4 0 0 0 0; 1/6 1/6 1/6 1/6 1/6; 1/6 -1/6 1/6 -1/6 1/6;
- * 1/24 1/12 1/6 1/3 2/3; 1/24 -1/12 1/6 -1/3 2/3; 0 0 0 0 1]: rows 1-4 as even and odd parts,
- * g0 + g2 + g4 +- (g1 + g3) and g0 + 4 g2 + 16 g4 +- (2 g1 + 8 g3). */
-V8_INLINE void g_5(v8 t[6], const v8 g[5]) {
-    const v8 e1 = g[0] + g[2] + g[4], o1 = g[1] + g[3];
-    const v8 e2 = g[0] + 4.0f * g[2] + 16.0f * g[4], o2 = 2.0f * g[1] + 8.0f * g[3];
-    t[0] = 0.25f * g[0];
-    t[1] = (e1 + o1) * (1.0f / 6.0f);
-    t[2] = (e1 - o1) * (1.0f / 6.0f);
-    t[3] = (e2 + o2) * (1.0f / 24.0f);
-    t[4] = (e2 - o2) * (1.0f / 24.0f);
-    t[5] = g[4];
-}
-
 /* The 2-D transform x -> F x F^T of one n_in x n_in matrix of 8-channel vectors, cell (i, j) read at
  * src + (i * n_in + j) * cell (n floats), into the n_out x n_out matrix at dst + (i * n_out + j) * cell; f is
  * F on one axis.  The weights' transform and its adjoint, whose data is small (a kernel, once a pass). */
 V8_INLINE void transform_2d(float *dst, const float *src, size_t cell, int n_in, int n_out,
                             void (*f)(v8 *out, const v8 *in), int n) {
-    v8 t[6][6];
+    v8 t[8][8];
     for (int j = 0; j < n_in; j++) { /* column j */
-        v8 col[6], r[6];
+        v8 col[8], r[8];
         for (int i = 0; i < n_in; i++) load8(&col[i], src + (size_t)(i * n_in + j) * cell, n);
         f(r, col);
         for (int i = 0; i < n_out; i++) t[i][j] = r[i];
     }
     for (int i = 0; i < n_out; i++) {
-        v8 r[6];
+        v8 r[8];
         f(r, t[i]);
         for (int j = 0; j < n_out; j++) store8(dst + (size_t)(i * n_out + j) * cell, &r[j], n);
     }
+}
+
+/* ---- F(4x4, 5x5): 8x8 tiles, points 0, 1, -1, 2, -2, 1/2, -1/2 and infinity ------------------ */
+
+/* Each 4x4 block of outputs from an 8x8 input tile: 64 products per 16 outputs and input channel where the
+ * loops take 400 (6.25x fewer; F(2x2, 5x5), which this replaced, 2.78x).  The points are those of NNPACK's
+ * F(6x6, 3x3) (the same a = 8), so B^T is that one's; G holds every fraction (the weights' transform runs once
+ * a pass), B^T and A^T only halves, quarters and the like.  Derived with exact fractions (Cook-Toom: A^T's
+ * rows the powers of the points, G's rows those over the points' products of differences, B^T solved from
+ * the identity) and each 1-D formula below checked against the matrices in float64 before any C; in float32
+ * the whole convolution's error is about twice F(2x2, 5x5)'s (tests/test_winograd.c's bound holds). */
+
+/* t = G g for one axis of 5 taps: G's rows 1, 1 / f(p) (1, p, p^2, p^3, p^4) for p = 1, -1, 2, -2, 1/2, -1/2
+ * (f(p) the product of p - q over the other finite points q), scaled: -2/9 (g0 + g2 + g4 +- (g1 + g3)),
+ * 1/90 (g0 + 4 g2 + 16 g4 +- (2 g1 + 8 g3)), 2/45 (16 g0 + 4 g2 + g4 +- (8 g1 + 2 g3)); row 0 g0, row 7 g4. */
+V8_INLINE void g_8(v8 t[8], const v8 g[5]) {
+    const v8 e1 = g[0] + g[2] + g[4], o1 = g[1] + g[3];
+    const v8 e2 = g[0] + 4.0f * g[2] + 16.0f * g[4], o2 = 2.0f * g[1] + 8.0f * g[3];
+    const v8 e3 = 16.0f * g[0] + 4.0f * g[2] + g[4], o3 = 8.0f * g[1] + 2.0f * g[3];
+    t[0] = g[0];
+    t[1] = (e1 + o1) * (-2.0f / 9.0f);
+    t[2] = (e1 - o1) * (-2.0f / 9.0f);
+    t[3] = (e2 + o2) * (1.0f / 90.0f);
+    t[4] = (e2 - o2) * (1.0f / 90.0f);
+    t[5] = (e3 + o3) * (2.0f / 45.0f);
+    t[6] = (e3 - o3) * (2.0f / 45.0f);
+    t[7] = g[4];
 }
 
 /* U[xi][c][k] = (G g G^T)[xi], g the 5x5 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
@@ -264,124 +281,143 @@ WINO_CLONES static void weights_5x5(float *U, const float *w, int C, int K, int 
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++)
         for (int k = 0; k < K; k += 8)
-            transform_2d(U + (size_t)c * K + k, w + (size_t)c * K + k, cell, 5, 6, g_5, K - k < 8 ? K - k : 8);
+            transform_2d(U + (size_t)c * K + k, w + (size_t)c * K + k, cell, 5, 8, g_8, K - k < 8 ? K - k : 8);
 }
 
-/* v = B^T d for one axis of 6 values: B^T = [4 0 -5 0 1 0; 0 4 4 -1 -1 0; 0 -4 4 1 -1 0; 0 -2 -1 2 1 0;
- * 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
-V8_INLINE void bt_6(v8 v[6], const v8 d[6]) {
-    const v8 a = 4.0f * d[1], b = 4.0f * d[2] - d[4], c = 2.0f * (d[3] - d[1]), e = d[4] - d[2];
-    v[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
-    v[1] = a + b - d[3];
-    v[2] = b - a + d[3];
-    v[3] = c + e;
-    v[4] = e - c;
-    v[5] = a - 5.0f * d[3] + d[5];
+/* v = B^T d for one axis of 8 values: B^T = [1 0 -21/4 0 21/4 0 -1 0; 0 1 1 -17/4 -17/4 1 1 0;
+ * 0 -1 1 17/4 -17/4 -1 1 0; 0 1/2 1/4 -5/2 -5/4 2 1 0; 0 -1/2 1/4 5/2 -5/4 -2 1 0; 0 2 4 -5/2 -5 1/2 1 0;
+ * 0 -2 4 5/2 -5 -1/2 1 0; 0 -1 0 21/4 0 -21/4 0 1], rows 1-6 as even and odd parts. */
+V8_INLINE void bt_8(v8 v[8], const v8 d[8]) {
+    const v8 e1 = d[2] + d[6] - 4.25f * d[4], o1 = d[1] + d[5] - 4.25f * d[3];
+    const v8 e2 = d[6] + 0.25f * d[2] - 1.25f * d[4], o2 = 0.5f * d[1] - 2.5f * d[3] + 2.0f * d[5];
+    const v8 e3 = d[6] + 4.0f * (d[2] - 1.25f * d[4]), o3 = 2.0f * d[1] - 2.5f * d[3] + 0.5f * d[5];
+    v[0] = d[0] - d[6] + 5.25f * (d[4] - d[2]);
+    v[1] = e1 + o1;
+    v[2] = e1 - o1;
+    v[3] = e2 + o2;
+    v[4] = e2 - o2;
+    v[5] = e3 + o3;
+    v[6] = e3 - o3;
+    v[7] = d[7] - d[1] + 5.25f * (d[3] - d[5]);
 }
 
-/* One tile's V = B^T d B into V[xi * v_stride + c], d's 36 pixels at p[0..35] (each C floats; the zero row
+/* One tile's V = B^T d B into V[xi * v_stride + c], d's 64 pixels at p[0..63] (each C floats; the zero row
  * where the tile hangs over the padding). */
 WINO_CLONES static void input_5x5(float *V, size_t v_stride, const float *const *p, int C) {
     for (int c = 0; c < C; c += 8) {
         const int n = C - c < 8 ? C - c : 8;
-        v8 t[6][6];
-#pragma GCC unroll 6
-        for (int j = 0; j < 6; j++) {
-            v8 d[6], col[6];
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) load8(&d[i], p[i * 6 + j] + c, n);
-            bt_6(col, d);
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) t[i][j] = col[i];
+        v8 t[8][8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            v8 d[8], col[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) load8(&d[i], p[i * 8 + j] + c, n);
+            bt_8(col, d);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) t[i][j] = col[i];
         }
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; i++) {
-            v8 row[6];
-            bt_6(row, t[i]);
-#pragma GCC unroll 6
-            for (int j = 0; j < 6; j++) store8(V + (size_t)(i * 6 + j) * v_stride + c, &row[j], n);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            v8 row[8];
+            bt_8(row, t[i]);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) store8(V + (size_t)(i * 8 + j) * v_stride + c, &row[j], n);
         }
     }
 }
 
-/* o = A^T m for one axis: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 1]. */
-V8_INLINE void at_6(v8 o[2], const v8 m[6]) {
-    const v8 s = m[1] + m[2], d = m[1] - m[2], s2 = m[3] + m[4], d2 = m[3] - m[4];
-    o[0] = m[0] + s + s2;
-    o[1] = d + 2.0f * d2 + m[5];
+/* o = A^T m for one axis: A^T's rows p^i for p = 0, 1, -1, 2, -2, 1/2, -1/2 (i = 0..3), and 1 at infinity in
+ * the last. */
+V8_INLINE void at_8(v8 o[4], const v8 m[8]) {
+    const v8 s1 = m[1] + m[2], d1 = m[1] - m[2], s2 = m[3] + m[4], d2 = m[3] - m[4];
+    const v8 s3 = m[5] + m[6], d3 = m[5] - m[6];
+    o[0] = m[0] + s1 + s2 + s3;
+    o[1] = d1 + 2.0f * d2 + 0.5f * d3;
+    o[2] = s1 + 4.0f * s2 + 0.25f * s3;
+    o[3] = d1 + 8.0f * d2 + 0.125f * d3 + m[7];
 }
 
-/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 2x2 output pixels y[0..3] (row by
+/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 4x4 output pixels y[0..15] (row by
  * row; a spare row past the map's edge). */
-WINO_CLONES static void output_5x5(float *const *y, const float *M, size_t m_stride, const float *bias, int relu,
-                                   int K) {
+WINO_CLONES static void output_5x5(float *const *y, const float *M, size_t m_stride, const float *bias,
+                                      int relu, int K) {
     for (int k = 0; k < K; k += 8) {
         const int n = K - k < 8 ? K - k : 8;
-        v8 s[2][6], o[4], b = {0};
-#pragma GCC unroll 6
-        for (int j = 0; j < 6; j++) {
-            v8 m[6], col[2];
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) load8(&m[i], M + (size_t)(i * 6 + j) * m_stride + k, n);
-            at_6(col, m);
-            s[0][j] = col[0];
-            s[1][j] = col[1];
+        v8 s[4][8], b = {0};
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            v8 m[8], col[4];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) load8(&m[i], M + (size_t)(i * 8 + j) * m_stride + k, n);
+            at_8(col, m);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) s[i][j] = col[i];
         }
-        at_6(o, s[0]);
-        at_6(o + 2, s[1]);
         if (bias) load8(&b, bias + k, n);
 #pragma GCC unroll 4
-        for (int q = 0; q < 4; q++) {
-            v8 v = o[q] + b;
-            if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
-            store8(y[q] + k, &v, n);
+        for (int i = 0; i < 4; i++) {
+            v8 o[4];
+            at_8(o, s[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                v8 v = o[j] + b;
+                if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
+                store8(y[i * 4 + j] + k, &v, n);
+            }
         }
     }
 }
 
-/* r = A y for one axis of 2 values, A = (A^T)^T: (y0, y0 + y1, y0 - y1, y0 + 2 y1, y0 - 2 y1, y1). */
-V8_INLINE void a_6(v8 r[6], const v8 y[2]) {
+/* r = A y for one axis of 4 values, A = (A^T)^T: y0, then y0 + p y1 + p^2 y2 + p^3 y3 for p = 1, -1, 2, -2,
+ * 1/2, -1/2 as even and odd parts, then y3. */
+V8_INLINE void a_8(v8 r[8], const v8 y[4]) {
+    const v8 e1 = y[0] + y[2], o1 = y[1] + y[3];
+    const v8 e2 = y[0] + 4.0f * y[2], o2 = 2.0f * y[1] + 8.0f * y[3];
+    const v8 e3 = y[0] + 0.25f * y[2], o3 = 0.5f * y[1] + 0.125f * y[3];
     r[0] = y[0];
-    r[1] = y[0] + y[1];
-    r[2] = y[0] - y[1];
-    r[3] = y[0] + 2.0f * y[1];
-    r[4] = y[0] - 2.0f * y[1];
-    r[5] = y[1];
+    r[1] = e1 + o1;
+    r[2] = e1 - o1;
+    r[3] = e2 + o2;
+    r[4] = e2 - o2;
+    r[5] = e3 + o3;
+    r[6] = e3 - o3;
+    r[7] = y[3];
 }
 
-/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 2x2 pixels at p[0..3] (the zero row past the
+/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 4x4 pixels at p[0..15] (the zero row past the
  * map's edge): the adjoint of output_5x5. */
 WINO_CLONES static void output_grad_5x5(float *dM, size_t m_stride, const float *const *p, int K) {
     for (int k = 0; k < K; k += 8) {
         const int n = K - k < 8 ? K - k : 8;
-        v8 y0[2], y1[2], c0[6], c1[6];
-        load8(&y0[0], p[0] + k, n); /* column 0 of dy: rows 0 and 1 */
-        load8(&y0[1], p[2] + k, n);
-        load8(&y1[0], p[1] + k, n); /* column 1 */
-        load8(&y1[1], p[3] + k, n);
-        a_6(c0, y0);
-        a_6(c1, y1);
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; i++) {
-            const v8 y[2] = {c0[i], c1[i]};
-            v8 row[6];
-            a_6(row, y);
-#pragma GCC unroll 6
-            for (int j = 0; j < 6; j++) store8(dM + (size_t)(i * 6 + j) * m_stride + k, &row[j], n);
+        v8 c[4][8]; /* c[j] = A (column j of dy) */
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            v8 y[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) load8(&y[i], p[i * 4 + j] + k, n);
+            a_8(c[j], y);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            const v8 y[4] = {c[0][i], c[1][i], c[2][i], c[3][i]};
+            v8 row[8];
+            a_8(row, y);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) store8(dM + (size_t)(i * 8 + j) * m_stride + k, &row[j], n);
         }
     }
 }
 
-/* q = G^T u for one axis of 6 values: the rows of G^T, (1/4 1/6 1/6 1/24 1/24 0; 0 1/6 -1/6 1/12 -1/12 0;
- * 0 1/6 1/6 1/6 1/6 0; 0 1/6 -1/6 1/3 -1/3 0; 0 1/6 1/6 2/3 2/3 1). */
-V8_INLINE void gt_6(v8 q[5], const v8 u[6]) {
-    const v8 s = (u[1] + u[2]) * (1.0f / 6.0f), d = (u[1] - u[2]) * (1.0f / 6.0f);
-    const v8 s2 = u[3] + u[4], d2 = u[3] - u[4];
-    q[0] = 0.25f * u[0] + s + s2 * (1.0f / 24.0f);
-    q[1] = d + d2 * (1.0f / 12.0f);
-    q[2] = s + s2 * (1.0f / 6.0f);
-    q[3] = d + d2 * (1.0f / 3.0f);
-    q[4] = s + s2 * (2.0f / 3.0f) + u[5];
+/* q = G^T u for one axis of 8 values: the columns of g_8's G as sums and differences of u's pairs. */
+V8_INLINE void gt_8(v8 q[5], const v8 u[8]) {
+    const v8 s1 = (u[1] + u[2]) * (-2.0f / 9.0f), d1 = (u[1] - u[2]) * (-2.0f / 9.0f);
+    const v8 s2 = (u[3] + u[4]) * (1.0f / 90.0f), d2 = (u[3] - u[4]) * (1.0f / 90.0f);
+    const v8 s3 = (u[5] + u[6]) * (2.0f / 45.0f), d3 = (u[5] - u[6]) * (2.0f / 45.0f);
+    q[0] = u[0] + s1 + s2 + 16.0f * s3;
+    q[1] = d1 + 2.0f * d2 + 8.0f * d3;
+    q[2] = s1 + 4.0f * s2 + 4.0f * s3;
+    q[3] = d1 + 8.0f * d2 + 2.0f * d3;
+    q[4] = s1 + 16.0f * s2 + s3 + u[7];
 }
 
 /* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_5x5. */
@@ -389,16 +425,18 @@ WINO_CLONES static void weights_grad_5x5(float *dw, const float *dU, int C, int 
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++)
         for (int k = 0; k < K; k += 8)
-            transform_2d(dw + (size_t)c * K + k, dU + (size_t)c * K + k, cell, 6, 5, gt_6, K - k < 8 ? K - k : 8);
+            transform_2d(dw + (size_t)c * K + k, dU + (size_t)c * K + k, cell, 8, 5, gt_8, K - k < 8 ? K - k : 8);
 }
 
 /* ---- the table: one entry a kernel size ------------------------------------------------------ */
 
-enum { MAX_A = 6, MAX_XI = MAX_A * MAX_A }; /* the largest tile: 6x6 input pixels a 2x2 output tile */
+/* The largest tiles: 8x8 input pixels, 4x4 outputs (F(4x4, 5x5)). */
+enum { MAX_A = 8, MAX_XI = MAX_A * MAX_A, MAX_M = 4, MAX_OUT = MAX_M * MAX_M };
 
 typedef struct {
     int r;                /* kernel side */
-    int a;                /* input tile side, r + 1; a * a cells in the transform domain */
+    int m;                /* output tile side: F(m x m, r x r) */
+    int a;                /* input tile side, m + r - 1; a * a cells in the transform domain */
     const int *flip;      /* the cell permutation by which the forward's U serves the flipped filter, or NULL
                              when the points are not closed under p -> 1/p (then the flipped filter is
                              transformed itself) */
@@ -406,9 +444,9 @@ typedef struct {
     void (*weights)(float *U, const float *w, int C, int K, int c0, int c1);
     /* one tile's V (a*a cells at v_stride) from its a*a input pixels (C floats each) */
     void (*input)(float *V, size_t v_stride, const float *const *p, int C);
-    /* one tile's 2x2 outputs (K floats each, + bias, ReLU) from its M (a*a cells at m_stride) */
+    /* one tile's m x m outputs (K floats each, + bias, ReLU) from its M (a*a cells at m_stride) */
     void (*output)(float *const *y, const float *M, size_t m_stride, const float *bias, int relu, int K);
-    /* one tile's dM (a*a cells at m_stride) from its 2x2 output gradients: output's adjoint */
+    /* one tile's dM (a*a cells at m_stride) from its m x m output gradients: output's adjoint */
     void (*output_grad)(float *dM, size_t m_stride, const float *const *p, int K);
     /* the weight gradient (r, r, C, K) from dU (a*a, C, K), rows c0..c1: weights' adjoint */
     void (*weights_grad)(float *dw, const float *dU, int C, int K, int c0, int c1);
@@ -417,8 +455,8 @@ typedef struct {
 static const int flip_3x3[4] = {3, 1, 2, 0};
 
 static const WinoKind kinds[] = {
-    {3, 4, flip_3x3, weights_3x3, input_3x3, output_3x3, output_grad_3x3, weights_grad_3x3},
-    {5, 6, NULL, weights_5x5, input_5x5, output_5x5, output_grad_5x5, weights_grad_5x5},
+    {3, 2, 4, flip_3x3, weights_3x3, input_3x3, output_3x3, output_grad_3x3, weights_grad_3x3},
+    {5, 4, 8, NULL, weights_5x5, input_5x5, output_5x5, output_grad_5x5, weights_grad_5x5},
 };
 
 /* The entry for c's kernel, or NULL. */
@@ -434,24 +472,26 @@ int winograd_applies(const Conv2d *c) {
 }
 
 /* One convolution as the transforms see it: an input map (H, W, C), an output map (OH, OW, K), the zero cells
- * before row 0 and column 0, the output's 2x2 tiles, and the kind's tile (a x a input pixels, xi cells). */
+ * before row 0 and column 0, the output's m x m tiles, and the kind's tile (a x a input pixels, xi cells). */
 typedef struct {
     int H, W, C;
     int OH, OW, K;
     int pad_top, pad_left;
     int tiles_h, tiles_w;
-    int a, xi;
+    int m, a, xi;
 } Geom;
 
 static Geom geom_make(const WinoKind *kd, int H, int W, int C, int OH, int OW, int K, int pad_top, int pad_left) {
-    return (Geom){H, W, C, OH, OW, K, pad_top, pad_left, (OH + 1) / 2, (OW + 1) / 2, kd->a, kd->a * kd->a};
+    const int m = kd->m;
+    return (Geom){H, W, C, OH, OW, K, pad_top, pad_left, (OH + m - 1) / m, (OW + m - 1) / m, m, kd->a,
+                  kd->a * kd->a};
 }
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* The floats between two cells' matrices of n floats in V and M: n rounded up, and 16 more, so that the
  * a*a cells a tile's transform writes do not lie a multiple of 4 KiB apart (a power-of-two stride put all
- * 36 of F(2x2, 5x5)'s into one set of the 12-way L1 cache, each store a miss). */
+ * 36 cells of a 6x6 tile into one set of the 12-way L1 cache, each store a miss). */
 static size_t cell_stride(size_t n) { return round16(n) + 16; }
 
 static int team_size(int n_threads) {
@@ -524,7 +564,7 @@ size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads) {
 static void tile_inputs(const float **p, const float *in, const float *zero_row, const Geom *g, long t) {
     const long per_image = (long)g->tiles_h * g->tiles_w;
     const long b = t / per_image, r = t % per_image;
-    const int ih0 = (int)(r / g->tiles_w) * 2 - g->pad_top, iw0 = (int)(r % g->tiles_w) * 2 - g->pad_left;
+    const int ih0 = (int)(r / g->tiles_w) * g->m - g->pad_top, iw0 = (int)(r % g->tiles_w) * g->m - g->pad_left;
     const float *img = in + (size_t)b * g->H * g->W * g->C;
     for (int i = 0; i < g->a; i++)
         for (int j = 0; j < g->a; j++) {
@@ -535,16 +575,16 @@ static void tile_inputs(const float **p, const float *in, const float *zero_row,
         }
 }
 
-/* The 2x2 output pixels of tile t (row by row) as pixel indices into a map (B, OH, OW, K), -1 past the map's
- * edge. */
+/* The m x m output pixels of tile t (row by row) as pixel indices into a map (B, OH, OW, K), -1 past the
+ * map's edge. */
 static void tile_outputs(long *idx, const Geom *g, long t) {
     const long per_image = (long)g->tiles_h * g->tiles_w;
     const long b = t / per_image, r = t % per_image;
-    const int oh0 = (int)(r / g->tiles_w) * 2, ow0 = (int)(r % g->tiles_w) * 2;
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++) {
+    const int oh0 = (int)(r / g->tiles_w) * g->m, ow0 = (int)(r % g->tiles_w) * g->m;
+    for (int i = 0; i < g->m; i++)
+        for (int j = 0; j < g->m; j++) {
             const int oh = oh0 + i, ow = ow0 + j;
-            idx[i * 2 + j] = oh < g->OH && ow < g->OW ? (b * g->OH + oh) * g->OW + ow : -1;
+            idx[i * g->m + j] = oh < g->OH && ow < g->OW ? (b * g->OH + oh) * g->OW + ow : -1;
         }
 }
 
@@ -588,10 +628,10 @@ static void wino_conv(float *out, float *work, const float *in, const WinoKind *
                           U + (size_t)(kd->flip[xi / a] * a + kd->flip[xi % a]) * g->C * g->K, g->C, 0.0f, Mx, g->K);
             }
             for (long t = t0; t < t1; t++) {
-                long idx[4];
-                float *y[4];
+                long idx[MAX_OUT];
+                float *y[MAX_OUT];
                 tile_outputs(idx, g, t);
-                for (int i = 0; i < 4; i++) y[i] = idx[i] >= 0 ? out + (size_t)idx[i] * g->K : spare;
+                for (int i = 0; i < g->m * g->m; i++) y[i] = idx[i] >= 0 ? out + (size_t)idx[i] * g->K : spare;
                 kd->output(y, M + (size_t)(t - t0) * g->K, m_stride, bias, relu, g->K);
             }
         }
@@ -693,10 +733,10 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
                 const float *p[MAX_XI];
                 tile_inputs(p, inp, zero, &g, t);
                 kd->input(V + (size_t)(t - t0) * C, v_stride, p, C);
-                long idx[4];
-                const float *dy[4];
+                long idx[MAX_OUT];
+                const float *dy[MAX_OUT];
                 tile_outputs(idx, &g, t);
-                for (int i = 0; i < 4; i++) dy[i] = idx[i] >= 0 ? dout + (size_t)idx[i] * K : zero;
+                for (int i = 0; i < g.m * g.m; i++) dy[i] = idx[i] >= 0 ? dout + (size_t)idx[i] * K : zero;
                 kd->output_grad(dM + (size_t)(t - t0) * K, m_stride, dy, K);
             }
 #pragma omp for schedule(static)

@@ -6,21 +6,24 @@
  *     momentum at learning rate 0.1 over 3 steps.
  *  2. --loss_scaling global_batch with equal shards is bitwise tower_mean
  *     (every tower's weight is exactly 1, so no gradient is touched).
- *  3. With unequal --shard_sizes (4,2): global_batch equals one tower on the
+ *  3. With unequal --shard_sizes (1,5): global_batch equals one tower on the
  *     whole batch of 6 (weight decay counted once), and tower_mean does not
- *     (it weights the two-example tower as much as the four-example one),
- *     in ps_cpu and replicated_host; and with K = 2 micro-batches of (4,2)
+ *     (it weights the one-example tower as much as the five-example one),
+ *     in ps_cpu and replicated_host; and with K = 2 micro-batches of (1,5)
  *     global_batch equals one tower of 12.
  *
  * "Equal" is not bitwise: a micro-batch of B sums its examples in other
  * GEMM blocks than one of K x B, and the mean is (g_1 + .. + g_K) / K, not
  * one sum over K x B examples divided once.  It is: the whole model's
  * normwise relative difference and the logged losses' within 1e-6, and
- * every variable's within 1e-5 (the worst is conv1/biases, at about 2e-6
- * for cifar10: its gradient is a sum over every position that mostly
- * cancels, so its own norm is small).  Shards 5,1 for mnist step 2 cross a
- * kink (a ReLU or max-pool choice within rounding of a tie) and differ by
- * 1e-3 in conv1/biases from there, so the uneven case uses 4,2.
+ * every variable's within 2e-5 (the worst is conv1/biases: its gradient is
+ * a sum over every position that mostly cancels, so its own norm is small;
+ * about 3e-6 for cifar10 with the loops, 8e-6 to 1.1e-5 with the conv2s
+ * on model/winograd.c's F(4x4, 5x5), whose rounding is coarser).  An uneven
+ * split can cross a kink (a ReLU or max-pool choice within rounding of a
+ * tie) and differ by 1e-3 in conv1/biases from there: 5,1 did for mnist's
+ * step 2 with the loops, 4,2 (and its mirror 2,4) with F(4x4, 5x5); the
+ * uneven case uses 1,5.
  *
  *  4. The memory bound: a tower's part (trainer_max_n_bytes) with K
  *     micro-batches of B is that of one micro-batch of B, less than K x B's.
@@ -50,7 +53,7 @@
 #define MODE_A "ps_cpu"
 #define MODE_B "replicated_host"
 #define MODEL_TOL 1e-6
-#define VAR_TOL 1e-5
+#define VAR_TOL 2e-5
 #endif
 
 /* Open, run `steps` steps keeping the losses (losses[steps]), collect, close. */
@@ -182,27 +185,27 @@ int main(void) {
             modes_free_result(&gb);
             modes_free_result(&tm);
 
-            /* 3. Unequal shards 4,2: global_batch == one tower of 6; tower_mean is not. */
-            o.shard_sizes = "4,2";
+            /* 3. Unequal shards 1,5: global_batch == one tower of 6; tower_mean is not. */
+            o.shard_sizes = "1,5";
             o.loss_scaling = "global_batch";
             RunResult uneven = run_with_losses(&o, STEPS, loss_a);
             o.num_towers = 1;
             o.shard_sizes = "";
             o.batch_size = 6;
             RunResult one = run_with_losses(&o, STEPS, loss_b);
-            snprintf(what, sizeof what, "%s %s: shards 4,2 global_batch vs 1 tower of 6", models[m], modes[md]);
+            snprintf(what, sizeof what, "%s %s: shards 1,5 global_batch vs 1 tower of 6", models[m], modes[md]);
             compare(what, &spec, &one, loss_b, &uneven, loss_a, 0);
             o.num_towers = 2;
-            o.shard_sizes = "4,2";
+            o.shard_sizes = "1,5";
             o.loss_scaling = "tower_mean";
             RunResult uneven_tm = run_with_losses(&o, STEPS, loss_a);
-            snprintf(what, sizeof what, "%s %s: shards 4,2 tower_mean vs 1 tower of 6", models[m], modes[md]);
+            snprintf(what, sizeof what, "%s %s: shards 1,5 tower_mean vs 1 tower of 6", models[m], modes[md]);
             compare(what, &spec, &one, loss_b, &uneven_tm, loss_a, 1);
             modes_free_result(&uneven);
             modes_free_result(&one);
             modes_free_result(&uneven_tm);
 
-            /* 3b. Both: 2 micro-batches of shards 4,2 under global_batch == one tower of 12. */
+            /* 3b. Both: 2 micro-batches of shards 1,5 under global_batch == one tower of 12. */
             o.loss_scaling = "global_batch";
             o.accum_steps = 2;
             RunResult both = run_with_losses(&o, STEPS, loss_a);
@@ -211,7 +214,7 @@ int main(void) {
             o.batch_size = 12;
             o.accum_steps = 1;
             RunResult one12 = run_with_losses(&o, STEPS, loss_b);
-            snprintf(what, sizeof what, "%s %s: 2 micro-batches of shards 4,2 global_batch vs 1 x 12", models[m],
+            snprintf(what, sizeof what, "%s %s: 2 micro-batches of shards 1,5 global_batch vs 1 x 12", models[m],
                      modes[md]);
             compare(what, &spec, &one12, loss_b, &both, loss_a, 0);
             modes_free_result(&both);

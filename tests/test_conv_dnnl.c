@@ -21,7 +21,7 @@
  * Winograd kernel: model/winograd.c's F(2x2, 3x3) takes every pass of the
  * layers conv_cpu_winograd_f2 names (64 channels and more), not the
  * others, and TOWER_CONV_WINOGRAD_F2=0 gives the table back; where it has
- * them, F(2x2, 3x3) takes vgg11's 2x2 layer only.  On every machine: model/winograd.c's F(2x2, 5x5) takes every pass of mnist's and
+ * them, F(2x2, 3x3) takes vgg11's 2x2 layer only.  On every machine: model/winograd.c's F(4x4, 5x5) takes every pass of mnist's and
  * cifar10's second convolutions, none of their first's (1 and 3 channels
  * in) or a stride-2 5x5 one's, compared with the loops the same way.
  */
@@ -57,7 +57,7 @@ static int n_f2_passes;     /* and passes model/winograd.c ran */
 
 static const char *path_name(int path) {
     return path == CONV_CPU_WINOGRAD      ? "Winograd"
-           : path == CONV_CPU_WINOGRAD_F2 ? "F(2x2,r)"
+           : path == CONV_CPU_WINOGRAD_F2 ? "model/winograd.c"
            : path == CONV_CPU_ONEDNN      ? "oneDNN"
                                           : "loops";
 }
@@ -286,7 +286,7 @@ int main(void) {
     };
     for (int i = 0; i < 3; i++) run_case(&f2_cases[i], 8, 8, 2, 1, 0);
     CHECK(n_f2_passes > 0, "model/winograd.c ran no pass compared with the loops (vgg11's 2x2 layer takes it)");
-    /* F(2x2, 5x5), for which oneDNN has no Winograd kernel on any CPU: every pass of mnist's and cifar10's second
+    /* F(4x4, 5x5), for which oneDNN has no Winograd kernel on any CPU: every pass of mnist's and cifar10's second
      * convolutions (32 -> 64 at 14x14, 64 -> 64 at 12x12) whatever the machine, none of their first ones' (1
      * and 3 channels in) or of a stride-2 5x5 one's; then the same comparison with the loops. */
     Conv2d m2, c2, m1, c1, s2_5;
@@ -298,11 +298,11 @@ int main(void) {
     int n_f5 = 0;
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
         const int pm = conv2d_run_path(&m2, 1, 8, 2, p), pc = conv2d_run_path(&c2, 1, 8, 2, p);
-        CHECK(pm == CONV_CPU_WINOGRAD_F2, "pass %d of mnist's conv2: %s, not F(2x2,5x5)", p, path_name(pm));
-        CHECK(pc == CONV_CPU_WINOGRAD_F2, "pass %d of cifar10's conv2: %s, not F(2x2,5x5)", p, path_name(pc));
-        CHECK(conv2d_run_path(&m1, 1, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "mnist's conv1 (1 channel) takes F(2x2,5x5)");
-        CHECK(conv2d_run_path(&c1, 1, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "cifar10's conv1 (3) takes F(2x2,5x5)");
-        CHECK(conv2d_run_path(&s2_5, 1, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "5x5 stride 2 takes F(2x2,5x5)");
+        CHECK(pm == CONV_CPU_WINOGRAD_F2, "pass %d of mnist's conv2: %s, not F(4x4,5x5)", p, path_name(pm));
+        CHECK(pc == CONV_CPU_WINOGRAD_F2, "pass %d of cifar10's conv2: %s, not F(4x4,5x5)", p, path_name(pc));
+        CHECK(conv2d_run_path(&m1, 1, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "mnist's conv1 (1 channel) takes F(4x4,5x5)");
+        CHECK(conv2d_run_path(&c1, 1, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "cifar10's conv1 (3) takes F(4x4,5x5)");
+        CHECK(conv2d_run_path(&s2_5, 1, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "5x5 stride 2 takes F(4x4,5x5)");
         n_f5 += (pm == CONV_CPU_WINOGRAD_F2) + (pc == CONV_CPU_WINOGRAD_F2);
     }
     const int f2_before = n_f2_passes;
@@ -313,12 +313,12 @@ int main(void) {
     };
     for (int i = 0; i < 3; i++) run_case(&f5_cases[i], 8, 8, 2, 1, 0);
     CHECK(n_f2_passes - f2_before == 9,
-          "model/winograd.c's F(2x2,5x5) ran %d passes compared with the loops", n_f2_passes - f2_before);
+          "model/winograd.c's F(4x4,5x5) ran %d passes compared with the loops", n_f2_passes - f2_before);
     setenv("TOWER_CONV_WINOGRAD_F2", "0", 1);
     CHECK(conv2d_run_path(&c, 1, 9, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0");
     CHECK(conv2d_run_path(&c2, 1, 13, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0, 5x5");
     unsetenv("TOWER_CONV_WINOGRAD_F2");
-    printf("  F(2x2,3x3) (model/winograd.c) took %d of vgg11's 4x4 layer's passes%s; F(2x2,5x5) %d of the 6 of "
+    printf("  F(2x2,3x3) (model/winograd.c) took %d of vgg11's 4x4 layer's passes%s; F(4x4,5x5) %d of the 6 of "
            "mnist's and cifar10's conv2\n",
            n_f2, n_wino ? " (none: oneDNN's Winograd kernels are here)" : "", n_f5);
     printf("%d oneDNN and %d model/winograd.c passes compared; %d checks, %d failures\n", n_onednn_passes, n_f2_passes,

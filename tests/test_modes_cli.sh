@@ -130,10 +130,10 @@ if [ -f "$src/t10k-images-idx3-ubyte.gz" ]; then
     { cat "$work/train.log"; fail "tower train --variable_update replicated failed"; }
   grep -q "mode replicated_host" "$work/train.log" || fail "the placement log does not name the mode"
   # Each CPU tower's conv layers, each pass's path (model/conv_algo.h): mnist's conv1 and conv2, nothing else;
-  # conv2 on F(2x2, 5x5).
+  # conv2 on F(4x4, 5x5).
   python3 - "$work/train.log" <<'EOF' || fail "the placement log does not give each conv layer's paths"
 import re, sys
-path = r"(oneDNN Winograd|Winograd F\(2x2,3x3\)|Winograd F\(2x2,5x5\)|oneDNN direct|loops)"
+path = r"(oneDNN Winograd|Winograd F\(2x2,3x3\)|Winograd F\(4x4,5x5\)|oneDNN direct|loops)"
 one = re.compile(f"{path}, every pass|forward {path}, backward data {path}, backward weights {path}")
 for t in (0, 1):
     line = [l for l in open(sys.argv[1]) if f"tower_{t}: conv algorithms: " in l]
@@ -141,8 +141,8 @@ for t in (0, 1):
     layers = [x.split(": ", 1) for x in line[0].split("conv algorithms: ", 1)[1].strip().split(" | ")]
     assert [n for n, _ in layers] == ["conv1", "conv2"], layers
     assert all(one.fullmatch(v) for _, v in layers), layers
-    # conv2 (5x5, 32 -> 64 channels) on model/winograd.c's F(2x2, 5x5) whatever the CPU (conv_algo.c).
-    assert layers[1][1] == "Winograd F(2x2,5x5), every pass", layers
+    # conv2 (5x5, 32 -> 64 channels) on model/winograd.c's F(4x4, 5x5) whatever the CPU (conv_algo.c).
+    assert layers[1][1] == "Winograd F(4x4,5x5), every pass", layers
 EOF
   grep -q "step 6, loss = " "$work/train.log" || fail "no log line for step 6"
   [ -f "$work/train/model.ckpt-6" ] || fail "no checkpoint after 6 replicated steps"

@@ -1,18 +1,21 @@
-/* test_winograd.c — conv2d's Winograd F(2x2, 3x3) passes (model/winograd.c)
- * against the readable loops (conv2d_forward / conv2d_backward), the
- * oracle.
+/* test_winograd.c — conv2d's Winograd passes, F(2x2, 3x3) and F(4x4, 5x5)
+ * (model/winograd.c), against the readable loops (conv2d_forward /
+ * conv2d_backward), the oracle.
  *
- * Where it sits: ctest (CPU).  Every 3x3 stride-1 geometry of maps 1-9 on
- * each side (odd sizes leave half tiles at the edges), SAME and VALID,
+ * Where it sits: ctest (CPU).  Every stride-1 geometry of maps 1 to r + 6
+ * on each side (3x3: 1-9, 5x5: 1-11; sizes off the tile leave partial
+ * tiles at the edges: 1, 2 or 3 rows of F(4x4, 5x5)'s 4), SAME and VALID,
  * channels 1-40 in and out (uneven, and past a SIMD width), with and
- * without bias and ReLU, batches 1-3, on 1 and 2 threads, and vgg11's and
- * resnet20's shapes at batch 8 (many chunks and segments): fresh random
- * inputs, weights and output gradients; forward output, input gradient,
- * weight and bias gradients within 2e-5 of the largest magnitude (another
- * order of additions; the loops' own is not exact either).  Also: two runs
- * bit for bit equal, and one thread's the same bits as two; the scratch size is enough for a smaller batch; dout
- * is not modified; winograd_applies refuses stride 2, 1x1 and 5x5 kernels; a batch of 0 writes
- * nothing and gives zero weight and bias gradients.  test_winograd_omp4 runs it all again under
+ * without bias and ReLU, batches 1-3, on 1 and 2 threads, and vgg11's,
+ * resnet20's, mnist's and cifar10's shapes at batch 8 (many chunks and
+ * segments): fresh random inputs, weights and output gradients; forward
+ * output, input gradient, weight and bias gradients within 2e-5 (3x3) and
+ * 5e-5 (5x5) of the largest magnitude (another order of additions; the
+ * loops' own is not exact either).  Also: two runs bit for bit equal, and
+ * one thread's the same bits as two; the scratch size is enough for a
+ * smaller batch; dout is not modified; winograd_applies refuses stride 2,
+ * 1x1, 7x7 and 3x5 kernels; a batch of 0 writes nothing and gives zero
+ * weight and bias gradients.  test_winograd_omp4 runs it all again under
  * OMP_NUM_THREADS=4 (teams of 1 and 2 among more threads).
  */
 #include "model/layers.h"
@@ -37,7 +40,8 @@ static float *rnd(size_t n) {
 
 #define rel_err gradcheck_rel_max_diff
 
-/* The bound for 3x3 and for 5x5 (whose transforms' larger coefficients, up to 5 and 16, lose more bits). */
+/* The bound for 3x3 and for 5x5 (whose transforms' larger coefficients, up to 21/4 in B^T, 16 in G and 8 in A^T,
+ * lose more bits: F(4x4, 5x5)'s largest seen 2.1e-5, in the weight gradient). */
 static const double TOL[2] = {2e-5, 5e-5};
 static double g_worst[2];
 
