@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* One node's buffers, for max_batch examples. */
 typedef struct {
@@ -220,11 +221,21 @@ double model_forward_flops_per_example(const ModelSpec *spec) {
 
 /* ---- workspace --------------------------------------------------------------- */
 
+/* The huge page of x86-64 (and of arm64 with 4 KiB pages). */
+#define HUGE_PAGE_N_BYTES ((size_t)2 << 20)
+
 /* n_bytes of 64-byte-aligned memory, zeroed so its pages are faulted in now
- * rather than during the first steps; NULL on failure. */
+ * rather than during the first steps; NULL on failure.  An array of a huge
+ * page or more is aligned to one and asks for transparent huge pages
+ * (madvise, for a kernel whose policy is "madvise", Debian's default): the
+ * Winograd transforms and the products walk many such arrays at once, and
+ * with fewer TLB misses mnist's and cifar10's steps at batch 128 ran 2%
+ * faster on the 2-core Zen 5 (bench/RESULTS.md, 2026-11-28). */
 static void *alloc_zeroed(size_t n_bytes) {
     void *p = NULL;
-    if (posix_memalign(&p, 64, n_bytes ? n_bytes : 64) != 0) return NULL;
+    const size_t align = n_bytes >= HUGE_PAGE_N_BYTES ? HUGE_PAGE_N_BYTES : 64;
+    if (posix_memalign(&p, align, n_bytes ? n_bytes : 64) != 0) return NULL;
+    if (align == HUGE_PAGE_N_BYTES) (void)madvise(p, n_bytes, MADV_HUGEPAGE); /* a hint: refused, 4 KiB pages */
     memset(p, 0, n_bytes);
     return p;
 }
