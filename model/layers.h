@@ -220,8 +220,12 @@ void dense_backward(float *dinp, float *dweight, float *dbias, float *dpre,
 /* out[r, c] = inp[r, c] + bias[c].  out, inp: (n_rows, C), may alias; bias: (C). */
 void bias_add_forward(float *out, const float *inp, const float *bias, size_t n_rows, int C);
 
-/* dbias[c] ADDS sum over rows of dout[r, c].  dbias: (C); dout: (n_rows, C). */
+/* dbias[c] ADDS sum over rows of dout[r, c], rows in order.  dbias: (C); dout: (n_rows, C). */
 void bias_add_backward(float *dbias, const float *dout, size_t n_rows, int C);
+
+/* The same for columns c0..c1 - 1 only (dbias[c0..c1) ADDS; the others untouched), the rows in order: the
+ * same bits as bias_add_backward's there.  For a caller that splits the columns over threads. */
+void bias_add_backward_columns(float *dbias, const float *dout, size_t n_rows, int C, int c0, int c1);
 
 /* out = max(inp, 0).  out, inp: (n) may alias. */
 void relu_forward(float *out, const float *inp, size_t n);

@@ -750,10 +750,7 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
         if (dbias) {
             const int k0 = (int)((long)K * t / n_t), k1 = (int)((long)K * (t + 1) / n_t);
             for (int k = k0; k < k1; k++) dbias[k] = 0.0f;
-            for (long r = 0; r < (long)B * c->OH * c->OW; r++) {
-                const float *row = dout + (size_t)r * K;
-                for (int k = k0; k < k1; k++) dbias[k] += row[k];
-            }
+            bias_add_backward_columns(dbias, dout, (size_t)B * c->OH * c->OW, K, k0, k1);
         }
     }
 }

@@ -1,7 +1,8 @@
 /* test_layers_known.c — known answers for model/layers.h: TensorFlow's
  * padding arithmetic, SAME offsets, padded max-pool cells, LRN on a
  * hand-computed case, conv2d and dense against direct double-precision
- * loops, and a numerically stable cross-entropy.
+ * loops, a numerically stable cross-entropy, and the bias gradient's sums
+ * (whole and by column ranges) bit for bit the row-order float sums.
  *
  * Where it sits: ctest (CPU).  Expected values come from the definitions
  * written out here with explicit numbers (in double), never from the code
@@ -435,6 +436,44 @@ static void test_in_top_k(void) {
     CHECK(!in_top_k(bad, 3, 1, 3), "an infinite logit in the row");
 }
 
+/* bias_add_backward and bias_add_backward_columns against sums written out in double, then rounded the same way
+ * (row by row in float, as the definition: dbias[c] += dout[r][c] in row order): every C from 1 to 75 (the
+ * 32- and 8-wide blocks and the single-column tail), every column range of a 45-wide map, with a start value
+ * in dbias; columns outside the range untouched; the bits of a range those of the whole. */
+static void test_bias_backward(void) {
+    const size_t n_rows = 37;
+    float dout[37 * 75], db[75], want[75], whole[75];
+    gradcheck_fill_uniform(dout, sizeof dout / sizeof dout[0], -1.0f, 1.0f, 91);
+    int bad = 0;
+    for (int C = 1; C <= 75; C++) {
+        for (int c = 0; c < C; c++) {
+            float acc = 0.25f * (float)c; /* the start value: it ADDS */
+            for (size_t r = 0; r < n_rows; r++) acc += dout[r * C + c];
+            want[c] = acc;
+            db[c] = 0.25f * (float)c;
+        }
+        bias_add_backward(db, dout, n_rows, C);
+        for (int c = 0; c < C; c++) bad += db[c] != want[c];
+    }
+    CHECK(bad == 0, "bias_add_backward: %d columns not the row-order float sum", bad);
+    const int C = 45;
+    for (int c = 0; c < C; c++) whole[c] = 0.25f * (float)c;
+    bias_add_backward(whole, dout, n_rows, C);
+    bad = 0;
+    int outside = 0;
+    for (int c0 = 0; c0 <= C; c0++)
+        for (int c1 = c0; c1 <= C; c1++) {
+            for (int c = 0; c < C; c++) db[c] = 0.25f * (float)c;
+            bias_add_backward_columns(db, dout, n_rows, C, c0, c1);
+            for (int c = 0; c < C; c++) {
+                if (c >= c0 && c < c1) bad += db[c] != whole[c];
+                else outside += db[c] != 0.25f * (float)c;
+            }
+        }
+    CHECK(bad == 0 && outside == 0, "bias_add_backward_columns: %d columns differ from the whole's, %d outside touched",
+          bad, outside);
+}
+
 int main(void) {
     test_in_top_k();
     test_padding();
@@ -455,6 +494,7 @@ int main(void) {
     test_dense_reference();
     test_dense_backward_reference();
     test_xent_stable();
+    test_bias_backward();
     if (check_failures) {
         printf("%d known-answer checks FAILED\n", check_failures);
         return 1;
