@@ -258,6 +258,15 @@ V8_INLINE void transform_2d(float *dst, const float *src, size_t cell, int n_in,
  * the identity) and each 1-D formula below checked against the matrices in float64 before any C; in float32
  * the whole convolution's error is about twice F(2x2, 5x5)'s (tests/test_winograd.c's bound holds). */
 
+/* v[1..6] = e +- o for the point pairs (1, -1), (2, -2), (1/2, -1/2): a row at p is the even part plus the odd
+ * part, at -p the even part minus it. */
+V8_INLINE void pm_pairs(v8 v[8], const v8 e[3], const v8 o[3]) {
+    for (int i = 0; i < 3; i++) {
+        v[1 + 2 * i] = e[i] + o[i];
+        v[2 + 2 * i] = e[i] - o[i];
+    }
+}
+
 /* t = G g for one axis of 5 taps: G's rows 1, 1 / f(p) (1, p, p^2, p^3, p^4) for p = 1, -1, 2, -2, 1/2, -1/2
  * (f(p) the product of p - q over the other finite points q), scaled: -2/9 (g0 + g2 + g4 +- (g1 + g3)),
  * 1/90 (g0 + 4 g2 + 16 g4 +- (2 g1 + 8 g3)), 2/45 (16 g0 + 4 g2 + g4 +- (8 g1 + 2 g3)); row 0 g0, row 7 g4. */
@@ -288,16 +297,12 @@ WINO_CLONES static void weights_5x5(float *U, const float *w, int C, int K, int 
  * 0 -1 1 17/4 -17/4 -1 1 0; 0 1/2 1/4 -5/2 -5/4 2 1 0; 0 -1/2 1/4 5/2 -5/4 -2 1 0; 0 2 4 -5/2 -5 1/2 1 0;
  * 0 -2 4 5/2 -5 -1/2 1 0; 0 -1 0 21/4 0 -21/4 0 1], rows 1-6 as even and odd parts. */
 V8_INLINE void bt_8(v8 v[8], const v8 d[8]) {
-    const v8 e1 = d[2] + d[6] - 4.25f * d[4], o1 = d[1] + d[5] - 4.25f * d[3];
-    const v8 e2 = d[6] + 0.25f * d[2] - 1.25f * d[4], o2 = 0.5f * d[1] - 2.5f * d[3] + 2.0f * d[5];
-    const v8 e3 = d[6] + 4.0f * (d[2] - 1.25f * d[4]), o3 = 2.0f * d[1] - 2.5f * d[3] + 0.5f * d[5];
+    const v8 e[3] = {d[2] + d[6] - 4.25f * d[4], d[6] + 0.25f * d[2] - 1.25f * d[4],
+                     d[6] + 4.0f * (d[2] - 1.25f * d[4])};
+    const v8 o[3] = {d[1] + d[5] - 4.25f * d[3], 0.5f * d[1] - 2.5f * d[3] + 2.0f * d[5],
+                     2.0f * d[1] - 2.5f * d[3] + 0.5f * d[5]};
     v[0] = d[0] - d[6] + 5.25f * (d[4] - d[2]);
-    v[1] = e1 + o1;
-    v[2] = e1 - o1;
-    v[3] = e2 + o2;
-    v[4] = e2 - o2;
-    v[5] = e3 + o3;
-    v[6] = e3 - o3;
+    pm_pairs(v, e, o);
     v[7] = d[7] - d[1] + 5.25f * (d[3] - d[5]);
 }
 
@@ -371,16 +376,10 @@ WINO_CLONES static void output_5x5(float *const *y, const float *M, size_t m_str
 /* r = A y for one axis of 4 values, A = (A^T)^T: y0, then y0 + p y1 + p^2 y2 + p^3 y3 for p = 1, -1, 2, -2,
  * 1/2, -1/2 as even and odd parts, then y3. */
 V8_INLINE void a_8(v8 r[8], const v8 y[4]) {
-    const v8 e1 = y[0] + y[2], o1 = y[1] + y[3];
-    const v8 e2 = y[0] + 4.0f * y[2], o2 = 2.0f * y[1] + 8.0f * y[3];
-    const v8 e3 = y[0] + 0.25f * y[2], o3 = 0.5f * y[1] + 0.125f * y[3];
+    const v8 e[3] = {y[0] + y[2], y[0] + 4.0f * y[2], y[0] + 0.25f * y[2]};
+    const v8 o[3] = {y[1] + y[3], 2.0f * y[1] + 8.0f * y[3], 0.5f * y[1] + 0.125f * y[3]};
     r[0] = y[0];
-    r[1] = e1 + o1;
-    r[2] = e1 - o1;
-    r[3] = e2 + o2;
-    r[4] = e2 - o2;
-    r[5] = e3 + o3;
-    r[6] = e3 - o3;
+    pm_pairs(r, e, o);
     r[7] = y[3];
 }
 
