@@ -31,7 +31,7 @@
  * measurement behind conv_cpu_winograd (model/conv_algo.c): run the same
  * --only with and without it.
  * Where model/winograd.c applies (a 3x3 or 5x5 kernel at stride 1), a
- * third side runs its F(2x2, 3x3) or F(4x4, 5x5) passes ("wino": forward,
+ * third side runs its passes (F(2x2, 3x3) or F(4x4, 3x3) by the map, F(4x4, 5x5)) ("wino": forward,
  * backward data, backward weights with the bias gradient, after the ReLU's
  * mask like oneDNN's), the measurement behind conv_cpu_winograd_f2.
  * --cpu_time times the process's CPU seconds instead of wall seconds: with

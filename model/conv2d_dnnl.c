@@ -16,8 +16,8 @@
  * from NHWC into scratch and its activation output back (the reorders are
  * in the measured gain); where this oneDNN has no Winograd kernel (no
  * AVX-512) the direct rule applies, and the 3x3 stride-1 layers
- * conv_cpu_winograd_f2 names run model/winograd.c's own F(2x2, 3x3)
- * instead, every pass (with AVX-512 too where the map is 2x2, which
+ * conv_cpu_winograd_f2 names run model/winograd.c's own F(4x4, 3x3)
+ * (F(2x2, 3x3) on maps of 1 or 2 a side) instead, every pass (with AVX-512 too where the map is 2x2, which
  * oneDNN's Winograd refuses); the 5x5 stride-1 layers it names run
  * model/winograd.c's F(4x4, 5x5) on every CPU (oneDNN has no Winograd
  * kernel for 5x5).  A ReLU after the bias is a post-op
@@ -81,7 +81,7 @@ typedef struct {
     dnnl_memory_desc_t act[CONV_PASS_COUNT][2];
     dnnl_primitive_t act_reorder[CONV_PASS_COUNT][2];
     size_t act_n_bytes[CONV_PASS_COUNT][2];  /* each blocked activation's buffer (0: NHWC, none) */
-    /* Passes run by winograd.c's F(2x2, 3x3) or F(4x4, 5x5) instead (prim[p] NULL there), and the scratch they
+    /* Passes run by winograd.c's own kernels instead (prim[p] NULL there), and the scratch they
      * take. */
     int f2[CONV_PASS_COUNT];
     size_t f2_n_bytes;
@@ -291,8 +291,8 @@ static int onednn_has_winograd(void) {
  * TOWER_CONV_DIRECT is on (base/flags.h's rule) or this oneDNN has no
  * Winograd kernel for it; else the direct rule; else (failed) the loops.
  * The passes conv_cpu_winograd_f2 names (told whether this oneDNN has
- * Winograd kernels, i.e. AVX-512 ones) run winograd.c's F(2x2, 3x3) or
- * F(4x4, 5x5) instead of whatever oneDNN or the loops would (unless
+ * Winograd kernels, i.e. AVX-512 ones) run winograd.c's own kernels
+ * (F(2x2, 3x3), F(4x4, 3x3), F(4x4, 5x5)) instead of whatever oneDNN or the loops would (unless
  * TOWER_CONV_WINOGRAD_F2=0). */
 static void entry_fill(ConvEntry *e) {
     const ConvCpuShape shape = shape_of(&e->key);

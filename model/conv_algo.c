@@ -106,7 +106,11 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * backward weights on vgg11's 2x2 512 -> 512 layer; the whole step (bench_model --size 32 --batch 64, 3
  * interleaved rounds) vgg11 1.18x, vgg16 1.11x, resnet50 1.02x.  Elsewhere on AVX-512 it stays off: on
  * resnet50's 7x7 maps at batch 8 (where oneDNN's Winograd has too few tiles) it was level with the direct
- * kernels (forward 1.14x, backward data 0.79x, backward weights 1.25x).
+ * kernels (forward 1.14x, backward data 0.79x, backward weights 1.25x).  Those were F(2x2, 3x3)'s figures;
+ * model/winograd.c now runs F(4x4, 3x3) on maps from 3 a side (4x fewer products than the loops, 2.25x for
+ * F(2x2, 3x3)): with ONEDNN_MAX_CPU_ISA=AVX2 on the Zen 5 (2026-11-28, bench_model --size 32 --batch 64, 5
+ * interleaved rounds) vgg11 1.12x and resnet20 1.08x F(2x2, 3x3)'s step; the 64-channel threshold is still
+ * F(2x2, 3x3)'s measurement.
  * F(4x4, 5x5), for which oneDNN has no Winograd kernel on any CPU, on mnist's conv2 (14x14, 32 -> 64) and
  * cifar10's (12x12, 64 -> 64) at batch 128 on 2 threads, a 2-core Zen 5 (bench/RESULTS.md, 2026-11-28): the
  * whole step (bench_model, 4 interleaved rounds) 1.21x and 1.37x the F(2x2, 5x5) it replaced, which had been

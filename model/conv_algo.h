@@ -85,8 +85,9 @@ int conv_dgrad_as_forward(int in, int out, int k, int stride, int before, int *p
 /* ---- CPU: oneDNN's convolution primitive or the loops, pass by pass ---------- */
 
 typedef enum { CONV_PASS_FORWARD, CONV_PASS_BACKWARD_DATA, CONV_PASS_BACKWARD_WEIGHTS, CONV_PASS_COUNT } ConvPass;
-/* CONV_CPU_WINOGRAD: oneDNN's Winograd kernels; CONV_CPU_WINOGRAD_F2: model/winograd.c's own, F(2x2, 3x3) and
- * F(4x4, 5x5) (named for the first of them, as is TOWER_CONV_WINOGRAD_F2). */
+/* CONV_CPU_WINOGRAD: oneDNN's Winograd kernels; CONV_CPU_WINOGRAD_F2: model/winograd.c's own, F(2x2, 3x3),
+ * F(4x4, 3x3) and F(4x4, 5x5) (named for the first of them, as is TOWER_CONV_WINOGRAD_F2; winograd_name says
+ * which runs a layer). */
 typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN, CONV_CPU_WINOGRAD, CONV_CPU_WINOGRAD_F2 } ConvCpuPath;
 
 /* What the CPU rule looks at: the layer's geometry, and the batch. */
@@ -122,8 +123,8 @@ ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl
  * and level on 7x7 maps at batch 8 (32 tiles). */
 int conv_cpu_winograd(const ConvCpuShape *s);
 
-/* 1 when pass should run model/winograd.c's own F(2x2, 3x3) or
- * F(4x4, 5x5) (conv2d_dnnl.c asks only for a geometry winograd_applies
+/* 1 when pass should run model/winograd.c's own kernels (F(2x2, 3x3)
+ * or F(4x4, 3x3) by the map's size, F(4x4, 5x5); conv2d_dnnl.c asks only for a geometry winograd_applies
  * accepts); avx512: this oneDNN runs AVX-512 kernels (it has Winograd
  * ones).  A 3x3 kernel at stride 1 with at least 64 channels in and out,
  * without AVX-512 (with it, oneDNN's own Winograd) or on a 2x2 map (which

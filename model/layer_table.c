@@ -134,10 +134,10 @@ static void conv2d_node_backward(const Node *n, const NodeRun *r) {
     if (!n->no_bias) grad_accumulate(r->dw[1], db, (size_t)c->C_out);
 }
 
-/* The path's name; model/winograd.c's by the layer's kernel ("Winograd F(2x2,3x3)", "Winograd F(4x4,5x5)"). */
+/* The path's name; model/winograd.c's the kind it runs for the layer ("Winograd F(4x4,3x3)", ...). */
 static const char *conv2d_path_name(int path, const Conv2d *c) {
     return path == CONV_CPU_WINOGRAD      ? "oneDNN Winograd"
-           : path == CONV_CPU_WINOGRAD_F2 ? (c->KH == 5 ? "Winograd F(4x4,5x5)" : "Winograd F(2x2,3x3)")
+           : path == CONV_CPU_WINOGRAD_F2 ? winograd_name(c)
            : path == CONV_CPU_ONEDNN      ? "oneDNN direct"
                                           : "loops";
 }

@@ -84,7 +84,7 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
                      const float *out, const float *dout, const float *inp,
                      const float *weight, const Conv2d *c, int B, int n_threads);
 
-/* conv2d's passes as Winograd's F(2x2, 3x3) or F(4x4, 5x5) (winograd.c):
+/* conv2d's passes as Winograd's F(2x2, 3x3) (maps of 1 or 2 a side), F(4x4, 3x3) or F(4x4, 5x5) (winograd.c):
  * same arguments and results as conv2d_forward/backward within float
  * rounding (another order of additions), for a geometry winograd_applies
  * accepts: a 3x3 or 5x5 kernel at stride 1 with symmetric padding (SAME's
@@ -99,6 +99,9 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
  * same bits whatever the team size.  B 0: nothing written, the weight and
  * bias gradients 0. */
 int winograd_applies(const Conv2d *c);
+/* The kind that runs c, as --log_device_placement names it ("Winograd F(2x2,3x3)", "Winograd F(4x4,3x3)",
+ * "Winograd F(4x4,5x5)"; a static string), or NULL where winograd_applies does not. */
+const char *winograd_name(const Conv2d *c);
 size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads);
 void winograd_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,
                       const Conv2d *c, int B, int n_threads);

@@ -1,11 +1,13 @@
 /* winograd.c — conv2d's three passes for a 3x3 or 5x5 kernel at stride 1
  * as Winograd's minimal filtering F(m x m, r x r) (Lavin and Gray, 2015),
- * F(2x2, 3x3) and F(4x4, 5x5): each m x m block of outputs comes from an
- * a x a block of input (a = m + r - 1: 4 for 3x3, 8 for 5x5), and the
+ * F(2x2, 3x3), F(4x4, 3x3) and F(4x4, 5x5): each m x m block of outputs
+ * comes from an a x a block of input (a = m + r - 1: 4, 6 and 8), and the
  * r*r x C_in multiply-adds per output become a*a x C_in per m*m outputs,
  * a*a matrix products (one per cell of the transform domain) instead of
- * one product with r*r x C_in rows: 2.25x fewer multiply-adds for 3x3,
- * 6.25x for 5x5.
+ * one product with r*r x C_in rows: 2.25x, 4x and 6.25x fewer
+ * multiply-adds.  Of a kernel size's kinds, the one with the fewest
+ * transform-domain floats over the output map runs (kind_of): for 3x3,
+ * F(2x2, 3x3) on maps of 1 or 2 a side, F(4x4, 3x3) from 3.
  *
  * Where it sits: model/, beside conv2d.c's loops (the readable version
  * and the oracle: tests/test_winograd.c compares every pass with them);
@@ -25,17 +27,18 @@
  *                    flipped filter's transform is the forward's U with
  *                    cells 0 and 3 of each axis swapped and each cell's
  *                    matrix transposed: the same U, read with trans_b;
- *                    F(4x4, 5x5)'s (0, 1, -1, 2, -2, 1/2, -1/2, infinity)
- *                    are too, but there G's row for 1/p is the reversed
- *                    row for p times a factor of its own, so the flipped
- *                    filter is transformed itself (a kernel, once a pass);
+ *                    F(4x4, 3x3)'s (0, 1, -1, 2, -2, infinity) are not,
+ *                    and for F(4x4, 5x5)'s (those and 1/2, -1/2) G's row
+ *                    for 1/p is the reversed row for p times a factor of
+ *                    its own, so for both the flipped filter is
+ *                    transformed itself (a kernel, once a pass);
  *   backward weights the adjoint in the weights: dU = V^T (A dY A^T)
  *                    summed over every tile of the batch (one sgemm per
  *                    cell, tiles as the inner dimension), dW = G^T dU G.
- * Each kernel size is one entry of a table (its transforms and the flip);
- * the tiling, the products and the threads are the same code for both.
+ * Each kind is one entry of a table (its tile sides, transforms and flip);
+ * the tiling, the products and the threads are the same code for all.
  * Every transform is a few additions per channel with the channel loop
- * innermost (contiguous in NHWC; F(4x4, 5x5)'s eight channels a vector),
+ * innermost (contiguous in NHWC; the 4x4 tiles' eight channels a vector),
  * built for AVX2 and the baseline (target_clones): the same additions, so
  * the same bits, either way.
  * Threads: the forward passes split their tiles into chunks of a fixed
@@ -248,6 +251,163 @@ V8_INLINE void transform_2d(float *dst, const float *src, size_t cell, int n_in,
     }
 }
 
+/* ---- F(4x4, 3x3): 6x6 tiles, points 0, 1, -1, 2, -2 and infinity ------------------------------ */
+
+/* Each 4x4 block of outputs from a 6x6 input tile: 36 products per 16 outputs and input channel where the loops
+ * take 144 (4x fewer; F(2x2, 3x3) 2.25x), eight channels a vector as F(4x4, 5x5).  The points are those of
+ * oneDNN's own F(4x4, 3x3) (its AVX-512 Winograd kernels), derived and checked as F(4x4, 5x5)'s; B^T keeps small
+ * integers, G the fractions. */
+
+/* t = G g for one axis of 3 taps: G = [1/4 0 0; 1/6 1/6 1/6; 1/6 -1/6 1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6;
+ * 0 0 1], rows 1-4 as even and odd parts. */
+V8_INLINE void g_6(v8 t[6], const v8 g[3]) {
+    const v8 e1 = g[0] + g[2], e2 = g[0] + 4.0f * g[2], o2 = 2.0f * g[1];
+    t[0] = 0.25f * g[0];
+    t[1] = (e1 + g[1]) * (1.0f / 6.0f);
+    t[2] = (e1 - g[1]) * (1.0f / 6.0f);
+    t[3] = (e2 + o2) * (1.0f / 24.0f);
+    t[4] = (e2 - o2) * (1.0f / 24.0f);
+    t[5] = g[2];
+}
+
+/* U[xi][c][k] = (G g G^T)[xi], g the 3x3 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
+ * matrix. */
+WINO_CLONES static void weights_f4_3x3(float *U, const float *w, int C, int K, int c0, int c1) {
+    const size_t cell = (size_t)C * K;
+    for (int c = c0; c < c1; c++)
+        for (int k = 0; k < K; k += 8)
+            transform_2d(U + (size_t)c * K + k, w + (size_t)c * K + k, cell, 3, 6, g_6, K - k < 8 ? K - k : 8);
+}
+
+/* v = B^T d for one axis of 6 values: B^T = [4 0 -5 0 1 0; 0 4 4 -1 -1 0; 0 -4 4 1 -1 0; 0 -2 -1 2 1 0;
+ * 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
+V8_INLINE void bt_6(v8 v[6], const v8 d[6]) {
+    const v8 a = 4.0f * d[1], b = 4.0f * d[2] - d[4], c = 2.0f * (d[3] - d[1]), e = d[4] - d[2];
+    v[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    v[1] = a + b - d[3];
+    v[2] = b - a + d[3];
+    v[3] = c + e;
+    v[4] = e - c;
+    v[5] = a - 5.0f * d[3] + d[5];
+}
+
+/* One tile's V = B^T d B into V[xi * v_stride + c], d's 36 pixels at p[0..35] (each C floats; the zero row
+ * where the tile hangs over the padding). */
+WINO_CLONES static void input_f4_3x3(float *V, size_t v_stride, const float *const *p, int C) {
+    for (int c = 0; c < C; c += 8) {
+        const int n = C - c < 8 ? C - c : 8;
+        v8 t[6][6];
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) {
+            v8 d[6], col[6];
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) load8(&d[i], p[i * 6 + j] + c, n);
+            bt_6(col, d);
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) t[i][j] = col[i];
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            v8 row[6];
+            bt_6(row, t[i]);
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) store8(V + (size_t)(i * 6 + j) * v_stride + c, &row[j], n);
+        }
+    }
+}
+
+/* o = A^T m for one axis: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
+V8_INLINE void at_6(v8 o[4], const v8 m[6]) {
+    const v8 s1 = m[1] + m[2], d1 = m[1] - m[2], s2 = m[3] + m[4], d2 = m[3] - m[4];
+    o[0] = m[0] + s1 + s2;
+    o[1] = d1 + 2.0f * d2;
+    o[2] = s1 + 4.0f * s2;
+    o[3] = d1 + 8.0f * d2 + m[5];
+}
+
+/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 4x4 output pixels y[0..15] (row by
+ * row; a spare row past the map's edge). */
+WINO_CLONES static void output_f4_3x3(float *const *y, const float *M, size_t m_stride, const float *bias,
+                                      int relu, int K) {
+    for (int k = 0; k < K; k += 8) {
+        const int n = K - k < 8 ? K - k : 8;
+        v8 s[4][6], b = {0};
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) {
+            v8 m[6], col[4];
+#pragma GCC unroll 6
+            for (int i = 0; i < 6; i++) load8(&m[i], M + (size_t)(i * 6 + j) * m_stride + k, n);
+            at_6(col, m);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) s[i][j] = col[i];
+        }
+        if (bias) load8(&b, bias + k, n);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            v8 o[4];
+            at_6(o, s[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                v8 v = o[j] + b;
+                if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
+                store8(y[i * 4 + j] + k, &v, n);
+            }
+        }
+    }
+}
+
+/* r = A y for one axis of 4 values, A = (A^T)^T: y0, y0 +- y1 + y2 +- y3, y0 +- 2 y1 + 4 y2 +- 8 y3, y3. */
+V8_INLINE void a_6(v8 r[6], const v8 y[4]) {
+    const v8 e1 = y[0] + y[2], o1 = y[1] + y[3];
+    const v8 e2 = y[0] + 4.0f * y[2], o2 = 2.0f * y[1] + 8.0f * y[3];
+    r[0] = y[0];
+    r[1] = e1 + o1;
+    r[2] = e1 - o1;
+    r[3] = e2 + o2;
+    r[4] = e2 - o2;
+    r[5] = y[3];
+}
+
+/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 4x4 pixels at p[0..15] (the zero row past the
+ * map's edge): the adjoint of output_f4_3x3. */
+WINO_CLONES static void output_grad_f4_3x3(float *dM, size_t m_stride, const float *const *p, int K) {
+    for (int k = 0; k < K; k += 8) {
+        const int n = K - k < 8 ? K - k : 8;
+        v8 c[4][6]; /* c[j] = A (column j of dy) */
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            v8 y[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) load8(&y[i], p[i * 4 + j] + k, n);
+            a_6(c[j], y);
+        }
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            const v8 y[4] = {c[0][i], c[1][i], c[2][i], c[3][i]};
+            v8 row[6];
+            a_6(row, y);
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) store8(dM + (size_t)(i * 6 + j) * m_stride + k, &row[j], n);
+        }
+    }
+}
+
+/* q = G^T u for one axis of 6 values: the columns of g_6's G. */
+V8_INLINE void gt_6(v8 q[3], const v8 u[6]) {
+    const v8 s1 = u[1] + u[2], d1 = u[1] - u[2], s2 = u[3] + u[4], d2 = u[3] - u[4];
+    q[0] = 0.25f * u[0] + s1 * (1.0f / 6.0f) + s2 * (1.0f / 24.0f);
+    q[1] = d1 * (1.0f / 6.0f) + d2 * (1.0f / 12.0f);
+    q[2] = (s1 + s2) * (1.0f / 6.0f) + u[5];
+}
+
+/* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_f4_3x3. */
+WINO_CLONES static void weights_grad_f4_3x3(float *dw, const float *dU, int C, int K, int c0, int c1) {
+    const size_t cell = (size_t)C * K;
+    for (int c = c0; c < c1; c++)
+        for (int k = 0; k < K; k += 8)
+            transform_2d(dw + (size_t)c * K + k, dU + (size_t)c * K + k, cell, 6, 3, gt_6, K - k < 8 ? K - k : 8);
+}
+
 /* ---- F(4x4, 5x5): 8x8 tiles, points 0, 1, -1, 2, -2, 1/2, -1/2 and infinity ------------------ */
 
 /* Each 4x4 block of outputs from an 8x8 input tile: 64 products per 16 outputs and input channel where the
@@ -427,12 +587,13 @@ WINO_CLONES static void weights_grad_5x5(float *dw, const float *dU, int C, int 
             transform_2d(dw + (size_t)c * K + k, dU + (size_t)c * K + k, cell, 8, 5, gt_8, K - k < 8 ? K - k : 8);
 }
 
-/* ---- the table: one entry a kernel size ------------------------------------------------------ */
+/* ---- the table: one entry a kind ------------------------------------------------------------ */
 
 /* The largest tiles: 8x8 input pixels, 4x4 outputs (F(4x4, 5x5)). */
 enum { MAX_A = 8, MAX_XI = MAX_A * MAX_A, MAX_M = 4, MAX_OUT = MAX_M * MAX_M };
 
 typedef struct {
+    const char *name;     /* as --log_device_placement prints it */
     int r;                /* kernel side */
     int m;                /* output tile side: F(m x m, r x r) */
     int a;                /* input tile side, m + r - 1; a * a cells in the transform domain */
@@ -454,21 +615,35 @@ typedef struct {
 static const int flip_3x3[4] = {3, 1, 2, 0};
 
 static const WinoKind kinds[] = {
-    {3, 2, 4, flip_3x3, weights_3x3, input_3x3, output_3x3, output_grad_3x3, weights_grad_3x3},
-    {5, 4, 8, NULL, weights_5x5, input_5x5, output_5x5, output_grad_5x5, weights_grad_5x5},
+    {"Winograd F(2x2,3x3)", 3, 2, 4, flip_3x3, weights_3x3, input_3x3, output_3x3, output_grad_3x3,
+     weights_grad_3x3},
+    {"Winograd F(4x4,3x3)", 3, 4, 6, NULL, weights_f4_3x3, input_f4_3x3, output_f4_3x3, output_grad_f4_3x3,
+     weights_grad_f4_3x3},
+    {"Winograd F(4x4,5x5)", 5, 4, 8, NULL, weights_5x5, input_5x5, output_5x5, output_grad_5x5, weights_grad_5x5},
 };
 
-/* The entry for c's kernel, or NULL. */
+/* The entry for c's kernel, or NULL: of the entries for its size, the one with the fewest transform-domain
+ * floats an image and channel over the output map, ceil(OH / m) ceil(OW / m) a^2 (the products and the
+ * transforms' traffic both go with it; the first on a tie).  So for 3x3, F(2x2, 3x3) on maps of 1 or 2 a side
+ * (16 against F(4x4, 3x3)'s 36 on a 2x2 map), F(4x4, 3x3) from 3 (64 against 36). */
 static const WinoKind *kind_of(const Conv2d *c) {
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-        if (c->KH == kinds[i].r && c->KW == kinds[i].r) return &kinds[i];
-    return NULL;
+    const WinoKind *best = NULL;
+    long best_cells = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const WinoKind *kd = &kinds[i];
+        if (c->KH != kd->r || c->KW != kd->r) continue;
+        const long cells = (long)((c->OH + kd->m - 1) / kd->m) * ((c->OW + kd->m - 1) / kd->m) * kd->a * kd->a;
+        if (!best || cells < best_cells) best = kd, best_cells = cells;
+    }
+    return best;
 }
 
 int winograd_applies(const Conv2d *c) {
     int pad_h, pad_w;
     return kind_of(c) && c->stride_h == 1 && c->stride_w == 1 && conv_dgrad_pad(c, &pad_h, &pad_w);
 }
+
+const char *winograd_name(const Conv2d *c) { return winograd_applies(c) ? kind_of(c)->name : NULL; }
 
 /* One convolution as the transforms see it: an input map (H, W, C), an output map (OH, OW, K), the zero cells
  * before row 0 and column 0, the output's m x m tiles, and the kind's tile (a x a input pixels, xi cells). */

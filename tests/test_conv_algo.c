@@ -112,7 +112,7 @@ int main(void) {
     expect("cpu winograd: 16 channels out", conv_cpu_winograd(&c32_out16), 0);
     expect("cpu winograd: stride 2", conv_cpu_winograd(&strided), 0);
     expect("cpu winograd: 63 tiles", conv_cpu_winograd(&w4_b3), 0);
-    /* model/winograd.c's own: F(2x2, 3x3) from 64 channels in and out without AVX-512 (with it on 2x2 maps
+    /* model/winograd.c's own: 3x3 from 64 channels in and out without AVX-512 (with it on 2x2 maps
      * only), F(4x4, 5x5) from 32 on every CPU, stride 1, every pass alike. */
     const ConvCpuShape m2 = {32, 64, 5, 5, 14, 14, 1, 1, 128}, m1 = {1, 32, 5, 5, 28, 28, 1, 1, 128};
     const ConvCpuShape c2 = {64, 64, 5, 5, 12, 12, 1, 1, 128}, c1 = {3, 64, 5, 5, 24, 24, 1, 1, 128};

@@ -18,10 +18,10 @@
  * with 64 tiles or more, through the same comparison, the NHWC <-> blocked
  * reorders of each pass included; two runs bit for bit equal; and
  * TOWER_CONV_DIRECT=1 keeps the direct kernels.  Where oneDNN has no
- * Winograd kernel: model/winograd.c's F(2x2, 3x3) takes every pass of the
+ * Winograd kernel: model/winograd.c's 3x3 kernels take every pass of the
  * layers conv_cpu_winograd_f2 names (64 channels and more), not the
  * others, and TOWER_CONV_WINOGRAD_F2=0 gives the table back; where it has
- * them, F(2x2, 3x3) takes vgg11's 2x2 layer only.  On every machine: model/winograd.c's F(4x4, 5x5) takes every pass of mnist's and
+ * them, they take vgg11's 2x2 layer only (F(2x2, 3x3)).  On every machine: model/winograd.c's F(4x4, 5x5) takes every pass of mnist's and
  * cifar10's second convolutions, none of their first's (1 and 3 channels
  * in) or a stride-2 5x5 one's, compared with the loops the same way.
  */
@@ -233,7 +233,7 @@ int main(void) {
      * machine's oneDNN has them, and backward-weights only where they are AVX-512 ones (conv_algo.c: jit:avx2's
      * was slower than the loops everywhere measured).  oneDNN's AVX-512 kernels need avx512_core (F, BW, VL, DQ);
      * ONEDNN_MAX_CPU_ISA may hold them back, so with it set either path is accepted. */
-    /* The table as it stands without model/winograd.c's F(2x2, 3x3) (batch 5: not cached yet, and the switch
+    /* The table as it stands without model/winograd.c (batch 5: not cached yet, and the switch
      * is read at creation). */
     setenv("TOWER_CONV_WINOGRAD_F2", "0", 1);
     Conv2d c;
@@ -252,7 +252,7 @@ int main(void) {
         printf("  (this machine's oneDNN has no direct kernel for vgg11's 4x4 layer: every pass ran the loops)\n");
     }
     unsetenv("TOWER_CONV_WINOGRAD_F2");
-    /* model/winograd.c's F(2x2, 3x3), where this oneDNN has no Winograd kernel (n_wino == 0): every pass of
+    /* model/winograd.c's 3x3 kernels, where this oneDNN has no Winograd kernel (n_wino == 0): every pass of
      * vgg11's 4x4 layer and of a 64-channel 8x8 layer, none of resnet20's 32-channel 16x16 layer or of a
      * stride-2 one (conv_cpu_winograd_f2); where oneDNN has Winograd kernels, not those, but every pass of
      * vgg11's 2x2 layer (whose map oneDNN's 4x4 tiles waste) on every machine. */
@@ -267,14 +267,14 @@ int main(void) {
         const int p_vgg = conv2d_run_path(&c, 1, 8, 2, p), p64 = conv2d_run_path(&f64, 0, 8, 2, p);
         const int p2x2 = conv2d_run_path(&f2x2, 1, 8, 2, p);
         if (want == CONV_CPU_WINOGRAD_F2) {
-            CHECK(p_vgg == want, "pass %d of vgg11's 4x4 layer: %s, not F(2x2,3x3)", p, path_name(p_vgg));
-            CHECK(p64 == want, "pass %d of the 64-channel 8x8 layer: %s, not F(2x2,3x3)", p, path_name(p64));
+            CHECK(p_vgg == want, "pass %d of vgg11's 4x4 layer: %s, not model/winograd.c", p, path_name(p_vgg));
+            CHECK(p64 == want, "pass %d of the 64-channel 8x8 layer: %s, not model/winograd.c", p, path_name(p64));
         } else {
             CHECK(p_vgg != CONV_CPU_WINOGRAD_F2 && p64 != CONV_CPU_WINOGRAD_F2, "oneDNN's Winograd is here");
         }
-        CHECK(p2x2 == CONV_CPU_WINOGRAD_F2, "pass %d of vgg11's 2x2 layer: %s, not F(2x2,3x3)", p, path_name(p2x2));
-        CHECK(conv2d_run_path(&f32, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "32 channels take F(2x2,3x3)");
-        CHECK(conv2d_run_path(&f_s2, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "stride 2 takes F(2x2,3x3)");
+        CHECK(p2x2 == CONV_CPU_WINOGRAD_F2, "pass %d of vgg11's 2x2 layer: %s, not model/winograd.c", p, path_name(p2x2));
+        CHECK(conv2d_run_path(&f32, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "32 channels take model/winograd.c");
+        CHECK(conv2d_run_path(&f_s2, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "stride 2 takes model/winograd.c");
         n_f2 += p_vgg == CONV_CPU_WINOGRAD_F2;
     }
     /* Its results through conv2d_run_* (the cases above ran it where it applies): vgg11's 4x4 and 2x2 layers at
@@ -318,7 +318,7 @@ int main(void) {
     CHECK(conv2d_run_path(&c, 1, 9, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0");
     CHECK(conv2d_run_path(&c2, 1, 13, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0, 5x5");
     unsetenv("TOWER_CONV_WINOGRAD_F2");
-    printf("  F(2x2,3x3) (model/winograd.c) took %d of vgg11's 4x4 layer's passes%s; F(4x4,5x5) %d of the 6 of "
+    printf("  model/winograd.c (F(4x4,3x3)) took %d of vgg11's 4x4 layer's passes%s; F(4x4,5x5) %d of the 6 of "
            "mnist's and cifar10's conv2\n",
            n_f2, n_wino ? " (none: oneDNN's Winograd kernels are here)" : "", n_f5);
     printf("%d oneDNN and %d model/winograd.c passes compared; %d checks, %d failures\n", n_onednn_passes, n_f2_passes,
