@@ -251,6 +251,101 @@ V8_INLINE void transform_2d(float *dst, const float *src, size_t cell, int n_in,
     }
 }
 
+/* Rows c0..c1 of every (C, K) cell: dst = F src F^T per (c, k), eight k at a time (transform_2d); the
+ * weights' transform (n_in = r, n_out = a) and its adjoint (a, r). */
+V8_INLINE void kernel_transform(float *dst, const float *src, int C, int K, int c0, int c1, int n_in, int n_out,
+                                void (*f)(v8 *out, const v8 *in)) {
+    const size_t cell = (size_t)C * K;
+    for (int c = c0; c < c1; c++)
+        for (int k = 0; k < K; k += 8)
+            transform_2d(dst + (size_t)c * K + k, src + (size_t)c * K + k, cell, n_in, n_out, f, K - k < 8 ? K - k : 8);
+}
+
+/* The 4x4-output tiles' three per-tile transforms, for a tile side a (6 or 8) and its one-axis transforms:
+ * always inlined with both constant, so each kind's copy is unrolled for its own a. */
+
+/* One tile's V = B^T d B into V[xi * v_stride + c], d's a*a pixels at p[] (each C floats; the zero row where the
+ * tile hangs over the padding); bt is B^T on one axis. */
+V8_INLINE void input_tile(float *V, size_t v_stride, const float *const *p, int C, int a,
+                          void (*bt)(v8 *v, const v8 *d)) {
+    for (int c = 0; c < C; c += 8) {
+        const int n = C - c < 8 ? C - c : 8;
+        v8 t[8][8];
+#pragma GCC unroll 8
+        for (int j = 0; j < a; j++) {
+            v8 d[8], col[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < a; i++) load8(&d[i], p[i * a + j] + c, n);
+            bt(col, d);
+#pragma GCC unroll 8
+            for (int i = 0; i < a; i++) t[i][j] = col[i];
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < a; i++) {
+            v8 row[8];
+            bt(row, t[i]);
+#pragma GCC unroll 8
+            for (int j = 0; j < a; j++) store8(V + (size_t)(i * a + j) * v_stride + c, &row[j], n);
+        }
+    }
+}
+
+/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 4x4 output pixels y[0..15] (row by
+ * row; a spare row past the map's edge); at is A^T on one axis (a values to 4). */
+V8_INLINE void output_tile(float *const *y, const float *M, size_t m_stride, const float *bias, int relu, int K,
+                           int a, void (*at)(v8 *o, const v8 *m)) {
+    for (int k = 0; k < K; k += 8) {
+        const int n = K - k < 8 ? K - k : 8;
+        v8 s[4][8], b = {0};
+#pragma GCC unroll 8
+        for (int j = 0; j < a; j++) {
+            v8 m[8], col[4];
+#pragma GCC unroll 8
+            for (int i = 0; i < a; i++) load8(&m[i], M + (size_t)(i * a + j) * m_stride + k, n);
+            at(col, m);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) s[i][j] = col[i];
+        }
+        if (bias) load8(&b, bias + k, n);
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            v8 o[4];
+            at(o, s[i]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                v8 v = o[j] + b;
+                if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
+                store8(y[i * 4 + j] + k, &v, n);
+            }
+        }
+    }
+}
+
+/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 4x4 pixels at p[0..15] (the zero row past the
+ * map's edge): output_tile's adjoint; fa is A on one axis (4 values to a). */
+V8_INLINE void output_grad_tile(float *dM, size_t m_stride, const float *const *p, int K, int a,
+                                void (*fa)(v8 *r, const v8 *y)) {
+    for (int k = 0; k < K; k += 8) {
+        const int n = K - k < 8 ? K - k : 8;
+        v8 c[4][8]; /* c[j] = A (column j of dy) */
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            v8 y[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) load8(&y[i], p[i * 4 + j] + k, n);
+            fa(c[j], y);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < a; i++) {
+            const v8 y[4] = {c[0][i], c[1][i], c[2][i], c[3][i]};
+            v8 row[8];
+            fa(row, y);
+#pragma GCC unroll 8
+            for (int j = 0; j < a; j++) store8(dM + (size_t)(i * a + j) * m_stride + k, &row[j], n);
+        }
+    }
+}
+
 /* ---- F(4x4, 3x3): 6x6 tiles, points 0, 1, -1, 2, -2 and infinity ------------------------------ */
 
 /* Each 4x4 block of outputs from a 6x6 input tile: 36 products per 16 outputs and input channel where the loops
@@ -273,10 +368,7 @@ V8_INLINE void g_6(v8 t[6], const v8 g[3]) {
 /* U[xi][c][k] = (G g G^T)[xi], g the 3x3 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
  * matrix. */
 WINO_CLONES static void weights_f4_3x3(float *U, const float *w, int C, int K, int c0, int c1) {
-    const size_t cell = (size_t)C * K;
-    for (int c = c0; c < c1; c++)
-        for (int k = 0; k < K; k += 8)
-            transform_2d(U + (size_t)c * K + k, w + (size_t)c * K + k, cell, 3, 6, g_6, K - k < 8 ? K - k : 8);
+    kernel_transform(U, w, C, K, c0, c1, 3, 6, g_6);
 }
 
 /* v = B^T d for one axis of 6 values: B^T = [4 0 -5 0 1 0; 0 4 4 -1 -1 0; 0 -4 4 1 -1 0; 0 -2 -1 2 1 0;
@@ -291,29 +383,9 @@ V8_INLINE void bt_6(v8 v[6], const v8 d[6]) {
     v[5] = a - 5.0f * d[3] + d[5];
 }
 
-/* One tile's V = B^T d B into V[xi * v_stride + c], d's 36 pixels at p[0..35] (each C floats; the zero row
- * where the tile hangs over the padding). */
+/* One tile's V = B^T d B for F(4x4, 3x3) (6x6 pixels at p[0..35]). */
 WINO_CLONES static void input_f4_3x3(float *V, size_t v_stride, const float *const *p, int C) {
-    for (int c = 0; c < C; c += 8) {
-        const int n = C - c < 8 ? C - c : 8;
-        v8 t[6][6];
-#pragma GCC unroll 6
-        for (int j = 0; j < 6; j++) {
-            v8 d[6], col[6];
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) load8(&d[i], p[i * 6 + j] + c, n);
-            bt_6(col, d);
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) t[i][j] = col[i];
-        }
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; i++) {
-            v8 row[6];
-            bt_6(row, t[i]);
-#pragma GCC unroll 6
-            for (int j = 0; j < 6; j++) store8(V + (size_t)(i * 6 + j) * v_stride + c, &row[j], n);
-        }
-    }
+    input_tile(V, v_stride, p, C, 6, bt_6);
 }
 
 /* o = A^T m for one axis: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
@@ -325,35 +397,10 @@ V8_INLINE void at_6(v8 o[4], const v8 m[6]) {
     o[3] = d1 + 8.0f * d2 + m[5];
 }
 
-/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 4x4 output pixels y[0..15] (row by
- * row; a spare row past the map's edge). */
+/* One tile's 4x4 outputs for F(4x4, 3x3). */
 WINO_CLONES static void output_f4_3x3(float *const *y, const float *M, size_t m_stride, const float *bias,
                                       int relu, int K) {
-    for (int k = 0; k < K; k += 8) {
-        const int n = K - k < 8 ? K - k : 8;
-        v8 s[4][6], b = {0};
-#pragma GCC unroll 6
-        for (int j = 0; j < 6; j++) {
-            v8 m[6], col[4];
-#pragma GCC unroll 6
-            for (int i = 0; i < 6; i++) load8(&m[i], M + (size_t)(i * 6 + j) * m_stride + k, n);
-            at_6(col, m);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) s[i][j] = col[i];
-        }
-        if (bias) load8(&b, bias + k, n);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            v8 o[4];
-            at_6(o, s[i]);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                v8 v = o[j] + b;
-                if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
-                store8(y[i * 4 + j] + k, &v, n);
-            }
-        }
-    }
+    output_tile(y, M, m_stride, bias, relu, K, 6, at_6);
 }
 
 /* r = A y for one axis of 4 values, A = (A^T)^T: y0, y0 +- y1 + y2 +- y3, y0 +- 2 y1 + 4 y2 +- 8 y3, y3. */
@@ -368,28 +415,9 @@ V8_INLINE void a_6(v8 r[6], const v8 y[4]) {
     r[5] = y[3];
 }
 
-/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 4x4 pixels at p[0..15] (the zero row past the
- * map's edge): the adjoint of output_f4_3x3. */
+/* One tile's dM for F(4x4, 3x3): output_f4_3x3's adjoint. */
 WINO_CLONES static void output_grad_f4_3x3(float *dM, size_t m_stride, const float *const *p, int K) {
-    for (int k = 0; k < K; k += 8) {
-        const int n = K - k < 8 ? K - k : 8;
-        v8 c[4][6]; /* c[j] = A (column j of dy) */
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            v8 y[4];
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) load8(&y[i], p[i * 4 + j] + k, n);
-            a_6(c[j], y);
-        }
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; i++) {
-            const v8 y[4] = {c[0][i], c[1][i], c[2][i], c[3][i]};
-            v8 row[6];
-            a_6(row, y);
-#pragma GCC unroll 6
-            for (int j = 0; j < 6; j++) store8(dM + (size_t)(i * 6 + j) * m_stride + k, &row[j], n);
-        }
-    }
+    output_grad_tile(dM, m_stride, p, K, 6, a_6);
 }
 
 /* q = G^T u for one axis of 6 values: the columns of g_6's G. */
@@ -402,10 +430,7 @@ V8_INLINE void gt_6(v8 q[3], const v8 u[6]) {
 
 /* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_f4_3x3. */
 WINO_CLONES static void weights_grad_f4_3x3(float *dw, const float *dU, int C, int K, int c0, int c1) {
-    const size_t cell = (size_t)C * K;
-    for (int c = c0; c < c1; c++)
-        for (int k = 0; k < K; k += 8)
-            transform_2d(dw + (size_t)c * K + k, dU + (size_t)c * K + k, cell, 6, 3, gt_6, K - k < 8 ? K - k : 8);
+    kernel_transform(dw, dU, C, K, c0, c1, 6, 3, gt_6);
 }
 
 /* ---- F(4x4, 5x5): 8x8 tiles, points 0, 1, -1, 2, -2, 1/2, -1/2 and infinity ------------------ */
@@ -447,10 +472,7 @@ V8_INLINE void g_8(v8 t[8], const v8 g[5]) {
 /* U[xi][c][k] = (G g G^T)[xi], g the 5x5 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
  * matrix. */
 WINO_CLONES static void weights_5x5(float *U, const float *w, int C, int K, int c0, int c1) {
-    const size_t cell = (size_t)C * K;
-    for (int c = c0; c < c1; c++)
-        for (int k = 0; k < K; k += 8)
-            transform_2d(U + (size_t)c * K + k, w + (size_t)c * K + k, cell, 5, 8, g_8, K - k < 8 ? K - k : 8);
+    kernel_transform(U, w, C, K, c0, c1, 5, 8, g_8);
 }
 
 /* v = B^T d for one axis of 8 values: B^T = [1 0 -21/4 0 21/4 0 -1 0; 0 1 1 -17/4 -17/4 1 1 0;
@@ -466,29 +488,9 @@ V8_INLINE void bt_8(v8 v[8], const v8 d[8]) {
     v[7] = d[7] - d[1] + 5.25f * (d[3] - d[5]);
 }
 
-/* One tile's V = B^T d B into V[xi * v_stride + c], d's 64 pixels at p[0..63] (each C floats; the zero row
- * where the tile hangs over the padding). */
+/* One tile's V = B^T d B for F(4x4, 5x5) (8x8 pixels at p[0..63]). */
 WINO_CLONES static void input_5x5(float *V, size_t v_stride, const float *const *p, int C) {
-    for (int c = 0; c < C; c += 8) {
-        const int n = C - c < 8 ? C - c : 8;
-        v8 t[8][8];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            v8 d[8], col[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) load8(&d[i], p[i * 8 + j] + c, n);
-            bt_8(col, d);
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) t[i][j] = col[i];
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            v8 row[8];
-            bt_8(row, t[i]);
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) store8(V + (size_t)(i * 8 + j) * v_stride + c, &row[j], n);
-        }
-    }
+    input_tile(V, v_stride, p, C, 8, bt_8);
 }
 
 /* o = A^T m for one axis: A^T's rows p^i for p = 0, 1, -1, 2, -2, 1/2, -1/2 (i = 0..3), and 1 at infinity in
@@ -502,35 +504,10 @@ V8_INLINE void at_8(v8 o[4], const v8 m[8]) {
     o[3] = d1 + 8.0f * d2 + 0.125f * d3 + m[7];
 }
 
-/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 4x4 output pixels y[0..15] (row by
- * row; a spare row past the map's edge). */
-WINO_CLONES static void output_5x5(float *const *y, const float *M, size_t m_stride, const float *bias,
-                                      int relu, int K) {
-    for (int k = 0; k < K; k += 8) {
-        const int n = K - k < 8 ? K - k : 8;
-        v8 s[4][8], b = {0};
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            v8 m[8], col[4];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) load8(&m[i], M + (size_t)(i * 8 + j) * m_stride + k, n);
-            at_8(col, m);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) s[i][j] = col[i];
-        }
-        if (bias) load8(&b, bias + k, n);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            v8 o[4];
-            at_8(o, s[i]);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                v8 v = o[j] + b;
-                if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
-                store8(y[i * 4 + j] + k, &v, n);
-            }
-        }
-    }
+/* One tile's 4x4 outputs for F(4x4, 5x5). */
+WINO_CLONES static void output_5x5(float *const *y, const float *M, size_t m_stride, const float *bias, int relu,
+                                   int K) {
+    output_tile(y, M, m_stride, bias, relu, K, 8, at_8);
 }
 
 /* r = A y for one axis of 4 values, A = (A^T)^T: y0, then y0 + p y1 + p^2 y2 + p^3 y3 for p = 1, -1, 2, -2,
@@ -543,28 +520,9 @@ V8_INLINE void a_8(v8 r[8], const v8 y[4]) {
     r[7] = y[3];
 }
 
-/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 4x4 pixels at p[0..15] (the zero row past the
- * map's edge): the adjoint of output_5x5. */
+/* One tile's dM for F(4x4, 5x5): output_5x5's adjoint. */
 WINO_CLONES static void output_grad_5x5(float *dM, size_t m_stride, const float *const *p, int K) {
-    for (int k = 0; k < K; k += 8) {
-        const int n = K - k < 8 ? K - k : 8;
-        v8 c[4][8]; /* c[j] = A (column j of dy) */
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            v8 y[4];
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) load8(&y[i], p[i * 4 + j] + k, n);
-            a_8(c[j], y);
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            const v8 y[4] = {c[0][i], c[1][i], c[2][i], c[3][i]};
-            v8 row[8];
-            a_8(row, y);
-#pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) store8(dM + (size_t)(i * 8 + j) * m_stride + k, &row[j], n);
-        }
-    }
+    output_grad_tile(dM, m_stride, p, K, 8, a_8);
 }
 
 /* q = G^T u for one axis of 8 values: the columns of g_8's G as sums and differences of u's pairs. */
@@ -581,10 +539,7 @@ V8_INLINE void gt_8(v8 q[5], const v8 u[8]) {
 
 /* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_5x5. */
 WINO_CLONES static void weights_grad_5x5(float *dw, const float *dU, int C, int K, int c0, int c1) {
-    const size_t cell = (size_t)C * K;
-    for (int c = c0; c < c1; c++)
-        for (int k = 0; k < K; k += 8)
-            transform_2d(dw + (size_t)c * K + k, dU + (size_t)c * K + k, cell, 8, 5, gt_8, K - k < 8 ? K - k : 8);
+    kernel_transform(dw, dU, C, K, c0, c1, 8, 5, gt_8);
 }
 
 /* ---- the table: one entry a kind ------------------------------------------------------------ */
