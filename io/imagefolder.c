@@ -295,16 +295,16 @@ static int generate_random_crop(int W, int H, float min_rel, float max_rel, floa
     if (height >= max_height) height = max_height;
     if (height < max_height) height += (int)rng_below(rng, (uint64_t)(max_height - height + 1));
     int width = (int)lrintf((float)height * aspect);
-    float area = (float)(width * height);
+    float area = (float)width * (float)height; /* the int product, rounded once, as TensorFlow's; no overflow */
     if (area < min_area) {
         height += 1;
         width = (int)lrintf((float)height * aspect);
-        area = (float)(width * height);
+        area = (float)width * (float)height;
     }
     if (area > max_area) {
         height -= 1;
         width = (int)lrintf((float)height * aspect);
-        area = (float)(width * height);
+        area = (float)width * (float)height;
     }
     if (area < min_area || area > max_area || width > W || height > H || width <= 0 || height <= 0) return 0;
     c->y = height < H ? (int)rng_below(rng, (uint64_t)(H - height)) : 0;
