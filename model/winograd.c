@@ -251,6 +251,15 @@ V8_INLINE void transform_2d(float *dst, const float *src, size_t cell, int n_in,
     }
 }
 
+/* v[1 .. 2 n] = e +- o for n point pairs (1, -1), (2, -2), (1/2, -1/2): a row at p is the even part plus the
+ * odd part, at -p the even part minus it. */
+V8_INLINE void pm_pairs(v8 *v, const v8 *e, const v8 *o, int n) {
+    for (int i = 0; i < n; i++) {
+        v[1 + 2 * i] = e[i] + o[i];
+        v[2 + 2 * i] = e[i] - o[i];
+    }
+}
+
 /* Rows c0..c1 of every (C, K) cell: dst = F src F^T per (c, k), eight k at a time (transform_2d); the
  * weights' transform (n_in = r, n_out = a) and its adjoint (a, r). */
 V8_INLINE void kernel_transform(float *dst, const float *src, int C, int K, int c0, int c1, int n_in, int n_out,
@@ -405,13 +414,10 @@ WINO_CLONES static void output_f4_3x3(float *const *y, const float *M, size_t m_
 
 /* r = A y for one axis of 4 values, A = (A^T)^T: y0, y0 +- y1 + y2 +- y3, y0 +- 2 y1 + 4 y2 +- 8 y3, y3. */
 V8_INLINE void a_6(v8 r[6], const v8 y[4]) {
-    const v8 e1 = y[0] + y[2], o1 = y[1] + y[3];
-    const v8 e2 = y[0] + 4.0f * y[2], o2 = 2.0f * y[1] + 8.0f * y[3];
+    const v8 e[2] = {y[0] + y[2], y[0] + 4.0f * y[2]};
+    const v8 o[2] = {y[1] + y[3], 2.0f * y[1] + 8.0f * y[3]};
     r[0] = y[0];
-    r[1] = e1 + o1;
-    r[2] = e1 - o1;
-    r[3] = e2 + o2;
-    r[4] = e2 - o2;
+    pm_pairs(r, e, o, 2);
     r[5] = y[3];
 }
 
@@ -442,15 +448,6 @@ WINO_CLONES static void weights_grad_f4_3x3(float *dw, const float *dU, int C, i
  * rows the powers of the points, G's rows those over the points' products of differences, B^T solved from
  * the identity) and each 1-D formula below checked against the matrices in float64 before any C; in float32
  * the whole convolution's error is about twice F(2x2, 5x5)'s (tests/test_winograd.c's bound holds). */
-
-/* v[1..6] = e +- o for the point pairs (1, -1), (2, -2), (1/2, -1/2): a row at p is the even part plus the odd
- * part, at -p the even part minus it. */
-V8_INLINE void pm_pairs(v8 v[8], const v8 e[3], const v8 o[3]) {
-    for (int i = 0; i < 3; i++) {
-        v[1 + 2 * i] = e[i] + o[i];
-        v[2 + 2 * i] = e[i] - o[i];
-    }
-}
 
 /* t = G g for one axis of 5 taps: G's rows 1, 1 / f(p) (1, p, p^2, p^3, p^4) for p = 1, -1, 2, -2, 1/2, -1/2
  * (f(p) the product of p - q over the other finite points q), scaled: -2/9 (g0 + g2 + g4 +- (g1 + g3)),
@@ -484,7 +481,7 @@ V8_INLINE void bt_8(v8 v[8], const v8 d[8]) {
     const v8 o[3] = {d[1] + d[5] - 4.25f * d[3], 0.5f * d[1] - 2.5f * d[3] + 2.0f * d[5],
                      2.0f * d[1] - 2.5f * d[3] + 0.5f * d[5]};
     v[0] = d[0] - d[6] + 5.25f * (d[4] - d[2]);
-    pm_pairs(v, e, o);
+    pm_pairs(v, e, o, 3);
     v[7] = d[7] - d[1] + 5.25f * (d[3] - d[5]);
 }
 
@@ -516,7 +513,7 @@ V8_INLINE void a_8(v8 r[8], const v8 y[4]) {
     const v8 e[3] = {y[0] + y[2], y[0] + 4.0f * y[2], y[0] + 0.25f * y[2]};
     const v8 o[3] = {y[1] + y[3], 2.0f * y[1] + 8.0f * y[3], 0.5f * y[1] + 0.125f * y[3]};
     r[0] = y[0];
-    pm_pairs(r, e, o);
+    pm_pairs(r, e, o, 3);
     r[7] = y[3];
 }
 
