@@ -60,7 +60,8 @@ int conv_cpu_impl_direct(const char *impl_info) {
  * for an AVX2 machine; bench/RESULTS.md, 2026-11-26): a row says oneDNN for
  * the pass when the implementation's name contains impl_needs ("" for any
  * direct kernel), the kernel has at least min_kernel_cells cells, the input
- * at least min_C_in channels and the output map at most max_out_cells cells.
+ * at least min_C_in channels, the output map at most max_out_cells cells and
+ * the output at most max_C_out channels.
  *   - forward: brgconv (AVX-512) 1.1-1.7x the loops on every 3x3 shape
  *     (the loops' per-image im2col copies the input 9 times), jit:avx2 level
  *     or better; on 1x1 kernels a tie (0.8-1.3x), so the loops keep them.
@@ -69,7 +70,13 @@ int conv_cpu_impl_direct(const char *impl_info) {
  *     (a first layer, whose input gradient nobody wants) 4x slower.
  *   - backward weights: with AVX-512, 1.1-1.6x at maps of 4x4 and less, a
  *     tie at 8x8, 1.5-5x slower at 16x16 and 32x32; jit:avx2's is slower
- *     than the loops everywhere measured.
+ *     than the loops everywhere measured.  Except where the output has at
+ *     most 16 channels (one AVX-512 register's block), at any map: on a
+ *     2-core Zen 5, 2 threads, batch 64, bench_conv --wei_any with extra
+ *     shapes (bench/RESULTS.md, 2026-11-28), 1.5-2.5x the loops at 16 -> 16
+ *     from 8x8 to 64x64 (resnet20's 32x32 layers 1.7x), 32 -> 16 1.8x,
+ *     8 -> 8 1.5x, a first layer 3 -> 16 2.0x (2.3x at stride 2); at 24
+ *     output channels 1.2x, at 32 0.5-0.8x (vgg11's 64, 0.14x).
  *   - 1x1 kernels stay on the loops in every pass: at stride 1 the loops
  *     are one sgemm over the batch (model/conv2d.c): against oneDNN's
  *     convolution on resnet50's 1x1 shapes 1.0-1.4x in backward data,
@@ -79,11 +86,12 @@ int conv_cpu_impl_direct(const char *impl_info) {
 static const struct {
     ConvPass pass;
     const char *impl_needs;
-    int min_kernel_cells, min_C_in, max_out_cells;
+    int min_kernel_cells, min_C_in, max_out_cells, max_C_out;
 } cpu_rows[] = {
-    {CONV_PASS_FORWARD, "", 2, 1, 1 << 30},
-    {CONV_PASS_BACKWARD_DATA, "", 2, 16, 1 << 30},
-    {CONV_PASS_BACKWARD_WEIGHTS, "avx512", 2, 1, 16},
+    {CONV_PASS_FORWARD, "", 2, 1, 1 << 30, 1 << 30},
+    {CONV_PASS_BACKWARD_DATA, "", 2, 16, 1 << 30, 1 << 30},
+    {CONV_PASS_BACKWARD_WEIGHTS, "avx512", 2, 1, 16, 1 << 30},
+    {CONV_PASS_BACKWARD_WEIGHTS, "avx512", 2, 1, 1 << 30, 16},
 };
 
 int conv_cpu_winograd(const ConvCpuShape *s) {
@@ -134,7 +142,7 @@ ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl
     for (size_t i = 0; i < sizeof cpu_rows / sizeof cpu_rows[0]; i++)
         if (cpu_rows[i].pass == pass && strstr(impl_info, cpu_rows[i].impl_needs) &&
             s->KH * s->KW >= cpu_rows[i].min_kernel_cells && s->C_in >= cpu_rows[i].min_C_in &&
-            s->OH * s->OW <= cpu_rows[i].max_out_cells)
+            s->OH * s->OW <= cpu_rows[i].max_out_cells && s->C_out <= cpu_rows[i].max_C_out)
             return CONV_CPU_ONEDNN;
     return CONV_CPU_LOOPS;
 }

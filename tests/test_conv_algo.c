@@ -88,6 +88,14 @@ int main(void) {
     expect("cpu: backward weights on 4x4: oneDNN", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_4x4, jit512), CONV_CPU_ONEDNN);
     expect("cpu: backward weights on 16x16: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &vgg_16x16, jit512), CONV_CPU_LOOPS);
     expect("cpu: backward weights 1x1 on 8x8: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &one_by_one, jit512), CONV_CPU_LOOPS);
+    /* At most 16 output channels: oneDNN's AVX-512 backward weights at any map (resnet20's 32x32 layers). */
+    const ConvCpuShape res_32x32 = {16, 16, 3, 3, 32, 32, 1, 1, 64}, res_first = {3, 16, 3, 3, 32, 32, 1, 1, 64};
+    const ConvCpuShape c_out_32 = {16, 32, 3, 3, 32, 32, 1, 1, 64};
+    expect("cpu: backward weights 16 -> 16 on 32x32: oneDNN", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &res_32x32, jit512), CONV_CPU_ONEDNN);
+    expect("cpu: backward weights 3 -> 16 on 32x32: oneDNN", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &res_first, jit512), CONV_CPU_ONEDNN);
+    expect("cpu: backward weights 16 -> 32 on 32x32: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &c_out_32, jit512), CONV_CPU_LOOPS);
+    expect("cpu: jit:avx2 backward weights 16 -> 16: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &res_32x32, avx2), CONV_CPU_LOOPS);
+    expect("cpu: backward weights 1x1 to 16 channels: loops", conv_cpu_pick(CONV_PASS_BACKWARD_WEIGHTS, &(ConvCpuShape){64, 16, 1, 1, 32, 32, 1, 1, 64}, jit512), CONV_CPU_LOOPS);
     /* 1x1 kernels: the loops' one sgemm over the batch beats oneDNN's convolution in both backward passes. */
     const ConvCpuShape one_by_one_2x2 = {1024, 256, 1, 1, 2, 2, 1, 1, 64};
     expect("cpu: backward data 1x1 at 1024 channels: loops", conv_cpu_pick(CONV_PASS_BACKWARD_DATA, &one_by_one_2x2, jit512), CONV_CPU_LOOPS);

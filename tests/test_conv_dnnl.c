@@ -187,6 +187,9 @@ int main(void) {
         {24, 3, 5, 64, 1, PAD_SAME, 1, ACT_RELU},     /* cifar10 conv1 */
         {12, 64, 5, 64, 1, PAD_SAME, 1, ACT_RELU},    /* cifar10 conv2 */
         {14, 32, 5, 64, 1, PAD_SAME, 1, ACT_RELU},    /* mnist conv2 */
+        {32, 16, 3, 16, 1, PAD_SAME, 1, ACT_NONE},    /* resnet20 conv2_block1_1: 16 channels out (AVX-512: oneDNN's
+                                                         backward weights at any map) */
+        {32, 3, 3, 16, 1, PAD_SAME, 1, ACT_RELU},     /* a first layer to 16 channels */
     };
     const int n_cases = (int)(sizeof cases / sizeof cases[0]);
     printf("conv2d_run (oneDNN where conv_algo's table says) against conv2d's loops, rel err per pass:\n");
@@ -247,6 +250,17 @@ int main(void) {
             CHECK(wpath == CONV_CPU_LOOPS, "no AVX-512: backward weights on the loops, not %s", path_name(wpath));
         else if (!getenv("ONEDNN_MAX_CPU_ISA"))
             CHECK(wpath == CONV_CPU_ONEDNN, "AVX-512: backward weights on oneDNN, not %s", path_name(wpath));
+        /* resnet20's 32x32 layer, 16 channels out: oneDNN's backward weights only with AVX-512; 32 out: loops. */
+        Conv2d r16, r32;
+        conv2d_init(&r16, 32, 32, 16, 3, 3, 16, 1, 1, PAD_SAME, ACT_NONE);
+        conv2d_init(&r32, 32, 32, 16, 3, 3, 32, 1, 1, PAD_SAME, ACT_NONE);
+        const int p16 = conv2d_run_path(&r16, 0, 5, 1, CONV_PASS_BACKWARD_WEIGHTS);
+        const int p32 = conv2d_run_path(&r32, 0, 5, 1, CONV_PASS_BACKWARD_WEIGHTS);
+        CHECK(p32 == CONV_CPU_LOOPS, "16 -> 32 on 32x32: backward weights on the loops, not %s", path_name(p32));
+        if (!avx512_core)
+            CHECK(p16 == CONV_CPU_LOOPS, "no AVX-512: 16 -> 16 backward weights on the loops, not %s", path_name(p16));
+        else if (!getenv("ONEDNN_MAX_CPU_ISA"))
+            CHECK(p16 == CONV_CPU_ONEDNN, "AVX-512: 16 -> 16 backward weights on oneDNN, not %s", path_name(p16));
         CHECK(n_onednn_passes > 0, "oneDNN ran no pass");
     } else {
         printf("  (this machine's oneDNN has no direct kernel for vgg11's 4x4 layer: every pass ran the loops)\n");
