@@ -115,6 +115,20 @@ static const Shape shapes[] = {
     {"resnet20", 64, 8, 64, 3, 64, 1, PAD_SAME, 1, 0, 0},
     {"resnet20", 64, 32, 16, 3, 32, 2, PAD_SAME, 1, 0, 0},
     {"resnet20", 64, 16, 32, 3, 64, 2, PAD_SAME, 1, 0, 0},
+    /* Narrow 3x3 layers at batch 64, no ReLU: the measurement behind conv_algo.c's backward-weights row for at
+     * most 16 channels out (16 -> 16 over maps of 8 to 64, 32 -> 16, 8 -> 8, then 24 and 32 out, first layers). */
+    {"narrow", 64, 8, 16, 3, 16, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 16, 16, 3, 16, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 16, 3, 16, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 64, 16, 3, 16, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 32, 3, 16, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 8, 3, 8, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 16, 3, 24, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 16, 3, 32, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 3, 3, 16, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 3, 3, 32, 1, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 3, 3, 16, 2, PAD_SAME, 1, 0, 0},
+    {"narrow", 64, 32, 3, 3, 32, 2, PAD_SAME, 1, 0, 0},
     /* vgg16's 3x3 at 224x224, batch 8: block1's two (an image's windows 115.6 MB unrolled: the loops take
      * them in bands), then one per later block. */
     {"vgg16_224", 8, 224, 3, 3, 64, 1, PAD_SAME, 1, 1, 0},
