@@ -11,14 +11,15 @@
  * a blocked layout of their own choosing (format "any"), so the forward and
  * backward-data passes reorder the weights into scratch and backward
  * weights reorders its gradient back into HWIO.  Where conv_cpu_winograd
- * says so, all three passes run oneDNN's Winograd kernels instead, which
- * take blocked activations only: each pass reorders its activation inputs
+ * says so, the passes model/winograd.c does not take (below) run oneDNN's
+ * Winograd kernels instead, which take blocked activations only: each pass reorders its activation inputs
  * from NHWC into scratch and its activation output back (the reorders are
  * in the measured gain); where this oneDNN has no Winograd kernel (no
  * AVX-512) the direct rule applies, and the 3x3 stride-1 layers
  * conv_cpu_winograd_f2 names run model/winograd.c's own F(4x4, 3x3)
  * (F(2x2, 3x3) on maps of 1 or 2 a side) instead, every pass (with AVX-512 too where the map is 2x2, which
- * oneDNN's Winograd refuses); the 5x5 stride-1 layers it names run
+ * oneDNN's Winograd refuses, and, of the layers oneDNN's Winograd takes, the passes with at most 128
+ * channels into their products and backward weights up to 256 in); the 5x5 stride-1 layers it names run
  * model/winograd.c's F(4x4, 5x5) on every CPU (oneDNN has no Winograd
  * kernel for 5x5).  A ReLU after the bias is a post-op
  * forward; its mask is applied to dout in place before the backward
@@ -68,7 +69,8 @@ static const int act_is_out[CONV_PASS_COUNT][2] = {{0, 1}, {0, 1}, {0, 0}};
 typedef struct {
     ConvKey key;
     int failed;                              /* creation failed: loops for every pass */
-    int winograd;                            /* every pass runs oneDNN's Winograd kernels on blocked activations */
+    int winograd;                            /* the passes with a primitive run oneDNN's Winograd kernels on
+                                                blocked activations (f2's passes run winograd.c's instead) */
     dnnl_primitive_t prim[CONV_PASS_COUNT];  /* NULL: that pass runs the loops */
     dnnl_primitive_t to_blocked[2];          /* HWIO -> forward's / backward data's layout; NULL: HWIO already */
     dnnl_primitive_t dw_to_hwio;             /* backward weights' gradient layout -> HWIO; NULL: HWIO already */

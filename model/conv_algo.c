@@ -128,13 +128,30 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * output gradient, written and read back) and the one the machine's state moves most (in an hour when its
  * memory was contended by other tenants F(2x2, 5x5)'s ran 2x slower).  So every pass from 32 channels in and
  * out; the first layers (1 and 3 channels in) stay off (bench_conv: 1.8x and 1.5x slower forward, 6x and 5x
- * backward weights), as do the 16-channel sizes nobody has measured. */
+ * backward weights), as do the 16-channel sizes nobody has measured.
+ * With AVX-512, where oneDNN's Winograd kernels would run (conv_cpu_winograd), F(4x4, 3x3) of our own against
+ * them pass by pass (bench_conv --winograd, 2 threads, the 2-core Zen 5, 2026-11-28; oneDNN's figures include
+ * the reorders of the activations to and from its blocked layout, as the step runs them): ours is faster
+ * where few channels go into a pass's products, forward 1.2-1.4x at C_in 32-128 (resnet20's 16x16, vgg11's
+ * 16x16 and 8x8 128 -> 256, resnet50's 56x56 and 28x28 at 224), oneDNN's 1.04-1.6x at 256 and 512; backward
+ * data the same with C_out in its place (its products take the output's channels); backward weights ours
+ * 1.05-1.5x up to 256 channels in (vgg11, vgg16 and resnet50 at 224), oneDNN's at 512 (1.2-1.6x on 4x4 and
+ * 14x14; 7x7 split by the batch).  So ours takes forward at C_in <= 128, backward data at C_out <= 128,
+ * backward weights at C_in <= 256: the step (bench_model --size 32 --batch 64, 3 interleaved rounds) vgg11
+ * 1.06x, vgg16 1.06-1.12x (2 rounds), resnet20 1.03x, resnet50 level. */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512) {
     if (s->stride_h != 1 || s->stride_w != 1 || s->KH != s->KW) return 0;
-    (void)pass;
     if (s->KH == 5) return s->C_in >= 32 && s->C_out >= 32;
-    if (s->KH != 3 || s->C_in < 64 || s->C_out < 64) return 0;
-    return !avx512 || (s->OH == 2 && s->OW == 2);
+    if (s->KH != 3) return 0;
+    if (s->C_in >= 64 && s->C_out >= 64 && (!avx512 || (s->OH == 2 && s->OW == 2))) return 1;
+    if (!avx512 || !conv_cpu_winograd(s)) return 0;
+    /* Where oneDNN's AVX-512 Winograd kernels would run: ours for the passes whose products are narrow enough
+     * (the pass's input channels, backward data's being the layer's output channels). */
+    switch (pass) {
+    case CONV_PASS_FORWARD: return s->C_in <= 128;
+    case CONV_PASS_BACKWARD_DATA: return s->C_out <= 128;
+    default: return s->C_in <= 256;
+    }
 }
 
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {

@@ -12,9 +12,10 @@
  * Where it sits: model/, beside conv2d.c's loops (the readable version
  * and the oracle: tests/test_winograd.c compares every pass with them);
  * conv2d_dnnl.c runs these where conv_cpu_winograd_f2 says so (3x3: a CPU
- * without oneDNN's own Winograd kernels, which are AVX-512 only, and 2x2
- * maps, which those refuse, on every CPU; 5x5, for which oneDNN has none:
- * every CPU).
+ * without oneDNN's own Winograd kernels, which are AVX-512 only; 2x2
+ * maps, which those refuse, on every CPU; with them, the passes with few
+ * channels into their products; 5x5, for which oneDNN has none: every
+ * CPU).
  * How, NHWC activations and HWIO weights as everywhere on the CPU:
  *   forward          Y = A^T [ U ⊙ V ] A summed over input channels, with
  *                    U = G g G^T (weights), V = B^T d B (input tile); per

@@ -266,10 +266,12 @@ int main(void) {
         printf("  (this machine's oneDNN has no direct kernel for vgg11's 4x4 layer: every pass ran the loops)\n");
     }
     unsetenv("TOWER_CONV_WINOGRAD_F2");
-    /* model/winograd.c's 3x3 kernels, where this oneDNN has no Winograd kernel (n_wino == 0): every pass of
-     * vgg11's 4x4 layer and of a 64-channel 8x8 layer, none of resnet20's 32-channel 16x16 layer or of a
-     * stride-2 one (conv_cpu_winograd_f2); where oneDNN has Winograd kernels, not those, but every pass of
-     * vgg11's 2x2 layer (whose map oneDNN's 4x4 tiles waste) on every machine. */
+    /* model/winograd.c's 3x3 kernels (conv_cpu_winograd_f2), where this oneDNN has no Winograd kernel (n_wino ==
+     * 0): every pass of vgg11's 4x4 layer and of a 64-channel 8x8 layer, none of resnet20's 32-channel 16x16
+     * layer or of a stride-2 one; where oneDNN has Winograd kernels (AVX-512), not the first two at batch 8 (too
+     * few tiles for oneDNN's Winograd: its direct kernels run), but every pass of the 32-channel 16x16 layer
+     * (128 tiles: where oneDNN's Winograd would run, ours takes the narrow passes); every pass of vgg11's 2x2
+     * layer (whose map oneDNN's 4x4 tiles waste) on every machine. */
     Conv2d f64, f32, f_s2, f2x2;
     conv2d_init(&f64, 8, 8, 64, 3, 3, 64, 1, 1, PAD_SAME, ACT_NONE);
     conv2d_init(&f32, 16, 16, 32, 3, 3, 32, 1, 1, PAD_SAME, ACT_NONE);
@@ -287,7 +289,12 @@ int main(void) {
             CHECK(p_vgg != CONV_CPU_WINOGRAD_F2 && p64 != CONV_CPU_WINOGRAD_F2, "oneDNN's Winograd is here");
         }
         CHECK(p2x2 == CONV_CPU_WINOGRAD_F2, "pass %d of vgg11's 2x2 layer: %s, not model/winograd.c", p, path_name(p2x2));
-        CHECK(conv2d_run_path(&f32, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "32 channels take model/winograd.c");
+        const int p32 = conv2d_run_path(&f32, 0, 8, 2, p);
+        if (n_wino == 0)
+            CHECK(p32 != CONV_CPU_WINOGRAD_F2, "32 channels take model/winograd.c without oneDNN's Winograd");
+        else
+            CHECK(p32 == CONV_CPU_WINOGRAD_F2, "pass %d of the 32-channel 16x16 layer: %s, not model/winograd.c", p,
+                  path_name(p32));
         CHECK(conv2d_run_path(&f_s2, 0, 8, 2, p) != CONV_CPU_WINOGRAD_F2, "stride 2 takes model/winograd.c");
         n_f2 += p_vgg == CONV_CPU_WINOGRAD_F2;
     }
@@ -300,6 +307,29 @@ int main(void) {
     };
     for (int i = 0; i < 3; i++) run_case(&f2_cases[i], 8, 8, 2, 1, 0);
     CHECK(n_f2_passes > 0, "model/winograd.c ran no pass compared with the loops (vgg11's 2x2 layer takes it)");
+    /* One layer, two Winograds: with oneDNN's (AVX-512), at 64 tiles, 128 -> 256 on 8x8 runs ours forward and
+     * backward weights and oneDNN's backward data (256 channels into its products), 256 -> 256 oneDNN's
+     * forward and backward data and ours backward weights; each pass against the loops. */
+    const Case mixed[] = {
+        {8, 128, 3, 256, 1, PAD_SAME, 1, ACT_RELU},
+        {8, 256, 3, 256, 1, PAD_SAME, 1, ACT_RELU},
+    };
+    for (int i = 0; i < 2; i++) {
+        const int f2_at = n_f2_passes;
+        run_case(&mixed[i], 16, 16, 2, 1, 0);
+        Conv2d m;
+        conv2d_init(&m, 8, 8, mixed[i].C_in, 3, 3, mixed[i].C_out, 1, 1, PAD_SAME, ACT_RELU);
+        if (n_wino == 0) continue; /* no oneDNN Winograd here: the rule without it is checked above */
+        const int want[2][CONV_PASS_COUNT] = {{CONV_CPU_WINOGRAD_F2, CONV_CPU_WINOGRAD, CONV_CPU_WINOGRAD_F2},
+                                              {CONV_CPU_WINOGRAD, CONV_CPU_WINOGRAD, CONV_CPU_WINOGRAD_F2}};
+        for (int p = 0; p < CONV_PASS_COUNT; p++) {
+            const int got = conv2d_run_path(&m, 1, 16, 2, p);
+            CHECK(got == want[i][p], "%d -> %d on 8x8, pass %d: %s, not %s", mixed[i].C_in, mixed[i].C_out, p,
+                  path_name(got), path_name(want[i][p]));
+        }
+        CHECK(n_f2_passes - f2_at == (i == 0 ? 2 : 1), "%d -> %d: model/winograd.c ran %d passes", mixed[i].C_in,
+              mixed[i].C_out, n_f2_passes - f2_at);
+    }
     /* F(4x4, 5x5), for which oneDNN has no Winograd kernel on any CPU: every pass of mnist's and cifar10's second
      * convolutions (32 -> 64 at 14x14, 64 -> 64 at 12x12) whatever the machine, none of their first ones' (1
      * and 3 channels in) or of a stride-2 5x5 one's; then the same comparison with the loops. */
