@@ -262,11 +262,20 @@ static void tower_bwd(Bench *k, int with_data) {
     }
 }
 
-/* The ReLU's mask on the output gradient (into gtmp), for oneDNN's backward. */
+/* The ReLU's mask on the output gradient (into gtmp), for oneDNN's backward and model/winograd.c's: as the
+ * step masks it (conv2d_run_backward), a select of a gradient loaded unconditionally, which vectorises.  (It
+ * loaded k->dout[i] only where out > 0, and through k's fields: a scalar loop with a branch that mispredicts on
+ * half the cells, 2-9 ms a call on these shapes, which the backward-weights figures of the ReLU rows carried
+ * until 2026-11-28: bench/RESULTS.md.) */
 static void relu_mask(Bench *k) {
     const size_t n = k->out_n;
+    const float *out = k->out, *dout = k->dout;
+    float *g = k->gtmp;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) k->gtmp[i] = k->out[i] > 0.0f ? k->dout[i] : 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        const float d = dout[i];
+        g[i] = out[i] > 0.0f ? d : 0.0f;
+    }
 }
 
 /* The memory primitive pd takes for its argument `arg`: the NHWC tensor at p itself, or (--winograd, a blocked
