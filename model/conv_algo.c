@@ -117,8 +117,12 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * kernels (forward 1.14x, backward data 0.79x, backward weights 1.25x).  Those were F(2x2, 3x3)'s figures;
  * model/winograd.c now runs F(4x4, 3x3) on maps from 3 a side (4x fewer products than the loops, 2.25x for
  * F(2x2, 3x3)): with ONEDNN_MAX_CPU_ISA=AVX2 on the Zen 5 (2026-11-28, bench_model --size 32 --batch 64, 5
- * interleaved rounds) vgg11 1.12x and resnet20 1.08x F(2x2, 3x3)'s step; the 64-channel threshold is still
- * F(2x2, 3x3)'s measurement.
+ * interleaved rounds) vgg11 1.12x and resnet20 1.08x F(2x2, 3x3)'s step.  With F(4x4, 3x3) the threshold
+ * moved from 64 channels to 16 (the same emulation, bench_conv --wei_any, 2026-11-28): against the jit:avx2
+ * forward and backward data and the loops' backward weights, resnet20's 16 -> 16 layers 1.7x, 1.3x and 1.5x,
+ * its 32 -> 32 layers 1.9x, 1.9x and 2.1x, 16 -> 16 on 8x8 to 64x64 and 16 <-> 32 alike; at 8 -> 8 mixed
+ * (forward 1.3x, backward data 0.8x), on first layers (3 channels in) slower; the step 1.28x (resnet20,
+ * 3 interleaved rounds).  Not measured on a real AVX2 machine.
  * F(4x4, 5x5), for which oneDNN has no Winograd kernel on any CPU, on mnist's conv2 (14x14, 32 -> 64) and
  * cifar10's (12x12, 64 -> 64) at batch 128 on 2 threads, a 2-core Zen 5 (bench/RESULTS.md, 2026-11-28): the
  * whole step (bench_model, 4 interleaved rounds) 1.21x and 1.37x the F(2x2, 5x5) it replaced, which had been
@@ -143,8 +147,9 @@ int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512) {
     if (s->stride_h != 1 || s->stride_w != 1 || s->KH != s->KW) return 0;
     if (s->KH == 5) return s->C_in >= 32 && s->C_out >= 32;
     if (s->KH != 3) return 0;
-    if (s->C_in >= 64 && s->C_out >= 64 && (!avx512 || (s->OH == 2 && s->OW == 2))) return 1;
-    if (!avx512 || !conv_cpu_winograd(s)) return 0;
+    if (!avx512) return s->C_in >= 16 && s->C_out >= 16;
+    if (s->C_in >= 64 && s->C_out >= 64 && s->OH == 2 && s->OW == 2) return 1;
+    if (!conv_cpu_winograd(s)) return 0;
     /* Where oneDNN's AVX-512 Winograd kernels would run: ours for the passes whose products are narrow enough
      * (the pass's input channels, backward data's being the layer's output channels). */
     switch (pass) {

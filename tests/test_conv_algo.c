@@ -120,7 +120,7 @@ int main(void) {
     expect("cpu winograd: 16 channels out", conv_cpu_winograd(&c32_out16), 0);
     expect("cpu winograd: stride 2", conv_cpu_winograd(&strided), 0);
     expect("cpu winograd: 63 tiles", conv_cpu_winograd(&w4_b3), 0);
-    /* model/winograd.c's own: 3x3 from 64 channels in and out without AVX-512; with it, on 2x2 maps from 64
+    /* model/winograd.c's own: 3x3 from 16 channels in and out without AVX-512; with it, on 2x2 maps from 64
      * and, where oneDNN's Winograd kernels would run (conv_cpu_winograd), the passes with at most 128
      * channels into their products (forward C_in, backward data C_out) and backward weights up to 256 in;
      * F(4x4, 5x5) from 32 on every CPU; stride 1. */
@@ -133,6 +133,7 @@ int main(void) {
     const ConvCpuShape f3_2x2_c32 = {32, 32, 3, 3, 2, 2, 1, 1, 64};
     const ConvCpuShape r32_b4 = {32, 32, 3, 3, 16, 16, 1, 1, 4}, r32_b3 = {32, 32, 3, 3, 16, 16, 1, 1, 3};
     const ConvCpuShape v512 = {512, 512, 3, 3, 4, 4, 1, 1, 64}, r16 = {16, 16, 3, 3, 32, 32, 1, 1, 64};
+    const ConvCpuShape r8 = {8, 8, 3, 3, 32, 32, 1, 1, 64}, first16 = {3, 16, 3, 3, 32, 32, 1, 1, 64};
     const ConvCpuShape v128_256 = {128, 256, 3, 3, 8, 8, 1, 1, 64}, v256_256 = {256, 256, 3, 3, 8, 8, 1, 1, 64};
     for (int avx512 = 0; avx512 <= 1; avx512++)
         for (int p = 0; p < CONV_PASS_COUNT; p++) {
@@ -145,16 +146,18 @@ int main(void) {
             expect("cpu own winograd: 7x7", conv_cpu_winograd_f2((ConvPass)p, &f7, avx512), 0);
             expect("cpu own winograd: 3x5", conv_cpu_winograd_f2((ConvPass)p, &f35, avx512), 0);
             expect("cpu own winograd: 3x3 at 64 channels", conv_cpu_winograd_f2((ConvPass)p, &f3_64, avx512), 1);
-            expect("cpu own winograd: 3x3 at 32 channels in", conv_cpu_winograd_f2((ConvPass)p, &f3_32, avx512), avx512);
+            expect("cpu own winograd: 3x3 at 32 channels in", conv_cpu_winograd_f2((ConvPass)p, &f3_32, avx512), 1);
             expect("cpu own winograd: vgg11's 2x2 layer", conv_cpu_winograd_f2((ConvPass)p, &f3_2x2, avx512), 1);
             expect("cpu own winograd: 3x3 on a 1x1 map", conv_cpu_winograd_f2((ConvPass)p, &f3_1x1, avx512), !avx512);
-            expect("cpu own winograd: 2x2 map at 32 channels", conv_cpu_winograd_f2((ConvPass)p, &f3_2x2_c32, avx512), 0);
+            expect("cpu own winograd: 2x2 map at 32 channels", conv_cpu_winograd_f2((ConvPass)p, &f3_2x2_c32, avx512), !avx512);
             expect("cpu own winograd: 32 -> 32 on 16x16, 64 tiles", conv_cpu_winograd_f2((ConvPass)p, &r32_b4, avx512),
-                   avx512);
-            expect("cpu own winograd: 32 -> 32 on 16x16, 48 tiles (oneDNN's direct kernels)",
-                   conv_cpu_winograd_f2((ConvPass)p, &r32_b3, avx512), 0);
+                   1);
+            expect("cpu own winograd: 32 -> 32 on 16x16, 48 tiles (AVX-512: oneDNN's direct kernels)",
+                   conv_cpu_winograd_f2((ConvPass)p, &r32_b3, avx512), !avx512);
             expect("cpu own winograd: 512 -> 512 on 4x4", conv_cpu_winograd_f2((ConvPass)p, &v512, avx512), !avx512);
-            expect("cpu own winograd: 16 -> 16 on 32x32", conv_cpu_winograd_f2((ConvPass)p, &r16, avx512), 0);
+            expect("cpu own winograd: 16 -> 16 on 32x32", conv_cpu_winograd_f2((ConvPass)p, &r16, avx512), !avx512);
+            expect("cpu own winograd: 8 -> 8 on 32x32", conv_cpu_winograd_f2((ConvPass)p, &r8, avx512), 0);
+            expect("cpu own winograd: 3 -> 16 on 32x32", conv_cpu_winograd_f2((ConvPass)p, &first16, avx512), 0);
         }
     /* With AVX-512, pass by pass: 128 -> 256 ours forward and backward weights, 256 -> 256 backward weights only. */
     const int want_128_256[CONV_PASS_COUNT] = {1, 0, 1}, want_256_256[CONV_PASS_COUNT] = {0, 0, 1};
