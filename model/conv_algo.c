@@ -69,8 +69,11 @@ int conv_cpu_impl_direct(const char *impl_info) {
  *     per-image GEMMs of 4-16 rows starve at 4x4 and 2x2 maps); at C_in 3
  *     (a first layer, whose input gradient nobody wants) 4x slower.
  *   - backward weights: with AVX-512, 1.1-1.6x at maps of 4x4 and less, a
- *     tie at 8x8, 1.5-5x slower at 16x16 and 32x32; jit:avx2's is slower
- *     than the loops everywhere measured.  Except where the output has at
+ *     tie at 8x8, 1.5-5x slower at 16x16 and 32x32 (less on the ReLU
+ *     layers, whose oneDNN figures carried bench_conv's slow mask until
+ *     2026-11-28: vgg11's 3 -> 64 at 32x32 1.7x slower, not 7x; its
+ *     64 -> 128 at 16x16 a tie); jit:avx2's is slower than the loops
+ *     everywhere measured.  Except where the output has at
  *     most 16 channels (one AVX-512 register's block), at any map: on a
  *     2-core Zen 5, 2 threads, batch 64, bench_conv --wei_any with extra
  *     shapes (bench/RESULTS.md, 2026-11-28), 1.5-2.5x the loops at 16 -> 16
