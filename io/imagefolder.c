@@ -532,8 +532,10 @@ static int decode_image(const char *path, const uint8_t *data, size_t n_bytes, c
     int rc;
     if (kind == 1) {
         rc = decode_png(path, f, data, n_bytes, max_pixels, scr, pixels, H, W, err, err_n);
-        *orig_H = *H;
-        *orig_W = *W;
+        if (rc == 0) { /* a failed decode may leave *H and *W unset */
+            *orig_H = *H;
+            *orig_W = *W;
+        }
         if (rc == 0 && want->crop_rng) {
             draw_crop(want, *H, *W);
             const ImageFolderCrop *c = want->crop; /* decoded at the stored size: the crop itself */
