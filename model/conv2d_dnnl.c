@@ -12,8 +12,9 @@
  * backward-data passes reorder the weights into scratch and backward
  * weights reorders its gradient back into HWIO.  Where conv_cpu_winograd
  * says so, the passes model/winograd.c does not take (below) run oneDNN's
- * Winograd kernels instead, which take blocked activations only: each pass reorders its activation inputs
- * from NHWC into scratch and its activation output back (the reorders are
+ * Winograd kernels instead, which take blocked activations only: each pass
+ * reorders its activation inputs from NHWC into scratch and its activation
+ * output back (the reorders are
  * in the measured gain); where this oneDNN has no Winograd kernel (no
  * AVX-512) the direct rule applies, and the 3x3 stride-1 layers
  * conv_cpu_winograd_f2 names run model/winograd.c's own F(4x4, 3x3)

@@ -76,10 +76,10 @@ int conv_cpu_impl_direct(const char *impl_info) {
  *     everywhere measured.  Except where the output has at
  *     most 16 channels (one AVX-512 register's block), at any map: on a
  *     2-core Zen 5, 2 threads, batch 64, bench_conv --wei_any with extra
- *     shapes (bench/RESULTS.md, 2026-11-28), 1.5-2.5x the loops at 16 -> 16
+ *     shapes (bench/RESULTS.md, 2026-11-28), 1.7-2.9x the loops at 16 -> 16
  *     from 8x8 to 64x64 (resnet20's 32x32 layers 1.7x), 32 -> 16 1.8x,
- *     8 -> 8 1.5x, a first layer 3 -> 16 2.0x (2.3x at stride 2); at 24
- *     output channels 1.2x, at 32 0.5-0.8x (vgg11's 64, 0.14x).
+ *     8 -> 8 1.5-1.6x, a first layer 3 -> 16 2.0x (2.3x at stride 2); at
+ *     24 output channels 1.2x, at 32 0.5-0.8x (vgg11's 64: 0.6x and 1.0x).
  *   - 1x1 kernels stay on the loops in every pass: at stride 1 the loops
  *     are one sgemm over the batch (model/conv2d.c): against oneDNN's
  *     convolution on resnet50's 1x1 shapes 1.0-1.4x in backward data,
@@ -139,8 +139,8 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * With AVX-512, where oneDNN's Winograd kernels would run (conv_cpu_winograd), F(4x4, 3x3) of our own against
  * them pass by pass (bench_conv --winograd, 2 threads, the 2-core Zen 5, 2026-11-28; oneDNN's figures include
  * the reorders of the activations to and from its blocked layout, as the step runs them): ours is faster
- * where few channels go into a pass's products, forward 1.2-1.4x at C_in 32-128 (resnet20's 16x16, vgg11's
- * 16x16 and 8x8 128 -> 256, resnet50's 56x56 and 28x28 at 224), oneDNN's 1.04-1.6x at 256 and 512; backward
+ * where few channels go into a pass's products, forward 1.1-1.4x at C_in 32-128 (resnet20's 16x16, vgg11's
+ * 16x16 and 8x8 128 -> 256, resnet50's and vgg16's at 224), oneDNN's 1.03-1.65x at 256 and 512; backward
  * data the same with C_out in its place (its products take the output's channels); backward weights ours
  * 1.05-1.5x up to 256 channels in (vgg11, vgg16 and resnet50 at 224), oneDNN's at 512 (1.2-1.6x on 4x4 and
  * 14x14; 7x7 split by the batch).  So ours takes forward at C_in <= 128, backward data at C_out <= 128,
