@@ -26,8 +26,8 @@ typedef struct {
 } Command;
 
 static const Command commands[] = {
-    {"train", "tower train", cmd_train, "train a model with the tower pattern (parameter server on the CPU, N towers)"},
-    {"eval", "tower eval", cmd_eval, "evaluate a checkpoint on a TFRecord set: precision @ 1"},
+    {"train", "tower train", cmd_train, "train a model with the tower pattern: N towers, variables on a parameter server or replicated (all-reduce), TFRecords or an image folder"},
+    {"eval", "tower eval", cmd_eval, "evaluate a checkpoint on TFRecords or an image folder: precision @ 1 (and @ k)"},
     {"convert", "tower convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST), CIFAR-10 binary files or an image folder to TFRecord"},
     {"inspect", "tower inspect", cmd_inspect, "count and verify the records of TFRecord files, list their features"},
     {"export", "tower export", cmd_export, "write a checkpoint's variables to a .safetensors file (PyTorch, JAX, NumPy)"},
