@@ -103,6 +103,12 @@ int winograd_applies(const Conv2d *c);
  * "Winograd F(4x4,5x5)"; a static string), or NULL where winograd_applies does not. */
 const char *winograd_name(const Conv2d *c);
 size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads);
+/* The vector width of the 4x4-output kinds' transforms (model/winograd_tiles.inc): 16 channels where the CPU
+ * has AVX-512 (x86-64-v4), else 8; the same bits either way.  winograd_set_lanes(8) keeps them at 8 (16: the
+ * CPU's choice again, as 0), for the tests' comparison of the two; returns the previous setting (0, 8 or
+ * 16). */
+int winograd_lanes(void);
+int winograd_set_lanes(int lanes);
 void winograd_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,
                       const Conv2d *c, int B, int n_threads);
 void winograd_backward_data(float *dinp, float *scratch, const float *dout, const float *weight, const Conv2d *c,

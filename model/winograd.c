@@ -39,12 +39,14 @@
  * Each kind is one entry of a table (its tile sides, transforms and flip);
  * the tiling, the products and the threads are the same code for all.
  * Every transform is a few additions per channel with the channel loop
- * innermost (contiguous in NHWC; the 4x4 tiles' eight channels a vector),
- * built for AVX-512 (x86-64-v4: 32 vector registers, so the 8x8 tiles'
- * 64 vectors spill less; mnist's step 1-2% faster than the AVX2 clone on a
- * Zen 5), AVX2 and the baseline (target_clones; compiled without
- * contraction into fused multiply-adds, model/CMakeLists.txt): the same
- * additions, so the same bits, on every path.
+ * innermost (contiguous in NHWC).  F(2x2, 3x3)'s are loops here; the 4x4
+ * tiles' are model/winograd_tiles.inc, a vector of channels at a time:
+ * 16 channels where the CPU has AVX-512 (winograd_tiles16.c), else 8
+ * (winograd_tiles8.c, cloned for AVX-512, AVX2 and the baseline: on an
+ * AVX-512 CPU, winograd_set_lanes(8) runs its AVX-512 clone).  Every build
+ * of them is compiled without contraction into fused multiply-adds
+ * (model/CMakeLists.txt): the same additions, so the same bits, on every
+ * path and width (tests/test_winograd.c compares 8 with 16 lanes).
  * Threads: the forward passes split their tiles into chunks of a fixed
  * size (a function of the channels), one chunk at a time per thread with
  * single-threaded sgemm; backward weights splits its tiles into segments
@@ -56,14 +58,16 @@
  */
 #include "model/layers.h"
 #include "model/sgemm.h"
+#include "model/winograd_tiles.h"
 
 #include <omp.h>
 #include <string.h>
 
-/* No clones under ThreadSanitizer (the TOWER_SANITIZE_THREAD build): the
- * loader runs an ifunc's resolver before the sanitizer's runtime starts,
- * and an instrumented resolver crashes there (the baseline clone is the
- * same additions). */
+/* F(2x2, 3x3)'s loops, cloned as winograd_tiles8.c's.  No clones under
+ * ThreadSanitizer (the TOWER_SANITIZE_THREAD build): the loader runs an
+ * ifunc's resolver before the sanitizer's runtime starts, and an
+ * instrumented resolver crashes there (the baseline clone is the same
+ * additions). */
 #if defined(TOWER_SANITIZE_THREAD)
 #define WINO_CLONES
 #else
@@ -209,340 +213,6 @@ WINO_CLONES static void weights_grad_3x3(float *dw, const float *dU, int C, int 
     }
 }
 
-/* ---- vectors of eight channels --------------------------------------------------------------- */
-
-/* Eight channels at a time in GCC's vector type (elementwise IEEE arithmetic: the same bits in every clone
- * and lane as one channel alone); a tail of fewer than 8 channels goes through zero-padded copies.  The
- * helpers take and give vectors through pointers and are always inlined (no vector crosses a call, whose
- * ABI would differ between the clones). */
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v8u __attribute__((vector_size(32), aligned(4))); /* the same, at any float's address */
-typedef int v8i __attribute__((vector_size(32)));
-#define V8_INLINE static inline __attribute__((always_inline))
-
-/* v = n floats at x (n <= 8), the rest 0. */
-V8_INLINE void load8(v8 *v, const float *x, int n) {
-    if (n == 8) {
-        *v = *(const v8u *)x;
-        return;
-    }
-    *v = (v8){0};
-    memcpy(v, x, sizeof(float) * (size_t)n);
-}
-
-/* The first n floats of v to x. */
-V8_INLINE void store8(float *x, const v8 *v, int n) {
-    if (n == 8) *(v8u *)x = *v;
-    else memcpy(x, v, sizeof(float) * (size_t)n);
-}
-
-/* The 2-D transform x -> F x F^T of one n_in x n_in matrix of 8-channel vectors, cell (i, j) read at
- * src + (i * n_in + j) * cell (n floats), into the n_out x n_out matrix at dst + (i * n_out + j) * cell; f is
- * F on one axis.  The weights' transform and its adjoint, whose data is small (a kernel, once a pass). */
-V8_INLINE void transform_2d(float *dst, const float *src, size_t cell, int n_in, int n_out,
-                            void (*f)(v8 *out, const v8 *in), int n) {
-    v8 t[8][8];
-    for (int j = 0; j < n_in; j++) { /* column j */
-        v8 col[8], r[8];
-        for (int i = 0; i < n_in; i++) load8(&col[i], src + (size_t)(i * n_in + j) * cell, n);
-        f(r, col);
-        for (int i = 0; i < n_out; i++) t[i][j] = r[i];
-    }
-    for (int i = 0; i < n_out; i++) {
-        v8 r[8];
-        f(r, t[i]);
-        for (int j = 0; j < n_out; j++) store8(dst + (size_t)(i * n_out + j) * cell, &r[j], n);
-    }
-}
-
-/* v[1 .. 2 n] = e +- o for n point pairs (1, -1), (2, -2), (1/2, -1/2): a row at p is the even part plus the
- * odd part, at -p the even part minus it. */
-V8_INLINE void pm_pairs(v8 *v, const v8 *e, const v8 *o, int n) {
-    for (int i = 0; i < n; i++) {
-        v[1 + 2 * i] = e[i] + o[i];
-        v[2 + 2 * i] = e[i] - o[i];
-    }
-}
-
-/* Rows c0..c1 of every (C, K) cell: dst = F src F^T per (c, k), eight k at a time (transform_2d); the
- * weights' transform (n_in = r, n_out = a) and its adjoint (a, r). */
-V8_INLINE void kernel_transform(float *dst, const float *src, int C, int K, int c0, int c1, int n_in, int n_out,
-                                void (*f)(v8 *out, const v8 *in)) {
-    const size_t cell = (size_t)C * K;
-    for (int c = c0; c < c1; c++)
-        for (int k = 0; k < K; k += 8)
-            transform_2d(dst + (size_t)c * K + k, src + (size_t)c * K + k, cell, n_in, n_out, f, K - k < 8 ? K - k : 8);
-}
-
-/* The 4x4-output tiles' three per-tile transforms, for a tile side a (6 or 8) and its one-axis transforms:
- * always inlined with both constant, so each kind's copy is unrolled for its own a. */
-
-/* One tile's V = B^T d B into V[xi * v_stride + c], d's a*a pixels at p[] (each C floats; the zero row where the
- * tile hangs over the padding); bt is B^T on one axis. */
-V8_INLINE void input_tile(float *V, size_t v_stride, const float *const *p, int C, int a,
-                          void (*bt)(v8 *v, const v8 *d)) {
-    for (int c = 0; c < C; c += 8) {
-        const int n = C - c < 8 ? C - c : 8;
-        v8 t[8][8];
-#pragma GCC unroll 8
-        for (int j = 0; j < a; j++) {
-            v8 d[8], col[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < a; i++) load8(&d[i], p[i * a + j] + c, n);
-            bt(col, d);
-#pragma GCC unroll 8
-            for (int i = 0; i < a; i++) t[i][j] = col[i];
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < a; i++) {
-            v8 row[8];
-            bt(row, t[i]);
-#pragma GCC unroll 8
-            for (int j = 0; j < a; j++) store8(V + (size_t)(i * a + j) * v_stride + c, &row[j], n);
-        }
-    }
-}
-
-/* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 4x4 output pixels y[0..15] (row by
- * row; a spare row past the map's edge); at is A^T on one axis (a values to 4). */
-V8_INLINE void output_tile(float *const *y, const float *M, size_t m_stride, const float *bias, int relu, int K,
-                           int a, void (*at)(v8 *o, const v8 *m)) {
-    for (int k = 0; k < K; k += 8) {
-        const int n = K - k < 8 ? K - k : 8;
-        v8 s[4][8], b = {0};
-#pragma GCC unroll 8
-        for (int j = 0; j < a; j++) {
-            v8 m[8], col[4];
-#pragma GCC unroll 8
-            for (int i = 0; i < a; i++) load8(&m[i], M + (size_t)(i * a + j) * m_stride + k, n);
-            at(col, m);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) s[i][j] = col[i];
-        }
-        if (bias) load8(&b, bias + k, n);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            v8 o[4];
-            at(o, s[i]);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                v8 v = o[j] + b;
-                if (relu) v = (v8)((v8i)v & (v > 0.0f)); /* 0 where not above 0 (NaN too), as the loops */
-                store8(y[i * 4 + j] + k, &v, n);
-            }
-        }
-    }
-}
-
-/* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 4x4 pixels at p[0..15] (the zero row past the
- * map's edge): output_tile's adjoint; fa is A on one axis (4 values to a). */
-V8_INLINE void output_grad_tile(float *dM, size_t m_stride, const float *const *p, int K, int a,
-                                void (*fa)(v8 *r, const v8 *y)) {
-    for (int k = 0; k < K; k += 8) {
-        const int n = K - k < 8 ? K - k : 8;
-        v8 c[4][8]; /* c[j] = A (column j of dy) */
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            v8 y[4];
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) load8(&y[i], p[i * 4 + j] + k, n);
-            fa(c[j], y);
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < a; i++) {
-            const v8 y[4] = {c[0][i], c[1][i], c[2][i], c[3][i]};
-            v8 row[8];
-            fa(row, y);
-#pragma GCC unroll 8
-            for (int j = 0; j < a; j++) store8(dM + (size_t)(i * a + j) * m_stride + k, &row[j], n);
-        }
-    }
-}
-
-/* ---- F(4x4, 3x3): 6x6 tiles, points 0, 1, -1, 2, -2 and infinity ------------------------------ */
-
-/* Each 4x4 block of outputs from a 6x6 input tile: 36 products per 16 outputs and input channel where the loops
- * take 144 (4x fewer; F(2x2, 3x3) 2.25x), eight channels a vector as F(4x4, 5x5).  The points are those of
- * oneDNN's own F(4x4, 3x3) (its AVX-512 Winograd kernels), derived and checked as F(4x4, 5x5)'s; B^T keeps small
- * integers, G the fractions. */
-
-/* t = G g for one axis of 3 taps: G = [1/4 0 0; 1/6 1/6 1/6; 1/6 -1/6 1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6;
- * 0 0 1], rows 1-4 as even and odd parts. */
-V8_INLINE void g_6(v8 t[6], const v8 g[3]) {
-    const v8 e1 = g[0] + g[2], e2 = g[0] + 4.0f * g[2], o2 = 2.0f * g[1];
-    t[0] = 0.25f * g[0];
-    t[1] = (e1 + g[1]) * (1.0f / 6.0f);
-    t[2] = (e1 - g[1]) * (1.0f / 6.0f);
-    t[3] = (e2 + o2) * (1.0f / 24.0f);
-    t[4] = (e2 - o2) * (1.0f / 24.0f);
-    t[5] = g[2];
-}
-
-/* U[xi][c][k] = (G g G^T)[xi], g the 3x3 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
- * matrix. */
-WINO_CLONES static void weights_f4_3x3(float *U, const float *w, int C, int K, int c0, int c1) {
-    kernel_transform(U, w, C, K, c0, c1, 3, 6, g_6);
-}
-
-/* v = B^T d for one axis of 6 values: B^T = [4 0 -5 0 1 0; 0 4 4 -1 -1 0; 0 -4 4 1 -1 0; 0 -2 -1 2 1 0;
- * 0 2 -1 -2 1 0; 0 4 0 -5 0 1]. */
-V8_INLINE void bt_6(v8 v[6], const v8 d[6]) {
-    const v8 a = 4.0f * d[1], b = 4.0f * d[2] - d[4], c = 2.0f * (d[3] - d[1]), e = d[4] - d[2];
-    v[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
-    v[1] = a + b - d[3];
-    v[2] = b - a + d[3];
-    v[3] = c + e;
-    v[4] = e - c;
-    v[5] = a - 5.0f * d[3] + d[5];
-}
-
-/* One tile's V = B^T d B for F(4x4, 3x3) (6x6 pixels at p[0..35]). */
-WINO_CLONES static void input_f4_3x3(float *V, size_t v_stride, const float *const *p, int C) {
-    input_tile(V, v_stride, p, C, 6, bt_6);
-}
-
-/* o = A^T m for one axis: A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]. */
-V8_INLINE void at_6(v8 o[4], const v8 m[6]) {
-    const v8 s1 = m[1] + m[2], d1 = m[1] - m[2], s2 = m[3] + m[4], d2 = m[3] - m[4];
-    o[0] = m[0] + s1 + s2;
-    o[1] = d1 + 2.0f * d2;
-    o[2] = s1 + 4.0f * s2;
-    o[3] = d1 + 8.0f * d2 + m[5];
-}
-
-/* One tile's 4x4 outputs for F(4x4, 3x3). */
-WINO_CLONES static void output_f4_3x3(float *const *y, const float *M, size_t m_stride, const float *bias,
-                                      int relu, int K) {
-    output_tile(y, M, m_stride, bias, relu, K, 6, at_6);
-}
-
-/* r = A y for one axis of 4 values, A = (A^T)^T: y0, y0 +- y1 + y2 +- y3, y0 +- 2 y1 + 4 y2 +- 8 y3, y3. */
-V8_INLINE void a_6(v8 r[6], const v8 y[4]) {
-    const v8 e[2] = {y[0] + y[2], y[0] + 4.0f * y[2]};
-    const v8 o[2] = {y[1] + y[3], 2.0f * y[1] + 8.0f * y[3]};
-    r[0] = y[0];
-    pm_pairs(r, e, o, 2);
-    r[5] = y[3];
-}
-
-/* One tile's dM for F(4x4, 3x3): output_f4_3x3's adjoint. */
-WINO_CLONES static void output_grad_f4_3x3(float *dM, size_t m_stride, const float *const *p, int K) {
-    output_grad_tile(dM, m_stride, p, K, 6, a_6);
-}
-
-/* q = G^T u for one axis of 6 values: the columns of g_6's G. */
-V8_INLINE void gt_6(v8 q[3], const v8 u[6]) {
-    const v8 s1 = u[1] + u[2], d1 = u[1] - u[2], s2 = u[3] + u[4], d2 = u[3] - u[4];
-    q[0] = 0.25f * u[0] + s1 * (1.0f / 6.0f) + s2 * (1.0f / 24.0f);
-    q[1] = d1 * (1.0f / 6.0f) + d2 * (1.0f / 12.0f);
-    q[2] = (s1 + s2) * (1.0f / 6.0f) + u[5];
-}
-
-/* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_f4_3x3. */
-WINO_CLONES static void weights_grad_f4_3x3(float *dw, const float *dU, int C, int K, int c0, int c1) {
-    kernel_transform(dw, dU, C, K, c0, c1, 6, 3, gt_6);
-}
-
-/* ---- F(4x4, 5x5): 8x8 tiles, points 0, 1, -1, 2, -2, 1/2, -1/2 and infinity ------------------ */
-
-/* Each 4x4 block of outputs from an 8x8 input tile: 64 products per 16 outputs and input channel where the
- * loops take 400 (6.25x fewer; F(2x2, 5x5), which this replaced, 2.78x).  The points are those of NNPACK's
- * F(6x6, 3x3) (the same a = 8), so B^T is that one's; G holds every fraction (the weights' transform runs once
- * a pass), B^T and A^T only halves, quarters and the like.  Derived with exact fractions (Cook-Toom: A^T's
- * rows the powers of the points, G's rows those over the points' products of differences, B^T solved from
- * the identity) and each 1-D formula below checked against the matrices in float64 before any C; in float32
- * the whole convolution's error is about twice F(2x2, 5x5)'s (tests/test_winograd.c's bound holds). */
-
-/* t = G g for one axis of 5 taps: G's rows 1, 1 / f(p) (1, p, p^2, p^3, p^4) for p = 1, -1, 2, -2, 1/2, -1/2
- * (f(p) the product of p - q over the other finite points q), scaled: -2/9 (g0 + g2 + g4 +- (g1 + g3)),
- * 1/90 (g0 + 4 g2 + 16 g4 +- (2 g1 + 8 g3)), 2/45 (16 g0 + 4 g2 + g4 +- (8 g1 + 2 g3)); row 0 g0, row 7 g4. */
-V8_INLINE void g_8(v8 t[8], const v8 g[5]) {
-    const v8 e1 = g[0] + g[2] + g[4], o1 = g[1] + g[3];
-    const v8 e2 = g[0] + 4.0f * g[2] + 16.0f * g[4], o2 = 2.0f * g[1] + 8.0f * g[3];
-    const v8 e3 = 16.0f * g[0] + 4.0f * g[2] + g[4], o3 = 8.0f * g[1] + 2.0f * g[3];
-    t[0] = g[0];
-    t[1] = (e1 + o1) * (-2.0f / 9.0f);
-    t[2] = (e1 - o1) * (-2.0f / 9.0f);
-    t[3] = (e2 + o2) * (1.0f / 90.0f);
-    t[4] = (e2 - o2) * (1.0f / 90.0f);
-    t[5] = (e3 + o3) * (2.0f / 45.0f);
-    t[6] = (e3 - o3) * (2.0f / 45.0f);
-    t[7] = g[4];
-}
-
-/* U[xi][c][k] = (G g G^T)[xi], g the 5x5 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each cell's (C, K)
- * matrix. */
-WINO_CLONES static void weights_5x5(float *U, const float *w, int C, int K, int c0, int c1) {
-    kernel_transform(U, w, C, K, c0, c1, 5, 8, g_8);
-}
-
-/* v = B^T d for one axis of 8 values: B^T = [1 0 -21/4 0 21/4 0 -1 0; 0 1 1 -17/4 -17/4 1 1 0;
- * 0 -1 1 17/4 -17/4 -1 1 0; 0 1/2 1/4 -5/2 -5/4 2 1 0; 0 -1/2 1/4 5/2 -5/4 -2 1 0; 0 2 4 -5/2 -5 1/2 1 0;
- * 0 -2 4 5/2 -5 -1/2 1 0; 0 -1 0 21/4 0 -21/4 0 1], rows 1-6 as even and odd parts. */
-V8_INLINE void bt_8(v8 v[8], const v8 d[8]) {
-    const v8 e[3] = {d[2] + d[6] - 4.25f * d[4], d[6] + 0.25f * d[2] - 1.25f * d[4],
-                     d[6] + 4.0f * (d[2] - 1.25f * d[4])};
-    const v8 o[3] = {d[1] + d[5] - 4.25f * d[3], 0.5f * d[1] - 2.5f * d[3] + 2.0f * d[5],
-                     2.0f * d[1] - 2.5f * d[3] + 0.5f * d[5]};
-    v[0] = d[0] - d[6] + 5.25f * (d[4] - d[2]);
-    pm_pairs(v, e, o, 3);
-    v[7] = d[7] - d[1] + 5.25f * (d[3] - d[5]);
-}
-
-/* One tile's V = B^T d B for F(4x4, 5x5) (8x8 pixels at p[0..63]). */
-WINO_CLONES static void input_5x5(float *V, size_t v_stride, const float *const *p, int C) {
-    input_tile(V, v_stride, p, C, 8, bt_8);
-}
-
-/* o = A^T m for one axis: A^T's rows p^i for p = 0, 1, -1, 2, -2, 1/2, -1/2 (i = 0..3), and 1 at infinity in
- * the last. */
-V8_INLINE void at_8(v8 o[4], const v8 m[8]) {
-    const v8 s1 = m[1] + m[2], d1 = m[1] - m[2], s2 = m[3] + m[4], d2 = m[3] - m[4];
-    const v8 s3 = m[5] + m[6], d3 = m[5] - m[6];
-    o[0] = m[0] + s1 + s2 + s3;
-    o[1] = d1 + 2.0f * d2 + 0.5f * d3;
-    o[2] = s1 + 4.0f * s2 + 0.25f * s3;
-    o[3] = d1 + 8.0f * d2 + 0.125f * d3 + m[7];
-}
-
-/* One tile's 4x4 outputs for F(4x4, 5x5). */
-WINO_CLONES static void output_5x5(float *const *y, const float *M, size_t m_stride, const float *bias, int relu,
-                                   int K) {
-    output_tile(y, M, m_stride, bias, relu, K, 8, at_8);
-}
-
-/* r = A y for one axis of 4 values, A = (A^T)^T: y0, then y0 + p y1 + p^2 y2 + p^3 y3 for p = 1, -1, 2, -2,
- * 1/2, -1/2 as even and odd parts, then y3. */
-V8_INLINE void a_8(v8 r[8], const v8 y[4]) {
-    const v8 e[3] = {y[0] + y[2], y[0] + 4.0f * y[2], y[0] + 0.25f * y[2]};
-    const v8 o[3] = {y[1] + y[3], 2.0f * y[1] + 8.0f * y[3], 0.5f * y[1] + 0.125f * y[3]};
-    r[0] = y[0];
-    pm_pairs(r, e, o, 3);
-    r[7] = y[3];
-}
-
-/* One tile's dM for F(4x4, 5x5): output_5x5's adjoint. */
-WINO_CLONES static void output_grad_5x5(float *dM, size_t m_stride, const float *const *p, int K) {
-    output_grad_tile(dM, m_stride, p, K, 8, a_8);
-}
-
-/* q = G^T u for one axis of 8 values: the columns of g_8's G as sums and differences of u's pairs. */
-V8_INLINE void gt_8(v8 q[5], const v8 u[8]) {
-    const v8 s1 = (u[1] + u[2]) * (-2.0f / 9.0f), d1 = (u[1] - u[2]) * (-2.0f / 9.0f);
-    const v8 s2 = (u[3] + u[4]) * (1.0f / 90.0f), d2 = (u[3] - u[4]) * (1.0f / 90.0f);
-    const v8 s3 = (u[5] + u[6]) * (2.0f / 45.0f), d3 = (u[5] - u[6]) * (2.0f / 45.0f);
-    q[0] = u[0] + s1 + s2 + 16.0f * s3;
-    q[1] = d1 + 2.0f * d2 + 8.0f * d3;
-    q[2] = s1 + 4.0f * s2 + 4.0f * s3;
-    q[3] = d1 + 8.0f * d2 + 2.0f * d3;
-    q[4] = s1 + 16.0f * s2 + s3 + u[7];
-}
-
-/* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_5x5. */
-WINO_CLONES static void weights_grad_5x5(float *dw, const float *dU, int C, int K, int c0, int c1) {
-    kernel_transform(dw, dU, C, K, c0, c1, 8, 5, gt_8);
-}
-
 /* ---- the table: one entry a kind ------------------------------------------------------------ */
 
 /* The largest tiles: 8x8 input pixels, 4x4 outputs (F(4x4, 5x5)). */
@@ -556,27 +226,48 @@ typedef struct {
     const int *flip;      /* the cell permutation by which the forward's U serves the flipped filter, or NULL
                              when the points are not closed under p -> 1/p (then the flipped filter is
                              transformed itself) */
-    /* U (a*a, C, K) from the weights (r, r, C, K), rows c0..c1 of each cell */
-    void (*weights)(float *U, const float *w, int C, int K, int c0, int c1);
-    /* one tile's V (a*a cells at v_stride) from its a*a input pixels (C floats each) */
-    void (*input)(float *V, size_t v_stride, const float *const *p, int C);
-    /* one tile's m x m outputs (K floats each, + bias, ReLU) from its M (a*a cells at m_stride) */
-    void (*output)(float *const *y, const float *M, size_t m_stride, const float *bias, int relu, int K);
-    /* one tile's dM (a*a cells at m_stride) from its m x m output gradients: output's adjoint */
-    void (*output_grad)(float *dM, size_t m_stride, const float *const *p, int K);
-    /* the weight gradient (r, r, C, K) from dU (a*a, C, K), rows c0..c1: weights' adjoint */
-    void (*weights_grad)(float *dw, const float *dU, int C, int K, int c0, int c1);
+    const WinoTileFns *fns8;  /* its transforms, 8 channels a vector (or its own loops: F(2x2, 3x3)) */
+    const WinoTileFns *fns16; /* 16 channels a vector (AVX-512), or NULL */
 } WinoKind;
 
 static const int flip_3x3[4] = {3, 1, 2, 0};
 
+static const WinoTileFns f2_3x3 = {weights_3x3, input_3x3, output_3x3, output_grad_3x3, weights_grad_3x3};
+
 static const WinoKind kinds[] = {
-    {"Winograd F(2x2,3x3)", 3, 2, 4, flip_3x3, weights_3x3, input_3x3, output_3x3, output_grad_3x3,
-     weights_grad_3x3},
-    {"Winograd F(4x4,3x3)", 3, 4, 6, NULL, weights_f4_3x3, input_f4_3x3, output_f4_3x3, output_grad_f4_3x3,
-     weights_grad_f4_3x3},
-    {"Winograd F(4x4,5x5)", 5, 4, 8, NULL, weights_5x5, input_5x5, output_5x5, output_grad_5x5, weights_grad_5x5},
+    {"Winograd F(2x2,3x3)", 3, 2, 4, flip_3x3, &f2_3x3, NULL},
+    {"Winograd F(4x4,3x3)", 3, 4, 6, NULL, &winograd_tiles_8.f4_3x3, &winograd_tiles_16.f4_3x3},
+    {"Winograd F(4x4,5x5)", 5, 4, 8, NULL, &winograd_tiles_8.f4_5x5, &winograd_tiles_16.f4_5x5},
 };
+
+/* winograd_set_lanes's choice: 0 (the CPU's), 8 or 16. */
+static int g_lanes;
+
+/* 1 where this CPU runs the 16-lane transforms: x86-64-v4's AVX-512 (F, CD, BW, DQ, VL; libgcc's check of
+ * CPUID and of the OS's saving of the 512-bit registers). */
+static int cpu_has_16_lanes(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(TOWER_SANITIZE_THREAD)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
+}
+
+int winograd_lanes(void) {
+    const int want = __atomic_load_n(&g_lanes, __ATOMIC_RELAXED);
+    return want == 8 || !cpu_has_16_lanes() ? 8 : 16;
+}
+
+int winograd_set_lanes(int lanes) {
+    return __atomic_exchange_n(&g_lanes, lanes == 8 || lanes == 16 ? lanes : 0, __ATOMIC_RELAXED);
+}
+
+/* kd's transforms at this call's width. */
+static const WinoTileFns *fns_of(const WinoKind *kd) {
+    return kd->fns16 && winograd_lanes() == 16 ? kd->fns16 : kd->fns8;
+}
 
 /* The entry for c's kernel, or NULL: of the entries for its size, the one with the fewest transform-domain
  * floats an image and channel over the output map, ceil(OH / m) ceil(OW / m) a^2 (the products and the
@@ -733,6 +424,7 @@ static void wino_conv(float *out, float *work, const float *in, const WinoKind *
     const long n_chunks = (n_tiles + tc - 1) / tc;
     const size_t per_thread = chunk_n_floats(g, B);
     const int a = g->a, xi_n = g->xi;
+    const WinoTileFns *f = fns_of(kd);
 #pragma omp parallel num_threads(nt)
     {
         float *V = work + (size_t)omp_get_thread_num() * per_thread; /* (xi, tc, C) */
@@ -746,7 +438,7 @@ static void wino_conv(float *out, float *work, const float *in, const WinoKind *
             for (long t = t0; t < t1; t++) {
                 const float *p[MAX_XI];
                 tile_inputs(p, in, zero_row, g, t);
-                kd->input(V + (size_t)(t - t0) * g->C, v_stride, p, g->C);
+                f->input(V + (size_t)(t - t0) * g->C, v_stride, p, g->C);
             }
             for (int xi = 0; xi < xi_n; xi++) {
                 const float *Vx = V + (size_t)xi * v_stride;
@@ -762,7 +454,7 @@ static void wino_conv(float *out, float *work, const float *in, const WinoKind *
                 float *y[MAX_OUT];
                 tile_outputs(idx, g, t);
                 for (int i = 0; i < g->m * g->m; i++) y[i] = idx[i] >= 0 ? out + (size_t)idx[i] * g->K : spare;
-                kd->output(y, M + (size_t)(t - t0) * g->K, m_stride, bias, relu, g->K);
+                f->output(y, M + (size_t)(t - t0) * g->K, m_stride, bias, relu, g->K);
             }
         }
     }
@@ -770,10 +462,11 @@ static void wino_conv(float *out, float *work, const float *in, const WinoKind *
 
 /* U = the transform of weight (r, r, C, K), (xi, C, K), over the team. */
 static void weights_to_winograd(float *U, const float *weight, const WinoKind *kd, int C, int K, int nt) {
+    const WinoTileFns *f = fns_of(kd);
 #pragma omp parallel num_threads(nt)
     {
         const int t = omp_get_thread_num(), n = omp_get_num_threads();
-        kd->weights(U, weight, C, K, (int)((long)C * t / n), (int)((long)C * (t + 1) / n));
+        f->weights(U, weight, C, K, (int)((long)C * t / n), (int)((long)C * (t + 1) / n));
     }
 }
 
@@ -853,6 +546,7 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
     const size_t v_stride = cell_stride((size_t)ts * C), m_stride = cell_stride((size_t)ts * K);
     float *dM = V + (size_t)xi_n * v_stride;                  /* (xi, ts, K) */
     const long n_segments = (n_tiles + ts - 1) / ts;
+    const WinoTileFns *f = fns_of(kd);
 #pragma omp parallel num_threads(nt)
     {
         for (long s = 0; s < n_segments; s++) {
@@ -862,12 +556,12 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
             for (long t = t0; t < t1; t++) {
                 const float *p[MAX_XI];
                 tile_inputs(p, inp, zero, &g, t);
-                kd->input(V + (size_t)(t - t0) * C, v_stride, p, C);
+                f->input(V + (size_t)(t - t0) * C, v_stride, p, C);
                 long idx[MAX_OUT];
                 const float *dy[MAX_OUT];
                 tile_outputs(idx, &g, t);
                 for (int i = 0; i < g.m * g.m; i++) dy[i] = idx[i] >= 0 ? dout + (size_t)idx[i] * K : zero;
-                kd->output_grad(dM + (size_t)(t - t0) * K, m_stride, dy, K);
+                f->output_grad(dM + (size_t)(t - t0) * K, m_stride, dy, K);
             }
 #pragma omp for schedule(static)
             for (int xi = 0; xi < xi_n; xi++)
@@ -875,7 +569,7 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
                       s == 0 ? 0.0f : 1.0f, dU + (size_t)xi * C * K, K);
         }
         const int t = omp_get_thread_num(), n_t = omp_get_num_threads();
-        kd->weights_grad(dweight, dU, C, K, (int)((long)C * t / n_t), (int)((long)C * (t + 1) / n_t));
+        f->weights_grad(dweight, dU, C, K, (int)((long)C * t / n_t), (int)((long)C * (t + 1) / n_t));
         /* The bias gradient: each thread its own columns, every row in order. */
         if (dbias) {
             const int k0 = (int)((long)K * t / n_t), k1 = (int)((long)K * (t + 1) / n_t);

@@ -16,7 +16,8 @@
  * one thread's the same bits as two; the scratch size is enough for a
  * smaller batch; dout is not modified; winograd_applies refuses stride 2,
  * 1x1, 7x7 and 3x5 kernels; a batch of 0 writes nothing and gives zero
- * weight and bias gradients; every kind ran some geometry.
+ * weight and bias gradients; every kind ran some geometry; the transforms at
+ * 16 channels a vector (AVX-512) the same bits as at 8.
  * test_winograd_omp4 runs it all again under OMP_NUM_THREADS=4 (teams of 1
  * and 2 among more threads).
  */
@@ -152,8 +153,51 @@ static void repeat_and_smaller(int r) {
     free(x); free(w); free(dy); free(s); free(loops); free(y_ref); free(dx_ref); free(dw_ref);
 }
 
+/* The transforms at 16 channels a vector (AVX-512) give the same bits as at 8 (winograd_set_lanes(8)): every
+ * pass, with bias and ReLU, on channel counts with and without a tail at either width.  Said, not failed, where
+ * the CPU has no AVX-512 (then both runs take 8 lanes, and still must agree). */
+static void lanes_same_bits(void) {
+    const int prev = winograd_set_lanes(0);
+    const int wide = winograd_lanes() == 16;
+    printf("transforms at %d lanes against 8%s\n", winograd_lanes(), wide ? "" : " (no AVX-512 here: 8 against 8)");
+    const int shapes[][5] = {{3, 11, 40, 24, 3}, {3, 8, 16, 48, 2}, {3, 6, 7, 33, 2}, {5, 14, 32, 64, 4},
+                             {5, 9, 20, 17, 2}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int r = shapes[i][0], H = shapes[i][1], C_in = shapes[i][2], C_out = shapes[i][3], B = shapes[i][4];
+        Conv2d c;
+        conv2d_init(&c, H, H + 1, C_in, r, r, C_out, 1, 1, PAD_SAME, ACT_RELU);
+        const size_t in_n = (size_t)B * H * (H + 1) * C_in, out_n = (size_t)B * c.OH * c.OW * C_out;
+        const size_t w_n = (size_t)r * r * C_in * C_out;
+        float *x = rnd(in_n), *w = rnd(w_n), *bias = rnd(C_out), *dy = rnd(out_n);
+        float *s = malloc(sizeof(float) * winograd_scratch_n_floats(&c, B, 2));
+        float *y[2], *dx[2], *dw[2], *db[2];
+        for (int run = 0; run < 2; run++) {
+            winograd_set_lanes(run == 0 ? 8 : 0);
+            y[run] = malloc(sizeof(float) * out_n);
+            dx[run] = malloc(sizeof(float) * in_n);
+            dw[run] = malloc(sizeof(float) * w_n);
+            db[run] = malloc(sizeof(float) * C_out);
+            winograd_forward(y[run], s, x, w, bias, &c, B, 2);
+            winograd_backward_data(dx[run], s, dy, w, &c, B, 2);
+            winograd_backward_weights(dw[run], db[run], s, dy, x, &c, B, 2);
+        }
+        CHECK(!memcmp(y[0], y[1], sizeof(float) * out_n), "%dx%d %d->%d: forward at 8 and %d lanes differs", r, r,
+              C_in, C_out, wide ? 16 : 8);
+        CHECK(!memcmp(dx[0], dx[1], sizeof(float) * in_n), "%dx%d %d->%d: backward data at 8 and %d lanes differs",
+              r, r, C_in, C_out, wide ? 16 : 8);
+        CHECK(!memcmp(dw[0], dw[1], sizeof(float) * w_n) && !memcmp(db[0], db[1], sizeof(float) * C_out),
+              "%dx%d %d->%d: backward weights at 8 and %d lanes differs", r, r, C_in, C_out, wide ? 16 : 8);
+        for (int run = 0; run < 2; run++) {
+            free(y[run]); free(dx[run]); free(dw[run]); free(db[run]);
+        }
+        free(x); free(w); free(bias); free(dy); free(s);
+    }
+    winograd_set_lanes(prev);
+}
+
 int main(void) {
     int n_cases = 0;
+    lanes_same_bits();
     for (int r = 3; r <= 5; r += 2) {
         /* Small geometries, exhaustively over map sizes (to 2 past the kernel's tile). */
         for (int H = 1; H <= r + 6; H++)
