@@ -34,11 +34,15 @@
  * third side runs its passes (F(2x2, 3x3) or F(4x4, 3x3) by the map, F(4x4, 5x5)) ("wino": forward,
  * backward data, backward weights with the bias gradient, after the ReLU's
  * mask like oneDNN's), the measurement behind conv_cpu_winograd_f2.
+ * Where model/conv_first.c applies (1 to 4 channels in, C_out a multiple
+ * of 32), one more runs its forward and backward weights ("first"; the
+ * ReLU's mask as it reads dout, as the step runs it), the measurement
+ * behind conv_cpu_first; the "first" rows are one-channel first layers.
  * --cpu_time times the process's CPU seconds instead of wall seconds: with
  * --threads 1 on a loaded machine the steadier figure (GFLOP/s then per
  * CPU-second).
  * Usage: bench_conv [--reps 9] [--threads 2] [--only NET] [--wei_any] [--winograd] [--cpu_time]
- * (NET: vgg11, mobilenet_v2, resnet50, resnet20, vgg16_224, resnet50_224, mnist, cifar10)
+ * (NET: vgg11, mobilenet_v2, resnet50, resnet20, vgg16_224, resnet50_224, mnist, cifar10, narrow, first)
  */
 #include "base/flags.h"
 #include "bench/bench_util.h"
@@ -149,6 +153,13 @@ static const Shape shapes[] = {
     {"mnist", 128, 14, 32, 5, 64, 1, PAD_SAME, 1, 1, 0},
     {"cifar10", 128, 24, 3, 5, 64, 1, PAD_SAME, 1, 1, 0},
     {"cifar10", 128, 12, 64, 5, 64, 1, PAD_SAME, 1, 1, 0},
+    /* first layers on one channel (Fashion-MNIST's grey images; model/conv_first.c's measurement): mobilenet_v2's
+     * 3x3 stride 2 (no bias: batch norm follows) at 32x32 and 96x96, vgg11's 3x3 at 32x32, resnet50's 7x7 stride
+     * 2 at 224x224 (batch 8). */
+    {"first", 64, 32, 1, 3, 32, 2, PAD_SAME, 0, 0, 0},
+    {"first", 64, 96, 1, 3, 32, 2, PAD_SAME, 0, 0, 0},
+    {"first", 64, 32, 1, 3, 64, 1, PAD_SAME, 1, 1, 0},
+    {"first", 8, 224, 1, 7, 64, 2, PAD_SAME, 0, 0, 0},
 };
 
 static dnnl_engine_t g_eng;
@@ -221,6 +232,7 @@ typedef struct {
     float *o_out, *o_dinp, *o_dw, *o_db;
     float *m_out, *m_dinp, *m_dw;
     float *w_out, *w_dinp, *w_dw, *w_db, *w_scratch; /* model/winograd.c's side, where it applies (w_scratch) */
+    float *f_out, *f_dw, *f_db, *f_scratch;          /* model/conv_first.c's side, where it applies (f_scratch) */
     Prim cf, cbd, cbw, mf, mbd, mbw;
     Prim r_w, r_wd, r_dw; /* --wei_any: weights HWIO -> forward's / backward data's layout, gradient back */
     /* --winograd: NHWC -> blocked of forward's src, backward data's diff_dst, backward weights' src and diff_dst;
@@ -425,11 +437,13 @@ static void setup_matmul(Bench *k) {
     k->mbw.n_args = 3;
 }
 
-enum { T_FWD, T_BWD_W, T_BWD_ALL, C_FWD, C_BWD_D, C_BWD_W, M_FWD, M_BWD_D, M_BWD_W, W_FWD, W_BWD_D, W_BWD_W, N_TIMED };
+enum { T_FWD, T_BWD_W, T_BWD_ALL, C_FWD, C_BWD_D, C_BWD_W, M_FWD, M_BWD_D, M_BWD_W, W_FWD, W_BWD_D, W_BWD_W, F_FWD,
+       F_BWD_W, N_TIMED };
 
 /* 1 when side `which` runs for this shape: tower's and oneDNN's conv always, the matmul on 1x1 stride-1 shapes,
  * model/winograd.c's where it applies. */
 static int side_on(const Bench *k, int which) {
+    if (which >= F_FWD) return k->f_scratch != NULL;
     if (which >= W_FWD) return k->w_scratch != NULL;
     if (which >= M_FWD) return k->s.K == 1 && k->s.stride == 1;
     return 1;
@@ -475,6 +489,14 @@ static void run_one(Bench *k, int which) {
         winograd_backward_weights(k->w_dw, k->s.bias ? k->w_db : NULL, k->w_scratch, k->s.relu ? k->gtmp : k->dout,
                                   k->inp, &k->c, k->s.B, k->n_threads);
         break;
+    case F_FWD:
+        conv_first_forward(k->f_out, k->f_scratch, k->inp, k->w, k->s.bias ? k->bias : NULL, &k->c, k->s.B,
+                           k->n_threads);
+        break;
+    case F_BWD_W: /* the mask as it reads dout, as the step runs it */
+        conv_first_backward_weights(k->f_dw, k->s.bias ? k->f_db : NULL, k->f_scratch, k->out, k->dout, k->inp, &k->c,
+                                    k->s.B, k->n_threads);
+        break;
     }
 }
 
@@ -510,6 +532,12 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
         k.w_dw = calloc(k.w_n, sizeof(float)); k.w_db = calloc(s->C_out, sizeof(float));
     }
     const int wino = side_on(&k, W_FWD);
+    if (!s->pointwise && conv_first_applies(&k.c)) {
+        k.f_scratch = malloc(sizeof(float) * conv_first_scratch_n_floats(&k.c, s->B, n_threads));
+        k.f_out = calloc(k.out_n, sizeof(float));
+        k.f_dw = calloc(k.w_n, sizeof(float)); k.f_db = calloc(s->C_out, sizeof(float));
+    }
+    const int first = side_on(&k, F_FWD);
     /* Warm-up, which also leaves every side's results for the check (the
      * ReLU mask is computed from tower's output before oneDNN's backward). */
     for (int w = 0; w < N_TIMED; w++)
@@ -526,6 +554,8 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     if (wino) diff = fmax(diff, fmax(rel_diff(k.out, k.w_out, k.out_n), fmax(rel_diff(k.dinp, k.w_dinp, k.in_n),
                                                                                rel_diff(k.dw, k.w_dw, k.w_n))));
     if (wino && s->bias) diff = fmax(diff, rel_diff(k.db, k.w_db, s->C_out));
+    if (first) diff = fmax(diff, fmax(rel_diff(k.out, k.f_out, k.out_n), rel_diff(k.dw, k.f_dw, k.w_n)));
+    if (first && s->bias) diff = fmax(diff, rel_diff(k.db, k.f_db, s->C_out));
     double *t[N_TIMED];
     for (int w = 0; w < N_TIMED; w++) t[w] = calloc(reps, sizeof(double));
     for (int r = 0; r < reps; r++)
@@ -553,15 +583,19 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
     if (wino)
         printf(" | wino fwd %7.2f %5.0f  bwd-d %7.2f %5.0f  bwd-w %7.2f %5.0f", med[W_FWD] * 1e3, RATE(med[W_FWD]),
                med[W_BWD_D] * 1e3, RATE(med[W_BWD_D]), med[W_BWD_W] * 1e3, RATE(med[W_BWD_W]));
+    if (first)
+        printf(" | first fwd %7.2f %5.0f  bwd-w %7.2f %5.0f", med[F_FWD] * 1e3, RATE(med[F_FWD]), med[F_BWD_W] * 1e3,
+               RATE(med[F_BWD_W]));
     printf(" | max rel diff %.1g | %s / %s / %s", diff, impl_name(k.cf.pd), impl_name(k.cbd.pd), impl_name(k.cbw.pd));
     if (mm) printf(" / mm %s %s %s", impl_name(k.mf.pd), impl_name(k.mbd.pd), impl_name(k.mbw.pd));
     printf("\n");
     printf("RESULT net=%s B=%d H=%d C_in=%d C_out=%d K=%d stride=%d threads=%d tower_fwd_ms=%.3f tower_bwd_d_ms=%.3f "
            "tower_bwd_w_ms=%.3f conv_fwd_ms=%.3f conv_bwd_d_ms=%.3f conv_bwd_w_ms=%.3f mm_fwd_ms=%.3f mm_bwd_d_ms=%.3f "
-           "mm_bwd_w_ms=%.3f wino_fwd_ms=%.3f wino_bwd_d_ms=%.3f wino_bwd_w_ms=%.3f\n",
+           "mm_bwd_w_ms=%.3f wino_fwd_ms=%.3f wino_bwd_d_ms=%.3f wino_bwd_w_ms=%.3f first_fwd_ms=%.3f first_bwd_w_ms=%.3f\n",
            s->net, s->B, s->H, s->C_in, s->C_out, s->K, s->stride, n_threads, tf * 1e3, td * 1e3, tw * 1e3,
            med[C_FWD] * 1e3, med[C_BWD_D] * 1e3, med[C_BWD_W] * 1e3, med[M_FWD] * 1e3, med[M_BWD_D] * 1e3,
-           med[M_BWD_W] * 1e3, med[W_FWD] * 1e3, med[W_BWD_D] * 1e3, med[W_BWD_W] * 1e3);
+           med[M_BWD_W] * 1e3, med[W_FWD] * 1e3, med[W_BWD_D] * 1e3, med[W_BWD_W] * 1e3, med[F_FWD] * 1e3,
+           med[F_BWD_W] * 1e3);
     fflush(stdout);
 #undef RATE
     for (int w = 0; w < N_TIMED; w++) free(t[w]);
@@ -569,7 +603,8 @@ static void bench_shape(const Shape *s, int reps, int n_threads) {
                   &k.r_x, &k.r_gd, &k.r_xw, &k.r_gw, &k.r_y, &k.r_dx};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) prim_free(ps[i]);
     float *fs[] = {k.inp, k.w, k.bias, k.dout, k.out, k.dinp, k.dw, k.db, k.gtmp, k.o_out, k.o_dinp, k.o_dw, k.o_db,
-                   k.m_out, k.m_dinp, k.m_dw, k.scratch, k.w_out, k.w_dinp, k.w_dw, k.w_db, k.w_scratch};
+                   k.m_out, k.m_dinp, k.m_dw, k.scratch, k.w_out, k.w_dinp, k.w_dw, k.w_db, k.w_scratch,
+                   k.f_out, k.f_dw, k.f_db, k.f_scratch};
     for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) free(fs[i]);
 }
 

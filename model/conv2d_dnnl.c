@@ -88,6 +88,9 @@ typedef struct {
      * take. */
     int f2[CONV_PASS_COUNT];
     size_t f2_n_bytes;
+    /* Passes run by conv_first.c's direct kernels instead (prim[p] NULL there), and their scratch. */
+    int first[CONV_PASS_COUNT];
+    size_t first_n_bytes;
 } ConvEntry;
 
 #define CONV_CACHE_N 512
@@ -290,6 +293,17 @@ static int onednn_has_winograd(void) {
     return has;
 }
 
+/* Pass p's oneDNN primitive, if e has one, destroyed with its weight reorder: another path takes the pass. */
+static void pass_drop(ConvEntry *e, ConvPass p) {
+    if (!e->prim[p]) return;
+    dnnl_primitive_destroy(e->prim[p]);
+    e->prim[p] = NULL;
+    dnnl_primitive_t *reorder = p == CONV_PASS_BACKWARD_WEIGHTS ? &e->dw_to_hwio : &e->to_blocked[p];
+    if (*reorder) dnnl_primitive_destroy(*reorder);
+    *reorder = NULL;
+    e->wei_n_bytes[p] = e->pad_n_bytes[p] = 0;
+}
+
 /* e's primitives: Winograd where conv_cpu_winograd says so, unless
  * TOWER_CONV_DIRECT is on (base/flags.h's rule) or this oneDNN has no
  * Winograd kernel for it; else the direct rule; else (failed) the loops.
@@ -309,20 +323,22 @@ static void entry_fill(ConvEntry *e) {
     }
     if (!done && entry_create(e, dnnl_convolution_direct) != 0) entry_drop(e);
     const Conv2d c = conv_of(&e->key);
+    if (conv_first_applies(&c) && flags_env_default_on("TOWER_CONV_FIRST")) {
+        int n_first = 0;
+        for (int p = 0; p < CONV_PASS_COUNT; p++) {
+            e->first[p] = conv_cpu_first((ConvPass)p, &shape);
+            n_first += e->first[p];
+            if (e->first[p]) pass_drop(e, (ConvPass)p);
+        }
+        if (n_first) e->first_n_bytes = sizeof(float) * conv_first_scratch_n_floats(&c, e->key.B, e->key.n_threads);
+    }
     if (!winograd_applies(&c) || !flags_env_default_on("TOWER_CONV_WINOGRAD_F2")) return;
     const int avx512 = onednn_has_winograd(); /* oneDNN's Winograd kernels are AVX-512 ones */
     int n_f2 = 0;
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
-        e->f2[p] = conv_cpu_winograd_f2((ConvPass)p, &shape, avx512);
+        e->f2[p] = !e->first[p] && conv_cpu_winograd_f2((ConvPass)p, &shape, avx512);
         n_f2 += e->f2[p];
-        if (e->f2[p] && e->prim[p]) { /* a direct entry: its weight reorders go with the pass */
-            dnnl_primitive_destroy(e->prim[p]);
-            e->prim[p] = NULL;
-            dnnl_primitive_t *reorder = p == CONV_PASS_BACKWARD_WEIGHTS ? &e->dw_to_hwio : &e->to_blocked[p];
-            if (*reorder) dnnl_primitive_destroy(*reorder);
-            *reorder = NULL;
-            e->wei_n_bytes[p] = e->pad_n_bytes[p] = 0;
-        }
+        if (e->f2[p]) pass_drop(e, (ConvPass)p);
     }
     if (n_f2) e->f2_n_bytes = sizeof(float) * winograd_scratch_n_floats(&c, e->key.B, e->key.n_threads);
 }
@@ -362,6 +378,7 @@ static size_t pass_pad_at(const ConvEntry *e, ConvPass p) { return pass_act_at(e
 
 static size_t pass_n_bytes(const ConvEntry *e, ConvPass p) {
     if (e->f2[p]) return e->f2_n_bytes;
+    if (e->first[p]) return e->first_n_bytes;
     return e->prim[p] ? pass_pad_at(e, p) + align64(e->pad_n_bytes[p]) : 0;
 }
 
@@ -565,6 +582,10 @@ void conv2d_run_forward(float *out, void *scratch, size_t scratch_n_bytes, const
         winograd_forward(out, (float *)aligned, inp, weight, bias, c, B, n_threads);
         return;
     }
+    if (e && e->first[CONV_PASS_FORWARD]) {
+        conv_first_forward(out, (float *)aligned, inp, weight, bias, c, B, n_threads);
+        return;
+    }
     if (e && e->prim[CONV_PASS_FORWARD] && pass_forward(e, out, aligned, inp, weight, bias) == 0) return;
     conv2d_forward(out, scratch, inp, weight, bias, c, B, n_threads);
 }
@@ -575,6 +596,11 @@ void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratc
     size_t n_bytes = scratch_n_bytes;
     char *aligned = aligned_scratch(scratch, &n_bytes);
     const ConvEntry *e = entry_for_call(c, dbias != NULL, B, n_threads, n_bytes);
+    if (e && dweight && e->first[CONV_PASS_BACKWARD_WEIGHTS]) { /* masks as it reads dout: no pass over it */
+        conv_first_backward_weights(dweight, dbias, (float *)aligned, out, dout, inp, c, B, n_threads);
+        if (!dinp) return;
+        dweight = dbias = NULL;
+    }
     const int data_f2 = e && dinp && e->f2[CONV_PASS_BACKWARD_DATA];
     const int weights_f2 = e && dweight && e->f2[CONV_PASS_BACKWARD_WEIGHTS];
     const int data_dnnl = e && dinp && e->prim[CONV_PASS_BACKWARD_DATA];
@@ -612,6 +638,7 @@ int conv2d_run_path(const Conv2d *c, int has_bias, int B, int n_threads, int pas
     const ConvKey key = key_of(c, has_bias, B, n_threads);
     const ConvEntry *e = entry_get(&key);
     if (e && e->f2[pass]) return CONV_CPU_WINOGRAD_F2;
+    if (e && e->first[pass]) return CONV_CPU_FIRST;
     if (!e || e->failed || !e->prim[pass]) return CONV_CPU_LOOPS;
     return e->winograd ? CONV_CPU_WINOGRAD : CONV_CPU_ONEDNN;
 }

@@ -143,6 +143,46 @@ int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512) {
     }
 }
 
+static int g_lanes; /* conv_cpu_set_lanes's choice: 0 (the CPU's), 8 or 16 */
+
+static int cpu_has_16_lanes(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(TOWER_SANITIZE_THREAD)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
+}
+
+int conv_cpu_lanes(void) {
+    const int want = __atomic_load_n(&g_lanes, __ATOMIC_RELAXED);
+    return want == 8 || !cpu_has_16_lanes() ? 8 : 16;
+}
+
+int conv_cpu_set_lanes(int lanes) {
+    return __atomic_exchange_n(&g_lanes, lanes == 8 || lanes == 16 ? lanes : 0, __ATOMIC_RELAXED);
+}
+
+/* Where model/conv_first.c's direct kernels beat the path the rules above give a first layer (bench_conv's
+ * "first" column against the loops and, with --wei_any, oneDNN's direct kernels, 2 threads, the 2-core Zen 5,
+ * AVX-512 (16 lanes), 2026-11-28, bench/RESULTS.md): one channel in only.
+ *   - forward, at 25 taps and more: mnist's 5x5 1.06x oneDNN's brgconv in bench_conv, 0.81 -> 0.71 ms in the
+ *     step (1.01-1.02x the step); resnet50's 7x7 stride 2 on a grey 224x224 image 1.06x.  At 9 taps oneDNN's
+ *     is faster where the map is large (a grey mobilenet_v2 Conv1 at 96x96: 0.81x; vgg11's 3x3 at 32x32:
+ *     0.83x) and the gain small where it is not (the same Conv1 at 32x32, 0.06 -> 0.04 ms).
+ *   - backward weights, up to 25 taps, where the loops ran (oneDNN's AVX-512 backward weights is slower on
+ *     these): mnist's 1.9x, the grey Conv1 4x at 32x32 and 2.2x at 96x96, vgg11's 3x3 1.05x; at 49 (resnet50's
+ *     7x7) 0.73x (each pixel's gradient is read once per group of 13 taps).
+ * Three channels in stay as they were: cifar10's 5x5 1.11x and 1.07x the loops, vgg11's 3x3 0.89x and 0.95x,
+ * within the step's noise either way. */
+int conv_cpu_first(ConvPass pass, const ConvCpuShape *s) {
+    if (s->C_in != 1) return 0;
+    const int taps = s->KH * s->KW;
+    if (pass == CONV_PASS_FORWARD) return taps >= 25;
+    return pass == CONV_PASS_BACKWARD_WEIGHTS && taps <= 25;
+}
+
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {
     if (!conv_cpu_impl_direct(impl_info)) return CONV_CPU_LOOPS;
     for (size_t i = 0; i < sizeof cpu_rows / sizeof cpu_rows[0]; i++)

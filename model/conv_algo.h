@@ -87,8 +87,8 @@ int conv_dgrad_as_forward(int in, int out, int k, int stride, int before, int *p
 typedef enum { CONV_PASS_FORWARD, CONV_PASS_BACKWARD_DATA, CONV_PASS_BACKWARD_WEIGHTS, CONV_PASS_COUNT } ConvPass;
 /* CONV_CPU_WINOGRAD: oneDNN's Winograd kernels; CONV_CPU_WINOGRAD_F2: model/winograd.c's own, F(2x2, 3x3),
  * F(4x4, 3x3) and F(4x4, 5x5) (named for the first of them, as is TOWER_CONV_WINOGRAD_F2; winograd_name says
- * which runs a layer). */
-typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN, CONV_CPU_WINOGRAD, CONV_CPU_WINOGRAD_F2 } ConvCpuPath;
+ * which runs a layer); CONV_CPU_FIRST: model/conv_first.c's direct kernels for a first layer. */
+typedef enum { CONV_CPU_LOOPS, CONV_CPU_ONEDNN, CONV_CPU_WINOGRAD, CONV_CPU_WINOGRAD_F2, CONV_CPU_FIRST } ConvCpuPath;
 
 /* What the CPU rule looks at: the layer's geometry, and the batch. */
 typedef struct {
@@ -131,6 +131,21 @@ int conv_cpu_winograd(const ConvCpuShape *s);
  * oneDNN's 4x4 tiles waste); a 5x5 one with at least 32, on every CPU
  * (measured in conv_algo.c); every pass alike. */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512);
+
+/* 1 when pass should run model/conv_first.c's direct kernels (conv2d_dnnl.c asks only for a geometry
+ * conv_first_applies accepts: 1 to 4 channels in, C_out a multiple of 32), where they beat what the rules
+ * above would run (measured in conv_algo.c): one channel in; forward at 25 taps and more, backward weights
+ * up to 25 taps; never backward data. */
+int conv_cpu_first(ConvPass pass, const ConvCpuShape *s);
+
+/* The vector width of Tower's own CPU kernels that come in two builds (model/winograd_tiles.inc's 4x4
+ * tiles, model/conv_first.inc): 16 channels a vector where the CPU has x86-64-v4's AVX-512 (F, CD, BW, DQ,
+ * VL: libgcc's check of CPUID and of the OS's saving of the 512-bit registers), else 8; the same bits either
+ * way.  conv_cpu_set_lanes(8) keeps them at 8 (0 or 16: the CPU's choice again), for the tests' comparison
+ * of the two; it returns the previous setting (0, 8 or 16).  8 wherever the build is not x86-64 GCC/clang or
+ * is ThreadSanitizer's. */
+int conv_cpu_lanes(void);
+int conv_cpu_set_lanes(int lanes);
 
 #ifdef __cplusplus
 }

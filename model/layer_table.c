@@ -138,6 +138,7 @@ static void conv2d_node_backward(const Node *n, const NodeRun *r) {
 static const char *conv2d_path_name(int path, const Conv2d *c) {
     return path == CONV_CPU_WINOGRAD      ? "oneDNN Winograd"
            : path == CONV_CPU_WINOGRAD_F2 ? winograd_name(c)
+           : path == CONV_CPU_FIRST       ? "direct (first layer)"
            : path == CONV_CPU_ONEDNN      ? "oneDNN direct"
                                           : "loops";
 }

@@ -103,18 +103,32 @@ int winograd_applies(const Conv2d *c);
  * "Winograd F(4x4,5x5)"; a static string), or NULL where winograd_applies does not. */
 const char *winograd_name(const Conv2d *c);
 size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads);
-/* The vector width of the 4x4-output kinds' transforms (model/winograd_tiles.inc): 16 channels where the CPU
- * has AVX-512 (x86-64-v4), else 8; the same bits either way.  winograd_set_lanes(8) keeps them at 8 (16: the
- * CPU's choice again, as 0), for the tests' comparison of the two; returns the previous setting (0, 8 or
- * 16). */
-int winograd_lanes(void);
-int winograd_set_lanes(int lanes);
 void winograd_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,
                       const Conv2d *c, int B, int n_threads);
 void winograd_backward_data(float *dinp, float *scratch, const float *dout, const float *weight, const Conv2d *c,
                             int B, int n_threads);
 void winograd_backward_weights(float *dweight, float *dbias, float *scratch, const float *dout, const float *inp,
                                const Conv2d *c, int B, int n_threads);
+
+/* conv2d's forward and backward weights for a first layer, computed directly (conv_first.c): each output
+ * pixel's channels in registers over the kernel's taps, each tap's weight gradients over an image's pixels;
+ * the same results as conv2d_forward / conv2d_backward's dweight and dbias within float rounding.  Where
+ * conv_first_applies: 1 to 4 channels in, C_out a multiple of 32, at most 7 x 7 x 4 taps, any stride and
+ * padding.
+ *   scratch: conv_first_scratch_n_floats(c, B, n_threads) floats (for the largest batch and the threads to
+ *            be used), clobbered;
+ *   conv_first_forward: out (B, OH, OW, C_out) OVERWRITTEN (+ bias, ReLU where c->act says);
+ *   conv_first_backward_weights: dweight (KH, KW, C_in, C_out) and dbias (C_out; NULL: not wanted)
+ *            OVERWRITTEN from dout (B, OH, OW, C_out), masked by out > 0 where c->act is ACT_RELU (out:
+ *            forward's output; dout is not modified); the images' sums in fixed groups of 8, so the same
+ *            bits whatever the team size; B = 0 gives zeros.
+ * No backward data (a first layer's input gradient is not wanted). */
+int conv_first_applies(const Conv2d *c);
+size_t conv_first_scratch_n_floats(const Conv2d *c, int B, int n_threads);
+void conv_first_forward(float *out, float *scratch, const float *inp, const float *weight, const float *bias,
+                        const Conv2d *c, int B, int n_threads);
+void conv_first_backward_weights(float *dweight, float *dbias, float *scratch, const float *out,
+                                 const float *dout, const float *inp, const Conv2d *c, int B, int n_threads);
 /* A stride-1 conv's input gradient as a forward convolution of the output
  * gradient zero-padded by *pad_h rows and *pad_w columns on each side with
  * the flipped kernel: returns 1 and the padding when the geometry's padding

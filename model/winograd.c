@@ -43,7 +43,7 @@
  * tiles' are model/winograd_tiles.inc, a vector of channels at a time:
  * 16 channels where the CPU has AVX-512 (winograd_tiles16.c), else 8
  * (winograd_tiles8.c, cloned for AVX-512, AVX2 and the baseline: on an
- * AVX-512 CPU, winograd_set_lanes(8) runs its AVX-512 clone).  Every build
+ * AVX-512 CPU, conv_cpu_set_lanes(8) runs its AVX-512 clone).  Every build
  * of them is compiled without contraction into fused multiply-adds
  * (model/CMakeLists.txt): the same additions, so the same bits, on every
  * path and width (tests/test_winograd.c compares 8 with 16 lanes).
@@ -56,6 +56,7 @@
  * What it does not do: strides other than 1, kernels other than 3x3 and
  * 5x5, or allocate (the caller's scratch, winograd_scratch_n_floats).
  */
+#include "model/conv_algo.h"
 #include "model/layers.h"
 #include "model/sgemm.h"
 #include "model/winograd_tiles.h"
@@ -240,33 +241,9 @@ static const WinoKind kinds[] = {
     {"Winograd F(4x4,5x5)", 5, 4, 8, NULL, &winograd_tiles_8.f4_5x5, &winograd_tiles_16.f4_5x5},
 };
 
-/* winograd_set_lanes's choice: 0 (the CPU's), 8 or 16. */
-static int g_lanes;
-
-/* 1 where this CPU runs the 16-lane transforms: x86-64-v4's AVX-512 (F, CD, BW, DQ, VL; libgcc's check of
- * CPUID and of the OS's saving of the 512-bit registers). */
-static int cpu_has_16_lanes(void) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(TOWER_SANITIZE_THREAD)
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl");
-#else
-    return 0;
-#endif
-}
-
-int winograd_lanes(void) {
-    const int want = __atomic_load_n(&g_lanes, __ATOMIC_RELAXED);
-    return want == 8 || !cpu_has_16_lanes() ? 8 : 16;
-}
-
-int winograd_set_lanes(int lanes) {
-    return __atomic_exchange_n(&g_lanes, lanes == 8 || lanes == 16 ? lanes : 0, __ATOMIC_RELAXED);
-}
-
-/* kd's transforms at this call's width. */
+/* kd's transforms at this call's width (conv_cpu_lanes). */
 static const WinoTileFns *fns_of(const WinoKind *kd) {
-    return kd->fns16 && winograd_lanes() == 16 ? kd->fns16 : kd->fns8;
+    return kd->fns16 && conv_cpu_lanes() == 16 ? kd->fns16 : kd->fns8;
 }
 
 /* The entry for c's kernel, or NULL: of the entries for its size, the one with the fewest transform-domain

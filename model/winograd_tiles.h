@@ -2,7 +2,7 @@
  * one table per vector width (model/winograd_tiles.inc, compiled as winograd_tiles8.c and winograd_tiles16.c).
  *
  * Where it sits: model/, between winograd.c (the tiling, products and threads, which picks a table) and the
- * transforms.  What it does not do: choose the width (winograd.c: winograd_lanes in layers.h).
+ * transforms.  What it does not do: choose the width (winograd.c, by conv_algo.h's conv_cpu_lanes).
  */
 #ifndef TOWER_MODEL_WINOGRAD_TILES_H
 #define TOWER_MODEL_WINOGRAD_TILES_H

@@ -67,3 +67,7 @@ tower_add_test(NAME test_winograd
 # inside it take the others (model/sgemm.c), or its bits would follow OMP_NUM_THREADS.
 add_test(NAME test_winograd_omp4 COMMAND test_winograd)
 set_tests_properties(test_winograd_omp4 PROPERTIES ENVIRONMENT OMP_NUM_THREADS=4)
+# A first layer's direct convolution (conv_first.c) against the loops, at 8 and 16 lanes, 1 and 2 threads.
+tower_add_test(NAME test_conv_first
+  SOURCES test_conv_first.c gradcheck.c
+  LIBS tower_model)

@@ -24,6 +24,11 @@
  * them, they take vgg11's 2x2 layer only (F(2x2, 3x3)).  On every machine: model/winograd.c's F(4x4, 5x5) takes every pass of mnist's and
  * cifar10's second convolutions, none of their first's (1 and 3 channels
  * in) or a stride-2 5x5 one's, compared with the loops the same way.
+ * model/conv_first.c's direct kernels take the forward and backward
+ * weights of mnist's conv1, the backward weights of a 3x3 stride-2 layer
+ * on one channel, never backward data, not cifar10's conv1; compared with the loops the
+ * same way, with and without the input gradient; TOWER_CONV_FIRST=0 turns
+ * them off.
  */
 #include "model/conv_algo.h"
 #include "model/layers.h"
@@ -54,10 +59,12 @@ static float *rnd(size_t n) {
 
 static int n_onednn_passes; /* over every case: passes oneDNN actually ran */
 static int n_f2_passes;     /* and passes model/winograd.c ran */
+static int n_first_passes;  /* and passes model/conv_first.c ran */
 
 static const char *path_name(int path) {
     return path == CONV_CPU_WINOGRAD      ? "Winograd"
            : path == CONV_CPU_WINOGRAD_F2 ? "model/winograd.c"
+           : path == CONV_CPU_FIRST       ? "model/conv_first.c"
            : path == CONV_CPU_ONEDNN      ? "oneDNN"
                                           : "loops";
 }
@@ -107,6 +114,7 @@ static void run_case(const Case *k, int max_batch, int B, int n_threads, int wan
         if (paths[p] != CONV_CPU_LOOPS && !starve_scratch && B <= max_batch &&
             (p != CONV_PASS_BACKWARD_DATA || want_dinp)) {
             if (paths[p] == CONV_CPU_WINOGRAD_F2) n_f2_passes++;
+            else if (paths[p] == CONV_CPU_FIRST) n_first_passes++;
             else n_onednn_passes++;
         }
     }
@@ -355,6 +363,34 @@ int main(void) {
     for (int i = 0; i < 3; i++) run_case(&f5_cases[i], 8, 8, 2, 1, 0);
     CHECK(n_f2_passes - f2_before == 9,
           "model/winograd.c's F(4x4,5x5) ran %d passes compared with the loops", n_f2_passes - f2_before);
+    /* model/conv_first.c's direct kernels, whatever the machine: mnist's conv1 (1 channel in, 5x5) forward and
+     * backward weights, never backward data; a 3x3 stride-2 layer on one channel (mobilenet_v2's Conv1 on a grey
+     * image) backward weights only; cifar10's conv1 (3 channels in) none; then the same comparison with the
+     * loops, with and without the input gradient (which the loops take); TOWER_CONV_FIRST=0 gives the table
+     * back. */
+    Conv2d mob1;
+    conv2d_init(&mob1, 32, 32, 1, 3, 3, 32, 2, 2, PAD_SAME, ACT_NONE);
+    for (int p = 0; p < CONV_PASS_COUNT; p++) {
+        const int pm = conv2d_run_path(&m1, 1, 8, 2, p), pb = conv2d_run_path(&mob1, 0, 8, 2, p);
+        CHECK((pm == CONV_CPU_FIRST) == (p != CONV_PASS_BACKWARD_DATA), "pass %d of mnist's conv1: %s", p,
+              path_name(pm));
+        CHECK((pb == CONV_CPU_FIRST) == (p == CONV_PASS_BACKWARD_WEIGHTS), "pass %d of a grey 3x3 stride-2 layer: %s",
+              p, path_name(pb));
+        CHECK(conv2d_run_path(&c1, 1, 8, 2, p) != CONV_CPU_FIRST, "cifar10's conv1 (3 channels) takes conv_first.c");
+    }
+    const int first_before = n_first_passes;
+    const Case first_cases[] = {
+        {28, 1, 5, 32, 1, PAD_SAME, 1, ACT_RELU},
+        {32, 1, 3, 32, 2, PAD_SAME, 0, ACT_NONE},
+    };
+    for (int i = 0; i < 2; i++)
+        for (int want_dinp = 0; want_dinp <= 1; want_dinp++) run_case(&first_cases[i], 9, 9, 2, want_dinp, 0);
+    CHECK(n_first_passes - first_before == 6, "model/conv_first.c ran %d passes compared with the loops",
+          n_first_passes - first_before);
+    setenv("TOWER_CONV_FIRST", "0", 1);
+    CHECK(conv2d_run_path(&m1, 1, 10, 2, CONV_PASS_FORWARD) != CONV_CPU_FIRST, "TOWER_CONV_FIRST=0: %s",
+          path_name(conv2d_run_path(&m1, 1, 10, 2, CONV_PASS_FORWARD)));
+    unsetenv("TOWER_CONV_FIRST");
     setenv("TOWER_CONV_WINOGRAD_F2", "0", 1);
     CHECK(conv2d_run_path(&c, 1, 9, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0");
     CHECK(conv2d_run_path(&c2, 1, 13, 2, CONV_PASS_FORWARD) != CONV_CPU_WINOGRAD_F2, "TOWER_CONV_WINOGRAD_F2=0, 5x5");
@@ -362,7 +398,7 @@ int main(void) {
     printf("  model/winograd.c (F(4x4,3x3)) took %d of vgg11's 4x4 layer's passes%s; F(4x4,5x5) %d of the 6 of "
            "mnist's and cifar10's conv2\n",
            n_f2, n_wino ? " (none: oneDNN's Winograd kernels are here)" : "", n_f5);
-    printf("%d oneDNN and %d model/winograd.c passes compared; %d checks, %d failures\n", n_onednn_passes, n_f2_passes,
-           check_count, check_failures);
+    printf("%d oneDNN, %d model/winograd.c and %d model/conv_first.c passes compared; %d checks, %d failures\n",
+           n_onednn_passes, n_f2_passes, n_first_passes, check_count, check_failures);
     return check_failures ? 1 : 0;
 }

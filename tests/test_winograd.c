@@ -21,6 +21,7 @@
  * test_winograd_omp4 runs it all again under OMP_NUM_THREADS=4 (teams of 1
  * and 2 among more threads).
  */
+#include "model/conv_algo.h"
 #include "model/layers.h"
 
 #include <math.h>
@@ -153,13 +154,13 @@ static void repeat_and_smaller(int r) {
     free(x); free(w); free(dy); free(s); free(loops); free(y_ref); free(dx_ref); free(dw_ref);
 }
 
-/* The transforms at 16 channels a vector (AVX-512) give the same bits as at 8 (winograd_set_lanes(8)): every
+/* The transforms at 16 channels a vector (AVX-512) give the same bits as at 8 (conv_cpu_set_lanes(8)): every
  * pass, with bias and ReLU, on channel counts with and without a tail at either width.  Said, not failed, where
  * the CPU has no AVX-512 (then both runs take 8 lanes, and still must agree). */
 static void lanes_same_bits(void) {
-    const int prev = winograd_set_lanes(0);
-    const int wide = winograd_lanes() == 16;
-    printf("transforms at %d lanes against 8%s\n", winograd_lanes(), wide ? "" : " (no AVX-512 here: 8 against 8)");
+    const int prev = conv_cpu_set_lanes(0);
+    const int wide = conv_cpu_lanes() == 16;
+    printf("transforms at %d lanes against 8%s\n", conv_cpu_lanes(), wide ? "" : " (no AVX-512 here: 8 against 8)");
     const int shapes[][5] = {{3, 11, 40, 24, 3}, {3, 8, 16, 48, 2}, {3, 6, 7, 33, 2}, {5, 14, 32, 64, 4},
                              {5, 9, 20, 17, 2}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -172,7 +173,7 @@ static void lanes_same_bits(void) {
         float *s = malloc(sizeof(float) * winograd_scratch_n_floats(&c, B, 2));
         float *y[2], *dx[2], *dw[2], *db[2];
         for (int run = 0; run < 2; run++) {
-            winograd_set_lanes(run == 0 ? 8 : 0);
+            conv_cpu_set_lanes(run == 0 ? 8 : 0);
             y[run] = malloc(sizeof(float) * out_n);
             dx[run] = malloc(sizeof(float) * in_n);
             dw[run] = malloc(sizeof(float) * w_n);
@@ -192,7 +193,7 @@ static void lanes_same_bits(void) {
         }
         free(x); free(w); free(bias); free(dy); free(s);
     }
-    winograd_set_lanes(prev);
+    conv_cpu_set_lanes(prev);
 }
 
 int main(void) {
