@@ -2,8 +2,10 @@
  * layer takes one of cuDNN's convolution algorithms; conv_cpu_pick: the
  * table by which each pass of a CPU conv layer takes oneDNN's convolution
  * primitive or model/conv2d.c's loops, conv_cpu_winograd where oneDNN's
- * own Winograd kernels take a 3x3 layer, and conv_cpu_winograd_f2 which
- * passes model/winograd.c runs instead.  Plain C, built into tower_model in
+ * own Winograd kernels take a 3x3 layer, conv_cpu_winograd_f2 which
+ * passes model/winograd.c runs instead, conv_cpu_first which passes of a
+ * first layer model/conv_first.c runs, and conv_cpu_lanes, the vector
+ * width of those two.  Plain C, built into tower_model in
  * every build so that tests/test_conv_algo.c runs anywhere.
  * What it does not do: talk to cuDNN (conv2d_cuda.cu does) or oneDNN
  * (conv2d_dnnl.c does).
@@ -110,8 +112,8 @@ int conv_cpu_winograd(const ConvCpuShape *s) {
  * ONEDNN_MAX_CPU_ISA=AVX2 for a CPU without AVX-512: bench/RESULTS.md; docs/models.md names each layer's path):
  *   - 5x5 (F(4x4, 5x5); oneDNN has no 5x5 Winograd on any CPU): every pass from 32 channels in and out.  mnist's
  *     and cifar10's steps 1.21x and 1.37x the F(2x2, 5x5) it replaced, itself 1.19x and 1.28x the table without
- *     it.  First layers (1 and 3 channels in) stay on the loops (1.5-1.8x slower forward, 5-6x slower backward
- *     weights with ours); 16 channels are not measured.
+ *     it.  First layers (1 and 3 channels in) stay off it (1.5-1.8x slower forward, 5-6x slower backward
+ *     weights with ours; conv_cpu_first below takes one channel's); 16 channels are not measured.
  *   - 3x3 without AVX-512 (oneDNN's Winograd kernels are AVX-512 only): every pass from 16 channels in and out
  *     (F(4x4, 3x3), F(2x2, 3x3) on maps of 1 or 2 a side).  Against jit:avx2's forward and backward data and the
  *     loops' backward weights, resnet20's 16 -> 16 layers 1.7x, 1.3x, 1.5x and its 32 -> 32 layers 1.9x, 1.9x,

@@ -126,10 +126,12 @@ int conv_cpu_winograd(const ConvCpuShape *s);
 /* 1 when pass should run model/winograd.c's own kernels (F(2x2, 3x3)
  * or F(4x4, 3x3) by the map's size, F(4x4, 5x5); conv2d_dnnl.c asks only for a geometry winograd_applies
  * accepts); avx512: this oneDNN runs AVX-512 kernels (it has Winograd
- * ones).  A 3x3 kernel at stride 1 with at least 64 channels in and out,
- * without AVX-512 (with it, oneDNN's own Winograd) or on a 2x2 map (which
- * oneDNN's 4x4 tiles waste); a 5x5 one with at least 32, on every CPU
- * (measured in conv_algo.c); every pass alike. */
+ * ones).  Stride 1: a 5x5 kernel with at least 32 channels in and out, on
+ * every CPU, every pass; a 3x3 one without AVX-512 from 16 channels, every
+ * pass; with it, on a 2x2 map from 64 (which oneDNN's 4x4 tiles waste),
+ * and where oneDNN's Winograd would run, forward at C_in <= 128, backward
+ * data at C_out <= 128, backward weights at C_in <= 256 (measured in
+ * conv_algo.c). */
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512);
 
 /* 1 when pass should run model/conv_first.c's direct kernels (conv2d_dnnl.c asks only for a geometry
