@@ -27,14 +27,10 @@
 
 static uint64_t g_seed = 0xf125;
 
+/* n fresh uniform values in [-1, 1), a new stream each call. */
 static float *rnd(size_t n) {
     float *x = malloc(sizeof(float) * (n ? n : 1));
-    for (size_t i = 0; i < n; i++) {
-        uint64_t z = (g_seed += 0x9E3779B97F4A7C15ULL);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-        x[i] = (float)((double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-    }
+    gradcheck_fill_uniform(x, n, -1.0f, 1.0f, g_seed++);
     return x;
 }
 
