@@ -326,7 +326,7 @@ static void entry_fill(ConvEntry *e) {
     if (conv_first_applies(&c) && flags_env_default_on("TOWER_CONV_FIRST")) {
         int n_first = 0;
         for (int p = 0; p < CONV_PASS_COUNT; p++) {
-            e->first[p] = conv_cpu_first((ConvPass)p, &shape);
+            e->first[p] = conv_cpu_first((ConvPass)p, &shape, conv_cpu_lanes());
             n_first += e->first[p];
             if (e->first[p]) pass_drop(e, (ConvPass)p);
         }

@@ -167,22 +167,27 @@ int conv_cpu_set_lanes(int lanes) {
 }
 
 /* Where model/conv_first.c's direct kernels beat the path the rules above give a first layer (bench_conv's
- * "first" column against the loops and, with --wei_any, oneDNN's direct kernels, 2 threads, the 2-core Zen 5,
- * AVX-512 (16 lanes), 2026-11-28, bench/RESULTS.md): one channel in only.
- *   - forward, at 25 taps and more: mnist's 5x5 1.06x oneDNN's brgconv in bench_conv, 0.81 -> 0.71 ms in the
- *     step (1.01-1.02x the step); resnet50's 7x7 stride 2 on a grey 224x224 image 1.06x.  At 9 taps oneDNN's
- *     is faster where the map is large (a grey mobilenet_v2 Conv1 at 96x96: 0.81x; vgg11's 3x3 at 32x32:
- *     0.83x) and the gain small where it is not (the same Conv1 at 32x32, 0.06 -> 0.04 ms).
- *   - backward weights, up to 25 taps, where the loops ran (oneDNN's AVX-512 backward weights is slower on
- *     these): mnist's 1.9x, the grey Conv1 4x at 32x32 and 2.2x at 96x96, vgg11's 3x3 1.05x; at 49 (resnet50's
- *     7x7) 0.73x (each pixel's gradient is read once per group of 13 taps).
- * Three channels in stay as they were: cifar10's 5x5 1.11x and 1.07x the loops, vgg11's 3x3 0.89x and 0.95x,
- * within the step's noise either way. */
-int conv_cpu_first(ConvPass pass, const ConvCpuShape *s) {
-    if (s->C_in != 1) return 0;
-    const int taps = s->KH * s->KW;
-    if (pass == CONV_PASS_FORWARD) return taps >= 25;
-    return pass == CONV_PASS_BACKWARD_WEIGHTS && taps <= 25;
+ * "first" column with --wei_any, against oneDNN's direct kernels and the loops, 2 threads, the 2-core Zen 5,
+ * 2026-11-28, bench/RESULTS.md), by the width the CPU runs them at (lanes: conv_cpu_lanes):
+ *   - 16 lanes (AVX-512), forward: every layer of 64k channels out (64 channels a block: 6 pixels x 4
+ *     registers), against oneDNN's brgconv cifar10's 3 -> 64 5x5 1.26x, vgg11's 3 -> 64 3x3 at 32x32 1.7x, a
+ *     grey 1 -> 64 3x3 1.74x, a grey 7x7 stride 2 at 224x224 1.05x; and one channel in at 25 taps and more
+ *     (32 channels a block): mnist's conv1 1.06x (0.81 -> 0.71 ms in the step).  A grey 3x3 stride-2 layer of
+ *     32 channels out is level (0.70 against 0.74 ms at 96x96) and stays.
+ *   - 16 lanes, backward weights, one channel in up to 25 taps, where the loops ran (oneDNN's AVX-512
+ *     backward weights is slower on these): mnist's 1.9x, a grey 3x3 stride-2 layer 4x at 32x32 and 2.3x at
+ *     96x96, a grey 3x3 1.1x; at 49 taps (a 7x7) 0.73x; three channels in level (cifar10's 1.05x, vgg11's
+ *     1.0x), so they stay.
+ *   - 8 lanes (no AVX-512; measured on the Zen 5 with the AVX2 clone and oneDNN held to AVX2): the forward
+ *     loses to jit:avx2 everywhere (mnist's 0.79x, cifar10's 0.70x); backward weights on one channel up to 25
+ *     taps holds or gains against the loops (mnist's 1.02x, a grey 3x3 1.2x, a grey 3x3 stride 2 1.9-2x),
+ *     so only that.  Not measured on a real AVX2 machine. */
+int conv_cpu_first(ConvPass pass, const ConvCpuShape *s, int lanes) {
+    if (s->C_in > 4) return 0;
+    const int taps = s->KH * s->KW * s->C_in;
+    if (pass == CONV_PASS_BACKWARD_WEIGHTS) return s->C_in == 1 && taps <= 25;
+    if (pass != CONV_PASS_FORWARD || lanes != 16) return 0;
+    return s->C_out % 64 == 0 || (s->C_in == 1 && taps >= 25);
 }
 
 ConvCpuPath conv_cpu_pick(ConvPass pass, const ConvCpuShape *s, const char *impl_info) {

@@ -135,10 +135,11 @@ int conv_cpu_winograd(const ConvCpuShape *s);
 int conv_cpu_winograd_f2(ConvPass pass, const ConvCpuShape *s, int avx512);
 
 /* 1 when pass should run model/conv_first.c's direct kernels (conv2d_dnnl.c asks only for a geometry
- * conv_first_applies accepts: 1 to 4 channels in, C_out a multiple of 32), where they beat what the rules
- * above would run (measured in conv_algo.c): one channel in; forward at 25 taps and more, backward weights
- * up to 25 taps; never backward data. */
-int conv_cpu_first(ConvPass pass, const ConvCpuShape *s);
+ * conv_first_applies accepts: 1 to 4 channels in, C_out a multiple of 32), at lanes channels a vector
+ * (conv_cpu_lanes), where they beat what the rules above would run (measured in conv_algo.c): backward
+ * weights on one channel in up to 25 taps; with 16 lanes also the forward of every layer of 64k channels
+ * out, and of one channel in at 25 taps and more; never backward data. */
+int conv_cpu_first(ConvPass pass, const ConvCpuShape *s, int lanes);
 
 /* The vector width of Tower's own CPU kernels that come in two builds (model/winograd_tiles.inc's 4x4
  * tiles, model/conv_first.inc): 16 channels a vector where the CPU has x86-64-v4's AVX-512 (F, CD, BW, DQ,

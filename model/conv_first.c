@@ -22,10 +22,10 @@ int conv_first_applies(const Conv2d *c) {
            c->KH * c->KW * c->C_in <= CONV_FIRST_MAX_TAPS && c->OH >= 1 && c->OW >= 1;
 }
 
-/* g for c: the padded image holds every window of every output pixel (OW rounded up to CONV_FIRST_MAX_PIX, so
- * a forward block never reads past it) and the image at (pad_top, pad_left). */
+/* g for c: the padded image holds every window of every output pixel (and of CONV_FIRST_MAX_PIX - 1 more, so a
+ * forward block of up to that many pixels never reads past it) and the image at (pad_top, pad_left). */
 static void geom_of(ConvFirstGeom *g, const Conv2d *c) {
-    const int OWr = (c->OW + CONV_FIRST_MAX_PIX - 1) / CONV_FIRST_MAX_PIX * CONV_FIRST_MAX_PIX;
+    const int OWr = c->OW + CONV_FIRST_MAX_PIX - 1;
     const int h_win = (c->OH - 1) * c->stride_h + c->KH, w_win = (OWr - 1) * c->stride_w + c->KW;
     g->c = c;
     g->Hp = h_win > c->pad_top + c->H ? h_win : c->pad_top + c->H;

@@ -12,7 +12,7 @@
 
 enum {
     CF_BLOCK = 32,                /* output channels a block: C_out a multiple of it */
-    CONV_FIRST_MAX_PIX = 8,       /* the most output pixels a forward block holds (the padded row's rounding) */
+    CONV_FIRST_MAX_PIX = 8,       /* the most output pixels a forward block holds (the padded row's margin) */
     CONV_FIRST_GROUP_IMAGES = 8,  /* images a backward-weights partial: fixed, so the sums do not depend on the
                                      team */
     CONV_FIRST_MAX_TAPS = 7 * 7 * 4
@@ -21,8 +21,8 @@ enum {
 /* A layer as the kernels see it: its zero-padded input image (Hp, Wp, C_in) and each tap's offset in it. */
 typedef struct {
     const Conv2d *c;
-    int Hp, Wp;                          /* padded image: every window of every output pixel (OW rounded up to
-                                            CONV_FIRST_MAX_PIX) inside it, and the image itself */
+    int Hp, Wp;                          /* padded image: every window of every output pixel (and of
+                                            CONV_FIRST_MAX_PIX - 1 more) inside it, and the image itself */
     int n_taps;                          /* KH * KW * C_in, in HWIO order: t = (i * KW + j) * C_in + c */
     int band_rows;                       /* backward weights: output rows a band (conv_first.inc) */
     long tap_off[CONV_FIRST_MAX_TAPS];   /* (i * Wp + j) * C_in + c */

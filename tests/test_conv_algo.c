@@ -15,8 +15,9 @@
  * (model/winograd.c's own): 3x3 from 64 channels without AVX-512 (with
  * it on 2x2 maps), 5x5 from 32 on every CPU, stride 1 (mnist's and
  * cifar10's second convolutions yes, their first no).  conv_cpu_first
- * (model/conv_first.c's direct kernels): one channel in only, forward at
- * 25 taps and more, backward weights up to 25, never backward data.
+ * (model/conv_first.c's direct kernels): backward weights on one channel
+ * up to 25 taps; at 16 lanes also the forward of 64k channels out and of
+ * one channel at 25 taps and more; never backward data.
  * conv_pad_split (the GPU's odd SAME padding): the models' cases by hand,
  * then every geometry conv2d_init makes for sizes 1-40, kernels 1-7,
  * strides 1-3, SAME and VALID: no negative part, the symmetric part no
@@ -170,20 +171,33 @@ int main(void) {
                want_256_256[p]);
         expect("cpu own winograd, AVX2: 256 -> 256 on 8x8", conv_cpu_winograd_f2((ConvPass)p, &v256_256, 0), 1);
     }
-    /* model/conv_first.c's direct kernels: one channel in; forward at 25 taps and more, backward weights up to
-     * 25 taps; never backward data; three channels in never. */
+    /* model/conv_first.c's direct kernels, by width: backward weights on one channel in up to 25 taps at either;
+     * at 16 lanes also the forward of 64k channels out and of one channel at 25 taps and more; never backward
+     * data. */
     const ConvCpuShape mob1 = {1, 32, 3, 3, 16, 16, 2, 2, 64}, vgg1 = {1, 64, 3, 3, 32, 32, 1, 1, 64};
-    const ConvCpuShape r50_1 = {1, 64, 7, 7, 112, 112, 2, 2, 8};
-    const int want_m1[CONV_PASS_COUNT] = {1, 0, 1}, want_mob1[CONV_PASS_COUNT] = {0, 0, 1};
-    const int want_vgg1[CONV_PASS_COUNT] = {0, 0, 1}, want_r50_1[CONV_PASS_COUNT] = {1, 0, 0};
-    for (int p = 0; p < CONV_PASS_COUNT; p++) {
-        expect("cpu first layer: mnist's conv1 (5x5, 1 -> 32)", conv_cpu_first((ConvPass)p, &m1), want_m1[p]);
-        expect("cpu first layer: 3x3 stride 2, 1 -> 32", conv_cpu_first((ConvPass)p, &mob1), want_mob1[p]);
-        expect("cpu first layer: 3x3 stride 1, 1 -> 64", conv_cpu_first((ConvPass)p, &vgg1), want_vgg1[p]);
-        expect("cpu first layer: 7x7 stride 2, 1 -> 64", conv_cpu_first((ConvPass)p, &r50_1), want_r50_1[p]);
-        expect("cpu first layer: cifar10's conv1 (3 channels in)", conv_cpu_first((ConvPass)p, &c1), 0);
-        expect("cpu first layer: 3 -> 16 on 32x32", conv_cpu_first((ConvPass)p, &first16), 0);
-    }
+    const ConvCpuShape r50_1 = {1, 64, 7, 7, 112, 112, 2, 2, 8}, vgg3 = {3, 64, 3, 3, 32, 32, 1, 1, 64};
+    const struct {
+        const char *what;
+        const ConvCpuShape *s;
+        int want16[CONV_PASS_COUNT], want8[CONV_PASS_COUNT];
+    } firsts[] = {
+        {"mnist's conv1 (5x5, 1 -> 32)", &m1, {1, 0, 1}, {0, 0, 1}},
+        {"3x3 stride 2, 1 -> 32", &mob1, {0, 0, 1}, {0, 0, 1}},
+        {"3x3, 1 -> 64", &vgg1, {1, 0, 1}, {0, 0, 1}},
+        {"7x7 stride 2, 1 -> 64", &r50_1, {1, 0, 0}, {0, 0, 0}},
+        {"cifar10's conv1 (5x5, 3 -> 64)", &c1, {1, 0, 0}, {0, 0, 0}},
+        {"vgg11's block1_conv1 (3x3, 3 -> 64)", &vgg3, {1, 0, 0}, {0, 0, 0}},
+        {"3 -> 16 on 32x32", &first16, {0, 0, 0}, {0, 0, 0}},
+        {"3x3, 64 -> 64", &f3_64, {0, 0, 0}, {0, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof firsts / sizeof firsts[0]; i++)
+        for (int p = 0; p < CONV_PASS_COUNT; p++) {
+            char what[160];
+            snprintf(what, sizeof what, "cpu first layer, 16 lanes: %s, pass %d", firsts[i].what, p);
+            expect(what, conv_cpu_first((ConvPass)p, firsts[i].s, 16), firsts[i].want16[p]);
+            snprintf(what, sizeof what, "cpu first layer, 8 lanes: %s, pass %d", firsts[i].what, p);
+            expect(what, conv_cpu_first((ConvPass)p, firsts[i].s, 8), firsts[i].want8[p]);
+        }
     /* TensorFlow's padding in cuDNN's terms: {in, k, stride, SAME?} -> sym, ext_before, ext_after. */
     static const struct { int in, k, s, same, sym, eb, ea; const char *what; } pads[] = {
         {32, 3, 2, 1, 0, 0, 1, "resnet20's 3x3 stride 2 on 32: 0 before, 1 after"},

@@ -24,11 +24,11 @@
  * them, they take vgg11's 2x2 layer only (F(2x2, 3x3)).  On every machine: model/winograd.c's F(4x4, 5x5) takes every pass of mnist's and
  * cifar10's second convolutions, none of their first's (1 and 3 channels
  * in) or a stride-2 5x5 one's, compared with the loops the same way.
- * model/conv_first.c's direct kernels take the forward and backward
- * weights of mnist's conv1, the backward weights of a 3x3 stride-2 layer
- * on one channel, never backward data, not cifar10's conv1; compared with the loops the
- * same way, with and without the input gradient; TOWER_CONV_FIRST=0 turns
- * them off.
+ * model/conv_first.c's direct kernels take the backward weights of
+ * mnist's conv1 and of a 3x3 stride-2 layer on one channel, with AVX-512
+ * also the forward of mnist's and cifar10's conv1, never backward data;
+ * compared with the loops the same way, with and without the input
+ * gradient; TOWER_CONV_FIRST=0 turns them off.
  */
 #include "model/conv_algo.h"
 #include "model/layers.h"
@@ -363,29 +363,31 @@ int main(void) {
     for (int i = 0; i < 3; i++) run_case(&f5_cases[i], 8, 8, 2, 1, 0);
     CHECK(n_f2_passes - f2_before == 9,
           "model/winograd.c's F(4x4,5x5) ran %d passes compared with the loops", n_f2_passes - f2_before);
-    /* model/conv_first.c's direct kernels, whatever the machine: mnist's conv1 (1 channel in, 5x5) forward and
-     * backward weights, never backward data; a 3x3 stride-2 layer on one channel (mobilenet_v2's Conv1 on a grey
-     * image) backward weights only; cifar10's conv1 (3 channels in) none; then the same comparison with the
-     * loops, with and without the input gradient (which the loops take); TOWER_CONV_FIRST=0 gives the table
-     * back. */
+    /* model/conv_first.c's direct kernels: backward weights of mnist's conv1 (1 channel in, 5x5) and of a 3x3
+     * stride-2 layer on one channel (mobilenet_v2's Conv1 on a grey image) on every machine, never backward
+     * data; with 16 lanes (AVX-512) also the forward of mnist's conv1 and of cifar10's (3 -> 64), not of the
+     * grey 3x3 (32 channels out, 9 taps); then the same comparison with the loops, with and without the input
+     * gradient (which the loops take); TOWER_CONV_FIRST=0 gives the table back. */
+    const int wide = conv_cpu_lanes() == 16;
     Conv2d mob1;
     conv2d_init(&mob1, 32, 32, 1, 3, 3, 32, 2, 2, PAD_SAME, ACT_NONE);
     for (int p = 0; p < CONV_PASS_COUNT; p++) {
         const int pm = conv2d_run_path(&m1, 1, 8, 2, p), pb = conv2d_run_path(&mob1, 0, 8, 2, p);
-        CHECK((pm == CONV_CPU_FIRST) == (p != CONV_PASS_BACKWARD_DATA), "pass %d of mnist's conv1: %s", p,
-              path_name(pm));
-        CHECK((pb == CONV_CPU_FIRST) == (p == CONV_PASS_BACKWARD_WEIGHTS), "pass %d of a grey 3x3 stride-2 layer: %s",
-              p, path_name(pb));
-        CHECK(conv2d_run_path(&c1, 1, 8, 2, p) != CONV_CPU_FIRST, "cifar10's conv1 (3 channels) takes conv_first.c");
+        const int pc = conv2d_run_path(&c1, 1, 8, 2, p);
+        const int fwd = p == CONV_PASS_FORWARD, bww = p == CONV_PASS_BACKWARD_WEIGHTS;
+        CHECK((pm == CONV_CPU_FIRST) == (bww || (fwd && wide)), "pass %d of mnist's conv1: %s", p, path_name(pm));
+        CHECK((pb == CONV_CPU_FIRST) == bww, "pass %d of a grey 3x3 stride-2 layer: %s", p, path_name(pb));
+        CHECK((pc == CONV_CPU_FIRST) == (fwd && wide), "pass %d of cifar10's conv1: %s", p, path_name(pc));
     }
     const int first_before = n_first_passes;
     const Case first_cases[] = {
         {28, 1, 5, 32, 1, PAD_SAME, 1, ACT_RELU},
         {32, 1, 3, 32, 2, PAD_SAME, 0, ACT_NONE},
+        {24, 3, 5, 64, 1, PAD_SAME, 1, ACT_RELU},
     };
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         for (int want_dinp = 0; want_dinp <= 1; want_dinp++) run_case(&first_cases[i], 9, 9, 2, want_dinp, 0);
-    CHECK(n_first_passes - first_before == 6, "model/conv_first.c ran %d passes compared with the loops",
+    CHECK(n_first_passes - first_before == (wide ? 8 : 4), "model/conv_first.c ran %d passes compared with the loops",
           n_first_passes - first_before);
     setenv("TOWER_CONV_FIRST", "0", 1);
     CHECK(conv2d_run_path(&m1, 1, 10, 2, CONV_PASS_FORWARD) != CONV_CPU_FIRST, "TOWER_CONV_FIRST=0: %s",
