@@ -135,7 +135,8 @@ static void compare(const char *what, const ModelSpec *spec, const RunResult *a1
                    model_rel <= MODEL_TOL_STEPS && loss_rel <= MODEL_TOL_STEPS && var_rel <= VAR_TOL_STEPS;
     printf("%-66s step 1: model %.2g, worst variable %.2g (%s), loss %.2g; step %d: model %.2g, worst variable %.2g "
            "(%s), losses %.2g  %s\n",
-           what, model_rel1, var_rel1, worst1, loss_rel1, STEPS, model_rel, var_rel, worst, loss_rel, ok ? "ok" : "FAIL");
+           what, model_rel1, var_rel1, worst1, loss_rel1, STEPS, model_rel, var_rel, worst, loss_rel,
+           ok ? "ok" : "FAIL");
     failures += !ok;
 }
 

@@ -117,8 +117,9 @@ int main(void) {
         compare(11, 10, 1, 5, 5, 64, 2, PAD_VALID, ACT_RELU, 1, 17, nt);
     }
     for (int H = 1; H <= 9; H++)
-        for (int k = 1; k <= 5; k += 2) compare(H, 10 - H, 1 + H % 4, k, k, 32, 1 + H % 2, H % 3 ? PAD_SAME : PAD_VALID,
-                                               H % 2 ? ACT_RELU : ACT_NONE, H % 4 != 0, 1 + H, 2);
+        for (int k = 1; k <= 5; k += 2)
+            compare(H, 10 - H, 1 + H % 4, k, k, 32, 1 + H % 2, H % 3 ? PAD_SAME : PAD_VALID,
+                    H % 2 ? ACT_RELU : ACT_NONE, H % 4 != 0, 1 + H, 2);
     /* B = 0: zero gradients. */
     Conv2d c;
     conv2d_init(&c, 6, 6, 3, 3, 3, 32, 1, 1, PAD_SAME, ACT_RELU);
