@@ -47,7 +47,8 @@ size_t conv_first_scratch_n_floats(const Conv2d *c, int B, int n_threads) {
     geom_of(&g, c);
     const size_t nt = (size_t)team_size(n_threads);
     const size_t n_groups = (size_t)(B + CONV_FIRST_GROUP_IMAGES - 1) / CONV_FIRST_GROUP_IMAGES;
-    return nt * (conv_first_pad_n_floats(&g) + CF_BLOCK) + n_groups * conv_first_part_n_floats(&g);
+    /* a padded image per thread, then each group of images' partial gradient (conv_first.inc) */
+    return nt * conv_first_pad_n_floats(&g) + n_groups * conv_first_part_n_floats(&g);
 }
 
 static const ConvFirstFns *fns(void) { return conv_cpu_lanes() == 16 ? &conv_first_16 : &conv_first_8; }

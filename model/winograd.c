@@ -64,22 +64,13 @@
 #include <omp.h>
 #include <string.h>
 
-/* F(2x2, 3x3)'s loops, cloned as winograd_tiles8.c's.  No clones under
- * ThreadSanitizer (the TOWER_SANITIZE_THREAD build): the loader runs an
- * ifunc's resolver before the sanitizer's runtime starts, and an
- * instrumented resolver crashes there (the baseline clone is the same
- * additions). */
-#if defined(TOWER_SANITIZE_THREAD)
-#define WINO_CLONES
-#else
-#define WINO_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#endif
+/* F(2x2, 3x3)'s loops are cloned as winograd_tiles8.c's transforms (WINO_CLONES_8, winograd_tiles.h). */
 
 /* ---- F(2x2, 3x3): 4x4 tiles, the channel loop innermost ---------------------------------- */
 
 /* U[xi][c][k] = (G g G^T)[xi] for every (c, k), g the 3x3 kernel w[.][.][c][k] (HWIO), rows c0..c1 of each
  * cell's (C, K) matrix.  G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. */
-WINO_CLONES static void weights_3x3(float *U, const float *w, int C, int K, int c0, int c1) {
+WINO_CLONES_8 static void weights_3x3(float *U, const float *w, int C, int K, int c0, int c1) {
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++) {
         const float *w0 = w + (size_t)c * K;
@@ -107,7 +98,7 @@ WINO_CLONES static void weights_3x3(float *U, const float *w, int C, int K, int 
 
 /* One tile's V = B^T d B into V[xi * v_stride + c], d's 16 pixels at p[0..15] (each C floats; the zero row
  * where the tile hangs over the padding).  B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
-WINO_CLONES static void input_3x3(float *V, size_t v_stride, const float *const *p_in, int C) {
+WINO_CLONES_8 static void input_3x3(float *V, size_t v_stride, const float *const *p_in, int C) {
     const float *p[16];
     float *v[16];
     for (int i = 0; i < 16; i++) {
@@ -136,7 +127,7 @@ WINO_CLONES static void input_3x3(float *V, size_t v_stride, const float *const 
 
 /* One tile's Y = A^T m A (+ bias, ReLU) from M[xi * m_stride + k] into the 2x2 output pixels y[0..3] (row by
  * row; a spare row past the map's edge).  A^T = [1 1 1 0; 0 1 -1 -1]. */
-WINO_CLONES static void output_3x3(float *const *y_out, const float *M, size_t m_stride, const float *bias,
+WINO_CLONES_8 static void output_3x3(float *const *y_out, const float *M, size_t m_stride, const float *bias,
                                    int relu, int K) {
     const float *mp[16];
     float *y[4];
@@ -166,7 +157,7 @@ WINO_CLONES static void output_3x3(float *const *y_out, const float *M, size_t m
 
 /* One tile's dM = A dy A^T into dM[xi * m_stride + k], dy's 2x2 pixels at p[0..3] (the zero row past the
  * map's edge): the adjoint of output_3x3.  A = [1 0; 1 1; 1 -1; 0 -1]. */
-WINO_CLONES static void output_grad_3x3(float *dM, size_t m_stride, const float *const *p_in, int K) {
+WINO_CLONES_8 static void output_grad_3x3(float *dM, size_t m_stride, const float *const *p_in, int K) {
     const float *p[4];
     float *d[16];
     for (int i = 0; i < 4; i++) p[i] = p_in[i];
@@ -190,7 +181,7 @@ WINO_CLONES static void output_grad_3x3(float *dM, size_t m_stride, const float 
 
 /* dw[.][.][c][k] = (G^T dU G) for rows c0..c1: the adjoint of weights_3x3.
  * G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1]. */
-WINO_CLONES static void weights_grad_3x3(float *dw, const float *dU, int C, int K, int c0, int c1) {
+WINO_CLONES_8 static void weights_grad_3x3(float *dw, const float *dU, int C, int K, int c0, int c1) {
     const size_t cell = (size_t)C * K;
     for (int c = c0; c < c1; c++) {
         const float *u = dU + (size_t)c * K;

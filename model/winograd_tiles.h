@@ -9,6 +9,17 @@
 
 #include <stddef.h>
 
+/* The clones of the 8-lane transforms (winograd_tiles8.c) and of winograd.c's F(2x2, 3x3) loops: AVX-512
+ * (x86-64-v4: its 32 vector registers hold more of a tile), AVX2 and the baseline, the loader picking one
+ * (target_clones: an ifunc).  None under ThreadSanitizer (the TOWER_SANITIZE_THREAD build): the loader runs
+ * an ifunc's resolver before the sanitizer's runtime starts, and an instrumented resolver crashes there (the
+ * baseline clone is the same arithmetic); none off x86-64 ELF. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(TOWER_SANITIZE_THREAD)
+#define WINO_CLONES_8 __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define WINO_CLONES_8
+#endif
+
 /* One kind's transforms: a = the input tile's side, m = 4 the output tile's, r the kernel's. */
 typedef struct {
     /* U (a*a, C, K) from the weights (r, r, C, K), rows c0..c1 of each cell */
