@@ -12,6 +12,7 @@
 #   resume: 8 + 8 steps with --resume = 16 steps straight, bitwise; another seed differs;
 #   a JPEG with damaged scan data is kept: one warning over 3 epochs, counted in train's and eval's end lines;
 #   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused;
+#   a model that cannot take the folder's --image_size is refused with one line naming the flag (exit 1);
 #   --resize_mode random_crop: the same run twice is bitwise the same, 8 + 8 steps with --resume = 16 straight,
 #     and it differs from --resize_mode resize; eval and convert refuse it (exit 2), and any --resize_mode but
 #     resize with TFRecord data is refused (exit 1);
@@ -148,6 +149,17 @@ set -e
 [ "$rc" -eq 1 ] && grep -q "^tower train: --labels applies to an image folder" "$work/labels_tfr.err" ||
   fail "--labels with TFRecord data: exit $rc, $(cat "$work/labels_tfr.err")"
 echo "ok: --labels with TFRecord data is refused"
+
+# ---- a model that cannot take the folder's size (mobilenet_v2 needs 32x32; --image_size defaults to 24) says which flag sets it
+set +e
+"$tower" train --model mobilenet_v2 --num_classes 3 --data "$work/imgs" --train_dir "$work/small" --max_steps 1 \
+  2>"$work/small.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && [ "$(wc -l <"$work/small.err")" -eq 1 ] &&
+  grep -q "^tower train: --model: model mobilenet_v2 cannot take input 24x24x3 .*resized to --image_size, 24 here" \
+    "$work/small.err" || fail "mobilenet_v2 on a folder at 24x24: exit $rc, $(cat "$work/small.err")"
+echo "ok: a size the model cannot take names --image_size"
 
 # ---- --resize_mode random_crop: drawn from (seed, epoch, file), so a run repeats and resumes bitwise
 rc_=("${common[@]}" --data "$work/test" --seed 5 --save_every 1000 --resize_mode random_crop)

@@ -970,10 +970,14 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     }
     if (model_spec_init_opts(&tr->spec, o->model, out_H, out_W, C, o->num_classes, &o->model_opts, e, sizeof e) != 0) {
         /* TFRecords are used as stored (cifar10 crops them); an image folder is resized to --image_size. */
-        snprintf(err, err_n_bytes, "--model: %s%s", e,
-                 o->synthetic || tr->image_folder ? ""
-                                                  : " (TFRecord images are used at their stored size: give an image "
-                                                    "folder as --data with --image_size, which resizes)");
+        if (o->synthetic)
+            snprintf(err, err_n_bytes, "--model: %s", e);
+        else if (tr->image_folder)
+            snprintf(err, err_n_bytes, "--model: %s (the image folder's images are resized to --image_size, %d "
+                     "here: give a size the model takes)", e, o->image_size);
+        else
+            snprintf(err, err_n_bytes, "--model: %s (TFRecord images are used at their stored size: give an image "
+                     "folder as --data with --image_size, which resizes)", e);
         goto fail;
     }
     tr->moving_n_floats = train_moving_n_floats(&tr->spec);
