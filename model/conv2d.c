@@ -113,12 +113,6 @@ size_t conv2d_scratch_n_floats(const Conv2d *c, int n_threads) {
     return (size_t)(n_threads > 0 ? n_threads : 1) * per_thread_n_floats(c);
 }
 
-static int team_size(int n_threads) {
-    int nt = omp_get_max_threads();
-    if (n_threads < 1) n_threads = 1;
-    return nt < n_threads ? nt : n_threads;
-}
-
 /* 1 when the convolution is a plain matrix product of the batch: a 1x1 kernel at stride 1 (no padding either
  * way), with B*H*W rows within sgemm's int range. */
 static int one_gemm(const Conv2d *c, int B) {
@@ -126,11 +120,11 @@ static int one_gemm(const Conv2d *c, int B) {
            (size_t)B * c->H * c->W <= 0x7fffffff;
 }
 
-/* sgemm on team_size(n_threads) threads (it splits across the calling thread's OpenMP threads). */
+/* sgemm on conv_cpu_team(n_threads) threads (it splits across the calling thread's OpenMP threads). */
 static void sgemm_on(int n_threads, int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
                      const float *Bm, int ldb, float beta, float *C, int ldc) {
     const int before = omp_get_max_threads();
-    omp_set_num_threads(team_size(n_threads));
+    omp_set_num_threads(conv_cpu_team(n_threads));
     sgemm(trans_a, trans_b, M, N, K, 1.0f, A, lda, Bm, ldb, beta, C, ldc);
     omp_set_num_threads(before);
 }
@@ -197,7 +191,7 @@ void conv2d_forward(float *out, float *scratch, const float *inp, const float *w
     const size_t per_thread = per_thread_n_floats(c);
     const int whole = one_gemm(c, B), band = band_rows(c);
     if (whole) sgemm_on(n_threads, 0, 0, B * rows, N, K, inp, K, weight, N, 0.0f, out, N);
-#pragma omp parallel num_threads(team_size(n_threads))
+#pragma omp parallel num_threads(conv_cpu_team(n_threads))
     {
         float *col = scratch + (size_t)omp_get_thread_num() * per_thread;
 #pragma omp for schedule(static)
@@ -235,7 +229,7 @@ void conv2d_backward(float *dinp, float *dweight, float *dbias, float *scratch,
     const int whole = c->act == ACT_NONE && one_gemm(c, B);
     if (whole && dinp) sgemm_on(n_threads, 0, 1, B * rows, K, N, dout, N, weight, N, 0.0f, dinp, K);
     if (whole && dweight) sgemm_on(n_threads, 1, 0, K, N, B * rows, inp, K, dout, N, 0.0f, dweight, N);
-#pragma omp parallel num_threads(team_size(n_threads))
+#pragma omp parallel num_threads(conv_cpu_team(n_threads))
     {
         const int t = omp_get_thread_num(), nt = omp_get_num_threads();
         float *col = scratch + (size_t)t * per_thread;  /* (G * rows, K): the group's images */

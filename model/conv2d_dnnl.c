@@ -102,19 +102,13 @@ static int g_loops_only; /* conv2d_run_set_loops_only */
 
 static size_t align64(size_t n_bytes) { return (n_bytes + 63) / 64 * 64; }
 
-static int team_size(int n_threads) {
-    int nt = omp_get_max_threads();
-    if (n_threads < 1) n_threads = 1;
-    return nt < n_threads ? nt : n_threads;
-}
-
 static ConvKey key_of(const Conv2d *c, int has_bias, int B, int n_threads) {
     ConvKey k;
     memset(&k, 0, sizeof k);
     k.H = c->H; k.W = c->W; k.C_in = c->C_in; k.KH = c->KH; k.KW = c->KW; k.C_out = c->C_out;
     k.stride_h = c->stride_h; k.stride_w = c->stride_w; k.pad_top = c->pad_top; k.pad_left = c->pad_left;
     k.OH = c->OH; k.OW = c->OW; k.has_bias = has_bias; k.relu = c->act == ACT_RELU; k.B = B;
-    k.n_threads = team_size(n_threads);
+    k.n_threads = conv_cpu_team(n_threads);
     return k;
 }
 
@@ -613,7 +607,7 @@ void conv2d_run_backward(float *dinp, float *dweight, float *dbias, void *scratc
     Conv2d plain = *c;
     if (c->act == ACT_RELU) {
         const size_t n = (size_t)B * c->OH * c->OW * c->C_out;
-#pragma omp parallel for schedule(static) num_threads(team_size(n_threads))
+#pragma omp parallel for schedule(static) num_threads(conv_cpu_team(n_threads))
         for (size_t i = 0; i < n; i++) dout[i] = out[i] > 0.0f ? dout[i] : 0.0f;
         plain.act = ACT_NONE;
     }

@@ -4,14 +4,15 @@
  * primitive or model/conv2d.c's loops, conv_cpu_winograd where oneDNN's
  * own Winograd kernels take a 3x3 layer, conv_cpu_winograd_f2 which
  * passes model/winograd.c runs instead, conv_cpu_first which passes of a
- * first layer model/conv_first.c runs, and conv_cpu_lanes, the vector
- * width of those two.  Plain C, built into tower_model in
+ * first layer model/conv_first.c runs, conv_cpu_lanes, the vector
+ * width of those two, and conv_cpu_team, the team every CPU path runs on.  Plain C, built into tower_model in
  * every build so that tests/test_conv_algo.c runs anywhere.
  * What it does not do: talk to cuDNN (conv2d_cuda.cu does) or oneDNN
  * (conv2d_dnnl.c does).
  */
 #include "model/conv_algo.h"
 
+#include <omp.h>
 #include <string.h>
 
 int conv_algo_run_math(ConvMath listed, int allow_tf32) {
@@ -164,6 +165,12 @@ int conv_cpu_lanes(void) {
 
 int conv_cpu_set_lanes(int lanes) {
     return __atomic_exchange_n(&g_lanes, lanes == 8 || lanes == 16 ? lanes : 0, __ATOMIC_RELAXED);
+}
+
+int conv_cpu_team(int n_threads) {
+    const int nt = omp_get_max_threads();
+    if (n_threads < 1) n_threads = 1;
+    return nt < n_threads ? nt : n_threads;
 }
 
 /* Where model/conv_first.c's direct kernels beat the path the rules above give a first layer (bench_conv's

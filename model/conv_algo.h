@@ -150,6 +150,11 @@ int conv_cpu_first(ConvPass pass, const ConvCpuShape *s, int lanes);
 int conv_cpu_lanes(void);
 int conv_cpu_set_lanes(int lanes);
 
+/* The team a CPU convolution pass runs on: the caller's n_threads (at least 1), at most OpenMP's
+ * omp_get_max_threads() on the calling thread (a tower's own setting).  Every CPU path sizes its
+ * per-thread scratch and splits its work by it (conv2d.c, conv2d_dnnl.c, winograd.c, conv_first.c). */
+int conv_cpu_team(int n_threads);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,14 +9,6 @@
 
 #include "model/conv_algo.h"
 
-#include <omp.h>
-
-static int team_size(int n_threads) {
-    int nt = omp_get_max_threads();
-    if (n_threads < 1) n_threads = 1;
-    return nt < n_threads ? nt : n_threads;
-}
-
 int conv_first_applies(const Conv2d *c) {
     return c->C_in >= 1 && c->C_in <= 4 && c->C_out >= CF_BLOCK && c->C_out % CF_BLOCK == 0 &&
            c->KH * c->KW * c->C_in <= CONV_FIRST_MAX_TAPS && c->OH >= 1 && c->OW >= 1;
@@ -45,7 +37,7 @@ size_t conv_first_scratch_n_floats(const Conv2d *c, int B, int n_threads) {
     if (!conv_first_applies(c)) return 0;
     ConvFirstGeom g;
     geom_of(&g, c);
-    const size_t nt = (size_t)team_size(n_threads);
+    const size_t nt = (size_t)conv_cpu_team(n_threads);
     const size_t n_groups = (size_t)(B + CONV_FIRST_GROUP_IMAGES - 1) / CONV_FIRST_GROUP_IMAGES;
     /* a padded image per thread, then each group of images' partial gradient (conv_first.inc) */
     return nt * conv_first_pad_n_floats(&g) + n_groups * conv_first_part_n_floats(&g);
@@ -58,7 +50,7 @@ void conv_first_forward(float *out, float *scratch, const float *inp, const floa
     if (B < 1) return;
     ConvFirstGeom g;
     geom_of(&g, c);
-    fns()->forward(out, scratch, inp, weight, bias, &g, B, team_size(n_threads));
+    fns()->forward(out, scratch, inp, weight, bias, &g, B, conv_cpu_team(n_threads));
 }
 
 void conv_first_backward_weights(float *dweight, float *dbias, float *scratch, const float *out,
@@ -66,5 +58,5 @@ void conv_first_backward_weights(float *dweight, float *dbias, float *scratch, c
     ConvFirstGeom g;
     geom_of(&g, c);
     fns()->backward_weights(dweight, dbias, scratch, c->act == ACT_RELU ? out : NULL, dout, inp, &g,
-                            B > 0 ? B : 0, team_size(n_threads));
+                            B > 0 ? B : 0, conv_cpu_team(n_threads));
 }

@@ -283,12 +283,6 @@ static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
  * 36 cells of a 6x6 tile into one set of the 12-way L1 cache, each store a miss). */
 static size_t cell_stride(size_t n) { return round16(n) + 16; }
 
-static int team_size(int n_threads) {
-    int nt = omp_get_max_threads();
-    if (n_threads < 1) n_threads = 1;
-    return nt < n_threads ? nt : n_threads;
-}
-
 /* Tiles per chunk of the forward passes: the chunk's transformed input and output, xi x tiles x (C + K)
  * floats, at most about 2 MiB, as a power of two from 16 to 128 (so that a batch's chunks split evenly over 2
  * or 4 threads).  A function of the kind and the channels alone: the chunks, and with them every sgemm's
@@ -331,7 +325,7 @@ static size_t flipped_n_floats(const WinoKind *kd, const Conv2d *c) {
 size_t winograd_scratch_n_floats(const Conv2d *c, int B, int n_threads) {
     const WinoKind *kd = kind_of(c);
     if (!kd) return 0;
-    const int nt = team_size(n_threads);
+    const int nt = conv_cpu_team(n_threads);
     int pad_h = 0, pad_w = 0;
     conv_dgrad_pad(c, &pad_h, &pad_w);
     const Geom f = geom_make(kd, c->H, c->W, c->C_in, c->OH, c->OW, c->C_out, c->pad_top, c->pad_left);
@@ -463,7 +457,7 @@ void winograd_forward(float *out, float *scratch, const float *inp, const float 
                       const Conv2d *c, int B, int n_threads) {
     if (B < 1) return; /* no image: nothing to write */
     const WinoKind *kd = kind_of(c);
-    const int nt = team_size(n_threads);
+    const int nt = conv_cpu_team(n_threads);
     const float *zero = zero_row_of(scratch, c);
     float *U = work_of(scratch, c);
     const Geom g = geom_make(kd, c->H, c->W, c->C_in, c->OH, c->OW, c->C_out, c->pad_top, c->pad_left);
@@ -476,7 +470,7 @@ void winograd_backward_data(float *dinp, float *scratch, const float *dout, cons
                             int B, int n_threads) {
     if (B < 1) return; /* no image: nothing to write */
     const WinoKind *kd = kind_of(c);
-    const int nt = team_size(n_threads);
+    const int nt = conv_cpu_team(n_threads);
     int pad_h, pad_w;
     conv_dgrad_pad(c, &pad_h, &pad_w);
     const float *zero = zero_row_of(scratch, c);
@@ -502,7 +496,7 @@ void winograd_backward_weights(float *dweight, float *dbias, float *scratch, con
         if (dbias) memset(dbias, 0, sizeof(float) * (size_t)c->C_out);
         return;
     }
-    const int nt = team_size(n_threads);
+    const int nt = conv_cpu_team(n_threads);
     const int C = c->C_in, K = c->C_out;
     const float *zero = zero_row_of(scratch, c);
     const Geom g = geom_make(kd, c->H, c->W, C, c->OH, c->OW, K, c->pad_top, c->pad_left);
