@@ -40,7 +40,7 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"label_key", FLAG_STRING, &o->label_key, "feature key of the label (int64)"},
         {"image_size", FLAG_INT, &o->image_size, "--from imagefolder: output height and width in pixels", FLAG_RANGE(1, 4096, "[]", NULL)},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "--from imagefolder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
-        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "--from imagefolder, --resize_mode center_crop: the central fraction of the shorter side a center_crop keeps: the shorter side is first scaled to floor(image_size / F) (timm's crop_pct; 0.875 at 224: torchvision's Resize(256) + CenterCrop(224), the ImageNet evaluation crop)", FLAG_RANGE(0, 1, "(]", NULL)},
+        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "--from imagefolder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("image_size"), FLAG_RANGE(0, 1, "(]", NULL)},
         {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"overwrite", FLAG_BOOL, &o->overwrite, "replace the shards of --out already there (any --num_shards); without it they are refused"},

@@ -61,7 +61,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the checkpoint directory's labels.txt when there, else the sorted class folders)"},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
-        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder, --resize_mode center_crop: the central fraction of the shorter side a center_crop keeps: the shorter side is first scaled to floor(input size / F) (timm's crop_pct; 0.875 at 224: torchvision's Resize(256) + CenterCrop(224), the ImageNet evaluation crop)", FLAG_RANGE(0, 1, "(]", NULL)},
+        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("input size"), FLAG_RANGE(0, 1, "(]", NULL)},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},

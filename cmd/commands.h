@@ -60,6 +60,13 @@ int cmd_check_choice(const char *command, const char *flag, const char *value, c
  * eval): a fraction other than 1 applies to center_crop only. */
 int cmd_check_central_fraction(const char *command, float central_fraction, const char *resize_mode);
 
+/* --central_fraction's help after the command's own "which data" prefix;
+ * size names what the shorter side is scaled against in that command. */
+#define CMD_CENTRAL_FRACTION_HELP(size)                                                                          \
+    "the central fraction of the shorter side a center_crop keeps: the shorter side is first scaled to floor(" \
+    size " / F) (timm's crop_pct; 0.875 at 224: torchvision's Resize(256) + CenterCrop(224), the ImageNet "    \
+    "evaluation crop)"
+
 /* A non-empty value: "expected a non-empty WHAT". */
 int cmd_check_nonempty(const char *command, const char *flag, const char *value, const char *what);
 
