@@ -4,6 +4,7 @@
  * COMMAND` (= tower COMMAND --help) and `tower --version` (the version and
  * what this binary was built with).  Before anything else it settles
  * OpenMP's wait policy (default_omp_wait_policy). */
+#include <sched.h> /* sched_getaffinity: _GNU_SOURCE comes from the build (CMakeLists.txt) */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,28 +75,96 @@ static const Command *find_command(const char *name) {
     return NULL;
 }
 
-/* OMP_WAIT_POLICY=passive unless the environment sets OMP_WAIT_POLICY or
- * GOMP_SPINCOUNT (then theirs wins).  GNU OpenMP's default lets a thread
- * that waits at a barrier or for the next parallel region spin up to
- * 300000 times before it sleeps; when the cores are shared (another job, a
- * second tower process) the spinning thread holds the core the thread it
- * waits for needs, and every one of a network's hundreds of parallel regions
- * per step pays it: mobilenet_v2's 2-thread step fell from 358 to 16 img/s
- * (bench/RESULTS.md, "OpenMP's wait policy"; docs/performance.md).  libgomp
- * reads its environment once, when it is loaded, before main, so setting it
- * here needs the process to start again: the same binary is exec'd with the
- * same arguments (same PID, descriptors, signal dispositions), and the
- * variable, now set, stops a second exec.  If the exec fails (no /proc) the
- * run goes on under the runtime's default. */
-static void default_omp_wait_policy(char **argv) {
+/* The value of --name in argv (--name value or --name=value, the last one
+ * given, as flags_parse takes it), or NULL. */
+static const char *peek_flag(int argc, char **argv, const char *name) {
+    const char *value = NULL;
+    const size_t n = strlen(name);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0) continue;
+        if (a[2 + n] == '=') value = a + 3 + n;
+        else if (a[2 + n] == '\0' && i + 1 < argc) value = argv[++i];
+    }
+    return value;
+}
+
+/* 1 when the command's compute runs on OpenMP teams of 2 or more threads:
+ * `eval` (the model on one team of every core), `train` with CPU towers of
+ * 2 or more threads (C cores over N towers, N = --num_towers, 1 by default
+ * on a CPU), `bench` whose smallest --towers count gives a tower 2 or more.
+ * A guess made before the flags are parsed, since libgomp reads its policy
+ * when it loads: --device gpu, or auto where the NVIDIA driver is loaded
+ * (/dev/nvidiactl), means GPU towers; C is the CPUs this process may run on
+ * over the host's MPI ranks (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE), at most
+ * OMP_NUM_THREADS.  A wrong guess costs speed, never a result. */
+static int wants_spin(int argc, char **argv) {
+    const char *cmd = argv[1];
+    const int eval = !strcmp(cmd, "eval"), train = !strcmp(cmd, "train"), bench = !strcmp(cmd, "bench");
+    if (!eval && !train && !bench) return 0;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t mask; /* libgomp's default team: the CPUs this process may run on */
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0 && CPU_COUNT(&mask) > 0) cores = CPU_COUNT(&mask);
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), *omp = getenv("OMP_NUM_THREADS");
+    if (local && atol(local) > 1) cores /= atol(local);
+    if (omp && atol(omp) > 0 && atol(omp) < cores) cores = atol(omp);
+    if (eval) return cores >= 2;
+    const char *device = peek_flag(argc, argv, "device");
+    if (!device) device = "auto";
+    if (!strcmp(device, "gpu") || (!strcmp(device, "auto") && access("/dev/nvidiactl", F_OK) == 0)) return 0;
+    long towers = 1;
+    const char *n = peek_flag(argc, argv, train ? "num_towers" : "towers");
+    if (train && n && atol(n) > 0) towers = atol(n);
+    if (bench && n) { /* the smallest count of the list (default 1,2,4) */
+        towers = 0;
+        for (const char *p = n; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+            if (atol(p) > 0 && (towers == 0 || atol(p) < towers)) towers = atol(p);
+        if (towers == 0) towers = 1;
+    }
+    return (cores + towers - 1) / towers >= 2;
+}
+
+/* Settles OpenMP's wait policy unless the environment sets OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT (then theirs wins): passive (an idle thread sleeps at
+ * once), or, where the command runs teams of 2 or more threads (wants_spin),
+ * a short spin: OMP_WAIT_POLICY=active with GOMP_SPINCOUNT=10000.  The step's
+ * hundreds of parallel regions then start without a sleeping thread's wake-up
+ * (mobilenet_v2's 1-tower step 1.66x, resnet20's 1.26x on a quiet 2-core
+ * machine); under libgomp's own default (OMP_WAIT_POLICY unset) a spin count
+ * falls to 100 whenever it manages more threads than cores, as a tower's team
+ * beside the server's does.  Passive elsewhere: towers of one thread each (the
+ * README's job, where spinning made the server's average and update slower and
+ * the step 8-9%) and GPU towers; and where the cores are shared, a spinning
+ * thread holds the core that the thread it waits for needs (mobilenet_v2's
+ * 1-tower step 0.74x passive beside one busy process; under the runtime's
+ * 300000 spins a 2-thread step fell from 358 to 16 img/s): OMP_WAIT_POLICY=
+ * passive then (bench/RESULTS.md, "OpenMP's wait policy"; docs/performance.md).
+ * GNU OpenMP only: a build by clang (LLVM's runtime, whose active policy spins
+ * without end) is always passive.  libgomp reads its environment once, when it
+ * is loaded, before main, so setting it here needs the process to start again:
+ * the same binary is exec'd with the same arguments (same PID, descriptors,
+ * signal dispositions), and the variable, now set, stops a second exec.  If the
+ * exec fails (no /proc) the run goes on under the runtime's default. */
+static void default_omp_wait_policy(int argc, char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    int spin = 0;
+#if defined(__GNUC__) && !defined(__clang__)
+    spin = argc >= 2 && wants_spin(argc, argv);
+#else
+    (void)argc;
+#endif
+    if (setenv("OMP_WAIT_POLICY", spin ? "active" : "passive", 1) != 0) return;
+    if (spin && setenv("GOMP_SPINCOUNT", "10000", 1) != 0) {
+        unsetenv("OMP_WAIT_POLICY");
+        return;
+    }
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY");
+    unsetenv("GOMP_SPINCOUNT");
 }
 
 int main(int argc, char **argv) {
-    default_omp_wait_policy(argv);
+    default_omp_wait_policy(argc, argv);
     /* A write past the file-size limit (ulimit -f) fails with EFBIG, which every
      * writer reports in one line naming its file, instead of SIGXFSZ killing the
      * process halfway through a checkpoint without a word. */

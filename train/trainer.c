@@ -380,10 +380,10 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
      * towers as cores, a second OpenMP thread of the server would, after those loops,
      * keep spinning (libgomp's default wait for its next region) on a core that a tower
      * needs: measured, it slowed one of 2 towers' forward pass by 2x (docs/modes.md).
-     * Where idle OpenMP threads sleep at once (`tower` runs OMP_WAIT_POLICY=passive
-     * unless the environment chose, cmd/main.c), the server takes every thread: mnist's
-     * 2 towers on 2 cores, average 3.6 -> 2.0 ms, update 4.7 -> 2.9 ms, the towers'
-     * forward and backward unchanged (bench/RESULTS.md). */
+     * Where idle OpenMP threads sleep at once (`tower` runs OMP_WAIT_POLICY=passive for
+     * towers of one thread each unless the environment chose, cmd/main.c), the server
+     * takes every thread: mnist's 2 towers on 2 cores, average 3.6 -> 2.0 ms, update
+     * 4.7 -> 2.9 ms, the towers' forward and backward unchanged (bench/RESULTS.md). */
     /* The ranks of a job on one host share its cores; OMP_NUM_THREADS (or a narrower affinity mask, which
      * omp_get_max_threads reflects) caps them. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN) / ranks_local_size();
