@@ -139,28 +139,28 @@ static int wants_spin(int argc, char **argv) {
  * 1-tower step 0.74x passive beside one busy process; under the runtime's
  * 300000 spins a 2-thread step fell from 358 to 16 img/s): OMP_WAIT_POLICY=
  * passive then (bench/RESULTS.md, "OpenMP's wait policy"; docs/performance.md).
- * GNU OpenMP only: a build by clang (LLVM's runtime, whose active policy spins
- * without end) is always passive.  libgomp reads its environment once, when it
+ * LLVM's OpenMP runtime (a clang build may link it) ignores GOMP_SPINCOUNT and
+ * under active would spin without end: KMP_BLOCKTIME=1 (ms) bounds it, unless
+ * set.  libgomp reads its environment once, when it
  * is loaded, before main, so setting it here needs the process to start again:
  * the same binary is exec'd with the same arguments (same PID, descriptors,
  * signal dispositions), and the variable, now set, stops a second exec.  If the
  * exec fails (no /proc) the run goes on under the runtime's default. */
 static void default_omp_wait_policy(int argc, char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    int spin = 0;
-#if defined(__GNUC__) && !defined(__clang__)
-    spin = argc >= 2 && wants_spin(argc, argv);
-#else
-    (void)argc;
-#endif
-    if (setenv("OMP_WAIT_POLICY", spin ? "active" : "passive", 1) != 0) return;
-    if (spin && setenv("GOMP_SPINCOUNT", "10000", 1) != 0) {
+    const int spin = argc >= 2 && wants_spin(argc, argv);
+    const int set_blocktime = spin && !getenv("KMP_BLOCKTIME");
+    if (setenv("OMP_WAIT_POLICY", spin ? "active" : "passive", 1) != 0 ||
+        (spin && setenv("GOMP_SPINCOUNT", "10000", 1) != 0) ||
+        (set_blocktime && setenv("KMP_BLOCKTIME", "1", 1) != 0)) {
         unsetenv("OMP_WAIT_POLICY");
+        unsetenv("GOMP_SPINCOUNT");
         return;
     }
     execv("/proc/self/exe", argv);
     unsetenv("OMP_WAIT_POLICY");
     unsetenv("GOMP_SPINCOUNT");
+    if (set_blocktime) unsetenv("KMP_BLOCKTIME");
 }
 
 int main(int argc, char **argv) {
