@@ -117,7 +117,7 @@ static int wants_spin(int argc, char **argv) {
     if (train && n && atol(n) > 0) towers = atol(n);
     if (bench && n) { /* the smallest count of the list (default 1,2,4) */
         towers = 0;
-        for (const char *p = n; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        for (const char *p = n; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
             if (atol(p) > 0 && (towers == 0 || atol(p) < towers)) towers = atol(p);
         if (towers == 0) towers = 1;
     }
@@ -141,23 +141,20 @@ static int wants_spin(int argc, char **argv) {
  * passive then (bench/RESULTS.md, "OpenMP's wait policy"; docs/performance.md).
  * LLVM's OpenMP runtime (a clang build may link it) ignores GOMP_SPINCOUNT and
  * under active would spin without end: KMP_BLOCKTIME=1 (ms) bounds it, unless
- * set.  libgomp reads its environment once, when it
- * is loaded, before main, so setting it here needs the process to start again:
- * the same binary is exec'd with the same arguments (same PID, descriptors,
- * signal dispositions), and the variable, now set, stops a second exec.  If the
- * exec fails (no /proc) the run goes on under the runtime's default. */
+ * set.  libgomp reads its environment once, when it is loaded, before main, so
+ * setting it here needs the process to start again: the same binary is exec'd
+ * with the same arguments (same PID, descriptors, signal dispositions), and the
+ * variables, now set, stop a second exec.  If the exec fails (no /proc) the run
+ * goes on under the runtime's default. */
 static void default_omp_wait_policy(int argc, char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
     const int spin = argc >= 2 && wants_spin(argc, argv);
     const int set_blocktime = spin && !getenv("KMP_BLOCKTIME");
-    if (setenv("OMP_WAIT_POLICY", spin ? "active" : "passive", 1) != 0 ||
-        (spin && setenv("GOMP_SPINCOUNT", "10000", 1) != 0) ||
-        (set_blocktime && setenv("KMP_BLOCKTIME", "1", 1) != 0)) {
-        unsetenv("OMP_WAIT_POLICY");
-        unsetenv("GOMP_SPINCOUNT");
-        return;
-    }
-    execv("/proc/self/exe", argv);
+    if (setenv("OMP_WAIT_POLICY", spin ? "active" : "passive", 1) == 0 &&
+        (!spin || setenv("GOMP_SPINCOUNT", "10000", 1) == 0) &&
+        (!set_blocktime || setenv("KMP_BLOCKTIME", "1", 1) == 0))
+        execv("/proc/self/exe", argv);
+    /* Not set, or the exec failed: the run goes on under the runtime's default, as loaded. */
     unsetenv("OMP_WAIT_POLICY");
     unsetenv("GOMP_SPINCOUNT");
     if (set_blocktime) unsetenv("KMP_BLOCKTIME");

@@ -30,14 +30,16 @@ default=$(spin)
 [ "$(spin GOMP_SPINCOUNT=1000)" = 1000 ] || fail "GOMP_SPINCOUNT=1000: '$(spin GOMP_SPINCOUNT=1000)'"
 cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) # the CPUs this process may run on, as cmd/main.c counts
 if [ "$cores" -ge 2 ]; then
-    check() { # expected, then tower's arguments
+    check() { # expected, then [VAR=value ...] and tower's arguments
         local want=$1
         shift
+        local settings=()
+        while [[ $# -gt 0 && $1 == *=* && $1 != --* ]]; do settings+=("$1"); shift; done
         local got
         got=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_NUM_THREADS -u OMPI_COMM_WORLD_LOCAL_SIZE \
-            OMP_DISPLAY_ENV=verbose "$tower" "$@" 2>&1 | sed -n "s/^ *GOMP_SPINCOUNT = '\([0-9]*\)'.*/\1/p" |
-            tr '\n' ' ' | sed 's/ $//')
-        [ "$got" = "$want" ] || fail "tower $*: spin counts '$got', expected '$want'"
+            "${settings[@]}" OMP_DISPLAY_ENV=verbose "$tower" "$@" 2>&1 |
+            sed -n "s/^ *GOMP_SPINCOUNT = '\([0-9]*\)'.*/\1/p" | tr '\n' ' ' | sed 's/ $//')
+        [ "$got" = "$want" ] || fail "${settings[*]} tower $*: spin counts '$got', expected '$want'"
     }
     check "300000 10000" eval --help
     check "300000 10000" train --device cpu --help
@@ -47,9 +49,7 @@ if [ "$cores" -ge 2 ]; then
     check "300000 10000" bench --device cpu --help
     check "300000 10000" bench --device cpu --towers "$cores,1" --help
     check "300000 0" bench --device cpu --towers "$cores" --help
-    one=$(env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_NUM_THREADS=1 OMP_DISPLAY_ENV=verbose "$tower" eval --help 2>&1 |
-        sed -n "s/^ *GOMP_SPINCOUNT = '\([0-9]*\)'.*/\1/p" | tr '\n' ' ' | sed 's/ $//')
-    [ "$one" = "300000 0" ] || fail "OMP_NUM_THREADS=1 tower eval: spin counts '$one', expected '300000 0'"
+    check "300000 0" OMP_NUM_THREADS=1 eval --help
     [ "$(env -u OMP_WAIT_POLICY GOMP_SPINCOUNT=0 OMP_DISPLAY_ENV=verbose "$tower" eval --help 2>&1 |
         grep -c "GOMP_SPINCOUNT = '0'")" = 1 ] || fail "GOMP_SPINCOUNT=0 with eval: not the environment's, or a second start"
     echo "the spin for teams of 2+ threads (eval, one CPU tower, bench from one tower) on $cores cores: ok"
