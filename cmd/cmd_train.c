@@ -55,7 +55,7 @@ static void on_signal(int sig) { stop_signal = sig; }
 
 /* What `tower train` adds around the trainer: summaries and the display. */
 typedef struct {
-    int summary_every;   /* steps between TensorBoard scalars (0: no events file) */
+    int summary_every;   /* steps between TensorBoard scalars (0: none; no events file when histogram_every is 0 too) */
     int histogram_every; /* steps between variable histograms (0: none) */
     int no_progress;     /* 1: log lines even on a terminal */
     float width_multiplier; /* --width_multiplier, into TrainerOptions.model_opts (cmd_model_options) */
@@ -123,7 +123,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)", FLAG_RANGE(0, INFINITY, "[)", "0: only at the end")},
         {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)", FLAG_RANGE(0, INFINITY, "[)", "0: keep all")},
         {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir (none there: start from step 0, and say so)"},
-        {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: no events file)", FLAG_RANGE(0, INFINITY, "[)", "0: no events file")},
+        {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: none; with --histogram_every 0 too, no events file)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},
         {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},
         {"no_progress", FLAG_BOOL, &d->no_progress, "print the log lines even on a terminal, instead of the live progress line"},
         {"variable_update", FLAG_STRING, &o->variable_update, "parameter_server (one copy of the variables, updated centrally) or replicated (a copy per tower, gradients all-reduced); see docs/modes.md"},

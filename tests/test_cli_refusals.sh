@@ -54,7 +54,7 @@ refuse 2 "tower train: --num_classes 0: expected an integer in [1, 65536]" train
 refuse 2 "tower train: --image_size -1: expected an integer in [0, 4096] (0: no crop)" train --image_size -1 $t
 refuse 2 "tower train: --save_every -1: expected an integer in [0, 2147483647] (0: only at the end)" train --save_every -1 $t
 refuse 2 "tower train: --keep_checkpoints -2: expected an integer in [0, 2147483647] (0: keep all)" train --keep_checkpoints -2 $t
-refuse 2 "tower train: --summary_every -1: expected an integer in [0, 2147483647] (0: no events file)" train --summary_every -1 $t
+refuse 2 "tower train: --summary_every -1: expected an integer in [0, 2147483647] (0: none)" train --summary_every -1 $t
 refuse 2 "tower train: --shard_sizes '80,,48': expected positive sizes (at most 1048576) separated by commas, one per tower, e.g. 80,48" \
   train --shard_sizes 80,,48 $t
 refuse 2 "tower train: --gpus '0,x': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus 0,x $t
