@@ -59,6 +59,8 @@ struct ModelActs {
     int B;                    /* batch of the last forward; 0 before the first */
     int training;             /* mode of the next forwards (model_acts_set_training), 1 by default */
     int forward_training;     /* mode of the last forward */
+    float loss_weight;        /* the cross-entropy's weight in the loss the backward differentiates
+                                 (model_acts_set_loss_weight), 1 by default */
     signed char add_share[GRAPH_MAX_NODES]; /* an Add whose two inputs' gradients share one buffer (plan_add_sharing):
                                  the input slot whose buffer serves both, else -1 */
     ModelSync sync;           /* batch norm's cross-tower sums (model_acts_set_sync) */
@@ -335,6 +337,7 @@ static ModelActs *acts_shell(const ModelSpec *spec, int max_batch, int fuse) {
     a->max_batch = max_batch;
     a->n_threads = omp_get_max_threads();
     a->training = 1;
+    a->loss_weight = 1.0f;
     if (graph_build(&a->graph, spec) != 0) {
         free(a);
         return NULL;
@@ -458,7 +461,7 @@ static void backward_pass(float *dparams, ModelActs *a, const float *params, int
     float *dout_of[GRAPH_MAX_NODES];
     for (int i = 0; i < g->n_nodes; i++) dout_of[i] = a->bufs[i].dout;
     double t0 = omp_get_wtime();
-    softmax_xent_backward(dout_of[g->output], a->probs, a->labels, 1.0f, B, s->num_classes);
+    softmax_xent_backward(dout_of[g->output], a->probs, a->labels, a->loss_weight, B, s->num_classes);
     written[g->output] = 1;
     a->loss_backward_s += omp_get_wtime() - t0;
     a->n_loss_backward++;
@@ -517,6 +520,8 @@ void model_backward(float *dparams, ModelActs *a, const float *params) { backwar
 void model_backward_write(float *dparams, ModelActs *a, const float *params) { backward_pass(dparams, a, params, 1); }
 
 void model_acts_set_training(ModelActs *a, int training) { a->training = training != 0; }
+
+void model_acts_set_loss_weight(ModelActs *a, float loss_weight) { a->loss_weight = loss_weight; }
 
 void model_acts_set_sync(ModelActs *a, const ModelSync *sync) {
     a->synced = sync != NULL;

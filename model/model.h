@@ -179,6 +179,14 @@ void model_backward_write(float *dparams, ModelActs *acts, const float *params);
  * nothing). */
 void model_acts_set_training(ModelActs *acts, int training);
 
+/* The weight w of the cross-entropy in the loss the next backward passes
+ * differentiate: w x (the batch's mean cross-entropy) + the weight-decay
+ * terms (1, the default: model_forward's loss).  The trainer gives a tower
+ * its weight in the step's loss here, before the backward, where sync batch
+ * norm's sums over the towers mix the towers' output gradients
+ * (--loss_scaling global_batch with unequal shards; train_run_towers). */
+void model_acts_set_loss_weight(ModelActs *acts, float loss_weight);
+
 /* Sync batch norm (`--batch_norm sync`, Keras's SyncBatchNormalization):
  * the towers of a step normalise with the statistics of the global batch.
  * Every tower's executor calls sum at the same points in the same order

@@ -504,6 +504,7 @@ struct ModelActsCuda {
     int B;                    /* batch of the last forward; 0 before the first or after a failed one */
     int training;             /* mode of the next forwards (model_acts_cuda_set_training), 1 by default */
     int forward_training;     /* mode of the last forward */
+    float loss_weight;        /* the cross-entropy's weight in the backward's loss (model_acts_cuda_set_loss_weight) */
     ModelSync sync;           /* batch norm's cross-tower sums (model_acts_cuda_set_sync) */
     int synced;               /* 1: sync is set */
     double *sync_pinned;      /* pinned host: (2 C_max + 1) doubles over the graph's batch norms */
@@ -610,6 +611,7 @@ extern "C" ModelActsCuda *model_acts_cuda_create(const ModelSpec *spec, int max_
     a->env.cublas = cublas;
     a->sync_check = model_cuda_sync_check_enabled();
     a->training = 1;
+    a->loss_weight = 1.0f;
     if (CUDNN_SOFT(cudnnSetStream(cudnn, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetStream(cublas, stream), err, err_n_bytes) ||
         CUBLAS_SOFT(cublasSetMathMode(cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), err,
@@ -905,7 +907,7 @@ static void backward_pass(float *dparams_dev, ModelActsCuda *a, const float *par
         prof_record(p->extra[PROF_XENT_BWD][0], st);
     }
     unsigned char written[GRAPH_MAX_NODES] = {0}; /* as model.c's model_backward */
-    softmax_xent_backward_cuda(a->bufs[g->output].dout, a->probs, a->labels, 1.0f, B, s->num_classes, st);
+    softmax_xent_backward_cuda(a->bufs[g->output].dout, a->probs, a->labels, a->loss_weight, B, s->num_classes, st);
     if (p) prof_record(p->extra[PROF_XENT_BWD][1], st);
     written[g->output] = 1;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
@@ -1001,6 +1003,8 @@ extern "C" void model_copy_params_in_cuda_async(ModelActsCuda *a, float *params_
 }
 
 extern "C" void model_acts_cuda_set_training(ModelActsCuda *a, int training) { a->training = training != 0; }
+
+extern "C" void model_acts_cuda_set_loss_weight(ModelActsCuda *a, float loss_weight) { a->loss_weight = loss_weight; }
 
 extern "C" int model_acts_cuda_set_sync(ModelActsCuda *a, const ModelSync *sync, char *err, size_t err_n_bytes) {
     a->synced = 0;

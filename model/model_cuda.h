@@ -132,6 +132,10 @@ void model_backward_cuda_copy_out(float *dparams_dev, ModelActsCuda *a, const fl
  * evaluation mode of the next forwards; backward needs a training forward. */
 void model_acts_cuda_set_training(ModelActsCuda *a, int training);
 
+/* As model_acts_set_loss_weight (model.h): the cross-entropy's weight in
+ * the loss the next backward passes differentiate (1 by default). */
+void model_acts_cuda_set_loss_weight(ModelActsCuda *a, float loss_weight);
+
 /* As model_acts_set_sync (model.h): from the next training forward on,
  * batch norm reduces its statistics through sync (copied; NULL: the
  * tower's own).  Each synced batch norm then waits for its stream, copies

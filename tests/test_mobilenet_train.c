@@ -32,6 +32,9 @@
  *     step: at 32x32 the last batch norms see 1x1 maps, 8 rows, and amplify
  *     float rounding from the second step on (measured: 3e-2 after two
  *     steps), as the whole-model gradient check found (docs/models.md);
+ *     and shards of 5 and 3 under --loss_scaling global_batch equal the same
+ *     1 x 8 (each tower's loss weight applied to its output gradient before
+ *     the backward, where the towers' sums meet), tower_mean's 5,3 not;
  *   - an unknown --batch_norm value is refused by trainer_open (sync
  *     across MPI ranks: tests/test_mpi_sync_bn.sh).
  */
@@ -276,10 +279,28 @@ static void check_sync(const char *update, const char *all_reduce) {
     snprintf(what, sizeof what, "%s/%s, --batch_norm sync: 2 towers x 4 vs 1 x 8 differ by %.3g of the largest change "
              "(<= 1e-4; --batch_norm tower: %.3g, > 1e-2), replicas equal", update, all_reduce, d, d_apart);
     check(d <= 1e-4 && d_apart > 1e-2 && synced.replicas_equal, what);
+    /* Unequal shards: under global_batch a tower's loss weight must reach its examples' output gradients
+     * before the backward, where the towers' sums meet; scaled after, the sums mix gradients of 1/5 and 1/3
+     * per example (0.40 of the largest change, found 2026-11-29).  tower_mean weights the shards otherwise
+     * (the check can fail). */
+    o.batch_norm = "sync";
+    o.shard_sizes = "5,3";
+    o.loss_scaling = "global_batch";
+    RunResult uneven = modes_run(&o, 1);
+    o.loss_scaling = "tower_mean";
+    RunResult uneven_tm = modes_run(&o, 1);
+    const double d_uneven = block_diff_over_change(&spec, one.params, uneven.params, init);
+    const double d_uneven_tm = block_diff_over_change(&spec, one.params, uneven_tm.params, init);
+    snprintf(what, sizeof what, "%s/%s, --batch_norm sync, shards 5,3, global_batch vs 1 x 8 differ by %.3g of the "
+             "largest change (<= 1e-4; tower_mean: %.3g, > 1e-2), replicas equal", update, all_reduce, d_uneven,
+             d_uneven_tm);
+    check(d_uneven <= 1e-4 && d_uneven_tm > 1e-2 && uneven.replicas_equal, what);
     free(init);
     modes_free_result(&one);
     modes_free_result(&synced);
     modes_free_result(&apart);
+    modes_free_result(&uneven);
+    modes_free_result(&uneven_tm);
 }
 
 static void check_refusals(void) {

@@ -71,19 +71,21 @@ static int tower_copy_shard_to_tower(Tower *t, int k) {
 }
 
 /* Forward and backward on every micro-batch of the shard (the first copied
- * in already), the gradient adding up; then the gradient *= grad_scale.
+ * in already), each backward on loss_weight x its cross-entropy, the
+ * gradient adding up; then the gradient *= grad_scale.
  * loss and accuracy: the micro-batches' means, averaged (each micro-batch
  * has the same size, so they are the shard's). */
 static int tower_compute(Tower *t) {
     const int K = t->accum_steps;
     if (K == 1) {
-        if (t->backend->compute(t->dev, 0, &t->loss, &t->accuracy, t->err, sizeof t->err) != 0) return -1;
+        if (t->backend->compute(t->dev, 0, t->loss_weight, &t->loss, &t->accuracy, t->err, sizeof t->err) != 0)
+            return -1;
     } else {
         double loss_sum = 0.0, accuracy_sum = 0.0;
         for (int k = 0; k < K; k++) {
             float loss, accuracy;
             if ((k > 0 && tower_copy_shard_to_tower(t, k) != 0) ||
-                t->backend->compute(t->dev, k > 0, &loss, &accuracy, t->err, sizeof t->err) != 0)
+                t->backend->compute(t->dev, k > 0, t->loss_weight, &loss, &accuracy, t->err, sizeof t->err) != 0)
                 return -1;
             loss_sum += loss;
             accuracy_sum += accuracy;
@@ -421,6 +423,7 @@ int tower_group_run(TowerGroup *g, const TowerStep *step, char *err, size_t err_
         t->n = step->shard_n[i];
         t->accum_steps = K;
         t->grad_scale = step->grad_scale ? step->grad_scale[i] : 1.0f;
+        t->loss_weight = step->loss_weight ? step->loss_weight[i] : 1.0f;
     }
     g->hooks = step->hooks;
     g->sync_failed = 0;

@@ -94,8 +94,11 @@ typedef struct TowerBackend {
      * adds, llm.c's convention); accumulate 0 writes it instead, the same as
      * zeroing first (a step's first micro-batch), 1 adds to what is there (the
      * later micro-batches of --accum_steps) and first keeps the previous
-     * micro-batch's batch statistics aside for update_moving. */
-    int (*compute)(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes);
+     * micro-batch's batch statistics aside for update_moving.  loss_weight:
+     * the weight of the shard's cross-entropy in the loss the backward
+     * differentiates (model_acts_set_loss_weight; 1: the shard's own mean). */
+    int (*compute)(void *dev, int accumulate, float loss_weight, float *loss, float *accuracy, char *err,
+                   size_t err_n_bytes);
     /* The tower's gradient (where compute left it: the host buffer for the
      * CPU, the device's for a GPU) *= scale, before its copy-out.  Called
      * only when scale != 1 (the mean over micro-batches, the global-batch
@@ -267,6 +270,7 @@ typedef struct Tower {
     const int32_t *labels;         /* (n) */
     int n;                         /* examples of the whole shard: accum_steps micro-batches of n / accum_steps */
     int accum_steps;               /* micro-batches in this step, >= 1 */
+    float loss_weight;             /* the cross-entropy's weight in every micro-batch's backward (1: the shard's mean) */
     float grad_scale;              /* the gradient is multiplied by it after the last micro-batch (1: untouched) */
     /* the step's outputs */
     float loss;                    /* mean loss over the shard: the micro-batches' mean losses, averaged */
@@ -349,6 +353,9 @@ typedef struct {
                                             * its shard, n = shard_n[t] / K, for k = 0..K-1, its gradient summing */
     const float *grad_scale;               /* [n_towers] or NULL (all 1): tower t's summed gradient is multiplied by
                                             * grad_scale[t] before its copy-out (the trainer's 1/K and loss weight) */
+    const float *loss_weight;              /* [n_towers] or NULL (all 1): the weight of tower t's cross-entropy in
+                                            * the loss its backward differentiates, applied to its output gradient
+                                            * before the backward (sync batch norm's loss weights: train_run_towers) */
 } TowerStep;
 
 /* Run one synchronous step: every tower copies its params in (unless

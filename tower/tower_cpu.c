@@ -161,7 +161,8 @@ static int keep_stats(CpuTower *t, char *err, size_t err_n_bytes) {
     return 0;
 }
 
-static int cpu_compute(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
+static int cpu_compute(void *dev, int accumulate, float loss_weight, float *loss, float *accuracy, char *err,
+                       size_t err_n_bytes) {
     CpuTower *t = dev;
     if (!t->threads_set) {
         omp_set_num_threads(t->n_threads);
@@ -174,6 +175,7 @@ static int cpu_compute(void *dev, int accumulate, float *loss, float *accuracy, 
     t->forward_end_sec = tower_now_sec();
     /* A step's first micro-batch writes the gradient (model_backward_write: no memset, conv2d's and dense's
      * products straight into it); the later ones add (llm.c's convention). */
+    model_acts_set_loss_weight(t->acts, loss_weight);
     if (!accumulate) model_backward_write(t->grads_host, t->acts, t->weights);
     else model_backward(t->grads_host, t->acts, t->weights);
     return 0;

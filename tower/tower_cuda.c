@@ -391,7 +391,8 @@ static int keep_stats(CudaTower *t, char *err, size_t err_n_bytes) {
     return 0;
 }
 
-static int cuda_compute(void *dev, int accumulate, float *loss, float *accuracy, char *err, size_t err_n_bytes) {
+static int cuda_compute(void *dev, int accumulate, float loss_weight, float *loss, float *accuracy, char *err,
+                        size_t err_n_bytes) {
     CudaTower *t = dev;
     if (CUDA_SOFT(cudaSetDevice(t->device), err, err_n_bytes)) return -1;
     send_params_pending(t); /* variables copied in with no shard after them: send them now */
@@ -404,6 +405,7 @@ static int cuda_compute(void *dev, int accumulate, float *loss, float *accuracy,
         (!accumulate &&
          CUDA_SOFT(cudaMemsetAsync(t->grads_dev, 0, t->spec->n_params * sizeof(float), t->stream), err, err_n_bytes)))
         return -1;
+    model_acts_cuda_set_loss_weight(t->acts, loss_weight);
     t->grads_sent = t->copy_stream && t->overlap_out && t->grads_host;
     if (t->grads_sent) model_backward_cuda_copy_out(t->grads_dev, t->acts, t->params_dev, t->grads_host);
     else model_backward_cuda(t->grads_dev, t->acts, t->params_dev);

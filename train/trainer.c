@@ -1129,12 +1129,19 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
     step->shard_offset = batch->shard_offset;
     step->shard_n = batch->shard_n;
     /* Each tower's gradient: the mean over its micro-batches, times its weight in the mean over the towers
-     * that every mode then takes (exactly 1 with one micro-batch and equal shards: nothing to scale). */
-    float grad_scale[TOWER_MAX_TOWERS];
-    for (int t = 0; t < tr->n_towers; t++)
-        grad_scale[t] = (float)(train_tower_weight(tr, batch->shard_n[t]) / tr->accum_steps);
+     * that every mode then takes (exactly 1 with one micro-batch and equal shards: nothing to scale).  With
+     * sync batch norm the weight goes into the backward instead, on the tower's output gradient: the towers'
+     * backward sums mix their output gradients, which must carry their weights there (global_batch with
+     * unequal shards; equal weights give the same gradient either way, scaled after by the same factor). */
+    float grad_scale[TOWER_MAX_TOWERS], loss_weight[TOWER_MAX_TOWERS];
+    for (int t = 0; t < tr->n_towers; t++) {
+        const double w = train_tower_weight(tr, batch->shard_n[t]);
+        loss_weight[t] = tr->bn_sync ? (float)w : 1.0f;
+        grad_scale[t] = (float)((tr->bn_sync ? 1.0 : w) / tr->accum_steps);
+    }
     step->accum_steps = tr->accum_steps;
     step->grad_scale = grad_scale;
+    step->loss_weight = loss_weight;
     tr->times.towers.start_sec = tower_now_sec();
     int rc = tower_group_run(tr->towers, step, err, err_n_bytes);
     tr->times.towers.end_sec = tower_now_sec();
