@@ -337,6 +337,7 @@ static int save_file(const char *dir, const char *name, const ParamServer *ps, c
     Tower__Checkpoint msg;
     Tower__RunState rs;
     int64_t part_counts[CKPT_MAX_PARTS];
+    int32_t shard_sizes[CKPT_MAX_PARTS];
     tower__checkpoint__init(&msg);
     tower__run_state__init(&rs);
     msg.model = (char *)spec->name;
@@ -408,6 +409,11 @@ static int save_file(const char *dir, const char *name, const ParamServer *ps, c
             rs.part_examples_consumed = part_counts;
             for (int w = 0; w < run->n_parts; w++) part_counts[w] = run->part_examples_consumed[w];
             rs.input_split = (char *)run->input_split;
+        }
+        if (run->n_shard_sizes > 0) {
+            rs.n_shard_sizes = (size_t)run->n_shard_sizes;
+            rs.shard_sizes = shard_sizes;
+            for (int t = 0; t < run->n_shard_sizes; t++) shard_sizes[t] = run->shard_sizes[t];
         }
     }
     msg.run = &rs;
@@ -622,6 +628,12 @@ static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t er
     if (msg->run->n_part_examples_consumed > CKPT_MAX_PARTS) {
         fail(err, err_n_bytes, "%s: the run state counts %zu workers' parts, at most %d", path,
              msg->run->n_part_examples_consumed, CKPT_MAX_PARTS);
+        tower__checkpoint__free_unpacked(msg, NULL);
+        return NULL;
+    }
+    if (msg->run->n_shard_sizes > CKPT_MAX_PARTS) {
+        fail(err, err_n_bytes, "%s: the run state lists %zu towers' shard sizes, at most %d", path,
+             msg->run->n_shard_sizes, CKPT_MAX_PARTS);
         tower__checkpoint__free_unpacked(msg, NULL);
         return NULL;
     }
@@ -925,6 +937,8 @@ static void run_from_msg(CkptRunState *run, const Tower__RunState *rs) {
     snprintf(run->input_split, sizeof run->input_split, "%s",
              run->n_parts > 0 && (!strcmp(rs->input_split, "files") || !strcmp(rs->input_split, "records"))
                  ? rs->input_split : "");
+    run->n_shard_sizes = (int)rs->n_shard_sizes; /* msg_open refused more than CKPT_MAX_PARTS */
+    for (int t = 0; t < run->n_shard_sizes; t++) run->shard_sizes[t] = rs->shard_sizes[t];
 }
 
 /* The file's network options; a file older than them gets the defaults (width 1.0, Keras's head). */

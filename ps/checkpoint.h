@@ -59,6 +59,10 @@ typedef struct {
     int n_parts;
     long part_examples_consumed[CKPT_MAX_PARTS]; /* (n_parts) in worker order */
     char input_split[8];     /* "files" or "records" with the parts; "" without */
+    /* Unequal towers (--shard_sizes): one worker's towers' micro-batch sizes, in tower order; n_shard_sizes 0 where
+     * every tower takes batch_size (and in files older than the field). */
+    int n_shard_sizes;
+    int shard_sizes[CKPT_MAX_PARTS]; /* (n_shard_sizes) */
 } CkptRunState;
 
 /* Write dir/model.ckpt-<global_step> from ps and run (run may be NULL: zeros),

@@ -15,7 +15,13 @@
  *   4. a file without the field (what a writer older than it wrote: proto3
  *      writes no field whose value is 0, and ckpt_save with accum_steps 0
  *      writes exactly that) reads as accum_steps 1; --resume with K = 1 from
- *      it gives no note, with K = 3 the note.
+ *      it gives no note, with K = 3 the note;
+ *   5. --shard_sizes in the checkpoint (RunState.shard_sizes): unequal 3,1
+ *      records batch 3 and the list; --resume with 3,1 gives no note, with
+ *      1,3 or --batch_size 2 the note names "shards 3,1"; equal 2,2 records
+ *      batch 2 and no list, and --resume with --batch_size 2 (no
+ *      --shard_sizes) gives no note (the flag's unused default was written
+ *      before: a false note here, none for 3,1 -> 1,3).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -144,7 +150,7 @@ int main(void) {
     snprintf(what, sizeof what, "--resume with accum_steps 1 from 3: a note, examples consumed %ld at the open (24), "
              "%ld after 1 step (28), the new checkpoint records accum_steps %d (1), %ld examples",
              at_open, after, run.accum_steps, run.examples_consumed);
-    check(strstr(note, "accum_steps 3") && strstr(note, "continuing with 2, 2, 1, 5") && at_open == 24 &&
+    check(strstr(note, "accum_steps 3") && strstr(note, "continuing with 2, batch 2, 1, 5") && at_open == 24 &&
               after == 28 && run.accum_steps == 1 && run.examples_consumed == 28,
           what);
 
@@ -174,8 +180,58 @@ int main(void) {
     options(&o, dir, 3, 1);
     tr = open_catching_stderr(&o, note, sizeof note);
     trainer_close(tr, NULL, 0);
-    check(strstr(note, "accum_steps 1") && strstr(note, "continuing with 2, 2, 3, 5"),
+    check(strstr(note, "accum_steps 1") && strstr(note, "continuing with 2, batch 2, 3, 5"),
           "--resume from it with accum_steps 3: the note names accum_steps 1 and 3");
+
+    /* 5. --shard_sizes. */
+    rm_rf(dir);
+    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
+        perror("mkdtemp");
+        return 1;
+    }
+    options(&o, dir, 1, 0);
+    o.shard_sizes = "3,1";
+    tr = modes_open_or_die(&o);
+    modes_steps_or_die(tr, 1);
+    save_or_die(tr);
+    trainer_close(tr, NULL, 0);
+    run = latest_run(dir);
+    check(run.batch_size == 3 && run.n_shard_sizes == 2 && run.shard_sizes[0] == 3 && run.shard_sizes[1] == 1,
+          "--shard_sizes 3,1: the checkpoint records batch 3 and the shards 3,1");
+    options(&o, dir, 1, 1);
+    o.shard_sizes = "3,1";
+    tr = open_catching_stderr(&o, note, sizeof note);
+    trainer_close(tr, NULL, 0);
+    check(strstr(note, "note:") == NULL, "--resume with --shard_sizes 3,1 from 3,1: no note");
+    o.shard_sizes = "1,3";
+    tr = open_catching_stderr(&o, note, sizeof note);
+    trainer_close(tr, NULL, 0);
+    printf("      (%s)\n", strtok(note, "\n") ? note : "no note");
+    check(strstr(note, "2 tower(s), shards 3,1, accum_steps 1") && strstr(note, "continuing with 2, shards 1,3, 1, 5"),
+          "--resume with --shard_sizes 1,3 from 3,1: the note names both");
+    o.shard_sizes = "";
+    tr = open_catching_stderr(&o, note, sizeof note);
+    trainer_close(tr, NULL, 0);
+    check(strstr(note, "shards 3,1") && strstr(note, "continuing with 2, batch 2, 1, 5"),
+          "--resume with --batch_size 2 from 3,1: the note names both");
+    rm_rf(dir);
+    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
+        perror("mkdtemp");
+        return 1;
+    }
+    options(&o, dir, 1, 0);
+    o.shard_sizes = "2,2";
+    o.batch_size = 128; /* the flag's default, unused under --shard_sizes */
+    tr = modes_open_or_die(&o);
+    modes_steps_or_die(tr, 1);
+    save_or_die(tr);
+    trainer_close(tr, NULL, 0);
+    run = latest_run(dir);
+    check(run.batch_size == 2 && run.n_shard_sizes == 0, "--shard_sizes 2,2: the checkpoint records batch 2, no list");
+    options(&o, dir, 1, 1);
+    tr = open_catching_stderr(&o, note, sizeof note);
+    trainer_close(tr, NULL, 0);
+    check(strstr(note, "note:") == NULL, "--resume with --batch_size 2 from --shard_sizes 2,2: no note");
 
     modes_free_result(&straight);
     rm_rf(dir);

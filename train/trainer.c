@@ -694,6 +694,28 @@ static void rank_shards(const Trainer *tr, PipelineBatch *b) {
 
 /* --resume: the latest checkpoint in train_dir, if any, into the server
  * (none: one line says the run starts from step 0).  0, or -1 with err. */
+/* A worker's split of its step for the run state: batch_size (tower 0's micro-batch), and every tower's where they
+ * differ (--shard_sizes 5,3; --shard_sizes 4,4 is batch 4). */
+static void run_split_save(const Trainer *tr, CkptRunState *run) {
+    run->batch_size = tr->shard_sizes[0];
+    run->n_shard_sizes = 0;
+    for (int t = 1; t < tr->worker_towers; t++)
+        if (tr->shard_sizes[t] != tr->shard_sizes[0]) run->n_shard_sizes = tr->worker_towers;
+    for (int t = 0; t < run->n_shard_sizes; t++) run->shard_sizes[t] = tr->shard_sizes[t];
+}
+
+/* "batch 4" or "shards 5,3": a run state's split, for the resume note. */
+static const char *run_split_describe(const CkptRunState *run, char *out, size_t out_n_bytes) {
+    if (run->n_shard_sizes == 0) {
+        snprintf(out, out_n_bytes, "batch %d", run->batch_size);
+        return out;
+    }
+    size_t n = (size_t)snprintf(out, out_n_bytes, "shards ");
+    for (int t = 0; t < run->n_shard_sizes && n < out_n_bytes; t++)
+        n += (size_t)snprintf(out + n, out_n_bytes - n, "%s%d", t ? "," : "", run->shard_sizes[t]);
+    return out;
+}
+
 static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     char path[4096], e[512];
@@ -717,14 +739,19 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
      * examples, not steps (a step of K micro-batches counts K x B per tower), so the epoch and the position in
      * it carry over; with the same global batch the next step reads the first example the saved run had not
      * (another global batch sizes the shuffle buffer otherwise: docs/ps.md, "Checkpoints"). */
-    if (run.n_towers != tr->n_workers * tr->worker_towers || run.batch_size != o->batch_size ||
-        run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) {
-        char ts[64], safe_path[1024];
+    CkptRunState now = {.n_towers = tr->n_workers * tr->worker_towers};
+    run_split_save(tr, &now);
+    const int same_split = run.n_towers == now.n_towers && run.batch_size == now.batch_size &&
+                           run.n_shard_sizes == now.n_shard_sizes &&
+                           !memcmp(run.shard_sizes, now.shard_sizes, sizeof(int) * (size_t)now.n_shard_sizes);
+    if (!same_split || run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) {
+        char ts[64], safe_path[1024], was[400], is[400];
         trainer_timestamp(ts, sizeof ts);
-        fprintf(stderr, "%s: note: %s was written with %d tower(s), batch %d, accum_steps %d, seed %llu; continuing "
-                "with %d, %d, %d, %ld (the run will not be bitwise a straight one)\n",
-                ts, escape_str(safe_path, sizeof safe_path, path), run.n_towers, run.batch_size, run.accum_steps,
-                (unsigned long long)run.seed, tr->n_workers * tr->worker_towers, o->batch_size, tr->accum_steps, o->seed);
+        fprintf(stderr, "%s: note: %s was written with %d tower(s), %s, accum_steps %d, seed %llu; continuing "
+                "with %d, %s, %d, %ld (the run will not be bitwise a straight one)\n",
+                ts, escape_str(safe_path, sizeof safe_path, path), run.n_towers, run_split_describe(&run, was, sizeof was),
+                run.accum_steps, (unsigned long long)run.seed, now.n_towers, run_split_describe(&now, is, sizeof is),
+                tr->accum_steps, o->seed);
     }
     tr->examples_consumed = run.examples_consumed;
     tr->resume_run = run;
@@ -1298,9 +1325,9 @@ int trainer_save(Trainer *tr, char *err, size_t err_n_bytes) {
         .seed = (uint64_t)tr->opt.seed,
         .examples_consumed = tr->examples_consumed,
         .n_towers = tr->n_workers * tr->worker_towers,
-        .batch_size = tr->opt.batch_size,
         .accum_steps = tr->accum_steps,
     };
+    run_split_save(tr, &run);
     /* With a split, each worker part's own examples: in lockstep every part took the steps since open, each W x
      * a worker's batch of the job's count (exact); the modes whose ranks step apart give theirs (run_state). */
     if (tr->input_split != PIPELINE_SPLIT_NONE) {
