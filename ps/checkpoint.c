@@ -161,7 +161,10 @@ static int index_line_value(const char *line, const char *key, char *value, size
 }
 
 /* Read dir/checkpoint.  Returns 1 (read), 0 (no index), -1 (unreadable or
- * malformed, with one line in err saying why).  latest and list may be NULL. */
+ * malformed, with one line in err saying why).  latest and list may be NULL.
+ * The list holds every all_model_checkpoint_paths entry and the latest (an
+ * index of only a model_checkpoint_path line lists that one, as TensorFlow's
+ * CheckpointState counts it: a save must not sweep it as unlisted). */
 static int index_read(const char *dir, char *latest, size_t latest_n_bytes, IndexList *list, char *err,
                       size_t err_n_bytes) {
     char path[4096];
@@ -177,7 +180,7 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
         fclose(f);
         return fail(err, err_n_bytes, "%s: the checkpoint index is not a regular file", path);
     }
-    char line[1024], value[256];
+    char line[1024], value[256], latest_name[256];
     int have_latest = 0, bad = 0, line_no = 0;
     if (list) list->n = 0;
     while (fgets(line, sizeof line, f)) {
@@ -190,6 +193,7 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
                 if (strlen(value) >= latest_n_bytes) { bad = 1; break; }
                 strcpy(latest, value);
             }
+            strcpy(latest_name, value);
             have_latest = 1;
             continue;
         }
@@ -203,6 +207,9 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
                     "or all_model_checkpoint_paths: \"NAME\"", path, line_no);
     if (!have_latest)
         return fail(err, err_n_bytes, "%s: the checkpoint index has no model_checkpoint_path line", path);
+    int listed = 0;
+    for (int i = 0; list && i < list->n && !listed; i++) listed = !strcmp(list->names[i], latest_name);
+    if (list && !listed && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], latest_name);
     return 1;
 }
 

@@ -263,6 +263,23 @@ static void test_index_and_keep_last(void) {
         count += file_exists(all, name);
     }
     CHECK(count == 7, "keep_last 0 kept %d of 7", count);
+    /* An index of only a model_checkpoint_path line (TensorFlow reads it so, and so do eval, export, --resume):
+     * the checkpoint it names is listed, and the next save keeps it (it was swept as unlisted). */
+    char lone[600];
+    make_dir(lone, sizeof lone, "lone");
+    CHECK(ckpt_save(lone, ps, NULL, 5, err, sizeof err) == 0, "save: %s", err);
+    char lone_name[64];
+    snprintf(lone_name, sizeof lone_name, "model.ckpt-%ld", ps->global_step);
+    snprintf(ipath, sizeof ipath, "%s/checkpoint", lone);
+    char lone_index[128];
+    const int lone_n = snprintf(lone_index, sizeof lone_index, "model_checkpoint_path: \"%s\"\n", lone_name);
+    write_all(ipath, lone_index, (size_t)lone_n);
+    train(ps, 1);
+    CHECK(ckpt_save(lone, ps, NULL, 5, err, sizeof err) == 0, "save after a one-line index: %s", err);
+    CHECK(file_exists(lone, lone_name), "%s (named by the one-line index) was deleted by the next save", lone_name);
+    text = (char *)read_all(ipath, &n);
+    CHECK(text && strstr(text, lone_name) != NULL, "the new index lists %s:\n%.*s", lone_name, (int)n, text ? text : "");
+    free(text);
     ps_free(ps);
 }
 
