@@ -20,6 +20,7 @@
 #include "cmd/progress.h"
 #include "io/convert.h"
 #include "io/imagefolder.h"
+#include "io/pipeline.h"
 #include "io/tfrecord.h"
 
 typedef struct {
@@ -164,6 +165,27 @@ int cmd_convert(int argc, char **argv) {
         cmd_errorf("tower convert: %s\n", err); /* names from files: escaped there */
         return usage_error ? 2 : 1;
     }
+    /* labels.txt is shared by every split converted into the directory: one already there with another class
+     * list would be replaced, and the splits converted before it would name other classes by their labels. */
+    char labels_file[4096] = "";
+    if (!strcmp(src->format, "imagefolder")) {
+        labels_path(labels_file, sizeof labels_file, o.out);
+        int n_classes;
+        const char *const *classes = imagefolder_classes(src, &n_classes);
+        char what[4200];
+        if (o.labels && o.labels[0]) snprintf(what, sizeof what, "--labels %s", o.labels);
+        else snprintf(what, sizeof what, "the class folders of %s", positional[0]);
+        int lrc = io_labels_compare_names(labels_file, classes, n_classes, what, err, sizeof err);
+        if (lrc != 0) {
+            if (lrc > 0)
+                cmd_errorf("tower convert: %s already holds another class list, which this conversion would replace: "
+                           "%s; pass --labels %s (this split then takes its label numbers) or another --out directory\n",
+                           labels_file, err, labels_file);
+            else cmd_errorf("tower convert: %s\n", err);
+            src->close(src);
+            return 1;
+        }
+    }
     /* Long inputs get a live line on a terminal; a short one finishes within the delay and shows none. */
     progress_start(&bar, stdout, progress_wanted(stdout, o.no_progress), "convert", "ex", 0,
                    src->n_examples > 0 ? src->n_examples : 0, 0.5);
@@ -187,10 +209,8 @@ int cmd_convert(int argc, char **argv) {
     if (rc == 0) progress_end(&bar, counting.done, post);
     else progress_clear(&bar);
     long n_skipped = 0;
-    char labels_file[4096] = "";
-    if (rc == 0 && !strcmp(src->format, "imagefolder")) {
+    if (rc == 0 && labels_file[0]) {
         n_skipped = imagefolder_n_skipped(src);
-        labels_path(labels_file, sizeof labels_file, o.out);
         rc = imagefolder_write_labels(src, labels_file, err, sizeof err);
     }
     src->close(src);

@@ -213,10 +213,22 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         cmd_errorf("tower eval: --data: %s\n", err);
         goto done;
     }
-    /* The class list: labels.txt beside the data against the one the checkpoint was trained with. */
+    /* The class list: labels.txt beside the data (every directory's the same) against the one the checkpoint
+     * was trained with. */
     char data_labels[4096];
-    if (!image_folder && io_labels_path(data_labels, sizeof data_labels, files[0]) == 0 &&
-        io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
+    if (!image_folder) {
+        int lrc = io_labels_find(files, n_files, data_labels, sizeof data_labels, err, sizeof err);
+        if (lrc > 0) {
+            cmd_errorf("tower eval: the class lists beside --data's files differ, so their label numbers name other "
+                       "classes: %s\n", err);
+            goto done;
+        }
+        if (lrc < 0) {
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+    }
+    if (!image_folder && data_labels[0] && io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0) {
         int lrc = io_labels_compare(ckpt_labels, data_labels, err, sizeof err);
         if (lrc > 0) {
             cmd_errorf("tower eval: the data's class list differs from the checkpoint's, so its label numbers name other "

@@ -39,6 +39,7 @@
 #include "cmd/progress.h"
 #include "train/trainer.h"
 #include "io/events.h"
+#include "io/imagefolder.h"
 
 static volatile sig_atomic_t stop_signal = 0; /* the SIGINT or SIGTERM received, or 0 */
 
@@ -430,6 +431,58 @@ static int train_main(int argc, char **argv, int rank) {
     return rc;
 }
 
+/* The data's class list against --num_classes and the train_dir's, then
+ * recorded there (train_dir/labels.txt, for eval to compare): an image
+ * folder's (its folders, or --labels), or the labels.txt beside the TFRecord
+ * files, which must agree where their directories hold several.  A labels
+ * file (--labels, labels.txt) must name --num_classes classes.  0 (also
+ * when the data has no class list), or -1 after one line on stderr. */
+static int check_class_list(const Trainer *tr, const TrainerOptions *o) {
+    char err[1024], data_labels[4096] = "", run_labels[4096];
+    int n_classes = 0;
+    /* An image folder's (a server-only rank, --ps_dedicated, opens no pipeline: none). */
+    const char *const *classes = tr->pipeline ? pipeline_classes(tr->pipeline, &n_classes) : NULL;
+    if (!classes && tr->n_files > 0) {
+        int lrc = io_labels_find(tr->files, tr->n_files, data_labels, sizeof data_labels, err, sizeof err);
+        if (lrc != 0) {
+            if (lrc > 0)
+                cmd_errorf("tower train: the class lists beside --data's files differ, so their label numbers name "
+                           "other classes: %s\n", err);
+            else cmd_errorf("tower train: %s\n", err);
+            return -1;
+        }
+        if (data_labels[0]) {
+            char **names;
+            if (imagefolder_read_labels(data_labels, &names, &n_classes, err, sizeof err) != 0) {
+                cmd_errorf("tower train: %s\n", err);
+                return -1;
+            }
+            for (int k = 0; k < n_classes; k++) free(names[k]);
+            free(names);
+        }
+    }
+    if ((!classes && !data_labels[0]) ||
+        snprintf(run_labels, sizeof run_labels, "%s/labels.txt", o->train_dir) >= (int)sizeof run_labels)
+        return 0;
+    /* A labels file: first against the train_dir's (the more telling refusal on a resumed run), then its count. */
+    const char *list_file = classes ? (o->labels[0] ? o->labels : NULL) : data_labels;
+    int lrc = list_file ? io_labels_compare(run_labels, list_file, err, sizeof err) : 0;
+    if (lrc == 0 && list_file && n_classes != o->num_classes) {
+        cmd_errorf("tower train: %s names %d class%s but --num_classes is %d: the model's outputs would not be "
+                   "the list's classes\n", list_file, n_classes, n_classes == 1 ? "" : "es", o->num_classes);
+        return -1;
+    }
+    if (lrc == 0)
+        lrc = classes ? io_labels_record_names(classes, n_classes, run_labels, err, sizeof err)
+                      : io_labels_record(data_labels, run_labels, err, sizeof err);
+    if (lrc != 0) {
+        if (lrc > 0) cmd_errorf("tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
+        else cmd_errorf("tower train: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 /* The run on a locked train_dir: the process's exit status. */
 static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     char err[1024], ts[64];
@@ -444,21 +497,9 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     }
     /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
      * for eval to compare; a resumed run on data with another list is refused. */
-    char data_labels[4096], run_labels[4096];
-    int n_classes;
-    /* An image folder's (a server-only rank, --ps_dedicated, opens no pipeline: none). */
-    const char *const *classes = tr.pipeline ? pipeline_classes(tr.pipeline, &n_classes) : NULL;
-    if (rank == 0 && (classes || tr.n_files > 0) &&
-        (classes || io_labels_path(data_labels, sizeof data_labels, tr.files[0]) == 0) &&
-        snprintf(run_labels, sizeof run_labels, "%s/labels.txt", o.train_dir) < (int)sizeof run_labels) {
-        int lrc = classes ? io_labels_record_names(classes, n_classes, run_labels, err, sizeof err)
-                          : io_labels_record(data_labels, run_labels, err, sizeof err);
-        if (lrc != 0) {
-            if (lrc > 0) cmd_errorf("tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
-            else cmd_errorf("tower train: %s\n", err);
-            trainer_close(&tr, NULL, 0);
-            return 1;
-        }
+    if (rank == 0 && check_class_list(&tr, &o) != 0) {
+        trainer_close(&tr, NULL, 0);
+        return 1;
     }
     EventWriter *events = NULL;
     if (rank == 0 && (dopt.summary_every > 0 || dopt.histogram_every > 0)) {

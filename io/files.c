@@ -317,6 +317,34 @@ int io_labels_path(char *buf, size_t n, const char *file) {
     return (k < 0 || (size_t)k >= n) ? -1 : 0;
 }
 
+/* Writes to err the first line where the class lists want (want_n bytes,
+ * named want_name) and have (have_n, have_name) differ, each one name a
+ * line: "line 2 is 'b' in HAVE_NAME but 'c' in WANT_NAME" (a side that
+ * ends before that line shows ''), escaped.  Returns 1 when they differ,
+ * else 0: a last newline missing on one side is no difference. */
+static int labels_text_differ(const char *want, size_t want_n, const char *want_name, const char *have, size_t have_n,
+                              const char *have_name, char *err, size_t err_n) {
+    if (want_n && want[want_n - 1] == '\n') want_n--;
+    if (have_n && have[have_n - 1] == '\n') have_n--;
+    if (want_n == have_n && !memcmp(want, have, want_n)) return 0;
+    const char *p = want, *q = have, *p_end = want + want_n, *q_end = have + have_n;
+    for (int line = 1;; line++) {
+        const char *pe = memchr(p, '\n', (size_t)(p_end - p)), *qe = memchr(q, '\n', (size_t)(q_end - q));
+        size_t pl = pe ? (size_t)(pe - p) : (size_t)(p_end - p), ql = qe ? (size_t)(qe - q) : (size_t)(q_end - q);
+        if (pl != ql || memcmp(p, q, pl) != 0 || !pe || !qe) {
+            char safe_p[420], safe_q[420];
+            snprintf(err, err_n, "line %d is '%s' in %s but '%s' in %s", line,
+                     escape_bytes(safe_q, sizeof safe_q, q, ql > 100 ? 100 : ql), have_name,
+                     escape_bytes(safe_p, sizeof safe_p, p, pl > 100 ? 100 : pl), want_name);
+            break;
+        }
+        p = pe + 1;
+        q = qe + 1;
+    }
+    escape_in_place(err, err_n);
+    return 1;
+}
+
 int io_labels_compare(const char *want_path, const char *have_path, char *err, size_t err_n) {
     char *want, *have;
     size_t want_n, have_n;
@@ -327,28 +355,90 @@ int io_labels_compare(const char *want_path, const char *have_path, char *err, s
         free(want);
         return b;
     }
-    int rc = 0;
-    if (want_n != have_n || memcmp(want, have, want_n) != 0) {
-        /* The first line that differs, for the message. */
-        const char *p = want, *q = have;
-        int line = 1;
-        for (;;) {
-            const char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
-            size_t pl = pe ? (size_t)(pe - p) : strlen(p), ql = qe ? (size_t)(qe - q) : strlen(q);
-            if (pl != ql || memcmp(p, q, pl) != 0 || !pe || !qe) {
-                snprintf(err, err_n, "line %d is '%.*s' in %s but '%.*s' in %s", line, (int)(ql > 100 ? 100 : ql), q, have_path,
-                         (int)(pl > 100 ? 100 : pl), p, want_path);
-                break;
-            }
-            p = pe + 1;
-            q = qe + 1;
-            line++;
-        }
-        escape_in_place(err, err_n);
-        rc = 1;
-    }
+    int rc = labels_text_differ(want, want_n, want_path, have, have_n, have_path, err, err_n);
     free(want);
     free(have);
+    return rc;
+}
+
+int io_labels_compare_names(const char *path, const char *const *names, int n_names, const char *names_what,
+                            char *err, size_t err_n) {
+    char *text;
+    size_t text_n;
+    int got = imagefolder_read_labels_text(path, &text, &text_n, err, err_n);
+    if (got <= 0) return got;
+    size_t list_n = 1;
+    for (int k = 0; k < n_names; k++) list_n += strlen(names[k]) + 1;
+    char *list = malloc(list_n);
+    if (!list) {
+        free(text);
+        snprintf(err, err_n, "%s: out of memory", path);
+        return -1;
+    }
+    size_t o = 0;
+    for (int k = 0; k < n_names; k++) {
+        size_t len = strlen(names[k]);
+        memcpy(list + o, names[k], len);
+        list[o + len] = '\n';
+        o += len + 1;
+    }
+    list[o] = '\0';
+    int rc = labels_text_differ(text, text_n, path, list, o, names_what, err, err_n);
+    free(list);
+    free(text);
+    return rc;
+}
+
+int io_labels_find(char *const *files, int n_files, char *found, size_t found_n, char *err, size_t err_n) {
+    found[0] = '\0';
+    char *first = NULL, path[4096];
+    size_t first_n = 0;
+    char **seen = NULL; /* the labels paths looked at, one a directory */
+    int n_seen = 0, cap_seen = 0, rc = 0;
+    for (int i = 0; i < n_files && rc == 0; i++) {
+        if (io_labels_path(path, sizeof path, files[i]) != 0) {
+            char safe[512];
+            snprintf(err, err_n, "%s: path too long", escape_str(safe, sizeof safe, files[i]));
+            rc = -1;
+            break;
+        }
+        int k = n_seen - 1; /* the list is sorted: a directory's files mostly come together */
+        while (k >= 0 && strcmp(seen[k], path)) k--;
+        if (k >= 0) continue;
+        if (n_seen == cap_seen) {
+            cap_seen = cap_seen ? 2 * cap_seen : 8;
+            char **q = realloc(seen, (size_t)cap_seen * sizeof *q);
+            if (!q) {
+                snprintf(err, err_n, "out of memory");
+                rc = -1;
+                break;
+            }
+            seen = q;
+        }
+        if (!(seen[n_seen] = strdup(path))) {
+            snprintf(err, err_n, "out of memory");
+            rc = -1;
+            break;
+        }
+        n_seen++;
+        char *text;
+        size_t n;
+        int got = imagefolder_read_labels_text(path, &text, &n, err, err_n);
+        if (got < 0) rc = -1;
+        if (got <= 0) continue;
+        if (!first) {
+            first = text;
+            first_n = n;
+            snprintf(found, found_n, "%s", path);
+            continue;
+        }
+        rc = labels_text_differ(first, first_n, found, text, n, path, err, err_n);
+        free(text);
+    }
+    free(first);
+    for (int k = 0; k < n_seen; k++) free(seen[k]);
+    free(seen);
+    if (rc != 0) found[0] = '\0';
     return rc;
 }
 

@@ -237,10 +237,24 @@ long io_count_records(const char *const *files, int n_files, int compression, ch
  * 0, or -1 when buf is too short. */
 int io_labels_path(char *buf, size_t buf_n_bytes, const char *file);
 
-/* Compares two labels files byte for byte.  0 when they agree or either
- * does not exist; 1 when both exist and differ, with the first differing
- * line in err; -1 when one cannot be read (err). */
+/* Compares two labels files byte for byte (a last newline missing from one
+ * is no difference).  0 when they agree or either does not exist; 1 when
+ * both exist and differ, with the first differing line in err; -1 when one
+ * cannot be read (err). */
 int io_labels_compare(const char *want_path, const char *have_path, char *err, size_t err_n_bytes);
+
+/* As io_labels_compare for the labels file path against the class list
+ * names (n_names, in label order; names_what names it in err, e.g. "the
+ * image folder DIR"). */
+int io_labels_compare_names(const char *path, const char *const *names, int n_names, const char *names_what,
+                            char *err, size_t err_n_bytes);
+
+/* The labels.txt beside the data files (io_labels_path of each, every
+ * distinct directory once): 0 with the first one found in found (found_n
+ * bytes; "" when none exists) when all found agree (io_labels_compare);
+ * 1 when two differ, with the first differing line and both files' names
+ * in err; -1 when one cannot be read (err). */
+int io_labels_find(char *const *files, int n_files, char *found, size_t found_n, char *err, size_t err_n_bytes);
 
 /* At training: when data_labels exists, checks it against dir_labels (1 with
  * err when they differ, as io_labels_compare) and then writes its bytes to

@@ -29,3 +29,11 @@ endif()
 add_test(NAME test_io_interop_tensorflow
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_tf_interop.sh $<TARGET_FILE:test_io_interop_helper> ${TOWER_IO_INTEROP_TOWER})
 set_tests_properties(test_io_interop_tensorflow PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
+
+# The class list (labels.txt) through the `tower` binary: convert, train and eval refuse lists that disagree
+# and a count other than --num_classes.
+if(TARGET tower)
+  add_test(NAME test_io_labels_cli
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_io_labels_cli.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)
+  set_tests_properties(test_io_labels_cli PROPERTIES TIMEOUT 300)
+endif()

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# test_io_labels_cli.sh TOWER TEST_IMAGEFOLDER — the class list (labels.txt)
+# through the `tower` binary, on an image folder made here (3 classes):
+#   convert: a split whose class list differs from the labels.txt already in
+#     its --out directory is refused before any shard is written (the file
+#     kept); an identical one, or the split converted with --labels, is fine;
+#   train: a labels file (beside the data, or --labels of an image folder)
+#     naming another number of classes than --num_classes is refused;
+#   train and eval: every directory of --data's files that holds a labels.txt
+#     must hold the same one, not only the first file's.
+# Each refusal: exit 1 and exactly one line.
+set -euo pipefail
+tower=$1 images=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+refuse() { # refuse 'EXACT STDERR LINE' ARGS...: exit 1 within 30 s
+  local line=$1
+  shift
+  set +e
+  timeout 30 "$tower" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  set -e
+  [ "$rc" -ne 124 ] || fail "tower $*: hung (killed after 30 s)"
+  [ "$rc" -eq 1 ] || fail "tower $*: exit $rc, expected 1 ($(cat "$work/err"))"
+  [ "$(cat "$work/err")" = "$line" ] || fail "tower $*: stderr
+  $(cat "$work/err")
+expected exactly
+  $line"
+}
+
+"$images" make "$work/imgs" 6 # circle, cross, square; 2 bad files (warnings)
+cv=(convert --from imagefolder --image_size 28 --channels 1 --no_progress)
+
+# ---- convert: one labels.txt for every split in a directory
+"$tower" "${cv[@]}" "$work/imgs" --out "$work/d/train" >/dev/null 2>&1
+cp "$work/d/labels.txt" "$work/train_labels.txt"
+mkdir -p "$work/test_imgs"
+cp -r "$work/imgs/cross" "$work/imgs/square" "$work/test_imgs/"
+refuse "tower convert: $work/d/labels.txt already holds another class list, which this conversion would replace: line 1 is 'cross' in the class folders of $work/test_imgs but 'circle' in $work/d/labels.txt; pass --labels $work/d/labels.txt (this split then takes its label numbers) or another --out directory" \
+  "${cv[@]}" "$work/test_imgs" --out "$work/d/test"
+cmp -s "$work/d/labels.txt" "$work/train_labels.txt" || fail "the refused conversion changed labels.txt"
+! ls "$work"/d/test-* >/dev/null 2>&1 || fail "the refused conversion wrote shards"
+"$tower" "${cv[@]}" "$work/test_imgs" --out "$work/d/test" --labels "$work/d/labels.txt" >"$work/out" 2>/dev/null ||
+  fail "convert with --labels the directory's labels.txt"
+grep -q "labels (label: count): 1: 6, 2: 6" "$work/out" || fail "--labels: not the train split's numbers: $(cat "$work/out")"
+"$tower" "${cv[@]}" "$work/imgs" --out "$work/d/train" --overwrite >/dev/null 2>&1 || fail "the same class list again"
+cmp -s "$work/d/labels.txt" "$work/train_labels.txt" || fail "labels.txt changed"
+echo "ok: convert refuses to replace another split's labels.txt; --labels and the same list pass"
+
+# ---- train: a labels file names --num_classes classes
+tr=(train --model mnist --batch_size 4 --min_after_dequeue 10 --summary_every 0 --histogram_every 0 --no_progress
+    --device cpu --max_steps 1)
+refuse "tower train: $work/d/labels.txt names 3 classes but --num_classes is 10: the model's outputs would not be the list's classes" \
+  "${tr[@]}" --num_classes 10 --data "$work/d/train-*.tfrecord" --train_dir "$work/r10"
+printf 'cross\nsquare\n' >"$work/two.txt"
+refuse "tower train: $work/two.txt names 2 classes but --num_classes is 3: the model's outputs would not be the list's classes" \
+  "${tr[@]}" --num_classes 3 --data "$work/test_imgs" --labels "$work/two.txt" --image_size 28 --skip_corrupt \
+  --train_dir "$work/r2"
+"$tower" "${tr[@]}" --num_classes 3 --data "$work/d/train-*.tfrecord" --train_dir "$work/run" >/dev/null ||
+  fail "train on 3 classes with --num_classes 3"
+echo "ok: train refuses a labels file of another number of classes than --num_classes"
+
+# ---- train and eval: the labels.txt of every directory of --data
+mkdir -p "$work/A" "$work/B" "$work/C"
+cp "$work/d/train-00000-of-00001.tfrecord" "$work/A/x.tfrecord"
+cp "$work/d/train-00000-of-00001.tfrecord" "$work/B/x.tfrecord"
+cp "$work/d/train-00000-of-00001.tfrecord" "$work/C/x.tfrecord"
+cp "$work/d/labels.txt" "$work/A/labels.txt"
+printf 'cross\nsquare\nstar\n' >"$work/B/labels.txt" # C has none
+refuse "tower train: the class lists beside --data's files differ, so their label numbers name other classes: line 1 is 'cross' in $work/B/labels.txt but 'circle' in $work/A/labels.txt" \
+  "${tr[@]}" --num_classes 3 --data "$work/C/*.tfrecord,$work/A/*.tfrecord,$work/B/*.tfrecord" --train_dir "$work/rab"
+ev=(eval --checkpoint_dir "$work/run" --num_classes 3 --batch_size 4 --eval_dir none --no_progress)
+refuse "tower eval: the class lists beside --data's files differ, so their label numbers name other classes: line 1 is 'cross' in $work/B/labels.txt but 'circle' in $work/A/labels.txt" \
+  "${ev[@]}" --data "$work/A/*.tfrecord,$work/B/*.tfrecord"
+"$tower" "${ev[@]}" --data "$work/A/*.tfrecord,$work/C/*.tfrecord" >/dev/null || fail "eval on A and C (one list)"
+echo "ok: train and eval compare the labels.txt of every directory of --data"
