@@ -98,7 +98,9 @@ typedef struct {
 /* Reads a labels file whole (at most IMAGEFOLDER_MAX_LABELS_N_BYTES) into
  * *text (n_bytes, NUL-terminated, malloc'ed: the caller frees it).  Returns
  * 1 read, 0 when path does not exist (ENOENT; *text NULL), -1 with one line
- * in err (cannot open, read error, too large, out of memory).  Shared by
+ * in err (cannot open, not a regular file: a directory, a FIFO, which is
+ * refused without waiting for a writer; read error, too large, out of
+ * memory).  Shared by
  * imagefolder_read_labels and the labels checks of io/files.c. */
 int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes, char *err, size_t err_n_bytes);
 

@@ -30,8 +30,8 @@ add_test(NAME test_io_interop_tensorflow
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/interop/run_tf_interop.sh $<TARGET_FILE:test_io_interop_helper> ${TOWER_IO_INTEROP_TOWER})
 set_tests_properties(test_io_interop_tensorflow PROPERTIES SKIP_RETURN_CODE 77 LABELS interop TIMEOUT 600)
 
-# The class list (labels.txt) through the `tower` binary: convert, train and eval refuse lists that disagree
-# and a count other than --num_classes.
+# The class list (labels.txt) through the `tower` binary: convert, train and eval refuse lists that disagree,
+# a count other than --num_classes, and a labels file that is not a regular file.
 if(TARGET tower)
   add_test(NAME test_io_labels_cli
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_io_labels_cli.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_imagefolder>)

@@ -7,7 +7,10 @@
 #   train: a labels file (beside the data, or --labels of an image folder)
 #     naming another number of classes than --num_classes is refused;
 #   train and eval: every directory of --data's files that holds a labels.txt
-#     must hold the same one, not only the first file's.
+#     must hold the same one, not only the first file's;
+#   a labels file that is a FIFO (convert --labels, eval and train --labels,
+#     labels.txt beside the data) is refused at once as not a regular file,
+#     a directory as a directory.
 # Each refusal: exit 1 and exactly one line.
 set -euo pipefail
 tower=$1 images=$2
@@ -76,3 +79,24 @@ refuse "tower eval: the class lists beside --data's files differ, so their label
   "${ev[@]}" --data "$work/A/*.tfrecord,$work/B/*.tfrecord"
 "$tower" "${ev[@]}" --data "$work/A/*.tfrecord,$work/C/*.tfrecord" >/dev/null || fail "eval on A and C (one list)"
 echo "ok: train and eval compare the labels.txt of every directory of --data"
+
+# ---- a FIFO or a directory where a labels file is read: refused at once
+mkfifo "$work/fifo"
+refuse "tower convert: $work/fifo: the labels file is not a regular file (a pipe or FIFO)" \
+  "${cv[@]}" "$work/test_imgs" --out "$work/f/test" --labels "$work/fifo"
+refuse "tower convert: $work: the labels file is a directory, not a regular file" \
+  "${cv[@]}" "$work/test_imgs" --out "$work/f/test" --labels "$work"
+refuse "tower eval: $work/fifo: the labels file is not a regular file (a pipe or FIFO)" \
+  "${ev[@]}" --data "$work/test_imgs" --labels "$work/fifo"
+refuse "tower train: --data: $work/fifo: the labels file is not a regular file (a pipe or FIFO)" \
+  "${tr[@]}" --num_classes 3 --data "$work/test_imgs" --labels "$work/fifo" --image_size 28 --train_dir "$work/rf"
+mkfifo "$work/C/labels.txt"
+refuse "tower train: $work/C/labels.txt: the labels file is not a regular file (a pipe or FIFO)" \
+  "${tr[@]}" --num_classes 3 --data "$work/C/*.tfrecord" --train_dir "$work/rc"
+refuse "tower eval: $work/C/labels.txt: the labels file is not a regular file (a pipe or FIFO)" \
+  "${ev[@]}" --data "$work/C/*.tfrecord"
+mkdir -p "$work/g"
+mkfifo "$work/g/labels.txt"
+refuse "tower convert: $work/g/labels.txt: the labels file is not a regular file (a pipe or FIFO)" \
+  "${cv[@]}" "$work/test_imgs" --out "$work/g/test"
+echo "ok: a FIFO or a directory as a labels file is refused, without waiting"
