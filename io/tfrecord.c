@@ -378,7 +378,10 @@ int tfr_reader_next(TfrReader *r, const uint8_t **data, size_t *n_bytes, char *e
         return reader_fail(r, TFR_BAD_STREAM, err, err_n, "length CRC mismatch (stored 0x%08x, computed 0x%08x)", stored, computed);
     uint64_t len = get_le64(hdr);
     if (len > r->max_record_n_bytes) {
-        long ok = src_discard(r, len + TFR_FOOTER_N_BYTES);
+        /* A length within 4 of 2^64 would wrap the sum to a few bytes and read on mid-record: it claims more than
+         * any file holds, so the rest of the file is discarded, as for any length past the file's end. */
+        const uint64_t skip = len > UINT64_MAX - TFR_FOOTER_N_BYTES ? UINT64_MAX : len + TFR_FOOTER_N_BYTES;
+        long ok = src_discard(r, skip);
         int status = ok == 1 ? TFR_BAD_RECORD : TFR_BAD_STREAM;
         return reader_fail(r, status, err, err_n, "record length %llu bytes is over the limit of %zu bytes",
                            (unsigned long long)len, r->max_record_n_bytes);

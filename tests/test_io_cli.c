@@ -175,7 +175,8 @@ static void test_command_line_errors(void) {
     free(err);
 }
 
-enum { BAD_DATA_CRC, BAD_LENGTH_CRC, BAD_TRUNCATED, BAD_NOT_EXAMPLE, BAD_LABEL_RANGE, BAD_IMAGE_SIZE, BAD_LENGTH };
+enum { BAD_DATA_CRC, BAD_LENGTH_CRC, BAD_TRUNCATED, BAD_NOT_EXAMPLE, BAD_LABEL_RANGE, BAD_IMAGE_SIZE, BAD_LENGTH,
+       BAD_LENGTH_WRAP4, BAD_LENGTH_WRAP1 };
 
 /* 8 good records with record 3 made bad; offsets[i] receives each header offset. */
 static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
@@ -211,6 +212,9 @@ static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
     if (kind == BAD_DATA_CRC) bytes[at + 14] ^= 0x40;
     if (kind == BAD_LENGTH_CRC) bytes[at + 9] ^= 0x40;
     if (kind == BAD_LENGTH) tfr_encode_header(bytes + at, (uint64_t)1 << 33);
+    /* Lengths whose sum with the 4-byte data CRC wraps past 2^64 (to 0 and to 3 bytes). */
+    if (kind == BAD_LENGTH_WRAP4) tfr_encode_header(bytes + at, UINT64_MAX - 3);
+    if (kind == BAD_LENGTH_WRAP1) tfr_encode_header(bytes + at, UINT64_MAX);
     io_write_file(path, bytes, kind == BAD_TRUNCATED ? at + 13 : n);
     free(bytes);
 }
@@ -228,6 +232,8 @@ static void test_bad_records(void) {
         {BAD_LABEL_RANGE, "label 12 outside [0, 10)", 4},
         {BAD_IMAGE_SIZE, "image 'image_raw' has 11 bytes but height x width x depth is 2 x 2 x 3", 4},
         {BAD_LENGTH, "record length 8589934592 bytes is over the limit of 1048576 bytes", 0},
+        {BAD_LENGTH_WRAP4, "record length 18446744073709551612 bytes is over the limit of 1048576 bytes", 0},
+        {BAD_LENGTH_WRAP1, "record length 18446744073709551615 bytes is over the limit of 1048576 bytes", 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char name[64], want[900];
@@ -254,6 +260,14 @@ static void test_bad_records(void) {
         snprintf(counts, sizeof counts, "%d records, none, 1 bad record, ", 3 + cases[k].records_after);
         CHECK_CONTAINS(out, counts);
         CHECK_CONTAINS(out, "bad records: 1; ");
+        if (cases[k].kind >= BAD_LENGTH) {
+            /* A length past the file's end loses the rest of it, however large (none wraps to a short skip). */
+            size_t file_n;
+            free(io_read_file(path, &file_n));
+            snprintf(want, sizeof want, "(the rest of the file, %zu of its %zu bytes, cannot be read)",
+                     file_n - (size_t)offsets[3], file_n);
+            CHECK_CONTAINS(err, want);
+        }
         free(out);
         free(err);
     }
