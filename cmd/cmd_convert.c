@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "base/escape.h"
 #include "base/flags.h"
 #include "cmd/progress.h"
 #include "io/convert.h"
@@ -218,15 +219,19 @@ int cmd_convert(int argc, char **argv) {
         cmd_errorf("tower convert: %s\n", err); /* names from files: escaped there */
         return 1;
     }
-    char first[4096], last[4096];
-    convert_shard_path(first, sizeof first, o.out, 0, o.num_shards);
-    convert_shard_path(last, sizeof last, o.out, o.num_shards - 1, o.num_shards);
+    /* The paths are --out's bytes, escaped as every name that reaches the terminal. */
+    char path[4096], first[16384], last[16384], out[16384], labels[16384];
+    convert_shard_path(path, sizeof path, o.out, 0, o.num_shards);
+    escape_str(first, sizeof first, path);
+    convert_shard_path(path, sizeof path, o.out, o.num_shards - 1, o.num_shards);
+    escape_str(last, sizeof last, path);
+    escape_str(out, sizeof out, o.out);
     printf("tower convert: wrote %ld examples (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples, st.H, st.W,
            st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
            o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
     if (st.n_old_shards_removed > 0)
         printf("tower convert: --overwrite: removed %d old shard%s of %s\n", st.n_old_shards_removed,
-               st.n_old_shards_removed == 1 ? "" : "s", o.out);
+               st.n_old_shards_removed == 1 ? "" : "s", out);
     printf("labels (label: count):");
     const char *sep = " ";
     for (int k = 0; k < 256; k++)
@@ -236,7 +241,8 @@ int cmd_convert(int argc, char **argv) {
         }
     printf("\n");
     if (labels_file[0])
-        printf("tower convert: class names in label order in %s; %ld file%s skipped%s\n", labels_file, n_skipped,
+        printf("tower convert: class names in label order in %s; %ld file%s skipped%s\n",
+               escape_str(labels, sizeof labels, labels_file), n_skipped,
                n_skipped == 1 ? "" : "s", n_skipped ? " (one warning line each above)" : "");
     return 0;
 }

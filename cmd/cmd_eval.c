@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/escape.h"
 #include "base/memory.h"
 #include "cmd/commands.h"
 #include "cmd/progress.h"
@@ -401,8 +402,9 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     if (pst.images_damaged > 0)
         printf("%s: %ld image%s kept with damaged JPEG data (warned about above)\n", ts, pst.images_damaged,
                pst.images_damaged == 1 ? "" : "s");
+    char safe_path[16384]; /* the name comes from the checkpoint index: escaped, as every byte from a file */
     printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
-           n_total, loss_sum / (double)n_total, path, ck->global_step,
+           n_total, loss_sum / (double)n_total, escape_str(safe_path, sizeof safe_path, path), ck->global_step,
            params == ck->ema ? "moving averages" : "raw variables");
     if (o->confusion_matrix) {
         printf("confusion matrix (rows: true class, columns: predicted class)\n      ");
@@ -478,8 +480,9 @@ static int eval_watch(const EvalOptions *o, int compression) {
     if (o->until_step > 0) snprintf(until, sizeof until, "until step %ld", o->until_step);
     else snprintf(until, sizeof until, "until SIGINT or SIGTERM");
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: watching %s for new checkpoints every %d s (%s)\n", ts, o->checkpoint_dir, o->eval_interval_secs,
-           until);
+    char safe_dir[16384];
+    escape_str(safe_dir, sizeof safe_dir, o->checkpoint_dir);
+    printf("%s: watching %s for new checkpoints every %d s (%s)\n", ts, safe_dir, o->eval_interval_secs, until);
     fflush(stdout);
     EventWriter *events = NULL;
     EvalFileId last = {.path = ""};
@@ -496,7 +499,7 @@ static int eval_watch(const EvalOptions *o, int compression) {
         EvalFileId id = {.path = ""}; /* a file stat cannot see is read (and judged) anyway */
         if (found == 0 && !said_waiting) {
             trainer_timestamp(ts, sizeof ts);
-            printf("%s: no checkpoint in %s yet: waiting\n", ts, o->checkpoint_dir);
+            printf("%s: no checkpoint in %s yet: waiting\n", ts, safe_dir);
             fflush(stdout);
             said_waiting = 1;
         }

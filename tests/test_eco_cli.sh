@@ -92,6 +92,25 @@ set -e
   fail "train --resume on data with another class list: exit $rc: $(cat "$work/resume.err")"
 echo "ok: one class list: eval refuses a split with a shorter labels.txt; --labels shares the train split's list"
 
+# ---- bytes from files and names reach the terminal escaped: a checkpoint name from the index file (eval's
+# result line), an --out prefix (convert's lines)
+esc=$(printf '\033')
+mkdir -p "$work/esc"
+cp "$work/run/model.ckpt-12" "$work/esc/model.ckpt-12${esc}[2J"
+printf 'model_checkpoint_path: "model.ckpt-12%s[2J"\n' "$esc" >"$work/esc/checkpoint"
+"$tower" eval --checkpoint_dir "$work/esc" --data "$data" --num_classes 3 --batch_size 50 --eval_dir none \
+  >"$work/esc.out" || fail "eval of a checkpoint whose name holds ESC"
+grep -q "; checkpoint $work/esc/model.ckpt-12\\\\x1b\[2J (step 12, moving averages)$" "$work/esc.out" ||
+  fail "eval: the checkpoint name not escaped: $(cat -v "$work/esc.out")"
+"$tower" convert --from imagefolder "$work/imgs" --out "$work/esc/o${esc}[2J/train" --image_size 28 --channels 1 \
+  >>"$work/esc.out" 2>/dev/null || fail "convert to an --out holding ESC"
+grep -q "shard: $work/esc/o\\\\x1b\[2J/train-00000-of-00001.tfrecord$" "$work/esc.out" ||
+  fail "convert: --out not escaped: $(cat -v "$work/esc.out")"
+grep -q "class names in label order in $work/esc/o\\\\x1b\[2J/labels.txt; " "$work/esc.out" ||
+  fail "convert: labels.txt's path not escaped: $(cat -v "$work/esc.out")"
+! grep -q "$esc" "$work/esc.out" || fail "a raw ESC reached stdout: $(cat -v "$work/esc.out")"
+echo "ok: eval's checkpoint name and convert's --out are printed escaped"
+
 # ---- export: moving averages by default, raw with --no_moving_average
 "$tower" export --checkpoint_dir "$work/run" --out "$work/ema.safetensors" >"$work/export.out"
 grep -q "wrote 10 tensors (.* floats, moving averages) of model mnist at step 12" "$work/export.out" ||
