@@ -274,6 +274,25 @@ static int ckpt_family(const char *name, char *base_out, size_t base_n_bytes) {
     return 1;
 }
 
+int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int n = 0;
+    unsigned long long best = 0;
+    char base[256];
+    while ((e = readdir(d)) != NULL) {
+        if (!ckpt_family(e->d_name, base, sizeof base)) continue;
+        const unsigned long long step = strtoull(base + strlen(CKPT_PREFIX), NULL, 10);
+        if (n++ == 0 || step > best) {
+            best = step;
+            if (newest) snprintf(newest, newest_n_bytes, "%s", base);
+        }
+    }
+    closedir(d);
+    return n;
+}
+
 /* Delete checkpoint base: its single file, or its manifest and shards.  1 when something went. */
 static int unlink_family(const char *dir, const char *base) {
     DIR *d = opendir(dir);

@@ -59,8 +59,8 @@ typedef struct {
     int n_parts;
     long part_examples_consumed[CKPT_MAX_PARTS]; /* (n_parts) in worker order */
     char input_split[8];     /* "files" or "records" with the parts; "" without */
-    /* Unequal towers (--shard_sizes): one worker's towers' micro-batch sizes, in tower order; n_shard_sizes 0 where
-     * every tower takes batch_size (and in files older than the field). */
+    /* Unequal towers (--shard_sizes): the job's towers' micro-batch sizes (every worker's, in rank and tower order);
+     * n_shard_sizes 0 where every tower takes batch_size (and in files older than the field). */
     int n_shard_sizes;
     int shard_sizes[CKPT_MAX_PARTS]; /* (n_shard_sizes) */
 } CkptRunState;
@@ -110,6 +110,13 @@ size_t ckpt_max_n_bytes(const ParamServer *ps);
  * index (or does not exist), -1 when the index cannot be read or names
  * nothing, or path_n_bytes is too small.  It does not open the checkpoint. */
 int ckpt_latest(const char *dir, char *path, size_t path_n_bytes);
+
+/* The checkpoints dir holds, whatever its index says: the number of files
+ * of checkpoints (model.ckpt-<digits>, a sharded one's manifest and
+ * shards; not temporary files), and in newest (when not NULL) the base name
+ * of the one with the highest step.  0 when there are none or dir cannot
+ * be read.  For the trainer's refusal to start over an earlier run. */
+int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes);
 
 /* ckpt_latest, and on -1 one line in err that names the index and says what
  * is wrong with it (cannot be opened, not a regular file, which line does

@@ -6,7 +6,8 @@
 #      a checkpoint of --until_step; its events file holds one "Precision @ 1"
 #      a checkpoint evaluated, at that step, equal to the printed precision;
 #   2. a checkpoint already evaluated is not evaluated again; a run started
-#      over in the same train_dir (the same names, new files) is; SIGTERM
+#      over in the same train_dir (the earlier run's checkpoints removed, as
+#      `tower train` asks, then the same names as new files) is; SIGTERM
 #      ends the watch with its line and exit 143;
 #   3. SIGINT while waiting: exit 130, no evaluation;
 #   4. a latest checkpoint that does not load: one line, exit 1;
@@ -91,6 +92,7 @@ bg=$!
 until_grep "$work/w2.out" "(step 30, " 30
 sleep 2.5
 [ "$(steps "$work/w2.out" | wc -l)" -eq 1 ] || { cat "$work/w2.out"; fail "2: step 30 evaluated more than once"; }
+rm -f "$work"/run/model.ckpt-* "$work/run/checkpoint"
 "$tower" train "${train[@]}" --train_dir "$work/run" --max_steps 30 --seed 7 >/dev/null
 for _ in $(seq 300); do
   [ "$(steps "$work/w2.out" | tail -n 1)" = 30 ] && [ "$(steps "$work/w2.out" | wc -l)" -ge 2 ] && break

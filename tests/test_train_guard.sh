@@ -6,7 +6,9 @@
 # --resume with no checkpoint, a bad record mid-run (the variables saved), a
 # second run on a busy train_dir (readers still work), divergence found at
 # the step where the variables stop being finite, SIGTERM/SIGINT (a
-# checkpoint, then 128 + the signal), --max_steps 0 (model.ckpt-0).
+# checkpoint, then 128 + the signal), --max_steps 0 (model.ckpt-0), a run
+# from step 0 over an earlier run's checkpoints (refused, the files kept)
+# and --resume where checkpoints lie without an index (refused).
 # Every case is checked and reported; the test fails when any failed.
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
@@ -185,6 +187,24 @@ for mode in "parameter_server" "replicated"; do
     ok "$mode, --save_every 1000: step $n named, nothing written"
   else bad "$mode, --save_every 1000: status $rc: $(head -c 400 "$work/div3_$mode.err")"; fi
 done
+
+# 10. A run without --resume in a train_dir of an earlier run's checkpoints would replace them: refused, one line,
+# nothing touched (the files' bytes and the index as they were); the same with --resume where no index names them.
+run first train "${common[@]}" --train_dir "$work/again" --max_steps 4 --save_every 2
+sum_before=$(cd "$work/again" && md5sum checkpoint model.ckpt-* | md5sum)
+run again train "${common[@]}" --train_dir "$work/again" --max_steps 2 --save_every 1
+if [ $rc -eq 1 ] && one_line "$work/again.err" &&
+   [ "$(cat "$work/again.err")" = "tower train: --train_dir $work/again holds the checkpoints of an earlier run (2 files, the newest model.ckpt-4): --resume continues from them; to start over, remove them or give another --train_dir" ] &&
+   [ "$(cd "$work/again" && md5sum checkpoint model.ckpt-* | md5sum)" = "$sum_before" ]; then
+  ok "a run from step 0 over an earlier run: $(cat "$work/again.err")"
+else bad "a run from step 0 over an earlier run's checkpoints: status $rc: $(head -c 600 "$work/again.err"); $(ls "$work/again" | tr '\n' ' ')"; fi
+mv "$work/again/checkpoint" "$work/again/index.bak"
+run noindex train "${common[@]}" --train_dir "$work/again" --max_steps 6 --resume
+if [ $rc -eq 1 ] && one_line "$work/noindex.err" &&
+   grep -qF -- "tower train: --resume: $work/again holds checkpoints (the newest model.ckpt-4) but no index ($work/again/checkpoint) naming the latest" "$work/noindex.err" &&
+   [ -f "$work/again/model.ckpt-2" ] && [ -f "$work/again/model.ckpt-4" ] && [ ! -e "$work/again/checkpoint" ]; then
+  ok "--resume without an index: $(cat "$work/noindex.err")"
+else bad "--resume over checkpoints without an index: status $rc: $(head -c 600 "$work/noindex.err")"; fi
 
 [ $failures -eq 0 ] || fail "$failures case(s) failed"
 echo "all cases passed"

@@ -694,14 +694,15 @@ static void rank_shards(const Trainer *tr, PipelineBatch *b) {
 
 /* --resume: the latest checkpoint in train_dir, if any, into the server
  * (none: one line says the run starts from step 0).  0, or -1 with err. */
-/* A worker's split of its step for the run state: batch_size (tower 0's micro-batch), and every tower's where they
- * differ (--shard_sizes 5,3; --shard_sizes 4,4 is batch 4). */
+/* The job's split of its step for the run state: batch_size (tower 0's micro-batch), and every tower's, the
+ * workers' in rank order, where they differ (--shard_sizes 5,3; --shard_sizes 4,4 is batch 4; 2 ranks of 3,1 are
+ * 3,1,3,1, as one process of --shard_sizes 3,1,3,1 records). */
 static void run_split_save(const Trainer *tr, CkptRunState *run) {
     run->batch_size = tr->shard_sizes[0];
     run->n_shard_sizes = 0;
     for (int t = 1; t < tr->worker_towers; t++)
-        if (tr->shard_sizes[t] != tr->shard_sizes[0]) run->n_shard_sizes = tr->worker_towers;
-    for (int t = 0; t < run->n_shard_sizes; t++) run->shard_sizes[t] = tr->shard_sizes[t];
+        if (tr->shard_sizes[t] != tr->shard_sizes[0]) run->n_shard_sizes = tr->n_workers * tr->worker_towers;
+    for (int t = 0; t < run->n_shard_sizes; t++) run->shard_sizes[t] = tr->shard_sizes[t % tr->worker_towers];
 }
 
 /* "batch 4" or "shards 5,3": a run state's split, for the resume note. */
@@ -725,6 +726,14 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         return -1;
     }
     if (found == 0) {
+        char newest[256], safe_dir[1024], safe_newest[1024];
+        if (ckpt_dir_scan(o->train_dir, newest, sizeof newest) > 0) { /* files, and no index naming them */
+            snprintf(err, err_n_bytes, "--resume: %s holds checkpoints (the newest %s) but no index (%s/checkpoint) "
+                     "naming the latest: write one (model_checkpoint_path: \"%s\") to continue from it, or remove "
+                     "them to start over", escape_str(safe_dir, sizeof safe_dir, o->train_dir),
+                     escape_str(safe_newest, sizeof safe_newest, newest), safe_dir, safe_newest);
+            return -1;
+        }
         char ts[64];
         trainer_timestamp(ts, sizeof ts);
         printf("%s: --resume: no checkpoint in %s: starting from step 0\n", ts, o->train_dir);
@@ -756,10 +765,24 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     tr->examples_consumed = run.examples_consumed;
     tr->resume_run = run;
     tr->resumed = 1;
-    char ts[64];
+    char ts[64], safe_path[1024];
     trainer_timestamp(ts, sizeof ts);
-    printf("%s: resumed from %s at step %ld\n", ts, path, tr->ps->global_step);
+    printf("%s: resumed from %s at step %ld\n", ts, escape_str(safe_path, sizeof safe_path, path), tr->ps->global_step);
     return 0;
+}
+
+/* A run from step 0 (no --resume) in a train_dir that holds an earlier run's checkpoints would replace them as it
+ * saves (its steps' names, then the newest --keep_checkpoints of its own): refused, so nothing saved is lost
+ * (TensorFlow's MonitoredTrainingSession would restore instead; Tower asks for --resume).  0, or -1 with err. */
+static int refuse_earlier_run(const Trainer *tr, char *err, size_t err_n_bytes) {
+    char newest[256], safe_dir[1024], safe_newest[1024];
+    const int n = ckpt_dir_scan(tr->opt.train_dir, newest, sizeof newest);
+    if (n == 0) return 0;
+    snprintf(err, err_n_bytes, "--train_dir %s holds the checkpoints of an earlier run (%d file%s, the newest %s): "
+             "--resume continues from them; to start over, remove them or give another --train_dir",
+             escape_str(safe_dir, sizeof safe_dir, tr->opt.train_dir), n, n == 1 ? "" : "s",
+             escape_str(safe_newest, sizeof safe_newest, newest));
+    return -1;
 }
 
 /* --input_split's names, by PIPELINE_SPLIT_* value (trainer_open reads them, the run state writes them). */
@@ -1063,6 +1086,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     /* A mode that keeps per-rank state (server_keeps: ps_mpi) broadcasts rank 0's loaded server at its open:
      * the other ranks load nothing (their slots stay their shard's). */
     if (o->resume && !(mk->server_keeps && tr->rank != 0) && resume(tr, err, err_n_bytes) != 0) goto fail;
+    if (!o->resume && tr->rank == 0 && refuse_earlier_run(tr, err, err_n_bytes) != 0) goto fail;
 
     /* The towers, each delivering into its own host gradient buffer, then
      * the mode's own state (replicas, device variables, communicators). */
