@@ -85,6 +85,54 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* One file of a list: its device and inode (stat's), and its place in the list. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    size_t index;
+} FileId;
+
+static int cmp_file_id(const void *a, const void *b) {
+    const FileId *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Drops from files (*n, in place, order kept) every path naming the same
+ * file (st_dev, st_ino) as an earlier one: the same file under two
+ * spellings (./F, an absolute path, a symlink, a hard link) would be read
+ * twice.  A path stat cannot see stays (its reader says why).  0, or -1
+ * when memory is short (files unchanged). */
+static int drop_same_files(char **files, size_t *n) {
+    if (*n < 2) return 0;
+    FileId *ids = malloc(*n * sizeof *ids);
+    unsigned char *drop = calloc(*n, 1);
+    if (!ids || !drop) {
+        free(ids);
+        free(drop);
+        return -1;
+    }
+    size_t n_ids = 0;
+    for (size_t i = 0; i < *n; i++) {
+        struct stat st;
+        if (stat(files[i], &st) != 0) continue;
+        ids[n_ids++] = (FileId){st.st_dev, st.st_ino, i};
+    }
+    qsort(ids, n_ids, sizeof *ids, cmp_file_id);
+    for (size_t i = 1; i < n_ids; i++)
+        if (ids[i].dev == ids[i - 1].dev && ids[i].ino == ids[i - 1].ino) drop[ids[i].index] = 1;
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (drop[i]) free(files[i]);
+        else files[k++] = files[i];
+    }
+    *n = k;
+    free(ids);
+    free(drop);
+    return 0;
+}
+
 void io_free_files(char **files, int n_files) {
     if (!files) return;
     for (int i = 0; i < n_files; i++) free(files[i]);
@@ -203,6 +251,11 @@ int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_ou
     for (size_t i = 0; i < n; i++) {
         if (k && !strcmp(files[k - 1], files[i])) free(files[i]);
         else files[k++] = files[i];
+    }
+    if (drop_same_files(files, &k) != 0) {
+        snprintf(err, err_n, "out of memory");
+        io_free_files(files, (int)k);
+        return -1;
     }
     *files_out = files;
     *n_files_out = (int)k;

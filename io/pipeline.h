@@ -202,8 +202,11 @@ void pipeline_close(Pipeline *p);
 /* ---- helpers (io/files.c) ---- */
 
 /* Expands comma-separated globs or paths into *files (n_files), sorted and
- * without duplicates; free with io_free_files.  Returns 0, or -1 with a
- * message when a pattern matches nothing or a path does not exist. */
+ * without duplicates: a path given twice, or naming the same file as an
+ * earlier one (same st_dev and st_ino: ./F, an absolute path, a symlink, a
+ * hard link), is dropped silently, the first in sorted order kept; free
+ * with io_free_files.  Returns 0, or -1 with a message when a pattern
+ * matches nothing or a path does not exist. */
 int io_expand_globs(const char *pattern_list, char ***files, int *n_files, char *err, size_t err_n_bytes);
 void io_free_files(char **files, int n_files);
 

@@ -675,6 +675,18 @@ static void test_helpers_and_config(const Dataset *ds) {
     CHECK(io_expand_globs(pattern, &files, &n, err, sizeof err) == 0 && n == 2);
     if (n == 2) CHECK(!strcmp(files[0], ds->paths[0]) && !strcmp(files[1], ds->paths[2]));
     io_free_files(files, n);
+    /* The same file under other spellings (DIR/./F, a symlink) is one file, kept once: the first in sorted order. */
+    char dot[1800], link[1800], list[8192];
+    const char *base = strrchr(ds->paths[0], '/') + 1;
+    snprintf(dot, sizeof dot, "%s/./%s", io_test_dir, base);
+    snprintf(link, sizeof link, "%s/link.tfrecord", io_test_dir);
+    unlink(link);
+    CHECK(symlink(ds->paths[0], link) == 0);
+    snprintf(list, sizeof list, "%s,%s,%s,%s", link, ds->paths[1], ds->paths[0], dot);
+    CHECK(io_expand_globs(list, &files, &n, err, sizeof err) == 0 && n == 2);
+    if (n == 2) CHECK(!strcmp(files[0], dot) && !strcmp(files[1], ds->paths[1]), "%s, %s", files[0], files[1]);
+    io_free_files(files, n);
+    unlink(link);
     snprintf(pattern, sizeof pattern, "%s/nothing-*.tfrecord", io_test_dir);
     CHECK(io_expand_globs(pattern, &files, &n, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "matches no files");
