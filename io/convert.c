@@ -49,11 +49,21 @@ static long gz_read_full(gzFile f, void *dst, size_t n) {
     return (long)done;
 }
 
-static const char *gz_why(gzFile f) {
+/* After gzread failed on path: "PATH: read error: WHY" (the system's error)
+ * or "PATH: gzip data error: WHY" into err.  zlib puts the path before its
+ * own message, which is dropped here so the line names it once; no offset
+ * is given, since zlib reads ahead and finds a bad check value only at the
+ * stream's end, not where the read that failed began. */
+static void gz_fail(gzFile f, const char *path, char *err, size_t err_n) {
     int e;
     const char *m = gzerror(f, &e);
-    if (e == Z_ERRNO) return strerror(errno);
-    return m && *m ? m : "read error";
+    if (e == Z_ERRNO) {
+        snprintf(err, err_n, "%s: read error: %s", path, strerror(errno));
+        return;
+    }
+    const size_t path_n = strlen(path);
+    if (m && !strncmp(m, path, path_n) && !strncmp(m + path_n, ": ", 2)) m += path_n + 2;
+    snprintf(err, err_n, "%s: gzip data error: %s", path, m && *m ? m : "read error");
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -104,7 +114,7 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
     size_t img_off = st->images_header_n_bytes + (size_t)i * st->image_n_bytes;
     long got = gz_read_full(st->images, st->image, st->image_n_bytes);
     if (got < 0) {
-        snprintf(err, err_n, "%s: record %ld at offset %zu: %s", st->images_path, i, img_off, gz_why(st->images));
+        gz_fail(st->images, st->images_path, err, err_n);
         return -1;
     }
     if ((size_t)got < st->image_n_bytes) {
@@ -116,7 +126,7 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
     got = gz_read_full(st->labels, &label, 1);
     size_t lab_off = st->labels_header_n_bytes + (size_t)i;
     if (got < 0) {
-        snprintf(err, err_n, "%s: record %ld at offset %zu: %s", st->labels_path, i, lab_off, gz_why(st->labels));
+        gz_fail(st->labels, st->labels_path, err, err_n);
         return -1;
     }
     if (got < 1) {
@@ -139,7 +149,7 @@ static int idx_header(gzFile f, const char *path, int want_ndims_min, int want_n
     uint8_t magic[4];
     long got = gz_read_full(f, magic, 4);
     if (got < 0) {
-        snprintf(err, err_n, "%s: offset 0: %s", path, gz_why(f));
+        gz_fail(f, path, err, err_n);
         return -1;
     }
     if (got < 4) {
@@ -154,9 +164,13 @@ static int idx_header(gzFile f, const char *path, int want_ndims_min, int want_n
     *ndims = magic[3];
     uint8_t raw[4 * 4];
     got = gz_read_full(f, raw, (size_t)*ndims * 4);
-    if (got < 0 || got < *ndims * 4) {
+    if (got < 0) {
+        gz_fail(f, path, err, err_n);
+        return -1;
+    }
+    if (got < *ndims * 4) {
         snprintf(err, err_n, "%s: offset 4: truncated: end of file inside the IDX dimensions (%ld of %d bytes)", path,
-                 got < 0 ? 0 : got, *ndims * 4);
+                 got, *ndims * 4);
         return -1;
     }
     for (int d = 0; d < *ndims; d++) dims[d] = be32(raw + 4 * d);
@@ -272,7 +286,7 @@ static int cifar_next(ConvertSource *s, ConvertItem *item, char *err, size_t err
         size_t off = (size_t)st->index * CIFAR_RECORD_N_BYTES;
         long got = gz_read_full(st->f, st->rec, CIFAR_RECORD_N_BYTES);
         if (got < 0) {
-            snprintf(err, err_n, "%s: record %ld at offset %zu: %s", path, st->index, off, gz_why(st->f));
+            gz_fail(st->f, path, err, err_n);
             return -1;
         }
         if (got == 0) {

@@ -243,6 +243,17 @@ static void test_bad_inputs(void) {
     s = convert_open_idx(labels, images, err, sizeof err);
     snprintf(want, sizeof want, "%s: offset 0: not an IDX image file (magic 0x00000801, expected 0x00000803)", labels);
     expect_failure(s, err, want, io_tmp("bad4/out"));
+    /* A gzip stream whose CRC-32 does not match: the path once, zlib's reason, no offset (zlib finds it at the end). */
+    write_idx(images, labels, 10, 4, 4, 0, 1, 10, 0);
+    size_t gz_n;
+    uint8_t *gz = io_read_file(images, &gz_n);
+    gz[gz_n - 8] ^= 0x01;
+    io_write_file(images, gz, gz_n);
+    free(gz);
+    s = convert_open_idx(images, labels, err, sizeof err);
+    snprintf(want, sizeof want, "%s: gzip data error: incorrect data check", images);
+    CHECK(s == NULL && !strcmp(err, want), "'%s'", err);
+    if (s) s->close(s);
     /* Missing file. */
     s = convert_open_idx(io_tmp("nope.idx"), labels, err, sizeof err);
     expect_failure(s, err, "nope.idx: cannot open", io_tmp("bad5/out"));
