@@ -224,8 +224,11 @@ ConvertSource *convert_open_idx(const char *images_path, const char *labels_path
         snprintf(err, err_n, "%s: offset 4: %u images but %s has %u labels", images_path, idims[0], labels_path, ldims[0]);
         goto fail;
     }
-    if (idims[0] > 0x7fffffffu) {
-        snprintf(err, err_n, "%s: offset 4: implausible image count %u", images_path, idims[0]);
+    if (idims[0] > 0x7fffffffu || idims[0] == 0) {
+        if (idims[0] == 0)
+            snprintf(err, err_n, "%s: offset 4: the header announces 0 images (%u x %u x %d): nothing to convert",
+                     images_path, idims[1], idims[2], st->C);
+        else snprintf(err, err_n, "%s: offset 4: implausible image count %u", images_path, idims[0]);
         goto fail;
     }
     st->n = (long)idims[0];
@@ -547,6 +550,11 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         stats->n_examples++;
         if (item.label >= 0 && item.label < 256) stats->label_count[item.label]++;
         else stats->n_labels_over_255++;
+    }
+    if (stats->n_examples == 0) { /* empty shards would read as a data set of 0 examples, of no shape */
+        snprintf(err, err_n, "the %s input holds no examples (%s): no shard written", src->format,
+                 !strcmp(src->format, "imagefolder") ? "every image skipped" : "empty");
+        goto out;
     }
     for (int i = 0; i < N; i++) {
         int c = tfr_writer_close(w[i], err, err_n);

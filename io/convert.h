@@ -43,7 +43,7 @@ struct ConvertSource {
 /* IDX images (magic 0x00000803, dims n x rows x cols [x channels], uint8)
  * and labels (0x00000801, n, uint8), gzip-compressed or raw (detected).
  * Checks both headers, that one image is at most CONVERT_MAX_IMAGE_N_BYTES
- * and that the counts agree.  NULL + message on error. */
+ * and that the counts agree and are not 0.  NULL + message on error. */
 ConvertSource *convert_open_idx(const char *images_path, const char *labels_path, char *err, size_t err_n_bytes);
 
 /* CIFAR-10 binary files (records of 1 label byte + 3072 bytes, channel-major
@@ -74,7 +74,8 @@ typedef struct {
 /* Drains src into the shards.  Returns 0 with stats filled, or -1 with one
  * line in err (and no shard left behind: the .tmp files are removed).  Does
  * not close src.  Refuses (before reading src) when shards of the prefix
- * exist already, unless cfg->overwrite. */
+ * exist already, unless cfg->overwrite, and (after) a source that yielded
+ * no example. */
 int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stats, char *err, size_t err_n_bytes);
 
 /* The files PREFIX-DDDDD-of-DDDDD.tfrecord (any count) in PREFIX's

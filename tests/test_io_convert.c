@@ -254,6 +254,17 @@ static void test_bad_inputs(void) {
     snprintf(want, sizeof want, "%s: gzip data error: incorrect data check", images);
     CHECK(s == NULL && !strcmp(err, want), "'%s'", err);
     if (s) s->close(s);
+    /* No examples: an IDX pair announcing 0 images, an empty CIFAR-10 file; no shard is written. */
+    write_idx(images, labels, 0, 4, 4, 0, 0, 0, 0);
+    s = convert_open_idx(images, labels, err, sizeof err);
+    snprintf(want, sizeof want, "%s: offset 4: the header announces 0 images (4 x 4 x 1): nothing to convert", images);
+    CHECK(s == NULL && !strcmp(err, want), "'%s'", err);
+    if (s) s->close(s);
+    const char *c0 = io_tmp("empty.bin");
+    io_write_file(c0, "", 0);
+    s = convert_open_cifar10(&c0, 1, err, sizeof err);
+    CHECK(s != NULL);
+    if (s) expect_failure(s, err, "the cifar10 input holds no examples (empty): no shard written", io_tmp("bad0/out"));
     /* Missing file. */
     s = convert_open_idx(io_tmp("nope.idx"), labels, err, sizeof err);
     expect_failure(s, err, "nope.idx: cannot open", io_tmp("bad5/out"));
