@@ -8,6 +8,7 @@
  */
 #include "ps/checkpoint.h"
 #include "base/escape.h"
+#include "base/file.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -170,15 +171,12 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
     char path[4096];
     if (join_path(path, sizeof path, dir, CKPT_INDEX_NAME) != 0)
         return fail(err, err_n_bytes, "%s: path too long", dir);
-    FILE *f = fopen(path, "r");
+    int not_regular;
+    FILE *f = file_open_regular(path, &not_regular);
+    if (!f && not_regular) return fail(err, err_n_bytes, "%s: the checkpoint index is not a regular file", path);
     if (!f) {
         if (errno == ENOENT || errno == ENOTDIR) return 0;
         return fail(err, err_n_bytes, "%s: cannot open the checkpoint index: %s", path, strerror(errno));
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return fail(err, err_n_bytes, "%s: the checkpoint index is not a regular file", path);
     }
     char line[1024], value[256], latest_name[256];
     int have_latest = 0, bad = 0, line_no = 0;
@@ -568,15 +566,17 @@ int ckpt_commit_shards(const char *dir, long global_step, int n_shards, int keep
 /* Read and check the header and checksum of path; returns the decoded
  * message or NULL with a message in err. */
 static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t err_n_bytes) {
-    FILE *f = fopen(path, "rb");
+    int not_regular;
+    FILE *f = file_open_regular(path, &not_regular);
     if (!f) {
-        fail(err, err_n_bytes, "%s: cannot open: %s", path, strerror(errno));
+        if (not_regular) fail(err, err_n_bytes, "%s: not a regular file", path);
+        else fail(err, err_n_bytes, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(f), &st) != 0) {
+        fail(err, err_n_bytes, "%s: cannot stat: %s", path, strerror(errno));
         fclose(f);
-        fail(err, err_n_bytes, "%s: not a regular file", path);
         return NULL;
     }
     const uint64_t file_n_bytes = (uint64_t)st.st_size;
@@ -715,7 +715,9 @@ static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
     else snprintf(dir, sizeof dir, ".");
-    FILE *f = fopen(manifest, "r");
+    int not_regular;
+    FILE *f = file_open_regular(manifest, &not_regular);
+    if (!f && not_regular) return fail(err, err_n_bytes, "%s: the shard manifest %s is not a regular file", path, manifest);
     if (!f) return fail(err, err_n_bytes, "%s: cannot open (nor a shard manifest %s): %s", path, manifest, strerror(errno));
     char line[1024], value[256];
     int n_shards = -1, line_no = 0, bad = 0;

@@ -5,13 +5,15 @@
 # stderr, compared in full: which file, and what is wrong with it.  A refused
 # --resume leaves the train dir as it was (the bad file is not replaced and
 # no checkpoint is added).  The files: a flipped byte, cut short (in the
-# payload and in the header), empty, a directory, not a checkpoint at all,
+# payload and in the header), empty, a directory, a FIFO (whose open would
+# wait for a writer: refused, not a hang), not a checkpoint at all,
 # bytes appended, a newer format version, valid files of another variable
 # table (renamed, missing, extra, reshaped variable; forged by HELPER with a
 # correct CRC), no momentum slots, another optimizer's slots (adam vs
 # momentum, both ways; momentum vs centered rmsprop); a checkpoint of another model (mnist vs
 # cifar10), of another input shape (cifar10 24 vs 28) and another class
-# count; a broken `checkpoint` index.
+# count; a broken `checkpoint` index (garbage, a directory, a FIFO, a name
+# that is not there).
 set -euo pipefail
 tower=$1
 helper=$2
@@ -88,6 +90,8 @@ refused "$work/short_header" "cut inside the header" "truncated: 10 bytes, the h
 refused "$work/empty" "an empty file" "empty file \(0 bytes\), not a checkpoint"
 mkdir "$work/a_directory"
 refused "$work/a_directory" "a directory" "not a regular file"
+mkfifo "$work/a_fifo" # opening a FIFO to read waits for a writer: refused without the wait, not a hang
+refused "$work/a_fifo" "a FIFO" "not a regular file"
 cp "$work/mnist-00000-of-00001.tfrecord" "$work/a_tfrecord"
 refused "$work/a_tfrecord" "a TFRecord file" "not a checkpoint \(bad magic\)"
 { cat "$good"; printf 'junk'; } >"$work/appended"
@@ -150,7 +154,7 @@ expect "10 classes evaluated with 5 (eval)" "tower eval: --num_classes 5 but $(r
 
 # A broken index: garbage, a directory, a name that is not there.
 idx=$work/idx
-for kind in garbage directory missing; do
+for kind in garbage directory fifo missing; do
   rm -rf "$idx"
   mkdir -p "$idx"
   cp "$good" "$idx/model.ckpt-2"
@@ -160,6 +164,9 @@ for kind in garbage directory missing; do
       why="$(re "$idx/checkpoint"): line 2 of the checkpoint index is not model_checkpoint_path: \"NAME\" or all_model_checkpoint_paths: \"NAME\"" ;;
     directory)
       mkdir "$idx/checkpoint"
+      why="$(re "$idx/checkpoint"): the checkpoint index is not a regular file" ;;
+    fifo)
+      mkfifo "$idx/checkpoint"
       why="$(re "$idx/checkpoint"): the checkpoint index is not a regular file" ;;
     missing)
       printf 'model_checkpoint_path: "model.ckpt-7"\n' >"$idx/checkpoint"
