@@ -263,6 +263,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         ImageFolderConfig ic;
         imagefolder_config_defaults(&ic);
         ic.labels_file = labels_file;
+        if (labels_file == ckpt_labels) ic.labels_origin = "the checkpoint's class list";
         ic.warn = eval_warn;
         ic.warn_ctx = &bar;
         if (!(listing = convert_open_imagefolder(o->data, &ic, err, sizeof err))) {

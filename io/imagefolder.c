@@ -1327,8 +1327,9 @@ static int assign_labels(FolderState *st, const char *dir, char *err, size_t err
         int k = 0;
         while (k < n_list && strcmp(list[k], st->folders[c])) k++;
         if (k == n_list) {
-            snprintf(err, err_n, "%s/%s: class folder not in --labels %s (%d classes): every split must share one class list",
-                     dir, st->folders[c], st->cfg.labels_file, n_list);
+            snprintf(err, err_n, "%s/%s: class folder not in %s %s (%d classes): every split must share one class list",
+                     dir, st->folders[c], st->cfg.labels_origin ? st->cfg.labels_origin : "--labels",
+                     st->cfg.labels_file, n_list);
             free(has_folder);
             return -1;
         }

@@ -91,6 +91,10 @@ typedef struct {
      * lines in its order, label k the k-th; a class folder not in it is an error,
      * and a class without a folder gets a warning (a split may lack a class). */
     const char *labels_file;
+    /* How a refusal names where labels_file came from, before its path: NULL
+     * "--labels" (e.g. "the checkpoint's class list" when eval took the
+     * checkpoint directory's labels.txt). */
+    const char *labels_origin;
 } ImageFolderConfig;
 
 #define IMAGEFOLDER_MAX_LABELS_N_BYTES ((size_t)1 << 20)

@@ -8,6 +8,8 @@
 #     naming another number of classes than --num_classes is refused;
 #   train and eval: every directory of --data's files that holds a labels.txt
 #     must hold the same one, not only the first file's;
+#   eval of a folder with a class not in the list names where the list came from
+#     (the checkpoint's labels.txt, or --labels);
 #   a labels file that is a FIFO (convert --labels, eval and train --labels,
 #     labels.txt beside the data) is refused at once as not a regular file,
 #     a directory as a directory.
@@ -79,6 +81,16 @@ refuse "tower eval: the class lists beside --data's files differ, so their label
   "${ev[@]}" --data "$work/A/*.tfrecord,$work/B/*.tfrecord"
 "$tower" "${ev[@]}" --data "$work/A/*.tfrecord,$work/C/*.tfrecord" >/dev/null || fail "eval on A and C (one list)"
 echo "ok: train and eval compare the labels.txt of every directory of --data"
+
+# ---- eval of a folder: a class folder not in the checkpoint's list says where the list came from
+mkdir -p "$work/star_imgs"
+cp -r "$work/imgs/cross" "$work/star_imgs/"
+cp -r "$work/imgs/square" "$work/star_imgs/star"
+refuse "tower eval: $work/star_imgs/star: class folder not in the checkpoint's class list $work/run/labels.txt (3 classes): every split must share one class list" \
+  "${ev[@]}" --data "$work/star_imgs"
+refuse "tower eval: $work/star_imgs/star: class folder not in --labels $work/d/labels.txt (3 classes): every split must share one class list" \
+  "${ev[@]}" --data "$work/star_imgs" --labels "$work/d/labels.txt"
+echo "ok: eval names the checkpoint's class list or --labels"
 
 # ---- a FIFO or a directory where a labels file is read: refused at once
 mkfifo "$work/fifo"
