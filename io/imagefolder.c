@@ -1301,6 +1301,17 @@ int imagefolder_read_labels(const char *path, char ***names, int *n_names, char 
     return 0;
 }
 
+/* 1 when entry (a labels file's line) is name once a UTF-8 byte-order mark,
+ * spaces and tabs before it and a CR, spaces and tabs after it are dropped:
+ * a line that names the folder but for bytes an editor added. */
+static int same_but_stray_bytes(const char *entry, const char *name) {
+    if (!strncmp(entry, "\xef\xbb\xbf", 3)) entry += 3;
+    while (*entry == ' ' || *entry == '\t') entry++;
+    size_t n = strlen(entry);
+    while (n > 0 && (entry[n - 1] == '\r' || entry[n - 1] == ' ' || entry[n - 1] == '\t')) n--;
+    return n == strlen(name) && !memcmp(entry, name, n);
+}
+
 /* With cfg.labels_file: the classes are its lines, and each class folder
  * found must be one of them (its label is that line's index); without, the
  * classes are the folders.  0, or -1 with err. */
@@ -1327,9 +1338,18 @@ static int assign_labels(FolderState *st, const char *dir, char *err, size_t err
         int k = 0;
         while (k < n_list && strcmp(list[k], st->folders[c])) k++;
         if (k == n_list) {
-            snprintf(err, err_n, "%s/%s: class folder not in %s %s (%d classes): every split must share one class list",
-                     dir, st->folders[c], st->cfg.labels_origin ? st->cfg.labels_origin : "--labels",
-                     st->cfg.labels_file, n_list);
+            const char *origin = st->cfg.labels_origin ? st->cfg.labels_origin : "--labels";
+            int near = 0;
+            while (near < n_list && !same_but_stray_bytes(list[near], st->folders[c])) near++;
+            if (near < n_list) {
+                char line[1024];
+                snprintf(err, err_n, "%s/%s: class folder not in %s %s (%d classes): its line %d is '%s', the name with "
+                         "stray bytes (CRLF line ends, a byte-order mark, spaces)", dir, st->folders[c], origin,
+                         st->cfg.labels_file, n_list, near + 1, escape_str(line, sizeof line, list[near]));
+            } else {
+                snprintf(err, err_n, "%s/%s: class folder not in %s %s (%d classes): every split must share one class "
+                         "list", dir, st->folders[c], origin, st->cfg.labels_file, n_list);
+            }
             free(has_folder);
             return -1;
         }

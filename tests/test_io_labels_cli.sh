@@ -9,7 +9,8 @@
 #   train and eval: every directory of --data's files that holds a labels.txt
 #     must hold the same one, not only the first file's;
 #   eval of a folder with a class not in the list names where the list came from
-#     (the checkpoint's labels.txt, or --labels);
+#     (the checkpoint's labels.txt, or --labels); one whose line holds the
+#     name with stray bytes (CRLF, a byte-order mark) shows that line escaped;
 #   a labels file that is a FIFO (convert --labels, eval and train --labels,
 #     labels.txt beside the data) is refused at once as not a regular file,
 #     a directory as a directory.
@@ -91,6 +92,15 @@ refuse "tower eval: $work/star_imgs/star: class folder not in the checkpoint's c
 refuse "tower eval: $work/star_imgs/star: class folder not in --labels $work/d/labels.txt (3 classes): every split must share one class list" \
   "${ev[@]}" --data "$work/star_imgs" --labels "$work/d/labels.txt"
 echo "ok: eval names the checkpoint's class list or --labels"
+
+# ---- a labels file written with CRLF line ends or a byte-order mark: the line shown, its stray bytes escaped
+printf 'circle\r\ncross\r\nsquare\r\n' >"$work/crlf.txt"
+refuse "tower convert: $work/test_imgs/cross: class folder not in --labels $work/crlf.txt (3 classes): its line 2 is 'cross\x0d', the name with stray bytes (CRLF line ends, a byte-order mark, spaces)" \
+  "${cv[@]}" "$work/test_imgs" --out "$work/crlf/test" --labels "$work/crlf.txt"
+printf '\357\273\277cross\nsquare\n' >"$work/bom.txt"
+refuse "tower convert: $work/test_imgs/cross: class folder not in --labels $work/bom.txt (2 classes): its line 1 is '\xef\xbb\xbfcross', the name with stray bytes (CRLF line ends, a byte-order mark, spaces)" \
+  "${cv[@]}" "$work/test_imgs" --out "$work/crlf/test" --labels "$work/bom.txt"
+echo "ok: a CRLF or byte-order-marked labels file: the stray bytes shown"
 
 # ---- a FIFO or a directory where a labels file is read: refused at once
 mkfifo "$work/fifo"
