@@ -12,8 +12,9 @@
  * name order, class after class; names starting with '.' are skipped
  * silently.  The format is taken from the content (PNG signature, JPEG SOI
  * marker), not the extension.  PNG goes through libpng (palettes and grey
- * expand to RGB, 16-bit keeps the high byte, alpha is dropped, as PIL's
- * convert("RGB")), JPEG through libjpeg-turbo.  A file that is not a PNG or JPEG, or does not
+ * expand to RGB, alpha is dropped, as PIL's convert("RGB"); 16-bit keeps
+ * the high byte, as TensorFlow's decode_png to uint8, where PIL clips 16-bit
+ * grey to 255), JPEG through libjpeg-turbo.  A file that is not a PNG or JPEG, or does not
  * decode, gets one warning line and is skipped; imagefolder_n_skipped counts
  * them, and the conversion goes on.  A JPEG whose scan data libjpeg finds
  * damaged (and fills in) is kept with one warning line, as TensorFlow and PIL
