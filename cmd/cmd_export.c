@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "base/escape.h"
 #include "base/flags.h"
 #include "model/model.h"
 #include "ps/checkpoint.h"
@@ -57,6 +58,13 @@ int cmd_export(int argc, char **argv) {
     char err[1024], path[4096];
     CkptContents ck;
     ModelSpec spec;
+    char safe_out[1024];
+    escape_str(safe_out, sizeof safe_out, o.out);
+    if (ckpt_is_train_dir_file(o.out)) {
+        cmd_errorf("tower export: --out %s is a file of a train_dir's checkpoints (export writes a .safetensors "
+                   "file in its place): give another --out\n", safe_out);
+        return 1;
+    }
     if (cmd_open_checkpoint("export", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
     const float *params = ck.params;
     const char *which = "raw";
@@ -94,9 +102,10 @@ int cmd_export(int argc, char **argv) {
         ckpt_contents_free(&ck);
         return 1;
     }
+    char safe_path[1024];
     printf("tower export: wrote %d tensors (%zu floats, %s) of model %s at step %ld from %s to %s\n", n_tensors,
            spec.n_params, !strcmp(which, "moving_average") ? "moving averages" : "raw variables",
-           spec.name, ck.global_step, path, o.out);
+           spec.name, ck.global_step, escape_str(safe_path, sizeof safe_path, path), safe_out);
     ckpt_contents_free(&ck);
     return 0;
 }

@@ -291,6 +291,21 @@ int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes) {
     return n;
 }
 
+int ckpt_is_train_dir_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    char base[256];
+    if (!strcmp(name, CKPT_INDEX_NAME) || ckpt_family(name, base, sizeof base)) return 1;
+    int not_regular;
+    FILE *f = file_open_regular(path, &not_regular);
+    if (!f) return 0;
+    unsigned char magic[sizeof CKPT_MAGIC];
+    const int is = fread(magic, 1, sizeof magic, f) == sizeof magic && !memcmp(magic, CKPT_MAGIC, sizeof magic);
+    fclose(f);
+    return is;
+}
+
 /* Delete checkpoint base: its single file, or its manifest and shards.  1 when something went. */
 static int unlink_family(const char *dir, const char *base) {
     DIR *d = opendir(dir);

@@ -118,6 +118,13 @@ int ckpt_latest(const char *dir, char *path, size_t path_n_bytes);
  * be read.  For the trainer's refusal to start over an earlier run. */
 int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes);
 
+/* 1 when path is an existing file of a train_dir's checkpoints: named as the
+ * index (`checkpoint`), a checkpoint (model.ckpt-<digits>), a shard manifest
+ * or a shard, or beginning with a checkpoint's magic; 0 otherwise (also when
+ * path does not exist).  For writers of other files (export) that must not
+ * replace one. */
+int ckpt_is_train_dir_file(const char *path);
+
 /* ckpt_latest, and on -1 one line in err that names the index and says what
  * is wrong with it (cannot be opened, not a regular file, which line does
  * not parse, no model_checkpoint_path). */

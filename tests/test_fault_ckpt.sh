@@ -178,6 +178,33 @@ for kind in garbage directory fifo missing; do
     train --model mnist --data "$mnist_data" --train_dir "$idx" --resume --max_steps 5 "${small[@]}" --summary_every 0
 done
 
+# export never writes its .safetensors over a file of the checkpoints: the one it reads, another checkpoint, the
+# index (each left as it was).
+rm -rf "$idx"
+mkdir -p "$idx"
+cp "$good" "$idx/model.ckpt-2"
+cp "$good" "$idx/model.ckpt-1"
+printf 'model_checkpoint_path: "model.ckpt-2"\n' >"$idx/checkpoint"
+before=$(cd "$idx" && md5sum checkpoint model.ckpt-*)
+for out in "$idx/model.ckpt-2" "$idx/model.ckpt-1" "$idx/checkpoint"; do
+  expect "export --out $(basename "$out")" \
+    "tower export: --out $(re "$out") is a file of a train_dir's checkpoints \(export writes a \.safetensors file in its place\): give another --out" \
+    export --checkpoint_dir "$idx" --out "$out"
+done
+cp "$good" "$work/renamed_ckpt"
+expect "export --out a checkpoint under another name" \
+  "tower export: --out $(re "$work/renamed_ckpt") is a file of a train_dir's checkpoints \(export writes a \.safetensors file in its place\): give another --out" \
+  export --checkpoint "$good" --out "$work/renamed_ckpt"
+[ "$(cd "$idx" && md5sum checkpoint model.ckpt-*)" = "$before" ] || fail "export --out into the checkpoints changed them"
+# A checkpoint name from the index reaches the terminal escaped (an ESC sequence in it would clear the screen).
+esc=$(printf 'model.ckpt-2\033[2J')
+cp "$good" "$idx/$esc"
+printf 'model_checkpoint_path: "%s"\n' "$esc" >"$idx/checkpoint"
+"$tower" export --checkpoint_dir "$idx" --out "$work/x.safetensors" >"$work/esc.out" || fail "export of an ESC-named checkpoint"
+grep -qF 'model.ckpt-2\x1b[2J to' "$work/esc.out" && ! grep -q "$(printf '\033')" "$work/esc.out" ||
+  { cat -v "$work/esc.out"; fail "export printed a checkpoint name unescaped"; }
+echo "ok: export escapes the checkpoint's name: $(cat "$work/esc.out")"
+
 # The good ones still load (the refusals above can fail for the right reason only).
 "$tower" eval --checkpoint "$good" --data "$mnist_data" --eval_dir none >/dev/null || fail "eval of the good checkpoint"
 "$tower" export --checkpoint "$good" --out "$work/x.safetensors" >/dev/null || fail "export of the good checkpoint"
