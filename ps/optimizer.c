@@ -361,7 +361,9 @@ static const LrScheduleI lr_schedules[LR_N_KINDS] = {
     [LR_COSINE] = {"cosine", cosine_at},
 };
 
-float lr_schedule_at(const LrSchedule *s, long global_step) { return lr_schedules[s->kind].at(s, global_step); }
+float lr_schedule_at(const LrSchedule *s, long global_step) {
+    return lr_schedules[s->kind].at(s, global_step + s->step_offset);
+}
 
 const char *lr_schedule_name(LrScheduleKind kind) { return lr_schedules[kind].name; }
 
@@ -437,9 +439,10 @@ void lr_schedule_describe(const LrSchedule *s, char *out, size_t out_n_bytes) {
                    s->decay_steps, s->staircase ? " (staircase)" : "");
         else LR_PUT("constant %g", s->initial_lr);
         break;
-    case LR_PIECEWISE:
+    case LR_PIECEWISE: /* values[i] from global_step boundaries[i-1] + 1, the step the log lines count one more */
         LR_PUT("%s: %g", lr_schedule_name(s->kind), s->values[0]);
-        for (int i = 1; i < s->n_pieces; i++) LR_PUT(", %g from step %ld", s->values[i], s->boundaries[i - 1] + 1);
+        for (int i = 1; i < s->n_pieces; i++)
+            LR_PUT(", %g from step %ld", s->values[i], s->boundaries[i - 1] + 2 - s->step_offset);
         break;
     case LR_COSINE:
         LR_PUT("%s: from %g to %g over %ld steps", lr_schedule_name(s->kind), s->initial_lr, s->initial_lr * s->alpha,
@@ -451,6 +454,9 @@ void lr_schedule_describe(const LrSchedule *s, char *out, size_t out_n_bytes) {
     if (s->warmup_steps > 0)
         LR_PUT("; linear warmup from 0 over the first %ld steps%s", s->warmup_steps,
                s->kind == LR_COSINE ? " (the cosine starts after it)" : "");
+    if (s->step_offset != 0)
+        LR_PUT("; resumed with another step size: the schedule's step is this run's step %+ld (the examples "
+               "consumed, in this run's steps)", s->step_offset);
 #undef LR_PUT
 }
 

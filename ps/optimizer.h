@@ -159,7 +159,11 @@ typedef struct {
  * as tf_cnn_benchmarks' --num_learning_rate_warmup_epochs, the schedule's
  * first rate r0 times step / warmup_steps, (r0 * step) / warmup_steps, and
  * the schedule not shifted by it; cosine as Keras, r0 * (step /
- * warmup_steps), the cosine starting after it. */
+ * warmup_steps), the cosine starting after it.
+ * step is global_step + step_offset (0 but for a resumed run whose steps
+ * hold another number of examples than the checkpoint's: the schedule's
+ * step is then the examples consumed in this run's steps, so its epochs
+ * carry over). */
 typedef enum { LR_EXPONENTIAL = 0, LR_PIECEWISE = 1, LR_COSINE = 2, LR_N_KINDS } LrScheduleKind;
 
 #define LR_MAX_PIECES 16 /* values of a piecewise schedule */
@@ -176,6 +180,8 @@ typedef struct {
     long cosine_steps;                       /* cosine: > 0 */
     float alpha;                             /* cosine: the floor, a fraction of initial_lr, in [0, 1] */
     long warmup_steps;                       /* every kind: 0 for none */
+    long step_offset;                        /* the schedule runs at global_step + step_offset: 0, but for a run
+                                              * resumed with another step size (the trainer's settle_lr_offset) */
 } LrSchedule;
 
 /* The schedule a name selects (exponential, piecewise, cosine): 0, or -1
@@ -192,7 +198,9 @@ const char *lr_schedule_name(LrScheduleKind kind);
  * piece. */
 int lr_piecewise_parse(const char *text, float *values, double *epochs, int *n_values, char *err, size_t err_n_bytes);
 
-/* One line for the log: the schedule's kind and its parameters in steps. */
+/* One line for the log: the schedule's kind and its parameters in steps
+ * (piecewise: the step each rate starts at, counted as the log lines count
+ * them: the N-th step runs at global_step N - 1). */
 void lr_schedule_describe(const LrSchedule *s, char *out, size_t out_n_bytes);
 
 /* Fill cfg with momentum 0.9, Nesterov, and TensorFlow's defaults for

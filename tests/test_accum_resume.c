@@ -21,9 +21,16 @@
  *      1,3 or --batch_size 2 the note names "shards 3,1"; equal 2,2 records
  *      batch 2 and no list, and --resume with --batch_size 2 (no
  *      --shard_sizes) gives no note (the flag's unused default was written
- *      before: a false note here, none for 3,1 -> 1,3).
+ *      before: a false note here, none for 3,1 -> 1,3);
+ *   6. an epoch-based schedule carries over a resume with another step
+ *      size (docs/ps.md "Checkpoints"): piecewise 0.1 until epoch 2 of 16
+ *      examples, 4 steps of 4 (one epoch), --resume with steps of 8: the
+ *      next 2 steps (the second epoch) at 0.1, then 0.01 (before: 0.01 at
+ *      once, the schedule read at step 4 in steps of 8); the same run
+ *      resumed with its own step size runs steps 4-7 at 0.1 (offset 0).
  */
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +239,43 @@ int main(void) {
     tr = open_catching_stderr(&o, note, sizeof note);
     trainer_close(tr, NULL, 0);
     check(strstr(note, "note:") == NULL, "--resume with --batch_size 2 from --shard_sizes 2,2: no note");
+
+    /* 6. The schedule's epochs across a resume with another step size. */
+    rm_rf(dir);
+    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
+        perror("mkdtemp");
+        return 1;
+    }
+    options(&o, dir, 1, 0);
+    o.lr_schedule = "piecewise";
+    o.piecewise_lr = "0.1;2;0.01";
+    o.num_examples_per_epoch = 16;
+    o.learning_rate = NAN; /* the schedule's first rate is the initial rate */
+    tr = modes_open_or_die(&o);
+    modes_steps_or_die(tr, 4);
+    save_or_die(tr);
+    trainer_close(tr, NULL, 0);
+    for (int same = 0; same < 2; same++) {
+        options(&o, dir, 1, 1);
+        o.lr_schedule = "piecewise";
+        o.piecewise_lr = "0.1;2;0.01";
+        o.num_examples_per_epoch = 16;
+        o.learning_rate = NAN;
+        o.batch_size = same ? B : 2 * B;
+        tr = open_catching_stderr(&o, note, sizeof note);
+        float rates[4];
+        for (int s = 0; s < 4; s++) {
+            rates[s] = ps_step_lr(tr->ps);
+            modes_steps_or_die(tr, 1);
+        }
+        trainer_close(tr, NULL, 0);
+        const int ok = same ? rates[0] == 0.1f && rates[1] == 0.1f && rates[2] == 0.1f && rates[3] == 0.1f
+                            : rates[0] == 0.1f && rates[1] == 0.1f && rates[2] == 0.01f && rates[3] == 0.01f;
+        snprintf(what, sizeof what, "piecewise 0.1 until epoch 2, 4 steps of 4, --resume with steps of %d: rates %g %g "
+                 "%g %g (%s)", same ? 4 : 8, rates[0], rates[1], rates[2], rates[3],
+                 same ? "0.1 until the second epoch ends" : "0.1 0.1 0.01 0.01: the second epoch, then 0.01");
+        check(ok, what);
+    }
 
     modes_free_result(&straight);
     rm_rf(dir);

@@ -198,6 +198,20 @@ static void test_lr_schedules(void) {
         CHECK(lr_schedule_at(&pw, step) == want, "piecewise at step %ld: %.9g, want %.9g", step,
               lr_schedule_at(&pw, step), want);
     }
+    /* The log line names the step each rate starts at as the log lines count steps (the N-th runs at global_step
+     * N - 1): 0.01 first at global_step 10, the 11th step (it said "from step 10", a QA run found). */
+    char line[256];
+    lr_schedule_describe(&pw, line, sizeof line);
+    CHECK(!strcmp(line, "piecewise: 0.1, 0.01 from step 11, 0.001 from step 21") && lr_schedule_at(&pw, 11 - 1) == 0.01f &&
+              lr_schedule_at(&pw, 11 - 2) == 0.1f && lr_schedule_at(&pw, 21 - 1) == 0.001f,
+          "piecewise's line: '%s'", line);
+    /* A resumed run's offset: the schedule at global_step + step_offset, and the line in this run's steps. */
+    LrSchedule shifted = pw;
+    shifted.step_offset = -4;
+    lr_schedule_describe(&shifted, line, sizeof line);
+    CHECK(lr_schedule_at(&shifted, 13) == 0.1f && lr_schedule_at(&shifted, 14) == 0.01f &&
+              !strncmp(line, "piecewise: 0.1, 0.01 from step 15, 0.001 from step 25; resumed with another step size", 85),
+          "piecewise with step_offset -4: %.9g %.9g '%s'", lr_schedule_at(&shifted, 13), lr_schedule_at(&shifted, 14), line);
     /* with tf_cnn_benchmarks' warmup over 5 steps: (0.1 * step) / 5, then the schedule, not shifted */
     pw.warmup_steps = 5;
     for (long step = 0; step < 5; step++)

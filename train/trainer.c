@@ -785,6 +785,17 @@ static int refuse_earlier_run(const Trainer *tr, char *err, size_t err_n_bytes) 
     return -1;
 }
 
+/* After the mode's open (a resumed state is then rank 0's on every rank): a run resumed with another step size
+ * (another global batch, --accum_steps, tower count) runs its learning-rate schedule at the step the examples
+ * consumed make in its own steps, so the epoch-based schedules carry over (docs/ps.md, "Checkpoints"): the
+ * schedule's step is global_step + examples_consumed / (this run's step) - global_step at the open.  A synchronous
+ * run that kept its step size all along has examples_consumed = global_step x its step: offset 0, the schedule
+ * bitwise as before.  Ranks that step apart (the asynchronous parameter server) count steps per push: 0. */
+static void settle_lr_offset(Trainer *tr) {
+    if (trainer_ranks_step_apart(tr) || tr->examples_consumed == 0) return;
+    tr->ps->cfg.lr.step_offset = tr->examples_consumed / trainer_step_examples(tr) - tr->ps->global_step;
+}
+
 /* --input_split's names, by PIPELINE_SPLIT_* value (trainer_open reads them, the run state writes them). */
 static const char *const split_names[] = {[PIPELINE_SPLIT_NONE] = "none", [PIPELINE_SPLIT_FILES] = "files",
                                           [PIPELINE_SPLIT_RECORDS] = "records"};
@@ -1107,6 +1118,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     const TrainModeI *m = train_mode(tr->mode);
     if (m->open && m->open(tr, err, err_n_bytes) != 0) goto fail;
     settle_parts(tr);
+    settle_lr_offset(tr);
 
     if (tr->worker < 0) {
         /* A server-only rank reads nothing: every step hands its mode the empty tr->synthetic. */
