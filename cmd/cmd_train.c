@@ -540,6 +540,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     long interval_steps = 0, summary_steps = 0, interval_examples = tr.examples_consumed;
     long summary_examples = tr.examples_consumed; /* examples/sec as the log line's: the examples consumed */
     float loss = 0.0f;
+    const long step_at_open = tr.ps->global_step, examples_at_open = tr.examples_consumed;
     /* The schedule (--max_steps, --save_every) reads trainer_schedule_step: global_step, or, where the ranks step
      * apart, a count that is the same on every rank (their global_steps may differ between the save points). */
     while (trainer_schedule_step(&tr) < o.max_steps) {
@@ -556,6 +557,21 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         /* the step: towers, reduction, update (the placement mode's, train/mode_*.c) */
         tr.stop_requested = stop_signal != 0; /* ranks that step apart carry it with the step's pushes */
         if (got > 0) got = trainer_step_batch(&tr, batch, &loss, err, sizeof err);
+        if (got == 0 && tr.ps->global_step == step_at_open && o.num_epochs > 0 && tr.worker >= 0) {
+            /* --num_epochs ended the input before one whole step: a run from step 0 has nothing to save (its
+             * model.ckpt-0 would be untrained variables, its exit 0 a success); a resumed one had its epochs. */
+            display_finish(&disp, &tr, loss);
+            if (examples_at_open == 0) {
+                cmd_errorf("tower train: --num_epochs %d of --data ended before one whole step of %ld examples: an "
+                           "epoch holds fewer than a step takes (lower --batch_size or --num_towers, or raise "
+                           "--num_epochs); no step ran, nothing saved\n", o.num_epochs, trainer_step_examples(&tr));
+                exit_code = 1;
+            } else {
+                trainer_timestamp(ts, sizeof ts);
+                printf("%s: --num_epochs %d: the checkpoint's run had consumed them (%ld examples) at step %ld: no "
+                       "step to run\n", ts, o.num_epochs, examples_at_open, step_at_open);
+            }
+        }
         if (got == 0) break;
         if (got == -2) {
             /* Diverged: nothing is saved; the last checkpoint (before the bad step) stays the latest. */

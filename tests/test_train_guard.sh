@@ -8,7 +8,8 @@
 # the step where the variables stop being finite, SIGTERM/SIGINT (a
 # checkpoint, then 128 + the signal), --max_steps 0 (model.ckpt-0), a run
 # from step 0 over an earlier run's checkpoints (refused, the files kept)
-# and --resume where checkpoints lie without an index (refused).
+# and --resume where checkpoints lie without an index (refused), --num_epochs
+# ending before one whole step (exit 1, nothing saved).
 # Every case is checked and reported; the test fails when any failed.
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
@@ -205,6 +206,16 @@ if [ $rc -eq 1 ] && one_line "$work/noindex.err" &&
    [ -f "$work/again/model.ckpt-2" ] && [ -f "$work/again/model.ckpt-4" ] && [ ! -e "$work/again/checkpoint" ]; then
   ok "--resume without an index: $(cat "$work/noindex.err")"
 else bad "--resume over checkpoints without an index: status $rc: $(head -c 600 "$work/noindex.err")"; fi
+
+# 11. --num_epochs of data that hold less than one step: no step can run; exit 1 and one line, no checkpoint (a
+# model.ckpt-0 of untrained variables and exit 0 before).
+run short train "${common[@]}" --data "$test_data" --train_dir "$work/short" --num_towers 2 --batch_size 6000 \
+  --num_epochs 1 --max_steps 10 --min_after_dequeue 0
+if [ $rc -eq 1 ] && one_line "$work/short.err" &&
+   [ "$(cat "$work/short.err")" = "tower train: --num_epochs 1 of --data ended before one whole step of 12000 examples: an epoch holds fewer than a step takes (lower --batch_size or --num_towers, or raise --num_epochs); no step ran, nothing saved" ] &&
+   ! ls "$work/short"/model.ckpt-* >/dev/null 2>&1; then
+  ok "--num_epochs 1 of 10000 examples, steps of 12000: $(cat "$work/short.err")"
+else bad "--num_epochs shorter than a step: status $rc: $(head -c 600 "$work/short.err"); $(ls "$work/short" 2>&1 | tr '\n' ' ')"; fi
 
 [ $failures -eq 0 ] || fail "$failures case(s) failed"
 echo "all cases passed"
