@@ -46,6 +46,10 @@ if [ $rc -eq 0 ] && [ -f "$work/zero/model.ckpt-0" ] && grep -q "done at step 0;
    "$tower" eval --checkpoint_dir "$work/zero" --data "$test_data" --eval_dir none >/dev/null; then
   ok "--max_steps 0 wrote model.ckpt-0, which evaluates"
 else bad "--max_steps 0: status $rc, checkpoint: $(ls "$work/zero" 2>&1 | tr '\n' ' ')"; fi
+# The same under a cosine that decays to --max_steps (it was refused: "no step to decay over").
+run zero_cos train "${common[@]}" --train_dir "$work/zero_cos" --max_steps 0 --lr_schedule cosine
+if [ $rc -eq 0 ] && [ -f "$work/zero_cos/model.ckpt-0" ]; then ok "--max_steps 0 --lr_schedule cosine wrote model.ckpt-0"
+else bad "--max_steps 0 --lr_schedule cosine: status $rc: $(head -c 400 "$work/zero_cos.err")"; fi
 
 # 1. The memory bound against what is available: a forced figure, then a batch no machine here can hold.
 export TOWER_TEST_MEM_AVAILABLE_BYTES=100000000

@@ -897,6 +897,8 @@ static int config_lr_schedule(const Trainer *tr, OptimizerKind opt_kind, LrSched
                      "one step of this run (%.3g steps an epoch)", o->cosine_decay_epochs, steps_per_epoch);
             return -1;
         }
+        if (lr->cosine_steps <= 0 && o->max_steps == 0)
+            lr->cosine_steps = 1; /* --max_steps 0 runs no step (model.ckpt-0 only): any length serves */
         if (lr->cosine_steps <= 0) {
             snprintf(err, err_n_bytes, "--lr_schedule cosine: no step to decay over: --max_steps %ld ends within the "
                      "%ld-step warmup (give --cosine_decay_epochs, or more --max_steps)", o->max_steps, lr->warmup_steps);
