@@ -672,6 +672,21 @@ static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t er
         tower__checkpoint__free_unpacked(msg, NULL);
         return NULL;
     }
+    /* The run state's counts (a file with a valid checksum may still hold any number): none negative. */
+    const Tower__RunState *rs = msg->run;
+    const char *bad_field = rs->examples_consumed < 0 ? "examples_consumed" : rs->n_towers < 0 ? "n_towers"
+                          : rs->batch_size < 0 ? "batch_size" : rs->accum_steps < 0 ? "accum_steps" : NULL;
+    long long bad_value = rs->examples_consumed < 0 ? (long long)rs->examples_consumed
+                        : rs->n_towers < 0 ? rs->n_towers : rs->batch_size < 0 ? rs->batch_size : rs->accum_steps;
+    for (size_t k = 0; !bad_field && k < rs->n_part_examples_consumed; k++)
+        if (rs->part_examples_consumed[k] < 0) bad_field = "part_examples_consumed", bad_value = rs->part_examples_consumed[k];
+    for (size_t k = 0; !bad_field && k < rs->n_shard_sizes && k < CKPT_MAX_PARTS; k++)
+        if (rs->shard_sizes[k] < 1) bad_field = "shard_sizes", bad_value = rs->shard_sizes[k];
+    if (bad_field) {
+        fail(err, err_n_bytes, "%s: the run state's %s is %lld: out of range (not a file Tower wrote)", path, bad_field, bad_value);
+        tower__checkpoint__free_unpacked(msg, NULL);
+        return NULL;
+    }
     if (msg->run->n_shard_sizes > CKPT_MAX_PARTS) {
         fail(err, err_n_bytes, "%s: the run state lists %zu towers' shard sizes, at most %d", path,
              msg->run->n_shard_sizes, CKPT_MAX_PARTS);

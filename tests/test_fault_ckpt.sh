@@ -7,7 +7,8 @@
 # no checkpoint is added).  The files: a flipped byte, cut short (in the
 # payload and in the header), empty, a directory, a FIFO (whose open would
 # wait for a writer: refused, not a hang), not a checkpoint at all,
-# bytes appended, a newer format version, valid files of another variable
+# bytes appended, a newer format version, a run state with a negative
+# count (a correct CRC), valid files of another variable
 # table (renamed, missing, extra, reshaped variable; forged by HELPER with a
 # correct CRC), no momentum slots, another optimizer's slots (adam vs
 # momentum, both ways; momentum vs centered rmsprop); a checkpoint of another model (mnist vs
@@ -98,6 +99,9 @@ refused "$work/a_tfrecord" "a TFRecord file" "not a checkpoint \(bad magic\)"
 refused "$work/appended" "bytes appended" "4 unexpected bytes after the payload \(the header says $payload payload bytes\)"
 "$helper" forge "$good" "$work/version" version
 refused "$work/version" "a newer format" "unsupported checkpoint format version 99 \(this build reads version 1\)"
+"$helper" forge "$good" "$work/negative" negative_examples
+refused "$work/negative" "a negative example count" \
+  "the run state's examples_consumed is -5: out of range \(not a file Tower wrote\)"
 "$helper" forge "$good" "$work/renamed" rename_var
 refused "$work/renamed" "a renamed variable" "variables: unexpected variable 'forged/weights' \(not in model 'mnist'\)"
 "$helper" forge "$good" "$work/dropped" drop_var

@@ -29,6 +29,7 @@
  *         version       a valid payload under format version 99
  *         no_parts      the run state without the worker parts' own examples
  *                       and their split (a file of a build before them)
+ *         negative_examples  the run state's examples_consumed is -5
  *
  *   test_fault_helper run CKPT
  *       Prints the run state of the checkpoint CKPT (dir/model.ckpt-N, read
@@ -264,6 +265,8 @@ static int forge(const char *in, const char *out, const char *kind) {
     } else if (!strcmp(kind, "no_parts")) {
         m->run->n_part_examples_consumed = 0;
         m->run->input_split = (char *)"";
+    } else if (!strcmp(kind, "negative_examples")) {
+        m->run->examples_consumed = -5;
     } else {
         fprintf(stderr, "forge: unknown kind '%s'\n", kind);
         tower__checkpoint__free_unpacked(m, NULL);
