@@ -7,10 +7,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-FILE *file_open_regular(const char *path, int *not_regular) {
-    *not_regular = 0;
+/* What a file of mode is, where it is not a regular file. */
+static const char *kind_of(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a pipe or FIFO" : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : "not a regular file";
+}
+
+FILE *file_open_regular(const char *path, const char **instead) {
+    *instead = NULL;
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return NULL;
+    if (fd < 0) {
+        if (errno == ENXIO) *instead = "a socket or a device"; /* a socket, or a device with no driver behind it */
+        return NULL;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         const int e = errno;
@@ -20,7 +29,7 @@ FILE *file_open_regular(const char *path, int *not_regular) {
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        *not_regular = 1;
+        *instead = kind_of(st.st_mode);
         return NULL;
     }
     const int flags = fcntl(fd, F_GETFL);

@@ -17,9 +17,10 @@
 
 /* Opens path for reading ("rb") when it is a regular file (a symbolic link
  * to one counts).  Returns the stream (the caller fcloses it); NULL with
- * *not_regular = 0 and errno set when the open fails (ENOENT, EACCES, ...);
- * NULL with *not_regular = 1 when path is something else (a FIFO, a
- * directory, a device, a socket). */
-FILE *file_open_regular(const char *path, int *not_regular);
+ * *instead = NULL and errno set when the open fails (ENOENT, EACCES, ...);
+ * NULL with *instead naming what path is instead: "a directory", "a pipe or
+ * FIFO", "a socket", "a device" (ENXIO at the open: "a socket or a device"),
+ * or "not a regular file". */
+FILE *file_open_regular(const char *path, const char **instead);
 
 #endif

@@ -9,6 +9,7 @@
  */
 #include "io/imagefolder.h"
 #include "base/escape.h"
+#include "base/file.h"
 #include "io/rng.h"
 
 #include <dirent.h>
@@ -1199,34 +1200,13 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
 int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes, char *err, size_t err_n) {
     *text = NULL;
     *n_bytes = 0;
-    /* O_NONBLOCK: opening a FIFO for reading waits for a writer; the fstat below refuses it instead. */
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return 0;
-        snprintf(err, err_n, "%s: cannot open the labels file: %s", path,
-                 errno == ENXIO ? "not a regular file (a socket or device)" : strerror(errno));
-        return -1;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        snprintf(err, err_n, "%s: the labels file is %s", path,
-                 S_ISDIR(sb.st_mode) ? "a directory, not a regular file"
-                 : S_ISFIFO(sb.st_mode) ? "not a regular file (a pipe or FIFO)"
-                 : S_ISSOCK(sb.st_mode) ? "not a regular file (a socket)"
-                 : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "not a regular file (a device)"
-                                                               : "not a regular file");
-        close(fd);
-        return -1;
-    }
-    FILE *f = fdopen(fd, "rb");
+    const char *instead; /* a FIFO's open would wait for a writer: file_open_regular refuses it instead */
+    FILE *f = file_open_regular(path, &instead);
     if (!f) {
-        snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(errno));
-        close(fd);
+        if (!instead && errno == ENOENT) return 0;
+        if (!instead) snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(errno));
+        else if (!strcmp(instead, "a directory")) snprintf(err, err_n, "%s: the labels file is a directory, not a regular file", path);
+        else snprintf(err, err_n, "%s: the labels file is not a regular file (%s)", path, instead);
         return -1;
     }
     char *t = malloc(IMAGEFOLDER_MAX_LABELS_N_BYTES + 1);

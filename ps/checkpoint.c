@@ -171,7 +171,7 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
     char path[4096];
     if (join_path(path, sizeof path, dir, CKPT_INDEX_NAME) != 0)
         return fail(err, err_n_bytes, "%s: path too long", dir);
-    int not_regular;
+    const char *not_regular;
     FILE *f = file_open_regular(path, &not_regular);
     if (!f && not_regular) return fail(err, err_n_bytes, "%s: the checkpoint index is not a regular file", path);
     if (!f) {
@@ -297,7 +297,7 @@ int ckpt_is_train_dir_file(const char *path) {
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
     char base[256];
     if (!strcmp(name, CKPT_INDEX_NAME) || ckpt_family(name, base, sizeof base)) return 1;
-    int not_regular;
+    const char *not_regular;
     FILE *f = file_open_regular(path, &not_regular);
     if (!f) return 0;
     unsigned char magic[sizeof CKPT_MAGIC];
@@ -581,7 +581,7 @@ int ckpt_commit_shards(const char *dir, long global_step, int n_shards, int keep
 /* Read and check the header and checksum of path; returns the decoded
  * message or NULL with a message in err. */
 static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t err_n_bytes) {
-    int not_regular;
+    const char *not_regular;
     FILE *f = file_open_regular(path, &not_regular);
     if (!f) {
         if (not_regular) fail(err, err_n_bytes, "%s: not a regular file", path);
@@ -745,7 +745,7 @@ static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
     else snprintf(dir, sizeof dir, ".");
-    int not_regular;
+    const char *not_regular;
     FILE *f = file_open_regular(manifest, &not_regular);
     if (!f && not_regular) return fail(err, err_n_bytes, "%s: the shard manifest %s is not a regular file", path, manifest);
     if (!f) return fail(err, err_n_bytes, "%s: cannot open (nor a shard manifest %s): %s", path, manifest, strerror(errno));
