@@ -64,7 +64,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
         {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("input size"), FLAG_RANGE(0, 1, "(]", NULL)},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
-        {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
+        {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes) (0: the checkpoint's)", FLAG_RANGE(0, 1 << 16, "[]", "0: the checkpoint's")},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},
         {"no_moving_average", FLAG_BOOL, &o->no_moving_average, "evaluate the raw variables, not their moving averages"},
         {"confusion_matrix", FLAG_BOOL, &o->confusion_matrix, "print the confusion matrix (rows: true class, columns: predicted)"},
@@ -138,7 +138,7 @@ static long count_examples(const ConvertSource *listing, char **files, int n_fil
 static int eval_checkpoint(const EvalOptions *o, int compression, const char *path, const CkptContents *ck,
                            const ModelSpec *spec, EventWriter **events_io) {
     char err[1024];
-    if (o->num_classes != spec->num_classes) {
+    if (o->num_classes > 0 && o->num_classes != spec->num_classes) {
         cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o->num_classes, path,
                 spec->num_classes);
         return 1;
@@ -555,7 +555,7 @@ int cmd_eval(int argc, char **argv) {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
         .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .labels = "",
         .resize_mode = "resize", .batch_size = 500, .top_k = 1, .central_fraction = 1.0f,
-        .num_classes = 10, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
+        .num_classes = 0, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];
     int n_flags = eval_flags(&o, flags);

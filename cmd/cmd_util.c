@@ -68,7 +68,14 @@ int cmd_open_checkpoint(const char *command, const char *checkpoint, const char 
     } else {
         int found = ckpt_find_latest(checkpoint_dir, path, path_n_bytes, err, sizeof err);
         if (found != 1) {
-            if (found == 0) cmd_errorf("tower %s: no checkpoint found in %s\n", command, checkpoint_dir);
+            struct stat st;
+            if (found == 0 && stat(checkpoint_dir, &st) != 0)
+                cmd_errorf("tower %s: --checkpoint_dir %s: %s\n", command, checkpoint_dir, strerror(errno));
+            else if (found == 0 && !S_ISDIR(st.st_mode))
+                cmd_errorf("tower %s: --checkpoint_dir %s is not a directory\n", command, checkpoint_dir);
+            else if (found == 0)
+                cmd_errorf("tower %s: no checkpoint found in %s (no index %s/checkpoint)\n", command, checkpoint_dir,
+                           checkpoint_dir);
             else cmd_errorf("tower %s: %s\n", command, err);
             return -1;
         }

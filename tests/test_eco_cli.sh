@@ -52,6 +52,12 @@ precision=$(sed -n 's/.*: precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval.out")
 [ -n "$precision" ] || fail "no precision line: $(cat "$work/eval.out")"
 "$events" eval "$work/run/eval" 12 "$precision" || fail "events file of tower eval"
 echo "ok: eval wrote Precision @ 1 = $precision at step 12 to $work/run/eval"
+# Without --num_classes eval takes the checkpoint's 3 (it refused: "--num_classes 10 but ... 3 classes").
+"$tower" eval --checkpoint_dir "$work/run" --data "$data" --batch_size 50 --eval_dir none >"$work/eval3.out" ||
+  fail "eval without --num_classes of a 3-class checkpoint"
+[ "$(sed -n 's/.*: precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval3.out")" = "$precision" ] ||
+  fail "eval without --num_classes: $(cat "$work/eval3.out")"
+echo "ok: eval without --num_classes takes the checkpoint's 3 classes"
 
 # ---- one class list for every split: a test split without "cross" gets a shorter labels.txt, which
 # eval refuses (its label 1 would be "square"); converted with --labels it shares the train split's list
@@ -196,7 +202,9 @@ expect_error() { # expect_error CODE PATTERN ARGS...
   echo "ok: tower $* -> $(cat "$work/err")"
 }
 mkdir -p "$work/empty"
-expect_error 1 "no checkpoint found" export --checkpoint_dir "$work/empty" --out "$work/x.safetensors"
+expect_error 1 "no checkpoint found in $work/empty (no index $work/empty/checkpoint)" export --checkpoint_dir "$work/empty" --out "$work/x.safetensors"
+expect_error 1 "^tower export: --checkpoint_dir $work/missing: No such file or directory$" export --checkpoint_dir "$work/missing" --out "$work/x.safetensors"
+expect_error 1 "^tower eval: --checkpoint_dir $work/err is not a directory$" eval --checkpoint_dir "$work/err" --data "$data"
 expect_error 2 "--out" export --checkpoint_dir "$work/run"
 expect_error 1 "cannot read the image folder" convert --from imagefolder "$work/missing" --out "$work/o/x"
 expect_error 1 "no class folders" convert --from imagefolder "$work/empty" --out "$work/o/x"
