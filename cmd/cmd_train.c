@@ -410,6 +410,8 @@ static int train_main(int argc, char **argv, int rank) {
         flags_print_usage("tower train", "[flags]", flags, n_flags);
         return 0;
     }
+    for (int i = 1; i < argc; i++) /* a size a run that uses none refuses (trainer_open), the default not */
+        o.image_size_given |= !strcmp(argv[i], "--image_size") || !strncmp(argv[i], "--image_size=", 13);
     if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
         train_check_flags(&o) != 0 ||
         cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0)

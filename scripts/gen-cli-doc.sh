@@ -92,7 +92,8 @@ sets how many)`); a CUDA build on a machine without the NVIDIA driver (`no GPU d
 
 What depends on the machine, the build or the data is found after parsing and is exit 1: `--device gpu`
 or a GPU mode without a usable GPU, a pattern that matches no files, an `--image_size` larger than the
-stored images, `--shard_sizes` with more or fewer entries than towers.  `tower bench` tries its `--csv`,
+stored images, an `--image_size` given for TFRecords that a model other than `cifar10` uses at their stored
+size (another size was ignored), `--shard_sizes` with more or fewer entries than towers.  `tower bench` tries its `--csv`,
 `--svg` and `--trace` paths before it measures anything:
 
     tower bench: --svg out/chart.svg: cannot create the file: No such file or directory

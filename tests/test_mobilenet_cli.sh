@@ -4,6 +4,7 @@
 #   - --width_multiplier outside (0, 16], --head other than keras|seed, --batch_norm other than
 #     tower|sync, an unknown --model (the message lists the table's networks): exit 2, one line naming the flag;
 #   - 28x28 TFRecords for mobilenet_v2 (it needs 32x32): exit 1, one line pointing at an image folder + --image_size;
+#     with --image_size 96 on them (which TFRecords do not take: it was ignored), one line naming the stored size;
 #   - 2 replicated towers train 6 Adam steps at width 0.35; eval runs in evaluation mode (moving statistics):
 #     its result does not depend on the batch size (1 and 16 give the same line; in training mode, batch
 #     statistics, they differ); export writes the moving statistics and records the network options;
@@ -44,6 +45,8 @@ refuse 2 'fc_width 0' "${base[@]}" --model vgg11 --fc_width 0
 "$tower" convert --from imagefolder "$work/imgs" --out "$work/tfr/train" --image_size 28 --channels 1 >/dev/null 2>&1
 refuse 1 'at least 32x32.*image folder as --data with --image_size' train --model mobilenet_v2 \
   --data "$work/tfr/train-*.tfrecord" --num_classes 3 --train_dir "$work/tfr_run"
+refuse 1 '^tower train: --image_size 96: --model mobilenet_v2 uses TFRecord images at their stored size, 28x28 in .*train-00000-of-00001.tfrecord (--image_size crops' \
+  train --model mobilenet_v2 --data "$work/tfr/train-*.tfrecord" --image_size 96 --num_classes 3 --train_dir "$work/tfr_run"
 
 "$tower" "${base[@]}" --width_multiplier 0.35 --num_towers 2 --batch_size 8 --max_steps 6 --optimizer adam \
   --variable_update replicated --all_reduce host --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20 \

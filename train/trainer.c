@@ -1031,6 +1031,13 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
         out_H = out_W = o->image_size;
     }
+    if (o->image_size_given && !facts.distorts && !tr->image_folder && !o->synthetic &&
+        (o->image_size != H || o->image_size != W)) {
+        snprintf(err, err_n_bytes, "--image_size %d: --model %s uses TFRecord images at their stored size, %dx%d in %s "
+                 "(--image_size crops cifar10's and resizes an image folder's; tower convert --image_size resizes "
+                 "records)", o->image_size, o->model, H, W, tr->files[0]);
+        goto fail;
+    }
     if (model_spec_init_opts(&tr->spec, o->model, out_H, out_W, C, o->num_classes, &o->model_opts, e, sizeof e) != 0) {
         /* TFRecords are used as stored (cifar10 crops them); an image folder is resized to --image_size. */
         if (o->synthetic)

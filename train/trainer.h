@@ -91,6 +91,8 @@ typedef struct {
     int num_classes;
     int image_size;                 /* cifar10: crop to image_size x image_size (0: no crop); an image folder: the size
                                        its images are resized to (both models; no crop) */
+    int image_size_given;           /* 1: --image_size was on the command line (a run that uses none refuses a size
+                                       other than its TFRecords'); 0: the default */
     const char *labels;             /* an image folder: the class list file ("": the sorted class folders) */
     const char *resize_mode;        /* an image folder: "resize", "center_crop" or "random_crop" (io/imagefolder.h) */
     float central_fraction;         /* an image folder, center_crop: the fraction of the shorter side kept, (0, 1] */
