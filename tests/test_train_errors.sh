@@ -35,7 +35,9 @@ expect_error "unknown command" frobnicate
 expect_error "--data" train --data "$work/none-*.tfrecord" --train_dir "$work/x"
 expect_error "--model" train --model resnet --data "$data" --train_dir "$work/x"
 expect_error "--device gpu" train --device gpu --data "$data" --train_dir "$work/x"
-expect_error "no checkpoint" eval --checkpoint_dir "$work/empty" --data "$work/test-*.tfrecord"
+expect_error "checkpoint_dir $work/empty: No such file or directory" eval --checkpoint_dir "$work/empty" --data "$work/test-*.tfrecord"
+mkdir "$work/empty"
+expect_error "no checkpoint found in $work/empty" eval --checkpoint_dir "$work/empty" --data "$work/test-*.tfrecord"
 # A stream as data (a FIFO with no writer: opening it would wait forever; a pipe would be read twice): refused
 # by its kind before anything opens it.
 mkfifo "$work/stream.tfrecord"
