@@ -580,6 +580,40 @@ int ckpt_commit_shards(const char *dir, long global_step, int n_shards, int keep
 
 /* Read and check the header and checksum of path; returns the decoded
  * message or NULL with a message in err. */
+/* What is wrong with the run state a file holds (its checksum may be right and its numbers still none that Tower
+ * writes): one phrase in why and 1, or 0.  Its lists fit their arrays (CKPT_MAX_PARTS), and no count is negative
+ * (a shard size is at least 1). */
+static int run_state_problem(const Tower__RunState *rs, char *why, size_t why_n_bytes) {
+    if (rs->n_part_examples_consumed > CKPT_MAX_PARTS) {
+        snprintf(why, why_n_bytes, "the run state counts %zu workers' parts, at most %d", rs->n_part_examples_consumed,
+                 CKPT_MAX_PARTS);
+        return 1;
+    }
+    if (rs->n_shard_sizes > CKPT_MAX_PARTS) {
+        snprintf(why, why_n_bytes, "the run state lists %zu towers' shard sizes, at most %d", rs->n_shard_sizes,
+                 CKPT_MAX_PARTS);
+        return 1;
+    }
+    typedef struct {
+        const char *name;
+        long long value, least;
+    } RunCount;
+    RunCount counts[4 + 2 * CKPT_MAX_PARTS] = {
+        {"examples_consumed", rs->examples_consumed, 0}, {"n_towers", rs->n_towers, 0},
+        {"batch_size", rs->batch_size, 0}, {"accum_steps", rs->accum_steps, 0}};
+    size_t n = 4;
+    for (size_t k = 0; k < rs->n_part_examples_consumed; k++)
+        counts[n++] = (RunCount){"part_examples_consumed", rs->part_examples_consumed[k], 0};
+    for (size_t k = 0; k < rs->n_shard_sizes; k++) counts[n++] = (RunCount){"shard_sizes", rs->shard_sizes[k], 1};
+    for (size_t i = 0; i < n; i++) {
+        if (counts[i].value >= counts[i].least) continue;
+        snprintf(why, why_n_bytes, "the run state's %s is %lld: out of range (not a file Tower wrote)", counts[i].name,
+                 counts[i].value);
+        return 1;
+    }
+    return 0;
+}
+
 static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t err_n_bytes) {
     const char *not_regular;
     FILE *f = file_open_regular(path, &not_regular);
@@ -666,30 +700,9 @@ static Tower__Checkpoint *read_checkpoint(const char *path, char *err, size_t er
         fail(err, err_n_bytes, "%s: the run state is missing", path);
         return NULL;
     }
-    if (msg->run->n_part_examples_consumed > CKPT_MAX_PARTS) {
-        fail(err, err_n_bytes, "%s: the run state counts %zu workers' parts, at most %d", path,
-             msg->run->n_part_examples_consumed, CKPT_MAX_PARTS);
-        tower__checkpoint__free_unpacked(msg, NULL);
-        return NULL;
-    }
-    /* The run state's counts (a file with a valid checksum may still hold any number): none negative. */
-    const Tower__RunState *rs = msg->run;
-    const char *bad_field = rs->examples_consumed < 0 ? "examples_consumed" : rs->n_towers < 0 ? "n_towers"
-                          : rs->batch_size < 0 ? "batch_size" : rs->accum_steps < 0 ? "accum_steps" : NULL;
-    long long bad_value = rs->examples_consumed < 0 ? (long long)rs->examples_consumed
-                        : rs->n_towers < 0 ? rs->n_towers : rs->batch_size < 0 ? rs->batch_size : rs->accum_steps;
-    for (size_t k = 0; !bad_field && k < rs->n_part_examples_consumed; k++)
-        if (rs->part_examples_consumed[k] < 0) bad_field = "part_examples_consumed", bad_value = rs->part_examples_consumed[k];
-    for (size_t k = 0; !bad_field && k < rs->n_shard_sizes && k < CKPT_MAX_PARTS; k++)
-        if (rs->shard_sizes[k] < 1) bad_field = "shard_sizes", bad_value = rs->shard_sizes[k];
-    if (bad_field) {
-        fail(err, err_n_bytes, "%s: the run state's %s is %lld: out of range (not a file Tower wrote)", path, bad_field, bad_value);
-        tower__checkpoint__free_unpacked(msg, NULL);
-        return NULL;
-    }
-    if (msg->run->n_shard_sizes > CKPT_MAX_PARTS) {
-        fail(err, err_n_bytes, "%s: the run state lists %zu towers' shard sizes, at most %d", path,
-             msg->run->n_shard_sizes, CKPT_MAX_PARTS);
+    char why[256];
+    if (run_state_problem(msg->run, why, sizeof why)) {
+        fail(err, err_n_bytes, "%s: %s", path, why);
         tower__checkpoint__free_unpacked(msg, NULL);
         return NULL;
     }

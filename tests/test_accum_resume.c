@@ -105,6 +105,28 @@ static void rm_rf(const char *dir) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* trainer_open (stderr caught in note) and trainer_close: what the open says, nothing run. */
+static void open_and_close(const TrainerOptions *o, char *note, size_t note_n_bytes) {
+    trainer_close(open_catching_stderr(o, note, note_n_bytes), NULL, 0);
+}
+
+/* Open, run `steps` steps, save, close (exits 1 when a part fails). */
+static void train_and_save(const TrainerOptions *o, int steps) {
+    Trainer *tr = modes_open_or_die(o);
+    modes_steps_or_die(tr, steps);
+    save_or_die(tr);
+    trainer_close(tr, NULL, 0);
+}
+
+/* dir (a mkdtemp name) removed and made anew, empty; exits 1 when it cannot be. */
+static void fresh_dir(char *dir) {
+    rm_rf(dir);
+    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
+        perror("mkdtemp");
+        exit(1);
+    }
+}
+
 int main(void) {
     char dir[] = "/tmp/test_accum_resume.XXXXXX", copy[] = "/tmp/test_accum_resume_k3.XXXXXX";
     if (!mkdtemp(dir) || !mkdtemp(copy)) {
@@ -162,11 +184,7 @@ int main(void) {
           what);
 
     /* 4. A file without the field reads as 1. */
-    rm_rf(dir);
-    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
-        perror("mkdtemp");
-        return 1;
-    }
+    fresh_dir(dir);
     options(&o, dir, 1, 0);
     tr = modes_open_or_die(&o);
     modes_steps_or_die(tr, 1);
@@ -181,71 +199,47 @@ int main(void) {
     run = latest_run(dir);
     check(run.accum_steps == 1, "a checkpoint without accum_steps (older files) reads as accum_steps 1");
     options(&o, dir, 1, 1);
-    tr = open_catching_stderr(&o, note, sizeof note);
-    trainer_close(tr, NULL, 0);
+    open_and_close(&o, note, sizeof note);
     check(strstr(note, "note:") == NULL, "--resume from it with accum_steps 1: no note");
     options(&o, dir, 3, 1);
-    tr = open_catching_stderr(&o, note, sizeof note);
-    trainer_close(tr, NULL, 0);
+    open_and_close(&o, note, sizeof note);
     check(strstr(note, "accum_steps 1") && strstr(note, "continuing with 2, batch 2, 3, 5"),
           "--resume from it with accum_steps 3: the note names accum_steps 1 and 3");
 
     /* 5. --shard_sizes. */
-    rm_rf(dir);
-    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
-        perror("mkdtemp");
-        return 1;
-    }
+    fresh_dir(dir);
     options(&o, dir, 1, 0);
     o.shard_sizes = "3,1";
-    tr = modes_open_or_die(&o);
-    modes_steps_or_die(tr, 1);
-    save_or_die(tr);
-    trainer_close(tr, NULL, 0);
+    train_and_save(&o, 1);
     run = latest_run(dir);
     check(run.batch_size == 3 && run.n_shard_sizes == 2 && run.shard_sizes[0] == 3 && run.shard_sizes[1] == 1,
           "--shard_sizes 3,1: the checkpoint records batch 3 and the shards 3,1");
     options(&o, dir, 1, 1);
     o.shard_sizes = "3,1";
-    tr = open_catching_stderr(&o, note, sizeof note);
-    trainer_close(tr, NULL, 0);
+    open_and_close(&o, note, sizeof note);
     check(strstr(note, "note:") == NULL, "--resume with --shard_sizes 3,1 from 3,1: no note");
     o.shard_sizes = "1,3";
-    tr = open_catching_stderr(&o, note, sizeof note);
-    trainer_close(tr, NULL, 0);
+    open_and_close(&o, note, sizeof note);
     printf("      (%s)\n", strtok(note, "\n") ? note : "no note");
     check(strstr(note, "2 tower(s), shards 3,1, accum_steps 1") && strstr(note, "continuing with 2, shards 1,3, 1, 5"),
           "--resume with --shard_sizes 1,3 from 3,1: the note names both");
     o.shard_sizes = "";
-    tr = open_catching_stderr(&o, note, sizeof note);
-    trainer_close(tr, NULL, 0);
+    open_and_close(&o, note, sizeof note);
     check(strstr(note, "shards 3,1") && strstr(note, "continuing with 2, batch 2, 1, 5"),
           "--resume with --batch_size 2 from 3,1: the note names both");
-    rm_rf(dir);
-    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
-        perror("mkdtemp");
-        return 1;
-    }
+    fresh_dir(dir);
     options(&o, dir, 1, 0);
     o.shard_sizes = "2,2";
     o.batch_size = 128; /* the flag's default, unused under --shard_sizes */
-    tr = modes_open_or_die(&o);
-    modes_steps_or_die(tr, 1);
-    save_or_die(tr);
-    trainer_close(tr, NULL, 0);
+    train_and_save(&o, 1);
     run = latest_run(dir);
     check(run.batch_size == 2 && run.n_shard_sizes == 0, "--shard_sizes 2,2: the checkpoint records batch 2, no list");
     options(&o, dir, 1, 1);
-    tr = open_catching_stderr(&o, note, sizeof note);
-    trainer_close(tr, NULL, 0);
+    open_and_close(&o, note, sizeof note);
     check(strstr(note, "note:") == NULL, "--resume with --batch_size 2 from --shard_sizes 2,2: no note");
 
     /* 6. The schedule's epochs across a resume with another step size. */
-    rm_rf(dir);
-    if (!mkdtemp(strcpy(dir, "/tmp/test_accum_resume.XXXXXX"))) {
-        perror("mkdtemp");
-        return 1;
-    }
+    fresh_dir(dir);
     options(&o, dir, 1, 0);
     o.lr_schedule = "piecewise";
     o.piecewise_lr = "0.1;2;0.01";
