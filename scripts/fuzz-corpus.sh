@@ -84,13 +84,15 @@ done
 convert --from idx --images "$W/grey-images" --labels "$W/grey-labels" --out "$W/tfr/grey2" --num_shards 2
 convert --from idx --images "$W/tiny-images" --labels "$W/tiny-labels" --out "$W/tfr/tiny"
 convert --from cifar10 --out "$W/tfr/cifar" "$W/data_batch_1.bin.gz"
-convert --from imagefolder --out "$W/tfr/folder" --image_size 4 "$W/images"
-convert --from imagefolder --out "$W/tfr/folder-grey" --image_size 3 --channels 1 --resize_mode center_crop "$W/images"
-for f in "$W"/tfr/*.tfrecord; do cp "$f" "$OUT/tfrecord/$(basename "$f" .tfrecord)"; done
+# The image folder's shards in a directory of their own: its labels.txt (2 classes) names the classes of every
+# TFRecord beside it, and train refuses a list that is not --num_classes long (the IDX shards train with 10).
+convert --from imagefolder --out "$W/tfr-img/folder" --image_size 4 "$W/images"
+convert --from imagefolder --out "$W/tfr-img/folder-grey" --image_size 3 --channels 1 --resize_mode center_crop "$W/images"
+for f in "$W"/tfr/*.tfrecord "$W"/tfr-img/*.tfrecord; do cp "$f" "$OUT/tfrecord/$(basename "$f" .tfrecord)"; done
 
 # ---- Example payloads ----
-for f in grey-none colour-none grey2 cifar folder folder-grey; do
-  for g in "$W/tfr/$f"-*.tfrecord; do "$TOOL" payloads "$g" "$OUT/example" "$(basename "$g" .tfrecord)" 2; done
+for f in tfr/grey-none tfr/colour-none tfr/grey2 tfr/cifar tfr-img/folder tfr-img/folder-grey; do
+  for g in "$W/$f"-*.tfrecord; do "$TOOL" payloads "$g" "$OUT/example" "$(basename "$g" .tfrecord)" 2; done
 done
 
 # ---- checkpoints from 2-step training runs ----
