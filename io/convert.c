@@ -49,21 +49,26 @@ static long gz_read_full(gzFile f, void *dst, size_t n) {
     return (long)done;
 }
 
-/* After gzread failed on path: "PATH: read error: WHY" (the system's error)
- * or "PATH: gzip data error: WHY" into err.  zlib puts the path before its
- * own message, which is dropped here so the line names it once; no offset
- * is given, since zlib reads ahead and finds a bad check value only at the
- * stream's end, not where the read that failed began. */
-static void gz_fail(gzFile f, const char *path, char *err, size_t err_n) {
+/* After gzread failed on path: "PATH: [WHERE: ]read error: WHY" (the
+ * system's error) or "PATH: [WHERE: ]gzip data error: WHY" into err.  where
+ * (NULL: none) names the read that failed, "record 3 at offset 9216" or
+ * "offset 0" (offsets in the uncompressed data, as TFRecord's messages give
+ * them); zlib reads ahead, so a bad check value found at the stream's end
+ * surfaces at the read in flight.  zlib puts the
+ * path before its own message, which is dropped here so the line names it
+ * once. */
+static void gz_fail(gzFile f, const char *path, const char *where, char *err, size_t err_n) {
     int e;
     const char *m = gzerror(f, &e);
+    const char *sep = where ? ": " : "";
+    if (!where) where = "";
     if (e == Z_ERRNO) {
-        snprintf(err, err_n, "%s: read error: %s", path, strerror(errno));
+        snprintf(err, err_n, "%s: %s%sread error: %s", path, where, sep, strerror(errno));
         return;
     }
     const size_t path_n = strlen(path);
     if (m && !strncmp(m, path, path_n) && !strncmp(m + path_n, ": ", 2)) m += path_n + 2;
-    snprintf(err, err_n, "%s: gzip data error: %s", path, m && *m ? m : "read error");
+    snprintf(err, err_n, "%s: %s%sgzip data error: %s", path, where, sep, m && *m ? m : "read error");
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -114,7 +119,9 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
     size_t img_off = st->images_header_n_bytes + (size_t)i * st->image_n_bytes;
     long got = gz_read_full(st->images, st->image, st->image_n_bytes);
     if (got < 0) {
-        gz_fail(st->images, st->images_path, err, err_n);
+        char where[96];
+        snprintf(where, sizeof where, "record %ld at offset %zu", i, img_off);
+        gz_fail(st->images, st->images_path, where, err, err_n);
         return -1;
     }
     if ((size_t)got < st->image_n_bytes) {
@@ -126,7 +133,9 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
     got = gz_read_full(st->labels, &label, 1);
     size_t lab_off = st->labels_header_n_bytes + (size_t)i;
     if (got < 0) {
-        gz_fail(st->labels, st->labels_path, err, err_n);
+        char where[96];
+        snprintf(where, sizeof where, "record %ld at offset %zu", i, lab_off);
+        gz_fail(st->labels, st->labels_path, where, err, err_n);
         return -1;
     }
     if (got < 1) {
@@ -149,7 +158,7 @@ static int idx_header(gzFile f, const char *path, int want_ndims_min, int want_n
     uint8_t magic[4];
     long got = gz_read_full(f, magic, 4);
     if (got < 0) {
-        gz_fail(f, path, err, err_n);
+        gz_fail(f, path, "offset 0", err, err_n);
         return -1;
     }
     if (got < 4) {
@@ -165,7 +174,7 @@ static int idx_header(gzFile f, const char *path, int want_ndims_min, int want_n
     uint8_t raw[4 * 4];
     got = gz_read_full(f, raw, (size_t)*ndims * 4);
     if (got < 0) {
-        gz_fail(f, path, err, err_n);
+        gz_fail(f, path, "offset 4", err, err_n);
         return -1;
     }
     if (got < *ndims * 4) {
@@ -289,7 +298,9 @@ static int cifar_next(ConvertSource *s, ConvertItem *item, char *err, size_t err
         size_t off = (size_t)st->index * CIFAR_RECORD_N_BYTES;
         long got = gz_read_full(st->f, st->rec, CIFAR_RECORD_N_BYTES);
         if (got < 0) {
-            gz_fail(st->f, path, err, err_n);
+            char where[96];
+            snprintf(where, sizeof where, "record %ld at offset %zu", st->index, off);
+            gz_fail(st->f, path, where, err, err_n);
             return -1;
         }
         if (got == 0) {
