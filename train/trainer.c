@@ -997,6 +997,15 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
             return -1;
         }
         tr->examples_per_epoch = imagefolder_n_files(tr->image_listing);
+        /* A --labels list of another length than the model's outputs: refused here, before the pipeline's workers
+         * start (their warnings would come first; cmd/'s class-list check runs after the open). */
+        int n_classes = 0;
+        imagefolder_classes(tr->image_listing, &n_classes);
+        if (o->labels[0] && n_classes != o->num_classes) {
+            snprintf(err, err_n_bytes, "%s names %d class%s but --num_classes is %d: the model's outputs would not be "
+                     "the list's classes", o->labels, n_classes, n_classes == 1 ? "" : "es", o->num_classes);
+            return -1;
+        }
     } else if (!o->synthetic) {
         if (o->labels[0]) {
             snprintf(err, err_n_bytes, "--labels applies to an image folder as --data (TFRecord data carries its "
