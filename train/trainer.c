@@ -1004,7 +1004,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         if (o->labels[0] && n_classes != o->num_classes) {
             snprintf(err, err_n_bytes, "%s names %d class%s but --num_classes is %d: the model's outputs would not be "
                      "the list's classes", o->labels, n_classes, n_classes == 1 ? "" : "es", o->num_classes);
-            return -1;
+            goto fail; /* trainer_close frees the listing */
         }
     } else if (!o->synthetic) {
         if (o->labels[0]) {
