@@ -436,8 +436,9 @@ static int train_main(int argc, char **argv, int rank) {
 /* The data's class list against --num_classes and the train_dir's, then
  * recorded there (train_dir/labels.txt, for eval to compare): an image
  * folder's (its folders, or --labels), or the labels.txt beside the TFRecord
- * files, which must agree where their directories hold several.  A labels
- * file (--labels, labels.txt) must name --num_classes classes.  0 (also
+ * files, which must agree where their directories hold several.  The
+ * labels.txt must name --num_classes classes (an image folder's --labels:
+ * trainer_open checks it, before its pipeline starts).  0 (also
  * when the data has no class list), or -1 after one line on stderr. */
 static int check_class_list(const Trainer *tr, const TrainerOptions *o) {
     char err[1024], data_labels[4096] = "", run_labels[4096];
@@ -469,7 +470,7 @@ static int check_class_list(const Trainer *tr, const TrainerOptions *o) {
     /* A labels file: first against the train_dir's (the more telling refusal on a resumed run), then its count. */
     const char *list_file = classes ? (o->labels[0] ? o->labels : NULL) : data_labels;
     int lrc = list_file ? io_labels_compare(run_labels, list_file, err, sizeof err) : 0;
-    if (lrc == 0 && list_file && n_classes != o->num_classes) {
+    if (lrc == 0 && !classes && list_file && n_classes != o->num_classes) {
         cmd_errorf("tower train: %s names %d class%s but --num_classes is %d: the model's outputs would not be "
                    "the list's classes\n", list_file, n_classes, n_classes == 1 ? "" : "es", o->num_classes);
         return -1;

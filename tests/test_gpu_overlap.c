@@ -14,8 +14,9 @@
  *     (batch norm: moving statistics through update_moving) and
  *     mobilenet_v2, in ps_cpu and replicated_host, 1 and 2 towers on GPU 0;
  *   - --accum_steps 2 (compute sends the gradient after each micro-batch:
- *     the last must land last) and --loss_scaling global_batch with unequal
- *     --shard_sizes (scale_grads after compute: the full copy again).
+ *     the last must land last; scale_grads' 1/2 after compute: the full copy
+ *     again) and --loss_scaling global_batch with unequal --shard_sizes (each
+ *     tower's weighted output gradient, TowerStep.loss_weight).
  * It also checks that the switch takes: a tower created by default
  * reports its chunks (describe_algorithms' line) and one created with
  * TOWER_GPU_OVERLAP=0 does not, and that the chunks cover the model

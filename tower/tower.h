@@ -12,7 +12,7 @@
  *     tower_compute                forward and backward on the shard
  *                                  (--accum_steps K: these two K times, one
  *                                  micro-batch each, the gradient adding up;
- *                                  then it is scaled, TowerStep.grad_scale)
+ *                                  then it is scaled by 1/K, TowerStep.grad_scale)
  *     tower_copy_grads_to_ps       gradients -> the tower's host gradient buffer
  *     signal done
  *
@@ -101,8 +101,8 @@ typedef struct TowerBackend {
                    size_t err_n_bytes);
     /* The tower's gradient (where compute left it: the host buffer for the
      * CPU, the device's for a GPU) *= scale, before its copy-out.  Called
-     * only when scale != 1 (the mean over micro-batches, the global-batch
-     * weight: TowerStep.grad_scale). */
+     * only when scale != 1 (the mean over micro-batches:
+     * TowerStep.grad_scale). */
     int (*scale_grads)(void *dev, float scale, char *err, size_t err_n_bytes);
     /* The tower's gradients -> grads_host given at create; waits until they are there. */
     int (*copy_grads_out)(void *dev, char *err, size_t err_n_bytes);
@@ -352,10 +352,10 @@ typedef struct {
                                             * forward and backward on examples [offset + k n, offset + (k+1) n) of
                                             * its shard, n = shard_n[t] / K, for k = 0..K-1, its gradient summing */
     const float *grad_scale;               /* [n_towers] or NULL (all 1): tower t's summed gradient is multiplied by
-                                            * grad_scale[t] before its copy-out (the trainer's 1/K and loss weight) */
+                                            * grad_scale[t] before its copy-out (the trainer's 1/K) */
     const float *loss_weight;              /* [n_towers] or NULL (all 1): the weight of tower t's cross-entropy in
                                             * the loss its backward differentiates, applied to its output gradient
-                                            * before the backward (sync batch norm's loss weights: train_run_towers) */
+                                            * before the backward (--loss_scaling's weights: train_run_towers) */
 } TowerStep;
 
 /* Run one synchronous step: every tower copies its params in (unless

@@ -117,8 +117,9 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
  * tower's micro-batches.  --loss_scaling tower_mean: 1; global_batch:
  * n_ranks x n_towers x shard_n / global_batch (so the mean is each
  * example's gradient summed over the global batch, divided by its size).
- * train_run_towers folds it into each tower's gradient (TowerStep.grad_scale),
- * so a mode's own averaging is unchanged; a mode that reduces the losses
+ * train_run_towers folds it into each tower's backward, as the weight of
+ * its cross-entropy (TowerStep.loss_weight), so a mode's own averaging is
+ * unchanged; a mode that reduces the losses
  * itself (replicated_mpi) weights them with it. */
 double train_tower_weight(const Trainer *tr, int shard_n);
 

@@ -692,8 +692,6 @@ static void rank_shards(const Trainer *tr, PipelineBatch *b) {
     }
 }
 
-/* --resume: the latest checkpoint in train_dir, if any, into the server
- * (none: one line says the run starts from step 0).  0, or -1 with err. */
 /* The job's split of its step for the run state: batch_size (tower 0's micro-batch), and every tower's, the
  * workers' in rank order, where they differ (--shard_sizes 5,3; --shard_sizes 4,4 is batch 4; 2 ranks of 3,1 are
  * 3,1,3,1, as one process of --shard_sizes 3,1,3,1 records). */
@@ -717,6 +715,9 @@ static const char *run_split_describe(const CkptRunState *run, char *out, size_t
     return out;
 }
 
+/* --resume: the latest checkpoint in train_dir, if any, into the server
+ * (none: one line says the run starts from step 0; checkpoint files no index
+ * names: refused).  0, or -1 with err. */
 static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     char path[4096], e[512];
@@ -1209,16 +1210,15 @@ int train_run_towers(Trainer *tr, TowerStep *step, PipelineBatch *batch, float *
     step->labels = batch->labels;
     step->shard_offset = batch->shard_offset;
     step->shard_n = batch->shard_n;
-    /* Each tower's gradient: the mean over its micro-batches, times its weight in the mean over the towers
-     * that every mode then takes (exactly 1 with one micro-batch and equal shards: nothing to scale).  With
-     * sync batch norm the weight goes into the backward instead, on the tower's output gradient: the towers'
-     * backward sums mix their output gradients, which must carry their weights there (global_batch with
-     * unequal shards; equal weights give the same gradient either way, scaled after by the same factor). */
+    /* Each tower's gradient: the mean over its micro-batches (grad_scale 1/K; exactly 1 with one micro-batch:
+     * nothing to scale) of the gradient of its weight in the mean over the towers that every mode then takes
+     * times its cross-entropy (loss_weight; exactly 1 with equal shards).  The weight goes onto the tower's
+     * output gradient before the backward, not onto its gradient after: sync batch norm's backward sums mix
+     * the towers' output gradients, which must carry their weights there. */
     float grad_scale[TOWER_MAX_TOWERS], loss_weight[TOWER_MAX_TOWERS];
     for (int t = 0; t < tr->n_towers; t++) {
-        const double w = train_tower_weight(tr, batch->shard_n[t]);
-        loss_weight[t] = tr->bn_sync ? (float)w : 1.0f;
-        grad_scale[t] = (float)((tr->bn_sync ? 1.0 : w) / tr->accum_steps);
+        loss_weight[t] = (float)train_tower_weight(tr, batch->shard_n[t]);
+        grad_scale[t] = (float)(1.0 / tr->accum_steps);
     }
     step->accum_steps = tr->accum_steps;
     step->grad_scale = grad_scale;
