@@ -438,26 +438,28 @@ static int train_main(int argc, char **argv, int rank) {
  * folder's (its folders, or --labels), or the labels.txt beside the TFRecord
  * files, which must agree where their directories hold several.  The
  * labels.txt must name --num_classes classes (an image folder's --labels:
- * trainer_open checks it, before its pipeline starts).  0 (also
- * when the data has no class list), or -1 after one line on stderr. */
-static int check_class_list(const Trainer *tr, const TrainerOptions *o) {
-    char err[1024], data_labels[4096] = "", run_labels[4096];
+ * trainer_open checks it).  Rank 0's TrainerOptions.check_data: trainer_open
+ * calls it before the input pipeline starts.  0 (also when the data has no
+ * class list), or -1 with one line in err. */
+static int check_class_list(void *ctx, const Trainer *tr, char *err, size_t err_n_bytes) {
+    (void)ctx;
+    const TrainerOptions *o = &tr->opt;
+    char e[1024], data_labels[4096] = "", run_labels[4096];
     int n_classes = 0;
-    /* An image folder's (a server-only rank, --ps_dedicated, opens no pipeline: none). */
-    const char *const *classes = tr->pipeline ? pipeline_classes(tr->pipeline, &n_classes) : NULL;
+    const char *const *classes = trainer_classes(tr, &n_classes);
     if (!classes && tr->n_files > 0) {
-        int lrc = io_labels_find(tr->files, tr->n_files, data_labels, sizeof data_labels, err, sizeof err);
+        int lrc = io_labels_find(tr->files, tr->n_files, data_labels, sizeof data_labels, e, sizeof e);
         if (lrc != 0) {
             if (lrc > 0)
-                cmd_errorf("tower train: the class lists beside --data's files differ, so their label numbers name "
-                           "other classes: %s\n", err);
-            else cmd_errorf("tower train: %s\n", err);
+                snprintf(err, err_n_bytes, "the class lists beside --data's files differ, so their label numbers name "
+                         "other classes: %s", e);
+            else snprintf(err, err_n_bytes, "%s", e);
             return -1;
         }
         if (data_labels[0]) {
             char **names;
-            if (imagefolder_read_labels(data_labels, &names, &n_classes, err, sizeof err) != 0) {
-                cmd_errorf("tower train: %s\n", err);
+            if (imagefolder_read_labels(data_labels, &names, &n_classes, e, sizeof e) != 0) {
+                snprintf(err, err_n_bytes, "%s", e);
                 return -1;
             }
             for (int k = 0; k < n_classes; k++) free(names[k]);
@@ -469,18 +471,23 @@ static int check_class_list(const Trainer *tr, const TrainerOptions *o) {
         return 0;
     /* A labels file: first against the train_dir's (the more telling refusal on a resumed run), then its count. */
     const char *list_file = classes ? (o->labels[0] ? o->labels : NULL) : data_labels;
-    int lrc = list_file ? io_labels_compare(run_labels, list_file, err, sizeof err) : 0;
+    int lrc = list_file ? io_labels_compare(run_labels, list_file, e, sizeof e) : 0;
     if (lrc == 0 && !classes && list_file && n_classes != o->num_classes) {
-        cmd_errorf("tower train: %s names %d class%s but --num_classes is %d: the model's outputs would not be "
-                   "the list's classes\n", list_file, n_classes, n_classes == 1 ? "" : "es", o->num_classes);
+        snprintf(err, err_n_bytes, "%s names %d class%s but --num_classes is %d: the model's outputs would not be "
+                 "the list's classes", list_file, n_classes, n_classes == 1 ? "" : "es", o->num_classes);
         return -1;
     }
-    if (lrc == 0)
-        lrc = classes ? io_labels_record_names(classes, n_classes, run_labels, err, sizeof err)
-                      : io_labels_record(data_labels, run_labels, err, sizeof err);
+    if (lrc == 0 && classes) {
+        char what[4200];
+        if (o->labels[0]) snprintf(what, sizeof what, "--labels %s", o->labels);
+        else snprintf(what, sizeof what, "the class folders of %s", o->data);
+        lrc = io_labels_record_names(classes, n_classes, what, run_labels, e, sizeof e);
+    } else if (lrc == 0) {
+        lrc = io_labels_record(data_labels, run_labels, e, sizeof e);
+    }
     if (lrc != 0) {
-        if (lrc > 0) cmd_errorf("tower train: the data's class list differs from the one this train_dir was trained with: %s\n", err);
-        else cmd_errorf("tower train: %s\n", err);
+        if (lrc > 0) snprintf(err, err_n_bytes, "the data's class list differs from the one this train_dir was trained with: %s", e);
+        else snprintf(err, err_n_bytes, "%s", e);
         return -1;
     }
     return 0;
@@ -488,20 +495,17 @@ static int check_class_list(const Trainer *tr, const TrainerOptions *o) {
 
 /* The run on a locked train_dir: the process's exit status. */
 static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
-    char err[1024], ts[64];
+    char err[4096], ts[64];
     Trainer tr;
     TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
     memset(&disp, 0, sizeof disp);
     o.warn = display_warn;
     o.warn_ctx = &disp;
-    if (trainer_open(&tr, &o, err, sizeof err) != 0) {
-        cmd_errorf("tower train: %s\n", err); /* it may name a data file: escaped there */
-        return 1;
-    }
     /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
      * for eval to compare; a resumed run on data with another list is refused. */
-    if (rank == 0 && check_class_list(&tr, &o) != 0) {
-        trainer_close(&tr, NULL, 0);
+    if (rank == 0) o.check_data = check_class_list;
+    if (trainer_open(&tr, &o, err, sizeof err) != 0) {
+        cmd_errorf("tower train: %s\n", err); /* it may name a data file: escaped there */
         return 1;
     }
     EventWriter *events = NULL;

@@ -523,7 +523,10 @@ int io_labels_record(const char *data_labels, const char *dir_labels, char *err,
     return rc;
 }
 
-int io_labels_record_names(const char *const *names, int n_names, const char *dir_labels, char *err, size_t err_n) {
+int io_labels_record_names(const char *const *names, int n_names, const char *names_what, const char *dir_labels,
+                           char *err, size_t err_n) {
+    int differ = io_labels_compare_names(dir_labels, names, n_names, names_what, err, err_n);
+    if (differ != 0) return differ; /* the same: the written copy below compares equal */
     size_t tmp_n = strlen(dir_labels) + 16;
     char *tmp = malloc(tmp_n);
     if (!tmp) {

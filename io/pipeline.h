@@ -266,9 +266,11 @@ int io_labels_find(char *const *files, int n_files, char *found, size_t found_n,
 int io_labels_record(const char *data_labels, const char *dir_labels, char *err, size_t err_n_bytes);
 
 /* As io_labels_record for a class list in memory (an image folder's,
- * pipeline_classes): names, one a line, against and then into dir_labels.
- * 0, 1 differ (err), -1 error. */
-int io_labels_record_names(const char *const *names, int n_names, const char *dir_labels, char *err, size_t err_n_bytes);
+ * pipeline_classes): names, one a line, against (names_what names them in
+ * err, as io_labels_compare_names) and then into dir_labels.  0, 1 differ
+ * (err), -1 error. */
+int io_labels_record_names(const char *const *names, int n_names, const char *names_what, const char *dir_labels,
+                           char *err, size_t err_n_bytes);
 
 /* Splits n examples into n_shards shards proportionally to sizes (the
  * configured shard sizes, summing to B): equal to sizes when n == B; for a

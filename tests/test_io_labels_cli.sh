@@ -5,7 +5,9 @@
 #     its --out directory is refused before any shard is written (the file
 #     kept); an identical one, or the split converted with --labels, is fine;
 #   train: a labels file (beside the data, or --labels of an image folder)
-#     naming another number of classes than --num_classes is refused;
+#     naming another number of classes than --num_classes is refused; an image
+#     folder whose classes differ from the train_dir's labels.txt is refused
+#     before its pipeline starts, naming the class folders;
 #   train and eval: every directory of --data's files that holds a labels.txt
 #     must hold the same one, not only the first file's;
 #   eval of a folder with a class not in the list names where the list came from
@@ -67,6 +69,16 @@ refuse "tower train: $work/two.txt names 2 classes but --num_classes is 3: the m
 "$tower" "${tr[@]}" --num_classes 3 --data "$work/d/train-*.tfrecord" --train_dir "$work/run" >/dev/null ||
   fail "train on 3 classes with --num_classes 3"
 echo "ok: train refuses a labels file of another number of classes than --num_classes"
+
+# ---- train on an image folder whose classes differ from the train_dir's list: one line, naming the folders
+# (not a temporary file), before the pipeline's workers start (imgs/circle/broken.png would warn first)
+mkdir -p "$work/rl"
+printf 'circle\ncross\nstar\n' >"$work/rl/labels.txt"
+refuse "tower train: the data's class list differs from the one this train_dir was trained with: line 3 is 'square' in the class folders of $work/imgs but 'star' in $work/rl/labels.txt" \
+  "${tr[@]}" --num_classes 3 --data "$work/imgs" --image_size 28 --skip_corrupt --train_dir "$work/rl"
+printf 'circle\ncross\nstar\n' | cmp -s - "$work/rl/labels.txt" || fail "the refused run changed the train_dir's labels.txt"
+! ls "$work"/rl/*.tmp >/dev/null 2>&1 || fail "the refused run left a temporary file in the train_dir"
+echo "ok: train refuses an image folder whose classes differ from the train_dir's list, naming the folders"
 
 # ---- train and eval: the labels.txt of every directory of --data
 mkdir -p "$work/A" "$work/B" "$work/C"

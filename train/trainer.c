@@ -999,7 +999,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
         tr->examples_per_epoch = imagefolder_n_files(tr->image_listing);
         /* A --labels list of another length than the model's outputs: refused here, before the pipeline's workers
-         * start (their warnings would come first; cmd/'s class-list check runs after the open). */
+         * start (their warnings would come first). */
         int n_classes = 0;
         imagefolder_classes(tr->image_listing, &n_classes);
         if (o->labels[0] && n_classes != o->num_classes) {
@@ -1139,6 +1139,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     settle_parts(tr);
     settle_lr_offset(tr);
 
+    if (o->check_data && o->check_data(o->check_data_ctx, tr, err, err_n_bytes) != 0) goto fail;
     if (tr->worker < 0) {
         /* A server-only rank reads nothing: every step hands its mode the empty tr->synthetic. */
     } else if (o->synthetic) {
@@ -1158,6 +1159,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
 fail:
     trainer_close(tr, NULL, 0);
     return -1;
+}
+
+const char *const *trainer_classes(const Trainer *tr, int *n_classes) {
+    *n_classes = 0;
+    return tr->image_listing ? imagefolder_classes(tr->image_listing, n_classes) : NULL;
 }
 
 /* The next global batch: from the pipeline, or the synthetic one. */

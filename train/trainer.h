@@ -68,6 +68,8 @@
 #include "tower/tower.h"
 #include "train/trace.h"
 
+struct Trainer; /* below: TrainerOptions.check_data sees it */
+
 /* Everything `tower train` can be told; defaults in trainer_options_defaults. */
 typedef struct {
     const char *model;              /* a name of THE table of networks (model/nets/nets.c) */
@@ -123,6 +125,11 @@ typedef struct {
     float max_corrupt_fraction;     /* with skip_corrupt: the pipeline stops past this fraction of the bytes lost */
     void (*warn)(void *ctx, const char *line); /* the pipeline's warnings (reader thread); NULL: stderr */
     void *warn_ctx;
+    /* The caller's check of the data against its own records (cmd/'s class list against the train_dir's), called
+     * once by trainer_open after the data is listed or probed and before the input pipeline's threads start (so no
+     * worker's warning precedes its refusal); non-zero refuses the open with its line in err.  NULL: none. */
+    int (*check_data)(void *ctx, const struct Trainer *tr, char *err, size_t err_n_bytes);
+    void *check_data_ctx;
     int num_epochs;                 /* 0: as many as max_steps needs */
     const char *variable_update;    /* "parameter_server" | "replicated" (tf_cnn_benchmarks' names) */
     const char *local_parameter_device; /* parameter_server: where the variables live, "cpu" | "gpu" */
@@ -234,7 +241,7 @@ int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_byt
  * cmd/ too, before any work. */
 int trainer_check_lr_schedule(const TrainerOptions *o, char *err, size_t err_n_bytes);
 
-typedef struct {
+typedef struct Trainer {
     TrainerOptions opt;
     ModelSpec spec;
     const TowerBackend *backend;
@@ -353,6 +360,10 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m);
  * The bound does not count the replicas a replicated mode's open makes, nor
  * GPU towers' host memory (towers_known 0). */
 int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes);
+
+/* An image folder's class list as listed (--labels, or its sorted class folders): n_classes names owned by the
+ * trainer until trainer_close; NULL (n_classes 0) for TFRecord or synthetic data. */
+const char *const *trainer_classes(const Trainer *tr, int *n_classes);
 
 /* Build the pipeline, the parameter server and the towers from the options
  * (and resume from the latest checkpoint in train_dir when opt->resume; when
