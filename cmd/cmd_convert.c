@@ -26,7 +26,7 @@
 
 typedef struct {
     const char *from, *images, *labels, *out, *compression, *image_key, *label_key, *resize_mode;
-    int num_shards, image_size, channels, no_progress, overwrite;
+    int num_shards, image_size, channels, no_progress, overwrite, num_classes;
     float central_fraction;
 } ConvertOptions;
 
@@ -36,6 +36,7 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"images", FLAG_STRING, &o->images, "--from idx: the images file (e.g. train-images-idx3-ubyte.gz)"},
         {"labels", FLAG_STRING, &o->labels, "--from idx: the labels file (e.g. train-labels-idx1-ubyte.gz); --from imagefolder: the class list, one name a line (e.g. the train split's labels.txt), so that every split shares it: a class folder not in it is refused"},
         {"out", FLAG_STRING, &o->out, "output prefix: writes PREFIX-00000-of-0000N.tfrecord"},
+        {"num_classes", FLAG_INT, &o->num_classes, "--from idx: refuse a label outside [0, N), naming its record (0: any label byte; train and eval check --num_classes again)", FLAG_RANGE(0, 256, "[]", NULL)},
         {"num_shards", FLAG_INT, &o->num_shards, "number of output files (example i goes to shard i mod N)", FLAG_RANGE(1, 99999, "[]", NULL)},
         {"compression", FLAG_STRING, &o->compression, "output compression: none, gzip or zlib (TensorFlow's compression_type)"},
         {"image_key", FLAG_STRING, &o->image_key, "feature key of the image (bytes, uint8, HWC)"},
@@ -71,7 +72,14 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
             return NULL;
         }
         *usage_error = 0;
-        return convert_open_idx(o->images, o->labels, err, err_n);
+        ConvertSource *src = convert_open_idx(o->images, o->labels, err, err_n);
+        if (src) src->num_classes = o->num_classes;
+        return src;
+    }
+    if (o->num_classes > 0) {
+        snprintf(err, err_n, "--num_classes applies to --from idx (CIFAR-10's labels are checked against 10, an image "
+                 "folder's are its classes)");
+        return NULL;
     }
     if (!strcmp(o->from, "cifar10")) {
         if (n_files == 0) {
@@ -127,7 +135,9 @@ static void labels_path(char *buf, size_t n, const char *out_prefix) {
 }
 
 int cmd_convert(int argc, char **argv) {
-    ConvertOptions o = {"idx", "", "", "", "none", "image_raw", "label", "resize", 1, 32, 3, 0, 0, 1.0f};
+    ConvertOptions o = {.from = "idx", .images = "", .labels = "", .out = "", .compression = "none",
+                        .image_key = "image_raw", .label_key = "label", .resize_mode = "resize", .num_shards = 1,
+                        .image_size = 32, .channels = 3, .central_fraction = 1.0f};
     Flag flags[16];
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];

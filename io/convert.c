@@ -143,6 +143,11 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
                  st->labels_path, i, lab_off, st->n);
         return -1;
     }
+    if (s->num_classes > 0 && label >= s->num_classes) {
+        snprintf(err, err_n, "%s: record %ld at offset %zu: label %d outside [0, %d) (--num_classes)", st->labels_path,
+                 i, lab_off, label, s->num_classes);
+        return -1;
+    }
     item->image = st->image;
     item->H = st->H;
     item->W = st->W;

@@ -32,6 +32,8 @@ struct ConvertSource {
     /* Fills item with the next example: 1, 0 at the end, -1 with one line in
      * err ("<file>: record <i> at offset <o>: <what>"). */
     int (*next)(ConvertSource *s, ConvertItem *item, char *err, size_t err_n_bytes);
+    int num_classes;      /* idx: > 0 (set after the open), a label outside [0, num_classes) is such an error;
+                             0 (the open's default): any label byte */
     void (*close)(ConvertSource *s); /* frees the source */
     void *state;
 };

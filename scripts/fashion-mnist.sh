@@ -18,9 +18,9 @@ out=data/fashion-mnist
 if [ ! -f "$out/train-00003-of-00004.tfrecord" ] || [ ! -f "$out/test-00000-of-00001.tfrecord" ]; then
   mkdir -p "$out"
   $tower convert --from idx --images "$src/train-images-idx3-ubyte.gz" --labels "$src/train-labels-idx1-ubyte.gz" \
-    --out "$out/train" --num_shards 4
+    --out "$out/train" --num_classes 10 --num_shards 4
   $tower convert --from idx --images "$src/t10k-images-idx3-ubyte.gz" --labels "$src/t10k-labels-idx1-ubyte.gz" \
-    --out "$out/test" --num_shards 1
+    --out "$out/test" --num_classes 10 --num_shards 1
 fi
 train_dir=train/fashion-mnist
 rm -rf "$train_dir"
