@@ -144,7 +144,13 @@ static void refuse_value(const char *program, const Flag *f, const char *v, int 
 }
 
 int flags_parse(const Flag *flags, int n, int argc, char **argv, char **positional, int *n_positional) {
+    return flags_parse_given(flags, n, argc, argv, positional, n_positional, NULL);
+}
+
+int flags_parse_given(const Flag *flags, int n, int argc, char **argv, char **positional, int *n_positional,
+                      unsigned char *given) {
     *n_positional = 0;
+    if (given) memset(given, 0, (size_t)n);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h")) return 1;
@@ -186,7 +192,14 @@ int flags_parse(const Flag *flags, int n, int argc, char **argv, char **position
             refuse_value(argv[0], f, v, rc);
             return -1;
         }
+        if (given) given[f - flags] = 1;
     }
+    return 0;
+}
+
+int flags_was_given(const Flag *flags, int n, const unsigned char *given, const char *name) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(flags[k].name, name)) return given[k];
     return 0;
 }
 

@@ -48,6 +48,17 @@ typedef struct {
 int flags_parse(const Flag *flags, int n_flags, int argc, char **argv,
                 char **positional, int *n_positional);
 
+/* As flags_parse, and given[k] (n_flags entries, the caller's) 1 for each
+ * flag k the command line names, 0 for the others: a check of one flag
+ * against another tells a value given from the default (an optimizer's
+ * option given with another optimizer).  given NULL: as flags_parse. */
+int flags_parse_given(const Flag *flags, int n_flags, int argc, char **argv, char **positional, int *n_positional,
+                      unsigned char *given);
+
+/* 1 when the flag `name` of the table was given (given as flags_parse_given
+ * filled it), 0 when not or when the table has no such flag. */
+int flags_was_given(const Flag *flags, int n_flags, const unsigned char *given, const char *name);
+
 /* Print "usage: PROGRAM SYNOPSIS" ("usage: tower train [flags]") and every
  * flag with its default and range. */
 void flags_print_usage(const char *program, const char *synopsis,

@@ -209,6 +209,10 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         cmd_errorf("tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
                    "labels.txt beside the files)\n");
         goto done;
+    } else if (strcmp(o->resize_mode, "resize")) { /* as train refuses it (trainer_open) */
+        cmd_errorf("tower eval: --resize_mode %s applies to an image folder as --data (TFRecord images are used at "
+                   "their stored size)\n", o->resize_mode);
+        goto done;
     } else if (io_expand_globs(o->data, &files, &n_files, err, sizeof err) != 0 ||
                io_check_regular_files(files, n_files, err, sizeof err) != 0) {
         cmd_errorf("tower eval: --data: %s\n", err);

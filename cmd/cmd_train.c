@@ -144,6 +144,65 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     return n;
 }
 
+/* 1 when the space-separated list holds word. */
+static int list_has(const char *list, const char *word, size_t word_n) {
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, " ");
+        if (n == word_n && !strncmp(p, word, n)) return 1;
+        p += n;
+        p += strspn(p, " ");
+    }
+    return 0;
+}
+
+/* A flag of another optimizer than --optimizer's (the entries' flags, ps/optimizer.c), or of another learning-rate
+ * schedule than --lr_schedule's, given on the command line: refused, not ignored.  The values alone cannot tell
+ * (--momentum 0.9 is the default), so given is flags_parse_given's.  0, or -1 after one line on stderr. */
+static int check_given_options(const TrainerOptions *o, const Flag *flags, int n_flags, const unsigned char *given) {
+    const OptimizerI *run = NULL;
+    for (int k = 0; k < OPT_N_KINDS; k++)
+        if (!strcmp(optimizer_i((OptimizerKind)k)->name, o->optimizer)) run = optimizer_i((OptimizerKind)k);
+    for (int k = 0; run && k < OPT_N_KINDS; k++) {
+        for (const char *p = optimizer_i((OptimizerKind)k)->flags; *p;) {
+            size_t n = strcspn(p, " ");
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)n, p);
+            if (flags_was_given(flags, n_flags, given, name) && !list_has(run->flags, p, n)) {
+                char owners[256] = "";
+                for (int j = 0; j < OPT_N_KINDS; j++)
+                    if (list_has(optimizer_i((OptimizerKind)j)->flags, p, n))
+                        snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s", owners[0] ? ", " : "",
+                                 optimizer_i((OptimizerKind)j)->name);
+                char own[256] = ""; /* this run's: "--momentum, --nesterov" */
+                for (const char *q = run->flags; *q;) {
+                    size_t m = strcspn(q, " ");
+                    snprintf(own + strlen(own), sizeof own - strlen(own), "%s--%.*s", own[0] ? ", " : "", (int)m, q);
+                    q += m;
+                    q += strspn(q, " ");
+                }
+                cmd_errorf("tower train: --%s applies to --optimizer %s (this run: --optimizer %s, %s%s)\n", name,
+                           owners, o->optimizer, own[0] ? "whose options are " : "which has none", own);
+                return -1;
+            }
+            p += n;
+            p += strspn(p, " ");
+        }
+    }
+    if (flags_was_given(flags, n_flags, given, "lr_decay_factor")) {
+        if (strcmp(o->lr_schedule, "exponential")) {
+            cmd_errorf("tower train: --lr_decay_factor applies to --lr_schedule exponential (this run: --lr_schedule "
+                       "%s)\n", o->lr_schedule);
+            return -1;
+        }
+        if (!(o->num_epochs_per_decay > 0)) {
+            cmd_errorf("tower train: --lr_decay_factor needs --num_epochs_per_decay (how often the rate is "
+                       "multiplied by it); without, the rate stays --learning_rate\n");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Every flag's value against its choices and the other flags (docs/cli.md;
  * the numbers' ranges are their table entries', checked by flags_parse),
  * before any work: 0, or -1 after one line on stderr naming the flag (exit
@@ -405,15 +464,16 @@ static int train_main(int argc, char **argv, int rank) {
     int n_flags = train_flags(&o, &dopt, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
-    int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
+    unsigned char given[96];
+    int rc = flags_parse_given(flags, n_flags, argc, argv, positional, &n_positional, given);
     if (rc == 1) {
         flags_print_usage("tower train", "[flags]", flags, n_flags);
         return 0;
     }
-    for (int i = 1; i < argc; i++) /* a size a run that uses none refuses (trainer_open), the default not */
-        o.image_size_given |= !strcmp(argv[i], "--image_size") || !strncmp(argv[i], "--image_size=", 13);
+    /* a size a run that uses none refuses (trainer_open), the default not */
+    o.image_size_given = rc == 0 && flags_was_given(flags, n_flags, given, "image_size");
     if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
-        train_check_flags(&o) != 0 ||
+        train_check_flags(&o) != 0 || check_given_options(&o, flags, n_flags, given) != 0 ||
         cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0)
         return 2;
     if (cmd_make_dirs(o.train_dir) != 0) {

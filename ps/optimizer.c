@@ -261,15 +261,16 @@ static int rmsprop_apply(float *params, float *const *slots, const float *grads,
 /* ---- the table ---- */
 
 static const OptimizerI optimizers[OPT_N_KINDS] = {
-    [OPT_SGD] = {"sgd", "GradientDescentOptimizer", sgd_slots, 0, {NULL, NULL}, NULL, sgd_prepare, sgd_apply, NULL},
+    [OPT_SGD] = {"sgd", "GradientDescentOptimizer", sgd_slots, 0, {NULL, NULL}, NULL, sgd_prepare, sgd_apply, NULL,
+                 ""},
     [OPT_MOMENTUM] = {"momentum", "MomentumOptimizer", momentum_slots, 0, {NULL, NULL}, NULL, momentum_prepare,
-                      momentum_apply, NULL},
+                      momentum_apply, NULL, "momentum nesterov"},
     [OPT_ADAM] = {"adam", "AdamOptimizer", adam_slots, 2, {"beta1_power", "beta2_power"}, adam_init_scalars,
-                  adam_prepare, adam_apply, adam_finish},
+                  adam_prepare, adam_apply, adam_finish, "adam_beta1 adam_beta2 adam_epsilon"},
     [OPT_RMSPROP] = {"rmsprop", "RMSPropOptimizer", rmsprop_slots, 0, {NULL, NULL}, NULL, rmsprop_prepare,
-                     rmsprop_apply, NULL},
+                     rmsprop_apply, NULL, "rmsprop_decay rmsprop_momentum rmsprop_epsilon rmsprop_centered"},
     [OPT_ADAMW] = {"adamw", "tf.keras.optimizers.AdamW", adamw_slots, 0, {NULL, NULL}, NULL, adamw_prepare,
-                   adamw_apply, NULL},
+                   adamw_apply, NULL, "adam_beta1 adam_beta2 adam_epsilon weight_decay"},
 };
 
 /* The learning rates used when none is given (optimizer_default_lr). */

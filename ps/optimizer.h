@@ -133,6 +133,9 @@ typedef struct {
     int (*apply)(float *params, float *const *slots, const float *grads, size_t n_floats, const OptStep *step);
     /* After every element of a step: advance the scalars (may be NULL). */
     void (*finish)(const OptimizerConfig *cfg, float *scalars);
+    /* The `tower train` flags that set its options, space-separated ("momentum nesterov"; "" none): a flag
+     * of another entry given with this one is refused (cmd/cmd_train.c), not silently ignored. */
+    const char *flags;
 } OptimizerI;
 
 /* Learning-rate schedules: a table (lr_schedule_kind_from_name, like the

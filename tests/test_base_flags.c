@@ -9,6 +9,7 @@
  * capped at INT_MAX, a long's open, values past the type refused by the
  * flag's range, a refused value not stored, and flags_range_str's words
  * (the refusal lines themselves: tests/test_cli_refusals.sh).
+ * flags_parse_given: the flags a command line names, in each form.
  * flags_env_on: unset, empty and "0" are off; "1" and any other value are
  * on.  flags_env_default_on: only "0" is off.
  */
@@ -77,8 +78,31 @@ static void check_ranges(void) {
     }
 }
 
+/* flags_parse_given: which flags the command line named, whatever their value (a default given is given), in
+ * each form (--a v, --a=v, a bare boolean, a boolean with its word); the others 0; the table's own order. */
+static void check_given(void) {
+    int a = 1, b = 0, c = 0, d = 0;
+    float e = 0.5f;
+    const char *s = "x";
+    const Flag f[] = {{"a", FLAG_INT, &a, ""},   {"b", FLAG_BOOL, &b, ""},   {"c", FLAG_BOOL, &c, ""},
+                      {"d", FLAG_INT, &d, ""},   {"e", FLAG_FLOAT, &e, ""},  {"s", FLAG_STRING, &s, ""}};
+    char *argv[] = {"test", "--a", "1", "pos", "--b", "--c", "false", "--e=0.5", NULL};
+    char *positional[9];
+    int n_positional;
+    unsigned char given[6] = {9, 9, 9, 9, 9, 9};
+    CHECK(flags_parse_given(f, 6, 8, argv, positional, &n_positional, given) == 0, "parse");
+    const unsigned char want[6] = {1, 1, 1, 0, 1, 0};
+    for (int k = 0; k < 6; k++) CHECK(given[k] == want[k], "--%s: given %d, want %d", f[k].name, given[k], want[k]);
+    CHECK(n_positional == 1 && !strcmp(positional[0], "pos"), "positional");
+    CHECK(flags_was_given(f, 6, given, "e") == 1 && flags_was_given(f, 6, given, "d") == 0 &&
+              flags_was_given(f, 6, given, "nope") == 0,
+          "flags_was_given");
+    CHECK(b == 1 && c == 0 && a == 1, "values");
+}
+
 int main(void) {
     check_ranges();
+    check_given();
     unsetenv(NAME);
     CHECK(flags_env_on(NAME) == 0, "unset: on");
     CHECK(flags_env_default_on(NAME) == 1, "unset: default_on off");
@@ -97,6 +121,7 @@ int main(void) {
         return 1;
     }
     printf("flag ranges: each end taken, one step past it refused (past the type too), refused values not stored: ok\n");
+    printf("flags_parse_given: the flags named, in every form, at their defaults too; the others not: ok\n");
     printf("flags_env_on: unset, \"\" and \"0\" off, any other value on: ok\n");
     printf("flags_env_default_on: \"0\" off, unset and any other value on: ok\n");
     return 0;

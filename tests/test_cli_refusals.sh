@@ -78,6 +78,21 @@ refuse 2 "tower train: --momentum 1: expected a number in [0, 1)" train --moment
 refuse 2 "tower train: --momentum -0.5: expected a number in [0, 1)" train --momentum -0.5 $t
 refuse 2 "tower train: --lr_decay_factor 0: expected a number in (0, 1]" train --lr_decay_factor 0 $t
 refuse 2 "tower train: --lr_decay_factor 1.5: expected a number in (0, 1]" train --lr_decay_factor 1.5 $t
+# An option of another optimizer or schedule than the run's, given (even at its default): refused, not ignored.
+refuse 2 "tower train: --momentum applies to --optimizer momentum (this run: --optimizer rmsprop, whose options are --rmsprop_decay, --rmsprop_momentum, --rmsprop_epsilon, --rmsprop_centered)" \
+  train --optimizer rmsprop --momentum 0.9 $t
+refuse 2 "tower train: --nesterov applies to --optimizer momentum (this run: --optimizer sgd, which has none)" \
+  train --optimizer sgd --nesterov $t
+refuse 2 "tower train: --weight_decay applies to --optimizer adamw (this run: --optimizer momentum, whose options are --momentum, --nesterov)" \
+  train --weight_decay=0.004 $t
+refuse 2 "tower train: --adam_epsilon applies to --optimizer adam, adamw (this run: --optimizer rmsprop, whose options are --rmsprop_decay, --rmsprop_momentum, --rmsprop_epsilon, --rmsprop_centered)" \
+  train --optimizer rmsprop --adam_epsilon 0.1 $t
+refuse 2 "tower train: --rmsprop_centered applies to --optimizer rmsprop (this run: --optimizer adamw, whose options are --adam_beta1, --adam_beta2, --adam_epsilon, --weight_decay)" \
+  train --optimizer adamw --rmsprop_centered false $t
+refuse 2 "tower train: --lr_decay_factor applies to --lr_schedule exponential (this run: --lr_schedule cosine)" \
+  train --lr_schedule cosine --lr_decay_factor 0.5 $t
+refuse 2 "tower train: --lr_decay_factor needs --num_epochs_per_decay (how often the rate is multiplied by it); without, the rate stays --learning_rate" \
+  train --lr_decay_factor 0.5 $t
 refuse 2 "tower train: --num_epochs_per_decay -1: expected a number >= 0 (0: constant learning rate)" train --num_epochs_per_decay -1 $t
 refuse 2 "tower train: --moving_average_decay 1: expected a number in [0, 1) (0: none)" train --moving_average_decay 1 $t
 refuse 2 "tower train: --moving_average_decay -0.1: expected a number in [0, 1) (0: none)" train --moving_average_decay -0.1 $t

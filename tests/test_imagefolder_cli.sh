@@ -183,7 +183,14 @@ set -e
   fail "eval --resize_mode random_crop: exit $rc, $(cat "$work/crop_eval.err")"
 [ "$rc2" -eq 1 ] && grep -q "^tower train: --resize_mode center_crop applies to an image folder" "$work/crop_tfr.err" ||
   fail "--resize_mode with TFRecord data: exit $rc2, $(cat "$work/crop_tfr.err")"
-echo "ok: random_crop repeats and resumes bitwise, differs from resize; eval refuses it; TFRecord data refuses --resize_mode"
+set +e # eval as train: it was accepted and ignored
+"$tower" eval "${ev[@]}" --data "$work/tdata/test-*.tfrecord" --resize_mode center_crop --central_fraction 0.5 \
+  >/dev/null 2>"$work/crop_tfr_eval.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && [ "$(cat "$work/crop_tfr_eval.err")" = "tower eval: --resize_mode center_crop applies to an image folder as --data (TFRecord images are used at their stored size)" ] ||
+  fail "eval --resize_mode with TFRecord data: exit $rc, $(cat "$work/crop_tfr_eval.err")"
+echo "ok: random_crop repeats and resumes bitwise, differs from resize; eval refuses it; TFRecord data refuses --resize_mode (train and eval)"
 
 # ---- --central_fraction: the center crop from a larger shorter side, the same in the pipeline and in convert
 "$tower" convert --from imagefolder "$work/test" --out "$work/cf/test" --image_size 28 --channels 1 \

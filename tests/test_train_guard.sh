@@ -9,7 +9,8 @@
 # checkpoint, then 128 + the signal), --max_steps 0 (model.ckpt-0), a run
 # from step 0 over an earlier run's checkpoints (refused, the files kept)
 # and --resume where checkpoints lie without an index (refused), --num_epochs
-# ending before one whole step (exit 1, nothing saved).
+# ending before one whole step (exit 1, nothing saved), an exponential decay
+# under one step (refused).
 # Every case is checked and reported; the test fails when any failed.
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
@@ -50,6 +51,15 @@ else bad "--max_steps 0: status $rc, checkpoint: $(ls "$work/zero" 2>&1 | tr '\n
 run zero_cos train "${common[@]}" --train_dir "$work/zero_cos" --max_steps 0 --lr_schedule cosine
 if [ $rc -eq 0 ] && [ -f "$work/zero_cos/model.ckpt-0" ]; then ok "--max_steps 0 --lr_schedule cosine wrote model.ckpt-0"
 else bad "--max_steps 0 --lr_schedule cosine: status $rc: $(head -c 400 "$work/zero_cos.err")"; fi
+
+# An exponential decay every --num_epochs_per_decay that is under one step: refused (it ran at a constant rate).
+run expo train "${common[@]}" --train_dir "$work/expo" --max_steps 3 --num_examples_per_epoch 80 \
+  --num_epochs_per_decay 0.1 --lr_decay_factor 0.5
+if [ $rc -eq 1 ] && one_line "$work/expo.err" &&
+   [ "$(cat "$work/expo.err")" = "tower train: --lr_schedule exponential: no step to decay over: --num_epochs_per_decay 0.1 is under one step of this run (5 steps an epoch)" ] &&
+   ! ls "$work/expo"/model.ckpt-* >/dev/null 2>&1; then
+  ok "an exponential decay under one step refused: $(cat "$work/expo.err")"
+else bad "--num_epochs_per_decay 0.1 of a 5-step epoch: status $rc: $(head -c 400 "$work/expo.err")"; fi
 
 # 1. The memory bound against what is available: a forced figure, then a batch no machine here can hold.
 export TOWER_TEST_MEM_AVAILABLE_BYTES=100000000

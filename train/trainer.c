@@ -882,6 +882,12 @@ static int config_lr_schedule(const Trainer *tr, OptimizerKind opt_kind, LrSched
     lr->decay_factor = o->lr_decay_factor;
     lr->staircase = 1;
     if (o->num_epochs_per_decay > 0) lr->decay_steps = (long)(steps_per_epoch * o->num_epochs_per_decay);
+    if (o->num_epochs_per_decay > 0 && lr->decay_steps <= 0) {
+        /* tf.train.exponential_decay would divide by 0 steps (NaN, then 0): not a constant rate in silence */
+        snprintf(err, err_n_bytes, "--lr_schedule exponential: no step to decay over: --num_epochs_per_decay %g is "
+                 "under one step of this run (%.3g steps an epoch)", o->num_epochs_per_decay, steps_per_epoch);
+        return -1;
+    }
     lr->warmup_steps = (long)(steps_per_epoch * o->warmup_epochs);
     if (lr->kind == LR_PIECEWISE) {
         double epochs[LR_MAX_PIECES];
