@@ -11,6 +11,7 @@
  * What it does not do: no shuffling (the pipeline shuffles); only image
  * folders are resized.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,10 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
     memcpy(flags, table, sizeof table);
     return (int)(sizeof table / sizeof table[0]);
 }
+
+static volatile sig_atomic_t stop_signal = 0; /* SIGINT, SIGTERM or SIGHUP during the conversion, or 0 */
+
+static void on_signal(int sig) { stop_signal = sig; }
 
 /* Image-folder warnings: one line on stderr each, with the progress line cleared first. */
 static void warn_line(void *ctx, const char *line) {
@@ -213,6 +218,15 @@ int cmd_convert(int argc, char **argv) {
     cfg.image_key = o.image_key;
     cfg.label_key = o.label_key;
     cfg.overwrite = o.overwrite;
+    /* A signal stops the run between two examples: the .tmp shards removed, the shards already there kept
+     * (--overwrite replaces them only at the end), exit 128 + the signal. */
+    cfg.stop = &stop_signal;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     ConvertStats st;
     rc = convert_run(&counted, &cfg, &st, err, sizeof err);
     char post[64];
@@ -225,6 +239,12 @@ int cmd_convert(int argc, char **argv) {
         rc = imagefolder_write_labels(src, labels_file, err, sizeof err);
     }
     src->close(src);
+    if (rc != 0 && stop_signal) {
+        cmd_errorf("tower convert: %s by %s: no shard written (the partial .tmp files removed)%s\n", err,
+                   stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "SIGHUP",
+                   o.overwrite ? ", the shards already there kept" : "");
+        return 128 + stop_signal;
+    }
     if (rc != 0) {
         cmd_errorf("tower convert: %s\n", err); /* names from files: escaped there */
         return 1;

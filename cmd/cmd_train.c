@@ -1,13 +1,16 @@
 /* cmd_train.c — `tower train`: flags, the step loop, the log lines,
- * checkpoints on a schedule, on SIGINT/SIGTERM and at the end.
+ * checkpoints on a schedule, on SIGINT/SIGTERM/SIGHUP, when standard output is lost, and at the end.
  *
  * Where it sits: cmd/ only parses, wires and prints; the step itself is
  * train/'s (trainer_next_batch, trainer_step_batch in train/trainer.h), and
  * the loop reads top to bottom: next batch, step, log, checkpoint.
  * The run holds train_dir's lock (trainer_lock_dir) from start to exit.  It
- * ends with a checkpoint and exit 0; on SIGINT/SIGTERM with a checkpoint and
- * exit 128 + the signal; on an input error with the last step's variables
- * saved and exit 1; on divergence with nothing saved and exit 1.  Log lines follow TensorFlow's cifar10_multi_gpu_train:
+ * ends with a checkpoint and exit 0 (also when a signal comes after its last
+ * step); on SIGINT/SIGTERM/SIGHUP with a checkpoint and exit 128 + the signal;
+ * when its log lines cannot be written (a closed pipe: SIGPIPE is ignored;
+ * a full disk) with a checkpoint and exit 1; on an input error with the last
+ * step's variables saved and exit 1; on divergence with nothing saved and
+ * exit 1.  Log lines follow TensorFlow's cifar10_multi_gpu_train:
  *   2026-11-21 12:00:00.123456: step 120, loss = 0.52 (4210.3 examples/sec; 0.030 sec/batch)
  * with two deliberate differences: the loss is the mean over the towers (the
  * original logs the last tower's), and the rate is averaged over the steps
@@ -37,13 +40,18 @@
 #include "cmd/commands.h"
 #include "base/flags.h"
 #include "cmd/progress.h"
+#include "base/escape.h"
 #include "train/trainer.h"
 #include "io/events.h"
 #include "io/imagefolder.h"
 
-static volatile sig_atomic_t stop_signal = 0; /* the SIGINT or SIGTERM received, or 0 */
+static volatile sig_atomic_t stop_signal = 0; /* the SIGINT, SIGTERM or SIGHUP received, or 0 */
 
 static void on_signal(int sig) { stop_signal = sig; }
+
+static int stdout_errno = 0; /* why the last failed write of a log line failed (EPIPE: a closed pipe), or 0 */
+
+static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"; }
 
 
 /* The upper ends of the flags' ranges (train_flags): far above any sane run, low enough
@@ -422,7 +430,8 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
     trainer_timestamp(ts, sizeof ts);
     printf("%s: step %ld, loss = %.2f (%.1f examples/sec; %.3f sec/batch)\n", ts, step, loss,
            (double)(tr->examples_consumed - *interval_examples) / (now - *interval_start), duration / tr->worker_towers);
-    fflush(stdout);
+    errno = 0;
+    if (fflush(stdout) != 0 && errno) stdout_errno = errno;
     *interval_start = now;
     *interval_steps = 0;
     *interval_examples = tr->examples_consumed;
@@ -446,7 +455,7 @@ int cmd_train(int argc, char **argv) {
     int rc = train_main(argc, argv, rank);
     /* 128 + SIGINT or SIGTERM: a stop every rank agreed on after the same step, the checkpoint written:
      * the ranks end together, not by an abort. */
-    const int stopped = rc == 128 + SIGINT || rc == 128 + SIGTERM;
+    const int stopped = rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP;
     if (rc != 0 && !stopped && ranks_size() > 1) {
         cmd_errorf("tower train: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
         ranks_abort(rc);
@@ -600,6 +609,10 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* the terminal closed, the ssh session dropped: as SIGTERM */
+    /* A closed pipe (`| head`) fails the write instead of killing the run: stdout_lost below saves and stops. */
+    signal(SIGPIPE, SIG_IGN);
+    int stdout_lost = 0; /* rank 0's log lines could not be written: stop after this step, checkpoint, exit 1 */
 
     int exit_code = 0;
     long last_saved = trainer_schedule_step(&tr), last_scalars = tr.ps->global_step, last_histograms = tr.ps->global_step;
@@ -622,7 +635,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             break;
         }
         /* the step: towers, reduction, update (the placement mode's, train/mode_*.c) */
-        tr.stop_requested = stop_signal != 0; /* ranks that step apart carry it with the step's pushes */
+        tr.stop_requested = stop_signal != 0 || stdout_lost; /* ranks that step apart carry it with the step's pushes */
         if (got > 0) got = trainer_step_batch(&tr, batch, &loss, err, sizeof err);
         if (got == 0 && tr.ps->global_step == step_at_open && o.num_epochs > 0 && tr.worker >= 0) {
             /* --num_epochs ended the input before one whole step: a run from step 0 has nothing to save (its
@@ -696,18 +709,31 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             }
             last_saved = scheduled;
         }
+        /* The log lines' destination gone (a closed pipe, a full disk): the run stops as on a signal, its
+         * checkpoint written, and says so on stderr, the one stream left. */
+        errno = 0;
+        if (!stdout_lost && rank == 0 && fflush(stdout) != 0 && errno) stdout_errno = errno;
+        if (!stdout_lost && rank == 0 && ferror(stdout)) {
+            stdout_lost = 1;
+            cmd_errorf("tower train: writing standard output: %s: stopping after step %ld: checkpoint, then exit "
+                       "status 1\n", stdout_errno ? strerror(stdout_errno) : "write error", step);
+        }
         /* Every rank stops after the same step (ranks that step apart agree through their pushes). */
-        if (trainer_ranks_stop(&tr, stop_signal != 0)) {
+        if (trainer_ranks_stop(&tr, stop_signal != 0 || stdout_lost)) {
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
-            if (stop_signal)
+            if (trainer_schedule_step(&tr) >= o.max_steps)
+                ; /* the run's last step: it ends as a finished run (exit 0), the request moot */
+            else if (stop_signal)
                 printf("%s: stop requested by %s after step %ld: checkpoint, then exit status %d\n", ts,
-                       stop_signal == SIGINT ? "SIGINT" : "SIGTERM", step, 128 + stop_signal);
-            else /* another rank's signal (mpirun): this rank stops with the job, status 0 */
+                       signal_name(stop_signal), step, 128 + stop_signal);
+            else if (!stdout_lost) /* another rank's signal (mpirun): this rank stops with the job, status 0 */
                 printf("%s: stop requested by another rank after step %ld: checkpoint\n", ts, step);
             break;
         }
     }
+    /* --max_steps reached: a signal during the last step, the final save or the close changes nothing. */
+    const int finished = trainer_schedule_step(&tr) >= o.max_steps;
     display_finish(&disp, &tr, loss);
     /* The last step's scalars and histograms, where the schedule did not just write them. */
     long final_step = tr.ps->global_step;
@@ -738,7 +764,9 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         PipelineStats st = {0};
         if (tr.pipeline) pipeline_stats(tr.pipeline, &st);
         trainer_timestamp(ts, sizeof ts);
-        printf("%s: done at step %ld; checkpoint in %s; ", ts, tr.ps->global_step, o.train_dir);
+        char safe_dir[16384];
+        printf("%s: %s at step %ld; checkpoint in %s; ", ts, (stop_signal || stdout_lost) && !finished ? "stopped" : "done",
+               tr.ps->global_step, escape_str(safe_dir, sizeof safe_dir, o.train_dir));
         if (tr.worker < 0) /* a server-only rank (--ps_dedicated) reads nothing */
             printf("no input pipeline on this rank (a parameter server only, --ps_dedicated)");
         else
@@ -756,7 +784,9 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         cmd_errorf("tower train: %s\n", err);
         exit_code = 1;
     }
-    /* Stopped by a signal: the checkpoint is written, and the status says the run did not finish. */
-    if (exit_code == 0 && stop_signal) exit_code = 128 + stop_signal;
+    /* Stopped by a signal or by the lost output: the checkpoint is written, and the status says the run did not
+     * finish. */
+    if (exit_code == 0 && stop_signal && !finished) exit_code = 128 + stop_signal;
+    if (exit_code == 0 && stdout_lost) exit_code = 1; /* its output was not delivered, finished or not */
     return exit_code;
 }

@@ -3,12 +3,15 @@
  * subcommands it answers `tower --help` (also -h, help), `tower help
  * COMMAND` (= tower COMMAND --help) and `tower --version` (the version and
  * what this binary was built with).  Before anything else it settles
- * OpenMP's wait policy (default_omp_wait_policy). */
+ * OpenMP's wait policy (default_omp_wait_policy); after the command, it
+ * checks that its output reached standard output (stdout_status). */
 #include <sched.h> /* sched_getaffinity: _GNU_SOURCE comes from the build (CMakeLists.txt) */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.h>
@@ -160,8 +163,30 @@ static void default_omp_wait_policy(int argc, char **argv) {
     if (set_blocktime) unsetenv("KMP_BLOCKTIME");
 }
 
+/* The process's name (comm: what pgrep, pkill, killall, ps -C and top match) after the exec of /proc/self/exe,
+ * which names it "exe": the name it was started by, argv[0]'s last part, as the kernel gives it at any exec. */
+static void keep_process_name(const char *argv0) {
+    const char *slash = argv0 ? strrchr(argv0, '/') : NULL;
+    const char *base = slash ? slash + 1 : argv0;
+    if (base && base[0]) prctl(PR_SET_NAME, (unsigned long)base, 0, 0, 0); /* cut to 15 bytes, as the kernel's */
+}
+
+/* A command's status once its output is written: what it printed must have reached standard output (a full disk,
+ * a closed pipe under SIGPIPE ignored): else one line and 1, where the command had succeeded. */
+static int stdout_status(const char *program, int rc) {
+    errno = 0;
+    const int flush_failed = fflush(stdout) != 0;
+    const int e = errno;
+    if ((flush_failed || ferror(stdout)) && rc == 0) {
+        cmd_errorf("%s: writing standard output: %s\n", program, e ? strerror(e) : "write error");
+        return 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     default_omp_wait_policy(argc, argv);
+    keep_process_name(argv[0]);
     /* A write past the file-size limit (ulimit -f) fails with EFBIG, which every
      * writer reports in one line naming its file, instead of SIGXFSZ killing the
      * process halfway through a checkpoint without a word. */
@@ -173,11 +198,11 @@ int main(int argc, char **argv) {
     const char *first = argv[1];
     if (!strcmp(first, "--version")) {
         version();
-        return 0;
+        return stdout_status("tower", 0);
     }
     if (!strcmp(first, "--help") || !strcmp(first, "-h") || (!strcmp(first, "help") && argc == 2)) {
         usage(stdout);
-        return 0;
+        return stdout_status("tower", 0);
     }
     if (!strcmp(first, "help")) {
         /* tower help COMMAND: that command's --help. */
@@ -191,12 +216,12 @@ int main(int argc, char **argv) {
             return 2;
         }
         char *help_argv[] = {(char *)c->program, "--help", NULL};
-        return c->run(2, help_argv);
+        return stdout_status(c->program, c->run(2, help_argv));
     }
     const Command *c = find_command(first);
     if (c) {
         argv[1] = (char *)c->program;
-        return c->run(argc - 1, argv + 1);
+        return stdout_status(c->program, c->run(argc - 1, argv + 1));
     }
     cmd_errorf("tower: unknown command '%s' (tower --help lists the commands)\n", first);
     return 2;

@@ -541,6 +541,10 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         if (!(w[i] = tfr_writer_open(tmp_paths[i], cfg->compression, err, err_n))) goto out;
     }
     for (long i = 0;; i++) {
+        if (cfg->stop && *cfg->stop) {
+            snprintf(err, err_n, "stopped after %ld examples", i);
+            goto out;
+        }
         ConvertItem item;
         int st = src->next(src, &item, err, err_n);
         if (st < 0) goto out;

@@ -17,6 +17,7 @@
 #define TOWER_IO_CONVERT_H
 
 #include <stddef.h>
+#include <signal.h> /* sig_atomic_t */
 #include <stdint.h>
 
 typedef struct {
@@ -60,6 +61,8 @@ typedef struct {
     const char *image_key, *label_key, *height_key, *width_key, *depth_key;
     int overwrite;           /* 0: refuse when shards of out_prefix (any count) exist; 1: replace them (the old
                                 ones the new ones do not overwrite are removed after the new ones are in place) */
+    const volatile sig_atomic_t *stop; /* NULL, or read before each example: non-zero (a signal's handler set it)
+                                          ends the run as a failure, "stopped", its .tmp files removed */
 } ConvertConfig;
 
 /* num_shards 1, no compression, keys image_raw, label, height, width, depth. */

@@ -27,7 +27,7 @@ After the build the binary is `build/cmd/tower`; `cmake --install build --prefix
 | 0 | success (`--help` and `--version` too) |
 | 1 | a failure, explained in one line on stderr: the command line is well-formed but the work cannot be done — a missing or corrupt file, no checkpoint, a path that cannot be written, a GPU mode without GPU towers or in a build without CUDA, a diverged loss |
 | 2 | a bad command line, refused before any work: an unknown command or flag, a flag without its value, a value that is not a number, not finite, outside its range or not one of its choices, an argument the command does not take |
-| 130, 143 | `tower train` stopped by SIGINT (128 + 2) or SIGTERM (128 + 15): the step in flight finished and its checkpoint was written, but the run did not reach `--max_steps`, so a script does not go on as if it had; `--resume` continues it |
+| 130, 143, 129 | `tower train` stopped by SIGINT (128 + 2), SIGTERM (128 + 15) or SIGHUP (128 + 1: the terminal closed): the step in flight finished and its checkpoint was written, but the run did not reach `--max_steps`, so a script does not go on as if it had; `--resume` continues it.  A signal after the last step changes nothing (exit 0).  Standard output lost (a closed pipe, `\| head`; a full disk) stops `tower train` the same way with exit 1; any other command that could not write its output exits 1 |
 
 ## Refusals
 

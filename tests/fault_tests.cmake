@@ -2,7 +2,8 @@
 # `tower` binary (label `fault`): kill -9 at random moments (test_fault_kill),
 # a full disk while writing (test_fault_disk), checkpoints that are corrupt or
 # of another model (test_fault_ckpt), TFRecord files truncated or deleted
-# under a running pipeline (test_fault_input); and a short training run under
+# under a running pipeline (test_fault_input), standard output on a full
+# disk and a conversion stopped by a signal (test_fault_output); and a short training run under
 # valgrind memcheck (label `valgrind`; not in the sanitizer build, where
 # valgrind cannot run).  test_fault_helper makes the synthetic data, checks a
 # train dir's checkpoints and forges wrong-content checkpoints for the tests.
@@ -10,7 +11,7 @@ add_executable(test_fault_helper test_fault_helper.c)
 target_link_libraries(test_fault_helper PRIVATE tower_ps)
 
 if(TARGET tower)
-  foreach(t test_fault_kill test_fault_ckpt test_fault_input)
+  foreach(t test_fault_kill test_fault_ckpt test_fault_input test_fault_output)
     add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${t}.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper>)
   endforeach()
   # The full disk twice: a file-size limit (always runs, but in the ThreadSanitizer build) and a small tmpfs
@@ -26,7 +27,7 @@ if(TARGET tower)
   endif()
   add_test(NAME test_fault_disk_tmpfs
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_fault_disk.sh $<TARGET_FILE:tower> $<TARGET_FILE:test_fault_helper> tmpfs)
-  set_tests_properties(test_fault_kill test_fault_ckpt test_fault_input test_fault_disk test_fault_disk_tmpfs
+  set_tests_properties(test_fault_kill test_fault_ckpt test_fault_input test_fault_output test_fault_disk test_fault_disk_tmpfs
     PROPERTIES SKIP_RETURN_CODE 77 LABELS fault TIMEOUT 300)
   if(NOT TOWER_SANITIZE AND NOT TOWER_SANITIZE_THREAD)
     add_test(NAME test_fault_valgrind

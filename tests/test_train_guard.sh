@@ -10,7 +10,9 @@
 # from step 0 over an earlier run's checkpoints (refused, the files kept)
 # and --resume where checkpoints lie without an index (refused), --num_epochs
 # ending before one whole step (exit 1, nothing saved), an exponential decay
-# under one step (refused).
+# under one step (refused), SIGHUP (as SIGTERM, 129; the process keeps its
+# name), a closed pipe on stdout (checkpoint, exit 1), a signal after the
+# last step (exit 0), an ESC byte in --train_dir (escaped).
 # Every case is checked and reported; the test fails when any failed.
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
@@ -230,6 +232,54 @@ if [ $rc -eq 1 ] && one_line "$work/short.err" &&
    ! ls "$work/short"/model.ckpt-* >/dev/null 2>&1; then
   ok "--num_epochs 1 of 10000 examples, steps of 12000: $(cat "$work/short.err")"
 else bad "--num_epochs shorter than a step: status $rc: $(head -c 600 "$work/short.err"); $(ls "$work/short" 2>&1 | tr '\n' ' ')"; fi
+
+# 12. SIGHUP (the terminal closed, the ssh session dropped) stops as SIGTERM does: checkpoint, 129.  The process
+# keeps its name (the OpenMP re-exec of /proc/self/exe named it "exe"), so pkill/pgrep -x tower find it.
+"$tower" train "${common[@]}" --train_dir "$work/hup" --max_steps 100000 --save_every 100000 >"$work/hup.out" 2>&1 &
+bgpid=$!
+for _ in $(seq 1 300); do grep -q "step 2," "$work/hup.out" 2>/dev/null && break; sleep 0.1; done
+comm=$(cat "/proc/$bgpid/comm" 2>/dev/null || true)
+kill -HUP "$bgpid" 2>/dev/null || true
+set +e; wait "$bgpid"; rc=$?; set -e
+bgpid=""
+if [ $rc -eq 129 ] && ls "$work/hup"/model.ckpt-* >/dev/null 2>&1 &&
+   grep -q "stop requested by SIGHUP after step [0-9]*: checkpoint, then exit status 129" "$work/hup.out" &&
+   grep -q "stopped at step [0-9]*; checkpoint in" "$work/hup.out"; then ok "SIGHUP: checkpoint written, exit status 129"
+else bad "SIGHUP: exit status $rc (expected 129): $(tail -2 "$work/hup.out")"; fi
+if [ "$comm" = "$(basename "$tower" | cut -c1-15)" ]; then ok "the running process is named $comm"
+else bad "the running process is named '$comm', not $(basename "$tower")"; fi
+
+# 13. The log's pipe closed (`| head`): SIGPIPE killed the run without a checkpoint; now it stops after the step,
+# saves, says so on stderr (one line) and exits 1.
+set +e
+"$tower" train "${common[@]}" --train_dir "$work/pipe" --max_steps 100000 --save_every 100000 2>"$work/pipe.err" |
+  head -2 >/dev/null
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" -eq 1 ] && one_line "$work/pipe.err" &&
+   grep -Eq "^tower train: writing standard output: .*: stopping after step [0-9]+: checkpoint, then exit status 1$" "$work/pipe.err" &&
+   ls "$work/pipe"/model.ckpt-* >/dev/null 2>&1; then ok "a closed pipe: $(cat "$work/pipe.err")"
+else bad "a closed pipe: exit status $rc (expected 1): $(head -c 400 "$work/pipe.err"); $(ls "$work/pipe" 2>&1 | tr '\n' ' ')"; fi
+
+# 14. A signal after the last step (during the final save or the close) leaves a finished run finished: exit 0,
+# "done" (it exited 143, as if stopped early).
+"$tower" train "${common[@]}" --train_dir "$work/late" --max_steps 60 --save_every 0 --log_every 60 \
+  >"$work/late.out" 2>&1 &
+bgpid=$!
+for _ in $(seq 1 30000); do grep -q "step 60," "$work/late.out" 2>/dev/null && break; sleep 0.002; done
+kill -TERM "$bgpid" 2>/dev/null || true
+set +e; wait "$bgpid"; rc=$?; set -e
+bgpid=""
+if [ $rc -eq 0 ] && grep -q "done at step 60; checkpoint in" "$work/late.out" &&
+   ! grep -q "stop requested" "$work/late.out"; then ok "SIGTERM after the last step: exit 0, done at step 60"
+else bad "SIGTERM after the last step: exit status $rc (expected 0): $(tail -2 "$work/late.out")"; fi
+
+# 15. The last line names --train_dir escaped, as every other line does.
+esc_dir="$work/esc"$'\e'"[2Jx"
+run esc train "${common[@]}" --train_dir "$esc_dir" --max_steps 1
+if [ $rc -eq 0 ] && grep -qF 'checkpoint in '"$work"'/esc\x1b[2Jx;' "$work/esc.out" && ! grep -q $'\e' "$work/esc.out"; then
+  ok "the done line escapes --train_dir"
+else bad "--train_dir with an ESC byte: status $rc: $(tail -1 "$work/esc.out" | cat -v)"; fi
 
 [ $failures -eq 0 ] || fail "$failures case(s) failed"
 echo "all cases passed"
