@@ -809,7 +809,8 @@ static void print_table(const BenchRow *rows, int n_rows, int predict) {
         snprintf(spread, sizeof spread, "%.1f (%.1f-%.1f)", r->step_median, r->step_p10, r->step_p90);
         if (isnan(r->speedup)) snprintf(speed, sizeof speed, "-"), snprintf(eff, sizeof eff, "-");
         else snprintf(speed, sizeof speed, "%.2fx", r->speedup), snprintf(eff, sizeof eff, "%.0f%%", 100 * r->efficiency);
-        if (predict) snprintf(pred, sizeof pred, " | %12.1f", r->predicted);
+        if (predict && isnan(r->predicted)) snprintf(pred, sizeof pred, " | %12s", "-"); /* no model for the mode */
+        else if (predict) snprintf(pred, sizeof pred, " | %12.1f", r->predicted);
         printf("%-8s %-16s %6d %6d %24s %24s %8s %6s | %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f%s\n", r->model,
                trainer_mode_name(r->mode), r->towers, r->global_batch, ips, spread, speed, eff,
                r->phase.input, r->phase.copy, r->phase.compute, r->phase.reduce, r->phase.apply, r->phase.other, pred);
@@ -1132,6 +1133,11 @@ static int bench_main(int argc, char **argv) {
             cmd_errorf("tower bench: --modes %s: %s\n", mode_names[i], err);
             return 1;
         }
+        for (int j = 0; j < i; j++)
+            if (modes[j] == modes[i]) { /* a second row of it would be the first's baseline: speedup 0.29x */
+                cmd_errorf("tower bench: --modes names %s twice (--repeat measures a mode again)\n", mode_names[i]);
+                return 2;
+            }
     }
     for (int i = 0; i < n_tower_counts; i++) {
         char *end;

@@ -28,6 +28,7 @@
  * that ends with an error ends the job (MPI_Abort), so none waits forever.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -35,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/ranks.h"
 #include "cmd/commands.h"
@@ -440,6 +442,65 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
 static int train_main(int argc, char **argv, int rank);
 static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank);
 
+/* Every rank of the job refused the same command line alike (train_main): the ranks end together, not by an
+ * abort, and rank 0 alone said why. */
+static int job_refused = 0;
+
+/* Flags that may differ between the ranks of a job: what each host has (its GPUs' numbers, its cores) and what a
+ * rank shows or records only of itself. */
+static const char *const per_rank_flags[] = {"gpus", "input_threads", "log_device_placement", "no_progress", "trace",
+                                             NULL};
+
+/* A flag's value as compared across ranks: floats to 9 digits (one float each), the rest as flags_value_str writes them. */
+static void flag_canonical(const Flag *f, char *buf, int n) {
+    if (f->type == FLAG_FLOAT) snprintf(buf, n, "%.9g", (double)*(float *)f->target);
+    else flags_value_str(f, buf, n);
+}
+
+/* Under mpirun every rank must be given the same flags (docs/hosts.md), but for per_rank_flags: a rank with
+ * another --max_steps waited for ever in a collective after the others ended, another --model broadcast blocks of
+ * another size into them (heap corruption), another --batch_size or --seed trained another job than the log said.
+ * Rank 0's values go to every rank (MPI_Bcast), each finds its first flag that differs, and the lowest rank with
+ * one says it in one line.  0 when they agree (or one process), else 2 on every rank (job_refused). */
+static int check_same_flags(const Flag *flags, int n_flags, int rank) {
+    if (ranks_size() < 2) return 0;
+    enum { VALUE_MAX = 4096 };
+    char *mine = calloc((size_t)n_flags, VALUE_MAX), *rank0 = malloc((size_t)n_flags * VALUE_MAX);
+    int *all = malloc((size_t)ranks_size() * sizeof(int));
+    int differ = -1, rc = 0;
+    if (!mine || !rank0 || !all) { /* the same on every rank in practice; a rank that cannot compare ends the job */
+        cmd_errorf("tower train: rank %d: out of memory comparing the ranks' flags\n", rank);
+        free(mine);
+        free(rank0);
+        free(all);
+        return 1;
+    }
+    for (int k = 0; k < n_flags; k++) flag_canonical(&flags[k], mine + (size_t)k * VALUE_MAX, VALUE_MAX);
+    memcpy(rank0, mine, (size_t)n_flags * VALUE_MAX);
+    ranks_bcast(rank0, (size_t)n_flags * VALUE_MAX);
+    for (int k = 0; k < n_flags && differ < 0; k++) {
+        int per_rank = 0;
+        for (int j = 0; per_rank_flags[j]; j++) per_rank |= !strcmp(flags[k].name, per_rank_flags[j]);
+        if (!per_rank && strcmp(mine + (size_t)k * VALUE_MAX, rank0 + (size_t)k * VALUE_MAX)) differ = k;
+    }
+    ranks_allgather(&differ, all, sizeof differ);
+    int first = -1; /* the lowest rank whose flags differ from rank 0's */
+    for (int r = 0; r < ranks_size() && first < 0; r++)
+        if (all[r] >= 0) first = r;
+    if (first >= 0) {
+        if (rank == first)
+            cmd_errorf("tower train: rank %d of %d was given --%s %s but rank 0 --%s %s: every rank of the job needs "
+                       "the same flags (docs/hosts.md)\n", rank, ranks_size(), flags[differ].name,
+                       mine + (size_t)differ * VALUE_MAX, flags[differ].name, rank0 + (size_t)differ * VALUE_MAX);
+        job_refused = 1;
+        rc = 2;
+    }
+    free(mine);
+    free(rank0);
+    free(all);
+    return rc;
+}
+
 /* The job around the loop: MPI started (under mpirun) before any thread,
  * the quiet ranks, and the job ended on any rank's error. */
 int cmd_train(int argc, char **argv) {
@@ -456,7 +517,7 @@ int cmd_train(int argc, char **argv) {
     /* 128 + SIGINT or SIGTERM: a stop every rank agreed on after the same step, the checkpoint written:
      * the ranks end together, not by an abort. */
     const int stopped = rc == 128 + SIGINT || rc == 128 + SIGTERM || rc == 128 + SIGHUP;
-    if (rc != 0 && !stopped && ranks_size() > 1) {
+    if (rc != 0 && !stopped && !job_refused && ranks_size() > 1) {
         cmd_errorf("tower train: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
         ranks_abort(rc);
     }
@@ -481,10 +542,28 @@ static int train_main(int argc, char **argv, int rank) {
     }
     /* a size a run that uses none refuses (trainer_open), the default not */
     o.image_size_given = rc == 0 && flags_was_given(flags, n_flags, given, "image_size");
-    if (rc != 0 || cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
-        train_check_flags(&o) != 0 || check_given_options(&o, flags, n_flags, given) != 0 ||
-        cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0)
+    if (rc != 0) return 2;
+    if (check_same_flags(flags, n_flags, rank) != 0) return 2;
+    /* The same flags on every rank: the checks below refuse on all of them alike, and rank 0 alone says why. */
+    int saved_stderr = -1;
+    if (rank != 0) {
+        fflush(stderr);
+        int null_fd = open("/dev/null", O_WRONLY);
+        if (null_fd >= 0 && (saved_stderr = dup(STDERR_FILENO)) >= 0) dup2(null_fd, STDERR_FILENO);
+        if (null_fd >= 0) close(null_fd);
+    }
+    const int refused = cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
+                        train_check_flags(&o) != 0 || check_given_options(&o, flags, n_flags, given) != 0 ||
+                        cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0;
+    if (saved_stderr >= 0) {
+        fflush(stderr);
+        dup2(saved_stderr, STDERR_FILENO);
+        close(saved_stderr);
+    }
+    if (refused) {
+        job_refused = ranks_size() > 1;
         return 2;
+    }
     if (cmd_make_dirs(o.train_dir) != 0) {
         cmd_errorf("tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
         return 1;
@@ -613,6 +692,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     /* A closed pipe (`| head`) fails the write instead of killing the run: stdout_lost below saves and stops. */
     signal(SIGPIPE, SIG_IGN);
     int stdout_lost = 0; /* rank 0's log lines could not be written: stop after this step, checkpoint, exit 1 */
+    int stop_agreed = 0; /* the loop ended on a stop request (a signal to any rank, the lost output) */
 
     int exit_code = 0;
     long last_saved = trainer_schedule_step(&tr), last_scalars = tr.ps->global_step, last_histograms = tr.ps->global_step;
@@ -720,6 +800,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         }
         /* Every rank stops after the same step (ranks that step apart agree through their pushes). */
         if (trainer_ranks_stop(&tr, stop_signal != 0 || stdout_lost)) {
+            stop_agreed = 1;
             display_finish(&disp, &tr, loss);
             trainer_timestamp(ts, sizeof ts);
             if (trainer_schedule_step(&tr) >= o.max_steps)
@@ -765,7 +846,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         if (tr.pipeline) pipeline_stats(tr.pipeline, &st);
         trainer_timestamp(ts, sizeof ts);
         char safe_dir[16384];
-        printf("%s: %s at step %ld; checkpoint in %s; ", ts, (stop_signal || stdout_lost) && !finished ? "stopped" : "done",
+        printf("%s: %s at step %ld; checkpoint in %s; ", ts, stop_agreed && !finished ? "stopped" : "done",
                tr.ps->global_step, escape_str(safe_dir, sizeof safe_dir, o.train_dir));
         if (tr.worker < 0) /* a server-only rank (--ps_dedicated) reads nothing */
             printf("no input pipeline on this rank (a parameter server only, --ps_dedicated)");

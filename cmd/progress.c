@@ -156,6 +156,7 @@ int progress_format_line(char *buf, size_t n, const char *label, const char *uni
     char elapsed[32], left[32], tail[160];
     progress_format_duration(elapsed, sizeof elapsed, elapsed_sec);
     const char *pf = postfix && postfix[0] ? postfix : NULL;
+    char pf_cut[256]; /* the postfix cut at its end where the line is too narrow for all of it */
     int len;
     if (total > 0) {
         progress_format_duration(left, sizeof left, rate > 0.0 ? (double)(total - done) / rate : NAN);
@@ -164,6 +165,18 @@ int progress_format_line(char *buf, size_t n, const char *label, const char *uni
         int pct = (int)floor(100.0 * (fraction < 0 ? 0 : fraction > 1 ? 1 : fraction));
         /* Everything but the bar, to see how much room the bar has. */
         int rest = snprintf(NULL, 0, "%s %3d%%|| %s%s%s", label, pct, pf ? pf : "", pf ? " " : "", tail);
+        /* Too narrow for the smallest bar: the postfix gives way first, then (below) the line's end. */
+        int over = rest + 5 - (int)max_len;
+        if (over > 0 && pf) {
+            int keep = (int)strlen(pf) - over;
+            if (keep >= 4 && keep < (int)sizeof pf_cut) {
+                snprintf(pf_cut, sizeof pf_cut, "%.*s", keep, pf);
+                pf = pf_cut;
+            } else if (keep < 4) {
+                pf = NULL;
+            }
+            rest = snprintf(NULL, 0, "%s %3d%%|| %s%s%s", label, pct, pf ? pf : "", pf ? " " : "", tail);
+        }
         int width = (int)max_len - rest;
         if (width > 30) width = 30;
         if (width < 5) width = 5;

@@ -55,7 +55,7 @@ mpi_kill_rank() {
 # `tower train TRAIN_ARGS --train_dir $work/NAME` on NP ranks in the background ($launcher, rank 0's log in
 # $work/NAME.log), waits up to 120 s for a log line matching WAIT_REGEX, sends SIG to every rank's process
 # (TARGET all) or to rank TARGET's, then checks: mpirun ends within 10 s and leaves no rank process running (a
-# zombie on its way is fine); rank 0 says "stop requested by WANT after step N" and "done at step N", N a
+# zombie on its way is fine); rank 0 says "stop requested by WANT after step N" and "stopped at step N", N a
 # multiple of MULTIPLE (every worker made the same steps); `CHECKER check DIR` loads model.ckpt-N as the latest
 # with no partial checkpoint.  Uses the test's $work, $tower and fail; clears launcher; sets mpi_stop_step (N)
 # and mpi_stop_sec (seconds from the signal to mpirun's end).
@@ -93,7 +93,7 @@ mpi_stop_job() {
   done
   mpi_stop_step=$(sed -n "s/.*stop requested by $want after step \([0-9]*\): checkpoint.*/\1/p" "$log" | head -1)
   [ -n "$mpi_stop_step" ] || { cat "$log"; fail "$name: rank 0 printed no 'stop requested by $want after step N' line"; }
-  grep -q "done at step $mpi_stop_step;" "$log" || { cat "$log"; fail "$name: rank 0 did not finish at step $mpi_stop_step"; }
+  grep -q "stopped at step $mpi_stop_step;" "$log" || { cat "$log"; fail "$name: rank 0 did not finish at step $mpi_stop_step"; }
   [ $((mpi_stop_step % multiple)) = 0 ] ||
     fail "$name: stopped at step $mpi_stop_step, not a multiple of $multiple workers (their steps differ)"
   "$checker" check "$dir" >"$dir.check" || { cat "$dir.check"; fail "$name: a checkpoint does not load"; }

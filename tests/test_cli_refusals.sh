@@ -190,6 +190,7 @@ refuse 2 "tower train: --model '\\x1b[2J\\x0aforged line': expected mnist, cifar
   train --model "$esc" $t
 refuse 2 "tower train: --gpus '\\x1b[2J\\x0aforged line': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus "$esc" $t
 refuse 2 "tower bench: --towers: '\\x1b[2J\\x0aforged line' is not a tower count in [1, 64]" bench --towers "$esc"
+refuse 2 "tower bench: --modes names ps_cpu twice (--repeat measures a mode again)" bench --modes ps_cpu,replicated_host,ps_cpu
 refuse 2 "tower bench: --modes: unknown mode '\\x1b[2J\\x0aforged line': expected $(
   "$tower" bench --modes nope 2>&1 | sed -n "s/^tower bench: --modes: unknown mode 'nope': expected //p")" bench --modes "$esc"
 refuse 2 "tower: unknown command '\\x1b[2J\\x0aforged line' (tower --help lists the commands)" "$esc"

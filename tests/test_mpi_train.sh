@@ -22,6 +22,11 @@
 #     2 towers (the shard files of the default: tests/test_mpi_ps.sh), and SIGINT stops it with a checkpoint;
 #     a corrupt record mid-run ends it non-zero, rank 0 saying the step's
 #     shards were not saved and naming the latest checkpoint, which exists;
+#   - ranks given another flag (--max_steps) are refused with one line naming
+#     the rank and both values (a hang before), a refusal every rank makes is
+#     said once;
+#   - --input_split none where rank 1's copy of --data is shorter: the job
+#     ends when its input does, with a warning (rank 0 waited for ever);
 #   - kill -9 of rank 1 mid-run: mpirun exits non-zero within 10 s with a
 #     line naming rank 1, and no process of the job is left.
 # Skips (77) without mpirun, without MPI in the build, or without the data.
@@ -109,9 +114,60 @@ for vu in replicated parameter_server; do
   stopped=$(sed -n 's/.*stop requested by [A-Za-z ]* after step \([0-9]*\):.*/\1/p' "$work/stop.log")
   [ -n "$stopped" ] || { cat "$work/stop.log"; fail "$vu: SIGINT: no 'stop requested' line"; }
   [ -f "$work/stopped-$vu/model.ckpt-$stopped" ] || [ -f "$work/stopped-$vu/model.ckpt-$stopped.shards" ] || { cat "$work/stop.log"; fail "$vu: SIGINT: no checkpoint of step $stopped"; }
-  grep -q "done at step $stopped;" "$work/stop.log" || fail "$vu: SIGINT: rank 0 did not finish at step $stopped"
+  grep -q "stopped at step $stopped;" "$work/stop.log" || fail "$vu: SIGINT: rank 0 did not finish at step $stopped"
   echo "$vu: SIGINT to mpirun: every rank stopped after step $stopped, rank 0 saved model.ckpt-$stopped"
 done
+
+# Ranks given other flags: one line from the rank that differs, every rank exits 2 (rank 1 with --max_steps 8
+# waited for ever after rank 0's 4 steps; another --model corrupted the heap in the first broadcast).
+cat >"$work/rank_flags.sh" <<'SH'
+#!/usr/bin/env bash
+# rank_flags.sh TOWER RANK0_FLAG RANK1_FLAG ARGS...: tower train ARGS plus this rank's flag
+tower=$1 a=$2 b=$3
+shift 3
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 0 ]; then exec "$tower" train "$@" $a; else exec "$tower" train "$@" $b; fi
+SH
+set +e
+timeout 120 "${mpi[@]}" -np 2 bash "$work/rank_flags.sh" "$tower" "--max_steps 4" "--max_steps 8" "${common[@]}" \
+  --variable_update replicated --train_dir "$work/flags" >/dev/null 2>"$work/flags.err"
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || { cat "$work/flags.err"; fail "ranks with other --max_steps: exit $rc"; }
+[ "$(grep -c '^tower train' "$work/flags.err")" = 1 ] &&
+  grep -q "^tower train: rank 1 of 2 was given --max_steps 8 but rank 0 --max_steps 4: every rank of the job needs the same flags (docs/hosts.md)$" "$work/flags.err" ||
+  { cat "$work/flags.err"; fail "ranks with other --max_steps: not the one line"; }
+echo "ranks given other flags: $(grep '^tower train' "$work/flags.err")"
+# The same refused flags on every rank: one line (rank 0's), not one a rank.
+set +e
+timeout 120 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --optimizer sgd --nesterov --train_dir "$work/flags2" >/dev/null \
+  2>"$work/flags2.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && [ "$(grep -c '^tower train' "$work/flags2.err")" = 1 ] ||
+  { cat "$work/flags2.err"; fail "a refusal every rank makes: exit $rc, not one line"; }
+echo "a refusal every rank makes: one line"
+
+# --input_split none with hosts whose copies of --data differ (the same relative paths, rank 1's shorter): the
+# job ends when rank 1's input does, with a warning, not rank 0 waiting for it for ever.
+for r in 0 1; do mkdir -p "$work/host$r"; done
+first="$(ls "$work"/train-*.tfrecord | head -1)"
+for k in 0 1; do head -c $((100 * 891)) "$first" >"$work/host0/a-$k.tfrecord"; cp "$work/host0/a-$k.tfrecord" "$work/host1/"; done
+head -c $((50 * 891)) "$first" >"$work/host0/a-2.tfrecord"
+cat >"$work/host_dir.sh" <<'SH'
+#!/usr/bin/env bash
+# host_dir.sh WORK TOWER ARGS...: tower train ARGS in WORK/host<rank> (each "host" its own copy of the data)
+cd "$1/host${OMPI_COMM_WORLD_RANK:-0}" && shift && exec "$@"
+SH
+set +e
+timeout 120 "${mpi[@]}" -np 2 bash "$work/host_dir.sh" "$work" "$tower" train "${common[@]}" --data 'a-*.tfrecord' \
+  --batch_size 10 --num_towers 1 --num_epochs 1 --min_after_dequeue 0 --max_steps 100 --variable_update replicated \
+  --train_dir "$work/short" >"$work/short.out" 2>"$work/short.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] && grep -q "done at step 10;" "$work/short.out" &&
+  grep -q "^warning: rank 1's input ended before the others' (--input_split none: every rank reads the same stream, so the hosts' copies of --data differ); the job ends here$" "$work/short.err" ||
+  { cat "$work/short.out" "$work/short.err"; fail "a rank whose input ends first: exit $rc"; }
+echo "--input_split none, rank 1's copy of --data shorter: the job ended at step 10 with a warning"
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s, naming the rank.
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \

@@ -141,6 +141,11 @@ int main(void) {
     len = progress_format_line(line, sizeof line, "epoch 2/5", "ex", 50, 0, 100, 10.0,
                                "a very long text that cannot fit in a narrow terminal at all", 40);
     CHECK(len <= 39 && (int)strlen(line) == len, "40 columns: %d characters", len);
+    /* 80 columns and a long postfix: the postfix is cut, the rate and the closing bracket stay. */
+    len = progress_format_line(line, sizeof line, "epoch 1/320", "ex", 21, 0, 3200000, 2.0,
+                               "step 21, loss 2.297, acc 0.125, lr 0.01, something more", 80);
+    CHECK(len <= 79 && strstr(line, "[00:02<") && !strcmp(line + len - 12, ", 10.5 ex/s]") && strstr(line, "| step 21"),
+          "80 columns, a long postfix: '%s'", line);
     /* Rate and time left count from the line's start (a resumed epoch). */
     progress_format_line(line, sizeof line, "eval", "ex", 60, 50, 100, 5.0, NULL, 120);
     CHECK(strstr(line, "[00:05<00:20, 2.0 ex/s]") != NULL, "rate from start_done: '%s'", line);

@@ -754,8 +754,8 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const int same_split = run.n_towers == now.n_towers && run.batch_size == now.batch_size &&
                            run.n_shard_sizes == now.n_shard_sizes &&
                            !memcmp(run.shard_sizes, now.shard_sizes, sizeof(int) * (size_t)now.n_shard_sizes);
-    if (!same_split || run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) {
-        char ts[64], safe_path[1024], was[400], is[400];
+    if ((!same_split || run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) && tr->rank == 0) {
+        char ts[64], safe_path[1024], was[400], is[400]; /* rank 0's: the note is the job's, said once */
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s was written with %d tower(s), %s, accum_steps %d, seed %llu; continuing "
                 "with %d, %s, %d, %ld (the run will not be bitwise a straight one)\n",
@@ -1182,11 +1182,11 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
     }
     int got = tr->worker < 0 ? 1 : pipeline_next(tr->pipeline, batch, err, err_n_bytes);
     if (got > 0 && tr->worker >= 0 && tr->input_split == PIPELINE_SPLIT_NONE) rank_shards(tr, *batch);
-    /* Every worker reads the same stream and ends with the others; ranks that step apart never meet here (the
-     * mode's input_ended: with a split or --ps_dedicated the servers hear the end from the workers, and a worker
-     * whose own part ended first stays in the job, passive, until the others' end). */
+    /* Ranks that step apart never meet here (the mode's input_ended: with a split or --ps_dedicated the servers
+     * hear the end from the workers, and a worker whose own part ended first stays in the job, passive, until the
+     * others' end); one process has no one to agree with. */
     const int apart = trainer_ranks_step_apart(tr);
-    if (apart || (tr->input_split == PIPELINE_SPLIT_NONE && tr->n_servers == 0)) {
+    if (apart || tr->n_ranks <= 1) {
         const TrainModeI *m = train_mode(tr->mode);
         if (got == 0 && tr->worker >= 0 && apart && m->input_ended && m->input_ended(tr)) {
             tr->input_done = 1;
@@ -1195,8 +1195,10 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
         }
         return got;
     }
-    /* Each rank reads its own part, or a server-only rank none: they agree, so that all step or none does (a
-     * rank whose part ended or failed first ends the job's steps; MPI_Allgather of each rank's answer). */
+    /* Each rank reads its own part, or a server-only rank none, or every worker the same stream (which ends on
+     * every rank at once, unless the hosts' copies of --data differ): they agree, so that all step or none does (a
+     * rank whose input ended or failed first ends the job's steps, where the others would wait for it in the
+     * step's collectives for ever; MPI_Allgather of each rank's answer). */
     int all[PIPELINE_MAX_SHARDS];
     ranks_allgather(&got, all, sizeof got);
     int ended = -1, failed = -1;
@@ -1206,6 +1208,17 @@ static int next_batch(Trainer *tr, PipelineBatch **batch, char *err, size_t err_
     }
     if (failed < 0 && ended < 0) return got;
     if (got > 0 && tr->worker >= 0) pipeline_release(tr->pipeline, *batch);
+    if (failed < 0 && tr->input_split == PIPELINE_SPLIT_NONE && tr->rank == 0) {
+        int n_ended = 0;
+        for (int r = 0; r < tr->n_ranks; r++) n_ended += all[r] == 0;
+        if (n_ended < tr->n_ranks - tr->n_servers) { /* the same stream ended on some ranks only */
+            char line[256];
+            snprintf(line, sizeof line, "rank %d's input ended before the others' (--input_split none: every rank "
+                     "reads the same stream, so the hosts' copies of --data differ); the job ends here", ended);
+            if (tr->opt.warn) tr->opt.warn(tr->opt.warn_ctx, line);
+            else fprintf(stderr, "tower train: warning: %s\n", line);
+        }
+    }
     if (failed >= 0) {
         if (got >= 0) snprintf(err, err_n_bytes, "rank %d's input failed (its own line says why)", failed);
         return -1;
