@@ -300,7 +300,9 @@ static int take_first_workers(const Trainer *tr, BenchRow *r, char *err, size_t 
 
 /* ---- one configuration ---- */
 
-static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, char *err, size_t err_n_bytes) {
+/* The trainer's options for row r (its trace file, when --trace, into trace_path). */
+static void row_options(const BenchOptions *bo, const BenchRow *r, TrainerOptions *out, char *trace_path,
+                        size_t trace_path_n_bytes) {
     TrainerOptions o;
     trainer_options_defaults(&o);
     o.model = r->model;
@@ -318,11 +320,29 @@ static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, c
     }
     if (bo->data[0]) o.data = bo->data;
     else o.synthetic = 1;
-    char trace_path[1200];
-    if (bo->trace[0]) {
-        trace_path_for(bo->trace, r, trace_path, sizeof trace_path);
+    if (bo->trace[0] && trace_path) {
+        trace_path_for(bo->trace, r, trace_path, trace_path_n_bytes);
         o.trace = trace_path;
     }
+    *out = o;
+}
+
+/* Whether row r's trainer opens (its mode under this job's ranks, its device, its data), closed at once: the
+ * matrix is checked before the first measurement, so a mode that cannot run here (a one-process mode under
+ * mpirun, a GPU mode without a GPU) does not end the run after other rows were measured.  0, or -1 with err. */
+static int preflight_row(const BenchOptions *bo, const BenchRow *r, char *err, size_t err_n_bytes) {
+    TrainerOptions o;
+    row_options(bo, r, &o, NULL, 0);
+    Trainer tr;
+    if (trainer_open(&tr, &o, err, err_n_bytes) != 0) return -1;
+    trainer_close(&tr, NULL, 0);
+    return 0;
+}
+
+static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, char *err, size_t err_n_bytes) {
+    TrainerOptions o;
+    char trace_path[1200];
+    row_options(bo, r, &o, trace_path, sizeof trace_path);
     Trainer tr;
     if (trainer_open(&tr, &o, err, err_n_bytes) != 0) return -1;
     r->mode = tr.mode; /* the mode that runs: under mpirun, ps_cpu's flags settle on ps_mpi */
@@ -1308,6 +1328,15 @@ static int bench_main(int argc, char **argv) {
                 r->towers = tower_counts[t];
                 r->batch = o.batch_size;
             }
+        }
+    }
+    /* Every mode opens here (with the first model and tower count) before anything is measured. */
+    for (int k = 0; k < n_modes; k++) {
+        BenchRow probe = rows[k * n_tower_counts];
+        if (preflight_row(&o, &probe, err, sizeof err) != 0) {
+            cmd_errorf("tower bench: %s, %s, %d tower(s): %s (nothing measured)\n", probe.model,
+                       trainer_mode_name(probe.mode), probe.towers, err);
+            return 1;
         }
     }
     /* runs[i * repeat + k]: configuration i's k-th run */

@@ -18,7 +18,8 @@
 #     row its staleness within the bound); replicated_mpi's row ignores it;
 #   - replicated_host (one process only), --predict and --ps_dedicated 2
 #     under 2 ranks (no worker left) fail with one line and a non-zero exit,
-#     never a hang.
+#     never a hang; replicated_host after ps_mpi fails before ps_mpi is
+#     measured.
 # Sane rows, not timed assertions.  Skips (77) without mpirun or without MPI
 # in the build.
 set -euo pipefail
@@ -105,4 +106,15 @@ for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi 
   grep -q "tower bench: " "$work/err" || fail "'$bad': no line saying why: $(cat "$work/err")"
   echo "'$bad' refused: $(grep -m1 'tower bench: ' "$work/err")"
 done
+# A one-process mode after one that runs: refused before the first is measured (it was measured, then the run
+# ended at the second with no table and no CSV).
+set +e
+timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --batch_size 2 --steps 1 --warmup 0 \
+  --csv "" --svg "" --modes ps_mpi,replicated_host >"$work/out" 2>"$work/err"
+rc=$?
+set -e
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "ps_mpi,replicated_host under 2 ranks: exit $rc"
+grep -q "tower bench: mnist, replicated_host, 1 tower(s): .*runs in one process.* (nothing measured)" "$work/err" &&
+  ! grep -q "run 1/" "$work/out" || fail "ps_mpi,replicated_host: $(cat "$work/out" "$work/err")"
+echo "ps_mpi,replicated_host refused before measuring: $(grep -m1 'tower bench: ' "$work/err")"
 echo "PASS"
