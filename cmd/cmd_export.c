@@ -65,6 +65,11 @@ int cmd_export(int argc, char **argv) {
                    "file in its place): give another --out\n", safe_out);
         return 1;
     }
+    if (safetensors_probe(o.out) == 2) { /* a class list, an events file, anyone's file: not replaced */
+        cmd_errorf("tower export: --out %s exists and is not a .safetensors file (export would replace it): give "
+                   "another --out\n", safe_out);
+        return 1;
+    }
     if (cmd_open_checkpoint("export", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
     const float *params = ck.params;
     const char *which = "raw";

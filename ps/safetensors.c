@@ -100,6 +100,23 @@ static int write_f32_le(FILE *f, const float *x, uint64_t n) {
     return 0;
 }
 
+int safetensors_probe(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? 0 : 2;
+    unsigned char head[9];
+    const size_t got = fread(head, 1, sizeof head, f);
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    const int read_failed = ferror(f); /* a directory: EISDIR */
+    fclose(f);
+    if (read_failed) return 2;
+    if (got == 0) return 0;
+    if (got < sizeof head) return 2;
+    uint64_t n = 0;
+    for (int k = 7; k >= 0; k--) n = (n << 8) | head[k];
+    return n > 0 && size >= 8 && n <= (uint64_t)size - 8 && head[8] == '{' ? 1 : 2;
+}
+
 int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_tensors, const SafetensorsMeta *meta,
                       int n_meta, char *err, size_t err_n) {
     const SafetensorsTensor **order = calloc((size_t)(n_tensors > 0 ? n_tensors : 1), sizeof *order);

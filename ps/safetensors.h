@@ -45,6 +45,12 @@ typedef struct {
 int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_tensors, const SafetensorsMeta *meta,
                       int n_meta, char *err, size_t err_n_bytes);
 
+/* What lies at path, before a write replaces it: 0 nothing (or an empty
+ * file), 1 a safetensors file (an 8-byte little-endian header length within
+ * the file, then '{'), 2 something else (another kind of file, a
+ * directory): a write there would destroy what is not an export. */
+int safetensors_probe(const char *path);
+
 /* The variables of a flat parameter block: one tensor per spec->vars entry,
  * named and shaped as the table says (TensorFlow's names and layouts),
  * data pointing into params (n_params floats, caller-owned).  Fills

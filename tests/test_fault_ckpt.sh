@@ -200,6 +200,20 @@ expect "export --out a checkpoint under another name" \
   "tower export: --out $(re "$work/renamed_ckpt") is a file of a train_dir's checkpoints \(export writes a \.safetensors file in its place\): give another --out" \
   export --checkpoint "$good" --out "$work/renamed_ckpt"
 [ "$(cd "$idx" && md5sum checkpoint model.ckpt-*)" = "$before" ] || fail "export --out into the checkpoints changed them"
+# Nor over any other file that is not a .safetensors export: the train_dir's class list, its events file (they
+# were replaced, and eval and --resume on an image folder refused the 7 MB labels.txt); an export is replaced.
+printf 'circle\ncross\n' >"$idx/labels.txt"
+printf 'not an export' >"$idx/events.out.tfevents.1.host"
+before_other=$(cd "$idx" && md5sum labels.txt events.out.tfevents.1.host)
+for out in "$idx/labels.txt" "$idx/events.out.tfevents.1.host"; do
+  expect "export --out $(basename "$out")" \
+    "tower export: --out $(re "$out") exists and is not a \.safetensors file \(export would replace it\): give another --out" \
+    export --checkpoint_dir "$idx" --out "$out"
+done
+[ "$(cd "$idx" && md5sum labels.txt events.out.tfevents.1.host)" = "$before_other" ] || fail "export replaced a class list"
+"$tower" export --checkpoint_dir "$idx" --out "$work/again.safetensors" >/dev/null &&
+  "$tower" export --checkpoint_dir "$idx" --out "$work/again.safetensors" >/dev/null || fail "an export over an export"
+rm -f "$idx/labels.txt" "$idx/events.out.tfevents.1.host"
 # A checkpoint name from the index reaches the terminal escaped (an ESC sequence in it would clear the screen).
 esc=$(printf 'model.ckpt-2\033[2J')
 cp "$good" "$idx/$esc"
