@@ -8,6 +8,7 @@
  * reader lost.  Decoding runs in the reader: the workers only augment.
  * What it does not do: no shuffling, batching or threads of its own.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,12 @@ static int record_to_slot(Pipeline *p, TfrSource *ts, const uint8_t *data, size_
                      p->in_n_values, c->in_H, c->in_W, c->in_C);
             return -1;
         }
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(img[i])) { /* a NaN would reach the loss as "divergence", or eval's figures as a class */
+                snprintf(why, why_n, "image '%s' holds a non-finite value (%g) at index %zu", c->image_key,
+                         (double)img[i], i);
+                return -1;
+            }
         memcpy(dst, img, n * sizeof(float));
     }
     int64_t label;
