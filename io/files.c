@@ -384,11 +384,20 @@ static int labels_text_differ(const char *want, size_t want_n, const char *want_
     for (int line = 1;; line++) {
         const char *pe = memchr(p, '\n', (size_t)(p_end - p)), *qe = memchr(q, '\n', (size_t)(q_end - q));
         size_t pl = pe ? (size_t)(pe - p) : (size_t)(p_end - p), ql = qe ? (size_t)(qe - q) : (size_t)(q_end - q);
-        if (pl != ql || memcmp(p, q, pl) != 0 || !pe || !qe) {
-            char safe_p[420], safe_q[420];
+        char safe_p[420], safe_q[420];
+        if (pl != ql || memcmp(p, q, pl) != 0) {
             snprintf(err, err_n, "line %d is '%s' in %s but '%s' in %s", line,
                      escape_bytes(safe_q, sizeof safe_q, q, ql > 100 ? 100 : ql), have_name,
                      escape_bytes(safe_p, sizeof safe_p, p, pl > 100 ? 100 : pl), want_name);
+            break;
+        }
+        if (!pe || !qe) { /* the same lines so far, and one list ends here: the other's next line is the difference */
+            const char *more = pe ? pe + 1 : qe + 1, *more_end = pe ? p_end : q_end;
+            const char *me = memchr(more, '\n', (size_t)(more_end - more));
+            size_t ml = me ? (size_t)(me - more) : (size_t)(more_end - more);
+            snprintf(err, err_n, "line %d is '%s' in %s but %s ends after line %d", line + 1,
+                     escape_bytes(safe_p, sizeof safe_p, more, ml > 100 ? 100 : ml), pe ? want_name : have_name,
+                     pe ? have_name : want_name, line);
             break;
         }
         p = pe + 1;

@@ -103,6 +103,14 @@ refuse "tower eval: $work/star_imgs/star: class folder not in the checkpoint's c
   "${ev[@]}" --data "$work/star_imgs"
 refuse "tower eval: $work/star_imgs/star: class folder not in --labels $work/d/labels.txt (3 classes): every split must share one class list" \
   "${ev[@]}" --data "$work/star_imgs" --labels "$work/d/labels.txt"
+# A list that is the checkpoint's with a class more, or one fewer: the extra line is named (the message named
+# the last shared line, the same in both files)
+printf 'circle\ncross\nsquare\nstar\n' >"$work/four.txt"
+refuse "tower eval: --labels differs from the checkpoint's class list, so its label numbers name other classes: line 4 is 'star' in $work/four.txt but $work/run/labels.txt ends after line 3" \
+  "${ev[@]}" --data "$work/test_imgs" --labels "$work/four.txt"
+printf 'circle\ncross\n' >"$work/first_two.txt"
+refuse "tower eval: --labels differs from the checkpoint's class list, so its label numbers name other classes: line 3 is 'square' in $work/run/labels.txt but $work/first_two.txt ends after line 2" \
+  "${ev[@]}" --data "$work/test_imgs" --labels "$work/first_two.txt"
 echo "ok: eval names the checkpoint's class list or --labels"
 
 # ---- a labels file written with CRLF line ends or a byte-order mark: the line shown, its stray bytes escaped
