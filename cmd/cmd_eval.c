@@ -358,7 +358,9 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
             int best = 0;
             for (int k = 1; k < spec->num_classes; k++)
                 if (l[k] > l[best]) best = k;
-            n_correct += in_top_k(l, spec->num_classes, b->labels[i], 1); /* cifar10_eval's in_top_k(logits, labels, 1) */
+            const int correct = in_top_k(l, spec->num_classes, b->labels[i], 1);
+            if (correct) best = b->labels[i]; /* a tie with the largest logit: correct, as in_top_k counts it */
+            n_correct += correct; /* cifar10_eval's in_top_k(logits, labels, 1) */
             if (o->top_k > 1) n_top_k += in_top_k(l, spec->num_classes, b->labels[i], o->top_k);
             confusion[(size_t)b->labels[i] * spec->num_classes + best]++;
         }

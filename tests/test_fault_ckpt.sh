@@ -226,4 +226,15 @@ echo "ok: export escapes the checkpoint's name: $(cat "$work/esc.out")"
 # The good ones still load (the refusals above can fail for the right reason only).
 "$tower" eval --checkpoint "$good" --data "$mnist_data" --eval_dir none >/dev/null || fail "eval of the good checkpoint"
 "$tower" export --checkpoint "$good" --out "$work/x.safetensors" >/dev/null || fail "export of the good checkpoint"
+# Logits that tie (every variable 0): in_top_k counts each example correct, and the confusion matrix puts it on
+# the diagonal too (it took the first largest logit: column 0, against "N of N correct").
+"$helper" forge "$good" "$work/zero.ckpt" zero_vars
+"$tower" eval --checkpoint "$work/zero.ckpt" --data "$mnist_data" --eval_dir none --no_progress --confusion_matrix \
+  >"$work/tie.out" || fail "eval of the all-zero checkpoint"
+correct=$(sed -n 's/.* \([0-9]*\) of \([0-9]*\) examples correct.*/\1 \2/p' "$work/tie.out")
+diagonal=$(awk '/^confusion matrix/ { on = 1; next } on == 1 { on = 2; next } on && $1 ~ /^[0-9]+$/ { d += $($1 + 2) } END { print d + 0 }' \
+  "$work/tie.out")
+[ -n "$correct" ] && [ "${correct% *}" = "${correct#* }" ] && [ "$diagonal" = "${correct% *}" ] ||
+  { cat "$work/tie.out"; fail "ties: correct '$correct', confusion diagonal $diagonal"; }
+echo "ok: ties: $correct correct, the confusion matrix's diagonal $diagonal"
 echo "ok: $n_checked refusals, each one line naming the file and what is wrong"

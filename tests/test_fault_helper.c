@@ -30,6 +30,8 @@
  *         no_parts      the run state without the worker parts' own examples
  *                       and their split (a file of a build before them)
  *         negative_examples  the run state's examples_consumed is -5
+ *         zero_vars     every variable and moving average 0 (a valid file whose
+ *                       logits all tie, for eval's tie rule)
  *
  *   test_fault_helper run CKPT
  *       Prints the run state of the checkpoint CKPT (dir/model.ckpt-N, read
@@ -267,6 +269,10 @@ static int forge(const char *in, const char *out, const char *kind) {
         m->run->input_split = (char *)"";
     } else if (!strcmp(kind, "negative_examples")) {
         m->run->examples_consumed = -5;
+    } else if (!strcmp(kind, "zero_vars")) { /* every logit 0: each example's classes all tie */
+        for (size_t k = 0; k < m->n_variables; k++) memset(m->variables[k]->data, 0, m->variables[k]->n_data * sizeof(float));
+        for (size_t k = 0; k < m->n_moving_averages; k++)
+            memset(m->moving_averages[k]->data, 0, m->moving_averages[k]->n_data * sizeof(float));
     } else {
         fprintf(stderr, "forge: unknown kind '%s'\n", kind);
         tower__checkpoint__free_unpacked(m, NULL);
