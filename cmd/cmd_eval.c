@@ -71,7 +71,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
         {"label_key", FLAG_STRING, &o->label_key, "Example feature holding the label"},
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
-        {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)", FLAG_RANGE(0, 1024, "[]", "0: automatic")},
+        {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)", FLAG_RANGE(0, PIPELINE_MAX_WORKERS, "[]", "0: automatic")},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
         {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
@@ -114,8 +114,9 @@ static int eval_memory_fits(const PipelineConfig *pc, const ModelSpec *spec, int
     if (available == 0 || input + acts <= available) return 1;
     if (!say) return 0;
     cmd_errorf("tower eval: not enough memory: batch %d needs up to %.2f GiB of host memory (input %.2f, "
-            "activations %.2f GiB), and %.2f GiB is available (%s): lower --batch_size\n", batch,
-            gib(input + acts), gib(input), gib(acts), gib(available), source);
+            "activations %.2f GiB), and %.2f GiB is available (%s): lower %s\n", batch,
+            gib(input + acts), gib(input), gib(acts), gib(available), source,
+            input > acts ? "--input_threads (each holds a window of decoded images) or --batch_size" : "--batch_size");
     return 0;
 }
 

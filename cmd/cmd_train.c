@@ -62,7 +62,7 @@ static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig 
 #define TRAIN_MAX_CLASSES (1 << 16)
 #define TRAIN_MAX_IMAGE_SIZE 4096
 #define TRAIN_MAX_SHUFFLE (1L << 30)          /* --min_after_dequeue */
-#define TRAIN_MAX_INPUT_THREADS 1024
+#define TRAIN_MAX_INPUT_THREADS PIPELINE_MAX_WORKERS
 
 /* What `tower train` adds around the trainer: summaries and the display. */
 typedef struct {

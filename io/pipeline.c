@@ -618,7 +618,8 @@ static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
     if (c->shuffle && c->capacity != 0 && c->capacity <= c->min_after_dequeue)
         BAD("pipeline: capacity %ld must exceed min_after_dequeue %ld", c->capacity, c->min_after_dequeue);
     if (c->num_epochs < 0) BAD("pipeline: num_epochs must be >= 0 (0 = forever)");
-    if (c->n_workers < 1 || c->n_workers > 256) BAD("pipeline: n_workers %d outside [1, 256]", c->n_workers);
+    if (c->n_workers < 1 || c->n_workers > PIPELINE_MAX_WORKERS)
+        BAD("pipeline: n_workers %d outside [1, %d]", c->n_workers, PIPELINE_MAX_WORKERS);
     if (c->skip_examples < 0) BAD("pipeline: skip_examples must be >= 0");
     if (c->alloc.alloc && !c->alloc.free) BAD("pipeline: the allocator has no free function");
 #undef BAD

@@ -55,6 +55,9 @@ typedef enum {
 
 #define PIPELINE_MAX_SHARDS TOWER_MAX_TOWERS /* one shard per tower */
 
+/* The most decode/augment threads a pipeline runs (PipelineConfig.n_workers; --input_threads). */
+#define PIPELINE_MAX_WORKERS 256
+
 typedef struct {
     const char *const *files; int n_files;  /* paths, already expanded (see io_expand_globs); copied at open */
     const char *image_key, *label_key;       /* defaults "image_raw", "label" */
@@ -71,7 +74,7 @@ typedef struct {
     long min_after_dequeue, capacity;        /* TF shuffle-queue semantics; capacity 0: min_after_dequeue + 3 x global batch */
     int num_epochs;                          /* 0 = forever */
     uint64_t seed;
-    int n_workers;                           /* decode/augment threads (>=1) */
+    int n_workers;                           /* decode/augment threads (1 .. PIPELINE_MAX_WORKERS) */
     int prefetch_batches;                    /* ring of staging buffers; raised to >= 2 * n_shards (0: that) */
     HostAlloc alloc;                         /* staging buffers come from here */
     int skip_corrupt;                        /* 1: count and skip bad records (stats.corrupt_skipped) */

@@ -112,6 +112,9 @@ refuse 2 "tower train: --resume 'maybe': expected true or false (also 1, yes, 0,
 refuse 2 "tower train: unknown flag -x (flags take two dashes, --name; see --help)" train -x $t
 # eval
 refuse 2 "tower eval: --batch_size 0: expected an integer in [1, 1048576]" eval --batch_size 0
+# The pipeline's most threads, at parse time (257 to 1024 were accepted, then refused by the pipeline after work began).
+refuse 2 "tower eval: --input_threads 257: expected an integer in [0, 256] (0: automatic)" eval --input_threads 257
+refuse 2 "tower train: --input_threads 300: expected an integer in [0, 256] (0: automatic)" train --input_threads 300 $t
 refuse 2 "tower eval: --num_classes -3: expected an integer in [0, 65536] (0: the checkpoint's)" eval --num_classes -3
 refuse 2 "tower eval: --compression 'x': expected auto, none, gzip or zlib" eval --compression x
 refuse 2 "tower eval: --image_size -1: expected an integer in [0, 4096] (0: the checkpoint's)" eval --image_size -1
