@@ -43,6 +43,7 @@
 #include "base/flags.h"
 #include "cmd/progress.h"
 #include "base/escape.h"
+#include "model/graph.h"
 #include "train/trainer.h"
 #include "io/events.h"
 #include "io/imagefolder.h"
@@ -77,7 +78,7 @@ typedef struct {
 static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     const Flag table[] = {
         {"model", FLAG_STRING, &o->model, cmd_model_help("model to train")},
-        {"width_multiplier", FLAG_FLOAT, &d->width_multiplier, "mobilenet_v2: Keras's alpha, the width of every layer (mnist, cifar10: ignored)", FLAG_RANGE(0, 16, "(]", NULL)},
+        {"width_multiplier", FLAG_FLOAT, &d->width_multiplier, "mobilenet_v2: Keras's alpha, the width of every layer (refused with another model)", FLAG_RANGE(0, 16, "(]", NULL)},
         {"head", FLAG_STRING, &d->head, "mobilenet_v2: keras (global average pooling, predictions) or seed (pooling, dense 512 relu, dense_1)"},
         {"fc_width", FLAG_INT, &d->fc_width, "vgg11, vgg16: units of fc1 and fc2 (Keras's 4096; e.g. 512 for a 32x32 VGG16 of 15 M variables)", FLAG_RANGE(1, 65536, "[]", NULL)},
         {"batch_norm", FLAG_STRING, &o->batch_norm, "batch norm across towers: tower (each tower normalises with its shard's statistics; the moving statistics take the towers' mean once per step) or sync (SyncBatchNormalization: every tower normalises with the global batch's statistics, summed across the towers in every layer; one process); docs/models.md"},
@@ -197,6 +198,22 @@ static int check_given_options(const TrainerOptions *o, const Flag *flags, int n
             p += n;
             p += strspn(p, " ");
         }
+    }
+    /* The model options a network reads (its table entry's opts_used): another network's given is refused. */
+    static const struct { const char *flag; unsigned bit; } model_flags[] = {
+        {"width_multiplier", MODEL_OPT_WIDTH}, {"head", MODEL_OPT_HEAD}, {"fc_width", MODEL_OPT_FC_WIDTH}};
+    const NetInfo *net = model_net_find(o->model);
+    for (size_t f = 0; net && f < sizeof model_flags / sizeof model_flags[0]; f++) {
+        if (!flags_was_given(flags, n_flags, given, model_flags[f].flag) || (net->opts_used & model_flags[f].bit))
+            continue;
+        char users[256] = "";
+        for (int k = 0; k < MODEL_N_KINDS; k++)
+            if (model_nets[k].opts_used & model_flags[f].bit)
+                snprintf(users + strlen(users), sizeof users - strlen(users), "%s%s", users[0] ? ", " : "",
+                         model_nets[k].name);
+        cmd_errorf("tower train: --%s applies to --model %s (this run: --model %s)\n", model_flags[f].flag, users,
+                   o->model);
+        return -1;
     }
     if (flags_was_given(flags, n_flags, given, "lr_decay_factor")) {
         if (strcmp(o->lr_schedule, "exponential")) {

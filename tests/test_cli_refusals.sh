@@ -89,6 +89,10 @@ refuse 2 "tower train: --adam_epsilon applies to --optimizer adam, adamw (this r
   train --optimizer rmsprop --adam_epsilon 0.1 $t
 refuse 2 "tower train: --rmsprop_centered applies to --optimizer rmsprop (this run: --optimizer adamw, whose options are --adam_beta1, --adam_beta2, --adam_epsilon, --weight_decay)" \
   train --optimizer adamw --rmsprop_centered false $t
+refuse 2 "tower train: --width_multiplier applies to --model mobilenet_v2 (this run: --model resnet20)" \
+  train --model resnet20 --width_multiplier 0.5 $t
+refuse 2 "tower train: --fc_width applies to --model vgg11, vgg16 (this run: --model mnist)" train --fc_width 64 $t
+refuse 2 "tower train: --head applies to --model mobilenet_v2 (this run: --model vgg11)" train --model vgg11 --head seed $t
 refuse 2 "tower train: --lr_decay_factor applies to --lr_schedule exponential (this run: --lr_schedule cosine)" \
   train --lr_schedule cosine --lr_decay_factor 0.5 $t
 refuse 2 "tower train: --lr_decay_factor needs --num_epochs_per_decay (how often the rate is multiplied by it); without, the rate stays --learning_rate" \
