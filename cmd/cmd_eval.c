@@ -180,6 +180,16 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     const int image_folder = imagefolder_is_folder(o->data);
     char ckpt_labels[4096];
     const char *labels_file = o->labels[0] ? o->labels : NULL;
+    const char *tfr_only = !image_folder                          ? NULL
+                           : strcmp(o->compression, "auto")       ? "--compression"
+                           : strcmp(o->image_key, "image_raw")    ? "--image_key"
+                           : strcmp(o->label_key, "label")        ? "--label_key"
+                                                                  : NULL;
+    if (tfr_only) { /* as train refuses it */
+        cmd_errorf("tower eval: %s applies to TFRecord data (an image folder's images and labels come from its files "
+                   "and class folders)\n", tfr_only);
+        goto done;
+    }
     if (image_folder) {
         /* The class list: --labels, or the one the checkpoint was trained with, so that the folders map to its
          * label numbers by name (a split may lack a class); --labels is compared with the checkpoint's. */

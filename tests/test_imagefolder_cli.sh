@@ -190,7 +190,24 @@ rc=$?
 set -e
 [ "$rc" -eq 1 ] && [ "$(cat "$work/crop_tfr_eval.err")" = "tower eval: --resize_mode center_crop applies to an image folder as --data (TFRecord images are used at their stored size)" ] ||
   fail "eval --resize_mode with TFRecord data: exit $rc, $(cat "$work/crop_tfr_eval.err")"
-echo "ok: random_crop repeats and resumes bitwise, differs from resize; eval refuses it; TFRecord data refuses --resize_mode (train and eval)"
+# ... and an image folder refuses the TFRecord flags (they were ignored, exit 0)
+for flag in "--compression gzip" "--image_key pixels" "--label_key y"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$tower" train "${common[@]}" --data "$work/imgs" --train_dir "$work/tfr_flag" --max_steps 1 $flag >/dev/null \
+    2>"$work/tfr_flag.err"
+  rc=$?
+  # shellcheck disable=SC2086
+  "$tower" eval "${ev[@]}" --data "$work/test" $flag >/dev/null 2>"$work/tfr_flag_eval.err"
+  rc2=$?
+  set -e
+  want="${flag% *} applies to TFRecord data (an image folder's images and labels come from its files and class folders)"
+  [ "$rc" -eq 1 ] && [ "$(cat "$work/tfr_flag.err")" = "tower train: $want" ] ||
+    fail "train on an image folder with $flag: exit $rc, $(cat "$work/tfr_flag.err")"
+  [ "$rc2" -eq 1 ] && [ "$(cat "$work/tfr_flag_eval.err")" = "tower eval: $want" ] ||
+    fail "eval of an image folder with $flag: exit $rc2, $(cat "$work/tfr_flag_eval.err")"
+done
+echo "ok: random_crop repeats and resumes bitwise, differs from resize; eval refuses it; TFRecord data refuses --resize_mode (train and eval), an image folder the TFRecord flags"
 
 # ---- --central_fraction: the center crop from a larger shorter side, the same in the pipeline and in convert
 "$tower" convert --from imagefolder "$work/test" --out "$work/cf/test" --image_size 28 --channels 1 \

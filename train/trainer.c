@@ -987,6 +987,15 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     }
     if (tr->image_folder) {
         /* Decoded and resized to --image_size in the pipeline; the count (candidate files) for the epoch. */
+        const char *tfr_only = strcmp(o->compression, "auto") ? "--compression"
+                               : strcmp(o->image_key, "image_raw") ? "--image_key"
+                               : strcmp(o->label_key, "label")     ? "--label_key"
+                                                                   : NULL;
+        if (tfr_only) { /* as --labels and --resize_mode the other way round: not ignored */
+            snprintf(err, err_n_bytes, "%s applies to TFRecord data (an image folder's images and labels come from "
+                     "its files and class folders)", tfr_only);
+            return -1;
+        }
         if (o->image_size < 1 || imagefolder_resize_mode_from_name(o->resize_mode) < 0) {
             snprintf(err, err_n_bytes, "an image folder as --data needs --image_size >= 1 and --resize_mode resize, "
                      "center_crop or random_crop");
