@@ -208,6 +208,10 @@ static int check_example(const Tensorflow__Example *ex, const uint8_t *data, siz
             }
         }
     }
+    const Tensorflow__Feature *image = example_find(ex, cfg->image_key);
+    const FeatureKind ik = feature_kind(image);
+    if (!((ik == FEATURE_BYTES && image->bytes_list->n_value == 1) || (ik == FEATURE_FLOAT && image->float_list->n_value > 0)))
+        rep->n_without_image++; /* what train and eval refuse: said, as the labels are */
     int64_t label;
     char lwhy[256];
     if (example_get_int64(ex, cfg->label_key, &label, lwhy, sizeof lwhy) == 0) {
@@ -407,7 +411,13 @@ void inspect_report_print(const InspectReport *rep, const InspectConfig *cfg, FI
             if (rep->label_count[k]) fprintf(out, "  %ld: %ld\n", k, rep->label_count[k]);
         if (rep->n_labels_other) fprintf(out, "  other (negative or >= %d): %ld\n", INSPECT_MAX_LABEL, rep->n_labels_other);
     }
-    if (rep->n_without_label) fprintf(out, "records without a single int64 '%s': %ld\n", cfg->label_key, rep->n_without_label);
+    char safe_key[1024];
+    if (rep->n_without_image)
+        fprintf(out, "records without an image '%s' (one bytes value, or floats): %ld\n",
+                escape_str(safe_key, sizeof safe_key, cfg->image_key), rep->n_without_image);
+    if (rep->n_without_label)
+        fprintf(out, "records without a single int64 '%s': %ld\n", escape_str(safe_key, sizeof safe_key, cfg->label_key),
+                rep->n_without_label);
 }
 
 void inspect_report_free(InspectReport *rep) {

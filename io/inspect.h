@@ -62,6 +62,7 @@ typedef struct {
     long label_cap;
     long n_labels_other;      /* labels outside that range */
     long n_without_label;     /* records with no single int64 label */
+    long n_without_image;     /* records with no image under the image key (one bytes value, or floats) */
 } InspectReport;
 
 /* Inspects the files in order, writing one line per file to out and one line

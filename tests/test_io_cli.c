@@ -350,6 +350,9 @@ static void test_inspect_escapes_keys(void) {
     int n_key_lines = 0;
     for (const char *c = strstr(out, "features ("); c && (c = strstr(c, "\n  ")); c++) n_key_lines++;
     CHECK_MSG(n_key_lines == 6, "%d key lines:\n%s", n_key_lines, out);
+    /* No record holds the image or the label train and eval read: both said (the image was not). */
+    CHECK_CONTAINS(out, "records without an image 'image_raw' (one bytes value, or floats): 51\n");
+    CHECK_CONTAINS(out, "records without a single int64 'label': 51\n");
     free(out);
     free(err);
 }
