@@ -661,6 +661,30 @@ static void test_bad_records(void) {
     }
 }
 
+/* 12 records of a 3 x 3 float image (value 0.25 (i - j) at pixel j of record i) and label i mod 3, without shape
+ * features; record 5's pixel 4 is `bad` where bad is not 0 (a NaN, an infinity). */
+static void write_float_records(const char *path, int compression, float bad) {
+    char err[512];
+    TfrWriter *w = tfr_writer_open(path, compression, err, sizeof err);
+    CHECK_MSG(w != NULL, "%s", err);
+    if (!w) return;
+    ExampleBuilder b;
+    example_builder_init(&b);
+    float pix[9];
+    for (int i = 0; i < 12; i++) {
+        for (int j = 0; j < 9; j++) pix[j] = 0.25f * (float)(i - j);
+        if (i == 5 && bad != 0.0f) pix[4] = bad;
+        example_builder_reset(&b);
+        example_add_floats(&b, "image_raw", pix, 9);
+        example_add_int64(&b, "label", i % 3);
+        const uint8_t *data;
+        size_t dn = example_builder_encode(&b, &data);
+        tfr_writer_write(w, data, dn, err, sizeof err);
+    }
+    tfr_writer_close(w, err, sizeof err);
+    example_builder_free(&b);
+}
+
 static void test_helpers_and_config(const Dataset *ds) {
     char err[512];
     char **files;
@@ -718,21 +742,7 @@ static void test_helpers_and_config(const Dataset *ds) {
     CHECK(io_count_records(ds_files(ds, fb), 3, IO_COMPRESSION_AUTO, err, sizeof err) == ds_total(ds));
     /* A float image without shape features: square, one channel. */
     const char *fp = io_tmp("float.tfrecord");
-    TfrWriter *w = tfr_writer_open(fp, IO_COMPRESSION_GZIP, err, sizeof err);
-    ExampleBuilder b;
-    example_builder_init(&b);
-    float pix[9];
-    for (int i = 0; i < 12; i++) {
-        for (int j = 0; j < 9; j++) pix[j] = 0.25f * (float)(i - j);
-        example_builder_reset(&b);
-        example_add_floats(&b, "image_raw", pix, 9);
-        example_add_int64(&b, "label", i % 3);
-        const uint8_t *data;
-        size_t dn = example_builder_encode(&b, &data);
-        tfr_writer_write(w, data, dn, err, sizeof err);
-    }
-    tfr_writer_close(w, err, sizeof err);
-    example_builder_free(&b);
+    write_float_records(fp, IO_COMPRESSION_GZIP, 0.0f);
     CHECK(io_probe_image_shape(fp, "image_raw", IO_COMPRESSION_AUTO, &H, &W, &C, &is_float, err, sizeof err) == 0);
     CHECK(H == 3 && W == 3 && C == 1 && is_float == 1);
     /* ... and the pipeline passes normalised float images through unchanged. */
@@ -762,20 +772,7 @@ static void test_helpers_and_config(const Dataset *ds) {
      * "divergence" and eval's figures as a class), and --skip_corrupt skips it. */
     for (int kind = 0; kind < 2; kind++) {
         const char *np = io_tmp(kind ? "float_inf.tfrecord" : "float_nan.tfrecord");
-        w = tfr_writer_open(np, IO_COMPRESSION_NONE, err, sizeof err);
-        example_builder_init(&b);
-        for (int i = 0; i < 12; i++) {
-            for (int j = 0; j < 9; j++) pix[j] = 0.25f * (float)(i - j);
-            if (i == 5) pix[4] = kind ? -INFINITY : NAN;
-            example_builder_reset(&b);
-            example_add_floats(&b, "image_raw", pix, 9);
-            example_add_int64(&b, "label", i % 3);
-            const uint8_t *data;
-            size_t dn = example_builder_encode(&b, &data);
-            tfr_writer_write(w, data, dn, err, sizeof err);
-        }
-        tfr_writer_close(w, err, sizeof err);
-        example_builder_free(&b);
+        write_float_records(np, IO_COMPRESSION_NONE, kind ? -INFINITY : NAN);
         for (int skip = 0; skip < 2; skip++) {
             const char *nf[1] = {np};
             c.files = nf;
