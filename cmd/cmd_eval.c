@@ -180,14 +180,9 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     const int image_folder = imagefolder_is_folder(o->data);
     char ckpt_labels[4096];
     const char *labels_file = o->labels[0] ? o->labels : NULL;
-    const char *tfr_only = !image_folder                          ? NULL
-                           : strcmp(o->compression, "auto")       ? "--compression"
-                           : strcmp(o->image_key, "image_raw")    ? "--image_key"
-                           : strcmp(o->label_key, "label")        ? "--label_key"
-                                                                  : NULL;
-    if (tfr_only) { /* as train refuses it */
-        cmd_errorf("tower eval: %s applies to TFRecord data (an image folder's images and labels come from its files "
-                   "and class folders)\n", tfr_only);
+    if (imagefolder_check_data_flags(image_folder, o->compression, o->image_key, o->label_key, o->labels,
+                                     o->resize_mode, err, sizeof err) != 0) { /* as train refuses them */
+        cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
     if (image_folder) {
@@ -216,14 +211,6 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         H = W = spec->H;
         C = spec->C;
         is_float = 0;
-    } else if (labels_file) {
-        cmd_errorf("tower eval: --labels applies to an image folder as --data (TFRecord data carries its "
-                   "labels.txt beside the files)\n");
-        goto done;
-    } else if (strcmp(o->resize_mode, "resize")) { /* as train refuses it (trainer_open) */
-        cmd_errorf("tower eval: --resize_mode %s applies to an image folder as --data (TFRecord images are used at "
-                   "their stored size)\n", o->resize_mode);
-        goto done;
     } else if (io_expand_globs(o->data, &files, &n_files, err, sizeof err) != 0 ||
                io_check_regular_files(files, n_files, err, sizeof err) != 0) {
         cmd_errorf("tower eval: --data: %s\n", err);

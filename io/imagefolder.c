@@ -57,6 +57,34 @@ int imagefolder_resize_mode_from_name(const char *name) {
     return -1;
 }
 
+int imagefolder_check_data_flags(int image_folder, const char *compression, const char *image_key,
+                                 const char *label_key, const char *labels, const char *resize_mode, char *err,
+                                 size_t err_n_bytes) {
+    if (image_folder) {
+        const char *tfr_only = strcmp(compression, "auto")      ? "--compression"
+                               : strcmp(image_key, "image_raw") ? "--image_key"
+                               : strcmp(label_key, "label")     ? "--label_key"
+                                                                : NULL;
+        if (tfr_only) {
+            snprintf(err, err_n_bytes, "%s applies to TFRecord data (an image folder's images and labels come from "
+                     "its files and class folders)", tfr_only);
+            return -1;
+        }
+        return 0;
+    }
+    if (labels[0]) {
+        snprintf(err, err_n_bytes, "--labels applies to an image folder as --data (TFRecord data carries its "
+                 "labels.txt beside the files)");
+        return -1;
+    }
+    if (strcmp(resize_mode, "resize")) {
+        snprintf(err, err_n_bytes, "--resize_mode %s applies to an image folder as --data (TFRecord images are used "
+                 "at their stored size)", resize_mode);
+        return -1;
+    }
+    return 0;
+}
+
 void imagefolder_config_defaults(ImageFolderConfig *c) {
     memset(c, 0, sizeof *c);
     c->image_size = 32;

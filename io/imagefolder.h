@@ -130,6 +130,16 @@ int imagefolder_short_side_valid(ImageFolderResizeMode mode, int short_side, int
  * --resize_mode's values); -1 for any other name. */
 int imagefolder_resize_mode_from_name(const char *name);
 
+/* The data flags of one kind of --data given with the other, as train and
+ * eval refuse them rather than ignore them: with an image folder
+ * (image_folder 1) a --compression, --image_key or --label_key other than
+ * its default (auto, image_raw, label); with TFRecords, --labels (non-empty)
+ * or a --resize_mode other than resize.  Returns 0, or -1 with one line
+ * naming the flag in err. */
+int imagefolder_check_data_flags(int image_folder, const char *compression, const char *image_key,
+                                 const char *label_key, const char *labels, const char *resize_mode, char *err,
+                                 size_t err_n_bytes);
+
 /* image_size 32, channels 3, IMAGEFOLDER_RESIZE, warnings to stderr. */
 void imagefolder_config_defaults(ImageFolderConfig *cfg);
 

@@ -985,17 +985,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
                  "--input_split none)", o->input_split);
         return -1;
     }
+    if (!o->synthetic && imagefolder_check_data_flags(tr->image_folder, o->compression, o->image_key, o->label_key,
+                                                      o->labels, o->resize_mode, err, err_n_bytes) != 0)
+        return -1;
     if (tr->image_folder) {
         /* Decoded and resized to --image_size in the pipeline; the count (candidate files) for the epoch. */
-        const char *tfr_only = strcmp(o->compression, "auto") ? "--compression"
-                               : strcmp(o->image_key, "image_raw") ? "--image_key"
-                               : strcmp(o->label_key, "label")     ? "--label_key"
-                                                                   : NULL;
-        if (tfr_only) { /* as --labels and --resize_mode the other way round: not ignored */
-            snprintf(err, err_n_bytes, "%s applies to TFRecord data (an image folder's images and labels come from "
-                     "its files and class folders)", tfr_only);
-            return -1;
-        }
         if (o->image_size < 1 || imagefolder_resize_mode_from_name(o->resize_mode) < 0) {
             snprintf(err, err_n_bytes, "an image folder as --data needs --image_size >= 1 and --resize_mode resize, "
                      "center_crop or random_crop");
@@ -1025,16 +1019,6 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
             goto fail; /* trainer_close frees the listing */
         }
     } else if (!o->synthetic) {
-        if (o->labels[0]) {
-            snprintf(err, err_n_bytes, "--labels applies to an image folder as --data (TFRecord data carries its "
-                     "labels.txt beside the files)");
-            return -1;
-        }
-        if (strcmp(o->resize_mode, "resize")) {
-            snprintf(err, err_n_bytes, "--resize_mode %s applies to an image folder as --data (TFRecord images are "
-                     "used at their stored size)", o->resize_mode);
-            return -1;
-        }
         if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
