@@ -28,7 +28,6 @@
  * that ends with an error ends the job (MPI_Abort), so none waits forever.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -36,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/ranks.h"
 #include "cmd/commands.h"
@@ -155,14 +153,22 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
     return n;
 }
 
+/* The next word of a space-separated list ("momentum nesterov"): its start, its length in *n; NULL at the end.
+ * *p moves past it. */
+static const char *list_next(const char **p, size_t *n) {
+    *p += strspn(*p, " ");
+    if (!**p) return NULL;
+    const char *w = *p;
+    *n = strcspn(w, " ");
+    *p = w + *n;
+    return w;
+}
+
 /* 1 when the space-separated list holds word. */
 static int list_has(const char *list, const char *word, size_t word_n) {
-    for (const char *p = list; *p;) {
-        size_t n = strcspn(p, " ");
-        if (n == word_n && !strncmp(p, word, n)) return 1;
-        p += n;
-        p += strspn(p, " ");
-    }
+    size_t n;
+    for (const char *w; (w = list_next(&list, &n));)
+        if (n == word_n && !strncmp(w, word, n)) return 1;
     return 0;
 }
 
@@ -174,29 +180,25 @@ static int check_given_options(const TrainerOptions *o, const Flag *flags, int n
     for (int k = 0; k < OPT_N_KINDS; k++)
         if (!strcmp(optimizer_i((OptimizerKind)k)->name, o->optimizer)) run = optimizer_i((OptimizerKind)k);
     for (int k = 0; run && k < OPT_N_KINDS; k++) {
-        for (const char *p = optimizer_i((OptimizerKind)k)->flags; *p;) {
-            size_t n = strcspn(p, " ");
+        const char *list = optimizer_i((OptimizerKind)k)->flags;
+        size_t n;
+        for (const char *p; (p = list_next(&list, &n));) {
             char name[64];
             snprintf(name, sizeof name, "%.*s", (int)n, p);
-            if (flags_was_given(flags, n_flags, given, name) && !list_has(run->flags, p, n)) {
-                char owners[256] = "";
-                for (int j = 0; j < OPT_N_KINDS; j++)
-                    if (list_has(optimizer_i((OptimizerKind)j)->flags, p, n))
-                        snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s", owners[0] ? ", " : "",
-                                 optimizer_i((OptimizerKind)j)->name);
-                char own[256] = ""; /* this run's: "--momentum, --nesterov" */
-                for (const char *q = run->flags; *q;) {
-                    size_t m = strcspn(q, " ");
-                    snprintf(own + strlen(own), sizeof own - strlen(own), "%s--%.*s", own[0] ? ", " : "", (int)m, q);
-                    q += m;
-                    q += strspn(q, " ");
-                }
-                cmd_errorf("tower train: --%s applies to --optimizer %s (this run: --optimizer %s, %s%s)\n", name,
-                           owners, o->optimizer, own[0] ? "whose options are " : "which has none", own);
-                return -1;
-            }
-            p += n;
-            p += strspn(p, " ");
+            if (!flags_was_given(flags, n_flags, given, name) || list_has(run->flags, p, n)) continue;
+            char owners[256] = "";
+            for (int j = 0; j < OPT_N_KINDS; j++)
+                if (list_has(optimizer_i((OptimizerKind)j)->flags, p, n))
+                    snprintf(owners + strlen(owners), sizeof owners - strlen(owners), "%s%s", owners[0] ? ", " : "",
+                             optimizer_i((OptimizerKind)j)->name);
+            char own[256] = ""; /* this run's: "--momentum, --nesterov" */
+            const char *run_list = run->flags;
+            size_t m;
+            for (const char *q; (q = list_next(&run_list, &m));)
+                snprintf(own + strlen(own), sizeof own - strlen(own), "%s--%.*s", own[0] ? ", " : "", (int)m, q);
+            cmd_errorf("tower train: --%s applies to --optimizer %s (this run: --optimizer %s, %s%s)\n", name, owners,
+                       o->optimizer, own[0] ? "whose options are " : "which has none", own);
+            return -1;
         }
     }
     /* The model options a network reads (its table entry's opts_used): another network's given is refused. */
@@ -481,24 +483,48 @@ static void flag_canonical(const Flag *f, char *buf, int n) {
  * one says it in one line.  0 when they agree (or one process), else 2 on every rank (job_refused). */
 static int check_same_flags(const Flag *flags, int n_flags, int rank) {
     if (ranks_size() < 2) return 0;
-    enum { VALUE_MAX = 4096 };
-    char *mine = calloc((size_t)n_flags, VALUE_MAX), *rank0 = malloc((size_t)n_flags * VALUE_MAX);
+    /* This rank's values packed one after another, each ended by its NUL: rank 0's length goes first, then its
+     * bytes (a few KiB for the whole table). */
+    size_t mine_n = 0, mine_cap = 4096, rank0_n;
+    char *mine = malloc(mine_cap), *rank0 = NULL;
     int *all = malloc((size_t)ranks_size() * sizeof(int));
-    int differ = -1, rc = 0;
-    if (!mine || !rank0 || !all) { /* the same on every rank in practice; a rank that cannot compare ends the job */
+    for (int k = 0; mine && k < n_flags; k++) {
+        char value[4096];
+        flag_canonical(&flags[k], value, sizeof value);
+        size_t n = strlen(value) + 1;
+        if (mine_n + n > mine_cap) {
+            char *grown = realloc(mine, mine_cap = 2 * mine_cap + n);
+            if (!grown) free(mine);
+            mine = grown;
+        }
+        if (mine) memcpy(mine + mine_n, value, n);
+        mine_n += n;
+    }
+    rank0_n = mine_n;
+    ranks_bcast(&rank0_n, sizeof rank0_n);
+    if (mine && all && (rank0 = malloc(rank0_n))) memcpy(rank0, mine, rank == 0 ? rank0_n : 0);
+    if (!mine || !all || !rank0) { /* the same on every rank in practice; a rank that cannot compare ends the job */
         cmd_errorf("tower train: rank %d: out of memory comparing the ranks' flags\n", rank);
         free(mine);
         free(rank0);
         free(all);
         return 1;
     }
-    for (int k = 0; k < n_flags; k++) flag_canonical(&flags[k], mine + (size_t)k * VALUE_MAX, VALUE_MAX);
-    memcpy(rank0, mine, (size_t)n_flags * VALUE_MAX);
-    ranks_bcast(rank0, (size_t)n_flags * VALUE_MAX);
+    ranks_bcast(rank0, rank0_n);
+    int differ = -1, rc = 0;
+    const char *differ_mine = "", *differ_rank0 = "";
+    size_t mine_at = 0, rank0_at = 0; /* the next value's offset in mine, in rank0 */
     for (int k = 0; k < n_flags && differ < 0; k++) {
+        const char *v = mine + mine_at, *v0 = rank0_at < rank0_n ? rank0 + rank0_at : "";
+        mine_at += strlen(v) + 1;
+        rank0_at += strnlen(v0, rank0_n - rank0_at) + 1;
         int per_rank = 0;
         for (int j = 0; per_rank_flags[j]; j++) per_rank |= !strcmp(flags[k].name, per_rank_flags[j]);
-        if (!per_rank && strcmp(mine + (size_t)k * VALUE_MAX, rank0 + (size_t)k * VALUE_MAX)) differ = k;
+        if (!per_rank && strcmp(v, v0)) {
+            differ = k;
+            differ_mine = v;
+            differ_rank0 = v0;
+        }
     }
     ranks_allgather(&differ, all, sizeof differ);
     int first = -1; /* the lowest rank whose flags differ from rank 0's */
@@ -507,8 +533,8 @@ static int check_same_flags(const Flag *flags, int n_flags, int rank) {
     if (first >= 0) {
         if (rank == first)
             cmd_errorf("tower train: rank %d of %d was given --%s %s but rank 0 --%s %s: every rank of the job needs "
-                       "the same flags (docs/hosts.md)\n", rank, ranks_size(), flags[differ].name,
-                       mine + (size_t)differ * VALUE_MAX, flags[differ].name, rank0 + (size_t)differ * VALUE_MAX);
+                       "the same flags (docs/hosts.md)\n", rank, ranks_size(), flags[differ].name, differ_mine,
+                       flags[differ].name, differ_rank0);
         job_refused = 1;
         rc = 2;
     }
@@ -562,21 +588,11 @@ static int train_main(int argc, char **argv, int rank) {
     if (rc != 0) return 2;
     if (check_same_flags(flags, n_flags, rank) != 0) return 2;
     /* The same flags on every rank: the checks below refuse on all of them alike, and rank 0 alone says why. */
-    int saved_stderr = -1;
-    if (rank != 0) {
-        fflush(stderr);
-        int null_fd = open("/dev/null", O_WRONLY);
-        if (null_fd >= 0 && (saved_stderr = dup(STDERR_FILENO)) >= 0) dup2(null_fd, STDERR_FILENO);
-        if (null_fd >= 0) close(null_fd);
-    }
+    cmd_errors_quiet(rank != 0);
     const int refused = cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
                         train_check_flags(&o) != 0 || check_given_options(&o, flags, n_flags, given) != 0 ||
                         cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0;
-    if (saved_stderr >= 0) {
-        fflush(stderr);
-        dup2(saved_stderr, STDERR_FILENO);
-        close(saved_stderr);
-    }
+    cmd_errors_quiet(0);
     if (refused) {
         job_refused = ranks_size() > 1;
         return 2;

@@ -14,7 +14,12 @@
 #include "io/imagefolder.h"
 #include "model/graph.h"
 
+static int errors_quiet = 0;
+
+void cmd_errors_quiet(int quiet) { errors_quiet = quiet; }
+
 void cmd_errorf(const char *fmt, ...) {
+    if (errors_quiet) return;
     char msg[16384]; /* a path of PATH_MAX bytes, escaped, and the rest of the line */
     va_list ap;
     va_start(ap, fmt);

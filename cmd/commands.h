@@ -95,4 +95,9 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
  * write of at most 16 KiB (longer is cut). */
 void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* quiet 1: cmd_errorf writes nothing until called with 0 (a rank other than
+ * 0 while it checks the flags that every rank checks alike, so that rank 0
+ * alone says why the job is refused).  Set before any thread starts. */
+void cmd_errors_quiet(int quiet);
+
 #endif

@@ -423,20 +423,13 @@ int io_labels_compare(const char *want_path, const char *have_path, char *err, s
     return rc;
 }
 
-int io_labels_compare_names(const char *path, const char *const *names, int n_names, const char *names_what,
-                            char *err, size_t err_n) {
-    char *text;
-    size_t text_n;
-    int got = imagefolder_read_labels_text(path, &text, &text_n, err, err_n);
-    if (got <= 0) return got;
+/* The class list names as a labels file's text, one name a line (malloc'd, *n_bytes long, NUL after); NULL when
+ * out of memory. */
+static char *names_text(const char *const *names, int n_names, size_t *n_bytes) {
     size_t list_n = 1;
     for (int k = 0; k < n_names; k++) list_n += strlen(names[k]) + 1;
     char *list = malloc(list_n);
-    if (!list) {
-        free(text);
-        snprintf(err, err_n, "%s: out of memory", path);
-        return -1;
-    }
+    if (!list) return NULL;
     size_t o = 0;
     for (int k = 0; k < n_names; k++) {
         size_t len = strlen(names[k]);
@@ -445,7 +438,46 @@ int io_labels_compare_names(const char *path, const char *const *names, int n_na
         o += len + 1;
     }
     list[o] = '\0';
-    int rc = labels_text_differ(text, text_n, path, list, o, names_what, err, err_n);
+    *n_bytes = o;
+    return list;
+}
+
+/* Writes text (n bytes) to path through path.tmp and a rename, so that a reader sees the old file or the whole
+ * new one.  0, or -1 with err. */
+static int write_labels_text(const char *path, const char *text, size_t n, char *err, size_t err_n) {
+    size_t tmp_n = strlen(path) + 5;
+    char *tmp = malloc(tmp_n);
+    FILE *f = NULL;
+    if (tmp) {
+        snprintf(tmp, tmp_n, "%s.tmp", path);
+        f = fopen(tmp, "wb");
+    }
+    int bad = !f || fwrite(text, 1, n, f) != n;
+    if (f && fclose(f) != 0) bad = 1;
+    int rc = 0;
+    if (bad || rename(tmp, path) != 0) {
+        snprintf(err, err_n, "%s: cannot write: %s", path, tmp ? strerror(errno) : "out of memory");
+        if (tmp) remove(tmp);
+        rc = -1;
+    }
+    free(tmp);
+    return rc;
+}
+
+int io_labels_compare_names(const char *path, const char *const *names, int n_names, const char *names_what,
+                            char *err, size_t err_n) {
+    char *text;
+    size_t text_n;
+    int got = imagefolder_read_labels_text(path, &text, &text_n, err, err_n);
+    if (got <= 0) return got;
+    size_t list_n;
+    char *list = names_text(names, n_names, &list_n);
+    if (!list) {
+        free(text);
+        snprintf(err, err_n, "%s: out of memory", path);
+        return -1;
+    }
+    int rc = labels_text_differ(text, text_n, path, list, list_n, names_what, err, err_n);
     free(list);
     free(text);
     return rc;
@@ -511,23 +543,7 @@ int io_labels_record(const char *data_labels, const char *dir_labels, char *err,
     size_t n;
     rc = imagefolder_read_labels_text(data_labels, &text, &n, err, err_n);
     if (rc <= 0) return rc;
-    size_t tmp_n = strlen(dir_labels) + 5;
-    char *tmp = malloc(tmp_n);
-    FILE *f = NULL;
-    if (tmp) {
-        snprintf(tmp, tmp_n, "%s.tmp", dir_labels);
-        f = fopen(tmp, "wb");
-    }
-    int bad = !f || fwrite(text, 1, n, f) != n;
-    if (f && fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, dir_labels) != 0) {
-        snprintf(err, err_n, "%s: cannot write: %s", dir_labels, tmp ? strerror(errno) : "out of memory");
-        if (tmp) remove(tmp);
-        rc = -1;
-    } else {
-        rc = 0;
-    }
-    free(tmp);
+    rc = write_labels_text(dir_labels, text, n, err, err_n);
     free(text);
     return rc;
 }
@@ -535,26 +551,14 @@ int io_labels_record(const char *data_labels, const char *dir_labels, char *err,
 int io_labels_record_names(const char *const *names, int n_names, const char *names_what, const char *dir_labels,
                            char *err, size_t err_n) {
     int differ = io_labels_compare_names(dir_labels, names, n_names, names_what, err, err_n);
-    if (differ != 0) return differ; /* the same: the written copy below compares equal */
-    size_t tmp_n = strlen(dir_labels) + 16;
-    char *tmp = malloc(tmp_n);
-    if (!tmp) {
+    if (differ != 0) return differ;
+    size_t n;
+    char *text = names_text(names, n_names, &n);
+    if (!text) {
         snprintf(err, err_n, "%s: out of memory", dir_labels);
         return -1;
     }
-    snprintf(tmp, tmp_n, "%s.data.tmp", dir_labels);
-    FILE *f = fopen(tmp, "wb");
-    int bad = !f;
-    for (int k = 0; f && k < n_names; k++) bad |= fprintf(f, "%s\n", names[k]) < 0;
-    if (f && fclose(f) != 0) bad = 1;
-    if (bad) {
-        snprintf(err, err_n, "%s: cannot write: %s", tmp, strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return -1;
-    }
-    int rc = io_labels_record(tmp, dir_labels, err, err_n);
-    remove(tmp);
-    free(tmp);
+    int rc = write_labels_text(dir_labels, text, n, err, err_n);
+    free(text);
     return rc;
 }
