@@ -685,8 +685,10 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
      * for eval to compare; a resumed run on data with another list is refused. */
     if (rank == 0) o.check_data = check_class_list;
-    if (trainer_open(&tr, &o, err, sizeof err) != 0) {
-        cmd_errorf("tower train: %s\n", err); /* it may name a data file: escaped there */
+    const int open_rc = trainer_open(&tr, &o, err, sizeof err);
+    if (open_rc != 0) {
+        if (err[0]) cmd_errorf("tower train: %s\n", err); /* it may name a data file: escaped there */
+        job_refused = open_rc == TRAINER_OPEN_REFUSED; /* every rank ends here: no MPI_Abort */
         return 1;
     }
     EventWriter *events = NULL;

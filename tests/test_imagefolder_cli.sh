@@ -97,7 +97,7 @@ set -e
 echo "ok: a split without a class is scored with the checkpoint's label numbers; other --labels refused"
 
 # ---- resume (skip_examples through the folder source) is bitwise a straight run
-rs=("${common[@]}" --data "$work/test" --seed 5 --save_every 1000)
+rs=("${common[@]}" --num_classes 2 --data "$work/test" --seed 5 --save_every 1000) # circle, square
 "$tower" train "${rs[@]}" --train_dir "$work/straight" --max_steps 16 >/dev/null
 "$tower" train "${rs[@]}" --train_dir "$work/resumed" --max_steps 8 >/dev/null
 "$tower" train "${rs[@]}" --train_dir "$work/resumed" --max_steps 16 --resume >"$work/resume.out"
@@ -118,14 +118,14 @@ sos=$(LC_ALL=C grep -obUaP '\xFF\xDA' "$jpg" | head -1 | cut -d: -f1)
 { head -c $(( sos + (size - sos) / 2 )) "$jpg"; printf '\377\331'; } >"$work/dmg/cut.jpg"
 mv "$work/dmg/cut.jpg" "$jpg"
 n_dmg=$(find "$work/dmg" -type f | wc -l)
-"$tower" train "${common[@]}" --data "$work/dmg" --train_dir "$work/dmgrun" --max_steps $(( 3 * n_dmg / 8 )) \
+"$tower" train "${common[@]}" --num_classes 2 --data "$work/dmg" --train_dir "$work/dmgrun" --max_steps $(( 3 * n_dmg / 8 )) \
   >"$work/dmg.out" 2>"$work/dmg.err"
 [ "$(grep -c 'warning: ' "$work/dmg.err")" -eq 1 ] &&
   grep -q "warning: $jpg: damaged JPEG data (libjpeg: Corrupt JPEG data: premature end of data segment); " "$work/dmg.err" ||
   fail "train over 3 epochs: expected one warning naming $jpg: $(cat "$work/dmg.err")"
 grep -q "done at step .*; 1 image kept with damaged JPEG data$" "$work/dmg.out" ||
   fail "train's end line does not count the damaged image: $(tail -1 "$work/dmg.out")"
-"$tower" eval "${ev[@]}" --checkpoint_dir "$work/dmgrun" --data "$work/dmg" >"$work/dmg_eval.out" 2>"$work/dmg_eval.err"
+"$tower" eval "${ev[@]}" --num_classes 2 --checkpoint_dir "$work/dmgrun" --data "$work/dmg" >"$work/dmg_eval.out" 2>"$work/dmg_eval.err"
 [ "$(grep -c 'warning: .*damaged JPEG data' "$work/dmg_eval.err")" -eq 1 ] &&
   grep -q ": 1 image kept with damaged JPEG data (warned about above)$" "$work/dmg_eval.out" &&
   grep -q " of $n_dmg examples correct" "$work/dmg_eval.out" ||
@@ -162,7 +162,7 @@ set -e
 echo "ok: a size the model cannot take names --image_size"
 
 # ---- --resize_mode random_crop: drawn from (seed, epoch, file), so a run repeats and resumes bitwise
-rc_=("${common[@]}" --data "$work/test" --seed 5 --save_every 1000 --resize_mode random_crop)
+rc_=("${common[@]}" --num_classes 2 --data "$work/test" --seed 5 --save_every 1000 --resize_mode random_crop)
 "$tower" train "${rc_[@]}" --train_dir "$work/crop_a" --max_steps 16 >/dev/null
 "$tower" train "${rc_[@]}" --train_dir "$work/crop_b" --max_steps 16 >/dev/null
 cmp "$work/crop_a/model.ckpt-16" "$work/crop_b/model.ckpt-16" || fail "random_crop: the same run twice differs"

@@ -66,9 +66,12 @@ printf 'cross\nsquare\n' >"$work/two.txt"
 refuse "tower train: $work/two.txt names 2 classes but --num_classes is 3: the model's outputs would not be the list's classes" \
   "${tr[@]}" --num_classes 3 --data "$work/test_imgs" --labels "$work/two.txt" --image_size 28 --skip_corrupt \
   --train_dir "$work/r2"
+refuse "tower train: $work/test_imgs holds 2 class folders but --num_classes is 3: the model's outputs would not be its classes (pass --num_classes 2)" \
+  "${tr[@]}" --num_classes 3 --data "$work/test_imgs" --image_size 28 --skip_corrupt --train_dir "$work/r2f"
+! ls "$work"/r2f/ckpt* >/dev/null 2>&1 || fail "the refused run wrote a checkpoint"
 "$tower" "${tr[@]}" --num_classes 3 --data "$work/d/train-*.tfrecord" --train_dir "$work/run" >/dev/null ||
   fail "train on 3 classes with --num_classes 3"
-echo "ok: train refuses a labels file of another number of classes than --num_classes"
+echo "ok: train refuses a labels file or class folders of another number of classes than --num_classes"
 
 # ---- train on an image folder whose classes differ from the train_dir's list: one line, naming the folders
 # (not a temporary file), before the pipeline's workers start (imgs/circle/broken.png would warn first)

@@ -27,6 +27,10 @@
 #     said once;
 #   - --input_split none where rank 1's copy of --data is shorter: the job
 #     ends when its input does, with a warning (rank 0 waited for ever);
+#   - a refusal of trainer_open on every rank (--data missing), on rank 1
+#     alone (its host lacks the data) or on rank 0 after the mode's open (the
+#     class list against the train_dir's): every rank ends with one line and
+#     no MPI_Abort;
 #   - kill -9 of rank 1 mid-run: mpirun exits non-zero within 10 s with a
 #     line naming rank 1, and no process of the job is left.
 # Skips (77) without mpirun, without MPI in the build, or without the data.
@@ -168,6 +172,34 @@ set -e
   grep -q "^warning: rank 1's input ended before the others' (--input_split none: every rank reads the same stream, so the hosts' copies of --data differ); the job ends here$" "$work/short.err" ||
   { cat "$work/short.out" "$work/short.err"; fail "a rank whose input ends first: exit $rc"; }
 echo "--input_split none, rank 1's copy of --data shorter: the job ended at step 10 with a warning"
+
+# trainer_open's refusals: the ranks agree before the mode's open and after the input's, so a refusal ends every
+# rank together with one line, not one a rank followed by MPI_Abort's banner ("rank 1 of 2 ends the job").
+refused_once() { # refused_once NAME 'LINE (grep -E)' MPIRUN-ARGS...: exit non-zero, that one line, no MPI_Abort
+  local name=$1 line=$2
+  shift 2
+  set +e
+  timeout 120 "${mpi[@]}" -np 2 "$@" >"$work/$name.out" 2>"$work/$name.err"
+  local rc=$?
+  set -e
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$(grep -c '^tower train' "$work/$name.err")" = 1 ] &&
+    grep -Eq "^tower train: $line\$" "$work/$name.err" && ! grep -q "MPI_ABORT\|ends the job" "$work/$name.err" ||
+    { cat "$work/$name.err"; fail "$name: exit $rc, not the one line"; }
+  echo "$name: $(grep '^tower train' "$work/$name.err")"
+}
+refused_once open_all "--data: pattern '.*/none-.*' matches no files" \
+  "$tower" train "${common[@]}" --data "$work/none-*.tfrecord" --train_dir "$work/open_all"
+mkdir -p "$work/miss/host0" "$work/miss/host1"
+cp "$work/host0"/a-*.tfrecord "$work/miss/host0/"
+refused_once open_rank1 "rank 1 of 2: --data: pattern 'a-.*' matches no files" \
+  bash "$work/host_dir.sh" "$work/miss" "$tower" train "${common[@]}" --data 'a-*.tfrecord' --variable_update replicated \
+  --train_dir "$work/open_rank1"
+mkdir -p "$work/lab" "$work/open_data"
+for f in "$work"/train-*.tfrecord; do ln -s "$f" "$work/lab/"; done
+seq 0 9 | sed 's/^/class/' >"$work/lab/labels.txt"
+seq 0 9 | sed 's/^/other/' >"$work/open_data/labels.txt"
+refused_once open_data "the data's class list differs from the one this train_dir was trained with: .*" \
+  "$tower" train "${common[@]}" --data "$work/lab/train-*.tfrecord" --train_dir "$work/open_data"
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s, naming the rank.
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \

@@ -923,7 +923,9 @@ int trainer_check_batch_norm(const char *batch_norm, char *err, size_t err_n_byt
     return -1;
 }
 
-int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
+/* trainer_open's first part, what each rank does alone (no collective): the checks of the options and the data, the
+ * plan of towers and shards, the server, a --resume load, the towers.  0, or -1 with err (the caller closes). */
+static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
     memset(tr, 0, sizeof *tr);
     tr->loaded_n_bytes = resident_n_bytes();
     tr->opt = *opt;
@@ -959,21 +961,20 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         snprintf(err, err_n_bytes, "--compression '%s': expected auto, none, gzip or zlib", o->compression);
         return -1;
     }
-    TowerGroupConfig tc;
-    if (plan_towers(tr, &tc, err, err_n_bytes) || settle_mode(tr, err, err_n_bytes) ||
+    if (plan_towers(tr, tc, err, err_n_bytes) || settle_mode(tr, err, err_n_bytes) ||
         plan_servers(tr, err, err_n_bytes) || plan_shards(tr, err, err_n_bytes))
         return -1;
     if (tr->worker < 0) { /* a server-only rank: the workers' plan (shard sizes, global batch), no towers of its own */
-        tr->n_towers = tc.n_towers = 0;
+        tr->n_towers = tc->n_towers = 0;
         tr->server_threads = omp_get_max_threads(); /* no tower shares its cores */
     }
-    tc.max_batch = 0;
+    tc->max_batch = 0;
     for (int t = 0; t < tr->n_towers; t++)
-        if (tr->shard_sizes[t] > tc.max_batch) tc.max_batch = tr->shard_sizes[t];
-    tc.sync_batch_norm = tr->bn_sync;
+        if (tr->shard_sizes[t] > tc->max_batch) tc->max_batch = tr->shard_sizes[t];
+    tc->sync_batch_norm = tr->bn_sync;
     /* Across ranks the towers' sums go on through the ranks, in rank order (base/ranks.h). */
-    tc.sum_across = tr->bn_sync && tr->n_ranks > 1 ? ranks_sum_ordered : NULL;
-    tr->alloc = tr->backend->host_alloc(tc.devices[0]);
+    tc->sum_across = tr->bn_sync && tr->n_ranks > 1 ? ranks_sum_ordered : NULL;
+    tr->alloc = tr->backend->host_alloc(tc->devices[0]);
 
     /* The data: its files and the shape of one stored image (synthetic: the model's own). */
     ModelInputFacts facts;
@@ -1009,14 +1010,20 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
             return -1;
         }
         tr->examples_per_epoch = imagefolder_n_files(tr->image_listing);
-        /* A --labels list of another length than the model's outputs: refused here, before the pipeline's workers
-         * start (their warnings would come first). */
+        /* A class list (--labels, or the class folders) of another length than the model's outputs: refused here,
+         * before the pipeline's workers start (their warnings would come first), as a TFRecord labels.txt is. */
         int n_classes = 0;
         imagefolder_classes(tr->image_listing, &n_classes);
-        if (o->labels[0] && n_classes != o->num_classes) {
-            snprintf(err, err_n_bytes, "%s names %d class%s but --num_classes is %d: the model's outputs would not be "
-                     "the list's classes", o->labels, n_classes, n_classes == 1 ? "" : "es", o->num_classes);
-            goto fail; /* trainer_close frees the listing */
+        if (n_classes != o->num_classes) {
+            if (o->labels[0])
+                snprintf(err, err_n_bytes, "%s names %d class%s but --num_classes is %d: the model's outputs would "
+                         "not be the list's classes", o->labels, n_classes, n_classes == 1 ? "" : "es",
+                         o->num_classes);
+            else
+                snprintf(err, err_n_bytes, "%s holds %d class folder%s but --num_classes is %d: the model's outputs "
+                         "would not be its classes (pass --num_classes %d)", o->data, n_classes,
+                         n_classes == 1 ? "" : "s", o->num_classes, n_classes);
+            return -1; /* trainer_open closes: the listing freed */
         }
     } else if (!o->synthetic) {
         if (io_expand_globs(o->data, &tr->files, &tr->n_files, e, sizeof e) != 0) {
@@ -1025,11 +1032,11 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         }
         if (io_check_regular_files(tr->files, tr->n_files, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "--data: %s", e);
-            goto fail;
+            return -1;
         }
         if (io_probe_image_shape(tr->files[0], o->image_key, compression, &H, &W, &C, &is_float, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "%s", e);
-            goto fail;
+            return -1;
         }
     }
     tr->record_n_bytes = (size_t)H * W * C * (is_float ? sizeof(float) : 1) + 4096;
@@ -1038,7 +1045,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         if (o->image_size > H || o->image_size > W) {
             snprintf(err, err_n_bytes, "--image_size %d is larger than the %dx%d images of %s", o->image_size, H, W,
                      tr->files[0]);
-            goto fail;
+            return -1;
         }
         out_H = out_W = o->image_size;
     }
@@ -1047,7 +1054,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         snprintf(err, err_n_bytes, "--image_size %d: --model %s uses TFRecord images at their stored size, %dx%d in %s "
                  "(--image_size crops cifar10's and resizes an image folder's; tower convert --image_size resizes "
                  "records)", o->image_size, o->model, H, W, tr->files[0]);
-        goto fail;
+        return -1;
     }
     if (model_spec_init_opts(&tr->spec, o->model, out_H, out_W, C, o->num_classes, &o->model_opts, e, sizeof e) != 0) {
         /* TFRecords are used as stored (cifar10 crops them); an image folder is resized to --image_size. */
@@ -1059,37 +1066,37 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         else
             snprintf(err, err_n_bytes, "--model: %s (TFRecord images are used at their stored size: give an image "
                      "folder as --data with --image_size, which resizes)", e);
-        goto fail;
+        return -1;
     }
     tr->moving_n_floats = train_moving_n_floats(&tr->spec);
     if (tr->moving_n_floats > 0 && tr->n_servers > 0 && tr->bn_sync) {
         snprintf(err, err_n_bytes, "--ps_dedicated with --batch_norm sync: the statistics of every layer are summed "
                  "across the ranks inside the forward pass, which server-only ranks do not run; use --batch_norm tower");
-        goto fail;
+        return -1;
     }
     if (tr->moving_n_floats > 0 && !tr->backend->update_moving) {
         snprintf(err, err_n_bytes, "--model %s has batch norm, which %s towers cannot update", o->model,
                  tr->backend->name);
-        goto fail;
+        return -1;
     }
     if (!tr->image_folder || o->num_examples_per_epoch > 0) tr->examples_per_epoch = o->num_examples_per_epoch;
     if (tr->examples_per_epoch <= 0 && lr_counts_epochs(o) && !o->synthetic) {
         tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
         if (tr->examples_per_epoch < 0) {
             snprintf(err, err_n_bytes, "%s", e);
-            goto fail;
+            return -1;
         }
     }
 
     /* Does the bound fit?  First without the server (a batch too large is refused before anything
      * big is allocated), then with it, before the towers, the pipeline and a --resume load. */
     if (!o->synthetic && tr->worker >= 0) config_pipeline(tr, compression, H, W, C, is_float, out_H, out_W, facts.distorts);
-    if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
+    if (trainer_check_memory(tr, err, err_n_bytes) != 0) return -1;
 
     /* The parameter server: master variables in host memory from the backend. */
     PsConfig pc;
     ps_config_defaults(&pc);
-    if (optimizer_kind_from_name(o->optimizer, &pc.opt.kind, err, err_n_bytes) != 0) goto fail;
+    if (optimizer_kind_from_name(o->optimizer, &pc.opt.kind, err, err_n_bytes) != 0) return -1;
     pc.opt.momentum = o->momentum;
     pc.opt.nesterov = o->nesterov;
     pc.opt.beta1 = o->adam_beta1;
@@ -1100,7 +1107,7 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     pc.opt.rms_momentum = o->rmsprop_momentum;
     pc.opt.rms_epsilon = o->rmsprop_epsilon;
     pc.opt.centered = o->rmsprop_centered;
-    if (config_lr_schedule(tr, pc.opt.kind, &pc.lr, err, err_n_bytes) != 0) goto fail;
+    if (config_lr_schedule(tr, pc.opt.kind, &pc.lr, err, err_n_bytes) != 0) return -1;
     pc.ema_decay = o->moving_average_decay;
     unsigned char keep[MODEL_MAX_VARS];
     const TrainModeI *mk = train_mode(tr->mode);
@@ -1111,20 +1118,20 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
     tr->ps = ps_create(&tr->spec, tr->n_towers, &pc, tr->alloc, (uint64_t)o->seed);
     if (!tr->ps) {
         snprintf(err, err_n_bytes, "cannot create the parameter server for %zu variables (out of memory?)", tr->spec.n_params);
-        goto fail;
+        return -1;
     }
-    if (trainer_check_memory(tr, err, err_n_bytes) != 0) goto fail;
+    if (trainer_check_memory(tr, err, err_n_bytes) != 0) return -1;
     /* A mode that keeps per-rank state (server_keeps: ps_mpi) broadcasts rank 0's loaded server at its open:
      * the other ranks load nothing (their slots stay their shard's). */
-    if (o->resume && !(mk->server_keeps && tr->rank != 0) && resume(tr, err, err_n_bytes) != 0) goto fail;
-    if (!o->resume && tr->rank == 0 && refuse_earlier_run(tr, err, err_n_bytes) != 0) goto fail;
+    if (o->resume && !(mk->server_keeps && tr->rank != 0) && resume(tr, err, err_n_bytes) != 0) return -1;
+    if (!o->resume && tr->rank == 0 && refuse_earlier_run(tr, err, err_n_bytes) != 0) return -1;
 
     /* The towers, each delivering into its own host gradient buffer, then
      * the mode's own state (replicas, device variables, communicators). */
-    if (tr->n_towers > 0) tr->towers = tower_group_create(&tc, &tr->spec, tr->ps->tower_grads, e, sizeof e);
+    if (tr->n_towers > 0) tr->towers = tower_group_create(tc, &tr->spec, tr->ps->tower_grads, e, sizeof e);
     if (tr->n_towers > 0 && !tr->towers) {
         snprintf(err, err_n_bytes, "%s", e);
-        goto fail;
+        return -1;
     }
     if (tr->moving_n_floats > 0) {
         /* A server-only rank (--ps_dedicated) has no towers but takes part in the gather with a worker's rows. */
@@ -1132,15 +1139,20 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         tr->moving_buf = malloc(slots * tr->moving_n_floats * sizeof(float));
         if (!tr->moving_buf) {
             snprintf(err, err_n_bytes, "out of memory for the batch norm statistics of %d tower(s)", tr->n_towers);
-            goto fail;
+            return -1;
         }
     }
-    const TrainModeI *m = train_mode(tr->mode);
-    if (m->open && m->open(tr, err, err_n_bytes) != 0) goto fail;
+    return 0;
+}
+
+/* trainer_open's last part, after the mode's open: the data checked by the caller (check_data), the input (the
+ * pipeline's threads start here) and the trace.  Local to each rank.  0, or -1 with err (the caller closes). */
+static int open_input(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t err_n_bytes) {
+    const TrainerOptions *o = &tr->opt;
     settle_parts(tr);
     settle_lr_offset(tr);
 
-    if (o->check_data && o->check_data(o->check_data_ctx, tr, err, err_n_bytes) != 0) goto fail;
+    if (o->check_data && o->check_data(o->check_data_ctx, tr, err, err_n_bytes) != 0) return -1;
     if (tr->worker < 0) {
         /* A server-only rank reads nothing: every step hands its mode the empty tr->synthetic. */
     } else if (o->synthetic) {
@@ -1149,17 +1161,53 @@ int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n
         if (synthetic_batch_create(&tr->synthetic, tr->global_batch, (size_t)tr->spec.H * tr->spec.W * tr->spec.C,
                                    tr->spec.num_classes, (uint64_t)o->seed, tr->n_workers * tr->n_towers, sizes,
                                    tr->alloc, err, err_n_bytes) != 0)
-            goto fail;
+            return -1;
         rank_shards(tr, &tr->synthetic);
     } else if (open_pipeline(tr, err, err_n_bytes) != 0) {
-        goto fail;
+        return -1;
     }
-    if (open_trace(tr, &tc, err, err_n_bytes) != 0) goto fail;
+    if (open_trace(tr, tc, err, err_n_bytes) != 0) return -1;
     return 0;
+}
 
-fail:
-    trainer_close(tr, NULL, 0);
-    return -1;
+/* Across ranks (mpirun): this rank's outcome so far (rc 0 or -1, its line in err) made the job's, so that every rank
+ * goes on, or every rank stops here and none is left waiting in a collective for one that stopped.  Returns 0 when
+ * every rank got here with 0; else TRAINER_OPEN_REFUSED on every rank, err holding the line on the lowest rank that
+ * failed (prefixed "rank R of N: " unless it is rank 0) and "" on the others, which have nothing to add (the same
+ * flags: most often the same line).  One process: rc. */
+static int agree_open(const Trainer *tr, int rc, char *err, size_t err_n_bytes) {
+    if (tr->n_ranks < 2) return rc;
+    int *all = malloc((size_t)tr->n_ranks * sizeof *all), first = -1;
+    if (!all) return TRAINER_OPEN_FAILED; /* cannot agree: the caller ends the job (MPI_Abort) */
+    ranks_allgather(&rc, all, sizeof rc);
+    for (int r = 0; r < tr->n_ranks && first < 0; r++)
+        if (all[r] != 0) first = r;
+    free(all);
+    if (first < 0) return 0;
+    if (tr->rank != first) {
+        err[0] = '\0';
+    } else if (tr->rank != 0) {
+        char line[1024];
+        snprintf(line, sizeof line, "%s", err);
+        snprintf(err, err_n_bytes, "rank %d of %d: %s", tr->rank, tr->n_ranks, line);
+    }
+    return TRAINER_OPEN_REFUSED;
+}
+
+int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
+    TowerGroupConfig tc;
+    /* Each rank alone, then the agreement before the mode's open (its collectives: a broadcast of rank 0's
+     * variables, communicators); the mode's own refusal ends the job (the caller's MPI_Abort), since the other
+     * ranks may be inside one of its collectives.  Then the input, and the agreement again (check_data runs on
+     * one rank; a mode's close may be collective, so every rank closes or none). */
+    int rc = agree_open(tr, open_plan(tr, opt, &tc, err, err_n_bytes), err, err_n_bytes);
+    if (rc == 0) {
+        const TrainModeI *m = train_mode(tr->mode);
+        if (m->open && m->open(tr, err, err_n_bytes) != 0) rc = TRAINER_OPEN_FAILED;
+        else rc = agree_open(tr, open_input(tr, &tc, err, err_n_bytes), err, err_n_bytes);
+    }
+    if (rc != 0) trainer_close(tr, NULL, 0);
+    return rc;
 }
 
 const char *const *trainer_classes(const Trainer *tr, int *n_classes) {

@@ -371,8 +371,17 @@ const char *const *trainer_classes(const Trainer *tr, int *n_classes);
  * Refuses a run whose memory bound the machine cannot give
  * (trainer_check_memory) before allocating more than the server.
  * Prints what it placed where, and the memory bound (trainer_max_n_bytes),
- * when log_device_placement.  Returns 0, or -1
- * with one line in err; on failure everything made so far is freed. */
+ * when log_device_placement.  Returns 0, or on failure (everything made so
+ * far freed):
+ *   TRAINER_OPEN_FAILED (-1): this process failed, one line in err; under
+ *     mpirun the other ranks may be waiting in a collective of the mode's
+ *     open, so the caller ends the job (ranks_abort);
+ *   TRAINER_OPEN_REFUSED (-2), under mpirun only: every rank stops here
+ *     together (a refusal of the options or the data, on any rank, before
+ *     or after the mode's open): the lowest rank that failed has its line in
+ *     err ("rank R of N: ..." unless rank 0), every other rank "" (nothing
+ *     to say); the caller just exits. */
+enum { TRAINER_OPEN_FAILED = -1, TRAINER_OPEN_REFUSED = -2 };
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes);
 
 /* One synchronous step: trainer_next_batch, then trainer_step_batch.
