@@ -132,6 +132,10 @@ static int set_value(const Flag *f, const char *v) {
     return -1;
 }
 
+static int quiet_ = 0;
+
+void flags_quiet(int quiet) { quiet_ = quiet; }
+
 /* One line on stderr: what f accepts, for a value v it refused (rc: set_value's). */
 static void refuse_value(const char *program, const Flag *f, const char *v, int rc) {
     char v_esc[256], expected[192];
@@ -139,6 +143,7 @@ static void refuse_value(const char *program, const Flag *f, const char *v, int 
     if (f->type == FLAG_BOOL) snprintf(expected, sizeof expected, "true or false (also 1, yes, 0, no)");
     else range_str(f, f->type != FLAG_FLOAT ? "an integer" : rc == -1 ? "a finite number" : "a number", 1, expected,
                    sizeof expected);
+    if (quiet_) return;
     if (rc == -2) fprintf(stderr, "%s: --%s %s: expected %s\n", program, f->name, v_esc, expected);
     else fprintf(stderr, "%s: --%s '%s': expected %s\n", program, f->name, v_esc, expected);
 }
@@ -156,7 +161,8 @@ int flags_parse_given(const Flag *flags, int n, int argc, char **argv, char **po
         if (!strcmp(a, "-h")) return 1;
         if (a[0] == '-' && a[1] != '-' && a[1] != '\0') {
             char a_esc[256];
-            fprintf(stderr, "%s: unknown flag %s (flags take two dashes, --name; see --help)\n", argv[0],
+            if (!quiet_)
+                fprintf(stderr, "%s: unknown flag %s (flags take two dashes, --name; see --help)\n", argv[0],
                     escape_str(a_esc, sizeof a_esc, a));
             return -1;
         }
@@ -173,7 +179,8 @@ int flags_parse_given(const Flag *flags, int n, int argc, char **argv, char **po
             if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) { f = &flags[k]; break; }
         if (!f) {
             char name_esc[256];
-            fprintf(stderr, "%s: unknown flag --%s (see --help)\n", argv[0],
+            if (!quiet_)
+                fprintf(stderr, "%s: unknown flag --%s (see --help)\n", argv[0],
                     escape_bytes(name_esc, sizeof name_esc, name, len));
             return -1;
         }
@@ -184,7 +191,7 @@ int flags_parse_given(const Flag *flags, int n, int argc, char **argv, char **po
         else if (f->type == FLAG_BOOL) v = "true";
         else if (i + 1 < argc) v = argv[++i];
         else {
-            fprintf(stderr, "%s: flag --%s needs a value\n", argv[0], f->name);
+            if (!quiet_) fprintf(stderr, "%s: flag --%s needs a value\n", argv[0], f->name);
             return -1;
         }
         const int rc = set_value(f, v);

@@ -55,6 +55,12 @@ int flags_parse(const Flag *flags, int n_flags, int argc, char **argv,
 int flags_parse_given(const Flag *flags, int n_flags, int argc, char **argv, char **positional, int *n_positional,
                       unsigned char *given);
 
+/* quiet 1: flags_parse and flags_parse_given write no line (their return
+ * values unchanged) until called with 0; for a rank of an MPI job other than
+ * the one that says why the job's command line is refused.  Set before any
+ * thread starts. */
+void flags_quiet(int quiet);
+
 /* 1 when the flag `name` of the table was given (given as flags_parse_given
  * filled it), 0 when not or when the table has no such flag. */
 int flags_was_given(const Flag *flags, int n_flags, const unsigned char *given, const char *name);

@@ -166,6 +166,14 @@ int ranks_any(int flag) {
     return any;
 }
 
+int ranks_first(int flag) {
+    int first = flag ? rank_ : size_;
+#ifdef TOWER_HAVE_MPI
+    if (size_ > 1) check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+#endif
+    return first < size_ ? first : -1;
+}
+
 #ifdef TOWER_HAVE_MPI
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

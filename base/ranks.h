@@ -78,6 +78,11 @@ void ranks_allreduce_sum(float *buf, size_t n_floats);
  * with one rank, flag != 0.  Never returns on failure. */
 int ranks_any(int flag);
 
+/* The lowest rank whose flag is non-zero, the same on every rank, or -1
+ * when none is (MPI_Allreduce, MIN); with one rank, flag ? 0 : -1.  Never
+ * returns on failure. */
+int ranks_first(int flag);
+
 /* Seconds of one round trip of n_bytes between rank 0 and rank `peer`
  * (MPI_Send / MPI_Recv, rank 0 first): the median over `reps` round trips
  * after one untimed, the same value returned on every rank (broadcast from

@@ -487,7 +487,6 @@ static int check_same_flags(const Flag *flags, int n_flags, int rank) {
      * bytes (a few KiB for the whole table). */
     size_t mine_n = 0, mine_cap = 4096, rank0_n;
     char *mine = malloc(mine_cap), *rank0 = NULL;
-    int *all = malloc((size_t)ranks_size() * sizeof(int));
     for (int k = 0; mine && k < n_flags; k++) {
         char value[4096];
         flag_canonical(&flags[k], value, sizeof value);
@@ -502,12 +501,11 @@ static int check_same_flags(const Flag *flags, int n_flags, int rank) {
     }
     rank0_n = mine_n;
     ranks_bcast(&rank0_n, sizeof rank0_n);
-    if (mine && all && (rank0 = malloc(rank0_n))) memcpy(rank0, mine, rank == 0 ? rank0_n : 0);
-    if (!mine || !all || !rank0) { /* the same on every rank in practice; a rank that cannot compare ends the job */
+    if (mine && (rank0 = malloc(rank0_n))) memcpy(rank0, mine, rank == 0 ? rank0_n : 0);
+    if (!mine || !rank0) { /* the same on every rank in practice; a rank that cannot compare ends the job */
         cmd_errorf("tower train: rank %d: out of memory comparing the ranks' flags\n", rank);
         free(mine);
         free(rank0);
-        free(all);
         return 1;
     }
     ranks_bcast(rank0, rank0_n);
@@ -526,10 +524,7 @@ static int check_same_flags(const Flag *flags, int n_flags, int rank) {
             differ_rank0 = v0;
         }
     }
-    ranks_allgather(&differ, all, sizeof differ);
-    int first = -1; /* the lowest rank whose flags differ from rank 0's */
-    for (int r = 0; r < ranks_size() && first < 0; r++)
-        if (all[r] >= 0) first = r;
+    const int first = ranks_first(differ >= 0); /* the lowest rank whose flags differ from rank 0's */
     if (first >= 0) {
         if (rank == first)
             cmd_errorf("tower train: rank %d of %d was given --%s %s but rank 0 --%s %s: every rank of the job needs "
@@ -540,7 +535,6 @@ static int check_same_flags(const Flag *flags, int n_flags, int rank) {
     }
     free(mine);
     free(rank0);
-    free(all);
     return rc;
 }
 
@@ -578,7 +572,21 @@ static int train_main(int argc, char **argv, int rank) {
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
     unsigned char given[96];
+    /* Under mpirun every rank parses its own command line, rank 0 aloud, and the ranks agree on the outcome (a
+     * rank alone given a bad flag or --help left the others waiting in the first collective): a refusal ends every
+     * rank, the lowest rank that refused saying why (parsing again, aloud); --help on any rank ends the job. */
+    flags_quiet(rank != 0);
     int rc = flags_parse_given(flags, n_flags, argc, argv, positional, &n_positional, given);
+    flags_quiet(0);
+    if (ranks_size() > 1) {
+        const int first = ranks_first(rc < 0);
+        if (first > 0 && rank == first) (void)flags_parse_given(flags, n_flags, argc, argv, positional, &n_positional, given);
+        if (first >= 0) {
+            job_refused = 1;
+            return 2;
+        }
+        if (ranks_first(rc == 1) >= 0 && rc != 1) return 0; /* rank 0's usage, or another rank's (its stdout: none) */
+    }
     if (rc == 1) {
         flags_print_usage("tower train", "[flags]", flags, n_flags);
         return 0;

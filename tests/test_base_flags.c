@@ -10,6 +10,8 @@
  * flag's range, a refused value not stored, and flags_range_str's words
  * (the refusal lines themselves: tests/test_cli_refusals.sh).
  * flags_parse_given: the flags a command line names, in each form.
+ * flags_quiet: a refusal returns -1 and writes nothing while on, its line
+ * again once off (stderr captured in a temporary file).
  * flags_env_on: unset, empty and "0" are off; "1" and any other value are
  * on.  flags_env_default_on: only "0" is off.
  */
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/flags.h"
 #include "tests/check.h"
@@ -100,9 +103,40 @@ static void check_given(void) {
     CHECK(b == 1 && c == 0 && a == 1, "values");
 }
 
+/* Bytes written to stderr by parse_one(f, value) (rc: its return code). */
+static long stderr_bytes_of(const Flag *f, const char *value, int *rc) {
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    CHECK(tmp != NULL, "tmpfile");
+    int saved = dup(fileno(stderr));
+    CHECK(saved >= 0 && dup2(fileno(tmp), fileno(stderr)) >= 0, "redirect stderr");
+    *rc = parse_one(f, value);
+    fflush(stderr);
+    dup2(saved, fileno(stderr));
+    close(saved);
+    fseek(tmp, 0, SEEK_END);
+    long n = ftell(tmp);
+    fclose(tmp);
+    return n;
+}
+
+static void check_quiet(void) {
+    int i = 7, rc;
+    const Flag f = {"count", FLAG_INT, &i, "a count", FLAG_RANGE(1, 10, "[]", NULL)};
+    flags_quiet(1);
+    long n = stderr_bytes_of(&f, "11", &rc);
+    flags_quiet(0);
+    CHECK(rc == -1 && n == 0, "quiet: rc %d (want -1), %ld bytes on stderr (want 0)", rc, n);
+    n = stderr_bytes_of(&f, "11", &rc);
+    CHECK(rc == -1 && n > 0, "quiet off again: rc %d (want -1), %ld bytes on stderr (want the line)", rc, n);
+    CHECK(i == 7, "a refused value was stored: %d", i);
+    printf("flags_quiet: a refusal silent while on, its line once off: ok\n");
+}
+
 int main(void) {
     check_ranges();
     check_given();
+    check_quiet();
     unsetenv(NAME);
     CHECK(flags_env_on(NAME) == 0, "unset: on");
     CHECK(flags_env_default_on(NAME) == 1, "unset: default_on off");

@@ -27,7 +27,8 @@
 #     said once;
 #   - --input_split none where rank 1's copy of --data is shorter: the job
 #     ends when its input does, with a warning (rank 0 waited for ever);
-#   - a refusal of trainer_open on every rank (--data missing), on rank 1
+#   - a bad flag value on every rank or on rank 1 alone, a placement mode's
+#     refusal (--ps_ranks 5 of 2), a refusal of trainer_open on every rank (--data missing), on rank 1
 #     alone (its host lacks the data) or on rank 0 after the mode's open (the
 #     class list against the train_dir's): every rank ends with one line and
 #     no MPI_Abort;
@@ -189,6 +190,12 @@ refused_once() { # refused_once NAME 'LINE (grep -E)' MPIRUN-ARGS...: exit non-z
 }
 refused_once open_all "--data: pattern '.*/none-.*' matches no files" \
   "$tower" train "${common[@]}" --data "$work/none-*.tfrecord" --train_dir "$work/open_all"
+refused_once parse_all "--max_staleness -1: expected an integer in .*" \
+  "$tower" train "${common[@]}" --sync_replicas false --max_staleness -1 --train_dir "$work/parse_all"
+refused_once parse_rank1 "--max_steps -3: expected an integer >= 0" \
+  bash "$work/rank_flags.sh" "$tower" "--max_steps 4" "--max_steps=-3" "${common[@]}" --train_dir "$work/parse_rank1"
+refused_once mode_check "--ps_ranks 5: expected 1 to 2 \\(the ranks of this job\\), or 0 for every rank" \
+  "$tower" train "${common[@]}" --ps_ranks 5 --train_dir "$work/mode_check"
 mkdir -p "$work/miss/host0" "$work/miss/host1"
 cp "$work/host0"/a-*.tfrecord "$work/miss/host0/"
 refused_once open_rank1 "rank 1 of 2: --data: pattern 'a-.*' matches no files" \

@@ -47,6 +47,12 @@ typedef struct TrainModeI {
      * slots and moving averages are kept (PsConfig.keep; the rest never
      * touched).  NULL: every variable's, as one process. */
     void (*server_keeps)(const Trainer *tr, unsigned char *keep);
+    /* Optional.  The mode's refusals of the options and the model that need
+     * no other rank (no collective), once the model is known and before the
+     * server exists: under mpirun the ranks agree on them (trainer_open), so
+     * a refusal every rank makes ends the job with one line.  0, or -1 with
+     * one line in err. */
+    int (*check)(const Trainer *tr, char *err, size_t err_n_bytes);
     /* Optional.  The mode's own state, once the server (initial or
      * resumed) and the towers exist.  0, or -1 with err (the trainer then
      * calls close). */

@@ -588,8 +588,8 @@ static size_t ps_async_bufs_n_bytes(const PsAsyncBufs *b) {
            b->srv_out_n_bytes + b->shares_n_bytes + b->bn_tmp_n_bytes + b->gather_n_bytes;
 }
 
-static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
-    ParamServer *ps = tr->ps;
+/* The flags, the library and the model, before any collective (TrainModeI.check). */
+static int mode_check(const Trainer *tr, char *err, size_t err_n_bytes) {
     const int R = tr->n_ranks;
     const size_t M = tr->spec.n_params;
     if (R > 1 && !ranks_thread_multiple()) {
@@ -619,6 +619,17 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "%zu variables: more than one MPI message holds", M);
         return -1;
     }
+    return 0;
+}
+
+/* The flags checked (mode_check): rank 0's server to every rank, the placement, the buffers, the server thread. */
+static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    const int R = tr->n_ranks;
+    const size_t M = tr->spec.n_params;
+    PsPlacement rule;
+    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
+        return -1;
     ranks_bcast(ps->block, ps->block_n_bytes);
     train_ranks_bcast_state(tr);
 
@@ -987,6 +998,7 @@ const TrainModeI train_mode_ps_mpi_async = {
     .server_apply = "push and pull",
     .available = train_mode_always_available,
     .describe = mode_describe,
+    .check = mode_check,
     .open = mode_open,
     .step = mode_step,
     .input_ended = mode_input_ended,

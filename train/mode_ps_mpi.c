@@ -161,14 +161,11 @@ static void mode_close(Trainer *tr) {
     tr->mode_state = NULL;
 }
 
-/* Rank 0's server to every rank, the placement, the buffers. */
-static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
-    ParamServer *ps = tr->ps;
-    const int R = tr->n_ranks;
-    const size_t M = tr->spec.n_params;
-    if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
+/* The flags and the model size, before any collective (TrainModeI.check). */
+static int mode_check(const Trainer *tr, char *err, size_t err_n_bytes) {
+    if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > tr->n_ranks) {
         snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
-                 tr->opt.ps_ranks, R);
+                 tr->opt.ps_ranks, tr->n_ranks);
         return -1;
     }
     const char *writers = tr->opt.checkpoint_writers ? tr->opt.checkpoint_writers : "owners";
@@ -179,10 +176,21 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     PsPlacement rule;
     if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
         return -1;
-    if (M > (size_t)0x7fffffff) {
-        snprintf(err, err_n_bytes, "%zu variables: more than MPI's int counts", M);
+    if (tr->spec.n_params > (size_t)0x7fffffff) {
+        snprintf(err, err_n_bytes, "%zu variables: more than MPI's int counts", tr->spec.n_params);
         return -1;
     }
+    return 0;
+}
+
+/* Rank 0's server to every rank, the placement, the buffers (the flags checked: mode_check). */
+static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
+    ParamServer *ps = tr->ps;
+    const int R = tr->n_ranks;
+    const size_t M = tr->spec.n_params;
+    PsPlacement rule;
+    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
+        return -1;
     ranks_bcast(ps->params, M * sizeof(float));
     train_ranks_bcast_state(tr);
 
@@ -455,6 +463,7 @@ const TrainModeI train_mode_ps_mpi = {
     .settle = mode_settle,
     .describe = mode_describe,
     .server_keeps = mode_server_keeps,
+    .check = mode_check,
     .open = mode_open,
     .step = mode_step,
     .save = mode_save,

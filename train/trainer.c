@@ -1079,6 +1079,7 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
                  tr->backend->name);
         return -1;
     }
+    if (train_mode(tr->mode)->check && train_mode(tr->mode)->check(tr, err, err_n_bytes) != 0) return -1;
     if (!tr->image_folder || o->num_examples_per_epoch > 0) tr->examples_per_epoch = o->num_examples_per_epoch;
     if (tr->examples_per_epoch <= 0 && lr_counts_epochs(o) && !o->synthetic) {
         tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
@@ -1177,12 +1178,7 @@ static int open_input(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
  * flags: most often the same line).  One process: rc. */
 static int agree_open(const Trainer *tr, int rc, char *err, size_t err_n_bytes) {
     if (tr->n_ranks < 2) return rc;
-    int *all = malloc((size_t)tr->n_ranks * sizeof *all), first = -1;
-    if (!all) return TRAINER_OPEN_FAILED; /* cannot agree: the caller ends the job (MPI_Abort) */
-    ranks_allgather(&rc, all, sizeof rc);
-    for (int r = 0; r < tr->n_ranks && first < 0; r++)
-        if (all[r] != 0) first = r;
-    free(all);
+    const int first = ranks_first(rc != 0);
     if (first < 0) return 0;
     if (tr->rank != first) {
         err[0] = '\0';
