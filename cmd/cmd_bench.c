@@ -329,22 +329,26 @@ static void row_options(const BenchOptions *bo, const BenchRow *r, TrainerOption
 
 /* Whether row r's trainer opens (its mode under this job's ranks, its device, its data), closed at once: the
  * matrix is checked before the first measurement, so a mode that cannot run here (a one-process mode under
- * mpirun, a GPU mode without a GPU) does not end the run after other rows were measured.  0, or -1 with err. */
+ * mpirun, a GPU mode without a GPU) does not end the run after other rows were measured.  0, or trainer_open's
+ * code with err (TRAINER_OPEN_REFUSED under mpirun: every rank stops, err "" but on the rank that says why). */
 static int preflight_row(const BenchOptions *bo, const BenchRow *r, char *err, size_t err_n_bytes) {
     TrainerOptions o;
     row_options(bo, r, &o, NULL, 0);
     Trainer tr;
-    if (trainer_open(&tr, &o, err, err_n_bytes) != 0) return -1;
-    trainer_close(&tr, NULL, 0);
-    return 0;
+    const int rc = trainer_open(&tr, &o, err, err_n_bytes);
+    if (rc == 0) trainer_close(&tr, NULL, 0);
+    return rc;
 }
 
+/* Opens row r's trainer, runs --warmup + --steps steps and fills r with the medians (and the ranks' parts).  0, -1
+ * with err, or trainer_open's TRAINER_OPEN_REFUSED (as preflight_row). */
 static int run_config(const BenchOptions *bo, BenchRow *r, const PingPong *pp, char *err, size_t err_n_bytes) {
     TrainerOptions o;
     char trace_path[1200];
     row_options(bo, r, &o, trace_path, sizeof trace_path);
     Trainer tr;
-    if (trainer_open(&tr, &o, err, err_n_bytes) != 0) return -1;
+    const int open_rc = trainer_open(&tr, &o, err, err_n_bytes);
+    if (open_rc != 0) return open_rc;
     r->mode = tr.mode; /* the mode that runs: under mpirun, ps_cpu's flags settle on ps_mpi */
     r->global_batch = tr.global_batch;
     r->n_params = tr.spec.n_params;
@@ -1103,6 +1107,22 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
     return n;
 }
 
+/* Under mpirun every rank checks its own command line, rank 0 aloud (cmd_bench), and the ranks agree on the outcome
+ * before the first collective: a refusal on any rank ends every rank with one line.  bench_checked: this rank got
+ * past its checks (bench_agree_checks); bench_refused: the job stopped at the agreement (no MPI_Abort). */
+static int bench_checked = 0, bench_refused = 0;
+
+/* The end of bench_main's checks, passed on this rank: 1 when another rank refused its command line (this rank
+ * then ends with exit 2 and nothing to say), else 0.  Pairs with cmd_bench's ranks_first on a rank that refused. */
+static int bench_agree_checks(void) {
+    bench_checked = 1;
+    flags_quiet(0);
+    cmd_errors_quiet(0);
+    if (ranks_size() < 2 || ranks_first(0) < 0) return 0;
+    bench_refused = 1;
+    return 1;
+}
+
 static int bench_main(int argc, char **argv) {
     BenchOptions o = {
         .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .device = "auto", .towers = "1,2,4", .data = "",
@@ -1240,6 +1260,7 @@ static int bench_main(int argc, char **argv) {
                 o.trace[0] ? "trace" : o.predict ? "predict" : "predict_nets");
         return 2;
     }
+    if (bench_agree_checks()) return 2;
 
     if (n_nets > 0) {
         HostRates h;
@@ -1333,9 +1354,12 @@ static int bench_main(int argc, char **argv) {
     /* Every mode opens here (with the first model and tower count) before anything is measured. */
     for (int k = 0; k < n_modes; k++) {
         BenchRow probe = rows[k * n_tower_counts];
-        if (preflight_row(&o, &probe, err, sizeof err) != 0) {
-            cmd_errorf("tower bench: %s, %s, %d tower(s): %s (nothing measured)\n", probe.model,
-                       trainer_mode_name(probe.mode), probe.towers, err);
+        const int prc = preflight_row(&o, &probe, err, sizeof err);
+        if (prc != 0) { /* TRAINER_OPEN_REFUSED: every rank stops here, the lowest that refused says why */
+            if (err[0])
+                cmd_errorf("tower bench: %s, %s, %d tower(s): %s (nothing measured)\n", probe.model,
+                           trainer_mode_name(probe.mode), probe.towers, err);
+            bench_refused = prc == TRAINER_OPEN_REFUSED;
             return 1;
         }
     }
@@ -1349,9 +1373,12 @@ static int bench_main(int argc, char **argv) {
         for (int i = 0; i < n_rows; i++) {
             BenchRow *r = &runs[i * o.repeat + k];
             *r = rows[i];
-            if (run_config(&o, r, &pp, err, sizeof err) != 0) {
-                cmd_errorf("tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
-                        r->towers, err);
+            const int rrc = run_config(&o, r, &pp, err, sizeof err);
+            if (rrc != 0) {
+                if (err[0])
+                    cmd_errorf("tower bench: %s, %s, %d tower(s): %s\n", r->model, trainer_mode_name(r->mode),
+                               r->towers, err);
+                bench_refused = rrc == TRAINER_OPEN_REFUSED;
                 free(runs);
                 return 1;
             }
@@ -1446,8 +1473,19 @@ int cmd_bench(int argc, char **argv) {
     }
     const int rank = ranks_rank();
     if (rank != 0 && !freopen("/dev/null", "w", stdout)) cmd_errorf("tower bench: rank %d: cannot silence stdout\n", rank);
+    flags_quiet(rank != 0);
+    cmd_errors_quiet(rank != 0);
     int rc = bench_main(argc, argv);
-    if (rc != 0 && ranks_size() > 1) {
+    if (!bench_checked) { /* refused (or --help) before the agreement: the other ranks wait in it, or are here */
+        flags_quiet(0);
+        cmd_errors_quiet(0);
+        if (ranks_size() > 1) {
+            const int first = ranks_first(1);
+            if (first == rank && rank != 0) (void)bench_main(argc, argv); /* the same refusal, aloud */
+            bench_refused = 1;
+        }
+    }
+    if (rc != 0 && ranks_size() > 1 && !bench_refused) {
         cmd_errorf("tower bench: rank %d of %d ends the job (exit %d)\n", rank, ranks_size(), rc);
         ranks_abort(rc);
     }

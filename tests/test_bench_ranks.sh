@@ -17,9 +17,9 @@
 #     forward+backward and local average, push and pull (and the async
 #     row its staleness within the bound); replicated_mpi's row ignores it;
 #   - replicated_host (one process only), --predict and --ps_dedicated 2
-#     under 2 ranks (no worker left) fail with one line and a non-zero exit,
-#     never a hang; replicated_host after ps_mpi fails before ps_mpi is
-#     measured.
+#     under 2 ranks (no worker left) and --towers 0 fail with one line (the
+#     ranks agree: no MPI_Abort) and a non-zero exit, never a hang;
+#     replicated_host after ps_mpi fails before ps_mpi is measured.
 # Sane rows, not timed assertions.  Skips (77) without mpirun or without MPI
 # in the build.
 set -euo pipefail
@@ -95,7 +95,7 @@ print("--ps_dedicated 1: ps_mpi", round(float(ps["images_per_sec"]), 1), "img/s,
       ps["compute_ms"], "ms, push", ps["push_ms"], "ms, pull", ps["pull_ms"], "ms")
 PY
 
-for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi --ps_dedicated 2"; do
+for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi --ps_dedicated 2" "--towers 0"; do
   set +e
   # shellcheck disable=SC2086
   timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --batch_size 2 --steps 1 --warmup 0 \
@@ -103,7 +103,8 @@ for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi 
   rc=$?
   set -e
   [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "'$bad' under 2 ranks: exit $rc"
-  grep -q "tower bench: " "$work/err" || fail "'$bad': no line saying why: $(cat "$work/err")"
+  [ "$(grep -c '^tower bench: ' "$work/err")" = 1 ] && ! grep -q "MPI_ABORT\|ends the job" "$work/err" ||
+    fail "'$bad': not one line saying why (every rank agrees, no MPI_Abort): $(cat "$work/err")"
   echo "'$bad' refused: $(grep -m1 'tower bench: ' "$work/err")"
 done
 # A one-process mode after one that runs: refused before the first is measured (it was measured, then the run
@@ -114,7 +115,8 @@ timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --
 rc=$?
 set -e
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "ps_mpi,replicated_host under 2 ranks: exit $rc"
-grep -q "tower bench: mnist, replicated_host, 1 tower(s): .*runs in one process.* (nothing measured)" "$work/err" &&
+[ "$(grep -c '^tower bench: ' "$work/err")" = 1 ] &&
+  grep -q "tower bench: mnist, replicated_host, 1 tower(s): .*runs in one process.* (nothing measured)" "$work/err" &&
   ! grep -q "run 1/" "$work/out" || fail "ps_mpi,replicated_host: $(cat "$work/out" "$work/err")"
 echo "ps_mpi,replicated_host refused before measuring: $(grep -m1 'tower bench: ' "$work/err")"
 echo "PASS"
