@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 
+#include "ps/placement.h"
 #include "train/trainer.h"
 
 typedef struct TrainModeI {
@@ -190,6 +191,10 @@ size_t train_moving_n_floats(const ModelSpec *spec);
  * --ps_placement over the --ps_ranks ranks (0 on a rank that holds none), from the configuration alone, for
  * the modes' host_n_bytes; the whole model's n_params when the placement cannot be computed (out of memory). */
 size_t train_ps_own_n_floats(const Trainer *tr);
+
+/* The parameter servers across ranks (ps_mpi, ps_mpi_async): --ps_placement's rule (greedy when not given) into
+ * *rule, and --ps_ranks against the job's ranks.  0, or -1 with one line in err naming the flag. */
+int train_ps_ranks_placement(const Trainer *tr, PsPlacement *rule, char *err, size_t err_n_bytes);
 
 /* After a step's update (the towers' last forwards were training ones):
  * each tower's batch statistics applied to a copy of dst[0]'s moving

@@ -602,19 +602,13 @@ static int mode_check(const Trainer *tr, char *err, size_t err_n_bytes) {
                  "a synchronous step (every worker's towers in the same layer at once); use --batch_norm tower");
         return -1;
     }
-    if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > R) {
-        snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
-                 tr->opt.ps_ranks, R);
-        return -1;
-    }
     if (tr->opt.max_staleness < 0) {
         snprintf(err, err_n_bytes, "--max_staleness %d: expected 0 or more (steps a worker may run ahead)",
                  tr->opt.max_staleness);
         return -1;
     }
     PsPlacement rule;
-    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
-        return -1;
+    if (train_ps_ranks_placement(tr, &rule, err, err_n_bytes) != 0) return -1;
     if (M * sizeof(float) + sizeof(MsgHeader) > (size_t)0x7fffffff) {
         snprintf(err, err_n_bytes, "%zu variables: more than one MPI message holds", M);
         return -1;
@@ -628,8 +622,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     const int R = tr->n_ranks;
     const size_t M = tr->spec.n_params;
     PsPlacement rule;
-    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
-        return -1;
+    if (train_ps_ranks_placement(tr, &rule, err, err_n_bytes) != 0) return -1;
     ranks_bcast(ps->block, ps->block_n_bytes);
     train_ranks_bcast_state(tr);
 

@@ -162,20 +162,23 @@ static void mode_close(Trainer *tr) {
 }
 
 /* The flags and the model size, before any collective (TrainModeI.check). */
-static int mode_check(const Trainer *tr, char *err, size_t err_n_bytes) {
+int train_ps_ranks_placement(const Trainer *tr, PsPlacement *rule, char *err, size_t err_n_bytes) {
     if (tr->opt.ps_ranks < 0 || tr->opt.ps_ranks > tr->n_ranks) {
         snprintf(err, err_n_bytes, "--ps_ranks %d: expected 1 to %d (the ranks of this job), or 0 for every rank",
                  tr->opt.ps_ranks, tr->n_ranks);
         return -1;
     }
+    return ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", rule, err, err_n_bytes);
+}
+
+static int mode_check(const Trainer *tr, char *err, size_t err_n_bytes) {
+    PsPlacement rule;
+    if (train_ps_ranks_placement(tr, &rule, err, err_n_bytes) != 0) return -1;
     const char *writers = tr->opt.checkpoint_writers ? tr->opt.checkpoint_writers : "owners";
     if (strcmp(writers, "owners") != 0 && strcmp(writers, "rank0") != 0) {
         snprintf(err, err_n_bytes, "--checkpoint_writers '%s': expected owners or rank0", writers);
         return -1;
     }
-    PsPlacement rule;
-    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
-        return -1;
     if (tr->spec.n_params > (size_t)0x7fffffff) {
         snprintf(err, err_n_bytes, "%zu variables: more than MPI's int counts", tr->spec.n_params);
         return -1;
@@ -189,8 +192,7 @@ static int mode_open(Trainer *tr, char *err, size_t err_n_bytes) {
     const int R = tr->n_ranks;
     const size_t M = tr->spec.n_params;
     PsPlacement rule;
-    if (ps_placement_from_name(tr->opt.ps_placement ? tr->opt.ps_placement : "greedy", &rule, err, err_n_bytes) != 0)
-        return -1;
+    if (train_ps_ranks_placement(tr, &rule, err, err_n_bytes) != 0) return -1;
     ranks_bcast(ps->params, M * sizeof(float));
     train_ranks_bcast_state(tr);
 
