@@ -5,6 +5,7 @@
  */
 #include "io/inspect.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -212,6 +213,13 @@ static int check_example(const Tensorflow__Example *ex, const uint8_t *data, siz
     const FeatureKind ik = feature_kind(image);
     if (!((ik == FEATURE_BYTES && image->bytes_list->n_value == 1) || (ik == FEATURE_FLOAT && image->float_list->n_value > 0)))
         rep->n_without_image++; /* what train and eval refuse: said, as the labels are */
+    else if (ik == FEATURE_FLOAT) /* a NaN or infinity: train and eval refuse the record (io/pipeline_tfrecord.c) */
+        for (size_t i = 0; i < image->float_list->n_value; i++)
+            if (!isfinite(image->float_list->value[i])) {
+                snprintf(why, why_n, "image '%s' holds a non-finite value (%g) at index %zu", cfg->image_key,
+                         (double)image->float_list->value[i], i);
+                return -1;
+            }
     int64_t label;
     char lwhy[256];
     if (example_get_int64(ex, cfg->label_key, &label, lwhy, sizeof lwhy) == 0) {

@@ -3,6 +3,7 @@
  * exit codes (0 good, 1 bad data, 2 bad command line), the summary lines,
  * and for every bad-record case exactly one line naming file, record and
  * offset; --skip_corrupt goes on and prints the count. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,10 +176,11 @@ static void test_command_line_errors(void) {
     free(err);
 }
 
-enum { BAD_DATA_CRC, BAD_LENGTH_CRC, BAD_TRUNCATED, BAD_NOT_EXAMPLE, BAD_LABEL_RANGE, BAD_IMAGE_SIZE, BAD_LENGTH,
-       BAD_LENGTH_WRAP4, BAD_LENGTH_WRAP1 };
+enum { BAD_DATA_CRC, BAD_LENGTH_CRC, BAD_TRUNCATED, BAD_NOT_EXAMPLE, BAD_LABEL_RANGE, BAD_IMAGE_SIZE, BAD_IMAGE_NAN,
+       BAD_LENGTH, BAD_LENGTH_WRAP4, BAD_LENGTH_WRAP1 };
 
-/* 8 good records with record 3 made bad; offsets[i] receives each header offset. */
+/* 8 good records with record 3 made bad; offsets[i] receives each header offset.  BAD_IMAGE_NAN: float images,
+ * record 3's holding a NaN at index 5 (train and eval refuse it). */
 static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
     char err[512];
     TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err, sizeof err);
@@ -189,7 +191,13 @@ static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
     for (int i = 0; i < 8; i++) {
         memset(img, i, sizeof img);
         example_builder_reset(&b);
-        example_add_bytes(&b, "image_raw", img, i == 3 && kind == BAD_IMAGE_SIZE ? 11 : 12);
+        if (kind == BAD_IMAGE_NAN) {
+            float pixels[12];
+            for (int j = 0; j < 12; j++) pixels[j] = i == 3 && j == 5 ? NAN : 0.25f * (float)i;
+            example_add_floats(&b, "image_raw", pixels, 12);
+        } else {
+            example_add_bytes(&b, "image_raw", img, i == 3 && kind == BAD_IMAGE_SIZE ? 11 : 12);
+        }
         example_add_int64(&b, "label", i == 3 && kind == BAD_LABEL_RANGE ? 12 : i % 2);
         example_add_int64(&b, "height", 2);
         example_add_int64(&b, "width", 2);
@@ -231,6 +239,7 @@ static void test_bad_records(void) {
         {BAD_NOT_EXAMPLE, "payload is not a tf.train.Example", 4},
         {BAD_LABEL_RANGE, "label 12 outside [0, 10)", 4},
         {BAD_IMAGE_SIZE, "image 'image_raw' has 11 bytes but height x width x depth is 2 x 2 x 3", 4},
+        {BAD_IMAGE_NAN, "image 'image_raw' holds a non-finite value (nan) at index 5", 4},
         {BAD_LENGTH, "record length 8589934592 bytes is over the limit of 1048576 bytes", 0},
         {BAD_LENGTH_WRAP4, "record length 18446744073709551612 bytes is over the limit of 1048576 bytes", 0},
         {BAD_LENGTH_WRAP1, "record length 18446744073709551615 bytes is over the limit of 1048576 bytes", 0},
