@@ -458,6 +458,12 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
     *interval_examples = tr->examples_consumed;
 }
 
+/* A run that fails before its first step ("no step ran, nothing saved") leaves no events file behind, which
+ * TensorBoard would list as an empty run: path (the closed writer's; "" for none) is removed unless ran_steps. */
+static void drop_empty_events(const char *path, int ran_steps) {
+    if (path[0] && !ran_steps) remove(path);
+}
+
 static int train_main(int argc, char **argv, int rank);
 static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank);
 
@@ -700,12 +706,14 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         return 1;
     }
     EventWriter *events = NULL;
+    char events_path[4200] = ""; /* removed again when the run fails before its first step (drop_empty_events) */
     if (rank == 0 && (dopt.summary_every > 0 || dopt.histogram_every > 0)) {
         if (!(events = event_writer_open(o.train_dir, err, sizeof err))) {
             cmd_errorf("tower train: %s\n", err);
             trainer_close(&tr, NULL, 0);
             return 1;
         }
+        snprintf(events_path, sizeof events_path, "%s", event_writer_path(events));
     }
     disp.live = rank == 0 && progress_wanted(stdout, dopt.no_progress);
     if (disp.live) {
@@ -786,6 +794,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
             else
                 cmd_errorf("%s: %s; not saved (no checkpoint was written)\n", ts, err);
             event_writer_close(events, NULL, 0);
+            drop_empty_events(events_path, tr.ps->global_step != step_at_open);
             trainer_close(&tr, NULL, 0);
             return 1;
         }
@@ -876,6 +885,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
         cmd_errorf("tower train: %s\n", err);
         exit_code = 1;
     }
+    if (exit_code != 0) drop_empty_events(events_path, tr.ps->global_step != step_at_open);
     /* The end's checkpoint; a run that ends at step 0 (--max_steps 0) writes model.ckpt-0, the initial
      * variables, as TensorFlow's CheckpointSaverHook does when a session starts. */
     if (exit_code == 0 && (trainer_schedule_step(&tr) != last_saved || trainer_schedule_step(&tr) == 0)) {
