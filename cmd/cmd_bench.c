@@ -313,6 +313,7 @@ static void row_options(const BenchOptions *bo, const BenchRow *r, TrainerOption
     o.min_after_dequeue = 1000;
     o.device = bo->device;
     o.deterministic = bo->deterministic;
+    o.no_checkpoints = 1; /* an earlier run's checkpoints in the default train_dir are none of its business */
     trainer_mode_set_flags(r->mode, &o);
     if (bo->ps_dedicated > 0 && !strcmp(train_mode(r->mode)->variable_update, "parameter_server")) {
         o.ps_ranks = bo->ps_dedicated;

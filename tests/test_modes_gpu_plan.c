@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "train/mode.h"
 #include "train/trainer.h"
@@ -262,7 +263,37 @@ static void check_cpu_towers(void) {
     }
 }
 
+/* A train_dir holding an earlier run's checkpoint: refused from step 0 (no --resume), unless the caller saves none
+ * (TrainerOptions.no_checkpoints, tower bench: it failed whenever /tmp/tower_train held a run's checkpoints). */
+static void check_no_checkpoints(void) {
+    char dir[] = "/tmp/test_modes_plan_XXXXXX", file[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(file, sizeof file, "%s/model.ckpt-5", dir);
+    FILE *f = fopen(file, "wb");
+    CHECK(f != NULL, "create %s", file);
+    if (f) fclose(f);
+    for (int no_ckpt = 0; no_ckpt <= 1; no_ckpt++) {
+        TrainerOptions o;
+        trainer_options_defaults(&o);
+        o.device = "cpu";
+        o.synthetic = 1;
+        o.batch_size = 2;
+        o.train_dir = dir;
+        o.no_checkpoints = no_ckpt;
+        Trainer tr;
+        char err[1024] = "";
+        int rc = trainer_open(&tr, &o, err, sizeof err);
+        if (no_ckpt) CHECK(rc == 0, "no_checkpoints: refused: %s", err);
+        else CHECK(rc != 0 && strstr(err, "holds the checkpoints of an earlier run"), "an earlier run's checkpoint: rc %d, '%s'", rc, err);
+        if (rc == 0) trainer_close(&tr, NULL, 0);
+    }
+    remove(file);
+    rmdir(dir);
+    printf("a train_dir with an earlier run's checkpoint: refused from step 0, opened with no_checkpoints\n");
+}
+
 int main(void) {
+    check_no_checkpoints();
     check_fixed_plans();
     check_random_plans();
     check_bad_plans();

@@ -1125,7 +1125,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     /* A mode that keeps per-rank state (server_keeps: ps_mpi) broadcasts rank 0's loaded server at its open:
      * the other ranks load nothing (their slots stay their shard's). */
     if (o->resume && !(mk->server_keeps && tr->rank != 0) && resume(tr, err, err_n_bytes) != 0) return -1;
-    if (!o->resume && tr->rank == 0 && refuse_earlier_run(tr, err, err_n_bytes) != 0) return -1;
+    if (!o->resume && !o->no_checkpoints && tr->rank == 0 && refuse_earlier_run(tr, err, err_n_bytes) != 0)
+        return -1;
 
     /* The towers, each delivering into its own host gradient buffer, then
      * the mode's own state (replicas, device variables, communicators). */

@@ -75,6 +75,7 @@ typedef struct {
     const char *model;              /* a name of THE table of networks (model/nets/nets.c) */
     const char *data;               /* comma-separated globs of TFRecord files, or one image folder DIR/<class>/FILE */
     const char *train_dir;
+    int no_checkpoints;             /* 1: the caller saves nothing (tower bench): train_dir is not looked at */
     const char *device;             /* "cpu" | "gpu" | "auto" */
     const char *optimizer;          /* "momentum" | "sgd" | "adam" | "rmsprop" | "adamw" (ps/optimizer.h) */
     const char *image_key, *label_key;
