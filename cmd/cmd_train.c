@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/ranks.h"
 #include "cmd/commands.h"
@@ -568,6 +569,79 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
+/* A refusal some ranks may make and others not: check(ctx) on every rank, aloud on rank 0 only; the ranks agree
+ * (ranks_first), and the lowest rank that refused, when not rank 0, runs it again aloud with "rank R of N: " in its
+ * line.  1 on every rank when any refused (job_refused set: no MPI_Abort), else 0.  One process: check's
+ * outcome. */
+static int agreed_check(int (*check)(void *ctx), void *ctx, int rank) {
+    if (ranks_size() < 2) return check(ctx) != 0;
+    cmd_errors_quiet(rank != 0);
+    const int refused = check(ctx) != 0;
+    cmd_errors_quiet(0);
+    const int first = ranks_first(refused);
+    if (first > 0 && rank == first) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "rank %d of %d", rank, ranks_size());
+        cmd_errors_tag(tag);
+        (void)check(ctx);
+        cmd_errors_tag(NULL);
+    }
+    if (first >= 0) job_refused = 1;
+    return first >= 0;
+}
+
+/* The flags' checks of train_main, after the parse (agreed_check's ctx). */
+typedef struct {
+    TrainerOptions *o;
+    TrainDisplayOptions *d;
+    const Flag *flags;
+    int n_flags;
+    const unsigned char *given;
+    char **positional; /* (n_positional) */
+    int n_positional;
+} TrainChecks;
+
+/* Every flag against its choices and the others, the arguments, the model options: 0, or -1 after one line. */
+static int train_checks(void *ctx) {
+    TrainChecks *c = ctx;
+    return cmd_check_no_arguments("train", c->o->data, c->positional, c->n_positional) != 0 ||
+                   train_check_flags(c->o) != 0 || check_given_options(c->o, c->flags, c->n_flags, c->given) != 0 ||
+                   cmd_model_options("train", c->d->width_multiplier, c->d->head, c->d->fc_width,
+                                     &c->o->model_opts) != 0
+               ? -1
+               : 0;
+}
+
+typedef struct {
+    const char *train_dir;
+    int rank;
+    int *lock_fd; /* rank 0's lock, held to the exit; -1 elsewhere */
+} TrainDirCheck;
+
+/* --train_dir made (every rank), and locked (rank 0): 0, or -1 after one line. */
+static int train_dir_check(void *ctx) {
+    TrainDirCheck *c = ctx;
+    if (cmd_make_dirs(c->train_dir) != 0) {
+        cmd_errorf("tower train: cannot create --train_dir %s: %s\n", c->train_dir, strerror(errno));
+        return -1;
+    }
+    char err[1024];
+    if (c->rank == 0 && *c->lock_fd < 0 && trainer_lock_dir(c->train_dir, c->lock_fd, err, sizeof err) != 0) {
+        cmd_errorf("tower train: %s\n", err);
+        return -1;
+    }
+    struct stat sb; /* another rank's (its host's) train_dir: its checkpoint shards go there */
+    if (c->rank != 0 && (stat(c->train_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        cmd_errorf("tower train: --train_dir %s is not a directory\n", c->train_dir);
+        return -1;
+    }
+    if (c->rank != 0 && access(c->train_dir, W_OK) != 0) {
+        cmd_errorf("tower train: --train_dir %s cannot be written: %s\n", c->train_dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int train_main(int argc, char **argv, int rank) {
     TrainerOptions o;
     trainer_options_defaults(&o);
@@ -579,48 +653,53 @@ static int train_main(int argc, char **argv, int rank) {
     int n_positional;
     unsigned char given[96];
     /* Under mpirun every rank parses its own command line, rank 0 aloud, and the ranks agree on the outcome (a
-     * rank alone given a bad flag or --help left the others waiting in the first collective): a refusal ends every
-     * rank, the lowest rank that refused saying why (parsing again, aloud); --help on any rank ends the job. */
+     * rank alone given a bad flag or --help left the others waiting in the first collective): rank 0's --help
+     * prints the usage and ends the job; a refusal, or --help on another rank only, ends every rank, the lowest
+     * rank that refused saying why ("rank R of N: " in its line). */
     flags_quiet(rank != 0);
     int rc = flags_parse_given(flags, n_flags, argc, argv, positional, &n_positional, given);
     flags_quiet(0);
     if (ranks_size() > 1) {
-        const int first = ranks_first(rc < 0);
-        if (first > 0 && rank == first) (void)flags_parse_given(flags, n_flags, argc, argv, positional, &n_positional, given);
+        int rc0 = rc;
+        ranks_bcast(&rc0, sizeof rc0);
+        if (rc0 == 1) rc = 1; /* rank 0's --help: the job's usage, every rank ends with 0 */
+        const int first = rc0 == 1 ? -1 : ranks_first(rc != 0);
+        if (first > 0 && rank == first) {
+            char program[96];
+            snprintf(program, sizeof program, "tower train: rank %d of %d", rank, ranks_size());
+            if (rc == 1)
+                cmd_errorf("%s: --help was given to this rank but not to rank 0: every rank of the job needs the same "
+                           "flags (docs/hosts.md)\n", program);
+            else {
+                char *tagged[argc + 1];
+                memcpy(tagged, argv, (size_t)(argc + 1) * sizeof *argv);
+                tagged[0] = program;
+                (void)flags_parse_given(flags, n_flags, argc, tagged, positional, &n_positional, given);
+            }
+        }
         if (first >= 0) {
             job_refused = 1;
             return 2;
         }
-        if (ranks_first(rc == 1) >= 0 && rc != 1) return 0; /* rank 0's usage, or another rank's (its stdout: none) */
     }
     if (rc == 1) {
-        flags_print_usage("tower train", "[flags]", flags, n_flags);
+        if (rank == 0) flags_print_usage("tower train", "[flags]", flags, n_flags);
         return 0;
     }
     /* a size a run that uses none refuses (trainer_open), the default not */
     o.image_size_given = rc == 0 && flags_was_given(flags, n_flags, given, "image_size");
     if (rc != 0) return 2;
     if (check_same_flags(flags, n_flags, rank) != 0) return 2;
-    /* The same flags on every rank: the checks below refuse on all of them alike, and rank 0 alone says why. */
-    cmd_errors_quiet(rank != 0);
-    const int refused = cmd_check_no_arguments("train", o.data, positional, n_positional) != 0 ||
-                        train_check_flags(&o) != 0 || check_given_options(&o, flags, n_flags, given) != 0 ||
-                        cmd_model_options("train", dopt.width_multiplier, dopt.head, dopt.fc_width, &o.model_opts) != 0;
-    cmd_errors_quiet(0);
-    if (refused) {
-        job_refused = ranks_size() > 1;
-        return 2;
-    }
-    if (cmd_make_dirs(o.train_dir) != 0) {
-        cmd_errorf("tower train: cannot create --train_dir %s: %s\n", o.train_dir, strerror(errno));
-        return 1;
-    }
-    /* One run per train_dir, held to the exit (by rank 0, which alone writes there); a directory that
-     * cannot be written is found here. */
-    char err[1024];
+    /* The same flags on every rank: the checks below refuse on all of them alike, and rank 0 alone says why; a
+     * rank whose own flags (--gpus) or arguments refuse says it. */
+    TrainChecks tc = {&o, &dopt, flags, n_flags, given, positional, n_positional};
+    if (agreed_check(train_checks, &tc, rank) != 0) return 2;
+    /* The train_dir: made on every rank (each host's, or one shared), and one run per train_dir, locked to the
+     * exit by rank 0, which alone writes there; a directory that cannot be written is found here. */
     int lock_fd = -1;
-    if (rank == 0 && trainer_lock_dir(o.train_dir, &lock_fd, err, sizeof err) != 0) {
-        cmd_errorf("tower train: %s\n", err);
+    TrainDirCheck dc = {o.train_dir, rank, &lock_fd};
+    if (agreed_check(train_dir_check, &dc, rank) != 0) {
+        if (lock_fd >= 0) trainer_unlock_dir(o.train_dir, lock_fd);
         return 1;
     }
     rc = run_train(o, dopt, rank);

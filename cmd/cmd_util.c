@@ -15,8 +15,13 @@
 #include "model/graph.h"
 
 static int errors_quiet = 0;
+static char errors_tag[64] = "";
 
 void cmd_errors_quiet(int quiet) { errors_quiet = quiet; }
+
+void cmd_errors_tag(const char *tag) { snprintf(errors_tag, sizeof errors_tag, "%s", tag ? tag : ""); }
+
+const char *cmd_errors_tag_now(void) { return errors_tag; }
 
 void cmd_errorf(const char *fmt, ...) {
     if (errors_quiet) return;
@@ -25,6 +30,12 @@ void cmd_errorf(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    const char *colon = errors_tag[0] ? strstr(msg, ": ") : NULL;
+    if (colon) { /* "tower train: TAG: the rest" */
+        char rest[sizeof msg];
+        snprintf(rest, sizeof rest, "%s", colon + 2);
+        snprintf(msg + (colon - msg), sizeof msg - (size_t)(colon - msg), ": %s: %s", errors_tag, rest);
+    }
     size_t n = strlen(msg), n_fmt = strlen(fmt);
     int newline = n_fmt > 0 && fmt[n_fmt - 1] == '\n';
     if (newline && n > 0 && msg[n - 1] == '\n') msg[n - 1] = '\0';

@@ -100,4 +100,10 @@ void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * alone says why the job is refused).  Set before any thread starts. */
 void cmd_errors_quiet(int quiet);
 
+/* tag non-empty ("rank 1 of 2"): cmd_errorf's lines carry it after their
+ * first ": " ("tower train: rank 1 of 2: ..."), until called with NULL or
+ * "".  cmd_errors_tag_now: the tag now ("" for none). */
+void cmd_errors_tag(const char *tag);
+const char *cmd_errors_tag_now(void);
+
 #endif

@@ -27,7 +27,10 @@
 #     said once;
 #   - --input_split none where rank 1's copy of --data is shorter: the job
 #     ends when its input does, with a warning (rank 0 waited for ever);
-#   - a bad flag value on every rank or on rank 1 alone, a placement mode's
+#   - a bad flag value, --help, an extra argument or another optimizer's
+#     flag on rank 1 alone (named "rank 1 of 2"), a bad value on every rank,
+#     a train_dir that is a file on rank 1's host, images of another shape on
+#     rank 1's host, a placement mode's
 #     refusal (--ps_ranks 5 of 2), a refusal of trainer_open on every rank (--data missing), on rank 1
 #     alone (its host lacks the data) or on rank 0 after the mode's open (the
 #     class list against the train_dir's): every rank ends with one line and
@@ -192,8 +195,15 @@ refused_once open_all "--data: pattern '.*/none-.*' matches no files" \
   "$tower" train "${common[@]}" --data "$work/none-*.tfrecord" --train_dir "$work/open_all"
 refused_once parse_all "--max_staleness -1: expected an integer in .*" \
   "$tower" train "${common[@]}" --sync_replicas false --max_staleness -1 --train_dir "$work/parse_all"
-refused_once parse_rank1 "--max_steps -3: expected an integer >= 0" \
+refused_once parse_rank1 "rank 1 of 2: --max_steps -3: expected an integer >= 0" \
   bash "$work/rank_flags.sh" "$tower" "--max_steps 4" "--max_steps=-3" "${common[@]}" --train_dir "$work/parse_rank1"
+refused_once help_rank1 "rank 1 of 2: --help was given to this rank but not to rank 0: every rank of the job needs the same flags \\(docs/hosts.md\\)" \
+  bash "$work/rank_flags.sh" "$tower" "--max_steps 4" "--max_steps 4 --help" "${common[@]}" --train_dir "$work/help_rank1"
+refused_once args_rank1 "rank 1 of 2: unexpected argument 'extra_arg' \\(see --help\\)" \
+  bash "$work/rank_flags.sh" "$tower" "--max_steps 4" "--max_steps 4 extra_arg" "${common[@]}" --train_dir "$work/args_rank1"
+refused_once given_rank1 "rank 1 of 2: --width_multiplier applies to --model mobilenet_v2 \\(this run: --model mnist\\)" \
+  bash "$work/rank_flags.sh" "$tower" "--max_steps 4" "--max_steps 4 --width_multiplier 1" "${common[@]}" \
+  --train_dir "$work/given_rank1"
 refused_once mode_check "--ps_ranks 5: expected 1 to 2 \\(the ranks of this job\\), or 0 for every rank" \
   "$tower" train "${common[@]}" --ps_ranks 5 --train_dir "$work/mode_check"
 mkdir -p "$work/miss/host0" "$work/miss/host1"
@@ -201,6 +211,22 @@ cp "$work/host0"/a-*.tfrecord "$work/miss/host0/"
 refused_once open_rank1 "rank 1 of 2: --data: pattern 'a-.*' matches no files" \
   bash "$work/host_dir.sh" "$work/miss" "$tower" train "${common[@]}" --data 'a-*.tfrecord' --variable_update replicated \
   --train_dir "$work/open_rank1"
+mkdir -p "$work/tdfile/host0" "$work/tdfile/host1"
+touch "$work/tdfile/host1/td" # rank 1's host has a file where the train_dir should be: its shards would fail at the end
+refused_once dir_rank1 "rank 1 of 2: --train_dir td is not a directory" \
+  bash "$work/host_dir.sh" "$work/tdfile" "$tower" train "${common[@]}" --train_dir td
+# Rank 1's copy of --data holds 8x8 images (rank 0's 28x28): its model would be another size (the first broadcast
+# crashed); refused with both shapes named.
+mkdir -p "$work/shape/host0" "$work/shape/host1"
+cp "$work/host0/a-0.tfrecord" "$work/shape/host0/x-0.tfrecord"
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x14\x00\x00\x00\x08\x00\x00\x00\x08'; head -c 1280 /dev/urandom; } >"$work/shape/i8"
+{ printf '\x00\x00\x08\x01\x00\x00\x00\x14'; for i in $(seq 0 19); do printf "\\x0$((i % 10))"; done; } >"$work/shape/l8"
+"$tower" convert --from idx --images "$work/shape/i8" --labels "$work/shape/l8" --out "$work/shape/host1/x" \
+  --num_classes 10 >/dev/null
+mv "$work/shape/host1/x-00000-of-00001.tfrecord" "$work/shape/host1/x-0.tfrecord"
+refused_once shape_rank1 "rank 1 of 2: this rank's model takes 8x8x1 images \\([0-9]+ variables\\) but rank 0's 28x28x1 \\([0-9]+\\): every rank's --data must hold images of one shape" \
+  bash "$work/host_dir.sh" "$work/shape" "$tower" train "${common[@]}" --data 'x-*.tfrecord' --variable_update replicated \
+  --train_dir "$work/shape_run"
 mkdir -p "$work/lab" "$work/open_data"
 for f in "$work"/train-*.tfrecord; do ln -s "$f" "$work/lab/"; done
 seq 0 9 | sed 's/^/class/' >"$work/lab/labels.txt"

@@ -1191,13 +1191,33 @@ static int agree_open(const Trainer *tr, int rc, char *err, size_t err_n_bytes) 
     return TRAINER_OPEN_REFUSED;
 }
 
+/* Across ranks: this rank's model (built from its data's image shape) against rank 0's, as a step's broadcasts of
+ * variables and gradients need (another shape on one host's copy of --data crashed the first broadcast).  rc
+ * (this rank's outcome so far), or -1 with err when both opened and differ.  A collective: every rank calls it. */
+static int agree_shape(const Trainer *tr, int rc, char *err, size_t err_n_bytes) {
+    if (tr->n_ranks < 2) return rc;
+    struct {
+        int rc, H, W, C;
+        uint64_t n_params;
+    } mine = {rc, tr->spec.H, tr->spec.W, tr->spec.C, (uint64_t)tr->spec.n_params}, rank0 = mine;
+    ranks_bcast(&rank0, sizeof rank0);
+    if (rc != 0 || rank0.rc != 0 ||
+        (mine.H == rank0.H && mine.W == rank0.W && mine.C == rank0.C && mine.n_params == rank0.n_params))
+        return rc;
+    snprintf(err, err_n_bytes, "this rank's model takes %dx%dx%d images (%llu variables) but rank 0's %dx%dx%d (%llu): "
+             "every rank's --data must hold images of one shape", mine.H, mine.W, mine.C,
+             (unsigned long long)mine.n_params, rank0.H, rank0.W, rank0.C, (unsigned long long)rank0.n_params);
+    return -1;
+}
+
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
     TowerGroupConfig tc;
     /* Each rank alone, then the agreement before the mode's open (its collectives: a broadcast of rank 0's
      * variables, communicators); the mode's own refusal ends the job (the caller's MPI_Abort), since the other
      * ranks may be inside one of its collectives.  Then the input, and the agreement again (check_data runs on
      * one rank; a mode's close may be collective, so every rank closes or none). */
-    int rc = agree_open(tr, open_plan(tr, opt, &tc, err, err_n_bytes), err, err_n_bytes);
+    int rc = agree_open(tr, agree_shape(tr, open_plan(tr, opt, &tc, err, err_n_bytes), err, err_n_bytes), err,
+                        err_n_bytes);
     if (rc == 0) {
         const TrainModeI *m = train_mode(tr->mode);
         if (m->open && m->open(tr, err, err_n_bytes) != 0) rc = TRAINER_OPEN_FAILED;
