@@ -1113,13 +1113,19 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
  * past its checks (bench_agree_checks); bench_refused: the job stopped at the agreement (no MPI_Abort). */
 static int bench_checked = 0, bench_refused = 0;
 
-/* The end of bench_main's checks, passed on this rank: 1 when another rank refused its command line (this rank
- * then ends with exit 2 and nothing to say), else 0.  Pairs with cmd_bench's ranks_first on a rank that refused. */
-static int bench_agree_checks(void) {
+/* Flags that may differ between the ranks: the files rank 0 alone writes. */
+static const char *const bench_per_rank_flags[] = {"csv", "svg", NULL};
+
+/* The end of bench_main's checks, passed on this rank: 1 when another rank refused its command line, or when the
+ * ranks were given other flags (the matrix runs in step: another --steps left the others waiting), after the line
+ * saying it (cmd_check_same_flags); this rank then ends with exit 2.  Else 0.  Pairs with cmd_bench's ranks_first
+ * on a rank that refused. */
+static int bench_agree_checks(const Flag *flags, int n_flags) {
     bench_checked = 1;
     flags_quiet(0);
     cmd_errors_quiet(0);
-    if (ranks_size() < 2 || ranks_first(0) < 0) return 0;
+    if (ranks_size() < 2) return 0;
+    if (ranks_first(0) < 0 && cmd_check_same_flags("bench", flags, n_flags, bench_per_rank_flags) == 0) return 0;
     bench_refused = 1;
     return 1;
 }
@@ -1261,7 +1267,7 @@ static int bench_main(int argc, char **argv) {
                 o.trace[0] ? "trace" : o.predict ? "predict" : "predict_nets");
         return 2;
     }
-    if (bench_agree_checks()) return 2;
+    if (bench_agree_checks(flags, n_flags)) return 2;
 
     if (n_nets > 0) {
         HostRates h;

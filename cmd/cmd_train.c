@@ -477,74 +477,6 @@ static int job_refused = 0;
 static const char *const per_rank_flags[] = {"gpus", "input_threads", "log_device_placement", "no_progress", "trace",
                                              NULL};
 
-/* A flag's value as compared across ranks: floats to 9 digits (one float each), the rest as flags_value_str writes them. */
-static void flag_canonical(const Flag *f, char *buf, int n) {
-    if (f->type == FLAG_FLOAT) snprintf(buf, n, "%.9g", (double)*(float *)f->target);
-    else flags_value_str(f, buf, n);
-}
-
-/* Under mpirun every rank must be given the same flags (docs/hosts.md), but for per_rank_flags: a rank with
- * another --max_steps waited for ever in a collective after the others ended, another --model broadcast blocks of
- * another size into them (heap corruption), another --batch_size or --seed trained another job than the log said.
- * Rank 0's values go to every rank (MPI_Bcast), each finds its first flag that differs, and the lowest rank with
- * one says it in one line.  0 when they agree (or one process), else 2 on every rank (job_refused). */
-static int check_same_flags(const Flag *flags, int n_flags, int rank) {
-    if (ranks_size() < 2) return 0;
-    /* This rank's values packed one after another, each ended by its NUL: rank 0's length goes first, then its
-     * bytes (a few KiB for the whole table). */
-    size_t mine_n = 0, mine_cap = 4096, rank0_n;
-    char *mine = malloc(mine_cap), *rank0 = NULL;
-    for (int k = 0; mine && k < n_flags; k++) {
-        char value[4096];
-        flag_canonical(&flags[k], value, sizeof value);
-        size_t n = strlen(value) + 1;
-        if (mine_n + n > mine_cap) {
-            char *grown = realloc(mine, mine_cap = 2 * mine_cap + n);
-            if (!grown) free(mine);
-            mine = grown;
-        }
-        if (mine) memcpy(mine + mine_n, value, n);
-        mine_n += n;
-    }
-    rank0_n = mine_n;
-    ranks_bcast(&rank0_n, sizeof rank0_n);
-    if (mine && (rank0 = malloc(rank0_n))) memcpy(rank0, mine, rank == 0 ? rank0_n : 0);
-    if (!mine || !rank0) { /* the same on every rank in practice; a rank that cannot compare ends the job */
-        cmd_errorf("tower train: rank %d: out of memory comparing the ranks' flags\n", rank);
-        free(mine);
-        free(rank0);
-        return 1;
-    }
-    ranks_bcast(rank0, rank0_n);
-    int differ = -1, rc = 0;
-    const char *differ_mine = "", *differ_rank0 = "";
-    size_t mine_at = 0, rank0_at = 0; /* the next value's offset in mine, in rank0 */
-    for (int k = 0; k < n_flags && differ < 0; k++) {
-        const char *v = mine + mine_at, *v0 = rank0_at < rank0_n ? rank0 + rank0_at : "";
-        mine_at += strlen(v) + 1;
-        rank0_at += strnlen(v0, rank0_n - rank0_at) + 1;
-        int per_rank = 0;
-        for (int j = 0; per_rank_flags[j]; j++) per_rank |= !strcmp(flags[k].name, per_rank_flags[j]);
-        if (!per_rank && strcmp(v, v0)) {
-            differ = k;
-            differ_mine = v;
-            differ_rank0 = v0;
-        }
-    }
-    const int first = ranks_first(differ >= 0); /* the lowest rank whose flags differ from rank 0's */
-    if (first >= 0) {
-        if (rank == first)
-            cmd_errorf("tower train: rank %d of %d was given --%s %s but rank 0 --%s %s: every rank of the job needs "
-                       "the same flags (docs/hosts.md)\n", rank, ranks_size(), flags[differ].name, differ_mine,
-                       flags[differ].name, differ_rank0);
-        job_refused = 1;
-        rc = 2;
-    }
-    free(mine);
-    free(rank0);
-    return rc;
-}
-
 /* The job around the loop: MPI started (under mpirun) before any thread,
  * the quiet ranks, and the job ended on any rank's error. */
 int cmd_train(int argc, char **argv) {
@@ -689,7 +621,10 @@ static int train_main(int argc, char **argv, int rank) {
     /* a size a run that uses none refuses (trainer_open), the default not */
     o.image_size_given = rc == 0 && flags_was_given(flags, n_flags, given, "image_size");
     if (rc != 0) return 2;
-    if (check_same_flags(flags, n_flags, rank) != 0) return 2;
+    if (cmd_check_same_flags("train", flags, n_flags, per_rank_flags) != 0) {
+        job_refused = 1;
+        return 2;
+    }
     /* The same flags on every rank: the checks below refuse on all of them alike, and rank 0 alone says why; a
      * rank whose own flags (--gpus) or arguments refuse says it. */
     TrainChecks tc = {&o, &dopt, flags, n_flags, given, positional, n_positional};

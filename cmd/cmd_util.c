@@ -3,14 +3,17 @@
  * of flag values (a refusal is one line and exit 2).  cmd/ only wires; the
  * checkpoint format itself is ps/checkpoint.c's. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cmd/commands.h"
 
 #include "base/escape.h"
+#include "base/ranks.h"
 #include "io/imagefolder.h"
 #include "model/graph.h"
 
@@ -223,4 +226,69 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
     cmd_errorf("tower %s: unexpected argument '%s': an unquoted glob given to --data was expanded by the shell "
             "into several files; quote it, e.g. --data '%s'\n", command, extra[0], pattern);
     return -1;
+}
+
+/* A flag's value as compared across ranks: floats to 9 digits (one float each; NaN, "not given": the flag's own
+ * default, --learning_rate's), the rest as flags_value_str writes them. */
+static void flag_canonical(const Flag *f, char *buf, int n) {
+    if (f->type == FLAG_FLOAT && isnan(*(float *)f->target)) snprintf(buf, n, "(not given)"); /* NaN: its default */
+    else if (f->type == FLAG_FLOAT) snprintf(buf, n, "%.9g", (double)*(float *)f->target);
+    else flags_value_str(f, buf, n);
+}
+
+int cmd_check_same_flags(const char *command, const Flag *flags, int n_flags, const char *const *per_rank_flags) {
+    if (ranks_size() < 2) return 0;
+    const int rank = ranks_rank();
+    /* This rank's values packed one after another, each ended by its NUL: rank 0's length goes first, then its
+     * bytes (a few KiB for the whole table). */
+    size_t mine_n = 0, mine_cap = 4096, rank0_n;
+    char *mine = malloc(mine_cap), *rank0 = NULL;
+    for (int k = 0; mine && k < n_flags; k++) {
+        char value[4096];
+        flag_canonical(&flags[k], value, sizeof value);
+        size_t n = strlen(value) + 1;
+        if (mine_n + n > mine_cap) {
+            char *grown = realloc(mine, mine_cap = 2 * mine_cap + n);
+            if (!grown) free(mine);
+            mine = grown;
+        }
+        if (mine) memcpy(mine + mine_n, value, n);
+        mine_n += n;
+    }
+    rank0_n = mine_n;
+    ranks_bcast(&rank0_n, sizeof rank0_n);
+    if (mine && (rank0 = malloc(rank0_n))) memcpy(rank0, mine, rank == 0 ? rank0_n : 0);
+    if (!mine || !rank0) { /* the same on every rank in practice; a rank that cannot compare ends the job */
+        cmd_errorf("tower %s: rank %d: out of memory comparing the ranks' flags\n", command, rank);
+        free(mine);
+        free(rank0);
+        return 1;
+    }
+    ranks_bcast(rank0, rank0_n);
+    int differ = -1, rc = 0;
+    const char *differ_mine = "", *differ_rank0 = "";
+    size_t mine_at = 0, rank0_at = 0; /* the next value's offset in mine, in rank0 */
+    for (int k = 0; k < n_flags && differ < 0; k++) {
+        const char *v = mine + mine_at, *v0 = rank0_at < rank0_n ? rank0 + rank0_at : "";
+        mine_at += strlen(v) + 1;
+        rank0_at += strnlen(v0, rank0_n - rank0_at) + 1;
+        int per_rank = 0;
+        for (int j = 0; per_rank_flags[j]; j++) per_rank |= !strcmp(flags[k].name, per_rank_flags[j]);
+        if (!per_rank && strcmp(v, v0)) {
+            differ = k;
+            differ_mine = v;
+            differ_rank0 = v0;
+        }
+    }
+    const int first = ranks_first(differ >= 0); /* the lowest rank whose flags differ from rank 0's */
+    if (first >= 0) {
+        if (rank == first)
+            cmd_errorf("tower %s: rank %d of %d was given --%s %s but rank 0 --%s %s: every rank of the job needs "
+                       "the same flags (docs/hosts.md)\n", command, rank, ranks_size(), flags[differ].name,
+                       differ_mine, flags[differ].name, differ_rank0);
+        rc = 2;
+    }
+    free(mine);
+    free(rank0);
+    return rc;
 }

@@ -106,4 +106,16 @@ void cmd_errors_quiet(int quiet);
 void cmd_errors_tag(const char *tag);
 const char *cmd_errors_tag_now(void);
 
+/* Under mpirun every rank must be given the same flags (docs/hosts.md), but
+ * for per_rank_flags (NULL-terminated names: what each host has, what a rank
+ * shows of itself): a rank with another --max_steps waited for ever in a
+ * collective after the others ended, another --model broadcast blocks of
+ * another size into them (heap corruption), another --batch_size or --seed
+ * trained another job than the log said.  Rank 0's values go to every rank
+ * (MPI_Bcast), each finds its first flag that differs, and the lowest rank
+ * with one says it in one line ("tower COMMAND: rank 1 of 2 was given ...").
+ * A collective.  0 when they agree (or one process), else 2 on every rank
+ * (1 on a rank out of memory: the caller ends the job). */
+int cmd_check_same_flags(const char *command, const Flag *flags, int n_flags, const char *const *per_rank_flags);
+
 #endif

@@ -19,7 +19,8 @@
 #   - replicated_host (one process only), --predict and --ps_dedicated 2
 #     under 2 ranks (no worker left) and --towers 0 fail with one line (the
 #     ranks agree: no MPI_Abort) and a non-zero exit, never a hang;
-#     replicated_host after ps_mpi fails before ps_mpi is measured.
+#     replicated_host after ps_mpi fails before ps_mpi is measured; another
+#     --steps on rank 1 is refused with one line naming both values.
 # Sane rows, not timed assertions.  Skips (77) without mpirun or without MPI
 # in the build.
 set -euo pipefail
@@ -107,6 +108,23 @@ for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi 
     fail "'$bad': not one line saying why (every rank agrees, no MPI_Abort): $(cat "$work/err")"
   echo "'$bad' refused: $(grep -m1 'tower bench: ' "$work/err")"
 done
+# Another flag on rank 1 (the matrix runs in step: another --steps left rank 0 waiting in a collective for ever).
+cat >"$work/rank1.sh" <<'SH'
+#!/usr/bin/env bash
+# rank1.sh TOWER EXTRA ARGS...: tower bench ARGS, plus EXTRA on rank 1
+tower=$1 extra=$2
+shift 2
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$tower" bench "$@" $extra; else exec "$tower" bench "$@"; fi
+SH
+set +e
+timeout 120 "${mpi[@]}" bash "$work/rank1.sh" "$tower" "--steps 3" --device cpu --models mnist --towers 1 \
+  --batch_size 2 --steps 1 --warmup 0 --csv "" --svg "" --modes ps_mpi >"$work/out" 2>"$work/err"
+rc=$?
+set -e
+[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$(grep -c '^tower bench: ' "$work/err")" = 1 ] &&
+  grep -q "^tower bench: rank 1 of 2 was given --steps 3 but rank 0 --steps 1: every rank of the job needs the same flags (docs/hosts.md)$" "$work/err" &&
+  ! grep -q "MPI_ABORT\|ends the job" "$work/err" || fail "--steps 3 on rank 1 only: exit $rc, $(cat "$work/err")"
+echo "another flag on rank 1: $(grep '^tower bench: ' "$work/err")"
 # A one-process mode after one that runs: refused before the first is measured (it was measured, then the run
 # ended at the second with no table and no CSV).
 set +e

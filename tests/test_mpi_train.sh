@@ -30,7 +30,7 @@
 #   - a bad flag value, --help, an extra argument or another optimizer's
 #     flag on rank 1 alone (named "rank 1 of 2"), a bad value on every rank,
 #     a train_dir that is a file on rank 1's host, images of another shape on
-#     rank 1's host, a placement mode's
+#     rank 1's host, a labels.txt of other classes on rank 1's host, a placement mode's
 #     refusal (--ps_ranks 5 of 2), a refusal of trainer_open on every rank (--data missing), on rank 1
 #     alone (its host lacks the data) or on rank 0 after the mode's open (the
 #     class list against the train_dir's): every rank ends with one line and
@@ -227,12 +227,34 @@ mv "$work/shape/host1/x-00000-of-00001.tfrecord" "$work/shape/host1/x-0.tfrecord
 refused_once shape_rank1 "rank 1 of 2: this rank's model takes 8x8x1 images \\([0-9]+ variables\\) but rank 0's 28x28x1 \\([0-9]+\\): every rank's --data must hold images of one shape" \
   bash "$work/host_dir.sh" "$work/shape" "$tower" train "${common[@]}" --data 'x-*.tfrecord' --variable_update replicated \
   --train_dir "$work/shape_run"
+# Rank 1's copy of --data lists other classes in its labels.txt: rank 0 alone checks the list against the
+# train_dir's, so rank 1's label numbers would have named other classes, without a word.
+mkdir -p "$work/cl/host0" "$work/cl/host1"
+for r in 0 1; do
+  ln -s "$work/host0/a-0.tfrecord" "$work/cl/host$r/x-0.tfrecord"
+  seq 0 9 | sed "s/^/c$r/;s/^c0/c/;s/^c1\([0-8]\)$/c\1/" >"$work/cl/host$r/labels.txt" # host1: line 10 differs
+done
+refused_once classes_rank1 "rank 1 of 2: this rank's class list \\(labels.txt\\) differs from rank 0's: a label number would name another class on each host" \
+  bash "$work/host_dir.sh" "$work/cl" "$tower" train "${common[@]}" --data 'x-*.tfrecord' --train_dir "$work/cl_run"
+[ ! -e "$work/cl_run/labels.txt" ] ||
+  fail "the refused job recorded rank 0's class list in the train_dir"
 mkdir -p "$work/lab" "$work/open_data"
 for f in "$work"/train-*.tfrecord; do ln -s "$f" "$work/lab/"; done
 seq 0 9 | sed 's/^/class/' >"$work/lab/labels.txt"
 seq 0 9 | sed 's/^/other/' >"$work/open_data/labels.txt"
 refused_once open_data "the data's class list differs from the one this train_dir was trained with: .*" \
   "$tower" train "${common[@]}" --data "$work/lab/train-*.tfrecord" --train_dir "$work/open_data"
+
+# --batch_norm sync on a network without batch norm beside --ps_dedicated's server rank: nothing to sum (the
+# workers waited in the sums' protocol for the server, which runs no towers, for ever).
+set +e
+timeout 120 "${mpi[@]}" -np 3 "$tower" train "${common[@]}" --max_steps 2 --ps_dedicated --ps_ranks 1 \
+  --batch_norm sync --train_dir "$work/bn_ded" >"$work/bn_ded.out" 2>"$work/bn_ded.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] && grep -q "done at step 2;" "$work/bn_ded.out" ||
+  { cat "$work/bn_ded.err"; fail "--ps_dedicated --batch_norm sync on mnist: exit $rc"; }
+echo "--ps_dedicated --batch_norm sync on a network without batch norm: done at step 2"
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s, naming the rank.
 "${mpi[@]}" -np 2 "$tower" train "${common[@]}" --variable_update replicated --max_steps 100000 --log_every 0 \

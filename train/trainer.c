@@ -1069,6 +1069,12 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         return -1;
     }
     tr->moving_n_floats = train_moving_n_floats(&tr->spec);
+    if (tr->moving_n_floats == 0 && tr->bn_sync) { /* no batch norm: nothing to sum across towers or ranks (the
+                                                     * sums' protocol would wait for --ps_dedicated's servers) */
+        tr->bn_sync = 0;
+        tc->sync_batch_norm = 0;
+        tc->sum_across = NULL;
+    }
     if (tr->moving_n_floats > 0 && tr->n_servers > 0 && tr->bn_sync) {
         snprintf(err, err_n_bytes, "--ps_dedicated with --batch_norm sync: the statistics of every layer are summed "
                  "across the ranks inside the forward pass, which server-only ranks do not run; use --batch_norm tower");
@@ -1210,14 +1216,62 @@ static int agree_shape(const Trainer *tr, int rc, char *err, size_t err_n_bytes)
     return -1;
 }
 
+/* FNV-1a over n bytes, continued from h. */
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Across ranks: this rank's class list (an image folder's classes, or the labels.txt beside its TFRecord files)
+ * against rank 0's, before rank 0 alone checks it against the train_dir's and records it (check_data): a host
+ * whose copy of the data lists other classes would train label numbers that name another class there.  rc, or -1
+ * with err when both opened with a list and the lists differ (compared by hash; a last newline is no difference;
+ * a rank whose TFRecord files have no labels.txt beside them has nothing to compare).  A collective:
+ * every rank calls it. */
+static int agree_classes(const Trainer *tr, int rc, char *err, size_t err_n_bytes) {
+    if (tr->n_ranks < 2) return rc;
+    struct {
+        int rc, has_list;
+        uint64_t hash;
+    } mine = {rc, 0, 0xcbf29ce484222325ull}, rank0;
+    int n_classes = 0;
+    const char *const *classes = trainer_classes(tr, &n_classes);
+    char found[4096] = "", e[512];
+    if (classes) {
+        mine.has_list = 1;
+        for (int k = 0; k < n_classes; k++) mine.hash = fnv1a(fnv1a(mine.hash, classes[k], strlen(classes[k])), "\n", 1);
+    } else if (tr->n_files > 0 && io_labels_find(tr->files, tr->n_files, found, sizeof found, e, sizeof e) == 0 &&
+               found[0]) {
+        char *text;
+        size_t n;
+        if (imagefolder_read_labels_text(found, &text, &n, e, sizeof e) > 0) {
+            mine.has_list = 1;
+            mine.hash = fnv1a(mine.hash, text, n);
+            if (n == 0 || text[n - 1] != '\n') mine.hash = fnv1a(mine.hash, "\n", 1);
+            free(text);
+        }
+    }
+    rank0 = mine;
+    ranks_bcast(&rank0, sizeof rank0);
+    if (rc != 0 || rank0.rc != 0 || !mine.has_list || !rank0.has_list || mine.hash == rank0.hash) return rc;
+    char what[4200];
+    if (classes && tr->opt.labels && tr->opt.labels[0]) snprintf(what, sizeof what, "--labels %s", tr->opt.labels);
+    else if (classes) snprintf(what, sizeof what, "the class folders of %s", tr->opt.data);
+    else snprintf(what, sizeof what, "%s", found);
+    snprintf(err, err_n_bytes, "this rank's class list (%s) differs from rank 0's: a label number would name "
+             "another class on each host", what);
+    return -1;
+}
+
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
     TowerGroupConfig tc;
-    /* Each rank alone, then the agreement before the mode's open (its collectives: a broadcast of rank 0's
-     * variables, communicators); the mode's own refusal ends the job (the caller's MPI_Abort), since the other
-     * ranks may be inside one of its collectives.  Then the input, and the agreement again (check_data runs on
-     * one rank; a mode's close may be collective, so every rank closes or none). */
-    int rc = agree_open(tr, agree_shape(tr, open_plan(tr, opt, &tc, err, err_n_bytes), err, err_n_bytes), err,
-                        err_n_bytes);
+    /* Each rank alone; every rank's model and class list against rank 0's; then the agreement before the mode's
+     * open (its collectives: a broadcast of rank 0's variables, communicators); the mode's own refusal ends the job
+     * (the caller's MPI_Abort), since the other ranks may be inside one of its collectives.  Then the input, and
+     * the agreement again (check_data runs on one rank; a mode's close may be collective, so every rank closes or
+     * none). */
+    int rc = open_plan(tr, opt, &tc, err, err_n_bytes);
+    rc = agree_open(tr, agree_classes(tr, agree_shape(tr, rc, err, err_n_bytes), err, err_n_bytes), err, err_n_bytes);
     if (rc == 0) {
         const TrainModeI *m = train_mode(tr->mode);
         if (m->open && m->open(tr, err, err_n_bytes) != 0) rc = TRAINER_OPEN_FAILED;
