@@ -1304,11 +1304,14 @@ static int bench_main(int argc, char **argv) {
 
     /* The outputs are tried now: a path that cannot be written is found before the benchmark, not after it. */
     if (ranks_rank() != 0) o.csv = o.svg = ""; /* rank 0 writes them */
-    if ((o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
-        (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0)) {
-        cmd_errorf("tower bench: %s\n", err);
+    const int unwritable = (o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
+                           (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0);
+    if (unwritable) cmd_errorf("tower bench: %s\n", err);
+    if (ranks_size() > 1 && ranks_first(unwritable) >= 0) { /* rank 0's: every rank ends here, no MPI_Abort */
+        bench_refused = 1;
         return 1;
     }
+    if (unwritable) return 1;
     if (o.trace[0]) {
         BenchRow first = {.model = models[0], .mode = modes[0], .towers = tower_counts[0]};
         char trace_path[1200];

@@ -17,7 +17,8 @@
 #     forward+backward and local average, push and pull (and the async
 #     row its staleness within the bound); replicated_mpi's row ignores it;
 #   - replicated_host (one process only), --predict and --ps_dedicated 2
-#     under 2 ranks (no worker left) and --towers 0 fail with one line (the
+#     under 2 ranks (no worker left), --towers 0 and a --csv that cannot be
+#     written fail with one line (the
 #     ranks agree: no MPI_Abort) and a non-zero exit, never a hang;
 #     replicated_host after ps_mpi fails before ps_mpi is measured; another
 #     --steps on rank 1 is refused with one line naming both values.
@@ -96,7 +97,8 @@ print("--ps_dedicated 1: ps_mpi", round(float(ps["images_per_sec"]), 1), "img/s,
       ps["compute_ms"], "ms, push", ps["push_ms"], "ms, pull", ps["pull_ms"], "ms")
 PY
 
-for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi --ps_dedicated 2" "--towers 0"; do
+for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi --ps_dedicated 2" "--towers 0" \
+  "--modes ps_mpi --csv $work/none/x.csv"; do
   set +e
   # shellcheck disable=SC2086
   timeout 120 "${mpi[@]}" "$tower" bench --device cpu --models mnist --towers 1 --batch_size 2 --steps 1 --warmup 0 \
