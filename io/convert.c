@@ -380,8 +380,10 @@ oom:
 
 /* ---------------------------------------------------------------- writer loop */
 
-/* mkdir -p of the directory part of prefix. */
-static int make_parent_dirs(const char *prefix, char *err, size_t err_n) {
+/* mkdir -p of the directory part of prefix; *made_n_bytes: the length of the shallowest directory it made (a prefix
+ * of prefix), 0 when it made none, for remove_made_dirs. */
+static int make_parent_dirs(const char *prefix, size_t *made_n_bytes, char *err, size_t err_n) {
+    *made_n_bytes = 0;
     char *dir = strdup(prefix);
     if (!dir) return -1;
     char *slash = strrchr(dir, '/');
@@ -392,7 +394,9 @@ static int make_parent_dirs(const char *prefix, char *err, size_t err_n) {
             if (*q == '/' || *q == '\0') {
                 char save = *q;
                 *q = '\0';
-                if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+                if (mkdir(dir, 0777) == 0) {
+                    if (!*made_n_bytes) *made_n_bytes = strlen(dir);
+                } else if (errno != EEXIST) {
                     snprintf(err, err_n, "%s: cannot create directory: %s", dir, strerror(errno));
                     rc = -1;
                 }
@@ -403,6 +407,17 @@ static int make_parent_dirs(const char *prefix, char *err, size_t err_n) {
     }
     free(dir);
     return rc;
+}
+
+/* A conversion that failed leaves no directory it made behind: prefix's directories, deepest first, down to the
+ * made_n_bytes long one make_parent_dirs made, each removed only if empty. */
+static void remove_made_dirs(const char *prefix, size_t made_n_bytes) {
+    char *dir = made_n_bytes ? strdup(prefix) : NULL;
+    for (char *slash; dir && (slash = strrchr(dir, '/')) && slash != dir && (size_t)(slash - dir) >= made_n_bytes;) {
+        *slash = '\0';
+        if (rmdir(dir) != 0) break;
+    }
+    free(dir);
 }
 
 static int cmp_path(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -514,7 +529,8 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         convert_free_paths(old, n_old);
         return -1;
     }
-    if (make_parent_dirs(cfg->out_prefix, err, err_n) != 0) {
+    size_t made_n_bytes;
+    if (make_parent_dirs(cfg->out_prefix, &made_n_bytes, err, err_n) != 0) {
         convert_free_paths(old, n_old);
         return -1;
     }
@@ -612,5 +628,6 @@ out:
     free(tmp_paths);
     free(w);
     example_builder_free(&eb);
+    if (rc != 0) remove_made_dirs(cfg->out_prefix, made_n_bytes);
     return rc;
 }

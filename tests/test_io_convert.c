@@ -159,7 +159,8 @@ static void test_idx(void) {
     CHECK(check_shard(path, 0, 1, 3, 2, 2, 0, IO_COMPRESSION_ZLIB) == 6);
 
     /* num_classes 7 (convert --num_classes): the first label 7 (labels are id mod 10) refused, naming the labels
-     * file, its record and offset (8 header bytes + 7); no shard left.  10: all pass. */
+     * file, its record and offset (8 header bytes + 7); no shard left, nor the directories made for it.  10: all
+     * pass. */
     const char *imgs7 = io_tmp("img7.idx"), *labs7 = io_tmp("lab7.idx");
     write_idx(imgs7, labs7, 12, 3, 2, 0, 0, 12, 0);
     for (int num_classes = 7; num_classes <= 10; num_classes += 3) {
@@ -169,7 +170,7 @@ static void test_idx(void) {
         CHECK(s->num_classes == 0); /* the open's default: any label */
         s->num_classes = num_classes;
         convert_config_defaults(&cfg);
-        cfg.out_prefix = io_tmp(num_classes == 7 ? "seven/t" : "ten/t");
+        cfg.out_prefix = io_tmp(num_classes == 7 ? "seven/deeper/t" : "ten/t");
         int rc = convert_run(s, &cfg, &st, err, sizeof err);
         s->close(s);
         convert_shard_path(path, sizeof path, cfg.out_prefix, 0, 1);
@@ -178,6 +179,8 @@ static void test_idx(void) {
             snprintf(want, sizeof want, "%s: record 7 at offset 15: label 7 outside [0, 7) (--num_classes)", labs7);
             CHECK_MSG(rc == -1 && !strcmp(err, want), "rc %d: %s", rc, err);
             CHECK(access(path, F_OK) != 0);
+            /* the directories it made for --out, removed again (an empty one was left) */
+            CHECK_MSG(access(io_tmp("seven"), F_OK) != 0, "%s left behind", io_tmp("seven"));
         } else {
             CHECK_MSG(rc == 0 && st.n_examples == 12, "%s", err);
         }
