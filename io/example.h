@@ -106,7 +106,9 @@ void example_builder_init(ExampleBuilder *b);
 void example_builder_reset(ExampleBuilder *b);
 
 /* Adders.  Each returns 0, or -1 when the builder already holds
- * EXAMPLE_BUILDER_MAX_FEATURES features.  values may be NULL when n is 0. */
+ * EXAMPLE_BUILDER_MAX_FEATURES features.  values may be NULL when n is 0.
+ * The builder keeps key, data and values by pointer, not a copy: they must
+ * live until example_builder_encode (example_add_int64 copies its value). */
 int example_add_bytes(ExampleBuilder *b, const char *key, const void *data, size_t n_bytes);
 int example_add_bytes_list(ExampleBuilder *b, const char *key, ProtobufCBinaryData *values, size_t n_values);
 int example_add_floats(ExampleBuilder *b, const char *key, const float *values, size_t n_values);

@@ -191,8 +191,8 @@ static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
     for (int i = 0; i < 8; i++) {
         memset(img, i, sizeof img);
         example_builder_reset(&b);
+        float pixels[12]; /* the builder keeps a pointer to it until the encode below */
         if (kind == BAD_IMAGE_NAN) {
-            float pixels[12];
             for (int j = 0; j < 12; j++) pixels[j] = i == 3 && j == 5 ? NAN : 0.25f * (float)i;
             example_add_floats(&b, "image_raw", pixels, 12);
         } else {
