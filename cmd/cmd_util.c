@@ -24,8 +24,6 @@ void cmd_errors_quiet(int quiet) { errors_quiet = quiet; }
 
 void cmd_errors_tag(const char *tag) { snprintf(errors_tag, sizeof errors_tag, "%s", tag ? tag : ""); }
 
-const char *cmd_errors_tag_now(void) { return errors_tag; }
-
 void cmd_errorf(const char *fmt, ...) {
     if (errors_quiet) return;
     char msg[16384]; /* a path of PATH_MAX bytes, escaped, and the rest of the line */

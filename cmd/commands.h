@@ -102,9 +102,8 @@ void cmd_errors_quiet(int quiet);
 
 /* tag non-empty ("rank 1 of 2"): cmd_errorf's lines carry it after their
  * first ": " ("tower train: rank 1 of 2: ..."), until called with NULL or
- * "".  cmd_errors_tag_now: the tag now ("" for none). */
+ * "". */
 void cmd_errors_tag(const char *tag);
-const char *cmd_errors_tag_now(void);
 
 /* Under mpirun every rank must be given the same flags (docs/hosts.md), but
  * for per_rank_flags (NULL-terminated names: what each host has, what a rank
