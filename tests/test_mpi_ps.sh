@@ -162,6 +162,7 @@ for mode in ps_mpi replicated_mpi; do
 done
 
 # kill -9 of rank 1: the job ends, non-zero, within 10 s.
+mkdir -p "$work/killed" # its owners' shards go there: trainer_open finds rank 0's train_dir on every owner
 "${mpi[@]}" -np 2 "$helper" train mnist momentum 1 100000 "$work/killed" ps_mpi >"$work/kill.log" 2>&1 &
 launcher=$!
 victim=""

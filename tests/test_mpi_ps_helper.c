@@ -123,6 +123,7 @@ static int memory(const char *mode_name, int n_towers) {
     TrainerOptions o;
     modes_base_options(&o, "mnist", "cpu", n_towers, 4);
     o.train_dir = "/nonexistent-never-written";
+    o.no_checkpoints = 1; /* nothing is saved: trainer_open leaves the train_dir alone */
     if (getenv("TEST_MPI_PS_WRITERS")) o.checkpoint_writers = getenv("TEST_MPI_PS_WRITERS");
     TrainerMode mode;
     if (trainer_mode_from_name(mode_name, &mode, err, sizeof err) != 0) {
@@ -170,6 +171,7 @@ static int memory_dedicated(const char *optimizer, int n_servers) {
     modes_base_options(&o, "mnist", "cpu", 1, 4);
     o.optimizer = optimizer;
     o.train_dir = "/nonexistent-never-written";
+    o.no_checkpoints = 1; /* nothing is saved: trainer_open leaves the train_dir alone */
     trainer_mode_set_flags(TRAINER_PS_MPI, &o);
     o.ps_ranks = n_servers;
     o.ps_dedicated = 1;

@@ -215,6 +215,22 @@ mkdir -p "$work/tdfile/host0" "$work/tdfile/host1"
 touch "$work/tdfile/host1/td" # rank 1's host has a file where the train_dir should be: its shards would fail at the end
 refused_once dir_rank1 "rank 1 of 2: --train_dir td is not a directory" \
   bash "$work/host_dir.sh" "$work/tdfile" "$tower" train "${common[@]}" --train_dir td
+# Each "host" its own train_dir of one name: ps_mpi's owners write their shards there, and rank 0 found rank 1's
+# missing only at the first checkpoint (MPI_Abort, shards left behind); now refused before the first step, nothing
+# left in either directory.  With --checkpoint_writers rank0 (rank 0 writes alone) the same job runs.
+mkdir -p "$work/tdown/host0" "$work/tdown/host1"
+refused_once td_rank1 "rank 1 of 2: --train_dir td here is not rank 0's \\(the file \\.rank0-probe-[0-9]+-[0-9a-f]+ rank 0 just made in its train_dir is not in this one\\): each parameter-server rank writes its shard of every checkpoint there .*, pass --checkpoint_writers rank0" \
+  bash "$work/host_dir.sh" "$work/tdown" "$tower" train "${common[@]}" --train_dir td
+[ -z "$(find "$work/tdown/host0/td" "$work/tdown/host1/td" -mindepth 1)" ] ||
+  { find "$work/tdown"; fail "td_rank1: the refused job left files in a train_dir"; }
+set +e
+timeout 120 "${mpi[@]}" -np 2 bash "$work/host_dir.sh" "$work/tdown" "$tower" train "${common[@]}" --train_dir td \
+  --checkpoint_writers rank0 --max_steps 2 >"$work/tdown.out" 2>"$work/tdown.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] && [ -f "$work/tdown/host0/td/model.ckpt-2" ] && [ -z "$(ls -A "$work/tdown/host1/td")" ] ||
+  { cat "$work/tdown.err"; fail "per-host train_dirs with --checkpoint_writers rank0: exit $rc"; }
+echo "per-host train_dirs with --checkpoint_writers rank0: rank 0 wrote model.ckpt-2 alone"
 # Rank 1's copy of --data holds 8x8 images (rank 0's 28x28): its model would be another size (the first broadcast
 # crashed); refused with both shapes named.
 mkdir -p "$work/shape/host0" "$work/shape/host1"

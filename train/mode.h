@@ -30,6 +30,8 @@ typedef struct TrainModeI {
     int across_ranks;            /* 1: runs across the MPI ranks of a job (base/ranks.h); 0: one process only */
     int save_on_every_rank;      /* 1: save gathers state held across ranks: every rank calls trainer_save at the same point */
     int dedicated_servers;       /* 1: runs with --ps_dedicated, ranks that only serve (Trainer.n_servers, no towers) */
+    int asynchronous;            /* 1: --sync_replicas false, each worker's gradient applied on arrival: the ranks
+                                  * step apart (trainer_ranks_step_apart) */
     const char *server_row;      /* --trace: the name of row 0 (input and the server's work) */
     const char *server_apply;    /* --trace: row 0's span after the towers ("apply", "global_step") */
     const char *reduce_row;      /* --trace: the all-reduce row after the towers' rows, or NULL for none */
@@ -85,6 +87,12 @@ typedef struct TrainModeI {
      * rank 0's ckpt_save; run: what ckpt_save records).  0 on every rank,
      * or -1 with err on every rank (nothing of the step is indexed). */
     int (*write_checkpoint)(Trainer *tr, const CkptRunState *run, char *err, size_t err_n_bytes);
+    /* Optional.  Across ranks: how many ranks, the first ones, write files
+     * into --train_dir at a checkpoint (the same on every rank), and in
+     * *advice what a user whose hosts do not share one directory does
+     * instead.  trainer_open proves that each of them sees rank 0's
+     * train_dir before the first step.  NULL: 1 (rank 0 alone). */
+    int (*train_dir_writers)(const Trainer *tr, const char **advice);
     /* Optional.  The host bytes the mode's open allocates for its own
      * buffers, for the memory bound (trainer_max_n_bytes); callable before
      * open (from the configuration alone).  NULL: none. */

@@ -987,6 +987,7 @@ const TrainModeI train_mode_ps_mpi_async = {
     .across_ranks = 1,
     .save_on_every_rank = 1,
     .dedicated_servers = 1,
+    .asynchronous = 1,
     .server_row = "worker: input, push to the shards' owners, pull",
     .server_apply = "push and pull",
     .available = train_mode_always_available,

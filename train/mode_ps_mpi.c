@@ -48,7 +48,9 @@
  * --checkpoint_writers owners (the default) each parameter-server rank
  * writes its shard's file and rank 0, once every rank says its shard is
  * written, the manifest and then the index (ps/checkpoint.h's
- * ckpt_save_shard, ckpt_commit_shards); with rank0 the owners' slots and
+ * ckpt_save_shard, ckpt_commit_shards), so they all need rank 0's
+ * train_dir (mode_train_dir_writers: trainer_open proves it before the
+ * first step); with rank0 the owners' slots and
  * moving averages are gathered to rank 0 (MPI_Gatherv) into its
  * full-layout arrays, which it writes as the usual atomic checkpoint alone:
  * the file one process of W x T towers writes.  At a --resume rank 0 alone
@@ -388,6 +390,16 @@ static int mode_write_checkpoint(Trainer *tr, const CkptRunState *run, char *err
     return 0;
 }
 
+/* --checkpoint_writers owners: every parameter-server rank writes its shard's file into train_dir (rank 0 the
+ * manifest and the index), so they must all see one directory; rank0: rank 0 alone. */
+static int mode_train_dir_writers(const Trainer *tr, const char **advice) {
+    *advice = "each parameter-server rank writes its shard of every checkpoint there (--checkpoint_writers owners), "
+              "so every host must see the one directory (docs/hosts.md); where the hosts share none, pass "
+              "--checkpoint_writers rank0";
+    if (strcmp(tr->opt.checkpoint_writers ? tr->opt.checkpoint_writers : "owners", "owners") != 0) return 1;
+    return tr->opt.ps_ranks > 0 && tr->opt.ps_ranks <= tr->n_ranks ? tr->opt.ps_ranks : tr->n_ranks;
+}
+
 size_t train_ps_own_n_floats(const Trainer *tr) {
     const int R = tr->n_ranks, n_vars = tr->spec.n_vars;
     const size_t M = tr->spec.n_params;
@@ -470,6 +482,7 @@ const TrainModeI train_mode_ps_mpi = {
     .step = mode_step,
     .save = mode_save,
     .write_checkpoint = mode_write_checkpoint,
+    .train_dir_writers = mode_train_dir_writers,
     .host_n_bytes = mode_host_n_bytes,
     .variables = mode_variables,
     .close = mode_close,

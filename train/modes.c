@@ -105,7 +105,7 @@ void trainer_mode_set_flags(TrainerMode m, TrainerOptions *o) {
     o->variable_update = mi->variable_update;
     o->local_parameter_device = ps ? mi->placement : "cpu";
     o->all_reduce = ps ? "auto" : mi->placement;
-    o->sync_replicas = m != TRAINER_PS_MPI_ASYNC; /* it shares ps_mpi's flags; ps_mpi's settle picks it */
+    o->sync_replicas = !mi->asynchronous; /* it shares ps_mpi's flags; ps_mpi's settle picks it */
 }
 
 int trainer_mode_available(TrainerMode m, char *err, size_t err_n_bytes) {

@@ -7,6 +7,7 @@
 #include "train/trainer.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -113,7 +115,7 @@ static int settle_mode(Trainer *tr, char *err, size_t err_n_bytes) {
     for (int k = 0; other && k < TRAINER_N_MODES; k++)
         if (train_mode((TrainerMode)k) == other) tr->mode = (TrainerMode)k;
     m = train_mode(tr->mode);
-    if (!tr->opt.sync_replicas && tr->mode != TRAINER_PS_MPI_ASYNC) {
+    if (!tr->opt.sync_replicas && !m->asynchronous) {
         snprintf(err, err_n_bytes, "--sync_replicas false: asynchronous updates need --variable_update parameter_server "
                  "across the ranks of mpirun -np R (R > 1); this run is %s on %d rank(s)", m->flags, tr->n_ranks);
         return -1;
@@ -1197,81 +1199,137 @@ static int agree_open(const Trainer *tr, int rc, char *err, size_t err_n_bytes) 
     return TRAINER_OPEN_REFUSED;
 }
 
-/* Across ranks: this rank's model (built from its data's image shape) against rank 0's, as a step's broadcasts of
- * variables and gradients need (another shape on one host's copy of --data crashed the first broadcast).  rc
- * (this rank's outcome so far), or -1 with err when both opened and differ.  A collective: every rank calls it. */
-static int agree_shape(const Trainer *tr, int rc, char *err, size_t err_n_bytes) {
-    if (tr->n_ranks < 2) return rc;
-    struct {
-        int rc, H, W, C;
-        uint64_t n_params;
-    } mine = {rc, tr->spec.H, tr->spec.W, tr->spec.C, (uint64_t)tr->spec.n_params}, rank0 = mine;
-    ranks_bcast(&rank0, sizeof rank0);
-    if (rc != 0 || rank0.rc != 0 ||
-        (mine.H == rank0.H && mine.W == rank0.W && mine.C == rank0.C && mine.n_params == rank0.n_params))
-        return rc;
-    snprintf(err, err_n_bytes, "this rank's model takes %dx%dx%d images (%llu variables) but rank 0's %dx%dx%d (%llu): "
-             "every rank's --data must hold images of one shape", mine.H, mine.W, mine.C,
-             (unsigned long long)mine.n_params, rank0.H, rank0.W, rank0.C, (unsigned long long)rank0.n_params);
-    return -1;
-}
-
 /* FNV-1a over n bytes, continued from h. */
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
     return h;
 }
 
-/* Across ranks: this rank's class list (an image folder's classes, or the labels.txt beside its TFRecord files)
- * against rank 0's, before rank 0 alone checks it against the train_dir's and records it (check_data): a host
- * whose copy of the data lists other classes would train label numbers that name another class there.  rc, or -1
- * with err when both opened with a list and the lists differ (compared by hash; a last newline is no difference;
- * a rank whose TFRecord files have no labels.txt beside them has nothing to compare).  A collective:
- * every rank calls it. */
-static int agree_classes(const Trainer *tr, int rc, char *err, size_t err_n_bytes) {
-    if (tr->n_ranks < 2) return rc;
-    struct {
-        int rc, has_list;
-        uint64_t hash;
-    } mine = {rc, 0, 0xcbf29ce484222325ull}, rank0;
+/* Across ranks, what each rank compares with rank 0's before the mode's open (one broadcast of rank 0's). */
+typedef struct {
+    int rc;                /* open_plan's outcome on this rank */
+    int H, W, C;           /* the model's input: a step's broadcasts need one model */
+    uint64_t n_params;
+    int has_classes;       /* 1: a class list (an image folder's classes, or the labels.txt beside the TFRecords) */
+    uint64_t classes_hash; /* FNV-1a of that list, a line a class (a last newline is no difference) */
+    int n_writers;         /* rank 0's: ranks 0 .. n_writers - 1 write checkpoint files into --train_dir */
+    char probe[64];        /* rank 0's: the name of a file it made in --train_dir for them to find, or "" */
+} StartFacts;
+
+/* This rank's facts (rc: open_plan's outcome); the path of the labels.txt it hashed into found ("" for none or an
+ * image folder's list).  Rank 0, when other ranks write into the train_dir, makes the probe file there: 0, or -1
+ * with err. */
+static int start_facts(const Trainer *tr, int rc, StartFacts *f, char *found, size_t found_n_bytes, char *err,
+                       size_t err_n_bytes) {
+    *f = (StartFacts){.rc = rc, .H = tr->spec.H, .W = tr->spec.W, .C = tr->spec.C,
+                      .n_params = (uint64_t)tr->spec.n_params, .classes_hash = 0xcbf29ce484222325ull, .n_writers = 1};
+    found[0] = '\0';
+    if (rc != 0) return 0;
     int n_classes = 0;
     const char *const *classes = trainer_classes(tr, &n_classes);
-    char found[4096] = "", e[512];
+    char e[512];
     if (classes) {
-        mine.has_list = 1;
-        for (int k = 0; k < n_classes; k++) mine.hash = fnv1a(fnv1a(mine.hash, classes[k], strlen(classes[k])), "\n", 1);
-    } else if (tr->n_files > 0 && io_labels_find(tr->files, tr->n_files, found, sizeof found, e, sizeof e) == 0 &&
+        f->has_classes = 1;
+        for (int k = 0; k < n_classes; k++)
+            f->classes_hash = fnv1a(fnv1a(f->classes_hash, classes[k], strlen(classes[k])), "\n", 1);
+    } else if (tr->n_files > 0 && io_labels_find(tr->files, tr->n_files, found, found_n_bytes, e, sizeof e) == 0 &&
                found[0]) {
         char *text;
         size_t n;
         if (imagefolder_read_labels_text(found, &text, &n, e, sizeof e) > 0) {
-            mine.has_list = 1;
-            mine.hash = fnv1a(mine.hash, text, n);
-            if (n == 0 || text[n - 1] != '\n') mine.hash = fnv1a(mine.hash, "\n", 1);
+            f->has_classes = 1;
+            f->classes_hash = fnv1a(f->classes_hash, text, n);
+            if (n == 0 || text[n - 1] != '\n') f->classes_hash = fnv1a(f->classes_hash, "\n", 1);
             free(text);
         }
     }
+    const TrainModeI *m = train_mode(tr->mode);
+    const char *advice = "";
+    if (tr->rank != 0 || tr->opt.no_checkpoints || !m->train_dir_writers) return 0;
+    f->n_writers = m->train_dir_writers(tr, &advice);
+    if (f->n_writers < 2) return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(f->probe, sizeof f->probe, ".rank0-probe-%ld-%lx", (long)getpid(), (unsigned long)ts.tv_nsec);
+    char path[4200], dir[4096];
+    snprintf(path, sizeof path, "%s/%s", tr->opt.train_dir, f->probe);
+    FILE *fp = fopen(path, "wx");
+    if (!fp || fclose(fp) != 0) {
+        escape_str(dir, sizeof dir, tr->opt.train_dir);
+        snprintf(err, err_n_bytes, "--train_dir %s: cannot make %s there: %s", dir, f->probe, strerror(errno));
+        f->probe[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* This rank's facts against rank 0's (both opened): the model (another image shape on one host's copy of --data
+ * crashed the first broadcast), the class list (rank 0 alone checks it against the train_dir's and records it:
+ * another list on one host would train label numbers that name other classes there), and, on a rank that writes
+ * into --train_dir, rank 0's probe there (a host with its own directory of that name failed at the first
+ * checkpoint).  0, or -1 with err. */
+static int compare_start(const Trainer *tr, const StartFacts *mine, const StartFacts *rank0, const char *found,
+                         char *err, size_t err_n_bytes) {
+    if (mine->H != rank0->H || mine->W != rank0->W || mine->C != rank0->C || mine->n_params != rank0->n_params) {
+        snprintf(err, err_n_bytes, "this rank's model takes %dx%dx%d images (%llu variables) but rank 0's %dx%dx%d "
+                 "(%llu): every rank's --data must hold images of one shape", mine->H, mine->W, mine->C,
+                 (unsigned long long)mine->n_params, rank0->H, rank0->W, rank0->C, (unsigned long long)rank0->n_params);
+        return -1;
+    }
+    if (mine->has_classes && rank0->has_classes && mine->classes_hash != rank0->classes_hash) {
+        char what[4200];
+        if (!found[0] && tr->opt.labels && tr->opt.labels[0]) snprintf(what, sizeof what, "--labels %s", tr->opt.labels);
+        else if (!found[0]) snprintf(what, sizeof what, "the class folders of %s", tr->opt.data);
+        else snprintf(what, sizeof what, "%s", found);
+        snprintf(err, err_n_bytes, "this rank's class list (%s) differs from rank 0's: a label number would name "
+                 "another class on each host", what);
+        return -1;
+    }
+    if (rank0->probe[0] && tr->rank < rank0->n_writers) {
+        char path[4200], dir[4096];
+        snprintf(path, sizeof path, "%s/%s", tr->opt.train_dir, rank0->probe);
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            const TrainModeI *m = train_mode(tr->mode);
+            const char *advice = "";
+            if (m->train_dir_writers) (void)m->train_dir_writers(tr, &advice);
+            escape_str(dir, sizeof dir, tr->opt.train_dir);
+            snprintf(err, err_n_bytes, "--train_dir %s here is not rank 0's (the file %s rank 0 just made in its "
+                     "train_dir is not in this one): %s", dir, rank0->probe, advice);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Across ranks: every rank's facts against rank 0's, then the agreement (agree_open), then rank 0's probe removed.
+ * rc (this rank's outcome so far), or as agree_open.  A collective: every rank calls it.  One process: rc. */
+static int agree_start(const Trainer *tr, int rc, char *err, size_t err_n_bytes) {
+    if (tr->n_ranks < 2) return rc;
+    char found[4096];
+    StartFacts mine, rank0;
+    if (start_facts(tr, rc, &mine, found, sizeof found, err, err_n_bytes) != 0) rc = mine.rc = -1;
     rank0 = mine;
     ranks_bcast(&rank0, sizeof rank0);
-    if (rc != 0 || rank0.rc != 0 || !mine.has_list || !rank0.has_list || mine.hash == rank0.hash) return rc;
-    char what[4200];
-    if (classes && tr->opt.labels && tr->opt.labels[0]) snprintf(what, sizeof what, "--labels %s", tr->opt.labels);
-    else if (classes) snprintf(what, sizeof what, "the class folders of %s", tr->opt.data);
-    else snprintf(what, sizeof what, "%s", found);
-    snprintf(err, err_n_bytes, "this rank's class list (%s) differs from rank 0's: a label number would name "
-             "another class on each host", what);
-    return -1;
+    if (rc == 0 && rank0.rc == 0) rc = compare_start(tr, &mine, &rank0, found, err, err_n_bytes);
+    rc = agree_open(tr, rc, err, err_n_bytes);
+    if (mine.probe[0]) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", tr->opt.train_dir, mine.probe);
+        (void)unlink(path);
+    }
+    return rc;
 }
 
 int trainer_open(Trainer *tr, const TrainerOptions *opt, char *err, size_t err_n_bytes) {
     TowerGroupConfig tc;
-    /* Each rank alone; every rank's model and class list against rank 0's; then the agreement before the mode's
+    /* Each rank alone; every rank's model, class list and train_dir against rank 0's; then the agreement before the mode's
      * open (its collectives: a broadcast of rank 0's variables, communicators); the mode's own refusal ends the job
      * (the caller's MPI_Abort), since the other ranks may be inside one of its collectives.  Then the input, and
      * the agreement again (check_data runs on one rank; a mode's close may be collective, so every rank closes or
      * none). */
     int rc = open_plan(tr, opt, &tc, err, err_n_bytes);
-    rc = agree_open(tr, agree_classes(tr, agree_shape(tr, rc, err, err_n_bytes), err, err_n_bytes), err, err_n_bytes);
+    rc = agree_start(tr, rc, err, err_n_bytes);
     if (rc == 0) {
         const TrainModeI *m = train_mode(tr->mode);
         if (m->open && m->open(tr, err, err_n_bytes) != 0) rc = TRAINER_OPEN_FAILED;
@@ -1544,7 +1602,7 @@ int trainer_save_needs_every_rank(const Trainer *tr) {
     return tr->n_ranks > 1 && train_mode(tr->mode)->save_on_every_rank;
 }
 
-int trainer_ranks_step_apart(const Trainer *tr) { return tr->n_ranks > 1 && tr->mode == TRAINER_PS_MPI_ASYNC; }
+int trainer_ranks_step_apart(const Trainer *tr) { return tr->n_ranks > 1 && train_mode(tr->mode)->asynchronous; }
 
 long trainer_step_examples(const Trainer *tr) {
     return trainer_ranks_step_apart(tr) ? tr->global_batch / tr->n_workers : tr->global_batch;
