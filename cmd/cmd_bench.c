@@ -1065,13 +1065,24 @@ static int check_writable(const char *flag, const char *path, char *err, size_t 
     return 0;
 }
 
+/* --modes' help: every entry of train/modes.c's table, by name. */
+static const char *modes_help(void) {
+    static char help[512];
+    int n = snprintf(help, sizeof help, "comma-separated modes:");
+    for (int m = 0; m < TRAINER_N_MODES && n > 0 && (size_t)n < sizeof help; m++)
+        n += snprintf(help + n, sizeof help - (size_t)n, "%s %s", m ? "," : "", trainer_mode_name((TrainerMode)m));
+    if (n > 0 && (size_t)n < sizeof help)
+        snprintf(help + n, sizeof help - (size_t)n, " (or parameter_server/cpu, replicated/host, ...; docs/modes.md)");
+    return help;
+}
+
 static int bench_flags(BenchOptions *o, Flag *flags) {
     const Flag table[] = {
         {"models", FLAG_STRING, &o->models, cmd_model_help("comma-separated models")},
         {"width_multiplier", FLAG_FLOAT, &o->width_multiplier, "mobilenet_v2: Keras's alpha", FLAG_RANGE(0, 16, "(]", NULL)},
         {"head", FLAG_STRING, &o->head, "mobilenet_v2: keras or seed (as tower train)"},
         {"fc_width", FLAG_INT, &o->fc_width, "vgg11, vgg16: units of fc1 and fc2 (as tower train)", FLAG_RANGE(1, 65536, "[]", NULL)},
-        {"modes", FLAG_STRING, &o->modes, "comma-separated modes: ps_cpu, replicated_host, ps_gpu, replicated_nccl, replicated_mpi, ps_mpi, ps_mpi_async (or parameter_server/cpu, replicated/host, ...)"},
+        {"modes", FLAG_STRING, &o->modes, modes_help()},
         {"device", FLAG_STRING, &o->device, "tower device: cpu, gpu or auto (GPU towers when a GPU is usable); ps_gpu and replicated_nccl need GPU towers"},
         {"deterministic", FLAG_BOOL, &o->deterministic, "GPU towers: only deterministic convolution algorithms (cuDNN's that cuDNN calls so; Tower's GEMMs are; an error when a layer has none)"},
         {"towers", FLAG_STRING, &o->towers, "comma-separated tower counts"},
@@ -1112,20 +1123,23 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
  * before the first collective: a refusal on any rank ends every rank with one line.  bench_checked: this rank got
  * past its checks (bench_agree_checks); bench_refused: the job stopped at the agreement (no MPI_Abort). */
 static int bench_checked = 0, bench_refused = 0;
+/* 1 while cmd_bench runs bench_main again on the rank that refused first, aloud: no collective then. */
+static int bench_saying_again = 0;
 
 /* Flags that may differ between the ranks: the files rank 0 alone writes. */
 static const char *const bench_per_rank_flags[] = {"csv", "svg", NULL};
 
 /* The end of bench_main's checks, passed on this rank: 1 when another rank refused its command line, or when the
  * ranks were given other flags (the matrix runs in step: another --steps left the others waiting), after the line
- * saying it (cmd_check_same_flags); this rank then ends with exit 2.  Else 0.  Pairs with cmd_bench's ranks_first
- * on a rank that refused. */
+ * saying it (cmd_check_same_flags); this rank then ends with exit 2.  Else 0.  Pairs with cmd_bench's
+ * cmd_agree_refusal on a rank that refused. */
 static int bench_agree_checks(const Flag *flags, int n_flags) {
     bench_checked = 1;
     flags_quiet(0);
     cmd_errors_quiet(0);
     if (ranks_size() < 2) return 0;
-    if (ranks_first(0) < 0 && cmd_check_same_flags("bench", flags, n_flags, bench_per_rank_flags) == 0) return 0;
+    if (cmd_agree_refusal(0, NULL, NULL) < 0 && cmd_check_same_flags("bench", flags, n_flags, bench_per_rank_flags) == 0)
+        return 0;
     bench_refused = 1;
     return 1;
 }
@@ -1143,6 +1157,20 @@ static int bench_main(int argc, char **argv) {
     char *positional[argc > 0 ? argc : 1];
     int n_positional;
     int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
+    if (ranks_size() > 1 && !bench_saying_again) { /* rank 0's --help: the job's usage, every rank ends with 0 */
+        int help0 = rc == 1;
+        ranks_bcast(&help0, sizeof help0);
+        if (help0) {
+            bench_checked = 1;
+            if (ranks_rank() == 0) flags_print_usage("tower bench", "[flags]", flags, n_flags);
+            return 0;
+        }
+    }
+    if (rc == 1 && ranks_size() > 1) {
+        cmd_errorf("tower bench: --help was given to this rank but not to rank 0: every rank of the job needs the "
+                   "same flags (docs/hosts.md)\n");
+        return 2;
+    }
     if (rc == 1) {
         flags_print_usage("tower bench", "[flags]", flags, n_flags);
         return 0;
@@ -1307,7 +1335,7 @@ static int bench_main(int argc, char **argv) {
     const int unwritable = (o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
                            (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0);
     if (unwritable) cmd_errorf("tower bench: %s\n", err);
-    if (ranks_size() > 1 && ranks_first(unwritable) >= 0) { /* rank 0's: every rank ends here, no MPI_Abort */
+    if (ranks_size() > 1 && cmd_agree_refusal(unwritable, NULL, NULL) >= 0) { /* rank 0's: every rank ends, no abort */
         bench_refused = 1;
         return 1;
     }
@@ -1473,6 +1501,24 @@ static int bench_main(int argc, char **argv) {
     return 0;
 }
 
+/* The refusal of the rank that refused first, said again (cmd_agree_refusal's say_again): bench_main on its
+ * command line, aloud, without its collectives, this rank named in base/flags' lines. */
+typedef struct {
+    int argc;
+    char **argv; /* (argc + 1): NULL last */
+} BenchArgs;
+
+static void bench_again(void *ctx) {
+    const BenchArgs *a = ctx;
+    char program[96], *tagged[a->argc + 1];
+    cmd_rank_program("bench", program, sizeof program);
+    memcpy(tagged, a->argv, (size_t)(a->argc + 1) * sizeof *a->argv);
+    tagged[0] = program;
+    bench_saying_again = 1;
+    (void)bench_main(a->argc, tagged);
+    bench_saying_again = 0;
+}
+
 /* The job around the benchmark: MPI started (under mpirun) before any
  * thread, the other ranks quiet, the job ended on any rank's error. */
 int cmd_bench(int argc, char **argv) {
@@ -1490,8 +1536,8 @@ int cmd_bench(int argc, char **argv) {
         flags_quiet(0);
         cmd_errors_quiet(0);
         if (ranks_size() > 1) {
-            const int first = ranks_first(1);
-            if (first == rank && rank != 0) (void)bench_main(argc, argv); /* the same refusal, aloud */
+            BenchArgs args = {argc, argv};
+            (void)cmd_agree_refusal(1, bench_again, &args);
             bench_refused = 1;
         }
     }

@@ -501,25 +501,53 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
-/* A refusal some ranks may make and others not: check(ctx) on every rank, aloud on rank 0 only; the ranks agree
- * (ranks_first), and the lowest rank that refused, when not rank 0, runs it again aloud with "rank R of N: " in its
- * line.  1 on every rank when any refused (job_refused set: no MPI_Abort), else 0.  One process: check's
- * outcome. */
+/* A check some ranks may refuse and others not (cmd_agree_refusal's say_again: the check again, aloud). */
+typedef struct {
+    int (*check)(void *ctx);
+    void *ctx;
+} CheckAgain;
+
+static void check_again(void *ctx) {
+    CheckAgain *c = ctx;
+    (void)c->check(c->ctx);
+}
+
+/* check(ctx) on every rank, aloud on rank 0 only, and the ranks agree (cmd_agree_refusal: the lowest rank that
+ * refused, when not rank 0, runs it again aloud, named).  1 on every rank when any refused (job_refused set: no
+ * MPI_Abort), else 0.  One process: check's outcome. */
 static int agreed_check(int (*check)(void *ctx), void *ctx, int rank) {
-    if (ranks_size() < 2) return check(ctx) != 0;
     cmd_errors_quiet(rank != 0);
     const int refused = check(ctx) != 0;
     cmd_errors_quiet(0);
-    const int first = ranks_first(refused);
-    if (first > 0 && rank == first) {
-        char tag[64];
-        snprintf(tag, sizeof tag, "rank %d of %d", rank, ranks_size());
-        cmd_errors_tag(tag);
-        (void)check(ctx);
-        cmd_errors_tag(NULL);
+    CheckAgain again = {check, ctx};
+    if (cmd_agree_refusal(refused, check_again, &again) < 0) return 0;
+    job_refused = 1;
+    return 1;
+}
+
+/* The parse of a rank that refused it alone (cmd_agree_refusal's say_again): --help, or the parse again with
+ * this rank named in base/flags' line. */
+typedef struct {
+    int rc; /* the parse's outcome on this rank: 1 --help, 2 a refusal */
+    const Flag *flags;
+    int n_flags, argc;
+    char **argv;
+} ParseAgain;
+
+static void parse_again(void *ctx) {
+    ParseAgain *p = ctx;
+    if (p->rc == 1) {
+        cmd_errorf("tower train: --help was given to this rank but not to rank 0: every rank of the job needs the "
+                   "same flags (docs/hosts.md)\n");
+        return;
     }
-    if (first >= 0) job_refused = 1;
-    return first >= 0;
+    char program[96], *tagged[p->argc + 1], *positional[p->argc > 0 ? p->argc : 1];
+    int n_positional;
+    unsigned char given[96];
+    cmd_rank_program("train", program, sizeof program);
+    memcpy(tagged, p->argv, (size_t)(p->argc + 1) * sizeof *p->argv);
+    tagged[0] = program;
+    (void)flags_parse_given(p->flags, p->n_flags, p->argc, tagged, positional, &n_positional, given);
 }
 
 /* The flags' checks of train_main, after the parse (agreed_check's ctx). */
@@ -595,21 +623,8 @@ static int train_main(int argc, char **argv, int rank) {
         int rc0 = rc;
         ranks_bcast(&rc0, sizeof rc0);
         if (rc0 == 1) rc = 1; /* rank 0's --help: the job's usage, every rank ends with 0 */
-        const int first = rc0 == 1 ? -1 : ranks_first(rc != 0);
-        if (first > 0 && rank == first) {
-            char program[96];
-            snprintf(program, sizeof program, "tower train: rank %d of %d", rank, ranks_size());
-            if (rc == 1)
-                cmd_errorf("%s: --help was given to this rank but not to rank 0: every rank of the job needs the same "
-                           "flags (docs/hosts.md)\n", program);
-            else {
-                char *tagged[argc + 1];
-                memcpy(tagged, argv, (size_t)(argc + 1) * sizeof *argv);
-                tagged[0] = program;
-                (void)flags_parse_given(flags, n_flags, argc, tagged, positional, &n_positional, given);
-            }
-        }
-        if (first >= 0) {
+        ParseAgain again = {rc, flags, n_flags, argc, argv};
+        if (rc0 != 1 && cmd_agree_refusal(rc != 0, parse_again, &again) >= 0) {
             job_refused = 1;
             return 2;
         }

@@ -45,6 +45,23 @@ void cmd_errorf(const char *fmt, ...) {
     fputs(msg, stderr);
 }
 
+int cmd_agree_refusal(int refused, void (*say_again)(void *ctx), void *ctx) {
+    if (ranks_size() < 2) return refused ? 0 : -1;
+    const int first = ranks_first(refused);
+    if (first > 0 && ranks_rank() == first && say_again) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "rank %d of %d", first, ranks_size());
+        cmd_errors_tag(tag);
+        say_again(ctx);
+        cmd_errors_tag(NULL);
+    }
+    return first;
+}
+
+void cmd_rank_program(const char *command, char *buf, size_t n_bytes) {
+    snprintf(buf, n_bytes, "tower %s: rank %d of %d", command, ranks_rank(), ranks_size());
+}
+
 int cmd_make_dirs(const char *path) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);

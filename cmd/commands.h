@@ -105,6 +105,20 @@ void cmd_errors_quiet(int quiet);
  * "". */
 void cmd_errors_tag(const char *tag);
 
+/* Under mpirun, the ranks' agreement on a refusal some may make and others
+ * not (a flag, a directory, a host's data): refused is this rank's outcome,
+ * said aloud by rank 0 alone (cmd_errors_quiet on the others).  The lowest
+ * rank that refused, when not rank 0, then calls say_again(ctx) (may be
+ * NULL) with cmd_errors_tag set to "rank R of N", so that one line says why
+ * and names it.  Returns that rank on every rank, or -1 when none refused.
+ * A collective (every rank calls it); one process: 0 when refused, else
+ * -1, and say_again is not called. */
+int cmd_agree_refusal(int refused, void (*say_again)(void *ctx), void *ctx);
+
+/* "tower COMMAND: rank R of N" into buf: the program name of a rank's
+ * lines that base/flags writes (argv[0] of a parse said again). */
+void cmd_rank_program(const char *command, char *buf, size_t n_bytes);
+
 /* Under mpirun every rank must be given the same flags (docs/hosts.md), but
  * for per_rank_flags (NULL-terminated names: what each host has, what a rank
  * shows of itself): a rank with another --max_steps waited for ever in a

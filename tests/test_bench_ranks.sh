@@ -21,7 +21,9 @@
 #     written fail with one line (the
 #     ranks agree: no MPI_Abort) and a non-zero exit, never a hang;
 #     replicated_host after ps_mpi fails before ps_mpi is measured; another
-#     --steps on rank 1 is refused with one line naming both values.
+#     --steps on rank 1 is refused with one line naming both values; a bad
+#     value, --towers 0 or --help on rank 1 alone with one line naming rank 1;
+#     --help on every rank prints the usage once, exit 0.
 # Sane rows, not timed assertions.  Skips (77) without mpirun or without MPI
 # in the build.
 set -euo pipefail
@@ -110,7 +112,6 @@ for bad in "--modes replicated_host" "--modes ps_mpi --predict" "--modes ps_mpi 
     fail "'$bad': not one line saying why (every rank agrees, no MPI_Abort): $(cat "$work/err")"
   echo "'$bad' refused: $(grep -m1 'tower bench: ' "$work/err")"
 done
-# Another flag on rank 1 (the matrix runs in step: another --steps left rank 0 waiting in a collective for ever).
 cat >"$work/rank1.sh" <<'SH'
 #!/usr/bin/env bash
 # rank1.sh TOWER EXTRA ARGS...: tower bench ARGS, plus EXTRA on rank 1
@@ -118,15 +119,30 @@ tower=$1 extra=$2
 shift 2
 if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$tower" bench "$@" $extra; else exec "$tower" bench "$@"; fi
 SH
+# A flag rank 1 alone is given (the matrix runs in step: another --steps left rank 0 waiting in a collective for
+# ever), or a refusal of rank 1 alone (a bad value, --towers 0, --help): one line from rank 1, named (its own
+# refusals did not name it); rank 0's --help is the job's usage (rank 1 ended with 2 beside it).
+for case in "--steps 3|tower bench: rank 1 of 2 was given --steps 3 but rank 0 --steps 1: every rank of the job needs the same flags \\(docs/hosts.md\\)" \
+  "--steps=-3|tower bench: rank 1 of 2: --steps -3: expected an integer .*" \
+  "--help|tower bench: rank 1 of 2: --help was given to this rank but not to rank 0: every rank of the job needs the same flags \\(docs/hosts.md\\)" \
+  "--towers 0|tower bench: rank 1 of 2: --towers: '0' is not a tower count in \\[1, [0-9]+\\]"; do
+  set +e
+  timeout 120 "${mpi[@]}" bash "$work/rank1.sh" "$tower" "${case%%|*}" --device cpu --models mnist --towers 1 \
+    --batch_size 2 --steps 1 --warmup 0 --csv "" --svg "" --modes ps_mpi >"$work/out" 2>"$work/err"
+  rc=$?
+  set -e
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$(grep -c '^tower bench: ' "$work/err")" = 1 ] &&
+    grep -Eq "^${case#*|}\$" "$work/err" && ! grep -q "MPI_ABORT\|ends the job" "$work/err" ||
+    fail "'${case%%|*}' on rank 1 only: exit $rc, $(cat "$work/err")"
+  echo "'${case%%|*}' on rank 1 only: $(grep '^tower bench: ' "$work/err")"
+done
 set +e
-timeout 120 "${mpi[@]}" bash "$work/rank1.sh" "$tower" "--steps 3" --device cpu --models mnist --towers 1 \
-  --batch_size 2 --steps 1 --warmup 0 --csv "" --svg "" --modes ps_mpi >"$work/out" 2>"$work/err"
+timeout 120 "${mpi[@]}" "$tower" bench --help >"$work/out" 2>"$work/err"
 rc=$?
 set -e
-[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$(grep -c '^tower bench: ' "$work/err")" = 1 ] &&
-  grep -q "^tower bench: rank 1 of 2 was given --steps 3 but rank 0 --steps 1: every rank of the job needs the same flags (docs/hosts.md)$" "$work/err" &&
-  ! grep -q "MPI_ABORT\|ends the job" "$work/err" || fail "--steps 3 on rank 1 only: exit $rc, $(cat "$work/err")"
-echo "another flag on rank 1: $(grep '^tower bench: ' "$work/err")"
+[ "$rc" = 0 ] && [ "$(grep -c '^usage: tower bench' "$work/out")" = 1 ] && [ ! -s "$work/err" ] ||
+  fail "--help under 2 ranks: exit $rc, $(head -3 "$work/out"; cat "$work/err")"
+echo "--help under 2 ranks: the usage once, exit 0"
 # A one-process mode after one that runs: refused before the first is measured (it was measured, then the run
 # ended at the second with no table and no CSV).
 set +e
