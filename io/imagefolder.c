@@ -1467,9 +1467,15 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
             struct stat sb;
             int stat_rc = stat(fp, &sb), stat_errno = errno;
             if (stat_rc != 0 || !S_ISREG(sb.st_mode)) {
-                char line[4200];
-                snprintf(line, sizeof line, "%s: %s (skipped)", fp,
+                char line[8400], why[4200], target[4096];
+                snprintf(why, sizeof why, "%s",
                          stat_rc != 0 ? strerror(stat_errno) : "not a regular file (subfolders are not read)");
+                ssize_t target_n = stat_rc != 0 && stat_errno == ENOENT ? readlink(fp, target, sizeof target - 1) : -1;
+                if (target_n >= 0) { /* a link whose target is missing: ENOENT alone named no file that is missing */
+                    target[target_n] = '\0';
+                    snprintf(why, sizeof why, "a symbolic link to %s, which does not exist", target);
+                }
+                snprintf(line, sizeof line, "%s: %s (skipped)", fp, why);
                 warn_line(st, line);
                 st->n_skipped++;
                 free(fp);

@@ -227,3 +227,14 @@ set -e
 [ "$rc" -eq 2 ] && grep -q "^tower eval: --central_fraction applies to --resize_mode center_crop" "$work/cf_refused.err" ||
   fail "--central_fraction with resize: exit $rc, $(cat "$work/cf_refused.err")"
 echo "ok: --central_fraction: folder = conversion ($a), unlike the whole shorter side ($c); refused with resize"
+
+# ---- a symbolic link to a missing file is skipped at the listing with a warning that says so (it said only "No
+#      such file or directory", naming the link, which exists)
+mkdir -p "$work/dangling"
+cp -r "$work/imgs/circle" "$work/imgs/square" "$work/dangling/"
+ln -s "$work/gone/x.png" "$work/dangling/circle/link.png"
+"$tower" convert --from imagefolder --out "$work/dangling_rec" "$work/dangling" >"$work/dangling.out" 2>"$work/dangling.err" ||
+  fail "a dangling link: convert failed: $(cat "$work/dangling.err")"
+grep -q "^tower convert: warning: .*/dangling/circle/link.png: a symbolic link to .*/gone/x.png, which does not exist (skipped)$" \
+  "$work/dangling.err" || fail "a dangling link: $(cat "$work/dangling.err")"
+echo "ok: a dangling link skipped: $(grep -m1 link.png "$work/dangling.err")"
