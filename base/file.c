@@ -1,9 +1,12 @@
 /* file.c — file_open_regular (file.h): a regular file opened for reading
- * without the wait a FIFO's open would make.  base/, the floor. */
+ * without the wait a FIFO's open would make; file_make_dirs and
+ * file_remove_made_dirs: mkdir -p, and its undoing.  base/, the floor. */
 #include "base/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,4 +43,43 @@ FILE *file_open_regular(const char *path, const char **instead) {
         errno = e;
     }
     return f;
+}
+
+int file_make_dirs(const char *path, size_t *made_n_bytes) {
+    *made_n_bytes = 0;
+    if (!path[0]) {
+        errno = ENOENT;
+        return -1;
+    }
+    char *dir = strdup(path);
+    if (!dir) return -1;
+    int rc = 0;
+    for (char *q = dir + 1;; q++) {
+        if (*q != '/' && *q != '\0') continue;
+        const char save = *q;
+        *q = '\0';
+        if (mkdir(dir, 0777) == 0) {
+            if (!*made_n_bytes) *made_n_bytes = strlen(dir);
+        } else if (errno != EEXIST) {
+            rc = -1;
+        }
+        *q = save;
+        if (rc || save == '\0') break;
+    }
+    free(dir);
+    return rc;
+}
+
+void file_remove_made_dirs(const char *path, size_t made_n_bytes) {
+    char *dir = made_n_bytes ? strdup(path) : NULL;
+    if (!dir) return;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0'; /* "a/b/" is "a/b" */
+    while (n >= made_n_bytes && rmdir(dir) == 0) {
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir) break;
+        *slash = '\0';
+        n = (size_t)(slash - dir);
+    }
+    free(dir);
 }

@@ -1,4 +1,5 @@
-/* file.h — opening a file that must be a regular file, without waiting.
+/* file.h — opening a file that must be a regular file, without waiting;
+ * making a directory path, and removing again what was made.
  *
  * Where it sits: base/, the floor: ps/ (checkpoints, their index and shard
  * manifests) and io/ (label lists) read files whose names come from the
@@ -7,6 +8,10 @@
  * file's type is checked before any read, and only then is the stream made
  * blocking again, so a FIFO, a directory or a device is a refusal, not a
  * hang.
+ * A command that makes the directories of its output (`tower convert
+ * --out`, `tower train --train_dir`) and then fails before writing
+ * anything removes the ones it made (file_make_dirs, then
+ * file_remove_made_dirs), so a refused run leaves the tree as it was.
  * What it does not do: no reading, no messages (the caller names the file
  * in its own line).
  */
@@ -22,5 +27,17 @@
  * FIFO", "a socket", "a device" (ENXIO at the open: "a socket or a device"),
  * or "not a regular file". */
 FILE *file_open_regular(const char *path, const char **instead);
+
+/* mkdir -p path (mode 0777 less the umask).  *made_n_bytes: the length of
+ * the shallowest directory of path this call made (path itself, or a
+ * prefix of it ending before a '/'), 0 when it made none.  0, or -1 with
+ * errno set by the mkdir that failed (the directories made before it stay:
+ * file_remove_made_dirs takes them). */
+int file_make_dirs(const char *path, size_t *made_n_bytes);
+
+/* Removes path and its parents, deepest first, down to the made_n_bytes
+ * long one file_make_dirs made, each only if empty (rmdir): a directory
+ * something was written into stays.  made_n_bytes 0: nothing. */
+void file_remove_made_dirs(const char *path, size_t made_n_bytes);
 
 #endif

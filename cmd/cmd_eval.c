@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "base/escape.h"
+#include "base/file.h"
 #include "base/memory.h"
 #include "cmd/commands.h"
 #include "cmd/progress.h"
@@ -166,7 +167,8 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     if (!*events_io) {
         char edir[4096];
         events_dir(edir, sizeof edir, o->eval_dir, path);
-        if (edir[0] && cmd_make_dirs(edir) != 0) {
+        size_t made_n_bytes;
+        if (edir[0] && file_make_dirs(edir, &made_n_bytes) != 0) {
             cmd_errorf("tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
                     edir, strerror(errno));
             goto done;

@@ -39,6 +39,7 @@
 
 #include "base/ranks.h"
 #include "cmd/commands.h"
+#include "base/file.h"
 #include "base/flags.h"
 #include "cmd/progress.h"
 #include "base/escape.h"
@@ -258,7 +259,9 @@ static int train_check_flags(const TrainerOptions *o) {
         return -1;
     }
     if (cmd_check_central_fraction(c, o->central_fraction, o->resize_mode) != 0) return -1;
-    if (!o->sync_replicas && (strcmp(o->variable_update, "parameter_server") != 0 || ranks_size() < 2)) {
+    /* The flags alone (exit 2); one rank is the launch's, refused by trainer_open with the same words (exit 1, as
+     * --ps_dedicated --ps_ranks 1 of one rank). */
+    if (!o->sync_replicas && strcmp(o->variable_update, "parameter_server") != 0) {
         cmd_errorf("tower train: --sync_replicas false: asynchronous updates need --variable_update "
                 "parameter_server across the ranks of mpirun -np R (R > 1); this run is --variable_update %s on %d "
                 "rank(s)\n", o->variable_update, ranks_size());
@@ -575,13 +578,17 @@ static int train_checks(void *ctx) {
 typedef struct {
     const char *train_dir;
     int rank;
-    int *lock_fd; /* rank 0's lock, held to the exit; -1 elsewhere */
+    int *lock_fd;          /* rank 0's lock, held to the exit; -1 elsewhere */
+    size_t *made_n_bytes;  /* file_make_dirs': what a run that fails before writing anything removes again */
 } TrainDirCheck;
 
 /* --train_dir made (every rank), and locked (rank 0): 0, or -1 after one line. */
 static int train_dir_check(void *ctx) {
     TrainDirCheck *c = ctx;
-    if (cmd_make_dirs(c->train_dir) != 0) {
+    size_t made = 0;
+    const int made_rc = file_make_dirs(c->train_dir, &made);
+    if (!*c->made_n_bytes) *c->made_n_bytes = made; /* a second call (said again) makes nothing */
+    if (made_rc != 0) {
         cmd_errorf("tower train: cannot create --train_dir %s: %s\n", c->train_dir, strerror(errno));
         return -1;
     }
@@ -645,15 +652,19 @@ static int train_main(int argc, char **argv, int rank) {
     TrainChecks tc = {&o, &dopt, flags, n_flags, given, positional, n_positional};
     if (agreed_check(train_checks, &tc, rank) != 0) return 2;
     /* The train_dir: made on every rank (each host's, or one shared), and one run per train_dir, locked to the
-     * exit by rank 0, which alone writes there; a directory that cannot be written is found here. */
+     * exit by rank 0, which alone writes there; a directory that cannot be written is found here.  A run that
+     * fails before writing anything there removes the directories it made (file_remove_made_dirs: empty ones). */
     int lock_fd = -1;
-    TrainDirCheck dc = {o.train_dir, rank, &lock_fd};
+    size_t made_n_bytes = 0;
+    TrainDirCheck dc = {o.train_dir, rank, &lock_fd, &made_n_bytes};
     if (agreed_check(train_dir_check, &dc, rank) != 0) {
         if (lock_fd >= 0) trainer_unlock_dir(o.train_dir, lock_fd);
+        file_remove_made_dirs(o.train_dir, made_n_bytes);
         return 1;
     }
     rc = run_train(o, dopt, rank);
     if (rank == 0) trainer_unlock_dir(o.train_dir, lock_fd);
+    if (rc != 0) file_remove_made_dirs(o.train_dir, made_n_bytes);
     return rc;
 }
 

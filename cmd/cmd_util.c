@@ -62,19 +62,6 @@ void cmd_rank_program(const char *command, char *buf, size_t n_bytes) {
     snprintf(buf, n_bytes, "tower %s: rank %d of %d", command, ranks_rank(), ranks_size());
 }
 
-int cmd_make_dirs(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-    return 0;
-}
-
 int cmd_read_checkpoint(const char *path, CkptContents *ck, ModelSpec *spec, char *err, size_t err_n_bytes) {
     if (ckpt_read(path, ck, err, err_n_bytes) != 0) return -1;
     char why[256] = "";

@@ -16,8 +16,6 @@ int cmd_inspect(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
-/* mkdir -p: 0, or -1 with errno set. */
-int cmd_make_dirs(const char *path);
 
 /* Read the checkpoint file path into *ck (caller frees with
  * ckpt_contents_free) and build its model's spec, as cmd_open_checkpoint

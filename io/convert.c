@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "base/file.h"
 #include "io/example.h"
 #include "io/tfrecord.h"
 
@@ -380,44 +381,12 @@ oom:
 
 /* ---------------------------------------------------------------- writer loop */
 
-/* mkdir -p of the directory part of prefix; *made_n_bytes: the length of the shallowest directory it made (a prefix
- * of prefix), 0 when it made none, for remove_made_dirs. */
-static int make_parent_dirs(const char *prefix, size_t *made_n_bytes, char *err, size_t err_n) {
-    *made_n_bytes = 0;
+/* The directory part of prefix ("" for none, and for "/name"): malloc'd, or NULL out of memory. */
+static char *prefix_dir(const char *prefix) {
     char *dir = strdup(prefix);
-    if (!dir) return -1;
-    char *slash = strrchr(dir, '/');
-    int rc = 0;
-    if (slash && slash != dir) {
-        *slash = '\0';
-        for (char *q = dir + 1; ; q++) {
-            if (*q == '/' || *q == '\0') {
-                char save = *q;
-                *q = '\0';
-                if (mkdir(dir, 0777) == 0) {
-                    if (!*made_n_bytes) *made_n_bytes = strlen(dir);
-                } else if (errno != EEXIST) {
-                    snprintf(err, err_n, "%s: cannot create directory: %s", dir, strerror(errno));
-                    rc = -1;
-                }
-                *q = save;
-                if (rc || save == '\0') break;
-            }
-        }
-    }
-    free(dir);
-    return rc;
-}
-
-/* A conversion that failed leaves no directory it made behind: prefix's directories, deepest first, down to the
- * made_n_bytes long one make_parent_dirs made, each removed only if empty. */
-static void remove_made_dirs(const char *prefix, size_t made_n_bytes) {
-    char *dir = made_n_bytes ? strdup(prefix) : NULL;
-    for (char *slash; dir && (slash = strrchr(dir, '/')) && slash != dir && (size_t)(slash - dir) >= made_n_bytes;) {
-        *slash = '\0';
-        if (rmdir(dir) != 0) break;
-    }
-    free(dir);
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (dir) *(slash && slash != dir ? slash : dir) = '\0';
+    return dir;
 }
 
 static int cmp_path(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -529,8 +498,14 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         convert_free_paths(old, n_old);
         return -1;
     }
-    size_t made_n_bytes;
-    if (make_parent_dirs(cfg->out_prefix, &made_n_bytes, err, err_n) != 0) {
+    /* The directories of --out are made here; a conversion that fails removes the ones it made (where empty). */
+    size_t made_n_bytes = 0;
+    char *out_dir = prefix_dir(cfg->out_prefix);
+    if (!out_dir || (out_dir[0] && file_make_dirs(out_dir, &made_n_bytes) != 0)) {
+        if (out_dir) snprintf(err, err_n, "%s: cannot create directory: %s", out_dir, strerror(errno));
+        else snprintf(err, err_n, "convert: out of memory");
+        if (out_dir) file_remove_made_dirs(out_dir, made_n_bytes);
+        free(out_dir);
         convert_free_paths(old, n_old);
         return -1;
     }
@@ -628,6 +603,7 @@ out:
     free(tmp_paths);
     free(w);
     example_builder_free(&eb);
-    if (rc != 0) remove_made_dirs(cfg->out_prefix, made_n_bytes);
+    if (rc != 0) file_remove_made_dirs(out_dir, made_n_bytes);
+    free(out_dir);
     return rc;
 }

@@ -33,6 +33,13 @@ refuse 2 "tower train: --model 'lenet5': expected mnist, cifar10, mobilenet_v2, 
 refuse 2 "tower train: --variable_update 'independent': expected parameter_server or replicated" \
   train --variable_update independent $t
 refuse 2 "tower train: --local_parameter_device 'tpu': expected cpu, gpu or mpi" train --local_parameter_device tpu $t
+# --sync_replicas false: with replicated the flags alone refuse it (2); one rank is the launch's (1, as a placement
+# mode's own checks), and the train_dir that run made is removed again.
+refuse 2 "tower train: --sync_replicas false: asynchronous updates need --variable_update parameter_server across the ranks of mpirun -np R (R > 1); this run is --variable_update replicated on 1 rank(s)" \
+  train --variable_update replicated --sync_replicas false $t
+refuse 1 "tower train: --sync_replicas false: asynchronous updates need --variable_update parameter_server across the ranks of mpirun -np R (R > 1); this run is --variable_update parameter_server --local_parameter_device cpu on 1 rank(s)" \
+  train --sync_replicas false --data "$work/none-*.tfrecord" $t
+[ ! -e "$work/never" ] || fail "a run refused at its setup left the --train_dir it made"
 refuse 2 "tower train: --all_reduce 'gloo': expected auto, host, nccl, mpi, mpi_allreduce or nccl_mpi" train --variable_update replicated --all_reduce gloo $t
 refuse 2 "tower train: --num_towers 1000: expected an integer in [0, 64] (0: one per device)" train --num_towers 1000 $t
 refuse 2 "tower train: --num_towers -1: expected an integer in [0, 64] (0: one per device)" train --num_towers -1 $t
