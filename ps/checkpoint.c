@@ -748,8 +748,34 @@ static void msg_close(CkptMsg *m) {
                 (m)->joined.field[(m)->joined.n_field++] = (m)->parts[k_]->field[i_];                   \
     } while (0)
 
+/* The shard count of the manifest's first line "n_shards: N" (1 <= N <= CKPT_MAX_SHARDS, nothing after it), or -1. */
+static int manifest_n_shards(const char *line) {
+    static const char key[] = "n_shards:";
+    if (strncmp(line, key, sizeof key - 1) != 0) return -1;
+    const char *p = line + sizeof key - 1;
+    while (*p == ' ') p++;
+    if (!isdigit((unsigned char)*p)) return -1;
+    long n = 0;
+    for (; isdigit((unsigned char)*p); p++)
+        if ((n = n * 10 + (*p - '0')) > CKPT_MAX_SHARDS) return -1; /* before it could overflow */
+    return *p == '\0' && n >= 1 ? (int)n : -1;
+}
+
+/* 1 when name can be a shard's file beside the manifest: printable ASCII (what ckpt_commit_shards writes), no '/'.
+ * A byte outside it would print as \xHH, four characters: a 255-byte name then filled a message before the
+ * reason came (regress/checkpoint/shard-name-not-ascii). */
+static int shard_name_ok(const char *name) {
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p > 0x7e || *p == '/') return 0;
+    return 1;
+}
+
 /* path: a checkpoint file, or (when there is no such file) the base of the
- * manifest path.shards written by ckpt_commit_shards. */
+ * manifest path.shards written by ckpt_commit_shards.  Each shard is read
+ * once: a file the manifest names twice (by one name or two) is refused
+ * before it is read again, so the shards held in memory never exceed the
+ * files themselves (fuzz_checkpoint's regress/checkpoint/manifest-repeats-
+ * one-shard: a 40 KB shard named 2048 times once held over 2 GiB). */
 static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n_bytes) {
     char manifest[4096], dir[4096];
     if (snprintf(manifest, sizeof manifest, "%s.shards", path) >= (int)sizeof manifest)
@@ -763,32 +789,72 @@ static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n
     if (!f && not_regular) return fail(err, err_n_bytes, "%s: the shard manifest %s is not a regular file", path, manifest);
     if (!f) return fail(err, err_n_bytes, "%s: cannot open (nor a shard manifest %s): %s", path, manifest, strerror(errno));
     char line[1024], value[256];
-    int n_shards = -1, line_no = 0, bad = 0;
+    int n_shards = -1, line_no = 0;
+    int bad = 0; /* line line_no is not the n_shards line (1) or a shard line (2), or a shard too many (3) */
+    struct {
+        dev_t dev;
+        ino_t ino;
+        int line_no; /* 0: the shard could not be stat'ed (read_checkpoint then says why) */
+    } *seen = NULL;
     while (!bad && fgets(line, sizeof line, f)) {
         line_no++;
         line[strcspn(line, "\r\n")] = '\0';
         if (line[0] == '\0') continue;
         if (n_shards < 0) {
-            bad = sscanf(line, "n_shards: %d", &n_shards) != 1 || n_shards < 1 || n_shards > CKPT_MAX_SHARDS;
+            if ((n_shards = manifest_n_shards(line)) < 0) {
+                bad = 1;
+            } else if (!(seen = calloc((size_t)n_shards, sizeof *seen))) {
+                fclose(f);
+                return fail(err, err_n_bytes, "%s: out of memory for %d shards", manifest, n_shards);
+            }
             continue;
         }
         char shard_path[4096];
-        if (index_line_value(line, "shard", value, sizeof value) != 1 || strchr(value, '/') || m->n_parts >= n_shards ||
+        if (index_line_value(line, "shard", value, sizeof value) != 1 || !shard_name_ok(value) ||
             join_path(shard_path, sizeof shard_path, dir, value) != 0) {
-            bad = 1;
+            bad = 2;
             break;
+        }
+        if (m->n_parts >= n_shards) {
+            bad = 3;
+            break;
+        }
+        struct stat st;
+        if (stat(shard_path, &st) == 0) {
+            for (int k = 0; k < m->n_parts; k++)
+                if (seen[k].line_no && seen[k].dev == st.st_dev && seen[k].ino == st.st_ino) {
+                    const int first = seen[k].line_no;
+                    fclose(f);
+                    free(seen);
+                    return fail(err, err_n_bytes, "%s: line %d of the shard manifest names %s, the file line %d "
+                                "names: each shard is listed once", manifest, line_no, shard_path, first);
+                }
+            seen[m->n_parts].dev = st.st_dev;
+            seen[m->n_parts].ino = st.st_ino;
+            seen[m->n_parts].line_no = line_no;
         }
         m->parts[m->n_parts] = read_checkpoint(shard_path, err, err_n_bytes);
         if (!m->parts[m->n_parts]) {
             fclose(f);
+            free(seen);
             return -1;
         }
         m->n_parts++;
     }
     fclose(f);
-    if (bad || n_shards < 1 || m->n_parts != n_shards)
-        return fail(err, err_n_bytes, "%s: line %d of the shard manifest is not n_shards: N or shard: \"NAME\" (or it "
-                    "lists %d of %d shards)", manifest, line_no, m->n_parts, n_shards);
+    free(seen);
+    if (bad == 1)
+        return fail(err, err_n_bytes, "%s: line %d of the shard manifest is not n_shards: N (1 <= N <= %d)", manifest,
+                    line_no, CKPT_MAX_SHARDS);
+    if (bad == 2)
+        return fail(err, err_n_bytes, "%s: line %d of the shard manifest is not shard: \"NAME\" (a file beside it, "
+                    "printable ASCII)", manifest, line_no);
+    if (bad == 3)
+        return fail(err, err_n_bytes, "%s: line %d of the shard manifest names a shard more than its n_shards: %d",
+                    manifest, line_no, n_shards);
+    if (n_shards < 0) return fail(err, err_n_bytes, "%s: the shard manifest has no n_shards: N line", manifest);
+    if (m->n_parts != n_shards)
+        return fail(err, err_n_bytes, "%s: the shard manifest lists %d of its %d shards", manifest, m->n_parts, n_shards);
     const Tower__Checkpoint *p0 = m->parts[0];
     for (int k = 1; k < m->n_parts; k++)
         if (strcmp(m->parts[k]->model, p0->model) != 0 || m->parts[k]->global_step != p0->global_step)

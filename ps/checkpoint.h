@@ -91,8 +91,9 @@ int ckpt_save(const char *dir, const ParamServer *ps, const CkptRunState *run,
  * moment leaves the index naming a checkpoint whose files are all there.
  * ckpt_load and ckpt_read take the base path "dir/model.ckpt-N" of either
  * form: the single file when it exists, else the manifest's shards joined
- * (every variable must be in exactly one of them).  Both return 0, or -1
- * with one line in err (the index untouched). */
+ * (every variable must be in exactly one of them; a manifest that names a
+ * file twice, by one name or two, is refused before it is read again).
+ * Both return 0, or -1 with one line in err (the index untouched). */
 #define CKPT_MAX_SHARDS 4096
 int ckpt_save_shard(const char *dir, const ParamServer *ps, const unsigned char *keep, int shard, int n_shards,
                     const CkptRunState *run, char *err, size_t err_n_bytes);

@@ -1,23 +1,38 @@
 /* fuzz_checkpoint.c — fuzz target of the checkpoint loader (ps/checkpoint.h):
- * ckpt_read, ckpt_load into a ParamServer, and the `checkpoint` index.
+ * ckpt_read, ckpt_load into a ParamServer, the `checkpoint` index, and a
+ * sharded checkpoint (manifest and shards, joined).
  *
  * Where it sits: tests/fuzz/; the files `tower train --resume`, `tower
- * eval` and `tower export` read back.  The first input byte picks what the
- * rest is (mod 3):
+ * eval` and `tower export` read back.  The first input byte b picks what the
+ * rest is: mode 3 when b % 4 == 3, else mode b % 3 (so every first byte
+ * keeps the meaning it had before mode 3, except 3, 7, 11, ...: those were
+ * b % 3 and are now mode 3):
  *   0  a tower.Checkpoint payload: the target writes the 24-byte header
  *      around it (magic, version 1, length, crc32), so mutations reach the
  *      protobuf decoding and the name/shape mapping instead of stopping at
  *      the checksum;
  *   1  a whole model.ckpt-STEP file, header included (the header checks);
  *   2  the text of a train dir's `checkpoint` index, read by
- *      ckpt_find_latest and ckpt_latest.
- * A checkpoint file goes through ckpt_read (the model and shape come from
+ *      ckpt_find_latest and ckpt_latest;
+ *   3  a sharded checkpoint (ckpt_commit_shards, docs/hosts.md "Checkpoints
+ *      across ranks"): the rest is cut at each SHARD_SEP ("\n%%shard%%\n",
+ *      at most 4 cuts; a later separator is part of the 4th payload):
+ *          MANIFEST [SEP PAYLOAD_0 [SEP PAYLOAD_1 [SEP PAYLOAD_2 [SEP PAYLOAD_3]]]]
+ *      MANIFEST is written as it is to DIR/model.ckpt-1.shards (text:
+ *      `n_shards: N`, one `shard: "NAME"` a line), and payload k of n as
+ *      DIR/model.ckpt-1.shard-0000k-of-0000n with mode 0's header around it
+ *      (so mutations reach the manifest parsing and the join, not the
+ *      checksum); the base DIR/model.ckpt-1 itself never exists, and the
+ *      checks below read that base.  scripts/fuzz-corpus.sh makes such inputs
+ *      from real checkpoints cut into shards as ckpt_save_shard writes them.
+ * A checkpoint goes through ckpt_read (the model and shape come from
  * the file) and, when that accepts it, ckpt_load into a ParamServer built
  * for that model and its options, which must accept it too and restore the same bits, run
  * state and step; it also goes through ckpt_load into a fixed server
  * (mnist on 4x4x1 inputs, 10 classes, momentum and moving averages: the
  * model of the seed corpus), which must leave the server untouched when it
- * refuses.  Every refusal is one line naming the file.
+ * refuses.  Every refusal is one line naming the file (of a sharded
+ * checkpoint: the base, its manifest, or a shard in its directory).
  * What it does not do: no saving (ckpt_save writes what it is given).
  */
 #include <stdio.h>
@@ -32,6 +47,36 @@
 
 static void put_le32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* (header, payload) as a checkpoint file: a valid 24-byte header (magic, version, length, crc32) around payload.
+ * Returns a malloc'd buffer of CKPT_HEADER_N_BYTES + n bytes. */
+static uint8_t *with_header(const uint8_t *payload, size_t n) {
+    uint8_t *buf = malloc(CKPT_HEADER_N_BYTES + n);
+    FUZZ_REQUIRE(buf != NULL, "out of memory");
+    memcpy(buf, "TWRCKPT", 8);
+    put_le32(buf + 8, CKPT_FORMAT_VERSION);
+    for (int i = 0; i < 8; i++) buf[12 + i] = (uint8_t)((uint64_t)n >> (8 * i));
+    put_le32(buf + 20, (uint32_t)crc32_z(0, n ? payload : Z_NULL, n));
+    if (n) memcpy(buf + CKPT_HEADER_N_BYTES, payload, n);
+    return buf;
+}
+
+/* Mode 3's directory and base (set once the first sharded input comes): a refusal of the base names the base,
+ * its manifest (base.shards) or a shard in the directory. */
+static char shard_dir[512], shard_base[600];
+
+static void require_refusal_line(const char *err, const char *path, const char *what) {
+    if (!shard_base[0] || strcmp(path, shard_base) != 0) {
+        fuzz_require_line(err, path, what);
+        return;
+    }
+    FUZZ_REQUIRE(err && err[0] && !strchr(err, '\n'), "%s: not one line: \"%s\"", what, err ? err : "(null)");
+    const size_t nb = strlen(shard_base), nd = strlen(shard_dir);
+    const int names_base = !strncmp(err, shard_base, nb) && (err[nb] == ':' || !strncmp(err + nb, ".shards:", 8));
+    const int names_shard = !strncmp(err, shard_dir, nd) && err[nd] == '/' && strchr(err + nd + 1, ':') != NULL;
+    FUZZ_REQUIRE(names_base || names_shard, "%s: message \"%s\" names neither %s, its manifest nor a shard in %s",
+                 what, err, shard_base, shard_dir);
 }
 
 /* The fixed server and a copy of its state, to see that a refused load leaves it alone. */
@@ -73,7 +118,7 @@ static void read_and_reload(const char *path) {
     CkptContents c;
     char err[1024];
     if (ckpt_read(path, &c, err, sizeof err) != 0) {
-        fuzz_require_line(err, path, "ckpt_read");
+        require_refusal_line(err, path, "ckpt_read");
         FUZZ_REQUIRE(!c.params && !c.slots[0] && c.n_slots == 0 && !c.ema && c.n_params == 0, "ckpt_read failed without zeroing its output");
         return;
     }
@@ -121,7 +166,7 @@ static void load_fixed(const char *path) {
         snapshot_fixed();
         return;
     }
-    fuzz_require_line(err, path, "ckpt_load");
+    require_refusal_line(err, path, "ckpt_load");
     check_fixed_unchanged();
 }
 
@@ -149,6 +194,48 @@ static void index_file(const uint8_t *text, size_t n) {
     }
 }
 
+/* Mode 3: the manifest and up to 4 shards (see the header), read through the base path. */
+#define SHARD_SEP "\n%%shard%%\n"
+#define SHARD_MAX_PAYLOADS 4
+
+static void sharded(const uint8_t *body, size_t n) {
+    static char written[1 + SHARD_MAX_PAYLOADS][700];
+    static int n_written;
+    if (!shard_dir[0]) {
+        snprintf(shard_dir, sizeof shard_dir, "%s/sharded", fuzz_scratch_dir());
+        FUZZ_REQUIRE(mkdir(shard_dir, 0755) == 0, "mkdir %s failed", shard_dir);
+        snprintf(shard_base, sizeof shard_base, "%s/model.ckpt-1", shard_dir);
+    }
+    /* The previous input's files go: a shard it wrote must not stand in for one this input lacks. */
+    for (int k = 0; k < n_written; k++) FUZZ_REQUIRE(unlink(written[k]) == 0, "unlink %s failed", written[k]);
+    n_written = 0;
+    const uint8_t *part[1 + SHARD_MAX_PAYLOADS];
+    size_t part_n[1 + SHARD_MAX_PAYLOADS];
+    int n_parts = 0;
+    const size_t sep_n = strlen(SHARD_SEP);
+    const uint8_t *p = body, *end = body + n;
+    while (n_parts < SHARD_MAX_PAYLOADS) {
+        const uint8_t *s = memmem(p, (size_t)(end - p), SHARD_SEP, sep_n);
+        if (!s) break;
+        part[n_parts] = p;
+        part_n[n_parts++] = (size_t)(s - p);
+        p = s + sep_n;
+    }
+    part[n_parts] = p;
+    part_n[n_parts++] = (size_t)(end - p);
+    const int n_shards = n_parts - 1;
+    snprintf(written[n_written], sizeof written[0], "%s.shards", shard_base);
+    fuzz_write_path(written[n_written++], part[0], part_n[0]);
+    for (int k = 0; k < n_shards; k++) {
+        snprintf(written[n_written], sizeof written[0], "%s.shard-%05d-of-%05d", shard_base, k, n_shards);
+        uint8_t *file = with_header(part[1 + k], part_n[1 + k]);
+        fuzz_write_path(written[n_written++], file, CKPT_HEADER_N_BYTES + part_n[1 + k]);
+        free(file);
+    }
+    read_and_reload(shard_base);
+    load_fixed(shard_base);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static FuzzFile file;
     if (!fixed) {
@@ -156,21 +243,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_file_init(&file, "fuzz_checkpoint");
     }
     if (size > ((size_t)64 << 20)) return 0;
-    int mode = size ? data[0] % 3 : 1;
+    int mode = !size ? 1 : data[0] % 4 == 3 ? 3 : data[0] % 3;
     const uint8_t *body = size ? data + 1 : data;
     size_t n = size ? size - 1 : 0;
     if (mode == 2) {
         index_file(body, n);
         return 0;
     }
+    if (mode == 3) {
+        sharded(body, n);
+        return 0;
+    }
     if (mode == 0) {
-        uint8_t *buf = malloc(CKPT_HEADER_N_BYTES + n);
-        FUZZ_REQUIRE(buf != NULL, "out of memory");
-        memcpy(buf, "TWRCKPT", 8);
-        put_le32(buf + 8, CKPT_FORMAT_VERSION);
-        for (int i = 0; i < 8; i++) buf[12 + i] = (uint8_t)((uint64_t)n >> (8 * i));
-        put_le32(buf + 20, (uint32_t)crc32_z(0, n ? body : Z_NULL, n));
-        if (n) memcpy(buf + CKPT_HEADER_N_BYTES, body, n);
+        uint8_t *buf = with_header(body, n);
         fuzz_file_set(&file, buf, CKPT_HEADER_N_BYTES + n);
         free(buf);
     } else {

@@ -19,6 +19,18 @@
  *                             with every variable named and shaped but
  *                             holding no data: small, and it walks the
  *                             loader up to the size check
+ *   ckpt-shards FILE OFFSET N OUT
+ *                             fuzz_checkpoint's mode-3 input (a 3 byte, the
+ *                             manifest, then each shard's payload after
+ *                             "\n%%shard%%\n") from the tower.Checkpoint
+ *                             payload at byte OFFSET of FILE (24: after a
+ *                             checkpoint file's header; 1: after a seed's
+ *                             mode byte), cut into N shards as
+ *                             ckpt_save_shard writes them: the variables
+ *                             round robin (--ps_placement round_robin), each
+ *                             shard its variables' tensors (variables,
+ *                             momentum, moving averages, the slots
+ *                             "<variable>/<slot>") and every other field
  * Exits 0, or 1 with one line on stderr.
  * What it does not do: no fuzzing, no valid checkpoints (those come from a
  * real `tower train`).
@@ -256,12 +268,77 @@ static int cmd_ckpt_skeleton(const char *out) {
     return 0;
 }
 
+/* The index of the variable named name (a slot "<variable>/<slot>" when slot: its variable) in msg, or -1. */
+static int variable_of(const Tower__Checkpoint *msg, const char *name, int slot) {
+    const char *slash = slot ? strrchr(name, '/') : NULL;
+    const size_t n = slash ? (size_t)(slash - name) : strlen(name);
+    for (size_t v = 0; v < msg->n_variables; v++)
+        if (strlen(msg->variables[v]->name) == n && !strncmp(msg->variables[v]->name, name, n)) return (int)v;
+    return -1;
+}
+
+/* From in[0 .. n_in) the tensors of shard k of n_shards (variable v goes to shard v mod n_shards) into out. */
+static size_t keep_tensors(const Tower__Checkpoint *msg, Tower__Tensor **in, size_t n_in, int slot, int k,
+                           int n_shards, Tower__Tensor **out) {
+    size_t n = 0;
+    for (size_t i = 0; i < n_in; i++) {
+        const int v = variable_of(msg, in[i]->name, slot);
+        if (v < 0) die("a tensor of no variable", in[i]->name);
+        if (v % n_shards == k) out[n++] = in[i];
+    }
+    return n;
+}
+
+static int cmd_ckpt_shards(const char *file, long offset, int n_shards, const char *out) {
+    FILE *f = fopen(file, "rb");
+    if (!f || n_shards < 1 || n_shards > 99) die("cannot read (or N outside [1, 99])", file);
+    static uint8_t in[1 << 24];
+    const size_t n_in = fread(in, 1, sizeof in, f);
+    fclose(f);
+    if ((size_t)offset >= n_in) die("shorter than OFFSET", file);
+    Tower__Checkpoint *msg = tower__checkpoint__unpack(NULL, n_in - (size_t)offset, in + offset);
+    if (!msg) die("not a tower.Checkpoint payload at OFFSET", file);
+    FILE *o = fopen(out, "wb");
+    if (!o) die("cannot write", out);
+    fprintf(o, "%cn_shards: %d\n", 3, n_shards);
+    for (int k = 0; k < n_shards; k++) fprintf(o, "shard: \"model.ckpt-1.shard-%05d-of-%05d\"\n", k, n_shards);
+    const size_t cap = msg->n_variables + msg->n_slots + 1;
+    Tower__Tensor **vars = malloc(cap * sizeof *vars), **mom = malloc(cap * sizeof *mom),
+                  **ema = malloc(cap * sizeof *ema), **slots = malloc(cap * sizeof *slots);
+    if (!vars || !mom || !ema || !slots) die("out of memory", NULL);
+    for (int k = 0; k < n_shards; k++) {
+        Tower__Checkpoint shard = *msg;
+        shard.n_variables = keep_tensors(msg, msg->variables, msg->n_variables, 0, k, n_shards, vars);
+        shard.n_momentum = keep_tensors(msg, msg->momentum, msg->n_momentum, 0, k, n_shards, mom);
+        shard.n_moving_averages = keep_tensors(msg, msg->moving_averages, msg->n_moving_averages, 0, k, n_shards, ema);
+        shard.n_slots = keep_tensors(msg, msg->slots, msg->n_slots, 1, k, n_shards, slots);
+        shard.variables = vars;
+        shard.momentum = mom;
+        shard.moving_averages = ema;
+        shard.slots = slots;
+        const size_t n = tower__checkpoint__get_packed_size(&shard);
+        uint8_t *buf = malloc(n + 1);
+        if (!buf) die("out of memory", NULL);
+        tower__checkpoint__pack(&shard, buf);
+        if (fputs("\n%%shard%%\n", o) == EOF || fwrite(buf, 1, n, o) != n) die("cannot write", out);
+        free(buf);
+    }
+    if (fclose(o) != 0) die("cannot write", out);
+    free(vars);
+    free(mom);
+    free(ema);
+    free(slots);
+    tower__checkpoint__free_unpacked(msg, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "images")) return cmd_images(argv[2]);
     if (argc == 6 && !strcmp(argv[1], "payloads")) return cmd_payloads(argv[2], argv[3], argv[4], atol(argv[5]));
     if (argc == 5 && !strcmp(argv[1], "pack-idx")) return cmd_pack_idx(argv[2], argv[3], argv[4]);
     if (argc == 3 && !strcmp(argv[1], "ckpt-skeleton")) return cmd_ckpt_skeleton(argv[2]);
+    if (argc == 6 && !strcmp(argv[1], "ckpt-shards")) return cmd_ckpt_shards(argv[2], atol(argv[3]), atoi(argv[4]), argv[5]);
     fprintf(stderr, "usage: fuzz_seed_tool images OUTDIR | payloads FILE OUTDIR PREFIX MAX | pack-idx LABELS IMAGES OUT | "
-                    "ckpt-skeleton OUT\n");
+                    "ckpt-skeleton OUT | ckpt-shards FILE OFFSET N OUT\n");
     return 2;
 }
