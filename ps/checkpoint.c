@@ -748,6 +748,14 @@ static void msg_close(CkptMsg *m) {
                 (m)->joined.field[(m)->joined.n_field++] = (m)->parts[k_]->field[i_];                   \
     } while (0)
 
+/* What defines a part's network and run, as text for comparing and for the message: input, classes, optimizer,
+ * the model options. */
+static void part_network(const Tower__Checkpoint *p, char *out, size_t n_bytes) {
+    snprintf(out, n_bytes, "%dx%dx%d, %d classes, optimizer '%.32s', width %g, head %d, fc %d", p->height, p->width,
+             p->channels, p->num_classes, p->optimizer ? p->optimizer : "", (double)p->width_multiplier, p->head,
+             p->fc_width);
+}
+
 /* The shard count of the manifest's first line "n_shards: N" (1 <= N <= CKPT_MAX_SHARDS, nothing after it), or -1. */
 static int manifest_n_shards(const char *line) {
     static const char key[] = "n_shards:";
@@ -856,11 +864,19 @@ static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n
     if (m->n_parts != n_shards)
         return fail(err, err_n_bytes, "%s: the shard manifest lists %d of its %d shards", manifest, m->n_parts, n_shards);
     const Tower__Checkpoint *p0 = m->parts[0];
-    for (int k = 1; k < m->n_parts; k++)
-        if (strcmp(m->parts[k]->model, p0->model) != 0 || m->parts[k]->global_step != p0->global_step)
+    for (int k = 1; k < m->n_parts; k++) {
+        const Tower__Checkpoint *pk = m->parts[k];
+        if (strcmp(pk->model, p0->model) != 0 || pk->global_step != p0->global_step)
             return fail(err, err_n_bytes, "%s: shard %d is of model '%s' at step %lld, shard 0 of '%s' at step %lld",
-                        manifest, k, m->parts[k]->model, (long long)m->parts[k]->global_step, p0->model,
-                        (long long)p0->global_step);
+                        manifest, k, pk->model, (long long)pk->global_step, p0->model, (long long)p0->global_step);
+        /* One save of one job: the same network (a shard of another run whose tensors fit would be joined). */
+        char a[256], b[256];
+        part_network(pk, a, sizeof a);
+        part_network(p0, b, sizeof b);
+        if (strcmp(a, b) != 0)
+            return fail(err, err_n_bytes, "%s: shard %d is of another run than shard 0 (%s; shard 0: %s)", manifest, k,
+                        a, b);
+    }
     m->joined = *p0;
     m->joined.variables = NULL;
     m->joined.momentum = NULL;

@@ -703,6 +703,33 @@ static void test_run_parts(void) {
     ps_free(a);
 }
 
+/* A sharded checkpoint (ckpt_save_shard, ckpt_commit_shards) reads back whole; a shard of another run at the same
+ * step, whose tensors still fit (the biases: the same shapes at another input height), is refused, not joined. */
+static void test_shards_of_one_run(void) {
+    char dir[600], err[1024], base[700];
+    make_dir(dir, sizeof dir, "shards");
+    ParamServer *a = tiny_ps("mnist", 4, 8, 10, OPT_MOMENTUM, 0.9f, 1), *b = tiny_ps("mnist", 5, 8, 10, OPT_MOMENTUM, 0.9f, 2);
+    train(a, 2);
+    train(b, 2);
+    const unsigned char keep0[2] = {1, 0}, keep1[2] = {0, 1};
+    CHECK(ckpt_save_shard(dir, a, keep0, 0, 2, NULL, err, sizeof err) == 0, "shard 0: %s", err);
+    CHECK(ckpt_save_shard(dir, a, keep1, 1, 2, NULL, err, sizeof err) == 0, "shard 1: %s", err);
+    CHECK(ckpt_commit_shards(dir, 2, 2, 5, err, sizeof err) == 0, "commit: %s", err);
+    snprintf(base, sizeof base, "%s/model.ckpt-2", dir);
+    ParamServer *r = tiny_ps("mnist", 4, 8, 10, OPT_MOMENTUM, 0.9f, 3);
+    CHECK(ckpt_load(base, r, NULL, err, sizeof err) == 0, "load the shards of one run: %s", err);
+    CHECK(r->global_step == 2 && same_floats(r->params, a->params, a->spec.n_params),
+          "the joined variables differ from the run's");
+    /* Shard 1 again, from run b (input height 5): its biases fit run a's shapes. */
+    CHECK(ckpt_save_shard(dir, b, keep1, 1, 2, NULL, err, sizeof err) == 0, "shard 1 of b: %s", err);
+    CHECK(ckpt_load(base, r, NULL, err, sizeof err) == -1 && strstr(err, "shard 1 is of another run than shard 0") &&
+              strstr(err, "5x4x1") && strstr(err, "4x4x1") && !strchr(err, '\n'),
+          "a shard of another run: %s", err);
+    ps_free(a);
+    ps_free(b);
+    ps_free(r);
+}
+
 int main(void) {
     const char *tmp = getenv("TMPDIR");
     snprintf(g_root, sizeof g_root, "%s/test_ps_checkpoint.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -715,6 +742,7 @@ int main(void) {
     test_read_real_model();
     test_each_optimizer();
     test_run_parts();
+    test_shards_of_one_run();
     if (!check_failures) remove_tree(g_root);
     else fprintf(stderr, "files left in %s\n", g_root);
     if (check_failures) fprintf(stderr, "test_ps_checkpoint: %d check(s) failed\n", check_failures);
