@@ -371,7 +371,11 @@ const char *const *trainer_classes(const Trainer *tr, int *n_classes);
  * it holds none, one line on stdout says the run starts from step 0).
  * Refuses a run whose memory bound the machine cannot give
  * (trainer_check_memory) before allocating more than the server.
- * Prints what it placed where, and the memory bound (trainer_max_n_bytes),
+ * Under mpirun the ranks compare their model, class list and, where the
+ * mode has other ranks write checkpoint files (TrainModeI.train_dir_writers),
+ * their train_dir with rank 0's: rank 0 makes a probe file there (so
+ * train_dir must exist unless opt->no_checkpoints) and those ranks must see
+ * it.  Prints what it placed where, and the memory bound (trainer_max_n_bytes),
  * when log_device_placement.  Returns 0, or on failure (everything made so
  * far freed):
  *   TRAINER_OPEN_FAILED (-1): this process failed, one line in err; under
