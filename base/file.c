@@ -54,6 +54,7 @@ int file_make_dirs(const char *path, size_t *made_n_bytes) {
     char *dir = strdup(path);
     if (!dir) return -1;
     int rc = 0;
+    struct stat st;
     for (char *q = dir + 1;; q++) {
         if (*q != '/' && *q != '\0') continue;
         const char save = *q;
@@ -61,6 +62,9 @@ int file_make_dirs(const char *path, size_t *made_n_bytes) {
         if (mkdir(dir, 0777) == 0) {
             if (!*made_n_bytes) *made_n_bytes = strlen(dir);
         } else if (errno != EEXIST) {
+            rc = -1;
+        } else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) { /* a file (or a dangling link) by that name */
+            errno = ENOTDIR;
             rc = -1;
         }
         *q = save;

@@ -28,7 +28,9 @@
  * or "not a regular file". */
 FILE *file_open_regular(const char *path, const char **instead);
 
-/* mkdir -p path (mode 0777 less the umask).  *made_n_bytes: the length of
+/* mkdir -p path (mode 0777 less the umask); a part of path, or path
+ * itself, that exists as anything but a directory (or a link to one) is
+ * -1 with ENOTDIR, as mkdir -p refuses it.  *made_n_bytes: the length of
  * the shallowest directory of path this call made (path itself, or a
  * prefix of it ending before a '/'), 0 when it made none.  0, or -1 with
  * errno set by the mkdir that failed (the directories made before it stay:

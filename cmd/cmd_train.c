@@ -588,18 +588,17 @@ static int train_dir_check(void *ctx) {
     size_t made = 0;
     const int made_rc = file_make_dirs(c->train_dir, &made);
     if (!*c->made_n_bytes) *c->made_n_bytes = made; /* a second call (said again) makes nothing */
-    if (made_rc != 0) {
-        cmd_errorf("tower train: cannot create --train_dir %s: %s\n", c->train_dir, strerror(errno));
+    struct stat sb;
+    if (made_rc != 0) { /* a file by that name: on rank 0, or on another rank's host (its shards go there) */
+        if (errno == ENOTDIR && stat(c->train_dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
+            cmd_errorf("tower train: --train_dir %s is not a directory\n", c->train_dir);
+        else
+            cmd_errorf("tower train: cannot create --train_dir %s: %s\n", c->train_dir, strerror(errno));
         return -1;
     }
     char err[1024];
     if (c->rank == 0 && *c->lock_fd < 0 && trainer_lock_dir(c->train_dir, c->lock_fd, err, sizeof err) != 0) {
         cmd_errorf("tower train: %s\n", err);
-        return -1;
-    }
-    struct stat sb; /* another rank's (its host's) train_dir: its checkpoint shards go there */
-    if (c->rank != 0 && (stat(c->train_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
-        cmd_errorf("tower train: --train_dir %s is not a directory\n", c->train_dir);
         return -1;
     }
     if (c->rank != 0 && access(c->train_dir, W_OK) != 0) {

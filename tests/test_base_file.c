@@ -9,7 +9,8 @@
  *   - a exists: only b/c made, made_n_bytes names a/b; removing leaves a;
  *   - a file written into the deepest one: nothing removed;
  *   - a trailing slash, an existing path (made_n_bytes 0, nothing removed),
- *     a path under a regular file (-1, ENOTDIR), the empty path (-1);
+ *     a path under a regular file or a regular file itself (-1, ENOTDIR), a
+ *     link to a directory (0), the empty path (-1);
  *   - file_open_regular: a regular file opens, a directory and a FIFO are
  *     refused by name without waiting.
  */
@@ -72,6 +73,12 @@ int main(void) {
     errno = 0;
     CHECK(file_make_dirs(at("file/d"), &made) == -1 && errno == ENOTDIR && made == 0,
           "a path under a regular file: made_n_bytes %zu, errno %d", made, errno);
+    errno = 0;
+    CHECK(file_make_dirs(at("file"), &made) == -1 && errno == ENOTDIR && made == 0,
+          "the path itself a regular file: made_n_bytes %zu, errno %d", made, errno);
+    CHECK(symlink("a", at("link")) == 0, "symlink");
+    CHECK(file_make_dirs(at("link"), &made) == 0 && made == 0, "a link to a directory: errno %d", errno);
+    unlink(at("link"));
     CHECK(file_make_dirs("", &made) == -1 && made == 0, "the empty path was accepted");
 
     const char *instead = "x";
@@ -88,7 +95,11 @@ int main(void) {
     unlink(at("file"));
     rmdir(at("a"));
     CHECK(rmdir(root) == 0, "the test left files in %s", root);
+    if (check_failures) {
+        fprintf(stderr, "%d of %d checks failed\n", check_failures, check_count);
+        return 1;
+    }
     printf("PASS: file_make_dirs / file_remove_made_dirs (made from nothing, below an existing one, a file inside "
-           "stops the removal), file_open_regular (a directory, a FIFO refused)\n");
+           "stops the removal, a file where a directory should be), file_open_regular (a directory, a FIFO refused)\n");
     return 0;
 }
