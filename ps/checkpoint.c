@@ -145,8 +145,33 @@ typedef struct {
     char names[CKPT_MAX_INDEX_ENTRIES][256];
 } IndexList;
 
-/* Parse `line` of the form  key: "value"  into value; returns 1 if the key
- * matched, 0 if not, -1 if malformed. */
+/* Lines of the checkpoint index and of a shard manifest are short (a name
+ * of at most 255 bytes and its key): LINE_MAX_N_BYTES holds any valid one. */
+#define LINE_MAX_N_BYTES 1024
+
+/* Reads the next line of f into line (LINE_MAX_N_BYTES; the '\n' dropped,
+ * and the line cut at a '\r', so CRLF files read as LF ones).  1: a line;
+ * 0: the end of f; LINE_TOO_LONG: a line of LINE_MAX_N_BYTES bytes or more,
+ * read to its end (fgets would hand its rest back as the next line);
+ * LINE_NUL: a line holding a NUL byte (read as text, its tail would be
+ * lost unseen). */
+enum { LINE_TOO_LONG = -1, LINE_NUL = -2 };
+static int read_line(FILE *f, char *line) {
+    size_t n = 0;
+    int c, over = 0, nul = 0;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        nul |= c == '\0';
+        if (n + 1 < LINE_MAX_N_BYTES) line[n++] = (char)c;
+        else over = 1;
+    }
+    line[n] = '\0';
+    if (c == EOF && n == 0) return 0;
+    line[strcspn(line, "\r")] = '\0';
+    return over ? LINE_TOO_LONG : nul ? LINE_NUL : 1;
+}
+
+/* Parse `line` of the form  key: "value"  into value (spaces may follow,
+ * nothing else); returns 1 if the key matched, 0 if not, -1 if malformed. */
 static int index_line_value(const char *line, const char *key, char *value, size_t value_n_bytes) {
     size_t klen = strlen(key);
     if (strncmp(line, key, klen) != 0 || line[klen] != ':') return 0;
@@ -155,7 +180,7 @@ static int index_line_value(const char *line, const char *key, char *value, size
     if (*p != '"') return -1;
     p++;
     const char *end = strchr(p, '"');
-    if (!end || end == p || (size_t)(end - p) >= value_n_bytes) return -1;
+    if (!end || end == p || (size_t)(end - p) >= value_n_bytes || end[strspn(end + 1, " \t") + 1] != '\0') return -1;
     memcpy(value, p, (size_t)(end - p));
     value[end - p] = '\0';
     return 1;
@@ -178,12 +203,13 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
         if (errno == ENOENT || errno == ENOTDIR) return 0;
         return fail(err, err_n_bytes, "%s: cannot open the checkpoint index: %s", path, strerror(errno));
     }
-    char line[1024], value[256], latest_name[256];
-    int have_latest = 0, bad = 0, line_no = 0;
+    char line[LINE_MAX_N_BYTES], value[256], latest_name[256];
+    int have_latest = 0, bad = 0, line_no = 0, got;
     if (list) list->n = 0;
-    while (fgets(line, sizeof line, f)) {
+    while ((got = read_line(f, line)) != 0) {
         line_no++;
-        line[strcspn(line, "\r\n")] = '\0';
+        if (got == LINE_TOO_LONG) { bad = 2; break; }
+        if (got == LINE_NUL) { bad = 1; break; }
         if (line[0] == '\0') continue;
         int r = index_line_value(line, "model_checkpoint_path", value, sizeof value);
         if (r == 1) {
@@ -200,6 +226,9 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
         if (list && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], value);
     }
     fclose(f);
+    if (bad == 2)
+        return fail(err, err_n_bytes, "%s: line %d of the checkpoint index is over %d bytes", path, line_no,
+                    LINE_MAX_N_BYTES - 1);
     if (bad)
         return fail(err, err_n_bytes, "%s: line %d of the checkpoint index is not model_checkpoint_path: \"NAME\" "
                     "or all_model_checkpoint_paths: \"NAME\"", path, line_no);
@@ -796,17 +825,24 @@ static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n
     FILE *f = file_open_regular(manifest, &not_regular);
     if (!f && not_regular) return fail(err, err_n_bytes, "%s: the shard manifest %s is not a regular file", path, manifest);
     if (!f) return fail(err, err_n_bytes, "%s: cannot open (nor a shard manifest %s): %s", path, manifest, strerror(errno));
-    char line[1024], value[256];
-    int n_shards = -1, line_no = 0;
-    int bad = 0; /* line line_no is not the n_shards line (1) or a shard line (2), or a shard too many (3) */
+    char line[LINE_MAX_N_BYTES], value[256];
+    int n_shards = -1, line_no = 0, got;
+    int bad = 0; /* line line_no is not the n_shards line (1) or a shard line (2), a shard too many (3), too long (4) */
     struct {
         dev_t dev;
         ino_t ino;
         int line_no; /* 0: the shard could not be stat'ed (read_checkpoint then says why) */
     } *seen = NULL;
-    while (!bad && fgets(line, sizeof line, f)) {
+    while (!bad && (got = read_line(f, line)) != 0) {
         line_no++;
-        line[strcspn(line, "\r\n")] = '\0';
+        if (got == LINE_TOO_LONG) {
+            bad = 4;
+            break;
+        }
+        if (got == LINE_NUL) {
+            bad = n_shards < 0 ? 1 : 2;
+            break;
+        }
         if (line[0] == '\0') continue;
         if (n_shards < 0) {
             if ((n_shards = manifest_n_shards(line)) < 0) {
@@ -857,6 +893,9 @@ static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n
     if (bad == 2)
         return fail(err, err_n_bytes, "%s: line %d of the shard manifest is not shard: \"NAME\" (a file beside it, "
                     "printable ASCII)", manifest, line_no);
+    if (bad == 4)
+        return fail(err, err_n_bytes, "%s: line %d of the shard manifest is over %d bytes", manifest, line_no,
+                    LINE_MAX_N_BYTES - 1);
     if (bad == 3)
         return fail(err, err_n_bytes, "%s: line %d of the shard manifest names a shard more than its n_shards: %d",
                     manifest, line_no, n_shards);

@@ -251,6 +251,28 @@ static void test_index_and_keep_last(void) {
     CHECK(ckpt_latest(empty, path, sizeof path) == -1, "malformed index must be an error");
     CHECK(ckpt_find_latest(empty, path, sizeof path, err, sizeof err) == -1 && strstr(err, ipath) &&
           strstr(err, "line 1 of the checkpoint index"), "malformed index: %s", err);
+    /* A line over 1023 bytes is refused whole: fgets's cut once read its two halves as two valid lines, so the
+     * latest was the second name; text after the closing quote, and a NUL byte, are refused too. */
+    char long_line[1400];
+    int at = snprintf(long_line, sizeof long_line, "model_checkpoint_path: \"model.ckpt-7\"");
+    memset(long_line + at, ' ', 1023 - (size_t)at);
+    at = 1023 + snprintf(long_line + 1023, sizeof long_line - 1023, "model_checkpoint_path: \"model.ckpt-6\"\n");
+    write_all(ipath, long_line, (size_t)at);
+    CHECK(ckpt_find_latest(empty, path, sizeof path, err, sizeof err) == -1 &&
+              strstr(err, "line 1 of the checkpoint index is over 1023 bytes"),
+          "a line of %d bytes: %s (latest %s)", at - 1, err, path);
+    const char after_quote[] = "model_checkpoint_path: \"model.ckpt-7\" model_checkpoint_path: \"x\"\n";
+    write_all(ipath, after_quote, sizeof after_quote - 1);
+    CHECK(ckpt_find_latest(empty, path, sizeof path, err, sizeof err) == -1 && strstr(err, "line 1 of the checkpoint index is not"),
+          "text after the name: %s", err);
+    const char with_nul[] = "model_checkpoint_path: \"model.ckpt-7\"\0junk\n";
+    write_all(ipath, with_nul, sizeof with_nul - 1);
+    CHECK(ckpt_find_latest(empty, path, sizeof path, err, sizeof err) == -1 && strstr(err, "line 1 of the checkpoint index is not"),
+          "a NUL byte in a line: %s", err);
+    const char crlf_spaces[] = "model_checkpoint_path: \"model.ckpt-7\"  \r\n";
+    write_all(ipath, crlf_spaces, sizeof crlf_spaces - 1);
+    CHECK(ckpt_find_latest(empty, path, sizeof path, err, sizeof err) == 1 && strstr(path, "/model.ckpt-7"),
+          "spaces and CRLF after the name: %s", err);
     CHECK(ckpt_latest(dir, path, 8) == -1, "a too small path buffer must be an error");
     /* keep_last <= 0 keeps everything */
     char all[600];
@@ -725,6 +747,16 @@ static void test_shards_of_one_run(void) {
     CHECK(ckpt_load(base, r, NULL, err, sizeof err) == -1 && strstr(err, "shard 1 is of another run than shard 0") &&
               strstr(err, "5x4x1") && strstr(err, "4x4x1") && !strchr(err, '\n'),
           "a shard of another run: %s", err);
+    /* A manifest line over 1023 bytes is named as such (it was read as two lines, the second's number named). */
+    char manifest[800], text[1500];
+    snprintf(manifest, sizeof manifest, "%s.shards", base);
+    int n = snprintf(text, sizeof text, "n_shards: 2\nshard: \"model.ckpt-2");
+    memset(text + n, 'x', 1100);
+    n += 1100;
+    n += snprintf(text + n, sizeof text - (size_t)n, "\"\nshard: \"y\"\n");
+    write_all(manifest, text, (size_t)n);
+    CHECK(ckpt_load(base, r, NULL, err, sizeof err) == -1 && strstr(err, "line 2 of the shard manifest is over 1023 bytes"),
+          "a long manifest line: %s", err);
     ps_free(a);
     ps_free(b);
     ps_free(r);
