@@ -1,7 +1,7 @@
 /* convert.c — IDX and CIFAR-10 binary to sharded TFRecord (see convert.h).
  *
  * Where it sits: io/, behind `tower convert`.  Inputs are read through
- * zlib's gzread, which reads gzip files and passes raw files through, so
+ * io/gzfile.h, which inflates gzip files and passes raw files through, so
  * train-images-idx3-ubyte.gz and an uncompressed copy both work.
  * What it does not do: no image decoding (PNG/JPEG: a later image-folder
  * source), no validation split.
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include "base/file.h"
 #include "io/example.h"
+#include "io/gzfile.h"
 #include "io/tfrecord.h"
 
 void convert_config_defaults(ConvertConfig *c) {
@@ -37,39 +37,14 @@ int convert_shard_path(char *buf, size_t n, const char *prefix, int shard, int n
     return (k < 0 || (size_t)k >= n) ? -1 : 0;
 }
 
-/* Reads exactly n bytes; returns the count read (< n at the end), or -1 on a gzip error. */
-static long gz_read_full(gzFile f, void *dst, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-        size_t want = n - done > (1u << 30) ? (1u << 30) : n - done;
-        int got = gzread(f, (char *)dst + done, (unsigned)want);
-        if (got < 0) return -1;
-        if (got == 0) break;
-        done += (size_t)got;
-    }
-    return (long)done;
-}
-
-/* After gzread failed on path: "PATH: [WHERE: ]read error: WHY" (the
- * system's error) or "PATH: [WHERE: ]gzip data error: WHY" into err.  where
- * (NULL: none) names the read that failed, "record 3 at offset 9216" or
- * "offset 0" (offsets in the uncompressed data, as TFRecord's messages give
- * them); zlib reads ahead, so a bad check value found at the stream's end
- * surfaces at the read in flight.  zlib puts the
- * path before its own message, which is dropped here so the line names it
- * once. */
-static void gz_fail(gzFile f, const char *path, const char *where, char *err, size_t err_n) {
-    int e;
-    const char *m = gzerror(f, &e);
-    const char *sep = where ? ": " : "";
-    if (!where) where = "";
-    if (e == Z_ERRNO) {
-        snprintf(err, err_n, "%s: %s%sread error: %s", path, where, sep, strerror(errno));
-        return;
-    }
-    const size_t path_n = strlen(path);
-    if (m && !strncmp(m, path, path_n) && !strncmp(m + path_n, ": ", 2)) m += path_n + 2;
-    snprintf(err, err_n, "%s: %s%sgzip data error: %s", path, where, sep, m && *m ? m : "read error");
+/* After gzfile_read failed on path: "PATH: [WHERE: ]WHY" into err, WHY
+ * "read error: ..." or "gzip data error: ..." (io/gzfile.h).  where (NULL:
+ * none) names the read that failed, "record 3 at offset 9216" or "offset 0"
+ * (offsets in the uncompressed data, as TFRecord's messages give them);
+ * decompression reads ahead, so a bad check value found at the stream's end
+ * surfaces at the read in flight. */
+static void gz_fail(const GzFile *f, const char *path, const char *where, char *err, size_t err_n) {
+    snprintf(err, err_n, "%s: %s%s%s", path, where ? where : "", where ? ": " : "", gzfile_error(f));
 }
 
 static uint32_t be32(const uint8_t *p) {
@@ -80,7 +55,7 @@ static uint32_t be32(const uint8_t *p) {
 
 typedef struct {
     char *images_path, *labels_path;
-    gzFile images, labels;
+    GzFile *images, *labels;
     long n, next;
     int H, W, C;
     size_t image_n_bytes, images_header_n_bytes, labels_header_n_bytes;
@@ -90,8 +65,8 @@ typedef struct {
 static void idx_close(ConvertSource *s) {
     IdxState *st = s->state;
     if (st) {
-        if (st->images) gzclose(st->images);
-        if (st->labels) gzclose(st->labels);
+        gzfile_close(st->images);
+        gzfile_close(st->labels);
         free(st->images_path);
         free(st->labels_path);
         free(st->image);
@@ -104,21 +79,30 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
     IdxState *st = s->state;
     if (st->next >= st->n) {
         uint8_t extra;
-        if (gzread(st->images, &extra, 1) == 1) {
-            snprintf(err, err_n, "%s: record %ld at offset %zu: trailing bytes after the %ld images the header announces",
-                     st->images_path, st->n, st->images_header_n_bytes + (size_t)st->n * st->image_n_bytes, st->n);
+        const size_t images_end = st->images_header_n_bytes + (size_t)st->n * st->image_n_bytes;
+        const size_t labels_end = st->labels_header_n_bytes + (size_t)st->n;
+        char where[96];
+        long got = gzfile_read(st->images, &extra, 1);
+        if (got != 0) {
+            snprintf(where, sizeof where, "record %ld at offset %zu", st->n, images_end);
+            if (got < 0) gz_fail(st->images, st->images_path, where, err, err_n);
+            else snprintf(err, err_n, "%s: %s: trailing bytes after the %ld images the header announces",
+                          st->images_path, where, st->n);
             return -1;
         }
-        if (gzread(st->labels, &extra, 1) == 1) {
-            snprintf(err, err_n, "%s: record %ld at offset %zu: trailing bytes after the %ld labels the header announces",
-                     st->labels_path, st->n, st->labels_header_n_bytes + (size_t)st->n, st->n);
+        got = gzfile_read(st->labels, &extra, 1);
+        if (got != 0) {
+            snprintf(where, sizeof where, "record %ld at offset %zu", st->n, labels_end);
+            if (got < 0) gz_fail(st->labels, st->labels_path, where, err, err_n);
+            else snprintf(err, err_n, "%s: %s: trailing bytes after the %ld labels the header announces",
+                          st->labels_path, where, st->n);
             return -1;
         }
         return 0;
     }
     long i = st->next;
     size_t img_off = st->images_header_n_bytes + (size_t)i * st->image_n_bytes;
-    long got = gz_read_full(st->images, st->image, st->image_n_bytes);
+    long got = gzfile_read(st->images, st->image, st->image_n_bytes);
     if (got < 0) {
         char where[96];
         snprintf(where, sizeof where, "record %ld at offset %zu", i, img_off);
@@ -131,7 +115,7 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
         return -1;
     }
     uint8_t label;
-    got = gz_read_full(st->labels, &label, 1);
+    got = gzfile_read(st->labels, &label, 1);
     size_t lab_off = st->labels_header_n_bytes + (size_t)i;
     if (got < 0) {
         char where[96];
@@ -159,10 +143,10 @@ static int idx_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n
 }
 
 /* Reads an IDX header: magic (type 0x08, ndims) and dims.  0, or -1 with err. */
-static int idx_header(gzFile f, const char *path, int want_ndims_min, int want_ndims_max, uint32_t *dims, int *ndims,
+static int idx_header(GzFile *f, const char *path, int want_ndims_min, int want_ndims_max, uint32_t *dims, int *ndims,
                       char *err, size_t err_n) {
     uint8_t magic[4];
-    long got = gz_read_full(f, magic, 4);
+    long got = gzfile_read(f, magic, 4);
     if (got < 0) {
         gz_fail(f, path, "offset 0", err, err_n);
         return -1;
@@ -178,7 +162,7 @@ static int idx_header(gzFile f, const char *path, int want_ndims_min, int want_n
     }
     *ndims = magic[3];
     uint8_t raw[4 * 4];
-    got = gz_read_full(f, raw, (size_t)*ndims * 4);
+    got = gzfile_read(f, raw, (size_t)*ndims * 4);
     if (got < 0) {
         gz_fail(f, path, "offset 4", err, err_n);
         return -1;
@@ -211,15 +195,8 @@ ConvertSource *convert_open_idx(const char *images_path, const char *labels_path
         snprintf(err, err_n, "convert: out of memory");
         goto fail;
     }
-    if (!(st->images = gzopen(images_path, "rb"))) {
-        snprintf(err, err_n, "%s: cannot open: %s", images_path, strerror(errno ? errno : ENOENT));
-        goto fail;
-    }
-    if (!(st->labels = gzopen(labels_path, "rb"))) {
-        snprintf(err, err_n, "%s: cannot open: %s", labels_path, strerror(errno ? errno : ENOENT));
-        goto fail;
-    }
-    gzbuffer(st->images, 1 << 17);
+    if (!(st->images = gzfile_open(images_path, err, err_n))) goto fail;
+    if (!(st->labels = gzfile_open(labels_path, err, err_n))) goto fail;
     uint32_t idims[4], ldims[4];
     int in_d, ln_d;
     if (idx_header(st->images, images_path, 3, 4, idims, &in_d, err, err_n) != 0) goto fail;
@@ -270,7 +247,7 @@ fail:
 typedef struct {
     char **paths;
     int n_paths, cur;
-    gzFile f;
+    GzFile *f;
     long index;                       /* record index in the current file */
     uint8_t rec[CIFAR_RECORD_N_BYTES];
     uint8_t image[CIFAR_H * CIFAR_W * CIFAR_C]; /* (32, 32, 3) */
@@ -279,7 +256,7 @@ typedef struct {
 static void cifar_close(ConvertSource *s) {
     CifarState *st = s->state;
     if (st) {
-        if (st->f) gzclose(st->f);
+        gzfile_close(st->f);
         for (int i = 0; i < st->n_paths; i++) free(st->paths[i]);
         free(st->paths);
         free(st);
@@ -293,16 +270,12 @@ static int cifar_next(ConvertSource *s, ConvertItem *item, char *err, size_t err
         if (!st->f) {
             if (st->cur >= st->n_paths) return 0;
             const char *path = st->paths[st->cur];
-            if (!(st->f = gzopen(path, "rb"))) {
-                snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
-                return -1;
-            }
-            gzbuffer(st->f, 1 << 17);
+            if (!(st->f = gzfile_open(path, err, err_n))) return -1;
             st->index = 0;
         }
         const char *path = st->paths[st->cur];
         size_t off = (size_t)st->index * CIFAR_RECORD_N_BYTES;
-        long got = gz_read_full(st->f, st->rec, CIFAR_RECORD_N_BYTES);
+        long got = gzfile_read(st->f, st->rec, CIFAR_RECORD_N_BYTES);
         if (got < 0) {
             char where[96];
             snprintf(where, sizeof where, "record %ld at offset %zu", st->index, off);
@@ -310,7 +283,7 @@ static int cifar_next(ConvertSource *s, ConvertItem *item, char *err, size_t err
             return -1;
         }
         if (got == 0) {
-            gzclose(st->f);
+            gzfile_close(st->f);
             st->f = NULL;
             st->cur++;
             continue;

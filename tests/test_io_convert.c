@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -271,18 +272,77 @@ static void test_bad_inputs(void) {
     s = convert_open_idx(labels, images, err, sizeof err);
     snprintf(want, sizeof want, "%s: offset 0: not an IDX image file (magic 0x00000801, expected 0x00000803)", labels);
     expect_failure(s, err, want, io_tmp("bad4/out"));
-    /* A gzip stream whose CRC-32 does not match: the path once, the read in flight (zlib reads ahead: the header's,
-     * for a file this small), zlib's reason. */
+    /* A gzip stream whose CRC-32 does not match: the path once, the read that meets the member's end (the last
+     * record's), zlib's reason. */
     write_idx(images, labels, 10, 4, 4, 0, 1, 10, 0);
     size_t gz_n;
     uint8_t *gz = io_read_file(images, &gz_n);
     gz[gz_n - 8] ^= 0x01;
     io_write_file(images, gz, gz_n);
-    free(gz);
     s = convert_open_idx(images, labels, err, sizeof err);
-    snprintf(want, sizeof want, "%s: offset 0: gzip data error: incorrect data check", images);
-    CHECK(s == NULL && !strcmp(err, want), "'%s'", err);
+    snprintf(want, sizeof want, "%s: record 9 at offset %d: gzip data error: incorrect data check", images, 16 + 9 * 16);
+    expect_failure(s, err, want, io_tmp("bad8/out"));
+    /* Bytes after the gzip member that are not another member (zlib's gzread dropped them unseen): refused with
+     * their count and offset; zeros there (padding) and a second member are read as gzip(1) reads them. */
+    gz[gz_n - 8] ^= 0x01;
+    uint8_t *more = malloc(2 * gz_n + 16);
+    memcpy(more, gz, gz_n);
+    memcpy(more + gz_n, "<html>", 6);
+    io_write_file(images, more, gz_n + 6);
+    s = convert_open_idx(images, labels, err, sizeof err);
+    snprintf(want, sizeof want, "%s: record 10 at offset %d: gzip data error: 6 bytes after the last gzip member (at "
+             "offset %zu of the file) are not another member", images, 16 + 10 * 16, gz_n);
+    expect_failure(s, err, want, io_tmp("bad9/out"));
+    memset(more + gz_n, 0, 16);
+    io_write_file(images, more, gz_n + 16);
+    s = convert_open_idx(images, labels, err, sizeof err);
+    ConvertConfig cfg;
+    convert_config_defaults(&cfg);
+    cfg.out_prefix = io_tmp("pad/out");
+    ConvertStats st;
+    CHECK(s && convert_run(s, &cfg, &st, err, sizeof err) == 0 && st.n_examples == 10, "zero padding: %s", err);
     if (s) s->close(s);
+    /* Two members: the file's first 100 bytes, then the rest (as `cat a.gz b.gz` makes). */
+    write_idx(images, labels, 10, 4, 4, 0, 0, 10, 0);
+    size_t raw_n;
+    uint8_t *raw = io_read_file(images, &raw_n);
+    gzFile gf = gzopen(images, "wb");
+    gzwrite(gf, raw, 100);
+    gzclose(gf);
+    size_t first_n;
+    uint8_t *first = io_read_file(images, &first_n);
+    gf = gzopen(images, "wb");
+    gzwrite(gf, raw + 100, (unsigned)(raw_n - 100));
+    gzclose(gf);
+    size_t second_n;
+    uint8_t *second = io_read_file(images, &second_n);
+    uint8_t *both = malloc(first_n + second_n);
+    memcpy(both, first, first_n);
+    memcpy(both + first_n, second, second_n);
+    io_write_file(images, both, first_n + second_n);
+    s = convert_open_idx(images, labels, err, sizeof err);
+    cfg.out_prefix = io_tmp("members/out");
+    CHECK(s && convert_run(s, &cfg, &st, err, sizeof err) == 0 && st.n_examples == 10, "two gzip members: %s", err);
+    if (s) s->close(s);
+    CHECK(check_shard(io_tmp("members/out-00000-of-00001.tfrecord"), 0, 1, 4, 4, 1, 0, IO_COMPRESSION_NONE) == 10);
+    free(both);
+    free(first);
+    free(second);
+    free(raw);
+    free(more);
+    free(gz);
+    /* A FIFO is refused at the open (gzopen waited for its writer, forever). */
+    const char *fifo = io_tmp("fifo.idx");
+    CHECK(mkfifo(fifo, 0644) == 0);
+    s = convert_open_idx(fifo, labels, err, sizeof err);
+    snprintf(want, sizeof want, "%s: not a regular file (a pipe or FIFO)", fifo);
+    CHECK(s == NULL && !strcmp(err, want), "a FIFO: '%s'", err);
+    if (s) s->close(s);
+    const char *cf[1] = {fifo};
+    s = convert_open_cifar10(cf, 1, err, sizeof err);
+    if (s) expect_failure(s, err, want, io_tmp("bad10/out"));
+    else CHECK_CONTAINS(err, want);
+    unlink(fifo);
     /* No examples: an IDX pair announcing 0 images, an empty CIFAR-10 file; no shard is written. */
     write_idx(images, labels, 0, 4, 4, 0, 0, 0, 0);
     s = convert_open_idx(images, labels, err, sizeof err);
