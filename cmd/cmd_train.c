@@ -469,7 +469,7 @@ static void drop_empty_events(const char *path, int ran_steps) {
 }
 
 static int train_main(int argc, char **argv, int rank);
-static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank);
+static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *labels_made);
 
 /* Every rank of the job refused the same command line alike (train_main): the ranks end together, not by an
  * abort, and rank 0 alone said why. */
@@ -661,7 +661,14 @@ static int train_main(int argc, char **argv, int rank) {
         file_remove_made_dirs(o.train_dir, made_n_bytes);
         return 1;
     }
-    rc = run_train(o, dopt, rank);
+    int labels_made = 0;
+    rc = run_train(o, dopt, rank, &labels_made);
+    char path[4200];
+    /* The labels.txt this run recorded pairs the class list with its checkpoints: with none saved, a failed run
+     * takes it away again (a later run on other data would be refused by it). */
+    if (rc != 0 && labels_made && !latest_checkpoint(o.train_dir, path, sizeof path) &&
+        snprintf(path, sizeof path, "%s/labels.txt", o.train_dir) < (int)sizeof path)
+        unlink(path);
     if (rank == 0) trainer_unlock_dir(o.train_dir, lock_fd);
     if (rc != 0) file_remove_made_dirs(o.train_dir, made_n_bytes);
     return rc;
@@ -673,10 +680,11 @@ static int train_main(int argc, char **argv, int rank) {
  * files, which must agree where their directories hold several.  The
  * labels.txt must name --num_classes classes (an image folder's --labels:
  * trainer_open checks it).  Rank 0's TrainerOptions.check_data: trainer_open
- * calls it before the input pipeline starts.  0 (also when the data has no
- * class list), or -1 with one line in err. */
+ * calls it before the input pipeline starts; ctx: an int set to 1 when this
+ * call made train_dir/labels.txt (it was not there).  0 (also when the data
+ * has no class list), or -1 with one line in err. */
 static int check_class_list(void *ctx, const Trainer *tr, char *err, size_t err_n_bytes) {
-    (void)ctx;
+    int *labels_made = ctx;
     const TrainerOptions *o = &tr->opt;
     char e[1024], data_labels[4096] = "", run_labels[4096];
     int n_classes = 0;
@@ -705,6 +713,7 @@ static int check_class_list(void *ctx, const Trainer *tr, char *err, size_t err_
         return 0;
     /* A labels file: first against the train_dir's (the more telling refusal on a resumed run), then its count. */
     const char *list_file = classes ? (o->labels[0] ? o->labels : NULL) : data_labels;
+    const int had_labels = access(run_labels, F_OK) == 0;
     int lrc = list_file ? io_labels_compare(run_labels, list_file, e, sizeof e) : 0;
     if (lrc == 0 && !classes && list_file && n_classes != o->num_classes) {
         snprintf(err, err_n_bytes, "%s names %d class%s but --num_classes is %d: the model's outputs would not be "
@@ -724,11 +733,12 @@ static int check_class_list(void *ctx, const Trainer *tr, char *err, size_t err_
         else snprintf(err, err_n_bytes, "%s", e);
         return -1;
     }
+    *labels_made = !had_labels;
     return 0;
 }
 
 /* The run on a locked train_dir: the process's exit status. */
-static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
+static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *labels_made) {
     char err[4096], ts[64];
     Trainer tr;
     TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
@@ -737,7 +747,10 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank) {
     o.warn_ctx = &disp;
     /* The data's class list (labels.txt beside it, from convert --from imagefolder) goes into train_dir,
      * for eval to compare; a resumed run on data with another list is refused. */
-    if (rank == 0) o.check_data = check_class_list;
+    if (rank == 0) {
+        o.check_data = check_class_list;
+        o.check_data_ctx = labels_made;
+    }
     const int open_rc = trainer_open(&tr, &o, err, sizeof err);
     if (open_rc != 0) {
         if (err[0]) cmd_errorf("tower train: %s\n", err); /* it may name a data file: escaped there */

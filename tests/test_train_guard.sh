@@ -12,7 +12,8 @@
 # ending before one whole step (exit 1, nothing saved), an exponential decay
 # under one step (refused), SIGHUP (as SIGTERM, 129; the process keeps its
 # name), a closed pipe on stdout (checkpoint, exit 1), a signal after the
-# last step (exit 0), an ESC byte in --train_dir (escaped).
+# last step (exit 0), an ESC byte in --train_dir (escaped), a bad record
+# before the first step (no labels.txt left behind).
 # Every case is checked and reported; the test fails when any failed.
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
@@ -233,6 +234,23 @@ if [ $rc -eq 1 ] && one_line "$work/short.err" &&
    [ ! -e "$work/short" ]; then
   ok "--num_epochs 1 of 10000 examples, steps of 12000: $(cat "$work/short.err"); the train_dir it made removed"
 else bad "--num_epochs shorter than a step: status $rc: $(head -c 600 "$work/short.err"); $(ls -R "$work/short" 2>&1 | tr '\n' ' ')"; fi
+
+# 11b. A bad record before the first step, in data with a labels.txt beside it: no step ran, nothing saved, and the
+# labels.txt the run recorded goes too (it stayed, and refused a later run on data of another class list); in a
+# train_dir that was there, the directory stays, empty.
+mkdir -p "$work/lbl"
+cp "$work/train-00000-of-00002.tfrecord" "$work/lbl/train-00000-of-00001.tfrecord"
+printf '\xff\xff\xff\xff' | dd of="$work/lbl/train-00000-of-00001.tfrecord" bs=1 seek=$((5 * record + 12 + 100)) \
+  conv=notrunc 2>/dev/null
+seq 0 9 | sed 's/^/class/' >"$work/lbl/labels.txt"
+mkdir -p "$work/lbl_there"
+for td in "$work/lbl_made/run" "$work/lbl_there"; do
+  run lbl train "${common[@]}" --data "$work/lbl/train-*.tfrecord" --train_dir "$td" --max_steps 5
+  if [ $rc -eq 1 ] && one_line "$work/lbl.err" && grep -q "record 5 at offset $((5 * record)).*no step ran, nothing saved" \
+       "$work/lbl.err" && [ ! -e "$td/labels.txt" ] && [ ! -e "$work/lbl_made" ] && [ -d "$work/lbl_there" ]; then
+    ok "a bad record before the first step: $(cat "$work/lbl.err"); no labels.txt left in $(basename "$td")"
+  else bad "a bad record before the first step: status $rc: $(head -c 400 "$work/lbl.err"); $(ls -aR "$work/lbl_made" "$td" 2>&1 | tr '\n' ' ')"; fi
+done
 
 # 12. SIGHUP (the terminal closed, the ssh session dropped) stops as SIGTERM does: checkpoint, 129.  The process
 # keeps its name (the OpenMP re-exec of /proc/self/exe named it "exe"), so pkill/pgrep -x tower find it.
