@@ -222,6 +222,23 @@ int example_get_int64s(const Tensorflow__Example *ex, const char *key, const int
     return 0;
 }
 
+int example_check_image_shape(const char *image_key, size_t n_values, const char *unit, int64_t h, int64_t w,
+                              int64_t c, char *why, size_t why_n_bytes) {
+    const int64_t lo = h < w ? (h < c ? h : c) : (w < c ? w : c), hi = h > w ? (h > c ? h : c) : (w > c ? w : c);
+    if (lo < 1 || hi > 65536) {
+        snprintf(why, why_n_bytes, "image '%s' shape %lld x %lld x %lld (height x width x depth) has a dimension %s",
+                 image_key, (long long)h, (long long)w, (long long)c, lo < 1 ? "under 1" : "over 65536");
+        return -1;
+    }
+    const uint64_t want = (uint64_t)h * (uint64_t)w * (uint64_t)c; /* at most 2^48 */
+    if (want != (uint64_t)n_values) {
+        snprintf(why, why_n_bytes, "image '%s' has %zu %s, expected %llu (%lld x %lld x %lld)", image_key, n_values, unit,
+                 (unsigned long long)want, (long long)h, (long long)w, (long long)c);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- encoding ---- */
 
 void example_builder_init(ExampleBuilder *b) {

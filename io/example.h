@@ -76,6 +76,17 @@ int example_get_floats(const Tensorflow__Example *ex, const char *key, const flo
 int example_get_int64s(const Tensorflow__Example *ex, const char *key, const int64_t **values, size_t *n_values,
                        char *why, size_t why_n_bytes);
 
+/* An image feature of n_values values (bytes or floats: unit) against its
+ * height x width x depth features (h, w, c): 0 when each is in [1, 65536]
+ * and their product is n_values; otherwise -1 with one reason in why:
+ * "image 'image_raw' shape 0 x 28 x 1 (height x width x depth) has a
+ * dimension under 1", "... has a dimension over 65536", or "image
+ * 'image_raw' has 47 bytes, expected 48 (4 x 4 x 3)".  The product is
+ * formed only of bounded dimensions, so no shape wraps around to match.
+ * The one check of `tower inspect` and of train's and eval's first record. */
+int example_check_image_shape(const char *image_key, size_t n_values, const char *unit, int64_t h, int64_t w,
+                              int64_t c, char *why, size_t why_n_bytes);
+
 /* ---- encoding ---- */
 
 #define EXAMPLE_BUILDER_MAX_FEATURES 32

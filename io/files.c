@@ -317,12 +317,11 @@ int io_probe_image_shape(const char *file, const char *image_key, int compressio
         goto out;
     }
     if (fh && fw) {
-        /* h and w are bounded before they are multiplied (2^32 x 2^32 wrapped to a division by 0). */
-        int hw_ok = h > 0 && w > 0 && h <= 65536 && w <= 65536;
-        if (!fc) c = (hw_ok && n_values % (size_t)(h * w) == 0) ? (int64_t)(n_values / (size_t)(h * w)) : 0;
-        if (!hw_ok || c <= 0 || c > 65536 || (size_t)(h * w * c) != n_values) {
-            snprintf(why, sizeof why, "image '%s' has %zu values but height x width x depth is %lld x %lld x %lld", image_key,
-                     n_values, (long long)h, (long long)w, (long long)c);
+        if (!fc) { /* no depth feature: the channels are what the pixels leave (h and w bounded before their product) */
+            const int hw_ok = h >= 1 && w >= 1 && h <= 65536 && w <= 65536;
+            c = hw_ok && n_values >= (size_t)(h * w) && n_values % (size_t)(h * w) == 0 ? (int64_t)(n_values / (size_t)(h * w)) : 1;
+        }
+        if (example_check_image_shape(image_key, n_values, *is_float ? "floats" : "bytes", h, w, c, why, sizeof why) != 0) {
             snprintf(err, err_n, where_fmt, file, why);
             goto out;
         }

@@ -202,11 +202,8 @@ static int check_example(const Tensorflow__Example *ex, const uint8_t *data, siz
         FeatureKind k = feature_kind(img);
         if ((k == FEATURE_BYTES && img->bytes_list->n_value == 1) || k == FEATURE_FLOAT) {
             size_t n = k == FEATURE_BYTES ? img->bytes_list->value[0].len : img->float_list->n_value;
-            if (h < 0 || w < 0 || c < 0 || (uint64_t)h * (uint64_t)w * (uint64_t)c != (uint64_t)n) {
-                snprintf(why, why_n, "image '%s' has %zu %s but height x width x depth is %lld x %lld x %lld", cfg->image_key, n,
-                         k == FEATURE_BYTES ? "bytes" : "floats", (long long)h, (long long)w, (long long)c);
+            if (example_check_image_shape(cfg->image_key, n, k == FEATURE_BYTES ? "bytes" : "floats", h, w, c, why, why_n) != 0)
                 return -1;
-            }
         }
     }
     const Tensorflow__Feature *image = example_find(ex, cfg->image_key);

@@ -177,10 +177,12 @@ static void test_command_line_errors(void) {
 }
 
 enum { BAD_DATA_CRC, BAD_LENGTH_CRC, BAD_TRUNCATED, BAD_NOT_EXAMPLE, BAD_LABEL_RANGE, BAD_IMAGE_SIZE, BAD_IMAGE_NAN,
-       BAD_LENGTH, BAD_LENGTH_WRAP4, BAD_LENGTH_WRAP1 };
+       BAD_SHAPE_WRAP, BAD_SHAPE_ZERO, BAD_LENGTH, BAD_LENGTH_WRAP4, BAD_LENGTH_WRAP1 };
 
 /* 8 good records with record 3 made bad; offsets[i] receives each header offset.  BAD_IMAGE_NAN: float images,
- * record 3's holding a NaN at index 5 (train and eval refuse it). */
+ * record 3's holding a NaN at index 5 (train and eval refuse it).  BAD_SHAPE_WRAP: record 3's height 2^62 + 1,
+ * width 4, depth 3, whose product wraps around 2^64 to its 12 bytes (inspect called it good); BAD_SHAPE_ZERO: height
+ * 0 and no bytes. */
 static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
     char err[512];
     TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err, sizeof err);
@@ -196,11 +198,11 @@ static void write_bad_file(const char *path, int kind, uint64_t *offsets) {
             for (int j = 0; j < 12; j++) pixels[j] = i == 3 && j == 5 ? NAN : 0.25f * (float)i;
             example_add_floats(&b, "image_raw", pixels, 12);
         } else {
-            example_add_bytes(&b, "image_raw", img, i == 3 && kind == BAD_IMAGE_SIZE ? 11 : 12);
+            example_add_bytes(&b, "image_raw", img, i == 3 && kind == BAD_IMAGE_SIZE ? 11 : i == 3 && kind == BAD_SHAPE_ZERO ? 0 : 12);
         }
         example_add_int64(&b, "label", i == 3 && kind == BAD_LABEL_RANGE ? 12 : i % 2);
-        example_add_int64(&b, "height", 2);
-        example_add_int64(&b, "width", 2);
+        example_add_int64(&b, "height", i != 3 ? 2 : kind == BAD_SHAPE_WRAP ? ((int64_t)1 << 62) + 1 : kind == BAD_SHAPE_ZERO ? 0 : 2);
+        example_add_int64(&b, "width", i == 3 && kind == BAD_SHAPE_WRAP ? 4 : 2);
         example_add_int64(&b, "depth", 3);
         const uint8_t *data;
         size_t n = example_builder_encode(&b, &data);
@@ -238,8 +240,10 @@ static void test_bad_records(void) {
         {BAD_TRUNCATED, "truncated: end of file inside the data (1 of ", 0},
         {BAD_NOT_EXAMPLE, "payload is not a tf.train.Example", 4},
         {BAD_LABEL_RANGE, "label 12 outside [0, 10)", 4},
-        {BAD_IMAGE_SIZE, "image 'image_raw' has 11 bytes but height x width x depth is 2 x 2 x 3", 4},
+        {BAD_IMAGE_SIZE, "image 'image_raw' has 11 bytes, expected 12 (2 x 2 x 3)", 4},
         {BAD_IMAGE_NAN, "image 'image_raw' holds a non-finite value (nan) at index 5", 4},
+        {BAD_SHAPE_WRAP, "image 'image_raw' shape 4611686018427387905 x 4 x 3 (height x width x depth) has a dimension over 65536", 4},
+        {BAD_SHAPE_ZERO, "image 'image_raw' shape 0 x 2 x 3 (height x width x depth) has a dimension under 1", 4},
         {BAD_LENGTH, "record length 8589934592 bytes is over the limit of 1048576 bytes", 0},
         {BAD_LENGTH_WRAP4, "record length 18446744073709551612 bytes is over the limit of 1048576 bytes", 0},
         {BAD_LENGTH_WRAP1, "record length 18446744073709551615 bytes is over the limit of 1048576 bytes", 0},

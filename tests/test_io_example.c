@@ -1,7 +1,8 @@
 /* test_io_example.c — tf.train.Example through protobuf-c: every feature
  * kind round-trips; hand-written wire bytes (independent of protobuf-c's
  * encoder) decode with packed and unpacked repeated scalars and with map
- * entries in any order; the typed getters' messages; garbage is rejected. */
+ * entries in any order; the typed getters' messages; garbage is rejected;
+ * the image shape check (wrapped products, zero dimensions). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -241,8 +242,32 @@ static void test_builder_round_trip(void) {
     example_decoder_free(d);
 }
 
+/* example_check_image_shape: the one shape check of inspect and of train's and eval's first record.  Shapes whose
+ * product wraps around 2^64 to the image's size (inspect called them good), zero dimensions (eval said "has 0
+ * values but ... is 0 x 28 x 1"), the largest bounded shape (its product held exactly). */
+static void test_image_shape(void) {
+    char why[256];
+    CHECK(example_check_image_shape("image_raw", 784, "bytes", 28, 28, 1, why, sizeof why) == 0, "28x28x1: %s", why);
+    CHECK(example_check_image_shape("image_raw", 783, "bytes", 28, 28, 1, why, sizeof why) == -1 &&
+              !strcmp(why, "image 'image_raw' has 783 bytes, expected 784 (28 x 28 x 1)"), "783 bytes: %s", why);
+    CHECK(example_check_image_shape("image_raw", 784, "bytes", ((int64_t)1 << 62) + 196, 4, 1, why, sizeof why) == -1 &&
+              strstr(why, "has a dimension over 65536"), "(2^62 + 196) x 4 x 1 wraps to 784: %s", why);
+    CHECK(example_check_image_shape("image_raw", 0, "bytes", (int64_t)1 << 32, (int64_t)1 << 32, 1, why, sizeof why) == -1 &&
+              strstr(why, "over 65536"), "2^32 x 2^32 x 1 wraps to 0: %s", why);
+    CHECK(example_check_image_shape("image_raw", 0, "bytes", 0, 28, 1, why, sizeof why) == -1 &&
+              !strcmp(why, "image 'image_raw' shape 0 x 28 x 1 (height x width x depth) has a dimension under 1"),
+          "0 x 28 x 1: %s", why);
+    CHECK(example_check_image_shape("x", 0, "floats", 28, 28, 0, why, sizeof why) == -1 && strstr(why, "under 1"),
+          "28 x 28 x 0: %s", why);
+    CHECK(example_check_image_shape("x", 784, "floats", -28, -28, 1, why, sizeof why) == -1 && strstr(why, "under 1"),
+          "-28 x -28 x 1 (product 784): %s", why);
+    CHECK(example_check_image_shape("x", 5, "floats", 65536, 65536, 65536, why, sizeof why) == -1 &&
+              strstr(why, "expected 281474976710656 (65536 x 65536 x 65536)"), "2^16 cubed: %s", why);
+}
+
 int main(void) {
     test_wire_variants();
     test_builder_round_trip();
+    test_image_shape();
     return io_test_result("test_io_example");
 }
