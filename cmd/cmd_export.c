@@ -9,6 +9,7 @@
  * What it does not do: no optimizer slots, no conversion to PyTorch's layouts
  * (docs/export.md shows the transposes), no other formats.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,9 +66,19 @@ int cmd_export(int argc, char **argv) {
                    "file in its place): give another --out\n", safe_out);
         return 1;
     }
-    if (safetensors_probe(o.out) == 2) { /* a class list, an events file, anyone's file: not replaced */
+    switch (safetensors_probe(o.out)) { /* only nothing, or an earlier export, is replaced */
+    case SAFETENSORS_PROBE_NONE:
+    case SAFETENSORS_PROBE_EXPORT: break;
+    case SAFETENSORS_PROBE_OTHER: /* a class list, an events file, a directory */
         cmd_errorf("tower export: --out %s exists and is not a .safetensors file (export would replace it): give "
                    "another --out\n", safe_out);
+        return 1;
+    case SAFETENSORS_PROBE_FOREIGN: /* anyone's weights */
+        cmd_errorf("tower export: --out %s is a .safetensors file Tower did not write (its metadata has no \"source\": "
+                   "\"tower\"; export would replace it): give another --out, or remove it first\n", safe_out);
+        return 1;
+    case SAFETENSORS_PROBE_ERROR:
+        cmd_errorf("tower export: --out %s: %s\n", safe_out, strerror(errno));
         return 1;
     }
     if (cmd_open_checkpoint("export", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A growing string; on allocation failure `failed` is set and appends stop. */
@@ -100,21 +101,32 @@ static int write_f32_le(FILE *f, const float *x, uint64_t n) {
     return 0;
 }
 
-int safetensors_probe(const char *path) {
+SafetensorsProbe safetensors_probe(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT ? SAFETENSORS_PROBE_NONE : SAFETENSORS_PROBE_ERROR;
+    if (!S_ISREG(st.st_mode)) return SAFETENSORS_PROBE_OTHER; /* a directory, a FIFO (whose open would wait) */
+    if (st.st_size == 0) return SAFETENSORS_PROBE_NONE;
     FILE *f = fopen(path, "rb");
-    if (!f) return errno == ENOENT ? 0 : 2;
-    unsigned char head[9];
-    const size_t got = fread(head, 1, sizeof head, f);
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    const int read_failed = ferror(f); /* a directory: EISDIR */
+    if (!f) return SAFETENSORS_PROBE_ERROR;
+    /* The header's start: Tower writes "__metadata__" first, its keys sorted, so "source" lies within the first
+     * few hundred bytes; 4 KiB of it are read. */
+    unsigned char head[8 + 4096 + 1];
+    const size_t got = fread(head, 1, sizeof head - 1, f);
+    const int read_failed = ferror(f);
     fclose(f);
-    if (read_failed) return 2;
-    if (got == 0) return 0;
-    if (got < sizeof head) return 2;
+    if (read_failed) return SAFETENSORS_PROBE_ERROR;
+    if (got < 9) return SAFETENSORS_PROBE_OTHER;
     uint64_t n = 0;
     for (int k = 7; k >= 0; k--) n = (n << 8) | head[k];
-    return n > 0 && size >= 8 && n <= (uint64_t)size - 8 && head[8] == '{' ? 1 : 2;
+    if (!(n > 0 && n <= (uint64_t)st.st_size - 8 && head[8] == '{')) return SAFETENSORS_PROBE_OTHER;
+    const size_t json_n = (size_t)(n < got - 8 ? n : got - 8);
+    head[8 + json_n] = '\0';
+    const char *json = (const char *)head + 8;
+    if (strlen(json) != json_n) return SAFETENSORS_PROBE_FOREIGN; /* a NUL inside: not ours */
+    const char *meta = strstr(json, "\"__metadata__\":{");
+    const char *meta_end = meta ? strchr(meta, '}') : NULL;
+    const char *source = meta ? strstr(meta, "\"source\":\"tower\"") : NULL;
+    return source && meta_end && source < meta_end ? SAFETENSORS_PROBE_EXPORT : SAFETENSORS_PROBE_FOREIGN;
 }
 
 int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_tensors, const SafetensorsMeta *meta,

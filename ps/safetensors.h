@@ -45,11 +45,17 @@ typedef struct {
 int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_tensors, const SafetensorsMeta *meta,
                       int n_meta, char *err, size_t err_n_bytes);
 
-/* What lies at path, before a write replaces it: 0 nothing (or an empty
- * file), 1 a safetensors file (an 8-byte little-endian header length within
- * the file, then '{'), 2 something else (another kind of file, a
- * directory): a write there would destroy what is not an export. */
-int safetensors_probe(const char *path);
+/* What lies at path, before a write replaces it (a write over anything but
+ * nothing or an earlier export would destroy what is not ours). */
+typedef enum {
+    SAFETENSORS_PROBE_NONE = 0,    /* nothing there (or an empty file) */
+    SAFETENSORS_PROBE_EXPORT = 1,  /* a safetensors file whose __metadata__ holds "source":"tower": an export */
+    SAFETENSORS_PROBE_OTHER = 2,   /* another kind of file, a directory, a device */
+    SAFETENSORS_PROBE_FOREIGN = 3, /* a safetensors file (an 8-byte little-endian header length within the
+                                      file, then '{') that Tower did not write: anyone's weights */
+    SAFETENSORS_PROBE_ERROR = -1,  /* it cannot be told (errno: ENOTDIR where a parent is a file, EACCES, ...) */
+} SafetensorsProbe;
+SafetensorsProbe safetensors_probe(const char *path);
 
 /* The variables of a flat parameter block: one tensor per spec->vars entry,
  * named and shaped as the table says (TensorFlow's names and layouts),

@@ -211,6 +211,18 @@ for out in "$idx/labels.txt" "$idx/events.out.tfevents.1.host"; do
     export --checkpoint_dir "$idx" --out "$out"
 done
 [ "$(cd "$idx" && md5sum labels.txt events.out.tfevents.1.host)" = "$before_other" ] || fail "export replaced a class list"
+# Nor over a .safetensors file Tower did not write (anyone's PyTorch weights were replaced): its metadata lacks
+# "source": "tower".  A --out under a file is refused for what it is (it was "exists and is not a .safetensors file").
+json='{"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+printf "$(printf '\\x%02x' $((${#json} & 255)))"'\x00\x00\x00\x00\x00\x00\x00%s\x00\x00\x80\x3f' "$json" >"$work/theirs.safetensors"
+before_theirs=$(md5sum <"$work/theirs.safetensors")
+expect "export --out a .safetensors file of another tool" \
+  "tower export: --out $(re "$work/theirs.safetensors") is a \.safetensors file Tower did not write \(its metadata has no \"source\": \"tower\"; export would replace it\): give another --out, or remove it first" \
+  export --checkpoint_dir "$idx" --out "$work/theirs.safetensors"
+[ "$(md5sum <"$work/theirs.safetensors")" = "$before_theirs" ] || fail "export replaced another tool's .safetensors file"
+expect "export --out under a regular file" \
+  "tower export: --out $(re "$work/theirs.safetensors/x.safetensors"): Not a directory" \
+  export --checkpoint_dir "$idx" --out "$work/theirs.safetensors/x.safetensors"
 "$tower" export --checkpoint_dir "$idx" --out "$work/again.safetensors" >/dev/null &&
   "$tower" export --checkpoint_dir "$idx" --out "$work/again.safetensors" >/dev/null || fail "an export over an export"
 rm -f "$idx/labels.txt" "$idx/events.out.tfevents.1.host"
