@@ -27,15 +27,16 @@ typedef struct {
     const char *program; /* its argv[0]: how the flag parser's messages and --help name it */
     int (*run)(int argc, char **argv);
     const char *what;
+    const char *kept; /* what its run leaves written when only its report on stdout is lost (NULL: nothing) */
 } Command;
 
 static const Command commands[] = {
-    {"train", "tower train", cmd_train, "train a model with the tower pattern: N towers, variables on a parameter server or replicated (all-reduce), TFRecords or an image folder"},
-    {"eval", "tower eval", cmd_eval, "evaluate a checkpoint on TFRecords or an image folder: precision @ 1 (and @ k)"},
-    {"convert", "tower convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST), CIFAR-10 binary files or an image folder to TFRecord"},
-    {"inspect", "tower inspect", cmd_inspect, "count and verify the records of TFRecord files, list their features"},
-    {"export", "tower export", cmd_export, "write a checkpoint's variables to a .safetensors file (PyTorch, JAX, NumPy)"},
-    {"bench", "tower bench", cmd_bench, "compare variable placement modes (parameter server, all-reduce) x towers x models: table, CSV, SVG"},
+    {"train", "tower train", cmd_train, "train a model with the tower pattern: N towers, variables on a parameter server or replicated (all-reduce), TFRecords or an image folder", NULL},
+    {"eval", "tower eval", cmd_eval, "evaluate a checkpoint on TFRecords or an image folder: precision @ 1 (and @ k)", NULL},
+    {"convert", "tower convert", cmd_convert, "convert IDX (MNIST, Fashion-MNIST), CIFAR-10 binary files or an image folder to TFRecord", "the shards are written"},
+    {"inspect", "tower inspect", cmd_inspect, "count and verify the records of TFRecord files, list their features", NULL},
+    {"export", "tower export", cmd_export, "write a checkpoint's variables to a .safetensors file (PyTorch, JAX, NumPy)", "the .safetensors file is written"},
+    {"bench", "tower bench", cmd_bench, "compare variable placement modes (parameter server, all-reduce) x towers x models: table, CSV, SVG", "its CSV and chart are written"},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
@@ -172,13 +173,16 @@ static void keep_process_name(const char *argv0) {
 }
 
 /* A command's status once its output is written: what it printed must have reached standard output (a full disk,
- * a closed pipe under SIGPIPE ignored): else one line and 1, where the command had succeeded. */
-static int stdout_status(const char *program, int rc) {
+ * a closed pipe under SIGPIPE ignored): else one line and 1, where the command had succeeded; the line says what
+ * the run left written all the same (kept: the command's, NULL for none), so a script that sees the 1 does not
+ * take the files for missing. */
+static int stdout_status(const char *program, int rc, const char *kept) {
     errno = 0;
     const int flush_failed = fflush(stdout) != 0;
     const int e = errno;
     if ((flush_failed || ferror(stdout)) && rc == 0) {
-        cmd_errorf("%s: writing standard output: %s\n", program, e ? strerror(e) : "write error");
+        cmd_errorf("%s: writing standard output: %s%s%s%s\n", program, e ? strerror(e) : "write error",
+                   kept ? " (its report is lost; " : "", kept ? kept : "", kept ? ")" : "");
         return 1;
     }
     return rc;
@@ -198,11 +202,11 @@ int main(int argc, char **argv) {
     const char *first = argv[1];
     if (!strcmp(first, "--version")) {
         version();
-        return stdout_status("tower", 0);
+        return stdout_status("tower", 0, NULL);
     }
     if (!strcmp(first, "--help") || !strcmp(first, "-h") || (!strcmp(first, "help") && argc == 2)) {
         usage(stdout);
-        return stdout_status("tower", 0);
+        return stdout_status("tower", 0, NULL);
     }
     if (!strcmp(first, "help")) {
         /* tower help COMMAND: that command's --help. */
@@ -216,12 +220,12 @@ int main(int argc, char **argv) {
             return 2;
         }
         char *help_argv[] = {(char *)c->program, "--help", NULL};
-        return stdout_status(c->program, c->run(2, help_argv));
+        return stdout_status(c->program, c->run(2, help_argv), NULL);
     }
     const Command *c = find_command(first);
     if (c) {
         argv[1] = (char *)c->program;
-        return stdout_status(c->program, c->run(argc - 1, argv + 1));
+        return stdout_status(c->program, c->run(argc - 1, argv + 1), c->kept);
     }
     cmd_errorf("tower: unknown command '%s' (tower --help lists the commands)\n", first);
     return 2;

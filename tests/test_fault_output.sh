@@ -4,7 +4,8 @@
 #   standard output on a full disk (/dev/full): `tower eval`, `tower inspect`
 #     and `tower --version` exit 1 with one line ("writing standard output: No
 #     space left on device"), not 0 with the result lost (a closed pipe on
-#     `tower train`: tests/test_train_guard.sh);
+#     `tower train`: tests/test_train_guard.sh); convert and export say
+#     that their files are written all the same;
 #   `tower convert` stopped by SIGINT or SIGTERM between two examples: exit
 #     128 + the signal, one line, no partial .tmp shard left (an inspect of
 #     PREFIX-* read one before), and, under --overwrite, the shards already
@@ -40,7 +41,15 @@ full "tower eval: writing standard output: No space left on device" \
   eval --checkpoint_dir "$work/run" --data "$work/small/t-*.tfrecord" --eval_dir none --no_progress
 full "tower inspect: writing standard output: No space left on device" inspect "$work/small/t-00000-of-00001.tfrecord"
 full "tower: writing standard output: No space left on device" --version
-echo "ok: eval, inspect and --version whose standard output is full exit 1 with one line"
+# Where the run's files are written all the same, the line says so (a script seeing the 1 retried, and the shards
+# already there refused it).
+full "tower convert: writing standard output: No space left on device (its report is lost; the shards are written)" \
+  convert --from idx --images "$work/img" --labels "$work/lab" --out "$work/full/t"
+[ -f "$work/full/t-00000-of-00001.tfrecord" ] || fail "convert > /dev/full: no shard written"
+full "tower export: writing standard output: No space left on device (its report is lost; the .safetensors file is written)" \
+  export --checkpoint_dir "$work/run" --out "$work/full.safetensors"
+[ -s "$work/full.safetensors" ] || fail "export > /dev/full: no file written"
+echo "ok: eval, inspect, --version, convert and export whose standard output is full exit 1 with one line"
 
 # A conversion long enough to stop in the middle: 60000 images into gzip shards.
 "$helper" idx "$work/bigimg" "$work/biglab" 60000
