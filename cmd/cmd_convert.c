@@ -172,6 +172,13 @@ int cmd_convert(int argc, char **argv) {
         cmd_errorf("tower convert: --out PREFIX is required\n");
         return 2;
     }
+    if (o.out[strlen(o.out) - 1] == '/') { /* the shards would be named "-00000-of-00001.tfrecord" inside it */
+        char safe[1024];
+        escape_str(safe, sizeof safe, o.out);
+        cmd_errorf("tower convert: --out %s ends in '/': PREFIX is a directory and a file name stem, e.g. --out "
+                   "%strain (PREFIX-00000-of-0000N.tfrecord)\n", safe, safe);
+        return 2;
+    }
     char err[1024];
     int usage_error = 0;
     Progress bar;
@@ -259,6 +266,10 @@ int cmd_convert(int argc, char **argv) {
     printf("tower convert: wrote %ld examples (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples, st.H, st.W,
            st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
            o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
+    if (st.n_examples < o.num_shards)
+        cmd_errorf("tower convert: warning: %d of the %d shards are empty (%ld example%s; --num_shards at most %ld "
+                   "writes none empty)\n", o.num_shards - (int)st.n_examples, o.num_shards, st.n_examples,
+                   st.n_examples == 1 ? "" : "s", st.n_examples);
     if (st.n_old_shards_removed > 0)
         printf("tower convert: --overwrite: removed %d old shard%s of %s\n", st.n_old_shards_removed,
                st.n_old_shards_removed == 1 ? "" : "s", out);

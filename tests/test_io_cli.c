@@ -120,6 +120,8 @@ static void test_command_line_errors(void) {
         {cmd_convert, {"convert", "--from", "idx", "--images", "a"}, 2, "--out PREFIX is required"},
         {cmd_convert, {"convert", "--out", "x", "--compression", "lz4"}, 2, "--compression 'lz4': expected none, gzip or zlib"},
         {cmd_convert, {"convert", "--out", "x", "--num_shards", "0"}, 2, "--num_shards 0: expected an integer in [1, 99999]"},
+        {cmd_convert, {"convert", "--from", "idx", "--out", "data/"}, 2,
+         "--out data/ ends in '/': PREFIX is a directory and a file name stem, e.g. --out data/train"},
         {cmd_convert, {"convert", "--from", "cifar10", "--out", "x"}, 2, "needs the .bin files"},
         {cmd_convert, {"convert", "--bogus"}, 2, "unknown flag --bogus"},
         {cmd_inspect, {"inspect"}, 2, "no files given"},
@@ -431,7 +433,8 @@ static void test_inspect_corrupt_fraction(void) {
 
 /* Converting again with another --num_shards is refused while shards of the
  * prefix exist (the documented glob would read both); --overwrite replaces
- * them, removing the old ones the new ones do not overwrite. */
+ * them, removing the old ones the new ones do not overwrite.  More shards
+ * than examples: a warning. */
 static void test_convert_overwrite(void) {
     char *out, *err;
     char images[600], labels[600], prefix[600]; /* io_tmp's buffers are reused by the captures */
@@ -467,6 +470,15 @@ static void test_convert_overwrite(void) {
     rc = run(cmd_inspect, &out, &err, "inspect", glob, NULL);
     CHECK_MSG(rc == 0, "inspect after --overwrite: %s", err);
     CHECK_CONTAINS(out, "total: 30 good records in 2 files");
+    free(out);
+    free(err);    /* More shards than examples: written (valid, empty TFRecord files), with one warning line. */
+    snprintf(prefix, sizeof prefix, "%s", io_tmp("many/train"));
+    rc = run(cmd_convert, &out, &err, "convert", "--images", images, "--labels", labels, "--out", prefix, "--num_shards",
+             "40", NULL);
+    CHECK_MSG(rc == 0, "40 shards of 30 examples: %s", err);
+    CHECK_CONTAINS(err, "tower convert: warning: 10 of the 40 shards are empty (30 examples; --num_shards at most 30 "
+                        "writes none empty)");
+    CHECK(io_count_lines(err) == 1);
     free(out);
     free(err);
 }
