@@ -1469,7 +1469,12 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
             if (stat_rc != 0 || !S_ISREG(sb.st_mode)) {
                 char line[8400], why[4200], target[4096];
                 snprintf(why, sizeof why, "%s",
-                         stat_rc != 0 ? strerror(stat_errno) : "not a regular file (subfolders are not read)");
+                         stat_rc != 0 ? strerror(stat_errno)
+                         : S_ISDIR(sb.st_mode) ? "a folder inside a class folder (subfolders are not read)"
+                         : S_ISFIFO(sb.st_mode) ? "a pipe or FIFO, not a regular file"
+                         : S_ISSOCK(sb.st_mode) ? "a socket, not a regular file"
+                         : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device, not a regular file"
+                                                                      : "not a regular file");
                 ssize_t target_n = stat_rc != 0 && stat_errno == ENOENT ? readlink(fp, target, sizeof target - 1) : -1;
                 if (target_n >= 0) { /* a link whose target is missing: ENOENT alone named no file that is missing */
                     target[target_n] = '\0';

@@ -238,3 +238,16 @@ ln -s "$work/gone/x.png" "$work/dangling/circle/link.png"
 grep -q "^tower convert: warning: .*/dangling/circle/link.png: a symbolic link to .*/gone/x.png, which does not exist (skipped)$" \
   "$work/dangling.err" || fail "a dangling link: $(cat "$work/dangling.err")"
 echo "ok: a dangling link skipped: $(grep -m1 link.png "$work/dangling.err")"
+# A FIFO, a link to a device and a subfolder in a class folder: each warning names what it is (each said "not a
+# regular file (subfolders are not read)").
+mkfifo "$work/dangling/circle/fifo.png"
+ln -s /dev/zero "$work/dangling/circle/zero.png"
+mkdir "$work/dangling/circle/sub"
+"$tower" convert --from imagefolder --out "$work/kinds_rec" "$work/dangling" >"$work/kinds.out" 2>"$work/kinds.err" ||
+  fail "a FIFO, a device and a subfolder: convert failed: $(cat "$work/kinds.err")"
+for want in "circle/fifo.png: a pipe or FIFO, not a regular file (skipped)" \
+            "circle/zero.png: a device, not a regular file (skipped)" \
+            "circle/sub: a folder inside a class folder (subfolders are not read) (skipped)"; do
+  grep -qF "$want" "$work/kinds.err" || fail "the warning '$want' is missing: $(cat "$work/kinds.err")"
+done
+echo "ok: a FIFO, a link to a device and a subfolder each named as what they are"
