@@ -46,6 +46,7 @@ typedef struct {
     long until_step;
     float max_corrupt_fraction;
     float central_fraction;
+    int max_image_pixels; /* an image folder: the largest image decoded, in pixels */
 } EvalOptions;
 
 /* Watching (--eval_interval_secs): the SIGINT or SIGTERM received, or 0. */
@@ -64,6 +65,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the checkpoint directory's labels.txt when there, else the sorted class folders)"},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
         {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("input size"), FLAG_RANGE(0, 1, "(]", NULL)},
+        {"max_image_pixels", FLAG_INT, &o->max_image_pixels, CMD_MAX_IMAGE_PIXELS_HELP, FLAG_RANGE(1, IMAGEFOLDER_MAX_PIXELS, "[]", NULL)},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes) (0: the checkpoint's)", FLAG_RANGE(0, 1 << 16, "[]", "0: the checkpoint's")},
         {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},
@@ -185,6 +187,11 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     if (imagefolder_check_data_flags(image_folder, o->compression, o->image_key, o->label_key, o->labels,
                                      o->resize_mode, err, sizeof err) != 0) { /* as train refuses them */
         cmd_errorf("tower eval: %s\n", err);
+        goto done;
+    }
+    if (image_folder && (size_t)o->max_image_pixels < 2 * (size_t)spec->H * (size_t)spec->W) {
+        cmd_errorf("tower eval: --max_image_pixels %d is below twice the %d x %d images the model takes (%zu)\n",
+                   o->max_image_pixels, spec->H, spec->W, 2 * (size_t)spec->H * (size_t)spec->W);
         goto done;
     }
     if (image_folder) {
@@ -309,6 +316,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         pc.labels_file = labels_file;
         pc.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
         pc.short_side = imagefolder_short_side(spec->H, o->central_fraction);
+        pc.max_image_pixels = (size_t)o->max_image_pixels;
     }
     pc.warn = eval_warn;
     pc.warn_ctx = &bar;
@@ -561,6 +569,7 @@ int cmd_eval(int argc, char **argv) {
         .checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .data = "data/fashion-mnist/test-*.tfrecord",
         .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .labels = "",
         .resize_mode = "resize", .batch_size = 500, .top_k = 1, .central_fraction = 1.0f,
+        .max_image_pixels = (int)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS,
         .num_classes = 0, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];

@@ -121,6 +121,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder: the size its images are resized to (cropped as --resize_mode says)", FLAG_RANGE(0, TRAIN_MAX_IMAGE_SIZE, "[]", "0: no crop")},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to image_size), center_crop (shorter side to image_size, then the central square) or random_crop (tf_cnn_benchmarks' training crop, resized to image_size, flipped half the time; drawn anew each epoch)"},
         {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("size"), FLAG_RANGE(0, 1, "(]", NULL)},
+        {"max_image_pixels", FLAG_INT, &o->max_image_pixels, CMD_MAX_IMAGE_PIXELS_HELP, FLAG_RANGE(1, IMAGEFOLDER_MAX_PIXELS, "[]", NULL)},
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the sorted class folders); a class folder not in it is refused"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
         {"label_key", FLAG_STRING, &o->label_key, "Example feature holding the label"},

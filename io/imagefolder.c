@@ -135,6 +135,18 @@ static void png_read_memory(png_structp png, png_bytep out, size_t n) {
     m->at += n;
 }
 
+/* " (at most N pixels are read...)": the bound an image was refused by, and where the caller's bound is below
+ * IMAGEFOLDER_MAX_PIXELS (the input pipeline's, --max_image_pixels of train and eval) how it is raised.  A static
+ * buffer per thread. */
+static const char *pixels_limit(size_t max_pixels) {
+    static _Thread_local char text[160];
+    if (max_pixels < IMAGEFOLDER_MAX_PIXELS)
+        snprintf(text, sizeof text, " (at most %zu pixels are read: --max_image_pixels raises it, up to %zu)", max_pixels,
+                 IMAGEFOLDER_MAX_PIXELS);
+    else snprintf(text, sizeof text, " (at most %zu pixels are read)", max_pixels);
+    return text;
+}
+
 /* PNG to RGB, from the open file f, or from the file's bytes (data,
  * n_bytes) when f is NULL, with libpng's low-level reader and only the
  * format transforms (no gamma or colour-space conversion, as PIL): 16-bit
@@ -167,8 +179,8 @@ static int decode_png(const char *path, FILE *f, const uint8_t *data, size_t n_b
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     int color = png_get_color_type(png, info), depth = png_get_bit_depth(png, info);
     if (w == 0 || h == 0 || (size_t)w * h > max_pixels) {
-        snprintf(err, err_n, "%s: PNG of %u x %u pixels (at most %zu pixels are read)", path, (unsigned)w, (unsigned)h,
-                 max_pixels);
+        snprintf(err, err_n, "%s: PNG of %u x %u pixels%s", path, (unsigned)w, (unsigned)h,
+                 w == 0 || h == 0 ? " (an empty image)" : pixels_limit(max_pixels));
         png_destroy_read_struct(&png, &info, NULL);
         return -1;
     }
@@ -456,8 +468,14 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     }
     jpeg_calc_output_dimensions(&cinfo);
     if ((size_t)cinfo.output_width * cinfo.output_height > max_pixels) {
-        snprintf(err, err_n, "%s: JPEG of %u x %u pixels%s (at most %zu pixels are read)", path, cinfo.image_width,
-                 cinfo.image_height, M < 8 ? " even at its reduced scale" : "", max_pixels);
+        char scaled[96] = "";
+        const char *limit = pixels_limit(max_pixels); /* " (at most ...)" */
+        if (M < 8) { /* " (W x H at its reduced scale M/8; at most ...)" */
+            snprintf(scaled, sizeof scaled, " (%u x %u at its reduced scale %d/8; ", cinfo.output_width,
+                     cinfo.output_height, M);
+            limit += 2;
+        }
+        snprintf(err, err_n, "%s: JPEG of %u x %u pixels%s%s", path, cinfo.image_width, cinfo.image_height, scaled, limit);
         jpeg_destroy_decompress(&cinfo);
         return -1;
     }

@@ -988,6 +988,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc == 6 && !strcmp(argv[1], "load")) return load_one(argv[2], atoi(argv[3]), argv[4], argv[5]);
+    if (argc == 5 && !strcmp(argv[1], "grey")) { /* a mid-grey PNG of H x W: test_imagefolder_cli's large image */
+        const int H = atoi(argv[3]), W = atoi(argv[4]);
+        uint8_t *pixels = malloc((size_t)H * (size_t)W);
+        if (!pixels) return 1;
+        memset(pixels, 128, (size_t)H * (size_t)W);
+        write_png(argv[2], H, W, PNG_FORMAT_GRAY, pixels, NULL, 0);
+        free(pixels);
+        return 0;
+    }
     test_resize();
     test_resize_oracle();
     test_folder();

@@ -17,7 +17,9 @@
 #     and it differs from --resize_mode resize; eval and convert refuse it (exit 2), and any --resize_mode but
 #     resize with TFRecord data is refused (exit 1);
 #   --central_fraction 0.875 (center_crop from a shorter side of 32 at 28): eval on the folder = eval on the folder
-#     converted with the same flags, unlike the whole shorter side; with another --resize_mode refused (exit 2).
+#     converted with the same flags, unlike the whole shorter side; with another --resize_mode refused (exit 2);
+#   a FIFO, a device link and a subfolder in a class folder are warned about as what they are;
+#   --max_image_pixels: the refusal of a larger image names it, and raised, train and eval read the image.
 set -euo pipefail
 tower=$1 images=$2
 work=$(mktemp -d)
@@ -251,3 +253,29 @@ for want in "circle/fifo.png: a pipe or FIFO, not a regular file (skipped)" \
   grep -qF "$want" "$work/kinds.err" || fail "the warning '$want' is missing: $(cat "$work/kinds.err")"
 done
 echo "ok: a FIFO, a link to a device and a subfolder each named as what they are"
+
+# ---- --max_image_pixels: a 2100 x 2100 PNG is over the pipeline's default 4194304 pixels; the refusal says how
+#      to raise the bound, and with it raised train and eval read the image (convert reads it either way)
+mkdir -p "$work/big/a" "$work/big/b"
+for f in "$work/imgs/circle/"*.png; do [ "$(basename "$f")" = broken.png ] || cp "$f" "$work/big/a/"; done
+for f in "$work/imgs/square/"*.png; do cp "$f" "$work/big/b/"; done
+"$images" grey "$work/big/a/large.png" 2100 2100
+set +e
+"$tower" train "${common[@]}" --num_classes 2 --data "$work/big" --train_dir "$work/big_run" --max_steps 2 \
+  >"$work/big.out" 2>"$work/big.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "big/a/large.png: PNG of 2100 x 2100 pixels (at most 4194304 pixels are read: --max_image_pixels raises it, up to 268435456); no step ran, nothing saved" "$work/big.err" ||
+  fail "a 2100 x 2100 PNG: exit $rc, $(cat "$work/big.err")"
+"$tower" train "${common[@]}" --num_classes 2 --data "$work/big" --train_dir "$work/big_run" --max_steps 2 \
+  --max_image_pixels 5000000 >"$work/big.out" 2>"$work/big.err" || fail "--max_image_pixels 5000000: $(cat "$work/big.err")"
+"$tower" eval --data "$work/big" --checkpoint_dir "$work/big_run" --eval_dir none --no_progress \
+  --max_image_pixels 5000000 >"$work/big_eval.out" 2>"$work/big.err" || fail "eval --max_image_pixels: $(cat "$work/big.err")"
+set +e
+"$tower" eval --data "$work/big" --checkpoint_dir "$work/big_run" --eval_dir none --max_image_pixels 1000 \
+  >/dev/null 2>"$work/big.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && [ "$(cat "$work/big.err")" = "tower eval: --max_image_pixels 1000 is below twice the 28 x 28 images the model takes (1568)" ] ||
+  fail "eval --max_image_pixels 1000: exit $rc, $(cat "$work/big.err")"
+echo "ok: --max_image_pixels: the refusal names it; raised, train and eval read a 2100 x 2100 PNG ($(grep -o '[0-9]* of [0-9]* examples correct' "$work/big_eval.out"))"

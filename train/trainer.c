@@ -51,6 +51,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->labels = "";
     o->resize_mode = "resize";
     o->central_fraction = 1.0f;
+    o->max_image_pixels = (int)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
     o->learning_rate = NAN;
     o->momentum = 0.9f;
     o->nesterov = 1;
@@ -669,6 +670,7 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
         pcfg.labels_file = o->labels[0] ? o->labels : NULL;
         pcfg.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
         pcfg.short_side = imagefolder_short_side(o->image_size, o->central_fraction);
+        pcfg.max_image_pixels = (size_t)o->max_image_pixels;
     }
     tr->pipeline_cfg = pcfg;
 }
@@ -1000,6 +1002,11 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         }
         H = W = o->image_size;
         is_float = 0;
+        if ((size_t)o->max_image_pixels < 2 * (size_t)H * (size_t)W) { /* the resampling buffer holds two */
+            snprintf(err, err_n_bytes, "--max_image_pixels %d is below twice the --image_size %d x %d images it makes "
+                     "(%zu)", o->max_image_pixels, H, W, 2 * (size_t)H * (size_t)W);
+            return -1;
+        }
         /* Listed once: the count here, the files for the pipeline (pipeline_cfg.image_listing, closed by
          * trainer_close); its warnings (a subfolder, a class without files) go where the pipeline's go. */
         ImageFolderConfig ic;

@@ -99,6 +99,8 @@ typedef struct {
     const char *labels;             /* an image folder: the class list file ("": the sorted class folders) */
     const char *resize_mode;        /* an image folder: "resize", "center_crop" or "random_crop" (io/imagefolder.h) */
     float central_fraction;         /* an image folder, center_crop: the fraction of the shorter side kept, (0, 1] */
+    int max_image_pixels;           /* an image folder: the largest image decoded, in pixels (a larger one is a bad
+                                       example); each input worker's decode buffers are sized by it */
     float learning_rate;            /* NAN: the optimizer's default (optimizer_default_lr) */
     float momentum;
     int nesterov;
