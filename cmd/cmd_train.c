@@ -463,8 +463,9 @@ static void log_step(const Trainer *tr, long step, float loss, double *interval_
     *interval_examples = tr->examples_consumed;
 }
 
-/* A run that fails before its first step ("no step ran, nothing saved") leaves no events file behind, which
- * TensorBoard would list as an empty run: path (the closed writer's; "" for none) is removed unless ran_steps. */
+/* A run that ran no step (it failed before the first: "no step ran, nothing saved"; --max_steps 0; a --resume at
+ * --max_steps already) leaves no events file behind, which TensorBoard would list as an empty run: path (the
+ * closed writer's; "" for none) is removed unless ran_steps. */
 static void drop_empty_events(const char *path, int ran_steps) {
     if (path[0] && !ran_steps) remove(path);
 }
@@ -805,6 +806,11 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
     long summary_examples = tr.examples_consumed; /* examples/sec as the log line's: the examples consumed */
     float loss = 0.0f;
     const long step_at_open = tr.ps->global_step, examples_at_open = tr.examples_consumed;
+    if (rank == 0 && step_at_open > 0 && trainer_schedule_step(&tr) >= o.max_steps) {
+        trainer_timestamp(ts, sizeof ts);
+        printf("%s: --max_steps %ld: the checkpoint is at step %ld already: nothing to train (raise --max_steps to "
+               "go on)\n", ts, o.max_steps, trainer_schedule_step(&tr));
+    }
     /* The schedule (--max_steps, --save_every) reads trainer_schedule_step: global_step, or, where the ranks step
      * apart, a count that is the same on every rank (their global_steps may differ between the save points). */
     while (trainer_schedule_step(&tr) < o.max_steps) {
@@ -938,7 +944,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
         cmd_errorf("tower train: %s\n", err);
         exit_code = 1;
     }
-    if (exit_code != 0) drop_empty_events(events_path, tr.ps->global_step != step_at_open);
+    drop_empty_events(events_path, tr.ps->global_step != step_at_open); /* failed or not: no step, no run to list */
     /* The end's checkpoint; a run that ends at step 0 (--max_steps 0) writes model.ckpt-0, the initial
      * variables, as TensorFlow's CheckpointSaverHook does when a session starts. */
     if (exit_code == 0 && (trainer_schedule_step(&tr) != last_saved || trainer_schedule_step(&tr) == 0)) {

@@ -13,7 +13,8 @@
 # under one step (refused), SIGHUP (as SIGTERM, 129; the process keeps its
 # name), a closed pipe on stdout (checkpoint, exit 1), a signal after the
 # last step (exit 0), an ESC byte in --train_dir (escaped), a bad record
-# before the first step (no labels.txt left behind).
+# before the first step (no labels.txt left behind), --resume at --max_steps
+# (nothing to train, no empty events file).
 # Every case is checked and reported; the test fails when any failed.
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
@@ -54,6 +55,18 @@ else bad "--max_steps 0: status $rc, checkpoint: $(ls "$work/zero" 2>&1 | tr '\n
 run zero_cos train "${common[@]}" --train_dir "$work/zero_cos" --max_steps 0 --lr_schedule cosine
 if [ $rc -eq 0 ] && [ -f "$work/zero_cos/model.ckpt-0" ]; then ok "--max_steps 0 --lr_schedule cosine wrote model.ckpt-0"
 else bad "--max_steps 0 --lr_schedule cosine: status $rc: $(head -c 400 "$work/zero_cos.err")"; fi
+
+# --resume where the checkpoint is at --max_steps already: one line says there is nothing to train, exit 0, and no
+# second events file (an empty run in TensorBoard before); --max_steps 0 with summaries on writes none either.
+run atmax train "${common[@]}" --train_dir "$work/atmax" --max_steps 2 --summary_every 1
+run atmax2 train "${common[@]}" --train_dir "$work/atmax" --max_steps 2 --summary_every 1 --resume
+n_events=$(ls "$work/atmax"/events.out.tfevents.* 2>/dev/null | wc -l)
+run zero_ev train "${common[@]}" --train_dir "$work/zero_ev" --max_steps 0 --summary_every 1 --histogram_every 1
+if [ $rc -eq 0 ] && [ "$n_events" -eq 1 ] &&
+   grep -q -- "--max_steps 2: the checkpoint is at step 2 already: nothing to train (raise --max_steps to go on)" "$work/atmax2.out" &&
+   ! ls "$work/zero_ev"/events.out.tfevents.* >/dev/null 2>&1 && [ -f "$work/zero_ev/model.ckpt-0" ]; then
+  ok "--resume at --max_steps: $(grep -o 'the checkpoint is at.*' "$work/atmax2.out"); no empty events file"
+else bad "--resume at --max_steps: status $rc, $n_events events files, $(cat "$work/atmax2.out" | tail -2); zero_ev: $(ls "$work/zero_ev" | tr '\n' ' ')"; fi
 
 # An exponential decay every --num_epochs_per_decay that is under one step: refused (it ran at a constant rate).
 run expo train "${common[@]}" --train_dir "$work/expo" --max_steps 3 --num_examples_per_epoch 80 \
