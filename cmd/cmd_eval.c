@@ -194,6 +194,26 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
                    o->max_image_pixels, spec->H, spec->W, 2 * (size_t)spec->H * (size_t)spec->W);
         goto done;
     }
+    /* The checkpoint's class list (train_dir/labels.txt) names the model's classes, as train checked: one edited
+     * or of another run is refused, not used to map folders or compared with the data's. */
+    struct stat ckpt_labels_sb;
+    if (io_labels_path(ckpt_labels, sizeof ckpt_labels, path) == 0 && stat(ckpt_labels, &ckpt_labels_sb) == 0) {
+        char **names;
+        int n_names;
+        if (imagefolder_read_labels(ckpt_labels, &names, &n_names, err, sizeof err) != 0) {
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+        for (int k = 0; k < n_names; k++) free(names[k]);
+        free(names);
+        if (n_names != spec->num_classes) {
+            char safe[4200];
+            cmd_errorf("tower eval: %s names %d class%s but the checkpoint's model has %d outputs: it is not the class "
+                       "list the model was trained with\n", escape_str(safe, sizeof safe, ckpt_labels), n_names,
+                       n_names == 1 ? "" : "es", spec->num_classes);
+            goto done;
+        }
+    }
     if (image_folder) {
         /* The class list: --labels, or the one the checkpoint was trained with, so that the folders map to its
          * label numbers by name (a split may lack a class); --labels is compared with the checkpoint's. */

@@ -205,13 +205,19 @@ ConvertSource *convert_open_idx(const char *images_path, const char *labels_path
     st->labels_header_n_bytes = 8;
     st->H = (int)idims[1];
     st->W = (int)idims[2];
-    st->C = in_d == 4 ? (int)idims[3] : 1;
-    if (idims[1] == 0 || idims[2] == 0 || st->C == 0 || idims[1] > 65536 || idims[2] > 65536 || (in_d == 4 && idims[3] > 4096) ||
-        (uint64_t)idims[1] * idims[2] * (uint64_t)st->C > CONVERT_MAX_IMAGE_N_BYTES) {
-        snprintf(err, err_n, "%s: offset 4: implausible image size %u x %u x %d (at most %zu bytes per image)", images_path,
-                 idims[1], idims[2], st->C, CONVERT_MAX_IMAGE_N_BYTES);
+    const uint32_t depth = in_d == 4 ? idims[3] : 1;
+    if (idims[1] == 0 || idims[2] == 0 || depth == 0) { /* an image file's header read as another's, say */
+        snprintf(err, err_n, "%s: offset 4: image size %u x %u x %u has a zero dimension", images_path, idims[1],
+                 idims[2], depth);
         goto fail;
     }
+    if (idims[1] > 65536 || idims[2] > 65536 || depth > 4096 ||
+        (uint64_t)idims[1] * idims[2] * (uint64_t)depth > CONVERT_MAX_IMAGE_N_BYTES) {
+        snprintf(err, err_n, "%s: offset 4: implausible image size %u x %u x %u (at most %zu bytes per image)", images_path,
+                 idims[1], idims[2], depth, CONVERT_MAX_IMAGE_N_BYTES);
+        goto fail;
+    }
+    st->C = (int)depth;
     if (idims[0] != ldims[0]) {
         snprintf(err, err_n, "%s: offset 4: %u images but %s has %u labels", images_path, idims[0], labels_path, ldims[0]);
         goto fail;

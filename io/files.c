@@ -150,7 +150,7 @@ int io_check_regular_files(char *const *files, int n_files, char *err, size_t er
                            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a plain file";
         char name[1024];
         snprintf(err, err_n, "%s: not a regular file (%s): the input is read more than once (its first record for "
-                 "the image shape, then all of it, each epoch again), which a stream cannot give; write it to a "
+                 "the image shape, then all of it; in training each epoch again), which a stream cannot give; write it to a "
                  "file first", escape_str(name, sizeof name, files[i]), kind);
         return -1;
     }

@@ -8,7 +8,8 @@
 #   eval on the folder = eval on the same folder converted by `tower convert` (same
 #     precision and cross-entropy: same images, labels and order);
 #   a test split lacking a class maps its folders by the checkpoint's labels.txt
-#     (= converting it with --labels), and --labels that differ are refused;
+#     (= converting it with --labels), and --labels that differ are refused; a checkpoint's labels.txt
+#     of another count than the model's outputs is refused;
 #   resume: 8 + 8 steps with --resume = 16 steps straight, bitwise; another seed differs;
 #   a JPEG with damaged scan data is kept: one warning over 3 epochs, counted in train's and eval's end lines;
 #   a directory of .tfrecord files still gets the hint (exit 2); --labels with TFRecord data is refused;
@@ -97,6 +98,17 @@ set -e
 [ "$rc" -eq 1 ] && grep -q "differs from the checkpoint's class list" "$work/eval_short.err" ||
   fail "--labels unlike the checkpoint's: exit $rc, $(cat "$work/eval_short.err")"
 echo "ok: a split without a class is scored with the checkpoint's label numbers; other --labels refused"
+# The checkpoint's own labels.txt cut to 2 of the model's 3 classes: refused (eval mapped the folders by it and ran).
+mkdir -p "$work/cut_run"
+cp "$work/run/checkpoint" "$work/run"/model.ckpt-* "$work/cut_run/"
+head -2 "$work/run/labels.txt" >"$work/cut_run/labels.txt"
+set +e
+"$tower" eval --checkpoint_dir "$work/cut_run" --eval_dir none --data "$work/test" >/dev/null 2>"$work/eval_cut.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && [ "$(cat "$work/eval_cut.err")" = "tower eval: $work/cut_run/labels.txt names 2 classes but the checkpoint's model has 3 outputs: it is not the class list the model was trained with" ] ||
+  fail "a checkpoint's labels.txt of 2 classes for 3 outputs: exit $rc, $(cat "$work/eval_cut.err")"
+echo "ok: a checkpoint's class list of another count than its model's outputs is refused"
 
 # ---- resume (skip_examples through the folder source) is bitwise a straight run
 rs=("${common[@]}" --num_classes 2 --data "$work/test" --seed 5 --save_every 1000) # circle, square

@@ -268,6 +268,17 @@ static void test_bad_inputs(void) {
     write_idx(images, labels, 10, 4, 4, 0, 0, 9, 0);
     s = convert_open_idx(images, labels, err, sizeof err);
     expect_failure(s, err, "10 images but", io_tmp("bad3/out"));
+    /* A zero dimension (a 3-D file whose magic says 4-D reads its first pixels as the depth): named as such, not as
+     * an implausible size. */
+    uint8_t hdr[20] = {0, 0, 0x08, 4};
+    put_be32(hdr + 4, 10);
+    put_be32(hdr + 8, 4);
+    put_be32(hdr + 12, 4);
+    io_write_file(images, hdr, sizeof hdr);
+    s = convert_open_idx(images, labels, err, sizeof err);
+    snprintf(want, sizeof want, "%s: offset 4: image size 4 x 4 x 0 has a zero dimension", images);
+    CHECK(s == NULL && !strcmp(err, want), "a zero depth: '%s'", err);
+    if (s) s->close(s);
     /* Wrong magic: labels given as images. */
     s = convert_open_idx(labels, images, err, sizeof err);
     snprintf(want, sizeof want, "%s: offset 0: not an IDX image file (magic 0x00000801, expected 0x00000803)", labels);
