@@ -299,6 +299,11 @@ static int cifar_next(ConvertSource *s, ConvertItem *item, char *err, size_t err
                      path, st->index, off, got, CIFAR_RECORD_N_BYTES);
             return -1;
         }
+        if (st->index == 0 && !memcmp(st->rec + 257, "ustar", 5)) { /* the tar header's magic, POSIX and GNU */
+            snprintf(err, err_n, "%s: a tar archive (as cifar-10-binary.tar.gz is downloaded), not a CIFAR-10 batch: "
+                     "extract it (tar xzf) and give its data_batch_N.bin files", path);
+            return -1;
+        }
         if (st->rec[0] >= CIFAR_NUM_CLASSES) {
             snprintf(err, err_n, "%s: record %ld at offset %zu: label %d outside [0, %d)", path, st->index, off, st->rec[0],
                      CIFAR_NUM_CLASSES);

@@ -381,6 +381,20 @@ static void test_bad_inputs(void) {
     snprintf(want, sizeof want, "%s: record 3 at offset %d: truncated: end of file inside the record (2973 of 3073 bytes)", c2,
              3 * 3073);
     expect_failure(s, err, want, io_tmp("bad7/out"));
+    /* The downloaded cifar-10-binary.tar.gz given as a batch: a tar header (its "ustar" at byte 257) is named so (it
+     * said "label 99 outside [0, 10)", the 'c' of the first member's name). */
+    char tar[400];
+    snprintf(tar, sizeof tar, "%s", io_tmp("cifar.tar"));
+    uint8_t *t = calloc(2, 3073);
+    memcpy(t, "cifar-10-batches-bin/", 21);
+    memcpy(t + 257, "ustar", 6);
+    io_write_file(tar, t, 2 * 3073);
+    free(t);
+    const char *f3[1] = {tar};
+    s = convert_open_cifar10(f3, 1, err, sizeof err);
+    snprintf(want, sizeof want, "%s: a tar archive (as cifar-10-binary.tar.gz is downloaded), not a CIFAR-10 batch: "
+             "extract it (tar xzf) and give its data_batch_N.bin files", tar);
+    expect_failure(s, err, want, io_tmp("bad11/out"));
 }
 
 int main(void) {
