@@ -156,8 +156,13 @@ static int idx_header(GzFile *f, const char *path, int want_ndims_min, int want_
         return -1;
     }
     if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] < want_ndims_min || magic[3] > want_ndims_max) {
-        snprintf(err, err_n, "%s: offset 0: not an IDX %s file (magic 0x%02x%02x%02x%02x, expected 0x000008%02x)", path,
-                 want_ndims_min == 1 ? "label" : "image", magic[0], magic[1], magic[2], magic[3], want_ndims_min);
+        /* The other kind of IDX file: the two flags given the other way round. */
+        const int other_kind = magic[0] == 0 && magic[1] == 0 && magic[2] == 0x08 &&
+                               (want_ndims_min == 1 ? magic[3] == 3 || magic[3] == 4 : magic[3] == 1);
+        snprintf(err, err_n, "%s: offset 0: not an IDX %s file (magic 0x%02x%02x%02x%02x, expected 0x000008%02x)%s", path,
+                 want_ndims_min == 1 ? "label" : "image", magic[0], magic[1], magic[2], magic[3], want_ndims_min,
+                 !other_kind ? "" : want_ndims_min == 1 ? ": an image file; are --images and --labels swapped?"
+                                                        : ": a label file; are --images and --labels swapped?");
         return -1;
     }
     *ndims = magic[3];

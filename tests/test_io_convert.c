@@ -281,7 +281,8 @@ static void test_bad_inputs(void) {
     if (s) s->close(s);
     /* Wrong magic: labels given as images. */
     s = convert_open_idx(labels, images, err, sizeof err);
-    snprintf(want, sizeof want, "%s: offset 0: not an IDX image file (magic 0x00000801, expected 0x00000803)", labels);
+    snprintf(want, sizeof want, "%s: offset 0: not an IDX image file (magic 0x00000801, expected 0x00000803): a label "
+             "file; are --images and --labels swapped?", labels);
     expect_failure(s, err, want, io_tmp("bad4/out"));
     /* A gzip stream whose CRC-32 does not match: the path once, the read that meets the member's end (the last
      * record's), zlib's reason. */
