@@ -218,6 +218,19 @@ for mode in "parameter_server" "replicated"; do
     ok "$mode, --save_every 1000: step $n named, nothing written"
   else bad "$mode, --save_every 1000: status $rc: $(head -c 400 "$work/div3_$mode.err")"; fi
 done
+# Batch norm's moving statistics diverging while the loss is finite (resnet20 at --learning_rate 1000): found at
+# their step, every step before it saved (the run went on until a save refused the variables, losing every step
+# since the last checkpoint).
+for mode in "parameter_server" "replicated"; do
+  run "bndiv_$mode" train "${common[@]}" --model resnet20 --variable_update "$mode" --num_towers 2 --batch_size 4 \
+    --train_dir "$work/bndiv_$mode" --learning_rate 1000 --max_steps 30 --save_every 1
+  n=$(sed -n 's/.*Model diverged with non-finite batch norm moving statistics at step \([0-9]*\) (loss = [0-9.]*).*/\1/p' \
+      "$work/bndiv_$mode.err")
+  latest=$(sed -n 's/^model_checkpoint_path: "model.ckpt-\(.*\)"/\1/p' "$work/bndiv_$mode/checkpoint" 2>/dev/null || true)
+  if [ $rc -eq 1 ] && one_line "$work/bndiv_$mode.err" && [ -n "$n" ] && [ "${latest:-0}" -eq $((n - 1)) ]; then
+    ok "$mode, resnet20: $(cat "$work/bndiv_$mode.err")"
+  else bad "$mode, resnet20 --learning_rate 1000: status $rc, latest ${latest:-none}: $(head -c 400 "$work/bndiv_$mode.err")"; fi
+done
 
 # 10. A run without --resume in a train_dir of an earlier run's checkpoints would replace them: refused, one line,
 # nothing touched (the files' bytes and the index as they were); the same with --resume where no index names them.

@@ -34,6 +34,7 @@
  * tower's share, batch * (1 - momentum), and the owner finishes the
  * arithmetic above on its current statistics (batchnorm_apply_moving_share).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -73,7 +74,7 @@ static void copy_moving(const ModelSpec *spec, float *dst, const float *src) {
     }
 }
 
-int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, size_t err_n_bytes) {
+int train_update_moving(Trainer *tr, float *const *dst, int n_dst, float loss, char *err, size_t err_n_bytes) {
     const size_t nm = tr->moving_n_floats;
     if (nm == 0) return 0;
     /* sync: every tower of every rank saved the job's global-batch statistics (the same bits): this rank's tower 0
@@ -100,6 +101,11 @@ int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, si
         for (size_t k = f + 1; k < f + (size_t)N; k++) s += all[k * nm + i];
         all[i] = s / n_f;
     }
+    /* A variance or mean gone to infinity (a huge learning rate, huge inputs) diverges at its step, as the trainable
+     * variables do; the loss may stay finite a while, and the next checkpoint would refuse the variables. */
+    for (size_t i = 0; i < nm; i++)
+        if (!isfinite(all[i]))
+            return train_diverged(tr->ps->global_step, "non-finite batch norm moving statistics", loss, err, err_n_bytes);
     for (int d = 0; d < n_dst; d++) unpack_moving(&tr->spec, dst[d], all);
     return 0;
 }

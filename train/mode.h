@@ -147,11 +147,12 @@ int train_run_replicated(Trainer *tr, TowerStep *step, PipelineBatch *batch, flo
 
 /* replicated_nccl's parts that replicated_nccl_mpi shares (train/mode_replicated_nccl.c; CUDA builds with
  * NCCL only).  train_nccl_update_moving: after the update, batch norm's moving statistics from the towers'
- * (train_update_moving into the host block) written to every tower's device variables; 0, or -1 with err.
+ * (train_update_moving into the host block) written to every tower's device variables; 0, -1 with err, or -2
+ * (diverged) as train_update_moving.
  * train_nccl_save: the host block <- tower 0's GPU variables and slots and every tower's share of the moving
  * averages.  train_nccl_reduce_span: the ncclAllReduce of the GPU leaders in the last step, first in to
  * last out. */
-int train_nccl_update_moving(Trainer *tr, char *err, size_t err_n_bytes);
+int train_nccl_update_moving(Trainer *tr, float loss, char *err, size_t err_n_bytes);
 void train_nccl_save(const Trainer *tr);
 TowerSpan train_nccl_reduce_span(const Trainer *tr);
 
@@ -210,8 +211,10 @@ int train_ps_ranks_placement(const Trainer *tr, PsPlacement *rule, char *err, si
  * (rank-major across MPI ranks: a collective, every rank calls it), the
  * mean written into the non-trainable variables of dst[0 .. n_dst) (n_params
  * each, host).  Uses the towers' host gradient buffers as scratch.  A no-op
- * for networks without such variables.  0, or -1 with one line in err. */
-int train_update_moving(Trainer *tr, float *const *dst, int n_dst, char *err, size_t err_n_bytes);
+ * for networks without such variables.  0, -1 with one line in err, or -2
+ * (train_diverged, with the step's loss) when a mean is not finite: dst is
+ * left as it was. */
+int train_update_moving(Trainer *tr, float *const *dst, int n_dst, float loss, char *err, size_t err_n_bytes);
 
 /* The asynchronous parameter servers' half of it, on the worker: after a
  * step, each tower's share of the update, batch * (1 - momentum) (its

@@ -354,6 +354,7 @@ static void server_apply(PsAsyncState *st, int w, long pulled) {
             float s = st->bn_tmp[at + i];
             for (int t = 1; t < T; t++) s += st->bn_tmp[(size_t)t * own_moving + at + i];
             moving[i] = s / n_f;
+            bad |= float_nonfinite(moving[i]); /* batch norm's moving statistics diverge too */
         }
         at += v->n_floats;
     }

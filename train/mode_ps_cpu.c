@@ -54,7 +54,8 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
         return train_diverged(ps->global_step + 1, "non-finite gradients (not applied)", *loss, err, err_n_bytes);
     if (vars_bad) return train_diverged(ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
     /* Batch norm's moving statistics from the towers' batch statistics (train/batch_norm.c). */
-    return train_update_moving(tr, &ps->params, 1, err, err_n_bytes) == 0 ? 1 : -1;
+    const int moving_rc = train_update_moving(tr, &ps->params, 1, *loss, err, err_n_bytes);
+    return moving_rc == 0 ? 1 : moving_rc;
 }
 
 /* The cost model (CPU towers, which read the variables in place: no copy):

@@ -71,8 +71,9 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
      * come from it), the towers' statistics through the host, the mean up to the server's GPU, where it
      * replaces whatever the optimizer's kernel wrote there. */
     if (tr->moving_n_floats == 0) return 1;
-    if (train_update_moving(tr, &tr->ps->params, 1, err, err_n_bytes) != 0 ||
-        tower_group_write_moving_device(tr->towers, 0, tr->ps->params, (float *)ps_gpu_params(g), ps_gpu_device(g),
+    const int moving_rc = train_update_moving(tr, &tr->ps->params, 1, *loss, err, err_n_bytes);
+    if (moving_rc != 0) return moving_rc;
+    if (tower_group_write_moving_device(tr->towers, 0, tr->ps->params, (float *)ps_gpu_params(g), ps_gpu_device(g),
                                         err, err_n_bytes) != 0)
         return -1;
     return 1;

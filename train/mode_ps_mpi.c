@@ -330,7 +330,8 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     if (vars_bad) return train_diverged(ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
     /* Batch norm's moving statistics: every rank's towers in the job's order, the same mean on every rank
      * (train/batch_norm.c; a collective), as ps_cpu after its update. */
-    return train_update_moving(tr, &ps->params, 1, err, err_n_bytes) == 0 ? 1 : -1;
+    const int moving_rc = train_update_moving(tr, &ps->params, 1, *loss, err, err_n_bytes);
+    return moving_rc == 0 ? 1 : moving_rc;
 }
 
 /* Every rank, at the same point: each owner's slots and moving averages to

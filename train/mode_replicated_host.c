@@ -74,7 +74,10 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     for (int t = 0; rc == 1 && t < tr->n_towers; t++)
         if (tr->replica_nonfinite[t]) rc = train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
     /* Batch norm's moving statistics, the same mean into every replica (train/batch_norm.c). */
-    if (rc == 1 && train_update_moving(tr, tr->ps->replica_params, tr->n_towers, err, err_n_bytes) != 0) rc = -1;
+    if (rc == 1) {
+        const int moving_rc = train_update_moving(tr, tr->ps->replica_params, tr->n_towers, *loss, err, err_n_bytes);
+        if (moving_rc != 0) rc = moving_rc;
+    }
     return rc;
 }
 

@@ -165,9 +165,9 @@ static int step_common(Trainer *tr, PipelineBatch *batch, float *loss, int gathe
     for (int t = 0; t < T; t++) ps_replica_apply(ps, t, ps->grads, tr->step_lr);
     ps_finish_replicated_step(ps, tr->step_lr);
     /* Batch norm's moving statistics: every rank's towers in the job's order, into every replica (train/batch_norm.c). */
-    const int moving_rc = train_update_moving(tr, ps->replica_params, T, err, err_n_bytes);
+    const int moving_rc = train_update_moving(tr, ps->replica_params, T, *loss, err, err_n_bytes);
     tr->times.apply.end_sec = tower_now_sec();
-    return moving_rc == 0 ? 1 : -1;
+    return moving_rc == 0 ? 1 : moving_rc;
 }
 
 static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, size_t err_n_bytes) {

@@ -82,14 +82,16 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     for (int t = 0; rc == 1 && t < tr->n_towers; t++)
         if (tr->replica_nonfinite[t]) rc = train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
     if (rc != 1) return rc;
-    return train_nccl_update_moving(tr, err, err_n_bytes) == 0 ? 1 : -1;
+    const int moving_rc = train_nccl_update_moving(tr, *loss, err, err_n_bytes);
+    return moving_rc == 0 ? 1 : moving_rc;
 }
 
-int train_nccl_update_moving(Trainer *tr, char *err, size_t err_n_bytes) {
+int train_nccl_update_moving(Trainer *tr, float loss, char *err, size_t err_n_bytes) {
     if (tr->moving_n_floats == 0) return 0;
     /* Batch norm's moving statistics (train/batch_norm.c): the host block's are current (the devices' only ever
      * come from it), the towers' statistics through the host, the mean up to every tower's own variables. */
-    if (train_update_moving(tr, &tr->ps->params, 1, err, err_n_bytes) != 0) return -1;
+    const int moving_rc = train_update_moving(tr, &tr->ps->params, 1, loss, err, err_n_bytes);
+    if (moving_rc != 0) return moving_rc;
     for (int t = 0; t < tr->n_towers; t++) {
         TowerDeviceView v;
         if (tower_group_device_view(tr->towers, t, &v, err, err_n_bytes) != 0 ||

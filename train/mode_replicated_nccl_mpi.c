@@ -147,7 +147,8 @@ static int mode_step(Trainer *tr, PipelineBatch *batch, float *loss, char *err, 
     /* Every rank applied the same mean to the same variables: every rank sees the same verdict. */
     for (int t = 0; t < T; t++)
         if (tr->replica_nonfinite[t]) return train_diverged(tr->ps->global_step, "non-finite variables", *loss, err, err_n_bytes);
-    if (train_nccl_update_moving(tr, err, err_n_bytes) != 0) return -1;
+    const int moving_rc = train_nccl_update_moving(tr, *loss, err, err_n_bytes);
+    if (moving_rc != 0) return moving_rc;
     tr->times.apply.end_sec = tower_now_sec();
     return 1;
 }
