@@ -363,7 +363,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     }
     long n_expected = live ? n_records : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
-    long n_total = 0, n_correct = 0, n_top_k = 0;
+    long n_total = 0, n_correct = 0, n_top_k = 0, n_nonfinite = 0;
     double loss_sum = 0.0, total_loss_sum = 0.0;
     for (;;) {
         PipelineBatch *b;
@@ -383,6 +383,12 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         float total_loss = model_forward(logits, &ce, acts, b->x, b->labels, params, b->n);
         for (int i = 0; i < b->n; i++) {
             const float *l = logits + (size_t)i * spec->num_classes;
+            int finite = 1;
+            for (int k = 0; k < spec->num_classes; k++) finite &= isfinite(l[k]) != 0;
+            if (!finite) { /* counted wrong (in_top_k), kept out of the confusion matrix, said at the end */
+                n_nonfinite++;
+                continue;
+            }
             int best = 0;
             for (int k = 1; k < spec->num_classes; k++)
                 if (l[k] > l[best]) best = k;
@@ -437,12 +443,24 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     if (pst.images_damaged > 0)
         printf("%s: %ld image%s kept with damaged JPEG data (warned about above)\n", ts, pst.images_damaged,
                pst.images_damaged == 1 ? "" : "s");
-    char safe_path[16384]; /* the name comes from the checkpoint index: escaped, as every byte from a file */
-    printf("%s: %ld of %ld examples correct; cross-entropy %.4f; checkpoint %s (step %ld, %s)\n", ts, n_correct,
-           n_total, loss_sum / (double)n_total, escape_str(safe_path, sizeof safe_path, path), ck->global_step,
+    char safe_path[16384], xent[32]; /* the name comes from the checkpoint index: escaped, as every byte from a file */
+    const double mean_ce = loss_sum / (double)n_total;
+    if (isnan(mean_ce)) snprintf(xent, sizeof xent, "nan"); /* not glibc's "-nan" */
+    else snprintf(xent, sizeof xent, "%.4f", mean_ce);
+    printf("%s: %ld of %ld examples correct; cross-entropy %s; checkpoint %s (step %ld, %s)\n", ts, n_correct,
+           n_total, xent, escape_str(safe_path, sizeof safe_path, path), ck->global_step,
            params == ck->ema ? "moving averages" : "raw variables");
+    /* A model that overflows in evaluation mode (its moving statistics, its variables): the precision counts those
+     * examples wrong, as TensorFlow's in_top_k does, and the line says so. */
+    if (n_nonfinite > 0)
+        cmd_errorf("tower eval: warning: %ld of %ld examples have non-finite logits (the model overflows on them): "
+                   "counted wrong, as in_top_k counts them, and left out of the confusion matrix; the cross-entropy "
+                   "is %s\n", n_nonfinite, n_total, xent);
     if (o->confusion_matrix) {
-        printf("confusion matrix (rows: true class, columns: predicted class)\n      ");
+        if (n_nonfinite > 0)
+            printf("confusion matrix (rows: true class, columns: predicted class; %ld example%s of non-finite logits "
+                   "left out)\n      ", n_nonfinite, n_nonfinite == 1 ? "" : "s");
+        else printf("confusion matrix (rows: true class, columns: predicted class)\n      ");
         for (int k = 0; k < spec->num_classes; k++) printf(" %6d", k);
         printf("\n");
         for (int r = 0; r < spec->num_classes; r++) {

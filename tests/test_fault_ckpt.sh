@@ -249,4 +249,17 @@ diagonal=$(awk '/^confusion matrix/ { on = 1; next } on == 1 { on = 2; next } on
 [ -n "$correct" ] && [ "${correct% *}" = "${correct#* }" ] && [ "$diagonal" = "${correct% *}" ] ||
   { cat "$work/tie.out"; fail "ties: correct '$correct', confusion diagonal $diagonal"; }
 echo "ok: ties: $correct correct, the confusion matrix's diagonal $diagonal"
+# Logits that overflow (every variable 1e30, finite): counted wrong as in_top_k counts them, left out of the
+# confusion matrix, and said in one warning line; the cross-entropy prints "nan" (it printed -nan, silently, and the
+# matrix put every such example in column 0).
+"$helper" forge "$good" "$work/huge.ckpt" huge_vars
+"$tower" eval --checkpoint "$work/huge.ckpt" --data "$mnist_data" --eval_dir none --no_progress --confusion_matrix \
+  >"$work/huge.out" 2>"$work/huge.err" || fail "eval of the overflowing checkpoint: exit $?"
+n_ex=$(sed -n 's/.* \([0-9]*\) of \([0-9]*\) examples correct.*/\2/p' "$work/huge.out")
+grep -q "examples correct; cross-entropy nan;" "$work/huge.out" &&
+  grep -q "examples of non-finite logits left out)" "$work/huge.out" &&
+  [ "$(wc -l <"$work/huge.err")" -eq 1 ] &&
+  grep -q "^tower eval: warning: $n_ex of $n_ex examples have non-finite logits (the model overflows on them): counted wrong" "$work/huge.err" ||
+  { cat "$work/huge.out" "$work/huge.err"; fail "non-finite logits"; }
+echo "ok: non-finite logits: $(cat "$work/huge.err")"
 echo "ok: $n_checked refusals, each one line naming the file and what is wrong"

@@ -32,6 +32,8 @@
  *         negative_examples  the run state's examples_consumed is -5
  *         zero_vars     every variable and moving average 0 (a valid file whose
  *                       logits all tie, for eval's tie rule)
+ *         huge_vars     every variable and moving average 1e30 (finite; the
+ *                       logits overflow: eval's non-finite rule)
  *
  *   test_fault_helper run CKPT
  *       Prints the run state of the checkpoint CKPT (dir/model.ckpt-N, read
@@ -273,6 +275,11 @@ static int forge(const char *in, const char *out, const char *kind) {
         for (size_t k = 0; k < m->n_variables; k++) memset(m->variables[k]->data, 0, m->variables[k]->n_data * sizeof(float));
         for (size_t k = 0; k < m->n_moving_averages; k++)
             memset(m->moving_averages[k]->data, 0, m->moving_averages[k]->n_data * sizeof(float));
+    } else if (!strcmp(kind, "huge_vars")) { /* finite variables whose products overflow: non-finite logits */
+        for (size_t k = 0; k < m->n_variables; k++)
+            for (size_t i = 0; i < m->variables[k]->n_data; i++) m->variables[k]->data[i] = 1e30f;
+        for (size_t k = 0; k < m->n_moving_averages; k++)
+            for (size_t i = 0; i < m->moving_averages[k]->n_data; i++) m->moving_averages[k]->data[i] = 1e30f;
     } else {
         fprintf(stderr, "forge: unknown kind '%s'\n", kind);
         tower__checkpoint__free_unpacked(m, NULL);
