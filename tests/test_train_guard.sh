@@ -77,6 +77,18 @@ if [ $rc -eq 1 ] && one_line "$work/expo.err" &&
   ok "an exponential decay under one step refused: $(cat "$work/expo.err")"
 else bad "--num_epochs_per_decay 0.1 of a 5-step epoch: status $rc: $(head -c 400 "$work/expo.err")"; fi
 
+# Epochs of a schedule past what a step count holds saturate (a step no run reaches): a warmup of 5e18 epochs was
+# converted to LONG_MIN and dropped in silence (a constant rate from step 1), a decay of 1e30 epochs was "under one
+# step".
+run farwarm train "${common[@]}" --train_dir "$work/farwarm" --max_steps 1 --num_examples_per_epoch 16 \
+  --num_learning_rate_warmup_epochs 5e18 --log_device_placement
+run fardecay train "${common[@]}" --train_dir "$work/fardecay" --max_steps 1 --num_examples_per_epoch 16 \
+  --lr_schedule exponential --num_epochs_per_decay 1e30 --log_device_placement
+if [ $rc -eq 0 ] && grep -q "learning rate: constant 0.01; linear warmup from 0 over the first 4611686018427387904 steps" "$work/farwarm.out" &&
+   grep -q "times 0.1 every 4611686018427387904 steps" "$work/fardecay.out"; then
+  ok "schedule epochs past a step count saturate: $(grep -o 'linear warmup.*' "$work/farwarm.out")"
+else bad "far schedule epochs: status $rc: $(grep 'learning rate' "$work/farwarm.out" "$work/fardecay.out"; head -c 300 "$work/fardecay.err")"; fi
+
 # 1. The memory bound against what is available: a forced figure, then a batch no machine here can hold.
 export TOWER_TEST_MEM_AVAILABLE_BYTES=100000000
 run mem train "${common[@]}" --train_dir "$work/mem" --batch_size 1024 --max_steps 1

@@ -870,9 +870,17 @@ static int lr_counts_epochs(const TrainerOptions *o) {
            (kind == LR_COSINE && o->cosine_decay_epochs > 0);
 }
 
+/* Epochs as steps, int(steps per epoch * epochs) as tf_cnn_benchmarks turns them, saturating at 2^62 (a step no
+ * run reaches, with room for the sums and differences the schedule takes of it): a product past what a long
+ * holds was converted to LONG_MIN, which dropped a warmup silently and named a "-9223372036854775808-step
+ * warmup". */
+static long epochs_to_steps(double steps_per_epoch, double epochs) {
+    const double steps = steps_per_epoch * epochs, never = (double)((long)1 << 62);
+    return steps >= never ? (long)1 << 62 : (long)steps;
+}
+
 /* The learning-rate schedule of the flags (checked by trainer_check_lr_schedule), its epochs turned into
- * steps as tf_cnn_benchmarks turns them: int(steps per epoch * epochs), a piecewise boundary one less.
- * 0, or -1 with one line in err. */
+ * steps (epochs_to_steps), a piecewise boundary one less.  0, or -1 with one line in err. */
 static int config_lr_schedule(const Trainer *tr, OptimizerKind opt_kind, LrSchedule *lr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     const double steps_per_epoch =
@@ -887,23 +895,23 @@ static int config_lr_schedule(const Trainer *tr, OptimizerKind opt_kind, LrSched
     lr->initial_lr = !isnan(o->learning_rate) ? o->learning_rate : optimizer_default_lr(opt_kind);
     lr->decay_factor = o->lr_decay_factor;
     lr->staircase = 1;
-    if (o->num_epochs_per_decay > 0) lr->decay_steps = (long)(steps_per_epoch * o->num_epochs_per_decay);
+    if (o->num_epochs_per_decay > 0) lr->decay_steps = epochs_to_steps(steps_per_epoch, o->num_epochs_per_decay);
     if (o->num_epochs_per_decay > 0 && lr->decay_steps <= 0) {
         /* tf.train.exponential_decay would divide by 0 steps (NaN, then 0): not a constant rate in silence */
         snprintf(err, err_n_bytes, "--lr_schedule exponential: no step to decay over: --num_epochs_per_decay %g is "
                  "under one step of this run (%.3g steps an epoch)", o->num_epochs_per_decay, steps_per_epoch);
         return -1;
     }
-    lr->warmup_steps = (long)(steps_per_epoch * o->warmup_epochs);
+    lr->warmup_steps = epochs_to_steps(steps_per_epoch, o->warmup_epochs);
     if (lr->kind == LR_PIECEWISE) {
         double epochs[LR_MAX_PIECES];
         if (lr_piecewise_parse(o->piecewise_lr, lr->values, epochs, &lr->n_pieces, err, err_n_bytes) != 0) return -1;
-        for (int i = 0; i < lr->n_pieces - 1; i++) lr->boundaries[i] = (long)(epochs[i] * steps_per_epoch) - 1;
+        for (int i = 0; i < lr->n_pieces - 1; i++) lr->boundaries[i] = epochs_to_steps(steps_per_epoch, epochs[i]) - 1;
         lr->initial_lr = lr->values[0];
     }
     if (lr->kind == LR_COSINE) {
         lr->alpha = o->cosine_alpha;
-        lr->cosine_steps = o->cosine_decay_epochs > 0 ? (long)(steps_per_epoch * o->cosine_decay_epochs)
+        lr->cosine_steps = o->cosine_decay_epochs > 0 ? epochs_to_steps(steps_per_epoch, o->cosine_decay_epochs)
                                                       : o->max_steps - lr->warmup_steps;
         if (lr->cosine_steps <= 0 && o->cosine_decay_epochs > 0) {
             snprintf(err, err_n_bytes, "--lr_schedule cosine: no step to decay over: --cosine_decay_epochs %g is under "
