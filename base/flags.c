@@ -4,6 +4,7 @@
 #include "base/escape.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -95,7 +96,8 @@ void flags_print_usage(const char *program, const char *synopsis, const Flag *fl
 }
 
 /* Store v into f's target: 0, -1 when v is not a value of f's type (no number, trailing characters, not
- * finite), -2 when it is a number outside f's range or the type's. */
+ * finite), -2 when it is a number outside f's range or the type's, -3 when a float flag's value is nonzero and
+ * under float32's smallest normal number (strtof's underflow; its subnormals too, alike in decimal and hex). */
 static int set_value(const Flag *f, const char *v) {
     char *end = NULL;
     errno = 0;
@@ -117,7 +119,9 @@ static int set_value(const Flag *f, const char *v) {
     case FLAG_FLOAT: {
         /* No flag of Tower means anything with nan or inf: they are refused here, for every command. */
         float x = strtof(v, &end);
-        if (errno || end == v || *end || !isfinite(x)) return -1;
+        if (end == v || *end) return -1;
+        if ((errno == ERANGE && fabsf(x) < FLT_MIN) || (x != 0.0f && fabsf(x) < FLT_MIN)) return -3;
+        if (errno || !isfinite(x)) return -1;
         if (!in_range(f, x)) return -2;
         *(float *)f->target = x;
         return 0;
@@ -144,7 +148,10 @@ static void refuse_value(const char *program, const Flag *f, const char *v, int 
     else range_str(f, f->type != FLAG_FLOAT ? "an integer" : rc == -1 ? "a finite number" : "a number", 1, expected,
                    sizeof expected);
     if (quiet_) return;
-    if (rc == -2) fprintf(stderr, "%s: --%s %s: expected %s\n", program, f->name, v_esc, expected);
+    if (rc == -3)
+        fprintf(stderr, "%s: --%s %s: under float32's smallest normal number, %.9g (expected %s)\n", program, f->name,
+                v_esc, FLT_MIN, expected);
+    else if (rc == -2) fprintf(stderr, "%s: --%s %s: expected %s\n", program, f->name, v_esc, expected);
     else fprintf(stderr, "%s: --%s '%s': expected %s\n", program, f->name, v_esc, expected);
 }
 

@@ -7,7 +7,8 @@
  * Where it sits: ctest (CPU).  Ranges: each end of each kind ("[]", "()",
  * open upper ends, none) taken and refused one step past it, an int's range
  * capped at INT_MAX, a long's open, values past the type refused by the
- * flag's range, a refused value not stored, and flags_range_str's words
+ * flag's range, a float's nonzero values under FLT_MIN refused (decimal
+ * and hex alike), a refused value not stored, and flags_range_str's words
  * (the refusal lines themselves: tests/test_cli_refusals.sh).
  * flags_parse_given: the flags a command line names, in each form.
  * flags_quiet: a refusal returns -1 and writes nothing while on, its line
@@ -58,6 +59,8 @@ static void check_ranges(void) {
         {3, "-9223372036854775807", 0}, {3, "-9223372036854775808", -1},
         {4, "0", 0}, {4, "0.999", 0}, {4, "1", -1}, {4, "-0.001", -1}, {4, "nan", -1}, {4, "-inf", -1},
         {5, "1e-30", 0}, {5, "3e38", 0}, {5, "0", -1}, {5, "1e39", -1}, {5, "inf", -1},
+        {5, "1.17549435e-38", 0}, {5, "1e-38", -1}, {5, "0x1p-149", -1}, {5, "1e-50", -1}, {4, "1e-45", -1},
+        {4, "-0", 0},
         {6, "16", 0}, {6, "0", -1}, {6, "16.01", -1},
         {7, "2147483647", 0}, {7, "-2147483647", 0}, {7, "2147483648", -1},
     };

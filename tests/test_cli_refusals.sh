@@ -81,6 +81,11 @@ refuse 2 "tower train: --momentum '-inf': expected a finite number in [0, 1)" tr
 refuse 2 "tower train: --learning_rate '1e39': expected a finite number > 0" train --learning_rate 1e39 $t
 refuse 2 "tower train: --learning_rate -0.1: expected a number > 0" train --learning_rate -0.1 $t
 refuse 2 "tower train: --learning_rate 0: expected a number > 0" train --learning_rate 0 $t
+# Under float32's smallest normal number (strtof's underflow; it said "expected a finite number > 0" of 1e-40, and took
+# the smaller 0x1p-149): refused alike in decimal and hex, in words that are true.
+refuse 2 "tower train: --learning_rate 1e-40: under float32's smallest normal number, 1.17549435e-38 (expected a number > 0)" train --learning_rate 1e-40 $t
+refuse 2 "tower train: --learning_rate 0x1p-149: under float32's smallest normal number, 1.17549435e-38 (expected a number > 0)" train --learning_rate 0x1p-149 $t
+refuse 2 "tower train: --weight_decay 1e-45: under float32's smallest normal number, 1.17549435e-38 (expected a number >= 0)" train --weight_decay 1e-45 $t
 refuse 2 "tower train: --momentum 1: expected a number in [0, 1)" train --momentum 1 $t
 refuse 2 "tower train: --momentum -0.5: expected a number in [0, 1)" train --momentum -0.5 $t
 refuse 2 "tower train: --lr_decay_factor 0: expected a number in (0, 1]" train --lr_decay_factor 0 $t
