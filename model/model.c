@@ -104,6 +104,32 @@ void model_opts_normalize(const char *name, ModelOptions *opts) {
     if (!(net->opts_used & MODEL_OPT_FC_WIDTH)) opts->fc_width = 4096;
 }
 
+/* The fewest significant digits (6 to 9) that read back as x: 0.333 for 0.333f, 0.333000094 beside it. */
+static void float_words(char *out, size_t n_bytes, float x) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(out, n_bytes, "%.*g", digits, (double)x);
+        if (strtof(out, NULL) == x) return;
+    }
+}
+
+void model_opts_describe(const char *name, const ModelOptions *opts, char *out, size_t out_n_bytes) {
+    const NetInfo *net = model_net_find(name);
+    const unsigned used = net ? net->opts_used : MODEL_OPT_WIDTH | MODEL_OPT_HEAD | MODEL_OPT_FC_WIDTH;
+    size_t k = 0;
+    out[0] = '\0';
+    if (used & MODEL_OPT_WIDTH) {
+        char w[32];
+        float_words(w, sizeof w, opts->width_multiplier);
+        k += (size_t)snprintf(out + k, out_n_bytes - k, "--width_multiplier %s", w);
+    }
+    if ((used & MODEL_OPT_HEAD) && k < out_n_bytes)
+        k += (size_t)snprintf(out + k, out_n_bytes - k, "%s--head %s", k ? " " : "",
+                              opts->head == MODEL_HEAD_SEED ? "seed" : "keras");
+    if ((used & MODEL_OPT_FC_WIDTH) && k < out_n_bytes)
+        k += (size_t)snprintf(out + k, out_n_bytes - k, "%s--fc_width %d", k ? " " : "", opts->fc_width);
+    if (k == 0) snprintf(out, out_n_bytes, "no options");
+}
+
 int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,
                          const ModelOptions *opts, char *err, size_t err_n_bytes) {
     memset(spec, 0, sizeof *spec);

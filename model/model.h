@@ -91,6 +91,11 @@ int model_spec_init(ModelSpec *spec, const char *name, int H, int W, int C,
  * nothing. */
 void model_opts_normalize(const char *name, ModelOptions *opts);
 
+/* The options the network `name` reads, as the flags that give them ("--width_multiplier 0.333 --head seed";
+ * a width in the fewest digits that read back as it, so two that differ print apart; "no options" for a
+ * network that reads none; an unknown name: all three), into out (out_n_bytes). */
+void model_opts_describe(const char *name, const ModelOptions *opts, char *out, size_t out_n_bytes);
+
 /* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes
  * any input from 32x32 with 1 or 3 channels; vgg11, vgg16 and resnet50 any
  * from 32x32, resnet20 any size (any channel count).  A width multiplier

@@ -780,7 +780,7 @@ static void msg_close(CkptMsg *m) {
 /* What defines a part's network and run, as text for comparing and for the message: input, classes, optimizer,
  * the model options. */
 static void part_network(const Tower__Checkpoint *p, char *out, size_t n_bytes) {
-    snprintf(out, n_bytes, "%dx%dx%d, %d classes, optimizer '%.32s', width %g, head %d, fc %d", p->height, p->width,
+    snprintf(out, n_bytes, "%dx%dx%d, %d classes, optimizer '%.32s', width %.9g, head %d, fc %d", p->height, p->width,
              p->channels, p->num_classes, p->optimizer ? p->optimizer : "", (double)p->width_multiplier, p->head,
              p->fc_width);
 }
@@ -1160,10 +1160,11 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
                   msg->channels, msg->num_classes, spec->name, spec->H, spec->W, spec->C, spec->num_classes);
     } else if (file_opts.width_multiplier != spec_opts.width_multiplier || file_opts.head != spec_opts.head ||
                file_opts.fc_width != spec_opts.fc_width) {
-        rc = fail(err, err_n_bytes, "%s: the checkpoint is for '%s' with --width_multiplier %g --head %s --fc_width %d, "
-                  "expected --width_multiplier %g --head %s --fc_width %d", path, msg->model, file_opts.width_multiplier,
-                  file_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", file_opts.fc_width, spec_opts.width_multiplier,
-                  spec_opts.head == MODEL_HEAD_SEED ? "seed" : "keras", spec_opts.fc_width);
+        char file_words[128], spec_words[128];
+        model_opts_describe(msg->model, &file_opts, file_words, sizeof file_words);
+        model_opts_describe(spec->name, &spec_opts, spec_words, sizeof spec_words);
+        rc = fail(err, err_n_bytes, "%s: the checkpoint is for '%s' with %s, expected %s", path, msg->model, file_words,
+                  spec_words);
     } else if (map_all(msg, spec, &m, path, err, err_n_bytes) != 0) {
         rc = -1;
     } else if (check_optimizer_state(msg, &m, ps, path, err, err_n_bytes) != 0) {

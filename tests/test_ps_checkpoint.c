@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,10 +569,25 @@ static void test_read_real_model(void) {
     make_dir(odd_dir, sizeof odd_dir, "used-option");
     CHECK(a && b && ckpt_save(odd_dir, a, &run, 5, err, sizeof err) == 0, "save mobilenet_v2 0.35: %s", err);
     CHECK(ckpt_latest(odd_dir, path, sizeof path) == 1, "latest (mobilenet_v2)");
-    CHECK(b && ckpt_load(path, b, NULL, err, sizeof err) == -1 && strstr(err, "--width_multiplier 0.35") &&
-              strstr(err, "expected --width_multiplier 0.5"), "a width mobilenet_v2 reads, mismatched: '%s'", err);
-    ps_free(a);
+    CHECK(b && ckpt_load(path, b, NULL, err, sizeof err) == -1 &&
+              strstr(err, "with --width_multiplier 0.35 --head keras, expected --width_multiplier 0.5 --head keras") &&
+              !strstr(err, "fc_width"), "a width mobilenet_v2 reads, mismatched (no --fc_width, which it does not read): '%s'", err);
     ps_free(b);
+    /* Widths one float apart print apart (%g printed both as 0.333). */
+    const ModelOptions w333 = {.width_multiplier = 0.333f}, w333b = {.width_multiplier = nextafterf(0.333f, 1.0f)};
+    ModelSpec m333, m333b;
+    CHECK(model_spec_init_opts(&m333, "mobilenet_v2", 32, 32, 1, 10, &w333, err, sizeof err) == 0 &&
+              model_spec_init_opts(&m333b, "mobilenet_v2", 32, 32, 1, 10, &w333b, err, sizeof err) == 0, "specs: %s", err);
+    ParamServer *c333 = ps_create(&m333, 1, &cfg, host_alloc_default(), 1), *c333b = ps_create(&m333b, 1, &cfg, host_alloc_default(), 1);
+    make_dir(odd_dir, sizeof odd_dir, "near-width");
+    CHECK(c333 && ckpt_save(odd_dir, c333, &run, 5, err, sizeof err) == 0, "save mobilenet_v2 0.333: %s", err);
+    CHECK(ckpt_latest(odd_dir, path, sizeof path) == 1, "latest (0.333)");
+    CHECK(c333b && ckpt_load(path, c333b, NULL, err, sizeof err) == -1 &&
+              strstr(err, "with --width_multiplier 0.333 --head keras, expected --width_multiplier 0.33300003 --head keras"),
+          "widths a float apart: '%s'", err);
+    ps_free(c333);
+    ps_free(c333b);
+    ps_free(a);
     ps_free(ps);
 }
 
