@@ -50,7 +50,19 @@
 
 static volatile sig_atomic_t stop_signal = 0; /* the SIGINT, SIGTERM or SIGHUP received, or 0 */
 
-static void on_signal(int sig) { stop_signal = sig; }
+/* The first SIGINT, SIGTERM or SIGHUP asks for a stop after the step in flight (its checkpoint, then 128 + the
+ * signal); a second one stops at once, for a step too long to wait for (a large --accum_steps): one line, no
+ * checkpoint of that step (the latest stays; the kernel drops the train_dir's lock), 128 + that signal. */
+static void on_signal(int sig) {
+    if (stop_signal) {
+        static const char line[] = "tower train: a second stop signal: ending now, without saving the step in "
+                                   "flight (the latest checkpoint stays)\n";
+        const ssize_t ignored = write(STDERR_FILENO, line, sizeof line - 1);
+        (void)ignored;
+        _exit(128 + sig);
+    }
+    stop_signal = sig;
+}
 
 static int stdout_errno = 0; /* why the last failed write of a log line failed (EPIPE: a closed pipe), or 0 */
 

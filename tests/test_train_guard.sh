@@ -14,7 +14,8 @@
 # name), a closed pipe on stdout (checkpoint, exit 1), a signal after the
 # last step (exit 0), an ESC byte in --train_dir (escaped), a bad record
 # before the first step (no labels.txt left behind), --resume at --max_steps
-# (nothing to train, no empty events file).
+# (nothing to train, no empty events file), a second stop signal (ends at
+# once).
 # Every case is checked and reported; the test fails when any failed.
 source "$(dirname "$0")/train_common.sh"
 convert_fashion_mnist
@@ -289,6 +290,22 @@ for td in "$work/lbl_made/run" "$work/lbl_there"; do
     ok "a bad record before the first step: $(cat "$work/lbl.err"); no labels.txt left in $(basename "$td")"
   else bad "a bad record before the first step: status $rc: $(head -c 400 "$work/lbl.err"); $(ls -aR "$work/lbl_made" "$td" 2>&1 | tr '\n' ' ')"; fi
 done
+
+# A second stop signal ends a step too long to wait for (--accum_steps 200000 of one example) at once: one line,
+# 128 + the signal, no checkpoint of the step in flight (the first signal alone waited for the step's end).
+"$tower" train "${common[@]}" --train_dir "$work/twice" --batch_size 1 --accum_steps 200000 --max_steps 2 \
+  >"$work/twice.out" 2>"$work/twice.err" &
+bgpid=$!
+for _ in $(seq 1 300); do [ -e "$work/twice/.lock" ] && break; sleep 0.1; done
+sleep 1
+kill -INT "$bgpid" 2>/dev/null || true
+sleep 0.5
+kill -TERM "$bgpid" 2>/dev/null || true
+set +e; wait "$bgpid"; rc=$?; set -e
+bgpid=""
+if [ $rc -eq 143 ] && grep -q "^tower train: a second stop signal: ending now, without saving the step in flight" "$work/twice.err" &&
+   ! ls "$work/twice"/model.ckpt-* >/dev/null 2>&1; then ok "a second signal: $(cat "$work/twice.err")"
+else bad "a second signal: exit status $rc (expected 143): $(cat "$work/twice.err")"; fi
 
 # 12. SIGHUP (the terminal closed, the ssh session dropped) stops as SIGTERM does: checkpoint, 129.  The process
 # keeps its name (the OpenMP re-exec of /proc/self/exe named it "exe"), so pkill/pgrep -x tower find it.
