@@ -47,6 +47,12 @@ refuse 1 'at least 32x32.*image folder as --data with --image_size' train --mode
   --data "$work/tfr/train-*.tfrecord" --num_classes 3 --train_dir "$work/tfr_run"
 refuse 1 '^tower train: --image_size 96: --model mobilenet_v2 uses TFRecord images at their stored size, 28x28 in .*train-00000-of-00001.tfrecord (--image_size crops' \
   train --model mobilenet_v2 --data "$work/tfr/train-*.tfrecord" --image_size 96 --num_classes 3 --train_dir "$work/tfr_run"
+# --image_size 0 ("no crop") is what such a model does with TFRecords: taken (it was refused as another size).
+"$tower" convert --from imagefolder "$work/imgs" --out "$work/tfr32/train" --image_size 32 --channels 1 >/dev/null 2>&1
+"$tower" train --model vgg11 --fc_width 16 --data "$work/tfr32/train-*.tfrecord" --image_size 0 --num_classes 3 \
+  --train_dir "$work/tfr0_run" --max_steps 1 --batch_size 2 --min_after_dequeue 4 --summary_every 0 >/dev/null \
+  2>"$work/tfr0.err" || fail "vgg11 --image_size 0 on 32x32 TFRecords: $(cat "$work/tfr0.err")"
+echo "ok: --image_size 0 with TFRecords of a model that takes them as stored"
 
 "$tower" "${base[@]}" --width_multiplier 0.35 --num_towers 2 --batch_size 8 --max_steps 6 --optimizer adam \
   --variable_update replicated --all_reduce host --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20 \

@@ -1066,8 +1066,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         }
         out_H = out_W = o->image_size;
     }
-    if (o->image_size_given && !facts.distorts && !tr->image_folder && !o->synthetic &&
-        (o->image_size != H || o->image_size != W)) {
+    if (o->image_size_given && o->image_size != 0 && !facts.distorts && !tr->image_folder && !o->synthetic &&
+        (o->image_size != H || o->image_size != W)) { /* 0, "no crop", is what such a model does */
         snprintf(err, err_n_bytes, "--image_size %d: --model %s uses TFRecord images at their stored size, %dx%d in %s "
                  "(--image_size crops cifar10's and resizes an image folder's; tower convert --image_size resizes "
                  "records)", o->image_size, o->model, H, W, tr->files[0]);
