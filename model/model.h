@@ -96,6 +96,10 @@ void model_opts_normalize(const char *name, ModelOptions *opts);
  * network that reads none; an unknown name: all three), into out (out_n_bytes). */
 void model_opts_describe(const char *name, const ModelOptions *opts, char *out, size_t out_n_bytes);
 
+/* The flag that shrinks the variables of the network `name` most: "--fc_width" for a network with a
+ * configurable dense width, else "--width_multiplier" for one with a width, else "a smaller --model". */
+const char *model_size_flag(const char *name);
+
 /* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes
  * any input from 32x32 with 1 or 3 channels; vgg11, vgg16 and resnet50 any
  * from 32x32, resnet20 any size (any channel count).  A width multiplier

@@ -176,6 +176,15 @@ int ps_apply_gradients(ParamServer *ps) {
     return rc;
 }
 
+size_t ps_plan_n_bytes(const ModelSpec *spec, int n_towers, const PsConfig *cfg) {
+    const OptSlot *slot_info;
+    const size_t n_state = (size_t)optimizer_slots(&cfg->opt, &slot_info) + (cfg->ema_decay > 0.0f ? 1 : 0);
+    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
+    const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
+    const size_t n_slices = 1 + (n_towers > 0 ? 1 : 0) + n_state + (size_t)(n_towers > 0 ? n_towers : 0);
+    return n_slices * slice_n_floats * sizeof(float);
+}
+
 size_t ps_host_n_bytes(const ParamServer *ps) {
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;

@@ -114,6 +114,12 @@ void ps_free(ParamServer *ps);
  * with the pointer tables.  For memory bounds; never fails. */
 size_t ps_host_n_bytes(const ParamServer *ps);
 
+/* What ps_create(spec, n_towers, cfg) would allocate, before it does: its
+ * block (params, the mean gradient, every tower's slice, the optimizer's
+ * slots and the moving averages, all of them, as without keep).  For a
+ * memory check before a server too large for the machine is asked for. */
+size_t ps_plan_n_bytes(const ModelSpec *spec, int n_towers, const PsConfig *cfg);
+
 /* out = (g[0] + g[1] + ... + g[n-1]) / divisor per element, left to right,
  * in blocks on the OpenMP threads, bitwise the serial loop for any thread
  * count; divisor 1 divides nothing, any other count_divide's way (ps/optimizer.h).

@@ -53,6 +53,19 @@ refuse 1 '^tower train: --image_size 96: --model mobilenet_v2 uses TFRecord imag
   --train_dir "$work/tfr0_run" --max_steps 1 --batch_size 2 --min_after_dequeue 4 --summary_every 0 >/dev/null \
   2>"$work/tfr0.err" || fail "vgg11 --image_size 0 on 32x32 TFRecords: $(cat "$work/tfr0.err")"
 echo "ok: --image_size 0 with TFRecords of a model that takes them as stored"
+# A network too large for the machine is a memory refusal naming the flag that shrinks it (vgg11 --fc_width 65536,
+# available memory forced): at 8 GB its towers' buffers, which a batch of 1 does not shrink ("lower --batch_size"
+# said of a batch of 1 before); at 30 GB its parameter server, before it is asked for (it was "cannot create the
+# parameter server ... (out of memory?)").
+big=(train --model vgg11 --fc_width 65536 --data "$work/tfr32/train-*.tfrecord" --num_classes 3
+     --train_dir "$work/big_run" --max_steps 1 --batch_size 1)
+TOWER_TEST_MEM_AVAILABLE_BYTES=8000000000 refuse 1 \
+  '^tower train: not enough memory: this run needs up to [0-9.]* GiB of host memory (the memory bound: input [0-9.]* GiB, towers [0-9.]* GiB, the server.s not yet counted; global batch 1), and 7.45 GiB is available (TOWER_TEST_MEM_AVAILABLE_BYTES): lower --fc_width$' \
+  "${big[@]}"
+TOWER_TEST_MEM_AVAILABLE_BYTES=30000000000 refuse 1 \
+  '^tower train: not enough memory: the parameter server of 4338068739 variables needs 80.80 GiB of host memory (.*), and 27.94 GiB is available (TOWER_TEST_MEM_AVAILABLE_BYTES): lower --fc_width$' \
+  "${big[@]}"
+[ ! -e "$work/big_run" ] || fail "the refused run left its train_dir"
 
 "$tower" "${base[@]}" --width_multiplier 0.35 --num_towers 2 --batch_size 8 --max_steps 6 --optimizer adam \
   --variable_update replicated --all_reduce host --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20 \

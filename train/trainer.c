@@ -464,9 +464,14 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
     const size_t bound = trainer_max_n_bytes(tr, &m);
     char source[4400];
     const size_t available = memory_available_n_bytes(source, sizeof source);
-    /* What is resident already (loaded) is not asked of the machine again. */
-    const size_t more = bound > m.loaded_n_bytes ? bound - m.loaded_n_bytes : 0;
-    if (available == 0 || more <= available) return 0;
+    /* What is resident already is not asked of the machine again: what the process held at the open (loaded), and
+     * what it holds now of the bound (the server, once made, is resident: MemAvailable no longer counts it). */
+    const size_t resident = resident_n_bytes() > m.loaded_n_bytes ? resident_n_bytes() : m.loaded_n_bytes;
+    if (available == 0 || bound <= resident || bound - resident <= available) return 0;
+    /* Said as at the open: the bound beyond what was loaded then, against what was available before the server
+     * (once made) took its part. */
+    const size_t more = bound - m.loaded_n_bytes;
+    const size_t available_at_open = available + (tr->ps ? resident - m.loaded_n_bytes : 0);
     /* The flag that shrinks the largest part. */
     const char *lower = "--batch_size";
     if (tr->opt.shard_sizes[0]) lower = "--shard_sizes";
@@ -476,16 +481,23 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
              tr->opt.min_after_dequeue > 3L * tr->global_batch)
         lower = "--min_after_dequeue";
     else if (m.variables_n_bytes > m.input_n_bytes && m.variables_n_bytes > m.towers_n_bytes)
-        lower = "--num_towers";
+        lower = tr->n_towers > 1 ? "--num_towers" : model_size_flag(tr->opt.model); /* each tower's gradients */
     else if (tr->accum_steps > 1 && m.input_n_bytes >= m.towers_n_bytes)
         lower = "--accum_steps";
+    else if (m.towers_known && m.towers_n_bytes > m.input_n_bytes) {
+        /* The towers' part: their activations scale with the batch, their variable-sized buffers (gradients,
+         * weights) do not; where a batch of 1 would keep more than half of it, the batch is not the lever. */
+        size_t at_one = 0;
+        for (int t = 0; t < tr->n_towers; t++) at_one += tr->backend->host_n_bytes(&tr->spec, 1, tr->accum_steps);
+        if (2 * at_one > m.towers_n_bytes) lower = tr->n_towers > 1 ? "--num_towers" : model_size_flag(tr->opt.model);
+    }
     char server[96] = ", the server's not yet counted";
     if (tr->ps)
         snprintf(server, sizeof server, ", variables %.2f GiB, checkpoint %.2f GiB", gib(m.variables_n_bytes),
                  gib(m.checkpoint_n_bytes));
     snprintf(err, err_n_bytes, "not enough memory: this run needs up to %.2f GiB of host memory (the memory bound: "
              "input %.2f GiB, towers %.2f GiB%s; global batch %d), and %.2f GiB is available (%s): lower %s", gib(more),
-             gib(m.input_n_bytes), gib(m.towers_n_bytes), server, tr->global_batch, gib(available), source, lower);
+             gib(m.input_n_bytes), gib(m.towers_n_bytes), server, tr->global_batch, gib(available_at_open), source, lower);
     return -1;
 }
 
@@ -1138,6 +1150,18 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     if (mk->server_keeps) {
         mk->server_keeps(tr, keep);
         pc.keep = keep;
+    }
+    /* The server's block before it is asked for: a network too large for the machine (vgg11 --fc_width 65536:
+     * 4.3 G variables) is a memory refusal naming the flag that shrinks it, not a failed allocation. */
+    char source[4400];
+    const size_t plan = ps_plan_n_bytes(&tr->spec, tr->n_towers, &pc), available = memory_available_n_bytes(source, sizeof source);
+    if (available > 0 && plan > available) {
+        snprintf(err, err_n_bytes, "not enough memory: the parameter server of %zu variables needs %.2f GiB of host "
+                 "memory (the variables, their mean gradient, %d tower gradient%s, the optimizer's slots and moving "
+                 "averages), and %.2f GiB is available (%s): lower %s", tr->spec.n_params, gib(plan), tr->n_towers,
+                 tr->n_towers == 1 ? "" : "s", gib(available), source,
+                 tr->n_towers > 1 ? "--num_towers" : model_size_flag(o->model));
+        return -1;
     }
     tr->ps = ps_create(&tr->spec, tr->n_towers, &pc, tr->alloc, (uint64_t)o->seed);
     if (!tr->ps) {
