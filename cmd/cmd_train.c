@@ -272,6 +272,18 @@ static int train_check_flags(const TrainerOptions *o) {
         return -1;
     }
     if (cmd_check_central_fraction(c, o->central_fraction, o->resize_mode) != 0) return -1;
+    if (o->num_classes == 1) { /* the softmax of one logit is 1 whatever it is: nothing to learn */
+        cmd_errorf("tower train: --num_classes 1: a softmax over one class has loss 0 and no gradient whatever the "
+                   "data (a two-class task is --num_classes 2)\n");
+        return -1;
+    }
+    if (!strcmp(o->optimizer, "rmsprop") && o->rmsprop_centered && o->rmsprop_decay == 0.0f) {
+        /* ms = g^2 and mg = g: ms - mg^2 is 0 and the step divides by sqrt(epsilon) alone (TensorFlow's formula) */
+        cmd_errorf("tower train: --rmsprop_centered with --rmsprop_decay 0: the centered second moment ms - mg^2 is 0 "
+                   "every step, so each update is the gradient over sqrt(--rmsprop_epsilon) and diverges (give a "
+                   "decay, TensorFlow's 0.9)\n");
+        return -1;
+    }
     /* The flags alone (exit 2); one rank is the launch's, refused by trainer_open with the same words (exit 1, as
      * --ps_dedicated --ps_ranks 1 of one rank). */
     if (!o->sync_replicas && strcmp(o->variable_update, "parameter_server") != 0) {

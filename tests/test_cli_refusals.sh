@@ -65,6 +65,9 @@ refuse 2 "tower train: --summary_every -1: expected an integer in [0, 2147483647
 refuse 2 "tower train: --shard_sizes '80,,48': expected positive sizes (at most 1048576) separated by commas, one per tower, e.g. 80,48" \
   train --shard_sizes 80,,48 $t
 refuse 2 "tower train: --gpus '0,x': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus 0,x $t
+# More sizes than towers names the --num_towers they make (it said "more sizes than the 1 towers").
+refuse 1 "tower train: --shard_sizes '5,3': 2 sizes for 1 tower (one size a tower: give --num_towers 2, or fewer sizes)" \
+  train --shard_sizes 5,3 $t
 refuse 2 "tower train: --accum_steps 0: expected an integer in [1, 1048576]" train --accum_steps 0 $t
 refuse 2 "tower train: --accum_steps -3: expected an integer in [1, 1048576]" train --accum_steps -3 $t
 refuse 2 "tower train: --accum_steps 8193: 8193 micro-batches of 128 examples make a tower's step 1048704 examples, at most 1048576 (lower --accum_steps or --batch_size)" \
@@ -81,6 +84,10 @@ refuse 2 "tower train: --momentum '-inf': expected a finite number in [0, 1)" tr
 refuse 2 "tower train: --learning_rate '1e39': expected a finite number > 0" train --learning_rate 1e39 $t
 refuse 2 "tower train: --learning_rate -0.1: expected a number > 0" train --learning_rate -0.1 $t
 refuse 2 "tower train: --learning_rate 0: expected a number > 0" train --learning_rate 0 $t
+# Runs that can learn nothing: one class (loss 0, no gradient: it trained in silence), a centered RMSProp without
+# decay (its second moment minus the squared mean is 0 every step: it diverged at step 1).
+refuse 2 "tower train: --num_classes 1: a softmax over one class has loss 0 and no gradient whatever the data (a two-class task is --num_classes 2)" train --num_classes 1 $t
+refuse 2 "tower train: --rmsprop_centered with --rmsprop_decay 0: the centered second moment ms - mg^2 is 0 every step, so each update is the gradient over sqrt(--rmsprop_epsilon) and diverges (give a decay, TensorFlow's 0.9)" train --optimizer rmsprop --rmsprop_centered --rmsprop_decay 0 $t
 # Under float32's smallest normal number (strtof's underflow; it said "expected a finite number > 0" of 1e-40, and took
 # the smaller 0x1p-149): refused alike in decimal and hex, in words that are true.
 refuse 2 "tower train: --learning_rate 1e-40: under float32's smallest normal number, 1.17549435e-38 (expected a number > 0)" train --learning_rate 1e-40 $t

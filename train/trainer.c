@@ -224,8 +224,11 @@ static int plan_shards(Trainer *tr, char *err, size_t err_n_bytes) {
             tr->shard_sizes[t] = (int)v;
             p = end + 1;
             if (t + 1 == tr->n_towers && *end != '\0') {
-                snprintf(err, err_n_bytes, "--shard_sizes '%s': more sizes than the %d towers",
-                         o->shard_sizes, tr->n_towers);
+                int n_sizes = 1;
+                for (const char *q = o->shard_sizes; *q; q++) n_sizes += *q == ',';
+                snprintf(err, err_n_bytes, "--shard_sizes '%s': %d sizes for %d tower%s (one size a tower: give "
+                         "--num_towers %d, or fewer sizes)", o->shard_sizes, n_sizes, tr->n_towers,
+                         tr->n_towers == 1 ? "" : "s", n_sizes);
                 return -1;
             }
         }
