@@ -181,8 +181,13 @@ size_t ps_plan_n_bytes(const ModelSpec *spec, int n_towers, const PsConfig *cfg)
     const size_t n_state = (size_t)optimizer_slots(&cfg->opt, &slot_info) + (cfg->ema_decay > 0.0f ? 1 : 0);
     const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
     const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
-    const size_t n_slices = 1 + (n_towers > 0 ? 1 : 0) + n_state + (size_t)(n_towers > 0 ? n_towers : 0);
-    return n_slices * slice_n_floats * sizeof(float);
+    const size_t n_slices = 1 + (n_towers > 0 ? 1 : 0) + (cfg->keep ? 0 : n_state) + (size_t)(n_towers > 0 ? n_towers : 0);
+    size_t kept_n_floats = 0; /* with keep: only the kept variables' slots and ema are touched (ps_host_n_bytes) */
+    for (int v = 0; cfg->keep && v < spec->n_vars; v++)
+        if (cfg->keep[v]) kept_n_floats += spec->vars[v].n_floats;
+    const size_t state_n_bytes =
+        cfg->keep ? n_state * (kept_n_floats * sizeof(float) + (size_t)spec->n_vars * PS_SLICE_ALIGN_BYTES) : 0;
+    return n_slices * slice_n_floats * sizeof(float) + state_n_bytes;
 }
 
 size_t ps_host_n_bytes(const ParamServer *ps) {

@@ -114,10 +114,11 @@ void ps_free(ParamServer *ps);
  * with the pointer tables.  For memory bounds; never fails. */
 size_t ps_host_n_bytes(const ParamServer *ps);
 
-/* What ps_create(spec, n_towers, cfg) would allocate, before it does: its
- * block (params, the mean gradient, every tower's slice, the optimizer's
- * slots and the moving averages, all of them, as without keep).  For a
- * memory check before a server too large for the machine is asked for. */
+/* What ps_create(spec, n_towers, cfg) would hold, before it does, as
+ * ps_host_n_bytes counts it: its block (params, the mean gradient, every
+ * tower's slice, the optimizer's slots and the moving averages; with keep,
+ * only the kept variables' part of those two).  For a memory check before
+ * a server too large for the machine is asked for. */
 size_t ps_plan_n_bytes(const ModelSpec *spec, int n_towers, const PsConfig *cfg);
 
 /* out = (g[0] + g[1] + ... + g[n-1]) / divisor per element, left to right,

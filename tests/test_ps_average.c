@@ -102,6 +102,22 @@ static void test_create(void) {
     for (size_t i = 0; i < v1->n_floats; i++) untouched &= ps->ema[v1->offset + i] == 0.0f && ps->slots[0][v1->offset + i] == 0.0f;
     CHECK(untouched, "keep: a variable not kept has zero (untouched) slots and moving averages");
     ps_free(ps);
+    /* ps_plan_n_bytes (the memory check before the server exists) is what ps_host_n_bytes counts once it does,
+     * but for the server struct and its pointer tables: with and without keep, towers or none, each optimizer. */
+    for (int k = 0; k < OPT_N_KINDS; k++)
+        for (int towers = 0; towers <= 3; towers += 3)
+            for (int with_keep = 0; with_keep < 2; with_keep++) {
+                PsConfig c = cfg;
+                c.opt.kind = (OptimizerKind)k;
+                c.keep = with_keep ? keep : NULL;
+                const size_t plan = ps_plan_n_bytes(&spec, towers, &c);
+                ps = ps_create(&spec, towers, &c, host_alloc_default(), 1);
+                const size_t held = ps ? ps_host_n_bytes(ps) : 0;
+                CHECK(ps && plan <= held && held - plan <= sizeof *ps + 16 * sizeof(float *),
+                      "optimizer %d, %d towers, keep %d: planned %zu bytes, the server holds %zu", k, towers, with_keep,
+                      plan, held);
+                ps_free(ps);
+            }
     PsConfig bad = cfg;
     bad.opt.kind = (OptimizerKind)7;
     CHECK(ps_create(&spec, 1, &bad, host_alloc_default(), 1) == NULL, "unknown optimizer must fail");
