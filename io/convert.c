@@ -305,8 +305,8 @@ static int cifar_next(ConvertSource *s, ConvertItem *item, char *err, size_t err
             return -1;
         }
         if (st->index == 0 && !memcmp(st->rec + 257, "ustar", 5)) { /* the tar header's magic, POSIX and GNU */
-            snprintf(err, err_n, "%s: a tar archive (as cifar-10-binary.tar.gz is downloaded), not a CIFAR-10 batch: "
-                     "extract it (tar xzf) and give its data_batch_N.bin files", path);
+            snprintf(err, err_n, "%s: record 0 at offset 0: a tar archive (as cifar-10-binary.tar.gz is downloaded), "
+                     "not a CIFAR-10 batch: extract it (tar xzf) and give its data_batch_N.bin files", path);
             return -1;
         }
         if (st->rec[0] >= CIFAR_NUM_CLASSES) {

@@ -393,8 +393,8 @@ static void test_bad_inputs(void) {
     free(t);
     const char *f3[1] = {tar};
     s = convert_open_cifar10(f3, 1, err, sizeof err);
-    snprintf(want, sizeof want, "%s: a tar archive (as cifar-10-binary.tar.gz is downloaded), not a CIFAR-10 batch: "
-             "extract it (tar xzf) and give its data_batch_N.bin files", tar);
+    snprintf(want, sizeof want, "%s: record 0 at offset 0: a tar archive (as cifar-10-binary.tar.gz is downloaded), "
+             "not a CIFAR-10 batch: extract it (tar xzf) and give its data_batch_N.bin files", tar);
     expect_failure(s, err, want, io_tmp("bad11/out"));
 }
 
