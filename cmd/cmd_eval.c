@@ -189,9 +189,8 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
-    if (image_folder && (size_t)o->max_image_pixels < 2 * (size_t)spec->H * (size_t)spec->W) {
-        cmd_errorf("tower eval: --max_image_pixels %d is below twice the %d x %d images the model takes (%zu)\n",
-                   o->max_image_pixels, spec->H, spec->W, 2 * (size_t)spec->H * (size_t)spec->W);
+    if (image_folder && imagefolder_check_max_pixels((size_t)o->max_image_pixels, spec->H, spec->W, err, sizeof err)) {
+        cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
     /* The checkpoint's class list (train_dir/labels.txt) names the model's classes, as train checked: one edited

@@ -85,6 +85,14 @@ int imagefolder_check_data_flags(int image_folder, const char *compression, cons
     return 0;
 }
 
+int imagefolder_check_max_pixels(size_t max_image_pixels, int H, int W, char *err, size_t err_n_bytes) {
+    const size_t floor_pixels = 2 * (size_t)H * (size_t)W;
+    if (max_image_pixels >= floor_pixels) return 0;
+    snprintf(err, err_n_bytes, "--max_image_pixels %zu is below twice the %d x %d images the model takes (%zu)",
+             max_image_pixels, H, W, floor_pixels);
+    return -1;
+}
+
 void imagefolder_config_defaults(ImageFolderConfig *c) {
     memset(c, 0, sizeof *c);
     c->image_size = 32;

@@ -140,6 +140,11 @@ int imagefolder_check_data_flags(int image_folder, const char *compression, cons
                                  const char *label_key, const char *labels, const char *resize_mode, char *err,
                                  size_t err_n_bytes);
 
+/* The floor of --max_image_pixels for an image folder made into H x W images: the resampling buffer holds two
+ * of them, so a bound below 2 x H x W could decode nothing.  Returns 0, or -1 with one line naming the flag in
+ * err (train and eval word it alike). */
+int imagefolder_check_max_pixels(size_t max_image_pixels, int H, int W, char *err, size_t err_n_bytes);
+
 /* image_size 32, channels 3, IMAGEFOLDER_RESIZE, warnings to stderr. */
 void imagefolder_config_defaults(ImageFolderConfig *cfg);
 

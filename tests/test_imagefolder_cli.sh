@@ -290,4 +290,11 @@ rc=$?
 set -e
 [ "$rc" -eq 1 ] && [ "$(cat "$work/big.err")" = "tower eval: --max_image_pixels 1000 is below twice the 28 x 28 images the model takes (1568)" ] ||
   fail "eval --max_image_pixels 1000: exit $rc, $(cat "$work/big.err")"
+set +e
+"$tower" train "${common[@]}" --num_classes 2 --data "$work/big" --train_dir "$work/big_floor" --max_steps 1 \
+  --max_image_pixels 1000 >/dev/null 2>"$work/big.err"
+rc=$?
+set -e
+grep -qxF "tower train: --max_image_pixels 1000 is below twice the 28 x 28 images the model takes (1568)" "$work/big.err" &&
+  [ "$rc" -eq 1 ] && [ ! -e "$work/big_floor" ] || fail "train --max_image_pixels 1000: exit $rc, $(cat "$work/big.err")"
 echo "ok: --max_image_pixels: the refusal names it; raised, train and eval read a 2100 x 2100 PNG ($(grep -o '[0-9]* of [0-9]* examples correct' "$work/big_eval.out"))"

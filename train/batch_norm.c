@@ -34,11 +34,11 @@
  * tower's share, batch * (1 - momentum), and the owner finishes the
  * arithmetic above on its current statistics (batchnorm_apply_moving_share).
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/ranks.h"
+#include "ps/optimizer.h"
 #include "train/mode.h"
 
 size_t train_moving_n_floats(const ModelSpec *spec) {
@@ -96,16 +96,16 @@ int train_update_moving(Trainer *tr, float *const *dst, int n_dst, float loss, c
     /* all[0] = (all[f] + all[f+1] + ... + all[f+N-1]) / N, f = first x T, left to right (ps_average_grads' order). */
     const float n_f = (float)N;
     const size_t f = (size_t)first * T;
+    int bad = 0;
     for (size_t i = 0; i < nm; i++) {
         float s = all[f * nm + i];
         for (size_t k = f + 1; k < f + (size_t)N; k++) s += all[k * nm + i];
         all[i] = s / n_f;
+        bad |= float_nonfinite(all[i]);
     }
     /* A variance or mean gone to infinity (a huge learning rate, huge inputs) diverges at its step, as the trainable
      * variables do; the loss may stay finite a while, and the next checkpoint would refuse the variables. */
-    for (size_t i = 0; i < nm; i++)
-        if (!isfinite(all[i]))
-            return train_diverged(tr->ps->global_step, "non-finite batch norm moving statistics", loss, err, err_n_bytes);
+    if (bad) return train_diverged(tr->ps->global_step, "non-finite batch norm moving statistics", loss, err, err_n_bytes);
     for (int d = 0; d < n_dst; d++) unpack_moving(&tr->spec, dst[d], all);
     return 0;
 }

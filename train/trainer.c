@@ -1025,11 +1025,7 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         }
         H = W = o->image_size;
         is_float = 0;
-        if ((size_t)o->max_image_pixels < 2 * (size_t)H * (size_t)W) { /* the resampling buffer holds two */
-            snprintf(err, err_n_bytes, "--max_image_pixels %d is below twice the --image_size %d x %d images it makes "
-                     "(%zu)", o->max_image_pixels, H, W, 2 * (size_t)H * (size_t)W);
-            return -1;
-        }
+        if (imagefolder_check_max_pixels((size_t)o->max_image_pixels, H, W, err, err_n_bytes) != 0) return -1;
         /* Listed once: the count here, the files for the pipeline (pipeline_cfg.image_listing, closed by
          * trainer_close); its warnings (a subfolder, a class without files) go where the pipeline's go. */
         ImageFolderConfig ic;
