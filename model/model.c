@@ -104,7 +104,8 @@ void model_opts_normalize(const char *name, ModelOptions *opts) {
     if (!(net->opts_used & MODEL_OPT_FC_WIDTH)) opts->fc_width = 4096;
 }
 
-/* The fewest significant digits (6 to 9) that read back as x: 0.333 for 0.333f, 0.333000094 beside it. */
+/* The fewest significant digits (6 to 9) that read back as x: 0.333 for 0.333f, 0.33300003 for the float above it
+ * (test_ps_checkpoint reads both). */
 static void float_words(char *out, size_t n_bytes, float x) {
     for (int digits = 6; digits <= 9; digits++) {
         snprintf(out, n_bytes, "%.*g", digits, (double)x);

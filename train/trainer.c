@@ -469,7 +469,8 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
     const size_t available = memory_available_n_bytes(source, sizeof source);
     /* What is resident already is not asked of the machine again: what the process held at the open (loaded), and
      * what it holds now of the bound (the server, once made, is resident: MemAvailable no longer counts it). */
-    const size_t resident = resident_n_bytes() > m.loaded_n_bytes ? resident_n_bytes() : m.loaded_n_bytes;
+    const size_t now_n_bytes = resident_n_bytes();
+    const size_t resident = now_n_bytes > m.loaded_n_bytes ? now_n_bytes : m.loaded_n_bytes;
     if (available == 0 || bound <= resident || bound - resident <= available) return 0;
     /* Said as at the open: the bound beyond what was loaded then, against what was available before the server
      * (once made) took its part. */
