@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cmd/commands.h"
@@ -137,13 +138,56 @@ static double quantile(double *v, int n, double q) {
     return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
 
-/* Split a comma-separated list into at most max items (pointers into buf). */
-static int split_list(const char *list, char *buf, size_t buf_n_bytes, char **items, int max) {
-    snprintf(buf, buf_n_bytes, "%s", list);
+/* The comma-separated list of --flag (empty items skipped) as items, pointers into buf: 0 with *n_items set, or -1
+ * after one line when it does not fit buf, holds more than max items, or names one twice (a configuration's second
+ * row would be the first's baseline; --repeat measures one again). */
+static int bench_list(const char *flag, const char *list, char *buf, size_t buf_n_bytes, char **items, int max,
+                      int *n_items) {
+    const size_t len = strlen(list);
+    *n_items = 0;
+    if (len >= buf_n_bytes) {
+        cmd_errorf("tower bench: --%s: a list of %zu characters (at most %zu)\n", flag, len, buf_n_bytes - 1);
+        return -1;
+    }
+    memcpy(buf, list, len + 1);
     int n = 0;
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save))
-        if (*tok) items[n++] = tok;
-    return n;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n == max) {
+            cmd_errorf("tower bench: --%s: more than %d values\n", flag, max);
+            return -1;
+        }
+        for (int j = 0; j < n; j++) {
+            if (!strcmp(items[j], tok)) {
+                cmd_errorf("tower bench: --%s names %s twice (--repeat measures a configuration again)\n", flag, tok);
+                return -1;
+            }
+        }
+        items[n++] = tok;
+    }
+    *n_items = n;
+    return 0;
+}
+
+/* The items (n) of --flag as integers in [lo, hi] (what: "a tower count") into out, each once ("1" and "01" name
+ * one tower count): 0, or -1 after one line naming the item. */
+static int bench_int_list(const char *flag, char *const *items, int n, long lo, long hi, const char *what, int *out) {
+    for (int i = 0; i < n; i++) {
+        char *end;
+        const long v = strtol(items[i], &end, 10);
+        if (end == items[i] || *end || v < lo || v > hi) {
+            cmd_errorf("tower bench: --%s: '%s' is not %s in [%ld, %ld]\n", flag, items[i], what, lo, hi);
+            return -1;
+        }
+        out[i] = (int)v;
+        for (int j = 0; j < i; j++) {
+            if (out[j] == out[i]) {
+                cmd_errorf("tower bench: --%s names %s and %s, the same value (--repeat measures a configuration "
+                           "again)\n", flag, items[j], items[i]);
+                return -1;
+            }
+        }
+    }
+    return 0;
 }
 
 static long online_cores(void) {
@@ -534,50 +578,83 @@ static double predict_row(const BenchRow *r, const TrainCostFigures *f) {
     return r->phase.input + r->phase.compute + trainer_mode_predict_ms(r->mode, f, r->towers);
 }
 
+/* The model sizes at which the ring is faster, in words (out, out_n_bytes), where the parameter server's step
+ * minus the ring's is size x per_byte_s - fixed_ms: "more than X MB", "any size", or "no size" where the server's
+ * cost per byte is the lower one. */
+static void break_even_words(char *out, size_t out_n_bytes, double per_byte_s, double fixed_ms) {
+    if (per_byte_s > 0 && fixed_ms > 0) snprintf(out, out_n_bytes, "more than %.3f MB", fixed_ms * 1e-3 / per_byte_s / 1e6);
+    else if (per_byte_s > 0) snprintf(out, out_n_bytes, "any size");
+    else snprintf(out, out_n_bytes, "no size (the server's per-byte cost is lower)");
+}
+
+/* Tower counts in increasing order as runs of consecutive counts (what-if's lists: up to 4096 counts). */
+typedef struct {
+    int first[8], last[8]; /* the runs kept, in order */
+    int n_runs;            /* the runs seen; those past 8 are counted, not kept */
+    int latest;            /* the count added last (0: none) */
+} TowerRuns;
+
+static void tower_runs_add(TowerRuns *r, int n) {
+    if (r->n_runs > 0 && r->latest == n - 1) {
+        if (r->n_runs <= 8) r->last[r->n_runs - 1] = n;
+    } else {
+        if (r->n_runs < 8) r->first[r->n_runs] = r->last[r->n_runs] = n;
+        r->n_runs++;
+    }
+    r->latest = n;
+}
+
+/* "1-3, 5, 8-4096", "none", or the first 8 runs and how many more; returns out. */
+static const char *tower_runs_words(const TowerRuns *r, char *out, size_t out_n_bytes) {
+    size_t k = 0;
+    snprintf(out, out_n_bytes, "none");
+    for (int i = 0; i < r->n_runs && i < 8 && k < out_n_bytes; i++) {
+        if (r->first[i] == r->last[i]) k += (size_t)snprintf(out + k, out_n_bytes - k, "%s%d", i ? ", " : "", r->first[i]);
+        else k += (size_t)snprintf(out + k, out_n_bytes - k, "%s%d-%d", i ? ", " : "", r->first[i], r->last[i]);
+    }
+    if (r->n_runs > 8 && k < out_n_bytes) snprintf(out + k, out_n_bytes - k, " and %d more runs", r->n_runs - 8);
+    return out;
+}
+
 /* The what-if table: N towers each on its own device (compute per tower
  * constant), the parameter server moving the model once each way per tower
  * through the host, the ring moving 2(N-1)/N of it per tower in parallel. */
-static void print_what_if(const BenchOptions *bo, const char *model, const TrainCostFigures *f, double compute_ms) {
+static void print_what_if(const BenchOptions *bo, const char *model, const TrainCostFigures *f, double compute_ms,
+                          const char *compute_source) {
     const double M = f->model_n_bytes;
     const double copy = bo->predict_copy_gbps > 0 ? bo->predict_copy_gbps : f->copy_gbps;
     const double ar = bo->predict_allreduce_gbps > 0 ? bo->predict_allreduce_gbps : f->ring_gbps;
     const double comp = bo->predict_compute_ms > 0 ? bo->predict_compute_ms : compute_ms;
-    printf("\nwhat-if, %s (M = %.1f MB): N towers each on its own device, forward+backward %.1f ms per tower, "
-           "host<->device %.1f GB/s, all-reduce %.1f GB/s per link, CPU reduce %.1f GB/s, barrier %.3f ms\n",
-           model, M / 1e6, comp, copy, ar, f->reduce_gbps, f->barrier_ms);
+    printf("\nwhat-if, %s (M = %.1f MB): N towers each on its own device, forward+backward %.3g ms per tower (%s), "
+           "host<->device %.3g GB/s, all-reduce %.3g GB/s per link, CPU reduce %.3g GB/s, barrier %.3f ms\n",
+           model, M / 1e6, comp, bo->predict_compute_ms > 0 ? "given" : compute_source, copy, ar, f->reduce_gbps,
+           f->barrier_ms);
     printf("  %6s  %14s  %14s  %8s  %s\n", "towers", "ps step ms", "ring step ms", "faster",
            "the ring is faster for models of");
-    char ring_at[256] = "", ps_at[256] = "";
+    TowerRuns ring_at = {0}, ps_at = {0};
     for (int n = 1; n <= bo->predict_max_towers; n++) {
         const double N = n;
         double ps = comp + 2 * N * M / (copy * 1e9) * 1e3 + (N + 1) * M / (f->reduce_gbps * 1e9) * 1e3 + f->ps_apply_ms;
         double ring = comp + (n > 1 ? 2 * (N - 1) / N * M / (ar * 1e9) * 1e3 + (2 * N - 3) * f->barrier_ms : 0.0) +
                       f->opt_1thread_ms + f->ema_1thread_ms / N;
-        /* ps - ring = size * (per_byte_ps - per_byte_ring) - fixed: the ring wins where that is > 0 */
-        double delta = 2 * N / (copy * 1e9) + (N + 1) / (f->reduce_gbps * 1e9) - (n > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0.0);
-        double fixed =
-            (n > 1 ? (2 * N - 3) * f->barrier_ms : 0.0) + f->opt_1thread_ms + f->ema_1thread_ms / N - f->ps_apply_ms;
+        /* ps - ring = size x (per byte of the server - per byte of the ring) - the ring's phases; the updates were
+         * timed on this model, so they grow with the size as the copies and sums do: per byte, not fixed. */
+        const double per_byte = 2 * N / (copy * 1e9) + (N + 1) / (f->reduce_gbps * 1e9) + f->ps_apply_ms * 1e-3 / M -
+                                (n > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0.0) -
+                                (f->opt_1thread_ms + f->ema_1thread_ms / N) * 1e-3 / M;
         char sizes[64];
-        if (delta > 0) {
-            if (fixed <= 0) snprintf(sizes, sizeof sizes, "any size");
-            else snprintf(sizes, sizeof sizes, "more than %.2f MB", fixed * 1e-3 / delta / 1e6);
-        } else {
-            if (fixed < 0 && delta < 0) snprintf(sizes, sizeof sizes, "less than %.2f MB", fixed * 1e-3 / delta / 1e6);
-            else if (fixed < 0) snprintf(sizes, sizeof sizes, "any size");
-            else snprintf(sizes, sizeof sizes, "no size");
-        }
-        char *list = ring < ps ? ring_at : ps_at;
-        size_t used = strlen(list);
-        snprintf(list + used, sizeof ring_at - used, "%s%d", used ? ", " : "", n);
+        break_even_words(sizes, sizeof sizes, per_byte, n > 1 ? (2 * N - 3) * f->barrier_ms : 0.0);
+        tower_runs_add(ring < ps ? &ring_at : &ps_at, n);
         printf("  %6d  %14.2f  %14.2f  %8s  %s\n", n, ps, ring, ring < ps ? "ring" : "ps", sizes);
     }
+    char ring_words[160], ps_words[160];
     printf("  predicted faster for this model: the ring at N = %s; the parameter server at N = %s\n",
-           ring_at[0] ? ring_at : "none", ps_at[0] ? ps_at : "none");
+           tower_runs_words(&ring_at, ring_words, sizeof ring_words), tower_runs_words(&ps_at, ps_words, sizeof ps_words));
 }
 
 /* ---- the what-if for networks the matrix need not run (--predict_nets, --predict_hosts) ---- */
 
-#define RATE_N_FLOATS ((size_t)8 << 20) /* the host rates are measured on 32 MB buffers */
+#define RATE_N_FLOATS ((size_t)8 << 20) /* the host rates are measured on 32 MiB buffers */
 
 /* This machine's per-byte rates, measured on plain buffers of RATE_N_FLOATS. */
 typedef struct {
@@ -741,15 +818,12 @@ static void print_net_towers(const BenchOptions *bo, const NetFacts *nf, const H
                             M / (upd * 1e9) * 1e3;
         const int ring_wins = ring < ps;
         if (ring_wins && !first_ring) first_ring = towers[i];
-        if (!ring_wins && first_ring) ps_wins_after = towers[i];
+        if (!ring_wins && first_ring && !ps_wins_after) ps_wins_after = towers[i];
         /* ps - ring = M x (per-byte difference) - (the ring's fixed phases): the break-even size */
         const double per_byte = 2 * N / (copy * 1e9) + (N + 1) / (h->reduce_gbps * 1e9) + 1 / (h->apply_gbps * 1e9) -
                                 (N > 1 ? 2 * (N - 1) / N / (ar * 1e9) : 0) - 1 / (upd * 1e9);
-        const double fixed_ms = N > 1 ? (2 * N - 3) * h->barrier_ms : 0.0;
         char sizes[64];
-        if (per_byte > 0 && fixed_ms > 0) snprintf(sizes, sizeof sizes, "more than %.3f MB", fixed_ms * 1e-3 / per_byte / 1e6);
-        else if (per_byte > 0) snprintf(sizes, sizeof sizes, "any size");
-        else snprintf(sizes, sizeof sizes, "no size (the server's per-byte cost is lower)");
+        break_even_words(sizes, sizeof sizes, per_byte, N > 1 ? (2 * N - 3) * h->barrier_ms : 0.0);
         printf("  %6d  %12.1f %10.1f  %12.1f %10.1f  %7s  %s\n", towers[i], ps, N * B / ps * 1e3, ring, N * B / ring * 1e3,
                ring_wins ? "ring" : "ps", sizes);
     }
@@ -778,10 +852,11 @@ static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const Ho
     const double sum_gbps = bo->server_gbps > 0 ? bo->server_gbps : h->reduce_gbps;
     printf("\n%s across hosts of %d towers: forward+backward %.1f ms per tower (%s); intra-host all-reduce %.1f ms "
            "(assumed %.0f GB/s bus, --predict_local_gbps); link latency %.1f us (assumed, --predict_link_latency_us); "
-           "server sums at %.1f GB/s (%s); no overlap of communication with compute\n", nf->name,
+           "a server, and allgather's every host, sums at %.4g GB/s (%s); no overlap of communication with compute\n",
+           nf->name,
            bo->gpus_per_host, nf->tc_ms, nf->tc_source, local, bo->local_gbps, bo->link_latency_us, sum_gbps,
            bo->server_gbps > 0 ? "given, --predict_server_gbps" : "measured, this CPU");
-    printf("  %5s %6s %6s | %9s %9s %9s %9s %9s | %-9s %5s\n", "Gb/s", "hosts", "towers", "ring", "ps_whole",
+    printf("  %7s %6s %6s | %9s %9s %9s %9s %9s | %-9s %5s\n", "Gb/s", "hosts", "towers", "ring", "ps_whole",
            "ps_even", "byteps", "allgather", "best", "eff");
     for (int l = 0; l < n_gbits; l++) {
         const double bw = gbits[l] * 1e9 / 8; /* bytes/s */
@@ -803,7 +878,8 @@ static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const Ho
             t[1] = 2 * busiest / bw * 1e3 + 2 * alpha + (H + 1.0) * task_max / (sum_gbps * 1e9) * 1e3; /* ps_whole */
             t[2] = 2 * (H - 1.0) / H * M / bw * 1e3 + 2 * alpha + sum_ms;                 /* ps_even */
             t[3] = M / bw * 1e3 + 2 * alpha + sum_ms;                                     /* byteps */
-            t[4] = (H - 1.0) * G * M / bw * 1e3 + (H - 1) * alpha;                        /* allgather */
+            /* allgather: no local combine, but every host sums the H x G gradients it gathered, in order */
+            t[4] = (H - 1.0) * G * M / bw * 1e3 + (H - 1) * alpha + (H * G + 1.0) * M / (sum_gbps * 1e9) * 1e3;
             static const char *const names[] = {"ring", "ps_whole", "ps_even", "byteps", "allgather"};
             double ips[5];
             int best = 0;
@@ -813,7 +889,7 @@ static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const Ho
                 if (ips[d] > ips[best]) best = d;
             }
             const double linear = H * G * B / nf->tc_ms * 1e3;
-            printf("  %5.0f %6d %6d | %9.0f %9.0f %9.0f %9.0f %9.0f | %-9s %4.0f%%\n", gbits[l], H, H * bo->gpus_per_host,
+            printf("  %7.4g %6d %6d | %9.0f %9.0f %9.0f %9.0f %9.0f | %-9s %4.0f%%\n", gbits[l], H, H * bo->gpus_per_host,
                    ips[0], ips[1], ips[2], ips[3], ips[4], names[best], 100 * ips[best] / linear);
         }
     }
@@ -963,7 +1039,17 @@ static int write_svg(const char *path, const BenchRow *rows, int n_rows, char **
         snprintf(err, err_n_bytes, "--svg %s: cannot create the file: %s", path, strerror(errno));
         return -1;
     }
-    const int pw = 420, ph = 300, ml = 70, mr = 20, mt = 76, mb = 110;
+    /* The legend under each plot: a line per mode (and per prediction), 16 px each from 52 px below the plot. */
+    int n_entries = 0;
+    for (int mode = 0; mode < TRAINER_N_MODES; mode++) {
+        int measured = 0, predicted = 0;
+        for (int i = 0; i < n_rows; i++) {
+            measured |= (int)rows[i].mode == mode;
+            predicted |= (int)rows[i].mode == mode && predict && !isnan(rows[i].predicted);
+        }
+        n_entries += measured + predicted;
+    }
+    const int pw = 420, ph = 300, ml = 70, mr = 20, mt = 76, mb = 52 + 16 * n_entries + 10 > 110 ? 52 + 16 * n_entries + 10 : 110;
     const int W = n_models * (pw + ml + mr) > 780 ? n_models * (pw + ml + mr) : 780, H = ph + mt + mb;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -1096,11 +1182,11 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"trace", FLAG_STRING, &o->trace, "FILE.json: write each configuration's timeline to FILE-<model>-<mode>-<towers>.json"},
         {"predict", FLAG_BOOL, &o->predict, "fit the cost model of docs/modes.md and print its predictions beside the measurements"},
         {"predict_max_towers", FLAG_INT, &o->predict_max_towers, "--predict: the what-if table goes up to this many towers", FLAG_RANGE(1, 4096, "[]", NULL)},
-        {"predict_copy_gbps", FLAG_FLOAT, &o->predict_copy_gbps, "--predict what-if: host<->device GB/s per tower (0: measured memcpy)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
-        {"predict_allreduce_gbps", FLAG_FLOAT, &o->predict_allreduce_gbps, "--predict what-if: all-reduce GB/s per link (0: measured host ring)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
-        {"predict_compute_ms", FLAG_FLOAT, &o->predict_compute_ms, "--predict what-if: forward+backward ms per tower (0: measured, 1 tower)", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"predict_copy_gbps", FLAG_FLOAT, &o->predict_copy_gbps, "--predict what-if: host<->device GB/s per tower (0: measured memcpy)", FLAG_RANGE(0, 1e6, "[]", NULL)},
+        {"predict_allreduce_gbps", FLAG_FLOAT, &o->predict_allreduce_gbps, "--predict what-if: all-reduce GB/s per link (0: measured host ring)", FLAG_RANGE(0, 1e6, "[]", NULL)},
+        {"predict_compute_ms", FLAG_FLOAT, &o->predict_compute_ms, "--predict what-if: forward+backward ms per tower (0: measured: the 1-tower row, else the first row)", FLAG_RANGE(0, 1e7, "[]", NULL)},
         {"predict_nets", FLAG_STRING, &o->predict_nets, "what-if for these networks (e.g. vgg16,resnet50) at each --predict_sizes, without training them: the parameter server against the ring at 1, 2, 4, 8 towers"},
-        {"predict_sizes", FLAG_STRING, &o->predict_sizes, "--predict_nets: comma-separated square input sizes (224: 1000 classes, else 10)"},
+        {"predict_sizes", FLAG_STRING, &o->predict_sizes, "--predict_nets: comma-separated square input sizes (from 128: 1000 classes, else 10)"},
         {"device_tflops", FLAG_FLOAT, &o->device_tflops, "--predict_nets: achieved TFLOP/s of one tower's device (0: this machine's rate, measured on each network at 32x32)", FLAG_RANGE(0, 1e6, "[]", NULL)},
         {"device_update_gbps", FLAG_FLOAT, &o->device_update_gbps, "--predict_nets: a replica's optimizer update on its tower's device, GB/s of variables (0: this host's, measured on one thread)", FLAG_RANGE(0, 1e6, "[]", NULL)},
         {"predict_hosts", FLAG_BOOL, &o->predict_hosts, "--predict_nets: also the cost model across hosts (ring, parameter servers, BytePS-style, all-gather)"},
@@ -1182,9 +1268,11 @@ static int bench_main(int argc, char **argv) {
     char err[1200];
     char models_buf[256], modes_buf[512], towers_buf[256];
     char *models[BENCH_MAX_LIST], *mode_names[BENCH_MAX_LIST], *tower_items[BENCH_MAX_LIST];
-    int n_models = split_list(o.models, models_buf, sizeof models_buf, models, BENCH_MAX_LIST);
-    int n_modes = split_list(o.modes, modes_buf, sizeof modes_buf, mode_names, BENCH_MAX_LIST);
-    int n_tower_counts = split_list(o.towers, towers_buf, sizeof towers_buf, tower_items, BENCH_MAX_LIST);
+    int n_models, n_modes, n_tower_counts;
+    if (bench_list("models", o.models, models_buf, sizeof models_buf, models, BENCH_MAX_LIST, &n_models) ||
+        bench_list("modes", o.modes, modes_buf, sizeof modes_buf, mode_names, BENCH_MAX_LIST, &n_modes) ||
+        bench_list("towers", o.towers, towers_buf, sizeof towers_buf, tower_items, BENCH_MAX_LIST, &n_tower_counts))
+        return 2;
     TrainerMode modes[BENCH_MAX_LIST];
     int tower_counts[BENCH_MAX_LIST];
     if (n_models < 1 || n_modes < 1 || n_tower_counts < 1) {
@@ -1210,19 +1298,13 @@ static int bench_main(int argc, char **argv) {
         }
         for (int j = 0; j < i; j++)
             if (modes[j] == modes[i]) { /* a second row of it would be the first's baseline: speedup 0.29x */
-                cmd_errorf("tower bench: --modes names %s twice (--repeat measures a mode again)\n", mode_names[i]);
+                cmd_errorf("tower bench: --modes names %s twice, as %s and %s (--repeat measures a configuration "
+                           "again)\n", trainer_mode_name(modes[i]), mode_names[j], mode_names[i]);
                 return 2;
             }
     }
-    for (int i = 0; i < n_tower_counts; i++) {
-        char *end;
-        long v = strtol(tower_items[i], &end, 10);
-        if (end == tower_items[i] || *end || v < 1 || v > TOWER_MAX_TOWERS) {
-            cmd_errorf("tower bench: --towers: '%s' is not a tower count in [1, %d]\n", tower_items[i], TOWER_MAX_TOWERS);
-            return 2;
-        }
-        tower_counts[i] = (int)v;
-    }
+    if (bench_int_list("towers", tower_items, n_tower_counts, 1, TOWER_MAX_TOWERS, "a tower count", tower_counts))
+        return 2;
     if (o.data[0] && n_models != 1) {
         cmd_errorf("tower bench: --data holds one kind of image: give exactly one --models\n");
         return 2;
@@ -1234,10 +1316,12 @@ static int bench_main(int argc, char **argv) {
     /* --predict_nets and --predict_hosts: their lists. */
     char nets_buf[256], sizes_buf[128], gbits_buf[128], hosts_buf[256];
     char *nets[BENCH_MAX_LIST], *size_items[BENCH_MAX_LIST], *gbit_items[BENCH_MAX_LIST], *host_items[BENCH_MAX_LIST];
-    int n_nets = split_list(o.predict_nets, nets_buf, sizeof nets_buf, nets, BENCH_MAX_LIST);
-    int n_sizes = split_list(o.predict_sizes, sizes_buf, sizeof sizes_buf, size_items, BENCH_MAX_LIST);
-    int n_gbits = split_list(o.link_gbits, gbits_buf, sizeof gbits_buf, gbit_items, BENCH_MAX_LIST);
-    int n_hosts = split_list(o.host_counts, hosts_buf, sizeof hosts_buf, host_items, BENCH_MAX_LIST);
+    int n_nets, n_sizes, n_gbits, n_hosts;
+    if (bench_list("predict_nets", o.predict_nets, nets_buf, sizeof nets_buf, nets, BENCH_MAX_LIST, &n_nets) ||
+        bench_list("predict_sizes", o.predict_sizes, sizes_buf, sizeof sizes_buf, size_items, BENCH_MAX_LIST, &n_sizes) ||
+        bench_list("predict_link_gbits", o.link_gbits, gbits_buf, sizeof gbits_buf, gbit_items, BENCH_MAX_LIST, &n_gbits) ||
+        bench_list("predict_host_counts", o.host_counts, hosts_buf, sizeof hosts_buf, host_items, BENCH_MAX_LIST, &n_hosts))
+        return 2;
     int sizes[BENCH_MAX_LIST], hosts[BENCH_MAX_LIST];
     double gbits[BENCH_MAX_LIST];
     for (int i = 0; i < n_nets; i++) {
@@ -1248,15 +1332,7 @@ static int bench_main(int argc, char **argv) {
             return 2;
         }
     }
-    for (int i = 0; i < n_sizes; i++) {
-        char *end;
-        long v = strtol(size_items[i], &end, 10);
-        if (end == size_items[i] || *end || v < 32 || v > 1024) {
-            cmd_errorf("tower bench: --predict_sizes: '%s' is not an input size in [32, 1024]\n", size_items[i]);
-            return 2;
-        }
-        sizes[i] = (int)v;
-    }
+    if (bench_int_list("predict_sizes", size_items, n_sizes, 32, 1024, "an input size", sizes)) return 2;
     for (int i = 0; i < n_gbits; i++) {
         char *end;
         gbits[i] = strtod(gbit_items[i], &end);
@@ -1264,17 +1340,15 @@ static int bench_main(int argc, char **argv) {
             cmd_errorf("tower bench: --predict_link_gbits: '%s' is not a link speed in (0, 1e6] Gb/s\n", gbit_items[i]);
             return 2;
         }
-    }
-    for (int i = 0; i < n_hosts; i++) {
-        char *end;
-        long v = strtol(host_items[i], &end, 10);
-        if (end == host_items[i] || *end || v < 1 || v > BENCH_MAX_RANKS) {
-            cmd_errorf("tower bench: --predict_host_counts: '%s' is not a host count in [1, %d]\n", host_items[i],
-                    BENCH_MAX_RANKS);
-            return 2;
+        for (int j = 0; j < i; j++) {
+            if (gbits[j] == gbits[i]) {
+                cmd_errorf("tower bench: --predict_link_gbits names %s and %s, the same value\n", gbit_items[j],
+                           gbit_items[i]);
+                return 2;
+            }
         }
-        hosts[i] = (int)v;
     }
+    if (bench_int_list("predict_host_counts", host_items, n_hosts, 1, BENCH_MAX_RANKS, "a host count", hosts)) return 2;
     if ((o.predict_only || o.predict_hosts) && n_nets < 1) {
         cmd_errorf("tower bench: --%s needs --predict_nets (e.g. vgg16,resnet50)\n",
                 o.predict_only ? "predict_only" : "predict_hosts");
@@ -1288,6 +1362,14 @@ static int bench_main(int argc, char **argv) {
     if (o.ps_dedicated < 0 || (o.ps_dedicated > 0 && o.ps_dedicated >= R)) {
         cmd_errorf("tower bench: --ps_dedicated %d: expected 0, or 1 to R - 1 under mpirun -np R (servers and at "
                 "least one worker); this run has %d rank(s)\n", o.ps_dedicated, R);
+        return 2;
+    }
+    const char *trace_base = strrchr(o.trace, '/') ? strrchr(o.trace, '/') + 1 : o.trace;
+    struct stat trace_sb;
+    if (o.trace[0] && (!trace_base[0] || !strcmp(trace_base, ".json") ||
+                       (stat(o.trace, &trace_sb) == 0 && S_ISDIR(trace_sb.st_mode)))) {
+        cmd_errorf("tower bench: --trace %s names a folder, not a file: give FILE.json (each configuration's timeline "
+                   "is written to FILE-<model>-<mode>-<towers>.json)\n", o.trace);
         return 2;
     }
     if (R > 1 && (o.trace[0] || o.predict || n_nets > 0)) {
@@ -1305,10 +1387,10 @@ static int bench_main(int argc, char **argv) {
         }
         char ts0[64];
         trainer_timestamp(ts0, sizeof ts0);
-        printf("%s: tower bench --predict_nets: %ld cores, load average %.2f%s; host rates measured on %.0f MB buffers\n",
+        printf("%s: tower bench --predict_nets: %ld cores, load average %.2f%s; host rates measured on %zu MiB buffers\n",
                ts0, online_cores(), load_average(),
                load_average() > online_cores() * 0.5 ? " (other work is running: measured rates are noisy)" : "",
-               RATE_N_FLOATS * 4 / 1e6);
+               RATE_N_FLOATS * sizeof(float) >> 20);
         for (int i = 0; i < n_nets; i++) {
             double gflops = NAN;
             const int cap = o.batch_size < 32 ? o.batch_size : 32;
@@ -1332,6 +1414,13 @@ static int bench_main(int argc, char **argv) {
 
     /* The outputs are tried now: a path that cannot be written is found before the benchmark, not after it. */
     if (ranks_rank() != 0) o.csv = o.svg = ""; /* rank 0 writes them */
+    struct stat csv_sb, svg_sb;
+    if (o.csv[0] && o.svg[0] &&
+        (!strcmp(o.csv, o.svg) || (stat(o.csv, &csv_sb) == 0 && stat(o.svg, &svg_sb) == 0 &&
+                                   csv_sb.st_dev == svg_sb.st_dev && csv_sb.st_ino == svg_sb.st_ino))) {
+        cmd_errorf("tower bench: --csv and --svg name the same file %s: the chart would replace the table\n", o.csv);
+        return 2;
+    }
     const int unwritable = (o.csv[0] && check_writable("csv", o.csv, err, sizeof err) != 0) ||
                            (o.svg[0] && check_writable("svg", o.svg, err, sizeof err) != 0);
     if (unwritable) cmd_errorf("tower bench: %s\n", err);
@@ -1358,6 +1447,9 @@ static int bench_main(int argc, char **argv) {
     printf("%s: tower bench: %d model(s) x %d mode(s) x %d tower count(s); %ld cores, load average %.2f at the start%s\n",
            ts, n_models, n_modes, n_tower_counts, online_cores(), load,
            load > online_cores() * 0.5 ? " (other work is running: figures will be noisy)" : "");
+    if (o.warmup == 0)
+        printf("--warmup 0: every configuration's first step, its start-up (threads, first touch of its buffers), is "
+               "timed with the rest: the first configuration's speedups are not the steady state's\n");
     fflush(stdout);
 
     /* --predict: this machine's figures first, before the matrix loads it with threads and buffers */
@@ -1463,17 +1555,20 @@ static int bench_main(int argc, char **argv) {
                 rows[i].predicted = predict_row(&rows[i], f);
                 if (rows[i].towers == 1 && isnan(compute_1)) compute_1 = rows[i].phase.compute;
             }
-            if (isnan(compute_1)) {
-                for (int i = 0; i < n_rows; i++)
-                    if (!strcmp(rows[i].model, models[m]) && isnan(compute_1))
-                        compute_1 = rows[i].phase.compute * rows[i].towers / (rows[i].towers < f->cores ? rows[i].towers : f->cores);
+            /* No 1-tower row: the first row's per-tower time as measured (towers beyond the cores run mostly one
+             * after another, each span near one tower's alone: 6.4 ms a tower at 8 towers on 2 cores, 5.4 alone). */
+            char compute_source[96] = "the 1-tower row's";
+            for (int i = 0; i < n_rows && isnan(compute_1); i++) {
+                if (strcmp(rows[i].model, models[m])) continue;
+                compute_1 = rows[i].phase.compute;
+                snprintf(compute_source, sizeof compute_source, "the %d-tower row's: no 1-tower row ran", rows[i].towers);
             }
             printf("\ncost model figures, %s (measured before the matrix): variables %.1f MB; memcpy %.1f GB/s (1 thread); "
                    "CPU average %.1f GB/s; server update %.2f ms; replica update %.2f ms (1 thread); moving averages "
                    "%.2f ms (1 thread); ring %.1f GB/s per rank, %.3f ms per phase; %d cores\n",
                    models[m], f->model_n_bytes / 1e6, f->copy_gbps, f->reduce_gbps, f->ps_apply_ms, f->opt_1thread_ms,
                    f->ema_1thread_ms, f->ring_gbps, f->barrier_ms, f->cores);
-            print_what_if(&o, models[m], f, compute_1);
+            print_what_if(&o, models[m], f, compute_1, compute_source);
         }
     }
     print_table(rows, n_rows, o.predict);

@@ -156,9 +156,9 @@ refuse 2 "tower inspect: --max_corrupt_fraction 2: expected a number in [0, 1]" 
 refuse 2 "tower export: unknown flag --model (see --help)" export --model mnist --out "$work/x.safetensors"
 refuse 2 "tower bench: --device 'tpu': expected cpu, gpu or auto" bench --device tpu
 refuse 2 "tower bench: --batch_size 2000000: expected an integer in [1, 1048576]" bench --batch_size 2000000
-refuse 2 "tower bench: --predict_copy_gbps 'nan': expected a finite number >= 0" bench --predict_copy_gbps nan
+refuse 2 "tower bench: --predict_copy_gbps 'nan': expected a finite number in [0, 1e+06]" bench --predict_copy_gbps nan
 refuse 2 "tower bench: --predict_local_gbps 0: expected a number in (0, 1e+06]" bench --predict_local_gbps 0
-refuse 2 "tower bench: --predict_compute_ms -1: expected a number >= 0" bench --predict_compute_ms -1
+refuse 2 "tower bench: --predict_compute_ms -1: expected a number in [0, 1e+07]" bench --predict_compute_ms -1
 refuse 2 "tower bench: --repeat 100: expected an integer in [1, 99]" bench --repeat 100
 refuse 2 "tower bench: --steps 0: expected an integer in [1, 1000000]" bench --steps 0
 refuse 2 "tower: unknown command 'trian' (tower --help lists the commands)" trian
@@ -216,7 +216,9 @@ refuse 2 "tower train: --model '\\x1b[2J\\x0aforged line': expected mnist, cifar
   train --model "$esc" $t
 refuse 2 "tower train: --gpus '\\x1b[2J\\x0aforged line': expected GPU numbers separated by commas, e.g. 0,2,3" train --gpus "$esc" $t
 refuse 2 "tower bench: --towers: '\\x1b[2J\\x0aforged line' is not a tower count in [1, 64]" bench --towers "$esc"
-refuse 2 "tower bench: --modes names ps_cpu twice (--repeat measures a mode again)" bench --modes ps_cpu,replicated_host,ps_cpu
+refuse 2 "tower bench: --modes names ps_cpu twice (--repeat measures a configuration again)" bench --modes ps_cpu,replicated_host,ps_cpu
+refuse 2 "tower bench: --modes names ps_cpu twice, as ps_cpu and parameter_server/cpu (--repeat measures a configuration again)" \
+  bench --modes ps_cpu,replicated_host,parameter_server/cpu
 refuse 2 "tower bench: --modes: unknown mode '\\x1b[2J\\x0aforged line': expected $(
   "$tower" bench --modes nope 2>&1 | sed -n "s/^tower bench: --modes: unknown mode 'nope': expected //p")" bench --modes "$esc"
 refuse 2 "tower: unknown command '\\x1b[2J\\x0aforged line' (tower --help lists the commands)" "$esc"
