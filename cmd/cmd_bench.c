@@ -898,7 +898,12 @@ static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const Ho
 /* ---- output ---- */
 
 static void print_table(const BenchRow *rows, int n_rows, int predict) {
-    printf("\n%-8s %-16s %6s %6s %24s %24s %8s %6s | %7s %7s %8s %7s %7s %7s%s\n", "model", "mode", "towers", "batch",
+    int wm = 8, wd = 16; /* the model and mode columns: as wide as their longest name (mobilenet_v2, replicated_mpi_allreduce) */
+    for (int i = 0; i < n_rows; i++) {
+        if ((int)strlen(rows[i].model) > wm) wm = (int)strlen(rows[i].model);
+        if ((int)strlen(trainer_mode_name(rows[i].mode)) > wd) wd = (int)strlen(trainer_mode_name(rows[i].mode));
+    }
+    printf("\n%-*s %-*s %6s %6s %24s %24s %8s %6s | %7s %7s %8s %7s %7s %7s%s\n", wm, "model", wd, "mode", "towers", "batch",
            "img/s (min-max of runs)", "step ms median (p10-p90)", "speedup", "eff", "input", "copy", "fwd+bwd", "reduce",
            "apply", "other", predict ? " | predicted ms" : "");
     for (int i = 0; i < n_rows; i++) {
@@ -912,7 +917,7 @@ static void print_table(const BenchRow *rows, int n_rows, int predict) {
         else snprintf(speed, sizeof speed, "%.2fx", r->speedup), snprintf(eff, sizeof eff, "%.0f%%", 100 * r->efficiency);
         if (predict && isnan(r->predicted)) snprintf(pred, sizeof pred, " | %12s", "-"); /* no model for the mode */
         else if (predict) snprintf(pred, sizeof pred, " | %12.1f", r->predicted);
-        printf("%-8s %-16s %6d %6d %24s %24s %8s %6s | %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f%s\n", r->model,
+        printf("%-*s %-*s %6d %6d %24s %24s %8s %6s | %7.2f %7.2f %8.2f %7.2f %7.2f %7.2f%s\n", wm, r->model, wd,
                trainer_mode_name(r->mode), r->towers, r->global_batch, ips, spread, speed, eff,
                r->phase.input, r->phase.copy, r->phase.compute, r->phase.reduce, r->phase.apply, r->phase.other, pred);
     }
@@ -934,8 +939,14 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
                    pingpong_sizes[k] / (pp->rtt_sec[k] / 2) / 1e9, k + 1 < PINGPONG_N_SIZES ? "," : "");
         else if (k == 0) printf(" none (one rank)");
     }
-    printf("\n%-8s %-15s %5s %7s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s | %14s\n",
-           "model", "mode", "ranks", "servers", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg",
+    int wm = 8, wd = 15; /* as print_table's */
+    for (int i = 0; i < n_rows; i++) {
+        if (isnan(rows[i].local_avg_ms)) continue;
+        if ((int)strlen(rows[i].model) > wm) wm = (int)strlen(rows[i].model);
+        if ((int)strlen(trainer_mode_name(rows[i].mode)) > wd) wd = (int)strlen(trainer_mode_name(rows[i].mode));
+    }
+    printf("\n%-*s %-*s %5s %7s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s | %14s\n",
+           wm, "model", wd, "mode", "ranks", "servers", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg",
            "push", "gather",
            "apply", "pull", "other", "net alone", "net model", "stale mean/max");
     for (int i = 0; i < n_rows; i++) {
@@ -950,8 +961,8 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
         if (!isnan(r->stale_mean)) snprintf(stale, sizeof stale, "%.2f/%.0f", r->stale_mean, r->stale_max);
         char servers[16] = "-";
         if (r->servers > 0) snprintf(servers, sizeof servers, "%d", r->servers);
-        printf("%-8s %-15s %5d %7s %6d %6d %9.1f %8.1f | %8.2f | %8.2f %9.2f %7s %7s | %8.2f %7s | %7.2f | %9.2f %9.2f | "
-               "%14s\n", r->model, trainer_mode_name(r->mode), r->ranks, servers, r->towers, r->global_batch, r->images_per_sec,
+        printf("%-*s %-*s %5d %7s %6d %6d %9.1f %8.1f | %8.2f | %8.2f %9.2f %7s %7s | %8.2f %7s | %7.2f | %9.2f %9.2f | "
+               "%14s\n", wm, r->model, wd, trainer_mode_name(r->mode), r->ranks, servers, r->towers, r->global_batch, r->images_per_sec,
                r->step_median, r->phase.compute, r->phase.reduce, r->local_avg_ms, push, gather, r->phase.apply, pull,
                r->phase.other, net, r->net_predicted_ms, stale);
     }
