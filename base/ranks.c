@@ -11,6 +11,7 @@
 #endif
 
 static int rank_, size_ = 1, local_size_ = 1;
+static int *local_ranks_; /* (local_size_) the world ranks on this host, from ranks_init; NULL without mpirun */
 #ifdef TOWER_HAVE_MPI
 static int started_; /* ranks_init called MPI_Init_thread */
 static int provided_; /* the thread level MPI gave (MPI_THREAD_MULTIPLE asked) */
@@ -45,6 +46,11 @@ int ranks_init(int *argc, char ***argv, char *err, size_t err_n_bytes) {
     MPI_Comm local;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
         MPI_Comm_size(local, &local_size_);
+        local_ranks_ = malloc((size_t)local_size_ * sizeof *local_ranks_);
+        if (local_ranks_ && MPI_Allgather(&rank_, 1, MPI_INT, local_ranks_, 1, MPI_INT, local) != MPI_SUCCESS) {
+            free(local_ranks_);
+            local_ranks_ = NULL;
+        }
         MPI_Comm_free(&local);
     }
     return 0;
@@ -63,6 +69,12 @@ int ranks_init(int *argc, char ***argv, char *err, size_t err_n_bytes) {
 int ranks_rank(void) { return rank_; }
 int ranks_size(void) { return size_; }
 int ranks_local_size(void) { return local_size_; }
+
+int ranks_local_below(int n) {
+    int k = 0;
+    for (int i = 0; local_ranks_ && i < local_size_; i++) k += local_ranks_[i] < n;
+    return local_ranks_ ? k : (rank_ < n && size_ > 1 ? 1 : 0);
+}
 
 #ifdef TOWER_HAVE_MPI
 /* A failed collective: one line naming this rank and the call, then the job ends. */
@@ -280,6 +292,8 @@ void ranks_finalize(void) {
     if (started_) MPI_Finalize();
     started_ = 0;
 #endif
+    free(local_ranks_);
+    local_ranks_ = NULL;
 }
 
 const char *ranks_library(void) {

@@ -38,6 +38,10 @@ int ranks_size(void);
  * without mpirun: they share its cores. */
 int ranks_local_size(void);
 
+/* How many of this host's ranks have a rank below n (--ps_dedicated's server-only ranks, 0 .. n - 1, on this
+ * host): from the host's ranks gathered once by ranks_init, no collective here.  0 without mpirun. */
+int ranks_local_below(int n);
+
 /* recv (ranks_size() x n_bytes) = every rank's send (n_bytes), in rank
  * order (MPI_Allgather); with one rank, a copy.  n_bytes must be the same
  * on every rank and at most INT_MAX.  Never returns on failure. */

@@ -15,6 +15,8 @@
 #   - each rank's own memory (helper memory-dedicated, adam): a server-only rank has no towers, no input and no
 #     tower gradients, and every rank keeps slots and moving averages for its own shard only;
 # through `tower train` on 1000 mnist-shaped records in 3 TFRecord files, 6 steps of batch 8:
+#   - 1 server + 1 worker of cifar10 bitwise one process of 1 tower (the server-only rank is not counted among
+#     the host's ranks that share its cores: the worker's tower gets a lone process's threads);
 #   - 1 server + 2 workers bitwise the co-located 2 ranks with --input_split none, files and records (the
 #     workers read what ranks 0 and 1 read: the split goes by the worker index, not the rank), and rank 0 (the
 #     server) logs the same losses; the log names the server-only rank and the global batch of the workers,
@@ -124,6 +126,21 @@ for split in none files records; do
     { losses "$work/colo.log"; losses "$work/train.log"; fail "--input_split $split: rank 0 (a server) logs other losses"; }
 done
 echo "tower train, --input_split none, files and records: 1 server + 2 workers bitwise the co-located 2 ranks"
+
+# The server-only rank runs no towers, so the worker's tower takes the host's cores as one process's tower does:
+# 1 server + 1 worker of cifar10 (whose conv1 weight gradient depends on its thread count) bitwise one process
+# (32x32x3 images; the worker's tower had 1 thread of 2, the server rank counted among the host's ranks: 6e-7
+# apart).
+"$fault" cifar "$work/data_batch_1.bin" 500
+"$tower" convert --from cifar10 --out "$work/cifar" "$work/data_batch_1.bin" >/dev/null
+one=(train --model cifar10 --data "$work/cifar-*.tfrecord" --batch_size 8 --max_steps 3 --no_progress --summary_every 0
+     --histogram_every 0 --min_after_dequeue 100 --device cpu --num_towers 1)
+"$tower" "${one[@]}" --train_dir "$work/one-proc" >"$work/one.log" 2>&1 || { cat "$work/one.log"; fail "one process of cifar10"; }
+"${mpi[@]}" -np 2 "$tower" "${one[@]}" --local_parameter_device mpi --ps_dedicated --ps_ranks 1 \
+  --train_dir "$work/one-ded" >"$work/one.log" 2>&1 || { cat "$work/one.log"; fail "1 server + 1 worker of cifar10"; }
+same "$work/one-proc/model.ckpt-3" "$work/one-ded/model.ckpt-3" ||
+  fail "1 server + 1 worker of cifar10 differ from one process of 1 tower (the worker's tower has other threads?)"
+echo "tower train: 1 server + 1 worker bitwise one process (the worker's tower has the host's cores)"
 
 bad=("${common[@]}" --max_steps 1 --train_dir "$work/refused")
 refused "--ps_dedicated --ps_ranks 2 of 2 ranks" "--ps_dedicated --ps_ranks 2: expected 1 to 1" \
