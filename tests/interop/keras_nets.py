@@ -33,6 +33,7 @@ import keras
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import keras_arch  # noqa: E402  (vgg11 and resnet20, one definition)
+import keras_referee  # noqa: E402  (the float64 referee, keras_mobilenet.py's too)
 
 rd = lambda n, dt=np.float32: np.fromfile(os.path.join(tmp, n), dtype=dt)
 params, grads, moved = rd("params.bin"), rd("grads.bin"), rd("moved.bin")
@@ -114,59 +115,8 @@ for layer in model.layers:
             strict_failed.append((key, r, gk))
 print("gradients: largest relative difference %.3g over %d variables" % (worst, len(tvars)))
 if strict_failed:
-    # At initialisation a deep batch-normalised network amplifies float32
-    # rounding (and ReLUs flipped by it) in its gradients: at 64x64 Keras's
-    # own float32 gradients of ResNet50 differ from its float64 ones by about
-    # 2% (L2), up to 20% in single layers.  Where Tower and Keras differ by
-    # more than 1e-3, the referee is Keras in float64: Tower's relative L2
-    # error from it must be at most 3 times Keras's float32 one (or 1e-3),
-    # Keras's taken as the largest over its run on the inputs and
-    # N_NOISE_DRAWS runs on inputs moved by one unit in the last place.
-    keras.config.set_floatx("float64")
-    keras.config.set_dtype_policy("float64")
-    model64 = build()
-    for layer in model64.layers:
-        for w in layer.weights:
-            w.assign(arr(params, keyof(layer, w)).astype(np.float64))
-    with tf.GradientTape() as tape:
-        logits64 = model64(tf.constant(x.astype(np.float64)), training=True)
-        loss64 = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits64))
-    g64 = dict(zip([keyof(l, w) for l in model64.layers for w in l.trainable_weights],
-                   [v.numpy() for v in tape.gradient(loss64, model64.trainable_weights)]))
-    keras.config.set_floatx("float32")
-    keras.config.set_dtype_policy("float32")
-    # Keras float32's own error is one draw of float32 noise: the same inputs moved by one unit in the last
-    # place (a relative 2^-23, each value up or down at random) give other draws, from the same float64 truth
-    # (the move itself changes the gradients by about 1e-7).  The noise is heavy-tailed: on seed 2028 Keras's
-    # error in conv5_block2_1_conv's gradient was 0.000111 unmoved and 0.00116-0.00805 over six moved draws,
-    # where Tower's was 0.00673 (2026-11-28, AMD Zen 5 with AVX-512).  The floor is the largest of the draws.
-    draws = {key: [np.linalg.norm(gk - g64[key]) / max(np.linalg.norm(g64[key]), 1e-30)]
-             for key, _, gk in strict_failed}
-    rng = np.random.default_rng(seed)
-    kept = [w.numpy() for w in model.non_trainable_weights]  # a training-mode call moves the statistics
-    for _ in range(N_NOISE_DRAWS):
-        xm = (x * (1 + rng.choice([-1.0, 1.0], x.shape) * 2.0 ** -23)).astype(np.float32)
-        with tf.GradientTape() as tape:
-            lm = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=labels, logits=model(tf.constant(xm), training=True)))
-        gm = dict(zip([keyof(l, w) for l in model.layers for w in l.trainable_weights],
-                      [v.numpy() for v in tape.gradient(lm, model.trainable_weights)]))
-        for key in draws:
-            draws[key].append(np.linalg.norm(gm[key] - g64[key]) / max(np.linalg.norm(g64[key]), 1e-30))
-    for w, v in zip(model.non_trainable_weights, kept):
-        w.assign(v)
-    worst_ratio = 0.0
-    for key, r, gk in strict_failed:
-        ref = g64[key]
-        et, ek = np.linalg.norm(arr(grads, key) - ref) / max(np.linalg.norm(ref), 1e-30), max(draws[key])
-        bound = max(3 * ek, 1e-3)
-        worst_ratio = max(worst_ratio, et / bound)
-        if et > bound:
-            print("  gradient %s: tower %.3g, keras float32 up to %.3g over %d draws from keras float64 (L2) FAIL" %
-                  (key, et, ek, len(draws[key])))
-            referee_fails += 1
-    print("  %d variables above 1e-3 from Keras float32, judged against Keras float64: worst at %.2f of the bound" %
-          (len(strict_failed), worst_ratio))
+    referee_fails, _ = keras_referee.float64_referee(build, keyof, arr, params, grads, x, labels, model, strict_failed,
+                                                     seed, N_NOISE_DRAWS)
 worst = 0.0
 n_moving = 0
 for layer in model.layers:
