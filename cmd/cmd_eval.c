@@ -271,19 +271,21 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
             goto done;
         }
     }
-    if (!image_folder && io_probe_image_shape(files[0], o->image_key, compression, &H, &W, &C, &is_float, err, sizeof err) != 0) {
+    int probed = 0; /* the file the shape came from */
+    if (!image_folder && io_probe_image_shape(files, n_files, o->image_key, compression, o->skip_corrupt, &H, &W, &C,
+                                              &is_float, &probed, err, sizeof err) != 0) {
         cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
     if (C != spec->C || H < spec->H || W < spec->W) {
         cmd_errorf("tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
-                files[0], H, W, C, spec->H, spec->W, spec->C);
+                files[probed], H, W, C, spec->H, spec->W, spec->C);
         goto done;
     }
     int is_cifar = spec->kind == MODEL_CIFAR10;
     if (!is_cifar && (H != spec->H || W != spec->W)) {
         cmd_errorf("tower eval: %s holds %dx%d images; the checkpoint's model takes %dx%d\n",
-                files[0], H, W, spec->H, spec->W);
+                files[probed], H, W, spec->H, spec->W);
         goto done;
     }
     Progress bar; /* started (disabled) before the listing and the pipeline, whose warnings erase it */

@@ -268,70 +268,65 @@ static int optional_int64(const Tensorflow__Example *ex, const char *key, int64_
     return example_get_int64(ex, key, value, why, why_n) == 0 ? 1 : -1;
 }
 
-int io_probe_image_shape(const char *file, const char *image_key, int compression, int *H, int *W, int *C,
-                         int *is_float, char *err, size_t err_n) {
-    TfrReader *r = tfr_reader_open(file, compression, 0, err, err_n);
-    if (!r) return -1;
-    ExampleDecoder *dec = example_decoder_new();
-    const uint8_t *data = NULL;
-    size_t n_bytes = 0;
-    int rc = -1;
-    char why[256];
-    int st = tfr_reader_next(r, &data, &n_bytes, err, err_n);
-    if (st == TFR_END) {
-        snprintf(err, err_n, "%s: no records", file);
-        goto out;
-    }
-    if (st != TFR_RECORD) goto out;
-    const char *where_fmt = "%s: record 0 at offset 0: %s";
-    const Tensorflow__Example *ex = dec ? example_decode(dec, data, n_bytes) : NULL;
+/* The first bytes of an encoded image (a tf_cnn_benchmarks or TF-slim `image/encoded` feature), or NULL. */
+static const char *encoded_image_kind(const uint8_t *img, size_t n_bytes) {
+    if (n_bytes >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff) return "JPEG";
+    if (n_bytes >= 8 && !memcmp(img, "\x89PNG\r\n\x1a\n", 8)) return "PNG";
+    return NULL;
+}
+
+/* The image shape of one decoded record (ex, NULL when its payload did not parse): 0, or -1 with why. */
+static int probe_example(const Tensorflow__Example *ex, const char *image_key, int *H, int *W, int *C, int *is_float,
+                         char *why, size_t why_n) {
     if (!ex) {
-        snprintf(err, err_n, where_fmt, file, "payload is not a tf.train.Example (protobuf parse error)");
-        goto out;
+        snprintf(why, why_n, "payload is not a tf.train.Example (protobuf parse error)");
+        return -1;
     }
     const Tensorflow__Feature *f = example_find(ex, image_key);
     size_t n_values;
+    const uint8_t *img = NULL;
     if (feature_kind(f) == FEATURE_BYTES) {
-        const uint8_t *img;
-        if (example_get_bytes(ex, image_key, &img, &n_values, why, sizeof why) != 0) {
-            snprintf(err, err_n, where_fmt, file, why);
-            goto out;
-        }
+        if (example_get_bytes(ex, image_key, &img, &n_values, why, why_n) != 0) return -1;
         *is_float = 0;
     } else if (feature_kind(f) == FEATURE_FLOAT) {
         n_values = f->float_list->n_value;
         *is_float = 1;
     } else {
-        if (!f) snprintf(why, sizeof why, "missing feature '%s'", image_key);
-        else snprintf(why, sizeof why, "feature '%s' is %s, expected bytes_list or float_list", image_key,
+        if (!f) snprintf(why, why_n, "missing feature '%s'", image_key);
+        else snprintf(why, why_n, "feature '%s' is %s, expected bytes_list or float_list", image_key,
                       feature_kind_name(feature_kind(f)));
-        snprintf(err, err_n, where_fmt, file, why);
-        goto out;
+        return -1;
+    }
+    const char *encoded = img ? encoded_image_kind(img, n_values) : NULL;
+    if (encoded) {
+        snprintf(why, why_n, "image '%s' is an encoded %s file (%zu bytes), where Tower's TFRecords hold raw pixels "
+                 "(uint8 H x W x C): write the images to a folder DIR/<class>/ and give --data DIR, or make raw "
+                 "TFRecords of it with tower convert --from imagefolder", image_key, encoded, n_values);
+        return -1;
     }
     int64_t h = 0, w = 0, c = 0;
-    int fh = optional_int64(ex, "height", &h, why, sizeof why);
-    int fw = fh < 0 ? 0 : optional_int64(ex, "width", &w, why, sizeof why);
-    int fc = fh < 0 || fw < 0 ? 0 : optional_int64(ex, "depth", &c, why, sizeof why);
-    if (fh < 0 || fw < 0 || fc < 0) {
-        snprintf(err, err_n, where_fmt, file, why);
-        goto out;
+    int fh = optional_int64(ex, "height", &h, why, why_n);
+    int fw = fh < 0 ? 0 : optional_int64(ex, "width", &w, why, why_n);
+    int fc = fh < 0 || fw < 0 ? 0 : optional_int64(ex, "depth", &c, why, why_n);
+    if (fh < 0 || fw < 0 || fc < 0) return -1;
+    if (fh != fw) {
+        snprintf(why, why_n, "feature '%s' without '%s': give both (and 'depth'), or neither for a square "
+                 "single-channel image", fh ? "height" : "width", fh ? "width" : "height");
+        return -1;
     }
     if (fh && fw) {
         if (!fc) { /* no depth feature: the channels are what the pixels leave (h and w bounded before their product) */
             const int hw_ok = h >= 1 && w >= 1 && h <= 65536 && w <= 65536;
             c = hw_ok && n_values >= (size_t)(h * w) && n_values % (size_t)(h * w) == 0 ? (int64_t)(n_values / (size_t)(h * w)) : 1;
         }
-        if (example_check_image_shape(image_key, n_values, *is_float ? "floats" : "bytes", h, w, c, why, sizeof why) != 0) {
-            snprintf(err, err_n, where_fmt, file, why);
-            goto out;
-        }
+        if (example_check_image_shape(image_key, n_values, *is_float ? "floats" : "bytes", h, w, c, why, why_n) != 0)
+            return -1;
     } else {
         size_t s = (size_t)llround(sqrt((double)n_values));
         if (n_values == 0 || s * s != n_values) {
-            snprintf(why, sizeof why, "cannot infer the shape of image '%s' (%zu values): add height, width and depth features",
-                     image_key, n_values);
-            snprintf(err, err_n, where_fmt, file, why);
-            goto out;
+            snprintf(why, why_n, "cannot infer the shape of image '%s' (%zu %s, not a square): add height, width and "
+                     "depth features", image_key, n_values, *is_float ? "floats" : "bytes");
+            return -1;
         }
         h = w = (int64_t)s;
         c = 1;
@@ -339,11 +334,57 @@ int io_probe_image_shape(const char *file, const char *image_key, int compressio
     *H = (int)h;
     *W = (int)w;
     *C = (int)c;
-    rc = 0;
-out:
+    return 0;
+}
+
+int io_probe_image_shape(char *const *files, int n_files, const char *image_key, int compression, int skip_corrupt,
+                         int *H, int *W, int *C, int *is_float, int *file_index, char *err, size_t err_n) {
+    ExampleDecoder *dec = example_decoder_new();
+    if (!dec) {
+        snprintf(err, err_n, "out of memory");
+        return -1;
+    }
+    char first_bad[1024] = "", why[600], e[1024];
+    int rc = -1, stop = 0;
+    for (int i = 0; i < n_files && rc != 0 && !stop; i++) {
+        TfrReader *r = tfr_reader_open(files[i], compression, 0, e, sizeof e);
+        if (!r) { /* unreadable: as a bad stream */
+            if (!first_bad[0]) snprintf(first_bad, sizeof first_bad, "%s", e);
+            stop = !skip_corrupt;
+            continue;
+        }
+        for (;;) {
+            const uint8_t *data = NULL;
+            size_t n_bytes = 0;
+            const int st = tfr_reader_next(r, &data, &n_bytes, e, sizeof e);
+            if (st == TFR_END) break;
+            if (st == TFR_RECORD) {
+                if (probe_example(example_decode(dec, data, n_bytes), image_key, H, W, C, is_float, why, sizeof why) == 0) {
+                    if (file_index) *file_index = i;
+                    rc = 0;
+                    break;
+                }
+                snprintf(e, sizeof e, "%s: record %ld at offset %llu: %s", files[i], tfr_reader_record_index(r),
+                         (unsigned long long)tfr_reader_record_offset(r), why);
+            }
+            if (!first_bad[0]) snprintf(first_bad, sizeof first_bad, "%s", e);
+            if (!skip_corrupt) {
+                stop = 1;
+                break;
+            }
+            if (st == TFR_BAD_STREAM) break; /* the rest of this file cannot be read */
+        }
+        tfr_reader_close(r);
+    }
     example_decoder_free(dec);
-    tfr_reader_close(r);
-    return rc;
+    if (rc == 0) return 0;
+    if (first_bad[0] && !skip_corrupt) snprintf(err, err_n, "%s", first_bad);
+    else if (first_bad[0])
+        snprintf(err, err_n, "no good record in the %d file%s of --data (--skip_corrupt); the first bad one: %s", n_files,
+                 n_files == 1 ? "" : "s", first_bad);
+    else if (n_files == 1) snprintf(err, err_n, "%s: no records", files[0]);
+    else snprintf(err, err_n, "none of the %d files of --data holds a record", n_files);
+    return -1;
 }
 
 long io_count_records(const char *const *files, int n_files, int compression, char *err, size_t err_n) {

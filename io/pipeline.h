@@ -220,12 +220,16 @@ void io_free_files(char **files, int n_files);
  * stat(2): a FIFO is never opened, so nothing waits for its writer. */
 int io_check_regular_files(char *const *files, int n_files, char *err, size_t err_n_bytes);
 
-/* Image shape from the first record of file: the height/width/depth int64
- * features ("height", "width", "depth") when present, else, for a square
+/* Image shape from the first good record of files (n_files, in order; an
+ * empty file is passed over): the height/width/depth int64 features
+ * ("height", "width", "depth") when present, else, for a square
  * single-channel image, sqrt of its size.  *is_float: 1 for a float_list
- * image.  Returns 0, or -1 with a message. */
-int io_probe_image_shape(const char *file, const char *image_key, int compression, int *H, int *W, int *C,
-                         int *is_float, char *err, size_t err_n_bytes);
+ * image; *file_index (NULL: not wanted): the file it came from.  A bad
+ * record (or unreadable file) before it is the error (file, record, offset)
+ * unless skip_corrupt, which passes over it as the pipeline will; an encoded
+ * JPEG or PNG is named as such.  Returns 0, or -1 with one line in err. */
+int io_probe_image_shape(char *const *files, int n_files, const char *image_key, int compression, int skip_corrupt,
+                         int *H, int *W, int *C, int *is_float, int *file_index, char *err, size_t err_n_bytes);
 
 /* Number of records in the files, every CRC verified.  -1 with a message on
  * the first bad record or unreadable file. */

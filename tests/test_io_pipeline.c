@@ -685,6 +685,85 @@ static void write_float_records(const char *path, int compression, float bad) {
     example_builder_free(&b);
 }
 
+/* Records of raw payloads (each record's bytes as given: a garbage one is not an Example). */
+static void write_payloads(const char *path, const uint8_t *const *payloads, const size_t *n_bytes, int n) {
+    char err[512];
+    TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err, sizeof err);
+    CHECK_MSG(w != NULL, "%s", err);
+    if (!w) return;
+    for (int i = 0; i < n; i++) tfr_writer_write(w, payloads[i], n_bytes[i], err, sizeof err);
+    tfr_writer_close(w, err, sizeof err);
+}
+
+/* The shape probe (what train and eval do first) goes past what the pipeline goes past: an empty file first in
+ * --data, and with skip_corrupt a bad first record (it refused the whole run: "record 0 at offset 0: payload is
+ * not a tf.train.Example"); an encoded JPEG or PNG is named as such (it was "cannot infer the shape ... add height,
+ * width and depth features", and with them "has 3382 bytes, expected 6000"); a height without a width is named. */
+static void test_probe(void) {
+    char err[1024];
+    int H = 0, W = 0, C = 0, is_float = -1, at = -1;
+    uint8_t good_img[16];
+    memset(good_img, 7, sizeof good_img);
+    ExampleBuilder b;
+    example_builder_init(&b);
+    example_add_bytes(&b, "image_raw", good_img, sizeof good_img);
+    example_add_int64(&b, "label", 1);
+    const uint8_t *good;
+    const size_t good_n = example_builder_encode(&b, &good);
+    uint8_t *good_copy = malloc(good_n);
+    memcpy(good_copy, good, good_n);
+    const uint8_t junk[] = {0xff, 0xff, ' ', 'j', 'u', 'n', 'k'};
+    const uint8_t *payloads[2] = {junk, good_copy};
+    const size_t sizes[2] = {sizeof junk, good_n};
+    const char *empty = io_tmp("probe-a-empty.tfrecord"), *bad_first = io_tmp("probe-b-badfirst.tfrecord");
+    write_payloads(empty, payloads, sizes, 0);
+    write_payloads(bad_first, payloads, sizes, 2);
+    char *files[2] = {(char *)empty, (char *)bad_first};
+    CHECK(io_probe_image_shape(files, 2, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, &at, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "probe-b-badfirst.tfrecord: record 0 at offset 0: payload is not a tf.train.Example");
+    CHECK(io_probe_image_shape(files, 2, "image_raw", IO_COMPRESSION_AUTO, 1, &H, &W, &C, &is_float, &at, err, sizeof err) == 0);
+    CHECK_MSG(H == 4 && W == 4 && C == 1 && is_float == 0 && at == 1, "%d x %d x %d, float %d, file %d", H, W, C, is_float, at);
+    CHECK(io_probe_image_shape(files, 1, "image_raw", IO_COMPRESSION_AUTO, 1, &H, &W, &C, &is_float, &at, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "probe-a-empty.tfrecord: no records");
+    char *bad_only[1] = {(char *)bad_first};
+    const uint8_t *junk_only[1] = {junk};
+    write_payloads(bad_first, junk_only, sizes, 1);
+    CHECK(io_probe_image_shape(bad_only, 1, "image_raw", IO_COMPRESSION_AUTO, 1, &H, &W, &C, &is_float, &at, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "no good record in the 1 file of --data (--skip_corrupt); the first bad one: ");
+    /* An encoded JPEG (tf_cnn_benchmarks' image/encoded), with and without shape features. */
+    const uint8_t jpeg[] = {0xff, 0xd8, 0xff, 0xe0, 0, 16, 'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0};
+    for (int shape = 0; shape < 2; shape++) {
+        example_builder_reset(&b);
+        example_add_bytes(&b, "image/encoded", jpeg, sizeof jpeg);
+        example_add_int64(&b, "image/class/label", 3);
+        if (shape) {
+            example_add_int64(&b, "height", 40);
+            example_add_int64(&b, "width", 50);
+            example_add_int64(&b, "depth", 3);
+        }
+        const uint8_t *enc;
+        const size_t enc_n = example_builder_encode(&b, &enc);
+        const uint8_t *one[1] = {enc};
+        write_payloads(bad_first, one, &enc_n, 1);
+        CHECK(io_probe_image_shape(bad_only, 1, "image/encoded", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err,
+                                   sizeof err) == -1);
+        CHECK_CONTAINS(err, "record 0 at offset 0: image 'image/encoded' is an encoded JPEG file (20 bytes)");
+        CHECK_CONTAINS(err, "tower convert --from imagefolder");
+    }
+    /* A height without a width. */
+    example_builder_reset(&b);
+    example_add_bytes(&b, "image_raw", good_img, sizeof good_img);
+    example_add_int64(&b, "height", 2);
+    const uint8_t *hw;
+    const size_t hw_n = example_builder_encode(&b, &hw);
+    const uint8_t *one[1] = {hw};
+    write_payloads(bad_first, one, &hw_n, 1);
+    CHECK(io_probe_image_shape(bad_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "feature 'height' without 'width'");
+    example_builder_free(&b);
+    free(good_copy);
+}
+
 static void test_helpers_and_config(const Dataset *ds) {
     char err[512];
     char **files;
@@ -734,16 +813,18 @@ static void test_helpers_and_config(const Dataset *ds) {
     unlink(fifo);
     /* Probing and counting. */
     int H, W, C, is_float;
-    CHECK(io_probe_image_shape(ds->paths[0], "image_raw", IO_COMPRESSION_AUTO, &H, &W, &C, &is_float, err, sizeof err) == 0);
+    char *first[1] = {(char *)ds->paths[0]};
+    CHECK(io_probe_image_shape(first, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == 0);
     CHECK(H == 4 && W == 4 && C == 3 && is_float == 0);
-    CHECK(io_probe_image_shape(ds->paths[0], "pixels", IO_COMPRESSION_AUTO, &H, &W, &C, &is_float, err, sizeof err) == -1);
+    CHECK(io_probe_image_shape(first, 1, "pixels", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "record 0 at offset 0: missing feature 'pixels'");
     const char *fb[4];
     CHECK(io_count_records(ds_files(ds, fb), 3, IO_COMPRESSION_AUTO, err, sizeof err) == ds_total(ds));
     /* A float image without shape features: square, one channel. */
     const char *fp = io_tmp("float.tfrecord");
     write_float_records(fp, IO_COMPRESSION_GZIP, 0.0f);
-    CHECK(io_probe_image_shape(fp, "image_raw", IO_COMPRESSION_AUTO, &H, &W, &C, &is_float, err, sizeof err) == 0);
+    char *float_file[1] = {(char *)fp};
+    CHECK(io_probe_image_shape(float_file, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == 0);
     CHECK(H == 3 && W == 3 && C == 1 && is_float == 1);
     /* ... and the pipeline passes normalised float images through unchanged. */
     PipelineConfig c;
@@ -834,5 +915,6 @@ int main(void) {
     test_allocator_and_close(&ds);
     test_bad_records();
     test_helpers_and_config(&ds);
+    test_probe();
     return io_test_result("test_io_pipeline");
 }

@@ -1011,7 +1011,7 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     /* The data: its files and the shape of one stored image (synthetic: the model's own). */
     ModelInputFacts facts;
     (void)model_input_facts(o->model, &facts); /* an unknown name: model_spec_init says so below */
-    int H = facts.H, W = facts.W, C = facts.C, is_float = 1;
+    int H = facts.H, W = facts.W, C = facts.C, is_float = 1, probed = 0; /* probed: the file the shape came from */
     tr->image_folder = !o->synthetic && imagefolder_is_folder(o->data);
     if (tr->image_folder && tr->input_split != PIPELINE_SPLIT_NONE) {
         snprintf(err, err_n_bytes, "--input_split %s: TFRecord files only (an image folder is read whole by every rank: "
@@ -1067,7 +1067,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
         }
-        if (io_probe_image_shape(tr->files[0], o->image_key, compression, &H, &W, &C, &is_float, e, sizeof e) != 0) {
+        if (io_probe_image_shape(tr->files, tr->n_files, o->image_key, compression, o->skip_corrupt, &H, &W, &C,
+                                 &is_float, &probed, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "%s", e);
             return -1;
         }
@@ -1077,7 +1078,7 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     if (facts.distorts && o->image_size > 0 && !tr->image_folder) {
         if (o->image_size > H || o->image_size > W) {
             snprintf(err, err_n_bytes, "--image_size %d is larger than the %dx%d images of %s", o->image_size, H, W,
-                     tr->files[0]);
+                     tr->files[probed]);
             return -1;
         }
         out_H = out_W = o->image_size;
@@ -1086,7 +1087,7 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         (o->image_size != H || o->image_size != W)) { /* 0, "no crop", is what such a model does */
         snprintf(err, err_n_bytes, "--image_size %d: --model %s uses TFRecord images at their stored size, %dx%d in %s "
                  "(--image_size crops cifar10's and resizes an image folder's; tower convert --image_size resizes "
-                 "records)", o->image_size, o->model, H, W, tr->files[0]);
+                 "records)", o->image_size, o->model, H, W, tr->files[probed]);
         return -1;
     }
     if (model_spec_init_opts(&tr->spec, o->model, out_H, out_W, C, o->num_classes, &o->model_opts, e, sizeof e) != 0) {

@@ -218,7 +218,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* 3. the trainer's probe, then the pipeline's checks. */
     int H = 0, W = 0, C = 0, is_float = -1;
     char err[1024];
-    if (io_probe_image_shape(file.path, "image_raw", IO_COMPRESSION_AUTO, &H, &W, &C, &is_float, err, sizeof err) != 0) {
+    char *files[1] = {(char *)file.path};
+    if (io_probe_image_shape(files, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) != 0) {
         fuzz_require_line(err, file.path, "io_probe_image_shape");
         return 0;
     }
