@@ -126,10 +126,11 @@ size_t example_n_features(const Tensorflow__Example *ex) {
     return ex && ex->features ? ex->features->n_feature : 0;
 }
 
-const char *example_feature_key(const Tensorflow__Example *ex, size_t i) {
-    if (i >= example_n_features(ex) || !ex->features->feature[i]) return "";
-    const char *k = ex->features->feature[i]->key;
-    return k ? k : "";
+const char *example_feature_key(const Tensorflow__Example *ex, size_t i, size_t *key_n_bytes) {
+    *key_n_bytes = 0;
+    if (i >= example_n_features(ex) || !ex->features->feature[i] || !ex->features->feature[i]->key.data) return "";
+    *key_n_bytes = ex->features->feature[i]->key.len;
+    return (const char *)ex->features->feature[i]->key.data;
 }
 
 const Tensorflow__Feature *example_feature_at(const Tensorflow__Example *ex, size_t i) {
@@ -138,10 +139,10 @@ const Tensorflow__Feature *example_feature_at(const Tensorflow__Example *ex, siz
 }
 
 const Tensorflow__Feature *example_find(const Tensorflow__Example *ex, const char *key) {
-    size_t n = example_n_features(ex);
+    const size_t n = example_n_features(ex), key_n_bytes = strlen(key);
     for (size_t i = n; i-- > 0;) {
         const Tensorflow__Features__FeatureEntry *e = ex->features->feature[i];
-        if (e && e->key && !strcmp(e->key, key)) return e->value;
+        if (e && e->key.len == key_n_bytes && (key_n_bytes == 0 || !memcmp(e->key.data, key, key_n_bytes))) return e->value;
     }
     return NULL;
 }
@@ -252,7 +253,8 @@ static int builder_slot(ExampleBuilder *b, const char *key) {
     int i = b->n_features++;
     tensorflow__features__feature_entry__init(&b->entries[i]);
     tensorflow__feature__init(&b->feature[i]);
-    b->entries[i].key = (char *)(uintptr_t)key;
+    b->entries[i].key.data = (uint8_t *)(uintptr_t)key;
+    b->entries[i].key.len = strlen(key);
     b->entries[i].value = &b->feature[i];
     b->entry_ptrs[i] = &b->entries[i];
     return i;

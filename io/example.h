@@ -51,13 +51,14 @@ size_t example_decoder_max_n_bytes(size_t record_n_bytes);
  * bytes are not a valid Example (protobuf-c rejects them). */
 const Tensorflow__Example *example_decode(ExampleDecoder *d, const uint8_t *data, size_t n_bytes);
 
-/* Number of map entries and the i-th entry's key and feature (in wire
- * order; feature may be NULL for an entry without a value). */
+/* Number of map entries and the i-th entry's key (*key_n_bytes long, any
+ * bytes, NUL included; not NUL-terminated) and feature (in wire order;
+ * feature may be NULL for an entry without a value). */
 size_t example_n_features(const Tensorflow__Example *ex);
-const char *example_feature_key(const Tensorflow__Example *ex, size_t i);
+const char *example_feature_key(const Tensorflow__Example *ex, size_t i, size_t *key_n_bytes);
 const Tensorflow__Feature *example_feature_at(const Tensorflow__Example *ex, size_t i);
 
-/* The feature stored under key (the last entry with that key), or NULL. */
+/* The feature stored under key (the last entry whose key is exactly key's bytes), or NULL. */
 const Tensorflow__Feature *example_find(const Tensorflow__Example *ex, const char *key);
 
 /* Kind of a feature (FEATURE_NONE for NULL) and its number of values. */

@@ -64,100 +64,6 @@ static int note_feature(InspectReport *rep, const char *key, size_t key_n_bytes,
     return 0;
 }
 
-/* ---- the keys' true lengths ----
- * protobuf-c hands a string field back NUL-terminated without its length,
- * so a key holding a NUL would read short.  The keys' lengths are taken
- * from the wire instead: Example.features (1) -> Features.feature (1, map
- * entries in wire order, as protobuf-c stores them) -> entry.key (1). */
-
-static int wire_varint(const uint8_t *p, size_t n, size_t *i, uint64_t *v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && *i < n; shift += 7) {
-        uint8_t b = p[(*i)++];
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) return 0;
-    }
-    return -1;
-}
-
-/* Calls fn on each length-delimited field number `field` of the message
- * (p, n); -1 on a wire error. */
-static int wire_each(const uint8_t *p, size_t n, uint32_t field, int (*fn)(void *, const uint8_t *, size_t), void *ctx) {
-    size_t i = 0;
-    while (i < n) {
-        uint64_t tag, len;
-        if (wire_varint(p, n, &i, &tag) != 0) return -1;
-        switch (tag & 7) {
-        case 0:
-            if (wire_varint(p, n, &i, &len) != 0) return -1;
-            break;
-        case 1:
-            if (n - i < 8) return -1;
-            i += 8;
-            break;
-        case 5:
-            if (n - i < 4) return -1;
-            i += 4;
-            break;
-        case 2:
-            if (wire_varint(p, n, &i, &len) != 0 || len > n - i) return -1;
-            if ((tag >> 3) == field && fn(ctx, p + i, (size_t)len) != 0) return -1;
-            i += (size_t)len;
-            break;
-        default:
-            return -1;
-        }
-    }
-    return 0;
-}
-
-typedef struct {
-    const char **key;  /* (cap) keys in wire order, pointing into the record */
-    size_t *n_bytes;   /* (cap) their lengths */
-    size_t n, cap;
-    const char *last;  /* the current entry's key (the last key field wins) */
-    size_t last_n_bytes;
-} KeyLengths;
-
-static int on_key(void *ctx, const uint8_t *p, size_t n) {
-    KeyLengths *k = ctx;
-    k->last = (const char *)p;
-    k->last_n_bytes = n;
-    return 0;
-}
-
-static int on_entry(void *ctx, const uint8_t *p, size_t n) {
-    KeyLengths *k = ctx;
-    k->last = "";
-    k->last_n_bytes = 0;
-    if (wire_each(p, n, 1, on_key, k) != 0) return -1;
-    if (k->n == k->cap) return -1;
-    k->key[k->n] = k->last;
-    k->n_bytes[k->n++] = k->last_n_bytes;
-    return 0;
-}
-
-static int on_features(void *ctx, const uint8_t *p, size_t n) { return wire_each(p, n, 1, on_entry, ctx); }
-
-/* Fills key and n_bytes (n_features each) with each feature's key as the
- * record holds it (pointers into data); falls back to the decoded,
- * NUL-terminated keys when the wire walk disagrees with the decoded message. */
-static void feature_keys(const Tensorflow__Example *ex, const uint8_t *data, size_t n, const char **key, size_t *n_bytes,
-                         size_t n_features) {
-    KeyLengths k = {key, n_bytes, 0, n_features, "", 0};
-    int ok = wire_each(data, n, 1, on_features, &k) == 0 && k.n == n_features;
-    for (size_t i = 0; ok && i < n_features; i++) {
-        const char *decoded = example_feature_key(ex, i);
-        size_t d = strlen(decoded);
-        ok = d <= n_bytes[i] && !memcmp(decoded, key[i], d) && (d == n_bytes[i] || key[i][d] == '\0');
-    }
-    if (ok) return;
-    for (size_t i = 0; i < n_features; i++) {
-        key[i] = example_feature_key(ex, i);
-        n_bytes[i] = strlen(key[i]);
-    }
-}
-
 /* An optional single int64: 1 present, 0 absent or not one int64. */
 static int get_dim(const Tensorflow__Example *ex, const char *key, int64_t *v) {
     if (!key || !key[0]) return 0;
@@ -165,24 +71,13 @@ static int get_dim(const Tensorflow__Example *ex, const char *key, int64_t *v) {
 }
 
 /* Checks one decoded record; 0 good, -1 bad with why. */
-static int check_example(const Tensorflow__Example *ex, const uint8_t *data, size_t data_n_bytes, const InspectConfig *cfg,
+static int check_example(const Tensorflow__Example *ex, const InspectConfig *cfg,
                          InspectReport *rep, char *why, size_t why_n) {
-    size_t n_features = example_n_features(ex);
-    if (n_features) {
-        size_t *key_n_bytes = malloc(n_features * sizeof *key_n_bytes);
-        const char **keys = malloc(n_features * sizeof *keys);
-        if (!key_n_bytes || !keys) {
-            free(key_n_bytes);
-            free(keys);
-            snprintf(why, why_n, "out of memory");
-            return -2;
-        }
-        feature_keys(ex, data, data_n_bytes, keys, key_n_bytes, n_features);
-        int rc = 0;
-        for (size_t i = 0; i < n_features && !rc; i++) rc = note_feature(rep, keys[i], key_n_bytes[i], example_feature_at(ex, i));
-        free(key_n_bytes);
-        free(keys);
-        if (rc) {
+    const size_t n_features = example_n_features(ex);
+    for (size_t i = 0; i < n_features; i++) {
+        size_t key_n_bytes;
+        const char *key = example_feature_key(ex, i, &key_n_bytes); /* any bytes, NUL included */
+        if (note_feature(rep, key, key_n_bytes, example_feature_at(ex, i)) != 0) {
             snprintf(why, why_n, "out of memory");
             return -2;
         }
@@ -307,7 +202,7 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
                     snprintf(why, sizeof why, "payload is not a tf.train.Example (protobuf parse error)");
                     crc = -1;
                 } else {
-                    crc = check_example(ex, data, n, cfg, rep, why, sizeof why);
+                    crc = check_example(ex, cfg, rep, why, sizeof why);
                 }
                 if (crc == -2) {
                     oom = 1;

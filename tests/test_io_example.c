@@ -195,7 +195,9 @@ static void test_builder_round_trip(void) {
         CHECK(ex != NULL);
         if (!ex) continue;
         CHECK(example_n_features(ex) == 6);
-        CHECK(!strcmp(example_feature_key(ex, 0), "image_raw"));
+        size_t key_n_bytes;
+        const char *key0 = example_feature_key(ex, 0, &key_n_bytes);
+        CHECK(key_n_bytes == 9 && !memcmp(key0, "image_raw", 9));
         const uint8_t *bp;
         size_t bn;
         CHECK(example_get_bytes(ex, "image_raw", &bp, &bn, NULL, 0) == 0 && bn == 3072 && !memcmp(bp, img, 3072));
@@ -245,6 +247,49 @@ static void test_builder_round_trip(void) {
 /* example_check_image_shape: the one shape check of inspect and of train's and eval's first record.  Shapes whose
  * product wraps around 2^64 to the image's size (inspect called them good), zero dimensions (eval said "has 0
  * values but ... is 0 x 28 x 1"), the largest bounded shape (its product held exactly). */
+/* A key holding a NUL byte is its whole bytes, as TensorFlow's std::string keys are: "label\0old" is not
+ * "label" (protobuf-c's strings ended at the NUL, so its 7 was read as the label, and a file with only
+ * "label\0v2" trained where TensorFlow says 'label' is missing). */
+static void test_key_with_nul(void) {
+    ExampleDecoder *d = example_decoder_new();
+    CHECK(d != NULL);
+    if (!d) return;
+    /* Example { features { feature { key: "label\0old" value { int64_list { value: 7 } } }
+     *                      feature { key: "label"      value { int64_list { value: 3 } } } } }, by hand */
+    static const uint8_t entry_nul[] = {0x0a, 9, 'l', 'a', 'b', 'e', 'l', 0, 'o', 'l', 'd', 0x12, 5, 0x1a, 3, 0x0a, 1, 7};
+    static const uint8_t entry_plain[] = {0x0a, 5, 'l', 'a', 'b', 'e', 'l', 0x12, 5, 0x1a, 3, 0x0a, 1, 3};
+    for (int both = 0; both < 2; both++) {
+        uint8_t wire[64];
+        size_t n = 0;
+        const size_t features_n = 2 + sizeof entry_nul + (both ? 2 + sizeof entry_plain : 0);
+        wire[n++] = 0x0a;
+        wire[n++] = (uint8_t)features_n;
+        wire[n++] = 0x0a;
+        wire[n++] = sizeof entry_nul;
+        memcpy(wire + n, entry_nul, sizeof entry_nul);
+        n += sizeof entry_nul;
+        if (both) {
+            wire[n++] = 0x0a;
+            wire[n++] = sizeof entry_plain;
+            memcpy(wire + n, entry_plain, sizeof entry_plain);
+            n += sizeof entry_plain;
+        }
+        const Tensorflow__Example *ex = example_decode(d, wire, n);
+        CHECK(ex != NULL);
+        if (!ex) continue;
+        size_t key_n_bytes;
+        const char *key = example_feature_key(ex, 0, &key_n_bytes);
+        CHECK_MSG(key_n_bytes == 9 && !memcmp(key, "label\0old", 9), "the first key has %zu bytes", key_n_bytes);
+        int64_t label = -1;
+        char why[128] = "";
+        const int rc = example_get_int64(ex, "label", &label, why, sizeof why);
+        if (both) CHECK_MSG(rc == 0 && label == 3, "'label' read %lld (rc %d), want 3", (long long)label, rc);
+        else CHECK_MSG(rc == -1 && strstr(why, "missing feature 'label'"), "'label' read %lld (rc %d: %s), want missing",
+                       (long long)label, rc, why);
+    }
+    example_decoder_free(d);
+}
+
 static void test_image_shape(void) {
     char why[256];
     CHECK(example_check_image_shape("image_raw", 784, "bytes", 28, 28, 1, why, sizeof why) == 0, "28x28x1: %s", why);
@@ -269,5 +314,6 @@ int main(void) {
     test_wire_variants();
     test_builder_round_trip();
     test_image_shape();
+    test_key_with_nul();
     return io_test_result("test_io_example");
 }

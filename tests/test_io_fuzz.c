@@ -58,7 +58,8 @@ static void read_all(const uint8_t *bytes, size_t n, int compression, ExampleDec
         char why[256];
         for (size_t i = 0; i < example_n_features(ex); i++) {
             const Tensorflow__Feature *f = example_feature_at(ex, i);
-            (void)example_feature_key(ex, i);
+            size_t key_n_bytes;
+            (void)example_feature_key(ex, i, &key_n_bytes);
             size_t nv = feature_n_values(f);
             volatile uint64_t sink = 0;
             switch (feature_kind(f)) {

@@ -26,10 +26,10 @@
 #include "io/pipeline.h"
 #include "io/tfrecord.h"
 
-static void print_json_string(const char *s) {
+static void print_json_string(const char *s, size_t n_bytes) {
     putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    for (size_t i = 0; i < n_bytes; i++) {
+        unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\') printf("\\%c", c);
         else if (c < 0x20) printf("\\u%04x", c);
         else putchar(c);
@@ -42,7 +42,9 @@ static void print_example(const Tensorflow__Example *ex) {
     for (size_t i = 0; i < example_n_features(ex); i++) {
         const Tensorflow__Feature *f = example_feature_at(ex, i);
         if (i) printf(", ");
-        print_json_string(example_feature_key(ex, i));
+        size_t key_n_bytes;
+        const char *key = example_feature_key(ex, i, &key_n_bytes);
+        print_json_string(key, key_n_bytes);
         printf(": {\"kind\": \"%s\", \"values\": [", feature_kind_name(feature_kind(f)));
         size_t n = feature_n_values(f);
         for (size_t k = 0; k < n; k++) {

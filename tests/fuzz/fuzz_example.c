@@ -42,8 +42,10 @@ static void walk(const Tensorflow__Example *ex) {
     volatile uint64_t sink = 0;
     size_t n = example_n_features(ex);
     for (size_t i = 0; i < n; i++) {
-        const char *key = example_feature_key(ex, i);
+        size_t key_n_bytes;
+        const char *key = example_feature_key(ex, i, &key_n_bytes);
         FUZZ_REQUIRE(key != NULL, "feature %zu has a NULL key", i);
+        for (size_t j = 0; j < key_n_bytes; j++) sink += (unsigned char)key[j];
         const Tensorflow__Feature *f = example_feature_at(ex, i);
         size_t nv = feature_n_values(f);
         switch (feature_kind(f)) {
