@@ -298,20 +298,22 @@ void inspect_report_print(const InspectReport *rep, const InspectConfig *cfg, FI
                 x->mixed_kinds ? " (other kinds too)" : "", x->n_records);
     }
     if (rep->n_extra_keys) fprintf(out, "  (%ld more occurrences of further keys not listed)\n", rep->n_extra_keys);
+    char safe_key[1024], safe_w[1024], safe_d[1024]; /* keys from the command line: escaped as the file's are */
     if (rep->shape_seen) {
-        if (rep->shape_varies) fprintf(out, "image shape (%s x %s x %s): varies\n", cfg->height_key, cfg->width_key, cfg->depth_key);
-        else fprintf(out, "image shape (%s x %s x %s): %ld x %ld x %ld\n", cfg->height_key, cfg->width_key, cfg->depth_key,
-                     rep->H, rep->W, rep->C);
+        escape_str(safe_key, sizeof safe_key, cfg->height_key);
+        escape_str(safe_w, sizeof safe_w, cfg->width_key);
+        escape_str(safe_d, sizeof safe_d, cfg->depth_key);
+        if (rep->shape_varies) fprintf(out, "image shape (%s x %s x %s): varies\n", safe_key, safe_w, safe_d);
+        else fprintf(out, "image shape (%s x %s x %s): %ld x %ld x %ld\n", safe_key, safe_w, safe_d, rep->H, rep->W, rep->C);
     }
     long n_labelled = 0;
     for (long k = 0; k < rep->label_cap; k++) n_labelled += rep->label_count[k];
     if (n_labelled || rep->n_labels_other) {
-        fprintf(out, "label histogram ('%s': count):\n", cfg->label_key);
+        fprintf(out, "label histogram ('%s': count):\n", escape_str(safe_key, sizeof safe_key, cfg->label_key));
         for (long k = 0; k < rep->label_cap; k++)
             if (rep->label_count[k]) fprintf(out, "  %ld: %ld\n", k, rep->label_count[k]);
         if (rep->n_labels_other) fprintf(out, "  other (negative or >= %d): %ld\n", INSPECT_MAX_LABEL, rep->n_labels_other);
     }
-    char safe_key[1024];
     if (rep->n_without_image)
         fprintf(out, "records without an image '%s' (one bytes value, or floats): %ld\n",
                 escape_str(safe_key, sizeof safe_key, cfg->image_key), rep->n_without_image);

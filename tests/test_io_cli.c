@@ -370,6 +370,26 @@ static void test_inspect_escapes_keys(void) {
     CHECK_CONTAINS(out, "records without a single int64 'label': 51\n");
     free(out);
     free(err);
+    /* A label key from the command line that holds control bytes: the histogram's title escapes it, as every
+     * other line does (it was printed raw). */
+    const char *esc_path = io_tmp("esc_label.tfrecord");
+    w = tfr_writer_open(esc_path, IO_COMPRESSION_NONE, err_text, sizeof err_text);
+    CHECK_MSG(w != NULL, "%s", err_text);
+    ExampleBuilder b;
+    example_builder_init(&b);
+    example_add_bytes(&b, "image_raw", "abcd", 4);
+    example_add_int64(&b, "lab\x1b[31m", 2);
+    const uint8_t *data;
+    const size_t data_n = example_builder_encode(&b, &data);
+    for (int i = 0; i < 3 && w; i++) tfr_writer_write(w, data, data_n, err_text, sizeof err_text);
+    tfr_writer_close(w, err_text, sizeof err_text);
+    example_builder_free(&b);
+    rc = run(cmd_inspect, &out, &err, "inspect", "--label_key", "lab\x1b[31m", esc_path, NULL);
+    CHECK_MSG(rc == 0, "inspect --label_key: exit %d: %s", rc, err);
+    for (const char *c = out; *c; c++) CHECK_MSG(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "raw byte 0x%02x in the output", (unsigned char)*c);
+    CHECK_CONTAINS(out, "label histogram ('lab\\x1b[31m': count):\n  2: 3\n");
+    free(out);
+    free(err);
 }
 
 /* A broken frame early in a file loses the rest of it: inspect says how many
