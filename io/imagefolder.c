@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <png.h>
 #include <setjmp.h>
@@ -268,12 +269,33 @@ static void target_size(int S, ImageFolderResizeMode mode, int short_side, int H
     if (mode == IMAGEFOLDER_CENTER_CROP) {
         /* torchvision Resize(R): the shorter side becomes R, the longer int(R * long / short). */
         const int R = short_side > S ? short_side : S;
+        /* In double and capped: R x 530000 / 1 wrapped an int to INT_MIN, which the floor below made R, so a
+         * 1 x 530000 image was resized whole instead of refused (scale_check bounds the capped size). */
+        const double longer = H <= W ? (double)R * W / H : (double)R * H / W;
+        const int t = longer > INT_MAX ? INT_MAX : (int)longer;
         *tH = *tW = R;
-        if (H <= W) *tW = (int)((double)R * W / H);
-        else *tH = (int)((double)R * H / W);
+        if (H <= W) *tW = t;
+        else *tH = t;
         if (*tW < R) *tW = R;
         if (*tH < R) *tH = R;
     }
+}
+
+/* Whether an orig_W x orig_H image, decoded to W x H, may be resampled to tW x tH within max_pixels: the
+ * resampled image is tH x tW pixels, the first pass's work tH x W; a side over 65535 pixels is not resampled.
+ * 0, or -1 with one line in why (path first). */
+static int scale_check(const char *path, int tH, int tW, int H, int W, int orig_H, int orig_W, size_t max_pixels,
+                       char *why, size_t why_n) {
+    if (H > 65535 || W > 65535) {
+        snprintf(why, why_n, "%s: a %d x %d image: a side over 65535 pixels is not resized", path, orig_W, orig_H);
+        return -1;
+    }
+    if ((size_t)tH * (size_t)W > max_pixels || (size_t)tH * (size_t)tW > max_pixels) {
+        snprintf(why, why_n, "%s: a %d x %d image does not scale to %d x %d within %zu pixels", path, orig_W, orig_H,
+                 tW, tH, max_pixels);
+        return -1;
+    }
+    return 0;
 }
 
 /* The decoded size whose rectangle crop (of an H x W image) still covers S x S: S H / h by S W / w, rounded up. */
@@ -438,7 +460,10 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     jerr.pub.error_exit = jpeg_on_error;
     jerr.pub.emit_message = jpeg_on_message;
     if (setjmp(jerr.jump)) {
-        snprintf(err, err_n, "%s: JPEG does not decode: %s", path, jerr.msg);
+        /* A file cut short stops libjpeg in whatever it read last ("JPEG datastream contains no image" for a cut
+         * header, "Bogus Huffman table definition" inside one): the end of the data, warned of first, is the cause. */
+        if (jerr.truncated) snprintf(err, err_n, "%s: JPEG is truncated (premature end of data; libjpeg: %s)", path, jerr.msg);
+        else snprintf(err, err_n, "%s: JPEG does not decode: %s", path, jerr.msg);
         jpeg_destroy_decompress(&cinfo);
         free(buf);
         free(cmyk);
@@ -1181,9 +1206,7 @@ static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, in
     int tH = S, tW = S; /* a crop is resampled straight to S x S */
     if (!crop_rng) target_size(S, mode, short_side, oH, oW, &tH, &tW);
     /* The resampled image is (tH, tW) bytes; the work of the first pass is (tH, W) rows: both bounded. */
-    if ((size_t)tH * (size_t)W > max_pixels || (size_t)tH * (size_t)tW > max_pixels || H > 65535 || W > 65535) {
-        snprintf(err, err_n, "%s: a %d x %d image does not scale to %d x %d within %zu pixels", path, oW, oH, tW, tH,
-                 max_pixels);
+    if (scale_check(path, tH, tW, H, W, oH, oW, max_pixels, err, err_n) != 0) {
         free(owned);
         return -1;
     }
@@ -1232,6 +1255,16 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             continue;
         }
         if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
+        int tH, tW; /* as the pipeline bounds it: a 1 x 300000 image's centre crop at 4096 asked for 3.7 TB */
+        target_size(st->cfg.image_size, st->cfg.mode, st->cfg.short_side, H, W, &tH, &tW);
+        if (scale_check(f->path, tH, tW, H, W, H, W, IMAGEFOLDER_MAX_PIXELS, why, sizeof why) != 0) {
+            char line[1200];
+            snprintf(line, sizeof line, "%s (skipped)", why);
+            warn_line(st, line);
+            st->n_skipped++;
+            free(rgb);
+            continue;
+        }
         ImageFolderScratch scr = {.scaled = st->scaled, .scaled_n_bytes = st->scaled_n_bytes};
         int rc = imagefolder_transform(st->out, st->cfg.image_size, st->cfg.channels, st->cfg.mode, st->cfg.short_side,
                                        rgb, H, W, H, W, &scr);
@@ -1239,7 +1272,7 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
         st->scaled_n_bytes = scr.scaled_n_bytes;
         free(rgb);
         if (rc != 0) {
-            snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", f->path, H, W);
+            snprintf(err, err_n, "%s: out of memory resizing a %d x %d image", f->path, W, H);
             return -1;
         }
         item->image = st->out;

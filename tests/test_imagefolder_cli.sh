@@ -21,6 +21,8 @@
 #     converted with the same flags, unlike the whole shorter side; with another --resize_mode refused (exit 2);
 #   a FIFO, a device link and a subfolder in a class folder are warned about as what they are;
 #   --max_image_pixels: the refusal of a larger image names it, and raised, train and eval read the image.
+#   elongated images: a side over 65535 pixels named (train and convert alike), a centre crop's scaled size
+#     computed without wrapping an int and bounded in convert as in train.
 set -euo pipefail
 tower=$1 images=$2
 work=$(mktemp -d)
@@ -47,7 +49,7 @@ grep -Eq '^tower train: .*/imgs/(circle/broken.png|square/notes.txt|cross/bad\\x
   --max_corrupt_fraction 1 >"$work/run.out" 2>"$work/run.err"
 cat "$work/run.err"
 [ "$(grep -c 'warning: ' "$work/run.err")" -eq 3 ] || fail "expected 3 warning lines"
-grep -q 'warning: .*/imgs/cross/bad\\x01.jpg: JPEG does not decode: .*(skipped)$' "$work/run.err" ||
+grep -q 'warning: .*/imgs/cross/bad\\x01.jpg: JPEG is truncated (premature end of data; libjpeg: .*) (skipped)$' "$work/run.err" ||
   fail "no escaped warning for bad\\x01.jpg"
 ! grep -q "$(printf '\001')" "$work/run.err" || fail "a raw control byte reached the terminal"
 grep -q "3 corrupt records (.*) skipped" "$work/run.out" || fail "the end line does not count 3 bad images: $(tail -1 "$work/run.out")"
@@ -298,3 +300,36 @@ set -e
 grep -qxF "tower train: --max_image_pixels 1000 is below twice the 28 x 28 images the model takes (1568)" "$work/big.err" &&
   [ "$rc" -eq 1 ] && [ ! -e "$work/big_floor" ] || fail "train --max_image_pixels 1000: exit $rc, $(cat "$work/big.err")"
 echo "ok: --max_image_pixels: the refusal names it; raised, train and eval read a 2100 x 2100 PNG ($(grep -o '[0-9]* of [0-9]* examples correct' "$work/big_eval.out"))"
+
+# ---- elongated images: a side over 65535 pixels is named as such, in train (which called it a pixel bound of
+#      28 x 28) and in convert (which resized it); a centre crop's scaled size is computed without wrapping an int
+#      (1 x 40000 at a short side of 63999 wrapped to INT_MIN, said as 63999 x 63999, and in convert a 1 x 530000
+#      image at 4096 became a plain resize) and bounded in convert too (a 1 x 5000 image at 1024 asked for 15 GB)
+mkdir -p "$work/tall/a" "$work/tall/b" "$work/long/a" "$work/long/b" "$work/five/a" "$work/five/b"
+"$images" grey "$work/tall/a/t.png" 70000 1
+"$images" grey "$work/long/a/t.png" 40000 1
+"$images" grey "$work/five/a/t.png" 5000 1
+for d in tall long five; do "$images" grey "$work/$d/b/s.png" 3 3; done
+set +e
+"$tower" train "${common[@]}" --num_classes 2 --data "$work/tall" --train_dir "$work/tall_run" --max_steps 1 \
+  >/dev/null 2>"$work/tall.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -qF "tall/a/t.png: a 1 x 70000 image: a side over 65535 pixels is not resized; no step ran" "$work/tall.err" ||
+  fail "train on a 1 x 70000 image: exit $rc, $(cat "$work/tall.err")"
+"$tower" convert --from imagefolder --image_size 16 --out "$work/tall_rec/t" "$work/tall" >/dev/null 2>"$work/tall.err" ||
+  fail "convert of a folder with a 1 x 70000 image: $(cat "$work/tall.err")"
+grep -qF "tall/a/t.png: a 1 x 70000 image: a side over 65535 pixels is not resized (skipped)" "$work/tall.err" ||
+  fail "convert did not skip the 1 x 70000 image: $(cat "$work/tall.err")"
+set +e
+"$tower" train --model resnet20 --num_classes 2 --batch_size 2 --image_size 16 --resize_mode center_crop \
+  --central_fraction 0.00025 --data "$work/long" --train_dir "$work/long_run" --max_steps 1 >/dev/null 2>"$work/long.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -qF "long/a/t.png: a 1 x 40000 image does not scale to 63999 x 2147483647 within 4194304 pixels" "$work/long.err" ||
+  fail "a centre crop of a 1 x 40000 image at a short side of 63999: exit $rc, $(cat "$work/long.err")"
+"$tower" convert --from imagefolder --image_size 1024 --resize_mode center_crop --out "$work/five_rec/t" "$work/five" \
+  >/dev/null 2>"$work/five.err" || fail "convert of a folder with a 1 x 5000 image: $(cat "$work/five.err")"
+grep -qF "five/a/t.png: a 1 x 5000 image does not scale to 1024 x 5120000 within 268435456 pixels (skipped)" "$work/five.err" ||
+  fail "convert did not skip the 1 x 5000 image at a 1024 centre crop: $(cat "$work/five.err")"
+echo "ok: elongated images: a side over 65535 named, a centre crop's size not wrapped, convert bounded as train"

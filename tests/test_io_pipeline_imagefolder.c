@@ -329,7 +329,7 @@ static void test_bad_images(const char *dir) {
     for (int i = 0; i < w.n && i < 16; i++) {
         CHECK(!strchr(w.lines[i], '\x01'), "raw control byte in warning: %s", w.lines[i]);
         CHECK(strstr(w.lines[i], "(skipped)") != NULL, "warning without (skipped): %s", w.lines[i]);
-        escaped += strstr(w.lines[i], "odd\\x01name.jpg: JPEG does not decode") != NULL;
+        escaped += strstr(w.lines[i], "odd\\x01name.jpg: JPEG is truncated") != NULL;
     }
     CHECK(escaped == 1, "no escaped warning for odd\\x01name.jpg");
     /* max_corrupt_fraction: two bad files of a few bytes among 75 PNGs are well under 50%, but over 0 */
@@ -546,6 +546,14 @@ static void test_damaged_jpeg(const char *tmp) {
     rgb = NULL;
     CHECK(imagefolder_decode(cut, &rgb, &H, &W, err, sizeof err) != 0 && strstr(err, "truncated"),
           "the JPEG cut without its end marker: '%s'", err);
+    /* Cut inside its header (3 and 100 bytes): truncated too, not "JPEG datastream contains no image". */
+    for (size_t head = 3; head <= 100; head += 97) {
+        f = fopen(cut, "wb");
+        fwrite(bytes, 1, head, f);
+        fclose(f);
+        CHECK(imagefolder_decode(cut, &rgb, &H, &W, err, sizeof err) != 0 && strstr(err, "JPEG is truncated"),
+              "the JPEG cut after %zu bytes: '%s'", head, err);
+    }
     ImageFolderScratch scr = {0};
     uint8_t out[S * S * 3];
     int scale = 0;
