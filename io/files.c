@@ -367,7 +367,14 @@ int io_probe_image_shape(char *const *files, int n_files, const char *image_key,
                 snprintf(e, sizeof e, "%s: record %ld at offset %llu: %s", files[i], tfr_reader_record_index(r),
                          (unsigned long long)tfr_reader_record_offset(r), why);
             }
-            if (!first_bad[0]) snprintf(first_bad, sizeof first_bad, "%s", e);
+            if (!first_bad[0]) {
+                /* A file's first record that does not frame under a --compression given: said beside it (a gzip
+                 * file read as none is a "length CRC mismatch"; a plain one read as gzip "incorrect header check"). */
+                const int forced = st != TFR_RECORD && tfr_reader_record_index(r) == 0 && compression != IO_COMPRESSION_AUTO;
+                snprintf(first_bad, sizeof first_bad, "%.880s%s%s%s", e, forced ? " (read as --compression " : "",
+                         forced ? io_compression_name(compression) : "",
+                         forced ? "; --compression auto tells none, gzip and zlib apart by their first bytes)" : "");
+            }
             if (!skip_corrupt) {
                 stop = 1;
                 break;

@@ -750,6 +750,14 @@ static void test_probe(void) {
         CHECK_CONTAINS(err, "record 0 at offset 0: image 'image/encoded' is an encoded JPEG file (20 bytes)");
         CHECK_CONTAINS(err, "tower convert --from imagefolder");
     }
+    /* A gzip file read as --compression none: the refusal says how it was read and what tells the kinds apart. */
+    const char *gz = io_tmp("probe-gzip.tfrecord");
+    write_float_records(gz, IO_COMPRESSION_GZIP, 0.0f);
+    char *gz_only[1] = {(char *)gz};
+    CHECK(io_probe_image_shape(gz_only, 1, "image_raw", IO_COMPRESSION_NONE, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == -1);
+    CHECK_CONTAINS(err, "probe-gzip.tfrecord: record 0 at offset 0: ");
+    CHECK_CONTAINS(err, "(read as --compression none; --compression auto tells none, gzip and zlib apart by their first bytes)");
+    CHECK(io_probe_image_shape(gz_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == 0);
     /* A height without a width. */
     example_builder_reset(&b);
     example_add_bytes(&b, "image_raw", good_img, sizeof good_img);
