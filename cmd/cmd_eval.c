@@ -68,7 +68,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"max_image_pixels", FLAG_INT, &o->max_image_pixels, CMD_MAX_IMAGE_PIXELS_HELP, FLAG_RANGE(1, IMAGEFOLDER_MAX_PIXELS, "[]", NULL)},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes) (0: the checkpoint's)", FLAG_RANGE(0, 1 << 16, "[]", "0: the checkpoint's")},
-        {"image_size", FLAG_INT, &o->image_size, "cifar10: central crop to image_size x image_size (0: the checkpoint's)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},
+        {"image_size", FLAG_INT, &o->image_size, "cifar10 on TFRecords: central crop to image_size x image_size (0: the checkpoint's; an image folder is resized to the model's input: --resize_mode)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},
         {"no_moving_average", FLAG_BOOL, &o->no_moving_average, "evaluate the raw variables, not their moving averages"},
         {"confusion_matrix", FLAG_BOOL, &o->confusion_matrix, "print the confusion matrix (rows: true class, columns: predicted)"},
         {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
@@ -301,6 +301,22 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         if (!(listing = convert_open_imagefolder(o->data, &ic, err, sizeof err))) {
             cmd_errorf("tower eval: %s\n", err);
             goto done;
+        }
+        if (!labels_file) { /* no class list: label k is the k-th folder name, sorted, which nothing checks */
+            int n_folders = 0;
+            (void)imagefolder_classes(listing, &n_folders);
+            char safe[1100];
+            escape_str(safe, sizeof safe, o->data);
+            if (n_folders != spec->num_classes) { /* a folder lacking a class renumbered the rest: 0 of 268 */
+                cmd_errorf("tower eval: %s holds %d class folder%s and the model has %d outputs, and the checkpoint "
+                           "has no labels.txt to map the folders to its classes by name: give --labels FILE (the "
+                           "training run's class names, one a line, in label order)\n", safe, n_folders,
+                           n_folders == 1 ? "" : "s", spec->num_classes);
+                goto done;
+            }
+            cmd_errorf("tower eval: note: %s's classes are its folder names in sorted order (the checkpoint has no "
+                       "labels.txt): label k is the k-th; give --labels FILE where training numbered them otherwise\n",
+                       safe);
         }
     }
     /* The batch: at most the examples the set holds, where they are counted (a folder's listing; one pass over

@@ -333,3 +333,26 @@ set -e
 grep -qF "five/a/t.png: a 1 x 5000 image does not scale to 1024 x 5120000 within 268435456 pixels (skipped)" "$work/five.err" ||
   fail "convert did not skip the 1 x 5000 image at a 1024 centre crop: $(cat "$work/five.err")"
 echo "ok: elongated images: a side over 65535 named, a centre crop's size not wrapped, convert bounded as train"
+
+# ---- eval of a folder against a checkpoint without labels.txt (a model trained on TFRecords that had none): a
+#      folder lacking a class is refused (the folders after it were renumbered: 0 of 268 correct, exit 0), and
+#      where the counts agree a note says the classes are the sorted folder names
+cp -r "$work/big_run" "$work/nolab_run"
+rm -f "$work/nolab_run/labels.txt"
+mkdir -p "$work/one_class"
+cp -r "$work/big/b" "$work/one_class/"
+set +e
+"$tower" eval --data "$work/one_class" --checkpoint_dir "$work/nolab_run" --eval_dir none --max_image_pixels 5000000 \
+  >/dev/null 2>"$work/nolab.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -qF "one_class holds 1 class folder and the model has 2 outputs, and the checkpoint has no labels.txt to map the folders to its classes by name: give --labels FILE" "$work/nolab.err" ||
+  fail "eval of a folder lacking a class, no labels.txt: exit $rc, $(cat "$work/nolab.err")"
+"$tower" eval --data "$work/big" --checkpoint_dir "$work/nolab_run" --eval_dir none --no_progress \
+  --max_image_pixels 5000000 >"$work/nolab.out" 2>"$work/nolab.err" || fail "eval without labels.txt: $(cat "$work/nolab.err")"
+grep -qF "tower eval: note: $work/big's classes are its folder names in sorted order (the checkpoint has no labels.txt)" "$work/nolab.err" ||
+  fail "eval without labels.txt: no note that the classes are the sorted folder names: $(cat "$work/nolab.err")"
+printf 'a\nb\n' >"$work/ab.txt"
+"$tower" eval --data "$work/one_class" --checkpoint_dir "$work/nolab_run" --eval_dir none --no_progress --labels "$work/ab.txt" \
+  --max_image_pixels 5000000 >/dev/null 2>"$work/nolab.err" || fail "eval of one class with --labels: $(cat "$work/nolab.err")"
+echo "ok: eval of a folder without the checkpoint's labels.txt: a missing class refused, the folder order noted, --labels maps"
