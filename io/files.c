@@ -275,6 +275,14 @@ static const char *encoded_image_kind(const uint8_t *img, size_t n_bytes) {
     return NULL;
 }
 
+/* -1 with why: the image feature holds an encoded file (kind: "JPEG") of n_bytes, and the way in. */
+static int encoded_refusal(const char *image_key, const char *kind, size_t n_bytes, char *why, size_t why_n) {
+    snprintf(why, why_n, "image '%s' is an encoded %s file (%zu bytes), where Tower's TFRecords hold raw pixels "
+             "(uint8 H x W x C): write the images to a folder DIR/<class>/ and give --data DIR, or make raw "
+             "TFRecords of it with tower convert --from imagefolder", image_key, kind, n_bytes);
+    return -1;
+}
+
 /* The image shape of one decoded record (ex, NULL when its payload did not parse): 0, or -1 with why. */
 static int probe_example(const Tensorflow__Example *ex, const char *image_key, int *H, int *W, int *C, int *is_float,
                          char *why, size_t why_n) {
@@ -297,13 +305,9 @@ static int probe_example(const Tensorflow__Example *ex, const char *image_key, i
                       feature_kind_name(feature_kind(f)));
         return -1;
     }
+    /* An encoded file's first bytes, said where the size does not fit raw pixels (raw pixels may begin with the
+     * same bytes: a first pixel of 255, 216, 255). */
     const char *encoded = img ? encoded_image_kind(img, n_values) : NULL;
-    if (encoded) {
-        snprintf(why, why_n, "image '%s' is an encoded %s file (%zu bytes), where Tower's TFRecords hold raw pixels "
-                 "(uint8 H x W x C): write the images to a folder DIR/<class>/ and give --data DIR, or make raw "
-                 "TFRecords of it with tower convert --from imagefolder", image_key, encoded, n_values);
-        return -1;
-    }
     int64_t h = 0, w = 0, c = 0;
     int fh = optional_int64(ex, "height", &h, why, why_n);
     int fw = fh < 0 ? 0 : optional_int64(ex, "width", &w, why, why_n);
@@ -320,10 +324,11 @@ static int probe_example(const Tensorflow__Example *ex, const char *image_key, i
             c = hw_ok && n_values >= (size_t)(h * w) && n_values % (size_t)(h * w) == 0 ? (int64_t)(n_values / (size_t)(h * w)) : 1;
         }
         if (example_check_image_shape(image_key, n_values, *is_float ? "floats" : "bytes", h, w, c, why, why_n) != 0)
-            return -1;
+            return encoded ? encoded_refusal(image_key, encoded, n_values, why, why_n) : -1;
     } else {
         size_t s = (size_t)llround(sqrt((double)n_values));
         if (n_values == 0 || s * s != n_values) {
+            if (encoded) return encoded_refusal(image_key, encoded, n_values, why, why_n);
             snprintf(why, why_n, "cannot infer the shape of image '%s' (%zu %s, not a square): add height, width and "
                      "depth features", image_key, n_values, *is_float ? "floats" : "bytes");
             return -1;

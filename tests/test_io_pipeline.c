@@ -758,6 +758,18 @@ static void test_probe(void) {
     CHECK_CONTAINS(err, "probe-gzip.tfrecord: record 0 at offset 0: ");
     CHECK_CONTAINS(err, "(read as --compression none; --compression auto tells none, gzip and zlib apart by their first bytes)");
     CHECK(io_probe_image_shape(gz_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == 0);
+    /* Raw pixels that begin as a JPEG does (255, 216, 255) and fit their shape are raw pixels. */
+    uint8_t jpeg_like[16];
+    memset(jpeg_like, 9, sizeof jpeg_like);
+    memcpy(jpeg_like, jpeg, 4);
+    example_builder_reset(&b);
+    example_add_bytes(&b, "image_raw", jpeg_like, sizeof jpeg_like);
+    const uint8_t *raw;
+    const size_t raw_n = example_builder_encode(&b, &raw);
+    const uint8_t *one_raw[1] = {raw};
+    write_payloads(bad_first, one_raw, &raw_n, 1);
+    CHECK(io_probe_image_shape(bad_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == 0);
+    CHECK_MSG(H == 4 && W == 4 && C == 1, "raw pixels beginning ff d8 ff: %d x %d x %d", H, W, C);
     /* A height without a width. */
     example_builder_reset(&b);
     example_add_bytes(&b, "image_raw", good_img, sizeof good_img);
