@@ -390,11 +390,13 @@ static int plan_towers(Trainer *tr, TowerGroupConfig *tc, char *err, size_t err_
      * towers of one thread each unless the environment chose, cmd/main.c), the server
      * takes every thread: mnist's 2 towers on 2 cores, average 3.6 -> 2.0 ms, update
      * 4.7 -> 2.9 ms, the towers' forward and backward unchanged (bench/RESULTS.md). */
-    /* The ranks of a job on one host that run towers share its cores (--ps_dedicated's server-only ranks run
-     * none: their loops run while the workers wait, so a worker's tower gets the threads a tower of one
-     * process of the workers' towers gets, and steps bitwise as it: a layer's bits depend on its threads);
-     * OMP_NUM_THREADS (or a narrower affinity mask, which omp_get_max_threads reflects) caps them. */
-    const int local_servers = o->ps_dedicated && o->ps_ranks > 0 ? ranks_local_below(o->ps_ranks) : 0;
+    /* The ranks of a job on one host that run towers share its cores (--ps_dedicated's synchronous server-only
+     * ranks run none, and their loops run while the workers wait, so a worker's tower gets the threads a tower
+     * of one process of the workers' towers gets, and steps bitwise as it: a layer's bits depend on its threads;
+     * an asynchronous server applies while the workers compute, so it keeps its share); OMP_NUM_THREADS (or a
+     * narrower affinity mask, which omp_get_max_threads reflects) caps them. */
+    const int local_servers =
+        o->ps_dedicated && o->ps_ranks > 0 && o->sync_replicas ? ranks_local_below(o->ps_ranks) : 0;
     const int local_towered = ranks_local_size() - local_servers > 0 ? ranks_local_size() - local_servers : 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN) / local_towered;
     if (cores > omp_get_max_threads()) cores = omp_get_max_threads();
