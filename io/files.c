@@ -268,13 +268,6 @@ static int optional_int64(const Tensorflow__Example *ex, const char *key, int64_
     return example_get_int64(ex, key, value, why, why_n) == 0 ? 1 : -1;
 }
 
-/* The first bytes of an encoded image (a tf_cnn_benchmarks or TF-slim `image/encoded` feature), or NULL. */
-static const char *encoded_image_kind(const uint8_t *img, size_t n_bytes) {
-    if (n_bytes >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff) return "JPEG";
-    if (n_bytes >= 8 && !memcmp(img, "\x89PNG\r\n\x1a\n", 8)) return "PNG";
-    return NULL;
-}
-
 /* -1 with why: the image feature holds an encoded file (kind: "JPEG") of n_bytes, and the way in. */
 static int encoded_refusal(const char *image_key, const char *kind, size_t n_bytes, char *why, size_t why_n) {
     snprintf(why, why_n, "image '%s' is an encoded %s file (%zu bytes), where Tower's TFRecords hold raw pixels "
@@ -307,7 +300,7 @@ static int probe_example(const Tensorflow__Example *ex, const char *image_key, i
     }
     /* An encoded file's first bytes, said where the size does not fit raw pixels (raw pixels may begin with the
      * same bytes: a first pixel of 255, 216, 255). */
-    const char *encoded = img ? encoded_image_kind(img, n_values) : NULL;
+    const char *encoded = img ? imagefolder_encoded_kind(img, n_values) : NULL;
     int64_t h = 0, w = 0, c = 0;
     int fh = optional_int64(ex, "height", &h, why, why_n);
     int fw = fh < 0 ? 0 : optional_int64(ex, "width", &w, why, why_n);

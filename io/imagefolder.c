@@ -574,11 +574,17 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     return 0;
 }
 
+const char *imagefolder_encoded_kind(const uint8_t *bytes, size_t n_bytes) {
+    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (n_bytes >= 8 && !memcmp(bytes, png_sig, 8)) return "PNG";
+    if (n_bytes >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff) return "JPEG";
+    return NULL;
+}
+
 /* The format from the first n bytes of path: 1 PNG, 2 JPEG, or -1 with err. */
 static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *err, size_t err_n) {
-    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (n >= 8 && !memcmp(magic, png_sig, 8)) return 1;
-    if (n >= 3 && magic[0] == 0xff && magic[1] == 0xd8 && magic[2] == 0xff) return 2;
+    const char *kind = imagefolder_encoded_kind(magic, n);
+    if (kind) return kind[0] == 'P' ? 1 : 2;
     if (n == 0) snprintf(err, err_n, "%s: empty file, not an image", path);
     else snprintf(err, err_n, "%s: not a PNG or JPEG image (first bytes %02x %02x)", path, magic[0], n > 1 ? magic[1] : 0);
     return -1;

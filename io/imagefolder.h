@@ -166,6 +166,10 @@ long imagefolder_n_skipped(const ConvertSource *src);
  * then rename).  Returns 0, or -1 with one line in err. */
 int imagefolder_write_labels(const ConvertSource *src, const char *path, char *err, size_t err_n_bytes);
 
+/* "PNG" or "JPEG" where bytes (n_bytes) begin as that format's file does (the decoder's own test, and
+ * the shape probe's for an encoded image inside a TFRecord), else NULL. */
+const char *imagefolder_encoded_kind(const uint8_t *bytes, size_t n_bytes);
+
 /* Decodes the PNG or JPEG file at path to 8-bit RGB: *pixels (H, W, 3) is
  * malloc'ed for the caller.  Returns 0, or -1 with one line in err
  * ("PATH: ...").  On success err is "", or one warning line for a JPEG
