@@ -16,6 +16,27 @@
  * grads stays in L1 while every tower's slice is added into it. */
 #define PS_AVG_BLOCK_FLOATS 2048
 
+/* Floats of one slice of the block: n_params rounded up to whole pages, so
+ * every slice starts on a page. */
+static size_t slice_n_floats_of(size_t n_params) {
+    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
+    return (n_params + align_floats - 1) / align_floats * align_floats;
+}
+
+/* Slices of the block: params, the mean gradient (none for a server of no
+ * towers), the n_state slots and moving averages unless keep holds them
+ * apart, and one per tower. */
+static size_t block_n_slices(size_t n_state, int n_towers, int keep) {
+    return 1 + (n_towers > 0 ? 1 : 0) + (keep ? 0 : n_state) + (size_t)(n_towers > 0 ? n_towers : 0);
+}
+
+/* With keep: the bytes of the n_state slots and moving averages that are
+ * touched, only the kept variables' pages, each variable's range at most a
+ * page more. */
+static size_t kept_state_n_bytes(size_t n_state, size_t kept_n_floats, int n_vars) {
+    return n_state * (kept_n_floats * sizeof(float) + (size_t)n_vars * PS_SLICE_ALIGN_BYTES);
+}
+
 void ps_config_defaults(PsConfig *c) {
     optimizer_config_defaults(&c->opt);
     c->lr = (LrSchedule){.kind = LR_EXPONENTIAL, .initial_lr = 0.01f, .decay_factor = 1.0f, .staircase = 1};
@@ -41,12 +62,10 @@ ParamServer *ps_create(const ModelSpec *spec, int n_towers, const PsConfig *cfg,
 
     ps->n_slots = optimizer_slots(&cfg->opt, &ps->slot_info);
     const int has_ema = cfg->ema_decay > 0.0f;
-    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
-    const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
+    const size_t slice_n_floats = slice_n_floats_of(spec->n_params);
     const size_t n_state = (size_t)ps->n_slots + (size_t)has_ema; /* the slots and ema */
     const size_t n_grads = n_towers > 0 ? 1 : 0; /* a server of no towers averages nothing of its own */
-    const size_t n_slices = 1 + n_grads + (cfg->keep ? 0 : n_state) + (size_t)n_towers; /* params, grads, ... */
-    ps->block_n_bytes = n_slices * slice_n_floats * sizeof(float);
+    ps->block_n_bytes = block_n_slices(n_state, n_towers, cfg->keep != NULL) * slice_n_floats * sizeof(float);
     ps->block = alloc.alloc(ps->block_n_bytes, alloc.ctx);
     if (cfg->keep && ps->block && n_state > 0) ps->state_block = calloc(n_state * slice_n_floats, sizeof(float));
     if (!ps->block || (cfg->keep && n_state > 0 && !ps->state_block)) {
@@ -179,25 +198,20 @@ int ps_apply_gradients(ParamServer *ps) {
 size_t ps_plan_n_bytes(const ModelSpec *spec, int n_towers, const PsConfig *cfg) {
     const OptSlot *slot_info;
     const size_t n_state = (size_t)optimizer_slots(&cfg->opt, &slot_info) + (cfg->ema_decay > 0.0f ? 1 : 0);
-    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
-    const size_t slice_n_floats = (spec->n_params + align_floats - 1) / align_floats * align_floats;
-    const size_t n_slices = 1 + (n_towers > 0 ? 1 : 0) + (cfg->keep ? 0 : n_state) + (size_t)(n_towers > 0 ? n_towers : 0);
-    size_t kept_n_floats = 0; /* with keep: only the kept variables' slots and ema are touched (ps_host_n_bytes) */
+    size_t kept_n_floats = 0;
     for (int v = 0; cfg->keep && v < spec->n_vars; v++)
         if (cfg->keep[v]) kept_n_floats += spec->vars[v].n_floats;
-    const size_t state_n_bytes =
-        cfg->keep ? n_state * (kept_n_floats * sizeof(float) + (size_t)spec->n_vars * PS_SLICE_ALIGN_BYTES) : 0;
-    return n_slices * slice_n_floats * sizeof(float) + state_n_bytes;
+    const size_t block_n_bytes =
+        block_n_slices(n_state, n_towers, cfg->keep != NULL) * slice_n_floats_of(spec->n_params) * sizeof(float);
+    return block_n_bytes + (cfg->keep ? kept_state_n_bytes(n_state, kept_n_floats, spec->n_vars) : 0);
 }
 
 size_t ps_host_n_bytes(const ParamServer *ps) {
-    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
-    const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;
+    const size_t slice_n_floats = slice_n_floats_of(ps->spec.n_params);
     const size_t per_replica = 1 + (size_t)ps->n_slots;
     size_t n_bytes = sizeof *ps + ps->block_n_bytes + ((size_t)ps->n_towers + 1) * sizeof(float *);
-    if (ps->state_block) /* only the kept variables' pages are touched, each range at most a page more */
-        n_bytes += ((size_t)ps->n_slots + (ps->ema ? 1 : 0)) *
-                   (ps->kept_n_floats * sizeof(float) + (size_t)ps->spec.n_vars * PS_SLICE_ALIGN_BYTES);
+    if (ps->state_block)
+        n_bytes += kept_state_n_bytes((size_t)ps->n_slots + (ps->ema ? 1 : 0), ps->kept_n_floats, ps->spec.n_vars);
     if (ps->n_replicas > 0)
         n_bytes += (size_t)ps->n_replicas * (per_replica * slice_n_floats * sizeof(float) + (1 + OPT_MAX_SLOTS) * sizeof(float *));
     return n_bytes;
@@ -205,8 +219,7 @@ size_t ps_host_n_bytes(const ParamServer *ps) {
 
 int ps_create_replicas(ParamServer *ps, int n_replicas) {
     if (n_replicas < 1 || ps->n_replicas > 0) return -1;
-    const size_t align_floats = PS_SLICE_ALIGN_BYTES / sizeof(float);
-    const size_t slice_n_floats = (ps->spec.n_params + align_floats - 1) / align_floats * align_floats;
+    const size_t slice_n_floats = slice_n_floats_of(ps->spec.n_params);
     const size_t per_replica = 1 + (size_t)ps->n_slots;
     float **params = calloc((size_t)n_replicas, sizeof *params);
     float **slots = calloc((size_t)n_replicas * OPT_MAX_SLOTS, sizeof *slots);
