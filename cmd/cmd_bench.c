@@ -168,9 +168,23 @@ static int bench_list(const char *flag, const char *list, char *buf, size_t buf_
     return 0;
 }
 
-/* The items (n) of --flag as integers in [lo, hi] (what: "a tower count") into out, each once ("1" and "01" name
- * one tower count): 0, or -1 after one line naming the item. */
+/* Whether values[i], the value of items[i] of --flag, is an earlier item's ("1" and "01" name one tower count):
+ * 1 after one line naming both, else 0. */
+static int bench_repeats(const char *flag, char *const *items, const double *values, int i) {
+    for (int j = 0; j < i; j++) {
+        if (values[j] == values[i]) {
+            cmd_errorf("tower bench: --%s names %s and %s, the same value (--repeat measures a configuration again)\n",
+                       flag, items[j], items[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The items (n, at most BENCH_MAX_LIST: bench_list's) of --flag as integers in [lo, hi] (what: "a tower count")
+ * into out, each once: 0, or -1 after one line naming the item. */
 static int bench_int_list(const char *flag, char *const *items, int n, long lo, long hi, const char *what, int *out) {
+    double values[BENCH_MAX_LIST];
     for (int i = 0; i < n; i++) {
         char *end;
         const long v = strtol(items[i], &end, 10);
@@ -179,13 +193,8 @@ static int bench_int_list(const char *flag, char *const *items, int n, long lo, 
             return -1;
         }
         out[i] = (int)v;
-        for (int j = 0; j < i; j++) {
-            if (out[j] == out[i]) {
-                cmd_errorf("tower bench: --%s names %s and %s, the same value (--repeat measures a configuration "
-                           "again)\n", flag, items[j], items[i]);
-                return -1;
-            }
-        }
+        values[i] = (double)v;
+        if (bench_repeats(flag, items, values, i)) return -1;
     }
     return 0;
 }
@@ -897,12 +906,21 @@ static void print_net_hosts(const BenchOptions *bo, const NetFacts *nf, const Ho
 
 /* ---- output ---- */
 
-static void print_table(const BenchRow *rows, int n_rows, int predict) {
-    int wm = 8, wd = 16; /* the model and mode columns: as wide as their longest name (mobilenet_v2, replicated_mpi_allreduce) */
+/* The model and mode columns' widths (*wm, *wd): as wide as the longest name among the rows printed (mobilenet_v2,
+ * replicated_mpi_allreduce; ranks_only: the rows of the ranks table), at least 8 and 16. */
+static void name_widths(const BenchRow *rows, int n_rows, int ranks_only, int *wm, int *wd) {
+    *wm = 8, *wd = 16;
     for (int i = 0; i < n_rows; i++) {
-        if ((int)strlen(rows[i].model) > wm) wm = (int)strlen(rows[i].model);
-        if ((int)strlen(trainer_mode_name(rows[i].mode)) > wd) wd = (int)strlen(trainer_mode_name(rows[i].mode));
+        if (ranks_only && isnan(rows[i].local_avg_ms)) continue;
+        const int m = (int)strlen(rows[i].model), d = (int)strlen(trainer_mode_name(rows[i].mode));
+        if (m > *wm) *wm = m;
+        if (d > *wd) *wd = d;
     }
+}
+
+static void print_table(const BenchRow *rows, int n_rows, int predict) {
+    int wm, wd;
+    name_widths(rows, n_rows, 0, &wm, &wd);
     printf("\n%-*s %-*s %6s %6s %24s %24s %8s %6s | %7s %7s %8s %7s %7s %7s%s\n", wm, "model", wd, "mode", "towers", "batch",
            "img/s (min-max of runs)", "step ms median (p10-p90)", "speedup", "eff", "input", "copy", "fwd+bwd", "reduce",
            "apply", "other", predict ? " | predicted ms" : "");
@@ -939,12 +957,8 @@ static void print_ranks_table(const BenchRow *rows, int n_rows, const PingPong *
                    pingpong_sizes[k] / (pp->rtt_sec[k] / 2) / 1e9, k + 1 < PINGPONG_N_SIZES ? "," : "");
         else if (k == 0) printf(" none (one rank)");
     }
-    int wm = 8, wd = 15; /* as print_table's */
-    for (int i = 0; i < n_rows; i++) {
-        if (isnan(rows[i].local_avg_ms)) continue;
-        if ((int)strlen(rows[i].model) > wm) wm = (int)strlen(rows[i].model);
-        if ((int)strlen(trainer_mode_name(rows[i].mode)) > wd) wd = (int)strlen(trainer_mode_name(rows[i].mode));
-    }
+    int wm, wd;
+    name_widths(rows, n_rows, 1, &wm, &wd);
     printf("\n%-*s %-*s %5s %7s %6s %6s %9s %8s | %8s | %8s %9s %7s %7s | %8s %7s | %7s | %9s %9s | %14s\n",
            wm, "model", wd, "mode", "ranks", "servers", "towers", "batch", "img/s", "step ms", "fwd+bwd", "reduce", "local avg",
            "push", "gather",
@@ -1351,13 +1365,7 @@ static int bench_main(int argc, char **argv) {
             cmd_errorf("tower bench: --predict_link_gbits: '%s' is not a link speed in (0, 1e6] Gb/s\n", gbit_items[i]);
             return 2;
         }
-        for (int j = 0; j < i; j++) {
-            if (gbits[j] == gbits[i]) {
-                cmd_errorf("tower bench: --predict_link_gbits names %s and %s, the same value\n", gbit_items[j],
-                           gbit_items[i]);
-                return 2;
-            }
-        }
+        if (bench_repeats("predict_link_gbits", gbit_items, gbits, i)) return 2;
     }
     if (bench_int_list("predict_host_counts", host_items, n_hosts, 1, BENCH_MAX_RANKS, "a host count", hosts)) return 2;
     if ((o.predict_only || o.predict_hosts) && n_nets < 1) {
