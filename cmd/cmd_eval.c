@@ -153,15 +153,22 @@ static long max_examples(const ConvertSource *listing, char **files, int n_files
     return bound > (uint64_t)LONG_MAX ? LONG_MAX : (long)bound;
 }
 
+/* What one run of eval carries from one evaluation to the next (--eval_interval_secs evaluates many). */
+typedef struct {
+    EventWriter *events; /* opened by the first evaluation (NULL until then, and with --eval_dir none); the caller
+                            closes it */
+    int said_folder_order; /* the note that an image folder's classes are its sorted folder names was printed */
+} EvalRun;
+
 /* One evaluation of the checkpoint read from path (ck and spec, from
  * cmd_read_checkpoint; the caller frees them): the checks against the
  * flags, the data, one pass over it, the lines on stdout and, unless
- * --eval_dir none, one event at the checkpoint's global step.  *events_io is
- * opened here when NULL (the first evaluation) and left open: the caller
- * closes it.  Returns 0; 1 after one line on stderr; 2 when SIGINT or
- * SIGTERM arrived while watching (nothing printed or recorded for it). */
+ * --eval_dir none, one event at the checkpoint's global step.  run->events
+ * is opened here when NULL (the first evaluation) and left open.  Returns
+ * 0; 1 after one line on stderr; 2 when SIGINT or SIGTERM arrived while
+ * watching (nothing printed or recorded for it). */
 static int eval_checkpoint(const EvalOptions *o, int compression, const char *path, const CkptContents *ck,
-                           const ModelSpec *spec, EventWriter **events_io) {
+                           const ModelSpec *spec, EvalRun *run) {
     char err[1024];
     if (o->num_classes > 0 && o->num_classes != spec->num_classes) {
         cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o->num_classes, path,
@@ -187,7 +194,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     float *logits = NULL;
     long *confusion = NULL;
     /* The events file: opened at the first evaluation, kept open by the caller for the next. */
-    if (!*events_io) {
+    if (!run->events) {
         char edir[4096];
         events_dir(edir, sizeof edir, o->eval_dir, path);
         size_t made_n_bytes;
@@ -196,12 +203,12 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
                     edir, strerror(errno));
             goto done;
         }
-        if (edir[0] && !(*events_io = event_writer_open(edir, err, sizeof err))) {
+        if (edir[0] && !(run->events = event_writer_open(edir, err, sizeof err))) {
             cmd_errorf("tower eval: %s (--eval_dir none writes no events file)\n", err);
             goto done;
         }
     }
-    EventWriter *events = *events_io;
+    EventWriter *events = run->events;
     const int image_folder = imagefolder_is_folder(o->data);
     char ckpt_labels[4096];
     const char *labels_file = o->labels[0] ? o->labels : NULL;
@@ -335,9 +342,11 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
                            n_folders == 1 ? "" : "s", spec->num_classes);
                 goto done;
             }
-            cmd_errorf("tower eval: note: %s's classes are its folder names in sorted order (the checkpoint has no "
-                       "labels.txt): label k is the k-th; give --labels FILE where training numbered them otherwise\n",
-                       safe);
+            if (!run->said_folder_order)
+                cmd_errorf("tower eval: note: %s's classes are its folder names in sorted order (the checkpoint has "
+                           "no labels.txt): label k is the k-th; give --labels FILE where training numbered them "
+                           "otherwise\n", safe);
+            run->said_folder_order = 1;
         }
     }
     /* The batch: at most the examples the set holds, where they are counted (a folder's listing; one pass over
@@ -580,7 +589,7 @@ static int eval_watch(const EvalOptions *o, int compression) {
     escape_str(safe_dir, sizeof safe_dir, o->checkpoint_dir);
     printf("%s: watching %s for new checkpoints every %d s (%s)\n", ts, safe_dir, o->eval_interval_secs, until);
     fflush(stdout);
-    EventWriter *events = NULL;
+    EvalRun run = {0};
     EvalFileId last = {.path = ""};
     long n_evals = 0, last_step = -1;
     int rc = 0, said_waiting = 0, passed_over = 0;
@@ -614,7 +623,7 @@ static int eval_watch(const EvalOptions *o, int compression) {
                 break;
             }
             passed_over = 0;
-            const int r = eval_checkpoint(o, compression, path, &ck, &spec, &events);
+            const int r = eval_checkpoint(o, compression, path, &ck, &spec, &run);
             const long step = ck.global_step;
             ckpt_contents_free(&ck);
             if (r == 2) break;
@@ -638,7 +647,7 @@ static int eval_watch(const EvalOptions *o, int compression) {
                n_evals, n_evals == 1 ? "" : "s", last_s);
         rc = 128 + eval_stop;
     }
-    if (event_writer_close(events, err, sizeof err) != 0 && rc == 0) {
+    if (event_writer_close(run.events, err, sizeof err) != 0 && rc == 0) {
         cmd_errorf("tower eval: %s\n", err);
         rc = 1;
     }
@@ -694,9 +703,9 @@ int cmd_eval(int argc, char **argv) {
     CkptContents ck;
     ModelSpec spec;
     if (cmd_open_checkpoint("eval", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
-    EventWriter *events = NULL;
-    int exit_code = eval_checkpoint(&o, compression, path, &ck, &spec, &events);
-    if (event_writer_close(events, err, sizeof err) != 0 && exit_code == 0) {
+    EvalRun run = {0};
+    int exit_code = eval_checkpoint(&o, compression, path, &ck, &spec, &run);
+    if (event_writer_close(run.events, err, sizeof err) != 0 && exit_code == 0) {
         cmd_errorf("tower eval: %s\n", err);
         exit_code = 1;
     }

@@ -352,6 +352,24 @@ set -e
   --max_image_pixels 5000000 >"$work/nolab.out" 2>"$work/nolab.err" || fail "eval without labels.txt: $(cat "$work/nolab.err")"
 grep -qF "tower eval: note: $work/big's classes are its folder names in sorted order (the checkpoint has no labels.txt)" "$work/nolab.err" ||
   fail "eval without labels.txt: no note that the classes are the sorted folder names: $(cat "$work/nolab.err")"
+# Watching: the note once, however many checkpoints are evaluated (the checkpoint rewritten is a new file).
+ckpt=$(ls "$work/nolab_run"/model.ckpt-* | head -n 1)
+"$tower" eval --data "$work/big" --checkpoint_dir "$work/nolab_run" --eval_dir none --no_progress \
+  --max_image_pixels 5000000 --eval_interval_secs 1 >"$work/watch.out" 2>"$work/watch.err" &
+watch_pid=$!
+evals() { grep -c "precision @ 1 = " "$work/watch.out" 2>/dev/null || true; }
+for _ in $(seq 600); do [ "$(evals)" -ge 1 ] && break; sleep 0.1; done
+cp "$ckpt" "$ckpt.copy" && mv "$ckpt.copy" "$ckpt"
+for _ in $(seq 600); do [ "$(evals)" -ge 2 ] && break; sleep 0.1; done
+kill -TERM "$watch_pid"
+set +e
+wait "$watch_pid"
+rc=$?
+set -e
+[ "$rc" -eq 143 ] && [ "$(evals)" -ge 2 ] ||
+  fail "watching without labels.txt: exit $rc, $(evals) evaluations: $(cat "$work/watch.out" "$work/watch.err")"
+[ "$(grep -c "sorted order" "$work/watch.err")" -eq 1 ] ||
+  fail "watching without labels.txt: the folder-order note is not printed once: $(cat "$work/watch.err")"
 printf 'a\nb\n' >"$work/ab.txt"
 "$tower" eval --data "$work/one_class" --checkpoint_dir "$work/nolab_run" --eval_dir none --no_progress --labels "$work/ab.txt" \
   --max_image_pixels 5000000 >/dev/null 2>"$work/nolab.err" || fail "eval of one class with --labels: $(cat "$work/nolab.err")"
