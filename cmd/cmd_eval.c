@@ -190,8 +190,9 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     int n_files = 0, H, W, C, is_float, exit_code = 1;
     Pipeline *pipe = NULL;
     ConvertSource *listing = NULL; /* an image folder's, listed once: the count and the pipeline's files */
-    ModelActs *acts = NULL;
-    float *logits = NULL;
+    ModelActs *acts = NULL; /* for acts_batch examples: the first batch's, made when it arrives */
+    int acts_batch = 0;
+    float *logits = NULL; /* (acts_batch, num_classes) */
     long *confusion = NULL;
     /* The events file: opened at the first evaluation, kept open by the caller for the next. */
     if (!run->events) {
@@ -401,18 +402,19 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     }
     if (!eval_memory_fits(&pc, spec, batch, image_n_bytes, 1)) goto done;
     pipe = pipeline_open(&pc, err, sizeof err);
-    acts = model_acts_create(spec, batch);
-    if (acts) model_acts_set_training(acts, 0); /* evaluation: batch norm's moving statistics, no dropout */
-    logits = malloc((size_t)batch * spec->num_classes * sizeof(float));
     confusion = calloc((size_t)spec->num_classes * spec->num_classes, sizeof(long));
     if (!pipe) {
         cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
-    if (!acts || !logits || !confusion) {
-        cmd_errorf("tower eval: out of memory for batch %d\n", batch);
+    if (!confusion) {
+        cmd_errorf("tower eval: out of memory for a %d x %d confusion matrix\n", spec->num_classes,
+                   spec->num_classes);
         goto done;
     }
+    /* The activations and logits: for the first batch's examples, the most any batch holds (only the last is
+     * short); a batch larger than data whose size is not known from its files (compressed records) is not
+     * allocated whole (--batch_size 20000 on 600 gzip-compressed records held 8.5 GB, now 0.5). */
     long n_expected = live ? n_records : 0;
     progress_start(&bar, stdout, live, "eval", "ex", 0, n_expected > 0 ? n_expected : 0, 0.5);
     long n_total = 0, n_correct = 0, n_top_k = 0, n_nonfinite = 0;
@@ -430,6 +432,19 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
             progress_clear(&bar);
             exit_code = 2;
             goto done;
+        }
+        if (b->n > acts_batch) {
+            model_acts_free(acts);
+            free(logits);
+            acts = model_acts_create(spec, b->n);
+            logits = malloc((size_t)b->n * spec->num_classes * sizeof(float));
+            if (!acts || !logits) {
+                progress_clear(&bar);
+                cmd_errorf("tower eval: out of memory for batch %d\n", b->n);
+                goto done;
+            }
+            model_acts_set_training(acts, 0); /* evaluation: batch norm's moving statistics, no dropout */
+            acts_batch = b->n;
         }
         float ce;
         float total_loss = model_forward(logits, &ce, acts, b->x, b->labels, params, b->n);

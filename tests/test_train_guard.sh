@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_train_guard.sh TOWER — what `tower train` refuses before it starts and
 # how it ends without losing a run (issue 14): a memory bound the machine
-# cannot give (train and eval), a --train_dir that cannot be written, GPU
+# cannot give (train and eval; eval's batch over compressed data larger than
+# the data, held at the data's size), a --train_dir that cannot be written, GPU
 # towers asked for on a machine without a GPU (and without its driver),
 # --resume with no checkpoint, a bad record mid-run (the variables saved), a
 # second run on a busy train_dir (readers still work), divergence found at
@@ -112,6 +113,25 @@ if [ $rc -eq 1 ] && one_line "$work/evalmem.err" &&
    grep -Eq "^tower eval: not enough memory: batch 10000 needs up to [0-9.]+ GiB .* available \(TOWER_TEST_MEM_AVAILABLE_BYTES\): lower --batch_size$" "$work/evalmem.err"; then
   ok "eval: $(cat "$work/evalmem.err")"
 else bad "eval --batch_size 1048576 with 1 MB available: status $rc: $(head -c 600 "$work/evalmem.err")"; fi
+# eval makes its activations for the first batch, the most any batch holds: a batch larger than gzip-compressed data
+# (whose files bound no count) runs in 3 GiB of address space (batch 20000 made whole held 8.5 GB).  600 examples.
+gzip -dc "$src/t10k-images-idx3-ubyte.gz" >"$work/t10k-images"  # whole files: no reader cut short (pipefail)
+gzip -dc "$src/t10k-labels-idx1-ubyte.gz" >"$work/t10k-labels"
+{ printf '\x00\x00\x08\x03\x00\x00\x02\x58\x00\x00\x00\x1c\x00\x00\x00\x1c'
+  head -c $((16 + 600 * 784)) "$work/t10k-images" | tail -c $((600 * 784)); } >"$work/small-images"
+{ printf '\x00\x00\x08\x01\x00\x00\x02\x58'; head -c $((8 + 600)) "$work/t10k-labels" | tail -c 600; } \
+  >"$work/small-labels"
+"$tower" convert --from idx --images "$work/small-images" --labels "$work/small-labels" --out "$work/small_gz" \
+  --num_shards 1 --compression gzip >/dev/null
+if "$tower" --version | grep -q "sanitizer: none"; then limit_3g() { ( ulimit -v 3145728; "$@" ); }; else limit_3g() { "$@"; }; fi
+set +e
+limit_3g "$tower" eval --checkpoint_dir "$work/zero" --data "$work/small_gz-*" --eval_dir none --batch_size 20000 \
+  --no_progress >"$work/evalgz.out" 2>"$work/evalgz.err"
+rc=$?
+set -e
+if [ $rc -eq 0 ] && grep -q " of 600 examples correct" "$work/evalgz.out"; then
+  ok "eval --batch_size 20000 of 600 gzip-compressed examples in 3 GiB of address space"
+else bad "eval --batch_size 20000 of 600 gzip-compressed examples: status $rc: $(head -c 600 "$work/evalgz.err")"; fi
 
 # 2. A train_dir that cannot be written is found before the first step, summaries off.
 echo x >"$work/afile"
