@@ -157,8 +157,25 @@ static long max_examples(const ConvertSource *listing, char **files, int n_files
 typedef struct {
     EventWriter *events; /* opened by the first evaluation (NULL until then, and with --eval_dir none); the caller
                             closes it */
+    long n_recorded;       /* evaluations written to events */
     int said_folder_order; /* the note that an image folder's classes are its sorted folder names was printed */
 } EvalRun;
+
+/* Closes run's events file: 0, or 1 after one line when the close failed (where rc, the exit status so far, is
+ * 0).  A file that recorded no evaluation (the first failed, or was stopped) is removed: TensorBoard would list
+ * an empty run. */
+static int eval_run_close(EvalRun *run, int rc) {
+    char err[1024], path[4200] = "";
+    if (run->events && run->n_recorded == 0) snprintf(path, sizeof path, "%s", event_writer_path(run->events));
+    const int closed = event_writer_close(run->events, err, sizeof err);
+    run->events = NULL;
+    if (path[0]) remove(path);
+    if (closed != 0 && rc == 0) {
+        cmd_errorf("tower eval: %s\n", err);
+        return 1;
+    }
+    return rc;
+}
 
 /* One evaluation of the checkpoint read from path (ck and spec, from
  * cmd_read_checkpoint; the caller frees them): the checks against the
@@ -496,6 +513,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
             cmd_errorf("tower eval: %s\n", err);
             goto done;
         }
+        run->n_recorded++;
     }
     char ts[64];
     trainer_timestamp(ts, sizeof ts);
@@ -662,11 +680,7 @@ static int eval_watch(const EvalOptions *o, int compression) {
                n_evals, n_evals == 1 ? "" : "s", last_s);
         rc = 128 + eval_stop;
     }
-    if (event_writer_close(run.events, err, sizeof err) != 0 && rc == 0) {
-        cmd_errorf("tower eval: %s\n", err);
-        rc = 1;
-    }
-    return rc;
+    return eval_run_close(&run, rc);
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -714,16 +728,12 @@ int cmd_eval(int argc, char **argv) {
     const int compression = io_compression_parse(o.compression);
     if (o.eval_interval_secs > 0) return eval_watch(&o, compression);
 
-    char err[1024], path[4096];
+    char path[4096];
     CkptContents ck;
     ModelSpec spec;
     if (cmd_open_checkpoint("eval", o.checkpoint, o.checkpoint_dir, &ck, &spec, path, sizeof path) != 0) return 1;
     EvalRun run = {0};
-    int exit_code = eval_checkpoint(&o, compression, path, &ck, &spec, &run);
-    if (event_writer_close(run.events, err, sizeof err) != 0 && exit_code == 0) {
-        cmd_errorf("tower eval: %s\n", err);
-        exit_code = 1;
-    }
+    const int exit_code = eval_run_close(&run, eval_checkpoint(&o, compression, path, &ck, &spec, &run));
     ckpt_contents_free(&ck);
     return exit_code;
 }

@@ -439,10 +439,12 @@ static int latest_checkpoint(const char *train_dir, char *path, size_t path_n_by
     return ckpt_latest(train_dir, path, path_n_bytes) == 1;
 }
 
-/* The input failed mid-run (err): save the variables of the last step (good:
- * the failed batch never ran) unless the latest checkpoint holds them, and
- * say so in the one error line (rank 0; the other ranks only report). */
-static void save_on_input_error(Trainer *tr, const TrainerOptions *o, long last_saved, const char *err) {
+/* The run stops mid-way on an error that leaves the variables good (err:
+ * the input failed, and the failed batch never ran; the summaries could not
+ * be written): save the variables of the last step unless the latest
+ * checkpoint holds them, and say so in the one error line (rank 0; the
+ * other ranks only report). */
+static void save_on_error(Trainer *tr, const TrainerOptions *o, long last_saved, const char *err) {
     char e[1024], kept[4200];
     const long step = tr->ps->global_step;
     if (tr->rank != 0) { /* rank 0 alone writes train_dir, and saves there */
@@ -786,8 +788,13 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
     EventWriter *events = NULL;
     char events_path[4200] = ""; /* removed again when the run fails before its first step (drop_empty_events) */
     if (rank == 0 && (dopt.summary_every > 0 || dopt.histogram_every > 0)) {
-        if (!(events = event_writer_open(o.train_dir, err, sizeof err))) {
+        /* The session's start at the step it starts from: TensorBoard drops the steps an earlier file holds
+         * from there on, written past the checkpoint resumed from by a run that ended without saving them. */
+        if (!(events = event_writer_open(o.train_dir, err, sizeof err)) ||
+            event_writer_session_start(events, tr.ps->global_step, err, sizeof err) != 0) {
             cmd_errorf("tower train: %s\n", err);
+            if (events) remove(event_writer_path(events));
+            event_writer_close(events, NULL, 0);
             trainer_close(&tr, NULL, 0);
             return 1;
         }
@@ -844,7 +851,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
         if (got < 0) {
             /* The input failed (a bad record, a vanished file): the variables are the last step's, good; keep them. */
             display_finish(&disp, &tr, loss);
-            save_on_input_error(&tr, &o, last_saved, err);
+            save_on_error(&tr, &o, last_saved, err);
             exit_code = 1;
             break;
         }
@@ -900,8 +907,11 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
             double now = tower_now_sec(), secs = now - summary_start > 1e-9 ? now - summary_start : 1e-9;
             if (write_summaries(events, &tr, step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                                 summary_steps / secs, scalars_due, histograms_due, err, sizeof err) != 0) {
+                /* The variables are good: saved, as after a bad record (the run resumes from them). */
                 display_finish(&disp, &tr, loss);
-                cmd_errorf("tower train: summaries at step %ld: %s\n", step, err);
+                char what[sizeof err + 64];
+                snprintf(what, sizeof what, "summaries at step %ld: %s", step, err);
+                save_on_error(&tr, &o, last_saved, what);
                 exit_code = 1;
                 break;
             }
@@ -960,7 +970,9 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
         if (secs < 1e-9) secs = 1e-9;
         if (write_summaries(events, &tr, final_step, loss, (double)(tr.examples_consumed - summary_examples) / secs,
                             summary_steps / secs, final_scalars, final_histograms, err, sizeof err) != 0) {
-            cmd_errorf("tower train: summaries at step %ld: %s\n", final_step, err);
+            char what[sizeof err + 64];
+            snprintf(what, sizeof what, "summaries at step %ld: %s", final_step, err);
+            save_on_error(&tr, &o, last_saved, what);
             exit_code = 1;
         }
     }

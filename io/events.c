@@ -208,9 +208,18 @@ EventWriter *event_writer_open(const char *dir, char *err, size_t err_n) {
     }
     double now = event_wall_time_now();
     int k = snprintf(w->path, path_n, "%s/events.out.tfevents.%010lld.%s", dir, (long long)now, host);
-    for (int suffix = 1; stat(w->path, &sb) == 0 && suffix < 1000; suffix++)
+    /* The first free name of the second: taken and created in one step, so a second writer never shares it. */
+    int exists = 1;
+    for (int suffix = 1; suffix <= EVENTS_MAX_SUFFIX + 1; suffix++) {
+        if ((w->tfr = tfr_writer_open_new(w->path, IO_COMPRESSION_NONE, &exists, err, err_n)) || !exists) break;
         snprintf(w->path + k, path_n - (size_t)k, ".%d", suffix);
-    if (!(w->tfr = tfr_writer_open(w->path, IO_COMPRESSION_NONE, err, err_n))) {
+    }
+    if (!w->tfr) {
+        if (exists) {
+            w->path[k] = '\0';
+            snprintf(err, err_n, "%s: cannot write an events file there: %s and its .1 to .%d exist", dir, w->path,
+                     EVENTS_MAX_SUFFIX);
+        }
         free(w->path);
         free(w);
         return NULL;
@@ -225,6 +234,17 @@ EventWriter *event_writer_open(const char *dir, char *err, size_t err_n) {
         return NULL;
     }
     return w;
+}
+
+int event_writer_session_start(EventWriter *w, long step, char *err, size_t err_n) {
+    Tensorflow__SessionLog log = TENSORFLOW__SESSION_LOG__INIT;
+    log.status = TENSORFLOW__SESSION_LOG__SESSION_STATUS__START;
+    Tensorflow__Event ev = TENSORFLOW__EVENT__INIT;
+    ev.wall_time = event_wall_time_now();
+    ev.step = step;
+    ev.what_case = TENSORFLOW__EVENT__WHAT_SESSION_LOG;
+    ev.session_log = &log;
+    return write_message(w, &ev.base, err, err_n);
 }
 
 /* A new queue slot with its tag copied, or NULL with err. */

@@ -52,11 +52,21 @@ void event_histogram_free(EventHistogram *h);
 
 typedef struct EventWriter EventWriter;
 
+#define EVENTS_MAX_SUFFIX 999 /* event_writer_open's last ".N" */
+
 /* Creates dir/events.out.tfevents.<now, 10 digits>.<hostname> (a ".N"
- * suffix is added when that name is taken, so a resumed run never
- * overwrites an earlier file) and writes the file_version event.  dir must
+ * suffix, N up to EVENTS_MAX_SUFFIX, is added when that name is taken: the
+ * name is checked and created in one step, so no file is overwritten or
+ * shared with another writer) and writes the file_version event.  dir must
  * exist.  Returns NULL with one line in err when the file cannot be made. */
 EventWriter *event_writer_open(const char *dir, char *err, size_t err_n_bytes);
+
+/* Writes a SessionLog START event at step (the global step the run starts
+ * from, as TensorFlow's SummarySaverHook does): TensorBoard's readers then
+ * drop what earlier files hold at that step and after (the steps of a run
+ * that ended past its last checkpoint, then resumed from it).  Returns 0,
+ * or -1 with err (a write error). */
+int event_writer_session_start(EventWriter *w, long step, char *err, size_t err_n_bytes);
 
 /* The file's path, owned by the writer. */
 const char *event_writer_path(const EventWriter *w);

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* The fuzz target of the reader compiles this file with a tiny input buffer
@@ -463,6 +465,8 @@ struct TfrWriter {
     uint8_t *out; /* (TFR_OUT_BUFFER_N_BYTES) deflate output */
     long n_records;
     int failed;
+    uint64_t put_n_bytes;     /* uncompressed: the bytes handed to the file */
+    uint64_t flushed_n_bytes; /* uncompressed: put_n_bytes at the last tfr_writer_flush that succeeded */
 };
 
 static int ends_with(const char *s, const char *suffix) {
@@ -470,7 +474,9 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-TfrWriter *tfr_writer_open(const char *path, int compression, char *err, size_t err_n) {
+/* tfr_writer_open, and with exclusive (*exists where the name is taken) tfr_writer_open_new. */
+static TfrWriter *writer_open(const char *path, int compression, int exclusive, int *exists, char *err, size_t err_n) {
+    if (exists) *exists = 0;
     if (compression == IO_COMPRESSION_AUTO) {
         if (ends_with(path, ".gz")) compression = IO_COMPRESSION_GZIP;
         else if (ends_with(path, ".zz") || ends_with(path, ".zlib")) compression = IO_COMPRESSION_ZLIB;
@@ -487,7 +493,18 @@ TfrWriter *tfr_writer_open(const char *path, int compression, char *err, size_t 
         return NULL;
     }
     w->compression = compression;
-    w->f = fopen(path, "wb");
+    if (exclusive) {
+        const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 && !(w->f = fdopen(fd, "wb"))) close(fd);
+        if (fd < 0 && errno == EEXIST) {
+            *exists = 1;
+            free(w->path);
+            free(w);
+            return NULL;
+        }
+    } else {
+        w->f = fopen(path, "wb");
+    }
     if (!w->f) {
         set_err(err, err_n, "%s: cannot create: %s", path, strerror(errno));
         free(w->path);
@@ -510,6 +527,14 @@ TfrWriter *tfr_writer_open(const char *path, int compression, char *err, size_t 
     return w;
 }
 
+TfrWriter *tfr_writer_open(const char *path, int compression, char *err, size_t err_n) {
+    return writer_open(path, compression, 0, NULL, err, err_n);
+}
+
+TfrWriter *tfr_writer_open_new(const char *path, int compression, int *exists, char *err, size_t err_n) {
+    return writer_open(path, compression, 1, exists, err, err_n);
+}
+
 static int writer_fail(TfrWriter *w, char *err, size_t err_n, const char *what) {
     w->failed = 1;
     set_err(err, err_n, "%s: write error: %s", w->path, what);
@@ -521,6 +546,7 @@ static int writer_put(TfrWriter *w, const void *data, size_t n, int flush, char 
     if (w->failed) return writer_fail(w, err, err_n, "an earlier write failed");
     if (!w->zs_live) {
         if (n && fwrite(data, 1, n, w->f) != n) return writer_fail(w, err, err_n, strerror(errno ? errno : EIO));
+        w->put_n_bytes += n;
         return 0;
     }
     const uint8_t *p = (const uint8_t *)data;
@@ -560,6 +586,7 @@ int tfr_writer_write(TfrWriter *w, const void *data, size_t n_bytes, char *err, 
 int tfr_writer_flush(TfrWriter *w, char *err, size_t err_n) {
     if (w->zs_live && writer_put(w, NULL, 0, Z_SYNC_FLUSH, err, err_n) != 0) return -1;
     if (fflush(w->f) != 0) return writer_fail(w, err, err_n, strerror(errno));
+    w->flushed_n_bytes = w->put_n_bytes;
     return 0;
 }
 
@@ -568,11 +595,14 @@ long tfr_writer_n_records(const TfrWriter *w) { return w->n_records; }
 int tfr_writer_close(TfrWriter *w, char *err, size_t err_n) {
     if (!w) return 0;
     int rc = w->failed ? writer_fail(w, err, err_n, "an earlier write failed") : 0;
+    const int compressed = w->zs_live;
     if (w->zs_live) {
         if (rc == 0 && writer_put(w, NULL, 0, Z_FINISH, err, err_n) != 0) rc = -1;
         deflateEnd(&w->zs);
     }
     if (fclose(w->f) != 0 && rc == 0) rc = writer_fail(w, err, err_n, strerror(errno));
+    /* A partial record (a full disk, a file size limit) would end the file: cut back to the last whole one. */
+    if (rc != 0 && !compressed) (void)truncate(w->path, (off_t)w->flushed_n_bytes);
     free(w->out);
     free(w->path);
     free(w);

@@ -128,6 +128,12 @@ typedef struct TfrWriter TfrWriter;
  * with a message in err if the file cannot be created. */
 TfrWriter *tfr_writer_open(const char *path, int compression, char *err, size_t err_n_bytes);
 
+/* As tfr_writer_open, but only where no file of that name exists, checked
+ * and created in one step (O_EXCL: of two processes asking for one name,
+ * one gets it): when the name is taken, NULL with *exists = 1 and nothing
+ * in err; any other failure NULL with *exists = 0 and a message in err. */
+TfrWriter *tfr_writer_open_new(const char *path, int compression, int *exists, char *err, size_t err_n_bytes);
+
 /* Appends one record (data, n_bytes: caller-owned, not retained).  Returns 0,
  * or -1 with "<file>: write error: ..." in err (the writer is then unusable;
  * close it). */
@@ -142,7 +148,9 @@ long tfr_writer_n_records(const TfrWriter *w);
 
 /* Finishes the compressed stream, closes the file and frees the writer.
  * Returns 0, or -1 with a message if any write or the close failed (the file
- * is then incomplete).  NULL is fine (returns 0). */
+ * is then incomplete: an uncompressed one is cut back to the end of its last
+ * record tfr_writer_flush pushed, so that readers meet no partial record).
+ * NULL is fine (returns 0). */
 int tfr_writer_close(TfrWriter *w, char *err, size_t err_n_bytes);
 
 /* The framing, for callers that assemble records themselves:

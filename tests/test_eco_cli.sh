@@ -46,6 +46,13 @@ bad=$(grep -Ev '^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]+: (step [0-9]+, loss = [0-9.
 "$events" train "$work/run" 5 10 12 2 0.02 16 || fail "events file of tower train"
 echo "ok: train wrote $(ls "$work/run" | grep -c tfevents) events file with the expected tags, steps and values"
 
+# ---- eval: a failed evaluation leaves no events file (TensorBoard would list an empty eval run)
+if "$tower" eval --checkpoint_dir "$work/run" --data "$work/none-*.tfrecord" --no_progress 2>/dev/null; then
+  fail "eval of data that does not exist succeeded"
+fi
+! ls "$work/run/eval"/events.out.tfevents.* >/dev/null 2>&1 || fail "a failed eval left $(ls "$work/run/eval")"
+echo "ok: a failed eval leaves no events file"
+
 # ---- eval: Precision @ 1 beside the run
 "$tower" eval --checkpoint_dir "$work/run" --data "$data" --num_classes 3 --batch_size 50 >"$work/eval.out"
 precision=$(sed -n 's/.*: precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval.out")

@@ -27,7 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -74,6 +77,7 @@ typedef struct {
     double wall_time;
     long long step;
     char file_version[64];
+    int session_status; /* SessionLog.status (1 START) where the event is a session log, else 0 */
     int has_summary;
     Value *values;
     int n_values;
@@ -227,6 +231,15 @@ static int decode_event(const uint8_t *data, size_t n, Event *ev) {
             size_t k = (size_t)(s.end - s.p);
             if (k >= sizeof ev->file_version) k = sizeof ev->file_version - 1;
             memcpy(ev->file_version, s.p, k);
+        } else if (field == 7 && wt == 2) { /* session_log: its status, START 1 (0 would be unspecified) */
+            Wire s = sub(&w);
+            ev->session_status = -1;
+            while (!s.bad && s.p < s.end) {
+                uint64_t k2 = varint(&s);
+                if ((k2 >> 3) == 1 && (k2 & 7) == 0) ev->session_status = (int)varint(&s);
+                else skip(&s, (int)(k2 & 7));
+            }
+            if (s.bad) bad = 1;
         } else if (field == 5 && wt == 2) {
             ev->has_summary = 1;
             Wire s = sub(&w);
@@ -454,6 +467,8 @@ static void unit_tests(void) {
     CHECK(fabs((double)secs - t0) <= 5, "timestamp %lld, now %.0f", secs, t0);
     CHECK(!strcmp(rest, host), "host part '%s', hostname '%s'", rest, host);
 
+    /* The session's start, at the step it starts from. */
+    CHECK(event_writer_session_start(w, 7, err, sizeof err) == 0, "session start: %s", err);
     /* Nothing queued: no record. */
     CHECK(event_writer_write(w, 5, 1.0, err, sizeof err) == 0, "empty write: %s", err);
     /* Scalars at step 10, in order. */
@@ -479,7 +494,7 @@ static void unit_tests(void) {
     Event *evs;
     int n_evs;
     CHECK(read_events(event_writer_path(w), &evs, &n_evs) == 0, "reading before close");
-    CHECK(n_evs == 4, "%d records before close, expected 4", n_evs);
+    CHECK(n_evs == 5, "%d records before close, expected 5", n_evs);
     for (int i = 0; i < n_evs; i++) free_event(&evs[i]);
     free(evs);
 
@@ -489,10 +504,14 @@ static void unit_tests(void) {
     event_writer_close(w2, NULL, 0);
 
     CHECK(read_events(path, &evs, &n_evs) == 0, "reading %s", path);
-    CHECK(n_evs == 4, "%d records, expected 4", n_evs);
-    if (n_evs == 4) {
+    CHECK(n_evs == 5, "%d records, expected 5", n_evs);
+    if (n_evs == 5) {
         CHECK(!strcmp(evs[0].file_version, "brain.Event:2"), "file_version '%s'", evs[0].file_version);
         CHECK(!evs[0].has_summary && fabs(evs[0].wall_time - t0) < 5, "first event wall_time %f", evs[0].wall_time);
+        CHECK(evs[1].session_status == 1 && evs[1].step == 7 && !evs[1].has_summary && fabs(evs[1].wall_time - t0) < 5,
+              "the session start: status %d at step %lld", evs[1].session_status, evs[1].step);
+        memmove(evs + 1, evs + 2, 3 * sizeof *evs); /* the summaries as events 1 to 3 */
+        n_evs = 4;
         CHECK(evs[1].step == 10 && evs[1].wall_time == 1234.5, "event 1 step %lld time %f", evs[1].step, evs[1].wall_time);
         CHECK(evs[1].n_values == 2, "event 1 has %d values", evs[1].n_values);
         if (evs[1].n_values == 2) {
@@ -530,6 +549,80 @@ static void unit_tests(void) {
     CHECK(event_writer_open(missing, err, sizeof err) == NULL, "opened in a missing directory");
     CHECK(strstr(err, missing) && !strchr(err, '\n'), "message '%s'", err);
 
+    /* Names taken: every name of this second and the next two (the base and .1 to .999) exists, so the open
+     * refuses in one line and leaves them as they were; with .500 free it takes .500. */
+    char taken[600];
+    snprintf(taken, sizeof taken, "%s/taken", dir);
+    CHECK(mkdir(taken, 0755) == 0, "mkdir %s", taken);
+    gethostname(host, sizeof host);
+    const long long now_s = (long long)time(NULL);
+    for (long long t = now_s; t < now_s + 3; t++)
+        for (int k = 0; k <= EVENTS_MAX_SUFFIX; k++) {
+            char name[1200];
+            int len = snprintf(name, sizeof name, "%s/events.out.tfevents.%010lld.%s", taken, t, host);
+            if (k) snprintf(name + len, sizeof name - (size_t)len, ".%d", k);
+            FILE *f = fopen(name, "w");
+            CHECK(f && fputs("MARKER", f) >= 0 && fclose(f) == 0, "writing %s", name);
+        }
+    err[0] = '\0';
+    EventWriter *wt = event_writer_open(taken, err, sizeof err);
+    CHECK(!wt && strstr(err, "and its .1 to .999 exist") && !strchr(err, '\n'), "every name taken: %s",
+          wt ? event_writer_path(wt) : err);
+    event_writer_close(wt, NULL, 0);
+    int kept = 1;
+    for (long long t = now_s; t < now_s + 3; t++) {
+        char name[1200];
+        snprintf(name, sizeof name, "%s/events.out.tfevents.%010lld.%s.999", taken, t, host);
+        struct stat sb;
+        kept &= stat(name, &sb) == 0 && sb.st_size == 6;
+    }
+    CHECK(kept, "a taken name was overwritten");
+    for (long long t = now_s; t < now_s + 3; t++) {
+        char name[1200];
+        snprintf(name, sizeof name, "%s/events.out.tfevents.%010lld.%s.500", taken, t, host);
+        remove(name);
+    }
+    wt = event_writer_open(taken, err, sizeof err);
+    CHECK(wt && strlen(event_writer_path(wt)) > 4 &&
+          !strcmp(event_writer_path(wt) + strlen(event_writer_path(wt)) - 4, ".500"),
+          "with .500 free: %s", wt ? event_writer_path(wt) : err);
+    event_writer_close(wt, NULL, 0);
+
+    /* A write that fails part-way (a file size limit, in a child): the file keeps its whole records only. */
+    char limited[600];
+    snprintf(limited, sizeof limited, "%s/limited", dir);
+    CHECK(mkdir(limited, 0755) == 0, "mkdir %s", limited);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        EventWriter *wl = event_writer_open(limited, err, sizeof err);
+        if (!wl) _exit(3);
+        struct rlimit rl = {.rlim_cur = 20000, .rlim_max = 20000};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(4);
+        float v[2000];
+        for (int i = 0; i < 2000; i++) v[i] = (float)(i - 1000) * 1e-3f;
+        int failed = 0;
+        for (long step = 1; step < 1000 && !failed; step++)
+            failed = event_writer_add_histogram(wl, "h", v, 2000, err, sizeof err) != 0 ||
+                     event_writer_write(wl, step, 1.0, err, sizeof err) != 0;
+        event_writer_close(wl, NULL, 0);
+        _exit(failed ? 0 : 5);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the writer under a 20000-byte limit: status %d", status);
+    char lpath[4096];
+    if (find_events_file(limited, lpath, sizeof lpath) == 0) {
+        struct stat sb;
+        CHECK(stat(lpath, &sb) == 0 && sb.st_size < 20000, "%s: %lld bytes", lpath, (long long)sb.st_size);
+        CHECK(read_events(lpath, &evs, &n_evs) == 0 && n_evs >= 2, "%s after the failed write: %d whole records",
+              lpath, n_evs);
+        for (int i = 0; i < n_evs; i++) free_event(&evs[i]);
+        free(evs);
+    } else {
+        CHECK(0, "%s: not exactly one events file", limited);
+    }
+
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
@@ -561,10 +654,12 @@ static void check_train(int argc, char **argv) {
     Event *evs;
     int n_evs;
     CHECK(read_events(path, &evs, &n_evs) == 0, "reading %s", path);
-    CHECK(n_evs >= 2 && !strcmp(evs[0].file_version, "brain.Event:2"), "first record is not the file version");
+    CHECK(n_evs >= 3 && !strcmp(evs[0].file_version, "brain.Event:2"), "first record is not the file version");
+    CHECK(n_evs >= 3 && evs[1].session_status == 1 && evs[1].step == 0 && !evs[1].has_summary,
+          "second record is not the session's start at step 0");
     /* Expected steps: multiples of every / hevery, and the last step. */
     long n_scalar_steps = 0, n_histo_steps = 0;
-    for (int i = 1; i < n_evs; i++) {
+    for (int i = 2; i < n_evs; i++) {
         const Event *ev = &evs[i];
         long step = (long)ev->step;
         const Value *loss = find_value(ev, "loss");

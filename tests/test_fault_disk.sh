@@ -76,9 +76,20 @@ if [ "$mode" = ulimit ]; then
   rc=0; limited 40 "$work/err" train "${common[@]}" --train_dir "$dir" --max_steps 50 --save_every 1000 \
     --summary_every 1 --histogram_every 1 --resume || rc=$?
   [ $rc -eq 1 ] || fail "events file past the limit: exit $rc, expected 1"
-  one_line "$work/err" "^tower train: summaries at step [0-9]+: $dir/events\.out\.tfevents\.[^ ]+: write error: File too large\$" \
+  one_line "$work/err" "^tower train: summaries at step [0-9]+: $dir/events\.out\.tfevents\.[^ ]+: write error: File too large; saving the variables of step [0-9]+ failed too: $dir/model\.ckpt-[0-9]+\.tmp: write failed: File too large\$" \
     "events file past ulimit -f"
   intact "$dir" 2 "after the failed events file"
+
+  # The events file past a limit a checkpoint fits in (resnet20's 3.3 MB under 3.4 MB): the steps run are saved,
+  # as after a bad record, and the run resumes from them.
+  small=$work/small
+  rc=0; limited 3400 "$work/err" train "${common[@]}" --model resnet20 --num_towers 1 --train_dir "$small" \
+    --max_steps 500 --save_every 0 --summary_every 1 --histogram_every 1 || rc=$?
+  [ $rc -eq 1 ] || fail "events file past the limit, the checkpoint within: exit $rc, expected 1"
+  one_line "$work/err" "^tower train: summaries at step ([0-9]+): $small/events\.out\.tfevents\.[^ ]+: write error: File too large; the variables of step [0-9]+ are saved in $small/model\.ckpt-[0-9]+\$" \
+    "events file past ulimit -f, the checkpoint saved"
+  saved=$(sed -n 's/^tower train: summaries at step \([0-9]*\):.*/\1/p' "$work/err")
+  intact "$small" "$saved" "the steps before the failed events file saved"
 
   # eval: its events file cannot be written at all; with --eval_dir none it needs no file.
   rc=0; limited 0 "$work/err" eval --checkpoint_dir "$dir" --data "$work/data-*.tfrecord" || rc=$?

@@ -7,6 +7,8 @@ WORK/ema.safetensors and WORK/raw.safetensors.  Checks:
     learning_rate; loss = the mean of the tower losses; examples_per_sec = 16 x
     global_step/sec; each variable's norm at step 30 equals the norm of the exported raw
     variable; histograms at steps 20 and 30 whose statistics match the raw variables;
+  * WORK/crashed (a run resumed from step 10 after it had written steps 12 to 20): TensorBoard
+    shows each step once, the resumed run's from step 10 on (the session start's purge);
   * WORK/run/eval holds "Precision @ 1" at step 30, equal to what `tower eval` printed;
   * the safetensors package loads both files; every tensor equals this script's own
     parse of the file's bytes; the metadata says which variables they are;
@@ -114,6 +116,15 @@ for n in names:
     check(len(h.bucket) == len(h.bucket_limit) and sum(h.bucket) == v.size, "%s histogram buckets" % n)
 done("TensorBoard reads %d scalar tags at steps 10, 20, 30 and %d histograms at 20, 30; norms and histograms match "
      "the exported variables" % (len(scalar_tags), len(names)))
+
+# ---- a run resumed from step 10 after it had written steps 12 to 20 (run_eco_interop.sh's "crashed"): the
+#      resumed file's session start (SessionLog START at step 10) drops the first file's steps from 10 on
+crashed = ea.EventAccumulator(os.path.join(work, "crashed"), size_guidance={ea.SCALARS: 0})
+crashed.Reload()
+steps = [e.step for e in crashed.Scalars("loss")]
+check(steps == [2, 4, 6, 8, 12, 14, 16, 18, 20, 22, 24],
+      "the resumed run's loss steps in TensorBoard: %s (expected 2 to 8, then the resumed run's 12 to 24)" % steps)
+done("TensorBoard drops the steps a crashed run wrote past its checkpoint: loss at %s" % steps)
 
 # ---- the evaluation beside the run
 with open(os.path.join(work, "eval.out")) as f:

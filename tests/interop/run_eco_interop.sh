@@ -32,4 +32,16 @@ trap 'rm -rf "$work"' EXIT
   --top_k 2 --eval_dir none --no_progress >"$work/eval_top2.out"
 "$tower" export --checkpoint_dir "$work/run" --out "$work/ema.safetensors" >/dev/null
 "$tower" export --checkpoint_dir "$work/run" --out "$work/raw.safetensors" --no_moving_average >/dev/null
+# A run that ended past its last checkpoint (model.ckpt-20 and its index entry gone, as after a crash at step 20
+# with the checkpoint of step 10 the last), then resumed from step 10: its events of steps 12 to 20 are in the
+# first file and again in the second.
+"$tower" train --model mnist --num_classes 3 --data "$work/data/train-*.tfrecord" --batch_size 8 \
+  --min_after_dequeue 50 --train_dir "$work/crashed" --max_steps 20 --save_every 10 --summary_every 2 \
+  --histogram_every 0 --no_progress >/dev/null
+rm "$work/crashed/model.ckpt-20"
+printf 'model_checkpoint_path: "model.ckpt-10"\nall_model_checkpoint_paths: "model.ckpt-10"\n' >"$work/crashed/checkpoint"
+sleep 1 # the second events file's name: another second
+"$tower" train --model mnist --num_classes 3 --data "$work/data/train-*.tfrecord" --batch_size 8 \
+  --min_after_dequeue 50 --train_dir "$work/crashed" --max_steps 24 --save_every 10 --summary_every 2 \
+  --histogram_every 0 --no_progress --resume >/dev/null
 "$py" "$here/eco_interop.py" "$work"
