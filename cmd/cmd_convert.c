@@ -180,6 +180,15 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
     char err[1024];
+    ConvertConfig keys; /* the feature keys, checked before any input is opened */
+    convert_config_defaults(&keys);
+    keys.image_key = o.image_key;
+    keys.label_key = o.label_key;
+    if (convert_check_keys(&keys, err, sizeof err) != 0) {
+        char safe[1100];
+        cmd_errorf("tower convert: %s\n", escape_str(safe, sizeof safe, err));
+        return 2;
+    }
     int usage_error = 0;
     Progress bar;
     progress_start(&bar, stdout, 0, "convert", "ex", 0, 0, 0.0);
@@ -263,8 +272,8 @@ int cmd_convert(int argc, char **argv) {
     convert_shard_path(path, sizeof path, o.out, o.num_shards - 1, o.num_shards);
     escape_str(last, sizeof last, path);
     escape_str(out, sizeof out, o.out);
-    printf("tower convert: wrote %ld examples (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples, st.H, st.W,
-           st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
+    printf("tower convert: wrote %ld example%s (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples,
+           st.n_examples == 1 ? "" : "s", st.H, st.W, st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
            o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
     if (st.n_examples < o.num_shards)
         cmd_errorf("tower convert: warning: %d of the %d shards are empty (%ld example%s; --num_shards at most %ld "
@@ -280,6 +289,7 @@ int cmd_convert(int argc, char **argv) {
             printf("%s%d: %ld", sep, k, st.label_count[k]);
             sep = ", ";
         }
+    if (st.n_labels_over_255) printf("%s%ld of labels 256 and over", sep, st.n_labels_over_255);
     printf("\n");
     if (labels_file[0])
         printf("tower convert: class names in label order in %s; %ld file%s skipped%s\n",

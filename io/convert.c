@@ -357,6 +357,15 @@ ConvertSource *convert_open_cifar10(const char *const *paths, int n_paths, char 
             cifar_close(s);
             return NULL;
         }
+        for (int j = 0; j < i; j++) { /* one file named twice (c1.bin ./c1.bin, a link): its records written twice */
+            struct stat sj;
+            if (stat(paths[j], &sj) == 0 && sj.st_dev == sb.st_dev && sj.st_ino == sb.st_ino) {
+                snprintf(err, err_n, "%s and %s are the same file: its examples would be converted twice", paths[j],
+                         paths[i]);
+                cifar_close(s);
+                return NULL;
+            }
+        }
         /* Known for raw files only; a gzip input makes the total unknown. */
         if (s->n_examples >= 0 && sb.st_size % CIFAR_RECORD_N_BYTES == 0) s->n_examples += (long)(sb.st_size / CIFAR_RECORD_N_BYTES);
         else s->n_examples = -1;
@@ -460,7 +469,28 @@ void convert_free_paths(char **paths, int n_paths) {
     free(paths);
 }
 
+int convert_check_keys(const ConvertConfig *cfg, char *err, size_t err_n) {
+    const char *const keys[5] = {cfg->image_key, cfg->label_key, cfg->height_key, cfg->width_key, cfg->depth_key};
+    static const char *const what[5] = {"--image_key", "--label_key", "the height feature", "the width feature",
+                                        "the depth feature"};
+    for (int i = 0; i < 5; i++) {
+        if (!keys[i] || !keys[i][0]) {
+            snprintf(err, err_n, "%s '': a feature key cannot be empty", what[i]);
+            return -1;
+        }
+        for (int j = 0; j < i; j++) {
+            if (!strcmp(keys[i], keys[j])) {
+                snprintf(err, err_n, "%s '%s' is also the key of %s: a record would hold the key twice, and readers "
+                         "keep the last (TensorFlow's and Tower's)", what[j], keys[j], what[i]);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stats, char *err, size_t err_n) {
+    if (convert_check_keys(cfg, err, err_n) != 0) return -1;
     memset(stats, 0, sizeof *stats);
     int N = cfg->num_shards;
     if (N < 1 || N > 99999) {

@@ -68,6 +68,11 @@ typedef struct {
 /* num_shards 1, no compression, keys image_raw, label, height, width, depth. */
 void convert_config_defaults(ConvertConfig *cfg);
 
+/* The five feature keys of cfg: none empty, no two the same (a record would
+ * hold one key twice, and the readers keep its last value: --label_key depth
+ * made every label the depth).  0, or -1 with one line in err. */
+int convert_check_keys(const ConvertConfig *cfg, char *err, size_t err_n_bytes);
+
 typedef struct {
     long n_examples;
     long label_count[256];   /* histogram of labels 0..255 */

@@ -146,6 +146,14 @@ refuse 2 "tower convert: --from 'png': expected idx, cifar10 or imagefolder" con
 refuse 2 "tower convert: --compression 'auto': expected none, gzip or zlib" convert --compression auto --out "$work/c/x"
 refuse 2 "tower convert: --resize_mode 'crop': expected resize or center_crop" convert --resize_mode crop --out "$work/c/x"
 refuse 2 "tower convert: --channels 2: expected 1 or 3" convert --channels 2 --out "$work/c/x"
+refuse 2 "tower convert: --label_key 'depth' is also the key of the depth feature: a record would hold the key twice, and readers keep the last (TensorFlow's and Tower's)" \
+  convert --label_key depth --out "$work/c/x"
+refuse 2 "tower convert: --image_key 'label' is also the key of --label_key: a record would hold the key twice, and readers keep the last (TensorFlow's and Tower's)" \
+  convert --image_key label --out "$work/c/x"
+refuse 2 "tower convert: --image_key '': a feature key cannot be empty" convert --image_key '' --out "$work/c/x"
+head -c 3073 /dev/zero >"$work/c1.bin" # one CIFAR-10 record
+refuse 1 "tower convert: $work/c1.bin and $work/./c1.bin are the same file: its examples would be converted twice" \
+  convert --from cifar10 --out "$work/c/x" "$work/c1.bin" "$work/./c1.bin"
 refuse 2 "tower inspect: --compression 'lz4': expected auto, none, gzip or zlib" inspect --compression lz4 "$work/f"
 refuse 2 "tower convert: --num_shards 0: expected an integer in [1, 99999]" convert --num_shards 0 --out "$work/c/x"
 refuse 2 "tower convert: --image_size 'nan': expected an integer in [1, 4096]" convert --image_size nan --out "$work/c/x"

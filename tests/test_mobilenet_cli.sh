@@ -87,6 +87,13 @@ for name in '"bn_Conv1/moving_mean"' '"bn_Conv1/moving_variance"' '"Conv_1_bn/mo
   LC_ALL=C grep -aqF -- "$name" "$work/m.safetensors" || fail "the export lacks $name"
 done
 echo "ok: export holds the moving statistics and the network options"
+# The width as digits that read back as the same float: "%g" wrote 0.1375 for 0.1374999, another network in Keras.
+"$tower" "${base[@]}" --train_dir "$work/odd" --width_multiplier 0.1374999 --max_steps 0 --skip_corrupt \
+  --max_corrupt_fraction 1 --summary_every 0 >/dev/null 2>"$work/odd.err" || fail "train 0.1374999: $(cat "$work/odd.err")"
+"$tower" export --checkpoint_dir "$work/odd" --out "$work/odd.safetensors" >/dev/null || fail "export 0.1374999"
+LC_ALL=C grep -aqF '"width_multiplier":"0.1374999"' "$work/odd.safetensors" ||
+  fail "the export's width is not 0.1374999: $(LC_ALL=C grep -ao '"width_multiplier":"[^"]*"' "$work/odd.safetensors")"
+echo "ok: export's width_multiplier reads back as the trained float (0.1374999)"
 
 "$tower" "${base[@]}" --train_dir "$work/sync" --width_multiplier 0.35 --num_towers 2 --batch_size 8 --max_steps 2 \
   --batch_norm sync --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20 --log_every 1 --summary_every 0 \
