@@ -10,6 +10,7 @@
  * (docs/export.md shows the transposes), no other formats.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,10 @@ static int export_flags(ExportOptions *o, Flag *flags) {
     return (int)(sizeof table / sizeof table[0]);
 }
 
+static volatile sig_atomic_t stop_signal = 0; /* SIGINT, SIGTERM or SIGHUP during the write, or 0 */
+
+static void on_signal(int sig) { stop_signal = sig; }
+
 int cmd_export(int argc, char **argv) {
     ExportOptions o = {.checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .out = "", .no_moving_average = 0};
     Flag flags[8];
@@ -63,8 +68,8 @@ int cmd_export(int argc, char **argv) {
     char safe_out[1024];
     escape_str(safe_out, sizeof safe_out, o.out);
     if (ckpt_is_train_dir_file(o.out)) {
-        cmd_errorf("tower export: --out %s is a file of a train_dir's checkpoints (export writes a .safetensors "
-                   "file in its place): give another --out\n", safe_out);
+        cmd_errorf("tower export: --out %s is a file of a train_dir's checkpoints, or named as one (a training run "
+                   "would replace or remove it; export writes a .safetensors file): give another --out\n", safe_out);
         return 1;
     }
     switch (safetensors_probe(o.out)) { /* only nothing, or an earlier export, is replaced */
@@ -118,11 +123,22 @@ int cmd_export(int argc, char **argv) {
         {"fc_width", fc_width},
         {"layout", "tensorflow"},
     };
-    rc = safetensors_write(o.out, tensors, n_tensors, meta, (int)(sizeof meta / sizeof meta[0]), err, sizeof err);
+    /* A signal ends the write after the tensor under way: the .tmp removed, --out as it was, 128 + the signal. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    rc = safetensors_write(o.out, tensors, n_tensors, meta, (int)(sizeof meta / sizeof meta[0]), &stop_signal, err,
+                           sizeof err);
     if (rc != 0) {
-        cmd_errorf("tower export: %s\n", err);
+        const int sig = stop_signal;
+        if (sig)
+            cmd_errorf("tower export: %s by %s\n", err, sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+        else cmd_errorf("tower export: %s\n", err);
         ckpt_contents_free(&ck);
-        return 1;
+        return sig ? 128 + sig : 1;
     }
     char safe_path[1024];
     printf("tower export: wrote %d tensors (%zu floats, %s) of model %s at step %ld from %s to %s\n", n_tensors,

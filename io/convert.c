@@ -548,7 +548,16 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         }
         convert_shard_path(final_paths[i], path_n, cfg->out_prefix, i, N);
         snprintf(tmp_paths[i], path_n + 4, "%s.tmp", final_paths[i]);
-        if (!(w[i] = tfr_writer_open(tmp_paths[i], cfg->compression, err, err_n))) goto out;
+        /* Created here or not at all: another convert's .tmp (or a link) is neither written through nor removed. */
+        int exists;
+        if (!(w[i] = tfr_writer_open_new(tmp_paths[i], cfg->compression, &exists, err, err_n))) {
+            if (exists)
+                snprintf(err, err_n, "%s exists: another convert to %s is under way, or one was killed before it "
+                         "finished (remove it)", tmp_paths[i], cfg->out_prefix);
+            free(tmp_paths[i]);
+            tmp_paths[i] = NULL; /* not ours: kept */
+            goto out;
+        }
     }
     for (long i = 0;; i++) {
         if (cfg->stop && *cfg->stop) {

@@ -321,11 +321,11 @@ int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes) {
 }
 
 int ckpt_is_train_dir_file(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) return 0;
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
     char base[256];
-    if (!strcmp(name, CKPT_INDEX_NAME) || ckpt_family(name, base, sizeof base)) return 1;
+    if (!strcmp(name, CKPT_INDEX_NAME) || ckpt_family(name, base, sizeof base)) return 1; /* there or to come */
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
     const char *not_regular;
     FILE *f = file_open_regular(path, &not_regular);
     if (!f) return 0;

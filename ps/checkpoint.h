@@ -119,11 +119,12 @@ int ckpt_latest(const char *dir, char *path, size_t path_n_bytes);
  * be read.  For the trainer's refusal to start over an earlier run. */
 int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes);
 
-/* 1 when path is an existing file of a train_dir's checkpoints: named as the
- * index (`checkpoint`), a checkpoint (model.ckpt-<digits>), a shard manifest
- * or a shard, or beginning with a checkpoint's magic; 0 otherwise (also when
- * path does not exist).  For writers of other files (export) that must not
- * replace one. */
+/* 1 when path is named as a file of a train_dir's checkpoints (the index
+ * `checkpoint`, a checkpoint model.ckpt-<digits>, a shard manifest or a
+ * shard), there or not (a run writing or pruning its checkpoints would
+ * replace or delete it), or is an existing file beginning with a
+ * checkpoint's magic; 0 otherwise.  For writers of other files (export)
+ * that must not replace one, nor be removed as one. */
 int ckpt_is_train_dir_file(const char *path);
 
 /* ckpt_latest, and on -1 one line in err that names the index and says what

@@ -9,6 +9,7 @@
 #include "ps/safetensors.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +131,7 @@ SafetensorsProbe safetensors_probe(const char *path) {
 }
 
 int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_tensors, const SafetensorsMeta *meta,
-                      int n_meta, char *err, size_t err_n) {
+                      int n_meta, const volatile sig_atomic_t *stop, char *err, size_t err_n) {
     const SafetensorsTensor **order = calloc((size_t)(n_tensors > 0 ? n_tensors : 1), sizeof *order);
     const SafetensorsMeta **morder = calloc((size_t)(n_meta > 0 ? n_meta : 1), sizeof *morder);
     size_t tmp_n = strlen(path) + 5;
@@ -214,17 +215,37 @@ int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_
     }
 
     snprintf(tmp, tmp_n, "%s.tmp", path);
-    if (!(f = fopen(tmp, "wb"))) {
+    /* Ours alone: created here or not at all (a second writer's file, or a link, is never written through). */
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST) {
+        snprintf(err, err_n, "%s exists: another export to %s is under way, or one was killed before it finished "
+                 "(remove it)", tmp, path);
+        goto out;
+    }
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
         snprintf(err, err_n, "%s: cannot create: %s", tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            remove(tmp);
+        }
         goto out;
     }
     uint8_t len_le[8];
     for (int j = 0; j < 8; j++) len_le[j] = (uint8_t)((uint64_t)jb.n >> (8 * j));
     int bad = fwrite(len_le, 1, 8, f) != 8 || fwrite(jb.s, 1, jb.n, f) != jb.n;
-    for (int i = 0; i < n_tensors && !bad; i++) bad = write_f32_le(f, order[i]->data, n_elements(order[i])) != 0;
-    if (!bad) bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int stopped = 0;
+    for (int i = 0; i < n_tensors && !bad && !stopped; i++) {
+        bad = write_f32_le(f, order[i]->data, n_elements(order[i])) != 0;
+        stopped = stop && *stop;
+    }
+    if (!bad && !stopped) bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     int close_rc = fclose(f);
     f = NULL;
+    if (stopped) {
+        snprintf(err, err_n, "stopped: %s not written (its .tmp removed)", path);
+        remove(tmp);
+        goto out;
+    }
     if (bad || close_rc != 0) {
         snprintf(err, err_n, "%s: write error: %s", tmp, strerror(errno));
         remove(tmp);

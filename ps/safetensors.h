@@ -20,6 +20,7 @@
 #ifndef TOWER_PS_SAFETENSORS_H
 #define TOWER_PS_SAFETENSORS_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "model/model.h"
@@ -39,11 +40,14 @@ typedef struct {
 
 /* Writes the tensors (n_tensors, any order: they are sorted by name) and
  * the metadata (n_meta pairs, written sorted by key) to path, atomically:
- * path.tmp, fsync, rename.  Everything is checked before anything is
- * written: empty or duplicate names, negative dimensions.  Returns 0, or -1
- * with one line in err (no file left behind). */
+ * path.tmp (created here, O_EXCL: where it exists, another writer's or a
+ * killed one's, nothing is written), fsync, rename.  Everything is checked
+ * before anything is written: empty or duplicate names, negative
+ * dimensions.  stop (NULL, or a signal handler's flag) is read after each
+ * tensor: non-zero ends the write.  Returns 0, or -1 with one line in err
+ * (no file of ours left behind). */
 int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_tensors, const SafetensorsMeta *meta,
-                      int n_meta, char *err, size_t err_n_bytes);
+                      int n_meta, const volatile sig_atomic_t *stop, char *err, size_t err_n_bytes);
 
 /* What lies at path, before a write replaces it (a write over anything but
  * nothing or an earlier export would destroy what is not ours). */

@@ -154,6 +154,10 @@ refuse 2 "tower convert: --image_key '': a feature key cannot be empty" convert 
 head -c 3073 /dev/zero >"$work/c1.bin" # one CIFAR-10 record
 refuse 1 "tower convert: $work/c1.bin and $work/./c1.bin are the same file: its examples would be converted twice" \
   convert --from cifar10 --out "$work/c/x" "$work/c1.bin" "$work/./c1.bin"
+mkdir -p "$work/c" && echo theirs >"$work/c/y-00000-of-00001.tfrecord.tmp" # another convert's, under way
+refuse 1 "tower convert: $work/c/y-00000-of-00001.tfrecord.tmp exists: another convert to $work/c/y is under way, or one was killed before it finished (remove it)" \
+  convert --from cifar10 --out "$work/c/y" "$work/c1.bin"
+[ "$(cat "$work/c/y-00000-of-00001.tfrecord.tmp")" = theirs ] || fail "convert wrote through another's .tmp"
 refuse 2 "tower inspect: --compression 'lz4': expected auto, none, gzip or zlib" inspect --compression lz4 "$work/f"
 refuse 2 "tower convert: --num_shards 0: expected an integer in [1, 99999]" convert --num_shards 0 --out "$work/c/x"
 refuse 2 "tower convert: --image_size 'nan': expected an integer in [1, 4096]" convert --image_size nan --out "$work/c/x"

@@ -190,16 +190,17 @@ cp "$good" "$idx/model.ckpt-2"
 cp "$good" "$idx/model.ckpt-1"
 printf 'model_checkpoint_path: "model.ckpt-2"\n' >"$idx/checkpoint"
 before=$(cd "$idx" && md5sum checkpoint model.ckpt-*)
-for out in "$idx/model.ckpt-2" "$idx/model.ckpt-1" "$idx/checkpoint"; do
+for out in "$idx/model.ckpt-2" "$idx/model.ckpt-1" "$idx/checkpoint" "$idx/model.ckpt-999"; do # 999: to come
   expect "export --out $(basename "$out")" \
-    "tower export: --out $(re "$out") is a file of a train_dir's checkpoints \(export writes a \.safetensors file in its place\): give another --out" \
+    "tower export: --out $(re "$out") is a file of a train_dir's checkpoints, or named as one \(a training run would replace or remove it; export writes a \.safetensors file\): give another --out" \
     export --checkpoint_dir "$idx" --out "$out"
 done
 cp "$good" "$work/renamed_ckpt"
 expect "export --out a checkpoint under another name" \
-  "tower export: --out $(re "$work/renamed_ckpt") is a file of a train_dir's checkpoints \(export writes a \.safetensors file in its place\): give another --out" \
+  "tower export: --out $(re "$work/renamed_ckpt") is a file of a train_dir's checkpoints, or named as one \(a training run would replace or remove it; export writes a \.safetensors file\): give another --out" \
   export --checkpoint "$good" --out "$work/renamed_ckpt"
 [ "$(cd "$idx" && md5sum checkpoint model.ckpt-*)" = "$before" ] || fail "export --out into the checkpoints changed them"
+[ ! -e "$idx/model.ckpt-999" ] || fail "export wrote model.ckpt-999, which the next --resume would remove"
 # Nor over any other file that is not a .safetensors export: the train_dir's class list, its events file (they
 # were replaced, and eval and --resume on an image folder refused the 7 MB labels.txt); an export is replaced.
 printf 'circle\ncross\n' >"$idx/labels.txt"

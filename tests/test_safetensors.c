@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/model.h"
@@ -292,7 +293,7 @@ static void unit_tests(void) {
     t[3] = (SafetensorsTensor){.name = "odd \"name\"\\x", .ndim = 2, .shape = {10, 100}, .data = big};
     t[4] = (SafetensorsTensor){.name = "empty", .ndim = 2, .shape = {0, 5}, .data = NULL};
     SafetensorsMeta meta[] = {{"source", "tower"}, {"global_step", "123"}, {"note", "line\nbreak"}};
-    CHECK(safetensors_write(path, t, 5, meta, 3, err, sizeof err) == 0, "write: %s", err);
+    CHECK(safetensors_write(path, t, 5, meta, 3, NULL, err, sizeof err) == 0, "write: %s", err);
     StFile f;
     if (st_read(path, &f) == 0) {
         CHECK(f.header.n == 6 && !strcmp(f.header.keys[0], "__metadata__"), "%d header entries", f.header.n);
@@ -318,7 +319,7 @@ static void unit_tests(void) {
     CHECK(access(path, F_OK) == 0 && access(tmp_path, F_OK) != 0, "the temporary file is left behind");
 
     /* No metadata: the header starts with the first tensor. */
-    CHECK(safetensors_write(path, t, 2, NULL, 0, err, sizeof err) == 0, "write without metadata: %s", err);
+    CHECK(safetensors_write(path, t, 2, NULL, 0, NULL, err, sizeof err) == 0, "write without metadata: %s", err);
     if (st_read(path, &f) == 0) {
         CHECK(f.header.n == 2 && !strcmp(f.header.keys[0], "alpha/biases"), "header without metadata");
         CHECK(check_layout(&f) == 2, "two tensors");
@@ -330,20 +331,38 @@ static void unit_tests(void) {
     snprintf(other, sizeof other, "%s/bad.safetensors", dir);
     SafetensorsTensor dup[2] = {t[0], t[0]};
     err[0] = '\0';
-    CHECK(safetensors_write(other, dup, 2, NULL, 0, err, sizeof err) == -1, "duplicate names accepted");
+    CHECK(safetensors_write(other, dup, 2, NULL, 0, NULL, err, sizeof err) == -1, "duplicate names accepted");
     CHECK(strstr(err, "given twice") && strstr(err, other) && !strchr(err, '\n'), "message '%s'", err);
     CHECK(access(other, F_OK) != 0, "a refused write left a file");
     SafetensorsTensor neg = {.name = "n", .ndim = 1, .shape = {-1}, .data = a};
-    CHECK(safetensors_write(other, &neg, 1, NULL, 0, err, sizeof err) == -1, "negative dimension accepted");
+    CHECK(safetensors_write(other, &neg, 1, NULL, 0, NULL, err, sizeof err) == -1, "negative dimension accepted");
     SafetensorsTensor reserved = {.name = "__metadata__", .ndim = 1, .shape = {1}, .data = a};
-    CHECK(safetensors_write(other, &reserved, 1, NULL, 0, err, sizeof err) == -1, "reserved name accepted");
+    CHECK(safetensors_write(other, &reserved, 1, NULL, 0, NULL, err, sizeof err) == -1, "reserved name accepted");
     SafetensorsMeta dupm[2] = {{"k", "1"}, {"k", "2"}};
-    CHECK(safetensors_write(other, t, 1, dupm, 2, err, sizeof err) == -1, "duplicate metadata keys accepted");
+    CHECK(safetensors_write(other, t, 1, dupm, 2, NULL, err, sizeof err) == -1, "duplicate metadata keys accepted");
     char missing[700];
     snprintf(missing, sizeof missing, "%s/no/such/dir/x.safetensors", dir);
     err[0] = '\0';
-    CHECK(safetensors_write(missing, t, 1, NULL, 0, err, sizeof err) == -1, "wrote into a missing directory");
+    CHECK(safetensors_write(missing, t, 1, NULL, 0, NULL, err, sizeof err) == -1, "wrote into a missing directory");
     CHECK(strstr(err, "no/such/dir") && !strchr(err, '\n'), "message '%s'", err);
+
+    /* A .tmp already there (another writer's, a killed one's, a link): refused, not written through, kept. */
+    char tmp_there[700];
+    snprintf(tmp_there, sizeof tmp_there, "%s.tmp", other);
+    FILE *tf = fopen(tmp_there, "w");
+    CHECK(tf && fputs("theirs", tf) >= 0 && fclose(tf) == 0, "writing %s", tmp_there);
+    err[0] = '\0';
+    CHECK(safetensors_write(other, t, 1, NULL, 0, NULL, err, sizeof err) == -1, "wrote over an existing .tmp");
+    CHECK(strstr(err, "exists: another export to") && !strchr(err, '\n'), "message '%s'", err);
+    struct stat sb;
+    CHECK(stat(tmp_there, &sb) == 0 && sb.st_size == 6 && access(other, F_OK) != 0, "the .tmp there was touched");
+    remove(tmp_there);
+    /* Stopped (a signal's flag) after the first tensor: no file, no .tmp. */
+    volatile sig_atomic_t stop = 1;
+    err[0] = '\0';
+    CHECK(safetensors_write(other, t, 2, NULL, 0, &stop, err, sizeof err) == -1, "a stopped write succeeded");
+    CHECK(strstr(err, "stopped") && access(other, F_OK) != 0 && access(tmp_there, F_OK) != 0,
+          "a stopped write: '%s', a file left", err);
 
     /* A model's variables: TensorFlow's names and shapes from its spec. */
     ModelSpec spec;
@@ -353,7 +372,7 @@ static void unit_tests(void) {
     SafetensorsTensor mt[MODEL_MAX_VARS];
     int n = safetensors_tensors_from_spec(mt, &spec, params);
     CHECK(n == spec.n_vars, "%d tensors for %d variables", n, spec.n_vars);
-    CHECK(safetensors_write(path, mt, n, NULL, 0, err, sizeof err) == 0, "%s", err);
+    CHECK(safetensors_write(path, mt, n, NULL, 0, NULL, err, sizeof err) == 0, "%s", err);
     if (st_read(path, &f) == 0) {
         CHECK(check_layout(&f) == spec.n_vars, "cifar10 variables");
         for (int v = 0; v < spec.n_vars; v++)
