@@ -293,9 +293,30 @@ static int probe_example(const Tensorflow__Example *ex, const char *image_key, i
         n_values = f->float_list->n_value;
         *is_float = 1;
     } else {
-        if (!f) snprintf(why, why_n, "missing feature '%s'", image_key);
-        else snprintf(why, why_n, "feature '%s' is %s, expected bytes_list or float_list", image_key,
-                      feature_kind_name(feature_kind(f)));
+        if (f) {
+            snprintf(why, why_n, "feature '%s' is %s, expected bytes_list or float_list", image_key,
+                     feature_kind_name(feature_kind(f)));
+            return -1;
+        }
+        /* Another key holding an encoded image (TF-slim's and tf_cnn_benchmarks' image/encoded): said, with the
+         * way in, where the missing key alone would leave the user guessing. */
+        for (size_t i = 0; i < example_n_features(ex); i++) {
+            const Tensorflow__Feature *g = example_feature_at(ex, i);
+            if (feature_kind(g) != FEATURE_BYTES || g->bytes_list->n_value != 1) continue;
+            const ProtobufCBinaryData *b = &g->bytes_list->value[0];
+            const char *kind = imagefolder_encoded_kind(b->data, b->len);
+            if (!kind) continue;
+            size_t key_n;
+            const char *key = example_feature_key(ex, i, &key_n);
+            char safe_key[4 * 64 + 1];
+            escape_bytes(safe_key, sizeof safe_key, key, key_n < 64 ? key_n : 64);
+            snprintf(why, why_n, "missing feature '%s'; feature '%s' is an encoded %s file (%zu bytes), where Tower's "
+                     "TFRecords hold raw pixels (uint8 H x W x C): write the images to a folder DIR/<class>/ and "
+                     "give --data DIR, or make raw TFRecords of it with tower convert --from imagefolder", image_key,
+                     safe_key, kind, (size_t)b->len);
+            return -1;
+        }
+        snprintf(why, why_n, "missing feature '%s'", image_key);
         return -1;
     }
     /* An encoded file's first bytes, said where the size does not fit raw pixels (raw pixels may begin with the

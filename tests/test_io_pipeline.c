@@ -749,6 +749,11 @@ static void test_probe(void) {
                                    sizeof err) == -1);
         CHECK_CONTAINS(err, "record 0 at offset 0: image 'image/encoded' is an encoded JPEG file (20 bytes)");
         CHECK_CONTAINS(err, "tower convert --from imagefolder");
+        /* With the default key, the missing feature names the one that holds the encoded image. */
+        CHECK(io_probe_image_shape(bad_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err,
+                                   sizeof err) == -1);
+        CHECK_CONTAINS(err, "record 0 at offset 0: missing feature 'image_raw'; feature 'image/encoded' is an encoded "
+                            "JPEG file (20 bytes)");
     }
     /* A gzip file read as --compression none: the refusal says how it was read and what tells the kinds apart. */
     const char *gz = io_tmp("probe-gzip.tfrecord");
