@@ -931,6 +931,17 @@ static int msg_open_shards(const char *path, CkptMsg *m, char *err, size_t err_n
 
 static int msg_open(const char *path, CkptMsg *m, char *err, size_t err_n_bytes) {
     memset(m, 0, sizeof *m);
+    /* The index, a sharded checkpoint's manifest or one of its shards named in the checkpoint's place: which
+     * name to give (the manifest read as a checkpoint was "bad magic", a shard "variable ... missing"). */
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    char base[256];
+    if (!strcmp(name, CKPT_INDEX_NAME))
+        return fail(err, err_n_bytes, "%s: the index of a train_dir's checkpoints, not a checkpoint: name the "
+                    "directory (--checkpoint_dir) or one of its " CKPT_PREFIX "N", path);
+    if (ckpt_family(name, base, sizeof base) && strcmp(name, base) != 0)
+        return fail(err, err_n_bytes, "%s: %s of a sharded checkpoint, not a checkpoint: name the checkpoint, %.*s%s",
+                    path, strcmp(name + strlen(base), ".shards") ? "a shard" : "the manifest", (int)(name - path),
+                    path, base);
     struct stat st;
     if (stat(path, &st) != 0 && errno == ENOENT) {
         char manifest[4096];

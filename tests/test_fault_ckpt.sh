@@ -95,6 +95,18 @@ mkfifo "$work/a_fifo" # opening a FIFO to read waits for a writer: refused witho
 refused "$work/a_fifo" "a FIFO" "not a regular file"
 cp "$work/mnist-00000-of-00001.tfrecord" "$work/a_tfrecord"
 refused "$work/a_tfrecord" "a TFRecord file" "not a checkpoint \(bad magic\)"
+# The index, a manifest or a shard named in the checkpoint's place: which name to give (the manifest was "bad
+# magic", a shard "variable ... missing").
+mkdir -p "$work/named"
+printf 'model_checkpoint_path: "model.ckpt-7"\n' >"$work/named/checkpoint"
+cp "$good" "$work/named/model.ckpt-7.shard-00001-of-00002"
+printf 'not read\n' >"$work/named/model.ckpt-7.shards"
+expect "the index as --checkpoint" "tower eval: $(re "$work/named/checkpoint"): the index of a train_dir's checkpoints, not a checkpoint: name the directory \(--checkpoint_dir\) or one of its model\.ckpt-N" \
+  eval --checkpoint "$work/named/checkpoint" --data "$mnist_data" --eval_dir none
+expect "a manifest as --checkpoint" "tower export: $(re "$work/named/model.ckpt-7.shards"): the manifest of a sharded checkpoint, not a checkpoint: name the checkpoint, $(re "$work/named/model.ckpt-7")" \
+  export --checkpoint "$work/named/model.ckpt-7.shards" --out "$work/x.safetensors"
+expect "a shard as --checkpoint" "tower export: $(re "$work/named/model.ckpt-7.shard-00001-of-00002"): a shard of a sharded checkpoint, not a checkpoint: name the checkpoint, $(re "$work/named/model.ckpt-7")" \
+  export --checkpoint "$work/named/model.ckpt-7.shard-00001-of-00002" --out "$work/x.safetensors"
 { cat "$good"; printf 'junk'; } >"$work/appended"
 refused "$work/appended" "bytes appended" "4 unexpected bytes after the payload \(the header says $payload payload bytes\)"
 "$helper" forge "$good" "$work/version" version
