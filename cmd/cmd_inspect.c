@@ -2,8 +2,12 @@
  *
  * Where it sits: cmd/ only wires flags to io/inspect.h.  Prints one line per
  * file, then the features, image shape and label histogram; every bad record
- * is one line on stderr.  Exit 0 when every record is good, 1 when any is
- * bad (or a file cannot be read), 2 on a bad command line.  With
+ * is one line on stderr.  Then what tower train and eval make of the files
+ * (their probe of the first good record, and the records they would refuse:
+ * no image, an image of another size, no label): one line on stdout when
+ * they read them all, else one on stderr.  Exit 0 when every record is good
+ * and train would read them, 1 when any is bad or train would refuse some
+ * (or a file cannot be read), 2 on a bad command line.  With
  * --skip_corrupt it reads on past bad records, but stops once they made more
  * than --max_corrupt_fraction of the files' bytes unreadable.  Bytes from
  * files and file names are printed escaped (base/escape.h).
@@ -13,10 +17,66 @@
 #include <string.h>
 
 #include "cmd/commands.h"
+#include "base/escape.h"
 #include "base/flags.h"
 #include "io/inspect.h"
 #include "io/pipeline.h"
 #include "io/tfrecord.h"
+
+/* What tower train and eval make of good files (rep: io_inspect's): their probe of the shape, then the records
+ * they would refuse.  0 after one line on stdout when they read every record, 1 after one on stderr when not. */
+static int train_verdict(char *const *files, int n_files, const InspectConfig *cfg, const InspectReport *rep) {
+    char err[1400], key[1024], label[1024];
+    int H, W, C, is_float;
+    escape_str(key, sizeof key, cfg->image_key);
+    escape_str(label, sizeof label, cfg->label_key);
+    if (io_probe_image_shape(files, n_files, cfg->image_key, cfg->compression, cfg->skip_corrupt, &H, &W, &C,
+                             &is_float, NULL, err, sizeof err) != 0) {
+        cmd_errorf("tower inspect: tower train and eval would refuse these files: %s\n", err);
+        return 1;
+    }
+    /* The image feature's sizes over every record, against the probed shape. */
+    const size_t want = (size_t)H * W * C;
+    size_t lo = want, hi = want;
+    for (int i = 0; i < rep->n_features; i++) {
+        const InspectFeature *x = &rep->features[i];
+        if (x->key_n_bytes != strlen(cfg->image_key) || memcmp(x->key, cfg->image_key, x->key_n_bytes) != 0) continue;
+        lo = is_float ? x->min_values : x->min_value_bytes;
+        hi = is_float ? x->max_values : x->max_value_bytes;
+    }
+    const char *unit = is_float ? "floats" : "bytes";
+    if (rep->n_without_image) {
+        cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s without an image '%s' (one bytes "
+                   "value, or floats)\n", rep->n_without_image, rep->n_without_image == 1 ? "" : "s", key);
+        return 1;
+    }
+    if (lo != want || hi != want) {
+        cmd_errorf("tower inspect: tower train and eval would refuse the records whose image '%s' is not %d x %d x %d "
+                   "(%zu %s, the first good record's): they hold %zu to %zu %s\n", key, H, W, C, want, unit, lo, hi,
+                   unit);
+        return 1;
+    }
+    if (rep->n_without_label) {
+        cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s without a single int64 '%s'\n",
+                   rep->n_without_label, rep->n_without_label == 1 ? "" : "s", label);
+        return 1;
+    }
+    long lo_label = -1, hi_label = -1;
+    for (long k = 0; k < rep->label_cap; k++)
+        if (rep->label_count[k]) {
+            if (lo_label < 0) lo_label = k;
+            hi_label = k;
+        }
+    char labels[160] = "";
+    if (rep->n_labels_other) /* negative or past the histogram: refused by train whatever --num_classes */
+        snprintf(labels, sizeof labels, "; %ld label%s negative or over %d, which train refuses", rep->n_labels_other,
+                 rep->n_labels_other == 1 ? "" : "s", INSPECT_MAX_LABEL - 1);
+    else if (hi_label >= 0)
+        snprintf(labels, sizeof labels, " from %ld to %ld (--num_classes %ld or more)", lo_label, hi_label, hi_label + 1);
+    printf("tower train and eval read these files: %d x %d x %d images ('%s', %s), int64 labels ('%s')%s\n", H, W, C,
+           key, is_float ? "float" : "uint8", label, labels);
+    return 0;
+}
 
 int cmd_inspect(int argc, char **argv) {
     InspectConfig cfg;
@@ -79,6 +139,7 @@ int cmd_inspect(int argc, char **argv) {
         printf("bad records: %ld; %s%llu of %s%llu bytes unreadable%s\n", rep.n_bad, rep.n_bytes_partial ? "at least " : "",
                (unsigned long long)rep.n_bytes_lost, rep.n_bytes_partial ? "at least " : "", (unsigned long long)rep.n_bytes_total,
                rep.over_fraction ? " (stopped: over --max_corrupt_fraction)" : "");
+    if (rc == 0 && rep.n_records > 0) rc = train_verdict(files, n_files, &cfg, &rep);
     inspect_report_free(&rep);
     io_free_files(files, n_files);
     if (rc < 0) {

@@ -350,7 +350,12 @@ static void test_inspect_escapes_keys(void) {
     tfr_writer_close(w, err_text, sizeof err_text);
     char *out, *err;
     int rc = run(cmd_inspect, &out, &err, "inspect", path, NULL);
-    CHECK_MSG(rc == 0, "inspect: exit %d: %s", rc, err);
+    /* Good records, but none train can read: exit 1, one line saying so (the file's name escaped). */
+    CHECK_MSG(rc == 1, "inspect: exit %d: %s", rc, err);
+    CHECK_CONTAINS(err, "tower inspect: tower train and eval would refuse these files: "
+                        "/tmp/tower_io_test_");
+    CHECK_CONTAINS(err, "keys\\x0aforged line \\x1b[2J.tfrecord: record 0 at offset 0: missing feature 'image_raw'\n");
+    for (const char *c = err; *c; c++) CHECK_MSG(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "raw byte 0x%02x in stderr", (unsigned char)*c);
     for (const char *c = out; *c; c++) CHECK_MSG(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "raw byte 0x%02x in the output", (unsigned char)*c);
     CHECK_CONTAINS(out, "keys\\x0aforged line \\x1b[2J.tfrecord: 51 records");
     CHECK_CONTAINS(out, "  new\\x0aline ");
