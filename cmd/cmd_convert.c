@@ -8,8 +8,10 @@
  * list, so that every split shares one); a new format is one more
  * convert_open_* and one more branch in open_source().  On a terminal a
  * progress line (cmd/progress.h) follows the examples as they are written.
- * What it does not do: no shuffling (the pipeline shuffles); only image
- * folders are resized.
+ * An image folder's images are written in a permutation of --seed (the
+ * listing is class after class; --keep_order keeps it).
+ * What it does not do: no shuffling of IDX or CIFAR-10 input (their files
+ * are mixed already; the pipeline shuffles); only image folders are resized.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -27,7 +29,8 @@
 
 typedef struct {
     const char *from, *images, *labels, *out, *compression, *image_key, *label_key, *resize_mode;
-    int num_shards, image_size, channels, no_progress, overwrite, num_classes;
+    int num_shards, image_size, channels, no_progress, overwrite, num_classes, keep_order;
+    long seed;
     float central_fraction;
 } ConvertOptions;
 
@@ -46,6 +49,8 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"resize_mode", FLAG_STRING, &o->resize_mode, "--from imagefolder: resize (both sides to image_size) or center_crop (shorter side to image_size, then the central square)"},
         {"central_fraction", FLAG_FLOAT, &o->central_fraction, "--from imagefolder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("image_size"), FLAG_RANGE(0, 1, "(]", NULL)},
         {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
+        {"seed", FLAG_LONG, &o->seed, "--from imagefolder: seed of the order the images are written in (a permutation of the files, so that every shard mixes the classes, as TensorFlow's build_image_data.py writes them)"},
+        {"keep_order", FLAG_BOOL, &o->keep_order, "--from imagefolder: write the images class after class, in the listing's order (a shuffle buffer smaller than the data then cannot mix the classes)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"overwrite", FLAG_BOOL, &o->overwrite, "replace the shards of --out already there (any --num_shards); without it they are refused"},
     };
@@ -109,6 +114,8 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
     ic.warn = warn_line;
     ic.warn_ctx = bar;
     ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
+    ic.shuffle = !o->keep_order;
+    ic.shuffle_seed = (uint64_t)o->seed;
     *usage_error = 0;
     return convert_open_imagefolder(files[0], &ic, err, err_n);
 }
@@ -142,8 +149,8 @@ static void labels_path(char *buf, size_t n, const char *out_prefix) {
 int cmd_convert(int argc, char **argv) {
     ConvertOptions o = {.from = "idx", .images = "", .labels = "", .out = "", .compression = "none",
                         .image_key = "image_raw", .label_key = "label", .resize_mode = "resize", .num_shards = 1,
-                        .image_size = 32, .channels = 3, .central_fraction = 1.0f};
-    Flag flags[16];
+                        .image_size = 32, .channels = 3, .central_fraction = 1.0f, .seed = 12345};
+    Flag flags[24];
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional = 0;

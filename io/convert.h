@@ -10,8 +10,9 @@
  * Shards: example i goes to shard i % num_shards, named
  * PREFIX-00000-of-00004.tfrecord (TensorFlow style); files are written as
  * NAME.tmp and renamed only when complete.
- * What it does not do: no resizing, no label remapping, no shuffling (the
- * pipeline shuffles).
+ * What it does not do: no resizing, no label remapping, no shuffling (a
+ * source gives its examples in its order: the image folder's is a seeded
+ * permutation, ImageFolderConfig.shuffle; the pipeline shuffles).
  */
 #ifndef TOWER_IO_CONVERT_H
 #define TOWER_IO_CONVERT_H

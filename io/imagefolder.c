@@ -1004,6 +1004,7 @@ typedef struct {
     int *folder_label;     /* (n_folders) each folder's label (index in classes) */
     FolderFile *files;     /* (n_files) class after class, names sorted */
     long n_files, next;
+    long *order;           /* (n_files) with cfg.shuffle: the order folder_next reads files in; NULL: as listed */
     uint64_t files_n_bytes; /* the files' sizes when listed */
     long n_skipped;
     uint8_t *out;          /* (image_size, image_size, channels) */
@@ -1078,6 +1079,7 @@ static void folder_close(ConvertSource *s) {
         free(st->folder_label);
         for (long i = 0; i < st->n_files; i++) free(st->files[i].path);
         free(st->files);
+        free(st->order);
         free(st->out);
         free(st->scaled);
         free(st);
@@ -1249,7 +1251,9 @@ int imagefolder_load_random_crop(uint8_t *out, int S, int C, uint64_t rng_state,
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
     FolderState *st = s->state;
     while (st->next < st->n_files) {
-        const FolderFile *f = &st->files[st->next++];
+        const long k = st->order ? st->order[st->next] : st->next;
+        st->next++;
+        const FolderFile *f = &st->files[k];
         uint8_t *rgb;
         int H, W;
         char why[1024];
@@ -1579,6 +1583,17 @@ ConvertSource *convert_open_imagefolder(const char *dir, const ImageFolderConfig
     }
     s->n_examples = st->n_files;
     if (!(st->out = malloc((size_t)cfg->image_size * cfg->image_size * cfg->channels))) goto oom;
+    if (cfg->shuffle && st->n_files > 1) { /* Fisher-Yates over the listing, of (shuffle_seed) alone */
+        if (!(st->order = malloc((size_t)st->n_files * sizeof *st->order))) goto oom;
+        for (long i = 0; i < st->n_files; i++) st->order[i] = i;
+        uint64_t rng = rng_seed(cfg->shuffle_seed, RNG_STREAM_SHUFFLE, 0);
+        for (long i = st->n_files - 1; i > 0; i--) {
+            const long j = (long)rng_below(&rng, (uint64_t)i + 1);
+            const long t = st->order[i];
+            st->order[i] = st->order[j];
+            st->order[j] = t;
+        }
+    }
     free_names(entries, n_entries);
     return s;
 oom:

@@ -96,6 +96,13 @@ typedef struct {
      * "--labels" (e.g. "the checkpoint's class list" when eval took the
      * checkpoint directory's labels.txt). */
     const char *labels_origin;
+    /* The source's next reads the files in a permutation of (shuffle_seed)
+     * (1), not class after class as listed (0): tower convert's shards each a
+     * mix of every class, as TensorFlow's build_image_data.py writes them (a
+     * shuffle buffer smaller than the data cannot mix class-sorted records).
+     * imagefolder_file and the pipeline keep the listing's order. */
+    int shuffle;
+    uint64_t shuffle_seed;
 } ImageFolderConfig;
 
 #define IMAGEFOLDER_MAX_LABELS_N_BYTES ((size_t)1 << 20)

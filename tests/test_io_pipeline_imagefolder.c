@@ -697,6 +697,54 @@ static void test_random_crop(const char *tmp) {
     free(b);
 }
 
+/* tower convert's source: the images' ids (R) in the order next gives them, with labels checked; n of them. */
+static int convert_order(const char *dir, int shuffle, uint64_t seed, int *ids) {
+    ImageFolderConfig icfg;
+    imagefolder_config_defaults(&icfg);
+    icfg.image_size = S;
+    icfg.shuffle = shuffle;
+    icfg.shuffle_seed = seed;
+    char err[1024];
+    ConvertSource *src = convert_open_imagefolder(dir, &icfg, err, sizeof err);
+    CHECK(src != NULL, "convert_open_imagefolder: %s", err);
+    if (!src) return 0;
+    ConvertItem item;
+    int n = 0;
+    while (n < N_CLASSES * PER_CLASS && src->next(src, &item, err, sizeof err) == 1) {
+        ids[n] = item.image[0];
+        CHECK(item.label == ids[n] / PER_CLASS, "image %d has label %d", ids[n], item.label);
+        n++;
+    }
+    src->close(src);
+    return n;
+}
+
+/* convert writes a folder's images in a permutation of --seed (every shard a mix of the classes, as
+ * build_image_data.py writes them), or with --keep_order class after class. */
+static void test_convert_order(const char *dir) {
+    enum { N = N_CLASSES * PER_CLASS };
+    int listed[N], a[N], b[N], c[N];
+    CHECK(convert_order(dir, 0, 0, listed) == N, "keep_order: not %d images", N);
+    for (int i = 0; i < N; i++) CHECK(listed[i] == i, "keep_order: image %d at %d", listed[i], i);
+    CHECK(convert_order(dir, 1, 12345, a) == N && convert_order(dir, 1, 12345, b) == N &&
+          convert_order(dir, 1, 7, c) == N, "shuffled: not %d images", N);
+    int seen[N] = {0}, moved = 0, same = 1, other = 0, first_half_classes = 0;
+    for (int i = 0; i < N; i++) {
+        seen[a[i]]++;
+        moved += a[i] != i;
+        same &= a[i] == b[i];
+        other += a[i] != c[i];
+    }
+    for (int i = 0; i < N; i++) CHECK(seen[i] == 1, "shuffled: image %d written %d times", i, seen[i]);
+    int has[N_CLASSES] = {0};
+    for (int i = 0; i < N / 2; i++) has[a[i] / PER_CLASS] = 1;
+    for (int k = 0; k < N_CLASSES; k++) first_half_classes += has[k];
+    CHECK(moved > N / 2 && first_half_classes == N_CLASSES, "shuffled: %d of %d moved, %d classes in the first half",
+          moved, N, first_half_classes);
+    CHECK(same, "the same seed gave another order");
+    CHECK(other > 0, "seeds 12345 and 7 gave one order");
+}
+
 int main(void) {
     char dir[] = "/tmp/test_pipeline_imagefolder_XXXXXX";
     if (!mkdtemp(dir)) {
@@ -707,6 +755,7 @@ int main(void) {
     snprintf(folder, sizeof folder, "%s/data", dir);
     make_folder(folder);
     test_epochs_and_order(folder);
+    test_convert_order(folder);
     test_bad_images(folder);
     test_memory_bound(folder);
     test_scaled_jpeg(dir);
