@@ -7,6 +7,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ const char *flags_value_str(const Flag *f, char *buf, int n) {
     case FLAG_INT: snprintf(buf, n, "%d", *(int *)f->target); break;
     case FLAG_LONG: snprintf(buf, n, "%ld", *(long *)f->target); break;
     case FLAG_FLOAT: snprintf(buf, n, "%g", (double)*(float *)f->target); break;
+    case FLAG_DOUBLE: snprintf(buf, n, "%g", *(double *)f->target); break;
     case FLAG_BOOL: snprintf(buf, n, "%s", *(int *)f->target ? "true" : "false"); break;
     case FLAG_STRING: {
         const char *s = *(const char **)f->target;
@@ -31,7 +33,8 @@ static const char *type_range(FlagType type) {
     switch (type) {
     case FLAG_INT: return "an integer in [-2147483647, 2147483647]";
     case FLAG_LONG: return "an integer in [-9223372036854775807, 9223372036854775807]";
-    case FLAG_FLOAT: return "a finite number";
+    case FLAG_FLOAT:
+    case FLAG_DOUBLE: return "a finite number";
     default: return "a value";
     }
 }
@@ -48,6 +51,9 @@ static double range_hi(const Flag *f, int *hi_open) {
     return f->hi;
 }
 
+/* 1 for the types of real numbers (float, double). */
+static int is_number(FlagType type) { return type == FLAG_FLOAT || type == FLAG_DOUBLE; }
+
 /* What f accepts, its values called `what` ("an integer", "a number", "a finite number"); the range's note
  * after it in parentheses when with_note. */
 static const char *range_str(const Flag *f, const char *what, int with_note, char *buf, int n) {
@@ -55,7 +61,7 @@ static const char *range_str(const Flag *f, const char *what, int with_note, cha
         snprintf(buf, n, "%s", type_range(f->type));
         return buf;
     }
-    const int is_int = f->type != FLAG_FLOAT;
+    const int is_int = f->type == FLAG_INT || f->type == FLAG_LONG;
     int hi_open;
     const double hi = range_hi(f, &hi_open);
     const char *fmt = is_int ? "%.0f" : "%g";
@@ -70,7 +76,7 @@ static const char *range_str(const Flag *f, const char *what, int with_note, cha
 }
 
 const char *flags_range_str(const Flag *f, char *buf, int n) {
-    return range_str(f, f->type == FLAG_FLOAT ? "a number" : "an integer", 1, buf, n);
+    return range_str(f, is_number(f->type) ? "a number" : "an integer", 1, buf, n);
 }
 
 /* 1 when x lies in f's range (a flag without one: any x the type holds). */
@@ -88,19 +94,23 @@ void flags_print_usage(const char *program, const char *synopsis, const Flag *fl
         if (flags[i].ends) {
             char r[150];
             snprintf(range, sizeof range, " (%s)",
-                     range_str(&flags[i], flags[i].type == FLAG_FLOAT ? "a number" : "an integer", 0, r, sizeof r));
+                     range_str(&flags[i], is_number(flags[i].type) ? "a number" : "an integer", 0, r, sizeof r));
         }
         printf("  --%-26s %s [%s]%s\n", flags[i].name, flags[i].help, flags_value_str(&flags[i], buf, sizeof buf),
                range);
     }
 }
 
-/* Store v into f's target: 0, -1 when v is not a value of f's type (no number, trailing characters, not
- * finite), -2 when it is a number outside f's range or the type's, -3 when a float flag's value is nonzero and
- * under float32's smallest normal number (strtof's underflow; its subnormals too, alike in decimal and hex). */
+/* Store v into f's target: 0, -1 when v is not a value of f's type (no number, a blank before it, trailing
+ * characters, C's hexadecimal for a real number, not finite), -2 when it is a number outside f's range or the
+ * type's, -3 when a real flag's value is nonzero and under its type's smallest normal number (the underflow; its
+ * subnormals too), -4 when a float flag's decimal value lies in the range but the float32 it rounds to does not
+ * (--adam_beta2 0.99999999 is 1). */
 static int set_value(const Flag *f, const char *v) {
     char *end = NULL;
     errno = 0;
+    if (f->type != FLAG_BOOL && f->type != FLAG_STRING && isspace((unsigned char)v[0])) return -1;
+    if (is_number(f->type) && strpbrk(v, "xX")) return -1; /* strtod's "0x10" is 16: no flag reader takes it */
     switch (f->type) {
     case FLAG_INT: {
         long x = strtol(v, &end, 10);
@@ -122,8 +132,17 @@ static int set_value(const Flag *f, const char *v) {
         if (end == v || *end) return -1;
         if ((errno == ERANGE && fabsf(x) < FLT_MIN) || (x != 0.0f && fabsf(x) < FLT_MIN)) return -3;
         if (errno || !isfinite(x)) return -1;
-        if (!in_range(f, x)) return -2;
+        if (!in_range(f, x)) return in_range(f, strtod(v, NULL)) ? -4 : -2;
         *(float *)f->target = x;
+        return 0;
+    }
+    case FLAG_DOUBLE: {
+        double x = strtod(v, &end);
+        if (end == v || *end) return -1;
+        if ((errno == ERANGE && fabs(x) < DBL_MIN) || (x != 0.0 && fabs(x) < DBL_MIN)) return -3;
+        if (errno || !isfinite(x)) return -1;
+        if (!in_range(f, x)) return -2;
+        *(double *)f->target = x;
         return 0;
     }
     case FLAG_BOOL:
@@ -145,12 +164,18 @@ static void refuse_value(const char *program, const Flag *f, const char *v, int 
     char v_esc[256], expected[192];
     escape_str(v_esc, sizeof v_esc, v);
     if (f->type == FLAG_BOOL) snprintf(expected, sizeof expected, "true or false (also 1, yes, 0, no)");
-    else range_str(f, f->type != FLAG_FLOAT ? "an integer" : rc == -1 ? "a finite number" : "a number", 1, expected,
+    else range_str(f, !is_number(f->type) ? "an integer" : rc == -1 ? "a finite number" : "a number", 1, expected,
                    sizeof expected);
     if (quiet_) return;
-    if (rc == -3)
+    if (rc == -3 && f->type == FLAG_DOUBLE)
+        fprintf(stderr, "%s: --%s %s: under a double's smallest normal number, %.17g (expected %s)\n", program, f->name,
+                v_esc, DBL_MIN, expected);
+    else if (rc == -3)
         fprintf(stderr, "%s: --%s %s: under float32's smallest normal number, %.9g (expected %s)\n", program, f->name,
                 v_esc, FLT_MIN, expected);
+    else if (rc == -4)
+        fprintf(stderr, "%s: --%s %s: rounds to %.9g in float32 (expected %s)\n", program, f->name, v_esc,
+                (double)strtof(v, NULL), expected);
     else if (rc == -2) fprintf(stderr, "%s: --%s %s: expected %s\n", program, f->name, v_esc, expected);
     else fprintf(stderr, "%s: --%s '%s': expected %s\n", program, f->name, v_esc, expected);
 }

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_BOOL, FLAG_STRING } FlagType;
+typedef enum { FLAG_INT, FLAG_LONG, FLAG_FLOAT, FLAG_DOUBLE, FLAG_BOOL, FLAG_STRING } FlagType;
 
 typedef struct {
     const char *name;  /* without the leading "--" */

@@ -112,8 +112,8 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"learning_rate", FLAG_FLOAT, &o->learning_rate, "initial learning rate (unset, shown as nan: the optimizer's default, 0.01 for momentum and sgd, 0.001 for adam, rmsprop and adamw)", FLAG_RANGE(0, INFINITY, "()", NULL)},
         {"momentum", FLAG_FLOAT, &o->momentum, "momentum of the momentum optimizer", FLAG_RANGE(0, 1, "[)", NULL)},
         {"nesterov", FLAG_BOOL, &o->nesterov, "Nesterov momentum"},
-        {"adam_beta1", FLAG_FLOAT, &o->adam_beta1, "adam, adamw: decay of the first moments", FLAG_RANGE(0, 1, "[)", NULL)},
-        {"adam_beta2", FLAG_FLOAT, &o->adam_beta2, "adam, adamw: decay of the second moments", FLAG_RANGE(0, 1, "[)", NULL)},
+        {"adam_beta1", FLAG_DOUBLE, &o->adam_beta1, "adam, adamw: decay of the first moments", FLAG_RANGE(0, 1, "[)", NULL)},
+        {"adam_beta2", FLAG_DOUBLE, &o->adam_beta2, "adam, adamw: decay of the second moments", FLAG_RANGE(0, 1, "[)", NULL)},
         {"adam_epsilon", FLAG_FLOAT, &o->adam_epsilon, "adam, adamw: epsilon (unset, shown as nan: 1e-8 for adam as TF1, 1e-7 for adamw as Keras)", FLAG_RANGE(0, INFINITY, "()", NULL)},
         {"weight_decay", FLAG_FLOAT, &o->weight_decay, "adamw: decoupled weight decay, var -= var * weight_decay * lr before each step", FLAG_RANGE(0, INFINITY, "[)", NULL)},
         {"rmsprop_decay", FLAG_FLOAT, &o->rmsprop_decay, "rmsprop: decay (rho) of the mean squares", FLAG_RANGE(0, 1, "[)", NULL)},
@@ -122,11 +122,11 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"rmsprop_centered", FLAG_BOOL, &o->rmsprop_centered, "rmsprop: centered (normalise by the estimated variance)"},
         {"lr_schedule", FLAG_STRING, &o->lr_schedule, "exponential (tf.train.exponential_decay, staircase: --lr_decay_factor every --num_epochs_per_decay; the tutorial's), piecewise (tf_cnn_benchmarks' --piecewise_learning_rate_schedule) or cosine (Keras's CosineDecay: --cosine_decay_epochs, --cosine_alpha); docs/ps.md"},
         {"lr_decay_factor", FLAG_FLOAT, &o->lr_decay_factor, "exponential: learning rate decay factor (staircase exponential decay)", FLAG_RANGE(0, 1, "(]", NULL)},
-        {"num_epochs_per_decay", FLAG_FLOAT, &o->num_epochs_per_decay, "exponential: epochs between decays (0: constant learning rate)", FLAG_RANGE(0, INFINITY, "[)", "0: constant learning rate")},
+        {"num_epochs_per_decay", FLAG_DOUBLE, &o->num_epochs_per_decay, "exponential: epochs between decays (0: constant learning rate)", FLAG_RANGE(0, INFINITY, "[)", "0: constant learning rate")},
         {"piecewise_learning_rate_schedule", FLAG_STRING, &o->piecewise_lr, "piecewise: 'RATE;EPOCH;RATE;EPOCH;RATE...', each rate from its epoch on, e.g. '0.1;80;0.01;120;0.001' (tf_cnn_benchmarks' flag; the first rate replaces --learning_rate)"},
-        {"cosine_decay_epochs", FLAG_FLOAT, &o->cosine_decay_epochs, "cosine: epochs from the rate down to --cosine_alpha times it, after the warmup (0: to --max_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: to --max_steps")},
-        {"cosine_alpha", FLAG_FLOAT, &o->cosine_alpha, "cosine: the last rate, a fraction of --learning_rate (Keras's alpha)", FLAG_RANGE(0, 1, "[]", NULL)},
-        {"num_learning_rate_warmup_epochs", FLAG_FLOAT, &o->warmup_epochs, "every schedule: epochs of linear warmup from 0 to the schedule's first rate (tf_cnn_benchmarks' flag; cosine starts after it, as Keras's warmup_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},
+        {"cosine_decay_epochs", FLAG_DOUBLE, &o->cosine_decay_epochs, "cosine: epochs from the rate down to --cosine_alpha times it, after the warmup (0: to --max_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: to --max_steps")},
+        {"cosine_alpha", FLAG_DOUBLE, &o->cosine_alpha, "cosine: the last rate, a fraction of --learning_rate (Keras's alpha)", FLAG_RANGE(0, 1, "[]", NULL)},
+        {"num_learning_rate_warmup_epochs", FLAG_DOUBLE, &o->warmup_epochs, "every schedule: epochs of linear warmup from 0 to the schedule's first rate (tf_cnn_benchmarks' flag; cosine starts after it, as Keras's warmup_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)", FLAG_RANGE(0, INFINITY, "[)", "0: count the records")},
         {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages (0: none)", FLAG_RANGE(0, 1, "[)", "0: none")},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, TRAIN_MAX_CLASSES, "[]", NULL)},
@@ -276,6 +276,16 @@ static int train_check_flags(const TrainerOptions *o) {
         cmd_errorf("tower train: --num_classes 1: a softmax over one class has loss 0 and no gradient whatever the "
                    "data (a two-class task is --num_classes 2)\n");
         return -1;
+    }
+    /* The betas are kept as typed (Keras's 1 - beta of Python floats); Adam's powers and TF1's 1 - beta are float32's,
+     * where a beta that rounds to 1 stops the moment or the step. */
+    const double betas[2] = {o->adam_beta1, o->adam_beta2};
+    for (int k = 0; k < 2; k++) {
+        if ((float)betas[k] >= 1.0f) {
+            cmd_errorf("tower train: --adam_beta%d %.9g: rounds to 1 in float32 (expected a number in [0, 1))\n", k + 1,
+                       betas[k]);
+            return -1;
+        }
     }
     if (!strcmp(o->optimizer, "rmsprop") && o->rmsprop_centered && o->rmsprop_decay == 0.0f) {
         /* ms = g^2 and mg = g: ms - mg^2 is 0 and the step divides by sqrt(epsilon) alone (TensorFlow's formula) */

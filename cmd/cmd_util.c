@@ -235,6 +235,7 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
 static void flag_canonical(const Flag *f, char *buf, int n) {
     if (f->type == FLAG_FLOAT && isnan(*(float *)f->target)) snprintf(buf, n, "(not given)"); /* NaN: its default */
     else if (f->type == FLAG_FLOAT) snprintf(buf, n, "%.9g", (double)*(float *)f->target);
+    else if (f->type == FLAG_DOUBLE) snprintf(buf, n, "%.17g", *(double *)f->target);
     else flags_value_str(f, buf, n);
 }
 

@@ -26,8 +26,8 @@ void optimizer_config_defaults(OptimizerConfig *cfg) {
     cfg->kind = OPT_MOMENTUM;
     cfg->momentum = 0.9f;
     cfg->nesterov = 1;
-    cfg->beta1 = 0.9f;
-    cfg->beta2 = 0.999f;
+    cfg->beta1 = 0.9;
+    cfg->beta2 = 0.999;
     cfg->epsilon = 1e-8f;
     cfg->weight_decay = 0.004f;
     cfg->rms_decay = 0.9f;
@@ -127,8 +127,8 @@ static int adamw_slots(const OptimizerConfig *cfg, const OptSlot **slots) {
 }
 
 static void adam_init_scalars(const OptimizerConfig *cfg, float *scalars) {
-    scalars[0] = cfg->beta1; /* beta1_power */
-    scalars[1] = cfg->beta2; /* beta2_power */
+    scalars[0] = (float)cfg->beta1; /* beta1_power */
+    scalars[1] = (float)cfg->beta2; /* beta2_power */
 }
 
 /* TF1: every constant a float32 tensor, so 1 - beta in float32. */
@@ -137,14 +137,14 @@ static void adam_prepare(const OptimizerConfig *cfg, const float *scalars, long 
     memset(st, 0, sizeof *st);
     st->lr = lr;
     st->lr_t = lr * sqrtf(1.0f - scalars[1]) / (1.0f - scalars[0]);
-    st->one_minus_b1 = 1.0f - cfg->beta1;
-    st->one_minus_b2 = 1.0f - cfg->beta2;
+    st->one_minus_b1 = 1.0f - (float)cfg->beta1;
+    st->one_minus_b2 = 1.0f - (float)cfg->beta2;
     st->epsilon = cfg->epsilon;
 }
 
 static void adam_finish(const OptimizerConfig *cfg, float *scalars) {
-    scalars[0] *= cfg->beta1;
-    scalars[1] *= cfg->beta2;
+    scalars[0] *= (float)cfg->beta1;
+    scalars[1] *= (float)cfg->beta2;
 }
 
 /* Keras: beta^t with t = iterations + 1 in float32 (ops.power), 1 - beta of
@@ -153,11 +153,11 @@ static void adamw_prepare(const OptimizerConfig *cfg, const float *scalars, long
     (void)scalars;
     memset(st, 0, sizeof *st);
     const float t = (float)(global_step + 1);
-    const float b1_power = powf(cfg->beta1, t), b2_power = powf(cfg->beta2, t);
+    const float b1_power = powf((float)cfg->beta1, t), b2_power = powf((float)cfg->beta2, t);
     st->lr = lr;
     st->lr_t = lr * sqrtf(1.0f - b2_power) / (1.0f - b1_power);
-    st->one_minus_b1 = (float)(1.0 - (double)cfg->beta1);
-    st->one_minus_b2 = (float)(1.0 - (double)cfg->beta2);
+    st->one_minus_b1 = (float)(1.0 - cfg->beta1);
+    st->one_minus_b2 = (float)(1.0 - cfg->beta2);
     st->epsilon = cfg->epsilon;
     st->wd = cfg->weight_decay;
 }
@@ -346,9 +346,9 @@ static float cosine_at(const LrSchedule *s, long step) {
     } else {
         t = fminf(t, decay_steps);
     }
-    const float pi = 3.14159265358979323846f, one_minus_alpha = (float)(1.0 - (double)s->alpha);
+    const float pi = 3.14159265358979323846f, one_minus_alpha = (float)(1.0 - s->alpha), alpha = (float)s->alpha;
     const float cosine_decayed = 0.5f * (1.0f + cosf(pi * (t / decay_steps)));
-    return lr * (one_minus_alpha * cosine_decayed + s->alpha);
+    return lr * (one_minus_alpha * cosine_decayed + alpha);
 }
 
 typedef struct {

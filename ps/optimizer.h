@@ -76,8 +76,8 @@ typedef struct {
     OptimizerKind kind;
     float momentum;     /* m, used by OPT_MOMENTUM only */
     int nesterov;       /* 1: Nesterov momentum; 0: plain momentum */
-    float beta1;        /* adam, adamw: 0.9 */
-    float beta2;        /* adam, adamw: 0.999 */
+    double beta1;       /* adam, adamw: 0.9, as typed (a Python float): adam takes its float32 (TF1's tensors), */
+    double beta2;       /* adamw 1 - beta from it, then float32 (Keras); 0.999 */
     float epsilon;      /* adam: 1e-8 (TF1); adamw: 1e-7 (Keras) -- optimizer_config_defaults sets 1e-8 */
     float weight_decay; /* adamw: 0.004 (Keras) */
     float rms_decay;    /* rmsprop: rho, 0.9 */
@@ -181,7 +181,8 @@ typedef struct {
     float values[LR_MAX_PIECES];             /* piecewise: (n_pieces) */
     long boundaries[LR_MAX_PIECES - 1];      /* piecewise: (n_pieces - 1) steps, increasing */
     long cosine_steps;                       /* cosine: > 0 */
-    float alpha;                             /* cosine: the floor, a fraction of initial_lr, in [0, 1] */
+    double alpha;                            /* cosine: the floor, a fraction of initial_lr, in [0, 1] (Python's
+                                                double: 1 - alpha is taken in double, then float32) */
     long warmup_steps;                       /* every kind: 0 for none */
     long step_offset;                        /* the schedule runs at global_step + step_offset: 0, but for a run
                                               * resumed with another step size (the trainer's settle_lr_offset) */

@@ -88,10 +88,18 @@ refuse 2 "tower train: --learning_rate 0: expected a number > 0" train --learnin
 # decay (its second moment minus the squared mean is 0 every step: it diverged at step 1).
 refuse 2 "tower train: --num_classes 1: a softmax over one class has loss 0 and no gradient whatever the data (a two-class task is --num_classes 2)" train --num_classes 1 $t
 refuse 2 "tower train: --rmsprop_centered with --rmsprop_decay 0: the centered second moment ms - mg^2 is 0 every step, so each update is the gradient over sqrt(--rmsprop_epsilon) and diverges (give a decay, TensorFlow's 0.9)" train --optimizer rmsprop --rmsprop_centered --rmsprop_decay 0 $t
-# Under float32's smallest normal number (strtof's underflow; it said "expected a finite number > 0" of 1e-40, and took
-# the smaller 0x1p-149): refused alike in decimal and hex, in words that are true.
+# Under float32's smallest normal number (strtof's underflow; it said "expected a finite number > 0" of 1e-40):
+# refused in words that are true.  C's hexadecimal (0x10 trained at 16) and blanks around a number are refused, as
+# absl's flags refuse them; a value that rounds to 1 in float32 says so (it said "expected a number in [0, 1)" of
+# 0.99999999, which is).
 refuse 2 "tower train: --learning_rate 1e-40: under float32's smallest normal number, 1.17549435e-38 (expected a number > 0)" train --learning_rate 1e-40 $t
-refuse 2 "tower train: --learning_rate 0x1p-149: under float32's smallest normal number, 1.17549435e-38 (expected a number > 0)" train --learning_rate 0x1p-149 $t
+refuse 2 "tower train: --learning_rate '0x1p-149': expected a finite number > 0" train --learning_rate 0x1p-149 $t
+refuse 2 "tower train: --learning_rate '0x10': expected a finite number > 0" train --learning_rate 0x10 $t
+refuse 2 "tower train: --learning_rate '  1': expected a finite number > 0" train --learning_rate '  1' $t
+refuse 2 "tower train: --max_steps ' 5': expected an integer >= 0" train --max_steps ' 5' $t
+refuse 2 "tower train: --momentum 0.99999999: rounds to 1 in float32 (expected a number in [0, 1))" train --momentum 0.99999999 $t
+refuse 2 "tower train: --adam_beta2 0.99999999: rounds to 1 in float32 (expected a number in [0, 1))" train --optimizer adam --adam_beta2 0.99999999 $t
+refuse 2 "tower train: --num_epochs_per_decay '0x2': expected a finite number >= 0 (0: constant learning rate)" train --num_epochs_per_decay 0x2 $t
 refuse 2 "tower train: --weight_decay 1e-45: under float32's smallest normal number, 1.17549435e-38 (expected a number >= 0)" train --weight_decay 1e-45 $t
 refuse 2 "tower train: --momentum 1: expected a number in [0, 1)" train --momentum 1 $t
 refuse 2 "tower train: --momentum -0.5: expected a number in [0, 1)" train --momentum -0.5 $t

@@ -42,8 +42,8 @@ static int parse_config(const char *name, char **kv, int n_kv, OptimizerConfig *
         *eq = '\0';
         const float v = strtof(eq + 1, NULL);
         if (!strcmp(kv[i], "lr")) *lr = v;
-        else if (!strcmp(kv[i], "beta1")) cfg->beta1 = v;
-        else if (!strcmp(kv[i], "beta2")) cfg->beta2 = v;
+        else if (!strcmp(kv[i], "beta1")) cfg->beta1 = strtod(eq + 1, NULL); /* as typed: a Python float */
+        else if (!strcmp(kv[i], "beta2")) cfg->beta2 = strtod(eq + 1, NULL);
         else if (!strcmp(kv[i], "epsilon")) cfg->epsilon = cfg->rms_epsilon = v;
         else if (!strcmp(kv[i], "weight_decay")) cfg->weight_decay = v;
         else if (!strcmp(kv[i], "decay")) cfg->rms_decay = v;

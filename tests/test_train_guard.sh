@@ -91,6 +91,15 @@ if [ $rc -eq 0 ] && grep -q "learning rate: constant 0.01; linear warmup from 0 
   ok "schedule epochs past a step count saturate: $(grep -o 'linear warmup.*' "$work/farwarm.out")"
 else bad "far schedule epochs: status $rc: $(grep 'learning rate' "$work/farwarm.out" "$work/fardecay.out"; head -c 300 "$work/fardecay.err")"; fi
 
+# Epochs as typed, in double (Python's): 0.7 of a 10-step epoch is 7 steps, 2.3 epochs 23 (as float32, 0.69999998
+# and 2.2999999, they were 6 and 22: a decay and a warmup one step short of TensorFlow's int(steps * epochs)).
+run epochs7 train "${common[@]}" --train_dir "$work/epochs7" --max_steps 1 --num_examples_per_epoch 160 \
+  --num_epochs_per_decay 0.7 --num_learning_rate_warmup_epochs 2.3 --log_device_placement
+if [ $rc -eq 0 ] && grep -q "times 0.1 every 7 steps" "$work/epochs7.out" &&
+   grep -q "linear warmup from 0 over the first 23 steps" "$work/epochs7.out"; then
+  ok "epochs in double: $(grep -o 'learning rate: .*' "$work/epochs7.out")"
+else bad "0.7 and 2.3 epochs of 10 steps: status $rc: $(grep 'learning rate' "$work/epochs7.out"; head -c 300 "$work/epochs7.err")"; fi
+
 # 1. The memory bound against what is available: a forced figure, then a batch no machine here can hold.
 export TOWER_TEST_MEM_AVAILABLE_BYTES=100000000
 run mem train "${common[@]}" --train_dir "$work/mem" --batch_size 1024 --max_steps 1

@@ -55,8 +55,8 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->learning_rate = NAN;
     o->momentum = 0.9f;
     o->nesterov = 1;
-    o->adam_beta1 = 0.9f;
-    o->adam_beta2 = 0.999f;
+    o->adam_beta1 = 0.9;
+    o->adam_beta2 = 0.999;
     o->adam_epsilon = NAN;
     o->weight_decay = 0.004f;
     o->rmsprop_decay = 0.9f;

@@ -104,18 +104,18 @@ typedef struct {
     float learning_rate;            /* NAN: the optimizer's default (optimizer_default_lr) */
     float momentum;
     int nesterov;
-    float adam_beta1, adam_beta2;   /* adam, adamw: 0.9, 0.999 */
+    double adam_beta1, adam_beta2;  /* adam, adamw: 0.9, 0.999, as typed (OptimizerConfig's) */
     float adam_epsilon;             /* adam, adamw; NAN: 1e-8 for adam (TF1), 1e-7 for adamw (Keras) */
     float weight_decay;             /* adamw: decoupled weight decay, 0.004 (Keras) */
     float rmsprop_decay, rmsprop_momentum, rmsprop_epsilon; /* rmsprop: 0.9, 0, 1e-10 */
     int rmsprop_centered;           /* rmsprop: centered (ApplyCenteredRMSProp) */
     const char *lr_schedule;        /* exponential, piecewise or cosine (ps/optimizer.h's table) */
     float lr_decay_factor;          /* exponential */
-    float num_epochs_per_decay;     /* exponential; 0: constant learning rate */
+    double num_epochs_per_decay;    /* exponential; 0: constant learning rate (epochs as typed: double, as Python's) */
     const char *piecewise_lr;       /* piecewise: "RATE;EPOCH;RATE;..." (tf_cnn_benchmarks' flag) */
-    float cosine_decay_epochs;      /* cosine: its length after the warmup; 0: to max_steps */
-    float cosine_alpha;             /* cosine: the floor, a fraction of the rate */
-    float warmup_epochs;            /* every schedule: a linear warmup from 0; 0: none */
+    double cosine_decay_epochs;     /* cosine: its length after the warmup; 0: to max_steps */
+    double cosine_alpha;            /* cosine: the floor, a fraction of the rate (Keras's Python float) */
+    double warmup_epochs;           /* every schedule: a linear warmup from 0; 0: none */
     long num_examples_per_epoch;    /* 0: count the records of --data */
     float moving_average_decay;
     long seed;

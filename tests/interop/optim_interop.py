@@ -100,7 +100,8 @@ for label, mom, centered in [("rmsprop", 0.0, False), ("rmsprop momentum 0.5", 0
 
 import keras  # noqa: E402
 wd = F32(0.1)
-want = keras_run(lambda: keras.optimizers.AdamW(learning_rate=lr, weight_decay=wd, beta_1=F32(0.9), beta_2=F32(0.999),
+# beta_1, beta_2 as a Keras user writes them, Python floats (F32(0.9) hid a 1 - beta2 taken from float32's 0.999).
+want = keras_run(lambda: keras.optimizers.AdamW(learning_rate=lr, weight_decay=wd, beta_1=0.9, beta_2=0.999,
                                                 epsilon=F32(1e-7)), var, grads)
 compare("adamw vs tf.keras.optimizers.AdamW (Keras %s)" % keras.__version__,
         tower("adamw", var, grads, lr=lr, weight_decay=wd, beta1=0.9, beta2=0.999, epsilon=1e-7), want)
