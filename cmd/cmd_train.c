@@ -146,7 +146,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"seed", FLAG_LONG, &o->seed, "seed of the initial variables and of the input pipeline"},
         {"log_every", FLAG_INT, &o->log_every, "steps between log lines", FLAG_RANGE(0, INFINITY, "[)", "0: no log lines")},
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)", FLAG_RANGE(0, INFINITY, "[)", "0: only at the end")},
-        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)", FLAG_RANGE(0, INFINITY, "[)", "0: keep all")},
+        {"keep_checkpoints", FLAG_INT, &o->keep_checkpoints, "checkpoints kept in train_dir (0: all)", FLAG_RANGE(0, CKPT_MAX_KEEP, "[]", "0: keep all")},
         {"resume", FLAG_BOOL, &o->resume, "continue from the latest checkpoint in train_dir (none there: start from step 0, and say so)"},
         {"summary_every", FLAG_INT, &d->summary_every, "steps between TensorBoard scalars in train_dir/events.out.tfevents.* (0: none; with --histogram_every 0 too, no events file)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},
         {"histogram_every", FLAG_INT, &d->histogram_every, "steps between TensorBoard histograms of the variables (0: none)", FLAG_RANGE(0, INFINITY, "[)", "0: none")},

@@ -27,7 +27,7 @@
 static const unsigned char CKPT_MAGIC[8] = {'T', 'W', 'R', 'C', 'K', 'P', 'T', '\0'};
 #define CKPT_PREFIX "model.ckpt-"
 #define CKPT_TMP_SUFFIX ".tmp"
-#define CKPT_MAX_INDEX_ENTRIES 1024
+#define CKPT_MAX_INDEX_ENTRIES CKPT_MAX_KEEP
 #define CKPT_SLOT_NAME_MAX (MODEL_VAR_NAME_MAX + 32) /* "<variable>/<slot>" */
 
 static CkptFault g_fault = CKPT_FAULT_NONE;
@@ -142,8 +142,30 @@ static int write_atomic(const char *dir, const char *name, const void *const *pa
 
 typedef struct {
     int n;
+    int overflow; /* 1: the index listed more than CKPT_MAX_INDEX_ENTRIES: the list is not whole (no sweep) */
     char names[CKPT_MAX_INDEX_ENTRIES][256];
 } IndexList;
+
+/* An index entry as the list keeps it: a path into dir itself (TensorFlow 1's Saver writes absolute paths,
+ * "/tmp/cifar10_train/model.ckpt-2"; "./model.ckpt-2") as its bare name, so that the sweep sees it listed and the
+ * next index names it as Tower does; any other value as it is. */
+static void index_entry_name(const char *dir, const char *value, char *out, size_t out_n_bytes) {
+    const char *slash = strrchr(value, '/');
+    struct stat in_dir, in_entry;
+    char parent[4096];
+    if (slash && (size_t)(slash - value) + strlen(dir) + 2 < sizeof parent) {
+        /* The entry's folder: an absolute one as it is ("/model.ckpt-2": the root), a relative one from dir's. */
+        const size_t n = slash == value ? 1 : (size_t)(slash - value);
+        if (value[0] == '/') snprintf(parent, sizeof parent, "%.*s", (int)n, value);
+        else snprintf(parent, sizeof parent, "%s/%.*s", dir, (int)n, value);
+        if (stat(parent, &in_entry) == 0 && stat(dir, &in_dir) == 0 && in_entry.st_dev == in_dir.st_dev &&
+            in_entry.st_ino == in_dir.st_ino) {
+            snprintf(out, out_n_bytes, "%s", slash + 1);
+            return;
+        }
+    }
+    snprintf(out, out_n_bytes, "%s", value);
+}
 
 /* Lines of the checkpoint index and of a shard manifest are short (a name
  * of at most 255 bytes and its key): LINE_MAX_N_BYTES holds any valid one. */
@@ -205,7 +227,7 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
     }
     char line[LINE_MAX_N_BYTES], value[256], latest_name[256];
     int have_latest = 0, bad = 0, line_no = 0, got;
-    if (list) list->n = 0;
+    if (list) list->n = list->overflow = 0;
     while ((got = read_line(f, line)) != 0) {
         line_no++;
         if (got == LINE_TOO_LONG) { bad = 2; break; }
@@ -223,7 +245,8 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
         }
         if (r == 0) r = index_line_value(line, "all_model_checkpoint_paths", value, sizeof value);
         if (r != 1) { bad = 1; break; }
-        if (list && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], value);
+        if (list && list->n < CKPT_MAX_INDEX_ENTRIES) index_entry_name(dir, value, list->names[list->n++], 256);
+        else if (list) list->overflow = 1;
     }
     fclose(f);
     if (bad == 2)
@@ -235,8 +258,11 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
     if (!have_latest)
         return fail(err, err_n_bytes, "%s: the checkpoint index has no model_checkpoint_path line", path);
     int listed = 0;
-    for (int i = 0; list && i < list->n && !listed; i++) listed = !strcmp(list->names[i], latest_name);
-    if (list && !listed && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], latest_name);
+    char latest_entry[256];
+    index_entry_name(dir, latest_name, latest_entry, sizeof latest_entry);
+    for (int i = 0; list && i < list->n && !listed; i++) listed = !strcmp(list->names[i], latest_entry);
+    if (list && !listed && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], latest_entry);
+    else if (list && !listed) list->overflow = 1;
     return 1;
 }
 
@@ -545,8 +571,8 @@ static int index_commit(const char *dir, const char *name, int keep_last, char *
         for (int i = 0; keep_last > 0 && i < first_kept; i++)
             if (is_ckpt_name(all[i]) && unlink_family(dir, all[i])) removed = 1;
         /* Unlisted checkpoints go only when the list is known to be whole:
-         * keep_last > 0 and the previous index was read. */
-        int sweep = keep_last > 0 && index_ok;
+         * keep_last > 0 and the previous index was read, all of it. */
+        int sweep = keep_last > 0 && index_ok && !old->overflow;
         if (remove_stale(dir, sweep ? all + first_kept : NULL, n_all - first_kept)) removed = 1;
         if (removed) fsync_dir(dir);
     }

@@ -127,6 +127,10 @@ int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes);
  * that must not replace one, nor be removed as one. */
 int ckpt_is_train_dir_file(const char *path);
 
+/* The most checkpoints an index lists, so the most --keep_checkpoints keeps
+ * (0 keeps every file, the index naming the newest CKPT_MAX_KEEP). */
+#define CKPT_MAX_KEEP 1024
+
 /* ckpt_latest, and on -1 one line in err that names the index and says what
  * is wrong with it (cannot be opened, not a regular file, which line does
  * not parse, no model_checkpoint_path). */

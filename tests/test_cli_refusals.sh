@@ -60,7 +60,7 @@ refuse 2 "tower train: --num_gpus 0: expected an integer in [1, 64]" train --num
 refuse 2 "tower train: --num_classes 0: expected an integer in [1, 65536]" train --num_classes 0 $t
 refuse 2 "tower train: --image_size -1: expected an integer in [0, 4096] (0: no crop)" train --image_size -1 $t
 refuse 2 "tower train: --save_every -1: expected an integer in [0, 2147483647] (0: only at the end)" train --save_every -1 $t
-refuse 2 "tower train: --keep_checkpoints -2: expected an integer in [0, 2147483647] (0: keep all)" train --keep_checkpoints -2 $t
+refuse 2 "tower train: --keep_checkpoints -2: expected an integer in [0, 1024] (0: keep all)" train --keep_checkpoints -2 $t
 refuse 2 "tower train: --summary_every -1: expected an integer in [0, 2147483647] (0: none)" train --summary_every -1 $t
 refuse 2 "tower train: --shard_sizes '80,,48': expected positive sizes (at most 1048576) separated by commas, one per tower, e.g. 80,48" \
   train --shard_sizes 80,,48 $t
@@ -98,6 +98,7 @@ refuse 2 "tower train: --learning_rate '0x10': expected a finite number > 0" tra
 refuse 2 "tower train: --learning_rate '  1': expected a finite number > 0" train --learning_rate '  1' $t
 refuse 2 "tower train: --max_steps ' 5': expected an integer >= 0" train --max_steps ' 5' $t
 refuse 2 "tower train: --momentum 0.99999999: rounds to 1 in float32 (expected a number in [0, 1))" train --momentum 0.99999999 $t
+refuse 2 "tower train: --keep_checkpoints 5000: expected an integer in [0, 1024] (0: keep all)" train --keep_checkpoints 5000 $t
 refuse 2 "tower train: --adam_beta2 0.99999999: rounds to 1 in float32 (expected a number in [0, 1))" train --optimizer adam --adam_beta2 0.99999999 $t
 refuse 2 "tower train: --num_epochs_per_decay '0x2': expected a finite number >= 0 (0: constant learning rate)" train --num_epochs_per_decay 0x2 $t
 refuse 2 "tower train: --weight_decay 1e-45: under float32's smallest normal number, 1.17549435e-38 (expected a number >= 0)" train --weight_decay 1e-45 $t

@@ -303,6 +303,62 @@ static void test_index_and_keep_last(void) {
     text = (char *)read_all(ipath, &n);
     CHECK(text && strstr(text, lone_name) != NULL, "the new index lists %s:\n%.*s", lone_name, (int)n, text ? text : "");
     free(text);
+    /* An index of absolute paths (TensorFlow 1's Saver) and of "./" ones: its checkpoints are listed (the next
+     * save deleted every one of them as unlisted, and the new index still named them), rotated by keep_last, and
+     * the new index names them bare. */
+    for (int form = 0; form < 2; form++) {
+        char tf1[600], abs_dir[4096];
+        make_dir(tf1, sizeof tf1, form ? "dotslash" : "absolute");
+        CHECK(realpath(tf1, abs_dir) != NULL, "realpath %s", tf1);
+        long steps[3];
+        for (int k = 0; k < 3; k++) {
+            train(ps, 1);
+            CHECK(ckpt_save(tf1, ps, NULL, 5, err, sizeof err) == 0, "save: %s", err);
+            steps[k] = ps->global_step;
+        }
+        char index[4096 * 4];
+        int len = 0;
+        const char *pre = form ? "." : abs_dir;
+        len += snprintf(index + len, sizeof index - (size_t)len, "model_checkpoint_path: \"%s/model.ckpt-%ld\"\n", pre,
+                        steps[2]);
+        for (int k = 0; k < 3; k++)
+            len += snprintf(index + len, sizeof index - (size_t)len, "all_model_checkpoint_paths: \"%s/model.ckpt-%ld\"\n",
+                            pre, steps[k]);
+        snprintf(ipath, sizeof ipath, "%s/checkpoint", tf1);
+        write_all(ipath, index, (size_t)len);
+        train(ps, 1);
+        CHECK(ckpt_save(tf1, ps, NULL, 3, err, sizeof err) == 0, "save over a TF1 index: %s", err);
+        char name[64];
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "model.ckpt-%ld", steps[k]);
+            CHECK(file_exists(tf1, name) == (k > 0), "%s index: %s %s", form ? "./" : "absolute", name,
+                  k > 0 ? "deleted" : "kept past keep_last 3");
+        }
+        text = (char *)read_all(ipath, &n);
+        CHECK(text && !strstr(text, "/model.ckpt-") && strstr(text, "all_model_checkpoint_paths: \"model.ckpt-"),
+              "the new index over a %s one:\n%.*s", form ? "./" : "absolute", (int)n, text ? text : "");
+        free(text);
+    }
+    /* An index longer than CKPT_MAX_KEEP entries (the list is cut): no sweep of what the cut left out, among it the
+     * checkpoint resumed from, listed last (it was deleted by the next save). */
+    char many[600];
+    make_dir(many, sizeof many, "many");
+    train(ps, 1);
+    CHECK(ckpt_save(many, ps, NULL, 5, err, sizeof err) == 0, "save: %s", err);
+    char resumed[64];
+    snprintf(resumed, sizeof resumed, "model.ckpt-%ld", ps->global_step);
+    const size_t cap = (size_t)(CKPT_MAX_KEEP + 80) * 64;
+    char *long_index = malloc(cap);
+    int len = snprintf(long_index, cap, "model_checkpoint_path: \"%s\"\n", resumed);
+    for (int k = 0; k < CKPT_MAX_KEEP + 50; k++)
+        len += snprintf(long_index + len, cap - (size_t)len, "all_model_checkpoint_paths: \"model.ckpt-%d\"\n", 100000 + k);
+    len += snprintf(long_index + len, cap - (size_t)len, "all_model_checkpoint_paths: \"%s\"\n", resumed);
+    snprintf(ipath, sizeof ipath, "%s/checkpoint", many);
+    write_all(ipath, long_index, (size_t)len);
+    free(long_index);
+    train(ps, 1);
+    CHECK(ckpt_save(many, ps, NULL, 5, err, sizeof err) == 0, "save over a long index: %s", err);
+    CHECK(file_exists(many, resumed), "%s, listed past the index's %d entries, was swept", resumed, CKPT_MAX_KEEP);
     ps_free(ps);
 }
 
