@@ -1207,7 +1207,8 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
     } else if (check_optimizer_state(msg, &m, ps, path, err, err_n_bytes) != 0) {
         rc = -1;
     } else if (ps->ema && !m.has_ema) {
-        rc = fail(err, err_n_bytes, "%s: no moving averages (saved with the moving average disabled)", path);
+        rc = fail(err, err_n_bytes, "%s: no moving averages (saved with the moving average disabled): resume with "
+                  "--moving_average_decay 0, or from step 0 into another train_dir", path);
     }
     if (rc == 0) {
         copy_section(ps->params, spec, m.vars);
@@ -1219,7 +1220,10 @@ int ckpt_load(const char *path, ParamServer *ps, CkptRunState *run, char *err, s
                     ps->scalars[k] = msg->optimizer_scalars[t]->data[0];
         if (ps->ema) copy_section(ps->ema, spec, m.ema);
         ps->global_step = (long)msg->global_step;
-        if (run) run_from_msg(run, msg->run);
+        if (run) {
+            run_from_msg(run, msg->run);
+            run->had_moving_averages = m.has_ema;
+        }
     }
     msg_close(&cm);
     return rc;

@@ -63,6 +63,7 @@ typedef struct {
      * n_shard_sizes 0 where every tower takes batch_size (and in files older than the field). */
     int n_shard_sizes;
     int shard_sizes[CKPT_MAX_PARTS]; /* (n_shard_sizes) */
+    int had_moving_averages; /* ckpt_load: 1 when the file holds moving averages (a server without them drops them) */
 } CkptRunState;
 
 /* Write dir/model.ckpt-<global_step> from ps and run (run may be NULL: zeros),

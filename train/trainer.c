@@ -791,6 +791,13 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
                 run.accum_steps, (unsigned long long)run.seed, now.n_towers, run_split_describe(&now, is, sizeof is),
                 tr->accum_steps, o->seed);
     }
+    if (run.had_moving_averages && !tr->ps->ema && tr->rank == 0) { /* the averages would be lost with its rotation */
+        char ts[64], safe_path[1024];
+        trainer_timestamp(ts, sizeof ts);
+        fprintf(stderr, "%s: note: %s holds moving averages; --moving_average_decay 0 discards them (this run's "
+                "checkpoints have none, and eval and export take the raw variables)\n", ts,
+                escape_str(safe_path, sizeof safe_path, path));
+    }
     tr->examples_consumed = run.examples_consumed;
     tr->resume_run = run;
     tr->resumed = 1;
