@@ -100,6 +100,15 @@ if [ $rc -eq 0 ] && grep -q "times 0.1 every 7 steps" "$work/epochs7.out" &&
   ok "epochs in double: $(grep -o 'learning rate: .*' "$work/epochs7.out")"
 else bad "0.7 and 2.3 epochs of 10 steps: status $rc: $(grep 'learning rate' "$work/epochs7.out"; head -c 300 "$work/epochs7.err")"; fi
 
+# A cosine to --max_steps, resumed at twice the batch: the schedule's step is 4 behind the run's, so the decay is
+# 10 steps long and ends at the run's last (it was 14 and ended at 0.00283 of 0.01, not 0).
+run cos7 train "${common[@]}" --train_dir "$work/cos" --max_steps 7 --num_examples_per_epoch 160 --lr_schedule cosine
+run cos14 train "${common[@]}" --train_dir "$work/cos" --max_steps 14 --num_examples_per_epoch 160 --lr_schedule cosine \
+  --batch_size 32 --resume --log_device_placement
+if [ $rc -eq 0 ] && grep -q "learning rate: cosine: from 0.01 to 0 over 10 steps; resumed with another step size: the schedule's step is this run's step -4" "$work/cos14.out"; then
+  ok "a cosine resumed at twice the batch ends at --max_steps: $(grep -o 'cosine: from.*steps;' "$work/cos14.out")"
+else bad "cosine resumed at another batch: status $rc: $(grep 'learning rate' "$work/cos14.out"; head -c 300 "$work/cos14.err")"; fi
+
 # 1. The memory bound against what is available: a forced figure, then a batch no machine here can hold.
 export TOWER_TEST_MEM_AVAILABLE_BYTES=100000000
 run mem train "${common[@]}" --train_dir "$work/mem" --batch_size 1024 --max_steps 1

@@ -829,7 +829,14 @@ static int refuse_earlier_run(const Trainer *tr, char *err, size_t err_n_bytes) 
  * bitwise as before.  Ranks that step apart (the asynchronous parameter server) count steps per push: 0. */
 static void settle_lr_offset(Trainer *tr) {
     if (trainer_ranks_step_apart(tr) || tr->examples_consumed == 0) return;
-    tr->ps->cfg.lr.step_offset = tr->examples_consumed / trainer_step_examples(tr) - tr->ps->global_step;
+    LrSchedule *lr = &tr->ps->cfg.lr;
+    lr->step_offset = tr->examples_consumed / trainer_step_examples(tr) - tr->ps->global_step;
+    /* A cosine that decays to --max_steps ends at the schedule's step of the run's last one (it ended 4 steps
+     * short of 0, at 0.00283 of 0.01, after a resume at twice the batch). */
+    if (lr->kind == LR_COSINE && !(tr->opt.cosine_decay_epochs > 0)) {
+        const long steps = tr->opt.max_steps + lr->step_offset - lr->warmup_steps;
+        lr->cosine_steps = steps > 0 ? steps : 1;
+    }
 }
 
 /* --input_split's names, by PIPELINE_SPLIT_* value (trainer_open reads them, the run state writes them). */
