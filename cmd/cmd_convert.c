@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cmd/commands.h"
 #include "base/escape.h"
@@ -184,6 +185,15 @@ int cmd_convert(int argc, char **argv) {
         escape_str(safe, sizeof safe, o.out);
         cmd_errorf("tower convert: --out %s ends in '/': PREFIX is a directory and a file name stem, e.g. --out "
                    "%strain (PREFIX-00000-of-0000N.tfrecord)\n", safe, safe);
+        return 2;
+    }
+    /* Every shard is open at once: more than the process may hold open failed after thousands of files. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)o.num_shards + 32 > nofile.rlim_cur) {
+        cmd_errorf("tower convert: --num_shards %d: more than the %ld files this process may hold open besides its "
+                   "input (ulimit -n %ld): lower --num_shards, or raise ulimit -n\n", o.num_shards,
+                   (long)nofile.rlim_cur - 32, (long)nofile.rlim_cur);
         return 2;
     }
     char err[1024];

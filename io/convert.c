@@ -592,7 +592,8 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
     }
     if (stats->n_examples == 0) { /* empty shards would read as a data set of 0 examples, of no shape */
         snprintf(err, err_n, "the %s input holds no examples (%s): no shard written", src->format,
-                 !strcmp(src->format, "imagefolder") ? "every image skipped" : "empty");
+                 strcmp(src->format, "imagefolder") ? "empty" : src->n_examples > 0 ? "every image skipped"
+                                                                                   : "no image files");
         goto out;
     }
     for (int i = 0; i < N; i++) {
