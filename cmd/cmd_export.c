@@ -18,6 +18,8 @@
 #include "cmd/commands.h"
 #include "base/escape.h"
 #include "base/flags.h"
+#include "io/imagefolder.h"
+#include "io/pipeline.h"
 #include "model/model.h"
 #include "ps/checkpoint.h"
 #include "ps/safetensors.h"
@@ -36,6 +38,27 @@ static int export_flags(ExportOptions *o, Flag *flags) {
     };
     memcpy(flags, table, sizeof table);
     return (int)(sizeof table / sizeof table[0]);
+}
+
+/* 1 when bytes (n_bytes) are UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
+static int utf8_valid(const unsigned char *s, size_t n_bytes) {
+    for (size_t i = 0; i < n_bytes;) {
+        const unsigned char c = s[i];
+        size_t k;
+        unsigned long cp, min;
+        if (c < 0x80) { i++; continue; }
+        if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
+        else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
+        else if ((c & 0xf8) == 0xf0) k = 3, cp = c & 0x07, min = 0x10000;
+        else return 0;
+        for (size_t j = 1; j <= k; j++) {
+            if (i + j >= n_bytes || (s[i + j] & 0xc0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + j] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+        i += k + 1;
+    }
+    return 1;
 }
 
 static volatile sig_atomic_t stop_signal = 0; /* SIGINT, SIGTERM or SIGHUP during the write, or 0 */
@@ -111,7 +134,24 @@ int cmd_export(int argc, char **argv) {
     snprintf(step, sizeof step, "%ld", ck.global_step);
     snprintf(shape, sizeof shape, "[%d, %d, %d]", spec.H, spec.W, spec.C);
     snprintf(classes, sizeof classes, "%d", spec.num_classes);
+    /* The class names in label order (labels.txt beside the checkpoint, from an image folder's run): the label
+     * numbers' meaning travels with the weights.  JSON holds UTF-8 alone: other bytes leave them out, said. */
+    char labels_file[4200], *labels = NULL;
+    size_t labels_n_bytes = 0;
+    if (io_labels_path(labels_file, sizeof labels_file, path) == 0 &&
+        imagefolder_read_labels_text(labels_file, &labels, &labels_n_bytes, err, sizeof err) < 0) {
+        cmd_errorf("tower export: note: %s; the export holds no class names\n", err);
+        labels = NULL;
+    }
+    if (labels && !utf8_valid((const unsigned char *)labels, labels_n_bytes)) {
+        char safe_labels[4400];
+        cmd_errorf("tower export: note: %s is not UTF-8 text, which the file's JSON header holds alone; the export "
+                   "holds no class names\n", escape_str(safe_labels, sizeof safe_labels, labels_file));
+        free(labels);
+        labels = NULL;
+    }
     const SafetensorsMeta meta[] = {
+        {"labels", labels ? labels : ""}, /* the last: left out where there are none */
         {"source", "tower"},
         {"model", spec.name},
         {"global_step", step},
@@ -130,8 +170,9 @@ int cmd_export(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    rc = safetensors_write(o.out, tensors, n_tensors, meta, (int)(sizeof meta / sizeof meta[0]), &stop_signal, err,
-                           sizeof err);
+    rc = safetensors_write(o.out, tensors, n_tensors, meta + (labels ? 0 : 1),
+                           (int)(sizeof meta / sizeof meta[0]) - (labels ? 0 : 1), &stop_signal, err, sizeof err);
+    free(labels);
     if (rc != 0) {
         const int sig = stop_signal;
         if (sig)

@@ -132,6 +132,19 @@ grep -q "wrote 10 tensors (.* floats, moving averages) of model mnist at step 12
 "$tower" export --checkpoint_dir "$work/run" --out "$work/raw.safetensors" --no_moving_average >/dev/null
 "$safetensors" check "$work/raw.safetensors" "$work/run" raw || fail "exported raw variables"
 echo "ok: export of the moving averages and of the raw variables"
+# The class names travel in the metadata ("labels": labels.txt beside the checkpoint), UTF-8 only (JSON's).
+[ -f "$work/run/labels.txt" ] || fail "the run has no labels.txt"
+LC_ALL=C grep -aqF "\"labels\":\"$(awk '{printf "%s\\n", $0}' "$work/run/labels.txt")\"" "$work/ema.safetensors" ||
+  fail "the export's metadata lacks the class names of $work/run/labels.txt"
+cp -r "$work/run" "$work/run_latin1"
+printf 'caf\xe9\nbar\nbaz\n' >"$work/run_latin1/labels.txt"
+"$tower" export --checkpoint_dir "$work/run_latin1" --out "$work/latin1.safetensors" >/dev/null 2>"$work/latin1.err" ||
+  fail "export with a Latin-1 labels.txt: $(cat "$work/latin1.err")"
+grep -q "labels.txt is not UTF-8 text, which the file's JSON header holds alone; the export holds no class names" \
+  "$work/latin1.err" && ! LC_ALL=C grep -aqF '"labels"' "$work/latin1.safetensors" ||
+  fail "a Latin-1 labels.txt: $(cat "$work/latin1.err")"
+"$safetensors" check "$work/latin1.safetensors" "$work/run_latin1" ema || fail "the export without class names"
+echo "ok: export carries the class names (UTF-8), and says so where it cannot"
 
 # ---- on a terminal: one live line for the run (9 steps of 16 = 3 epochs of 48), the epoch in its label
 if command -v script >/dev/null 2>&1; then
