@@ -59,9 +59,6 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
     return (int)(sizeof table / sizeof table[0]);
 }
 
-static volatile sig_atomic_t stop_signal = 0; /* SIGINT, SIGTERM or SIGHUP during the conversion, or 0 */
-
-static void on_signal(int sig) { stop_signal = sig; }
 
 /* Image-folder warnings: one line on stderr each, with the progress line cleared first. */
 static void warn_line(void *ctx, const char *line) {
@@ -253,13 +250,8 @@ int cmd_convert(int argc, char **argv) {
     cfg.overwrite = o.overwrite;
     /* A signal stops the run between two examples: the .tmp shards removed, the shards already there kept
      * (--overwrite replaces them only at the end), exit 128 + the signal. */
-    cfg.stop = &stop_signal;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    cfg.stop = &cmd_stop_signal;
+    cmd_catch_stop_signals();
     ConvertStats st;
     rc = convert_run(&counted, &cfg, &st, err, sizeof err);
     char post[64];
@@ -272,11 +264,11 @@ int cmd_convert(int argc, char **argv) {
         rc = imagefolder_write_labels(src, labels_file, err, sizeof err);
     }
     src->close(src);
-    if (rc != 0 && stop_signal) {
+    if (rc != 0 && cmd_stop_signal) {
         cmd_errorf("tower convert: %s by %s: no shard written (the partial .tmp files removed)%s\n", err,
-                   stop_signal == SIGINT ? "SIGINT" : stop_signal == SIGTERM ? "SIGTERM" : "SIGHUP",
+                   cmd_signal_name(cmd_stop_signal),
                    o.overwrite ? ", the shards already there kept" : "");
-        return 128 + stop_signal;
+        return 128 + cmd_stop_signal;
     }
     if (rc != 0) {
         cmd_errorf("tower convert: %s\n", err); /* names from files: escaped there */

@@ -61,9 +61,6 @@ static int utf8_valid(const unsigned char *s, size_t n_bytes) {
     return 1;
 }
 
-static volatile sig_atomic_t stop_signal = 0; /* SIGINT, SIGTERM or SIGHUP during the write, or 0 */
-
-static void on_signal(int sig) { stop_signal = sig; }
 
 int cmd_export(int argc, char **argv) {
     ExportOptions o = {.checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .out = "", .no_moving_average = 0};
@@ -164,19 +161,13 @@ int cmd_export(int argc, char **argv) {
         {"layout", "tensorflow"},
     };
     /* A signal ends the write after the tensor under way: the .tmp removed, --out as it was, 128 + the signal. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    cmd_catch_stop_signals();
     rc = safetensors_write(o.out, tensors, n_tensors, meta + (labels ? 0 : 1),
-                           (int)(sizeof meta / sizeof meta[0]) - (labels ? 0 : 1), &stop_signal, err, sizeof err);
+                           (int)(sizeof meta / sizeof meta[0]) - (labels ? 0 : 1), &cmd_stop_signal, err, sizeof err);
     free(labels);
     if (rc != 0) {
-        const int sig = stop_signal;
-        if (sig)
-            cmd_errorf("tower export: %s by %s\n", err, sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP");
+        const int sig = cmd_stop_signal;
+        if (sig) cmd_errorf("tower export: %s by %s\n", err, cmd_signal_name(sig));
         else cmd_errorf("tower export: %s\n", err);
         ckpt_contents_free(&ck);
         return sig ? 128 + sig : 1;

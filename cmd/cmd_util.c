@@ -22,6 +22,21 @@ static char errors_tag[64] = "";
 
 void cmd_errors_quiet(int quiet) { errors_quiet = quiet; }
 
+volatile sig_atomic_t cmd_stop_signal = 0;
+
+static void on_stop_signal(int sig) { cmd_stop_signal = sig; }
+
+void cmd_catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+const char *cmd_signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"; }
+
 void cmd_errors_tag(const char *tag) { snprintf(errors_tag, sizeof errors_tag, "%s", tag ? tag : ""); }
 
 void cmd_errorf(const char *fmt, ...) {

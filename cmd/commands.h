@@ -3,6 +3,7 @@
 #ifndef TOWER_CMD_COMMANDS_H
 #define TOWER_CMD_COMMANDS_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "base/flags.h"
@@ -99,6 +100,13 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
  * train/ may hold any byte, and none of those reaches a terminal raw.  One
  * write of at most 16 KiB (longer is cut). */
 void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* convert's and export's stop: from cmd_catch_stop_signals on, SIGINT, SIGTERM or SIGHUP (a closed terminal)
+ * sets cmd_stop_signal to its number (0 until one comes); the work under way reads it and ends with its
+ * temporary files removed; the command exits 128 + it.  cmd_signal_name: "SIGINT", "SIGTERM" or "SIGHUP". */
+extern volatile sig_atomic_t cmd_stop_signal;
+void cmd_catch_stop_signals(void);
+const char *cmd_signal_name(int sig);
 
 /* quiet 1: cmd_errorf writes nothing until called with 0 (a rank other than
  * 0 while it checks the flags that every rank checks alike, so that rank 0
