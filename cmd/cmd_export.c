@@ -40,12 +40,14 @@ static int export_flags(ExportOptions *o, Flag *flags) {
     return (int)(sizeof table / sizeof table[0]);
 }
 
-/* 1 when bytes (n_bytes) are UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
+/* 1 when bytes (n_bytes) are UTF-8 text: no NUL byte (the value is a C string), no overlong forms, no
+ * surrogates, nothing past U+10FFFF. */
 static int utf8_valid(const unsigned char *s, size_t n_bytes) {
     for (size_t i = 0; i < n_bytes;) {
         const unsigned char c = s[i];
         size_t k;
         unsigned long cp, min;
+        if (c == 0) return 0;
         if (c < 0x80) { i++; continue; }
         if ((c & 0xe0) == 0xc0) k = 1, cp = c & 0x1f, min = 0x80;
         else if ((c & 0xf0) == 0xe0) k = 2, cp = c & 0x0f, min = 0x800;
@@ -142,8 +144,8 @@ int cmd_export(int argc, char **argv) {
     }
     if (labels && !utf8_valid((const unsigned char *)labels, labels_n_bytes)) {
         char safe_labels[4400];
-        cmd_errorf("tower export: note: %s is not UTF-8 text, which the file's JSON header holds alone; the export "
-                   "holds no class names\n", escape_str(safe_labels, sizeof safe_labels, labels_file));
+        cmd_errorf("tower export: note: %s is not UTF-8 text free of NUL bytes, which the file's JSON header holds "
+                   "alone; the export holds no class names\n", escape_str(safe_labels, sizeof safe_labels, labels_file));
         free(labels);
         labels = NULL;
     }

@@ -67,11 +67,13 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
             if (lo_label < 0) lo_label = k;
             hi_label = k;
         }
+    if (rep->n_labels_other) { /* negative or past the histogram: refused by train whatever --num_classes */
+        cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s whose label '%s' is negative or over "
+                   "%d\n", rep->n_labels_other, rep->n_labels_other == 1 ? "" : "s", label, INSPECT_MAX_LABEL - 1);
+        return 1;
+    }
     char labels[160] = "";
-    if (rep->n_labels_other) /* negative or past the histogram: refused by train whatever --num_classes */
-        snprintf(labels, sizeof labels, "; %ld label%s negative or over %d, which train refuses", rep->n_labels_other,
-                 rep->n_labels_other == 1 ? "" : "s", INSPECT_MAX_LABEL - 1);
-    else if (hi_label >= 0)
+    if (hi_label >= 0)
         snprintf(labels, sizeof labels, " from %ld to %ld (--num_classes %ld or more)", lo_label, hi_label, hi_label + 1);
     printf("tower train and eval read these files: %d x %d x %d images ('%s', %s), int64 labels ('%s')%s\n", H, W, C,
            key, is_float ? "float" : "uint8", label, labels);
@@ -140,6 +142,10 @@ int cmd_inspect(int argc, char **argv) {
                (unsigned long long)rep.n_bytes_lost, rep.n_bytes_partial ? "at least " : "", (unsigned long long)rep.n_bytes_total,
                rep.over_fraction ? " (stopped: over --max_corrupt_fraction)" : "");
     if (rc == 0 && rep.n_records > 0) rc = train_verdict(files, n_files, &cfg, &rep);
+    else if (rc == 0) { /* no record at all: nothing for train and eval to read */
+        cmd_errorf("tower inspect: tower train and eval would refuse these files: they hold no records\n");
+        rc = 1;
+    }
     inspect_report_free(&rep);
     io_free_files(files, n_files);
     if (rc < 0) {

@@ -798,10 +798,11 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
     EventWriter *events = NULL;
     char events_path[4200] = ""; /* removed again when the run fails before its first step (drop_empty_events) */
     if (rank == 0 && (dopt.summary_every > 0 || dopt.histogram_every > 0)) {
-        /* The session's start at the step it starts from: TensorBoard drops the steps an earlier file holds
-         * from there on, written past the checkpoint resumed from by a run that ended without saving them. */
+        /* The session's start at its first step, the checkpoint's + 1 (SummarySaverHook's global_step after the
+         * session's first run): TensorBoard drops the steps an earlier file holds from there on, written past the
+         * checkpoint resumed from by a run that ended without saving them; the checkpoint's own step stays. */
         if (!(events = event_writer_open(o.train_dir, err, sizeof err)) ||
-            event_writer_session_start(events, tr.ps->global_step, err, sizeof err) != 0) {
+            event_writer_session_start(events, tr.ps->global_step + 1, err, sizeof err) != 0) {
             cmd_errorf("tower train: %s\n", err);
             if (events) remove(event_writer_path(events));
             event_writer_close(events, NULL, 0);
@@ -987,7 +988,9 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
         }
     }
     if (event_writer_close(events, err, sizeof err) != 0 && exit_code == 0) {
-        cmd_errorf("tower train: %s\n", err);
+        char what[sizeof err + 64]; /* the variables are good: saved, as after a failed summary */
+        snprintf(what, sizeof what, "closing the events file: %s", err);
+        save_on_error(&tr, &o, last_saved, what);
         exit_code = 1;
     }
     drop_empty_events(events_path, tr.ps->global_step != step_at_open); /* failed or not: no step, no run to list */

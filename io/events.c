@@ -229,8 +229,11 @@ EventWriter *event_writer_open(const char *dir, char *err, size_t err_n) {
     ev.step = 0;
     ev.what_case = TENSORFLOW__EVENT__WHAT_FILE_VERSION;
     ev.file_version = (char *)EVENTS_FILE_VERSION;
-    if (write_message(w, &ev.base, err, err_n) != 0) {
+    if (write_message(w, &ev.base, err, err_n) != 0) { /* a file without its version is no events file: not left */
+        char *made = strdup(w->path);
         event_writer_close(w, NULL, 0);
+        if (made) remove(made);
+        free(made);
         return NULL;
     }
     return w;

@@ -61,11 +61,11 @@ typedef struct EventWriter EventWriter;
  * exist.  Returns NULL with one line in err when the file cannot be made. */
 EventWriter *event_writer_open(const char *dir, char *err, size_t err_n_bytes);
 
-/* Writes a SessionLog START event at step (the global step the run starts
- * from, as TensorFlow's SummarySaverHook does): TensorBoard's readers then
- * drop what earlier files hold at that step and after (the steps of a run
- * that ended past its last checkpoint, then resumed from it).  Returns 0,
- * or -1 with err (a write error). */
+/* Writes a SessionLog START event at step (a run's first step, the
+ * checkpoint's + 1, where TensorFlow's SummarySaverHook writes it):
+ * TensorBoard's readers then drop what earlier files hold at that step and
+ * after (the steps of a run that ended past its last checkpoint, then
+ * resumed from it).  Returns 0, or -1 with err (a write error). */
 int event_writer_session_start(EventWriter *w, long step, char *err, size_t err_n_bytes);
 
 /* The file's path, owned by the writer. */

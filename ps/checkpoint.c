@@ -142,9 +142,22 @@ static int write_atomic(const char *dir, const char *name, const void *const *pa
 
 typedef struct {
     int n;
-    int overflow; /* 1: the index listed more than CKPT_MAX_INDEX_ENTRIES: the list is not whole (no sweep) */
+    int overflow; /* 1: the index listed more than CKPT_MAX_INDEX_ENTRIES, the newest kept: not whole (no sweep) */
     char names[CKPT_MAX_INDEX_ENTRIES][256];
 } IndexList;
+
+/* Appends entry (index_entry_name's form) unless the list holds it (one file named by two paths); a full list
+ * drops its oldest (first) entry for it: the newest, the latest among them, are the ones kept. */
+static void index_list_add(IndexList *list, const char *entry) {
+    for (int i = 0; i < list->n; i++)
+        if (!strcmp(list->names[i], entry)) return;
+    if (list->n == CKPT_MAX_INDEX_ENTRIES) {
+        memmove(list->names[0], list->names[1], (size_t)(CKPT_MAX_INDEX_ENTRIES - 1) * sizeof list->names[0]);
+        list->n--;
+        list->overflow = 1;
+    }
+    snprintf(list->names[list->n++], sizeof list->names[0], "%s", entry);
+}
 
 /* An index entry as the list keeps it: a path into dir itself (TensorFlow 1's Saver writes absolute paths,
  * "/tmp/cifar10_train/model.ckpt-2"; "./model.ckpt-2") as its bare name, so that the sweep sees it listed and the
@@ -245,8 +258,11 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
         }
         if (r == 0) r = index_line_value(line, "all_model_checkpoint_paths", value, sizeof value);
         if (r != 1) { bad = 1; break; }
-        if (list && list->n < CKPT_MAX_INDEX_ENTRIES) index_entry_name(dir, value, list->names[list->n++], 256);
-        else if (list) list->overflow = 1;
+        if (list) {
+            char entry[256];
+            index_entry_name(dir, value, entry, sizeof entry);
+            index_list_add(list, entry);
+        }
     }
     fclose(f);
     if (bad == 2)
@@ -257,12 +273,11 @@ static int index_read(const char *dir, char *latest, size_t latest_n_bytes, Inde
                     "or all_model_checkpoint_paths: \"NAME\"", path, line_no);
     if (!have_latest)
         return fail(err, err_n_bytes, "%s: the checkpoint index has no model_checkpoint_path line", path);
-    int listed = 0;
-    char latest_entry[256];
-    index_entry_name(dir, latest_name, latest_entry, sizeof latest_entry);
-    for (int i = 0; list && i < list->n && !listed; i++) listed = !strcmp(list->names[i], latest_entry);
-    if (list && !listed && list->n < CKPT_MAX_INDEX_ENTRIES) strcpy(list->names[list->n++], latest_entry);
-    else if (list && !listed) list->overflow = 1;
+    if (list) {
+        char latest_entry[256];
+        index_entry_name(dir, latest_name, latest_entry, sizeof latest_entry);
+        index_list_add(list, latest_entry);
+    }
     return 1;
 }
 
@@ -348,8 +363,13 @@ int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes) {
 
 int ckpt_is_train_dir_file(const char *path) {
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
-    char base[256];
+    char base[256], bare[256];
     if (!strcmp(name, CKPT_INDEX_NAME) || ckpt_family(name, base, sizeof base)) return 1; /* there or to come */
+    const size_t n = strlen(name), tmp_n = strlen(CKPT_TMP_SUFFIX);
+    if (n > tmp_n && n - tmp_n < sizeof bare && !strcmp(name + n - tmp_n, CKPT_TMP_SUFFIX)) { /* a save's .tmp */
+        snprintf(bare, sizeof bare, "%.*s", (int)(n - tmp_n), name);
+        if (!strcmp(bare, CKPT_INDEX_NAME) || ckpt_family(bare, base, sizeof base)) return 1;
+    }
     struct stat st;
     if (stat(path, &st) != 0) return 0;
     const char *not_regular;
@@ -498,6 +518,7 @@ static int save_file(const char *dir, const char *name, const ParamServer *ps, c
         rs.n_towers = run->n_towers;
         rs.batch_size = run->batch_size;
         rs.accum_steps = run->accum_steps;
+        rs.min_after_dequeue = run->min_after_dequeue;
         if (run->n_parts > 0) {
             rs.n_part_examples_consumed = (size_t)run->n_parts;
             rs.part_examples_consumed = part_counts;
@@ -653,10 +674,11 @@ static int run_state_problem(const Tower__RunState *rs, char *why, size_t why_n_
         const char *name;
         long long value, least;
     } RunCount;
-    RunCount counts[4 + 2 * CKPT_MAX_PARTS] = {
+    RunCount counts[5 + 2 * CKPT_MAX_PARTS] = {
         {"examples_consumed", rs->examples_consumed, 0}, {"n_towers", rs->n_towers, 0},
-        {"batch_size", rs->batch_size, 0}, {"accum_steps", rs->accum_steps, 0}};
-    size_t n = 4;
+        {"batch_size", rs->batch_size, 0}, {"accum_steps", rs->accum_steps, 0},
+        {"min_after_dequeue", rs->min_after_dequeue, 0}};
+    size_t n = 5;
     for (size_t k = 0; k < rs->n_part_examples_consumed; k++)
         counts[n++] = (RunCount){"part_examples_consumed", rs->part_examples_consumed[k], 0};
     for (size_t k = 0; k < rs->n_shard_sizes; k++) counts[n++] = (RunCount){"shard_sizes", rs->shard_sizes[k], 1};
@@ -1166,6 +1188,7 @@ static void run_from_msg(CkptRunState *run, const Tower__RunState *rs) {
     snprintf(run->input_split, sizeof run->input_split, "%s",
              run->n_parts > 0 && (!strcmp(rs->input_split, "files") || !strcmp(rs->input_split, "records"))
                  ? rs->input_split : "");
+    run->min_after_dequeue = (long)rs->min_after_dequeue;
     run->n_shard_sizes = (int)rs->n_shard_sizes; /* msg_open refused more than CKPT_MAX_PARTS */
     for (int t = 0; t < run->n_shard_sizes; t++) run->shard_sizes[t] = rs->shard_sizes[t];
 }

@@ -63,6 +63,7 @@ typedef struct {
      * n_shard_sizes 0 where every tower takes batch_size (and in files older than the field). */
     int n_shard_sizes;
     int shard_sizes[CKPT_MAX_PARTS]; /* (n_shard_sizes) */
+    long min_after_dequeue;  /* the shuffle buffer the run read with; 0 in files older than the field */
     int had_moving_averages; /* ckpt_load: 1 when the file holds moving averages (a server without them drops them) */
 } CkptRunState;
 
@@ -122,7 +123,7 @@ int ckpt_dir_scan(const char *dir, char *newest, size_t newest_n_bytes);
 
 /* 1 when path is named as a file of a train_dir's checkpoints (the index
  * `checkpoint`, a checkpoint model.ckpt-<digits>, a shard manifest or a
- * shard), there or not (a run writing or pruning its checkpoints would
+ * shard, or one of those with a save's .tmp suffix), there or not (a run writing or pruning its checkpoints would
  * replace or delete it), or is an existing file beginning with a
  * checkpoint's magic; 0 otherwise.  For writers of other files (export)
  * that must not replace one, nor be removed as one. */

@@ -216,7 +216,7 @@ int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_
 
     snprintf(tmp, tmp_n, "%s.tmp", path);
     /* Ours alone: created here or not at all (a second writer's file, or a link, is never written through). */
-    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666); /* the umask's mode, as fopen's */
     if (fd < 0 && errno == EEXIST) {
         snprintf(err, err_n, "%s exists: another export to %s is under way, or one was killed before it finished "
                  "(remove it)", tmp, path);
@@ -241,6 +241,7 @@ int safetensors_write(const char *path, const SafetensorsTensor *tensors, int n_
     if (!bad && !stopped) bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
     int close_rc = fclose(f);
     f = NULL;
+    stopped |= stop && *stop; /* one during the fsync too: nothing replaced after a stop */
     if (stopped) {
         snprintf(err, err_n, "stopped: %s not written (its .tmp removed)", path);
         remove(tmp);

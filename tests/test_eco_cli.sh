@@ -140,7 +140,7 @@ cp -r "$work/run" "$work/run_latin1"
 printf 'caf\xe9\nbar\nbaz\n' >"$work/run_latin1/labels.txt"
 "$tower" export --checkpoint_dir "$work/run_latin1" --out "$work/latin1.safetensors" >/dev/null 2>"$work/latin1.err" ||
   fail "export with a Latin-1 labels.txt: $(cat "$work/latin1.err")"
-grep -q "labels.txt is not UTF-8 text, which the file's JSON header holds alone; the export holds no class names" \
+grep -q "labels.txt is not UTF-8 text free of NUL bytes, which the file's JSON header holds alone; the export holds no class names" \
   "$work/latin1.err" && ! LC_ALL=C grep -aqF '"labels"' "$work/latin1.safetensors" ||
   fail "a Latin-1 labels.txt: $(cat "$work/latin1.err")"
 "$safetensors" check "$work/latin1.safetensors" "$work/run_latin1" ema || fail "the export without class names"

@@ -655,8 +655,8 @@ static void check_train(int argc, char **argv) {
     int n_evs;
     CHECK(read_events(path, &evs, &n_evs) == 0, "reading %s", path);
     CHECK(n_evs >= 3 && !strcmp(evs[0].file_version, "brain.Event:2"), "first record is not the file version");
-    CHECK(n_evs >= 3 && evs[1].session_status == 1 && evs[1].step == 0 && !evs[1].has_summary,
-          "second record is not the session's start at step 0");
+    CHECK(n_evs >= 3 && evs[1].session_status == 1 && evs[1].step == 1 && !evs[1].has_summary,
+          "second record is not the session's start at step 1, its first");
     /* Expected steps: multiples of every / hevery, and the last step. */
     long n_scalar_steps = 0, n_histo_steps = 0;
     for (int i = 2; i < n_evs; i++) {

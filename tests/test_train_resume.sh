@@ -34,3 +34,10 @@ fi
 grep -q "model.ckpt-201: no moving averages (saved with the moving average disabled): resume with --moving_average_decay 0" \
   "$work/no_ema2.err" || fail "the refusal does not say how to go on: $(cat "$work/no_ema2.err")"
 echo "resume: discarding the moving averages is said; the way back says how to go on"
+# Another shuffle buffer mid-epoch: a note (the rest of the epoch is drawn in another order; it was silent).
+cp -r "$work/resumed" "$work/buffer"
+"$tower" train "${common[@]}" --train_dir "$work/buffer" --max_steps 201 --resume --min_after_dequeue 100 \
+  >/dev/null 2>"$work/buffer.err" || fail "resume with another --min_after_dequeue: $(cat "$work/buffer.err")"
+grep -q "note: $work/buffer/model.ckpt-200 was written with --min_after_dequeue 500; with 100 the rest of its epoch is drawn in another order" \
+  "$work/buffer.err" || fail "no note of the other shuffle buffer: $(cat "$work/buffer.err")"
+echo "resume: another --min_after_dequeue mid-epoch is said"

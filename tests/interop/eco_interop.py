@@ -118,12 +118,13 @@ done("TensorBoard reads %d scalar tags at steps 10, 20, 30 and %d histograms at 
      "the exported variables" % (len(scalar_tags), len(names)))
 
 # ---- a run resumed from step 10 after it had written steps 12 to 20 (run_eco_interop.sh's "crashed"): the
-#      resumed file's session start (SessionLog START at step 10) drops the first file's steps from 10 on
+#      resumed file's session start (SessionLog START at step 11, its first) drops the first file's steps from 11
+#      on; step 10's, the checkpoint's, stays
 crashed = ea.EventAccumulator(os.path.join(work, "crashed"), size_guidance={ea.SCALARS: 0})
 crashed.Reload()
 steps = [e.step for e in crashed.Scalars("loss")]
-check(steps == [2, 4, 6, 8, 12, 14, 16, 18, 20, 22, 24],
-      "the resumed run's loss steps in TensorBoard: %s (expected 2 to 8, then the resumed run's 12 to 24)" % steps)
+check(steps == [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24],
+      "the resumed run's loss steps in TensorBoard: %s (expected 2 to 10, then the resumed run's 12 to 24)" % steps)
 done("TensorBoard drops the steps a crashed run wrote past its checkpoint: loss at %s" % steps)
 
 # ---- the evaluation beside the run
