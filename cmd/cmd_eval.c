@@ -45,7 +45,7 @@ typedef struct {
     int batch_size, num_classes, image_size, no_moving_average, confusion_matrix, input_threads, skip_corrupt;
     int no_progress, eval_interval_secs, top_k;
     long until_step;
-    float max_corrupt_fraction;
+    double max_corrupt_fraction;
     float central_fraction;
     int max_image_pixels; /* an image folder: the largest image decoded, in pixels */
 } EvalOptions;
@@ -77,7 +77,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
         {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)", FLAG_RANGE(0, PIPELINE_MAX_WORKERS, "[]", "0: automatic")},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
-        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
+        {"max_corrupt_fraction", FLAG_DOUBLE, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"top_k", FLAG_INT, &o->top_k, "also report precision @ K: the fraction whose label is among the K largest logits (TensorFlow's in_top_k: a label tied with the K-th counts; a row with a non-finite logit does not)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
@@ -127,10 +127,10 @@ static int eval_memory_fits(const PipelineConfig *pc, const ModelSpec *spec, int
 /* The examples eval will read: the image folder's files (its listing), or
  * the records of the TFRecord files; -1 when they cannot be counted (the
  * pipeline then reports why). */
-static long count_examples(const ConvertSource *listing, char **files, int n_files, int compression, char *err,
-                           size_t err_n_bytes) {
+static long count_examples(const ConvertSource *listing, char **files, int n_files, int compression,
+                           int skip_corrupt, char *err, size_t err_n_bytes) {
     if (listing) return imagefolder_n_files(listing);
-    return io_count_records((const char *const *)files, n_files, compression, err, err_n_bytes);
+    return io_count_records((const char *const *)files, n_files, compression, skip_corrupt, err, err_n_bytes);
 }
 
 /* At least as many examples as the data can hold, found without reading it: for a folder its files; for
@@ -370,7 +370,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     /* The batch: at most the examples the set holds, where they are counted (a folder's listing; one pass over
      * the records, CRCs only): for the progress line, or when the batch asked for does not fit in memory. */
     const int live = progress_wanted(stdout, o->no_progress);
-    long n_records = live ? count_examples(listing, files, n_files, compression, err, sizeof err) : -1;
+    long n_records = live ? count_examples(listing, files, n_files, compression, o->skip_corrupt, err, sizeof err) : -1;
     int batch = o->batch_size;
     if (n_records > 0 && n_records < batch) batch = (int)n_records;
     /* Not counted: a bound read from the files' sizes keeps a batch larger than the data from being allocated
@@ -414,7 +414,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     pc.alloc = host_alloc_default();
     const size_t image_n_bytes = (size_t)H * W * C * (is_float ? 4 : 1);
     if (!eval_memory_fits(&pc, spec, batch, image_n_bytes, 0) && n_records < 0) {
-        n_records = count_examples(listing, files, n_files, compression, err, sizeof err);
+        n_records = count_examples(listing, files, n_files, compression, o->skip_corrupt, err, sizeof err);
         if (n_records > 0 && n_records < batch) batch = pc.shard_sizes[0] = (int)n_records;
     }
     if (!eval_memory_fits(&pc, spec, batch, image_n_bytes, 1)) goto done;
@@ -689,7 +689,7 @@ int cmd_eval(int argc, char **argv) {
         .image_key = "image_raw", .label_key = "label", .compression = "auto", .eval_dir = "", .labels = "",
         .resize_mode = "resize", .batch_size = 500, .top_k = 1, .central_fraction = 1.0f,
         .max_image_pixels = (int)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS,
-        .num_classes = 0, .max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION,
+        .num_classes = 0, .max_corrupt_fraction = IO_DEFAULT_MAX_CORRUPT_FRACTION,
     };
     Flag flags[32];
     int n_flags = eval_flags(&o, flags);

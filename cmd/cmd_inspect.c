@@ -85,7 +85,7 @@ int cmd_inspect(int argc, char **argv) {
     inspect_config_defaults(&cfg);
     const char *compression = "auto";
     int max_record_mb = 64;
-    float max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION;
+    double max_corrupt_fraction = IO_DEFAULT_MAX_CORRUPT_FRACTION;
     const Flag flags[] = {
         {"compression", FLAG_STRING, &compression, "auto (detect from the first bytes), none, gzip or zlib"},
         {"image_key", FLAG_STRING, &cfg.image_key, "feature key of the image, checked against height x width x depth"},
@@ -93,7 +93,7 @@ int cmd_inspect(int argc, char **argv) {
         {"num_classes", FLAG_INT, &cfg.num_classes, "check every label lies in [0, num_classes) (0: no check)", FLAG_RANGE(0, 1 << 16, "[]", "0: no check")},
         {"skip_corrupt", FLAG_BOOL, &cfg.skip_corrupt, "report bad records and go on (the exit is still 1); default: stop at the first"},
         {"max_record_mb", FLAG_INT, &max_record_mb, "records longer than this many MiB are bad (never allocated)", FLAG_RANGE(1, 4096, "[]", NULL)},
-        {"max_corrupt_fraction", FLAG_FLOAT, &max_corrupt_fraction,
+        {"max_corrupt_fraction", FLAG_DOUBLE, &max_corrupt_fraction,
          "with --skip_corrupt, stop once bad records made more than this fraction of the files' bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
     };
     int n_flags = (int)(sizeof flags / sizeof flags[0]);

@@ -142,7 +142,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"input_threads", FLAG_INT, &o->input_threads, "decode/augment threads (0: automatic)", FLAG_RANGE(0, TRAIN_MAX_INPUT_THREADS, "[]", "0: automatic")},
         {"num_epochs", FLAG_INT, &o->num_epochs, "stop after this many epochs of --data (0: only --max_steps)", FLAG_RANGE(0, INFINITY, "[)", "0: only --max_steps")},
         {"skip_corrupt", FLAG_BOOL, &o->skip_corrupt, "count and skip corrupt records instead of stopping"},
-        {"max_corrupt_fraction", FLAG_FLOAT, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
+        {"max_corrupt_fraction", FLAG_DOUBLE, &o->max_corrupt_fraction, "with --skip_corrupt, stop once bad records made more than this fraction of the input's bytes unreadable (1: no limit)", FLAG_RANGE(0, 1, "[]", NULL)},
         {"seed", FLAG_LONG, &o->seed, "seed of the initial variables and of the input pipeline"},
         {"log_every", FLAG_INT, &o->log_every, "steps between log lines", FLAG_RANGE(0, INFINITY, "[)", "0: no log lines")},
         {"save_every", FLAG_INT, &o->save_every, "steps between checkpoints (one is always written at the end)", FLAG_RANGE(0, INFINITY, "[)", "0: only at the end")},
@@ -818,8 +818,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
             /* Unknown until counted: one pass over the records, CRCs only. */
             int compression = io_compression_parse(o.compression);
             disp.examples_per_epoch = io_count_records((const char *const *)tr.files, tr.n_files,
-                                                       compression < 0 ? IO_COMPRESSION_AUTO : compression, err,
-                                                       sizeof err);
+                                                       compression < 0 ? IO_COMPRESSION_AUTO : compression,
+                                                       o.skip_corrupt, err, sizeof err);
         }
         disp.run_examples =
             progress_run_total(o.max_steps, trainer_step_examples(&tr), tr.global_batch, o.num_epochs,

@@ -413,7 +413,8 @@ int io_probe_image_shape(char *const *files, int n_files, const char *image_key,
     return -1;
 }
 
-long io_count_records(const char *const *files, int n_files, int compression, char *err, size_t err_n) {
+long io_count_records(const char *const *files, int n_files, int compression, int skip_corrupt, char *err,
+                      size_t err_n) {
     long total = 0;
     for (int i = 0; i < n_files; i++) {
         TfrReader *r = tfr_reader_open(files[i], compression, 0, err, err_n);
@@ -421,9 +422,10 @@ long io_count_records(const char *const *files, int n_files, int compression, ch
         const uint8_t *data;
         size_t n;
         int st;
-        while ((st = tfr_reader_next(r, &data, &n, err, err_n)) == TFR_RECORD) total++;
+        while ((st = tfr_reader_next(r, &data, &n, err, err_n)) == TFR_RECORD || (skip_corrupt && st == TFR_BAD_RECORD))
+            total += st == TFR_RECORD;
         tfr_reader_close(r);
-        if (st != TFR_END) return -1;
+        if (st != TFR_END && !(skip_corrupt && st == TFR_BAD_STREAM)) return -1;
     }
     return total;
 }

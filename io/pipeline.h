@@ -232,8 +232,12 @@ int io_probe_image_shape(char *const *files, int n_files, const char *image_key,
                          int *H, int *W, int *C, int *is_float, int *file_index, char *err, size_t err_n_bytes);
 
 /* Number of records in the files, every CRC verified.  -1 with a message on
- * the first bad record or unreadable file. */
-long io_count_records(const char *const *files, int n_files, int compression, char *err, size_t err_n_bytes);
+ * the first bad record or unreadable file; with skip_corrupt the good
+ * records alone, a bad one passed over and a broken frame ending its file
+ * (as the pipeline reads them: an upper bound of its examples, whose
+ * payloads are not decoded here). */
+long io_count_records(const char *const *files, int n_files, int compression, int skip_corrupt, char *err,
+                      size_t err_n_bytes);
 
 /* ---- the class list beside the data ----
  * `tower convert --from imagefolder` writes labels.txt (class names, one a

@@ -73,7 +73,7 @@ static void tfr_close(Pipeline *p) {
 static long tfr_count(Pipeline *p, char *err, size_t err_n) {
     const TfrSource *ts = p->src_state;
     const PipelineConfig *c = &p->cfg;
-    const long n = io_count_records((const char *const *)ts->files, ts->n_files, c->compression, err, err_n);
+    const long n = io_count_records((const char *const *)ts->files, ts->n_files, c->compression, 0, err, err_n);
     if (n < 0 || c->split_by != PIPELINE_SPLIT_RECORDS || c->split_n < 2) return n;
     return n / c->split_n + (c->split_index < n % c->split_n); /* this part's records */
 }

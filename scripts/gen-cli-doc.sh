@@ -46,9 +46,12 @@ a refusal is one line on stderr naming the flag, the value and what the flag acc
     tower train: unknown flag --no_such_flag (see --help)
     tower train: unknown flag -x (flags take two dashes, --name; see --help)
 
-No flag takes `nan` or `inf`, nor a nonzero number under float32's smallest normal one (`--learning_rate
-1e-40: under float32's smallest normal number, 1.17549435e-38 (expected a number > 0)`), and integers take no
-trailing characters.  A number flag's range is part of
+No flag takes `nan` or `inf`, C's hexadecimal (`0x10`), or a blank before or after a number; a float32 flag
+takes no nonzero number under float32's smallest normal one (`--learning_rate 1e-40: under float32's smallest
+normal number, 1.17549435e-38 (expected a number > 0)`) nor one that rounds out of its range (`--momentum
+0.99999999: rounds to 1 in float32 (expected a number in [0, 1))`); the flags kept in double, as typed
+(the schedule's epochs, `--cosine_alpha`, `--adam_beta1`/`--adam_beta2`, `--max_corrupt_fraction`), take
+any finite number of their range; integers take no trailing characters.  A number flag's range is part of
 its entry in the command's flag table (base/flags.h, `FLAG_RANGE`): the parser refuses a value outside it,
 a value past the type's (an int's, a long's) included, and `--help` prints it after the default, as in the
 lists below; a flag without one takes any value of its type.

@@ -167,6 +167,8 @@ mkdir -p "$work/c" && echo theirs >"$work/c/y-00000-of-00001.tfrecord.tmp" # ano
 refuse 1 "tower convert: $work/c/y-00000-of-00001.tfrecord.tmp exists: another convert to $work/c/y is under way, or one was killed before it finished (remove it)" \
   convert --from cifar10 --out "$work/c/y" "$work/c1.bin"
 [ "$(cat "$work/c/y-00000-of-00001.tfrecord.tmp")" = theirs ] || fail "convert wrote through another's .tmp"
+: >"$work/empty.tfrecord" # no record: train refuses it, and inspect says so (it exited 0)
+refuse 1 "tower inspect: tower train and eval would refuse these files: they hold no records" inspect "$work/empty.tfrecord"
 # More shards than the process may hold open (every shard is open at once): refused before any is made (it failed
 # after 19,995 files of 30,000).
 set +e

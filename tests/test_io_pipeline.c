@@ -645,6 +645,11 @@ static void test_bad_records(void) {
         snprintf(want, sizeof want, "%llu bytes of %s unreadable", (unsigned long long)want_lost, ds.paths[1]);
         CHECK_MSG(strstr(warned.last, want) != NULL, "case %zu: warning '%s'", k, warned.last);
         pipeline_close(p);
+        /* The epoch's count (CRCs only): a bad frame stops it, unless skip_corrupt, which counts the good records
+         * (it stopped the run's epoch-based schedules under --skip_corrupt). */
+        const long n_strict = io_count_records(ds_files(&ds, fb), 3, IO_COMPRESSION_NONE, 0, err, sizeof err);
+        const long n_skip = io_count_records(ds_files(&ds, fb), 3, IO_COMPRESSION_NONE, 1, err, sizeof err);
+        CHECK_MSG(n_skip == (n_strict < 0 ? 36 - lost : 36), "case %zu: counted %ld, skipping %ld", k, n_strict, n_skip);
 
         /* Under the default limit (1 % of the bytes), a bad record that loses more (most of them: 1 record
          * of 36 is 2.8 %) stops the pipeline, saying why; a smaller one (a 3-byte payload, a file cut
@@ -844,7 +849,7 @@ static void test_helpers_and_config(const Dataset *ds) {
     CHECK(io_probe_image_shape(first, 1, "pixels", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == -1);
     CHECK_CONTAINS(err, "record 0 at offset 0: missing feature 'pixels'");
     const char *fb[4];
-    CHECK(io_count_records(ds_files(ds, fb), 3, IO_COMPRESSION_AUTO, err, sizeof err) == ds_total(ds));
+    CHECK(io_count_records(ds_files(ds, fb), 3, IO_COMPRESSION_AUTO, 0, err, sizeof err) == ds_total(ds));
     /* A float image without shape features: square, one channel. */
     const char *fp = io_tmp("float.tfrecord");
     write_float_records(fp, IO_COMPRESSION_GZIP, 0.0f);

@@ -79,6 +79,14 @@ for args in "--skip_corrupt|bad" "--skip_corrupt --max_corrupt_fraction 0.00001|
   grep -q "at offset" "$work/insp.file" || fail "inspect $args: no bad record reported"
   echo "ok: inspect $args: a pipe's report is the file's ($(grep -c . "$work/insp.file") lines, $(tail -1 "$work/insp.file"))"
 done
+# A loss of exactly the fraction is not over it: 891 of 8,910,000 bytes is 0.0001 (float32's 0.0001 was under it,
+# and the run stopped "over --max_corrupt_fraction 0.0001").
+set +e
+"$tower" inspect --skip_corrupt --max_corrupt_fraction 0.0001 "$work/bad.tfrecord" >"$work/exact.out" 2>&1
+set -e
+grep -q "891 of 8910000 bytes unreadable" "$work/exact.out" && ! grep -q "stopped" "$work/exact.out" ||
+  fail "a loss of exactly --max_corrupt_fraction: $(cat "$work/exact.out")"
+echo "ok: a loss of exactly --max_corrupt_fraction 0.0001 goes on"
 set +e
 timeout 60 "$tower" inspect /dev/zero >"$work/zero.out" 2>"$work/zero.err"
 rc=$?

@@ -77,7 +77,7 @@ void trainer_options_defaults(TrainerOptions *o) {
     o->keep_checkpoints = 5;
     o->min_after_dequeue = 20000;
     o->input_threads = 0;
-    o->max_corrupt_fraction = (float)IO_DEFAULT_MAX_CORRUPT_FRACTION;
+    o->max_corrupt_fraction = IO_DEFAULT_MAX_CORRUPT_FRACTION;
     o->variable_update = "parameter_server";
     o->local_parameter_device = "cpu";
     o->all_reduce = "auto";
@@ -1149,7 +1149,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     if (train_mode(tr->mode)->check && train_mode(tr->mode)->check(tr, err, err_n_bytes) != 0) return -1;
     if (!tr->image_folder || o->num_examples_per_epoch > 0) tr->examples_per_epoch = o->num_examples_per_epoch;
     if (tr->examples_per_epoch <= 0 && lr_counts_epochs(o) && !o->synthetic) {
-        tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression, e, sizeof e);
+        tr->examples_per_epoch = io_count_records((const char *const *)tr->files, tr->n_files, compression,
+                                                  o->skip_corrupt, e, sizeof e);
         if (tr->examples_per_epoch < 0) {
             snprintf(err, err_n_bytes, "%s", e);
             return -1;

@@ -125,7 +125,8 @@ typedef struct {
     long min_after_dequeue;
     int input_threads;
     int skip_corrupt;
-    float max_corrupt_fraction;     /* with skip_corrupt: the pipeline stops past this fraction of the bytes lost */
+    double max_corrupt_fraction;    /* with skip_corrupt: the pipeline stops past this fraction of the bytes lost (as
+                                       typed: float32's 0.01 is under 0.01, and a loss of exactly 1% stopped a run) */
     void (*warn)(void *ctx, const char *line); /* the pipeline's warnings (reader thread); NULL: stderr */
     void *warn_ctx;
     /* The caller's check of the data against its own records (cmd/'s class list against the train_dir's), called
