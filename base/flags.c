@@ -12,12 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *flags_double_str(double x, char *buf, int n) {
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 const char *flags_value_str(const Flag *f, char *buf, int n) {
     switch (f->type) {
     case FLAG_INT: snprintf(buf, n, "%d", *(int *)f->target); break;
     case FLAG_LONG: snprintf(buf, n, "%ld", *(long *)f->target); break;
     case FLAG_FLOAT: snprintf(buf, n, "%g", (double)*(float *)f->target); break;
-    case FLAG_DOUBLE: snprintf(buf, n, "%g", *(double *)f->target); break;
+    case FLAG_DOUBLE: flags_double_str(*(double *)f->target, buf, n); break;
     case FLAG_BOOL: snprintf(buf, n, "%s", *(int *)f->target ? "true" : "false"); break;
     case FLAG_STRING: {
         const char *s = *(const char **)f->target;

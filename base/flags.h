@@ -71,6 +71,9 @@ void flags_print_usage(const char *program, const char *synopsis,
                        const Flag *flags, int n_flags);
 
 /* Format a flag's current value (its default before parsing) into buf. */
+/* x as the fewest digits (at most 17) that read back as x: 0.1 for 0.1, not 0.10000000000000001.  Returns buf. */
+const char *flags_double_str(double x, char *buf, int n);
+
 const char *flags_value_str(const Flag *flag, char *buf, int buf_n_bytes);
 
 /* Format what a number flag accepts into buf: "an integer in [1, 64]",

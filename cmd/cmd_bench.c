@@ -173,8 +173,8 @@ static int bench_list(const char *flag, const char *list, char *buf, size_t buf_
 static int bench_repeats(const char *flag, char *const *items, const double *values, int i) {
     for (int j = 0; j < i; j++) {
         if (values[j] == values[i]) {
-            cmd_errorf("tower bench: --%s names %s and %s, the same value (--repeat measures a configuration again)\n",
-                       flag, items[j], items[i]);
+            cmd_errorf("tower bench: --%s names %s and %s, the same value%s\n", flag, items[j], items[i],
+                       strncmp(flag, "predict_", 8) ? " (--repeat measures a configuration again)" : "");
             return 1;
         }
     }

@@ -188,9 +188,10 @@ int cmd_convert(int argc, char **argv) {
     struct rlimit nofile;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
         (rlim_t)o.num_shards + 32 > nofile.rlim_cur) {
+        const long room = (long)nofile.rlim_cur > 32 ? (long)nofile.rlim_cur - 32 : 0;
         cmd_errorf("tower convert: --num_shards %d: more than the %ld files this process may hold open besides its "
-                   "input (ulimit -n %ld): lower --num_shards, or raise ulimit -n\n", o.num_shards,
-                   (long)nofile.rlim_cur - 32, (long)nofile.rlim_cur);
+                   "input (ulimit -n %ld): lower --num_shards, or raise ulimit -n\n", o.num_shards, room,
+                   (long)nofile.rlim_cur);
         return 2;
     }
     char err[1024];

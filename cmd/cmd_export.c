@@ -139,7 +139,27 @@ int cmd_export(int argc, char **argv) {
     size_t labels_n_bytes = 0;
     if (io_labels_path(labels_file, sizeof labels_file, path) == 0 &&
         imagefolder_read_labels_text(labels_file, &labels, &labels_n_bytes, err, sizeof err) < 0) {
-        cmd_errorf("tower export: note: %s; the export holds no class names\n", err);
+        char safe_err[4200];
+        cmd_errorf("tower export: note: %s; the export holds no class names\n", escape_str(safe_err, sizeof safe_err, err));
+        labels = NULL;
+    }
+    char **names = NULL;
+    int n_names = 0;
+    if (labels && imagefolder_read_labels(labels_file, &names, &n_names, err, sizeof err) == 0) {
+        for (int i = 0; i < n_names; i++) free(names[i]);
+        free(names);
+    } else if (labels) { /* not a class list (an empty line, a name twice) */
+        char safe_err[4200];
+        cmd_errorf("tower export: note: %s; the export holds no class names\n", escape_str(safe_err, sizeof safe_err, err));
+        free(labels);
+        labels = NULL;
+    }
+    if (labels && n_names != spec.num_classes) { /* not the class list of this model's outputs (eval refuses it) */
+        char safe_labels[4400];
+        cmd_errorf("tower export: note: %s names %d class%s where the model has %d outputs; the export holds no "
+                   "class names\n", escape_str(safe_labels, sizeof safe_labels, labels_file), n_names,
+                   n_names == 1 ? "" : "es", spec.num_classes);
+        free(labels);
         labels = NULL;
     }
     if (labels && !utf8_valid((const unsigned char *)labels, labels_n_bytes)) {
@@ -150,7 +170,7 @@ int cmd_export(int argc, char **argv) {
         labels = NULL;
     }
     const SafetensorsMeta meta[] = {
-        {"labels", labels ? labels : ""}, /* the last: left out where there are none */
+        {"labels", labels ? labels : ""}, /* the first: left out (meta + 1) where there are none */
         {"source", "tower"},
         {"model", spec.name},
         {"global_step", step},

@@ -4,10 +4,12 @@
  * file, then the features, image shape and label histogram; every bad record
  * is one line on stderr.  Then what tower train and eval make of the files
  * (their probe of the first good record, and the records they would refuse:
- * no image, an image of another size, no label): one line on stdout when
- * they read them all, else one on stderr.  Exit 0 when every record is good
- * and train would read them, 1 when any is bad or train would refuse some
- * (or a file cannot be read), 2 on a bad command line.  With
+ * no image, an image of another size, kind or shape, no label, a negative
+ * one): one line on stdout when they read them all, else one on stderr.
+ * Exit 0 when every record is good and train would read them, 1 when any is
+ * bad (or a file cannot be read), 2 on a bad command line, 3 when every
+ * record is good but train and eval would refuse the files (another
+ * program's TFRecords: their CRCs verified, inspect's first use).  With
  * --skip_corrupt it reads on past bad records, but stops once they made more
  * than --max_corrupt_fraction of the files' bytes unreadable.  Bytes from
  * files and file names are printed escaped (base/escape.h).
@@ -15,6 +17,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmd/commands.h"
 #include "base/escape.h"
@@ -23,43 +26,73 @@
 #include "io/pipeline.h"
 #include "io/tfrecord.h"
 
-/* What tower train and eval make of good files (rep: io_inspect's): their probe of the shape, then the records
- * they would refuse.  0 after one line on stdout when they read every record, 1 after one on stderr when not. */
+#define INSPECT_EXIT_TRAIN_REFUSES 3 /* every record good, but tower train and eval would refuse the files */
+
+/* What tower train and eval make of good files (rep: io_inspect's): their probe of the shape (a second read of
+ * the files: regular files only, a stream is not read again), then the records they would refuse.  0 after one
+ * line on stdout when they read every record; INSPECT_EXIT_TRAIN_REFUSES after one on stderr when not. */
 static int train_verdict(char *const *files, int n_files, const InspectConfig *cfg, const InspectReport *rep) {
     char err[1400], key[1024], label[1024];
     int H, W, C, is_float;
     escape_str(key, sizeof key, cfg->image_key);
     escape_str(label, sizeof label, cfg->label_key);
+    for (int i = 0; i < n_files; i++) {
+        struct stat sb;
+        if (stat(files[i], &sb) != 0 || !S_ISREG(sb.st_mode)) { /* a FIFO would wait for a writer, a pipe is spent */
+            printf("tower train and eval: not checked (%s is a stream, read once)\n",
+                   escape_str(err, sizeof err, files[i]));
+            return 0;
+        }
+    }
+    const int refuses = INSPECT_EXIT_TRAIN_REFUSES;
     if (io_probe_image_shape(files, n_files, cfg->image_key, cfg->compression, cfg->skip_corrupt, &H, &W, &C,
                              &is_float, NULL, err, sizeof err) != 0) {
         cmd_errorf("tower inspect: tower train and eval would refuse these files: %s\n", err);
-        return 1;
+        return refuses;
     }
-    /* The image feature's sizes over every record, against the probed shape. */
+    /* The image feature's sizes and kinds over every record, against the probed shape. */
     const size_t want = (size_t)H * W * C;
     size_t lo = want, hi = want;
+    int found = 0, mixed = 0;
     for (int i = 0; i < rep->n_features; i++) {
         const InspectFeature *x = &rep->features[i];
         if (x->key_n_bytes != strlen(cfg->image_key) || memcmp(x->key, cfg->image_key, x->key_n_bytes) != 0) continue;
+        found = 1;
+        mixed = x->mixed_kinds;
         lo = is_float ? x->min_values : x->min_value_bytes;
         hi = is_float ? x->max_values : x->max_value_bytes;
     }
     const char *unit = is_float ? "floats" : "bytes";
+    if (!found) { /* past the report's first INSPECT_MAX_KEYS keys: its records' sizes are not known here */
+        printf("tower train and eval: the image '%s' is past the %d keys inspect tallies: its records not checked\n",
+               key, INSPECT_MAX_KEYS);
+        return 0;
+    }
     if (rep->n_without_image) {
         cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s without an image '%s' (one bytes "
                    "value, or floats)\n", rep->n_without_image, rep->n_without_image == 1 ? "" : "s", key);
-        return 1;
+        return refuses;
+    }
+    if (mixed) {
+        cmd_errorf("tower inspect: tower train and eval would refuse the records whose image '%s' is not %s, as the "
+                   "first good record's is\n", key, is_float ? "floats" : "bytes");
+        return refuses;
+    }
+    if (rep->shape_varies) {
+        cmd_errorf("tower inspect: tower train and eval would refuse the records whose height, width and depth "
+                   "features are not %d x %d x %d, the first good record's\n", H, W, C);
+        return refuses;
     }
     if (lo != want || hi != want) {
         cmd_errorf("tower inspect: tower train and eval would refuse the records whose image '%s' is not %d x %d x %d "
                    "(%zu %s, the first good record's): they hold %zu to %zu %s\n", key, H, W, C, want, unit, lo, hi,
                    unit);
-        return 1;
+        return refuses;
     }
     if (rep->n_without_label) {
         cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s without a single int64 '%s'\n",
                    rep->n_without_label, rep->n_without_label == 1 ? "" : "s", label);
-        return 1;
+        return refuses;
     }
     long lo_label = -1, hi_label = -1;
     for (long k = 0; k < rep->label_cap; k++)
@@ -70,7 +103,7 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
     if (rep->n_labels_other) { /* negative or past the histogram: refused by train whatever --num_classes */
         cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s whose label '%s' is negative or over "
                    "%d\n", rep->n_labels_other, rep->n_labels_other == 1 ? "" : "s", label, INSPECT_MAX_LABEL - 1);
-        return 1;
+        return refuses;
     }
     char labels[160] = "";
     if (hi_label >= 0)
@@ -144,7 +177,7 @@ int cmd_inspect(int argc, char **argv) {
     if (rc == 0 && rep.n_records > 0) rc = train_verdict(files, n_files, &cfg, &rep);
     else if (rc == 0) { /* no record at all: nothing for train and eval to read */
         cmd_errorf("tower inspect: tower train and eval would refuse these files: they hold no records\n");
-        rc = 1;
+        rc = INSPECT_EXIT_TRAIN_REFUSES;
     }
     inspect_report_free(&rep);
     io_free_files(files, n_files);
@@ -152,5 +185,5 @@ int cmd_inspect(int argc, char **argv) {
         cmd_errorf("tower inspect: out of memory\n");
         return 1;
     }
-    return rc ? 1 : 0;
+    return rc == INSPECT_EXIT_TRAIN_REFUSES ? rc : rc ? 1 : 0;
 }

@@ -282,8 +282,9 @@ static int train_check_flags(const TrainerOptions *o) {
     const double betas[2] = {o->adam_beta1, o->adam_beta2};
     for (int k = 0; k < 2; k++) {
         if ((float)betas[k] >= 1.0f) {
-            cmd_errorf("tower train: --adam_beta%d %.9g: rounds to 1 in float32 (expected a number in [0, 1))\n", k + 1,
-                       betas[k]);
+            char typed[32];
+            cmd_errorf("tower train: --adam_beta%d %s: rounds to 1 in float32 (expected a number in [0, 1))\n", k + 1,
+                       flags_double_str(betas[k], typed, sizeof typed));
             return -1;
         }
     }
@@ -455,7 +456,7 @@ static int latest_checkpoint(const char *train_dir, char *path, size_t path_n_by
  * checkpoint holds them, and say so in the one error line (rank 0; the
  * other ranks only report). */
 static void save_on_error(Trainer *tr, const TrainerOptions *o, long last_saved, const char *err) {
-    char e[1024], kept[4200];
+    char e[1024] = "", kept[4200];
     const long step = tr->ps->global_step;
     if (tr->rank != 0) { /* rank 0 alone writes train_dir, and saves there */
         cmd_errorf("tower train: %s\n", err);
@@ -470,8 +471,12 @@ static void save_on_error(Trainer *tr, const TrainerOptions *o, long last_saved,
         return;
     }
     if (step != last_saved) {
-        if (trainer_save(tr, e, sizeof e) == 0 && latest_checkpoint(o->train_dir, kept, sizeof kept))
+        const int saved = trainer_save(tr, e, sizeof e) == 0;
+        if (saved && latest_checkpoint(o->train_dir, kept, sizeof kept))
             cmd_errorf("tower train: %s; the variables of step %ld are saved in %s\n", err, step, kept);
+        else if (saved)
+            cmd_errorf("tower train: %s; the variables of step %ld are saved, but the checkpoint index cannot be "
+                       "read\n", err, step);
         else
             cmd_errorf("tower train: %s; saving the variables of step %ld failed too: %s\n", err, step, e);
     } else if (latest_checkpoint(o->train_dir, kept, sizeof kept)) {

@@ -245,12 +245,13 @@ int cmd_check_no_arguments(const char *command, const char *data, char **extra, 
     return -1;
 }
 
-/* A flag's value as compared across ranks: floats to 9 digits (one float each; NaN, "not given": the flag's own
+/* A flag's value as compared across ranks: floats to 9 digits, doubles to the digits that read back (one value
+ * each; NaN, "not given": the flag's own
  * default, --learning_rate's), the rest as flags_value_str writes them. */
 static void flag_canonical(const Flag *f, char *buf, int n) {
     if (f->type == FLAG_FLOAT && isnan(*(float *)f->target)) snprintf(buf, n, "(not given)"); /* NaN: its default */
     else if (f->type == FLAG_FLOAT) snprintf(buf, n, "%.9g", (double)*(float *)f->target);
-    else if (f->type == FLAG_DOUBLE) snprintf(buf, n, "%.17g", *(double *)f->target);
+    else if (f->type == FLAG_DOUBLE) flags_double_str(*(double *)f->target, buf, n); /* reads back exactly */
     else flags_value_str(f, buf, n);
 }
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -495,7 +496,12 @@ static TfrWriter *writer_open(const char *path, int compression, int exclusive, 
     w->compression = compression;
     if (exclusive) {
         const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 && !(w->f = fdopen(fd, "wb"))) close(fd);
+        if (fd >= 0 && !(w->f = fdopen(fd, "wb"))) {
+            const int e = errno;
+            close(fd);
+            unlink(path); /* ours, made just now: not left to read as another writer's */
+            errno = e;
+        }
         if (fd < 0 && errno == EEXIST) {
             *exists = 1;
             free(w->path);
@@ -517,6 +523,7 @@ static TfrWriter *writer_open(const char *path, int compression, int exclusive, 
         if (!w->out || deflateInit2(&w->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, window_bits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
             set_err(err, err_n, "%s: cannot initialise zlib", path);
             fclose(w->f);
+            unlink(path); /* made here (truncated, or created): nothing of it to keep */
             free(w->out);
             free(w->path);
             free(w);
@@ -600,9 +607,13 @@ int tfr_writer_close(TfrWriter *w, char *err, size_t err_n) {
         if (rc == 0 && writer_put(w, NULL, 0, Z_FINISH, err, err_n) != 0) rc = -1;
         deflateEnd(&w->zs);
     }
+    /* A partial record (a full disk, a file size limit) would end the file: the unwritten rest dropped, the file
+     * cut back to its last whole record through its own descriptor, then closed. */
+    if (rc != 0 && !compressed) {
+        __fpurge(w->f);
+        if (ftruncate(fileno(w->f), (off_t)w->flushed_n_bytes) != 0) { /* the close's error is the one said */ }
+    }
     if (fclose(w->f) != 0 && rc == 0) rc = writer_fail(w, err, err_n, strerror(errno));
-    /* A partial record (a full disk, a file size limit) would end the file: cut back to the last whole one. */
-    if (rc != 0 && !compressed) (void)truncate(w->path, (off_t)w->flushed_n_bytes);
     free(w->out);
     free(w->path);
     free(w);

@@ -166,7 +166,7 @@ static void index_entry_name(const char *dir, const char *value, char *out, size
     const char *slash = strrchr(value, '/');
     struct stat in_dir, in_entry;
     char parent[4096];
-    if (slash && (size_t)(slash - value) + strlen(dir) + 2 < sizeof parent) {
+    if (slash && slash[1] && (size_t)(slash - value) + strlen(dir) + 2 < sizeof parent) { /* "DIR/": not a file */
         /* The entry's folder: an absolute one as it is ("/model.ckpt-2": the root), a relative one from dir's. */
         const size_t n = slash == value ? 1 : (size_t)(slash - value);
         if (value[0] == '/') snprintf(parent, sizeof parent, "%.*s", (int)n, value);

@@ -51,7 +51,9 @@ takes no nonzero number under float32's smallest normal one (`--learning_rate 1e
 normal number, 1.17549435e-38 (expected a number > 0)`) nor one that rounds out of its range (`--momentum
 0.99999999: rounds to 1 in float32 (expected a number in [0, 1))`); the flags kept in double, as typed
 (the schedule's epochs, `--cosine_alpha`, `--adam_beta1`/`--adam_beta2`, `--max_corrupt_fraction`), take
-any finite number of their range; integers take no trailing characters.  A number flag's range is part of
+any finite number of their range but a double's subnormals (`1e-40` is taken there, `1e-320` refused); the
+Adam betas are refused where their float32 is 1 (`--adam_beta2 0.99999999: rounds to 1 in float32`);
+integers take no trailing characters.  A number flag's range is part of
 its entry in the command's flag table (base/flags.h, `FLAG_RANGE`): the parser refuses a value outside it,
 a value past the type's (an int's, a long's) included, and `--help` prints it after the default, as in the
 lists below; a flag without one takes any value of its type.

@@ -41,6 +41,7 @@ static void check_ranges(void) {
     int i = 7;
     long l = 7;
     float x = 0.5f;
+    double y = 0.5;
     const Flag flags[] = {
         {"closed", FLAG_INT, &i, "", FLAG_RANGE(1, 64, "[]", "0: never")},
         {"int_open_top", FLAG_INT, &i, "", FLAG_RANGE(0, INFINITY, "[)", NULL)},
@@ -50,6 +51,8 @@ static void check_ranges(void) {
         {"positive", FLAG_FLOAT, &x, "", FLAG_RANGE(0, INFINITY, "()", NULL)},
         {"half", FLAG_FLOAT, &x, "", FLAG_RANGE(0, 16, "(]", NULL)},
         {"int_none", FLAG_INT, &i, ""},
+        {"epochs", FLAG_DOUBLE, &y, "", FLAG_RANGE(0, INFINITY, "[)", NULL)},
+        {"beta", FLAG_DOUBLE, &y, "", FLAG_RANGE(0, 1, "[)", NULL)},
     };
     const struct { int flag; const char *value; int rc; } cases[] = {
         {0, "1", 0}, {0, "64", 0}, {0, "0", -1}, {0, "65", -1}, {0, "4294967297", -1}, {0, "-4294967295", -1},
@@ -63,25 +66,37 @@ static void check_ranges(void) {
         {4, "-0", 0},
         {6, "16", 0}, {6, "0", -1}, {6, "16.01", -1},
         {7, "2147483647", 0}, {7, "-2147483647", 0}, {7, "2147483648", -1},
+        /* Blanks and C's hexadecimal refused for every number; a float32 value that rounds out of the range says so
+         * (refused); a double keeps what float32 loses (0.99999999 < 1, 1e-40 > 0), and refuses its own subnormals. */
+        {0, " 5", -1}, {0, "5 ", -1}, {5, " 1", -1}, {5, "0x10", -1}, {5, "1e1", 0}, {4, "0.99999999", -1},
+        {8, "0.7", 0}, {8, "1e-40", 0}, {8, "1e-320", -1}, {8, "0x1p3", -1}, {8, " 2", -1}, {8, "-1", -1},
+        {9, "0.99999999", 0}, {9, "1", -1}, {9, "nan", -1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const Flag *f = &flags[cases[k].flag];
-        i = 7, l = 7, x = 0.5f;
+        i = 7, l = 7, x = 0.5f, y = 0.5;
         const int rc = parse_one(f, cases[k].value);
         CHECK(rc == cases[k].rc, "--%s '%s': %d, want %d", f->name, cases[k].value, rc, cases[k].rc);
-        const int untouched = f->type == FLAG_INT ? i == 7 : f->type == FLAG_LONG ? l == 7 : x == 0.5f;
+        const int untouched = f->type == FLAG_INT ? i == 7 : f->type == FLAG_LONG ? l == 7 : f->type == FLAG_DOUBLE ? y == 0.5
+                                                                                                 : x == 0.5f;
         if (rc != 0) CHECK(untouched, "--%s '%s' refused, yet its value changed", f->name, cases[k].value);
         else CHECK(!untouched, "--%s '%s' taken, yet its value did not change", f->name, cases[k].value);
     }
     const char *const words[] = {
         "an integer in [1, 64] (0: never)", "an integer in [0, 2147483647]", "an integer >= 0",
         "an integer in [-9223372036854775807, 9223372036854775807]", "a number in [0, 1)", "a number > 0",
-        "a number in (0, 16]", "an integer in [-2147483647, 2147483647]"};
+        "a number in (0, 16]", "an integer in [-2147483647, 2147483647]", "a number >= 0", "a number in [0, 1)"};
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
         char buf[160];
         flags_range_str(&flags[k], buf, sizeof buf);
         CHECK(!strcmp(buf, words[k]), "--%s: \"%s\", want \"%s\"", flags[k].name, buf, words[k]);
     }
+    /* A double as the fewest digits that read back: 0.7 as typed, not 0.69999999999999996. */
+    char digits[32];
+    CHECK(!strcmp(flags_double_str(0.7, digits, sizeof digits), "0.7") &&
+              !strcmp(flags_double_str(0.99999999, digits, sizeof digits), "0.99999999") &&
+              !strcmp(flags_double_str(1.0 / 3.0, digits, sizeof digits), "0.3333333333333333"),
+          "flags_double_str: %s", digits);
 }
 
 /* flags_parse_given: which flags the command line named, whatever their value (a default given is given), in

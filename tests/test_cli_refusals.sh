@@ -168,15 +168,17 @@ refuse 1 "tower convert: $work/c/y-00000-of-00001.tfrecord.tmp exists: another c
   convert --from cifar10 --out "$work/c/y" "$work/c1.bin"
 [ "$(cat "$work/c/y-00000-of-00001.tfrecord.tmp")" = theirs ] || fail "convert wrote through another's .tmp"
 : >"$work/empty.tfrecord" # no record: train refuses it, and inspect says so (it exited 0)
-refuse 1 "tower inspect: tower train and eval would refuse these files: they hold no records" inspect "$work/empty.tfrecord"
+refuse 3 "tower inspect: tower train and eval would refuse these files: they hold no records" inspect "$work/empty.tfrecord"
 # More shards than the process may hold open (every shard is open at once): refused before any is made (it failed
 # after 19,995 files of 30,000).
-set +e
-(ulimit -n 100; "$tower" convert --from cifar10 --out "$work/c/z" --num_shards 200 "$work/c1.bin") >/dev/null 2>"$work/err"
-rc=$?
-set -e
-[ "$rc" -eq 2 ] && [ "$(cat "$work/err")" = "tower convert: --num_shards 200: more than the 68 files this process may hold open besides its input (ulimit -n 100): lower --num_shards, or raise ulimit -n" ] &&
-  ! ls "$work/c"/z-* >/dev/null 2>&1 || fail "--num_shards 200 under ulimit -n 100: exit $rc, $(cat "$work/err")"
+if (ulimit -n 100) 2>/dev/null; then # a hard limit under 100 cannot be set to it: not tested there
+  set +e
+  (ulimit -n 100; "$tower" convert --from cifar10 --out "$work/c/z" --num_shards 200 "$work/c1.bin") >/dev/null 2>"$work/err"
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] && [ "$(cat "$work/err")" = "tower convert: --num_shards 200: more than the 68 files this process may hold open besides its input (ulimit -n 100): lower --num_shards, or raise ulimit -n" ] &&
+    ! ls "$work/c"/z-* >/dev/null 2>&1 || fail "--num_shards 200 under ulimit -n 100: exit $rc, $(cat "$work/err")"
+fi
 refuse 2 "tower inspect: --compression 'lz4': expected auto, none, gzip or zlib" inspect --compression lz4 "$work/f"
 refuse 2 "tower convert: --num_shards 0: expected an integer in [1, 99999]" convert --num_shards 0 --out "$work/c/x"
 refuse 2 "tower convert: --image_size 'nan': expected an integer in [1, 4096]" convert --image_size nan --out "$work/c/x"

@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <zlib.h>
 
 #include "cmd/commands.h"
@@ -350,8 +353,8 @@ static void test_inspect_escapes_keys(void) {
     tfr_writer_close(w, err_text, sizeof err_text);
     char *out, *err;
     int rc = run(cmd_inspect, &out, &err, "inspect", path, NULL);
-    /* Good records, but none train can read: exit 1, one line saying so (the file's name escaped). */
-    CHECK_MSG(rc == 1, "inspect: exit %d: %s", rc, err);
+    /* Good records, but none train can read: exit 3, one line saying so (the file's name escaped). */
+    CHECK_MSG(rc == 3, "inspect: exit %d: %s", rc, err);
     CHECK_CONTAINS(err, "tower inspect: tower train and eval would refuse these files: "
                         "/tmp/tower_io_test_");
     CHECK_CONTAINS(err, "keys\\x0aforged line \\x1b[2J.tfrecord: record 0 at offset 0: missing feature 'image_raw'\n");
@@ -508,7 +511,79 @@ static void test_convert_overwrite(void) {
     free(err);
 }
 
+/* inspect's last line: records that train and eval refuse although every record is good (exit 3): a shape that
+ * varies (28 x 28 x 1 and 1 x 28 x 28 of the same 784 bytes), an image of floats among bytes, a negative label;
+ * and a good file read as a stream is not read again for the verdict (a FIFO waited for ever). */
+static void test_inspect_train_verdict(void) {
+    ExampleBuilder b;
+    example_builder_init(&b);
+    uint8_t img[784];
+    float fimg[784];
+    memset(img, 7, sizeof img);
+    for (int i = 0; i < 784; i++) fimg[i] = 0.5f;
+    const char *cases[3] = {"shape varies", "kind varies", "negative label"};
+    const char *want[3] = {"would refuse the records whose height, width and depth features are not 28 x 28 x 1",
+                           "would refuse the records whose image 'image_raw' is not bytes",
+                           "would refuse 1 record whose label 'label' is negative"};
+    for (int k = 0; k < 3; k++) {
+        char name[64], err_text[512];
+        snprintf(name, sizeof name, "verdict%d.tfrecord", k);
+        const char *path = io_tmp(name);
+        TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err_text, sizeof err_text);
+        for (int i = 0; i < 4 && w; i++) {
+            example_builder_reset(&b);
+            if (k == 1 && i == 2) example_add_floats(&b, "image_raw", fimg, 784);
+            else example_add_bytes(&b, "image_raw", img, sizeof img);
+            example_add_int64(&b, "label", k == 2 && i == 3 ? -1 : i);
+            example_add_int64(&b, "height", k == 0 && i % 2 ? 1 : 28);
+            example_add_int64(&b, "width", 28);
+            example_add_int64(&b, "depth", k == 0 && i % 2 ? 28 : 1);
+            const uint8_t *data;
+            const size_t n = example_builder_encode(&b, &data);
+            tfr_writer_write(w, data, n, err_text, sizeof err_text);
+        }
+        tfr_writer_close(w, err_text, sizeof err_text);
+        char *out, *err;
+        const int rc = run(cmd_inspect, &out, &err, "inspect", path, NULL);
+        CHECK_MSG(rc == 3 && strstr(err, want[k]), "inspect of a file whose %s: exit %d: %s", cases[k], rc, err);
+        free(out);
+        free(err);
+    }
+    example_builder_free(&b);
+    /* A FIFO holding a good file: the report, then no second read (the verdict not checked), exit 0. */
+    const char *good = io_tmp("verdict_good.tfrecord"), *fifo = io_tmp("verdict.fifo");
+    char err_text[512];
+    TfrWriter *w = tfr_writer_open(good, IO_COMPRESSION_NONE, err_text, sizeof err_text);
+    example_builder_init(&b);
+    example_add_bytes(&b, "image_raw", img, sizeof img);
+    example_add_int64(&b, "label", 1);
+    const uint8_t *data;
+    const size_t n = example_builder_encode(&b, &data);
+    if (w) tfr_writer_write(w, data, n, err_text, sizeof err_text);
+    tfr_writer_close(w, err_text, sizeof err_text);
+    example_builder_free(&b);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    pid_t feeder = fork();
+    if (feeder == 0) { /* writes the file into the FIFO once, as `cat good > fifo` */
+        size_t len;
+        uint8_t *bytes = io_read_file(good, &len);
+        FILE *f = fopen(fifo, "wb");
+        if (f && bytes) fwrite(bytes, 1, len, f);
+        if (f) fclose(f);
+        _exit(0);
+    }
+    char *out, *err;
+    const int rc = run(cmd_inspect, &out, &err, "inspect", fifo, NULL);
+    CHECK_MSG(rc == 0 && strstr(out, "1 records") && strstr(out, "tower train and eval: not checked"),
+              "inspect of a FIFO: exit %d: %s%s", rc, out, err);
+    waitpid(feeder, NULL, 0);
+    free(out);
+    free(err);
+}
+
 int main(void) {
+    test_inspect_train_verdict();
     test_convert_then_inspect();
     test_command_line_errors();
     test_bad_records();

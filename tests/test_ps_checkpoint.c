@@ -359,6 +359,10 @@ static void test_index_and_keep_last(void) {
     train(ps, 1);
     CHECK(ckpt_save(many, ps, NULL, 5, err, sizeof err) == 0, "save over a long index: %s", err);
     CHECK(file_exists(many, resumed), "%s, listed past the index's %d entries, was swept", resumed, CKPT_MAX_KEEP);
+    /* The newest entries were read: the next index lists the resumed one, and the save after it keeps it too. */
+    train(ps, 1);
+    CHECK(ckpt_save(many, ps, NULL, 5, err, sizeof err) == 0, "second save over a long index: %s", err);
+    CHECK(file_exists(many, resumed), "%s deleted by the second save after a long index", resumed);
     ps_free(ps);
 }
 
