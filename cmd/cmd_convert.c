@@ -35,6 +35,8 @@ typedef struct {
     float central_fraction;
 } ConvertOptions;
 
+#define CONVERT_MAX_FLAGS 24 /* convert_flags' table fits the caller's array of this many */
+
 static int convert_flags(ConvertOptions *o, Flag *flags) {
     const Flag table[] = {
         {"from", FLAG_STRING, &o->from, "input format: idx (MNIST, Fashion-MNIST; .gz or raw), cifar10 (binary .bin files given as arguments) or imagefolder (one DIR argument holding DIR/<class>/*.png|jpg|jpeg)"},
@@ -55,10 +57,10 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"overwrite", FLAG_BOOL, &o->overwrite, "replace the shards of --out already there (any --num_shards); without it they are refused"},
     };
+    _Static_assert(sizeof table / sizeof table[0] <= CONVERT_MAX_FLAGS, "convert's flag table outgrew its array");
     memcpy(flags, table, sizeof table);
     return (int)(sizeof table / sizeof table[0]);
 }
-
 
 /* Image-folder warnings: one line on stderr each, with the progress line cleared first. */
 static void warn_line(void *ctx, const char *line) {
@@ -148,7 +150,7 @@ int cmd_convert(int argc, char **argv) {
     ConvertOptions o = {.from = "idx", .images = "", .labels = "", .out = "", .compression = "none",
                         .image_key = "image_raw", .label_key = "label", .resize_mode = "resize", .num_shards = 1,
                         .image_size = 32, .channels = 3, .central_fraction = 1.0f, .seed = 12345};
-    Flag flags[24];
+    Flag flags[CONVERT_MAX_FLAGS];
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional = 0;
@@ -283,8 +285,8 @@ int cmd_convert(int argc, char **argv) {
     escape_str(last, sizeof last, path);
     escape_str(out, sizeof out, o.out);
     printf("tower convert: wrote %ld example%s (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples,
-           st.n_examples == 1 ? "" : "s", st.H, st.W, st.C, io_compression_name(compression), o.num_shards, o.num_shards > 1 ? "s" : "", first,
-           o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
+           st.n_examples == 1 ? "" : "s", st.H, st.W, st.C, io_compression_name(compression), o.num_shards,
+           o.num_shards > 1 ? "s" : "", first, o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
     if (st.n_examples < o.num_shards)
         cmd_errorf("tower convert: warning: %d of the %d shards are empty (%ld example%s; --num_shards at most %ld "
                    "writes none empty)\n", o.num_shards - (int)st.n_examples, o.num_shards, st.n_examples,

@@ -63,7 +63,6 @@ static int utf8_valid(const unsigned char *s, size_t n_bytes) {
     return 1;
 }
 
-
 int cmd_export(int argc, char **argv) {
     ExportOptions o = {.checkpoint_dir = "/tmp/tower_train", .checkpoint = "", .out = "", .no_moving_average = 0};
     Flag flags[8];
@@ -140,7 +139,8 @@ int cmd_export(int argc, char **argv) {
     if (io_labels_path(labels_file, sizeof labels_file, path) == 0 &&
         imagefolder_read_labels_text(labels_file, &labels, &labels_n_bytes, err, sizeof err) < 0) {
         char safe_err[4200];
-        cmd_errorf("tower export: note: %s; the export holds no class names\n", escape_str(safe_err, sizeof safe_err, err));
+        cmd_errorf("tower export: note: %s; the export holds no class names\n",
+                   escape_str(safe_err, sizeof safe_err, err));
         labels = NULL;
     }
     char **names = NULL;
@@ -150,7 +150,8 @@ int cmd_export(int argc, char **argv) {
         free(names);
     } else if (labels) { /* not a class list (an empty line, a name twice) */
         char safe_err[4200];
-        cmd_errorf("tower export: note: %s; the export holds no class names\n", escape_str(safe_err, sizeof safe_err, err));
+        cmd_errorf("tower export: note: %s; the export holds no class names\n",
+                   escape_str(safe_err, sizeof safe_err, err));
         free(labels);
         labels = NULL;
     }
@@ -165,7 +166,8 @@ int cmd_export(int argc, char **argv) {
     if (labels && !utf8_valid((const unsigned char *)labels, labels_n_bytes)) {
         char safe_labels[4400];
         cmd_errorf("tower export: note: %s is not UTF-8 text free of NUL bytes, which the file's JSON header holds "
-                   "alone; the export holds no class names\n", escape_str(safe_labels, sizeof safe_labels, labels_file));
+                   "alone; the export holds no class names\n",
+                   escape_str(safe_labels, sizeof safe_labels, labels_file));
         free(labels);
         labels = NULL;
     }

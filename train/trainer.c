@@ -793,14 +793,15 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     }
     /* Another shuffle buffer mid-epoch: the epoch's order is replayed to the position with this run's buffer, which
      * draws another order (1,000 examples: 208 read again in that epoch, 216 not at all); the next epochs as usual. */
-    const int mid_epoch = !(tr->examples_per_epoch > 0 && run.examples_consumed % tr->examples_per_epoch == 0);
-    if (run.min_after_dequeue > 0 && run.min_after_dequeue != o->min_after_dequeue && mid_epoch && tr->rank == 0) {
+    const int epoch_known = tr->examples_per_epoch > 0 && tr->input_split == PIPELINE_SPLIT_NONE;
+    const int at_boundary = epoch_known && run.examples_consumed % tr->examples_per_epoch == 0;
+    if (run.min_after_dequeue > 0 && run.min_after_dequeue != o->min_after_dequeue && !at_boundary && tr->rank == 0) {
         char ts[64], safe_path[1024];
         trainer_timestamp(ts, sizeof ts);
-        fprintf(stderr, "%s: note: %s was written with --min_after_dequeue %ld; with %ld the rest of its epoch is "
-                "drawn in another order, so some of the epoch's examples are read again and others not until the next "
-                "epoch\n", ts, escape_str(safe_path, sizeof safe_path, path), run.min_after_dequeue,
-                o->min_after_dequeue);
+        fprintf(stderr, "%s: note: %s was written with --min_after_dequeue %ld; with %ld %s is drawn in another order, "
+                "so some of the epoch's examples are read again and others not until the next epoch\n", ts,
+                escape_str(safe_path, sizeof safe_path, path), run.min_after_dequeue, o->min_after_dequeue,
+                epoch_known ? "the rest of its epoch" : "the rest of its epoch (where it stopped within one)");
     }
     if (run.had_moving_averages && !tr->ps->ema && tr->rank == 0) { /* the averages would be lost with its rotation */
         char ts[64], safe_path[1024];
