@@ -3,8 +3,9 @@
  *
  * Where it sits: tests/fuzz/; offline, before training.  The input is one
  * data_batch_N.bin (records of 1 label byte + 3072 channel-major bytes),
- * raw or gzip-compressed; it goes into a memfd which the source is given
- * twice, so the step from one file to the next runs too.  The source is
+ * raw or gzip-compressed; it goes into two memfds (one file named twice is
+ * refused: its examples would be converted twice), both given to the
+ * source, so the step from one file to the next runs too.  The source is
  * drained as convert_run would drain it.
  * Invariants: a refusal is one line naming the file and the record; items
  * are 32 x 32 x 3 with labels in [0, 10) and the HWC image is the
@@ -21,10 +22,12 @@
 #define RECORD_N_BYTES 3073
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static FuzzFile file;
+    static FuzzFile file, again;
     if (!file.path[0]) fuzz_file_init(&file, "fuzz_cifar10");
+    if (!again.path[0]) fuzz_file_init(&again, "fuzz_cifar10_again");
     fuzz_file_set(&file, data, size);
-    const char *paths[2] = {file.path, file.path};
+    fuzz_file_set(&again, data, size);
+    const char *paths[2] = {file.path, again.path};
     char err[1024];
     ConvertSource *src = convert_open_cifar10(paths, 2, err, sizeof err);
     FUZZ_REQUIRE(src != NULL, "convert_open_cifar10 refused an existing file: %s", err);
@@ -43,7 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (rc < 0) {
             char prefix[128];
-            snprintf(prefix, sizeof prefix, "%s: record ", file.path);
+            const int second = !strncmp(err, again.path, strlen(again.path)) && err[strlen(again.path)] == ':';
+            snprintf(prefix, sizeof prefix, "%s: record ", second ? again.path : file.path);
             fuzz_require_line(err, prefix, "cifar10 next");
             FUZZ_REQUIRE(strstr(err, " at offset "), "cifar10 next: message \"%s\" gives no offset", err);
             break;
