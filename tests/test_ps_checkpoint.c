@@ -54,14 +54,16 @@ static int file_exists(const char *dir, const char *name) {
     return access(p, F_OK) == 0;
 }
 
+/* The file's bytes (*n of them) and a NUL after them, so the index's text takes strstr; the caller frees them. */
 static unsigned char *read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
-    *n = fread(b, 1, (size_t)len, f);
+    unsigned char *b = malloc(len > 0 ? (size_t)len + 1 : 1);
+    *n = len > 0 ? fread(b, 1, (size_t)len, f) : 0;
+    b[*n] = '\0';
     fclose(f);
     return b;
 }
