@@ -98,7 +98,7 @@ struct TfrReader {
     char src_msg[256];         /* why a source read failed */
     uint64_t file_n_bytes;     /* size of the file (of the buffer for a memory reader); a stream's once read */
     int size_unknown;          /* a stream (not a regular file) whose end was not read yet: file_n_bytes unknown */
-    uint64_t file_n_read;      /* bytes read from the file so far (into in) */
+    uint64_t file_n_read;      /* bytes read from the file so far (into in, or a large record's straight into rec) */
     uint64_t record_file_offset; /* file bytes consumed before the current record's header */
 };
 
@@ -154,6 +154,7 @@ static long src_read(TfrReader *r, uint8_t *dst, size_t n) {
             if (n - done >= r->in_cap / 2) {
                 size_t got = fread(dst + done, 1, n - done, r->f);
                 done += got;
+                r->file_n_read += got; /* read past in[]: still read from the file (lost bytes, a stream's size) */
                 if (done < n) {
                     if (ferror(r->f)) {
                         snprintf(r->src_msg, sizeof r->src_msg, "read error: %s", strerror(errno ? errno : EIO));

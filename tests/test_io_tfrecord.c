@@ -292,9 +292,56 @@ static void test_bad_inputs(void) {
     CHECK_CONTAINS(err, "x.tfrecord: cannot create: ");
 }
 
+/* A record larger than half the reader's buffer (read straight into the record, past the buffer), then one
+ * with a bad data CRC: each one's bytes are its own (16 + its data), and a stream's size counts the large
+ * record's bytes. */
+static void test_large_record_accounting(void) {
+    const size_t big = (size_t)3 << 20;
+    uint8_t *payload = calloc(big, 1), small[40];
+    for (int i = 0; i < 40; i++) small[i] = (uint8_t)i;
+    const char *path = io_tmp("large.tfrecord");
+    char err[512];
+    TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err, sizeof err);
+    CHECK(w && tfr_writer_write(w, payload, big, err, sizeof err) == 0 && tfr_writer_write(w, small, 40, err, sizeof err) == 0 &&
+          tfr_writer_close(w, err, sizeof err) == 0);
+    size_t n;
+    uint8_t *file = io_read_file(path, &n);
+    file[n - 1] ^= 0x01; /* the second record's data CRC */
+    io_write_file(path, file, n);
+    for (int stream = 0; stream < 2; stream++) {
+        char src[600];
+        snprintf(src, sizeof src, "%s", path);
+        FILE *pipe = NULL;
+        if (stream) { /* through a pipe: a stream whose size is what was read */
+            snprintf(src, sizeof src, "/dev/stdin");
+            char cmd[700];
+            snprintf(cmd, sizeof cmd, "cat '%s'", path);
+            pipe = popen(cmd, "r");
+            if (!pipe || dup2(fileno(pipe), 0) < 0) continue;
+        }
+        TfrReader *r = tfr_reader_open(src, IO_COMPRESSION_NONE, 0, err, sizeof err);
+        const uint8_t *d;
+        size_t dn;
+        CHECK(r && tfr_reader_next(r, &d, &dn, err, sizeof err) == TFR_RECORD && dn == big, "%s: %s", src, err);
+        /* what the pipeline counts lost for a record whose payload it refuses (not an Example, no label) */
+        CHECK(r && tfr_reader_lost_n_bytes(r) == 16 + big, "%s: %llu bytes in the large record, not %zu", src,
+              r ? (unsigned long long)tfr_reader_lost_n_bytes(r) : 0ULL, 16 + big);
+        CHECK(r && tfr_reader_next(r, &d, &dn, err, sizeof err) == TFR_BAD_RECORD, "%s: not the bad record", src);
+        CHECK(r && tfr_reader_lost_n_bytes(r) == 16 + 40, "%s: %llu bytes lost, not the bad record's 56", src,
+              r ? (unsigned long long)tfr_reader_lost_n_bytes(r) : 0ULL);
+        CHECK(r && tfr_reader_next(r, &d, &dn, err, sizeof err) == TFR_END && tfr_reader_file_n_bytes(r) == n,
+              "%s: size %llu, not %zu", src, r ? (unsigned long long)tfr_reader_file_n_bytes(r) : 0ULL, n);
+        tfr_reader_close(r);
+        if (pipe) pclose(pipe);
+    }
+    free(file);
+    free(payload);
+}
+
 int main(void) {
     test_exact_bytes();
     test_round_trips();
     test_bad_inputs();
+    test_large_record_accounting();
     return io_test_result("test_io_tfrecord");
 }
