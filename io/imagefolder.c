@@ -1195,21 +1195,22 @@ static int read_small_file(const char *path, size_t cap, ImageFolderScratch *scr
 
 /* imagefolder_load and imagefolder_load_random_crop: crop_rng NULL for the first, else the stream of the crop
  * (drawn into *crop once the stored size is known). */
+/* The image of path, or of bytes (n_bytes) already in memory when bytes is
+ * not NULL (path then only names it in messages). */
 static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint64_t *crop_rng,
-                      ImageFolderCrop *crop, const char *path, size_t max_pixels, int scaled, ImageFolderScratch *scr,
-                      int *scale_eighths, char *err, size_t err_n) {
+                      ImageFolderCrop *crop, const char *path, const uint8_t *bytes, size_t n_bytes, size_t max_pixels,
+                      int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
     uint8_t *rgb, *owned; /* rgb: scr->pixels; owned: NULL (decode_image with scr) */
     int H, W, oH, oW;
-    size_t n_bytes = 0;
     /* A file of at most max_pixels bytes (the pipeline's bound counts one such buffer a worker) is read with one
      * read and decoded into scr->pixels: no per-image allocation (the page faults of a fresh buffer were 2-3%
      * of a 224 x 224 JPEG's time), no 4 KB reads through stdio, and a PNG is not opened and read a second time
      * (Fashion-MNIST as 28 x 28 PNGs: 18% more images/sec, bench/RESULTS.md). */
-    const int whole = read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
+    const int whole = bytes ? 1 : read_small_file(path, max_pixels, scr, &n_bytes, err, err_n);
     DecodeWindow win = {0, 0, 0, 0}; /* a crop's: where it lies in the decoded pixels */
     const DecodeWant want = {scaled ? S : 0, mode, short_side, crop_rng, crop, &win};
-    if (whole < 0 || decode_image(path, whole ? scr->file : NULL, n_bytes, &want, max_pixels, scr, &rgb, &owned, &H,
-                                  &W, &oH, &oW, scale_eighths, err, err_n) != 0)
+    if (whole < 0 || decode_image(path, bytes ? bytes : whole ? scr->file : NULL, n_bytes, &want, max_pixels, scr, &rgb,
+                                  &owned, &H, &W, &oH, &oW, scale_eighths, err, err_n) != 0)
         return -1;
     int tH = S, tW = S; /* a crop is resampled straight to S x S */
     if (!crop_rng) target_size(S, mode, short_side, oH, oW, &tH, &tW);
@@ -1237,15 +1238,25 @@ int imagefolder_load(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int
         snprintf(err, err_n, "%s: a random crop is imagefolder_load_random_crop's", path);
         return -1;
     }
-    return load_image(out, S, C, mode, short_side, NULL, NULL, path, max_pixels, scaled, scr, scale_eighths, err, err_n);
+    return load_image(out, S, C, mode, short_side, NULL, NULL, path, NULL, 0, max_pixels, scaled, scr, scale_eighths,
+                      err, err_n);
 }
 
 int imagefolder_load_random_crop(uint8_t *out, int S, int C, uint64_t rng_state, const char *path, size_t max_pixels,
                                  int scaled, ImageFolderScratch *scr, ImageFolderCrop *crop, int *scale_eighths,
                                  char *err, size_t err_n) {
     ImageFolderCrop own;
-    return load_image(out, S, C, IMAGEFOLDER_RANDOM_CROP, 0, &rng_state, crop ? crop : &own, path, max_pixels, scaled,
-                      scr, scale_eighths, err, err_n);
+    return load_image(out, S, C, IMAGEFOLDER_RANDOM_CROP, 0, &rng_state, crop ? crop : &own, path, NULL, 0, max_pixels,
+                      scaled, scr, scale_eighths, err, err_n);
+}
+
+int imagefolder_load_bytes(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, uint64_t rng_state,
+                           const uint8_t *bytes, size_t n_bytes, const char *name, size_t max_pixels, int scaled,
+                           ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
+    ImageFolderCrop crop;
+    const int random = mode == IMAGEFOLDER_RANDOM_CROP;
+    return load_image(out, S, C, mode, random ? 0 : short_side, random ? &rng_state : NULL, random ? &crop : NULL,
+                      name, bytes, n_bytes, max_pixels, scaled, scr, scale_eighths, err, err_n);
 }
 
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {

@@ -258,6 +258,17 @@ int imagefolder_load_random_crop(uint8_t *out, int S, int C, uint64_t rng_state,
                                  int scaled, ImageFolderScratch *scr, ImageFolderCrop *crop, int *scale_eighths,
                                  char *err, size_t err_n_bytes);
 
+/* As imagefolder_load (or, for IMAGEFOLDER_RANDOM_CROP, as
+ * imagefolder_load_random_crop from rng_state; rng_state is unused
+ * otherwise) for an encoded JPEG or PNG already in memory: bytes (n_bytes,
+ * the caller's, only read), e.g. a TFRecord's image/encoded feature.  name
+ * stands where the path would in err ("FILE: record 3 at offset 812: not a
+ * JPEG or PNG ...").  Nothing is read from disk; scr->file is unused.
+ * Returns as imagefolder_load. */
+int imagefolder_load_bytes(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, uint64_t rng_state,
+                           const uint8_t *bytes, size_t n_bytes, const char *name, size_t max_pixels, int scaled,
+                           ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n_bytes);
+
 /* For a source from convert_open_imagefolder: the candidate files, class
  * after class (imagefolder_file: its path, owned by the source, and label). */
 long imagefolder_n_files(const ConvertSource *src);

@@ -233,40 +233,59 @@ void pipeline_order(const Pipeline *p, long epoch, long *order, long n) {
 
 static void pipeline_damaged(Pipeline *p, const char *msg);
 
-long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
-    long dispatched = 0, collected = 0, good = 0;
-    while (collected < n) {
-        while (dispatched < n && dispatched - collected < p->win_n) {
-            int slot = pipeline_take_slot(p);
-            if (slot < 0) return -1;
-            int w = (int)(dispatched % p->win_n);
-            DecodeEntry *d = &p->win[w];
-            d->item = items[dispatched];
-            d->slot = slot;
-            d->state = 0;
-            WorkItem it = {WORK_DECODE, slot, 0, 0, w, 0};
-            p->pending[p->n_pending++] = it;
-            if (p->n_pending == PIPELINE_GROUP) flush_pending(p);
-            dispatched++;
-        }
-        DecodeEntry *d = &p->win[collected % p->win_n];
-        pthread_mutex_lock(&p->mu);
-        flush_pending_locked(p);
-        while (d->state == 0 && !p->stop) pthread_cond_wait(&p->cv_reader, &p->mu);
-        int state = d->state;
-        pthread_mutex_unlock(&p->mu);
-        if (p->stop) return -1;
-        collected++;
-        if (state > 0) {
-            good++;
-            if (d->why[0]) pipeline_damaged(p, d->why);
-            if (pipeline_accept(p, d->slot) != 0) return -1;
-        } else {
-            pipeline_put_slot_back(p, d->slot);
-            if (pipeline_bad(p, d->why, d->lost_n_bytes, NULL) != 0) return -1;
-        }
+/* The oldest example in the window, once its worker is done, to the shuffle buffer (or as bad to pipeline_bad).
+ * 0, or -1 to stop. */
+static int decode_collect_one(Pipeline *p, PipelineDecodeStream *s) {
+    DecodeEntry *d = &p->win[s->collected % p->win_n];
+    pthread_mutex_lock(&p->mu);
+    flush_pending_locked(p);
+    while (d->state == 0 && !p->stop) pthread_cond_wait(&p->cv_reader, &p->mu);
+    const int state = d->state;
+    pthread_mutex_unlock(&p->mu);
+    if (p->stop) return -1;
+    s->collected++;
+    if (state > 0) {
+        s->good++;
+        if (d->why[0]) pipeline_damaged(p, d->why);
+        return pipeline_accept(p, d->slot);
     }
-    return good;
+    pipeline_put_slot_back(p, d->slot);
+    return pipeline_bad(p, d->why, d->lost_n_bytes, NULL);
+}
+
+int pipeline_decode_reserve(Pipeline *p, PipelineDecodeStream *s, int *slot) {
+    while (s->dispatched - s->collected >= p->win_n)
+        if (decode_collect_one(p, s) != 0) return -1;
+    if ((*slot = pipeline_take_slot(p)) < 0) return -1;
+    return (int)(s->dispatched % p->win_n);
+}
+
+void pipeline_decode_dispatch(Pipeline *p, PipelineDecodeStream *s, long item, int slot) {
+    const int w = (int)(s->dispatched % p->win_n);
+    DecodeEntry *d = &p->win[w];
+    d->item = item;
+    d->slot = slot;
+    d->state = 0;
+    WorkItem it = {WORK_DECODE, slot, 0, 0, w, 0};
+    p->pending[p->n_pending++] = it;
+    if (p->n_pending == PIPELINE_GROUP) flush_pending(p);
+    s->dispatched++;
+}
+
+long pipeline_decode_drain(Pipeline *p, PipelineDecodeStream *s) {
+    while (s->collected < s->dispatched)
+        if (decode_collect_one(p, s) != 0) return -1;
+    return s->good;
+}
+
+long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
+    PipelineDecodeStream s = {0, 0, 0};
+    for (long i = 0; i < n; i++) {
+        int slot;
+        if (pipeline_decode_reserve(p, &s, &slot) < 0) return -1;
+        pipeline_decode_dispatch(p, &s, items[i], slot);
+    }
+    return pipeline_decode_drain(p, &s);
 }
 
 static void warn_line(const Pipeline *p, const char *line) {
@@ -527,7 +546,9 @@ typedef struct {
 } PipelineSizes;
 
 static const PipelineSourceI *source_of(const PipelineConfig *c) {
-    return c->image_dir ? &pipeline_source_imagefolder : &pipeline_source_tfrecord;
+    return c->image_dir ? &pipeline_source_imagefolder
+           : c->image_encoded ? &pipeline_source_tfrecord_encoded
+                              : &pipeline_source_tfrecord;
 }
 
 static void plan_sizes(const PipelineConfig *c, PipelineSizes *z) {
@@ -580,10 +601,12 @@ size_t pipeline_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, Pi
 static int check_config(const PipelineConfig *c, char *err, size_t err_n) {
 #define BAD(...) do { snprintf(err, err_n, __VA_ARGS__); return -1; } while (0)
     if (!c->image_dir && (!c->files || c->n_files < 1)) BAD("pipeline: no input files");
-    if (c->image_dir) {
+    if (c->image_dir && c->image_encoded) BAD("pipeline: an image folder or encoded TFRecords, not both");
+    if (c->image_dir || c->image_encoded) {
         if (c->in_H != c->in_W || c->in_H > 4096 || (c->in_C != 1 && c->in_C != 3) || c->image_float)
-            BAD("pipeline: an image folder decodes to square uint8 images of at most 4096 pixels a side, 1 or 3 "
-                "channels, not %d x %d x %d%s", c->in_H, c->in_W, c->in_C, c->image_float ? " floats" : "");
+            BAD("pipeline: %s decodes to square uint8 images of at most 4096 pixels a side, 1 or 3 channels, not "
+                "%d x %d x %d%s", c->image_dir ? "an image folder" : "encoded TFRecords", c->in_H, c->in_W, c->in_C,
+                c->image_float ? " floats" : "");
         if (c->resize_mode < 0 || c->resize_mode > 2) BAD("pipeline: unknown resize mode %d", c->resize_mode);
         if (!imagefolder_short_side_valid((ImageFolderResizeMode)c->resize_mode, c->short_side, c->in_H))
             BAD("pipeline: a shorter side of %d before the crop needs the center crop and at least the image size %d",

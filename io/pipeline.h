@@ -15,8 +15,11 @@
  * as the TFRecord file order), the workers decode and resize each image
  * (JPEGs at libjpeg's reduced scale where large), and the reader collects
  * them in that order into the same shuffle buffer; a bad image is skipped
- * (or stops the pipeline) exactly as a bad record.  The sources
- * (TFRecord, image folder) plug into one machinery: io/pipeline_source.h.
+ * (or stops the pipeline) exactly as a bad record.  TFRecords of encoded
+ * JPEG/PNG images (cfg.image_encoded) are read by the reader and decoded
+ * by the workers the same way, in read order.  The sources (TFRecord,
+ * encoded TFRecord, image folder) plug into one machinery:
+ * io/pipeline_source.h.
  *
  * Order and determinism: the output is one stream of examples, epoch after
  * epoch; each epoch is a permutation of the (good) records, so every example
@@ -96,6 +99,11 @@ typedef struct {
     /* An image folder instead of files: DIR/<class>/FILE.png|jpg|jpeg (io/imagefolder.h's rules), decoded and
      * resized by the workers to in_H x in_W x in_C (in_H == in_W, the image size; in_C 3 RGB or 1 grey). */
     const char *image_dir;                   /* NULL: TFRecord files */
+    int image_encoded;                       /* TFRecord files whose image_key holds an encoded JPEG or PNG (TF-slim's
+                                              * and tf_cnn_benchmarks' image/encoded): decoded and resized by the
+                                              * workers as an image folder's files, to in_H x in_W x in_C with the
+                                              * image_dir options below; the height/width/depth keys are not read
+                                              * (they describe the stored image) */
     struct ConvertSource *image_listing;     /* image_dir: its listing, convert_open_imagefolder(image_dir) with
                                               * labels_file, borrowed: the caller closes it after pipeline_close
                                               * (a trainer that counted the folder lists it once); NULL: the
@@ -176,7 +184,8 @@ typedef struct {
     size_t staging_n_bytes;  /* prefetch_batches staging buffers (images and labels, whole pages, from cfg.alloc) */
     size_t reader_n_bytes;   /* the source's reader: the open TfrReader, the Example decoder's arena and the file names;
                                 image folder: the listing (read from the directory) and one epoch's order */
-    size_t workers_n_bytes;  /* image folder: each worker's decoded image, resampling buffers and libjpeg's memory */
+    size_t workers_n_bytes;  /* image folder, encoded records: each worker's decoded image, resampling buffers and
+                                libjpeg's memory */
     size_t threads_n_bytes;  /* the reader's and workers' stacks, the Pipeline itself, the file names */
     size_t total_n_bytes;    /* the sum */
     long capacity, n_slots;  /* shuffle capacity (0: no shuffle); slots = capacity + 2 batches + groups in transit */

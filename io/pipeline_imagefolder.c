@@ -144,15 +144,18 @@ static void folder_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes,
     const size_t listing = imagefolder_listing_n_bytes(cfg->image_dir);
     /* the epoch's order: one long a file; the listing holds at least as many bytes a file */
     *reader_n_bytes = listing + listing / 2 + sizeof(FolderSource);
-    /* one worker: the decoded image (3 bytes a pixel), the resampled (tH, tW) bytes (3), libjpeg's memory
-     * (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use), a file read whole (at most P + 1 bytes; larger
-     * ones are read through stdio), the resampler's one row of floats (W, 3) with its padding, W at most
-     * 65535, and its weights */
+    *workers_n_bytes = (size_t)cfg->n_workers * pipeline_decode_worker_n_bytes(cfg, 1);
+}
+
+/* One worker: the decoded image (3 bytes a pixel), the resampled (tH, tW) bytes (3), libjpeg's memory
+ * (LIBJPEG_N_BYTES_PER_PIXEL, its max_memory_to_use), a file read whole (at most P + 1 bytes; larger
+ * ones are read through stdio), the resampler's one row of floats (W, 3) with its padding, W at most
+ * 65535, and its weights. */
+size_t pipeline_decode_worker_n_bytes(const PipelineConfig *cfg, int reads_files) {
     const size_t P = cfg->max_image_pixels ? cfg->max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
     const size_t row_n_bytes = ((size_t)65535 * 3 + RESAMPLE_ROW_PAD_N_FLOATS) * sizeof(float);
-    const size_t one = P * (3 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + (P + 1) + row_n_bytes + RESAMPLE_COEFFS_N_BYTES +
-                       sizeof(ImageFolderScratch);
-    *workers_n_bytes = (size_t)cfg->n_workers * one;
+    return P * (3 + 3 + LIBJPEG_N_BYTES_PER_PIXEL) + (reads_files ? P + 1 : 0) + row_n_bytes +
+           RESAMPLE_COEFFS_N_BYTES + sizeof(ImageFolderScratch);
 }
 
 const PipelineSourceI pipeline_source_imagefolder = {

@@ -4,7 +4,8 @@
  * Where it sits: io/, between the data and the pipeline's shuffle/batch
  * machinery (io/pipeline.c).  A source (a PipelineSourceI) knows one kind
  * of data: io/pipeline_tfrecord.c reads TFRecord files of tf.train.Example
- * and decodes each record in the reader thread; io/pipeline_imagefolder.c
+ * and decodes each record in the reader thread (an encoded JPEG or PNG
+ * record: in the workers, as an image folder's); io/pipeline_imagefolder.c
  * lists DIR/<class>/FILE and has the worker threads decode and resize each
  * image (pipeline_decode_in_workers).  Either way the source hands each good
  * example's slot, in its epoch's order, to pipeline_accept (the shuffle
@@ -85,7 +86,13 @@ typedef struct {
 } PipelineSourceI;
 
 extern const PipelineSourceI pipeline_source_tfrecord;
+extern const PipelineSourceI pipeline_source_tfrecord_encoded;
 extern const PipelineSourceI pipeline_source_imagefolder;
+
+/* One worker's most memory decoding and resizing images of cfg
+ * (max_image_pixels): libjpeg's, the decoded and resampled pixels, the
+ * resampler's rows and weights, and with reads_files a file read whole. */
+size_t pipeline_decode_worker_n_bytes(const PipelineConfig *cfg, int reads_files);
 
 struct Pipeline {
     PipelineConfig cfg;
@@ -184,5 +191,19 @@ void pipeline_order(const Pipeline *p, long epoch, long *order, long n);
  * items' order, so the stream does not depend on which worker finished
  * first.  The number of good examples, or -1 to stop. */
 long pipeline_decode_in_workers(Pipeline *p, const long *items, long n);
+
+/* The same for a source that learns its items as it reads (TFRecords of
+ * encoded images): per item, pipeline_decode_reserve (blocks while the
+ * window is full, collecting the oldest in order) gives the window entry w
+ * (0 .. win_n - 1; the source may fill its own per-entry buffers for w) and
+ * a slot (its label may be set now), then pipeline_decode_dispatch hands it
+ * to the workers; pipeline_decode_drain collects the rest.  reserve: the
+ * entry, or -1 to stop; drain: the stream's good examples, or -1. */
+typedef struct {
+    long dispatched, collected, good;
+} PipelineDecodeStream;
+int pipeline_decode_reserve(Pipeline *p, PipelineDecodeStream *s, int *slot);
+void pipeline_decode_dispatch(Pipeline *p, PipelineDecodeStream *s, long item, int slot);
+long pipeline_decode_drain(Pipeline *p, PipelineDecodeStream *s);
 
 #endif

@@ -8,6 +8,7 @@ tower_add_test(NAME test_io_tfrecord SOURCES test_io_tfrecord.c LIBS tower_io)
 tower_add_test(NAME test_io_example SOURCES test_io_example.c LIBS tower_io)
 tower_add_test(NAME test_io_pipeline SOURCES test_io_pipeline.c LIBS tower_io)
 tower_add_test(NAME test_io_pipeline_imagefolder SOURCES test_io_pipeline_imagefolder.c LIBS tower_io)
+tower_add_test(NAME test_io_pipeline_encoded SOURCES test_io_pipeline_encoded.c LIBS tower_io)
 tower_add_test(NAME test_io_convert SOURCES test_io_convert.c LIBS tower_io)
 # readdir and opendir wrapped, to fail a listing part way through (a read error is not the end of a directory).
 tower_add_test(NAME test_io_list_fault SOURCES test_io_list_fault.c LIBS tower_io)

@@ -54,51 +54,12 @@
 #include "io/rng.h"
 
 #include "tests/check.h"
+#include "tests/image_write.h"
 
 #define N_CLASSES 3
 #define PER_CLASS 25
 #define N_IMAGES (N_CLASSES * PER_CLASS)
 #define S 12
-
-static void write_png_rgb(const char *path, int H, int W, const uint8_t *pixels) {
-    png_image img;
-    memset(&img, 0, sizeof img);
-    img.version = PNG_IMAGE_VERSION;
-    img.width = (png_uint_32)W;
-    img.height = (png_uint_32)H;
-    img.format = PNG_FORMAT_RGB;
-    if (!png_image_write_to_file(&img, path, 0, pixels, 0, NULL)) {
-        fprintf(stderr, "cannot write %s: %s\n", path, img.message);
-        exit(1);
-    }
-}
-
-static void write_jpeg_rgb(const char *path, int H, int W, const uint8_t *pixels, int quality) {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    struct jpeg_compress_struct c;
-    struct jpeg_error_mgr jerr;
-    c.err = jpeg_std_error(&jerr);
-    jpeg_create_compress(&c);
-    jpeg_stdio_dest(&c, f);
-    c.image_width = (JDIMENSION)W;
-    c.image_height = (JDIMENSION)H;
-    c.input_components = 3;
-    c.in_color_space = JCS_RGB;
-    jpeg_set_defaults(&c);
-    jpeg_set_quality(&c, quality, TRUE);
-    jpeg_start_compress(&c, TRUE);
-    while (c.next_scanline < c.image_height) {
-        JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * W * 3);
-        jpeg_write_scanlines(&c, &row, 1);
-    }
-    jpeg_finish_compress(&c);
-    jpeg_destroy_compress(&c);
-    fclose(f);
-}
 
 /* An Adam7-interlaced RGB PNG through libpng's low-level writer. */
 static void write_png_interlaced(const char *path, int H, int W, const uint8_t *pixels) {
