@@ -64,15 +64,15 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"checkpoint", FLAG_STRING, &o->checkpoint, "a checkpoint file (overrides --checkpoint_dir)"},
         {"data", FLAG_STRING, &o->data, "TFRecord files of the evaluation set: comma-separated globs; or an image folder DIR (DIR/<class>/*.png|jpg|jpeg, decoded in the input pipeline)"},
         {"labels", FLAG_STRING, &o->labels, "an image folder: the class list, one name a line (default: the checkpoint directory's labels.txt when there, else the sorted class folders)"},
-        {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
-        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("input size"), FLAG_RANGE(0, 1, "(]", NULL)},
+        {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder or encoded TFRecord images: resize (both sides to the model's input size) or center_crop (shorter side to it, then the central square)"},
+        {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder or encoded TFRecord images, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("input size"), FLAG_RANGE(0, 1, "(]", NULL)},
         {"max_image_pixels", FLAG_INT, &o->max_image_pixels, CMD_MAX_IMAGE_PIXELS_HELP, FLAG_RANGE(1, IMAGEFOLDER_MAX_PIXELS, "[]", NULL)},
         {"batch_size", FLAG_INT, &o->batch_size, "examples per forward pass", FLAG_RANGE(1, 1 << 20, "[]", NULL)},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes) (0: the checkpoint's)", FLAG_RANGE(0, 1 << 16, "[]", "0: the checkpoint's")},
         {"image_size", FLAG_INT, &o->image_size, "cifar10 on TFRecords: central crop to image_size x image_size (0: the checkpoint's; an image folder is resized to the model's input: --resize_mode)", FLAG_RANGE(0, 4096, "[]", "0: the checkpoint's")},
         {"no_moving_average", FLAG_BOOL, &o->no_moving_average, "evaluate the raw variables, not their moving averages"},
         {"confusion_matrix", FLAG_BOOL, &o->confusion_matrix, "print the confusion matrix (rows: true class, columns: predicted)"},
-        {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image"},
+        {"image_key", FLAG_STRING, &o->image_key, "Example feature holding the image: raw pixels (bytes or floats), or an encoded JPEG or PNG (ImageNet's image/encoded), decoded and resized to the model's input"},
         {"label_key", FLAG_STRING, &o->label_key, "Example feature holding the label"},
         {"compression", FLAG_STRING, &o->compression, "TFRecord compression: auto, none, gzip or zlib"},
         {"input_threads", FLAG_INT, &o->input_threads, "decode threads (0: automatic)", FLAG_RANGE(0, PIPELINE_MAX_WORKERS, "[]", "0: automatic")},
@@ -230,8 +230,8 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     const int image_folder = imagefolder_is_folder(o->data);
     char ckpt_labels[4096];
     const char *labels_file = o->labels[0] ? o->labels : NULL;
-    if (imagefolder_check_data_flags(image_folder, o->compression, o->image_key, o->label_key, o->labels,
-                                     o->resize_mode, err, sizeof err) != 0) { /* as train refuses them */
+    if (image_folder && imagefolder_check_data_flags(1, 0, o->compression, o->image_key, o->label_key, o->labels,
+                                                     o->resize_mode, err, sizeof err) != 0) { /* as train refuses them */
         cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
@@ -317,11 +317,30 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
             goto done;
         }
     }
-    int probed = 0; /* the file the shape came from */
-    if (!image_folder && io_probe_image_shape(files, n_files, o->image_key, compression, o->skip_corrupt, &H, &W, &C,
-                                              &is_float, &probed, err, sizeof err) != 0) {
-        cmd_errorf("tower eval: %s\n", err);
-        goto done;
+    int probed = 0, encoded = 0; /* probed: the file the shape came from; encoded: JPEG/PNG records */
+    if (!image_folder) {
+        int kind;
+        if (io_probe_image_shape(files, n_files, o->image_key, compression, o->skip_corrupt, &H, &W, &C, &kind, &probed,
+                                 err, sizeof err) != 0 ||
+            imagefolder_check_data_flags(0, kind == IO_IMAGE_ENCODED, o->compression, o->image_key, o->label_key,
+                                         o->labels, o->resize_mode, err, sizeof err) != 0) {
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+        is_float = kind == IO_IMAGE_FLOAT;
+        encoded = kind == IO_IMAGE_ENCODED;
+    }
+    if (encoded) { /* decoded and resized to the model's input in the pipeline, as an image folder's files */
+        if (spec->H != spec->W ||
+            imagefolder_check_max_pixels((size_t)o->max_image_pixels, spec->H, spec->W, err, sizeof err) != 0) {
+            if (spec->H != spec->W)
+                snprintf(err, sizeof err, "the checkpoint's model takes %dx%d inputs; encoded images decode to "
+                         "squares", spec->H, spec->W);
+            cmd_errorf("tower eval: %s\n", err);
+            goto done;
+        }
+        H = W = spec->H;
+        C = spec->C;
     }
     if (C != spec->C || H < spec->H || W < spec->W) {
         cmd_errorf("tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
@@ -376,7 +395,8 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     /* Not counted: a bound read from the files' sizes keeps a batch larger than the data from being allocated
      * whole (--batch_size 20000 on Fashion-MNIST's 10,000 test images held 8.6 GB, 4.4 with the count). */
     const long at_most = n_records < 0 ? max_examples(listing, files, n_files, compression,
-                                                      (size_t)H * W * C * (is_float ? sizeof(float) : 1)) : -1;
+                                                      encoded ? 0 : (size_t)H * W * C * (is_float ? sizeof(float) : 1))
+                                       : -1;
     if (at_most > 0 && at_most < batch) batch = (int)at_most;
     PipelineConfig pc;
     pipeline_config_defaults(&pc);
@@ -404,6 +424,9 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         pc.image_dir = o->data;
         pc.image_listing = listing;
         pc.labels_file = labels_file;
+    }
+    pc.image_encoded = encoded;
+    if (image_folder || encoded) {
         pc.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
         pc.short_side = imagefolder_short_side(spec->H, o->central_fraction);
         pc.max_image_pixels = (size_t)o->max_image_pixels;
@@ -412,7 +435,8 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     pc.warn_ctx = &bar;
     if (o->input_threads > 0) pc.n_workers = o->input_threads;
     pc.alloc = host_alloc_default();
-    const size_t image_n_bytes = (size_t)H * W * C * (is_float ? 4 : 1);
+    const size_t image_n_bytes = encoded ? pipeline_encoded_max_n_bytes((size_t)o->max_image_pixels)
+                                         : (size_t)H * W * C * (is_float ? 4 : 1); /* a record's image */
     if (!eval_memory_fits(&pc, spec, batch, image_n_bytes, 0) && n_records < 0) {
         n_records = count_examples(listing, files, n_files, compression, o->skip_corrupt, err, sizeof err);
         if (n_records > 0 && n_records < batch) batch = pc.shard_sizes[0] = (int)n_records;

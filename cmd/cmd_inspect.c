@@ -33,7 +33,7 @@
  * line on stdout when they read every record; INSPECT_EXIT_TRAIN_REFUSES after one on stderr when not. */
 static int train_verdict(char *const *files, int n_files, const InspectConfig *cfg, const InspectReport *rep) {
     char err[1400], key[1024], label[1024];
-    int H, W, C, is_float;
+    int H, W, C, kind;
     escape_str(key, sizeof key, cfg->image_key);
     escape_str(label, sizeof label, cfg->label_key);
     for (int i = 0; i < n_files; i++) {
@@ -46,11 +46,13 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
     }
     const int refuses = INSPECT_EXIT_TRAIN_REFUSES;
     if (io_probe_image_shape(files, n_files, cfg->image_key, cfg->compression, cfg->skip_corrupt, &H, &W, &C,
-                             &is_float, NULL, err, sizeof err) != 0) {
+                             &kind, NULL, err, sizeof err) != 0) {
         cmd_errorf("tower inspect: tower train and eval would refuse these files: %s\n", err);
         return refuses;
     }
-    /* The image feature's sizes and kinds over every record, against the probed shape. */
+    /* The image feature's sizes and kinds over every record, against the probed shape (encoded images: any
+     * size, each decoded and resized by the pipeline, not here). */
+    const int is_float = kind == IO_IMAGE_FLOAT, encoded = kind == IO_IMAGE_ENCODED;
     const size_t want = (size_t)H * W * C;
     size_t lo = want, hi = want;
     int found = 0, mixed = 0;
@@ -78,12 +80,12 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
                    "first good record's is\n", key, is_float ? "floats" : "bytes");
         return refuses;
     }
-    if (rep->shape_varies) {
+    if (!encoded && rep->shape_varies) {
         cmd_errorf("tower inspect: tower train and eval would refuse the records whose height, width and depth "
                    "features are not %d x %d x %d, the first good record's\n", H, W, C);
         return refuses;
     }
-    if (lo != want || hi != want) {
+    if (!encoded && (lo != want || hi != want)) {
         cmd_errorf("tower inspect: tower train and eval would refuse the records whose image '%s' is not %d x %d x %d "
                    "(%zu %s, the first good record's): they hold %zu to %zu %s\n", key, H, W, C, want, unit, lo, hi,
                    unit);
@@ -108,8 +110,13 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
     char labels[160] = "";
     if (hi_label >= 0)
         snprintf(labels, sizeof labels, " from %ld to %ld (--num_classes %ld or more)", lo_label, hi_label, hi_label + 1);
-    printf("tower train and eval read these files: %d x %d x %d images ('%s', %s), int64 labels ('%s')%s\n", H, W, C,
-           key, is_float ? "float" : "uint8", label, labels);
+    if (encoded)
+        printf("tower train and eval read these files: encoded JPEG or PNG images ('%s', %zu to %zu bytes; decoded "
+               "and resized to --image_size in the pipeline, not here), int64 labels ('%s')%s\n", key, lo, hi, label,
+               labels);
+    else
+        printf("tower train and eval read these files: %d x %d x %d images ('%s', %s), int64 labels ('%s')%s\n", H, W,
+               C, key, is_float ? "float" : "uint8", label, labels);
     return 0;
 }
 

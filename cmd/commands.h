@@ -66,12 +66,13 @@ int cmd_check_central_fraction(const char *command, float central_fraction, cons
     size " / F) (timm's crop_pct; 0.875 at 224: torchvision's Resize(256) + CenterCrop(224), the ImageNet "    \
     "evaluation crop)"
 
-/* --max_image_pixels' help (train, eval: an image folder decoded in the
- * pipeline; convert reads up to IMAGEFOLDER_MAX_PIXELS). */
+/* --max_image_pixels' help (train, eval: an image folder or encoded TFRecord
+ * images decoded in the pipeline; convert reads up to IMAGEFOLDER_MAX_PIXELS). */
 #define CMD_MAX_IMAGE_PIXELS_HELP                                                                                \
-    "an image folder: the largest image decoded, in pixels (as libjpeg decodes it, at a reduced scale where "   \
-    "larger than needed); a larger one is a bad example (--skip_corrupt).  Each input worker holds decode "     \
-    "buffers of this size, counted in the memory bound"
+    "an image folder or encoded TFRecord images: the largest image decoded, in pixels (as libjpeg decodes it, " \
+    "at a reduced scale where larger than needed); a larger one is a bad example (--skip_corrupt), as is an "   \
+    "encoded image over 3 bytes a pixel + 1 MiB.  Each input worker holds decode buffers of this size, "         \
+    "counted in the memory bound"
 
 /* A non-empty value: "expected a non-empty WHAT". */
 int cmd_check_nonempty(const char *command, const char *flag, const char *value, const char *what);

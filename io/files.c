@@ -268,16 +268,48 @@ static int optional_int64(const Tensorflow__Example *ex, const char *key, int64_
     return example_get_int64(ex, key, value, why, why_n) == 0 ? 1 : -1;
 }
 
-/* -1 with why: the image feature holds an encoded file (kind: "JPEG") of n_bytes, and the way in. */
-static int encoded_refusal(const char *image_key, const char *kind, size_t n_bytes, char *why, size_t why_n) {
-    snprintf(why, why_n, "image '%s' is an encoded %s file (%zu bytes), where Tower's TFRecords hold raw pixels "
-             "(uint8 H x W x C): write the images to a folder DIR/<class>/ and give --data DIR, or make raw "
-             "TFRecords of it with tower convert --from imagefolder", image_key, kind, n_bytes);
-    return -1;
+/* The shape of raw pixels (n_values of them, floats or bytes) from the record's height/width/depth features, or
+ * for a square single-channel image from its size: 0, or -1 with why. */
+static int raw_shape(const Tensorflow__Example *ex, const char *image_key, size_t n_values, int is_float, int *H, int *W,
+                     int *C, char *why, size_t why_n) {
+    int64_t h = 0, w = 0, c = 0;
+    int fh = optional_int64(ex, "height", &h, why, why_n);
+    int fw = fh < 0 ? 0 : optional_int64(ex, "width", &w, why, why_n);
+    int fc = fh < 0 || fw < 0 ? 0 : optional_int64(ex, "depth", &c, why, why_n);
+    if (fh < 0 || fw < 0 || fc < 0) return -1;
+    if (fh != fw) {
+        snprintf(why, why_n, "feature '%s' without '%s': give both (and 'depth'), or neither for a square "
+                 "single-channel image", fh ? "height" : "width", fh ? "width" : "height");
+        return -1;
+    }
+    if (fh && fw) {
+        if (!fc) { /* no depth feature: the channels are what the pixels leave (h and w bounded before their product) */
+            const int hw_ok = h >= 1 && w >= 1 && h <= 65536 && w <= 65536;
+            c = hw_ok && n_values >= (size_t)(h * w) && n_values % (size_t)(h * w) == 0 ? (int64_t)(n_values / (size_t)(h * w)) : 1;
+        }
+        if (example_check_image_shape(image_key, n_values, is_float ? "floats" : "bytes", h, w, c, why, why_n) != 0)
+            return -1;
+    } else {
+        size_t s = (size_t)llround(sqrt((double)n_values));
+        if (n_values == 0 || s * s != n_values) {
+            snprintf(why, why_n, "cannot infer the shape of image '%s' (%zu %s, not a square): add height, width and "
+                     "depth features", image_key, n_values, is_float ? "floats" : "bytes");
+            return -1;
+        }
+        h = w = (int64_t)s;
+        c = 1;
+    }
+    *H = (int)h;
+    *W = (int)w;
+    *C = (int)c;
+    return 0;
 }
 
-/* The image shape of one decoded record (ex, NULL when its payload did not parse): 0, or -1 with why. */
-static int probe_example(const Tensorflow__Example *ex, const char *image_key, int *H, int *W, int *C, int *is_float,
+/* The image kind and shape of one decoded record (ex, NULL when its payload did not parse): 0, or -1 with why.
+ * An encoded image (0 x 0 x 0) is one whose bytes start as a JPEG or PNG, unless height and width features
+ * describe raw pixels of its size, or it is a square that does not end as a JPEG (raw pixels may begin with
+ * the same bytes: a first pixel of 255, 216, 255). */
+static int probe_example(const Tensorflow__Example *ex, const char *image_key, int *H, int *W, int *C, int *image_kind,
                          char *why, size_t why_n) {
     if (!ex) {
         snprintf(why, why_n, "payload is not a tf.train.Example (protobuf parse error)");
@@ -288,10 +320,10 @@ static int probe_example(const Tensorflow__Example *ex, const char *image_key, i
     const uint8_t *img = NULL;
     if (feature_kind(f) == FEATURE_BYTES) {
         if (example_get_bytes(ex, image_key, &img, &n_values, why, why_n) != 0) return -1;
-        *is_float = 0;
+        *image_kind = IO_IMAGE_UINT8;
     } else if (feature_kind(f) == FEATURE_FLOAT) {
         n_values = f->float_list->n_value;
-        *is_float = 1;
+        *image_kind = IO_IMAGE_FLOAT;
     } else {
         if (f) {
             snprintf(why, why_n, "feature '%s' is %s, expected bytes_list or float_list", image_key,
@@ -310,60 +342,40 @@ static int probe_example(const Tensorflow__Example *ex, const char *image_key, i
             const char *key = example_feature_key(ex, i, &key_n);
             char safe_key[4 * 64 + 1];
             escape_bytes(safe_key, sizeof safe_key, key, key_n < 64 ? key_n : 64);
-            snprintf(why, why_n, "missing feature '%s'; feature '%s' is an encoded %s file (%zu bytes), where Tower's "
-                     "TFRecords hold raw pixels (uint8 H x W x C): write the images to a folder DIR/<class>/ and "
-                     "give --data DIR, or make raw TFRecords of it with tower convert --from imagefolder", image_key,
-                     safe_key, kind, (size_t)b->len);
+            snprintf(why, why_n, "missing feature '%s'; feature '%s' is an encoded %s file (%zu bytes): give "
+                     "--image_key %s (with its --label_key, e.g. image/class/label, and --image_size: encoded "
+                     "images are decoded and resized in the pipeline)", image_key, safe_key, kind, (size_t)b->len,
+                     safe_key);
             return -1;
         }
         snprintf(why, why_n, "missing feature '%s'", image_key);
         return -1;
     }
-    /* An encoded file's first bytes, said where the size does not fit raw pixels (raw pixels may begin with the
-     * same bytes: a first pixel of 255, 216, 255). */
     const char *encoded = img ? imagefolder_encoded_kind(img, n_values) : NULL;
-    int64_t h = 0, w = 0, c = 0;
-    int fh = optional_int64(ex, "height", &h, why, why_n);
-    int fw = fh < 0 ? 0 : optional_int64(ex, "width", &w, why, why_n);
-    int fc = fh < 0 || fw < 0 ? 0 : optional_int64(ex, "depth", &c, why, why_n);
-    if (fh < 0 || fw < 0 || fc < 0) return -1;
-    if (fh != fw) {
-        snprintf(why, why_n, "feature '%s' without '%s': give both (and 'depth'), or neither for a square "
-                 "single-channel image", fh ? "height" : "width", fh ? "width" : "height");
-        return -1;
+    if (encoded) {
+        /* Raw pixels where height and width features say so, or where a square single-channel image's first
+         * pixels happen to be 255, 216, 255 and it does not end as a JPEG does (FF D9). */
+        char ignored[300];
+        const int described = example_find(ex, "height") && example_find(ex, "width");
+        const size_t s = (size_t)llround(sqrt((double)n_values));
+        const int ends_as_jpeg = n_values >= 2 && img[n_values - 2] == 0xff && img[n_values - 1] == 0xd9;
+        const int raw_like = described || (s * s == n_values && encoded[0] == 'J' && !ends_as_jpeg);
+        if (raw_like && raw_shape(ex, image_key, n_values, 0, H, W, C, ignored, sizeof ignored) == 0) return 0;
+        *image_kind = IO_IMAGE_ENCODED;
+        *H = *W = *C = 0;
+        return 0;
     }
-    if (fh && fw) {
-        if (!fc) { /* no depth feature: the channels are what the pixels leave (h and w bounded before their product) */
-            const int hw_ok = h >= 1 && w >= 1 && h <= 65536 && w <= 65536;
-            c = hw_ok && n_values >= (size_t)(h * w) && n_values % (size_t)(h * w) == 0 ? (int64_t)(n_values / (size_t)(h * w)) : 1;
-        }
-        if (example_check_image_shape(image_key, n_values, *is_float ? "floats" : "bytes", h, w, c, why, why_n) != 0)
-            return encoded ? encoded_refusal(image_key, encoded, n_values, why, why_n) : -1;
-    } else {
-        size_t s = (size_t)llround(sqrt((double)n_values));
-        if (n_values == 0 || s * s != n_values) {
-            if (encoded) return encoded_refusal(image_key, encoded, n_values, why, why_n);
-            snprintf(why, why_n, "cannot infer the shape of image '%s' (%zu %s, not a square): add height, width and "
-                     "depth features", image_key, n_values, *is_float ? "floats" : "bytes");
-            return -1;
-        }
-        h = w = (int64_t)s;
-        c = 1;
-    }
-    *H = (int)h;
-    *W = (int)w;
-    *C = (int)c;
-    return 0;
+    return raw_shape(ex, image_key, n_values, *image_kind == IO_IMAGE_FLOAT, H, W, C, why, why_n);
 }
 
 int io_probe_image_shape(char *const *files, int n_files, const char *image_key, int compression, int skip_corrupt,
-                         int *H, int *W, int *C, int *is_float, int *file_index, char *err, size_t err_n) {
+                         int *H, int *W, int *C, int *image_kind, int *file_index, char *err, size_t err_n) {
     ExampleDecoder *dec = example_decoder_new();
     if (!dec) {
         snprintf(err, err_n, "out of memory");
         return -1;
     }
-    char first_bad[1024] = "", why[600], e[1024];
+    char first_bad[1024] = "", why[800], e[1024];
     int rc = -1, stop = 0;
     for (int i = 0; i < n_files && rc != 0 && !stop; i++) {
         TfrReader *r = tfr_reader_open(files[i], compression, 0, e, sizeof e);
@@ -378,7 +390,7 @@ int io_probe_image_shape(char *const *files, int n_files, const char *image_key,
             const int st = tfr_reader_next(r, &data, &n_bytes, e, sizeof e);
             if (st == TFR_END) break;
             if (st == TFR_RECORD) {
-                if (probe_example(example_decode(dec, data, n_bytes), image_key, H, W, C, is_float, why, sizeof why) == 0) {
+                if (probe_example(example_decode(dec, data, n_bytes), image_key, H, W, C, image_kind, why, sizeof why) == 0) {
                     if (file_index) *file_index = i;
                     rc = 0;
                     break;

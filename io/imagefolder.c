@@ -58,7 +58,7 @@ int imagefolder_resize_mode_from_name(const char *name) {
     return -1;
 }
 
-int imagefolder_check_data_flags(int image_folder, const char *compression, const char *image_key,
+int imagefolder_check_data_flags(int image_folder, int encoded, const char *compression, const char *image_key,
                                  const char *label_key, const char *labels, const char *resize_mode, char *err,
                                  size_t err_n_bytes) {
     if (image_folder) {
@@ -78,9 +78,9 @@ int imagefolder_check_data_flags(int image_folder, const char *compression, cons
                  "labels.txt beside the files)");
         return -1;
     }
-    if (strcmp(resize_mode, "resize")) {
-        snprintf(err, err_n_bytes, "--resize_mode %s applies to an image folder as --data (TFRecord images are used "
-                 "at their stored size)", resize_mode);
+    if (!encoded && strcmp(resize_mode, "resize")) {
+        snprintf(err, err_n_bytes, "--resize_mode %s applies to an image folder or encoded TFRecord images as --data "
+                 "(raw TFRecord images are used at their stored size)", resize_mode);
         return -1;
     }
     return 0;

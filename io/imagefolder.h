@@ -141,9 +141,10 @@ int imagefolder_resize_mode_from_name(const char *name);
  * eval refuse them rather than ignore them: with an image folder
  * (image_folder 1) a --compression, --image_key or --label_key other than
  * its default (auto, image_raw, label); with TFRecords, --labels (non-empty)
- * or a --resize_mode other than resize.  Returns 0, or -1 with one line
- * naming the flag in err. */
-int imagefolder_check_data_flags(int image_folder, const char *compression, const char *image_key,
+ * and, unless their images are encoded (encoded 1: decoded and resized as
+ * an image folder's), a --resize_mode other than resize.  Returns 0, or -1
+ * with one line naming the flag in err. */
+int imagefolder_check_data_flags(int image_folder, int encoded, const char *compression, const char *image_key,
                                  const char *label_key, const char *labels, const char *resize_mode, char *err,
                                  size_t err_n_bytes);
 

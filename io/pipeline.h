@@ -229,16 +229,31 @@ void io_free_files(char **files, int n_files);
  * stat(2): a FIFO is never opened, so nothing waits for its writer. */
 int io_check_regular_files(char *const *files, int n_files, char *err, size_t err_n_bytes);
 
-/* Image shape from the first good record of files (n_files, in order; an
- * empty file is passed over): the height/width/depth int64 features
- * ("height", "width", "depth") when present, else, for a square
- * single-channel image, sqrt of its size.  *is_float: 1 for a float_list
- * image; *file_index (NULL: not wanted): the file it came from.  A bad
+/* What a record's image feature holds (io_probe_image_shape). */
+enum { IO_IMAGE_UINT8 = 0, IO_IMAGE_FLOAT = 1, IO_IMAGE_ENCODED = 2 };
+
+/* Image kind and shape from the first good record of files (n_files, in
+ * order; an empty file is passed over).  *image_kind: IO_IMAGE_UINT8 (a
+ * bytes_list of raw pixels), IO_IMAGE_FLOAT (a float_list), or
+ * IO_IMAGE_ENCODED (bytes that start as a JPEG or PNG, unless "height" and
+ * "width" features describe raw pixels of their size, or a square number
+ * of them does not end as a JPEG does, FF D9; *H, *W, *C are 0:
+ * the caller decodes to a size of its own, PipelineConfig.image_encoded).
+ * Raw shapes: the height/width/depth int64 features ("height", "width",
+ * "depth") when present, else, for a square single-channel image, sqrt of
+ * its size.  *file_index (NULL: not wanted): the file it came from.  A bad
  * record (or unreadable file) before it is the error (file, record, offset)
  * unless skip_corrupt, which passes over it as the pipeline will; an encoded
- * JPEG or PNG is named as such.  Returns 0, or -1 with one line in err. */
+ * JPEG or PNG under another key than image_key is named, with the flags
+ * to give.  Returns 0, or -1 with one line in err. */
 int io_probe_image_shape(char *const *files, int n_files, const char *image_key, int compression, int skip_corrupt,
-                         int *H, int *W, int *C, int *is_float, int *file_index, char *err, size_t err_n_bytes);
+                         int *H, int *W, int *C, int *image_kind, int *file_index, char *err, size_t err_n_bytes);
+
+/* The largest encoded image a record may hold where decoded images are at
+ * most max_image_pixels (0: PIPELINE_DEFAULT_MAX_IMAGE_PIXELS): three bytes
+ * a pixel and 1 MiB of headers and metadata.  A larger one is a bad record;
+ * it bounds each image waiting for a worker (pipeline_max_n_bytes). */
+size_t pipeline_encoded_max_n_bytes(size_t max_image_pixels);
 
 /* Number of records in the files, every CRC verified.  -1 with a message on
  * the first bad record or unreadable file; with skip_corrupt the good

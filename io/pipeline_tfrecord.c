@@ -29,11 +29,8 @@
 #define ENCODED_WINDOW_PER_WORKER 4 /* encoded images in flight per worker (each holds its bytes) */
 #define TFR_FRAME_N_BYTES 16        /* a record's length, its CRC and the data's CRC */
 
-/* The largest encoded image a record may hold: three bytes a pixel of the
- * largest decoded image, and 1 MiB of headers and metadata.  It bounds each
- * decode-window entry (a larger one is a bad record). */
-static size_t encoded_max_n_bytes(const PipelineConfig *c) {
-    const size_t P = c->max_image_pixels ? c->max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
+size_t pipeline_encoded_max_n_bytes(size_t max_image_pixels) {
+    const size_t P = max_image_pixels ? max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
     return 3 * P + ((size_t)1 << 20);
 }
 
@@ -197,7 +194,7 @@ static int record_to_entry(Pipeline *p, TfrSource *ts, const uint8_t *data, size
     const uint8_t *img;
     size_t n;
     if (example_get_bytes(ex, c->image_key, &img, &n, why, why_n) != 0) return -1;
-    const size_t max_n = encoded_max_n_bytes(c);
+    const size_t max_n = pipeline_encoded_max_n_bytes(c->max_image_pixels);
     if (n > max_n) {
         snprintf(why, why_n, "encoded image '%s' of %zu bytes, over the %zu that --max_image_pixels %zu allows",
                  c->image_key, n, max_n, c->max_image_pixels);
@@ -349,7 +346,7 @@ static void tfr_max_n_bytes(const PipelineConfig *cfg, size_t record_n_bytes, si
     *workers_n_bytes = 0;
     if (cfg->image_encoded) { /* the window's encoded images, and the workers' decode buffers as an image folder's */
         *reader_n_bytes += (size_t)pipeline_source_tfrecord_encoded.decode_window * (size_t)cfg->n_workers *
-                           (encoded_max_n_bytes(cfg) + sizeof(EncodedEntry));
+                           (pipeline_encoded_max_n_bytes(cfg->max_image_pixels) + sizeof(EncodedEntry));
         *workers_n_bytes = (size_t)cfg->n_workers * pipeline_decode_worker_n_bytes(cfg, 0);
     }
 }

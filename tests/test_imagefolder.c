@@ -934,8 +934,54 @@ static void test_short_side(void) {
           "a shorter side with resize: %s", err);
 }
 
+/* The image folder dir as TFRecords of encoded images, as build_image_data.py writes them: each file's bytes
+ * unchanged under image/encoded, its class under image/class/label, in listing order, split over n_files files
+ * out-00000-of-0000N.  For test_imagefolder_cli (encoded records against the folder). */
+static int encode_folder(const char *dir, const char *out, int n_files) {
+    ImageFolderConfig ic;
+    imagefolder_config_defaults(&ic);
+    char err[1024];
+    ConvertSource *src = convert_open_imagefolder(dir, &ic, err, sizeof err);
+    if (!src || n_files < 1) {
+        fprintf(stderr, "encode: %s\n", src ? "n_files must be at least 1" : err);
+        return 1;
+    }
+    const long n = imagefolder_n_files(src);
+    ExampleBuilder b;
+    example_builder_init(&b);
+    int rc = 0;
+    for (int f = 0; f < n_files && rc == 0; f++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s-%05d-of-%05d", out, f, n_files);
+        TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err, sizeof err);
+        rc = w ? 0 : 1;
+        for (long i = f; w && rc == 0 && i < n; i += n_files) {
+            int label;
+            const char *file = imagefolder_file(src, i, &label);
+            FILE *in = fopen(file, "rb");
+            static uint8_t bytes[1 << 22];
+            const size_t got = in ? fread(bytes, 1, sizeof bytes, in) : 0;
+            if (in) fclose(in);
+            const char *format = imagefolder_encoded_kind(bytes, got);
+            example_builder_reset(&b);
+            const uint8_t *data;
+            size_t data_n;
+            rc = example_add_bytes(&b, "image/encoded", bytes, got) != 0 ||
+                 example_add_bytes(&b, "image/format", format ? format : "", format ? strlen(format) : 0) != 0 ||
+                 example_add_int64(&b, "image/class/label", label) != 0 ||
+                 !(data_n = example_builder_encode(&b, &data)) || tfr_writer_write(w, data, data_n, err, sizeof err) != 0;
+        }
+        if (w && tfr_writer_close(w, err, sizeof err) != 0) rc = 1;
+        if (rc) fprintf(stderr, "encode: %s: %s\n", path, err);
+    }
+    example_builder_free(&b);
+    src->close(src);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 10 && !strcmp(argv[1], "crop")) return crop_one(argv + 3);
+    if (argc == 5 && !strcmp(argv[1], "encode")) return encode_folder(argv[2], argv[3], atoi(argv[4]));
     if (argc == 6 && !strcmp(argv[1], "boxes"))
         return print_boxes(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atol(argv[5]));
     if (argc == 4 && !strcmp(argv[1], "make")) {

@@ -19,6 +19,9 @@
 #     resize with TFRecord data is refused (exit 1);
 #   --central_fraction 0.875 (center_crop from a shorter side of 32 at 28): eval on the folder = eval on the folder
 #     converted with the same flags, unlike the whole shorter side; with another --resize_mode refused (exit 2);
+#   TFRecords of the folder's files as encoded images (image/encoded): eval = eval on the folder, the bad files
+#     warned about as records; train reads them with a random crop; the default keys and a missing --image_size
+#     are named;
 #   a FIFO, a device link and a subfolder in a class folder are warned about as what they are;
 #   --max_image_pixels: the refusal of a larger image names it, and raised, train and eval read the image.
 #   elongated images: a side over 65535 pixels named (train and convert alike), a centre crop's scaled size
@@ -68,6 +71,42 @@ grep -q " of 90 examples correct" <<<"$a" || fail "eval did not count the 90 goo
 precision=$(sed -n 's/.*precision @ 1 = \([0-9.]*\)$/\1/p' "$work/eval_folder.out")
 awk -v p="$precision" 'BEGIN { exit !(p >= 0.5) }' || fail "precision $precision after 60 steps: the labels or images are wrong"
 echo "ok: eval on the folder = eval on its conversion: $(tr '\n' ' ' <<<"$a")"
+
+# ---- TFRecords of the folder's encoded files (image/encoded, image/class/label, as build_image_data.py writes
+#      them; the bad files become bad records): eval = eval on the folder; train reads them, a random crop too;
+#      the default keys name the flags to give
+mkdir -p "$work/enc"
+"$images" encode "$work/imgs" "$work/enc/one" 1
+"$images" encode "$work/imgs" "$work/enc/two" 2
+enc=(--image_key image/encoded --label_key image/class/label)
+"$tower" eval "${ev[@]}" "${enc[@]}" --data "$work/enc/one-*" --skip_corrupt --max_corrupt_fraction 1 \
+  >"$work/eval_enc.out" 2>"$work/eval_enc.err"
+c=$(grep -o 'precision @ 1 = .*\|[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_enc.out")
+[ -n "$c" ] && [ "$c" = "$a" ] || fail "eval on the encoded records ($c) differs from eval on the folder ($a)"
+[ "$(grep -c 'warning: .*/enc/one-00000-of-00001: record [0-9]* at offset [0-9]*: ' "$work/eval_enc.err")" -eq 3 ] ||
+  fail "eval on the encoded records: not 3 warnings naming the bad records: $(cat "$work/eval_enc.err")"
+"$tower" train "${common[@]}" "${enc[@]}" --data "$work/enc/two-*" --train_dir "$work/enc_run" --max_steps 30 \
+  --skip_corrupt --max_corrupt_fraction 1 --resize_mode random_crop --log_device_placement >"$work/enc_run.out" 2>"$work/enc_run.err" ||
+  fail "train on encoded records: $(tail -3 "$work/enc_run.err")"
+grep -q "encoded TFRecord images: .* MiB of decode buffers" "$work/enc_run.out" ||
+  fail "train on encoded records: no memory-bound line for them: $(head -5 "$work/enc_run.out")"
+grep -q "3 corrupt records (.*) skipped" "$work/enc_run.out" || fail "train on encoded records: $(tail -1 "$work/enc_run.out")"
+set +e
+"$tower" train "${common[@]}" --data "$work/enc/two-*" --train_dir "$work/enc_keys" --max_steps 2 >/dev/null 2>"$work/enc_keys.err"
+rc=$?
+"$tower" train "${common[@]}" "${enc[@]}" --data "$work/enc/two-*" --train_dir "$work/enc_size" --image_size 0 \
+  --max_steps 2 >/dev/null 2>"$work/enc_size.err"
+rc2=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "feature 'image/encoded' is an encoded PNG file (.* bytes): give --image_key image/encoded" \
+  "$work/enc_keys.err" || fail "the default keys on encoded records: exit $rc, $(cat "$work/enc_keys.err")"
+[ "$rc2" -ne 0 ] && grep -q "encoded TFRecord images as --data need --image_size >= 1" "$work/enc_size.err" ||
+  fail "encoded records without --image_size: exit $rc2, $(cat "$work/enc_size.err")"
+"$tower" inspect "${enc[@]}" "$work/enc/one-00000-of-00001" >"$work/inspect_enc.out" ||
+  fail "inspect on encoded records: exit $?"
+grep -q "^tower train and eval read these files: encoded JPEG or PNG images ('image/encoded', [0-9]* to [0-9]* bytes; decoded and resized to --image_size in the pipeline, not here), int64 labels ('image/class/label') from 0 to 2" \
+  "$work/inspect_enc.out" || fail "inspect on encoded records: $(tail -1 "$work/inspect_enc.out")"
+echo "ok: encoded TFRecords: eval = eval on the folder, train reads them (random crop), the keys and size named, inspect's verdict"
 
 # ---- a split without "cross": the checkpoint's class list maps its folders (as convert --labels does)
 mkdir -p "$work/test"
@@ -204,7 +243,7 @@ set +e # eval as train: it was accepted and ignored
   >/dev/null 2>"$work/crop_tfr_eval.err"
 rc=$?
 set -e
-[ "$rc" -eq 1 ] && [ "$(cat "$work/crop_tfr_eval.err")" = "tower eval: --resize_mode center_crop applies to an image folder as --data (TFRecord images are used at their stored size)" ] ||
+[ "$rc" -eq 1 ] && [ "$(cat "$work/crop_tfr_eval.err")" = "tower eval: --resize_mode center_crop applies to an image folder or encoded TFRecord images as --data (raw TFRecord images are used at their stored size)" ] ||
   fail "eval --resize_mode with TFRecord data: exit $rc, $(cat "$work/crop_tfr_eval.err")"
 # ... and an image folder refuses the TFRecord flags (they were ignored, exit 0)
 for flag in "--compression gzip" "--image_key pixels" "--label_key y"; do

@@ -702,8 +702,9 @@ static void write_payloads(const char *path, const uint8_t *const *payloads, con
 
 /* The shape probe (what train and eval do first) goes past what the pipeline goes past: an empty file first in
  * --data, and with skip_corrupt a bad first record (it refused the whole run: "record 0 at offset 0: payload is
- * not a tf.train.Example"); an encoded JPEG or PNG is named as such (it was "cannot infer the shape ... add height,
- * width and depth features", and with them "has 3382 bytes, expected 6000"); a height without a width is named. */
+ * not a tf.train.Example"); an encoded JPEG or PNG is one (IO_IMAGE_ENCODED, with or without height and width
+ * features that do not fit it as raw pixels), named as such under another key, with the flags to give; raw
+ * pixels that begin as a JPEG and fit their shape are raw; a height without a width is named. */
 static void test_probe(void) {
     char err[1024];
     int H = 0, W = 0, C = 0, is_float = -1, at = -1;
@@ -750,15 +751,18 @@ static void test_probe(void) {
         const size_t enc_n = example_builder_encode(&b, &enc);
         const uint8_t *one[1] = {enc};
         write_payloads(bad_first, one, &enc_n, 1);
+        /* An encoded image (its height and width, where given, are not a raw size of 20 bytes): decoded in the
+         * pipeline, to a size of the caller's. */
+        H = W = C = 7;
         CHECK(io_probe_image_shape(bad_only, 1, "image/encoded", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err,
-                                   sizeof err) == -1);
-        CHECK_CONTAINS(err, "record 0 at offset 0: image 'image/encoded' is an encoded JPEG file (20 bytes)");
-        CHECK_CONTAINS(err, "tower convert --from imagefolder");
-        /* With the default key, the missing feature names the one that holds the encoded image. */
+                                   sizeof err) == 0, "%s", err);
+        CHECK_MSG(is_float == IO_IMAGE_ENCODED && H == 0 && W == 0 && C == 0, "shape %d: kind %d, %d x %d x %d", shape,
+                  is_float, H, W, C);
+        /* With the default key, the missing feature names the one that holds the encoded image, and the flags. */
         CHECK(io_probe_image_shape(bad_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err,
                                    sizeof err) == -1);
         CHECK_CONTAINS(err, "record 0 at offset 0: missing feature 'image_raw'; feature 'image/encoded' is an encoded "
-                            "JPEG file (20 bytes)");
+                            "JPEG file (20 bytes): give --image_key image/encoded");
     }
     /* A gzip file read as --compression none: the refusal says how it was read and what tells the kinds apart. */
     const char *gz = io_tmp("probe-gzip.tfrecord");
@@ -780,6 +784,22 @@ static void test_probe(void) {
     write_payloads(bad_first, one_raw, &raw_n, 1);
     CHECK(io_probe_image_shape(bad_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err, sizeof err) == 0);
     CHECK_MSG(H == 4 && W == 4 && C == 1, "raw pixels beginning ff d8 ff: %d x %d x %d", H, W, C);
+    /* The same square ending as a JPEG does (ff d9), or starting as a PNG: an encoded image. */
+    for (int k = 0; k < 2; k++) {
+        uint8_t square[16];
+        memcpy(square, jpeg_like, sizeof square);
+        if (k == 0) square[14] = 0xff, square[15] = 0xd9;
+        else memcpy(square, "\x89PNG\r\n\x1a\n", 8);
+        example_builder_reset(&b);
+        example_add_bytes(&b, "image_raw", square, sizeof square);
+        const uint8_t *sq;
+        const size_t sq_n = example_builder_encode(&b, &sq);
+        const uint8_t *one_sq[1] = {sq};
+        write_payloads(bad_first, one_sq, &sq_n, 1);
+        CHECK(io_probe_image_shape(bad_only, 1, "image_raw", IO_COMPRESSION_AUTO, 0, &H, &W, &C, &is_float, NULL, err,
+                                   sizeof err) == 0);
+        CHECK_MSG(is_float == IO_IMAGE_ENCODED, "a 16-byte %s: kind %d", k ? "PNG" : "JPEG ending ff d9", is_float);
+    }
     /* A height without a width. */
     example_builder_reset(&b);
     example_add_bytes(&b, "image_raw", good_img, sizeof good_img);

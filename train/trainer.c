@@ -485,7 +485,7 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
     /* The flag that shrinks the largest part. */
     const char *lower = "--batch_size";
     if (tr->opt.shard_sizes[0]) lower = "--shard_sizes";
-    if (m.input_n_bytes >= m.towers_n_bytes && tr->image_folder && tr->opt.input_threads > 0)
+    if (m.input_n_bytes >= m.towers_n_bytes && (tr->image_folder || tr->image_encoded) && tr->opt.input_threads > 0)
         lower = "--input_threads"; /* each decoding thread holds its window of whole decoded images */
     else if (m.input_n_bytes >= m.towers_n_bytes && !tr->opt.synthetic &&
              tr->opt.min_after_dequeue > 3L * tr->global_batch)
@@ -517,11 +517,12 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
     trainer_max_n_bytes(tr, &m);
     if (tr->opt.synthetic)
         printf("%s: memory bound %.1f MiB = synthetic batch %.1f", ts, mib(m.total_n_bytes), mib(m.input_n_bytes));
-    else if (tr->image_folder)
+    else if (tr->image_folder || tr->image_encoded)
         printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
-               "%d staging batches, image folder: %.1f MiB of decode buffers for images up to %zu pixels)", ts,
+               "%d staging batches, %s: %.1f MiB of decode buffers for images up to %zu pixels)", ts,
                mib(m.total_n_bytes), mib(m.input_n_bytes), m.pipeline.capacity, m.pipeline.n_slots,
-               m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches, mib(m.pipeline.workers_n_bytes),
+               m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches,
+               tr->image_folder ? "image folder" : "encoded TFRecord images", mib(m.pipeline.workers_n_bytes),
                tr->pipeline_cfg.max_image_pixels);
     else
         printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
@@ -690,6 +691,9 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
         pcfg.image_dir = o->data;
         pcfg.image_listing = tr->image_listing;
         pcfg.labels_file = o->labels[0] ? o->labels : NULL;
+    }
+    pcfg.image_encoded = tr->image_encoded;
+    if (tr->image_folder || tr->image_encoded) {
         pcfg.resize_mode = imagefolder_resize_mode_from_name(o->resize_mode);
         pcfg.short_side = imagefolder_short_side(o->image_size, o->central_fraction);
         pcfg.max_image_pixels = (size_t)o->max_image_pixels;
@@ -1046,8 +1050,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
                  "--input_split none)", o->input_split);
         return -1;
     }
-    if (!o->synthetic && imagefolder_check_data_flags(tr->image_folder, o->compression, o->image_key, o->label_key,
-                                                      o->labels, o->resize_mode, err, err_n_bytes) != 0)
+    if (tr->image_folder && imagefolder_check_data_flags(1, 0, o->compression, o->image_key, o->label_key, o->labels,
+                                                         o->resize_mode, err, err_n_bytes) != 0)
         return -1;
     if (tr->image_folder) {
         /* Decoded and resized to --image_size in the pipeline; the count (candidate files) for the epoch. */
@@ -1095,15 +1099,33 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
         }
+        int kind;
         if (io_probe_image_shape(tr->files, tr->n_files, o->image_key, compression, o->skip_corrupt, &H, &W, &C,
-                                 &is_float, &probed, e, sizeof e) != 0) {
+                                 &kind, &probed, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "%s", e);
             return -1;
         }
+        is_float = kind == IO_IMAGE_FLOAT;
+        tr->image_encoded = kind == IO_IMAGE_ENCODED;
+        if (imagefolder_check_data_flags(0, tr->image_encoded, o->compression, o->image_key, o->label_key, o->labels,
+                                         o->resize_mode, err, err_n_bytes) != 0)
+            return -1;
+        if (tr->image_encoded) { /* JPEG/PNG records: decoded and resized to --image_size in the pipeline */
+            if (o->image_size < 1 || imagefolder_resize_mode_from_name(o->resize_mode) < 0) {
+                snprintf(err, err_n_bytes, "encoded TFRecord images as --data need --image_size >= 1 and --resize_mode "
+                         "resize, center_crop or random_crop");
+                return -1;
+            }
+            H = W = o->image_size;
+            C = facts.C;
+            if (imagefolder_check_max_pixels((size_t)o->max_image_pixels, H, W, err, err_n_bytes) != 0) return -1;
+        }
     }
-    tr->record_n_bytes = (size_t)H * W * C * (is_float ? sizeof(float) : 1) + 4096;
+    const int decodes = tr->image_folder || tr->image_encoded; /* resized to --image_size in the pipeline */
+    tr->record_n_bytes = tr->image_encoded ? pipeline_encoded_max_n_bytes((size_t)o->max_image_pixels) + 4096
+                                           : (size_t)H * W * C * (is_float ? sizeof(float) : 1) + 4096;
     int out_H = H, out_W = W;
-    if (facts.distorts && o->image_size > 0 && !tr->image_folder) {
+    if (facts.distorts && o->image_size > 0 && !decodes) {
         if (o->image_size > H || o->image_size > W) {
             snprintf(err, err_n_bytes, "--image_size %d is larger than the %dx%d images of %s", o->image_size, H, W,
                      tr->files[probed]);
@@ -1111,7 +1133,7 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         }
         out_H = out_W = o->image_size;
     }
-    if (o->image_size_given && o->image_size != 0 && !facts.distorts && !tr->image_folder && !o->synthetic &&
+    if (o->image_size_given && o->image_size != 0 && !facts.distorts && !decodes && !o->synthetic &&
         (o->image_size != H || o->image_size != W)) { /* 0, "no crop", is what such a model does */
         snprintf(err, err_n_bytes, "--image_size %d: --model %s uses TFRecord images at their stored size, %dx%d in %s "
                  "(--image_size crops cifar10's and resizes an image folder's; tower convert --image_size resizes "
@@ -1122,9 +1144,10 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         /* TFRecords are used as stored (cifar10 crops them); an image folder is resized to --image_size. */
         if (o->synthetic)
             snprintf(err, err_n_bytes, "--model: %s", e);
-        else if (tr->image_folder)
-            snprintf(err, err_n_bytes, "--model: %s (the image folder's images are resized to --image_size, %d "
-                     "here: give a size the model takes)", e, o->image_size);
+        else if (decodes)
+            snprintf(err, err_n_bytes, "--model: %s (%s are resized to --image_size, %d here: give a size the model "
+                     "takes)", e, tr->image_folder ? "the image folder's images" : "encoded TFRecord images",
+                     o->image_size);
         else
             snprintf(err, err_n_bytes, "--model: %s (TFRecord images are used at their stored size: give an image "
                      "folder as --data with --image_size, which resizes)", e);

@@ -257,6 +257,7 @@ typedef struct Trainer {
     char **files;                    /* the TFRecord files (none for an image folder) */
     int n_files;
     int image_folder;                /* 1: --data is an image folder, decoded in the pipeline */
+    int image_encoded;               /* 1: --data is TFRecords of encoded JPEG/PNG images, decoded in the pipeline */
     struct ConvertSource *image_listing; /* image_folder: its files, listed once (the pipeline borrows it) */
     int n_towers;                    /* this process's towers (with MPI: this rank's; 0 on a server-only rank) */
     int rank, n_ranks;               /* this process in the job (base/ranks.h): 0 of 1 without mpirun */

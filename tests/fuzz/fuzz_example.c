@@ -226,6 +226,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     FUZZ_REQUIRE(ex != NULL, "io_probe_image_shape accepted a payload protobuf-c rejects");
+    if (is_float == IO_IMAGE_ENCODED) { /* decoded by the image decoders, fuzzed by fuzz_image */
+        FUZZ_REQUIRE(H == 0 && W == 0 && C == 0, "an encoded image probed as %d x %d x %d", H, W, C);
+        return 0;
+    }
     FUZZ_REQUIRE(H >= 1 && W >= 1 && C >= 1 && H <= 65536 && W <= 65536 && C <= 65536 && (is_float == 0 || is_float == 1),
                  "io_probe_image_shape gave %d x %d x %d, is_float %d", H, W, C, is_float);
     if ((size_t)H * W * C > PIPELINE_MAX_VALUES) return 0;
