@@ -97,6 +97,8 @@ for f in "$W"/tfr/*.tfrecord "$W"/tfr-img/*.tfrecord; do cp "$f" "$OUT/tfrecord/
 for f in tfr/grey-none tfr/colour-none tfr/grey2 tfr/cifar tfr-img/folder tfr-img/folder-grey; do
   for g in "$W/$f"-*.tfrecord; do "$TOOL" payloads "$g" "$OUT/example" "$(basename "$g" .tfrecord)" 2; done
 done
+# encoded images in image_raw (ImageNet's image/encoded): the encoded source, a worker decoding each
+for img in "$W/images/a/"*; do "$TOOL" encoded-example "$img" "$OUT/example/encoded-$(basename "$img")"; done
 
 # ---- checkpoints from 2-step training runs ----
 train() {

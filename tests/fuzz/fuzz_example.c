@@ -14,7 +14,9 @@
  *      pipeline (pipeline_open / pipeline_next, AUGMENT_NONE, 10 classes,
  *      one epoch) whose reader applies the pipeline's own checks: image key
  *      present, bytes length == H*W*C or float_list of H*W*C floats, label
- *      one int64 in [0, 10), height/width/depth when present.
+ *      one int64 in [0, 10), height/width/depth when present; an encoded
+ *      JPEG or PNG (IO_IMAGE_ENCODED) through the encoded source, decoded by
+ *      a worker to 8 x 8 x 3.
  * Invariants: a payload protobuf-c rejects is bad for inspect too; every
  * message is one line naming the file (and the record, for record errors);
  * the pipeline's labels lie in [0, 10) and its batch has the probed shape;
@@ -142,13 +144,15 @@ static int run_inspect(const FuzzFile *f, FILE *devnull) {
 }
 
 /* The pipeline over the file for the probed shape: 1 delivered the example, 0 rejected it. */
-static int run_pipeline(const FuzzFile *f, int H, int W, int C, int is_float) {
+static int run_pipeline(const FuzzFile *f, int H, int W, int C, int kind) {
     const char *files[1] = {f->path};
     PipelineConfig cfg;
     pipeline_config_defaults(&cfg);
     cfg.files = files;
     cfg.n_files = 1;
-    cfg.image_float = is_float;
+    cfg.image_float = kind == IO_IMAGE_FLOAT;
+    cfg.image_encoded = kind == IO_IMAGE_ENCODED; /* decoded by the workers to 8 x 8 x 3 */
+    if (cfg.image_encoded) H = W = 8, C = 3, cfg.max_image_pixels = (size_t)1 << 16;
     cfg.in_H = cfg.out_H = H;
     cfg.in_W = cfg.out_W = W;
     cfg.in_C = C;
@@ -226,8 +230,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     FUZZ_REQUIRE(ex != NULL, "io_probe_image_shape accepted a payload protobuf-c rejects");
-    if (is_float == IO_IMAGE_ENCODED) { /* decoded by the image decoders, fuzzed by fuzz_image */
+    if (is_float == IO_IMAGE_ENCODED) { /* through the encoded source: the reader's window, the workers' decode */
         FUZZ_REQUIRE(H == 0 && W == 0 && C == 0, "an encoded image probed as %d x %d x %d", H, W, C);
+        (void)run_pipeline(&file, H, W, C, is_float); /* inspect checks raw sizes an encoded image need not fit */
         return 0;
     }
     FUZZ_REQUIRE(H >= 1 && W >= 1 && C >= 1 && H <= 65536 && W <= 65536 && C <= 65536 && (is_float == 0 || is_float == 1),

@@ -11,6 +11,8 @@
  *   payloads FILE OUTDIR PREFIX MAX
  *                             the payloads of FILE's first MAX TFRecord
  *                             records, one file each (fuzz_example's input)
+ *   encoded-example IMAGE OUT an Example payload whose image_raw is IMAGE's
+ *                             bytes (label 3): fuzz_example's encoded path
  *   pack-idx LABELS IMAGES OUT
  *                             fuzz_idx's input: 2-byte LE length of the
  *                             labels file, the labels file, the images file
@@ -42,6 +44,7 @@
 
 #include <jpeglib.h>
 
+#include "io/example.h"
 #include "io/tfrecord.h"
 #include "model/model.h"
 #include "ps/checkpoint.pb-c.h"
@@ -332,13 +335,35 @@ static int cmd_ckpt_shards(const char *file, long offset, int n_shards, const ch
     return 0;
 }
 
+/* An Example payload whose image_raw holds the bytes of image file IMAGE (an encoded JPEG or PNG, as
+ * ImageNet's image/encoded) and whose label is 3: fuzz_example's way into the encoded source. */
+static int cmd_encoded_example(const char *image, const char *out) {
+    FILE *f = fopen(image, "rb");
+    if (!f) die("cannot open", image);
+    static uint8_t bytes[1 << 20];
+    const size_t n = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    ExampleBuilder b;
+    example_builder_init(&b);
+    const uint8_t *data;
+    size_t data_n;
+    if (example_add_bytes(&b, "image_raw", bytes, n) != 0 || example_add_int64(&b, "label", 3) != 0 ||
+        !(data_n = example_builder_encode(&b, &data)))
+        die("cannot encode an Example of", image);
+    FILE *o = fopen(out, "wb");
+    if (!o || fwrite(data, 1, data_n, o) != data_n || fclose(o) != 0) die("cannot write", out);
+    example_builder_free(&b);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "images")) return cmd_images(argv[2]);
     if (argc == 6 && !strcmp(argv[1], "payloads")) return cmd_payloads(argv[2], argv[3], argv[4], atol(argv[5]));
     if (argc == 5 && !strcmp(argv[1], "pack-idx")) return cmd_pack_idx(argv[2], argv[3], argv[4]);
+    if (argc == 4 && !strcmp(argv[1], "encoded-example")) return cmd_encoded_example(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "ckpt-skeleton")) return cmd_ckpt_skeleton(argv[2]);
     if (argc == 6 && !strcmp(argv[1], "ckpt-shards")) return cmd_ckpt_shards(argv[2], atol(argv[3]), atoi(argv[4]), argv[5]);
     fprintf(stderr, "usage: fuzz_seed_tool images OUTDIR | payloads FILE OUTDIR PREFIX MAX | pack-idx LABELS IMAGES OUT | "
-                    "ckpt-skeleton OUT | ckpt-shards FILE OFFSET N OUT\n");
+                    "encoded-example IMAGE OUT | ckpt-skeleton OUT | ckpt-shards FILE OFFSET N OUT\n");
     return 2;
 }
