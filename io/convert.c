@@ -19,6 +19,7 @@
 #include "base/file.h"
 #include "io/example.h"
 #include "io/gzfile.h"
+#include "io/pipeline.h"
 #include "io/tfrecord.h"
 
 void convert_config_defaults(ConvertConfig *c) {
@@ -349,6 +350,11 @@ ConvertSource *convert_open_cifar10(const char *const *paths, int n_paths, char 
     st->paths = calloc((size_t)n_paths, sizeof *st->paths);
     if (!st->paths) goto oom;
     st->n_paths = n_paths;
+    /* One file named twice (c1.bin ./c1.bin, a link): its records written twice.  Refused at the later name, after
+     * any path before it that cannot be opened. */
+    size_t twice[2];
+    const long n_twice = io_find_same_files(paths, (size_t)n_paths, twice, NULL);
+    if (n_twice < 0) goto oom;
     for (int i = 0; i < n_paths; i++) {
         if (!(st->paths[i] = strdup(paths[i]))) goto oom;
         struct stat sb;
@@ -357,14 +363,11 @@ ConvertSource *convert_open_cifar10(const char *const *paths, int n_paths, char 
             cifar_close(s);
             return NULL;
         }
-        for (int j = 0; j < i; j++) { /* one file named twice (c1.bin ./c1.bin, a link): its records written twice */
-            struct stat sj;
-            if (stat(paths[j], &sj) == 0 && sj.st_dev == sb.st_dev && sj.st_ino == sb.st_ino) {
-                snprintf(err, err_n, "%s and %s are the same file: its examples would be converted twice", paths[j],
-                         paths[i]);
-                cifar_close(s);
-                return NULL;
-            }
+        if (n_twice > 0 && (size_t)i == twice[1]) {
+            snprintf(err, err_n, "%s and %s are the same file: its examples would be converted twice", paths[twice[0]],
+                     paths[i]);
+            cifar_close(s);
+            return NULL;
         }
         /* Known for raw files only; a gzip input makes the total unknown. */
         if (s->n_examples >= 0 && sb.st_size % CIFAR_RECORD_N_BYTES == 0) s->n_examples += (long)(sb.st_size / CIFAR_RECORD_N_BYTES);

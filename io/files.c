@@ -99,38 +99,37 @@ static int cmp_file_id(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* Drops from files (*n, in place, order kept) every path naming the same
- * file (st_dev, st_ino) as an earlier one: the same file under two
- * spellings (./F, an absolute path, a symlink, a hard link) would be read
- * twice.  A path stat cannot see stays (its reader says why).  0, or -1
- * when memory is short (files unchanged). */
-static int drop_same_files(char **files, size_t *n) {
-    if (*n < 2) return 0;
-    FileId *ids = malloc(*n * sizeof *ids);
-    unsigned char *drop = calloc(*n, 1);
-    if (!ids || !drop) {
-        free(ids);
-        free(drop);
-        return -1;
-    }
+long io_find_same_files(const char *const *paths, size_t n_paths, size_t pair[2], unsigned char *later) {
+    if (later) memset(later, 0, n_paths);
+    if (n_paths < 2) return 0;
+    FileId *ids = malloc(n_paths * sizeof *ids);
+    if (!ids) return -1;
     size_t n_ids = 0;
-    for (size_t i = 0; i < *n; i++) {
+    for (size_t i = 0; i < n_paths; i++) {
         struct stat st;
-        if (stat(files[i], &st) != 0) continue;
+        if (stat(paths[i], &st) != 0) continue;
         ids[n_ids++] = (FileId){st.st_dev, st.st_ino, i};
     }
     qsort(ids, n_ids, sizeof *ids, cmp_file_id);
-    for (size_t i = 1; i < n_ids; i++)
-        if (ids[i].dev == ids[i - 1].dev && ids[i].ino == ids[i - 1].ino) drop[ids[i].index] = 1;
-    size_t k = 0;
-    for (size_t i = 0; i < *n; i++) {
-        if (drop[i]) free(files[i]);
-        else files[k++] = files[i];
+    long n_later = 0;
+    size_t first = 0, best[2] = {0, 0}; /* ids[first]: the file of ids[i] under its lowest index */
+    for (size_t i = 1; i < n_ids; i++) {
+        if (ids[i].dev != ids[i - 1].dev || ids[i].ino != ids[i - 1].ino) {
+            first = i;
+            continue;
+        }
+        if (later) later[ids[i].index] = 1;
+        if (!n_later++ || ids[i].index < best[1]) {
+            best[0] = ids[first].index;
+            best[1] = ids[i].index;
+        }
     }
-    *n = k;
     free(ids);
-    free(drop);
-    return 0;
+    if (pair && n_later) {
+        pair[0] = best[0];
+        pair[1] = best[1];
+    }
+    return n_later;
 }
 
 void io_free_files(char **files, int n_files) {
@@ -252,13 +251,22 @@ int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_ou
         if (k && !strcmp(files[k - 1], files[i])) free(files[i]);
         else files[k++] = files[i];
     }
-    if (drop_same_files(files, &k) != 0) {
+    /* The same file under two spellings would be read twice: the first in sorted order kept. */
+    unsigned char *later = malloc(k);
+    if (!later || io_find_same_files((const char *const *)files, k, NULL, later) < 0) {
         snprintf(err, err_n, "out of memory");
+        free(later);
         io_free_files(files, (int)k);
         return -1;
     }
+    size_t n_kept = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (later[i]) free(files[i]);
+        else files[n_kept++] = files[i];
+    }
+    free(later);
     *files_out = files;
-    *n_files_out = (int)k;
+    *n_files_out = (int)n_kept;
     return 0;
 }
 

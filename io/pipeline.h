@@ -222,6 +222,17 @@ void pipeline_close(Pipeline *p);
 int io_expand_globs(const char *pattern_list, char ***files, int *n_files, char *err, size_t err_n_bytes);
 void io_free_files(char **files, int n_files);
 
+/* Finds the paths (n_paths) that name the same file (same st_dev and
+ * st_ino: F and ./F, an absolute path, a symlink, a hard link) as an
+ * earlier one, whose examples a reader would read twice; a path stat(2)
+ * cannot see is no file here (its reader says why), and nothing is opened.
+ * later (n_paths bytes, NULL: not wanted) gets 1 for each such path, else
+ * 0.  pair (NULL: not wanted) gets the first pair: pair[1] the lowest index
+ * of such a path, pair[0] the lowest index naming its file; untouched when
+ * there is none.  Returns how many such paths there are (0: none), or -1
+ * when memory is short.  io_expand_globs drops them; convert refuses them. */
+long io_find_same_files(const char *const *paths, size_t n_paths, size_t pair[2], unsigned char *later);
+
 /* 0 when each of files is a regular file; -1 with one line in err naming
  * the first that is not (a pipe, a FIFO, a socket, a device), for which
  * the trainer and eval would read a stream twice (the first record for the

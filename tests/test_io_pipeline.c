@@ -839,6 +839,15 @@ static void test_helpers_and_config(const Dataset *ds) {
     CHECK(io_expand_globs(list, &files, &n, err, sizeof err) == 0 && n == 2);
     if (n == 2) CHECK(!strcmp(files[0], dot) && !strcmp(files[1], ds->paths[1]), "%s, %s", files[0], files[1]);
     io_free_files(files, n);
+    /* io_find_same_files: the first pair at the lowest later index, with its file's first name; a path stat
+     * cannot see is passed over. */
+    const char *same[] = {ds->paths[1], link, io_tmp("missing.tfrecord"), dot, ds->paths[0], ds->paths[1]};
+    size_t pair[2] = {99, 99};
+    unsigned char later[6];
+    CHECK(io_find_same_files(same, 6, pair, later) == 3 && pair[0] == 1 && pair[1] == 3, "%zu %zu", pair[0], pair[1]);
+    CHECK(!later[0] && !later[1] && !later[2] && later[3] && later[4] && later[5]);
+    pair[0] = pair[1] = 99;
+    CHECK(io_find_same_files(same, 3, pair, NULL) == 0 && pair[0] == 99 && pair[1] == 99);
     unlink(link);
     snprintf(pattern, sizeof pattern, "%s/nothing-*.tfrecord", io_test_dir);
     CHECK(io_expand_globs(pattern, &files, &n, err, sizeof err) == -1);
