@@ -145,7 +145,8 @@ int cmd_export(int argc, char **argv) {
     }
     char **names = NULL;
     int n_names = 0;
-    if (labels && imagefolder_read_labels(labels_file, &names, &n_names, err, sizeof err) == 0) {
+    if (labels &&
+        imagefolder_parse_labels(labels_file, labels, labels_n_bytes, &names, &n_names, err, sizeof err) == 0) {
         for (int i = 0; i < n_names; i++) free(names[i]);
         free(names);
     } else if (labels) { /* not a class list (an empty line, a name twice) */

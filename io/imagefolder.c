@@ -1332,24 +1332,20 @@ int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes,
     return 1;
 }
 
-int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n) {
+int imagefolder_parse_labels(const char *path, const char *text, size_t n, char ***names, int *n_names, char *err,
+                             size_t err_n) {
     *names = NULL;
     *n_names = 0;
-    char *text;
-    size_t n;
-    const int got = imagefolder_read_labels_text(path, &text, &n, err, err_n);
-    if (got == 0) snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(ENOENT));
-    if (got <= 0) return -1;
     if (n == 0 || memchr(text, '\0', n)) {
         snprintf(err, err_n, "%s: %s", path, n ? "labels file holds a NUL byte" : "empty labels file (expected one class name a line)");
-        free(text);
         return -1;
     }
     int cap = 0, rc = 0;
     char **list = NULL;
-    for (char *line = text; *line && !rc;) {
-        char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
+    const char *const text_end = text + n;
+    for (const char *line = text; line < text_end && !rc;) {
+        const char *end = memchr(line, '\n', (size_t)(text_end - line));
+        size_t len = end ? (size_t)(end - line) : (size_t)(text_end - line);
         if (len == 0) {
             snprintf(err, err_n, "%s: line %d is empty (expected one class name a line)", path, *n_names + 1);
             rc = -1;
@@ -1378,7 +1374,6 @@ int imagefolder_read_labels(const char *path, char ***names, int *n_names, char 
         (*n_names)++;
         line = end ? end + 1 : line + len;
     }
-    free(text);
     if (rc) {
         if (rc == -2) snprintf(err, err_n, "%s: out of memory", path);
         free_names(list, *n_names);
@@ -1387,6 +1382,19 @@ int imagefolder_read_labels(const char *path, char ***names, int *n_names, char 
     }
     *names = list;
     return 0;
+}
+
+int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n) {
+    *names = NULL;
+    *n_names = 0;
+    char *text;
+    size_t n;
+    const int got = imagefolder_read_labels_text(path, &text, &n, err, err_n);
+    if (got == 0) snprintf(err, err_n, "%s: cannot open the labels file: %s", path, strerror(ENOENT));
+    if (got <= 0) return -1;
+    const int rc = imagefolder_parse_labels(path, text, n, names, n_names, err, err_n);
+    free(text);
+    return rc;
 }
 
 /* 1 when entry (a labels file's line) is name once a UTF-8 byte-order mark,

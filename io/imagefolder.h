@@ -122,6 +122,15 @@ int imagefolder_read_labels_text(const char *path, char **text, size_t *n_bytes,
  * 0, or -1 with one line in err. */
 int imagefolder_read_labels(const char *path, char ***names, int *n_names, char *err, size_t err_n_bytes);
 
+/* The class names of a labels file's text already read (text, n_bytes; a
+ * NUL after them is not needed), by imagefolder_read_labels's rules (no
+ * empty text or line, no NUL byte, no repeated name; the last newline
+ * optional); path names the file in err.  *names (n_names, each malloc'ed,
+ * and the array) belong to the caller; text stays the caller's.  0, or -1
+ * with one line in err (*names NULL, *n_names 0). */
+int imagefolder_parse_labels(const char *path, const char *text, size_t n_bytes, char ***names, int *n_names,
+                             char *err, size_t err_n_bytes);
+
 /* The shorter side's size before a centre crop to S that keeps the central
  * fraction of it (timm's floor(S / crop_pct); 224 and 0.875 give
  * torchvision's Resize(256) + CenterCrop(224), tf_cnn_benchmarks' and
