@@ -70,10 +70,15 @@ int flags_was_given(const Flag *flags, int n_flags, const unsigned char *given, 
 void flags_print_usage(const char *program, const char *synopsis,
                        const Flag *flags, int n_flags);
 
-/* Format a flag's current value (its default before parsing) into buf. */
 /* x as the fewest digits (at most 17) that read back as x: 0.1 for 0.1, not 0.10000000000000001.  Returns buf. */
 const char *flags_double_str(double x, char *buf, int n);
 
+/* x as the fewest digits (at most 9) that read back as the same float: 0.1375 for 0.1375f, not 0.137500003, and
+ * 0.1374999 for 0.1374999f (0.1375 is another float).  As %.6g at the least, so that a whole number under a
+ * million has no exponent (100000, not 1e+05).  Returns buf. */
+const char *flags_float_str(float x, char *buf, int n);
+
+/* Format a flag's current value (its default before parsing) into buf. */
 const char *flags_value_str(const Flag *flag, char *buf, int buf_n_bytes);
 
 /* Format what a number flag accepts into buf: "an integer in [1, 64]",

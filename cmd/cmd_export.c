@@ -124,10 +124,7 @@ int cmd_export(int argc, char **argv) {
     char step[32], shape[64], classes[16], width[32], fc_width[16];
     /* The shortest digits that read back as the same float: Keras's alpha must build the same network
      * (0.1374999 printed "0.1375" made a layer of 48 filters where Tower's has 40). */
-    for (int digits = 6; digits <= 9; digits++) {
-        snprintf(width, sizeof width, "%.*g", digits, spec.opts.width_multiplier);
-        if (strtof(width, NULL) == spec.opts.width_multiplier) break;
-    }
+    flags_float_str(spec.opts.width_multiplier, width, sizeof width);
     snprintf(fc_width, sizeof fc_width, "%d", spec.opts.fc_width);
     snprintf(step, sizeof step, "%ld", ck.global_step);
     snprintf(shape, sizeof shape, "[%d, %d, %d]", spec.H, spec.W, spec.C);

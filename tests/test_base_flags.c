@@ -97,6 +97,20 @@ static void check_ranges(void) {
               !strcmp(flags_double_str(0.99999999, digits, sizeof digits), "0.99999999") &&
               !strcmp(flags_double_str(1.0 / 3.0, digits, sizeof digits), "0.3333333333333333"),
           "flags_double_str: %s", digits);
+    /* A float as the fewest digits that read back as the same float (export's width_multiplier): 0.1375f as
+     * 0.1375, 0.1374999f (another float) as typed, 1/3 in at most 9 significant digits; %.6g's style, so 1e5f is
+     * 100000. */
+    CHECK(!strcmp(flags_float_str(0.1375f, digits, sizeof digits), "0.1375"), "flags_float_str(0.1375f): %s", digits);
+    CHECK(!strcmp(flags_float_str(0.1374999f, digits, sizeof digits), "0.1374999"), "flags_float_str(0.1374999f): %s",
+          digits);
+    CHECK(!strcmp(flags_float_str(100000.0f, digits, sizeof digits), "100000"), "flags_float_str(1e5f): %s", digits);
+    const float third = 1.0f / 3;
+    flags_float_str(third, digits, sizeof digits);
+    int significant = 0; /* the digits from the first nonzero one, before any exponent */
+    for (const char *c = digits; *c && *c != 'e'; c++)
+        if (*c >= '0' && *c <= '9' && (significant || *c != '0')) significant++;
+    CHECK(strtof(digits, NULL) == third && significant <= 9, "flags_float_str(1.0f / 3): %s (%d significant digits)",
+          digits, significant);
 }
 
 /* flags_parse_given: which flags the command line named, whatever their value (a default given is given), in
