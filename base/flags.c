@@ -22,7 +22,7 @@ static const char *shortest_digits(double x, int as_float, int min_digits, int m
     return buf;
 }
 
-const char *flags_double_str(double x, char *buf, int n) { return shortest_digits(x, 0, 1, 17, buf, n); }
+const char *flags_double_str(double x, char *buf, int n) { return shortest_digits(x, 0, 6, 17, buf, n); }
 
 const char *flags_float_str(float x, char *buf, int n) { return shortest_digits(x, 1, 6, 9, buf, n); }
 

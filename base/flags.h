@@ -70,7 +70,8 @@ int flags_was_given(const Flag *flags, int n_flags, const unsigned char *given, 
 void flags_print_usage(const char *program, const char *synopsis,
                        const Flag *flags, int n_flags);
 
-/* x as the fewest digits (at most 17) that read back as x: 0.1 for 0.1, not 0.10000000000000001.  Returns buf. */
+/* x as the fewest digits (at most 17) that read back as x: 0.1 for 0.1, not 0.10000000000000001.  As %.6g at
+ * the least, so that a whole number under a million has no exponent (350, not 3.5e+02).  Returns buf. */
 const char *flags_double_str(double x, char *buf, int n);
 
 /* x as the fewest digits (at most 9) that read back as the same float: 0.1375 for 0.1375f, not 0.137500003, and

@@ -95,7 +95,10 @@ static void check_ranges(void) {
     char digits[32];
     CHECK(!strcmp(flags_double_str(0.7, digits, sizeof digits), "0.7") &&
               !strcmp(flags_double_str(0.99999999, digits, sizeof digits), "0.99999999") &&
-              !strcmp(flags_double_str(1.0 / 3.0, digits, sizeof digits), "0.3333333333333333"),
+              !strcmp(flags_double_str(1.0 / 3.0, digits, sizeof digits), "0.3333333333333333") &&
+              !strcmp(flags_double_str(10.0, digits, sizeof digits), "10") &&
+              !strcmp(flags_double_str(350.0, digits, sizeof digits), "350") &&
+              !strcmp(flags_double_str(1e-7, digits, sizeof digits), "1e-07"),
           "flags_double_str: %s", digits);
     /* A float as the fewest digits that read back as the same float (export's width_multiplier): 0.1375f as
      * 0.1375, 0.1374999f (another float) as typed, 1/3 in at most 9 significant digits; %.6g's style, so 1e5f is
