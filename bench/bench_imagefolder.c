@@ -14,6 +14,11 @@
  * wall clock, whose share of the cores depends on the other processes)
  * bench/run_imagefolder_bench.sh runs it beside tf.data's decode_jpeg + resize
  * (bench/tf_imagefolder.py) on the same files.
+ * `--records`: DIR is instead a comma list of globs of TFRecord files of
+ * encoded images (image/encoded, image/class/label, as build_imagenet_data.py
+ * writes them), read by the encoded source (io/pipeline_tfrecord.c): the
+ * reader streams the records, the workers decode as for a folder; the line
+ * starts "records:".
  * `bench_imagefolder --resize_only H W [--size S] [--channels C] [--repeat N]`
  * times the resampler alone (imagefolder_resize, random H x W x C bytes to
  * S x S, N calls): one line, milliseconds per call.
@@ -57,7 +62,7 @@ static int resize_only(int H, int W, int S, int C, int n) {
 }
 
 int main(int argc, char **argv) {
-    int threads = 2, size = 224, batch = 64, epochs = 2, full = 0, resize = 0, channels = 3, repeat = 300;
+    int threads = 2, size = 224, batch = 64, epochs = 2, full = 0, resize = 0, channels = 3, repeat = 300, records = 0;
     long max_pixels = 0; /* 0: the pipeline's default */
     const char *resize_mode = "resize";
     const Flag flags[] = {
@@ -68,6 +73,7 @@ int main(int argc, char **argv) {
         {"full", FLAG_BOOL, &full, "decode JPEGs at full size (no reduced-scale decoding)"},
         {"resize_mode", FLAG_STRING, &resize_mode, "resize, center_crop or random_crop (the training crop)"},
         {"max_image_pixels", FLAG_LONG, &max_pixels, "the decoded image's bound", FLAG_RANGE(0, INFINITY, "[)", "0: the pipeline's default")},
+        {"records", FLAG_BOOL, &records, "DIR is TFRecord files of encoded images (globs): image/encoded, image/class/label"},
         {"resize_only", FLAG_BOOL, &resize, "instead: time the resize alone, of a random H x W image (the two arguments) to --size"},
         {"channels", FLAG_INT, &channels, "--resize_only: channels of the image", FLAG_RANGE(1, 16, "[]", NULL)},
         {"repeat", FLAG_INT, &repeat, "--resize_only: calls timed", FLAG_RANGE(1, 1000000, "[]", NULL)},
@@ -100,7 +106,22 @@ int main(int argc, char **argv) {
     }
     PipelineConfig c;
     pipeline_config_defaults(&c);
-    c.image_dir = dir;
+    char **files = NULL;
+    int n_files = 0;
+    char err[1024];
+    if (records) {
+        if (io_expand_globs(dir, &files, &n_files, err, sizeof err) != 0) {
+            fprintf(stderr, "bench_imagefolder: %s\n", err);
+            return 1;
+        }
+        c.files = (const char *const *)files;
+        c.n_files = n_files;
+        c.image_encoded = 1;
+        c.image_key = "image/encoded";
+        c.label_key = "image/class/label";
+    } else {
+        c.image_dir = dir;
+    }
     c.in_H = c.in_W = c.out_H = c.out_W = size;
     c.in_C = 3;
     c.num_classes = 1000;
@@ -112,7 +133,6 @@ int main(int argc, char **argv) {
     c.jpeg_scaled = !full;
     c.resize_mode = mode;
     if (max_pixels > 0) c.max_image_pixels = (size_t)max_pixels;
-    char err[1024];
     double t0 = 0.0, cpu0 = 0.0, checksum = 0.0;
     long n = 0;
     PipelineStats st;
@@ -145,8 +165,9 @@ int main(int argc, char **argv) {
         pipeline_close(p);
     }
     double t = clock_sec(CLOCK_MONOTONIC) - t0, cpu = clock_sec(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
-    printf("imagefolder: %ld images in %.3f s = %.1f images/sec; %.3f CPU s = %.1f images per CPU second (threads %d, "
-           "size %d, %s, %s, scaled %ld of %ld decodes; checksum %.0f)\n", n, t, n / t, cpu, n / cpu, threads, size,
+    io_free_files(files, n_files);
+    printf("%s: %ld images in %.3f s = %.1f images/sec; %.3f CPU s = %.1f images per CPU second (threads %d, "
+           "size %d, %s, %s, scaled %ld of %ld decodes; checksum %.0f)\n", records ? "records" : "imagefolder", n, t, n / t, cpu, n / cpu, threads, size,
            resize_mode, full ? "full decode" : "scaled decode", st.images_scaled, st.images_decoded, checksum);
     return 0;
 }
