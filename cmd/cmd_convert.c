@@ -9,7 +9,8 @@
  * convert_open_* and one more branch in open_source().  On a terminal a
  * progress line (cmd/progress.h) follows the examples as they are written.
  * An image folder's images are written in a permutation of --seed (the
- * listing is class after class; --keep_order keeps it).
+ * listing is class after class; --keep_order keeps it), resized, or with
+ * --encoded as their files are stored (ImageNet's image/encoded form).
  * What it does not do: no shuffling of IDX or CIFAR-10 input (their files
  * are mixed already; the pipeline shuffles); only image folders are resized.
  */
@@ -30,7 +31,7 @@
 
 typedef struct {
     const char *from, *images, *labels, *out, *compression, *image_key, *label_key, *resize_mode;
-    int num_shards, image_size, channels, no_progress, overwrite, num_classes, keep_order;
+    int num_shards, image_size, channels, no_progress, overwrite, num_classes, keep_order, encoded;
     long seed;
     float central_fraction;
 } ConvertOptions;
@@ -53,6 +54,7 @@ static int convert_flags(ConvertOptions *o, Flag *flags) {
         {"central_fraction", FLAG_FLOAT, &o->central_fraction, "--from imagefolder, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("image_size"), FLAG_RANGE(0, 1, "(]", NULL)},
         {"channels", FLAG_INT, &o->channels, "--from imagefolder: 3 (RGB) or 1 (grey)"},
         {"seed", FLAG_LONG, &o->seed, "--from imagefolder: seed of the order the images are written in (a permutation of the files, so that every shard mixes the classes, as TensorFlow's build_image_data.py writes them)"},
+        {"encoded", FLAG_BOOL, &o->encoded, "--from imagefolder: write each image's file as stored (its JPEG or PNG bytes under --image_key, and its label; no resizing, no height/width/depth), as build_image_data.py writes ImageNet: tower train and eval decode and resize them (--image_size)"},
         {"keep_order", FLAG_BOOL, &o->keep_order, "--from imagefolder: write the images class after class, in the listing's order (a shuffle buffer smaller than the data then cannot mix the classes)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"overwrite", FLAG_BOOL, &o->overwrite, "replace the shards of --out already there (any --num_shards); without it they are refused"},
@@ -116,6 +118,7 @@ static ConvertSource *open_source(const ConvertOptions *o, char **files, int n_f
     ic.labels_file = o->labels && o->labels[0] ? o->labels : NULL;
     ic.shuffle = !o->keep_order;
     ic.shuffle_seed = (uint64_t)o->seed;
+    ic.encoded = o->encoded;
     *usage_error = 0;
     return convert_open_imagefolder(files[0], &ic, err, err_n);
 }
@@ -174,6 +177,18 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
     if (cmd_check_central_fraction("convert", o.central_fraction, o.resize_mode) != 0) return 2;
+    /* --encoded writes the files as stored: the options of the decoded images would be ignored. */
+    const char *decoded_only = o.image_size != 32 ? "--image_size" : o.channels != 3 ? "--channels"
+                               : strcmp(o.resize_mode, "resize") ? "--resize_mode"
+                               : o.central_fraction != 1.0f ? "--central_fraction" : NULL;
+    if (o.encoded && (strcmp(o.from, "imagefolder") || decoded_only)) {
+        if (strcmp(o.from, "imagefolder"))
+            cmd_errorf("tower convert: --encoded applies to --from imagefolder (its files as stored)\n");
+        else
+            cmd_errorf("tower convert: %s applies to decoded images: --encoded writes the files as stored (tower "
+                       "train and eval resize them: their --image_size and --resize_mode)\n", decoded_only);
+        return 2;
+    }
     const int compression = io_compression_parse(o.compression);
     if (!o.out || !o.out[0]) {
         cmd_errorf("tower convert: --out PREFIX is required\n");
@@ -284,8 +299,11 @@ int cmd_convert(int argc, char **argv) {
     convert_shard_path(path, sizeof path, o.out, o.num_shards - 1, o.num_shards);
     escape_str(last, sizeof last, path);
     escape_str(out, sizeof out, o.out);
-    printf("tower convert: wrote %ld example%s (%d x %d x %d, %s) to %d shard%s: %s%s%s\n", st.n_examples,
-           st.n_examples == 1 ? "" : "s", st.H, st.W, st.C, io_compression_name(compression), o.num_shards,
+    char shape[96];
+    if (o.encoded) snprintf(shape, sizeof shape, "JPEG and PNG files as stored, the first %d x %d", st.H, st.W);
+    else snprintf(shape, sizeof shape, "%d x %d x %d", st.H, st.W, st.C);
+    printf("tower convert: wrote %ld example%s (%s, %s) to %d shard%s: %s%s%s\n", st.n_examples,
+           st.n_examples == 1 ? "" : "s", shape, io_compression_name(compression), o.num_shards,
            o.num_shards > 1 ? "s" : "", first, o.num_shards > 1 ? " .. " : "", o.num_shards > 1 ? last : "");
     if (st.n_examples < o.num_shards)
         cmd_errorf("tower convert: warning: %d of the %d shards are empty (%ld example%s; --num_shards at most %ld "

@@ -577,11 +577,16 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
             stats->C = item.C;
         }
         example_builder_reset(&eb);
-        example_add_bytes(&eb, cfg->image_key, item.image, (size_t)item.H * (size_t)item.W * (size_t)item.C);
-        example_add_int64(&eb, cfg->label_key, item.label);
-        example_add_int64(&eb, cfg->height_key, item.H);
-        example_add_int64(&eb, cfg->width_key, item.W);
-        example_add_int64(&eb, cfg->depth_key, item.C);
+        if (item.encoded) { /* the file as stored (the readers decode and resize it): its bytes and label */
+            example_add_bytes(&eb, cfg->image_key, item.encoded, item.encoded_n_bytes);
+            example_add_int64(&eb, cfg->label_key, item.label);
+        } else {
+            example_add_bytes(&eb, cfg->image_key, item.image, (size_t)item.H * (size_t)item.W * (size_t)item.C);
+            example_add_int64(&eb, cfg->label_key, item.label);
+            example_add_int64(&eb, cfg->height_key, item.H);
+            example_add_int64(&eb, cfg->width_key, item.W);
+            example_add_int64(&eb, cfg->depth_key, item.C);
+        }
         const uint8_t *data;
         size_t n = example_builder_encode(&eb, &data);
         if (!data) {

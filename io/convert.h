@@ -3,7 +3,9 @@
  * Where it sits: io/, offline, before training (`tower convert`): it turns a
  * raw dataset into the sharded TFRecord files of tf.train.Example the
  * pipeline reads.  Every example gets image_raw (bytes, uint8, HWC), label
- * (int64), height, width, depth (int64), under configurable keys.
+ * (int64), height, width, depth (int64), under configurable keys; an
+ * encoded item (ConvertItem.encoded: the image folder's --encoded) gets its
+ * file's bytes under image_raw's key and the label, no shape features.
  * A converter is a ConvertSource (an iterator of images and labels) plus one
  * writer loop, convert_run(); a new input format (e.g. an image folder) is a
  * new convert_open_* returning a ConvertSource.
@@ -25,6 +27,9 @@ typedef struct {
     const uint8_t *image; /* (H, W, C) uint8, owned by the source, valid until its next call */
     int H, W, C;
     int64_t label;
+    const uint8_t *encoded; /* (encoded_n_bytes) instead of image, when not NULL: an encoded JPEG or PNG file's bytes
+                               as stored (its stored size H x W, C 3), owned by the source as image */
+    size_t encoded_n_bytes;
 } ConvertItem;
 
 typedef struct ConvertSource ConvertSource;

@@ -1010,6 +1010,8 @@ typedef struct {
     uint8_t *out;          /* (image_size, image_size, channels) */
     uint8_t *scaled;       /* (scaled_H, scaled_W, 3) before the crop, grown on demand */
     size_t scaled_n_bytes;
+    uint8_t *file;         /* (file_n_bytes) cfg.encoded: the last image's file, read whole */
+    size_t file_n_bytes;
 } FolderState;
 
 /* The line holds file names, which may hold any byte: escaped here, so
@@ -1082,6 +1084,7 @@ static void folder_close(ConvertSource *s) {
         free(st->order);
         free(st->out);
         free(st->scaled);
+        free(st->file);
         free(st);
     }
     free(s);
@@ -1259,6 +1262,33 @@ int imagefolder_load_bytes(uint8_t *out, int S, int C, ImageFolderResizeMode mod
                       name, bytes, n_bytes, max_pixels, scaled, scr, scale_eighths, err, err_n);
 }
 
+/* path's bytes into *buf (grown to *cap_n_bytes as needed, kept for the next file): *n_bytes of them.  0, or -1
+ * with one line in err. */
+static int read_whole_file(const char *path, uint8_t **buf, size_t *cap_n_bytes, size_t *n_bytes, char *err,
+                           size_t err_n) {
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb) != 0) {
+        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
+        if (f) fclose(f);
+        return -1;
+    }
+    const size_t want = sb.st_size > 0 ? (size_t)sb.st_size : 0;
+    if (grow(buf, cap_n_bytes, want + 1) != 0) {
+        snprintf(err, err_n, "%s: out of memory for its %zu bytes", path, want);
+        fclose(f);
+        return -1;
+    }
+    *n_bytes = fread(*buf, 1, want + 1, f);
+    const int bad = ferror(f) || *n_bytes != want;
+    fclose(f);
+    if (bad) { /* changed since it was decoded (or unreadable): not the file that decoded */
+        snprintf(err, err_n, "%s: cannot read its %zu bytes (changed while read?)", path, want);
+        return -1;
+    }
+    return 0;
+}
+
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
     FolderState *st = s->state;
     while (st->next < st->n_files) {
@@ -1276,6 +1306,14 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             continue;
         }
         if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
+        if (st->cfg.encoded) { /* the file as stored, once it decoded */
+            free(rgb);
+            size_t n_bytes;
+            if (read_whole_file(f->path, &st->file, &st->file_n_bytes, &n_bytes, err, err_n) != 0) return -1;
+            *item = (ConvertItem){.H = H, .W = W, .C = 3, .label = f->label, .encoded = st->file,
+                                  .encoded_n_bytes = n_bytes};
+            return 1;
+        }
         int tH, tW; /* as the pipeline bounds it: a 1 x 300000 image's centre crop at 4096 asked for 3.7 TB */
         target_size(st->cfg.image_size, st->cfg.mode, st->cfg.short_side, H, W, &tH, &tW);
         if (scale_check(f->path, tH, tW, H, W, H, W, IMAGEFOLDER_MAX_PIXELS, why, sizeof why) != 0) {

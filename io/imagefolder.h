@@ -103,6 +103,10 @@ typedef struct {
      * imagefolder_file and the pipeline keep the listing's order. */
     int shuffle;
     uint64_t shuffle_seed;
+    /* 1: the source's next gives each image's file as stored (ConvertItem.encoded: its bytes, read whole, once it
+     * decoded: a file that does not is skipped as always), not resized (image_size, channels, mode unused): tower
+     * convert --encoded, TFRecords of encoded images as build_image_data.py writes them. */
+    int encoded;
 } ImageFolderConfig;
 
 #define IMAGEFOLDER_MAX_LABELS_N_BYTES ((size_t)1 << 20)

@@ -21,7 +21,8 @@
 #     converted with the same flags, unlike the whole shorter side; with another --resize_mode refused (exit 2);
 #   TFRecords of the folder's files as encoded images (image/encoded): eval = eval on the folder, the bad files
 #     warned about as records; train reads them with a random crop; the default keys and a missing --image_size
-#     are named;
+#     are named; tower convert --encoded writes them (eval on its records = eval on the folder), and refuses the
+#     options of decoded images;
 #   a FIFO, a device link and a subfolder in a class folder are warned about as what they are;
 #   --max_image_pixels: the refusal of a larger image names it, and raised, train and eval read the image.
 #   elongated images: a side over 65535 pixels named (train and convert alike), a centre crop's scaled size
@@ -102,6 +103,21 @@ set -e
   "$work/enc_keys.err" || fail "the default keys on encoded records: exit $rc, $(cat "$work/enc_keys.err")"
 [ "$rc2" -ne 0 ] && grep -q "encoded TFRecord images as --data need --image_size >= 1" "$work/enc_size.err" ||
   fail "encoded records without --image_size: exit $rc2, $(cat "$work/enc_size.err")"
+# tower convert --encoded: the folder's files as stored (the bad ones skipped, as convert skips them), in listing
+# order: eval on them = eval on the folder
+"$tower" convert --from imagefolder --encoded --keep_order --out "$work/enc/conv" "${enc[@]}" "$work/imgs" \
+  >"$work/conv_enc.out" 2>"$work/conv_enc.err" || fail "convert --encoded: $(cat "$work/conv_enc.err")"
+grep -q "^tower convert: wrote 90 examples (JPEG and PNG files as stored, the first 28 x 28, none)" "$work/conv_enc.out" ||
+  fail "convert --encoded: $(head -1 "$work/conv_enc.out")"
+"$tower" eval "${ev[@]}" "${enc[@]}" --data "$work/enc/conv-*" >"$work/eval_conv_enc.out"
+c=$(grep -o 'precision @ 1 = .*\|[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_conv_enc.out")
+[ "$c" = "$a" ] || fail "eval on convert --encoded's records ($c) differs from eval on the folder ($a)"
+set +e
+"$tower" convert --from imagefolder --encoded --channels 1 --out "$work/enc/no" "$work/imgs" >/dev/null 2>"$work/conv_enc_ch.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "^tower convert: --channels applies to decoded images: --encoded writes the files as stored" \
+  "$work/conv_enc_ch.err" || fail "convert --encoded --channels 1: exit $rc, $(cat "$work/conv_enc_ch.err")"
 "$tower" inspect "${enc[@]}" "$work/enc/one-00000-of-00001" >"$work/inspect_enc.out" ||
   fail "inspect on encoded records: exit $?"
 grep -q "^tower train and eval read these files: encoded JPEG or PNG images ('image/encoded', [0-9]* to [0-9]* bytes; decoded and resized to --image_size in the pipeline, not here), int64 labels ('image/class/label') from 0 to 2" \
