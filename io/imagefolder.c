@@ -454,7 +454,8 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     struct jpeg_decompress_struct cinfo;
     JpegError jerr;
     uint8_t *volatile buf = NULL;  /* malloc'ed here (no scr) */
-    uint8_t *volatile cmyk = NULL; /* (output_width, 4) one CMYK row, for a CMYK or YCCK JPEG */
+    uint8_t *volatile cmyk = NULL; /* (output_width, 4) one CMYK row, for a CMYK or YCCK JPEG; the last row, read
+                                      past a crop */
     memset(&jerr, 0, sizeof jerr);
     cinfo.err = jpeg_std_error(&jerr.pub);
     jerr.pub.error_exit = jpeg_on_error;
@@ -515,7 +516,8 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
     jpeg_start_decompress(&cinfo);
     /* A crop decodes only its window, as TensorFlow's decode_and_crop_jpeg: the columns from the iMCU
      * boundary at or left of the crop (jpeg_crop_scanline), the rows of the crop (jpeg_skip_scanlines over
-     * the others, which entropy-decodes them, so that a file truncated anywhere is still refused below). */
+     * the others, which entropy-decodes them, and the last row read, so that a file truncated or damaged
+     * anywhere is refused or warned about whatever the crop). */
     JDIMENSION y_first = 0, y_end = cinfo.output_height;
     if (want->crop_rng) {
         int x0, x1, y0, y1;
@@ -554,8 +556,22 @@ static int decode_jpeg(const char *path, FILE *f, const uint8_t *data, size_t n_
         jpeg_read_scanlines(&cinfo, &row, 1);
         if (is_cmyk) cmyk_to_rgb(rgb, cmyk, cinfo.output_width);
     }
-    if (cinfo.output_scanline < cinfo.output_height)
-        jpeg_skip_scanlines(&cinfo, cinfo.output_height - cinfo.output_scanline);
+    /* The rows below a crop: entropy-decoded as those above (jpeg_skip_scanlines to the last row), and the last
+     * row read, for libjpeg-turbo's skip to the very end decodes nothing (it marks the scan done): a file
+     * truncated or damaged below the crop was refused or kept in one epoch and not the next, as its crop was
+     * drawn anew (and a marker after the scan went unread). */
+    if (cinfo.output_scanline + 1 < cinfo.output_height)
+        jpeg_skip_scanlines(&cinfo, cinfo.output_height - 1 - cinfo.output_scanline);
+    if (cinfo.output_scanline < cinfo.output_height) {
+        if (!cmyk && !(cmyk = malloc((size_t)cinfo.output_width * 4))) {
+            snprintf(err, err_n, "%s: out of memory for a row of %u pixels", path, cinfo.output_width);
+            jpeg_destroy_decompress(&cinfo);
+            free(buf);
+            return -1;
+        }
+        JSAMPROW row = cmyk; /* at most 4 components */
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
     jpeg_finish_decompress(&cinfo);
     *H = (int)n_rows;
     *W = (int)cinfo.output_width;

@@ -834,6 +834,47 @@ static void test_transform_crop(void) {
  * bytes; a state's crop is imagefolder_random_crop's for the stored size); the full decode's bytes are
  * imagefolder_transform_crop's of the decoded image; scaled decoding picks a reduced scale only where the crop
  * still covers S x S, and stays within a few levels of the full decode (a smooth image). */
+/* A JPEG cut short near its end (its last rows' scan data missing): refused as truncated whatever the crop, in
+ * every draw; libjpeg-turbo's skip to the last row decodes nothing, which kept the image whenever the crop ended
+ * above the cut (in some epochs and not others). */
+static void test_crop_truncated_below(void) {
+    char dir[] = "/tmp/tower_test_crop_trunc_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    enum { H = 128, W = 96 };
+    uint8_t *img = malloc((size_t)H * W * 3);
+    for (int i = 0; i < H * W * 3; i++) img[i] = (uint8_t)((i * 2654435761u) >> 24);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/x.jpg", dir);
+    write_jpeg(p, H, W, 3, img, 90);
+    FILE *f = fopen(p, "rb");
+    static uint8_t bytes[1 << 17];
+    const size_t n = f ? fread(bytes, 1, sizeof bytes, f) : 0;
+    if (f) fclose(f);
+    f = fopen(p, "wb");
+    if (f) {
+        fwrite(bytes, 1, n * 96 / 100, f); /* the last rows' scan data and the end marker gone */
+        fclose(f);
+    }
+    ImageFolderScratch scr = {0};
+    uint8_t out[16 * 16 * 3];
+    char err[1024];
+    int kept = 0, m;
+    for (uint64_t k = 0; k < 40; k++)
+        if (imagefolder_load_random_crop(out, 16, 3, rng_seed(5, RNG_STREAM_CROP, k), p, (size_t)1 << 20, 1, &scr, NULL,
+                                         &m, err, sizeof err) == 0)
+            kept++;
+        else
+            CHECK(strstr(err, "truncated") != NULL, "draw %llu: %s", (unsigned long long)k, err);
+    CHECK(kept == 0, "a JPEG truncated near its end was kept in %d of 40 crops", kept);
+    imagefolder_scratch_free(&scr);
+    remove(p);
+    rmdir(dir);
+    free(img);
+}
+
 static void test_load_random_crop(void) {
     char dir[] = "/tmp/tower_if_crop_XXXXXX";
     if (!mkdtemp(dir)) {
@@ -1038,6 +1079,7 @@ int main(int argc, char **argv) {
     test_random_crop_draws();
     test_transform_crop();
     test_load_random_crop();
+    test_crop_truncated_below();
     test_short_side();
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);
