@@ -301,7 +301,8 @@ static int raw_shape(const Tensorflow__Example *ex, const char *image_key, size_
         size_t s = (size_t)llround(sqrt((double)n_values));
         if (n_values == 0 || s * s != n_values) {
             snprintf(why, why_n, "cannot infer the shape of image '%s' (%zu %s, not a square): add height, width and "
-                     "depth features", image_key, n_values, is_float ? "floats" : "bytes");
+                     "depth features%s", image_key, n_values, is_float ? "floats" : "bytes",
+                     is_float ? "" : " (an encoded image would start as a JPEG or PNG does)");
             return -1;
         }
         h = w = (int64_t)s;

@@ -602,7 +602,8 @@ static int sniff_bytes(const char *path, const uint8_t *magic, size_t n, char *e
     const char *kind = imagefolder_encoded_kind(magic, n);
     if (kind) return kind[0] == 'P' ? 1 : 2;
     if (n == 0) snprintf(err, err_n, "%s: empty file, not an image", path);
-    else snprintf(err, err_n, "%s: not a PNG or JPEG image (first bytes %02x %02x)", path, magic[0], n > 1 ? magic[1] : 0);
+    else if (n == 1) snprintf(err, err_n, "%s: not a PNG or JPEG image (its one byte %02x)", path, magic[0]);
+    else snprintf(err, err_n, "%s: not a PNG or JPEG image (first bytes %02x %02x)", path, magic[0], magic[1]);
     return -1;
 }
 
@@ -1274,8 +1275,10 @@ int imagefolder_load_bytes(uint8_t *out, int S, int C, ImageFolderResizeMode mod
                            ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
     ImageFolderCrop crop;
     const int random = mode == IMAGEFOLDER_RANDOM_CROP;
+    static const uint8_t none[1] = {0}; /* no bytes are still bytes: never the path's (load_image reads it for NULL) */
     return load_image(out, S, C, mode, random ? 0 : short_side, random ? &rng_state : NULL, random ? &crop : NULL,
-                      name, bytes, n_bytes, max_pixels, scaled, scr, scale_eighths, err, err_n);
+                      name, bytes ? bytes : none, bytes ? n_bytes : 0, max_pixels, scaled, scr, scale_eighths, err,
+                      err_n);
 }
 
 /* path's bytes into *buf (grown to *cap_n_bytes as needed, kept for the next file): *n_bytes of them.  0, or -1

@@ -40,7 +40,7 @@ typedef struct {
     size_t n_bytes, cap_n_bytes;
     uint64_t record_n_bytes; /* the record's bytes in the file, framing included (lost when it does not decode) */
     uint64_t crop_counter;   /* (epoch, file, record): a random crop's draw, whichever worker decodes it */
-    char where[300];         /* "FILE: record N at offset O" */
+    char where[1200];        /* "FILE: record N at offset O" */
 } EncodedEntry;
 typedef struct {
     char **files;            /* (n_files) copied at open */
@@ -194,6 +194,10 @@ static int record_to_entry(Pipeline *p, TfrSource *ts, const uint8_t *data, size
     const uint8_t *img;
     size_t n;
     if (example_get_bytes(ex, c->image_key, &img, &n, why, why_n) != 0) return -1;
+    if (n == 0) {
+        snprintf(why, why_n, "encoded image '%s' is empty", c->image_key);
+        return -1;
+    }
     const size_t max_n = pipeline_encoded_max_n_bytes(c->max_image_pixels);
     if (n > max_n) {
         snprintf(why, why_n, "encoded image '%s' of %zu bytes, over the %zu that --max_image_pixels %zu allows",
@@ -203,13 +207,13 @@ static int record_to_entry(Pipeline *p, TfrSource *ts, const uint8_t *data, size
     if (label_to_slot(p, ex, slot, why, why_n) != 0) return -1;
     if (n > e->cap_n_bytes || (e->cap_n_bytes > ((size_t)1 << 20) && n < e->cap_n_bytes / 4)) {
         /* grown to the largest so far; given back after an outsized one */
-        uint8_t *b = realloc(e->bytes, n ? n : 1);
+        uint8_t *b = realloc(e->bytes, n);
         if (!b) {
             snprintf(why, why_n, "out of memory for an encoded image of %zu bytes", n);
             return -1;
         }
         e->bytes = b;
-        e->cap_n_bytes = n ? n : 1;
+        e->cap_n_bytes = n;
     }
     memcpy(e->bytes, img, n);
     e->n_bytes = n;
@@ -229,7 +233,7 @@ static int read_bad(Pipeline *p, PipelineDecodeStream *ds, const char *msg, uint
  * pipeline_bad, go on), -1 to stop. */
 static int read_record(Pipeline *p, TfrSource *ts, PipelineDecodeStream *ds, TfrReader *r, int k, const uint8_t *data,
                        size_t n_bytes) {
-    char why[300], err[600];
+    char why[600], err[1400];
     int slot, rc;
     EncodedEntry *e = NULL;
     if (p->cfg.image_encoded) {

@@ -14,8 +14,9 @@
  *   whose image is not a JPEG or PNG stops the pipeline with one line naming
  *   the file, the record and its offset, or with skip_corrupt is skipped
  *   (counted once per epoch, its record's bytes lost) while the rest keep
- *   their order; a record missing its label, and an encoded image larger
- *   than max_image_pixels allows, are bad records too; the memory bound
+ *   their order; a record missing its label, an encoded image larger
+ *   than max_image_pixels allows, and an empty one (once read as a path:
+ *   an image's bytes are never a file name) are bad records too; the memory bound
  *   counts the decode window and the workers' buffers.
  */
 #include <stdint.h>
@@ -77,7 +78,8 @@ static void write_example(TfrWriter *w, const uint8_t *bytes, size_t n, int64_t 
 }
 
 /* Files r0, r1: images 0-5 and 6-11 in order, label k % N_CLASSES; at record `bad_at` of file 0 (-1: none)
- * a record of kind bad (0: bytes that are no image, 1: no label, 2: an image feature of 2 MiB starting as a JPEG). */
+ * a record of kind bad (0: bytes that are no image, 1: no label, 2: an image feature of 2 MiB starting as a JPEG,
+ * 3: an empty image feature). */
 static void write_records(int bad_at, int bad) {
     char err[512];
     for (int f = 0; f < N_FILES; f++) {
@@ -91,7 +93,7 @@ static void write_records(int bad_at, int bad) {
             if (f == 0 && i == bad_at) {
                 static uint8_t junk[2 << 20];
                 junk[0] = 0xff, junk[1] = 0xd8, junk[2] = bad == 2 ? 0xff : 0x00;
-                write_example(w, junk, bad == 2 ? sizeof junk : 100, 0, bad != 1);
+                write_example(w, junk, bad == 2 ? sizeof junk : bad == 3 ? 0 : 100, 0, bad != 1);
             }
             const int k = f * (N_IMAGES / N_FILES) + i;
             size_t n;
@@ -220,6 +222,15 @@ static void test_stream(void) {
     c.skip_examples = 13;
     CHECK(run(&c, b, lb, N, NULL, err, sizeof err) == N - 13 && !memcmp(a + 13 * EX, b, (N - 13) * EX * sizeof(float)) &&
           !memcmp(la + 13, lb, (N - 13) * sizeof(int)), "shuffled: a resume 13 examples in is not the rest of the stream");
+    /* No bytes are no image, even where the name is an image file's path (it was read as one) */
+    for (int k = 0; k < 2; k++) {
+        uint8_t out[EX];
+        int m;
+        const int rc = imagefolder_load_bytes(out, T, 3, IMAGEFOLDER_RESIZE, 0, 0, k ? (const uint8_t *)"" : NULL, 0,
+                                              image_paths[0], (size_t)1 << 16, 1, &scr, &m, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, "empty"), "imagefolder_load_bytes of no bytes (%s): rc %d, '%s'",
+              k ? "\"\"" : "NULL", rc, err);
+    }
     imagefolder_scratch_free(&scr);
     free(a);
     free(b);
@@ -250,7 +261,8 @@ static void test_bad(int kind, const char *want_why) {
     CHECK(bad_label == 0, "skip_corrupt (kind %d): %d examples out of order", kind, bad_label);
     CHECK(st.corrupt_distinct == 1 && st.corrupt_skipped == 2, "kind %d: %ld distinct, %ld skipped", kind,
           st.corrupt_distinct, st.corrupt_skipped);
-    CHECK(st.corrupt_lost_n_bytes > (kind == 2 ? (uint64_t)2 << 20 : 100) && st.corrupt_lost_n_bytes < ((uint64_t)3 << 20),
+    CHECK(st.corrupt_lost_n_bytes > (kind == 2 ? (uint64_t)2 << 20 : kind == 3 ? 16 : 100) &&
+              st.corrupt_lost_n_bytes < ((uint64_t)3 << 20),
           "kind %d: %llu bytes lost", kind, (unsigned long long)st.corrupt_lost_n_bytes);
     free(a);
 }
@@ -276,6 +288,7 @@ int main(void) {
     test_bad(0, "not a PNG or JPEG image");
     test_bad(1, "image/class/label");
     test_bad(2, "over the");
+    test_bad(3, "encoded image 'image/encoded' is empty");
     test_memory_bound();
     return io_test_result("test_io_pipeline_encoded");
 }
