@@ -75,6 +75,18 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
                    "value, or floats)\n", rep->n_without_image, rep->n_without_image == 1 ? "" : "s", key);
         return refuses;
     }
+    if (encoded && rep->n_image_not_encoded) { /* the first record's kind is every record's */
+        cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s whose image '%s' is not a JPEG or PNG "
+                   "file (empty, or other bytes), as the first good record's is\n", rep->n_image_not_encoded,
+                   rep->n_image_not_encoded == 1 ? "" : "s", key);
+        return refuses;
+    }
+    if (encoded && hi > pipeline_encoded_max_n_bytes(0)) {
+        cmd_errorf("tower inspect: tower train and eval would refuse the records whose encoded image '%s' is over %zu "
+                   "bytes (the largest holds %zu) unless --max_image_pixels is raised: an encoded image may hold 3 "
+                   "bytes a pixel + 1 MiB\n", key, pipeline_encoded_max_n_bytes(0), hi);
+        return refuses;
+    }
     if (mixed) {
         cmd_errorf("tower inspect: tower train and eval would refuse the records whose image '%s' is not %s, as the "
                    "first good record's is\n", key, is_float ? "floats" : "bytes");

@@ -567,7 +567,7 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
             snprintf(err, err_n, "stopped after %ld examples", i);
             goto out;
         }
-        ConvertItem item;
+        ConvertItem item = {0}; /* a source sets what it gives: encoded stays NULL but for an encoded one */
         int st = src->next(src, &item, err, err_n);
         if (st < 0) goto out;
         if (st == 0) break;

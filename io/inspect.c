@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base/escape.h"
+#include "io/imagefolder.h"
 #include "io/tfrecord.h"
 
 void inspect_config_defaults(InspectConfig *c) {
@@ -97,7 +98,10 @@ static int check_example(const Tensorflow__Example *ex, const InspectConfig *cfg
         FeatureKind k = feature_kind(img);
         if ((k == FEATURE_BYTES && img->bytes_list->n_value == 1) || k == FEATURE_FLOAT) {
             size_t n = k == FEATURE_BYTES ? img->bytes_list->value[0].len : img->float_list->n_value;
-            if (example_check_image_shape(cfg->image_key, n, k == FEATURE_BYTES ? "bytes" : "floats", h, w, c, why, why_n) != 0)
+            /* an encoded JPEG or PNG with its stored size beside it: train decodes it (io_probe_image_shape) */
+            const int encoded = k == FEATURE_BYTES && imagefolder_encoded_kind(img->bytes_list->value[0].data, n);
+            if (example_check_image_shape(cfg->image_key, n, k == FEATURE_BYTES ? "bytes" : "floats", h, w, c, why,
+                                          why_n) != 0 && !encoded)
                 return -1;
         }
     }
@@ -105,6 +109,10 @@ static int check_example(const Tensorflow__Example *ex, const InspectConfig *cfg
     const FeatureKind ik = feature_kind(image);
     if (!((ik == FEATURE_BYTES && image->bytes_list->n_value == 1) || (ik == FEATURE_FLOAT && image->float_list->n_value > 0)))
         rep->n_without_image++; /* what train and eval refuse: said, as the labels are */
+    else if (ik == FEATURE_BYTES && imagefolder_encoded_kind(image->bytes_list->value[0].data, image->bytes_list->value[0].len))
+        rep->n_image_encoded++;
+    else if (ik == FEATURE_BYTES)
+        rep->n_image_not_encoded++;
     else if (ik == FEATURE_FLOAT) /* a NaN or infinity: train and eval refuse the record (io/pipeline_tfrecord.c) */
         for (size_t i = 0; i < image->float_list->n_value; i++)
             if (!isfinite(image->float_list->value[i])) {

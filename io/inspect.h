@@ -63,6 +63,9 @@ typedef struct {
     long n_labels_other;      /* labels outside that range */
     long n_without_label;     /* records with no single int64 label */
     long n_without_image;     /* records with no image under the image key (one bytes value, or floats) */
+    long n_image_encoded;     /* records whose image (one bytes value) starts as a JPEG or PNG file does */
+    long n_image_not_encoded; /* records whose image is one bytes value that does not (empty ones too): what train
+                                 refuses where the first record holds an encoded image */
 } InspectReport;
 
 /* Inspects the files in order, writing one line per file to out and one line

@@ -118,10 +118,16 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "^tower convert: --channels applies to decoded images: --encoded writes the files as stored" \
   "$work/conv_enc_ch.err" || fail "convert --encoded --channels 1: exit $rc, $(cat "$work/conv_enc_ch.err")"
-"$tower" inspect "${enc[@]}" "$work/enc/one-00000-of-00001" >"$work/inspect_enc.out" ||
+"$tower" inspect "${enc[@]}" "$work/enc/conv-00000-of-00001.tfrecord" >"$work/inspect_enc.out" ||
   fail "inspect on encoded records: exit $?"
 grep -q "^tower train and eval read these files: encoded JPEG or PNG images ('image/encoded', [0-9]* to [0-9]* bytes; decoded and resized to --image_size in the pipeline, not here), int64 labels ('image/class/label') from 0 to 2" \
   "$work/inspect_enc.out" || fail "inspect on encoded records: $(tail -1 "$work/inspect_enc.out")"
+set +e
+"$tower" inspect "${enc[@]}" "$work/enc/one-00000-of-00001" >/dev/null 2>"$work/inspect_enc_bad.err"
+rc=$?
+set -e
+[ "$rc" -eq 3 ] && grep -q "would refuse 1 record whose image 'image/encoded' is not a JPEG or PNG file" "$work/inspect_enc_bad.err" ||
+  fail "inspect on encoded records with notes.txt's bytes among them: exit $rc, $(cat "$work/inspect_enc_bad.err")"
 echo "ok: encoded TFRecords: eval = eval on the folder, train reads them (random crop), the keys and size named, inspect's verdict"
 
 # ---- a split without "cross": the checkpoint's class list maps its folders (as convert --labels does)

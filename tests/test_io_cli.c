@@ -549,6 +549,42 @@ static void test_inspect_train_verdict(void) {
         free(out);
         free(err);
     }
+    /* Encoded images (JPEG bytes; the rest of a JPEG does not matter here): with height, width and depth of their
+     * stored size beside them, not a shape error (train decodes them); a record among them whose image is not a
+     * JPEG or PNG is one train refuses. */
+    uint8_t jpeg[40];
+    memset(jpeg, 1, sizeof jpeg);
+    memcpy(jpeg, "\xff\xd8\xff\xe0", 4);
+    for (int k = 0; k < 2; k++) {
+        char err_text[512];
+        const char *path = io_tmp(k ? "verdict_enc_bad.tfrecord" : "verdict_enc.tfrecord");
+        TfrWriter *w = tfr_writer_open(path, IO_COMPRESSION_NONE, err_text, sizeof err_text);
+        for (int i = 0; i < 3 && w; i++) {
+            example_builder_reset(&b);
+            if (k && i == 2) example_add_bytes(&b, "image_raw", img, 30); /* bytes of 7: no image */
+            else example_add_bytes(&b, "image_raw", jpeg, sizeof jpeg);
+            example_add_int64(&b, "label", i);
+            if (!(k && i == 2)) { /* the stored size (the odd one out has none: not a shape error) */
+                example_add_int64(&b, "height", 30);
+                example_add_int64(&b, "width", 40);
+                example_add_int64(&b, "depth", 3);
+            }
+            const uint8_t *data;
+            const size_t n = example_builder_encode(&b, &data);
+            tfr_writer_write(w, data, n, err_text, sizeof err_text);
+        }
+        tfr_writer_close(w, err_text, sizeof err_text);
+        char *out, *err;
+        const int rc = run(cmd_inspect, &out, &err, "inspect", path, NULL);
+        if (k)
+            CHECK_MSG(rc == 3 && strstr(err, "would refuse 1 record whose image 'image_raw' is not a JPEG or PNG"),
+                      "inspect of encoded images and one that is not: exit %d: %s", rc, err);
+        else
+            CHECK_MSG(rc == 0 && strstr(out, "read these files: encoded JPEG or PNG images ('image_raw', 40 to 40 bytes"),
+                      "inspect of encoded images with their stored shape: exit %d: %s%s", rc, out, err);
+        free(out);
+        free(err);
+    }
     example_builder_free(&b);
     /* A FIFO holding a good file: the report, then no second read (the verdict not checked), exit 0. */
     const char *good = io_tmp("verdict_good.tfrecord"), *fifo = io_tmp("verdict.fifo");
