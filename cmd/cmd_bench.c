@@ -61,6 +61,8 @@ typedef struct {
     int deterministic;         /* GPU towers: only deterministic cuDNN algorithms (as tower train's --deterministic) */
     const char *towers;        /* comma-separated tower counts */
     const char *data;          /* "": synthetic data; else TFRecord globs (one model) */
+    const char *image_key, *label_key; /* --data's features (as tower train's) */
+    int image_size;            /* --data: tower train's --image_size (0: its default) */
     const char *csv, *svg;     /* output files; "" = not written */
     const char *trace;         /* "": none; else FILE.json -> FILE-<model>-<mode>-<N>.json */
     int batch_size;            /* per tower */
@@ -372,8 +374,17 @@ static void row_options(const BenchOptions *bo, const BenchRow *r, TrainerOption
         o.ps_ranks = bo->ps_dedicated;
         o.ps_dedicated = 1;
     }
-    if (bo->data[0]) o.data = bo->data;
-    else o.synthetic = 1;
+    if (bo->data[0]) {
+        o.data = bo->data;
+        o.image_key = bo->image_key;
+        o.label_key = bo->label_key;
+        if (bo->image_size > 0) {
+            o.image_size = bo->image_size;
+            o.image_size_given = 1;
+        }
+    } else {
+        o.synthetic = 1;
+    }
     if (bo->trace[0] && trace_path) {
         trace_path_for(bo->trace, r, trace_path, trace_path_n_bytes);
         o.trace = trace_path;
@@ -1202,6 +1213,9 @@ static int bench_flags(BenchOptions *o, Flag *flags) {
         {"warmup", FLAG_INT, &o->warmup, "untimed steps first", FLAG_RANGE(0, 1000000, "[]", NULL)},
         {"repeat", FLAG_INT, &o->repeat, "run the matrix this many times, interleaved; report each configuration's median run", FLAG_RANGE(1, 99, "[]", NULL)},
         {"data", FLAG_STRING, &o->data, "TFRecord files (comma-separated globs) instead of synthetic data in memory; give one model"},
+        {"image_key", FLAG_STRING, &o->image_key, "--data: the Example feature holding the image, raw or an encoded JPEG or PNG (as tower train)"},
+        {"label_key", FLAG_STRING, &o->label_key, "--data: the Example feature holding the label (as tower train)"},
+        {"image_size", FLAG_INT, &o->image_size, "--data: tower train's --image_size (encoded images: the size they are resized to; cifar10: its crop)", FLAG_RANGE(0, CMD_MAX_IMAGE_SIZE, "[]", "0: tower train's default")},
         {"csv", FLAG_STRING, &o->csv, "write the table here as CSV (\"\": not written)"},
         {"svg", FLAG_STRING, &o->svg, "write the chart here as SVG (\"\": not written)"},
         {"trace", FLAG_STRING, &o->trace, "FILE.json: write each configuration's timeline to FILE-<model>-<mode>-<towers>.json"},
@@ -1258,6 +1272,7 @@ static int bench_agree_checks(const Flag *flags, int n_flags) {
 static int bench_main(int argc, char **argv) {
     BenchOptions o = {
         .models = "mnist,cifar10", .modes = "ps_cpu,replicated_host", .device = "auto", .towers = "1,2,4", .data = "",
+        .image_key = "image_raw", .label_key = "label",
         .csv = "tower_bench.csv", .svg = "tower_bench.svg", .trace = "", .batch_size = 32, .steps = 20, .warmup = 3, .repeat = 1,
         .predict = 0, .predict_max_towers = 8, .seed = 1, .width_multiplier = 1.0f, .head = "keras", .fc_width = 4096,
         .predict_nets = "", .predict_sizes = "224,32", .link_gbits = "10,25,100", .host_counts = "8,16,32,64,128,256",

@@ -120,7 +120,10 @@ static int eval_memory_fits(const PipelineConfig *pc, const ModelSpec *spec, int
     cmd_errorf("tower eval: not enough memory: batch %d needs up to %.2f GiB of host memory (input %.2f, "
             "activations %.2f GiB), and %.2f GiB is available (%s): lower %s\n", batch,
             gib(input + acts), gib(input), gib(acts), gib(available), source,
-            input > acts ? "--input_threads (each holds a window of decoded images) or --batch_size" : "--batch_size");
+            input <= acts ? "--batch_size"
+            : pc->image_dir || pc->image_encoded ? "--input_threads or --max_image_pixels (each thread holds decode "
+                                                   "buffers of that many pixels) or --batch_size"
+                                                 : "--input_threads or --batch_size");
     return 0;
 }
 

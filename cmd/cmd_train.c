@@ -73,7 +73,6 @@ static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig 
  * that products of them (global batch, shuffle capacity) cannot overflow. */
 #define TRAIN_MAX_BATCH (1 << 20)            /* examples per tower */
 #define TRAIN_MAX_CLASSES (1 << 16)
-#define TRAIN_MAX_IMAGE_SIZE 4096
 #define TRAIN_MAX_SHUFFLE (1L << 30)          /* --min_after_dequeue */
 #define TRAIN_MAX_INPUT_THREADS PIPELINE_MAX_WORKERS
 
@@ -130,7 +129,7 @@ static int train_flags(TrainerOptions *o, TrainDisplayOptions *d, Flag *flags) {
         {"num_examples_per_epoch", FLAG_LONG, &o->num_examples_per_epoch, "examples in one epoch (0: count the records of --data)", FLAG_RANGE(0, INFINITY, "[)", "0: count the records")},
         {"moving_average_decay", FLAG_FLOAT, &o->moving_average_decay, "decay of the variables' moving averages (0: none)", FLAG_RANGE(0, 1, "[)", "0: none")},
         {"num_classes", FLAG_INT, &o->num_classes, "number of classes; labels must lie in [0, num_classes)", FLAG_RANGE(1, TRAIN_MAX_CLASSES, "[]", NULL)},
-        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder or encoded TFRecord images: the size its images are resized to (cropped as --resize_mode says)", FLAG_RANGE(0, TRAIN_MAX_IMAGE_SIZE, "[]", "0: no crop")},
+        {"image_size", FLAG_INT, &o->image_size, "cifar10: random crop to image_size x image_size (0: no crop); an image folder or encoded TFRecord images: the size its images are resized to (cropped as --resize_mode says)", FLAG_RANGE(0, CMD_MAX_IMAGE_SIZE, "[]", "0: no crop")},
         {"resize_mode", FLAG_STRING, &o->resize_mode, "an image folder or encoded TFRecord images: resize (both sides to image_size), center_crop (shorter side to image_size, then the central square) or random_crop (tf_cnn_benchmarks' training crop, resized to image_size, flipped half the time; drawn anew each epoch)"},
         {"central_fraction", FLAG_FLOAT, &o->central_fraction, "an image folder or encoded TFRecord images, --resize_mode center_crop: " CMD_CENTRAL_FRACTION_HELP("size"), FLAG_RANGE(0, 1, "(]", NULL)},
         {"max_image_pixels", FLAG_INT, &o->max_image_pixels, CMD_MAX_IMAGE_PIXELS_HELP, FLAG_RANGE(1, IMAGEFOLDER_MAX_PIXELS, "[]", NULL)},

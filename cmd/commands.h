@@ -66,6 +66,9 @@ int cmd_check_central_fraction(const char *command, float central_fraction, cons
     size " / F) (timm's crop_pct; 0.875 at 224: torchvision's Resize(256) + CenterCrop(224), the ImageNet "    \
     "evaluation crop)"
 
+/* The largest --image_size (train, bench): a side of the images decoded and resized in the pipeline. */
+#define CMD_MAX_IMAGE_SIZE 4096
+
 /* --max_image_pixels' help (train, eval: an image folder or encoded TFRecord
  * images decoded in the pipeline; convert reads up to IMAGEFOLDER_MAX_PIXELS). */
 #define CMD_MAX_IMAGE_PIXELS_HELP                                                                                \

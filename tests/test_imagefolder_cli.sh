@@ -118,6 +118,11 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] && grep -q "^tower convert: --channels applies to decoded images: --encoded writes the files as stored" \
   "$work/conv_enc_ch.err" || fail "convert --encoded --channels 1: exit $rc, $(cat "$work/conv_enc_ch.err")"
+# tower bench on them (its --image_key, --label_key and --image_size as train's)
+"$tower" bench --models mnist --towers 1 --modes ps_cpu --steps 2 --warmup 1 --batch_size 8 --csv "" --svg "" \
+  --data "$work/enc/conv-*" "${enc[@]}" --image_size 28 >"$work/bench_enc.out" 2>&1 ||
+  fail "bench on encoded records: $(tail -3 "$work/bench_enc.out")"
+grep -q "^mnist *ps_cpu *1 *8 " "$work/bench_enc.out" || fail "bench on encoded records: no row: $(cat "$work/bench_enc.out")"
 "$tower" inspect "${enc[@]}" "$work/enc/conv-00000-of-00001.tfrecord" >"$work/inspect_enc.out" ||
   fail "inspect on encoded records: exit $?"
 grep -q "^tower train and eval read these files: encoded JPEG or PNG images ('image/encoded', [0-9]* to [0-9]* bytes; decoded and resized to --image_size in the pipeline, not here), int64 labels ('image/class/label') from 0 to 2" \

@@ -519,11 +519,12 @@ static void log_memory_bound(const Trainer *tr, const char *ts) {
         printf("%s: memory bound %.1f MiB = synthetic batch %.1f", ts, mib(m.total_n_bytes), mib(m.input_n_bytes));
     else if (tr->image_folder || tr->image_encoded)
         printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
-               "%d staging batches, %s: %.1f MiB of decode buffers for images up to %zu pixels)", ts,
-               mib(m.total_n_bytes), mib(m.input_n_bytes), m.pipeline.capacity, m.pipeline.n_slots,
+               "%d staging batches, %s: %.1f MiB of decode buffers for images up to %zu pixels, reader %.1f MiB%s)",
+               ts, mib(m.total_n_bytes), mib(m.input_n_bytes), m.pipeline.capacity, m.pipeline.n_slots,
                m.pipeline.slot_n_bytes, m.pipeline.prefetch_batches,
                tr->image_folder ? "image folder" : "encoded TFRecord images", mib(m.pipeline.workers_n_bytes),
-               tr->pipeline_cfg.max_image_pixels);
+               tr->pipeline_cfg.max_image_pixels, mib(m.pipeline.reader_n_bytes),
+               tr->image_folder ? ": the listing" : ": a record and the encoded images waiting for a worker");
     else
         printf("%s: memory bound %.1f MiB = input pipeline %.1f (shuffle capacity %ld, %ld slots of %zu bytes, "
                "%d staging batches, records up to %zu bytes)", ts, mib(m.total_n_bytes), mib(m.input_n_bytes),
