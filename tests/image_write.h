@@ -61,6 +61,18 @@ static inline void write_jpeg_as(const char *path, int H, int W, int C, const ui
     fclose(f);
 }
 
+/* px (H, W, 3): R = 6x, G = 8y, B = 20k: each pixel says where it is and which image (k) it is in (a crop or a
+ * resize of it shows which pixels it took). */
+static inline void fill_position_rgb(uint8_t *px, int H, int W, int k) {
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++) {
+            uint8_t *q = px + ((size_t)y * W + x) * 3;
+            q[0] = (uint8_t)(6 * x);
+            q[1] = (uint8_t)(8 * y);
+            q[2] = (uint8_t)(20 * k);
+        }
+}
+
 /* pixels (H, W, 3) to an RGB PNG or a JPEG of quality (1-100). */
 static inline void write_png_rgb(const char *path, int H, int W, const uint8_t *pixels) {
     write_png(path, H, W, PNG_FORMAT_RGB, pixels, NULL, 0);

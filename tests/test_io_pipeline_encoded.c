@@ -48,13 +48,7 @@ static char record_files[N_FILES][512];
 static void make_images(void) {
     uint8_t px[IMG_H * IMG_W * 3];
     for (int k = 0; k < N_IMAGES; k++) {
-        for (int y = 0; y < IMG_H; y++)
-            for (int x = 0; x < IMG_W; x++) {
-                uint8_t *q = px + ((size_t)y * IMG_W + x) * 3;
-                q[0] = (uint8_t)(6 * x);
-                q[1] = (uint8_t)(8 * y);
-                q[2] = (uint8_t)(20 * k);
-            }
+        fill_position_rgb(px, IMG_H, IMG_W, k);
         char name[64];
         snprintf(name, sizeof name, "img%02d.%s", k, k % 2 ? "jpg" : "png");
         snprintf(image_paths[k], sizeof image_paths[k], "%s", io_tmp(name));

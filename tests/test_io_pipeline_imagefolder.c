@@ -601,13 +601,7 @@ static void test_random_crop(const char *tmp) {
     mkdir(path, 0755);
     uint8_t px[CROP_H * CROP_W * 3];
     for (int k = 0; k < CROP_N; k++) {
-        for (int y = 0; y < CROP_H; y++)
-            for (int x = 0; x < CROP_W; x++) {
-                uint8_t *q = px + ((size_t)y * CROP_W + x) * 3;
-                q[0] = (uint8_t)(6 * x);
-                q[1] = (uint8_t)(8 * y);
-                q[2] = (uint8_t)(20 * k);
-            }
+        fill_position_rgb(px, CROP_H, CROP_W, k);
         snprintf(path, sizeof path, "%s/only/%02d.png", dir, k);
         write_png_rgb(path, CROP_H, CROP_W, px);
     }
