@@ -157,7 +157,8 @@ int cmd_convert(int argc, char **argv) {
     int n_flags = convert_flags(&o, flags);
     char *positional[argc > 0 ? argc : 1];
     int n_positional = 0;
-    int rc = flags_parse(flags, n_flags, argc, argv, positional, &n_positional);
+    unsigned char given[CONVERT_MAX_FLAGS] = {0};
+    int rc = flags_parse_given(flags, n_flags, argc, argv, positional, &n_positional, given);
     if (rc == 1) {
         flags_print_usage("tower convert",
                           "--from idx --images F --labels F --out PREFIX [flags] | --from cifar10 --out PREFIX FILE... | "
@@ -177,15 +178,16 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
     if (cmd_check_central_fraction("convert", o.central_fraction, o.resize_mode) != 0) return 2;
-    /* --encoded writes the files as stored: the options of the decoded images would be ignored. */
-    const char *decoded_only = o.image_size != 32 ? "--image_size" : o.channels != 3 ? "--channels"
-                               : strcmp(o.resize_mode, "resize") ? "--resize_mode"
-                               : o.central_fraction != 1.0f ? "--central_fraction" : NULL;
+    /* --encoded writes the files as stored: the options of decoded images, given, would be ignored. */
+    static const char *const decoded_flags[] = {"image_size", "channels", "resize_mode", "central_fraction"};
+    const char *decoded_only = NULL;
+    for (size_t k = 0; k < sizeof decoded_flags / sizeof decoded_flags[0] && !decoded_only; k++)
+        if (flags_was_given(flags, n_flags, given, decoded_flags[k])) decoded_only = decoded_flags[k];
     if (o.encoded && (strcmp(o.from, "imagefolder") || decoded_only)) {
         if (strcmp(o.from, "imagefolder"))
             cmd_errorf("tower convert: --encoded applies to --from imagefolder (its files as stored)\n");
         else
-            cmd_errorf("tower convert: %s applies to decoded images: --encoded writes the files as stored (tower "
+            cmd_errorf("tower convert: --%s applies to decoded images: --encoded writes the files as stored (tower "
                        "train and eval resize them: their --image_size and --resize_mode)\n", decoded_only);
         return 2;
     }

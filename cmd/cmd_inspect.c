@@ -81,10 +81,12 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
                    rep->n_image_not_encoded == 1 ? "" : "s", key);
         return refuses;
     }
-    if (encoded && hi > pipeline_encoded_max_n_bytes(0)) {
-        cmd_errorf("tower inspect: tower train and eval would refuse the records whose encoded image '%s' is over %zu "
-                   "bytes (the largest holds %zu) unless --max_image_pixels is raised: an encoded image may hold 3 "
-                   "bytes a pixel + 1 MiB\n", key, pipeline_encoded_max_n_bytes(0), hi);
+    if (encoded && rep->n_image_over_bound) {
+        cmd_errorf("tower inspect: tower train and eval would refuse %ld record%s whose encoded image '%s' is over %zu "
+                   "bytes (the largest holds %zu) at their default --max_image_pixels %zu: an encoded image may hold 3 "
+                   "bytes a pixel + 1 MiB, so their --max_image_pixels %zu reads it\n", rep->n_image_over_bound,
+                   rep->n_image_over_bound == 1 ? "" : "s", key, pipeline_encoded_max_n_bytes(0), hi,
+                   (size_t)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS, (hi - ((size_t)1 << 20) + 2) / 3);
         return refuses;
     }
     if (mixed) {

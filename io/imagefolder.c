@@ -10,6 +10,7 @@
 #include "io/imagefolder.h"
 #include "base/escape.h"
 #include "base/file.h"
+#include "io/pipeline.h"
 #include "io/rng.h"
 
 #include <dirent.h>
@@ -1281,10 +1282,11 @@ int imagefolder_load_bytes(uint8_t *out, int S, int C, ImageFolderResizeMode mod
                       err_n);
 }
 
-/* path's bytes into *buf (grown to *cap_n_bytes as needed, kept for the next file): *n_bytes of them.  0, or -1
- * with one line in err. */
-static int read_whole_file(const char *path, uint8_t **buf, size_t *cap_n_bytes, size_t *n_bytes, char *err,
-                           size_t err_n) {
+/* path's bytes into *buf (grown to *cap_n_bytes as needed, kept for the next file): *n_bytes of them; a file of
+ * more than max_n_bytes is not read (*n_bytes its size).  0, or -1 with one line in err (a file that grew or
+ * shrank while read: not the bytes its size promised). */
+static int read_whole_file(const char *path, size_t max_n_bytes, uint8_t **buf, size_t *cap_n_bytes, size_t *n_bytes,
+                           char *err, size_t err_n) {
     FILE *f = fopen(path, "rb");
     struct stat sb;
     if (!f || fstat(fileno(f), &sb) != 0) {
@@ -1293,6 +1295,11 @@ static int read_whole_file(const char *path, uint8_t **buf, size_t *cap_n_bytes,
         return -1;
     }
     const size_t want = sb.st_size > 0 ? (size_t)sb.st_size : 0;
+    if (want > max_n_bytes) { /* not read: its size says enough */
+        *n_bytes = want;
+        fclose(f);
+        return 0;
+    }
     if (grow(buf, cap_n_bytes, want + 1) != 0) {
         snprintf(err, err_n, "%s: out of memory for its %zu bytes", path, want);
         fclose(f);
@@ -1301,10 +1308,49 @@ static int read_whole_file(const char *path, uint8_t **buf, size_t *cap_n_bytes,
     *n_bytes = fread(*buf, 1, want + 1, f);
     const int bad = ferror(f) || *n_bytes != want;
     fclose(f);
-    if (bad) { /* changed since it was decoded (or unreadable): not the file that decoded */
+    if (bad) { /* changed while read (or unreadable) */
         snprintf(err, err_n, "%s: cannot read its %zu bytes (changed while read?)", path, want);
         return -1;
     }
+    return 0;
+}
+
+/* --encoded: the file's bytes read once (st->file), decoded from those same bytes (a file replaced in between
+ * is not written unchecked), and checked against what train reads: a record over TFRecord's 64 MiB limit or an
+ * image with a side over 65535 pixels is skipped (why); one over the pipeline's default bounds is kept with a
+ * note naming the --max_image_pixels that reads it (note, "" when none).  0 with *H, *W, *n_bytes, or -1. */
+static int encoded_file(FolderState *st, const char *path, int *H, int *W, size_t *n_bytes, char *why, size_t why_n,
+                        char *note, size_t note_n) {
+    note[0] = '\0';
+    const size_t max_record = TFR_DEFAULT_MAX_RECORD_N_BYTES - 4096; /* the Example's other bytes */
+    if (read_whole_file(path, max_record, &st->file, &st->file_n_bytes, n_bytes, why, why_n) != 0) return -1;
+    if (*n_bytes > max_record) {
+        snprintf(why, why_n, "%s: %zu bytes, over the %zu a TFRecord record holds for train and eval", path, *n_bytes,
+                 max_record);
+        return -1;
+    }
+    uint8_t *rgb, *owned;
+    int oH, oW, m;
+    DecodeWindow win = {0, 0, 0, 0};
+    const DecodeWant want = {0, IMAGEFOLDER_RESIZE, 0, NULL, NULL, &win};
+    if (decode_image(path, st->file, *n_bytes, &want, IMAGEFOLDER_MAX_PIXELS, NULL, &rgb, &owned, H, W, &oH, &oW, &m,
+                     why, why_n) != 0)
+        return -1;
+    free(owned);
+    if (*H > 65535 || *W > 65535) {
+        snprintf(why, why_n, "%s: a %d x %d image: train and eval read no side over 65535 pixels", path, *W, *H);
+        return -1;
+    }
+    /* train's bounds at its defaults: the decoded pixels, and 3 bytes a pixel + 1 MiB of the encoded bytes */
+    const size_t pixels = (size_t)*H * (size_t)*W, header = (size_t)1 << 20;
+    size_t need = pixels > PIPELINE_DEFAULT_MAX_IMAGE_PIXELS ? pixels : 0;
+    if (*n_bytes > pipeline_encoded_max_n_bytes(0)) {
+        const size_t by_bytes = (*n_bytes - header + 2) / 3;
+        if (by_bytes > need) need = by_bytes;
+    }
+    if (need)
+        snprintf(note, note_n, "%s: a %d x %d image of %zu bytes: train and eval read it with --max_image_pixels %zu or "
+                 "more (default %zu; kept)", path, *W, *H, *n_bytes, need, (size_t)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS);
     return 0;
 }
 
@@ -1317,6 +1363,22 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
         uint8_t *rgb;
         int H, W;
         char why[1024];
+        if (st->cfg.encoded) { /* the file as stored, once its bytes decoded */
+            size_t n_bytes;
+            char note[1200];
+            if (encoded_file(st, f->path, &H, &W, &n_bytes, why, sizeof why, note, sizeof note) != 0) {
+                char line[1200];
+                snprintf(line, sizeof line, "%s (skipped)", why);
+                warn_line(st, line);
+                st->n_skipped++;
+                continue;
+            }
+            if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
+            if (note[0]) warn_line(st, note);
+            *item = (ConvertItem){.H = H, .W = W, .C = 3, .label = f->label, .encoded = st->file,
+                                  .encoded_n_bytes = n_bytes};
+            return 1;
+        }
         if (imagefolder_decode(f->path, &rgb, &H, &W, why, sizeof why) != 0) {
             char line[1200];
             snprintf(line, sizeof line, "%s (skipped)", why);
@@ -1325,14 +1387,6 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             continue;
         }
         if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
-        if (st->cfg.encoded) { /* the file as stored, once it decoded */
-            free(rgb);
-            size_t n_bytes;
-            if (read_whole_file(f->path, &st->file, &st->file_n_bytes, &n_bytes, err, err_n) != 0) return -1;
-            *item = (ConvertItem){.H = H, .W = W, .C = 3, .label = f->label, .encoded = st->file,
-                                  .encoded_n_bytes = n_bytes};
-            return 1;
-        }
         int tH, tW; /* as the pipeline bounds it: a 1 x 300000 image's centre crop at 4096 asked for 3.7 TB */
         target_size(st->cfg.image_size, st->cfg.mode, st->cfg.short_side, H, W, &tH, &tW);
         if (scale_check(f->path, tH, tW, H, W, H, W, IMAGEFOLDER_MAX_PIXELS, why, sizeof why) != 0) {

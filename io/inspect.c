@@ -12,6 +12,7 @@
 
 #include "base/escape.h"
 #include "io/imagefolder.h"
+#include "io/pipeline.h"
 #include "io/tfrecord.h"
 
 void inspect_config_defaults(InspectConfig *c) {
@@ -109,8 +110,10 @@ static int check_example(const Tensorflow__Example *ex, const InspectConfig *cfg
     const FeatureKind ik = feature_kind(image);
     if (!((ik == FEATURE_BYTES && image->bytes_list->n_value == 1) || (ik == FEATURE_FLOAT && image->float_list->n_value > 0)))
         rep->n_without_image++; /* what train and eval refuse: said, as the labels are */
-    else if (ik == FEATURE_BYTES && imagefolder_encoded_kind(image->bytes_list->value[0].data, image->bytes_list->value[0].len))
+    else if (ik == FEATURE_BYTES && imagefolder_encoded_kind(image->bytes_list->value[0].data, image->bytes_list->value[0].len)) {
         rep->n_image_encoded++;
+        rep->n_image_over_bound += image->bytes_list->value[0].len > pipeline_encoded_max_n_bytes(0);
+    }
     else if (ik == FEATURE_BYTES)
         rep->n_image_not_encoded++;
     else if (ik == FEATURE_FLOAT) /* a NaN or infinity: train and eval refuse the record (io/pipeline_tfrecord.c) */

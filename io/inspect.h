@@ -66,6 +66,8 @@ typedef struct {
     long n_image_encoded;     /* records whose image (one bytes value) starts as a JPEG or PNG file does */
     long n_image_not_encoded; /* records whose image is one bytes value that does not (empty ones too): what train
                                  refuses where the first record holds an encoded image */
+    long n_image_over_bound;  /* of the encoded ones, those over pipeline_encoded_max_n_bytes(0): what train refuses
+                                 at its default --max_image_pixels */
 } InspectReport;
 
 /* Inspects the files in order, writing one line per file to out and one line

@@ -250,7 +250,7 @@ static int decode_collect_one(Pipeline *p, PipelineDecodeStream *s) {
         return pipeline_accept(p, d->slot);
     }
     pipeline_put_slot_back(p, d->slot);
-    return pipeline_bad(p, d->why, d->lost_n_bytes, NULL);
+    return pipeline_bad(p, d->why, d->lost_n_bytes, d->where);
 }
 
 int pipeline_decode_reserve(Pipeline *p, PipelineDecodeStream *s, int *slot) {
@@ -260,12 +260,13 @@ int pipeline_decode_reserve(Pipeline *p, PipelineDecodeStream *s, int *slot) {
     return (int)(s->dispatched % p->win_n);
 }
 
-void pipeline_decode_dispatch(Pipeline *p, PipelineDecodeStream *s, long item, int slot) {
+void pipeline_decode_dispatch(Pipeline *p, PipelineDecodeStream *s, long item, int slot, const char *where) {
     const int w = (int)(s->dispatched % p->win_n);
     DecodeEntry *d = &p->win[w];
     d->item = item;
     d->slot = slot;
     d->state = 0;
+    d->where = where;
     WorkItem it = {WORK_DECODE, slot, 0, 0, w, 0};
     p->pending[p->n_pending++] = it;
     if (p->n_pending == PIPELINE_GROUP) flush_pending(p);
@@ -283,7 +284,7 @@ long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
     for (long i = 0; i < n; i++) {
         int slot;
         if (pipeline_decode_reserve(p, &s, &slot) < 0) return -1;
-        pipeline_decode_dispatch(p, &s, items[i], slot);
+        pipeline_decode_dispatch(p, &s, items[i], slot, NULL);
     }
     return pipeline_decode_drain(p, &s);
 }

@@ -54,6 +54,8 @@ typedef struct {
     int slot;
     int state;              /* 0 in flight, 1 decoded (why: "" or a warning), -1 bad (why, lost_n_bytes) */
     uint64_t lost_n_bytes;
+    const char *where;      /* the file whose bytes a bad one made unreadable, for pipeline_bad (NULL: the example's
+                               own file, as an image folder's); owned by the source */
     char why[600];
 } DecodeEntry;
 
@@ -197,13 +199,14 @@ long pipeline_decode_in_workers(Pipeline *p, const long *items, long n);
  * window is full, collecting the oldest in order) gives the window entry w
  * (0 .. win_n - 1; the source may fill its own per-entry buffers for w) and
  * a slot (its label may be set now), then pipeline_decode_dispatch hands it
+ * (where: the file a bad one's warning names as unreadable, or NULL)
  * to the workers; pipeline_decode_drain collects the rest.  reserve: the
  * entry, or -1 to stop; drain: the stream's good examples, or -1. */
 typedef struct {
     long dispatched, collected, good;
 } PipelineDecodeStream;
 int pipeline_decode_reserve(Pipeline *p, PipelineDecodeStream *s, int *slot);
-void pipeline_decode_dispatch(Pipeline *p, PipelineDecodeStream *s, long item, int slot);
+void pipeline_decode_dispatch(Pipeline *p, PipelineDecodeStream *s, long item, int slot, const char *where);
 long pipeline_decode_drain(Pipeline *p, PipelineDecodeStream *s);
 
 #endif

@@ -257,7 +257,7 @@ static int read_record(Pipeline *p, TfrSource *ts, PipelineDecodeStream *ds, Tfr
     e->record_n_bytes = (uint64_t)n_bytes + TFR_FRAME_N_BYTES;
     e->crop_counter = ((uint64_t)ts->epoch * (uint64_t)ts->n_files + (uint64_t)k) * ((uint64_t)1 << 32) +
                       (uint64_t)tfr_reader_record_index(r);
-    pipeline_decode_dispatch(p, ds, (long)(e - ts->ent), slot);
+    pipeline_decode_dispatch(p, ds, (long)(e - ts->ent), slot, ts->files[k]);
     return 1;
 }
 

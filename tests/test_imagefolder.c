@@ -374,6 +374,45 @@ static void test_folder(void) {
         CHECK(k == 0 || (item.H != 4 || item.W != 4), "encoded: the stored size, not image_size");
         src->close(src);
     }
+    /* Encoded files train cannot read at its defaults: a JPEG with 14 MiB after its end (over 3 bytes a pixel
+     * + 1 MiB at the default 4 Mpixels) is kept with a note naming the --max_image_pixels that reads it; one of
+     * 65 MiB (over a record's 64 MiB) is skipped.  Both sparse past the JPEG. */
+    char big[1100];
+    snprintf(big, sizeof big, "%s_big", dir); /* beside the data set: no class folder of it */
+    mkdir_or_die(big);
+    snprintf(p, sizeof p, "%s/one", big);
+    mkdir_or_die(p);
+    img = solid(16, 16, 3, green);
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/one/%s.jpg", big, k ? "huge" : "large");
+        write_jpeg(p, 16, 16, 3, img, 90);
+        CHECK(truncate(p, k ? (off_t)65 << 20 : (off_t)14 << 20) == 0, "truncate %s", p);
+    }
+    free(img);
+    warn.n = 0;
+    src = convert_open_imagefolder(big, &cfg, err, sizeof err);
+    CHECK(src != NULL, "open encoded big: %s", err);
+    if (src) {
+        k = 0;
+        while ((got = src->next(src, &item, err, sizeof err)) == 1) {
+            CHECK(item.encoded_n_bytes == (size_t)14 << 20, "encoded big: an item of %zu bytes", item.encoded_n_bytes);
+            k++;
+        }
+        CHECK(got == 0 && k == 1 && imagefolder_n_skipped(src) == 1, "encoded big: %d kept, %ld skipped (%s)", k,
+              imagefolder_n_skipped(src), got ? err : "");
+        CHECK(warned_about(&warn, "large.jpg: a 16 x 16 image of 14680064 bytes: train and eval read it with "
+                                  "--max_image_pixels 4543830 or more") == 1 &&
+                  warned_about(&warn, "huge.jpg: 68157440 bytes, over the") == 1,
+              "encoded big: %d warnings, the first '%s'", warn.n, warn.n ? warn.lines[0] : "");
+        src->close(src);
+    }
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/one/%s.jpg", big, k ? "huge" : "large");
+        remove(p);
+    }
+    snprintf(p, sizeof p, "%s/one", big);
+    rmdir(p);
+    rmdir(big);
     cfg.encoded = 0;
 
     /* Grey output: PIL's luma of the colours. */

@@ -485,8 +485,10 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
     /* The flag that shrinks the largest part. */
     const char *lower = "--batch_size";
     if (tr->opt.shard_sizes[0]) lower = "--shard_sizes";
-    if (m.input_n_bytes >= m.towers_n_bytes && (tr->image_folder || tr->image_encoded) && tr->opt.input_threads > 0)
-        lower = "--input_threads"; /* each decoding thread holds its window of whole decoded images */
+    const int decodes = tr->image_folder || tr->image_encoded;
+    if (m.input_n_bytes >= m.towers_n_bytes && decodes &&
+        (tr->opt.input_threads > 0 || (size_t)tr->opt.max_image_pixels > PIPELINE_DEFAULT_MAX_IMAGE_PIXELS))
+        lower = "--max_image_pixels or --input_threads"; /* each decoding thread holds buffers of that many pixels */
     else if (m.input_n_bytes >= m.towers_n_bytes && !tr->opt.synthetic &&
              tr->opt.min_after_dequeue > 3L * tr->global_batch)
         lower = "--min_after_dequeue";
