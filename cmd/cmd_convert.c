@@ -302,7 +302,7 @@ int cmd_convert(int argc, char **argv) {
     escape_str(last, sizeof last, path);
     escape_str(out, sizeof out, o.out);
     char shape[96];
-    if (o.encoded) snprintf(shape, sizeof shape, "JPEG and PNG files as stored, the first %d x %d", st.H, st.W);
+    if (o.encoded) snprintf(shape, sizeof shape, "JPEG and PNG files as stored, the first %d x %d pixels", st.W, st.H);
     else snprintf(shape, sizeof shape, "%d x %d x %d", st.H, st.W, st.C);
     printf("tower convert: wrote %ld example%s (%s, %s) to %d shard%s: %s%s%s\n", st.n_examples,
            st.n_examples == 1 ? "" : "s", shape, io_compression_name(compression), o.num_shards,

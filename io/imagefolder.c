@@ -1354,6 +1354,14 @@ static int encoded_file(FolderState *st, const char *path, int *H, int *W, size_
     return 0;
 }
 
+/* A file the source passes over: "WHY (skipped)", counted. */
+static void skip_file(FolderState *st, const char *why) {
+    char line[1200];
+    snprintf(line, sizeof line, "%s (skipped)", why);
+    warn_line(st, line);
+    st->n_skipped++;
+}
+
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
     FolderState *st = s->state;
     while (st->next < st->n_files) {
@@ -1367,10 +1375,7 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             size_t n_bytes;
             char note[1200];
             if (encoded_file(st, f->path, &H, &W, &n_bytes, why, sizeof why, note, sizeof note) != 0) {
-                char line[1200];
-                snprintf(line, sizeof line, "%s (skipped)", why);
-                warn_line(st, line);
-                st->n_skipped++;
+                skip_file(st, why);
                 continue;
             }
             if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
@@ -1380,20 +1385,14 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             return 1;
         }
         if (imagefolder_decode(f->path, &rgb, &H, &W, why, sizeof why) != 0) {
-            char line[1200];
-            snprintf(line, sizeof line, "%s (skipped)", why);
-            warn_line(st, line);
-            st->n_skipped++;
+            skip_file(st, why);
             continue;
         }
         if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
         int tH, tW; /* as the pipeline bounds it: a 1 x 300000 image's centre crop at 4096 asked for 3.7 TB */
         target_size(st->cfg.image_size, st->cfg.mode, st->cfg.short_side, H, W, &tH, &tW);
         if (scale_check(f->path, tH, tW, H, W, H, W, IMAGEFOLDER_MAX_PIXELS, why, sizeof why) != 0) {
-            char line[1200];
-            snprintf(line, sizeof line, "%s (skipped)", why);
-            warn_line(st, line);
-            st->n_skipped++;
+            skip_file(st, why);
             free(rgb);
             continue;
         }

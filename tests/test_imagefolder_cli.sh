@@ -107,7 +107,7 @@ set -e
 # order: eval on them = eval on the folder
 "$tower" convert --from imagefolder --encoded --keep_order --out "$work/enc/conv" "${enc[@]}" "$work/imgs" \
   >"$work/conv_enc.out" 2>"$work/conv_enc.err" || fail "convert --encoded: $(cat "$work/conv_enc.err")"
-grep -q "^tower convert: wrote 90 examples (JPEG and PNG files as stored, the first 28 x 28, none)" "$work/conv_enc.out" ||
+grep -q "^tower convert: wrote 90 examples (JPEG and PNG files as stored, the first 28 x 28 pixels, none)" "$work/conv_enc.out" ||
   fail "convert --encoded: $(head -1 "$work/conv_enc.out")"
 "$tower" eval "${ev[@]}" "${enc[@]}" --data "$work/enc/conv-*" >"$work/eval_conv_enc.out"
 c=$(grep -o 'precision @ 1 = .*\|[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_conv_enc.out")
