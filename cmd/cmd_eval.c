@@ -189,7 +189,7 @@ static int eval_run_close(EvalRun *run, int rc) {
  * watching (nothing printed or recorded for it). */
 static int eval_checkpoint(const EvalOptions *o, int compression, const char *path, const CkptContents *ck,
                            const ModelSpec *spec, EvalRun *run) {
-    char err[1024];
+    char err[2 * 4608 + 512]; /* a pipeline's message naming a file, escaped (PIPELINE_MSG_N_BYTES) */
     if (o->num_classes > 0 && o->num_classes != spec->num_classes) {
         cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o->num_classes, path,
                 spec->num_classes);

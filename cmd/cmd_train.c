@@ -781,7 +781,7 @@ static int check_class_list(void *ctx, const Trainer *tr, char *err, size_t err_
 
 /* The run on a locked train_dir: the process's exit status. */
 static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *labels_made) {
-    char err[4096], ts[64];
+    char err[2 * 4608 + 1024], ts[64]; /* a pipeline message naming a file, escaped (PIPELINE_MSG_N_BYTES) */
     Trainer tr;
     TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
     memset(&disp, 0, sizeof disp);

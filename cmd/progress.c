@@ -99,7 +99,7 @@ void progress_clear(Progress *p) {
 void progress_warn(Progress *p, FILE *to, const char *line) {
     pthread_mutex_lock(&g_terminal_mu);
     if (p) clear_locked(p);
-    char safe[4096];
+    char safe[16384]; /* a line naming a file of PATH_MAX bytes, escaped */
     fprintf(to, "warning: %s\n", escape_str(safe, sizeof safe, line));
     fflush(to);
     pthread_mutex_unlock(&g_terminal_mu);

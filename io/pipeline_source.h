@@ -25,6 +25,10 @@
 #include "io/pipeline.h"
 
 #define PIPELINE_GROUP 16 /* work items / slots moved per lock */
+/* One message naming a file (PATH_MAX) and a record, with its reason: the
+ * bad-record and failure lines are whole for any path (escaped copies get
+ * twice that: a control byte becomes 4). */
+#define PIPELINE_MSG_N_BYTES 4608
 #define PIPELINE_THREAD_N_BYTES ((size_t)128 << 10) /* a thread's touched stack and malloc arena slack (pipeline_max_n_bytes) */
 
 enum { WORK_AUGMENT = 0, WORK_DECODE = 1 };
@@ -56,7 +60,7 @@ typedef struct {
     uint64_t lost_n_bytes;
     const char *where;      /* the file whose bytes a bad one made unreadable, for pipeline_bad (NULL: the example's
                                own file, as an image folder's); owned by the source */
-    char why[600];
+    char why[PIPELINE_MSG_N_BYTES];
 } DecodeEntry;
 
 typedef struct Pipeline Pipeline;
@@ -100,7 +104,7 @@ struct Pipeline {
     PipelineConfig cfg;
     const PipelineSourceI *src;
     void *src_state;
-    char no_data_msg[600];    /* the error when an epoch yields no good example (the source's open writes it) */
+    char no_data_msg[PIPELINE_MSG_N_BYTES]; /* the error when an epoch yields no good example (the source's open writes it) */
     int B;                    /* global batch */
     size_t in_n_values;       /* in_H * in_W * in_C */
     size_t slot_n_bytes;      /* in_n_values * (1 or 4) */
@@ -130,7 +134,7 @@ struct Pipeline {
     long end_seq;             /* batches in the stream, once reader_done */
     int failed;
     long fail_seq;            /* batches before the failure are still delivered */
-    char fail_msg[600];
+    char fail_msg[2 * PIPELINE_MSG_N_BYTES]; /* escaped */
 
     /* statistics (under mu) */
     struct timespec t_open;

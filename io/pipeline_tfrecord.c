@@ -40,7 +40,7 @@ typedef struct {
     size_t n_bytes, cap_n_bytes;
     uint64_t record_n_bytes; /* the record's bytes in the file, framing included (lost when it does not decode) */
     uint64_t crop_counter;   /* (epoch, file, record): a random crop's draw, whichever worker decodes it */
-    char where[1200];        /* "FILE: record N at offset O" */
+    char where[PIPELINE_MSG_N_BYTES]; /* "FILE: record N at offset O" */
 } EncodedEntry;
 typedef struct {
     char **files;            /* (n_files) copied at open */
@@ -233,7 +233,7 @@ static int read_bad(Pipeline *p, PipelineDecodeStream *ds, const char *msg, uint
  * pipeline_bad, go on), -1 to stop. */
 static int read_record(Pipeline *p, TfrSource *ts, PipelineDecodeStream *ds, TfrReader *r, int k, const uint8_t *data,
                        size_t n_bytes) {
-    char why[600], err[1400];
+    char why[600], err[PIPELINE_MSG_N_BYTES];
     int slot, rc;
     EncodedEntry *e = NULL;
     if (p->cfg.image_encoded) {
@@ -275,7 +275,7 @@ static long tfr_read_epoch(Pipeline *p, long epoch) {
     long good = 0, place = 0; /* place: the record's in this epoch's read order (--input_split records) */
     const int by_record = c->split_by == PIPELINE_SPLIT_RECORDS && c->split_n > 1;
     PipelineDecodeStream ds = {0, 0, 0};
-    char err[600];
+    char err[PIPELINE_MSG_N_BYTES];
     for (int k = 0; k < ts->n_files && good >= 0; k++) {
         TfrReader *r = tfr_reader_open(ts->files[order[k]], c->compression, c->max_record_n_bytes, err, sizeof err);
         if (!r) {

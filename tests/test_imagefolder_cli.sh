@@ -25,6 +25,7 @@
 #     options of decoded images;
 #   a FIFO, a device link and a subfolder in a class folder are warned about as what they are;
 #   --max_image_pixels: the refusal of a larger image names it, and raised, train and eval read the image.
+#   a bad image under a 900-byte path: its message whole (the file and the reason), refused and warned;
 #   elongated images: a side over 65535 pixels named (train and convert alike), a centre crop's scaled size
 #     computed without wrapping an int and bounded in convert as in train.
 set -euo pipefail
@@ -442,3 +443,24 @@ printf 'a\nb\n' >"$work/ab.txt"
 "$tower" eval --data "$work/one_class" --checkpoint_dir "$work/nolab_run" --eval_dir none --no_progress --labels "$work/ab.txt" \
   --max_image_pixels 5000000 >/dev/null 2>"$work/nolab.err" || fail "eval of one class with --labels: $(cat "$work/nolab.err")"
 echo "ok: eval of a folder without the checkpoint's labels.txt: a missing class refused, the folder order noted, --labels maps"
+
+# ---- a path of 900+ bytes: the bad image's message is whole (file, reason), as a refusal and as a warning
+long=$work/long
+for i in 1 2 3 4 5 6; do long=$long/$(printf 'd%.0s' $(seq 1 150)); done
+mkdir -p "$long/a" "$long/b"
+cp "$work/imgs/circle/000.png" "$long/a/"
+cp "$work/imgs/cross/000.png" "$long/b/"
+printf '\377\330\377\340 truncated' >"$long/b/bad.jpg"
+set +e
+"$tower" train --model mnist --num_classes 2 --image_size 28 --batch_size 2 --data "$long" --max_steps 2 \
+  --train_dir "$work/long_run" >/dev/null 2>"$work/long.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "/b/bad.jpg: JPEG is truncated (premature end of data; libjpeg: .*); no step ran, nothing saved$" \
+  "$work/long.err" || fail "a bad image under a 900-byte path: exit $rc, $(tail -c 300 "$work/long.err")"
+"$tower" train --model mnist --num_classes 2 --image_size 28 --batch_size 2 --data "$long" --max_steps 2 --skip_corrupt \
+  --max_corrupt_fraction 1 --train_dir "$work/long_run2" >/dev/null 2>"$work/long2.err" ||
+  fail "--skip_corrupt under a 900-byte path: $(tail -c 300 "$work/long2.err")"
+grep -q "/b/bad.jpg: JPEG is truncated (premature end of data; libjpeg: .*) (skipped)$" "$work/long2.err" ||
+  fail "the warning under a 900-byte path: $(tail -c 300 "$work/long2.err")"
+echo "ok: a bad image's message under a 900-byte path is whole, refused and warned"
