@@ -1028,7 +1028,7 @@ typedef struct {
     uint8_t *out;          /* (image_size, image_size, channels) */
     uint8_t *scaled;       /* (scaled_H, scaled_W, 3) before the crop, grown on demand */
     size_t scaled_n_bytes;
-    uint8_t *file;         /* (file_n_bytes) cfg.encoded: the last image's file, read whole */
+    uint8_t *file;         /* (file_n_bytes) cfg.encoded: the last image's file, read whole (read_small_file) */
     size_t file_n_bytes;
 } FolderState;
 
@@ -1179,7 +1179,7 @@ void imagefolder_scratch_free(ImageFolderScratch *scr) {
 }
 
 /* Reads path whole into scr->file when it is a file of at most cap bytes: 1 (*n_bytes read), 0 when it is
- * larger (nothing read), -1 with err. */
+ * larger, not a regular file, or grew while read (read again the slow way by the loader), -1 with err. */
 static int read_small_file(const char *path, size_t cap, ImageFolderScratch *scr, size_t *n_bytes, char *err,
                            size_t err_n) {
     /* open/fstat/read, not stdio: no FILE to allocate and no second fstat (stdio's, for its buffer size) */
@@ -1214,10 +1214,9 @@ static int read_small_file(const char *path, size_t cap, ImageFolderScratch *scr
     return got <= (size_t)sb.st_size;
 }
 
-/* imagefolder_load and imagefolder_load_random_crop: crop_rng NULL for the first, else the stream of the crop
- * (drawn into *crop once the stored size is known). */
-/* The image of path, or of bytes (n_bytes) already in memory when bytes is
- * not NULL (path then only names it in messages). */
+/* imagefolder_load, imagefolder_load_random_crop and imagefolder_load_bytes: the image of path, or of bytes
+ * (n_bytes) already in memory when bytes is not NULL (path then only names it in messages); crop_rng NULL for a
+ * resize, else the stream of the crop (drawn into *crop once the stored size is known). */
 static int load_image(uint8_t *out, int S, int C, ImageFolderResizeMode mode, int short_side, const uint64_t *crop_rng,
                       ImageFolderCrop *crop, const char *path, const uint8_t *bytes, size_t n_bytes, size_t max_pixels,
                       int scaled, ImageFolderScratch *scr, int *scale_eighths, char *err, size_t err_n) {
@@ -1282,39 +1281,6 @@ int imagefolder_load_bytes(uint8_t *out, int S, int C, ImageFolderResizeMode mod
                       err_n);
 }
 
-/* path's bytes into *buf (grown to *cap_n_bytes as needed, kept for the next file): *n_bytes of them; a file of
- * more than max_n_bytes is not read (*n_bytes its size).  0, or -1 with one line in err (a file that grew or
- * shrank while read: not the bytes its size promised). */
-static int read_whole_file(const char *path, size_t max_n_bytes, uint8_t **buf, size_t *cap_n_bytes, size_t *n_bytes,
-                           char *err, size_t err_n) {
-    FILE *f = fopen(path, "rb");
-    struct stat sb;
-    if (!f || fstat(fileno(f), &sb) != 0) {
-        snprintf(err, err_n, "%s: cannot open: %s", path, strerror(errno));
-        if (f) fclose(f);
-        return -1;
-    }
-    const size_t want = sb.st_size > 0 ? (size_t)sb.st_size : 0;
-    if (want > max_n_bytes) { /* not read: its size says enough */
-        *n_bytes = want;
-        fclose(f);
-        return 0;
-    }
-    if (grow(buf, cap_n_bytes, want + 1) != 0) {
-        snprintf(err, err_n, "%s: out of memory for its %zu bytes", path, want);
-        fclose(f);
-        return -1;
-    }
-    *n_bytes = fread(*buf, 1, want + 1, f);
-    const int bad = ferror(f) || *n_bytes != want;
-    fclose(f);
-    if (bad) { /* changed while read (or unreadable) */
-        snprintf(err, err_n, "%s: cannot read its %zu bytes (changed while read?)", path, want);
-        return -1;
-    }
-    return 0;
-}
-
 /* --encoded: the file's bytes read once (st->file), decoded from those same bytes (a file replaced in between
  * is not written unchecked), and checked against what train reads: a record over TFRecord's 64 MiB limit or an
  * image with a side over 65535 pixels is skipped (why); one over the pipeline's default bounds is kept with a
@@ -1323,10 +1289,19 @@ static int encoded_file(FolderState *st, const char *path, int *H, int *W, size_
                         char *note, size_t note_n) {
     note[0] = '\0';
     const size_t max_record = TFR_DEFAULT_MAX_RECORD_N_BYTES - 4096; /* the Example's other bytes */
-    if (read_whole_file(path, max_record, &st->file, &st->file_n_bytes, n_bytes, why, why_n) != 0) return -1;
-    if (*n_bytes > max_record) {
-        snprintf(why, why_n, "%s: %zu bytes, over the %zu a TFRecord record holds for train and eval", path, *n_bytes,
-                 max_record);
+    ImageFolderScratch scr = {.file = st->file, .file_n_bytes = st->file_n_bytes}; /* the loader's reader, kept */
+    const int whole = read_small_file(path, max_record, &scr, n_bytes, why, why_n);
+    st->file = scr.file;
+    st->file_n_bytes = scr.file_n_bytes;
+    if (whole < 0) return -1;
+    if (!whole) { /* larger than a record holds, or grown while read */
+        struct stat sb;
+        const size_t size = stat(path, &sb) == 0 && sb.st_size > 0 ? (size_t)sb.st_size : 0;
+        if (size > max_record)
+            snprintf(why, why_n, "%s: %zu bytes, over the %zu a TFRecord record holds for train and eval", path, size,
+                     max_record);
+        else
+            snprintf(why, why_n, "%s: changed while read", path);
         return -1;
     }
     uint8_t *rgb, *owned;
@@ -1342,12 +1317,9 @@ static int encoded_file(FolderState *st, const char *path, int *H, int *W, size_
         return -1;
     }
     /* train's bounds at its defaults: the decoded pixels, and 3 bytes a pixel + 1 MiB of the encoded bytes */
-    const size_t pixels = (size_t)*H * (size_t)*W, header = (size_t)1 << 20;
+    const size_t pixels = (size_t)*H * (size_t)*W, by_bytes = pipeline_encoded_pixels_for(*n_bytes);
     size_t need = pixels > PIPELINE_DEFAULT_MAX_IMAGE_PIXELS ? pixels : 0;
-    if (*n_bytes > pipeline_encoded_max_n_bytes(0)) {
-        const size_t by_bytes = (*n_bytes - header + 2) / 3;
-        if (by_bytes > need) need = by_bytes;
-    }
+    if (by_bytes > PIPELINE_DEFAULT_MAX_IMAGE_PIXELS && by_bytes > need) need = by_bytes;
     if (need)
         snprintf(note, note_n, "%s: a %d x %d image of %zu bytes: train and eval read it with --max_image_pixels %zu or "
                  "more (default %zu; kept)", path, *W, *H, *n_bytes, need, (size_t)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS);
