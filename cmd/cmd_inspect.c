@@ -86,7 +86,7 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
                    "bytes (the largest holds %zu) at their default --max_image_pixels %zu: an encoded image may hold 3 "
                    "bytes a pixel + 1 MiB, so their --max_image_pixels %zu reads it\n", rep->n_image_over_bound,
                    rep->n_image_over_bound == 1 ? "" : "s", key, pipeline_encoded_max_n_bytes(0), hi,
-                   (size_t)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS, (hi - ((size_t)1 << 20) + 2) / 3);
+                   (size_t)PIPELINE_DEFAULT_MAX_IMAGE_PIXELS, pipeline_encoded_pixels_for(hi));
         return refuses;
     }
     if (mixed) {

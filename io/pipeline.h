@@ -266,6 +266,10 @@ int io_probe_image_shape(char *const *files, int n_files, const char *image_key,
  * it bounds each image waiting for a worker (pipeline_max_n_bytes). */
 size_t pipeline_encoded_max_n_bytes(size_t max_image_pixels);
 
+/* Its inverse: the least max_image_pixels whose bound holds an encoded
+ * image of n_bytes (0 where any does). */
+size_t pipeline_encoded_pixels_for(size_t n_bytes);
+
 /* Number of records in the files, every CRC verified.  -1 with a message on
  * the first bad record or unreadable file; with skip_corrupt the good
  * records alone, a bad one passed over and a broken frame ending its file

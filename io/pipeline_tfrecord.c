@@ -29,9 +29,15 @@
 #define ENCODED_WINDOW_PER_WORKER 4 /* encoded images in flight per worker (each holds its bytes) */
 #define TFR_FRAME_N_BYTES 16        /* a record's length, its CRC and the data's CRC */
 
+#define ENCODED_HEADER_N_BYTES ((size_t)1 << 20) /* an encoded image's headers and metadata beyond 3 bytes a pixel */
+
 size_t pipeline_encoded_max_n_bytes(size_t max_image_pixels) {
     const size_t P = max_image_pixels ? max_image_pixels : PIPELINE_DEFAULT_MAX_IMAGE_PIXELS;
-    return 3 * P + ((size_t)1 << 20);
+    return 3 * P + ENCODED_HEADER_N_BYTES;
+}
+
+size_t pipeline_encoded_pixels_for(size_t n_bytes) {
+    return n_bytes > ENCODED_HEADER_N_BYTES ? (n_bytes - ENCODED_HEADER_N_BYTES + 2) / 3 : 0;
 }
 
 /* One encoded image between the reader and a worker. */

@@ -642,6 +642,18 @@ static int open_trace(Trainer *tr, const TowerGroupConfig *tc, char *err, size_t
     return 0;
 }
 
+/* The size images decoded in the pipeline (an image folder, encoded TFRecords) are resized to: --image_size
+ * square, with a --resize_mode and a --max_image_pixels that can hold it.  0, or -1 with err ("WHAT --image_size
+ * >= 1 ..."). */
+static int decoded_size(const TrainerOptions *o, const char *what, int *H, int *W, char *err, size_t err_n_bytes) {
+    if (o->image_size < 1 || imagefolder_resize_mode_from_name(o->resize_mode) < 0) {
+        snprintf(err, err_n_bytes, "%s --image_size >= 1 and --resize_mode resize, center_crop or random_crop", what);
+        return -1;
+    }
+    *H = *W = o->image_size;
+    return imagefolder_check_max_pixels((size_t)o->max_image_pixels, *H, *W, err, err_n_bytes);
+}
+
 /* The input pipeline's configuration for the data files (tr->pipeline_cfg),
  * writing batches into staging buffers from the backend's allocator; the
  * memory bound reads it before anything is allocated. */
@@ -1058,14 +1070,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         return -1;
     if (tr->image_folder) {
         /* Decoded and resized to --image_size in the pipeline; the count (candidate files) for the epoch. */
-        if (o->image_size < 1 || imagefolder_resize_mode_from_name(o->resize_mode) < 0) {
-            snprintf(err, err_n_bytes, "an image folder as --data needs --image_size >= 1 and --resize_mode resize, "
-                     "center_crop or random_crop");
-            return -1;
-        }
-        H = W = o->image_size;
+        if (decoded_size(o, "an image folder as --data needs", &H, &W, err, err_n_bytes) != 0) return -1;
         is_float = 0;
-        if (imagefolder_check_max_pixels((size_t)o->max_image_pixels, H, W, err, err_n_bytes) != 0) return -1;
         /* Listed once: the count here, the files for the pipeline (pipeline_cfg.image_listing, closed by
          * trainer_close); its warnings (a subfolder, a class without files) go where the pipeline's go. */
         ImageFolderConfig ic;
@@ -1114,14 +1120,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
                                          o->resize_mode, err, err_n_bytes) != 0)
             return -1;
         if (tr->image_encoded) { /* JPEG/PNG records: decoded and resized to --image_size in the pipeline */
-            if (o->image_size < 1 || imagefolder_resize_mode_from_name(o->resize_mode) < 0) {
-                snprintf(err, err_n_bytes, "encoded TFRecord images as --data need --image_size >= 1 and --resize_mode "
-                         "resize, center_crop or random_crop");
-                return -1;
-            }
-            H = W = o->image_size;
+            if (decoded_size(o, "encoded TFRecord images as --data need", &H, &W, err, err_n_bytes) != 0) return -1;
             C = facts.C;
-            if (imagefolder_check_max_pixels((size_t)o->max_image_pixels, H, W, err, err_n_bytes) != 0) return -1;
         }
     }
     const int decodes = tr->image_folder || tr->image_encoded; /* resized to --image_size in the pipeline */
