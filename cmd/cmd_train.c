@@ -47,6 +47,7 @@
 #include "train/trainer.h"
 #include "io/events.h"
 #include "io/imagefolder.h"
+#include "io/pipeline.h"
 
 static volatile sig_atomic_t stop_signal = 0; /* the SIGINT, SIGTERM or SIGHUP received, or 0 */
 
@@ -781,7 +782,7 @@ static int check_class_list(void *ctx, const Trainer *tr, char *err, size_t err_
 
 /* The run on a locked train_dir: the process's exit status. */
 static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *labels_made) {
-    char err[2 * 4608 + 1024], ts[64]; /* a pipeline message naming a file, escaped (PIPELINE_MSG_N_BYTES) */
+    char err[PIPELINE_ERR_N_BYTES + 1024], ts[64]; /* a pipeline message naming a file, escaped */
     Trainer tr;
     TrainDisplay disp; /* before the pipeline starts: its warnings erase the progress line */
     memset(&disp, 0, sizeof disp);

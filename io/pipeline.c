@@ -292,7 +292,7 @@ long pipeline_decode_in_workers(Pipeline *p, const long *items, long n) {
 static void warn_line(const Pipeline *p, const char *line) {
     if (p->cfg.warn) p->cfg.warn(p->cfg.warn_ctx, line);
     else {
-        char safe[2 * PIPELINE_MSG_N_BYTES + 512];
+        char safe[PIPELINE_ERR_N_BYTES + 512];
         fprintf(stderr, "warning: %s\n", escape_str(safe, sizeof safe, line));
     }
 }
@@ -336,7 +336,7 @@ int pipeline_bad(Pipeline *p, const char *msg, uint64_t lost, const char *where)
     if (p->epoch_lost_n_bytes > p->lost_n_bytes) p->lost_n_bytes = p->epoch_lost_n_bytes;
     uint64_t lost_total = p->epoch_lost_n_bytes, input = p->input_n_bytes;
     pthread_mutex_unlock(&p->mu);
-    char line[2 * PIPELINE_MSG_N_BYTES + 512]; /* msg, the file again, and room to escape them */
+    char line[PIPELINE_ERR_N_BYTES + 512]; /* msg, the file again, and room to escape them */
     if ((double)lost_total > p->cfg.max_corrupt_fraction * (double)input) {
         snprintf(line, sizeof line,
                  "%s; bad records made %llu of the %llu input bytes unreadable (%.3g%%), over max_corrupt_fraction %g",
@@ -362,7 +362,7 @@ static void pipeline_damaged(Pipeline *p, const char *msg) {
     const long n_new = count_distinct_locked(&p->epoch_damaged, &p->damaged_distinct);
     pthread_mutex_unlock(&p->mu);
     if (!n_new) return; /* met in an earlier epoch */
-    char line[2 * PIPELINE_MSG_N_BYTES];
+    char line[PIPELINE_ERR_N_BYTES];
     snprintf(line, sizeof line, "%s", msg);
     warn_distinct(p, n_new, line, sizeof line,
                   "further images decoded from damaged data are kept without a warning (counted in the statistics)");

@@ -60,6 +60,12 @@ typedef enum {
 
 /* The most decode/augment threads a pipeline runs (PipelineConfig.n_workers; --input_threads). */
 #define PIPELINE_MAX_WORKERS 256
+/* One message naming a file (PATH_MAX) and a record, with its reason: the
+ * bad-record and failure lines are whole for any path.  PIPELINE_ERR_N_BYTES
+ * is the err a caller of pipeline_open/pipeline_next gives for such a line
+ * escaped (a control byte becomes 4: twice the message). */
+#define PIPELINE_MSG_N_BYTES 4608
+#define PIPELINE_ERR_N_BYTES (2 * PIPELINE_MSG_N_BYTES)
 
 typedef struct {
     const char *const *files; int n_files;  /* paths, already expanded (see io_expand_globs); copied at open */

@@ -25,10 +25,6 @@
 #include "io/pipeline.h"
 
 #define PIPELINE_GROUP 16 /* work items / slots moved per lock */
-/* One message naming a file (PATH_MAX) and a record, with its reason: the
- * bad-record and failure lines are whole for any path (escaped copies get
- * twice that: a control byte becomes 4). */
-#define PIPELINE_MSG_N_BYTES 4608
 #define PIPELINE_THREAD_N_BYTES ((size_t)128 << 10) /* a thread's touched stack and malloc arena slack (pipeline_max_n_bytes) */
 
 enum { WORK_AUGMENT = 0, WORK_DECODE = 1 };
@@ -134,7 +130,7 @@ struct Pipeline {
     long end_seq;             /* batches in the stream, once reader_done */
     int failed;
     long fail_seq;            /* batches before the failure are still delivered */
-    char fail_msg[2 * PIPELINE_MSG_N_BYTES]; /* escaped */
+    char fail_msg[PIPELINE_ERR_N_BYTES]; /* escaped */
 
     /* statistics (under mu) */
     struct timespec t_open;
