@@ -38,6 +38,7 @@
 #include "train/trainer.h"
 #include "io/events.h"
 #include "io/imagefolder.h"
+#include "io/pipeline.h"
 #include "model/layers.h"
 
 typedef struct {
@@ -180,6 +181,22 @@ static int eval_run_close(EvalRun *run, int rc) {
     return rc;
 }
 
+/* The input an image folder's files or encoded TFRecord images decode to
+ * (what: "an image folder decodes", "encoded images decode"): the
+ * checkpoint's model's, a square, within --max_image_pixels.  Returns 0 with *H, *W, *C set, or -1 with one line in
+ * err. */
+static int decoded_size(const EvalOptions *o, const ModelSpec *spec, const char *what, int *H, int *W, int *C,
+                        char *err, size_t err_n_bytes) {
+    if (spec->H != spec->W) {
+        snprintf(err, err_n_bytes, "the checkpoint's model takes %dx%d inputs; %s to squares", spec->H, spec->W,
+                 what);
+        return -1;
+    }
+    *H = *W = spec->H;
+    *C = spec->C;
+    return imagefolder_check_max_pixels((size_t)o->max_image_pixels, spec->H, spec->W, err, err_n_bytes);
+}
+
 /* One evaluation of the checkpoint read from path (ck and spec, from
  * cmd_read_checkpoint; the caller frees them): the checks against the
  * flags, the data, one pass over it, the lines on stdout and, unless
@@ -189,7 +206,7 @@ static int eval_run_close(EvalRun *run, int rc) {
  * watching (nothing printed or recorded for it). */
 static int eval_checkpoint(const EvalOptions *o, int compression, const char *path, const CkptContents *ck,
                            const ModelSpec *spec, EvalRun *run) {
-    char err[2 * 4608 + 512]; /* a pipeline's message naming a file, escaped (PIPELINE_MSG_N_BYTES) */
+    char err[PIPELINE_ERR_N_BYTES + 512]; /* a pipeline's message naming a file, escaped */
     if (o->num_classes > 0 && o->num_classes != spec->num_classes) {
         cmd_errorf("tower eval: --num_classes %d but %s was trained for %d classes\n", o->num_classes, path,
                 spec->num_classes);
@@ -238,7 +255,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
-    if (image_folder && imagefolder_check_max_pixels((size_t)o->max_image_pixels, spec->H, spec->W, err, sizeof err)) {
+    if (image_folder && decoded_size(o, spec, "an image folder decodes", &H, &W, &C, err, sizeof err) != 0) {
         cmd_errorf("tower eval: %s\n", err);
         goto done;
     }
@@ -280,13 +297,6 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
                 }
             }
         }
-        if (spec->H != spec->W) {
-            cmd_errorf("tower eval: the checkpoint's model takes %dx%d inputs; an image folder decodes to squares\n",
-                    spec->H, spec->W);
-            goto done;
-        }
-        H = W = spec->H;
-        C = spec->C;
         is_float = 0;
     } else if (io_expand_globs(o->data, &files, &n_files, err, sizeof err) != 0 ||
                io_check_regular_files(files, n_files, err, sizeof err) != 0) {
@@ -333,17 +343,9 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         is_float = kind == IO_IMAGE_FLOAT;
         encoded = kind == IO_IMAGE_ENCODED;
     }
-    if (encoded) { /* decoded and resized to the model's input in the pipeline, as an image folder's files */
-        if (spec->H != spec->W ||
-            imagefolder_check_max_pixels((size_t)o->max_image_pixels, spec->H, spec->W, err, sizeof err) != 0) {
-            if (spec->H != spec->W)
-                snprintf(err, sizeof err, "the checkpoint's model takes %dx%d inputs; encoded images decode to "
-                         "squares", spec->H, spec->W);
-            cmd_errorf("tower eval: %s\n", err);
-            goto done;
-        }
-        H = W = spec->H;
-        C = spec->C;
+    if (encoded && decoded_size(o, spec, "encoded images decode", &H, &W, &C, err, sizeof err) != 0) {
+        cmd_errorf("tower eval: %s\n", err);
+        goto done;
     }
     if (C != spec->C || H < spec->H || W < spec->W) {
         cmd_errorf("tower eval: %s holds %dx%dx%d images; the checkpoint's model takes %dx%dx%d\n",
