@@ -12,19 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* x as %.*g (buf, n bytes) with the fewest digits from min_digits to max_digits that read back as x, as a float
+/* x as %.*g (buf, n bytes) with the fewest digits from 6 (%g's) to max_digits that read back as x, as a float
  * (as_float: x is one) or a double; max_digits' where none do (a NaN).  Returns buf. */
-static const char *shortest_digits(double x, int as_float, int min_digits, int max_digits, char *buf, int n) {
-    for (int digits = min_digits; digits <= max_digits; digits++) {
+static const char *shortest_digits(double x, int as_float, int max_digits, char *buf, int n) {
+    for (int digits = 6; digits <= max_digits; digits++) {
         snprintf(buf, n, "%.*g", digits, x);
         if (as_float ? strtof(buf, NULL) == (float)x : strtod(buf, NULL) == x) break;
     }
     return buf;
 }
 
-const char *flags_double_str(double x, char *buf, int n) { return shortest_digits(x, 0, 6, 17, buf, n); }
+const char *flags_double_str(double x, char *buf, int n) { return shortest_digits(x, 0, 17, buf, n); }
 
-const char *flags_float_str(float x, char *buf, int n) { return shortest_digits(x, 1, 6, 9, buf, n); }
+const char *flags_float_str(float x, char *buf, int n) { return shortest_digits(x, 1, 9, buf, n); }
 
 const char *flags_value_str(const Flag *f, char *buf, int n) {
     switch (f->type) {
