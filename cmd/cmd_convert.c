@@ -218,6 +218,7 @@ int cmd_convert(int argc, char **argv) {
     convert_config_defaults(&keys);
     keys.image_key = o.image_key;
     keys.label_key = o.label_key;
+    if (o.encoded) keys.height_key = keys.width_key = keys.depth_key = NULL; /* not written: the file has its shape */
     if (convert_check_keys(&keys, err, sizeof err) != 0) {
         char safe[1100];
         cmd_errorf("tower convert: %s\n", escape_str(safe, sizeof safe, err));
@@ -267,6 +268,7 @@ int cmd_convert(int argc, char **argv) {
     cfg.compression = compression;
     cfg.image_key = o.image_key;
     cfg.label_key = o.label_key;
+    if (o.encoded) cfg.height_key = cfg.width_key = cfg.depth_key = NULL;
     cfg.overwrite = o.overwrite;
     /* A signal stops the run between two examples: the .tmp shards removed, the shards already there kept
      * (--overwrite replaces them only at the end), exit 128 + the signal. */

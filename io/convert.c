@@ -477,12 +477,13 @@ int convert_check_keys(const ConvertConfig *cfg, char *err, size_t err_n) {
     static const char *const what[5] = {"--image_key", "--label_key", "the height feature", "the width feature",
                                         "the depth feature"};
     for (int i = 0; i < 5; i++) {
+        if (i >= 2 && !keys[i]) continue; /* no shape features written */
         if (!keys[i] || !keys[i][0]) {
             snprintf(err, err_n, "%s '': a feature key cannot be empty", what[i]);
             return -1;
         }
         for (int j = 0; j < i; j++) {
-            if (!strcmp(keys[i], keys[j])) {
+            if (keys[j] && !strcmp(keys[i], keys[j])) {
                 snprintf(err, err_n, "%s '%s' is also the key of %s: a record would hold the key twice, and readers "
                          "keep the last (TensorFlow's and Tower's)", what[j], keys[j], what[i]);
                 return -1;
@@ -581,6 +582,10 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
             example_add_bytes(&eb, cfg->image_key, item.encoded, item.encoded_n_bytes);
             example_add_int64(&eb, cfg->label_key, item.label);
         } else {
+            if (!cfg->height_key || !cfg->width_key || !cfg->depth_key) {
+                snprintf(err, err_n, "convert: example %ld is a decoded image but no shape keys were given", i);
+                goto out;
+            }
             example_add_bytes(&eb, cfg->image_key, item.image, (size_t)item.H * (size_t)item.W * (size_t)item.C);
             example_add_int64(&eb, cfg->label_key, item.label);
             example_add_int64(&eb, cfg->height_key, item.H);

@@ -64,7 +64,8 @@ typedef struct {
     const char *out_prefix;  /* shards are OUT_PREFIX-%05d-of-%05d.tfrecord; missing directories are created */
     int num_shards;          /* >= 1 */
     int compression;         /* IO_COMPRESSION_NONE / GZIP / ZLIB */
-    const char *image_key, *label_key, *height_key, *width_key, *depth_key;
+    const char *image_key, *label_key, *height_key, *width_key, *depth_key; /* the shape keys NULL: records of
+                                encoded items only (--encoded: the file carries its shape), no shape features */
     int overwrite;           /* 0: refuse when shards of out_prefix (any count) exist; 1: replace them (the old
                                 ones the new ones do not overwrite are removed after the new ones are in place) */
     const volatile sig_atomic_t *stop; /* NULL, or read before each example: non-zero (a signal's handler set it)
@@ -74,9 +75,10 @@ typedef struct {
 /* num_shards 1, no compression, keys image_raw, label, height, width, depth. */
 void convert_config_defaults(ConvertConfig *cfg);
 
-/* The five feature keys of cfg: none empty, no two the same (a record would
- * hold one key twice, and the readers keep its last value: --label_key depth
- * made every label the depth).  0, or -1 with one line in err. */
+/* The feature keys of cfg (the shape keys where not NULL): none empty, no
+ * two the same (a record would hold one key twice, and the readers keep its
+ * last value: --label_key depth made every label the depth).  0, or -1 with
+ * one line in err. */
 int convert_check_keys(const ConvertConfig *cfg, char *err, size_t err_n_bytes);
 
 typedef struct {

@@ -21,8 +21,8 @@
 #     converted with the same flags, unlike the whole shorter side; with another --resize_mode refused (exit 2);
 #   TFRecords of the folder's files as encoded images (image/encoded): eval = eval on the folder, the bad files
 #     warned about as records; train reads them with a random crop; the default keys and a missing --image_size
-#     are named; tower convert --encoded writes them (eval on its records = eval on the folder), and refuses the
-#     options of decoded images;
+#     are named; tower convert --encoded writes them (eval on its records = eval on the folder; the shape
+#     features' keys free for its image and label), and refuses the options of decoded images;
 #   a FIFO, a device link and a subfolder in a class folder are warned about as what they are;
 #   --max_image_pixels: the refusal of a larger image names it, and raised, train and eval read the image.
 #   a bad image under a 900-byte path: its message whole (the file and the reason), refused and warned;
@@ -113,6 +113,12 @@ grep -q "^tower convert: wrote 90 examples (JPEG and PNG files as stored, the fi
 "$tower" eval "${ev[@]}" "${enc[@]}" --data "$work/enc/conv-*" >"$work/eval_conv_enc.out"
 c=$(grep -o 'precision @ 1 = .*\|[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_conv_enc.out")
 [ "$c" = "$a" ] || fail "eval on convert --encoded's records ($c) differs from eval on the folder ($a)"
+# It writes no shape features, so the keys decoded images' records give them are free: eval reads them.
+"$tower" convert --from imagefolder --encoded --keep_order --out "$work/enc/hw" --image_key height --label_key width \
+  "$work/imgs" >/dev/null 2>"$work/conv_enc_hw.err" || fail "convert --encoded --image_key height: $(cat "$work/conv_enc_hw.err")"
+"$tower" eval "${ev[@]}" --image_key height --label_key width --data "$work/enc/hw-*" >"$work/eval_conv_hw.out"
+c=$(grep -o 'precision @ 1 = .*\|[0-9]* of [0-9]* examples correct; cross-entropy [0-9.]*' "$work/eval_conv_hw.out")
+[ "$c" = "$a" ] || fail "eval on convert --encoded --image_key height's records ($c) differs from eval on the folder ($a)"
 for given in "--channels 1" "--image_size 32"; do # refused when given, its default value too
   set +e
   "$tower" convert --from imagefolder --encoded $given --out "$work/enc/no" "$work/imgs" >/dev/null 2>"$work/conv_enc_ch.err"
