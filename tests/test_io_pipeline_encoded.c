@@ -32,6 +32,7 @@
 
 #include "tests/check.h"
 #include "tests/image_write.h"
+#include "tests/pipeline_run.h"
 #include "tests/test_io_util.h"
 
 #define IMG_H 30
@@ -123,29 +124,6 @@ static void config(PipelineConfig *c, int n_workers, int shuffle, int resize_mod
     c->max_image_pixels = (size_t)1 << 16;
 }
 
-/* Runs c to its end: every example's floats (at most cap) and labels in stream order.  The count, or -1 (err). */
-static long run(const PipelineConfig *c, float *x, int *labels, long cap, PipelineStats *st, char *err, size_t err_n) {
-    Pipeline *p = pipeline_open(c, err, err_n);
-    if (!p) return -1;
-    long n = 0;
-    for (;;) {
-        PipelineBatch *b;
-        const int got = pipeline_next(p, &b, err, err_n);
-        if (got < 0) n = -1;
-        if (got <= 0) break;
-        for (int i = 0; i < b->n; i++, n++)
-            if (n < cap) {
-                memcpy(x + (size_t)n * b->example_n_floats, b->x + (size_t)i * b->example_n_floats,
-                       b->example_n_floats * sizeof(float));
-                labels[n] = b->labels[i];
-            }
-        pipeline_release(p, b);
-    }
-    if (st) pipeline_stats(p, st);
-    pipeline_close(p);
-    return n;
-}
-
 enum { EX = T * T * 3, EPOCHS = 3, N = N_IMAGES * EPOCHS };
 
 /* Example i of an unshuffled run against image k's file: decoded through the path, crop or centre crop. */
@@ -174,7 +152,7 @@ static void test_stream(void) {
     PipelineStats st;
 
     config(&c, 3, 0, IMAGEFOLDER_CENTER_CROP, 1);
-    long n = run(&c, a, la, N, &st, err, sizeof err);
+    long n = pipeline_run_floats(&c, a, la, N, &st, err, sizeof err);
     CHECK(n == N_IMAGES, "center crop: %ld examples (%s)", n, n < 0 ? err : "");
     int wrong = 0, bad_label = 0;
     for (int i = 0; i < N_IMAGES && n == N_IMAGES; i++) {
@@ -185,12 +163,13 @@ static void test_stream(void) {
     CHECK(bad_label == 0, "%d labels are not the records'", bad_label);
     CHECK(st.images_decoded == N_IMAGES, "images_decoded %ld", st.images_decoded);
     config(&c, 1, 0, IMAGEFOLDER_CENTER_CROP, 1);
-    CHECK(run(&c, b, lb, N, NULL, err, sizeof err) == N_IMAGES && !memcmp(a, b, sizeof(float) * N_IMAGES * EX),
+    CHECK(pipeline_run_floats(&c, b, lb, N, NULL, err, sizeof err) == N_IMAGES &&
+              !memcmp(a, b, sizeof(float) * N_IMAGES * EX),
           "center crop: 1 worker and 3 give other batches");
 
     /* random crops: those of (seed, epoch, file, record), redrawn each epoch */
     config(&c, 3, 0, IMAGEFOLDER_RANDOM_CROP, EPOCHS);
-    n = run(&c, a, la, N, NULL, err, sizeof err);
+    n = pipeline_run_floats(&c, a, la, N, NULL, err, sizeof err);
     CHECK(n == N, "random crop: %ld examples (%s)", n, n < 0 ? err : "");
     int redrawn = 0;
     wrong = 0;
@@ -205,16 +184,17 @@ static void test_stream(void) {
     CHECK(redrawn >= N_IMAGES * (EPOCHS - 1) - 1, "random crop: only %d of %d crops redrawn", redrawn,
           N_IMAGES * (EPOCHS - 1));
     config(&c, 1, 0, IMAGEFOLDER_RANDOM_CROP, EPOCHS);
-    CHECK(run(&c, b, lb, N, NULL, err, sizeof err) == N && !memcmp(a, b, sizeof(float) * N * EX),
+    CHECK(pipeline_run_floats(&c, b, lb, N, NULL, err, sizeof err) == N && !memcmp(a, b, sizeof(float) * N * EX),
           "random crop: 1 worker and 3 give other batches");
 
     /* shuffled (file order and shuffle buffer), then resumed 13 examples in */
     config(&c, 2, 1, IMAGEFOLDER_RANDOM_CROP, EPOCHS);
-    CHECK(run(&c, a, la, N, NULL, err, sizeof err) == N, "shuffled: %s", err);
+    CHECK(pipeline_run_floats(&c, a, la, N, NULL, err, sizeof err) == N, "shuffled: %s", err);
     int in_order = 1;
     for (int i = 0; i < N_IMAGES; i++) in_order &= la[i] == i % N_CLASSES;
     c.skip_examples = 13;
-    CHECK(run(&c, b, lb, N, NULL, err, sizeof err) == N - 13 && !memcmp(a + 13 * EX, b, (N - 13) * EX * sizeof(float)) &&
+    CHECK(pipeline_run_floats(&c, b, lb, N, NULL, err, sizeof err) == N - 13 &&
+              !memcmp(a + 13 * EX, b, (N - 13) * EX * sizeof(float)) &&
           !memcmp(la + 13, lb, (N - 13) * sizeof(int)), "shuffled: a resume 13 examples in is not the rest of the stream");
     /* No bytes are no image, even where the name is an image file's path (it was read as one) */
     for (int k = 0; k < 2; k++) {
@@ -239,7 +219,7 @@ static void test_bad(int kind, const char *want_why) {
     char err[1024] = "", want[600];
     PipelineConfig c;
     config(&c, 2, 0, IMAGEFOLDER_CENTER_CROP, 1);
-    const long n = run(&c, a, la, N, NULL, err, sizeof err);
+    const long n = pipeline_run_floats(&c, a, la, N, NULL, err, sizeof err);
     snprintf(want, sizeof want, "%s: record 2 at offset", record_files[0]);
     CHECK(n == -1 && strstr(err, want) && strstr(err, want_why), "bad record (kind %d): %ld examples, '%s'", kind, n,
           err);
@@ -248,7 +228,7 @@ static void test_bad(int kind, const char *want_why) {
     c.max_corrupt_fraction = 1;
     c.warn = NULL;
     PipelineStats st;
-    const long m = run(&c, a, la, N, &st, err, sizeof err);
+    const long m = pipeline_run_floats(&c, a, la, N, &st, err, sizeof err);
     CHECK(m == 2 * N_IMAGES, "skip_corrupt (kind %d): %ld examples (%s)", kind, m, m < 0 ? err : "");
     int bad_label = 0;
     for (long i = 0; i < m && m == 2 * N_IMAGES; i++) bad_label += la[i] != (i % N_IMAGES) % N_CLASSES;

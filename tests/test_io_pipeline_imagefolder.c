@@ -55,6 +55,7 @@
 
 #include "tests/check.h"
 #include "tests/image_write.h"
+#include "tests/pipeline_run.h"
 
 #define N_CLASSES 3
 #define PER_CLASS 25
@@ -574,25 +575,6 @@ static void test_damaged_jpeg(const char *tmp) {
 #define CROP_W 40
 #define CROP_N 9
 
-/* Runs c to its end: every example's floats in stream order into x (at most cap examples). */
-static long run_floats(const PipelineConfig *c, float *x, long cap, char *err, size_t err_n) {
-    Pipeline *p = pipeline_open(c, err, err_n);
-    if (!p) return -1;
-    long n = 0;
-    for (;;) {
-        PipelineBatch *b;
-        const int got = pipeline_next(p, &b, err, err_n);
-        if (got <= 0) {
-            pipeline_close(p);
-            return got < 0 ? -1 : n;
-        }
-        for (int i = 0; i < b->n; i++, n++)
-            if (n < cap) memcpy(x + (size_t)n * b->example_n_floats, b->x + (size_t)i * b->example_n_floats,
-                                b->example_n_floats * sizeof(float));
-        pipeline_release(p, b);
-    }
-}
-
 static void test_random_crop(const char *tmp) {
     char dir[600], path[700], err[1024];
     snprintf(dir, sizeof dir, "%s/crops", tmp);
@@ -614,7 +596,7 @@ static void test_random_crop(const char *tmp) {
     c.num_classes = 1;
     c.num_epochs = EPOCHS;
     c.resize_mode = IMAGEFOLDER_RANDOM_CROP;
-    long n = run_floats(&c, a, N, err, sizeof err);
+    long n = pipeline_run_floats(&c, a, NULL, N, NULL, err, sizeof err);
     CHECK(n == N, "random crop: %ld examples (%s)", n, n < 0 ? err : "");
     /* in file order: example i is file i % CROP_N of epoch i / CROP_N */
     ImageFolderScratch scr = {0};
@@ -638,14 +620,15 @@ static void test_random_crop(const char *tmp) {
     c.num_classes = 1;
     c.num_epochs = EPOCHS;
     c.resize_mode = IMAGEFOLDER_RANDOM_CROP;
-    CHECK(run_floats(&c, b, N, err, sizeof err) == N && !memcmp(a, b, N * ex * sizeof(float)),
+    CHECK(pipeline_run_floats(&c, b, NULL, N, NULL, err, sizeof err) == N && !memcmp(a, b, N * ex * sizeof(float)),
           "random crop: 1 worker and 3 give other batches");
     /* shuffled, then resumed 11 examples in: the rest of the same stream, crops included */
     c.shuffle = 1;
     c.n_workers = 2;
-    CHECK(run_floats(&c, a, N, err, sizeof err) == N, "shuffled: %s", err);
+    CHECK(pipeline_run_floats(&c, a, NULL, N, NULL, err, sizeof err) == N, "shuffled: %s", err);
     c.skip_examples = 11;
-    CHECK(run_floats(&c, b, N, err, sizeof err) == N - 11 && !memcmp(a + 11 * ex, b, (N - 11) * ex * sizeof(float)),
+    CHECK(pipeline_run_floats(&c, b, NULL, N, NULL, err, sizeof err) == N - 11 &&
+              !memcmp(a + 11 * ex, b, (N - 11) * ex * sizeof(float)),
           "random crop: a resume 11 examples in is not the rest of the stream");
     imagefolder_scratch_free(&scr);
     free(a);
