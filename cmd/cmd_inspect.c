@@ -169,22 +169,11 @@ int cmd_inspect(int argc, char **argv) {
     }
     for (int i = 0; i < n_positional; i++)
         if (cmd_check_data_paths("inspect", NULL, positional[i]) != 0) return 2;
-    /* Each argument may be a path or a quoted glob. */
-    char list[65536];
-    size_t used = 0;
-    list[0] = '\0';
-    for (int i = 0; i < n_positional; i++) {
-        int k = snprintf(list + used, sizeof list - used, "%s%s", i ? "," : "", positional[i]);
-        if (k < 0 || (size_t)k >= sizeof list - used) {
-            cmd_errorf("tower inspect: too many file arguments\n");
-            return 2;
-        }
-        used += (size_t)k;
-    }
-    char err[1024];
+    /* Each argument is a path or a quoted glob, taken whole (a comma is the name's). */
+    char err[PIPELINE_ERR_N_BYTES];
     char **files = NULL;
     int n_files = 0;
-    if (io_expand_globs(list, &files, &n_files, err, sizeof err) != 0) {
+    if (io_expand_patterns((const char *const *)positional, n_positional, &files, &n_files, err, sizeof err) != 0) {
         cmd_errorf("tower inspect: %s\n", err);
         return 1;
     }

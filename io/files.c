@@ -147,7 +147,7 @@ int io_check_regular_files(char *const *files, int n_files, char *err, size_t er
                            : S_ISFIFO(st.st_mode) ? "a pipe or FIFO"
                            : S_ISSOCK(st.st_mode) ? "a socket"
                            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a plain file";
-        char name[1024];
+        char name[ESCAPE_PATH_N_BYTES];
         snprintf(err, err_n, "%s: not a regular file (%s): the input is read more than once (its first record for "
                  "the image shape, then all of it; in training each epoch again), which a stream cannot give; write it to a "
                  "file first", escape_str(name, sizeof name, files[i]), kind);
@@ -156,27 +156,15 @@ int io_check_regular_files(char *const *files, int n_files, char *err, size_t er
     return 0;
 }
 
-int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_out, char *err, size_t err_n) {
-    *files_out = NULL;
-    *n_files_out = 0;
-    if (!pattern_list || !*pattern_list) {
-        snprintf(err, err_n, "no input files given");
-        return -1;
-    }
-    char *list = strdup(pattern_list);
+/* The files of items (n_items globs or paths, each taken whole), as io_expand_globs gives them; what names the
+ * items in the message when they name no file (NULL: counted). */
+static int expand_items(const char *const *items, size_t n_items, const char *what, char ***files_out,
+                        int *n_files_out, char *err, size_t err_n) {
     char **files = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
-    if (!list) {
-        snprintf(err, err_n, "out of memory");
-        return -1;
-    }
-    char *save = NULL;
-    for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        while (*item == ' ') item++;
-        size_t len = strlen(item);
-        while (len && item[len - 1] == ' ') item[--len] = '\0';
-        if (!len) continue;
+    for (size_t it = 0; it < n_items; it++) {
+        const char *item = items[it];
         glob_t g;
         memset(&g, 0, sizeof g);
         g.gl_opendir = glob_opendir;
@@ -187,7 +175,7 @@ int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_ou
         glob_failure.errno_value = 0;
         int grc = glob(item, GLOB_ALTDIRFUNC, glob_errfunc, &g);
         if (glob_failure.errno_value) {
-            char safe_item[512], safe_dir[1024];
+            char safe_item[ESCAPE_PATH_N_BYTES], safe_dir[ESCAPE_PATH_N_BYTES];
             snprintf(err, err_n, "pattern '%s': cannot read the directory %s: %s",
                      escape_str(safe_item, sizeof safe_item, item),
                      escape_str(safe_dir, sizeof safe_dir, glob_failure.path), strerror(glob_failure.errno_value));
@@ -236,9 +224,9 @@ int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_ou
         globfree(&g);
         if (rc) break;
     }
-    free(list);
     if (rc == 0 && n == 0) {
-        snprintf(err, err_n, "'%s' names no files", pattern_list);
+        if (what) snprintf(err, err_n, "'%s' names no files", what);
+        else snprintf(err, err_n, "the %zu patterns given name no files", n_items);
         rc = -1;
     }
     if (rc != 0) {
@@ -268,6 +256,47 @@ int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_ou
     *files_out = files;
     *n_files_out = (int)n_kept;
     return 0;
+}
+
+int io_expand_globs(const char *pattern_list, char ***files_out, int *n_files_out, char *err, size_t err_n) {
+    *files_out = NULL;
+    *n_files_out = 0;
+    if (!pattern_list || !*pattern_list) {
+        snprintf(err, err_n, "no input files given");
+        return -1;
+    }
+    char *list = strdup(pattern_list);
+    const char **items = calloc(strlen(pattern_list) / 2 + 1, sizeof *items); /* at most one item a 2 bytes */
+    if (!list || !items) {
+        free(list);
+        free(items);
+        snprintf(err, err_n, "out of memory");
+        return -1;
+    }
+    size_t n_items = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ') item++;
+        size_t len = strlen(item);
+        while (len && item[len - 1] == ' ') item[--len] = '\0';
+        if (len) items[n_items++] = item;
+    }
+    const int rc = expand_items(items, n_items, pattern_list, files_out, n_files_out, err, err_n);
+    free(items);
+    free(list);
+    return rc;
+}
+
+int io_expand_patterns(const char *const *patterns, int n_patterns, char ***files_out, int *n_files_out, char *err,
+                       size_t err_n) {
+    *files_out = NULL;
+    *n_files_out = 0;
+    if (n_patterns < 1) {
+        snprintf(err, err_n, "no input files given");
+        return -1;
+    }
+    return expand_items(patterns, (size_t)n_patterns, n_patterns == 1 ? patterns[0] : NULL, files_out, n_files_out,
+                        err, err_n);
 }
 
 /* An optional single int64 feature: 1 found (value set), 0 absent, -1 malformed (why set). */
@@ -349,8 +378,8 @@ static int probe_example(const Tensorflow__Example *ex, const char *image_key, i
             if (!kind) continue;
             size_t key_n;
             const char *key = example_feature_key(ex, i, &key_n);
-            char safe_key[4 * 64 + 1];
-            escape_bytes(safe_key, sizeof safe_key, key, key_n < 64 ? key_n : 64);
+            char safe_key[4 * 64 + 1]; /* a longer key cut, marked "..." */
+            escape_bytes(safe_key, sizeof safe_key, key, key_n);
             snprintf(why, why_n, "missing feature '%s'; feature '%s' is an encoded %s file (%zu bytes): give "
                      "--image_key %s (with its --label_key, e.g. image/class/label, and --image_size: encoded "
                      "images are decoded and resized in the pipeline)", image_key, safe_key, kind, (size_t)b->len,
@@ -384,7 +413,7 @@ int io_probe_image_shape(char *const *files, int n_files, const char *image_key,
         snprintf(err, err_n, "out of memory");
         return -1;
     }
-    char first_bad[1024] = "", why[800], e[1024];
+    char first_bad[PIPELINE_ERR_N_BYTES] = "", why[800], e[PIPELINE_MSG_N_BYTES];
     int rc = -1, stop = 0;
     for (int i = 0; i < n_files && rc != 0 && !stop; i++) {
         TfrReader *r = tfr_reader_open(files[i], compression, 0, e, sizeof e);
@@ -411,7 +440,7 @@ int io_probe_image_shape(char *const *files, int n_files, const char *image_key,
                 /* A file's first record that does not frame under a --compression given: said beside it (a gzip
                  * file read as none is a "length CRC mismatch"; a plain one read as gzip "incorrect header check"). */
                 const int forced = st != TFR_RECORD && tfr_reader_record_index(r) == 0 && compression != IO_COMPRESSION_AUTO;
-                snprintf(first_bad, sizeof first_bad, "%.880s%s%s%s", e, forced ? " (read as --compression " : "",
+                snprintf(first_bad, sizeof first_bad, "%s%s%s%s", e, forced ? " (read as --compression " : "",
                          forced ? io_compression_name(compression) : "",
                          forced ? "; --compression auto tells none, gzip and zlib apart by their first bytes)" : "");
             }
@@ -476,8 +505,8 @@ static int labels_text_differ(const char *want, size_t want_n, const char *want_
         char safe_p[420], safe_q[420];
         if (pl != ql || memcmp(p, q, pl) != 0) {
             snprintf(err, err_n, "line %d is '%s' in %s but '%s' in %s", line,
-                     escape_bytes(safe_q, sizeof safe_q, q, ql > 100 ? 100 : ql), have_name,
-                     escape_bytes(safe_p, sizeof safe_p, p, pl > 100 ? 100 : pl), want_name);
+                     escape_bytes(safe_q, sizeof safe_q, q, ql), have_name,
+                     escape_bytes(safe_p, sizeof safe_p, p, pl), want_name);
             break;
         }
         if (!pe || !qe) { /* the same lines so far, and one list ends here: the other's next line is the difference */
@@ -485,7 +514,7 @@ static int labels_text_differ(const char *want, size_t want_n, const char *want_
             const char *me = memchr(more, '\n', (size_t)(more_end - more));
             size_t ml = me ? (size_t)(me - more) : (size_t)(more_end - more);
             snprintf(err, err_n, "line %d is '%s' in %s but %s ends after line %d", line + 1,
-                     escape_bytes(safe_p, sizeof safe_p, more, ml > 100 ? 100 : ml), pe ? want_name : have_name,
+                     escape_bytes(safe_p, sizeof safe_p, more, ml), pe ? want_name : have_name,
                      pe ? have_name : want_name, line);
             break;
         }

@@ -226,6 +226,10 @@ void pipeline_close(Pipeline *p);
  * with io_free_files.  Returns 0, or -1 with a message when a pattern
  * matches nothing or a path does not exist. */
 int io_expand_globs(const char *pattern_list, char ***files, int *n_files, char *err, size_t err_n_bytes);
+/* io_expand_globs of n_patterns globs or paths, each taken whole (a comma
+ * or a space in a name is the name's: tower inspect's FILE arguments). */
+int io_expand_patterns(const char *const *patterns, int n_patterns, char ***files, int *n_files, char *err,
+                       size_t err_n_bytes);
 void io_free_files(char **files, int n_files);
 
 /* Finds the paths (n_paths) that name the same file (same st_dev and

@@ -618,6 +618,51 @@ static void test_inspect_train_verdict(void) {
     free(err);
 }
 
+/* A bad record under a long path (4 directories of 200 bytes): the message whole, the file, record and reason.
+ * Each FILE argument is taken whole: a comma or a space is the name's, not a list's. */
+static void test_inspect_names_whole(void) {
+    char dir[1024], path[1100], want[1400];
+    snprintf(dir, sizeof dir, "%s", io_tmp("long"));
+    CHECK_MSG(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    for (int d = 0; d < 4; d++) {
+        size_t n = strlen(dir);
+        dir[n++] = '/';
+        memset(dir + n, 'a', 200);
+        dir[n + 200] = '\0';
+        CHECK_MSG(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+    }
+    snprintf(path, sizeof path, "%s/bad.tfrecord", dir);
+    uint64_t offsets[8];
+    write_bad_file(path, BAD_DATA_CRC, offsets);
+    char *out, *err;
+    int rc = run(cmd_inspect, &out, &err, "inspect", "--num_classes", "10", path, NULL);
+    snprintf(want, sizeof want, "%s: record 3 at offset %llu: data CRC mismatch (stored 0x", path,
+             (unsigned long long)offsets[3]);
+    CHECK_MSG(rc == 1, "a bad record under a %zu-byte path: exit %d", strlen(path), rc);
+    CHECK_CONTAINS(err, want);
+    CHECK_MSG(io_count_lines(err) == 1, "%d lines on stderr", io_count_lines(err));
+    free(out);
+    free(err);
+
+    const char *comma = io_tmp("x,y.tfrecord"), *plain = io_tmp("k.tfrecord");
+    write_bad_file(comma, BAD_DATA_CRC, offsets); /* its 3 good records before the bad one: read, then the refusal */
+    rc = run(cmd_inspect, &out, &err, "inspect", "--num_classes", "10", comma, NULL);
+    snprintf(want, sizeof want, "%s: record 3 at offset", comma);
+    CHECK_MSG(rc == 1, "inspect x,y.tfrecord: exit %d (%s)", rc, err);
+    CHECK_CONTAINS(err, want);
+    free(out);
+    free(err);
+    write_bad_file(plain, BAD_DATA_CRC, offsets);
+    char spaced[1100];
+    snprintf(spaced, sizeof spaced, " %s", plain); /* " /tmp/.../k.tfrecord": no such file, though the rest is one */
+    rc = run(cmd_inspect, &out, &err, "inspect", "--num_classes", "10", spaced, NULL);
+    snprintf(want, sizeof want, "%s: no such file", spaced);
+    CHECK_MSG(rc == 1, "inspect 'DIR/ k.tfrecord': exit %d", rc);
+    CHECK_CONTAINS(err, want);
+    free(out);
+    free(err);
+}
+
 int main(void) {
     test_inspect_train_verdict();
     test_convert_then_inspect();
@@ -626,5 +671,6 @@ int main(void) {
     test_inspect_escapes_keys();
     test_convert_overwrite();
     test_inspect_corrupt_fraction();
+    test_inspect_names_whole();
     return io_test_result("test_io_cli");
 }
