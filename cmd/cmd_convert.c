@@ -197,7 +197,7 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
     if (o.out[strlen(o.out) - 1] == '/') { /* the shards would be named "-00000-of-00001.tfrecord" inside it */
-        char safe[1024];
+        char safe[ESCAPE_PATH_N_BYTES];
         escape_str(safe, sizeof safe, o.out);
         cmd_errorf("tower convert: --out %s ends in '/': PREFIX is a directory and a file name stem, e.g. --out "
                    "%strain (PREFIX-00000-of-0000N.tfrecord)\n", safe, safe);

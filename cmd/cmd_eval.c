@@ -375,7 +375,7 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         if (!labels_file) { /* no class list: label k is the k-th folder name, sorted, which nothing checks */
             int n_folders = 0;
             (void)imagefolder_classes(listing, &n_folders);
-            char safe[1100];
+            char safe[ESCAPE_PATH_N_BYTES];
             escape_str(safe, sizeof safe, o->data);
             if (n_folders != spec->num_classes) { /* a folder lacking a class renumbered the rest: 0 of 268 */
                 cmd_errorf("tower eval: %s holds %d class folder%s and the model has %d outputs, and the checkpoint "

@@ -86,7 +86,7 @@ int cmd_export(int argc, char **argv) {
     char err[1024], path[4096];
     CkptContents ck;
     ModelSpec spec;
-    char safe_out[1024];
+    char safe_out[ESCAPE_PATH_N_BYTES];
     escape_str(safe_out, sizeof safe_out, o.out);
     if (ckpt_is_train_dir_file(o.out)) {
         cmd_errorf("tower export: --out %s is a file of a train_dir's checkpoints, or named as one (a training run "
@@ -194,7 +194,7 @@ int cmd_export(int argc, char **argv) {
         ckpt_contents_free(&ck);
         return sig ? 128 + sig : 1;
     }
-    char safe_path[1024];
+    char safe_path[ESCAPE_PATH_N_BYTES];
     printf("tower export: wrote %d tensors (%zu floats, %s) of model %s at step %ld from %s to %s\n", n_tensors,
            spec.n_params, !strcmp(which, "moving_average") ? "moving averages" : "raw variables",
            spec.name, ck.global_step, escape_str(safe_path, sizeof safe_path, path), safe_out);

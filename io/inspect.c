@@ -183,7 +183,7 @@ int io_inspect(const char *const *files, int n_files, const InspectConfig *cfg, 
     if (!dec) return -1;
     for (int fi = 0; fi < n_files; fi++) rep->n_bytes_total += file_n_bytes(files[fi]);
     int stopped = 0, oom = 0;
-    char err[768], why[384], name[1024];
+    char err[PIPELINE_ERR_N_BYTES], why[384], name[ESCAPE_PATH_N_BYTES];
     for (int fi = 0; fi < n_files && !stopped; fi++) {
         rep->n_files++;
         escape_str(name, sizeof name, files[fi]);

@@ -96,6 +96,15 @@ ev=(eval --checkpoint_dir "$work/run" --num_classes 3 --batch_size 4 --eval_dir 
 refuse "tower eval: the class lists beside --data's files differ, so their label numbers name other classes: line 1 is 'cross' in $work/B/labels.txt but 'circle' in $work/A/labels.txt" \
   "${ev[@]}" --data "$work/A/*.tfrecord,$work/B/*.tfrecord"
 "$tower" "${ev[@]}" --data "$work/A/*.tfrecord,$work/C/*.tfrecord" >/dev/null || fail "eval on A and C (one list)"
+# Names that differ only past their 100th byte: shown far enough to tell apart (both were cut at 100, the same).
+c120=$(printf 'c%.0s' $(seq 120))
+mkdir -p "$work/LA" "$work/LB"
+cp "$work/d/train-00000-of-00001.tfrecord" "$work/LA/x.tfrecord"
+cp "$work/d/train-00000-of-00001.tfrecord" "$work/LB/x.tfrecord"
+printf '%s1\nb\nc\n' "$c120" >"$work/LA/labels.txt"
+printf '%s2\nb\nc\n' "$c120" >"$work/LB/labels.txt"
+refuse "tower eval: the class lists beside --data's files differ, so their label numbers name other classes: line 1 is '${c120}2' in $work/LB/labels.txt but '${c120}1' in $work/LA/labels.txt" \
+  "${ev[@]}" --data "$work/LA/*.tfrecord,$work/LB/*.tfrecord"
 echo "ok: train and eval compare the labels.txt of every directory of --data"
 
 # ---- eval of a folder: a class folder not in the checkpoint's list says where the list came from

@@ -95,6 +95,25 @@ set -e
 grep -q "its size is unknown" "$work/zero.err" || fail "inspect /dev/zero: $(cat "$work/zero.err")"
 echo "ok: inspect /dev/zero: $(head -1 "$work/zero.err")"
 
+# A bad first record under a long path (4 directories of 200 bytes): train's and eval's line is whole, the file,
+# the record and the reason (train's was cut at 511 bytes, eval's at 880, inside the path).
+a200=$(printf 'a%.0s' $(seq 200))
+long="$work/$a200/$a200/$a200/$a200"
+mkdir -p "$long"
+cp "$test_file" "$long/bad0.tfrecord"
+printf '\377' | dd of="$long/bad0.tfrecord" bs=1 seek=20 conv=notrunc 2>/dev/null
+expect_error "$long/bad0.tfrecord: record 0 at offset 0: data CRC mismatch (stored 0x" train --data "$long/bad0.tfrecord" \
+  --train_dir "$work/x"
+expect_error "$long/bad0.tfrecord: record 0 at offset 0: data CRC mismatch (stored 0x" eval --checkpoint_dir "$work/nan" \
+  --data "$long/bad0.tfrecord"
+# A --train_dir holding control bytes, said escaped where --resume finds no checkpoint in it.
+esc_dir="$work/r$(printf '\033')[2Jx"
+"$tower" train --model mnist --data "$data" --train_dir "$esc_dir" --batch_size 16 --max_steps 1 --resume \
+  >"$work/esc.out" 2>"$work/esc.err" || fail "train in $esc_dir: $(cat "$work/esc.err")"
+grep -qF -- "--resume: no checkpoint in $work/r\x1b[2Jx: starting from step 0" "$work/esc.out" &&
+  ! grep -q "$(printf '\033')" "$work/esc.out" "$work/esc.err" || fail "train_dir with ESC: $(cat -v "$work/esc.out")"
+echo "ok: a train_dir with ESC said escaped"
+
 # SIGTERM: finish the step, write a checkpoint, exit 128 + 15.
 "$tower" train --model mnist --data "$data" --train_dir "$work/sig" --batch_size 16 --max_steps 100000 \
   --save_every 100000 --log_every 1 >"$work/sig.log" 2>&1 &

@@ -721,7 +721,7 @@ static void config_pipeline(Trainer *tr, int compression, int H, int W, int C, i
  * its own part's, part_start).  0, or -1 with err. */
 static int open_pipeline(Trainer *tr, char *err, size_t err_n_bytes) {
     tr->pipeline_cfg.skip_examples = tr->input_split != PIPELINE_SPLIT_NONE ? tr->part_start[tr->worker] : tr->examples_consumed;
-    char e[512];
+    char e[PIPELINE_ERR_N_BYTES];
     tr->pipeline = pipeline_open(&tr->pipeline_cfg, e, sizeof e);
     if (!tr->pipeline) {
         snprintf(err, err_n_bytes, "%s", e);
@@ -767,14 +767,14 @@ static const char *run_split_describe(const CkptRunState *run, char *out, size_t
  * names: refused).  0, or -1 with err. */
 static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
-    char path[4096], e[512];
+    char path[4096], e[PIPELINE_ERR_N_BYTES]; /* a message naming a file, whole */
     int found = ckpt_find_latest(o->train_dir, path, sizeof path, e, sizeof e);
     if (found < 0) {
         snprintf(err, err_n_bytes, "--resume: %s", e);
         return -1;
     }
     if (found == 0) {
-        char newest[256], safe_dir[1024], safe_newest[1024];
+        char newest[256], safe_dir[ESCAPE_PATH_N_BYTES], safe_newest[1024];
         if (ckpt_dir_scan(o->train_dir, newest, sizeof newest) > 0) { /* files, and no index naming them */
             snprintf(err, err_n_bytes, "--resume: %s holds checkpoints (the newest %s) but no index (%s/checkpoint) "
                      "naming the latest: write one (model_checkpoint_path: \"%s\") to continue from it, or remove "
@@ -784,7 +784,8 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         }
         char ts[64];
         trainer_timestamp(ts, sizeof ts);
-        printf("%s: --resume: no checkpoint in %s: starting from step 0\n", ts, o->train_dir);
+        printf("%s: --resume: no checkpoint in %s: starting from step 0\n", ts,
+               escape_str(safe_dir, sizeof safe_dir, o->train_dir));
         return 0;
     }
     CkptRunState run;
@@ -802,7 +803,7 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
                            run.n_shard_sizes == now.n_shard_sizes &&
                            !memcmp(run.shard_sizes, now.shard_sizes, sizeof(int) * (size_t)now.n_shard_sizes);
     if ((!same_split || run.accum_steps != tr->accum_steps || run.seed != (uint64_t)o->seed) && tr->rank == 0) {
-        char ts[64], safe_path[1024], was[400], is[400]; /* rank 0's: the note is the job's, said once */
+        char ts[64], safe_path[ESCAPE_PATH_N_BYTES], was[400], is[400]; /* rank 0's: the note is the job's, said once */
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s was written with %d tower(s), %s, accum_steps %d, seed %llu; continuing "
                 "with %d, %s, %d, %ld (the run will not be bitwise a straight one)\n",
@@ -815,7 +816,7 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const int epoch_known = tr->examples_per_epoch > 0 && tr->input_split == PIPELINE_SPLIT_NONE;
     const int at_boundary = epoch_known && run.examples_consumed % tr->examples_per_epoch == 0;
     if (run.min_after_dequeue > 0 && run.min_after_dequeue != o->min_after_dequeue && !at_boundary && tr->rank == 0) {
-        char ts[64], safe_path[1024];
+        char ts[64], safe_path[ESCAPE_PATH_N_BYTES];
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s was written with --min_after_dequeue %ld; with %ld %s is drawn in another order, "
                 "so some of the epoch's examples are read again and others not until the next epoch\n", ts,
@@ -823,7 +824,7 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
                 epoch_known ? "the rest of its epoch" : "the rest of its epoch (where it stopped within one)");
     }
     if (run.had_moving_averages && !tr->ps->ema && tr->rank == 0) { /* the averages would be lost with its rotation */
-        char ts[64], safe_path[1024];
+        char ts[64], safe_path[ESCAPE_PATH_N_BYTES];
         trainer_timestamp(ts, sizeof ts);
         fprintf(stderr, "%s: note: %s holds moving averages; --moving_average_decay 0 discards them (this run's "
                 "checkpoints have none, and eval and export take the raw variables)\n", ts,
@@ -832,7 +833,7 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     tr->examples_consumed = run.examples_consumed;
     tr->resume_run = run;
     tr->resumed = 1;
-    char ts[64], safe_path[1024];
+    char ts[64], safe_path[ESCAPE_PATH_N_BYTES];
     trainer_timestamp(ts, sizeof ts);
     printf("%s: resumed from %s at step %ld\n", ts, escape_str(safe_path, sizeof safe_path, path), tr->ps->global_step);
     return 0;
@@ -842,7 +843,7 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
  * saves (its steps' names, then the newest --keep_checkpoints of its own): refused, so nothing saved is lost
  * (TensorFlow's MonitoredTrainingSession would restore instead; Tower asks for --resume).  0, or -1 with err. */
 static int refuse_earlier_run(const Trainer *tr, char *err, size_t err_n_bytes) {
-    char newest[256], safe_dir[1024], safe_newest[1024];
+    char newest[256], safe_dir[ESCAPE_PATH_N_BYTES], safe_newest[1024];
     const int n = ckpt_dir_scan(tr->opt.train_dir, newest, sizeof newest);
     if (n == 0) return 0;
     snprintf(err, err_n_bytes, "--train_dir %s holds the checkpoints of an earlier run (%d file%s, the newest %s): "
@@ -1011,7 +1012,7 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     tr->rank = ranks_rank();
     tr->n_ranks = ranks_size();
     const TrainerOptions *o = &tr->opt;
-    char e[512];
+    char e[PIPELINE_ERR_N_BYTES]; /* a message naming a data file, whole */
     if (trainer_check_batch_norm(o->batch_norm, err, err_n_bytes) != 0 ||
         trainer_check_lr_schedule(o, err, err_n_bytes) != 0)
         return -1;
@@ -1326,7 +1327,7 @@ static int start_facts(const Trainer *tr, int rc, StartFacts *f, char *found, si
     if (rc != 0) return 0;
     int n_classes = 0;
     const char *const *classes = trainer_classes(tr, &n_classes);
-    char e[512];
+    char e[PIPELINE_ERR_N_BYTES];
     if (classes) {
         f->has_classes = 1;
         for (int k = 0; k < n_classes; k++)
