@@ -38,6 +38,7 @@
 
 #include "cmd/commands.h"
 #include "model/graph.h"
+#include "base/escape.h"
 #include "base/flags.h"
 #include "base/ranks.h"
 #include "train/trainer.h"
@@ -1607,12 +1608,13 @@ static int bench_main(int argc, char **argv) {
     }
     print_table(rows, n_rows, o.predict);
     print_ranks_table(rows, n_rows, &pp);
+    char safe[ESCAPE_PATH_N_BYTES];
     if (o.csv[0]) {
         if (write_csv(o.csv, rows, n_rows, err, sizeof err) != 0) {
             cmd_errorf("tower bench: %s\n", err);
             return 1;
         }
-        printf("table written to %s\n", o.csv);
+        printf("table written to %s\n", escape_str(safe, sizeof safe, o.csv));
     }
     if (o.svg[0]) {
         char warning[160] = "";
@@ -1623,10 +1625,12 @@ static int bench_main(int argc, char **argv) {
             cmd_errorf("tower bench: %s\n", err);
             return 1;
         }
-        printf("chart written to %s\n", o.svg);
+        printf("chart written to %s\n", escape_str(safe, sizeof safe, o.svg));
     }
-    if (o.trace[0]) printf("timelines written to %.*s-<model>-<mode>-<towers>.json\n",
-                           (int)(strlen(o.trace) > 5 && !strcmp(o.trace + strlen(o.trace) - 5, ".json") ? strlen(o.trace) - 5 : strlen(o.trace)), o.trace);
+    if (o.trace[0]) { /* the stem: the name without its .json */
+        const size_t n = strlen(o.trace), stem_n = n > 5 && !strcmp(o.trace + n - 5, ".json") ? n - 5 : n;
+        printf("timelines written to %s-<model>-<mode>-<towers>.json\n", escape_bytes(safe, sizeof safe, o.trace, stem_n));
+    }
     return 0;
 }
 

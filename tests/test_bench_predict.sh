@@ -164,4 +164,17 @@ for bad in "--predict_hosts" "--predict_only" "--predict_nets vgg16 --predict_si
   [ "$(wc -l <"$work/err")" = 1 ] || fail "'$bad': not one line on stderr: $(cat "$work/err")"
 done
 echo "bad values refused with one line"
+
+# ---- the files it wrote, named escaped: a name's control bytes do not reach the terminal ----
+esc=$(printf '\033[2J\r')
+"$tower" bench --models mnist --modes ps_cpu --towers 1 --steps 1 --warmup 0 --batch_size 4 --csv "$work/t${esc}.csv" \
+  --svg "$work/c${esc}.svg" --trace "$work/tr${esc}.json" >"$work/esc.out" 2>"$work/esc.err" ||
+  fail "bench with control bytes in its file names: $(cat -v "$work/esc.err")"
+for want in "table written to $work/t\\x1b[2J\\x0d.csv" "chart written to $work/c\\x1b[2J\\x0d.svg" \
+            "timelines written to $work/tr\\x1b[2J\\x0d-<model>-<mode>-<towers>.json"; do
+  grep -qF -- "$want" "$work/esc.out" || fail "no '$want': $(cat -v "$work/esc.out")"
+done
+! grep -q "$(printf '\033')" "$work/esc.out" "$work/esc.err" || fail "a raw ESC reached the terminal: $(cat -v "$work/esc.out")"
+[ -f "$work/t${esc}.csv" ] && [ -f "$work/c${esc}.svg" ] || fail "the files were not written under their names"
+echo "file names said escaped"
 echo "PASS"
