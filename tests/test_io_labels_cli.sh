@@ -66,6 +66,9 @@ printf 'cross\nsquare\n' >"$work/two.txt"
 refuse "tower train: $work/two.txt names 2 classes but --num_classes is 3: the model's outputs would not be the list's classes" \
   "${tr[@]}" --num_classes 3 --data "$work/test_imgs" --labels "$work/two.txt" --image_size 28 --skip_corrupt \
   --train_dir "$work/r2"
+printf 'cross\n\nsquare\n' >"$work/gap.txt" # a fault of the labels file is named as --labels', not --data's
+refuse "tower train: --labels: $work/gap.txt: line 2 is empty (expected one class name a line)" \
+  "${tr[@]}" --num_classes 2 --data "$work/test_imgs" --labels "$work/gap.txt" --image_size 28 --train_dir "$work/rg"
 refuse "tower train: $work/test_imgs holds 2 class folders but --num_classes is 3: the model's outputs would not be its classes (pass --num_classes 2)" \
   "${tr[@]}" --num_classes 3 --data "$work/test_imgs" --image_size 28 --skip_corrupt --train_dir "$work/r2f"
 ! ls "$work"/r2f/ckpt* >/dev/null 2>&1 || fail "the refused run wrote a checkpoint"
@@ -142,7 +145,7 @@ refuse "tower convert: $work: the labels file is a directory, not a regular file
   "${cv[@]}" "$work/test_imgs" --out "$work/f/test" --labels "$work"
 refuse "tower eval: $work/fifo: the labels file is not a regular file (a pipe or FIFO)" \
   "${ev[@]}" --data "$work/test_imgs" --labels "$work/fifo"
-refuse "tower train: --data: $work/fifo: the labels file is not a regular file (a pipe or FIFO)" \
+refuse "tower train: --labels: $work/fifo: the labels file is not a regular file (a pipe or FIFO)" \
   "${tr[@]}" --num_classes 3 --data "$work/test_imgs" --labels "$work/fifo" --image_size 28 --train_dir "$work/rf"
 mkfifo "$work/C/labels.txt"
 refuse "tower train: $work/C/labels.txt: the labels file is not a regular file (a pipe or FIFO)" \

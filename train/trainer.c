@@ -1075,6 +1075,16 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
         is_float = 0;
         /* Listed once: the count here, the files for the pipeline (pipeline_cfg.image_listing, closed by
          * trainer_close); its warnings (a subfolder, a class without files) go where the pipeline's go. */
+        if (o->labels[0]) { /* its own faults named as its own, not the folder's */
+            char **names;
+            int n_names;
+            if (imagefolder_read_labels(o->labels, &names, &n_names, e, sizeof e) != 0) {
+                snprintf(err, err_n_bytes, "--labels: %s", e);
+                return -1;
+            }
+            for (int k = 0; k < n_names; k++) free(names[k]);
+            free(names);
+        }
         ImageFolderConfig ic;
         imagefolder_config_defaults(&ic);
         ic.labels_file = o->labels[0] ? o->labels : NULL;
