@@ -18,7 +18,7 @@
  * TensorFlow's cifar10_eval.py does beside a training run: every N seconds
  * the latest checkpoint, when it is not the one evaluated last, is
  * evaluated and added to the same events file, until a checkpoint of
- * --until_step or later is evaluated, or SIGINT / SIGTERM.
+ * --until_step or later is evaluated, or SIGINT, SIGTERM or SIGHUP.
  */
 #include <errno.h>
 #include <limits.h>
@@ -51,7 +51,7 @@ typedef struct {
     int max_image_pixels; /* an image folder: the largest image decoded, in pixels */
 } EvalOptions;
 
-/* Watching (--eval_interval_secs): the SIGINT or SIGTERM received, or 0. */
+/* Watching (--eval_interval_secs): the SIGINT, SIGTERM or SIGHUP received, or 0. */
 static volatile sig_atomic_t eval_stop = 0;
 
 static void on_eval_signal(int sig) { eval_stop = sig; }
@@ -83,7 +83,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"top_k", FLAG_INT, &o->top_k, "also report precision @ K: the fraction whose label is among the K largest logits (TensorFlow's in_top_k: a label tied with the K-th counts; a row with a non-finite logit does not)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
         {"eval_interval_secs", FLAG_INT, &o->eval_interval_secs, "keep watching --checkpoint_dir: every this many seconds, evaluate its latest checkpoint when it is new (cifar10_eval.py's loop), until --until_step or SIGINT/SIGTERM", FLAG_RANGE(0, 86400, "[]", "0: evaluate once")},
-        {"until_step", FLAG_LONG, &o->until_step, "with --eval_interval_secs: stop after evaluating a checkpoint of this step or later", FLAG_RANGE(0, INFINITY, "[)", "0: until SIGINT or SIGTERM")},
+        {"until_step", FLAG_LONG, &o->until_step, "with --eval_interval_secs: stop after evaluating a checkpoint of this step or later", FLAG_RANGE(0, INFINITY, "[)", "0: until SIGINT, SIGTERM or SIGHUP")},
     };
     int n = (int)(sizeof table / sizeof table[0]);
     if (flags) memcpy(flags, table, sizeof table);
@@ -202,7 +202,7 @@ static int decoded_size(const EvalOptions *o, const ModelSpec *spec, const char 
  * flags, the data, one pass over it, the lines on stdout and, unless
  * --eval_dir none, one event at the checkpoint's global step.  run->events
  * is opened here when NULL (the first evaluation) and left open.  Returns
- * 0; 1 after one line on stderr; 2 when SIGINT or SIGTERM arrived while
+ * 0; 1 after one line on stderr; 2 when a stop signal arrived while
  * watching (nothing printed or recorded for it). */
 static int eval_checkpoint(const EvalOptions *o, int compression, const char *path, const CkptContents *ck,
                            const ModelSpec *spec, EvalRun *run) {
@@ -631,21 +631,17 @@ static int eval_same_file(const EvalFileId *a, const EvalFileId *b) {
 
 /* --eval_interval_secs: cifar10_eval.py's loop.  Every interval, the latest
  * checkpoint of --checkpoint_dir, when it is not the file evaluated last;
- * until one of --until_step or later is evaluated (exit 0) or SIGINT /
- * SIGTERM (exit 128 + the signal, as `tower train` stopped by one).  No
+ * until one of --until_step or later is evaluated (exit 0) or SIGINT,
+ * SIGTERM or SIGHUP (exit 128 + the signal, as `tower train` stopped by one).  No
  * checkpoint yet is waited for; a checkpoint the index names but that is
  * gone when read (train's --keep_checkpoints removed it after a newer
  * index) is passed over for the newer one; any other failure is one line
  * and exit 1. */
 static int eval_watch(const EvalOptions *o, int compression) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_eval_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cmd_catch_signals(on_eval_signal);
     char ts[64], err[1024], until[64];
     if (o->until_step > 0) snprintf(until, sizeof until, "until step %ld", o->until_step);
-    else snprintf(until, sizeof until, "until SIGINT or SIGTERM");
+    else snprintf(until, sizeof until, "until SIGINT, SIGTERM or SIGHUP");
     trainer_timestamp(ts, sizeof ts);
     char safe_dir[16384];
     escape_str(safe_dir, sizeof safe_dir, o->checkpoint_dir);
@@ -705,7 +701,7 @@ static int eval_watch(const EvalOptions *o, int compression) {
         trainer_timestamp(ts, sizeof ts);
         char last_s[64] = "";
         if (n_evals > 0) snprintf(last_s, sizeof last_s, " (the last at step %ld)", last_step);
-        printf("%s: stopped by %s after %ld evaluation%s%s\n", ts, eval_stop == SIGINT ? "SIGINT" : "SIGTERM",
+        printf("%s: stopped by %s after %ld evaluation%s%s\n", ts, cmd_signal_name(eval_stop),
                n_evals, n_evals == 1 ? "" : "s", last_s);
         rc = 128 + eval_stop;
     }

@@ -28,6 +28,7 @@
  * that ends with an error ends the job (MPI_Abort), so none waits forever.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -756,7 +757,22 @@ static int check_class_list(void *ctx, const Trainer *tr, char *err, size_t err_
         return 0;
     /* A labels file: first against the train_dir's (the more telling refusal on a resumed run), then its count. */
     const char *list_file = classes ? (o->labels[0] ? o->labels : NULL) : data_labels;
-    const int had_labels = access(run_labels, F_OK) == 0;
+    int had_labels = access(run_labels, F_OK) == 0;
+    /* One beside no checkpoint (no index, no checkpoint file) pairs with nothing: a run stopped before its first
+     * save left it (a signal in its start-up, kill -9); this run's list takes its place. */
+    char index_path[4200];
+    if (had_labels && ckpt_latest(o->train_dir, index_path, sizeof index_path) == 0 &&
+        ckpt_dir_scan(o->train_dir, NULL, 0) == 0) {
+        if (unlink(run_labels) != 0) {
+            snprintf(err, err_n_bytes, "%s: cannot remove it: %s", run_labels, strerror(errno));
+            return -1;
+        }
+        char ts[64], safe[ESCAPE_PATH_N_BYTES];
+        trainer_timestamp(ts, sizeof ts);
+        fprintf(stderr, "%s: note: %s paired with no checkpoint (a run stopped before its first save left it): "
+                "replaced by this run's class list\n", ts, escape_str(safe, sizeof safe, run_labels));
+        had_labels = 0;
+    }
     int lrc = list_file ? io_labels_compare(run_labels, list_file, e, sizeof e) : 0;
     if (lrc == 0 && !classes && list_file && n_classes != o->num_classes) {
         snprintf(err, err_n_bytes, "%s names %d class%s but --num_classes is %d: the model's outputs would not be "
@@ -835,14 +851,8 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
         }
         display_start(&disp, tr.examples_consumed);
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL); /* the terminal closed, the ssh session dropped: as SIGTERM */
-    /* A closed pipe (`| head`) fails the write instead of killing the run: stdout_lost below saves and stops. */
-    signal(SIGPIPE, SIG_IGN);
+    cmd_catch_signals(on_signal); /* SIGHUP (the terminal closed, the ssh session dropped) as SIGTERM */
+    /* A closed pipe (`| head`) fails the write (main ignores SIGPIPE): stdout_lost below saves and stops. */
     int stdout_lost = 0; /* rank 0's log lines could not be written: stop after this step, checkpoint, exit 1 */
     int stop_agreed = 0; /* the loop ended on a stop request (a signal to any rank, the lost output) */
 
@@ -954,6 +964,19 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
          * checkpoint written, and says so on stderr, the one stream left. */
         errno = 0;
         if (!stdout_lost && rank == 0 && fflush(stdout) != 0 && errno) stdout_errno = errno;
+        if (!stdout_lost && rank == 0 && ferror(stdout) && stdout_errno == EINTR && stop_signal) {
+            /* A write blocked on a reader that does not read, ended by the stop signal: the stop is the signal's;
+             * the lines not written go to /dev/null, so that the stop's own lines do not block again. */
+            cmd_errorf("tower train: standard output blocked (its reader does not read) when %s arrived: stopping "
+                       "after step %ld: checkpoint, then exit status %d; the log lines not yet written are dropped\n",
+                       signal_name(stop_signal), step, 128 + stop_signal);
+            const int null_fd = open("/dev/null", O_WRONLY);
+            if (null_fd >= 0) {
+                dup2(null_fd, STDOUT_FILENO);
+                close(null_fd);
+            }
+            clearerr(stdout);
+        }
         if (!stdout_lost && rank == 0 && ferror(stdout)) {
             stdout_lost = 1;
             cmd_errorf("tower train: writing standard output: %s: stopping after step %ld: checkpoint, then exit "

@@ -26,14 +26,20 @@ volatile sig_atomic_t cmd_stop_signal = 0;
 
 static void on_stop_signal(int sig) { cmd_stop_signal = sig; }
 
-void cmd_catch_stop_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+void cmd_catch_signals(void (*handler)(int)) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        /* nohup's SIGHUP stays ignored; SIGINT is caught even where inherited ignored (a script's background
+         * job): a Ctrl-C or a kill -INT then stops the run with its checkpoint, as it always did */
+        if (sigs[i] == SIGHUP && sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = handler; /* no SA_RESTART: a write blocked on a reader that does not read ends (EINTR) */
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
+
+void cmd_catch_stop_signals(void) { cmd_catch_signals(on_stop_signal); }
 
 const char *cmd_signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"; }
 

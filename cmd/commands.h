@@ -110,6 +110,11 @@ void cmd_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * temporary files removed; the command exits 128 + it.  cmd_signal_name: "SIGINT", "SIGTERM" or "SIGHUP". */
 extern volatile sig_atomic_t cmd_stop_signal;
 void cmd_catch_stop_signals(void);
+/* Installs handler for SIGINT, SIGTERM and SIGHUP, except a SIGHUP the
+ * process inherited ignored (nohup), which stays ignored.  Without
+ * SA_RESTART: a write blocked on a reader that does not read returns EINTR
+ * when one arrives.  train, eval's watch, convert and export stop through it. */
+void cmd_catch_signals(void (*handler)(int));
 const char *cmd_signal_name(int sig);
 
 /* quiet 1: cmd_errorf writes nothing until called with 0 (a rank other than

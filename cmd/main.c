@@ -195,6 +195,9 @@ int main(int argc, char **argv) {
      * writer reports in one line naming its file, instead of SIGXFSZ killing the
      * process halfway through a checkpoint without a word. */
     signal(SIGXFSZ, SIG_IGN);
+    /* A closed pipe (`| head`) fails the write (EPIPE) instead of killing the command without a word: train stops
+     * after its step with a checkpoint, the others say it in one line (stdout_status), exit 1. */
+    signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

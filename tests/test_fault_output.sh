@@ -51,6 +51,33 @@ full "tower export: writing standard output: No space left on device (its report
 [ -s "$work/full.safetensors" ] || fail "export > /dev/full: no file written"
 echo "ok: eval, inspect, --version, convert and export whose standard output is full exit 1 with one line"
 
+# The same where standard output is a pipe whose reader has gone (`| head`): EPIPE, one line, exit 1 (SIGPIPE
+# killed eval, convert and export without a word, exit 141).  The FIFO's reader opens it and closes it before the
+# command starts: its first write fails.
+closed() { # closed 'EXACT STDERR LINE' ARGS...
+  local line=$1
+  shift
+  rm -f "$work/closed.fifo"
+  mkfifo "$work/closed.fifo"
+  (exec 3<"$work/closed.fifo") &
+  exec 8>"$work/closed.fifo"
+  wait $!
+  set +e
+  timeout 120 "$tower" "$@" >&8 2>"$work/err"
+  local rc=$?
+  set -e
+  exec 8>&-
+  [ "$rc" -eq 1 ] && [ "$(cat "$work/err")" = "$line" ] ||
+    fail "tower $* into a closed pipe: exit $rc, stderr '$(cat "$work/err")', expected 1 and '$line'"
+}
+closed "tower eval: writing standard output: Broken pipe" \
+  eval --checkpoint_dir "$work/run" --data "$work/small/t-*.tfrecord" --eval_dir none --no_progress
+closed "tower convert: writing standard output: Broken pipe (its report is lost; the shards are written)" \
+  convert --from idx --images "$work/img" --labels "$work/lab" --out "$work/pipe/t"
+closed "tower export: writing standard output: Broken pipe (its report is lost; the .safetensors file is written)" \
+  export --checkpoint_dir "$work/run" --out "$work/pipe.safetensors"
+echo "ok: eval, convert and export into a closed pipe exit 1 with one line"
+
 # A conversion long enough to stop in the middle: 60000 images into gzip shards.
 "$helper" idx "$work/bigimg" "$work/biglab" 60000
 for sig in INT TERM; do

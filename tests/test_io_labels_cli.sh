@@ -79,11 +79,21 @@ echo "ok: train refuses a labels file or class folders of another number of clas
 # ---- train on an image folder whose classes differ from the train_dir's list: one line, naming the folders
 # (not a temporary file), before the pipeline's workers start (imgs/circle/broken.png would warn first)
 mkdir -p "$work/rl"
+cp "$work/run/checkpoint" "$work"/run/model.ckpt-* "$work/rl/" # trained with that list: a checkpoint beside it
 printf 'circle\ncross\nstar\n' >"$work/rl/labels.txt"
 refuse "tower train: the data's class list differs from the one this train_dir was trained with: line 3 is 'square' in the class folders of $work/imgs but 'star' in $work/rl/labels.txt" \
-  "${tr[@]}" --num_classes 3 --data "$work/imgs" --image_size 28 --skip_corrupt --train_dir "$work/rl"
+  "${tr[@]}" --num_classes 3 --data "$work/imgs" --image_size 28 --skip_corrupt --train_dir "$work/rl" --resume
 printf 'circle\ncross\nstar\n' | cmp -s - "$work/rl/labels.txt" || fail "the refused run changed the train_dir's labels.txt"
 ! ls "$work"/rl/*.tmp >/dev/null 2>&1 || fail "the refused run left a temporary file in the train_dir"
+# A labels.txt beside no checkpoint (a run stopped in its start-up, or killed before its first save, left it)
+# pairs with nothing: replaced, with a note, and the run trains.
+mkdir -p "$work/stale"
+printf 'circle\ncross\nstar\n' >"$work/stale/labels.txt"
+"$tower" "${tr[@]}" --num_classes 3 --data "$work/imgs" --image_size 28 --skip_corrupt --train_dir "$work/stale" \
+  >"$work/stale.out" 2>"$work/stale.err" || fail "train beside a stale labels.txt: $(cat "$work/stale.err")"
+grep -qF "note: $work/stale/labels.txt paired with no checkpoint (a run stopped before its first save left it): replaced by this run's class list" \
+  "$work/stale.err" || fail "no note for the stale labels.txt: $(cat "$work/stale.err")"
+printf 'circle\ncross\nsquare\n' | cmp -s - "$work/stale/labels.txt" || fail "the stale labels.txt was not replaced"
 echo "ok: train refuses an image folder whose classes differ from the train_dir's list, naming the folders"
 
 # ---- train and eval: the labels.txt of every directory of --data

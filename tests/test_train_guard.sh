@@ -294,10 +294,22 @@ if [ $rc -eq 1 ] && one_line "$work/again.err" &&
   ok "a run from step 0 over an earlier run: $(cat "$work/again.err")"
 else bad "a run from step 0 over an earlier run's checkpoints: status $rc: $(head -c 600 "$work/again.err"); $(ls "$work/again" | tr '\n' ' ')"; fi
 mv "$work/again/checkpoint" "$work/again/index.bak"
+# Without an index (a run killed between its first checkpoint's rename and its index): --resume continues from the
+# newest where it loads whole, with a note, and the next save writes the index; where it does not load, refused.
+cp "$work/again/model.ckpt-4" "$work/again.ckpt-4.bak"
+head -c 100 "$work/again.ckpt-4.bak" >"$work/again/model.ckpt-4"
+run noindex_bad train "${common[@]}" --train_dir "$work/again" --max_steps 6 --resume
+if [ $rc -eq 1 ] && one_line "$work/noindex_bad.err" &&
+   grep -qF -- "tower train: --resume: $work/again holds checkpoints but no index ($work/again/checkpoint) naming the latest, and the newest, model.ckpt-4, does not load (" "$work/noindex_bad.err" &&
+   [ -f "$work/again/model.ckpt-2" ] && [ ! -e "$work/again/checkpoint" ]; then
+  ok "--resume without an index, the newest damaged: $(cat "$work/noindex_bad.err")"
+else bad "--resume over checkpoints without an index, the newest damaged: status $rc: $(head -c 600 "$work/noindex_bad.err")"; fi
+cp "$work/again.ckpt-4.bak" "$work/again/model.ckpt-4"
 run noindex train "${common[@]}" --train_dir "$work/again" --max_steps 6 --resume
-if [ $rc -eq 1 ] && one_line "$work/noindex.err" &&
-   grep -qF -- "tower train: --resume: $work/again holds checkpoints (the newest model.ckpt-4) but no index ($work/again/checkpoint) naming the latest" "$work/noindex.err" &&
-   [ -f "$work/again/model.ckpt-2" ] && [ -f "$work/again/model.ckpt-4" ] && [ ! -e "$work/again/checkpoint" ]; then
+if [ $rc -eq 0 ] && one_line "$work/noindex.err" &&
+   grep -qF -- "note: $work/again has no index ($work/again/checkpoint): continuing from its newest checkpoint, model.ckpt-4" "$work/noindex.err" &&
+   grep -q "resumed from $work/again/model.ckpt-4 at step 4" "$work/noindex.out" &&
+   grep -qx 'model_checkpoint_path: "model.ckpt-6"' "$work/again/checkpoint"; then
   ok "--resume without an index: $(cat "$work/noindex.err")"
 else bad "--resume over checkpoints without an index: status $rc: $(head -c 600 "$work/noindex.err")"; fi
 
@@ -400,6 +412,47 @@ run esc train "${common[@]}" --train_dir "$esc_dir" --max_steps 1
 if [ $rc -eq 0 ] && grep -qF 'checkpoint in '"$work"'/esc\x1b[2Jx;' "$work/esc.out" && ! grep -q $'\e' "$work/esc.out"; then
   ok "the done line escapes --train_dir"
 else bad "--train_dir with an ESC byte: status $rc: $(tail -1 "$work/esc.out" | cat -v)"; fi
+
+# 16. A SIGHUP the run inherited ignored (nohup) stays ignored: the run goes on (it stopped, exit 129), and
+# SIGTERM then stops it as usual.
+nohup "$tower" train "${common[@]}" --train_dir "$work/nohup" --max_steps 100000 --save_every 100000 \
+  >"$work/nohup.out" 2>"$work/nohup.err" &
+bgpid=$!
+for _ in $(seq 1 300); do grep -q "step 2," "$work/nohup.out" 2>/dev/null && break; sleep 0.1; done
+kill -HUP "$bgpid" 2>/dev/null || true
+sleep 1
+alive=0; kill -0 "$bgpid" 2>/dev/null && alive=1
+kill -TERM "$bgpid" 2>/dev/null || true
+set +e; wait "$bgpid"; rc=$?; set -e
+bgpid=""
+if [ $alive -eq 1 ] && [ $rc -eq 143 ] && ! grep -q "SIGHUP" "$work/nohup.out" &&
+   grep -q "stop requested by SIGTERM" "$work/nohup.out"; then ok "nohup: SIGHUP ignored, SIGTERM stops (143)"
+else bad "nohup: alive after SIGHUP $alive, exit status $rc: $(grep -h 'stop requested' "$work/nohup.out" | head -2)"; fi
+
+# 17. SIGTERM while the log's write is blocked (a reader that does not read: a FIFO held open, never read): the
+# stop is the signal's, at once (the write ends, EINTR), checkpoint, exit 143, one line saying the unwritten lines
+# are dropped (it said "writing standard output: Interrupted system call ... exit status 1" and stayed blocked).
+mkfifo "$work/blocked.fifo"
+exec 7<>"$work/blocked.fifo" # a reader that never reads
+"$tower" train "${common[@]}" --train_dir "$work/blocked" --max_steps 1000000 --save_every 1000000 --batch_size 2 \
+  --no_progress >"$work/blocked.fifo" 2>"$work/blocked.err" &
+bgpid=$!
+blocked=0
+for _ in $(seq 1 300); do
+  case $(cat "/proc/$bgpid/wchan" 2>/dev/null) in *pipe_write*|*pipe_wait*) blocked=1; break ;; esac
+  sleep 0.1
+done
+kill -TERM "$bgpid" 2>/dev/null || true
+for _ in $(seq 1 100); do kill -0 "$bgpid" 2>/dev/null || break; sleep 0.1; done
+ended=1; kill -0 "$bgpid" 2>/dev/null && ended=0
+exec 7<&- # the stuck reader goes: a run still blocked ends now
+set +e; wait "$bgpid"; rc=$?; set -e
+bgpid=""
+if [ $blocked -eq 0 ]; then bad "blocked stdout: the run never blocked on its pipe in 30 s"
+elif [ $ended -eq 1 ] && [ $rc -eq 143 ] && one_line "$work/blocked.err" &&
+   grep -Eq "^tower train: standard output blocked \(its reader does not read\) when SIGTERM arrived: stopping after step [0-9]+: checkpoint, then exit status 143; the log lines not yet written are dropped$" "$work/blocked.err" &&
+   ls "$work/blocked"/model.ckpt-* >/dev/null 2>&1; then ok "SIGTERM with stdout blocked: $(cat "$work/blocked.err")"
+else bad "SIGTERM with stdout blocked: ended in 10 s $ended, exit status $rc: $(head -c 400 "$work/blocked.err")"; fi
 
 [ $failures -eq 0 ] || fail "$failures case(s) failed"
 echo "all cases passed"

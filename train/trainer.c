@@ -763,8 +763,9 @@ static const char *run_split_describe(const CkptRunState *run, char *out, size_t
 }
 
 /* --resume: the latest checkpoint in train_dir, if any, into the server
- * (none: one line says the run starts from step 0; checkpoint files no index
- * names: refused).  0, or -1 with err. */
+ * (none: one line says the run starts from step 0; checkpoint files and no
+ * index: the newest, with a note, or refused when it does not load).  0, or
+ * -1 with err. */
 static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
     const TrainerOptions *o = &tr->opt;
     char path[4096], e[PIPELINE_ERR_N_BYTES]; /* a message naming a file, whole */
@@ -773,25 +774,37 @@ static int resume(Trainer *tr, char *err, size_t err_n_bytes) {
         snprintf(err, err_n_bytes, "--resume: %s", e);
         return -1;
     }
-    if (found == 0) {
-        char newest[256], safe_dir[ESCAPE_PATH_N_BYTES], safe_newest[1024];
-        if (ckpt_dir_scan(o->train_dir, newest, sizeof newest) > 0) { /* files, and no index naming them */
-            snprintf(err, err_n_bytes, "--resume: %s holds checkpoints (the newest %s) but no index (%s/checkpoint) "
-                     "naming the latest: write one (model_checkpoint_path: \"%s\") to continue from it, or remove "
-                     "them to start over", escape_str(safe_dir, sizeof safe_dir, o->train_dir),
-                     escape_str(safe_newest, sizeof safe_newest, newest), safe_dir, safe_newest);
-            return -1;
-        }
+    char newest[256] = "", safe_dir[ESCAPE_PATH_N_BYTES], safe_newest[1024];
+    if (found == 0 && ckpt_dir_scan(o->train_dir, newest, sizeof newest) == 0) {
         char ts[64];
         trainer_timestamp(ts, sizeof ts);
         printf("%s: --resume: no checkpoint in %s: starting from step 0\n", ts,
                escape_str(safe_dir, sizeof safe_dir, o->train_dir));
         return 0;
     }
+    /* Checkpoint files and no index naming them: a run killed between its first checkpoint's rename and its
+     * index (or an index removed by hand) continues from the newest, when that one loads whole. */
+    if (found == 0 && snprintf(path, sizeof path, "%s/%s", o->train_dir, newest) >= (int)sizeof path) {
+        snprintf(err, err_n_bytes, "--resume: the train_dir's path is too long");
+        return -1;
+    }
     CkptRunState run;
     if (ckpt_load(path, tr->ps, &run, e, sizeof e) != 0) {
-        snprintf(err, err_n_bytes, "--resume: %s", e);
+        if (found == 0)
+            snprintf(err, err_n_bytes, "--resume: %s holds checkpoints but no index (%s/checkpoint) naming the latest, "
+                     "and the newest, %s, does not load (%s): write an index (model_checkpoint_path: \"NAME\") naming "
+                     "one that does, or remove them to start over", escape_str(safe_dir, sizeof safe_dir, o->train_dir),
+                     safe_dir, escape_str(safe_newest, sizeof safe_newest, newest), e);
+        else snprintf(err, err_n_bytes, "--resume: %s", e);
         return -1;
+    }
+    if (found == 0 && tr->rank == 0) {
+        char ts[64];
+        trainer_timestamp(ts, sizeof ts);
+        fprintf(stderr, "%s: note: %s has no index (%s/checkpoint): continuing from its newest checkpoint, %s (a run "
+                "stopped before writing its first index); the next save writes the index\n", ts,
+                escape_str(safe_dir, sizeof safe_dir, o->train_dir), safe_dir,
+                escape_str(safe_newest, sizeof safe_newest, newest));
     }
     /* Another tower count, batch, accumulation or seed: a note, and the run goes on.  examples_consumed counts
      * examples, not steps (a step of K micro-batches counts K x B per tower), so the epoch and the position in
