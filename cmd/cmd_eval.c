@@ -82,7 +82,7 @@ static int eval_flags(EvalOptions *o, Flag *flags) {
         {"eval_dir", FLAG_STRING, &o->eval_dir, "directory for the TensorBoard events file (default: CHECKPOINT_DIR/eval; none: no events file)"},
         {"no_progress", FLAG_BOOL, &o->no_progress, "no live progress line, even on a terminal"},
         {"top_k", FLAG_INT, &o->top_k, "also report precision @ K: the fraction whose label is among the K largest logits (TensorFlow's in_top_k: a label tied with the K-th counts; a row with a non-finite logit does not)", FLAG_RANGE(1, 1 << 16, "[]", NULL)},
-        {"eval_interval_secs", FLAG_INT, &o->eval_interval_secs, "keep watching --checkpoint_dir: every this many seconds, evaluate its latest checkpoint when it is new (cifar10_eval.py's loop), until --until_step or SIGINT/SIGTERM", FLAG_RANGE(0, 86400, "[]", "0: evaluate once")},
+        {"eval_interval_secs", FLAG_INT, &o->eval_interval_secs, "keep watching --checkpoint_dir: every this many seconds, evaluate its latest checkpoint when it is new (cifar10_eval.py's loop), until --until_step or SIGINT/SIGTERM/SIGHUP", FLAG_RANGE(0, 86400, "[]", "0: evaluate once")},
         {"until_step", FLAG_LONG, &o->until_step, "with --eval_interval_secs: stop after evaluating a checkpoint of this step or later", FLAG_RANGE(0, INFINITY, "[)", "0: until SIGINT, SIGTERM or SIGHUP")},
     };
     int n = (int)(sizeof table / sizeof table[0]);
