@@ -299,7 +299,8 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
         }
         is_float = 0;
     } else if (io_expand_globs(o->data, &files, &n_files, err, sizeof err) != 0 ||
-               io_check_regular_files(files, n_files, err, sizeof err) != 0) {
+               io_check_regular_files(files, n_files, err, sizeof err) != 0 ||
+               io_check_shard_sets(files, n_files, err, sizeof err) != 0) {
         cmd_errorf("tower eval: --data: %s\n", err);
         goto done;
     }

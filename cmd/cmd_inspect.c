@@ -32,7 +32,7 @@
  * the files: regular files only, a stream is not read again), then the records they would refuse.  0 after one
  * line on stdout when they read every record; INSPECT_EXIT_TRAIN_REFUSES after one on stderr when not. */
 static int train_verdict(char *const *files, int n_files, const InspectConfig *cfg, const InspectReport *rep) {
-    char err[1400], key[1024], label[1024];
+    char err[PIPELINE_ERR_N_BYTES], key[1024], label[1024];
     int H, W, C, kind;
     escape_str(key, sizeof key, cfg->image_key);
     escape_str(label, sizeof label, cfg->label_key);
@@ -45,6 +45,10 @@ static int train_verdict(char *const *files, int n_files, const InspectConfig *c
         }
     }
     const int refuses = INSPECT_EXIT_TRAIN_REFUSES;
+    if (io_check_shard_sets(files, n_files, err, sizeof err) != 0) {
+        cmd_errorf("tower inspect: tower train and eval would refuse these files: %s\n", err);
+        return refuses;
+    }
     if (io_probe_image_shape(files, n_files, cfg->image_key, cfg->compression, cfg->skip_corrupt, &H, &W, &C,
                              &kind, NULL, err, sizeof err) != 0) {
         cmd_errorf("tower inspect: tower train and eval would refuse these files: %s\n", err);

@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "io/example.h"
@@ -538,7 +541,7 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
     TfrWriter **w = calloc((size_t)N, sizeof *w);
     ExampleBuilder eb;
     example_builder_init(&eb);
-    int rc = -1;
+    int rc = -1, dir_fd = -1; /* dir_fd: the output directory, locked while the shards are put in place */
     if (!final_paths || !tmp_paths || !w) {
         snprintf(err, err_n, "convert: out of memory");
         goto out;
@@ -614,6 +617,27 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         w[i] = NULL;
         if (c != 0) goto out;
     }
+    /* The commit, under a lock on the output directory: the shards of the prefix there now (another conversion to
+     * it may have put its own in place since the start; two sets would be read as one): without --overwrite any
+     * refuses this one; with it, they are the old ones it replaces. */
+    const char *lock_dir = out_dir[0] ? out_dir : cfg->out_prefix[0] == '/' ? "/" : ".";
+    if ((dir_fd = open(lock_dir, O_RDONLY | O_DIRECTORY)) < 0 || flock(dir_fd, LOCK_EX) != 0) {
+        snprintf(err, err_n, "%s: cannot lock the output directory: %s", lock_dir, strerror(errno));
+        goto out;
+    }
+    char **now = NULL;
+    int n_now = 0;
+    if (convert_existing_shards(cfg->out_prefix, &now, &n_now, err, err_n) != 0) goto out;
+    if (n_now > n_old && !cfg->overwrite) {
+        snprintf(err, err_n, "%s: %d shard%s of this prefix appeared while converting (%s%s): another conversion to "
+                 "it finished first, and this one's are not written (remove those or pass --overwrite)", cfg->out_prefix, n_now,
+                 n_now == 1 ? "" : "s", now[0], n_now > 1 ? " ..." : "");
+        convert_free_paths(now, n_now);
+        goto out;
+    }
+    convert_free_paths(old, n_old);
+    old = now;
+    n_old = n_now;
     for (int i = 0; i < N; i++) {
         if (rename(tmp_paths[i], final_paths[i]) != 0) {
             snprintf(err, err_n, "%s: cannot rename to %s: %s", tmp_paths[i], final_paths[i], strerror(errno));
@@ -634,6 +658,7 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
     }
     rc = 0;
 out:
+    if (dir_fd >= 0) close(dir_fd); /* the lock with it */
     convert_free_paths(old, n_old);
     for (int i = 0; i < N && w; i++) tfr_writer_close(w[i], NULL, 0);
     for (int i = 0; i < N && tmp_paths; i++) {

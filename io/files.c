@@ -10,6 +10,7 @@
  */
 #include "io/pipeline.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <glob.h>
@@ -136,6 +137,103 @@ void io_free_files(char **files, int n_files) {
     if (!files) return;
     for (int i = 0; i < n_files; i++) free(files[i]);
     free(files);
+}
+
+/* A shard's name, PREFIX-DDDDD-of-NNNNN[SUFFIX]: prefix_n (the bytes of path before "-DDDDD"), n_shards (NNNNN)
+ * and suffix (after it; no '-' or '/' in it).  1 when path is one, else 0. */
+static int shard_name(const char *path, size_t *prefix_n, long *n_shards, const char **suffix) {
+    const char *of = NULL;
+    for (const char *p = strstr(path, "-of-"); p; p = strstr(p + 1, "-of-")) of = p; /* the last */
+    if (!of) return 0;
+    const char *q = of + 4, *d = of;
+    size_t n_digits = 0;
+    while (isdigit((unsigned char)q[n_digits])) n_digits++;
+    if (n_digits == 0 || n_digits > 9 || strchr(q + n_digits, '-') || strchr(q + n_digits, '/')) return 0;
+    while (d > path && isdigit((unsigned char)d[-1])) d--;
+    if (d == of || d == path || d[-1] != '-' || strchr(d, '/')) return 0;
+    *prefix_n = (size_t)(d - 1 - path);
+    *n_shards = strtol(q, NULL, 10);
+    *suffix = q + n_digits;
+    return 1;
+}
+
+typedef struct {
+    const char *path;
+    size_t prefix_n;
+    long n_shards;
+    const char *suffix;
+} ShardName;
+
+static int cmp_shard_name(const void *a, const void *b) {
+    const ShardName *x = a, *y = b;
+    const size_t n = x->prefix_n < y->prefix_n ? x->prefix_n : y->prefix_n;
+    int c = memcmp(x->path, y->path, n);
+    if (c) return c;
+    if (x->prefix_n != y->prefix_n) return x->prefix_n < y->prefix_n ? -1 : 1;
+    c = strcmp(x->suffix, y->suffix);
+    if (c) return c;
+    return x->n_shards < y->n_shards ? -1 : x->n_shards > y->n_shards;
+}
+
+/* The first PREFIX-*-of-*SUFFIX.tmp of shard s's prefix into found (found_n bytes): 1, or 0 when there is none. */
+static int shard_tmp_beside(const ShardName *s, char *found, size_t found_n) {
+    char pattern[PIPELINE_MSG_N_BYTES];
+    size_t o = 0;
+    for (size_t i = 0; i < s->prefix_n && o + 3 < sizeof pattern; i++) { /* glob's own characters escaped */
+        if (strchr("*?[\\", s->path[i])) pattern[o++] = '\\';
+        pattern[o++] = s->path[i];
+    }
+    pattern[o] = '\0';
+    char suffix[512];
+    size_t k = 0;
+    for (const char *c = s->suffix; *c && k + 3 < sizeof suffix; c++) {
+        if (strchr("*?[\\", *c)) suffix[k++] = '\\';
+        suffix[k++] = *c;
+    }
+    suffix[k] = '\0';
+    if (snprintf(pattern + o, sizeof pattern - o, "-*-of-*%s.tmp", suffix) >= (int)(sizeof pattern - o)) return 0;
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    const int rc = glob(pattern, 0, NULL, &g);
+    const int any = rc == 0 && g.gl_pathc > 0;
+    if (any) snprintf(found, found_n, "%s", g.gl_pathv[0]);
+    globfree(&g);
+    return any;
+}
+
+int io_check_shard_sets(char *const *files, int n_files, char *err, size_t err_n) {
+    ShardName *s = malloc((size_t)(n_files > 0 ? n_files : 1) * sizeof *s);
+    if (!s) {
+        snprintf(err, err_n, "out of memory");
+        return -1;
+    }
+    int n = 0, rc = 0;
+    for (int i = 0; i < n_files; i++) {
+        ShardName x = {.path = files[i]};
+        if (shard_name(files[i], &x.prefix_n, &x.n_shards, &x.suffix)) s[n++] = x;
+    }
+    qsort(s, (size_t)n, sizeof *s, cmp_shard_name);
+    for (int i = 0; i < n && rc == 0; i++) {
+        const int first_of_prefix = i == 0 || s[i].prefix_n != s[i - 1].prefix_n ||
+                                    memcmp(s[i].path, s[i - 1].path, s[i].prefix_n) != 0 ||
+                                    strcmp(s[i].suffix, s[i - 1].suffix) != 0;
+        char a[ESCAPE_PATH_N_BYTES], b[ESCAPE_PATH_N_BYTES], tmp[PIPELINE_MSG_N_BYTES];
+        if (!first_of_prefix && s[i].n_shards != s[i - 1].n_shards) {
+            snprintf(err, err_n, "%s and %s: shards of one prefix from two conversions (of %ld and of %ld shards), "
+                     "read together: an interrupted tower convert --overwrite, or two at once? Convert again with "
+                     "--overwrite, or remove one set", escape_str(a, sizeof a, s[i - 1].path),
+                     escape_str(b, sizeof b, s[i].path), s[i - 1].n_shards, s[i].n_shards);
+            rc = -1;
+        } else if (first_of_prefix && shard_tmp_beside(&s[i], tmp, sizeof tmp)) {
+            snprintf(err, err_n, "%s: a conversion to its prefix is under way, or was killed while it put its shards "
+                     "in place (%s is there): the shards may mix two conversions; wait for it, or remove the .tmp "
+                     "files and convert again with --overwrite", escape_str(a, sizeof a, s[i].path),
+                     escape_str(b, sizeof b, tmp));
+            rc = -1;
+        }
+    }
+    free(s);
+    return rc;
 }
 
 int io_check_regular_files(char *const *files, int n_files, char *err, size_t err_n) {

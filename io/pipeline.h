@@ -243,6 +243,15 @@ void io_free_files(char **files, int n_files);
  * when memory is short.  io_expand_globs drops them; convert refuses them. */
 long io_find_same_files(const char *const *paths, size_t n_paths, size_t pair[2], unsigned char *later);
 
+/* The shards among files (names PREFIX-DDDDD-of-NNNNN, any suffix, e.g.
+ * .tfrecord: convert's and TensorFlow's) of one prefix are of one set: one
+ * NNNNN, and no PREFIX-*-of-*SUFFIX.tmp beside them (a conversion to the
+ * prefix under way, or killed while it put its shards in place).  Else the
+ * glob mixes two conversions' examples (an interrupted convert --overwrite,
+ * two at once), read as one data set without a word.  0, or -1 with one
+ * line in err naming the files. */
+int io_check_shard_sets(char *const *files, int n_files, char *err, size_t err_n_bytes);
+
 /* 0 when each of files is a regular file; -1 with one line in err naming
  * the first that is not (a pipe, a FIFO, a socket, a device), for which
  * the trainer and eval would read a stream twice (the first record for the

@@ -13,6 +13,7 @@
 
 #include "io/convert.h"
 #include "io/example.h"
+#include "io/pipeline.h"
 #include "io/tfrecord.h"
 #include "test_io_util.h"
 
@@ -398,9 +399,82 @@ static void test_bad_inputs(void) {
     expect_failure(s, err, want, io_tmp("bad11/out"));
 }
 
+/* A source that, at its end, puts another conversion's shards of the same prefix in place (as a second convert
+ * to it that finished first would): the inner source's examples, then that. */
+typedef struct {
+    ConvertSource *inner;
+    const char *other_shard; /* written at the end */
+} RacingSource;
+
+static int racing_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
+    RacingSource *r = s->state;
+    const int st = r->inner->next(r->inner, item, err, err_n);
+    if (st == 0) io_write_file(r->other_shard, "x", 1);
+    return st;
+}
+
+/* Two conversions to one prefix at once: the second to put its shards in place finds the first's and, without
+ * --overwrite, writes none of its own (two sets read as one: every example twice); with --overwrite it replaces
+ * them.  A reader refuses shards of one prefix from two sets, or beside a .tmp of a conversion under way. */
+static void test_shard_sets(void) {
+    char err[PIPELINE_ERR_N_BYTES], other[700], path[700];
+    const char *images = io_tmp("race.idx"), *labels = io_tmp("race_lab.idx");
+    write_idx(images, labels, 6, 3, 2, 0, 0, 6, 0);
+    for (int overwrite = 0; overwrite <= 1; overwrite++) {
+        const char *prefix = io_tmp(overwrite ? "race_o/t" : "race/t");
+        snprintf(other, sizeof other, "%s-00000-of-00001.tfrecord", prefix);
+        ConvertSource *inner = convert_open_idx(images, labels, err, sizeof err);
+        CHECK_MSG(inner != NULL, "%s", err);
+        if (!inner) return;
+        RacingSource r = {inner, other};
+        ConvertSource racing = {.format = "idx", .n_examples = -1, .next = racing_next, .state = &r};
+        ConvertConfig cfg;
+        convert_config_defaults(&cfg);
+        cfg.out_prefix = prefix;
+        cfg.num_shards = 2;
+        cfg.overwrite = overwrite;
+        ConvertStats st;
+        const int rc = convert_run(&racing, &cfg, &st, err, sizeof err);
+        inner->close(inner);
+        convert_shard_path(path, sizeof path, prefix, 0, 2);
+        if (!overwrite) {
+            CHECK_MSG(rc == -1 && strstr(err, "1 shard of this prefix appeared while converting") &&
+                          strstr(err, "another conversion to it finished first"), "rc %d: %s", rc, err);
+            CHECK_MSG(access(path, F_OK) != 0, "%s written beside the other conversion's shard", path);
+            CHECK(access(other, F_OK) == 0);
+            char tmp[720];
+            snprintf(tmp, sizeof tmp, "%s.tmp", path);
+            CHECK(access(tmp, F_OK) != 0);
+        } else {
+            CHECK_MSG(rc == 0 && access(path, F_OK) == 0, "rc %d: %s", rc, err);
+            CHECK_MSG(access(other, F_OK) != 0, "--overwrite kept the other conversion's %s", other);
+        }
+    }
+    /* The readers' check: two sets of one prefix; a .tmp beside one set; one set, another prefix's alone. */
+    char a[700], b[700], c[700], t[720];
+    snprintf(a, sizeof a, "%s", io_tmp("sets/p-00000-of-00002.tfrecord"));
+    snprintf(b, sizeof b, "%s", io_tmp("sets/p-00001-of-00003.tfrecord"));
+    snprintf(c, sizeof c, "%s", io_tmp("sets/q-00000-of-00003.tfrecord"));
+    mkdir(io_tmp("sets"), 0700);
+    io_write_file(a, "x", 1);
+    io_write_file(b, "x", 1);
+    io_write_file(c, "x", 1);
+    char *mixed[] = {a, b, c}, *one[] = {b, c};
+    CHECK_MSG(io_check_shard_sets(mixed, 3, err, sizeof err) == -1 &&
+                  strstr(err, "shards of one prefix from two conversions (of 2 and of 3 shards)"), "%s", err);
+    CHECK_MSG(io_check_shard_sets(one, 2, err, sizeof err) == 0, "%s", err);
+    snprintf(t, sizeof t, "%s", io_tmp("sets/p-00000-of-00003.tfrecord.tmp"));
+    io_write_file(t, "x", 1);
+    CHECK_MSG(io_check_shard_sets(one, 2, err, sizeof err) == -1 && strstr(err, "a conversion to its prefix is under way") &&
+                  strstr(err, "p-00000-of-00003.tfrecord.tmp is there"), "%s", err);
+    char *other_prefix[] = {c};
+    CHECK_MSG(io_check_shard_sets(other_prefix, 1, err, sizeof err) == 0, "another prefix's .tmp: %s", err);
+}
+
 int main(void) {
     test_idx();
     test_cifar();
     test_bad_inputs();
+    test_shard_sets();
     return io_test_result("test_io_convert");
 }

@@ -106,6 +106,20 @@ expect_error "$long/bad0.tfrecord: record 0 at offset 0: data CRC mismatch (stor
   --train_dir "$work/x"
 expect_error "$long/bad0.tfrecord: record 0 at offset 0: data CRC mismatch (stored 0x" eval --checkpoint_dir "$work/nan" \
   --data "$long/bad0.tfrecord"
+# Shards of one prefix from two conversions (an interrupted convert --overwrite, two at once): train, eval and
+# inspect's verdict refuse to read them as one data set; so with a conversion's .tmp beside them.
+mkdir -p "$work/mix"
+cp "$test_file" "$work/mix/t-00000-of-00002.tfrecord"
+cp "$test_file" "$work/mix/t-00001-of-00003.tfrecord"
+mixed="$work/mix/t-00000-of-00002.tfrecord and $work/mix/t-00001-of-00003.tfrecord: shards of one prefix from two conversions (of 2 and of 3 shards)"
+expect_error "$mixed" train --data "$work/mix/t-*" --train_dir "$work/x"
+expect_error "$mixed" eval --checkpoint_dir "$work/nan" --data "$work/mix/t-*"
+set +e; "$tower" inspect "$work/mix/t-*" >/dev/null 2>"$work/err"; rc=$?; set -e
+[ $rc -eq 3 ] && grep -qF "would refuse these files: $mixed" "$work/err" || fail "inspect of two sets: exit $rc, $(cat "$work/err")"
+rm "$work/mix/t-00000-of-00002.tfrecord"
+touch "$work/mix/t-00000-of-00003.tfrecord.tmp"
+expect_error "$work/mix/t-00001-of-00003.tfrecord: a conversion to its prefix is under way, or was killed while it put its shards in place ($work/mix/t-00000-of-00003.tfrecord.tmp is there)" \
+  train --data "$work/mix/t-*.tfrecord" --train_dir "$work/x"
 # A --train_dir holding control bytes, said escaped where --resume finds no checkpoint in it.
 esc_dir="$work/r$(printf '\033')[2Jx"
 "$tower" train --model mnist --data "$data" --train_dir "$esc_dir" --batch_size 16 --max_steps 1 --resume \

@@ -1128,7 +1128,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
         }
-        if (io_check_regular_files(tr->files, tr->n_files, e, sizeof e) != 0) {
+        if (io_check_regular_files(tr->files, tr->n_files, e, sizeof e) != 0 ||
+            io_check_shard_sets(tr->files, tr->n_files, e, sizeof e) != 0) {
             snprintf(err, err_n_bytes, "--data: %s", e);
             return -1;
         }
