@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* One number from a file holding it alone ("max" and unreadable: 0). */
 static unsigned long long read_number(const char *path) {
@@ -78,6 +79,30 @@ static unsigned long long cgroup_left(char *limit_path, size_t limit_path_n_byte
     return left;
 }
 
+/* The address-space limit (RLIMIT_AS: ulimit -v, prlimit --as) minus this process's address space now (VmSize of
+ * /proc/self/status) and an eighth of the limit (at least 256 MiB): the address space the threads still to start
+ * reserve beyond what they touch (stacks, malloc arenas; mnist at batch 6500 reached 1.05 GiB of it over its
+ * resident peak, the libraries' 0.9 of it mapped at the start).  *limit gets the limit; 0 when there is none (or
+ * VmSize cannot be read).  A limit at or below that counts as 1 byte left.  malloc fails past the limit, so a bound
+ * over it ended in an abort or a crash. */
+static unsigned long long address_space_left(unsigned long long *limit, unsigned long long *size) {
+    struct rlimit rl;
+    *limit = *size = 0;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "VmSize: %llu kB", &kib) == 1;
+    fclose(f);
+    if (!found) return 0;
+    *limit = (unsigned long long)rl.rlim_cur;
+    const unsigned long long margin = *limit / 8 > (256ULL << 20) ? *limit / 8 : 256ULL << 20;
+    *size = kib * 1024ULL;
+    return *limit > *size + margin ? *limit - *size - margin : 1;
+}
+
 size_t memory_available_n_bytes(char *source, size_t source_n_bytes) {
     char dummy[8];
     if (!source) {
@@ -93,12 +118,19 @@ size_t memory_available_n_bytes(char *source, size_t source_n_bytes) {
             return (size_t)v;
         }
     }
-    unsigned long long avail = meminfo_available(), limit = 0;
+    unsigned long long avail = meminfo_available(), limit = 0, as_limit = 0, as_size = 0;
     char limit_path[4200] = "";
     unsigned long long left = cgroup_left(limit_path, sizeof limit_path, &limit);
+    const unsigned long long as_left = address_space_left(&as_limit, &as_size);
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (as_left > 0 && (avail == 0 || as_left < avail) && (left == 0 || as_left < left)) {
+        snprintf(source, source_n_bytes, "the address-space limit (ulimit -v) of %.1f GiB minus this process's %.2f "
+                 "GiB and a reserve for its threads", (double)as_limit / gib, (double)as_size / gib);
+        return (size_t)as_left;
+    }
     if (left > 0 && (avail == 0 || left < avail)) {
         snprintf(source, source_n_bytes, "the cgroup limit %s (%.1f GiB) minus its usage", limit_path,
-                 (double)limit / (1024.0 * 1024.0 * 1024.0));
+                 (double)limit / gib);
         return (size_t)left;
     }
     snprintf(source, source_n_bytes, "MemAvailable in /proc/meminfo");

@@ -20,7 +20,10 @@
  * MemAvailable (/proc/meminfo) and, where this process's cgroup sets a
  * limit, that limit minus the cgroup's current usage (cgroup v2
  * memory.max - memory.current, or v1 memory.limit_in_bytes -
- * memory.usage_in_bytes).  `source` (when not NULL) receives where the
+ * memory.usage_in_bytes), and, under an address-space limit (RLIMIT_AS:
+ * ulimit -v, prlimit --as), that limit minus the process's VmSize and a
+ * reserve for its threads' stacks and arenas (an eighth, at least 256 MiB).
+ * `source` (when not NULL) receives where the
  * figure came from, e.g. "MemAvailable in /proc/meminfo" or "the cgroup
  * limit /sys/fs/cgroup/x/memory.max (8.0 GiB) minus its usage".
  * Returns 0 when nothing can be read (no /proc): the caller then does not

@@ -84,7 +84,8 @@ Data given the wrong way gets a hint (exit 2):
 
 The memory bound is the one `--log_device_placement` prints (less what the process holds already); what
 is available is MemAvailable of `/proc/meminfo`, or, where the process's cgroup sets a limit (v2
-`memory.max`, v1 `memory.limit_in_bytes`), that limit less its usage, whichever is less.  `eval` caps its
+`memory.max`, v1 `memory.limit_in_bytes`), that limit less its usage, or, under an address-space limit
+(`ulimit -v`), that limit less the process's address space and a reserve for its threads, whichever is less.  `eval` caps its
 batch at the number of examples it reads when the batch asked for does not fit (it then counts them, one
 pass over the records' checksums), and checks again.  A run holds an `flock` on `TRAIN_DIR/.lock`
 (which holds its PID) from start to exit and removes the file as it ends; the kernel drops the lock when the process ends, however it ends.
