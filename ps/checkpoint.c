@@ -95,25 +95,21 @@ static int fsync_dir(const char *dir) {
     return rc;
 }
 
-/* Write the n_parts buffers to dir/name through dir/name.tmp: fwrite,
- * fflush, fsync, rename, fsync(dir).  `fault_here` stops after the fsync of
- * the temporary file (the test hook). */
-static int write_atomic(const char *dir, const char *name, const void *const *parts,
-                        const size_t *part_n_bytes, int n_parts, int fault_here,
-                        char *err, size_t err_n_bytes) {
+/* Write dir/name through dir/name.tmp: write_body(f, ctx) (0, or the errno of a failed write), fflush, fsync,
+ * rename, fsync(dir).  `fault_here` stops after the fsync of the temporary file (the test hook). */
+static int write_atomic_with(const char *dir, const char *name, int (*write_body)(FILE *f, void *ctx), void *ctx,
+                             int fault_here, char *err, size_t err_n_bytes) {
     char final_path[4096], tmp_path[4096];
     if (join_path(final_path, sizeof final_path, dir, name) != 0 ||
         snprintf(tmp_path, sizeof tmp_path, "%s" CKPT_TMP_SUFFIX, final_path) >= (int)sizeof tmp_path)
         return fail(err, err_n_bytes, "%s/%s: path too long", dir, name);
     FILE *f = fopen(tmp_path, "wb");
     if (!f) return fail(err, err_n_bytes, "%s: cannot create: %s", tmp_path, strerror(errno));
-    for (int i = 0; i < n_parts; i++) {
-        if (part_n_bytes[i] && fwrite(parts[i], 1, part_n_bytes[i], f) != part_n_bytes[i]) {
-            int e = errno;
-            fclose(f);
-            unlink(tmp_path);
-            return fail(err, err_n_bytes, "%s: write failed: %s", tmp_path, strerror(e));
-        }
+    const int write_errno = write_body(f, ctx);
+    if (write_errno) {
+        fclose(f);
+        unlink(tmp_path);
+        return fail(err, err_n_bytes, "%s: write failed: %s", tmp_path, strerror(write_errno));
     }
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
         int e = errno;
@@ -135,6 +131,68 @@ static int write_atomic(const char *dir, const char *name, const void *const *pa
     }
     if (fsync_dir(dir) != 0)
         return fail(err, err_n_bytes, "%s: fsync of the directory failed: %s", dir, strerror(errno));
+    return 0;
+}
+
+typedef struct {
+    const void *const *parts;
+    const size_t *part_n_bytes;
+    int n_parts;
+} Parts;
+
+static int write_parts(FILE *f, void *ctx) {
+    const Parts *p = ctx;
+    for (int i = 0; i < p->n_parts; i++)
+        if (p->part_n_bytes[i] && fwrite(p->parts[i], 1, p->part_n_bytes[i], f) != p->part_n_bytes[i])
+            return errno ? errno : EIO;
+    return 0;
+}
+
+/* write_atomic_with of the n_parts buffers, one after another. */
+static int write_atomic(const char *dir, const char *name, const void *const *parts, const size_t *part_n_bytes,
+                        int n_parts, int fault_here, char *err, size_t err_n_bytes) {
+    Parts p = {parts, part_n_bytes, n_parts};
+    return write_atomic_with(dir, name, write_parts, &p, fault_here, err, err_n_bytes);
+}
+
+/* A checkpoint file's payload as protobuf-c packs it, straight into the file and its CRC: no copy of it in memory
+ * (one the size of the variables and slots was allocated at every save, and a save late in a run could fail for
+ * it, losing every step since the last). */
+typedef struct {
+    ProtobufCBuffer base;
+    FILE *f;
+    uLong crc;
+    size_t n_bytes;
+    int errno_value; /* the first failed write's, or 0 */
+} FileSink;
+
+static void file_sink_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data) {
+    FileSink *s = (FileSink *)buffer;
+    if (!s->errno_value && len && fwrite(data, 1, len, s->f) != len) s->errno_value = errno ? errno : EIO;
+    s->crc = crc32_z(s->crc, data, len);
+    s->n_bytes += len;
+}
+
+typedef struct {
+    const Tower__Checkpoint *msg;
+    size_t payload_n_bytes; /* get_packed_size's */
+} Payload;
+
+/* The header (its size and CRC zero until the payload is written, then filled in), then the payload. */
+static int write_checkpoint_body(FILE *f, void *ctx) {
+    const Payload *p = ctx;
+    unsigned char header[CKPT_HEADER_N_BYTES];
+    memset(header, 0, sizeof header);
+    if (fwrite(header, 1, sizeof header, f) != sizeof header) return errno ? errno : EIO;
+    FileSink sink = {.base = {file_sink_append}, .f = f, .crc = crc32_z(0L, Z_NULL, 0)};
+    tower__checkpoint__pack_to_buffer(p->msg, &sink.base);
+    if (sink.errno_value) return sink.errno_value;
+    if (sink.n_bytes != p->payload_n_bytes) return EIO; /* protobuf-c packed other than it sized */
+    memcpy(header, CKPT_MAGIC, 8);
+    put_u32(header + 8, CKPT_FORMAT_VERSION);
+    put_u64(header + 12, (uint64_t)p->payload_n_bytes);
+    put_u32(header + 20, (uint32_t)sink.crc);
+    if (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, f) != sizeof header) return errno ? errno : EIO;
     return 0;
 }
 
@@ -533,21 +591,10 @@ static int save_file(const char *dir, const char *name, const ParamServer *ps, c
     }
     msg.run = &rs;
 
-    size_t payload_n_bytes = tower__checkpoint__get_packed_size(&msg);
-    uint8_t *payload = malloc(payload_n_bytes ? payload_n_bytes : 1);
-    if (payload) tower__checkpoint__pack(&msg, payload);
+    Payload payload = {&msg, tower__checkpoint__get_packed_size(&msg)};
+    const int rc = write_atomic_with(dir, name, write_checkpoint_body, &payload, g_fault == CKPT_FAULT_BEFORE_RENAME,
+                                     err, err_n_bytes);
     free(slot_tensors), free(slot_ptrs), free(slot_names), free(slot_shapes);
-    if (!payload)
-        return fail(err, err_n_bytes, "%s/%s: cannot allocate %zu bytes for the payload", dir, name, payload_n_bytes);
-    unsigned char header[CKPT_HEADER_N_BYTES];
-    memcpy(header, CKPT_MAGIC, 8);
-    put_u32(header + 8, CKPT_FORMAT_VERSION);
-    put_u64(header + 12, (uint64_t)payload_n_bytes);
-    put_u32(header + 20, crc32_of(payload, payload_n_bytes));
-    const void *parts[2] = {header, payload};
-    size_t part_n_bytes[2] = {sizeof header, payload_n_bytes};
-    int rc = write_atomic(dir, name, parts, part_n_bytes, 2, g_fault == CKPT_FAULT_BEFORE_RENAME, err, err_n_bytes);
-    free(payload);
     return rc;
 }
 

@@ -101,11 +101,11 @@ int ckpt_save_shard(const char *dir, const ParamServer *ps, const unsigned char 
                     const CkptRunState *run, char *err, size_t err_n_bytes);
 int ckpt_commit_shards(const char *dir, long global_step, int n_shards, int keep_last, char *err, size_t err_n_bytes);
 
-/* The most heap memory (bytes) one ckpt_save of ps holds at once, for memory
- * bounds: the encoded payload (the variables, optimizer slots and moving
- * averages ps has) plus 64 KiB for names, shapes and framing, and the slot
- * tensors' names.  A ckpt_load
- * holds about twice it (the file's payload and its decoded copy). */
+/* A checkpoint file's payload of ps (bytes), for memory bounds: the
+ * variables, optimizer slots and moving averages ps has, plus 64 KiB for
+ * names, shapes and framing, and the slot tensors' names.  A ckpt_load holds
+ * about twice it (the file's payload and its decoded copy); a ckpt_save
+ * holds none of it (protobuf-c packs it straight into the file). */
 size_t ckpt_max_n_bytes(const ParamServer *ps);
 
 /* The latest checkpoint of dir, from its index: writes "dir/<name>" (or the

@@ -455,7 +455,7 @@ size_t trainer_max_n_bytes(const Trainer *tr, TrainerMemory *m) {
     }
     const TrainModeI *mode = train_mode(tr->mode);
     m->mode_n_bytes = mode->host_n_bytes ? mode->host_n_bytes(tr) : 0;
-    m->checkpoint_n_bytes = tr->ps ? (tr->opt.resume ? 2 : 1) * ckpt_max_n_bytes(tr->ps) : 0;
+    m->checkpoint_n_bytes = tr->ps && tr->opt.resume ? 2 * ckpt_max_n_bytes(tr->ps) : 0; /* a save streams its file */
     m->summaries_n_bytes = event_writer_max_n_bytes((size_t)tr->spec.n_vars);
     m->loaded_n_bytes = tr->loaded_n_bytes;
     m->runtime_n_bytes = TRAINER_RUNTIME_N_BYTES;

@@ -325,7 +325,8 @@ typedef struct {
     size_t towers_n_bytes;     /* n_towers x the backend's host_n_bytes: a CPU tower's weights, logits, activations and scratch */
     size_t mode_n_bytes;       /* the placement mode's own host buffers (TrainModeI.host_n_bytes): across ranks the
                                 * gathered gradients (replicated_mpi: R x T x M), the push, pull and save buffers (ps_mpi) */
-    size_t checkpoint_n_bytes; /* a save's payload, or twice it at a --resume load (payload + decoded copy) */
+    size_t checkpoint_n_bytes; /* a --resume load: twice the payload (payload + decoded copy); a save streams its
+                                  file and holds no copy */
     size_t summaries_n_bytes;  /* the events writer: queued histograms of every variable and the encoded event */
     size_t loaded_n_bytes;     /* measured: resident when trainer_open began — the executable and its shared libraries
                                 * as loaded (about 7 MiB; about 220 MiB more when the CUDA libraries are linked in) */
