@@ -638,7 +638,28 @@ static int eval_same_file(const EvalFileId *a, const EvalFileId *b) {
  * gone when read (train's --keep_checkpoints removed it after a newer
  * index) is passed over for the newer one; any other failure is one line
  * and exit 1. */
+/* What watching can know before the first checkpoint, refused at once rather than when one appears (hours later):
+ * --checkpoint_dir, where it exists, is a directory; --data names files (its globs match regular files of one
+ * shard set) or an image folder.  0, or 1 after one line. */
+static int watch_check(const EvalOptions *o) {
+    struct stat sb;
+    if (stat(o->checkpoint_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        cmd_errorf("tower eval: --checkpoint_dir %s is not a directory\n", o->checkpoint_dir);
+        return 1;
+    }
+    if (imagefolder_is_folder(o->data)) return 0;
+    char err[PIPELINE_ERR_N_BYTES], **files = NULL;
+    int n_files = 0;
+    const int bad = io_expand_globs(o->data, &files, &n_files, err, sizeof err) != 0 ||
+                    io_check_regular_files(files, n_files, err, sizeof err) != 0 ||
+                    io_check_shard_sets(files, n_files, err, sizeof err) != 0;
+    io_free_files(files, n_files);
+    if (bad) cmd_errorf("tower eval: --data: %s\n", err);
+    return bad;
+}
+
 static int eval_watch(const EvalOptions *o, int compression) {
+    if (watch_check(o) != 0) return 1;
     cmd_catch_signals(on_eval_signal);
     char ts[64], err[1024], until[64];
     if (o->until_step > 0) snprintf(until, sizeof until, "until step %ld", o->until_step);

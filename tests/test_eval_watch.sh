@@ -133,6 +133,21 @@ timeout 60 "$tower" eval --checkpoint_dir "$work/bad" --eval_dir none "${watch[@
   { cat "$work/w4.err"; fail "4: not one line naming the file"; }
 echo "ok 4: $(cat "$work/w4.err")"
 
+# 5. What watching can know before the first checkpoint is refused at once, not when one appears: --data whose
+# pattern matches nothing, a --checkpoint_dir that is a file.
+rc=0
+timeout 20 "$tower" eval --checkpoint_dir "$work/empty" --eval_dir none --eval_interval_secs 1 \
+  --data "$work/none-*.tfrecord" >"$work/w5.out" 2>"$work/w5.err" || rc=$?
+[ "$rc" -eq 1 ] && [ "$(cat "$work/w5.err")" = "tower eval: --data: pattern '$work/none-*.tfrecord' matches no files" ] ||
+  { cat "$work/w5.err"; fail "5: --data matching nothing while watching: exit $rc (124: it waited)"; }
+echo x >"$work/afile"
+rc=0
+timeout 20 "$tower" eval --checkpoint_dir "$work/afile" --eval_dir none "${watch[@]}" >"$work/w5.out" 2>"$work/w5.err" ||
+  rc=$?
+[ "$rc" -eq 1 ] && [ "$(cat "$work/w5.err")" = "tower eval: --checkpoint_dir $work/afile is not a directory" ] ||
+  { cat "$work/w5.err"; fail "5: a file as --checkpoint_dir while watching: exit $rc (124: it waited)"; }
+echo "ok 5: refused before watching: --data matching nothing, a file as --checkpoint_dir"
+
 # 6 (where this tower has MPI and mpirun starts 2 ranks). A checkpoint in shards (ps_mpi's owners write
 # model.ckpt-N.shard-* and the manifest model.ckpt-N.shards, no file model.ckpt-N): evaluated once, not at
 # every poll.
