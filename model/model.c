@@ -134,7 +134,7 @@ void model_opts_describe(const char *name, const ModelOptions *opts, char *out, 
 const char *model_size_flag(const char *name) {
     const NetInfo *net = model_net_find(name);
     const unsigned used = net ? net->opts_used : 0;
-    return used & MODEL_OPT_FC_WIDTH ? "--fc_width" : used & MODEL_OPT_WIDTH ? "--width_multiplier" : "a smaller --model";
+    return used & MODEL_OPT_FC_WIDTH ? "--fc_width" : used & MODEL_OPT_WIDTH ? "--width_multiplier" : NULL;
 }
 
 int model_spec_init_opts(ModelSpec *spec, const char *name, int H, int W, int C, int num_classes,

@@ -97,7 +97,8 @@ void model_opts_normalize(const char *name, ModelOptions *opts);
 void model_opts_describe(const char *name, const ModelOptions *opts, char *out, size_t out_n_bytes);
 
 /* The flag that shrinks the variables of the network `name` most: "--fc_width" for a network with a
- * configurable dense width, else "--width_multiplier" for one with a width, else "a smaller --model". */
+ * configurable dense width, else "--width_multiplier" for one with a width, else NULL (none: a smaller
+ * --model is the way). */
 const char *model_size_flag(const char *name);
 
 /* model_spec_init with options (NULL: the defaults).  mobilenet_v2 takes

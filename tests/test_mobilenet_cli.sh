@@ -66,6 +66,16 @@ TOWER_TEST_MEM_AVAILABLE_BYTES=30000000000 refuse 1 \
   '^tower train: not enough memory: the parameter server of 4338068739 variables needs 80.80 GiB of host memory (.*), and 27.94 GiB is available (TOWER_TEST_MEM_AVAILABLE_BYTES): lower --fc_width$' \
   "${big[@]}"
 [ ! -e "$work/big_run" ] || fail "the refused run left its train_dir"
+# The flag named is the one that shrinks the largest part: the shuffle buffer of 1024 x 1024 decoded images
+# outweighs one thread's decode buffers (it named --max_image_pixels or --input_threads); a network without a
+# size flag whose activations a batch of 1 keeps is lowered through --image_size (it said "lower a smaller --model").
+TOWER_TEST_MEM_AVAILABLE_BYTES=1000000000 refuse 1 ': lower --min_after_dequeue or --image_size$' \
+  train --model mobilenet_v2 --data "$work/imgs" --num_classes 3 --image_size 1024 --batch_size 1 --input_threads 1 \
+  --max_image_pixels 2100000 --train_dir "$work/big_run"
+TOWER_TEST_MEM_AVAILABLE_BYTES=1000000000 refuse 1 ': lower --image_size, or train a smaller --model$' \
+  train --model resnet50 --data "$work/imgs" --num_classes 3 --image_size 2048 --max_image_pixels 8388608 \
+  --batch_size 1 --min_after_dequeue 0 --train_dir "$work/big_run"
+[ ! -e "$work/big_run" ] || fail "the refused run left its train_dir"
 
 "$tower" "${base[@]}" --width_multiplier 0.35 --num_towers 2 --batch_size 8 --max_steps 6 --optimizer adam \
   --variable_update replicated --all_reduce host --skip_corrupt --max_corrupt_fraction 1 --min_after_dequeue 20 \

@@ -468,6 +468,16 @@ static double mib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0); 
 
 static double gib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0 * 1024.0); }
 
+/* What shrinks a part that the batch does not: "lower --num_towers" (each tower's gradients, activations), the
+ * model's size flag, or for a network without one the input size where the pipeline decodes it, else the model. */
+static const char *size_lever(const Trainer *tr) {
+    if (tr->n_towers > 1) return "lower --num_towers";
+    const char *flag = model_size_flag(tr->opt.model);
+    if (flag) return !strcmp(flag, "--fc_width") ? "lower --fc_width" : "lower --width_multiplier";
+    return tr->image_folder || tr->image_encoded ? "lower --image_size, or train a smaller --model"
+                                                 : "train a smaller --model";
+}
+
 int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
     TrainerMemory m;
     const size_t bound = trainer_max_n_bytes(tr, &m);
@@ -482,33 +492,33 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
      * (once made) took its part. */
     const size_t more = bound - m.loaded_n_bytes;
     const size_t available_at_open = available + (tr->ps ? resident - m.loaded_n_bytes : 0);
-    /* The flag that shrinks the largest part. */
-    const char *lower = "--batch_size";
-    if (tr->opt.shard_sizes[0]) lower = "--shard_sizes";
+    /* The flag that shrinks the largest part (of the input: its decode buffers or its shuffle buffer). */
+    const char *lower = "lower --batch_size";
+    if (tr->opt.shard_sizes[0]) lower = "lower --shard_sizes";
     const int decodes = tr->image_folder || tr->image_encoded;
-    if (m.input_n_bytes >= m.towers_n_bytes && decodes &&
-        (tr->opt.input_threads > 0 || (size_t)tr->opt.max_image_pixels > PIPELINE_DEFAULT_MAX_IMAGE_PIXELS))
-        lower = "--max_image_pixels or --input_threads"; /* each decoding thread holds buffers of that many pixels */
+    const size_t slots_n_bytes = (size_t)m.pipeline.n_slots * m.pipeline.slot_n_bytes;
+    if (m.input_n_bytes >= m.towers_n_bytes && decodes && m.pipeline.workers_n_bytes > slots_n_bytes)
+        lower = "lower --max_image_pixels or --input_threads"; /* each decoding thread holds buffers of that many pixels */
     else if (m.input_n_bytes >= m.towers_n_bytes && !tr->opt.synthetic &&
              tr->opt.min_after_dequeue > 3L * tr->global_batch)
-        lower = "--min_after_dequeue";
+        lower = decodes ? "lower --min_after_dequeue or --image_size" : "lower --min_after_dequeue";
     else if (m.variables_n_bytes > m.input_n_bytes && m.variables_n_bytes > m.towers_n_bytes)
-        lower = tr->n_towers > 1 ? "--num_towers" : model_size_flag(tr->opt.model); /* each tower's gradients */
+        lower = size_lever(tr); /* each tower's gradients */
     else if (tr->accum_steps > 1 && m.input_n_bytes >= m.towers_n_bytes)
-        lower = "--accum_steps";
+        lower = "lower --accum_steps";
     else if (m.towers_known && m.towers_n_bytes > m.input_n_bytes) {
         /* The towers' part: their activations scale with the batch, their variable-sized buffers (gradients,
          * weights) do not; where a batch of 1 would keep more than half of it, the batch is not the lever. */
         size_t at_one = 0;
         for (int t = 0; t < tr->n_towers; t++) at_one += tr->backend->host_n_bytes(&tr->spec, 1, tr->accum_steps);
-        if (2 * at_one > m.towers_n_bytes) lower = tr->n_towers > 1 ? "--num_towers" : model_size_flag(tr->opt.model);
+        if (2 * at_one > m.towers_n_bytes) lower = size_lever(tr);
     }
     char server[96] = ", the server's not yet counted";
     if (tr->ps)
         snprintf(server, sizeof server, ", variables %.2f GiB, checkpoint %.2f GiB", gib(m.variables_n_bytes),
                  gib(m.checkpoint_n_bytes));
     snprintf(err, err_n_bytes, "not enough memory: this run needs up to %.2f GiB of host memory (the memory bound: "
-             "input %.2f GiB, towers %.2f GiB%s; global batch %d), and %.2f GiB is available (%s): lower %s", gib(more),
+             "input %.2f GiB, towers %.2f GiB%s; global batch %d), and %.2f GiB is available (%s): %s", gib(more),
              gib(m.input_n_bytes), gib(m.towers_n_bytes), server, tr->global_batch, gib(available_at_open), source, lower);
     return -1;
 }
@@ -1243,9 +1253,8 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     if (available > 0 && plan > available) {
         snprintf(err, err_n_bytes, "not enough memory: the parameter server of %zu variables needs %.2f GiB of host "
                  "memory (the variables, their mean gradient, %d tower gradient%s, the optimizer's slots and moving "
-                 "averages), and %.2f GiB is available (%s): lower %s", tr->spec.n_params, gib(plan), tr->n_towers,
-                 tr->n_towers == 1 ? "" : "s", gib(available), source,
-                 tr->n_towers > 1 ? "--num_towers" : model_size_flag(o->model));
+                 "averages), and %.2f GiB is available (%s): %s", tr->spec.n_params, gib(plan), tr->n_towers,
+                 tr->n_towers == 1 ? "" : "s", gib(available), source, size_lever(tr));
         return -1;
     }
     tr->ps = ps_create(&tr->spec, tr->n_towers, &pc, tr->alloc, (uint64_t)o->seed);
