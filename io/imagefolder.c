@@ -1346,7 +1346,12 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
         if (st->cfg.encoded) { /* the file as stored, once its bytes decoded */
             size_t n_bytes;
             char note[1200];
+            errno = 0;
             if (encoded_file(st, f->path, &H, &W, &n_bytes, why, sizeof why, note, sizeof note) != 0) {
+                if (imagefolder_failed_for_system(errno)) {
+                    snprintf(err, err_n, "%s (a fault of this machine, not of the file: not skipped)", why);
+                    return -1;
+                }
                 skip_file(st, why);
                 continue;
             }
@@ -1356,7 +1361,12 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
                                   .encoded_n_bytes = n_bytes};
             return 1;
         }
+        errno = 0;
         if (imagefolder_decode(f->path, &rgb, &H, &W, why, sizeof why) != 0) {
+            if (imagefolder_failed_for_system(errno)) {
+                snprintf(err, err_n, "%s (a fault of this machine, not of the file: not skipped)", why);
+                return -1;
+            }
             skip_file(st, why);
             continue;
         }

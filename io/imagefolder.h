@@ -40,6 +40,7 @@
 #ifndef TOWER_IO_IMAGEFOLDER_H
 #define TOWER_IO_IMAGEFOLDER_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -245,6 +246,13 @@ int imagefolder_transform(uint8_t *out, int S, int C, ImageFolderResizeMode mode
  * outside the image. */
 int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop *crop, const uint8_t *rgb, int H,
                                int W, int orig_H, int orig_W, ImageFolderScratch *scr);
+
+/* After a failed load or decode (errno set to 0 before it): 1 when errno says the machine failed, not the
+ * file (out of memory, too many open files), which a reader must not skip as a corrupt file (--skip_corrupt
+ * dropped good images when the descriptors ran out); else 0. */
+static inline int imagefolder_failed_for_system(int errno_value) {
+    return errno_value == ENOMEM || errno_value == EMFILE || errno_value == ENFILE;
+}
 
 /* One file to out (S, S, C): decoded as imagefolder_decode_scaled does
  * (scaled 0: full size, as tower convert), then imagefolder_transform.  A

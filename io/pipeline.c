@@ -22,6 +22,7 @@
 #include "io/imagefolder.h"
 #include "io/pipeline_source.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -250,6 +251,12 @@ static int decode_collect_one(Pipeline *p, PipelineDecodeStream *s) {
         return pipeline_accept(p, d->slot);
     }
     pipeline_put_slot_back(p, d->slot);
+    if (state == -2) { /* not the data's fault: no skipping it as corrupt */
+        char msg[PIPELINE_MSG_N_BYTES + 96];
+        snprintf(msg, sizeof msg, "%s (a fault of this machine, not of the file: not skipped)", d->why);
+        pipeline_fail(p, msg);
+        return -1;
+    }
     return pipeline_bad(p, d->why, d->lost_n_bytes, d->where);
 }
 
@@ -470,8 +477,9 @@ static int decode_one(Pipeline *p, int worker, const WorkItem *it) {
     DecodeEntry *d = &p->win[it->win];
     d->lost_n_bytes = 0;
     d->why[0] = '\0';
+    errno = 0;
     int rc = p->src->decode(p, worker, d->item, it->slot, d->why, sizeof d->why, &d->lost_n_bytes);
-    return rc == 0 ? 1 : -1;
+    return rc == 0 ? 1 : imagefolder_failed_for_system(errno) ? -2 : -1;
 }
 
 typedef struct {

@@ -125,8 +125,10 @@ static int folder_decode(Pipeline *p, int worker, long item, int slot, char *why
                               c->max_image_pixels, c->jpeg_scaled, &fs->scratch[worker], &scale_eighths, why, why_n);
     }
     if (rc != 0) {
+        const int load_errno = errno; /* decode_one reads it: the machine's fault or the file's */
         struct stat sb;
         *lost_n_bytes = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        errno = load_errno;
         return -1;
     }
     if (scale_eighths < 8) atomic_fetch_add(&p->images_scaled, 1);

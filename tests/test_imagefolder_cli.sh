@@ -24,6 +24,7 @@
 #     are named; tower convert --encoded writes them (eval on its records = eval on the folder; the shape
 #     features' keys free for its image and label), and refuses the options of decoded images;
 #   a FIFO, a device link and a subfolder in a class folder are warned about as what they are;
+#   out of file descriptors under --skip_corrupt: one line, not good images skipped as corrupt;
 #   --max_image_pixels: the refusal of a larger image names it, and raised, train and eval read the image.
 #   a bad image under a 900-byte path: its message whole (the file and the reason), refused and warned;
 #   elongated images: a side over 65535 pixels named (train and convert alike), a centre crop's scaled size
@@ -342,6 +343,20 @@ for want in "circle/fifo.png: a pipe or FIFO, not a regular file (skipped)" \
   grep -qF "$want" "$work/kinds.err" || fail "the warning '$want' is missing: $(cat "$work/kinds.err")"
 done
 echo "ok: a FIFO, a link to a device and a subfolder each named as what they are"
+
+# ---- out of file descriptors (ulimit -n 6) under --skip_corrupt: the machine's fault, not the images': the run
+#      stops with one line, not counting good images as corrupt ones and training on what is left (exit 0 before)
+if "$tower" --version | grep -q "sanitizer: none"; then
+  set +e
+  (ulimit -n 6; "$tower" train "${common[@]}" --data "$work/imgs" --train_dir "$work/fd_run" --max_steps 30 --skip_corrupt \
+     --max_corrupt_fraction 1 --input_threads 8 >"$work/fd.out" 2>"$work/fd.err")
+  rc=$?
+  set -e
+  [ "$rc" -eq 1 ] && [ "$(wc -l <"$work/fd.err")" -eq 1 ] &&
+    grep -Eq "^tower train: .*: cannot open: Too many open files \(a fault of this machine, not of the file: not skipped\)" "$work/fd.err" ||
+    fail "out of descriptors under --skip_corrupt: exit $rc, $(cat "$work/fd.err")"
+  echo "ok: out of file descriptors: $(cat "$work/fd.err")"
+fi
 
 # ---- --max_image_pixels: a 2100 x 2100 PNG is over the pipeline's default 4194304 pixels; the refusal says how
 #      to raise the bound, and with it raised train and eval read the image (convert reads it either way)
