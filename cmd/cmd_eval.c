@@ -163,6 +163,8 @@ typedef struct {
                             closes it */
     long n_recorded;       /* evaluations written to events */
     int said_folder_order; /* the note that an image folder's classes are its sorted folder names was printed */
+    char events_dir[4096]; /* the --eval_dir the first evaluation made (made_n_bytes of it), taken away again with an */
+    size_t made_n_bytes;   /* events file that recorded nothing */
 } EvalRun;
 
 /* Closes run's events file: 0, or 1 after one line when the close failed (where rc, the exit status so far, is
@@ -174,6 +176,7 @@ static int eval_run_close(EvalRun *run, int rc) {
     const int closed = event_writer_close(run->events, err, sizeof err);
     run->events = NULL;
     if (path[0]) remove(path);
+    if (!run->n_recorded) file_remove_made_dirs(run->events_dir, run->made_n_bytes); /* where left empty */
     if (closed != 0 && rc == 0) {
         cmd_errorf("tower eval: %s\n", err);
         return 1;
@@ -235,12 +238,14 @@ static int eval_checkpoint(const EvalOptions *o, int compression, const char *pa
     if (!run->events) {
         char edir[4096];
         events_dir(edir, sizeof edir, o->eval_dir, path);
-        size_t made_n_bytes;
+        size_t made_n_bytes = 0;
         if (edir[0] && file_make_dirs(edir, &made_n_bytes) != 0) {
             cmd_errorf("tower eval: cannot create --eval_dir %s: %s (--eval_dir none writes no events file)\n",
                     edir, strerror(errno));
             goto done;
         }
+        snprintf(run->events_dir, sizeof run->events_dir, "%s", edir);
+        run->made_n_bytes = made_n_bytes;
         if (edir[0] && !(run->events = event_writer_open(edir, err, sizeof err))) {
             cmd_errorf("tower eval: %s (--eval_dir none writes no events file)\n", err);
             goto done;

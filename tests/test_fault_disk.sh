@@ -96,6 +96,7 @@ if [ "$mode" = ulimit ]; then
   [ $rc -eq 1 ] || fail "eval with no room for its events file: exit $rc, expected 1"
   one_line "$work/err" "^tower eval: $dir/eval/events\.out\.tfevents\.[^ ]+: write error: File too large \(--eval_dir none writes no events file\)\$" \
     "eval events file past ulimit -f 0"
+  [ ! -e "$dir/eval" ] || fail "eval left the --eval_dir it made, empty: $(ls -a "$dir/eval" | tr '\n' ' ')"
   limited 0 "$work/err" eval --checkpoint_dir "$dir" --data "$work/data-*.tfrecord" --eval_dir none ||
     { cat "$work/err"; fail "eval --eval_dir none needs no file but failed"; }
 
@@ -111,6 +112,7 @@ if [ "$mode" = ulimit ]; then
   [ $rc -eq 1 ] || fail "a trace past the limit: exit $rc, expected 1"
   one_line "$work/err" "^tower bench: mnist, ps_cpu, 1 tower\(s\): --trace $work/trace-mnist-ps_cpu-1\.json: write failed: File too large\$" \
     "trace past ulimit -f"
+  [ ! -e "$work/trace-mnist-ps_cpu-1.json" ] || fail "the cut trace stayed: $(wc -c <"$work/trace-mnist-ps_cpu-1.json") bytes"
 
   # With room again, --resume continues from the last good checkpoint.
   "$tower" train "${common[@]}" --train_dir "$dir" --max_steps 4 --save_every 1 --resume >"$work/log" ||

@@ -93,7 +93,10 @@ int trace_close(Trace *tr, char *err, size_t err_n_bytes) {
     const int flush_errno = bad ? errno : 0;
     if (fclose(tr->f) != 0 && !bad) bad = 1;
     const int why = flush_errno ? flush_errno : errno;
-    if (bad) snprintf(err, err_n_bytes, "--trace %s: write failed: %s", tr->path, strerror(why));
+    if (bad) {
+        snprintf(err, err_n_bytes, "--trace %s: write failed: %s", tr->path, strerror(why));
+        remove(tr->path); /* cut JSON no viewer opens */
+    }
     free(tr);
     return bad ? -1 : 0;
 }

@@ -41,7 +41,8 @@ void trace_span(Trace *tr, int row, const char *name, const char *cat, double st
 void trace_marker(Trace *tr, const char *name, double t_sec);
 
 /* Write the closing brackets, close the file and free tr.  Returns 0, or -1
- * with one line in err when any write failed (disk full...).  NULL: 0. */
+ * with one line in err when any write failed (disk full...), the cut file
+ * removed.  NULL: 0. */
 int trace_close(Trace *tr, char *err, size_t err_n_bytes);
 
 #endif
