@@ -560,7 +560,8 @@ int convert_run(ConvertSource *src, const ConvertConfig *cfg, ConvertStats *stat
         if (!(w[i] = tfr_writer_open_new(tmp_paths[i], cfg->compression, &exists, err, err_n))) {
             if (exists)
                 snprintf(err, err_n, "%s exists: another convert to %s is under way, or one was killed before it "
-                         "finished (remove it)", tmp_paths[i], cfg->out_prefix);
+                         "finished (remove its files: %s-*.tfrecord.tmp)", tmp_paths[i], cfg->out_prefix,
+                         cfg->out_prefix);
             free(tmp_paths[i]);
             tmp_paths[i] = NULL; /* not ours: kept */
             goto out;

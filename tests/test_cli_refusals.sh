@@ -164,7 +164,7 @@ head -c 3073 /dev/zero >"$work/c1.bin" # one CIFAR-10 record
 refuse 1 "tower convert: $work/c1.bin and $work/./c1.bin are the same file: its examples would be converted twice" \
   convert --from cifar10 --out "$work/c/x" "$work/c1.bin" "$work/./c1.bin"
 mkdir -p "$work/c" && echo theirs >"$work/c/y-00000-of-00001.tfrecord.tmp" # another convert's, under way
-refuse 1 "tower convert: $work/c/y-00000-of-00001.tfrecord.tmp exists: another convert to $work/c/y is under way, or one was killed before it finished (remove it)" \
+refuse 1 "tower convert: $work/c/y-00000-of-00001.tfrecord.tmp exists: another convert to $work/c/y is under way, or one was killed before it finished (remove its files: $work/c/y-*.tfrecord.tmp)" \
   convert --from cifar10 --out "$work/c/y" "$work/c1.bin"
 [ "$(cat "$work/c/y-00000-of-00001.tfrecord.tmp")" = theirs ] || fail "convert wrote through another's .tmp"
 : >"$work/empty.tfrecord" # no record: train refuses it, and inspect says so (it exited 0)
