@@ -155,22 +155,31 @@ static int write_atomic(const char *dir, const char *name, const void *const *pa
     return write_atomic_with(dir, name, write_parts, &p, fault_here, err, err_n_bytes);
 }
 
-/* A checkpoint file's payload as protobuf-c packs it, straight into the file and its CRC: no copy of it in memory
- * (one the size of the variables and slots was allocated at every save, and a save late in a run could fail for
- * it, losing every step since the last). */
+/* A checkpoint file's payload as protobuf-c packs it, into the file and its CRC through a 64 KiB chunk: no copy of
+ * the whole payload in memory (one the size of the variables and slots was allocated at every save, and a save
+ * late in a run could fail for it, losing every step since the last).  protobuf-c appends a variable's floats from
+ * the server's own array, which an asynchronous server's updates may change meanwhile: the CRC and the file are
+ * both taken from the chunk's copy, so they agree, as they did over the whole copy. */
 typedef struct {
     ProtobufCBuffer base;
     FILE *f;
     uLong crc;
     size_t n_bytes;
     int errno_value; /* the first failed write's, or 0 */
+    uint8_t chunk[(size_t)64 << 10];
 } FileSink;
 
 static void file_sink_append(ProtobufCBuffer *buffer, size_t len, const uint8_t *data) {
     FileSink *s = (FileSink *)buffer;
-    if (!s->errno_value && len && fwrite(data, 1, len, s->f) != len) s->errno_value = errno ? errno : EIO;
-    s->crc = crc32_z(s->crc, data, len);
     s->n_bytes += len;
+    while (len > 0 && !s->errno_value) {
+        const size_t n = len < sizeof s->chunk ? len : sizeof s->chunk;
+        memcpy(s->chunk, data, n);
+        s->crc = crc32_z(s->crc, s->chunk, n);
+        if (fwrite(s->chunk, 1, n, s->f) != n) s->errno_value = errno ? errno : EIO;
+        data += n;
+        len -= n;
+    }
 }
 
 typedef struct {
@@ -184,14 +193,19 @@ static int write_checkpoint_body(FILE *f, void *ctx) {
     unsigned char header[CKPT_HEADER_N_BYTES];
     memset(header, 0, sizeof header);
     if (fwrite(header, 1, sizeof header, f) != sizeof header) return errno ? errno : EIO;
-    FileSink sink = {.base = {file_sink_append}, .f = f, .crc = crc32_z(0L, Z_NULL, 0)};
-    tower__checkpoint__pack_to_buffer(p->msg, &sink.base);
-    if (sink.errno_value) return sink.errno_value;
-    if (sink.n_bytes != p->payload_n_bytes) return EIO; /* protobuf-c packed other than it sized */
+    FileSink *sink = malloc(sizeof *sink);
+    if (!sink) return ENOMEM;
+    *sink = (FileSink){.base = {file_sink_append}, .f = f, .crc = crc32_z(0L, Z_NULL, 0)};
+    tower__checkpoint__pack_to_buffer(p->msg, &sink->base);
+    const int errno_value = sink->errno_value, sized = sink->n_bytes == p->payload_n_bytes;
+    const uLong crc = sink->crc;
+    free(sink);
+    if (errno_value) return errno_value;
+    if (!sized) return EIO; /* protobuf-c packed other than it sized */
     memcpy(header, CKPT_MAGIC, 8);
     put_u32(header + 8, CKPT_FORMAT_VERSION);
     put_u64(header + 12, (uint64_t)p->payload_n_bytes);
-    put_u32(header + 20, (uint32_t)sink.crc);
+    put_u32(header + 20, (uint32_t)crc);
     if (fseek(f, 0, SEEK_SET) != 0 || fwrite(header, 1, sizeof header, f) != sizeof header) return errno ? errno : EIO;
     return 0;
 }

@@ -258,8 +258,10 @@ mkdir -p "$work/lab" "$work/open_data"
 for f in "$work"/train-*.tfrecord; do ln -s "$f" "$work/lab/"; done
 seq 0 9 | sed 's/^/class/' >"$work/lab/labels.txt"
 seq 0 9 | sed 's/^/other/' >"$work/open_data/labels.txt"
+# trained with that list: a checkpoint beside it (a labels.txt beside none is a killed start-up's, replaced)
+cp "$work/tdown/host0/td/checkpoint" "$work"/tdown/host0/td/model.ckpt-* "$work/open_data/"
 refused_once open_data "the data's class list differs from the one this train_dir was trained with: .*" \
-  "$tower" train "${common[@]}" --data "$work/lab/train-*.tfrecord" --train_dir "$work/open_data"
+  "$tower" train "${common[@]}" --data "$work/lab/train-*.tfrecord" --train_dir "$work/open_data" --resume
 
 # --batch_norm sync on a network without batch norm beside --ps_dedicated's server rank: nothing to sum (the
 # workers waited in the sums' protocol for the server, which runs no towers, for ever).

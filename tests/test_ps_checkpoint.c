@@ -846,8 +846,17 @@ static void test_shards_of_one_run(void) {
  * 40 MB for mnist's variables, momentum and moving averages), ckpt_save still writes the file, and it reads back
  * equal (a save late in a run failed for want of the payload's buffer, losing the steps since the last).  In a
  * child process, whose limit goes with it; not under a sanitizer, whose shadow memory needs the address space. */
-static void test_save_streams(void) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define UNDER_SANITIZER 1
+#endif
+#endif
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
+#endif
+
+static void test_save_streams(void) {
+#ifdef UNDER_SANITIZER
     printf("test_save_streams: skipped under a sanitizer\n");
 #else
     char dir[600], path[700], err[512];
