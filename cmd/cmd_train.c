@@ -68,7 +68,6 @@ static void on_signal(int sig) {
 
 static int stdout_errno = 0; /* why the last failed write of a log line failed (EPIPE: a closed pipe), or 0 */
 
-static const char *signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP"; }
 
 
 /* The upper ends of the flags' ranges (train_flags): far above any sane run, low enough
@@ -969,7 +968,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
              * the lines not written go to /dev/null, so that the stop's own lines do not block again. */
             cmd_errorf("tower train: standard output blocked (its reader does not read) when %s arrived: stopping "
                        "after step %ld: checkpoint, then exit status %d; the log lines not yet written are dropped\n",
-                       signal_name(stop_signal), step, 128 + stop_signal);
+                       cmd_signal_name(stop_signal), step, 128 + stop_signal);
             const int null_fd = open("/dev/null", O_WRONLY);
             if (null_fd >= 0) {
                 dup2(null_fd, STDOUT_FILENO);
@@ -991,7 +990,7 @@ static int run_train(TrainerOptions o, TrainDisplayOptions dopt, int rank, int *
                 ; /* the run's last step: it ends as a finished run (exit 0), the request moot */
             else if (stop_signal)
                 printf("%s: stop requested by %s after step %ld: checkpoint, then exit status %d\n", ts,
-                       signal_name(stop_signal), step, 128 + stop_signal);
+                       cmd_signal_name(stop_signal), step, 128 + stop_signal);
             else if (!stdout_lost) /* another rank's signal (mpirun): this rank stops with the job, status 0 */
                 printf("%s: stop requested by another rank after step %ld: checkpoint\n", ts, step);
             break;

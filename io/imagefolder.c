@@ -1334,6 +1334,17 @@ static void skip_file(FolderState *st, const char *why) {
     st->n_skipped++;
 }
 
+/* A file that did not load (errno as the load left it): skipped (0), or, where the machine failed and not the file,
+ * -1 with err. */
+static int skip_or_fail(FolderState *st, const char *why, char *err, size_t err_n) {
+    if (imagefolder_failed_for_system(errno)) {
+        snprintf(err, err_n, "%s" IMAGEFOLDER_SYSTEM_FAULT, why);
+        return -1;
+    }
+    skip_file(st, why);
+    return 0;
+}
+
 static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t err_n) {
     FolderState *st = s->state;
     while (st->next < st->n_files) {
@@ -1348,11 +1359,7 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
             char note[1200];
             errno = 0;
             if (encoded_file(st, f->path, &H, &W, &n_bytes, why, sizeof why, note, sizeof note) != 0) {
-                if (imagefolder_failed_for_system(errno)) {
-                    snprintf(err, err_n, "%s (a fault of this machine, not of the file: not skipped)", why);
-                    return -1;
-                }
-                skip_file(st, why);
+                if (skip_or_fail(st, why, err, err_n) != 0) return -1;
                 continue;
             }
             if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */
@@ -1363,11 +1370,7 @@ static int folder_next(ConvertSource *s, ConvertItem *item, char *err, size_t er
         }
         errno = 0;
         if (imagefolder_decode(f->path, &rgb, &H, &W, why, sizeof why) != 0) {
-            if (imagefolder_failed_for_system(errno)) {
-                snprintf(err, err_n, "%s (a fault of this machine, not of the file: not skipped)", why);
-                return -1;
-            }
-            skip_file(st, why);
+            if (skip_or_fail(st, why, err, err_n) != 0) return -1;
             continue;
         }
         if (why[0]) warn_line(st, why); /* damaged JPEG data, decoded all the same */

@@ -250,6 +250,7 @@ int imagefolder_transform_crop(uint8_t *out, int S, int C, const ImageFolderCrop
 /* After a failed load or decode (errno set to 0 before it): 1 when errno says the machine failed, not the
  * file (out of memory, too many open files), which a reader must not skip as a corrupt file (--skip_corrupt
  * dropped good images when the descriptors ran out); else 0. */
+#define IMAGEFOLDER_SYSTEM_FAULT " (a fault of this machine, not of the file: not skipped)" /* after such a why */
 static inline int imagefolder_failed_for_system(int errno_value) {
     return errno_value == ENOMEM || errno_value == EMFILE || errno_value == ENFILE;
 }

@@ -253,7 +253,7 @@ static int decode_collect_one(Pipeline *p, PipelineDecodeStream *s) {
     pipeline_put_slot_back(p, d->slot);
     if (state == -2) { /* not the data's fault: no skipping it as corrupt */
         char msg[PIPELINE_MSG_N_BYTES + 96];
-        snprintf(msg, sizeof msg, "%s (a fault of this machine, not of the file: not skipped)", d->why);
+        snprintf(msg, sizeof msg, "%s" IMAGEFOLDER_SYSTEM_FAULT, d->why);
         pipeline_fail(p, msg);
         return -1;
     }

@@ -468,14 +468,16 @@ static double mib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0); 
 
 static double gib(size_t n_bytes) { return (double)n_bytes / (1024.0 * 1024.0 * 1024.0); }
 
-/* What shrinks a part that the batch does not: "lower --num_towers" (each tower's gradients, activations), the
- * model's size flag, or for a network without one the input size where the pipeline decodes it, else the model. */
-static const char *size_lever(const Trainer *tr) {
-    if (tr->n_towers > 1) return "lower --num_towers";
-    const char *flag = model_size_flag(tr->opt.model);
-    if (flag) return !strcmp(flag, "--fc_width") ? "lower --fc_width" : "lower --width_multiplier";
-    return tr->image_folder || tr->image_encoded ? "lower --image_size, or train a smaller --model"
-                                                 : "train a smaller --model";
+/* What shrinks a part that the batch does not, into out: "lower --num_towers" (each tower's gradients,
+ * activations), "lower" the model's size flag, or for a network without one the input size where the pipeline
+ * decodes it, else the model.  Returns out. */
+static const char *size_lever(const Trainer *tr, char *out, size_t out_n_bytes) {
+    const char *flag = tr->n_towers > 1 ? "--num_towers" : model_size_flag(tr->opt.model);
+    if (flag) snprintf(out, out_n_bytes, "lower %s", flag);
+    else snprintf(out, out_n_bytes, "%s", tr->image_folder || tr->image_encoded
+                                              ? "lower --image_size, or train a smaller --model"
+                                              : "train a smaller --model");
+    return out;
 }
 
 int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
@@ -493,6 +495,7 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
     const size_t more = bound - m.loaded_n_bytes;
     const size_t available_at_open = available + (tr->ps ? resident - m.loaded_n_bytes : 0);
     /* The flag that shrinks the largest part (of the input: its decode buffers or its shuffle buffer). */
+    char lever[64];
     const char *lower = "lower --batch_size";
     if (tr->opt.shard_sizes[0]) lower = "lower --shard_sizes";
     const int decodes = tr->image_folder || tr->image_encoded;
@@ -503,7 +506,7 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
              tr->opt.min_after_dequeue > 3L * tr->global_batch)
         lower = decodes ? "lower --min_after_dequeue or --image_size" : "lower --min_after_dequeue";
     else if (m.variables_n_bytes > m.input_n_bytes && m.variables_n_bytes > m.towers_n_bytes)
-        lower = size_lever(tr); /* each tower's gradients */
+        lower = size_lever(tr, lever, sizeof lever); /* each tower's gradients */
     else if (tr->accum_steps > 1 && m.input_n_bytes >= m.towers_n_bytes)
         lower = "lower --accum_steps";
     else if (m.towers_known && m.towers_n_bytes > m.input_n_bytes) {
@@ -511,7 +514,7 @@ int trainer_check_memory(const Trainer *tr, char *err, size_t err_n_bytes) {
          * weights) do not; where a batch of 1 would keep more than half of it, the batch is not the lever. */
         size_t at_one = 0;
         for (int t = 0; t < tr->n_towers; t++) at_one += tr->backend->host_n_bytes(&tr->spec, 1, tr->accum_steps);
-        if (2 * at_one > m.towers_n_bytes) lower = size_lever(tr);
+        if (2 * at_one > m.towers_n_bytes) lower = size_lever(tr, lever, sizeof lever);
     }
     char server[96] = ", the server's not yet counted";
     if (tr->ps)
@@ -1251,10 +1254,11 @@ static int open_plan(Trainer *tr, const TrainerOptions *opt, TowerGroupConfig *t
     char source[4400];
     const size_t plan = ps_plan_n_bytes(&tr->spec, tr->n_towers, &pc), available = memory_available_n_bytes(source, sizeof source);
     if (available > 0 && plan > available) {
+        char lever[64];
         snprintf(err, err_n_bytes, "not enough memory: the parameter server of %zu variables needs %.2f GiB of host "
                  "memory (the variables, their mean gradient, %d tower gradient%s, the optimizer's slots and moving "
                  "averages), and %.2f GiB is available (%s): %s", tr->spec.n_params, gib(plan), tr->n_towers,
-                 tr->n_towers == 1 ? "" : "s", gib(available), source, size_lever(tr));
+                 tr->n_towers == 1 ? "" : "s", gib(available), source, size_lever(tr, lever, sizeof lever));
         return -1;
     }
     tr->ps = ps_create(&tr->spec, tr->n_towers, &pc, tr->alloc, (uint64_t)o->seed);
